@@ -1,0 +1,84 @@
+//! Atomic file replacement: the only way kern writes a file a person or a reader may look at.
+//!
+//! A write goes to a temp file in the same folder (so the rename cannot cross file systems),
+//! is flushed with fsync, takes the permissions of the file it replaces, and is renamed over
+//! it; the folder is fsynced so the rename itself survives a crash. A reader therefore sees
+//! the old bytes or the new bytes, never a mix, and a kill -9 at any moment loses nothing.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Replaces `path` with `bytes` atomically, keeping the permissions of an existing file.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let existing_permissions = fs::metadata(path).ok().map(|m| m.permissions());
+    let mut temp = tempfile::Builder::new()
+        .prefix(".kern-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    temp.write_all(bytes)
+        .map_err(|e| Error::io(temp.path(), e))?;
+    temp.as_file()
+        .sync_all()
+        .map_err(|e| Error::io(temp.path(), e))?;
+    if let Some(permissions) = existing_permissions {
+        fs::set_permissions(temp.path(), permissions).map_err(|e| Error::io(temp.path(), e))?;
+    } else {
+        // tempfile creates 0600; a new file should get the usual 0644-under-umask instead.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = 0o666 & !current_umask();
+        fs::set_permissions(temp.path(), fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io(temp.path(), e))?;
+    }
+    temp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    if let Ok(d) = fs::File::open(dir) {
+        // Best effort: some file systems refuse fsync on a directory.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn current_umask() -> u32 {
+    use nix::sys::stat::{Mode, umask};
+    let old = umask(Mode::from_bits_truncate(0o022));
+    umask(old);
+    old.bits()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn replaces_content_and_keeps_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        fs::write(&path, "old").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        write(&path, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn creates_a_new_file_readable_by_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.json");
+        write(&path, b"{}").unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o044, 0o044 & (0o666 & !current_umask()));
+    }
+}

@@ -1,0 +1,288 @@
+//! What the person typed: the clap definition of kern's command line, nothing resolved yet.
+//!
+//! Every run option has a `KERN_*` environment variable and shows its default in `--help`.
+//! Durations are written `90s`, `15m`, `1h` or as plain seconds. Resolution (the agent kind,
+//! paths, budgets) happens in `config.rs`, so this file stays a plain description.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXAMPLES: &str = "\
+Examples:
+  kern 10 30          take up to 10 tasks, 30 s apart (run it before bed)
+  kern -n             dry run: show what would happen, change nothing
+  kern status         tasks by state, the next task, the state folder
+  kern demo           watch the whole loop in a throw-away repository";
+
+/// kern takes the next task from SPEC.md and drives a coding agent through research,
+/// implement and review, then commits the work itself. Unattended, resumable, locked.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kern",
+    version,
+    about,
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// What to do instead of a run.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// How many tasks to take at most.
+    #[arg(value_name = "ITERATIONS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub iterations: u32,
+
+    /// Pause between iterations: 30, 90s, 15m, 1h.
+    #[arg(value_name = "DELAY", default_value = "10", value_parser = parse_duration)]
+    pub delay: Duration,
+
+    /// Show what would happen and change nothing: no lock, no agent, no write.
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+
+    /// Options of a run.
+    #[command(flatten)]
+    pub run: RunOptions,
+
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalOptions,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalOptions {
+    /// Diagnostics on stderr: -v for debug, -vv for trace (also KERN_LOG=debug|trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// Print only errors and the end-of-run summary.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// The task list, relative to the repository's top folder.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "KERN_SPEC",
+        default_value = "SPEC.md",
+        global = true
+    )]
+    pub spec: PathBuf,
+
+    /// Colour and the live status line: auto (on a terminal, unless NO_COLOR), always, never.
+    #[arg(long, value_enum, env = "KERN_COLOR", default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
+
+    /// The agent: claude, codex, or program:<path> for any executable.
+    #[arg(
+        long,
+        value_name = "AGENT",
+        env = "KERN_AGENT",
+        default_value = "claude",
+        global = true
+    )]
+    pub agent: String,
+}
+
+/// Options of a run (and of a dry run, which shows their effect).
+#[derive(Debug, Clone, Args)]
+pub struct RunOptions {
+    /// The model for every stage, overriding the templates' `model:` front matter.
+    #[arg(long, value_name = "MODEL", env = "KERN_MODEL")]
+    pub model: Option<String>,
+
+    /// Longest a stage may run.
+    #[arg(long, value_name = "DURATION", env = "KERN_STAGE_TIMEOUT", default_value = "60m", value_parser = parse_duration)]
+    pub stage_timeout: Duration,
+
+    /// Longest an agent may print nothing.
+    #[arg(long, value_name = "DURATION", env = "KERN_IDLE_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+
+    /// How long an agent that reported its result may take to exit before it is stopped.
+    #[arg(long, value_name = "DURATION", env = "KERN_RESULT_GRACE", default_value = "10s", value_parser = parse_duration)]
+    pub result_grace: Duration,
+
+    /// Retries of a stage after a transient failure (overload, network, timeout).
+    #[arg(long, value_name = "N", env = "KERN_RETRIES", default_value_t = 3)]
+    pub retries: u32,
+
+    /// The first retry delay; later ones grow exponentially, with jitter, up to 10 min.
+    #[arg(long, value_name = "DURATION", env = "KERN_RETRY_DELAY", default_value = "30s", value_parser = parse_duration)]
+    pub retry_delay: Duration,
+
+    /// Longest wait for a usage-limit reset before the run stops.
+    #[arg(long, value_name = "DURATION", env = "KERN_MAX_WAIT", default_value = "6h", value_parser = parse_duration)]
+    pub max_wait: Duration,
+
+    /// Failed attempts before kern asks for decomposition, and again before it blocks the task.
+    #[arg(long, value_name = "N", env = "KERN_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_attempts: u32,
+
+    /// Stop cleanly (exit 6) once the run has cost this many USD.
+    #[arg(long, value_name = "USD", env = "KERN_MAX_COST", value_parser = parse_cost)]
+    pub max_cost: Option<f64>,
+
+    /// A command that must pass after implement (a task's own `> **Check:**` note wins).
+    #[arg(long, value_name = "CMD", env = "KERN_CHECK")]
+    pub check: Option<String>,
+
+    /// Longest the check command may run.
+    #[arg(long, value_name = "DURATION", env = "KERN_CHECK_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    pub check_timeout: Duration,
+
+    /// Start a task on a dirty tree; the paths dirty before it stay out of kern's commits.
+    #[arg(long, env = "KERN_ALLOW_DIRTY")]
+    pub allow_dirty: bool,
+
+    /// Do not run the pre-commit and commit-msg hooks.
+    #[arg(long, env = "KERN_NO_VERIFY")]
+    pub no_verify: bool,
+}
+
+/// When to use colour and the live status line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// kern's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tasks by state, the next task, the resume point, the lock holder, the state folder.
+    Status {
+        /// Print one JSON object on stdout.
+        #[arg(long, conflicts_with = "dir")]
+        json: bool,
+        /// Print only the state folder path.
+        #[arg(long)]
+        dir: bool,
+    },
+    /// Write a starter SPEC.md and LEARNINGS.md (never overwrites).
+    Init {
+        /// Also copy the default prompt templates into `.kern/prompts/` for editing.
+        #[arg(long)]
+        prompts: bool,
+    },
+    /// Run the whole loop in a throw-away repository with a built-in scripted agent.
+    Demo {
+        /// Keep the demo repository and print its path.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Check that everything a run needs is in place, and say how to fix what is not.
+    Doctor,
+    /// Print shell completions.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    #[command(hide = true)]
+    Man,
+    /// The built-in scripted agent (used by `kern demo` and the tests).
+    #[command(hide = true)]
+    ScriptedAgent {
+        /// The scenario file (JSON).
+        scenario: PathBuf,
+    },
+}
+
+/// Parses `90s`, `15m`, `1h`, `1h30m` or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|e| format!("`{text}`: {e}"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|_| format!("`{text}` is not a duration — write it as 30, 90s, 15m or 1h"))
+}
+
+fn parse_cost(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not an amount in USD — write it as 5 or 2.50"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        for (text, secs) in [
+            ("30", 30),
+            ("90s", 90),
+            ("15m", 900),
+            ("1h", 3600),
+            ("1h30m", 5400),
+            ("0", 0),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_secs(secs)),
+                "{text}"
+            );
+        }
+        for bad in ["", "-5", "abc", "5x"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn run_and_subcommands_parse() {
+        let cli = Cli::try_parse_from(["kern", "10", "30"]).unwrap();
+        assert_eq!((cli.iterations, cli.delay), (10, Duration::from_secs(30)));
+        assert!(cli.command.is_none());
+        let cli = Cli::try_parse_from(["kern"]).unwrap();
+        assert_eq!((cli.iterations, cli.delay), (5, Duration::from_secs(10)));
+        let cli = Cli::try_parse_from(["kern", "status", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(Command::Status {
+                json: true,
+                dir: false
+            })
+        ));
+        let cli = Cli::try_parse_from(["kern", "-n", "--spec", "TODO.md"]).unwrap();
+        assert!(cli.dry_run);
+        assert_eq!(cli.global.spec, PathBuf::from("TODO.md"));
+    }
+
+    #[test]
+    fn bad_input_is_rejected() {
+        for argv in [
+            vec!["kern", "abc"],
+            vec!["kern", "10", "-5"],
+            vec!["kern", "--frobnicate"],
+            vec!["kern", "0"],
+            vec!["kern", "--max-cost", "-1"],
+        ] {
+            let err = Cli::try_parse_from(&argv).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,275 @@
+//! One error type for kern, and the one place exit codes live.
+//!
+//! Every failure a person can meet is a variant here, named subject-then-failure, carrying the
+//! paths and names it concerns and, where there is one, the fix. `main.rs` prints the message
+//! and exits with [`Error::exit_code`]; nothing else in kern chooses an exit code. The ends of a
+//! run that are not failures of kern itself but still must not exit 0 (a blocked task, a spent
+//! budget, an interruption) are variants too, so that this stays the only table.
+
+use std::path::PathBuf;
+
+/// kern's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Exit code: done, nothing left or all iterations ran.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: internal or I/O failure.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: usage error, invalid SPEC.md or template, dirty tree, unusable repository.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: another kern holds the lock for this project and branch.
+pub const EXIT_LOCKED: u8 = 3;
+/// Exit code: finished, but a task is blocked or the last task failed.
+pub const EXIT_UNFINISHED: u8 = 4;
+/// Exit code: the agent needs the user (missing, not logged in, rejected its arguments).
+pub const EXIT_AGENT_NEEDS_USER: u8 = 5;
+/// Exit code: the `--max-cost` budget is spent.
+pub const EXIT_BUDGET: u8 = 6;
+
+/// Everything that can go wrong in kern.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Command-line input that clap cannot judge alone (a bad `--agent`, a bad duration).
+    #[error("{0}")]
+    Usage(String),
+
+    /// The subcommand exists but its issue has not landed yet.
+    #[error("`kern {0}` is not available yet")]
+    NotAvailable(&'static str),
+
+    /// SPEC.md does not exist.
+    #[error("`{}` not found — run `kern init` to write a starter SPEC.md, or pass --spec PATH", path.display())]
+    SpecMissing {
+        /// The path kern looked at.
+        path: PathBuf,
+    },
+
+    /// SPEC.md failed validation; `report` holds one `FILE:LINE:COL: message — fix` per line.
+    #[error("{report}")]
+    SpecInvalid {
+        /// The rendered diagnostics, one per line.
+        report: String,
+    },
+
+    /// An edit of SPEC.md could not be applied or verified; the file is unchanged.
+    #[error("`{}`: {message}", path.display())]
+    SpecEdit {
+        /// The SPEC.md path.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// A prompt template is broken (unknown placeholder, bad front matter).
+    #[error("`{}:{line}`: {message}", path.display())]
+    Template {
+        /// The template file (or its embedded name).
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong and the fix.
+        message: String,
+    },
+
+    /// A new task may only start on a clean tree.
+    #[error(
+        "the work tree has uncommitted changes: {} — commit or stash them, or pass --allow-dirty to leave them out of kern's commits",
+        files.join(", ")
+    )]
+    DirtyTree {
+        /// The changed paths, relative to the work tree.
+        files: Vec<String>,
+    },
+
+    /// The repository cannot be used as it is (not a repository, bare, merge in progress…).
+    #[error("{0}")]
+    Repository(String),
+
+    /// git's own `index.lock` is present and was not left by a dead kern.
+    #[error(
+        "`{}` exists: another git process may be running — if none is, remove the file and run kern again",
+        path.display()
+    )]
+    IndexLocked {
+        /// The lock file.
+        path: PathBuf,
+    },
+
+    /// git has no author identity configured.
+    #[error(
+        "git has no author identity — run `git config --global user.name \"Your Name\"` and `git config --global user.email you@example.com`"
+    )]
+    GitIdentity,
+
+    /// A libgit2 call failed.
+    #[error("git: {context}: {source}")]
+    Git {
+        /// What kern was doing.
+        context: String,
+        /// libgit2's error.
+        #[source]
+        source: git2::Error,
+    },
+
+    /// Another kern holds the run lock for this project and branch.
+    #[error("another kern is running on this project and branch ({holder}); lock `{}`", path.display())]
+    LockHeld {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it: pid, host, since when, phase.
+        holder: String,
+    },
+
+    /// The agent cannot run without the person (missing binary, not logged in, bad key…).
+    #[error("{message}")]
+    AgentNeedsUser {
+        /// What is wrong and what to do.
+        message: String,
+    },
+
+    /// A file could not be read or written.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A bug or an impossible state; the message says where.
+    #[error("internal error: {0}")]
+    Internal(String),
+
+    /// The run finished, but a task is blocked or the last task failed.
+    #[error("{0}")]
+    Unfinished(String),
+
+    /// The `--max-cost` budget is spent.
+    #[error("the cost budget is spent: ${spent:.2} of ${limit:.2} — raise --max-cost to go on")]
+    BudgetSpent {
+        /// What the run cost so far, in USD.
+        spent: f64,
+        /// The budget, in USD.
+        limit: f64,
+    },
+
+    /// SIGINT or SIGTERM stopped the run; the resume state is kept.
+    #[error("interrupted by {} — the task resumes where it stopped on the next run", signal_name(*.signal))]
+    Interrupted {
+        /// The signal number (2 or 15).
+        signal: i32,
+    },
+}
+
+impl Error {
+    /// The process exit code for this error (DESIGN.md section 11).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_)
+            | Error::SpecMissing { .. }
+            | Error::SpecInvalid { .. }
+            | Error::Template { .. }
+            | Error::DirtyTree { .. }
+            | Error::Repository(_)
+            | Error::IndexLocked { .. }
+            | Error::GitIdentity => EXIT_USAGE,
+            Error::LockHeld { .. } => EXIT_LOCKED,
+            Error::Unfinished(_) => EXIT_UNFINISHED,
+            Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
+            Error::BudgetSpent { .. } => EXIT_BUDGET,
+            Error::Interrupted { signal } => (128 + signal) as u8,
+            Error::NotAvailable(_)
+            | Error::SpecEdit { .. }
+            | Error::Git { .. }
+            | Error::Io { .. }
+            | Error::Internal(_) => EXIT_FAILURE,
+        }
+    }
+
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Wraps a libgit2 error with what kern was doing.
+    pub fn git(context: impl Into<String>, source: git2::Error) -> Error {
+        Error::Git {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        2 => "SIGINT",
+        15 => "SIGTERM",
+        _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_design_table() {
+        let cases: Vec<(Error, u8)> = vec![
+            (Error::Usage("x".into()), 2),
+            (
+                Error::SpecMissing {
+                    path: "SPEC.md".into(),
+                },
+                2,
+            ),
+            (
+                Error::DirtyTree {
+                    files: vec!["a".into()],
+                },
+                2,
+            ),
+            (
+                Error::LockHeld {
+                    path: "l".into(),
+                    holder: "pid 1".into(),
+                },
+                3,
+            ),
+            (Error::Unfinished("blocked".into()), 4),
+            (
+                Error::AgentNeedsUser {
+                    message: "login".into(),
+                },
+                5,
+            ),
+            (
+                Error::BudgetSpent {
+                    spent: 2.0,
+                    limit: 1.0,
+                },
+                6,
+            ),
+            (Error::Interrupted { signal: 2 }, 130),
+            (Error::Interrupted { signal: 15 }, 143),
+            (Error::Internal("x".into()), 1),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.exit_code(), code, "{error}");
+        }
+    }
+
+    #[test]
+    fn spec_missing_names_the_fix() {
+        let e = Error::SpecMissing {
+            path: "SPEC.md".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "`SPEC.md` not found — run `kern init` to write a starter SPEC.md, or pass --spec PATH"
+        );
+    }
+}

@@ -1,0 +1,26 @@
+//! The `kern` binary: parse the command line, start the runtime, run, map errors to exit codes.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = kern::cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kern: error: cannot start the async runtime: {e}");
+            return ExitCode::from(kern::error::EXIT_FAILURE);
+        }
+    };
+    match runtime.block_on(kern::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kern: error: {error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

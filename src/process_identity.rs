@@ -1,0 +1,121 @@
+//! Telling a live process from a dead one, and from a different process that reuses its pid.
+//!
+//! A pid alone is not an identity: after a crash the pid in a lock file may belong to an
+//! unrelated process. On Linux the start time (field 22 of `/proc/<pid>/stat`, in clock ticks
+//! since boot) makes the pair (pid, start time) unique. Elsewhere there is no cheap, portable
+//! start time, so only liveness (`kill(pid, 0)`) is used: a reused pid then looks alive, and
+//! kern errs on the side of "still running" — it refuses rather than deletes.
+
+use nix::errno::Errno;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+/// A process as (pid, start time); the start time is `None` where the OS cannot tell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    /// The process id.
+    pub pid: i32,
+    /// Start time in clock ticks since boot (Linux), if known.
+    pub start_time: Option<u64>,
+}
+
+impl ProcessIdentity {
+    /// The identity of this kern process.
+    pub fn current() -> ProcessIdentity {
+        ProcessIdentity::of(std::process::id() as i32)
+    }
+
+    /// The identity of a running process (its start time read now).
+    pub fn of(pid: i32) -> ProcessIdentity {
+        ProcessIdentity {
+            pid,
+            start_time: start_time(pid),
+        }
+    }
+
+    /// True when a process with this pid is alive and, where start times are known, is the
+    /// same process (not a later one that reused the pid).
+    pub fn is_running(&self) -> bool {
+        if !pid_alive(self.pid) {
+            return false;
+        }
+        match (self.start_time, start_time(self.pid)) {
+            (Some(recorded), Some(now)) => recorded == now,
+            _ => true,
+        }
+    }
+}
+
+/// True when a process with `pid` exists (a zombie counts as existing).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match kill(Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+/// The start time of `pid` in clock ticks since boot, from `/proc/<pid>/stat` (Linux only).
+#[cfg(target_os = "linux")]
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+/// Without `/proc` there is no start time; liveness alone is used (see the module docs).
+#[cfg(not(target_os = "linux"))]
+pub fn start_time(_pid: i32) -> Option<u64> {
+    None
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in parentheses and
+/// may itself hold spaces and parentheses, so fields are counted after the last `)`.
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // After the name come field 3 (state) onwards; start time is field 22 → index 19 here.
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_start_time_even_with_odd_command_names() {
+        let stat =
+            "1234 (a b) c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        assert_eq!(parse_start_time("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_is_running_and_a_changed_start_time_is_not() {
+        let me = ProcessIdentity::current();
+        assert!(me.is_running());
+        if let Some(t) = me.start_time {
+            let reused = ProcessIdentity {
+                pid: me.pid,
+                start_time: Some(t + 1),
+            };
+            assert!(!reused.is_running(), "pid reuse must read as not running");
+        }
+    }
+
+    #[test]
+    fn a_dead_pid_is_not_running() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(
+            !ProcessIdentity {
+                pid,
+                start_time: None
+            }
+            .is_running()
+        );
+    }
+}
