@@ -1,32 +1,75 @@
 //! kern: a git-native loop runner that drives a SPEC.md task list to commits with a coding
 //! agent, unattended. See DESIGN.md for the contract between the parts; each module below owns
-//! one concept and says so in its opening doc comment.
+//! one concept and says so in its opening doc comment. Data flows one way:
+//! cli -> config -> pipeline -> stage_runner -> agent/supervisor; pipeline -> spec/repository.
 
 pub mod agent;
 pub mod atomic_file;
+pub mod check;
 pub mod cli;
 pub mod config;
+pub mod dry_run;
 pub mod error;
+pub mod interrupt;
+pub mod learnings;
+pub mod lock;
+pub mod pipeline;
 pub mod process_identity;
+pub mod prompt;
+pub mod report;
+pub mod repository;
+pub mod resume;
+pub mod retry;
+pub mod run_log;
+pub mod scripted_agent;
+pub mod sensitive;
 pub mod spec;
 pub mod stage;
+pub mod stage_record;
+pub mod stage_runner;
 pub mod state_dir;
+pub mod status;
+pub mod supervisor;
 
 use crate::cli::{Cli, Command};
+use crate::config::Settings;
 use crate::error::{Error, Result};
 
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.
 pub async fn run(cli: Cli) -> Result<()> {
-    let _settings = config::Settings::from_cli(&cli)?;
+    let settings = Settings::from_cli(&cli)?;
     match cli.command {
-        None if cli.dry_run => Err(Error::NotAvailable("-n")),
-        None => Err(Error::NotAvailable("run")),
-        Some(Command::Status { .. }) => Err(Error::NotAvailable("status")),
+        None if settings.dry_run => {
+            eprint!("{}", dry_run::report(&settings)?);
+            Ok(())
+        }
+        None => {
+            let reporter = report::Reporter::new(settings.color, settings.quiet);
+            let interrupt = interrupt::Interrupt::install()?;
+            pipeline::run(&settings, &reporter, &interrupt).await
+        }
+        Some(Command::Status { json, dir }) => {
+            if dir {
+                let ws = pipeline::Workspace::open(&settings)?;
+                println!("{}", ws.state_dir.dir().display());
+                return Ok(());
+            }
+            let (_, report) = status::compute(&settings)?;
+            if json {
+                println!("{}", report.json);
+            } else {
+                for w in &report.warnings {
+                    eprintln!("kern: {w}");
+                }
+                eprint!("{}", status::render_human(&report));
+            }
+            Ok(())
+        }
         Some(Command::Init { .. }) => Err(Error::NotAvailable("init")),
         Some(Command::Demo { .. }) => Err(Error::NotAvailable("demo")),
         Some(Command::Doctor) => Err(Error::NotAvailable("doctor")),
         Some(Command::Completions { .. }) => Err(Error::NotAvailable("completions")),
         Some(Command::Man) => Err(Error::NotAvailable("man")),
-        Some(Command::ScriptedAgent { .. }) => Err(Error::NotAvailable("scripted-agent")),
+        Some(Command::ScriptedAgent { scenario }) => scripted_agent::main(&scenario).await,
     }
 }

@@ -145,6 +145,16 @@ impl StateDir {
         self.dir().join("run.jsonl")
     }
 
+    /// `task.json`: what kern recorded when the current task started (outlives iterations).
+    pub fn task_start(&self) -> PathBuf {
+        self.dir().join("task.json")
+    }
+
+    /// `commit.json`: a commit kern was about to make (see `resume.rs`).
+    pub fn pending_commit(&self) -> PathBuf {
+        self.dir().join("commit.json")
+    }
+
     /// Every per-iteration file of every stage (not `run.jsonl`).
     pub fn iteration_files(&self) -> Vec<PathBuf> {
         let mut files = Vec::new();
