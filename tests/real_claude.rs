@@ -526,9 +526,20 @@ fn research_stage_cannot_write_or_edit_files() {
     );
     let tool_results = run.tool_results();
     assert_eq!(tool_results.len(), 3, "{}", run.dump());
-    eprintln!("Write tool_result: {}", tool_results[0]);
-    eprintln!("sed tool_result: {}", tool_results[1]);
+    assert_eq!(
+        tool_results[0]["content"],
+        "<tool_use_error>Error: No such tool available: Write. Write exists but is not enabled \
+         in this context. Use one of the available tools instead.</tool_use_error>"
+    );
     assert_eq!(tool_results[0]["is_error"], true);
+    let sed_answer = tool_results[1]["content"].as_str().unwrap_or_default();
+    assert!(
+        sed_answer.starts_with(
+            "Permission to use Bash has been denied because Claude Code is running in don't ask \
+             mode."
+        ),
+        "{sed_answer}"
+    );
     assert_eq!(tool_results[1]["is_error"], true);
 }
 
@@ -546,6 +557,12 @@ fn implement_stage_cannot_commit() {
     assert_eq!(sandbox.read("README.md").as_deref(), Some("a\nb\n"));
     let result = run.result();
     assert_eq!(result["structured_output"]["status"], "FAILED");
+    let tool_results = run.tool_results();
+    assert_eq!(
+        tool_results[1]["content"],
+        "Permission to use Bash with command git -C . commit -am x has been denied."
+    );
+    assert_eq!(tool_results[1]["is_error"], true);
     assert_eq!(
         denials(result),
         vec![(
@@ -743,7 +760,7 @@ fn unauthorized_401_is_an_authentication_failure() {
         .collect();
     assert_eq!(errors.len(), 1, "{}", run.dump());
     assert_eq!(errors[0]["error"], "authentication_failed");
-    eprintln!("401 result text: {}", result["result"]);
+    assert_eq!(result["result"], "Not logged in · Please run /login");
 }
 
 /// With the CLI's default retries a 401 takes minutes to give up; kern stops it at the first

@@ -367,8 +367,8 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
-/// A reader over the socket whose reads wait in slices of [`POLL_INTERVAL`] and give up with
-/// `Interrupted`-free EOF once the stop flag is set.
+/// A reader over the socket whose reads wait in slices of [`POLL_INTERVAL`] and report the end
+/// of the stream once the stop flag is set, so that no connection thread outlives the mock.
 struct StoppableStream<'a> {
     stream: &'a TcpStream,
     stop: &'a AtomicBool,
@@ -863,4 +863,367 @@ fn http_response(status: u16, content_type: &str, extra: &[(&str, &str)], body: 
     let mut response = head.into_bytes();
     response.extend_from_slice(body);
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(script: Script) -> Shared {
+        Shared {
+            script,
+            stop: AtomicBool::new(false),
+            errors_given: Mutex::new(HashMap::new()),
+            requests: Mutex::new(Vec::new()),
+            connections: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    fn describe(choice: Option<Choice>) -> String {
+        match choice {
+            Some(Choice::Turn(rule, turn)) => format!("turn {rule}.{turn}"),
+            Some(Choice::Error {
+                rule, turn, status, ..
+            }) => format!("error {rule}.{turn} {status}"),
+            None => "none".to_string(),
+        }
+    }
+
+    #[test]
+    fn turns_follow_the_assistant_count_and_errors_stand_in_front() {
+        let text = |t: &str| Turn::Text(t.to_string());
+        let cases: Vec<(Vec<Turn>, Vec<usize>, Vec<&str>)> = vec![
+            (
+                vec![text("a"), text("b")],
+                vec![0, 1, 2, 7, 0],
+                vec!["turn 0.0", "turn 0.1", "turn 0.1", "turn 0.1", "turn 0.0"],
+            ),
+            (
+                vec![
+                    Turn::http_error(529, "overloaded_error", "o", 2),
+                    text("a"),
+                    text("b"),
+                ],
+                vec![0, 0, 0, 0, 1],
+                vec![
+                    "error 0.0 529",
+                    "error 0.0 529",
+                    "turn 0.1",
+                    "turn 0.1",
+                    "turn 0.2",
+                ],
+            ),
+            (
+                vec![
+                    text("a"),
+                    Turn::http_error(500, "api_error", "e", 1),
+                    text("b"),
+                ],
+                vec![0, 1, 1, 0],
+                vec!["turn 0.0", "error 0.1 500", "turn 0.2", "turn 0.0"],
+            ),
+            (
+                vec![Turn::http_error(
+                    401,
+                    "authentication_error",
+                    "no",
+                    u32::MAX,
+                )],
+                vec![0, 0, 3],
+                vec!["error 0.0 401", "error 0.0 401", "none"],
+            ),
+            (vec![], vec![0], vec!["none"]),
+        ];
+        for (turns, requests, expected) in cases {
+            let state = shared(Script {
+                rules: vec![Rule::new("", turns.clone())],
+            });
+            let got: Vec<String> = requests
+                .iter()
+                .map(|&n| describe(choose_turn(&state, 0, n)))
+                .collect();
+            assert_eq!(got, expected, "turns {turns:?}");
+        }
+    }
+
+    #[test]
+    fn message_text_joins_text_blocks_and_tool_results() {
+        let cases = [
+            (json!({"role": "user", "content": "plain"}), "plain"),
+            (
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "<system-reminder>x</system-reminder>"},
+                    {"type": "text", "text": "the prompt"},
+                ]}),
+                "<system-reminder>x</system-reminder>\nthe prompt",
+            ),
+            (
+                json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t", "content": "out"},
+                    {"type": "tool_result", "tool_use_id": "u", "content": [{"type": "text", "text": "more"}]},
+                    {"type": "image", "source": {}},
+                ]}),
+                "out\nmore",
+            ),
+            (json!({"role": "user"}), ""),
+        ];
+        for (message, expected) in cases {
+            assert_eq!(message_text(&message), expected, "{message}");
+        }
+    }
+
+    #[test]
+    fn model_comes_from_the_vertex_path_else_the_body() {
+        let cases = [
+            (
+                "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict",
+                json!({}),
+                "claude-sonnet-4-5@20250929",
+            ),
+            (
+                "/v1/messages",
+                json!({"model": "claude-haiku-4-5"}),
+                "claude-haiku-4-5",
+            ),
+            ("/v1/messages", json!({}), "claude-sonnet-4-5"),
+        ];
+        for (path, body, expected) in cases {
+            assert_eq!(model_of(path, &body), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn requests_parse_with_length_chunked_and_connection_headers() {
+        let cases: [(&[u8], &[u8], bool, &str); 5] = [
+            (b"POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", b"hello", false, ""),
+            (
+                b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nhel\r\n2\r\nlo\r\n0\r\nT: v\r\n\r\n",
+                b"hello",
+                false,
+                "",
+            ),
+            (b"GET /a HTTP/1.1\r\nConnection: close\r\n\r\n", b"", true, ""),
+            (b"GET /a HTTP/1.0\r\n\r\n", b"", true, ""),
+            (
+                b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\ncontent-length: 2\r\n\r\nhi",
+                b"hi",
+                false,
+                "HTTP/1.1 100 Continue\r\n\r\n",
+            ),
+        ];
+        for (input, body, close, interim) in cases {
+            let mut reader = BufReader::new(input);
+            let mut written = Vec::new();
+            let request = read_request(&mut reader, &mut written)
+                .expect("parses")
+                .expect("a request");
+            assert_eq!(request.path, "/a");
+            assert_eq!(request.body, body, "{}", String::from_utf8_lossy(input));
+            assert_eq!(request.close, close, "{}", String::from_utf8_lossy(input));
+            assert_eq!(String::from_utf8_lossy(&written), interim);
+            assert!(
+                read_request(&mut reader, &mut written)
+                    .expect("clean end")
+                    .is_none()
+            );
+        }
+        let bad: [&[u8]; 3] = [
+            b"POST /a HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+            b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"POST /a HTTP/1.1\r\nContent-Length: 9\r\n\r\nshort",
+        ];
+        for input in bad {
+            let mut reader = BufReader::new(input);
+            assert!(
+                read_request(&mut reader, &mut Vec::new()).is_err(),
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    /// Sends one request on `stream` and reads one content-length response: (status, body).
+    fn exchange(stream: &mut TcpStream, method: &str, path: &str, body: &str) -> (u16, String) {
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut status_line = String::new();
+        reader.read_line(&mut status_line).expect("status line");
+        let status = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("header");
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().expect("length");
+            }
+        }
+        let mut body = vec![0; if method == "HEAD" { 0 } else { length }];
+        reader.read_exact(&mut body).expect("body");
+        (status, String::from_utf8(body).expect("utf-8"))
+    }
+
+    fn event_data(sse: &str) -> Vec<Value> {
+        sse.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).expect("event data is json"))
+            .collect()
+    }
+
+    fn event_names(sse: &str) -> Vec<&str> {
+        sse.lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .collect()
+    }
+
+    #[test]
+    fn one_keep_alive_connection_serves_side_and_scripted_requests() {
+        let mock = MockModelApi::start(Script {
+            rules: vec![Rule::new(
+                "PROMPT-1",
+                vec![
+                    Turn::tool("Bash", json!({"command": "ls"})),
+                    Turn::http_error(529, "overloaded_error", "Overloaded", 1),
+                    Turn::Text("done".to_string()),
+                ],
+            )],
+        });
+        let address = mock
+            .base_url()
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .to_string();
+        let mut stream = TcpStream::connect(address).expect("connect");
+        let path =
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/m1:streamRawPredict";
+        let user =
+            |text: &str| json!({"role": "user", "content": [{"type": "text", "text": text}]});
+        let assistant = json!({"role": "assistant", "content": [{"type": "text", "text": "x"}]});
+        let tools = json!([{"name": "Bash"}, {"name": "StructuredOutput"}]);
+
+        assert_eq!(exchange(&mut stream, "HEAD", "/", ""), (200, String::new()));
+        let (status, count) = exchange(
+            &mut stream,
+            "POST",
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict",
+            &json!({"messages": [user("PROMPT-1")]}).to_string(),
+        );
+        assert_eq!(status, 200);
+        assert!(
+            serde_json::from_str::<Value>(&count).expect("json")["input_tokens"]
+                .as_u64()
+                .is_some()
+        );
+        // No tools: a side request, even though the prompt matches.
+        let (status, side) = exchange(
+            &mut stream,
+            "POST",
+            path,
+            &json!({"stream": false, "messages": [user("PROMPT-1")]}).to_string(),
+        );
+        assert_eq!(status, 200);
+        assert_eq!(
+            serde_json::from_str::<Value>(&side).expect("json")["content"][0]["text"],
+            SIDE_ANSWER
+        );
+        let (status, first) = exchange(
+            &mut stream,
+            "POST",
+            path,
+            &json!({"stream": true, "tools": tools, "messages": [user("PROMPT-1")]}).to_string(),
+        );
+        assert_eq!(status, 200);
+        assert_eq!(
+            event_names(&first),
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        let first_events = event_data(&first);
+        assert_eq!(first_events[1]["content_block"]["name"], "Bash");
+        assert_eq!(
+            first_events[2]["delta"],
+            json!({"type": "input_json_delta", "partial_json": r#"{"command":"ls"}"#})
+        );
+        assert_eq!(first_events[4]["delta"]["stop_reason"], "tool_use");
+        let second_body = json!({"stream": true, "tools": tools, "messages": [user("PROMPT-1"), assistant, user("result")]}).to_string();
+        let (status, error) = exchange(&mut stream, "POST", path, &second_body);
+        assert_eq!(status, 529);
+        assert_eq!(
+            serde_json::from_str::<Value>(&error).expect("json"),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        );
+        let (status, second) = exchange(&mut stream, "POST", path, &second_body);
+        assert_eq!(status, 200);
+        let second_events = event_data(&second);
+        assert_eq!(
+            second_events[2],
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": "done"}})
+        );
+        assert_eq!(second_events[4]["delta"]["stop_reason"], "end_turn");
+        // Another prompt: no rule, a side answer.
+        let (_, other) = exchange(
+            &mut stream,
+            "POST",
+            path,
+            &json!({"stream": true, "tools": tools, "messages": [user("PROMPT-2")]}).to_string(),
+        );
+        assert!(other.contains(SIDE_ANSWER), "{other}");
+
+        let answers: Vec<(String, Answer, usize, String)> = mock
+            .requests()
+            .into_iter()
+            .map(|r| (r.method, r.answer, r.assistant_turns, r.last_user_text))
+            .collect();
+        let expected = vec![
+            ("HEAD".to_string(), Answer::Side, 0, String::new()),
+            ("POST".to_string(), Answer::Side, 0, "PROMPT-1".to_string()),
+            ("POST".to_string(), Answer::Side, 0, "PROMPT-1".to_string()),
+            (
+                "POST".to_string(),
+                Answer::Scripted { rule: 0, turn: 0 },
+                0,
+                "PROMPT-1".to_string(),
+            ),
+            (
+                "POST".to_string(),
+                Answer::Error {
+                    rule: 0,
+                    turn: 1,
+                    status: 529,
+                },
+                1,
+                "result".to_string(),
+            ),
+            (
+                "POST".to_string(),
+                Answer::Scripted { rule: 0, turn: 2 },
+                1,
+                "result".to_string(),
+            ),
+            ("POST".to_string(), Answer::Side, 0, "PROMPT-2".to_string()),
+        ];
+        assert_eq!(answers, expected);
+        assert_eq!(mock.requests()[3].model, "m1");
+        assert_eq!(mock.requests()[3].tool_names, ["Bash", "StructuredOutput"]);
+        // Dropping the mock with the connection still open must return: the loops are bounded.
+        drop(mock);
+    }
 }
