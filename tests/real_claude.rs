@@ -169,8 +169,9 @@ struct Run {
     events: Vec<(Duration, Value)>,
     stderr: String,
     elapsed: Duration,
-    /// Whether the run was stopped by `stop_when` (as kern stops an agent early).
-    stopped: bool,
+    /// Set when the run was stopped by `stop_when` (as kern stops an agent early): how long
+    /// after SIGTERM the CLI exited, or `None` when it needed SIGKILL.
+    stopped: Option<Option<Duration>>,
 }
 
 impl Run {
@@ -228,11 +229,12 @@ impl Run {
             .rfind(|(_, e)| e["type"] == "result")
             .map_or(Value::Null, |(_, e)| e["duration_ms"].clone());
         eprintln!(
-            "timing {label}: init at {}, first api_retry at {}, result at {}, exit after {} ms \
-             (result.duration_ms {duration_ms})",
+            "timing {label}: init at {}, first api_retry at {}, result at {}, exit {:?} after {} \
+             ms (result.duration_ms {duration_ms})",
             at("system", Some("init")),
             at("system", Some("api_retry")),
             at("result", None),
+            self.exit_code,
             self.elapsed.as_millis()
         );
     }
@@ -291,7 +293,7 @@ fn run_claude(
 
     let deadline = started + RUN_TIMEOUT;
     let mut events = Vec::new();
-    let mut stopped = false;
+    let mut stopped = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match lines_rx.recv_timeout(left) {
@@ -301,8 +303,7 @@ fn run_claude(
                 let stop = stop_when(&event);
                 events.push((at, event));
                 if stop {
-                    stopped = true;
-                    stop_group(pgid);
+                    stopped = Some(stop_group(pgid, &mut child));
                     break;
                 }
             }
@@ -340,11 +341,22 @@ fn run_claude(
     }
 }
 
-/// SIGTERM to the group, a short grace, then SIGKILL: how kern stops an agent.
-fn stop_group(pgid: Pid) {
+/// SIGTERM to the group, up to 2 s of grace, then SIGKILL: how kern stops an agent. Returns
+/// how long the leader took to exit after SIGTERM, or `None` when SIGKILL was needed.
+fn stop_group(pgid: Pid, child: &mut std::process::Child) -> Option<Duration> {
+    let signalled = Instant::now();
     let _ = killpg(pgid, Signal::SIGTERM);
-    std::thread::sleep(Duration::from_millis(500));
+    let mut exited = None;
+    for _ in 0..40 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            exited = Some(signalled.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The rest of the group (tool subprocesses) goes too, whatever the leader did.
     let _ = killpg(pgid, Signal::SIGKILL);
+    exited
 }
 
 fn never(_: &Value) -> bool {
@@ -800,7 +812,10 @@ fn unauthorized_401_with_default_retries_is_decisive_at_the_first_api_retry() {
     );
     run.report_timing("401 default retries, stopped at first api_retry");
 
-    assert!(run.stopped, "{}", run.dump());
+    let stopped = run
+        .stopped
+        .unwrap_or_else(|| panic!("not stopped: {}", run.dump()));
+    eprintln!("401 default retries: exited {stopped:?} after SIGTERM (None: needed SIGKILL)");
     let retry = &run
         .first("system", Some("api_retry"))
         .expect("an api_retry event")
