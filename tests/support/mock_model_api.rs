@@ -1,0 +1,1229 @@
+//! A scripted mock of the model API on 127.0.0.1, for driving the real `claude` CLI offline.
+//!
+//! The real CLI, in its Vertex mode with auth skipped (see AGENT-CLIS.md, "Running the real CLI
+//! offline against a mock model API"), posts Messages API requests to
+//! `/v1/projects/p/locations/us-east5/publishers/anthropic/models/<model>:streamRawPredict`.
+//! This server answers them from a [`Script`]: the first [`Rule`] whose `when` text occurs in
+//! the conversation's first user message (the prompt) picks the conversation, and the number of
+//! assistant messages already in the request (how many tool round trips happened) picks the
+//! [`Turn`]. A `tool_use` answer makes the real CLI run the real tool in its working folder and
+//! call again with the `tool_result`, so a script drives the CLI through a whole stage.
+//!
+//! The one decision a reader must know: only requests that offer tools and match a rule consume
+//! the script. Anything else the CLI sends (side requests without tools, token counts, HEAD or
+//! GET probes, prompts no rule matches) is logged and answered with a harmless text, so that
+//! incidental traffic can never shift a scenario's turns.
+//!
+//! std only: one accept thread, one thread per connection (HTTP/1.1 keep-alive, content-length
+//! or chunked bodies), every loop bounded by a stop flag checked at least every
+//! [`POLL_INTERVAL`]. Dropping the [`MockModelApi`] stops and joins all of them.
+//!
+//! This file also locates the installed CLI ([`claude_executable`]), because every test of
+//! this tier needs both. It is shared by several test crates, each using a part of it.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// How often blocked reads and the accept loop look at the stop flag.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Largest request head (request line and headers) accepted.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Largest request body accepted; the CLI's requests are a few hundred KiB at most.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// Most requests served on one keep-alive connection before it is closed.
+const MAX_REQUESTS_PER_CONNECTION: usize = 10_000;
+/// The text of every answer that is not part of the script.
+pub const SIDE_ANSWER: &str = "ok";
+
+/// The Vertex project id [`MockModelApi::claude_env`] configures; it appears in every path.
+pub const PROJECT_ID: &str = "p";
+/// The Vertex region [`MockModelApi::claude_env`] configures; it appears in every path.
+pub const REGION: &str = "us-east5";
+
+/// What the mock answers: the first rule whose `when` matches a conversation wins.
+#[derive(Debug, Clone, Default)]
+pub struct Script {
+    /// The rules, in priority order.
+    pub rules: Vec<Rule>,
+}
+
+/// One scripted conversation.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// A substring of the conversation's first user message (the prompt on stdin).
+    pub when: String,
+    /// The answers in order: the request that carries N assistant messages gets the Nth answer
+    /// turn; the last one repeats. [`Turn::HttpError`] entries stand in front of the answer turn
+    /// that follows them (see there) and do not count as answer turns.
+    pub turns: Vec<Turn>,
+}
+
+/// One answer of the scripted model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Turn {
+    /// A `tool_use` block calling `name` with `input`; stop reason `tool_use`.
+    ToolUse {
+        /// The tool's name as the CLI offers it (`Write`, `Bash`, `Read`, …).
+        name: String,
+        /// The tool's input object.
+        input: Value,
+    },
+    /// A text block; stop reason `end_turn`.
+    Text(String),
+    /// A call of the `StructuredOutput` tool that `--json-schema` adds, with this object.
+    StructuredOutput(Value),
+    /// An HTTP error answer with body
+    /// `{"type":"error","error":{"type":<error_type>,"message":<message>}}`, given `times`
+    /// times (counted over the mock's whole life, across CLI invocations and the CLI's own
+    /// retries); after that the request falls through to the next answer turn.
+    HttpError {
+        /// The HTTP status (401, 429, 500, 529, …).
+        status: u16,
+        /// The error type (`overloaded_error`, `authentication_error`, `rate_limit_error`, …).
+        error_type: String,
+        /// The error message.
+        message: String,
+        /// How many times to answer with this error; `u32::MAX` for always.
+        times: u32,
+    },
+}
+
+impl Turn {
+    /// A tool call; shorthand for [`Turn::ToolUse`].
+    pub fn tool(name: &str, input: Value) -> Turn {
+        Turn::ToolUse {
+            name: name.to_string(),
+            input,
+        }
+    }
+
+    /// An HTTP error given `times` times; shorthand for [`Turn::HttpError`].
+    pub fn http_error(status: u16, error_type: &str, message: &str, times: u32) -> Turn {
+        Turn::HttpError {
+            status,
+            error_type: error_type.to_string(),
+            message: message.to_string(),
+            times,
+        }
+    }
+}
+
+impl Rule {
+    /// A rule for prompts containing `when`.
+    pub fn new(when: &str, turns: Vec<Turn>) -> Rule {
+        Rule {
+            when: when.to_string(),
+            turns,
+        }
+    }
+}
+
+/// How the mock answered one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Turn `turn` of rule `rule` (indices into the script).
+    Scripted {
+        /// Index of the rule in [`Script::rules`].
+        rule: usize,
+        /// Index of the turn in [`Rule::turns`].
+        turn: usize,
+    },
+    /// The HTTP error of turn `turn` of rule `rule`.
+    Error {
+        /// Index of the rule in [`Script::rules`].
+        rule: usize,
+        /// Index of the turn in [`Rule::turns`].
+        turn: usize,
+        /// The HTTP status sent.
+        status: u16,
+    },
+    /// Not part of the script: answered with [`SIDE_ANSWER`] (or a token count, or an empty
+    /// object for GET and HEAD).
+    Side,
+}
+
+/// One request as the mock saw it, for assertions.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// `POST`, `GET`, `HEAD`, …
+    pub method: String,
+    /// The request path, query included.
+    pub path: String,
+    /// The model: from the path (`…/models/<model>:streamRawPredict`), else the body's `model`.
+    pub model: String,
+    /// Whether the body asked for a server-sent-event stream.
+    pub stream: bool,
+    /// The text of the first user message (all its text blocks, concatenated).
+    pub first_user_text: String,
+    /// The text of the last user message: its text blocks and tool results, concatenated.
+    pub last_user_text: String,
+    /// The names of the tools the request offered, in order.
+    pub tool_names: Vec<String>,
+    /// How many assistant messages the conversation held (tool round trips so far).
+    pub assistant_turns: usize,
+    /// The whole body (`Value::Null` when it was empty or not JSON).
+    pub body: Value,
+    /// What the mock answered.
+    pub answer: Answer,
+}
+
+/// The mock server; it runs until dropped.
+pub struct MockModelApi {
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    accept_thread: Option<JoinHandle<()>>,
+}
+
+/// State shared by the accept thread, the connection threads and the owner.
+struct Shared {
+    script: Script,
+    stop: AtomicBool,
+    /// How many times each (rule, turn) HTTP error has been given.
+    errors_given: Mutex<HashMap<(usize, usize), u32>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    connections: Mutex<Vec<JoinHandle<()>>>,
+    next_id: AtomicU64,
+}
+
+impl MockModelApi {
+    /// Starts the server on `127.0.0.1` with an ephemeral port, in a background thread.
+    ///
+    /// Panics when the loopback address cannot be bound: a test helper has no better answer.
+    pub fn start(script: Script) -> MockModelApi {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 for the mock");
+        let address = listener.local_addr().expect("local address of the mock");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking mock listener");
+        let shared = Arc::new(Shared {
+            script,
+            stop: AtomicBool::new(false),
+            errors_given: Mutex::new(HashMap::new()),
+            requests: Mutex::new(Vec::new()),
+            connections: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let accept_thread = std::thread::Builder::new()
+            .name("mock-model-api".into())
+            .spawn(move || accept_loop(&listener, &accept_shared))
+            .expect("spawn the mock's accept thread");
+        MockModelApi {
+            address,
+            shared,
+            accept_thread: Some(accept_thread),
+        }
+    }
+
+    /// The base URL the CLI must use: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.address)
+    }
+
+    /// The environment that points the real CLI at this mock with no credential: Vertex mode
+    /// with auth skipped, no non-essential traffic, no auto-update, and `home` as `HOME` with
+    /// `CLAUDE_CONFIG_DIR` = `<home>/.claude`, so that neither the person's settings nor their
+    /// sessions are read or touched. Credential variables that would otherwise be inherited
+    /// are set empty (the CLI treats empty as unset); [`CLAUDE_ENV_REMOVE`] names them for
+    /// callers that can remove variables instead. Retries are left at the CLI's default; add
+    /// `CLAUDE_CODE_MAX_RETRIES` for error scenarios.
+    pub fn claude_env(&self, home: &Path) -> Vec<(String, String)> {
+        let home = home.display().to_string();
+        let mut env: Vec<(String, String)> = [
+            ("CLAUDE_CODE_USE_VERTEX", "1"),
+            ("CLAUDE_CODE_SKIP_VERTEX_AUTH", "1"),
+            ("ANTHROPIC_VERTEX_BASE_URL", self.base_url().as_str()),
+            ("ANTHROPIC_VERTEX_PROJECT_ID", PROJECT_ID),
+            ("CLOUD_ML_REGION", REGION),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("HOME", home.as_str()),
+            // Set, never emptied: an empty CLAUDE_CONFIG_DIR makes the CLI write `backups/`,
+            // `projects/` and `sessions/` into its working folder (seen on 2.1.197).
+            ("CLAUDE_CONFIG_DIR", &format!("{home}/.claude")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        env.extend(
+            CLAUDE_ENV_REMOVE
+                .iter()
+                .map(|name| (name.to_string(), String::new())),
+        );
+        env
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// The requests that consumed the script (answer turns and scripted errors).
+    pub fn scripted_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.answer != Answer::Side)
+            .collect()
+    }
+}
+
+/// Variables that must not reach the CLI from the test's own environment: credentials and
+/// settings that would send it elsewhere than the mock or change its model.
+pub const CLAUDE_ENV_REMOVE: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "CLAUDE_CODE_MAX_RETRIES",
+];
+
+impl Drop for MockModelApi {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.accept_thread.take() {
+            let _ = thread.join();
+        }
+        let connections = std::mem::take(&mut *lock(&self.shared.connections));
+        for connection in connections {
+            let _ = connection.join();
+        }
+    }
+}
+
+/// Where the pinned CLI is, or why it is not there: `KERN_CLAUDE_BIN`, else the default cache
+/// of `.ci/install-claude` (`$KERN_CLAUDE_CACHE` or `$HOME/.cache/kern/claude-code-2.1.197`).
+pub fn claude_executable() -> Result<PathBuf, String> {
+    const VERSION: &str = "2.1.197";
+    if let Some(bin) = std::env::var_os("KERN_CLAUDE_BIN").filter(|v| !v.is_empty()) {
+        let bin = PathBuf::from(bin);
+        return if bin.is_file() {
+            Ok(bin)
+        } else {
+            Err(format!(
+                "KERN_CLAUDE_BIN=`{}` does not exist — run `.ci/install-claude` and export \
+                 KERN_CLAUDE_BIN=$(.ci/install-claude | tail -1)",
+                bin.display()
+            ))
+        };
+    }
+    let cache = match std::env::var_os("KERN_CLAUDE_CACHE").filter(|v| !v.is_empty()) {
+        Some(cache) => PathBuf::from(cache),
+        None => match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(format!(".cache/kern/claude-code-{VERSION}")),
+            None => return Err("HOME is not set — set KERN_CLAUDE_BIN".to_string()),
+        },
+    };
+    let bin = cache.join("node_modules/.bin/claude");
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "the real `claude` CLI is not installed at `{}` — run `.ci/install-claude` (or set \
+             KERN_SKIP_REAL_CLAUDE=1 to skip the real-agent tests)",
+            bin.display()
+        ))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking connection thread must not take the assertions down with it.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let connection_shared = Arc::clone(shared);
+                let spawned = std::thread::Builder::new()
+                    .name("mock-model-api-conn".into())
+                    .spawn(move || serve_connection(stream, &connection_shared));
+                if let Ok(handle) = spawned {
+                    lock(&shared.connections).push(handle);
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(POLL_INTERVAL / 4);
+            }
+            Err(_) => std::thread::sleep(POLL_INTERVAL / 4),
+        }
+    }
+}
+
+/// A reader over the socket whose reads wait in slices of [`POLL_INTERVAL`] and report the end
+/// of the stream once the stop flag is set, so that no connection thread outlives the mock.
+struct StoppableStream<'a> {
+    stream: &'a TcpStream,
+    stop: &'a AtomicBool,
+}
+
+impl Read for StoppableStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return Ok(0);
+            }
+            match (&*self.stream).read(buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => return other,
+            }
+        }
+    }
+}
+
+fn serve_connection(stream: TcpStream, shared: &Shared) {
+    if stream.set_nonblocking(false).is_err()
+        || stream.set_read_timeout(Some(POLL_INTERVAL)).is_err()
+    {
+        return;
+    }
+    let mut reader = BufReader::new(StoppableStream {
+        stream: &stream,
+        stop: &shared.stop,
+    });
+    let mut writer = &stream;
+    for _ in 0..MAX_REQUESTS_PER_CONNECTION {
+        let request = match read_request(&mut reader, &mut writer) {
+            Ok(Some(request)) => request,
+            Ok(None) | Err(_) => break,
+        };
+        let response = respond(shared, &request);
+        if writer
+            .write_all(&response)
+            .and_then(|()| writer.flush())
+            .is_err()
+        {
+            break;
+        }
+        if request.close {
+            break;
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// One parsed HTTP request.
+struct HttpRequest {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+    close: bool,
+}
+
+/// Reads one request; `Ok(None)` at a clean end of the connection.
+fn read_request(
+    reader: &mut impl BufRead,
+    writer: &mut impl Write,
+) -> io::Result<Option<HttpRequest>> {
+    let mut head_bytes = 0usize;
+    let mut request_line = String::new();
+    // Tolerate blank lines between requests (RFC 9112 section 2.2).
+    while request_line.trim().is_empty() {
+        request_line.clear();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(None);
+        }
+        head_bytes += request_line.len();
+        if head_bytes > MAX_HEAD_BYTES {
+            return Err(invalid("request head too large"));
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let http10 = parts.next() == Some("HTTP/1.0");
+
+    let mut headers: Vec<(String, String)> = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(invalid("connection closed inside the request head"));
+        }
+        head_bytes += line.len();
+        if head_bytes > MAX_HEAD_BYTES {
+            return Err(invalid("request head too large"));
+        }
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
+        writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+        writer.flush()?;
+    }
+    let chunked =
+        header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let body = if chunked {
+        read_chunked(reader)?
+    } else {
+        let length: usize = match header("content-length") {
+            Some(v) => v.parse().map_err(|_| invalid("bad content-length"))?,
+            None => 0,
+        };
+        if length > MAX_BODY_BYTES {
+            return Err(invalid("request body too large"));
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    let connection = header("connection").map(str::to_ascii_lowercase);
+    let close = match connection.as_deref() {
+        Some(v) if v.contains("close") => true,
+        Some(v) if v.contains("keep-alive") => false,
+        _ => http10,
+    };
+    Ok(Some(HttpRequest {
+        method,
+        path,
+        body,
+        close,
+    }))
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size_line = String::new();
+        if reader.read_line(&mut size_line)? == 0 {
+            return Err(invalid("connection closed inside a chunked body"));
+        }
+        let size_text = size_line.trim().split(';').next().unwrap_or_default();
+        let size = usize::from_str_radix(size_text, 16).map_err(|_| invalid("bad chunk size"))?;
+        if body.len() + size > MAX_BODY_BYTES {
+            return Err(invalid("request body too large"));
+        }
+        if size == 0 {
+            // Trailers, up to the blank line that ends the message.
+            loop {
+                let mut trailer = String::new();
+                if reader.read_line(&mut trailer)? == 0 || trailer.trim().is_empty() {
+                    return Ok(body);
+                }
+            }
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..])?;
+        let mut crlf = String::new();
+        reader.read_line(&mut crlf)?;
+    }
+}
+
+fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.to_string())
+}
+
+/// Decides, records and renders the answer to one request.
+fn respond(shared: &Shared, request: &HttpRequest) -> Vec<u8> {
+    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+    let model = model_of(&request.path, &body);
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let messages: &[Value] = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let user_messages: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
+    let first_user_text = user_messages
+        .first()
+        .map(|m| message_text(m))
+        .unwrap_or_default();
+    let last_user_text = user_messages
+        .last()
+        .map(|m| message_text(m))
+        .unwrap_or_default();
+    let assistant_turns = messages.iter().filter(|m| m["role"] == "assistant").count();
+    let tool_names: Vec<String> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let is_count = request.path.contains("count-tokens") || request.path.contains("count_tokens");
+    let is_model_call = request.method == "POST" && !is_count && body.is_object();
+    let rule = if is_model_call && !tool_names.is_empty() {
+        shared
+            .script
+            .rules
+            .iter()
+            .position(|rule| first_user_text.contains(&rule.when))
+    } else {
+        None
+    };
+    let choice = rule.and_then(|rule| choose_turn(shared, rule, assistant_turns));
+    let answer = match &choice {
+        Some(Choice::Turn(rule, turn)) => Answer::Scripted {
+            rule: *rule,
+            turn: *turn,
+        },
+        Some(Choice::Error {
+            rule, turn, status, ..
+        }) => Answer::Error {
+            rule: *rule,
+            turn: *turn,
+            status: *status,
+        },
+        None => Answer::Side,
+    };
+
+    let input_tokens = (request.body.len() / 4).max(1) as u64;
+    let response = match &choice {
+        Some(Choice::Error { status, body, .. }) => {
+            http_response(*status, "application/json", &[], body.as_bytes())
+        }
+        Some(Choice::Turn(rule, turn)) => {
+            let turn = &shared.script.rules[*rule].turns[*turn];
+            model_answer(shared, turn, &model, stream, input_tokens)
+        }
+        None if is_count => http_response(
+            200,
+            "application/json",
+            &[],
+            json!({"input_tokens": input_tokens}).to_string().as_bytes(),
+        ),
+        None if is_model_call => model_answer(
+            shared,
+            &Turn::Text(SIDE_ANSWER.to_string()),
+            &model,
+            stream,
+            input_tokens,
+        ),
+        None if request.method == "HEAD" => http_response(200, "application/json", &[], b""),
+        None => http_response(200, "application/json", &[], b"{}"),
+    };
+
+    lock(&shared.requests).push(RecordedRequest {
+        method: request.method.clone(),
+        path: request.path.clone(),
+        model,
+        stream,
+        first_user_text,
+        last_user_text,
+        tool_names,
+        assistant_turns,
+        body,
+        answer,
+    });
+    response
+}
+
+/// Which scripted answer a request gets.
+enum Choice {
+    /// Answer turn (rule, turn).
+    Turn(usize, usize),
+    /// The HTTP error of turn `turn` of rule `rule`: its status and body.
+    Error {
+        rule: usize,
+        turn: usize,
+        status: u16,
+        body: String,
+    },
+}
+
+/// The answer for the request carrying `assistant_turns` assistant messages under `rule`:
+/// HTTP errors in front of the answer turn take their `times` first; past the end, the last
+/// answer turn repeats.
+fn choose_turn(shared: &Shared, rule: usize, assistant_turns: usize) -> Option<Choice> {
+    let turns = &shared.script.rules[rule].turns;
+    let mut answer_index = 0usize;
+    let mut last_answer = None;
+    let mut errors_given = lock(&shared.errors_given);
+    for (index, turn) in turns.iter().enumerate() {
+        match turn {
+            Turn::HttpError {
+                status,
+                error_type,
+                message,
+                times,
+            } => {
+                if answer_index == assistant_turns {
+                    let given = errors_given.entry((rule, index)).or_insert(0);
+                    if *given < *times {
+                        *given += 1;
+                        let body = json!({"type": "error", "error": {"type": error_type, "message": message}});
+                        return Some(Choice::Error {
+                            rule,
+                            turn: index,
+                            status: *status,
+                            body: body.to_string(),
+                        });
+                    }
+                }
+            }
+            _ => {
+                if answer_index == assistant_turns {
+                    return Some(Choice::Turn(rule, index));
+                }
+                answer_index += 1;
+                last_answer = Some(index);
+            }
+        }
+    }
+    last_answer.map(|index| Choice::Turn(rule, index))
+}
+
+/// The model: `…/models/<model>:<method>` in the path (Vertex), else the body's `model`.
+fn model_of(path: &str, body: &Value) -> String {
+    if let Some((_, rest)) = path.split_once("/models/") {
+        let model = rest.split([':', '?', '/']).next().unwrap_or_default();
+        if !model.is_empty() {
+            return model.to_string();
+        }
+    }
+    body.get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("claude-sonnet-4-5")
+        .to_string()
+}
+
+/// The text of a message: its string content, or its text blocks and tool results joined by
+/// newlines.
+fn message_text(message: &Value) -> String {
+    fn block_text(block: &Value, out: &mut Vec<String>) {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(text) = block.get("text").and_then(Value::as_str) {
+                    out.push(text.to_string());
+                }
+            }
+            Some("tool_result") => match block.get("content") {
+                Some(Value::String(text)) => out.push(text.clone()),
+                Some(Value::Array(blocks)) => blocks.iter().for_each(|b| block_text(b, out)),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    match message.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => {
+            let mut out = Vec::new();
+            blocks.iter().for_each(|b| block_text(b, &mut out));
+            out.join("\n")
+        }
+        _ => String::new(),
+    }
+}
+
+/// A model answer: SSE when the request streams, else one JSON message.
+fn model_answer(
+    shared: &Shared,
+    turn: &Turn,
+    model: &str,
+    stream: bool,
+    input_tokens: u64,
+) -> Vec<u8> {
+    let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+    let message_id = format!("msg_mock{id:06}");
+    let (block, stop_reason, payload_len) = match turn {
+        Turn::ToolUse { name, input } => tool_block(id, name, input),
+        Turn::StructuredOutput(input) => tool_block(id, "StructuredOutput", input),
+        Turn::Text(text) => (
+            json!({"type": "text", "text": text}),
+            "end_turn",
+            text.len(),
+        ),
+        Turn::HttpError { .. } => (json!({"type": "text", "text": SIDE_ANSWER}), "end_turn", 2),
+    };
+    let output_tokens = (payload_len / 4).max(1) as u64 + 10;
+    if !stream {
+        let message = json!({
+            "id": message_id, "type": "message", "role": "assistant", "model": model,
+            "content": [block], "stop_reason": stop_reason, "stop_sequence": null,
+            "usage": usage(input_tokens, output_tokens),
+        });
+        return http_response(200, "application/json", &[], message.to_string().as_bytes());
+    }
+    let mut events = String::new();
+    let mut event = |name: &str, data: Value| {
+        events.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    };
+    event(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": message_id, "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": usage(input_tokens, 1),
+        }}),
+    );
+    match &block["type"] {
+        Value::String(kind) if kind == "tool_use" => {
+            let start =
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}});
+            event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": start}),
+            );
+            event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "input_json_delta", "partial_json": block["input"].to_string()}}),
+            );
+        }
+        _ => {
+            event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            );
+            event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": block["text"]}}),
+            );
+        }
+    }
+    event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    );
+    event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+               "usage": {"output_tokens": output_tokens}}),
+    );
+    event("message_stop", json!({"type": "message_stop"}));
+    http_response(
+        200,
+        "text/event-stream",
+        &[("cache-control", "no-cache")],
+        events.as_bytes(),
+    )
+}
+
+fn tool_block(id: u64, name: &str, input: &Value) -> (Value, &'static str, usize) {
+    let block = json!({"type": "tool_use", "id": format!("toolu_mock{id:06}"), "name": name, "input": input});
+    (block, "tool_use", input.to_string().len())
+}
+
+fn usage(input_tokens: u64, output_tokens: u64) -> Value {
+    json!({
+        "input_tokens": input_tokens, "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+    })
+}
+
+fn http_response(status: u16, content_type: &str, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
+        _ => "Status",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: keep-alive\r\n",
+        body.len()
+    );
+    for (name, value) in extra {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut response = head.into_bytes();
+    response.extend_from_slice(body);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(script: Script) -> Shared {
+        Shared {
+            script,
+            stop: AtomicBool::new(false),
+            errors_given: Mutex::new(HashMap::new()),
+            requests: Mutex::new(Vec::new()),
+            connections: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    fn describe(choice: Option<Choice>) -> String {
+        match choice {
+            Some(Choice::Turn(rule, turn)) => format!("turn {rule}.{turn}"),
+            Some(Choice::Error {
+                rule, turn, status, ..
+            }) => format!("error {rule}.{turn} {status}"),
+            None => "none".to_string(),
+        }
+    }
+
+    #[test]
+    fn turns_follow_the_assistant_count_and_errors_stand_in_front() {
+        let text = |t: &str| Turn::Text(t.to_string());
+        let cases: Vec<(Vec<Turn>, Vec<usize>, Vec<&str>)> = vec![
+            (
+                vec![text("a"), text("b")],
+                vec![0, 1, 2, 7, 0],
+                vec!["turn 0.0", "turn 0.1", "turn 0.1", "turn 0.1", "turn 0.0"],
+            ),
+            (
+                vec![
+                    Turn::http_error(529, "overloaded_error", "o", 2),
+                    text("a"),
+                    text("b"),
+                ],
+                vec![0, 0, 0, 0, 1],
+                vec![
+                    "error 0.0 529",
+                    "error 0.0 529",
+                    "turn 0.1",
+                    "turn 0.1",
+                    "turn 0.2",
+                ],
+            ),
+            (
+                vec![
+                    text("a"),
+                    Turn::http_error(500, "api_error", "e", 1),
+                    text("b"),
+                ],
+                vec![0, 1, 1, 0],
+                vec!["turn 0.0", "error 0.1 500", "turn 0.2", "turn 0.0"],
+            ),
+            (
+                vec![Turn::http_error(
+                    401,
+                    "authentication_error",
+                    "no",
+                    u32::MAX,
+                )],
+                vec![0, 0, 3],
+                vec!["error 0.0 401", "error 0.0 401", "none"],
+            ),
+            (vec![], vec![0], vec!["none"]),
+        ];
+        for (turns, requests, expected) in cases {
+            let state = shared(Script {
+                rules: vec![Rule::new("", turns.clone())],
+            });
+            let got: Vec<String> = requests
+                .iter()
+                .map(|&n| describe(choose_turn(&state, 0, n)))
+                .collect();
+            assert_eq!(got, expected, "turns {turns:?}");
+        }
+    }
+
+    #[test]
+    fn message_text_joins_text_blocks_and_tool_results() {
+        let cases = [
+            (json!({"role": "user", "content": "plain"}), "plain"),
+            (
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "<system-reminder>x</system-reminder>"},
+                    {"type": "text", "text": "the prompt"},
+                ]}),
+                "<system-reminder>x</system-reminder>\nthe prompt",
+            ),
+            (
+                json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t", "content": "out"},
+                    {"type": "tool_result", "tool_use_id": "u", "content": [{"type": "text", "text": "more"}]},
+                    {"type": "image", "source": {}},
+                ]}),
+                "out\nmore",
+            ),
+            (json!({"role": "user"}), ""),
+        ];
+        for (message, expected) in cases {
+            assert_eq!(message_text(&message), expected, "{message}");
+        }
+    }
+
+    #[test]
+    fn model_comes_from_the_vertex_path_else_the_body() {
+        let cases = [
+            (
+                "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict",
+                json!({}),
+                "claude-sonnet-4-5@20250929",
+            ),
+            (
+                "/v1/messages",
+                json!({"model": "claude-haiku-4-5"}),
+                "claude-haiku-4-5",
+            ),
+            ("/v1/messages", json!({}), "claude-sonnet-4-5"),
+        ];
+        for (path, body, expected) in cases {
+            assert_eq!(model_of(path, &body), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn requests_parse_with_length_chunked_and_connection_headers() {
+        let cases: [(&[u8], &[u8], bool, &str); 5] = [
+            (b"POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", b"hello", false, ""),
+            (
+                b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nhel\r\n2\r\nlo\r\n0\r\nT: v\r\n\r\n",
+                b"hello",
+                false,
+                "",
+            ),
+            (b"GET /a HTTP/1.1\r\nConnection: close\r\n\r\n", b"", true, ""),
+            (b"GET /a HTTP/1.0\r\n\r\n", b"", true, ""),
+            (
+                b"POST /a HTTP/1.1\r\nExpect: 100-continue\r\ncontent-length: 2\r\n\r\nhi",
+                b"hi",
+                false,
+                "HTTP/1.1 100 Continue\r\n\r\n",
+            ),
+        ];
+        for (input, body, close, interim) in cases {
+            let mut reader = BufReader::new(input);
+            let mut written = Vec::new();
+            let request = read_request(&mut reader, &mut written)
+                .expect("parses")
+                .expect("a request");
+            assert_eq!(request.path, "/a");
+            assert_eq!(request.body, body, "{}", String::from_utf8_lossy(input));
+            assert_eq!(request.close, close, "{}", String::from_utf8_lossy(input));
+            assert_eq!(String::from_utf8_lossy(&written), interim);
+            assert!(
+                read_request(&mut reader, &mut written)
+                    .expect("clean end")
+                    .is_none()
+            );
+        }
+        let bad: [&[u8]; 3] = [
+            b"POST /a HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+            b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"POST /a HTTP/1.1\r\nContent-Length: 9\r\n\r\nshort",
+        ];
+        for input in bad {
+            let mut reader = BufReader::new(input);
+            assert!(
+                read_request(&mut reader, &mut Vec::new()).is_err(),
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    /// Sends one request on `stream` and reads one content-length response: (status, body).
+    fn exchange(stream: &mut TcpStream, method: &str, path: &str, body: &str) -> (u16, String) {
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut status_line = String::new();
+        reader.read_line(&mut status_line).expect("status line");
+        let status = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("header");
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().expect("length");
+            }
+        }
+        let mut body = vec![0; if method == "HEAD" { 0 } else { length }];
+        reader.read_exact(&mut body).expect("body");
+        (status, String::from_utf8(body).expect("utf-8"))
+    }
+
+    fn event_data(sse: &str) -> Vec<Value> {
+        sse.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).expect("event data is json"))
+            .collect()
+    }
+
+    fn event_names(sse: &str) -> Vec<&str> {
+        sse.lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .collect()
+    }
+
+    #[test]
+    fn one_keep_alive_connection_serves_side_and_scripted_requests() {
+        let mock = MockModelApi::start(Script {
+            rules: vec![Rule::new(
+                "PROMPT-1",
+                vec![
+                    Turn::tool("Bash", json!({"command": "ls"})),
+                    Turn::http_error(529, "overloaded_error", "Overloaded", 1),
+                    Turn::Text("done".to_string()),
+                ],
+            )],
+        });
+        let address = mock
+            .base_url()
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .to_string();
+        let mut stream = TcpStream::connect(address).expect("connect");
+        let path =
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/m1:streamRawPredict";
+        let user =
+            |text: &str| json!({"role": "user", "content": [{"type": "text", "text": text}]});
+        let assistant = json!({"role": "assistant", "content": [{"type": "text", "text": "x"}]});
+        let tools = json!([{"name": "Bash"}, {"name": "StructuredOutput"}]);
+
+        assert_eq!(exchange(&mut stream, "HEAD", "/", ""), (200, String::new()));
+        let (status, count) = exchange(
+            &mut stream,
+            "POST",
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict",
+            &json!({"messages": [user("PROMPT-1")]}).to_string(),
+        );
+        assert_eq!(status, 200);
+        assert!(
+            serde_json::from_str::<Value>(&count).expect("json")["input_tokens"]
+                .as_u64()
+                .is_some()
+        );
+        // No tools: a side request, even though the prompt matches.
+        let (status, side) = exchange(
+            &mut stream,
+            "POST",
+            path,
+            &json!({"stream": false, "messages": [user("PROMPT-1")]}).to_string(),
+        );
+        assert_eq!(status, 200);
+        assert_eq!(
+            serde_json::from_str::<Value>(&side).expect("json")["content"][0]["text"],
+            SIDE_ANSWER
+        );
+        let (status, first) = exchange(
+            &mut stream,
+            "POST",
+            path,
+            &json!({"stream": true, "tools": tools, "messages": [user("PROMPT-1")]}).to_string(),
+        );
+        assert_eq!(status, 200);
+        assert_eq!(
+            event_names(&first),
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        let first_events = event_data(&first);
+        assert_eq!(first_events[1]["content_block"]["name"], "Bash");
+        assert_eq!(
+            first_events[2]["delta"],
+            json!({"type": "input_json_delta", "partial_json": r#"{"command":"ls"}"#})
+        );
+        assert_eq!(first_events[4]["delta"]["stop_reason"], "tool_use");
+        let second_body = json!({"stream": true, "tools": tools, "messages": [user("PROMPT-1"), assistant, user("result")]}).to_string();
+        let (status, error) = exchange(&mut stream, "POST", path, &second_body);
+        assert_eq!(status, 529);
+        assert_eq!(
+            serde_json::from_str::<Value>(&error).expect("json"),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        );
+        let (status, second) = exchange(&mut stream, "POST", path, &second_body);
+        assert_eq!(status, 200);
+        let second_events = event_data(&second);
+        assert_eq!(
+            second_events[2],
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "text_delta", "text": "done"}})
+        );
+        assert_eq!(second_events[4]["delta"]["stop_reason"], "end_turn");
+        // Another prompt: no rule, a side answer.
+        let (_, other) = exchange(
+            &mut stream,
+            "POST",
+            path,
+            &json!({"stream": true, "tools": tools, "messages": [user("PROMPT-2")]}).to_string(),
+        );
+        assert!(other.contains(SIDE_ANSWER), "{other}");
+
+        let answers: Vec<(String, Answer, usize, String)> = mock
+            .requests()
+            .into_iter()
+            .map(|r| (r.method, r.answer, r.assistant_turns, r.last_user_text))
+            .collect();
+        let expected = vec![
+            ("HEAD".to_string(), Answer::Side, 0, String::new()),
+            ("POST".to_string(), Answer::Side, 0, "PROMPT-1".to_string()),
+            ("POST".to_string(), Answer::Side, 0, "PROMPT-1".to_string()),
+            (
+                "POST".to_string(),
+                Answer::Scripted { rule: 0, turn: 0 },
+                0,
+                "PROMPT-1".to_string(),
+            ),
+            (
+                "POST".to_string(),
+                Answer::Error {
+                    rule: 0,
+                    turn: 1,
+                    status: 529,
+                },
+                1,
+                "result".to_string(),
+            ),
+            (
+                "POST".to_string(),
+                Answer::Scripted { rule: 0, turn: 2 },
+                1,
+                "result".to_string(),
+            ),
+            ("POST".to_string(), Answer::Side, 0, "PROMPT-2".to_string()),
+        ];
+        assert_eq!(answers, expected);
+        assert_eq!(mock.requests()[3].model, "m1");
+        assert_eq!(mock.requests()[3].tool_names, ["Bash", "StructuredOutput"]);
+        // Dropping the mock with the connection still open must return: the loops are bounded.
+        drop(mock);
+    }
+}
