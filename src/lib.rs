@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod process_identity;
 pub mod prompt;
+pub mod report;
 pub mod spec;
 pub mod stage;
 pub mod state_dir;
