@@ -254,7 +254,8 @@ pub struct Rendered {
 }
 
 impl Template {
-    /// Parses and checks a template. `path` is what errors name; `source` what output shows.
+    /// Parses and checks a template's text. `path` is what errors name (the file on disk);
+    /// `source` is what output shows (`.kern/prompts/…` or `prompts/… (built in)`).
     pub fn parse(stage: Stage, source: PathBuf, path: &Path, text: &str) -> Result<Template> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let front = split_front_matter(text, path)?;
@@ -613,7 +614,7 @@ fn escape_fence(text: &str) -> Cow<'_, str> {
     let mut out: Option<String> = None;
     let mut copied = 0;
     let mut i = 0;
-    while let Some(pos) = memchr_lt(&bytes[i..]) {
+    while let Some(pos) = bytes[i..].iter().position(|&b| b == b'<') {
         let lt = i + pos;
         let mut j = lt + 1;
         while j < bytes.len() && bytes[j].is_ascii_whitespace() {
@@ -640,10 +641,6 @@ fn escape_fence(text: &str) -> Cow<'_, str> {
         }
         None => Cow::Borrowed(text),
     }
-}
-
-fn memchr_lt(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'<')
 }
 
 /// Cuts `text` to at most `budget` bytes, keeping `keep`; returns the kept part and how many
