@@ -8,8 +8,10 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod process_identity;
+pub mod retry;
 pub mod spec;
 pub mod stage;
+pub mod stage_record;
 pub mod state_dir;
 
 use crate::cli::{Cli, Command};

@@ -1,7 +1,20 @@
-//! The agent kinds kern can run, as one closed enum.
+//! The agent kinds kern can run, as one closed enum, and how each is invoked for a stage.
+//!
+//! The one decision a reader must know: this layer only *describes* a process
+//! ([`Invocation`]) and *reads* what it printed ([`stream::StreamParser`]); it never runs
+//! anything. The supervisor runs the invocation and feeds stdout lines to the parser, so that
+//! every command line and every parse is testable without a process.
 
-use std::path::PathBuf;
+pub mod claude;
+pub mod codex;
+pub mod program;
+pub mod stream;
+
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+use crate::stage::Stage;
+pub use stream::StreamFormat;
 
 /// Which agent CLI runs the stages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +50,78 @@ impl std::fmt::Display for Agent {
             Agent::Claude => f.write_str("claude"),
             Agent::Codex => f.write_str("codex"),
             Agent::Program(path) => write!(f, "program:{}", path.display()),
+        }
+    }
+}
+
+/// Everything the agent layer needs to describe one stage's process.
+#[derive(Debug, Clone)]
+pub struct InvocationRequest<'a> {
+    /// The stage to run.
+    pub stage: Stage,
+    /// The model, already resolved by the caller (`--model`, else the template's `model:`);
+    /// `None` lets the agent use its own default.
+    pub model: Option<&'a str>,
+    /// The rendered prompt; it goes to stdin, never into argv.
+    pub prompt: Vec<u8>,
+    /// The repository's top folder: the working folder of the process.
+    pub cwd: &'a Path,
+    /// Where the caller wrote the stage's JSON schema (Codex `--output-schema`, `KERN_SCHEMA`).
+    pub schema_path: &'a Path,
+    /// The state folder of this project and branch (`KERN_STATE_DIR`).
+    pub state_dir: &'a Path,
+    /// The task's title (`KERN_TASK`).
+    pub task_title: &'a str,
+}
+
+impl Agent {
+    /// The process that runs `req.stage` with this agent.
+    pub fn invocation(&self, req: InvocationRequest<'_>) -> Invocation {
+        let (args, env) = match self {
+            Agent::Claude => (claude::args(req.stage, req.model), Vec::new()),
+            Agent::Codex => (
+                codex::args(req.stage, req.model, req.cwd, req.schema_path),
+                Vec::new(),
+            ),
+            Agent::Program(_) => (
+                Vec::new(),
+                program::env(req.stage, req.schema_path, req.state_dir, req.task_title),
+            ),
+        };
+        Invocation {
+            program: self.program(),
+            args,
+            env,
+            cwd: req.cwd.to_path_buf(),
+            stdin: req.prompt,
+        }
+    }
+
+    /// The executable: `claude` or `codex` (looked up on PATH), or the program's path.
+    pub fn program(&self) -> PathBuf {
+        match self {
+            Agent::Claude => PathBuf::from("claude"),
+            Agent::Codex => PathBuf::from("codex"),
+            Agent::Program(path) => path.clone(),
+        }
+    }
+
+    /// How this agent's stdout is to be read.
+    pub fn stream_format(&self) -> StreamFormat {
+        match self {
+            Agent::Claude => StreamFormat::Claude,
+            Agent::Codex => StreamFormat::Codex,
+            Agent::Program(_) => StreamFormat::Detect,
+        }
+    }
+
+    /// What the person must do to give the agent working credentials; the tail of every
+    /// "not logged in" message.
+    pub fn login_hint(&self) -> &'static str {
+        match self {
+            Agent::Claude => claude::LOGIN_HINT,
+            Agent::Codex => codex::LOGIN_HINT,
+            Agent::Program(_) => program::LOGIN_HINT,
         }
     }
 }
