@@ -8,6 +8,7 @@
 //! `rate_limit_event` was rejected on the way (Claude fell back to another model) or a tool
 //! call was denied; a missing report is judged later, by `stage::extract_report`.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use backoff::backoff::Backoff;
@@ -15,7 +16,7 @@ use chrono::{DateTime, Datelike, Local, NaiveDate, NaiveDateTime, TimeZone, Week
 use regex::Regex;
 
 use crate::agent::Agent;
-use crate::agent::stream::AgentOutput;
+use crate::agent::stream::{AgentOutput, first_line};
 use crate::config::RetryPolicy;
 
 /// How much a retry delay varies around its exponential value: ±25 %.
@@ -207,7 +208,7 @@ fn needs_user(agent: &Agent, name: &str, out: &AgentOutput, texts: &Texts) -> Op
     {
         return Some(FailureClass::NeedsUser(format!(
             "{name} rejected its arguments: `{}` — check that `{} --version` is a version kern supports",
-            short_line(line, 300),
+            first_line(line, 300),
             agent.program().display()
         )));
     }
@@ -240,7 +241,7 @@ impl Texts {
             .flat_map(|p| p.lines())
             .map(str::trim)
             .find(|l| !l.is_empty())
-            .map(|l| short_line(l, 300))
+            .map(|l| first_line(l, 300))
             .unwrap_or_default();
         Texts {
             joined,
@@ -286,21 +287,11 @@ impl Texts {
             let hit = (folded.contains("hit your") && folded.contains("limit"))
                 || folded.contains("usage limit reached");
             if hit {
-                return Some(short_line(line.trim(), 300));
+                return Some(first_line(line.trim(), 300));
             }
         }
         None
     }
-}
-
-/// `line`, at most `cap` characters (a longer one ends in `…`).
-fn short_line(line: &str, cap: usize) -> String {
-    if line.chars().count() <= cap {
-        return line.to_string();
-    }
-    let mut out: String = line.chars().take(cap - 1).collect();
-    out.push('…');
-    out
 }
 
 fn tail_window(text: &str) -> &str {
@@ -316,9 +307,36 @@ fn tail_window(text: &str) -> &str {
 
 /// The model named in a "model … is not available" text.
 fn model_in(text: &str) -> Option<String> {
-    let re = Regex::new(r"(?-u)[Tt]he model \(?`?([A-Za-z0-9._:/@\[\]-]+)").ok()?;
-    re.captures(text).map(|c| c[1].to_string())
+    MODEL_NAME.as_ref()?
+        .captures(text).map(|c| c[1].to_string())
 }
+
+/// The patterns below are fixed; a test proves each compiles (`None` would only mean "no
+/// match", silently). They are ASCII-only: kern's regex crate has no Unicode tables.
+static MODEL_NAME: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?-u)[Tt]he model \(?`?([A-Za-z0-9._:/@\[\]-]+)").ok());
+
+static EPOCH: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?-u)usage limit reached\|([0-9]{9,13})").ok());
+
+static RELATIVE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?i-u)resets\s+in\s+((?:[0-9]+\s*[a-z]+\s*)+)").ok());
+
+static RELATIVE_PART: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?-u)([0-9]+)\s*([a-z]+)").ok());
+
+/// `resets [at] [weekday] [month day[,] [year[,]] [at]] H[:MM] [am|pm]`, and the same after
+/// Codex's `try again at`.
+static CLOCK_TIME: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(?i-u)(?:resets|try again at)\s+(?:at\s+)?",
+        r"(?:(?P<wd>mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+)?",
+        r"(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+",
+        r"(?P<day>[0-9]{1,2})(?:st|nd|rd|th)?,?\s+(?:(?P<year>[0-9]{4}),?\s+)?(?:at\s+)?)?",
+        r"(?P<h>[0-9]{1,2})(?::(?P<min>[0-9]{2}))?\s*(?P<ampm>[ap]\.?m)?\b",
+    ))
+    .ok()
+});
 
 /// The delays before each retry of a transient failure: exactly `policy.retries` of them,
 /// growing from `first_delay` by [`MULTIPLIER`] up to `max_delay`, each varied by [`JITTER`]
@@ -359,18 +377,20 @@ pub fn parse_reset_time(message: &str, now: DateTime<Local>) -> Option<i64> {
 }
 
 fn epoch_in(message: &str) -> Option<i64> {
-    let re = Regex::new(r"(?-u)usage limit reached\|([0-9]{9,13})").ok()?;
-    let n: i64 = re.captures(message)?[1].parse().ok()?;
+    let n: i64 = EPOCH.as_ref()?.captures(message)?[1].parse().ok()?;
     Some(if n > 100_000_000_000 { n / 1000 } else { n })
 }
 
 fn relative_in(message: &str) -> Option<i64> {
-    let re = Regex::new(r"(?i-u)resets\s+in\s+((?:[0-9]+\s*[a-z]+\s*)+)").ok()?;
-    let spec = re.captures(message)?.get(1)?.as_str().to_ascii_lowercase();
-    let part = Regex::new(r"(?-u)([0-9]+)\s*([a-z]+)").ok()?;
+    let spec = RELATIVE
+        .as_ref()?
+        .captures(message)?
+        .get(1)?
+        .as_str()
+        .to_ascii_lowercase();
     let mut seconds = 0i64;
     let mut any = false;
-    for c in part.captures_iter(&spec) {
+    for c in RELATIVE_PART.as_ref()?.captures_iter(&spec) {
         let n: i64 = c[1].parse().ok()?;
         let unit = match &c[2] {
             "d" | "day" | "days" => 86_400,
@@ -386,15 +406,7 @@ fn relative_in(message: &str) -> Option<i64> {
 }
 
 fn clock_time_in(message: &str, now: DateTime<Local>) -> Option<i64> {
-    let re = Regex::new(concat!(
-        r"(?i-u)(?:resets|try again at)\s+(?:at\s+)?",
-        r"(?:(?P<wd>mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+)?",
-        r"(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+",
-        r"(?P<day>[0-9]{1,2})(?:st|nd|rd|th)?,?\s+(?:(?P<year>[0-9]{4}),?\s+)?(?:at\s+)?)?",
-        r"(?P<h>[0-9]{1,2})(?::(?P<min>[0-9]{2}))?\s*(?P<ampm>[ap]\.?m)?(?:[^a-z]|$)",
-    ))
-    .ok()?;
-    let c = re.captures(message)?;
+    let c = CLOCK_TIME.as_ref()?.captures(message)?;
     let hour: u32 = c["h"].parse().ok()?;
     let minute: u32 = match c.name("min") {
         Some(m) => m.as_str().parse().ok()?,
@@ -479,4 +491,433 @@ fn weekday_of(name: &str) -> Option<Weekday> {
     DAYS.iter()
         .find(|(prefix, _)| name.starts_with(prefix))
         .map(|(_, d)| *d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::stream::StreamFormat;
+    use crate::agent::stream::fixture::{parse, parse_lines};
+    use chrono::TimeZone;
+    use serde_json::{Value, json};
+    use std::path::PathBuf;
+
+    /// Stands for "some reset time": the row's time depends on the clock of the test run.
+    const ANY_TIME: i64 = -1;
+
+    const CLAUDE_LOGIN: &str =
+        "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY";
+
+    fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> i64 {
+        Local
+            .with_ymd_and_hms(y, mo, d, h, mi, 0)
+            .single()
+            .unwrap()
+            .timestamp()
+    }
+
+    /// A Claude stream as the real CLI prints a failed run: init, a (synthetic) assistant
+    /// message carrying `error`, then the result event with `extra` merged in.
+    fn claude_failure(
+        model: &str,
+        text: &str,
+        error: Option<&str>,
+        status: Option<u16>,
+        extra: Value,
+    ) -> Vec<String> {
+        let mut assistant = json!({"type": "assistant", "message": {"model": "<synthetic>",
+            "content": [{"type": "text", "text": text}]}});
+        if let Some(error) = error {
+            assistant["error"] = json!(error);
+        }
+        let mut result = json!({"type": "result", "subtype": "success", "is_error": true,
+            "api_error_status": status, "num_turns": 1, "result": text, "session_id": "s",
+            "total_cost_usd": 0, "usage": {}, "modelUsage": {}, "permission_denials": [],
+            "terminal_reason": "completed"});
+        if let Value::Object(extra) = extra {
+            for (k, v) in extra {
+                if v.is_null() {
+                    result.as_object_mut().unwrap().remove(&k);
+                } else {
+                    result[k] = v;
+                }
+            }
+        }
+        vec![
+            json!({"type": "system", "subtype": "init", "session_id": "s", "model": model})
+                .to_string(),
+            assistant.to_string(),
+            result.to_string(),
+        ]
+    }
+
+    fn codex_failure(message: &str) -> Vec<String> {
+        vec![
+            json!({"type": "thread.started", "thread_id": "t"}).to_string(),
+            json!({"type": "turn.started"}).to_string(),
+            json!({"type": "error", "message": message}).to_string(),
+            json!({"type": "turn.failed", "error": {"message": message}}).to_string(),
+        ]
+    }
+
+    enum Source {
+        Fixture(&'static str),
+        Lines(Vec<String>, StreamFormat, Option<i32>, &'static str),
+    }
+
+    fn output(source: &Source) -> AgentOutput {
+        match source {
+            Source::Fixture(name) => parse(name, StreamFormat::Claude).1,
+            Source::Lines(lines, format, exit, stderr) => {
+                parse_lines(lines.iter().map(String::as_str), *format, *exit, stderr).1
+            }
+        }
+    }
+
+    fn needs(m: &str) -> Option<FailureClass> {
+        Some(FailureClass::NeedsUser(m.into()))
+    }
+    fn transient(m: &str) -> Option<FailureClass> {
+        Some(FailureClass::Transient(m.into()))
+    }
+    fn stage_limit(m: &str) -> Option<FailureClass> {
+        Some(FailureClass::StageLimit(m.into()))
+    }
+    fn usage(resets_at: i64, m: &str) -> Option<FailureClass> {
+        Some(FailureClass::UsageLimit {
+            resets_at: Some(resets_at),
+            message: m.into(),
+        })
+    }
+
+    #[test]
+    fn every_documented_failure_is_classified() {
+        use Source::{Fixture, Lines};
+        let claude = |lines| Lines(lines, StreamFormat::Claude, Some(1), "");
+        let codex = |message: &str| Lines(codex_failure(message), StreamFormat::Codex, Some(1), "");
+        let program = PathBuf::from("/bin/agent");
+        let rows: Vec<(&str, Agent, Source, Option<FailureClass>)> = vec![
+            // Success, and what is not a failure.
+            ("research success", Agent::Claude, Fixture("research-success"), None),
+            ("implement success", Agent::Claude, Fixture("implement-success"), None),
+            ("commit success", Agent::Claude, Fixture("commit-success"), None),
+            (
+                "a permission denial",
+                Agent::Claude,
+                Lines(
+                    vec![json!({"type": "result", "subtype": "success", "is_error": false,
+                        "result": "done", "permission_denials": [{"tool_name": "Bash",
+                        "tool_use_id": "t", "tool_input": {"command": "git push"}}]})
+                    .to_string()],
+                    StreamFormat::Claude,
+                    Some(0),
+                    "",
+                ),
+                None,
+            ),
+            (
+                "a rejected rate limit on the way to a success (model fallback)",
+                Agent::Claude,
+                Lines(
+                    vec![
+                        json!({"type": "rate_limit_event", "rate_limit_info": {"status": "rejected", "resetsAt": 1767243600}}).to_string(),
+                        json!({"type": "result", "subtype": "success", "is_error": false, "result": "ok"}).to_string(),
+                    ],
+                    StreamFormat::Claude,
+                    Some(0),
+                    "",
+                ),
+                None,
+            ),
+            // Claude API errors table, row by row.
+            (
+                "529",
+                Agent::Claude,
+                Fixture("api-529-overloaded"),
+                transient("API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your Google Vertex AI service status."),
+            ),
+            (
+                "429",
+                Agent::Claude,
+                Fixture("api-429-rate-limit"),
+                transient("API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit"),
+            ),
+            (
+                "500",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "API Error: 500 Internal server error.", Some("server_error"), Some(500), json!({}))),
+                transient("API Error: 500 Internal server error."),
+            ),
+            ("401", Agent::Claude, Fixture("api-401-max-retries-2"), needs(CLAUDE_LOGIN)),
+            (
+                "401, stopped at the first api_retry",
+                Agent::Claude,
+                Fixture("api-401-first-120s"),
+                needs(CLAUDE_LOGIN),
+            ),
+            (
+                "404 model",
+                Agent::Claude,
+                claude(claude_failure("claude-nope-9", "The model claude-nope-9 is not available", Some("model_not_found"), Some(404), json!({}))),
+                needs("the model `claude-nope-9` is not available — check --model or the `model:` line of the template"),
+            ),
+            (
+                "404 model, named only in the text",
+                Agent::Claude,
+                claude(claude_failure("<synthetic>", "The model opus-9 is not available to you", None, Some(404), json!({}))),
+                needs("the model `opus-9` is not available — check --model or the `model:` line of the template"),
+            ),
+            (
+                "400 too long",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "Prompt is too long · 250000 tokens > 200000 maximum", None, Some(400), json!({"terminal_reason": "prompt_too_long"}))),
+                stage_limit("Prompt is too long · 250000 tokens > 200000 maximum"),
+            ),
+            (
+                "no connection",
+                Agent::Claude,
+                Fixture("connection-refused"),
+                transient("API Error: Unable to connect to API (ConnectionRefused)"),
+            ),
+            // Not logged in, keys, billing, access.
+            ("not logged in", Agent::Claude, Fixture("not-logged-in"), needs(CLAUDE_LOGIN)),
+            (
+                "invalid API key",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "Invalid API key · Fix external API key", Some("authentication_failed"), None, json!({}))),
+                needs("claude rejected its API key: `Invalid API key · Fix external API key` — run `claude` once to log in, or set ANTHROPIC_API_KEY"),
+            ),
+            (
+                "403",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "API Error: 403 Request not allowed", None, Some(403), json!({}))),
+                needs("claude was refused access (HTTP 403): `API Error: 403 Request not allowed` — check the account's permissions, or run `claude` once to log in, or set ANTHROPIC_API_KEY"),
+            ),
+            (
+                "billing",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "Credit balance is too low", Some("billing_error"), Some(400), json!({}))),
+                needs("claude cannot run because of a billing problem with its account: `Credit balance is too low` — check the plan and billing, then run kern again"),
+            ),
+            // Limits.
+            (
+                "error_max_turns",
+                Agent::Claude,
+                Fixture("implement-max-turns"),
+                stage_limit("Reached maximum number of turns (1)"),
+            ),
+            (
+                "error_max_budget_usd",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "", None, None, json!({"subtype": "error_max_budget_usd", "result": null, "errors": ["Reached maximum budget ($0.5)"]}))),
+                stage_limit("Reached maximum budget ($0.5)"),
+            ),
+            (
+                "error_max_structured_output_retries",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "", None, None, json!({"subtype": "error_max_structured_output_retries", "result": null, "errors": ["Failed to provide valid structured output"]}))),
+                stage_limit("Failed to provide valid structured output"),
+            ),
+            // Usage limits.
+            (
+                "rate_limit_event rejected",
+                Agent::Claude,
+                claude({
+                    let mut lines = claude_failure("sonnet", "You've hit your session limit · resets 5am", None, None, json!({}));
+                    lines.insert(1, json!({"type": "rate_limit_event", "rate_limit_info": {"status": "rejected", "resetsAt": 1767243600, "rateLimitType": "five_hour"}}).to_string());
+                    lines
+                }),
+                usage(1767243600, "You've hit your session limit · resets 5am"),
+            ),
+            (
+                "You've hit your … limit · resets …",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "You've hit your weekly limit · resets 5:44 AM (Europe/Berlin)", None, None, json!({}))),
+                usage(ANY_TIME, "You've hit your weekly limit · resets 5:44 AM (Europe/Berlin)"),
+            ),
+            (
+                "usage limit reached|<epoch>",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "Claude AI usage limit reached|1767243600", None, None, json!({}))),
+                usage(1767243600, "Claude AI usage limit reached|1767243600"),
+            ),
+            // Codex failure texts.
+            (
+                "codex usage limit",
+                Agent::Codex,
+                codex("You’ve hit your usage limit. … try again at 5:44 AM."),
+                usage(ANY_TIME, "You’ve hit your usage limit. … try again at 5:44 AM."),
+            ),
+            (
+                "codex exceeded retry limit",
+                Agent::Codex,
+                codex("exceeded retry limit, last status: 429 Too Many Requests"),
+                transient("codex exited with code 1 without a result: exceeded retry limit, last status: 429 Too Many Requests"),
+            ),
+            (
+                "codex high demand",
+                Agent::Codex,
+                codex("We’re currently experiencing high demand …"),
+                transient("codex exited with code 1 without a result: We’re currently experiencing high demand …"),
+            ),
+            (
+                "codex 401",
+                Agent::Codex,
+                codex("unexpected status 401 Unauthorized: …"),
+                needs("codex is not logged in: run `codex login` once, or set OPENAI_API_KEY"),
+            ),
+            (
+                "codex context window",
+                Agent::Codex,
+                codex("Codex ran out of room in the model's context window. …"),
+                stage_limit("codex exited with code 1 without a result: Codex ran out of room in the model's context window. …"),
+            ),
+            (
+                "codex reconnecting forever",
+                Agent::Codex,
+                Lines(
+                    (1..=8).map(|n| json!({"type": "error", "message": format!("Reconnecting... {n}/5 (waiting for network)")}).to_string()).collect(),
+                    StreamFormat::Codex,
+                    None,
+                    "Reading additional input from stdin...\n",
+                ),
+                transient("codex kept reconnecting (8 times in a row): Reconnecting... 8/5 (waiting for network)"),
+            ),
+            // Rejected arguments, crashes, signals.
+            (
+                "claude rejects its arguments",
+                Agent::Claude,
+                Fixture("usage-error-no-verbose"),
+                needs("claude rejected its arguments: `Error: When using --print, --output-format=stream-json requires --verbose` — check that `claude --version` is a version kern supports"),
+            ),
+            (
+                "codex rejects its arguments",
+                Agent::Codex,
+                Lines(vec![], StreamFormat::Codex, Some(2), "error: unexpected argument '--full-auto' found\n\nUsage: codex exec [OPTIONS] [PROMPT]\n"),
+                needs("codex rejected its arguments: `error: unexpected argument '--full-auto' found` — check that `codex --version` is a version kern supports"),
+            ),
+            (
+                "exit 1 with no result",
+                Agent::Claude,
+                Lines(vec![], StreamFormat::Claude, Some(1), ""),
+                transient("claude exited with code 1 without a result"),
+            ),
+            (
+                "killed by a signal",
+                Agent::Claude,
+                Lines(vec![], StreamFormat::Claude, None, ""),
+                transient("claude was stopped by a signal without a result"),
+            ),
+            (
+                "a program's plain output, exit 0",
+                Agent::Program(program.clone()),
+                Lines(vec!["SUCCESS".into()], StreamFormat::Detect, Some(0), ""),
+                None,
+            ),
+            (
+                "a program failing with an error line is retried, not a usage error",
+                Agent::Program(program.clone()),
+                Lines(vec![], StreamFormat::Detect, Some(1), "error: boom\n"),
+                transient("program:/bin/agent exited with code 1 without a result: error: boom"),
+            ),
+            (
+                "a program quoting a login text long before its end",
+                Agent::Program(program),
+                Lines(
+                    vec!["Not logged in".into(), "x".repeat(TEXT_WINDOW + 10), "crashed".into()],
+                    StreamFormat::Detect,
+                    Some(1),
+                    "",
+                ),
+                transient(&format!("program:/bin/agent exited with code 1 without a result: {}…", "x".repeat(299))),
+            ),
+        ];
+        for (what, agent, source, expected) in rows {
+            let out = output(&source);
+            let mut got = classify(&agent, &out);
+            if let Some(FailureClass::UsageLimit { resets_at, .. }) = &mut got
+                && matches!(&expected, Some(FailureClass::UsageLimit { resets_at: Some(ANY_TIME), .. }))
+            {
+                assert!(resets_at.is_some_and(|t| t > Local::now().timestamp() - 60), "{what}: {resets_at:?}");
+                *resets_at = Some(ANY_TIME);
+            }
+            assert_eq!(got, expected, "{what}");
+        }
+    }
+
+    #[test]
+    fn all_patterns_compile() {
+        for (name, pattern) in [
+            ("MODEL_NAME", &MODEL_NAME),
+            ("EPOCH", &EPOCH),
+            ("RELATIVE", &RELATIVE),
+            ("RELATIVE_PART", &RELATIVE_PART),
+            ("CLOCK_TIME", &CLOCK_TIME),
+        ] {
+            assert!(pattern.is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn reset_times_are_read_in_local_time() {
+        // Thursday 15 January 2026, 04:00 local time: far from any daylight-saving change.
+        let now = Local.with_ymd_and_hms(2026, 1, 15, 4, 0, 0).single().unwrap();
+        let table: [(&str, Option<i64>); 22] = [
+            ("You've hit your session limit · resets 5am", Some(at(2026, 1, 15, 5, 0))),
+            ("You've hit your session limit · resets 5:44 AM (Europe/Berlin)", Some(at(2026, 1, 15, 5, 44))),
+            ("resets 3am", Some(at(2026, 1, 16, 3, 0))),
+            ("resets 4am", Some(at(2026, 1, 16, 4, 0))),
+            ("resets 12am", Some(at(2026, 1, 16, 0, 0))),
+            ("resets 12pm", Some(at(2026, 1, 15, 12, 0))),
+            ("resets 3:45pm", Some(at(2026, 1, 15, 15, 45))),
+            ("resets 17:30", Some(at(2026, 1, 15, 17, 30))),
+            ("You've hit your weekly limit · resets Mon 12:00am", Some(at(2026, 1, 19, 0, 0))),
+            ("resets Thu 3am", Some(at(2026, 1, 22, 3, 0))),
+            ("resets Thursday 5am", Some(at(2026, 1, 15, 5, 0))),
+            ("You've hit your weekly limit · resets Sep 24 at 3pm (Australia/Brisbane)", Some(at(2026, 9, 24, 15, 0))),
+            ("resets Jan 2, 5am", Some(at(2027, 1, 2, 5, 0))),
+            ("You've hit your session limit · resets in 1d 5h", Some(now.timestamp() + 29 * 3600)),
+            ("Claude AI usage limit reached|1767243600", Some(1_767_243_600)),
+            ("You’ve hit your usage limit. … try again at 5:44 AM.", Some(at(2026, 1, 15, 5, 44))),
+            ("You've hit your usage limit for GPT-5.3-Codex-Spark. Switch to another model now, or try again at Jul 9th, 2026 1:47 AM.", Some(at(2026, 7, 9, 1, 47))),
+            ("You've hit your usage limit. Upgrade your plan or add credits to continue, or try again at Aug 10, 2026, 11:12 AM.", Some(at(2026, 8, 10, 11, 12))),
+            ("You've hit your usage limit. Upgrade to Pro", None),
+            ("resets soon", None),
+            ("resets 5 minutes after the hour", None),
+            ("resets 13pm", None),
+        ];
+        for (message, expected) in table {
+            assert_eq!(parse_reset_time(message, now), expected, "{message}");
+        }
+    }
+
+    #[test]
+    fn retry_delays_grow_with_jitter_up_to_the_maximum() {
+        let policy = RetryPolicy {
+            retries: 8,
+            first_delay: Duration::from_secs(30),
+            max_delay: Duration::from_secs(600),
+            max_wait: Duration::from_secs(3600),
+        };
+        // Jitter makes each run differ; the bounds hold every time.
+        for _ in 0..20 {
+            let delays = retry_delays(&policy);
+            assert_eq!(delays.len(), 8);
+            for (i, delay) in delays.iter().enumerate() {
+                let base = (30.0 * MULTIPLIER.powi(i as i32)).min(600.0);
+                let low = Duration::from_secs_f64(base * (1.0 - JITTER) - 0.001);
+                let high = Duration::from_secs_f64(base * (1.0 + JITTER)).min(policy.max_delay);
+                assert!(*delay >= low && *delay <= high, "delay {i}: {delay:?}");
+            }
+        }
+        let none = RetryPolicy { retries: 0, ..policy };
+        assert_eq!(retry_delays(&none), Vec::<Duration>::new());
+        let zero = RetryPolicy {
+            retries: 3,
+            first_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+            ..policy
+        };
+        assert_eq!(retry_delays(&zero), vec![Duration::ZERO; 3]);
+    }
 }

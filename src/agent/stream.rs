@@ -140,6 +140,8 @@ struct TailText {
     text: String,
     cap: usize,
     dropped: u64,
+    /// A line was appended (so the next one needs a `\n` before it, even after empty lines).
+    has_lines: bool,
 }
 
 impl TailText {
@@ -148,6 +150,7 @@ impl TailText {
             text: String::new(),
             cap,
             dropped: 0,
+            has_lines: false,
         }
     }
 
@@ -161,9 +164,10 @@ impl TailText {
 
     /// Appends a line (with a `\n` before it unless it is the first).
     fn push_line(&mut self, line: &str) {
-        if !self.text.is_empty() || self.dropped > 0 {
+        if self.has_lines {
             self.text.push('\n');
         }
+        self.has_lines = true;
         let tail = tail_of(line, self.cap);
         self.dropped += (line.len() - tail.len()) as u64;
         self.text.push_str(tail);
@@ -201,12 +205,18 @@ fn tail_of(text: &str, cap: usize) -> &str {
 /// The first line of `text`, trimmed, at most [`DETAIL_CAP`] characters (a longer one ends
 /// in `…`).
 pub fn short_detail(text: &str) -> String {
+    first_line(text, DETAIL_CAP)
+}
+
+/// The first non-empty line of `text`, trimmed, at most `cap` characters (a longer one ends
+/// in `…`).
+pub fn first_line(text: &str, cap: usize) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let line = line.trim();
-    if line.chars().count() <= DETAIL_CAP {
+    if line.chars().count() <= cap {
         return line.to_string();
     }
-    let mut out: String = line.chars().take(DETAIL_CAP - 1).collect();
+    let mut out: String = line.chars().take(cap.saturating_sub(1)).collect();
     out.push('…');
     out
 }
@@ -514,7 +524,7 @@ impl StreamParser {
                 return self.stop(FailureClass::Transient(format!(
                     "codex kept reconnecting ({} times in a row): {}",
                     self.reconnects_in_a_row,
-                    short_detail(message)
+                    first_line(message, 300)
                 )));
             }
             return LineSignal::Continue;
@@ -756,5 +766,503 @@ fn add_usage(total: &mut Map<String, Value>, turn: &Map<String, Value>) {
             _ => value.clone(),
         };
         total.insert(key.clone(), sum);
+    }
+}
+
+/// Test support: recorded streams from `tests/fixtures/`, run through the parser.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use super::*;
+
+    /// The folder of the recorded Claude Code 2.1.197 streams.
+    pub(crate) fn dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-2.1.197")
+    }
+
+    /// Parses `NAME.jsonl` line by line; the exit code comes from `NAME.exit` (none when the
+    /// recording was stopped) and stderr from `NAME.stderr`.
+    pub(crate) fn parse(name: &str, format: StreamFormat) -> (Vec<LineSignal>, AgentOutput) {
+        let dir = dir();
+        let stream = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap();
+        let exit = std::fs::read_to_string(dir.join(format!("{name}.exit")))
+            .ok()
+            .map(|s| s.trim().parse::<i32>().unwrap());
+        let stderr = std::fs::read_to_string(dir.join(format!("{name}.stderr"))).unwrap_or_default();
+        parse_lines(stream.lines(), format, exit, &stderr)
+    }
+
+    /// Parses the given lines.
+    pub(crate) fn parse_lines<'a>(
+        lines: impl IntoIterator<Item = &'a str>,
+        format: StreamFormat,
+        exit: Option<i32>,
+        stderr: &str,
+    ) -> (Vec<LineSignal>, AgentOutput) {
+        let mut parser = StreamParser::new(format);
+        let signals = lines.into_iter().map(|l| parser.push_line(l)).collect();
+        (signals, parser.finish(exit, stderr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::{parse, parse_lines};
+    use super::*;
+    use serde_json::json;
+
+    fn progress(tool: &str, detail: &str) -> LineSignal {
+        LineSignal::Progress(Progress {
+            tool: tool.to_string(),
+            detail: detail.to_string(),
+        })
+    }
+
+    /// The signals that are not `Continue`, with their line index.
+    fn notable(signals: &[LineSignal]) -> Vec<(usize, LineSignal)> {
+        signals
+            .iter()
+            .cloned()
+            .enumerate()
+            .filter(|(_, s)| *s != LineSignal::Continue)
+            .collect()
+    }
+
+    #[test]
+    fn success_fixtures_parse_to_their_reports() {
+        let table = [
+            (
+                "research-success",
+                json!({"notes": ["Files: out-1.txt does not exist yet", "Pattern: one file per task holding its number"]}),
+                0.0009000000000000001,
+                3,
+                "5304a055-c44e-4136-b0f4-c707a79076e1",
+                vec![
+                    (1, progress("Glob", "*")),
+                    (3, progress("StructuredOutput", "")),
+                    (5, LineSignal::ResultSeen),
+                ],
+            ),
+            (
+                "implement-success",
+                json!({"status": "SUCCESS", "summary": "wrote out-1.txt", "learnings": ["the real CLI wrote out-1.txt"]}),
+                0.00135,
+                4,
+                "10127aae-4731-4eb4-b174-c9b2330f7991",
+                vec![
+                    (1, progress("Write", "/home/user/project/out-1.txt")),
+                    (3, progress("Bash", "cat out-1.txt")),
+                    (5, progress("StructuredOutput", "")),
+                    (7, LineSignal::ResultSeen),
+                ],
+            ),
+            (
+                "commit-success",
+                json!({"verdict": "COMMIT", "subject": "Add out-1.txt through the real CLI", "body": "Reviewed by the scripted model."}),
+                0.0009000000000000001,
+                3,
+                "a3d3993f-6421-4c7a-aca5-b311f030b9f5",
+                vec![
+                    (1, progress("Bash", "git status --short")),
+                    (3, progress("StructuredOutput", "")),
+                    (5, LineSignal::ResultSeen),
+                ],
+            ),
+        ];
+        for (name, structured, cost, turns, session, signals) in table {
+            for format in [StreamFormat::Claude, StreamFormat::Detect] {
+                let (got, out) = parse(name, format);
+                assert_eq!(notable(&got), signals, "{name} {format:?}");
+                assert_eq!(out.structured_output, Some(structured.clone()), "{name}");
+                assert_eq!(
+                    serde_json::from_str::<Value>(&out.result_text).unwrap(),
+                    structured,
+                    "{name}: result holds the same JSON as text"
+                );
+                assert_eq!(out.cost_usd, cost, "{name}");
+                assert_eq!(out.num_turns, Some(turns), "{name}");
+                assert_eq!(out.session_id.as_deref(), Some(session), "{name}");
+                assert_eq!(out.subtype.as_deref(), Some("success"), "{name}");
+                assert_eq!(out.terminal_reason.as_deref(), Some("completed"), "{name}");
+                assert_eq!(out.model.as_deref(), Some("claude-sonnet-4-5"), "{name}");
+                assert!(out.saw_result && !out.is_error, "{name}");
+                assert_eq!(out.exit_code, Some(0), "{name}");
+                assert_eq!(out.malformed_lines, 0, "{name}");
+                assert_eq!(out.permission_denials, Vec::<Value>::new(), "{name}");
+                assert_eq!(out.stopped, None, "{name}");
+                assert_eq!(
+                    out.model_usage["claude-sonnet-4-5"]["costUSD"].as_f64(),
+                    Some(cost)
+                );
+                assert_eq!(out.result_event.as_ref().unwrap()["type"], "result");
+            }
+        }
+    }
+
+    #[test]
+    fn the_progress_is_the_latest_tool_call() {
+        let mut parser = StreamParser::new(StreamFormat::Claude);
+        assert_eq!(parser.progress(), None);
+        let stream = std::fs::read_to_string(fixture::dir().join("implement-success.jsonl"))
+            .unwrap();
+        for line in stream.lines().take(4) {
+            parser.push_line(line);
+        }
+        assert_eq!(
+            parser.progress(),
+            Some(&Progress {
+                tool: "Bash".into(),
+                detail: "cat out-1.txt".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_first_authentication_retry_stops_the_stream() {
+        let (signals, out) = parse("api-401-first-120s", StreamFormat::Claude);
+        let expected = FailureClass::NeedsUser(
+            "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY"
+                .into(),
+        );
+        assert_eq!(signals[1], LineSignal::StopNow(expected.clone()));
+        assert_eq!(out.stopped, Some(expected));
+        assert!(!out.saw_result && out.is_error);
+        assert_eq!(out.exit_code, None);
+    }
+
+    #[test]
+    fn rate_limit_and_overload_retries_do_not_stop_the_stream() {
+        for name in ["api-429-rate-limit", "api-529-overloaded", "connection-refused"] {
+            let (signals, out) = parse(name, StreamFormat::Claude);
+            assert!(
+                !signals.iter().any(|s| matches!(s, LineSignal::StopNow(_))),
+                "{name}"
+            );
+            assert_eq!(out.stopped, None, "{name}");
+            assert_eq!(signals.last(), Some(&LineSignal::ResultSeen), "{name}");
+        }
+    }
+
+    #[test]
+    fn failure_fixtures_keep_their_error_fields() {
+        let table: [(&str, Option<u16>, Option<&str>, &str, Vec<&str>); 6] = [
+            (
+                "api-401-max-retries-2",
+                Some(401),
+                Some("authentication_failed"),
+                "Not logged in · Please run /login",
+                vec![],
+            ),
+            (
+                "api-429-rate-limit",
+                Some(429),
+                Some("rate_limit"),
+                "API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit",
+                vec![],
+            ),
+            (
+                "api-529-overloaded",
+                Some(529),
+                Some("server_error"),
+                "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your Google Vertex AI service status.",
+                vec![],
+            ),
+            (
+                "connection-refused",
+                None,
+                Some("server_error"),
+                "API Error: Unable to connect to API (ConnectionRefused)",
+                vec![],
+            ),
+            (
+                "not-logged-in",
+                None,
+                Some("authentication_failed"),
+                "Not logged in · Please run /login",
+                vec![],
+            ),
+            (
+                "implement-max-turns",
+                None,
+                None,
+                "",
+                vec!["Reached maximum number of turns (1)"],
+            ),
+        ];
+        for (name, status, error, result, errors) in table {
+            let (_, out) = parse(name, StreamFormat::Claude);
+            assert_eq!(out.api_error_status, status, "{name}");
+            assert_eq!(out.assistant_error.as_deref(), error, "{name}");
+            assert_eq!(out.result_text, result, "{name}");
+            assert_eq!(out.errors, errors, "{name}");
+            assert!(out.is_error && out.saw_result, "{name}");
+            assert_eq!(out.exit_code, Some(1), "{name}");
+            assert_eq!(out.structured_output, None, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_empty_stream_with_an_error_line_keeps_stderr() {
+        let (signals, out) = parse("usage-error-no-verbose", StreamFormat::Claude);
+        assert!(signals.is_empty());
+        assert_eq!(out.result_text, "");
+        assert!(!out.saw_result && out.is_error);
+        assert_eq!(
+            out.stderr_tail,
+            "Error: When using --print, --output-format=stream-json requires --verbose\n"
+        );
+    }
+
+    #[test]
+    fn malformed_and_unknown_lines_are_counted_or_ignored() {
+        let lines = [
+            r#"{"type":"system","subtype":"init","session_id":"s1","model":"m"}"#,
+            "not json at all",
+            "[1,2,3]",
+            r#"{"type":"something_new","x":1}"#,
+            r#"{"no_type":true}"#,
+            "",
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"half"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"done here"}]}}"#,
+        ];
+        let (signals, out) = parse_lines(lines, StreamFormat::Claude, Some(0), "");
+        assert!(signals.iter().all(|s| *s == LineSignal::Continue));
+        assert_eq!(out.malformed_lines, 3);
+        assert_eq!(out.session_id.as_deref(), Some("s1"));
+        assert_eq!(out.result_text, "done here", "the last assistant text");
+        assert!(!out.saw_result && out.is_error);
+    }
+
+    #[test]
+    fn a_rejected_rate_limit_event_records_its_reset_time() {
+        let lines = [
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1700000000}}"#,
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1767243600,"rateLimitType":"five_hour"}}"#,
+        ];
+        let (_, out) = parse_lines(lines, StreamFormat::Claude, Some(1), "");
+        assert_eq!(out.rate_limit_reset, Some(1767243600));
+    }
+
+    #[test]
+    fn tool_details_are_short() {
+        let long = "x".repeat(200);
+        let table = [
+            (
+                json!({"command": "cargo test\n--all"}),
+                "Bash",
+                "cargo test",
+            ),
+            (json!({"file_path": "src/lib.rs"}), "Edit", "src/lib.rs"),
+            (json!({"file_path": "a.md"}), "Read", "a.md"),
+            (json!({"pattern": "fn main"}), "Grep", "fn main"),
+            (json!({"notebook_path": "n.ipynb"}), "NotebookEdit", "n.ipynb"),
+            (json!({"url": "https://x"}), "WebFetch", "https://x"),
+            (json!({"whatever": 1}), "TodoWrite", ""),
+        ];
+        for (input, tool, detail) in table {
+            assert_eq!(
+                claude_progress(tool, &input),
+                Progress {
+                    tool: tool.into(),
+                    detail: detail.into()
+                }
+            );
+        }
+        let capped = claude_progress("Bash", &json!({ "command": long }));
+        assert_eq!(capped.detail.chars().count(), DETAIL_CAP);
+        assert_eq!(capped.detail, format!("{}…", "x".repeat(DETAIL_CAP - 1)));
+        assert_eq!(short_detail("  \n  ls -la  \nmore"), "ls -la");
+        assert_eq!(short_detail(&"é".repeat(80)), "é".repeat(80));
+    }
+
+    #[test]
+    fn plain_text_is_the_whole_output() {
+        let (signals, out) = parse_lines(
+            ["", "working…", "```json", r#"{"notes":["a"]}"#, "```", "SUCCESS\r"],
+            StreamFormat::Detect,
+            Some(0),
+            "",
+        );
+        assert!(signals.iter().all(|s| *s == LineSignal::Continue));
+        assert_eq!(
+            out.result_text,
+            "\nworking…\n```json\n{\"notes\":[\"a\"]}\n```\nSUCCESS"
+        );
+        assert!(!out.saw_result && !out.is_error);
+        assert_eq!(out.malformed_lines, 0);
+        assert_eq!(out.structured_output, None);
+
+        let (_, failed) = parse_lines(["oops"], StreamFormat::Detect, Some(3), "");
+        assert!(failed.is_error);
+        let (_, empty) = parse_lines([], StreamFormat::Detect, Some(0), "");
+        assert_eq!(empty.result_text, "");
+        assert!(!empty.is_error);
+    }
+
+    #[test]
+    fn a_json_first_line_without_type_is_plain_text() {
+        let (_, out) = parse_lines(
+            [r#"{"status":"SUCCESS","summary":"s"}"#],
+            StreamFormat::Detect,
+            Some(0),
+            "",
+        );
+        assert_eq!(out.result_text, r#"{"status":"SUCCESS","summary":"s"}"#);
+        assert_eq!(out.malformed_lines, 0);
+    }
+
+    #[test]
+    fn huge_plain_output_keeps_a_bounded_tail() {
+        let mut parser = StreamParser::new(StreamFormat::Detect);
+        let line = "0123456789".repeat(10); // 100 bytes
+        let lines = 50_000; // 5 MB with the newlines
+        for i in 0..lines {
+            parser.push_line(&line);
+            // The buffer never grows past twice its cap plus one line.
+            if i % 1000 == 0 {
+                assert!(parser.plain.text.len() <= 2 * RESULT_CAP + 101);
+            }
+        }
+        parser.push_line("the end");
+        let out = parser.finish(Some(0), "");
+        assert!(out.result_text.len() <= RESULT_CAP);
+        assert!(out.result_text.len() > RESULT_CAP - 101);
+        assert!(out.result_text.ends_with("\nthe end"));
+        let total = (lines * 101 + "the end".len()) as u64;
+        assert_eq!(out.result_truncated_bytes + out.result_text.len() as u64, total);
+    }
+
+    #[test]
+    fn one_huge_line_keeps_its_tail() {
+        let mut parser = StreamParser::new(StreamFormat::Detect);
+        let mut line = "é".repeat(RESULT_CAP); // 2 MiB, two bytes per char
+        line.push_str("END");
+        parser.push_line(&line);
+        let out = parser.finish(Some(0), "");
+        assert!(out.result_text.len() <= RESULT_CAP);
+        assert!(out.result_text.ends_with("éEND"));
+        assert_eq!(
+            out.result_truncated_bytes + out.result_text.len() as u64,
+            line.len() as u64
+        );
+    }
+
+    const CODEX_SUCCESS: [&str; 9] = [
+        r#"{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}"#,
+        r#"{"type":"turn.started"}"#,
+        r#"{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"**Looking**"}}"#,
+        r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+        r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"README.md\n","exit_code":0,"status":"completed"}}"#,
+        r#"{"type":"item.completed","item":{"id":"item_2","type":"file_change","changes":[{"path":"/repo/out-1.txt","kind":"add"},{"path":"/repo/b.txt","kind":"update"}],"status":"completed"}}"#,
+        r#"{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"{\"status\":\"SUCCESS\",\"summary\":\"wrote out-1.txt\"}"}}"#,
+        r#"{"type":"turn.completed","usage":{"input_tokens":24763,"cached_input_tokens":24448,"output_tokens":122}}"#,
+        "",
+    ];
+
+    #[test]
+    fn codex_success_gives_the_last_message_as_structured_output() {
+        let (signals, out) = parse_lines(CODEX_SUCCESS, StreamFormat::Codex, Some(0), "");
+        assert_eq!(
+            notable(&signals),
+            vec![
+                (3, progress("Shell", "bash -lc ls")),
+                (5, progress("Edit", "/repo/out-1.txt, /repo/b.txt")),
+                (7, LineSignal::ResultSeen),
+            ]
+        );
+        assert_eq!(
+            out.structured_output,
+            Some(json!({"status": "SUCCESS", "summary": "wrote out-1.txt"}))
+        );
+        assert_eq!(
+            out.result_text,
+            r#"{"status":"SUCCESS","summary":"wrote out-1.txt"}"#
+        );
+        assert_eq!(
+            out.session_id.as_deref(),
+            Some("0199a213-81c0-7800-8aa1-bbab2a035a53")
+        );
+        assert_eq!(
+            out.usage,
+            json!({"input_tokens": 24763, "cached_input_tokens": 24448, "output_tokens": 122})
+        );
+        assert!(out.saw_result && !out.is_error);
+        assert_eq!(out.cost_usd, 0.0);
+        // Detection recognises a Codex stream too.
+        let (_, detected) = parse_lines(CODEX_SUCCESS, StreamFormat::Detect, Some(0), "");
+        assert_eq!(detected, out);
+    }
+
+    #[test]
+    fn codex_text_that_is_not_json_is_no_structured_output() {
+        let lines = [
+            r#"{"type":"item.completed","item":{"type":"agent_message","text":"All done.\nSUCCESS"}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":1}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":2,"output_tokens":5}}"#,
+        ];
+        let (_, out) = parse_lines(lines, StreamFormat::Codex, Some(0), "");
+        assert_eq!(out.structured_output, None);
+        assert_eq!(out.result_text, "All done.\nSUCCESS");
+        assert_eq!(out.usage, json!({"input_tokens": 3, "output_tokens": 5}));
+    }
+
+    #[test]
+    fn codex_failures_are_collected() {
+        let lines = [
+            r#"{"type":"thread.started","thread_id":"t"}"#,
+            r#"{"type":"item.completed","item":{"type":"error","message":"model metadata missing"}}"#,
+            r#"{"type":"error","message":"unexpected status 401 Unauthorized: Missing bearer"}"#,
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: Missing bearer"}}"#,
+        ];
+        let (signals, out) = parse_lines(lines, StreamFormat::Codex, Some(1), "");
+        assert!(signals.iter().all(|s| *s == LineSignal::Continue));
+        assert_eq!(
+            out.errors,
+            vec![
+                "model metadata missing",
+                "unexpected status 401 Unauthorized: Missing bearer",
+                "unexpected status 401 Unauthorized: Missing bearer",
+            ]
+        );
+        assert!(out.is_error && !out.saw_result);
+    }
+
+    fn reconnecting(n: u32) -> String {
+        format!(
+            r#"{{"type":"error","message":"Reconnecting... {n}/5 (stream disconnected before completion: error sending request)"}}"#
+        )
+    }
+
+    #[test]
+    fn codex_reconnecting_in_a_row_is_stopped() {
+        let mut lines: Vec<String> = (1..RECONNECT_LIMIT).map(reconnecting).collect();
+        // Any other event in between resets the count.
+        lines.push(r#"{"type":"turn.started"}"#.to_string());
+        lines.extend((1..=RECONNECT_LIMIT).map(reconnecting));
+        let (signals, out) =
+            parse_lines(lines.iter().map(String::as_str), StreamFormat::Codex, None, "");
+        let stops: Vec<usize> = signals
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, LineSignal::StopNow(_)))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(stops, vec![2 * RECONNECT_LIMIT as usize - 1]);
+        assert_eq!(
+            out.stopped,
+            Some(FailureClass::Transient(
+                "codex kept reconnecting (8 times in a row): Reconnecting... 8/5 (stream disconnected before completion: error sending request)".into()
+            ))
+        );
+        assert_eq!(out.errors.len(), 2 * RECONNECT_LIMIT as usize - 1);
+    }
+
+    #[test]
+    fn only_the_latest_errors_are_kept() {
+        let lines: Vec<String> = (0..25)
+            .map(|i| format!(r#"{{"type":"error","message":"e{i}"}}"#))
+            .collect();
+        let (_, out) = parse_lines(lines.iter().map(String::as_str), StreamFormat::Codex, Some(1), "");
+        let expected: Vec<String> = (5..25).map(|i| format!("e{i}")).collect();
+        assert_eq!(out.errors, expected);
     }
 }
