@@ -202,9 +202,10 @@ fn needs_user(agent: &Agent, name: &str, out: &AgentOutput, texts: &Texts) -> Op
     if !matches!(agent, Agent::Program(_))
         && !out.saw_result
         && matches!(out.exit_code, Some(1 | 2))
-        && let Some(line) = out.stderr_tail.lines().map(str::trim).find(|l| {
-            l.starts_with("Error:") || l.starts_with("error:") || l.starts_with("ERROR:")
-        })
+        && let Some(line) =
+            out.stderr_tail.lines().map(str::trim).find(|l| {
+                l.starts_with("Error:") || l.starts_with("error:") || l.starts_with("ERROR:")
+            })
     {
         return Some(FailureClass::NeedsUser(format!(
             "{name} rejected its arguments: `{}` — check that `{} --version` is a version kern supports",
@@ -307,8 +308,10 @@ fn tail_window(text: &str) -> &str {
 
 /// The model named in a "model … is not available" text.
 fn model_in(text: &str) -> Option<String> {
-    MODEL_NAME.as_ref()?
-        .captures(text).map(|c| c[1].to_string())
+    MODEL_NAME
+        .as_ref()?
+        .captures(text)
+        .map(|c| c[1].to_string())
 }
 
 /// The patterns below are fixed; a test proves each compiles (`None` would only mean "no
@@ -427,9 +430,8 @@ fn clock_time_in(message: &str, now: DateTime<Local>) -> Option<i64> {
         return None;
     }
     let today = now.date_naive();
-    let at = |date: NaiveDate| -> Option<DateTime<Local>> {
-        local(date.and_hms_opt(hour, minute, 0)?)
-    };
+    let at =
+        |date: NaiveDate| -> Option<DateTime<Local>> { local(date.and_hms_opt(hour, minute, 0)?) };
     if let Some(month) = c.name("mon") {
         let month = month_number(&month.as_str().to_ascii_lowercase())?;
         let day: u32 = c["day"].parse().ok()?;
@@ -836,9 +838,18 @@ mod tests {
             let out = output(&source);
             let mut got = classify(&agent, &out);
             if let Some(FailureClass::UsageLimit { resets_at, .. }) = &mut got
-                && matches!(&expected, Some(FailureClass::UsageLimit { resets_at: Some(ANY_TIME), .. }))
+                && matches!(
+                    &expected,
+                    Some(FailureClass::UsageLimit {
+                        resets_at: Some(ANY_TIME),
+                        ..
+                    })
+                )
             {
-                assert!(resets_at.is_some_and(|t| t > Local::now().timestamp() - 60), "{what}: {resets_at:?}");
+                assert!(
+                    resets_at.is_some_and(|t| t > Local::now().timestamp() - 60),
+                    "{what}: {resets_at:?}"
+                );
                 *resets_at = Some(ANY_TIME);
             }
             assert_eq!(got, expected, "{what}");
@@ -861,26 +872,56 @@ mod tests {
     #[test]
     fn reset_times_are_read_in_local_time() {
         // Thursday 15 January 2026, 04:00 local time: far from any daylight-saving change.
-        let now = Local.with_ymd_and_hms(2026, 1, 15, 4, 0, 0).single().unwrap();
+        let now = Local
+            .with_ymd_and_hms(2026, 1, 15, 4, 0, 0)
+            .single()
+            .unwrap();
         let table: [(&str, Option<i64>); 22] = [
-            ("You've hit your session limit · resets 5am", Some(at(2026, 1, 15, 5, 0))),
-            ("You've hit your session limit · resets 5:44 AM (Europe/Berlin)", Some(at(2026, 1, 15, 5, 44))),
+            (
+                "You've hit your session limit · resets 5am",
+                Some(at(2026, 1, 15, 5, 0)),
+            ),
+            (
+                "You've hit your session limit · resets 5:44 AM (Europe/Berlin)",
+                Some(at(2026, 1, 15, 5, 44)),
+            ),
             ("resets 3am", Some(at(2026, 1, 16, 3, 0))),
             ("resets 4am", Some(at(2026, 1, 16, 4, 0))),
             ("resets 12am", Some(at(2026, 1, 16, 0, 0))),
             ("resets 12pm", Some(at(2026, 1, 15, 12, 0))),
             ("resets 3:45pm", Some(at(2026, 1, 15, 15, 45))),
             ("resets 17:30", Some(at(2026, 1, 15, 17, 30))),
-            ("You've hit your weekly limit · resets Mon 12:00am", Some(at(2026, 1, 19, 0, 0))),
+            (
+                "You've hit your weekly limit · resets Mon 12:00am",
+                Some(at(2026, 1, 19, 0, 0)),
+            ),
             ("resets Thu 3am", Some(at(2026, 1, 22, 3, 0))),
             ("resets Thursday 5am", Some(at(2026, 1, 15, 5, 0))),
-            ("You've hit your weekly limit · resets Sep 24 at 3pm (Australia/Brisbane)", Some(at(2026, 9, 24, 15, 0))),
+            (
+                "You've hit your weekly limit · resets Sep 24 at 3pm (Australia/Brisbane)",
+                Some(at(2026, 9, 24, 15, 0)),
+            ),
             ("resets Jan 2, 5am", Some(at(2027, 1, 2, 5, 0))),
-            ("You've hit your session limit · resets in 1d 5h", Some(now.timestamp() + 29 * 3600)),
-            ("Claude AI usage limit reached|1767243600", Some(1_767_243_600)),
-            ("You’ve hit your usage limit. … try again at 5:44 AM.", Some(at(2026, 1, 15, 5, 44))),
-            ("You've hit your usage limit for GPT-5.3-Codex-Spark. Switch to another model now, or try again at Jul 9th, 2026 1:47 AM.", Some(at(2026, 7, 9, 1, 47))),
-            ("You've hit your usage limit. Upgrade your plan or add credits to continue, or try again at Aug 10, 2026, 11:12 AM.", Some(at(2026, 8, 10, 11, 12))),
+            (
+                "You've hit your session limit · resets in 1d 5h",
+                Some(now.timestamp() + 29 * 3600),
+            ),
+            (
+                "Claude AI usage limit reached|1767243600",
+                Some(1_767_243_600),
+            ),
+            (
+                "You’ve hit your usage limit. … try again at 5:44 AM.",
+                Some(at(2026, 1, 15, 5, 44)),
+            ),
+            (
+                "You've hit your usage limit for GPT-5.3-Codex-Spark. Switch to another model now, or try again at Jul 9th, 2026 1:47 AM.",
+                Some(at(2026, 7, 9, 1, 47)),
+            ),
+            (
+                "You've hit your usage limit. Upgrade your plan or add credits to continue, or try again at Aug 10, 2026, 11:12 AM.",
+                Some(at(2026, 8, 10, 11, 12)),
+            ),
             ("You've hit your usage limit. Upgrade to Pro", None),
             ("resets soon", None),
             ("resets 5 minutes after the hour", None),
@@ -910,7 +951,10 @@ mod tests {
                 assert!(*delay >= low && *delay <= high, "delay {i}: {delay:?}");
             }
         }
-        let none = RetryPolicy { retries: 0, ..policy };
+        let none = RetryPolicy {
+            retries: 0,
+            ..policy
+        };
         assert_eq!(retry_delays(&none), Vec::<Duration>::new());
         let zero = RetryPolicy {
             retries: 3,

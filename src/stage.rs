@@ -373,4 +373,206 @@ mod tests {
             assert_eq!(stage.tools().as_str(), tools);
         }
     }
+
+    fn implement(status: ImplementStatus, summary: &str) -> StageReport {
+        StageReport::Implement(ImplementReport {
+            status,
+            summary: summary.into(),
+            attempt_note: None,
+            subtasks: Vec::new(),
+            learnings: Vec::new(),
+        })
+    }
+
+    fn research(notes: &[&str]) -> StageReport {
+        StageReport::Research(ResearchReport {
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+            skip_reason: None,
+        })
+    }
+
+    #[test]
+    fn reports_are_extracted_in_the_documented_order() {
+        use ImplementStatus::*;
+        let review = StageReport::Commit(ReviewReport {
+            verdict: Verdict::Commit,
+            subject: "Add x".into(),
+            body: None,
+            reason: None,
+            learnings: Vec::new(),
+        });
+        /// What, stage, structured output, result text, expected.
+        type Row = (
+            &'static str,
+            Stage,
+            Option<serde_json::Value>,
+            &'static str,
+            Result<StageReport, String>,
+        );
+        let table: Vec<Row> = vec![
+            (
+                "structured output first",
+                Stage::Implement,
+                Some(serde_json::json!({"status": "SUCCESS", "summary": "from structured"})),
+                "```json\n{\"status\":\"FAILED\",\"summary\":\"from block\"}\n```\nFAILED",
+                Ok(implement(Success, "from structured")),
+            ),
+            (
+                "structured output of the wrong stage falls back to the block",
+                Stage::Implement,
+                Some(serde_json::json!({"notes": ["n"]})),
+                "```json\n{\"status\":\"FAILED\",\"summary\":\"from block\"}\n```",
+                Ok(implement(Failed, "from block")),
+            ),
+            (
+                "null structured output is none",
+                Stage::Research,
+                Some(serde_json::Value::Null),
+                "```json\n{\"notes\":[\"a\"]}\n```",
+                Ok(research(&["a"])),
+            ),
+            (
+                "a result that is exactly the JSON object",
+                Stage::Research,
+                None,
+                "  {\"notes\":[\"Files: out-1.txt does not exist yet\"]}\n",
+                Ok(research(&["Files: out-1.txt does not exist yet"])),
+            ),
+            (
+                "the last json block wins",
+                Stage::Commit,
+                None,
+                "First:\n```json\n{\"verdict\":\"REJECT\",\"subject\":\"no\"}\n```\nThen:\n```JSON\n{\"verdict\":\"COMMIT\",\"subject\":\"Add x\"}\n```\nDone.",
+                Ok(review.clone()),
+            ),
+            (
+                "a non-json block after the json block is ignored",
+                Stage::Commit,
+                None,
+                "```json\n{\"verdict\":\"COMMIT\",\"subject\":\"Add x\"}\n```\n```sh\ngit log\n```",
+                Ok(review.clone()),
+            ),
+            (
+                "a fence inside a longer fence is content",
+                Stage::Commit,
+                None,
+                "````json\n{\"verdict\":\"COMMIT\",\"subject\":\"Add x\"}\n````\n````md\n```json\n{\"verdict\":\"REJECT\",\"subject\":\"x\"}\n```\n````",
+                Ok(review),
+            ),
+            (
+                "an unclosed block is not a block",
+                Stage::Research,
+                None,
+                "```json\n{\"notes\":[\"a\"]}\n",
+                Err("no structured output and no JSON block in the result".into()),
+            ),
+            (
+                "status word on the last non-empty line",
+                Stage::Implement,
+                None,
+                "I wrote the file.\nSUCCESS\n\n  ",
+                Ok(implement(Success, "")),
+            ),
+            (
+                "status word with spaces around it",
+                Stage::Implement,
+                None,
+                "Too big.\r\n  DECOMPOSED  \r\n",
+                Ok(implement(Decomposed, "")),
+            ),
+            (
+                "SKIPPED",
+                Stage::Implement,
+                None,
+                "SKIPPED",
+                Ok(implement(Skipped, "")),
+            ),
+            (
+                "status word as a substring is not a status",
+                Stage::Implement,
+                None,
+                "The build was a SUCCESS",
+                Err("no structured output, no JSON block and no status word in the result".into()),
+            ),
+            (
+                "status word not on the last line",
+                Stage::Implement,
+                None,
+                "SUCCESS\nbut then I broke it",
+                Err("no structured output, no JSON block and no status word in the result".into()),
+            ),
+            (
+                "lower case is not a status word",
+                Stage::Implement,
+                None,
+                "success",
+                Err("no structured output, no JSON block and no status word in the result".into()),
+            ),
+            (
+                "status words count only for implement",
+                Stage::Commit,
+                None,
+                "SUCCESS",
+                Err("no structured output and no JSON block in the result".into()),
+            ),
+            (
+                "an empty result",
+                Stage::Research,
+                None,
+                "",
+                Err("no structured output and no JSON block in the result".into()),
+            ),
+            (
+                "a json block of the wrong shape says so",
+                Stage::Research,
+                None,
+                "```json\n{\"note\":\"x\"}\n```",
+                Err("the last JSON block in the result does not match the research schema: missing field `notes`".into()),
+            ),
+            (
+                "a broken json block says so",
+                Stage::Research,
+                None,
+                "```json\n{\"notes\": [\n```",
+                Err("the last JSON block in the result does not match the research schema: EOF while parsing a list at line 2 column 0".into()),
+            ),
+            (
+                "wrong structured output and nothing else",
+                Stage::Implement,
+                Some(serde_json::json!({"status": "DONE", "summary": "s"})),
+                "",
+                Err("the structured output does not match the implement schema: unknown variant `DONE`, expected one of `SUCCESS`, `DECOMPOSED`, `SKIPPED`, `FAILED`".into()),
+            ),
+            (
+                "wrong structured output, then a status word",
+                Stage::Implement,
+                Some(serde_json::json!({"status": "DONE"})),
+                "FAILED",
+                Ok(implement(Failed, "")),
+            ),
+        ];
+        for (what, stage, structured, text, expected) in table {
+            assert_eq!(
+                extract_report(stage, structured.as_ref(), text),
+                expected,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn full_reports_keep_every_field() {
+        let value = serde_json::json!({"status": "DECOMPOSED", "summary": "too big",
+            "subtasks": ["a", "b"], "learnings": ["l"], "attempt_note": "n"});
+        assert_eq!(
+            extract_report(Stage::Implement, Some(&value), ""),
+            Ok(StageReport::Implement(ImplementReport {
+                status: ImplementStatus::Decomposed,
+                summary: "too big".into(),
+                attempt_note: Some("n".into()),
+                subtasks: vec!["a".into(), "b".into()],
+                learnings: vec!["l".into()],
+            }))
+        );
+    }
 }

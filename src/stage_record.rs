@@ -219,3 +219,214 @@ fn built_result(out: &AgentOutput) -> Map<String, Value> {
 fn opt<T: Into<Value>>(value: Option<T>) -> Value {
     value.map(Into::into).unwrap_or(Value::Null)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::stream::StreamFormat;
+    use crate::agent::stream::fixture::{parse, parse_lines};
+    use crate::stage::{ImplementReport, ImplementStatus};
+    use serde_json::json;
+
+    fn envelope(stage: Stage, outcome: Outcome, report: Option<StageReport>) -> KernEnvelope {
+        KernEnvelope {
+            schema: SCHEMA_VERSION,
+            stage,
+            task: TaskRef {
+                title: "Write out-1.txt".into(),
+                identity: json!({"title": "Write out-1.txt", "ancestors": ["Files"]}),
+                line: 7,
+            },
+            agent: "claude".into(),
+            argv: vec!["claude".into(), "-p".into()],
+            model: Some("sonnet".into()),
+            started_at: "2026-01-15T04:00:00.000+01:00".into(),
+            finished_at: "2026-01-15T04:01:00.500+01:00".into(),
+            duration_ms: 60_500,
+            exit_code: Some(0),
+            attempt: 1,
+            retries: 1,
+            waits: vec![Wait {
+                kind: WaitKind::Retry,
+                reason: "API Error: 529 Overloaded.".into(),
+                started_at: "2026-01-15T04:00:10.000+01:00".into(),
+                duration_ms: 30_000,
+                resets_at: None,
+            }],
+            outcome,
+            report,
+            failure: None,
+            violations: Vec::new(),
+            reverted: Vec::new(),
+            prompt_bytes: 1234,
+        }
+    }
+
+    fn jq(args: &[&str], path: &Path) -> String {
+        let out = std::process::Command::new("/usr/bin/jq")
+            .args(args)
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn a_claude_record_is_the_result_event_plus_kern() {
+        let (_, out) = parse("implement-success", StreamFormat::Claude);
+        let report = crate::stage::extract_report(
+            Stage::Implement,
+            out.structured_output.as_ref(),
+            &out.result_text,
+        )
+        .unwrap();
+        let record = StageRecord::from_output(
+            &out,
+            envelope(Stage::Implement, Outcome::Succeeded, Some(report.clone())),
+        );
+        assert_eq!(
+            Value::Object(record.agent_result.clone()),
+            *out.result_event.as_ref().unwrap()
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stage2.json");
+        record.write(&path).unwrap();
+        assert_eq!(
+            jq(&["-r", ".result"], &path),
+            "{\"status\":\"SUCCESS\",\"summary\":\"wrote out-1.txt\",\"learnings\":[\"the real CLI wrote out-1.txt\"]}\n"
+        );
+        assert_eq!(jq(&["-r", ".kern.outcome"], &path), "succeeded\n");
+        assert_eq!(jq(&["-r", ".kern.report.status"], &path), "SUCCESS\n");
+        assert_eq!(jq(&["-r", ".kern.waits[0].kind"], &path), "retry\n");
+        assert_eq!(
+            jq(&["-c", ".structured_output.status"], &path),
+            "\"SUCCESS\"\n"
+        );
+        assert_eq!(jq(&["-r", ".total_cost_usd"], &path), "0.00135\n");
+
+        let loaded = StageRecord::load(&path).unwrap();
+        assert_eq!(loaded, record);
+        assert_eq!(loaded.kern.report, Some(report));
+        assert_eq!(loaded.kern.task.identity["ancestors"][0], "Files");
+    }
+
+    #[test]
+    fn result_is_a_string_even_when_claude_gave_none() {
+        let (_, out) = parse("implement-max-turns", StreamFormat::Claude);
+        assert!(out.result_event.as_ref().unwrap().get("result").is_none());
+        let mut kern = envelope(Stage::Implement, Outcome::Failed, None);
+        kern.failure = Some("Reached maximum number of turns (1)".into());
+        let record = StageRecord::from_output(&out, kern);
+        assert_eq!(record.agent_result["result"], json!(""));
+        assert_eq!(
+            record.agent_result["errors"],
+            json!(["Reached maximum number of turns (1)"])
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stage2.json");
+        record.write(&path).unwrap();
+        assert_eq!(jq(&["-c", ".result"], &path), "\"\"\n");
+        assert_eq!(jq(&["-r", ".kern.outcome"], &path), "failed\n");
+    }
+
+    #[test]
+    fn other_agents_get_the_same_shape() {
+        let (_, out) = parse_lines(["I did it.", "SUCCESS"], StreamFormat::Detect, Some(0), "");
+        let record = StageRecord::from_output(
+            &out,
+            envelope(
+                Stage::Implement,
+                Outcome::Succeeded,
+                Some(StageReport::Implement(ImplementReport {
+                    status: ImplementStatus::Success,
+                    summary: String::new(),
+                    attempt_note: None,
+                    subtasks: Vec::new(),
+                    learnings: Vec::new(),
+                })),
+            ),
+        );
+        assert_eq!(
+            Value::Object(record.agent_result.clone()),
+            json!({
+                "type": "result",
+                "subtype": null,
+                "is_error": false,
+                "api_error_status": null,
+                "num_turns": null,
+                "result": "I did it.\nSUCCESS",
+                "session_id": null,
+                "total_cost_usd": 0.0,
+                "usage": {},
+                "modelUsage": {},
+                "permission_denials": [],
+                "structured_output": null,
+                "terminal_reason": null,
+            })
+        );
+        let written: Value = serde_json::from_slice(&record.to_json()).unwrap();
+        assert_eq!(written["result"], "I did it.\nSUCCESS");
+        assert_eq!(written["kern"]["report"]["status"], "SUCCESS");
+        assert_eq!(written["kern"]["stage"], "implement");
+        assert_eq!(written["kern"]["schema"], 1);
+    }
+
+    #[test]
+    fn every_outcome_has_its_documented_name() {
+        let table = [
+            (Outcome::Succeeded, "succeeded"),
+            (Outcome::Failed, "failed"),
+            (Outcome::TimedOut, "timed_out"),
+            (Outcome::Interrupted, "interrupted"),
+            (Outcome::Violated, "violated"),
+        ];
+        for (outcome, name) in table {
+            assert_eq!(serde_json::to_value(outcome).unwrap(), json!(name));
+        }
+    }
+
+    #[test]
+    fn an_agent_kern_field_never_replaces_the_envelope() {
+        let (_, out) = parse_lines(
+            [
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","kern":"mine"}"#,
+            ],
+            StreamFormat::Claude,
+            Some(0),
+            "",
+        );
+        let record =
+            StageRecord::from_output(&out, envelope(Stage::Research, Outcome::Succeeded, None));
+        let written: Value = serde_json::from_slice(&record.to_json()).unwrap();
+        assert_eq!(written["kern"]["outcome"], "succeeded");
+        assert_eq!(record.result(), "ok");
+    }
+
+    #[test]
+    fn bad_files_load_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases: [(&str, Option<&[u8]>); 5] = [
+            ("missing.json", None),
+            ("garbage.json", Some(b"{not json")),
+            ("no-kern.json", Some(br#"{"result":"x"}"#)),
+            (
+                "bad-kern.json",
+                Some(br#"{"result":"x","kern":{"schema":1}}"#),
+            ),
+            ("truncated.json", Some(br#"{"result":"x","kern":{"#)),
+        ];
+        for (name, bytes) in cases {
+            let path = dir.path().join(name);
+            if let Some(bytes) = bytes {
+                std::fs::write(&path, bytes).unwrap();
+            }
+            assert_eq!(StageRecord::load(&path), None, "{name}");
+        }
+    }
+}

@@ -141,3 +141,185 @@ pub struct Invocation {
     /// The prompt, written to stdin, which is then closed.
     pub stdin: Vec<u8>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(stage: Stage, model: Option<&str>) -> InvocationRequest<'_> {
+        InvocationRequest {
+            stage,
+            model,
+            prompt: b"the prompt\n".to_vec(),
+            cwd: Path::new("/home/user/project"),
+            schema_path: Path::new("/tmp/claude/kern/project/main/stage.schema.json"),
+            state_dir: Path::new("/tmp/claude/kern/project/main"),
+            task_title: "Write out-1.txt",
+        }
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_agent_and_stage_has_its_exact_invocation() {
+        let claude_head = [
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "sonnet",
+            "--no-session-persistence",
+            "--permission-mode",
+            "dontAsk",
+        ];
+        let claude_policy: [(Stage, Vec<&str>); 3] = [
+            (
+                Stage::Research,
+                vec![
+                    "--tools=Read,Grep,Glob,Bash,WebSearch,WebFetch",
+                    "--allowedTools=WebSearch,WebFetch",
+                ],
+            ),
+            (
+                Stage::Implement,
+                vec![
+                    "--tools=default",
+                    "--allowedTools=Bash,Edit,Write,NotebookEdit,Read,Grep,Glob",
+                    "--disallowedTools=Bash(git commit *),Bash(git * commit *),Bash(git push *),Bash(git push),Bash(git * push *),Bash(git * push)",
+                ],
+            ),
+            (Stage::Commit, vec!["--tools=Read,Grep,Glob,Bash"]),
+        ];
+        for (stage, policy) in claude_policy {
+            let mut args = strings(&claude_head);
+            args.extend(strings(&policy));
+            args.push(format!("--json-schema={}", stage.schema()));
+            assert_eq!(
+                Agent::Claude.invocation(request(stage, Some("sonnet"))),
+                Invocation {
+                    program: PathBuf::from("claude"),
+                    args,
+                    env: Vec::new(),
+                    cwd: PathBuf::from("/home/user/project"),
+                    stdin: b"the prompt\n".to_vec(),
+                },
+                "claude {stage}"
+            );
+        }
+
+        for (stage, sandbox) in [
+            (Stage::Research, "read-only"),
+            (Stage::Implement, "workspace-write"),
+            (Stage::Commit, "read-only"),
+        ] {
+            assert_eq!(
+                Agent::Codex.invocation(request(stage, None)),
+                Invocation {
+                    program: PathBuf::from("codex"),
+                    args: strings(&[
+                        "exec",
+                        "--json",
+                        "--ephemeral",
+                        "-C",
+                        "/home/user/project",
+                        "--sandbox",
+                        sandbox,
+                        "--output-schema",
+                        "/tmp/claude/kern/project/main/stage.schema.json",
+                        "-",
+                    ]),
+                    env: Vec::new(),
+                    cwd: PathBuf::from("/home/user/project"),
+                    stdin: b"the prompt\n".to_vec(),
+                },
+                "codex {stage}"
+            );
+        }
+
+        let program = Agent::Program(PathBuf::from("./agents/fake.sh"));
+        for (stage, tools) in [
+            (Stage::Research, "read-only"),
+            (Stage::Implement, "full"),
+            (Stage::Commit, "git-read"),
+        ] {
+            let env: Vec<(String, String)> = [
+                ("KERN_STAGE", stage.name()),
+                ("KERN_TOOLS", tools),
+                (
+                    "KERN_SCHEMA",
+                    "/tmp/claude/kern/project/main/stage.schema.json",
+                ),
+                ("KERN_STATE_DIR", "/tmp/claude/kern/project/main"),
+                ("KERN_TASK", "Write out-1.txt"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            // The model never reaches a program: it has no arguments.
+            assert_eq!(
+                program.invocation(request(stage, Some("sonnet"))),
+                Invocation {
+                    program: PathBuf::from("./agents/fake.sh"),
+                    args: Vec::new(),
+                    env,
+                    cwd: PathBuf::from("/home/user/project"),
+                    stdin: b"the prompt\n".to_vec(),
+                },
+                "program {stage}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_prompt_is_never_in_argv() {
+        let marker = "UNIQUE-PROMPT-MARKER";
+        for agent in [
+            Agent::Claude,
+            Agent::Codex,
+            Agent::Program(PathBuf::from("/bin/a")),
+        ] {
+            for stage in Stage::ALL {
+                let mut req = request(stage, Some("m"));
+                req.prompt = marker.as_bytes().to_vec();
+                let inv = agent.invocation(req);
+                assert!(
+                    inv.args.iter().all(|a| !a.contains(marker)),
+                    "{agent} {stage}"
+                );
+                assert_eq!(inv.stdin, marker.as_bytes(), "{agent} {stage}");
+            }
+        }
+    }
+
+    #[test]
+    fn formats_programs_and_hints() {
+        let table = [
+            (
+                Agent::Claude,
+                "claude",
+                StreamFormat::Claude,
+                "run `claude` once to log in, or set ANTHROPIC_API_KEY",
+            ),
+            (
+                Agent::Codex,
+                "codex",
+                StreamFormat::Codex,
+                "run `codex login` once, or set OPENAI_API_KEY",
+            ),
+            (
+                Agent::Program(PathBuf::from("/opt/agent")),
+                "/opt/agent",
+                StreamFormat::Detect,
+                "see the agent program's own documentation for how to log in",
+            ),
+        ];
+        for (agent, program, format, hint) in table {
+            assert_eq!(agent.program(), PathBuf::from(program));
+            assert_eq!(agent.stream_format(), format);
+            assert_eq!(agent.login_hint(), hint);
+        }
+    }
+}

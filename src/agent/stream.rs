@@ -787,7 +787,8 @@ pub(crate) mod fixture {
         let exit = std::fs::read_to_string(dir.join(format!("{name}.exit")))
             .ok()
             .map(|s| s.trim().parse::<i32>().unwrap());
-        let stderr = std::fs::read_to_string(dir.join(format!("{name}.stderr"))).unwrap_or_default();
+        let stderr =
+            std::fs::read_to_string(dir.join(format!("{name}.stderr"))).unwrap_or_default();
         parse_lines(stream.lines(), format, exit, &stderr)
     }
 
@@ -902,8 +903,8 @@ mod tests {
     fn the_progress_is_the_latest_tool_call() {
         let mut parser = StreamParser::new(StreamFormat::Claude);
         assert_eq!(parser.progress(), None);
-        let stream = std::fs::read_to_string(fixture::dir().join("implement-success.jsonl"))
-            .unwrap();
+        let stream =
+            std::fs::read_to_string(fixture::dir().join("implement-success.jsonl")).unwrap();
         for line in stream.lines().take(4) {
             parser.push_line(line);
         }
@@ -920,8 +921,7 @@ mod tests {
     fn a_first_authentication_retry_stops_the_stream() {
         let (signals, out) = parse("api-401-first-120s", StreamFormat::Claude);
         let expected = FailureClass::NeedsUser(
-            "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY"
-                .into(),
+            "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY".into(),
         );
         assert_eq!(signals[1], LineSignal::StopNow(expected.clone()));
         assert_eq!(out.stopped, Some(expected));
@@ -931,7 +931,11 @@ mod tests {
 
     #[test]
     fn rate_limit_and_overload_retries_do_not_stop_the_stream() {
-        for name in ["api-429-rate-limit", "api-529-overloaded", "connection-refused"] {
+        for name in [
+            "api-429-rate-limit",
+            "api-529-overloaded",
+            "connection-refused",
+        ] {
             let (signals, out) = parse(name, StreamFormat::Claude);
             assert!(
                 !signals.iter().any(|s| matches!(s, LineSignal::StopNow(_))),
@@ -944,7 +948,15 @@ mod tests {
 
     #[test]
     fn failure_fixtures_keep_their_error_fields() {
-        let table: [(&str, Option<u16>, Option<&str>, &str, Vec<&str>); 6] = [
+        /// Fixture, api_error_status, assistant error, result text, errors.
+        type Row = (
+            &'static str,
+            Option<u16>,
+            Option<&'static str>,
+            &'static str,
+            Vec<&'static str>,
+        );
+        let table: [Row; 6] = [
             (
                 "api-401-max-retries-2",
                 Some(401),
@@ -1054,7 +1066,11 @@ mod tests {
             (json!({"file_path": "src/lib.rs"}), "Edit", "src/lib.rs"),
             (json!({"file_path": "a.md"}), "Read", "a.md"),
             (json!({"pattern": "fn main"}), "Grep", "fn main"),
-            (json!({"notebook_path": "n.ipynb"}), "NotebookEdit", "n.ipynb"),
+            (
+                json!({"notebook_path": "n.ipynb"}),
+                "NotebookEdit",
+                "n.ipynb",
+            ),
             (json!({"url": "https://x"}), "WebFetch", "https://x"),
             (json!({"whatever": 1}), "TodoWrite", ""),
         ];
@@ -1077,7 +1093,14 @@ mod tests {
     #[test]
     fn plain_text_is_the_whole_output() {
         let (signals, out) = parse_lines(
-            ["", "working…", "```json", r#"{"notes":["a"]}"#, "```", "SUCCESS\r"],
+            [
+                "",
+                "working…",
+                "```json",
+                r#"{"notes":["a"]}"#,
+                "```",
+                "SUCCESS\r",
+            ],
             StreamFormat::Detect,
             Some(0),
             "",
@@ -1128,7 +1151,10 @@ mod tests {
         assert!(out.result_text.len() > RESULT_CAP - 101);
         assert!(out.result_text.ends_with("\nthe end"));
         let total = (lines * 101 + "the end".len()) as u64;
-        assert_eq!(out.result_truncated_bytes + out.result_text.len() as u64, total);
+        assert_eq!(
+            out.result_truncated_bytes + out.result_text.len() as u64,
+            total
+        );
     }
 
     #[test]
@@ -1238,8 +1264,12 @@ mod tests {
         // Any other event in between resets the count.
         lines.push(r#"{"type":"turn.started"}"#.to_string());
         lines.extend((1..=RECONNECT_LIMIT).map(reconnecting));
-        let (signals, out) =
-            parse_lines(lines.iter().map(String::as_str), StreamFormat::Codex, None, "");
+        let (signals, out) = parse_lines(
+            lines.iter().map(String::as_str),
+            StreamFormat::Codex,
+            None,
+            "",
+        );
         let stops: Vec<usize> = signals
             .iter()
             .enumerate()
@@ -1261,7 +1291,12 @@ mod tests {
         let lines: Vec<String> = (0..25)
             .map(|i| format!(r#"{{"type":"error","message":"e{i}"}}"#))
             .collect();
-        let (_, out) = parse_lines(lines.iter().map(String::as_str), StreamFormat::Codex, Some(1), "");
+        let (_, out) = parse_lines(
+            lines.iter().map(String::as_str),
+            StreamFormat::Codex,
+            Some(1),
+            "",
+        );
         let expected: Vec<String> = (5..25).map(|i| format!("e{i}")).collect();
         assert_eq!(out.errors, expected);
     }
