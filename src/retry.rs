@@ -73,6 +73,17 @@ pub fn not_logged_in(agent: &str, hint: &str) -> FailureClass {
 }
 
 /// Classifies a finished run; `None` means the agent ran fine.
+///
+/// A run failed when its result event says `is_error` or, without a result event, when it
+/// exited with anything but 0 (a signal included). The failure is then, first match wins:
+/// the decisive failure the stream parser already stopped on; a usage limit (a rejected
+/// `rate_limit_event`, or a "hit your … limit" / "usage limit reached" text); transient (HTTP
+/// 429, 529, 5xx, an assistant `error` of `rate_limit`, `overloaded` or `server_error`, or a
+/// connection / retry-limit / high-demand text); needs the user (unknown model, billing,
+/// invalid key, 403, not logged in, an agent CLI rejecting its arguments); a stage limit
+/// (turns, budget, structured-output retries, prompt or context too long); and anything else —
+/// a crash, a signal, an exit without a result — transient. Only the last 4 KiB of the result
+/// and of stderr are searched, where errors are printed.
 pub fn classify(agent: &Agent, out: &AgentOutput) -> Option<FailureClass> {
     if let Some(stopped) = &out.stopped {
         return Some(stopped.clone());
@@ -143,7 +154,6 @@ const TRANSIENT_TEXTS: &[&str] = &[
     "Unable to connect",
     "exceeded retry limit",
     "high demand",
-    "Reconnecting...",
     "Overloaded",
 ];
 
@@ -160,7 +170,8 @@ const STAGE_LIMIT_TEXTS: &[&str] = &["Prompt is too long", "context window"];
 
 fn needs_user(agent: &Agent, name: &str, out: &AgentOutput, texts: &Texts) -> Option<FailureClass> {
     let error = out.assistant_error.as_deref();
-    if error == Some("model_not_found") || texts.any(&["is not available", "model_not_found"]) {
+    let model_text = texts.any(&["is not available"]) && model_in(&texts.joined).is_some();
+    if error == Some("model_not_found") || model_text {
         let model = out
             .model
             .clone()
@@ -222,7 +233,7 @@ struct Texts {
     joined: String,
     /// The same with `’` made `'`, lower case: for phrases whose spelling varies.
     folded: String,
-    /// The first line worth showing: an error's, else the result's, else stderr's.
+    /// The line worth showing: the last error's, else the result's, else stderr's.
     first: String,
 }
 
@@ -230,16 +241,21 @@ impl Texts {
     fn of(out: &AgentOutput) -> Texts {
         let result = tail_window(&out.result_text);
         let stderr = tail_window(&out.stderr_tail);
-        // Error messages first: a result text without a result event is only the last thing
-        // the assistant said, which is rarely why the run failed.
         let mut parts: Vec<&str> = out.errors.iter().map(String::as_str).collect();
         parts.push(result);
         parts.push(stderr);
         let joined = parts.join("\n");
         let folded = joined.replace('\u{2019}', "'").to_lowercase();
-        let first = parts
+        // The last error message first: the error that ended the run comes last (Codex's
+        // `turn.failed` after any reconnects), and a result text without a result event is
+        // only the last thing the assistant said, rarely why the run failed.
+        let first = out
+            .errors
             .iter()
-            .flat_map(|p| p.lines())
+            .rev()
+            .map(String::as_str)
+            .chain([result, stderr])
+            .flat_map(str::lines)
             .map(str::trim)
             .find(|l| !l.is_empty())
             .map(|l| first_line(l, 300))
@@ -784,6 +800,38 @@ mod tests {
                     "Reading additional input from stdin...\n",
                 ),
                 transient("codex kept reconnecting (8 times in a row): Reconnecting... 8/5 (waiting for network)"),
+            ),
+            (
+                "codex reconnects, then a 401 ends the turn",
+                Agent::Codex,
+                Lines(
+                    {
+                        let mut lines: Vec<String> = (1..=3).map(|n| json!({"type": "error", "message": format!("Reconnecting... {n}/5")}).to_string()).collect();
+                        lines.extend(codex_failure("unexpected status 401 Unauthorized: Missing bearer"));
+                        lines
+                    },
+                    StreamFormat::Codex,
+                    Some(1),
+                    "",
+                ),
+                needs("codex is not logged in: run `codex login` once, or set OPENAI_API_KEY"),
+            ),
+            (
+                "codex reconnects, then gives up",
+                Agent::Codex,
+                Lines(
+                    (1..=3).map(|n| json!({"type": "error", "message": format!("Reconnecting... {n}/5")}).to_string()).collect(),
+                    StreamFormat::Codex,
+                    Some(1),
+                    "",
+                ),
+                transient("codex exited with code 1 without a result: Reconnecting... 3/5"),
+            ),
+            (
+                "something else that is not available is not a model problem",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "The tool WebSearch is not available here", None, None, json!({}))),
+                transient("The tool WebSearch is not available here"),
             ),
             // Rejected arguments, crashes, signals.
             (
