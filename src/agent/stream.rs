@@ -469,8 +469,13 @@ impl StreamParser {
             Some("api_retry") => {
                 let status = event["error_status"].as_u64();
                 let error = event["error"].as_str().unwrap_or("");
-                if error == "authentication_failed" || matches!(status, Some(401 | 403)) {
-                    let (name, hint) = self.agent_words();
+                let (name, hint) = self.agent_words();
+                if status == Some(403) && error != "authentication_failed" {
+                    return self.stop(FailureClass::NeedsUser(format!(
+                        "{name} was refused access (HTTP 403, `{error}`) — check the account's permissions, or {hint}"
+                    )));
+                }
+                if error == "authentication_failed" || status == Some(401) {
                     return self.stop(retry::not_logged_in(name, hint));
                 }
                 LineSignal::Continue
@@ -927,6 +932,17 @@ mod tests {
         assert_eq!(out.stopped, Some(expected));
         assert!(!out.saw_result && out.is_error);
         assert_eq!(out.exit_code, None);
+    }
+
+    #[test]
+    fn a_forbidden_retry_stops_the_stream_too() {
+        let line = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"error_status":403,"error":"unknown"}"#;
+        let (signals, out) = parse_lines([line], StreamFormat::Claude, None, "");
+        let expected = FailureClass::NeedsUser(
+            "claude was refused access (HTTP 403, `unknown`) — check the account's permissions, or run `claude` once to log in, or set ANTHROPIC_API_KEY".into(),
+        );
+        assert_eq!(signals, vec![LineSignal::StopNow(expected.clone())]);
+        assert_eq!(out.stopped, Some(expected));
     }
 
     #[test]
