@@ -1,7 +1,20 @@
-//! The agent kinds kern can run, as one closed enum.
+//! The agent kinds kern can run, as one closed enum, and how each is invoked for a stage.
+//!
+//! The one decision a reader must know: this layer only *describes* a process
+//! ([`Invocation`]) and *reads* what it printed ([`stream::StreamParser`]); it never runs
+//! anything. The supervisor runs the invocation and feeds stdout lines to the parser, so that
+//! every command line and every parse is testable without a process.
 
-use std::path::PathBuf;
+pub mod claude;
+pub mod codex;
+pub mod program;
+pub mod stream;
+
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+use crate::stage::Stage;
+pub use stream::StreamFormat;
 
 /// Which agent CLI runs the stages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +54,78 @@ impl std::fmt::Display for Agent {
     }
 }
 
+/// Everything the agent layer needs to describe one stage's process.
+#[derive(Debug, Clone)]
+pub struct InvocationRequest<'a> {
+    /// The stage to run.
+    pub stage: Stage,
+    /// The model, already resolved by the caller (`--model`, else the template's `model:`);
+    /// `None` lets the agent use its own default.
+    pub model: Option<&'a str>,
+    /// The rendered prompt; it goes to stdin, never into argv.
+    pub prompt: Vec<u8>,
+    /// The repository's top folder: the working folder of the process.
+    pub cwd: &'a Path,
+    /// Where the caller wrote the stage's JSON schema (Codex `--output-schema`, `KERN_SCHEMA`).
+    pub schema_path: &'a Path,
+    /// The state folder of this project and branch (`KERN_STATE_DIR`).
+    pub state_dir: &'a Path,
+    /// The task's title (`KERN_TASK`).
+    pub task_title: &'a str,
+}
+
+impl Agent {
+    /// The process that runs `req.stage` with this agent.
+    pub fn invocation(&self, req: InvocationRequest<'_>) -> Invocation {
+        let (args, env) = match self {
+            Agent::Claude => (claude::args(req.stage, req.model), Vec::new()),
+            Agent::Codex => (
+                codex::args(req.stage, req.model, req.cwd, req.schema_path),
+                Vec::new(),
+            ),
+            Agent::Program(_) => (
+                Vec::new(),
+                program::env(req.stage, req.schema_path, req.state_dir, req.task_title),
+            ),
+        };
+        Invocation {
+            program: self.program(),
+            args,
+            env,
+            cwd: req.cwd.to_path_buf(),
+            stdin: req.prompt,
+        }
+    }
+
+    /// The executable: `claude` or `codex` (looked up on PATH), or the program's path.
+    pub fn program(&self) -> PathBuf {
+        match self {
+            Agent::Claude => PathBuf::from("claude"),
+            Agent::Codex => PathBuf::from("codex"),
+            Agent::Program(path) => path.clone(),
+        }
+    }
+
+    /// How this agent's stdout is to be read.
+    pub fn stream_format(&self) -> StreamFormat {
+        match self {
+            Agent::Claude => StreamFormat::Claude,
+            Agent::Codex => StreamFormat::Codex,
+            Agent::Program(_) => StreamFormat::Detect,
+        }
+    }
+
+    /// What the person must do to give the agent working credentials; the tail of every
+    /// "not logged in" message.
+    pub fn login_hint(&self) -> &'static str {
+        match self {
+            Agent::Claude => claude::LOGIN_HINT,
+            Agent::Codex => codex::LOGIN_HINT,
+            Agent::Program(_) => program::LOGIN_HINT,
+        }
+    }
+}
+
 /// One process to run for one stage: everything the supervisor needs, nothing it must decide.
 /// The supervisor knows nothing about stages or agents; it runs exactly this.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,4 +140,186 @@ pub struct Invocation {
     pub cwd: PathBuf,
     /// The prompt, written to stdin, which is then closed.
     pub stdin: Vec<u8>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(stage: Stage, model: Option<&str>) -> InvocationRequest<'_> {
+        InvocationRequest {
+            stage,
+            model,
+            prompt: b"the prompt\n".to_vec(),
+            cwd: Path::new("/home/user/project"),
+            schema_path: Path::new("/tmp/claude/kern/project/main/stage.schema.json"),
+            state_dir: Path::new("/tmp/claude/kern/project/main"),
+            task_title: "Write out-1.txt",
+        }
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_agent_and_stage_has_its_exact_invocation() {
+        let claude_head = [
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "sonnet",
+            "--no-session-persistence",
+            "--permission-mode",
+            "dontAsk",
+        ];
+        let claude_policy: [(Stage, Vec<&str>); 3] = [
+            (
+                Stage::Research,
+                vec![
+                    "--tools=Read,Grep,Glob,Bash,WebSearch,WebFetch",
+                    "--allowedTools=WebSearch,WebFetch",
+                ],
+            ),
+            (
+                Stage::Implement,
+                vec![
+                    "--tools=default",
+                    "--allowedTools=Bash,Edit,Write,NotebookEdit,Read,Grep,Glob",
+                    "--disallowedTools=Bash(git commit *),Bash(git * commit *),Bash(git push *),Bash(git push),Bash(git * push *),Bash(git * push)",
+                ],
+            ),
+            (Stage::Commit, vec!["--tools=Read,Grep,Glob,Bash"]),
+        ];
+        for (stage, policy) in claude_policy {
+            let mut args = strings(&claude_head);
+            args.extend(strings(&policy));
+            args.push(format!("--json-schema={}", stage.schema()));
+            assert_eq!(
+                Agent::Claude.invocation(request(stage, Some("sonnet"))),
+                Invocation {
+                    program: PathBuf::from("claude"),
+                    args,
+                    env: Vec::new(),
+                    cwd: PathBuf::from("/home/user/project"),
+                    stdin: b"the prompt\n".to_vec(),
+                },
+                "claude {stage}"
+            );
+        }
+
+        for (stage, sandbox) in [
+            (Stage::Research, "read-only"),
+            (Stage::Implement, "workspace-write"),
+            (Stage::Commit, "read-only"),
+        ] {
+            assert_eq!(
+                Agent::Codex.invocation(request(stage, None)),
+                Invocation {
+                    program: PathBuf::from("codex"),
+                    args: strings(&[
+                        "exec",
+                        "--json",
+                        "--ephemeral",
+                        "-C",
+                        "/home/user/project",
+                        "--sandbox",
+                        sandbox,
+                        "--output-schema",
+                        "/tmp/claude/kern/project/main/stage.schema.json",
+                        "-",
+                    ]),
+                    env: Vec::new(),
+                    cwd: PathBuf::from("/home/user/project"),
+                    stdin: b"the prompt\n".to_vec(),
+                },
+                "codex {stage}"
+            );
+        }
+
+        let program = Agent::Program(PathBuf::from("./agents/fake.sh"));
+        for (stage, tools) in [
+            (Stage::Research, "read-only"),
+            (Stage::Implement, "full"),
+            (Stage::Commit, "git-read"),
+        ] {
+            let env: Vec<(String, String)> = [
+                ("KERN_STAGE", stage.name()),
+                ("KERN_TOOLS", tools),
+                (
+                    "KERN_SCHEMA",
+                    "/tmp/claude/kern/project/main/stage.schema.json",
+                ),
+                ("KERN_STATE_DIR", "/tmp/claude/kern/project/main"),
+                ("KERN_TASK", "Write out-1.txt"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            // The model never reaches a program: it has no arguments.
+            assert_eq!(
+                program.invocation(request(stage, Some("sonnet"))),
+                Invocation {
+                    program: PathBuf::from("./agents/fake.sh"),
+                    args: Vec::new(),
+                    env,
+                    cwd: PathBuf::from("/home/user/project"),
+                    stdin: b"the prompt\n".to_vec(),
+                },
+                "program {stage}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_prompt_is_never_in_argv() {
+        let marker = "UNIQUE-PROMPT-MARKER";
+        for agent in [
+            Agent::Claude,
+            Agent::Codex,
+            Agent::Program(PathBuf::from("/bin/a")),
+        ] {
+            for stage in Stage::ALL {
+                let mut req = request(stage, Some("m"));
+                req.prompt = marker.as_bytes().to_vec();
+                let inv = agent.invocation(req);
+                assert!(
+                    inv.args.iter().all(|a| !a.contains(marker)),
+                    "{agent} {stage}"
+                );
+                assert_eq!(inv.stdin, marker.as_bytes(), "{agent} {stage}");
+            }
+        }
+    }
+
+    #[test]
+    fn formats_programs_and_hints() {
+        let table = [
+            (
+                Agent::Claude,
+                "claude",
+                StreamFormat::Claude,
+                "run `claude` once to log in, or set ANTHROPIC_API_KEY",
+            ),
+            (
+                Agent::Codex,
+                "codex",
+                StreamFormat::Codex,
+                "run `codex login` once, or set OPENAI_API_KEY",
+            ),
+            (
+                Agent::Program(PathBuf::from("/opt/agent")),
+                "/opt/agent",
+                StreamFormat::Detect,
+                "see the agent program's own documentation for how to log in",
+            ),
+        ];
+        for (agent, program, format, hint) in table {
+            assert_eq!(agent.program(), PathBuf::from(program));
+            assert_eq!(agent.stream_format(), format);
+            assert_eq!(agent.login_hint(), hint);
+        }
+    }
 }
