@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod process_identity;
+pub mod prompt;
 pub mod spec;
 pub mod stage;
 pub mod state_dir;
