@@ -7,9 +7,11 @@ pub mod agent;
 pub mod atomic_file;
 pub mod check;
 pub mod cli;
+pub mod completions;
 pub mod config;
 pub mod dry_run;
 pub mod error;
+pub mod init;
 pub mod interrupt;
 pub mod learnings;
 pub mod lock;
@@ -30,6 +32,8 @@ pub mod stage_runner;
 pub mod state_dir;
 pub mod status;
 pub mod supervisor;
+
+use std::io::Write;
 
 use crate::cli::{Cli, Command};
 use crate::config::Settings;
@@ -65,11 +69,31 @@ pub async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Some(Command::Init { .. }) => Err(Error::NotAvailable("init")),
+        Some(Command::Init { prompts }) => {
+            let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+            let repo = repository::Repository::discover(&cwd)?;
+            let written = init::run(repo.top(), &settings.spec, prompts)?;
+            if !settings.quiet {
+                let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+                eprintln!("kern: wrote {}", names.join(", "));
+            }
+            Ok(())
+        }
         Some(Command::Demo { .. }) => Err(Error::NotAvailable("demo")),
         Some(Command::Doctor) => Err(Error::NotAvailable("doctor")),
-        Some(Command::Completions { .. }) => Err(Error::NotAvailable("completions")),
-        Some(Command::Man) => Err(Error::NotAvailable("man")),
+        Some(Command::Completions { shell }) => to_stdout(|out| completions::completions(shell, out)),
+        Some(Command::Man) => to_stdout(completions::man_page),
         Some(Command::ScriptedAgent { scenario }) => scripted_agent::main(&scenario).await,
+    }
+}
+
+/// Writes machine output to stdout; a reader that closed the pipe early (`| head`) is not an
+/// error.
+fn to_stdout(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match write(&mut out) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("stdout", e)),
+        _ => Ok(()),
     }
 }

@@ -5,8 +5,10 @@
 //! These tests prove the tier's machinery and pin down the CLI behaviours kern relies on: tools
 //! really run, `--json-schema` yields `structured_output`, the read-only and no-commit policies
 //! hold, and API errors surface as kern's classifier expects. The one decision a reader must
-//! know: a missing CLI FAILS these tests (with the fix: run `.ci/install-claude`) unless
-//! `KERN_SKIP_REAL_CLAUDE=1` says to skip them; a silently skipped tier would prove nothing.
+//! know: the tier installs the pinned CLI itself (`.ci/install-claude`, once per process, npm
+//! into a cache outside the repository), and a CLI that cannot be installed FAILS these tests
+//! with the installer's message unless `KERN_SKIP_REAL_CLAUDE=1` says to skip them; a silently
+//! skipped tier would prove nothing. The installer itself is tested here too, with a fake npm.
 //!
 //! The runs are serialised (one CLI at a time): each is a 245 MB native process and the
 //! printed timings are only meaningful without contention. No network is needed.
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 use kern::stage::Stage;
 use mock_model_api::{
     Answer, CLAUDE_ENV_REMOVE, MockModelApi, Rule, Script, Turn, claude_executable,
+    installer_script, run_installer,
 };
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -824,4 +827,115 @@ fn unauthorized_401_with_default_retries_is_decisive_at_the_first_api_retry() {
     assert_eq!(retry["max_retries"], 10);
     assert_eq!(retry["error_status"], 401);
     assert!(run.first("result", None).is_none(), "{}", run.dump());
+}
+
+/// A fake `npm` for the installer tests: logs each call's subcommand to `$FAKE_NPM_LOG`,
+/// answers `view`, and on `install` (after a pause that widens the window two unserialised
+/// installers would race in) writes a `node_modules/.bin/claude` under `--prefix` that reports
+/// the requested version.
+const FAKE_NPM: &str = r#"#!/bin/sh
+echo "$1" >> "$FAKE_NPM_LOG"
+case "$1" in
+view) echo "${2##*@}"; exit 0 ;;
+install) ;;
+*) exit 1 ;;
+esac
+prefix=
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --prefix) prefix="$2"; shift ;;
+    *@*) version="${1##*@}" ;;
+    esac
+    shift
+done
+sleep 0.3
+mkdir -p "$prefix/node_modules/.bin"
+printf '#!/bin/sh\necho "%s (Claude Code)"\n' "$version" > "$prefix/node_modules/.bin/claude"
+chmod +x "$prefix/node_modules/.bin/claude"
+"#;
+
+/// A folder holding links to the few tools the installer needs besides npm, and `npm` itself
+/// when `fake_npm` is given, to be used as the whole PATH.
+fn installer_path(root: &Path, fake_npm: Option<&str>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["bash", "sh", "dirname", "mkdir", "flock", "chmod", "sleep"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(tool))
+            .find(|path| path.is_file())
+            .unwrap_or_else(|| panic!("`{tool}` not found in /usr/bin or /bin"));
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    if let Some(script) = fake_npm {
+        let npm = bin.join("npm");
+        std::fs::write(&npm, script).unwrap();
+        std::fs::set_permissions(&npm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+#[test]
+fn installer_installs_once_when_run_concurrently() {
+    const RUNS: usize = 4;
+    let root = tempfile::tempdir().unwrap();
+    let path = installer_path(root.path(), Some(FAKE_NPM));
+    let cache = root.path().join("cache/claude-code-9.9.9");
+    let log = root.path().join("npm.log");
+    let script = installer_script();
+    let answers: Vec<Result<PathBuf, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..RUNS)
+            .map(|_| {
+                scope.spawn(|| {
+                    run_installer(
+                        &script,
+                        &[
+                            ("PATH", path.as_os_str()),
+                            ("HOME", root.path().as_os_str()),
+                            ("KERN_CLAUDE_CACHE", cache.as_os_str()),
+                            ("KERN_CLAUDE_VERSION", "9.9.9".as_ref()),
+                            ("FAKE_NPM_LOG", log.as_os_str()),
+                        ],
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let expected = cache.join("node_modules/.bin/claude");
+    assert_eq!(answers, vec![Ok(expected.clone()); RUNS]);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "view\ninstall\n");
+    let version = Command::new(&expected).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        "9.9.9 (Claude Code)\n"
+    );
+}
+
+#[test]
+fn installer_failure_is_the_error_with_the_installers_message() {
+    let root = tempfile::tempdir().unwrap();
+    let path = installer_path(root.path(), None);
+    let cache = root.path().join("cache/claude-code-9.9.9");
+    let error = run_installer(
+        &installer_script(),
+        &[
+            ("PATH", path.as_os_str()),
+            ("HOME", root.path().as_os_str()),
+            ("KERN_CLAUDE_CACHE", cache.as_os_str()),
+        ],
+    )
+    .unwrap_err();
+    let script = installer_script();
+    assert_eq!(
+        error,
+        format!(
+            "`{}` failed (exit status: 1) — set KERN_SKIP_REAL_CLAUDE=1 to skip the real-agent \
+             tests:\ninstall-claude: error: `npm` not found on PATH — install Node.js 18 or \
+             newer (it ships npm), then run .ci/install-claude again",
+            script.display()
+        )
+    );
+    assert!(!cache.exists(), "nothing installed");
 }

@@ -27,7 +27,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -305,36 +305,71 @@ impl Drop for MockModelApi {
     }
 }
 
-/// Where the pinned CLI is, or why it is not there: `KERN_CLAUDE_BIN`, else the default cache
-/// of `.ci/install-claude` (`$KERN_CLAUDE_CACHE` or `$HOME/.cache/kern/claude-code-2.1.197`).
+/// Where the pinned CLI is, or why it cannot be had: `KERN_CLAUDE_BIN` when set, else what
+/// `.ci/install-claude` prints on its last stdout line. The script owns the pinned version and
+/// the cache folder: it reuses a cached CLI of the right version without touching the network
+/// and installs it with npm otherwise, serialised by a file lock across processes. The answer
+/// is computed once per process, so parallel tests in one binary run the script once.
 pub fn claude_executable() -> Result<PathBuf, String> {
-    const VERSION: &str = "2.1.197";
+    static ANSWER: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    ANSWER.get_or_init(locate_or_install).clone()
+}
+
+fn locate_or_install() -> Result<PathBuf, String> {
     if let Some(bin) = std::env::var_os("KERN_CLAUDE_BIN").filter(|v| !v.is_empty()) {
+        // An explicit setting is never second-guessed by an install: a wrong path is reported.
         let bin = PathBuf::from(bin);
         return if bin.is_file() {
             Ok(bin)
         } else {
             Err(format!(
-                "KERN_CLAUDE_BIN=`{}` does not exist — run `.ci/install-claude` and export \
-                 KERN_CLAUDE_BIN=$(.ci/install-claude | tail -1)",
+                "KERN_CLAUDE_BIN=`{}` does not exist — unset it to let the tests install the \
+                 CLI, or export KERN_CLAUDE_BIN=$(.ci/install-claude | tail -1)",
                 bin.display()
             ))
         };
     }
-    let cache = match std::env::var_os("KERN_CLAUDE_CACHE").filter(|v| !v.is_empty()) {
-        Some(cache) => PathBuf::from(cache),
-        None => match std::env::var_os("HOME") {
-            Some(home) => PathBuf::from(home).join(format!(".cache/kern/claude-code-{VERSION}")),
-            None => return Err("HOME is not set — set KERN_CLAUDE_BIN".to_string()),
-        },
+    run_installer(&installer_script(), &[])
+}
+
+/// The installer script of this repository, `.ci/install-claude`.
+pub fn installer_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/install-claude")
+}
+
+/// Runs the installer `script` with `env` added to the environment and takes the executable's
+/// path from its last stdout line; on failure the error holds the script's stderr.
+pub fn run_installer(script: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<PathBuf, String> {
+    let output = std::process::Command::new(script)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `{}`: {e}", script.display()))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let skip = "set KERN_SKIP_REAL_CLAUDE=1 to skip the real-agent tests";
+    if !output.status.success() {
+        return Err(format!(
+            "`{}` failed ({}) — {skip}:\n{}",
+            script.display(),
+            output.status,
+            stderr.trim_end()
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let Some(last) = stdout.lines().rev().find(|line| !line.trim().is_empty()) else {
+        return Err(format!(
+            "`{}` printed no path — {skip}:\n{}",
+            script.display(),
+            stderr.trim_end()
+        ));
     };
-    let bin = cache.join("node_modules/.bin/claude");
+    let bin = PathBuf::from(last.trim());
     if bin.is_file() {
         Ok(bin)
     } else {
         Err(format!(
-            "the real `claude` CLI is not installed at `{}` — run `.ci/install-claude` (or set \
-             KERN_SKIP_REAL_CLAUDE=1 to skip the real-agent tests)",
+            "`{}` printed `{}`, which is not a file — {skip}",
+            script.display(),
             bin.display()
         ))
     }

@@ -1,0 +1,333 @@
+//! `kern init`: writes a starter SPEC.md and LEARNINGS.md (and, with `--prompts`, the built-in
+//! prompt templates into `.kern/prompts/` for editing).
+//!
+//! The one decision a reader must know: **init never overwrites, and never half-writes**. Every
+//! file it would write is checked up front; if any of them exists (a dangling symlink counts),
+//! nothing at all is written and the error names the file. The check and the writes are not one
+//! atomic step: a file created by someone else in between is replaced. That window is a person
+//! running two `kern init`s at once, and the price is losing a file they just wrote, so it is
+//! accepted rather than giving up [`atomic_file::write`]'s crash safety.
+//!
+//! The starter SPEC.md explains kern's format in an HTML comment at the top. The SPEC parser
+//! ignores HTML blocks, but the comment still holds no line that looks like a task item, so
+//! that `grep '^- \[ \]'` and other grep-style readers are not fooled either.
+
+use std::path::{Path, PathBuf};
+
+use crate::atomic_file;
+use crate::error::{Error, Result};
+use crate::prompt::Templates;
+use crate::stage::Stage;
+
+/// The name of the learnings file, written beside SPEC.md.
+pub const LEARNINGS_NAME: &str = "LEARNINGS.md";
+
+/// The starter SPEC.md: the format explained in a comment, then two example tasks.
+pub const STARTER_SPEC: &str = r#"<!--
+How kern reads this file. This comment is not a task; delete it whenever you like.
+
+A task is a list item whose text starts with a box. The box is the task's state:
+    [ ]   pending: kern will take it
+    [~]   in progress: kern is working on it, or was when a run stopped (it resumes there)
+    [x]   done: kern committed it
+    [!]   blocked: kern gave up after repeated failed attempts; read its notes, fix what
+          they say, and set the box back to [ ]
+
+kern takes the first pending task from the top, runs the agent on it (research, implement,
+review) and commits the result. A task with subtasks (task items indented under it) is done
+through its subtasks, first to last; kern ticks the parent with the last one.
+
+Everything you write inside a task (the lines under its first line, nested lists, code) is
+passed to the agent as part of the task: say what "done" looks like.
+
+Notes are blockquote lines inside a task. kern writes these itself:
+    > **Research:**     what the research stage found
+    > **Attempt N:**    why attempt N failed
+    > **Skipped:**      why the agent skipped the task
+    > **Blocked:**      why kern gave up
+You may write this one yourself, to give one task its own check:
+    > **Check:** cargo test     a command that must pass before the task is committed
+
+kern changes only the boxes and its own notes, byte for byte. Edit anything else freely,
+even while kern runs. `kern -n` shows what the next run would do, and changes nothing.
+-->
+
+# Tasks
+
+- [ ] Add a `--json` flag to the `report` command
+  Print the same report as one JSON object on stdout. Without the flag the text output stays
+  exactly as it is. Add a test for each form.
+
+- [ ] Read the settings from a `config.toml` file
+  - [ ] Load `config.toml` from the working folder when it exists, else keep today's defaults
+  - [ ] Let the environment variables override the file, and document both in the README
+"#;
+
+/// The starter LEARNINGS.md.
+pub const STARTER_LEARNINGS: &str = "# Learnings
+
+kern appends what the agents learn here, dated, one section per task; edit or prune it freely.
+";
+
+/// Writes the starter files into `top`, the repository's top folder. `spec` is the SPEC.md path
+/// as given by `--spec`, relative to `top`; LEARNINGS.md goes beside it. With `prompts`, the
+/// three built-in templates go to `top/.kern/prompts/`. Returns the files written, relative to
+/// `top`, in the order written.
+///
+/// If any of those files exists, nothing is written and the error (exit 2) names it.
+pub fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Vec<PathBuf>> {
+    if spec.file_name().is_none() {
+        return Err(Error::Usage(format!(
+            "`{}` is not a file name — pass --spec PATH naming the task list, e.g. --spec SPEC.md",
+            spec.display()
+        )));
+    }
+    let mut files: Vec<(PathBuf, &'static str, String)> = vec![
+        (
+            spec.to_path_buf(),
+            STARTER_SPEC,
+            "edit it, or pass --spec PATH to start another list".to_string(),
+        ),
+        (
+            spec.with_file_name(LEARNINGS_NAME),
+            STARTER_LEARNINGS,
+            "edit it, or pass --spec PATH in another folder to start another list".to_string(),
+        ),
+    ];
+    if prompts {
+        for stage in Stage::ALL {
+            files.push((
+                Path::new(".kern/prompts").join(stage.template_name()),
+                Templates::builtin(stage),
+                "edit it, or run kern init without --prompts".to_string(),
+            ));
+        }
+    }
+
+    for (relative, _, fix) in &files {
+        let path = top.join(relative);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {
+                return Err(Error::Usage(format!(
+                    "`{}` already exists — kern init never overwrites; {fix}",
+                    relative.display()
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+
+    let mut written = Vec::with_capacity(files.len());
+    for (relative, text, _) in files {
+        let path = top.join(&relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        atomic_file::write(&path, text.as_bytes())?;
+        written.push(relative);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pulldown_cmark::{Event, Options, Parser};
+
+    fn read(path: PathBuf) -> String {
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Every file below `root`, relative to it, sorted.
+    fn tree(root: &Path) -> Vec<String> {
+        fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(root, &path, out);
+                } else {
+                    out.push(path.strip_prefix(root).unwrap().display().to_string());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(root, root, &mut out);
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn writes_spec_and_learnings() {
+        let cases = [
+            ("SPEC.md", "LEARNINGS.md"),
+            ("TODO.md", "LEARNINGS.md"),
+            ("docs/plan/SPEC.md", "docs/plan/LEARNINGS.md"),
+        ];
+        for (spec, learnings) in cases {
+            let top = tempfile::tempdir().unwrap();
+            let written = run(top.path(), Path::new(spec), false).unwrap();
+            assert_eq!(
+                written,
+                vec![PathBuf::from(spec), PathBuf::from(learnings)],
+                "{spec}"
+            );
+            assert_eq!(read(top.path().join(spec)), STARTER_SPEC, "{spec}");
+            assert_eq!(
+                read(top.path().join(learnings)),
+                STARTER_LEARNINGS,
+                "{spec}"
+            );
+            let mut expected = vec![spec.to_string(), learnings.to_string()];
+            expected.sort();
+            assert_eq!(tree(top.path()), expected, "{spec}");
+        }
+    }
+
+    #[test]
+    fn refuses_to_overwrite_and_then_writes_nothing() {
+        let cases: [(&[&str], bool, &str); 5] = [
+            (
+                &["SPEC.md"],
+                false,
+                "`SPEC.md` already exists — kern init never overwrites; edit it, or pass --spec PATH to start another list",
+            ),
+            (
+                &["LEARNINGS.md"],
+                false,
+                "`LEARNINGS.md` already exists — kern init never overwrites; edit it, or pass --spec PATH in another folder to start another list",
+            ),
+            (
+                &["LEARNINGS.md", "SPEC.md"],
+                false,
+                "`SPEC.md` already exists — kern init never overwrites; edit it, or pass --spec PATH to start another list",
+            ),
+            (
+                &[".kern/prompts/2_implement.md"],
+                true,
+                "`.kern/prompts/2_implement.md` already exists — kern init never overwrites; edit it, or run kern init without --prompts",
+            ),
+            (
+                &["SPEC.md/"],
+                false,
+                "`SPEC.md` already exists — kern init never overwrites; edit it, or pass --spec PATH to start another list",
+            ),
+        ];
+        for (existing, prompts, message) in cases {
+            let top = tempfile::tempdir().unwrap();
+            for name in existing {
+                let path = top.path().join(name);
+                if name.ends_with('/') {
+                    std::fs::create_dir_all(&path).unwrap();
+                } else {
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(&path, "mine\n").unwrap();
+                }
+            }
+            let before = tree(top.path());
+            let error = run(top.path(), Path::new("SPEC.md"), prompts).unwrap_err();
+            assert_eq!(error.to_string(), message, "{existing:?}");
+            assert_eq!(error.exit_code(), 2, "{existing:?}");
+            assert_eq!(tree(top.path()), before, "{existing:?}: nothing written");
+            for name in existing.iter().filter(|n| !n.ends_with('/')) {
+                assert_eq!(read(top.path().join(name)), "mine\n", "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_dangling_symlink_counts_as_existing() {
+        let top = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("nowhere.md", top.path().join("SPEC.md")).unwrap();
+        let error = run(top.path(), Path::new("SPEC.md"), false).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert!(!top.path().join("LEARNINGS.md").exists());
+        assert!(!top.path().join("nowhere.md").exists());
+    }
+
+    #[test]
+    fn a_spec_path_without_a_file_name_is_a_usage_error() {
+        let top = tempfile::tempdir().unwrap();
+        let error = run(top.path(), Path::new(".."), false).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`..` is not a file name — pass --spec PATH naming the task list, e.g. --spec SPEC.md"
+        );
+        assert_eq!(tree(top.path()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn prompts_are_written_and_load_back_as_overrides() {
+        let top = tempfile::tempdir().unwrap();
+        let written = run(top.path(), Path::new("SPEC.md"), true).unwrap();
+        assert_eq!(
+            written,
+            [
+                "SPEC.md",
+                "LEARNINGS.md",
+                ".kern/prompts/1_research.md",
+                ".kern/prompts/2_implement.md",
+                ".kern/prompts/3_commit.md",
+            ]
+            .map(PathBuf::from)
+        );
+        let templates = Templates::load(top.path()).unwrap();
+        for stage in Stage::ALL {
+            let relative = Path::new(".kern/prompts").join(stage.template_name());
+            assert_eq!(read(top.path().join(&relative)), Templates::builtin(stage));
+            assert_eq!(templates.get(stage).source, relative, "{stage}");
+        }
+    }
+
+    /// The source line of every task item a CommonMark reader finds, in order.
+    fn task_lines(text: &str) -> Vec<&str> {
+        Parser::new_ext(text, Options::ENABLE_TASKLISTS)
+            .into_offset_iter()
+            .filter(|(event, _)| matches!(event, Event::TaskListMarker(_)))
+            .map(|(_, range)| {
+                let start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
+                let end = text[range.start..]
+                    .find('\n')
+                    .map_or(text.len(), |i| range.start + i);
+                &text[start..end]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn starter_spec_holds_two_tasks_one_with_subtasks() {
+        assert_eq!(
+            task_lines(STARTER_SPEC),
+            [
+                "- [ ] Add a `--json` flag to the `report` command",
+                "- [ ] Read the settings from a `config.toml` file",
+                "  - [ ] Load `config.toml` from the working folder when it exists, else keep today's defaults",
+                "  - [ ] Let the environment variables override the file, and document both in the README",
+            ]
+        );
+    }
+
+    #[test]
+    fn starter_spec_comment_explains_the_format_without_task_lookalikes() {
+        let comment_end = STARTER_SPEC.find("-->").unwrap();
+        let comment = &STARTER_SPEC[..comment_end];
+        assert!(comment.starts_with("<!--\n"));
+        for needle in [
+            "[ ]",
+            "[~]",
+            "[x]",
+            "[!]",
+            "subtasks",
+            "> **Research:**",
+            "> **Attempt N:**",
+            "> **Skipped:**",
+            "> **Blocked:**",
+            "> **Check:** cargo test",
+            "passed to the agent",
+        ] {
+            assert!(comment.contains(needle), "{needle}");
+        }
+        let lookalike = regex::Regex::new(r"(?m)^[ \t]*([-*+]|[0-9]+[.)])[ \t]+\[").unwrap();
+        assert_eq!(lookalike.find(comment).map(|m| m.as_str()), None);
+    }
+}
