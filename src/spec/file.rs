@@ -145,15 +145,17 @@ impl SpecFile {
                 continue;
             }
             prepared.commit()?;
-            let quiet = writers_gone(&held);
+            let quiet = writers_gone(&held, WRITER_WAIT);
             let old = read_all(&held).map_err(|e| Error::io(&self.path, e))?;
-            if old == disk.as_bytes() {
-                if !quiet {
-                    self.lingering.push(Lingering {
-                        file: held,
-                        seen: old.len() as u64,
-                    });
-                }
+            let unchanged = old == disk.as_bytes();
+            if !quiet {
+                // A writer still holds the replaced file: look again at the next write.
+                self.lingering.push(Lingering {
+                    file: held,
+                    seen: old.len() as u64,
+                });
+            }
+            if unchanged {
                 self.last_text = text;
                 return Ok(doc);
             }
@@ -196,7 +198,7 @@ impl SpecFile {
             if !extra.is_empty() {
                 out.push(String::from_utf8_lossy(&extra).into_owned());
             }
-            !writers_gone(&l.file)
+            !writers_gone(&l.file, Duration::ZERO)
         });
         out
     }
@@ -249,10 +251,9 @@ fn read_all(file: &File) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Waits (up to [`WRITER_WAIT`]) until no process holds `file` open for writing. False when
-/// that cannot be known (leases unavailable, the file still linked elsewhere) or the wait ran
-/// out.
-fn writers_gone(file: &File) -> bool {
+/// Waits (up to `wait`) until no process holds `file` open for writing. False when that cannot
+/// be known (leases unavailable, the file still linked elsewhere) or the wait ran out.
+fn writers_gone(file: &File, wait: Duration) -> bool {
     use nix::libc;
     // With the file still linked somewhere, a new opener could break the lease, and the lease
     // break signal (SIGIO) would end kern: only unlinked files are asked about.
@@ -261,7 +262,7 @@ fn writers_gone(file: &File) -> bool {
         _ => return false,
     }
     let fd = file.as_raw_fd();
-    let deadline = Instant::now() + WRITER_WAIT;
+    let deadline = Instant::now() + wait;
     loop {
         // SAFETY: F_SETLEASE takes an integer argument and touches no memory of ours; `fd`
         // belongs to `file`, which outlives the call.
