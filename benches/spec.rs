@@ -59,7 +59,9 @@ fn spec(c: &mut Criterion) {
     c.bench_function("parse 10k tasks", |b| {
         b.iter(|| Document::parse(black_box(&text)))
     });
-    c.bench_function("validate 10k tasks", |b| b.iter(|| validate(black_box(&doc))));
+    c.bench_function("validate 10k tasks", |b| {
+        b.iter(|| validate(black_box(&doc)))
+    });
     c.bench_function("select 10k tasks", |b| b.iter(|| select(black_box(&doc))));
     c.bench_function("parse+validate+select 10k tasks", |b| {
         b.iter(|| {

@@ -26,7 +26,11 @@ fn spawn_writer(dir: &Path, script: &str) -> Child {
 fn run_race(script: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("SPEC.md");
-    std::fs::write(&path, "# Spec\n\n- [ ] target\n  Some words.\n- [ ] other\n").unwrap();
+    std::fs::write(
+        &path,
+        "# Spec\n\n- [ ] target\n  Some words.\n- [ ] other\n",
+    )
+    .unwrap();
     let (mut spec, doc) = SpecFile::load(&path).unwrap();
     let id = doc.identity(0);
     let mut writer = spawn_writer(dir.path(), script);
@@ -70,7 +74,11 @@ fn run_race(script: &str) {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(leftovers.len(), 1, "no temp file left behind: {leftovers:?}");
+    assert_eq!(
+        leftovers.len(),
+        1,
+        "no temp file left behind: {leftovers:?}"
+    );
 }
 
 #[test]

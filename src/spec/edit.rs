@@ -135,7 +135,14 @@ fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
                     }
                 }
             }
-            add_note(doc, index, NoteKind::Research, lines, expected.join("\n"), &mut plan);
+            add_note(
+                doc,
+                index,
+                NoteKind::Research,
+                lines,
+                expected.join("\n"),
+                &mut plan,
+            );
         }
         Edit::AddAttempt(text) => {
             let kind = NoteKind::Attempt(task.attempts().saturating_add(1));
@@ -434,7 +441,10 @@ fn verify(old: &Document, new: &Document, index: usize, plan: &Plan) -> Result<(
         let found: Vec<(NoteKind, &str)> =
             n.notes.iter().map(|x| (x.kind, x.text.as_str())).collect();
         if found != notes {
-            return Err(format!("the notes of task `{}` are not as intended", t.title));
+            return Err(format!(
+                "the notes of task `{}` are not as intended",
+                t.title
+            ));
         }
     }
     if !plan.subtasks.is_empty() {
@@ -496,6 +506,13 @@ mod tests {
                 0,
                 Edit::AddAttempt("two\nlines".into()),
                 "- [~] a\n  > **Attempt 3:** x\n  > **Attempt 4:** two\n  >   lines\n  - [ ] s\n",
+            ),
+            (
+                "new note after notes that follow subtasks",
+                "- [~] a\n  - [ ] s\n  > **Attempt 1:** x\n- [ ] b\n",
+                0,
+                Edit::AddBlocked("gave up".into()),
+                "- [~] a\n  - [ ] s\n  > **Attempt 1:** x\n  > **Blocked:** gave up\n- [ ] b\n",
             ),
             (
                 "research bullets, crlf, nested indentation",
@@ -580,9 +597,13 @@ mod tests {
             "task `b` is no longer in the file — was it renamed or removed by hand?"
         );
         assert_eq!(
-            apply(&doc, &doc.identity(0), &Edit::InsertSubtasks(vec![" \n ".into()]))
-                .unwrap_err()
-                .to_string(),
+            apply(
+                &doc,
+                &doc.identity(0),
+                &Edit::InsertSubtasks(vec![" \n ".into()])
+            )
+            .unwrap_err()
+            .to_string(),
             "a subtask title is empty — the agent must name every subtask"
         );
     }
@@ -592,8 +613,12 @@ mod tests {
         // An unclosed fence at the end of the item swallows anything appended after it, so the
         // subtask cannot land as a task: the edit must be refused rather than written.
         let doc = Document::parse("- [ ] a\n  ```\n  code\n");
-        let err = apply(&doc, &doc.identity(0), &Edit::InsertSubtasks(vec!["s".into()]))
-            .unwrap_err();
+        let err = apply(
+            &doc,
+            &doc.identity(0),
+            &Edit::InsertSubtasks(vec!["s".into()]),
+        )
+        .unwrap_err();
         assert!(matches!(err, EditError::Verification { .. }), "{err:?}");
     }
 
@@ -607,7 +632,10 @@ mod tests {
         )
         .unwrap();
         let n = &new.tasks()[0].notes[0];
-        assert_eq!((n.kind, n.text.as_str()), (NoteKind::Research, "- use `x`\n- \\* star"));
+        assert_eq!(
+            (n.kind, n.text.as_str()),
+            (NoteKind::Research, "- use `x`\n- \\* star")
+        );
     }
 }
 
@@ -671,7 +699,11 @@ mod props {
                 out.push_str(&format!("{inner}{t}{le}"));
             }
             for (a, note) in n.notes.iter().enumerate() {
-                out.push_str(&format!("{inner}> **Attempt {}:** {}{le}", a + 1, note.trim()));
+                out.push_str(&format!(
+                    "{inner}> **Attempt {}:** {}{le}",
+                    a + 1,
+                    note.trim()
+                ));
             }
             let child_bullet = match k % 3 {
                 0 => "-",

@@ -313,7 +313,13 @@ mod tests {
         let id = doc.identity(1);
         std::fs::write(&path, "# New heading\n\n- [ ] new\n- [ ] a\n- [ ] b\n").unwrap();
         let doc = spec
-            .apply(&id, &[Edit::SetState(TaskState::InProgress), Edit::AddAttempt("x".into())])
+            .apply(
+                &id,
+                &[
+                    Edit::SetState(TaskState::InProgress),
+                    Edit::AddAttempt("x".into()),
+                ],
+            )
             .unwrap();
         let expected = "# New heading\n\n- [ ] new\n- [ ] a\n- [~] b\n  > **Attempt 1:** x\n";
         assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
@@ -329,7 +335,9 @@ mod tests {
         let (mut spec, doc) = SpecFile::load(&path).unwrap();
         let id = doc.identity(0);
         std::fs::write(&path, "- [ ] renamed\n").unwrap();
-        let err = spec.apply(&id, &[Edit::SetState(TaskState::Done)]).unwrap_err();
+        let err = spec
+            .apply(&id, &[Edit::SetState(TaskState::Done)])
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -348,7 +356,10 @@ mod tests {
         let (mut spec, doc) = SpecFile::load(&path).unwrap();
         let id = doc.identity(0);
         // A writer that opened the file before kern's rename and writes after it.
-        let mut writer = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         let appender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
             writer.write_all(b"- [ ] late\n").unwrap();

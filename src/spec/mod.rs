@@ -16,8 +16,6 @@ mod validate;
 
 pub use edit::{Edit, EditError, apply, apply_parsed};
 pub use file::SpecFile;
-pub use parse::{
-    Counts, Document, LineEnding, Note, NoteKind, Task, TaskIdentity, TaskState,
-};
+pub use parse::{Counts, Document, LineEnding, Note, NoteKind, Task, TaskIdentity, TaskState};
 pub use select::{SelectReason, Selection, select};
 pub use validate::{Diagnostic, Severity, validate};

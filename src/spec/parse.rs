@@ -759,6 +759,8 @@ impl<'a> Builder<'a> {
         notes
     }
 
+    /// Walks the item's lines once, jumping over notes and subtasks, so that a parent with
+    /// thousands of subtasks costs no more than its own lines.
     fn free_text(&self, i: usize) -> String {
         let task = &self.tasks[i];
         let mut skip: Vec<Range<usize>> = task.notes.iter().map(|n| n.range.clone()).collect();
@@ -766,20 +768,35 @@ impl<'a> Builder<'a> {
             let item = &self.tasks[c].item;
             self.line_start(item.start)..item.end
         }));
-        let first_line_end = self
-            .line_starts
-            .get(self.line_of(task.item.start))
-            .copied()
-            .unwrap_or(self.text.len());
-        if first_line_end >= task.item.end {
-            return String::new();
-        }
+        skip.sort_by_key(|r| r.start);
+        let text = self.text;
+        let end = task.item.start + text[task.item.clone()].trim_end().len();
+        let next_line = |offset: usize| {
+            self.line_starts
+                .get(self.line_of(offset))
+                .copied()
+                .unwrap_or(text.len())
+        };
+        let mut pos = next_line(task.item.start);
+        let mut k = 0;
         let mut out: Vec<&str> = Vec::new();
-        for (start, line) in self.lines(first_line_end, task.item.end) {
-            if skip.iter().any(|r| r.contains(&start)) {
+        while pos < end {
+            while k < skip.len() && skip[k].end <= pos {
+                k += 1;
+            }
+            if k < skip.len() && skip[k].start <= pos {
+                let resume = skip[k].end;
+                // A range ending inside a line (the file's last line) takes that line along.
+                pos = if self.line_start(resume) == resume {
+                    resume
+                } else {
+                    next_line(resume)
+                };
                 continue;
             }
+            let line = &text[pos..self.line_end(pos)];
             out.push(dedent(line, &task.content_indent).trim_end());
+            pos = next_line(pos);
         }
         while out.first().is_some_and(|l| l.is_empty()) {
             out.remove(0);
@@ -964,16 +981,66 @@ mod tests {
     #[test]
     fn malformed_boxes_are_problems_with_position() {
         let cases: &[(&str, usize, usize, &str)] = &[
-            ("- [-] a\n", 1, 3, "unknown task marker `[-]` — use [ ], [~], [x] or [!]"),
-            ("x\n\n  * [o] a\n", 3, 5, "unknown task marker `[o]` — use [ ], [~], [x] or [!]"),
-            ("1. [/] a\n", 1, 4, "unknown task marker `[/]` — use [ ], [~], [x] or [!]"),
-            ("- [] a\n", 1, 3, "malformed task marker `[]` — write `[ ]` (a space inside) for a pending task"),
-            ("- [ x] a\n", 1, 3, "malformed task marker `[ x]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets"),
-            ("- [~ ] a\n", 1, 3, "malformed task marker `[~ ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets"),
-            ("- [[ ] a\n", 1, 3, "malformed task marker `[[ ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets"),
-            ("- [x]a\n", 1, 3, "no space after the task marker `[x]` — write `[x] ` followed by the title"),
-            ("- [ ] ok\n  - [-] b\n", 2, 5, "unknown task marker `[-]` — use [ ], [~], [x] or [!]"),
-            ("- é [ ] ok\n- [ü] b\n", 2, 3, "unknown task marker `[ü]` — use [ ], [~], [x] or [!]"),
+            (
+                "- [-] a\n",
+                1,
+                3,
+                "unknown task marker `[-]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "x\n\n  * [o] a\n",
+                3,
+                5,
+                "unknown task marker `[o]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "1. [/] a\n",
+                1,
+                4,
+                "unknown task marker `[/]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "- [] a\n",
+                1,
+                3,
+                "malformed task marker `[]` — write `[ ]` (a space inside) for a pending task",
+            ),
+            (
+                "- [ x] a\n",
+                1,
+                3,
+                "malformed task marker `[ x]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+            ),
+            (
+                "- [~ ] a\n",
+                1,
+                3,
+                "malformed task marker `[~ ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+            ),
+            (
+                "- [[ ] a\n",
+                1,
+                3,
+                "malformed task marker `[[ ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+            ),
+            (
+                "- [x]a\n",
+                1,
+                3,
+                "no space after the task marker `[x]` — write `[x] ` followed by the title",
+            ),
+            (
+                "- [ ] ok\n  - [-] b\n",
+                2,
+                5,
+                "unknown task marker `[-]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "- é [ ] ok\n- [ü] b\n",
+                2,
+                3,
+                "unknown task marker `[ü]` — use [ ], [~], [x] or [!]",
+            ),
         ];
         for (text, line, column, rendered) in cases {
             let doc = Document::parse(text);
@@ -1070,7 +1137,10 @@ mod tests {
         assert!(!t.is_skipped());
         assert!(doc.tasks()[1].is_skipped());
         assert_eq!(t.free_text, "more words\n\n> a person's quote\nafter");
-        assert_eq!(&text[t.notes[3].range.clone()], "  > **Attempt 2:** again\n  > plain quote line\n");
+        assert_eq!(
+            &text[t.notes[3].range.clone()],
+            "  > **Attempt 2:** again\n  > plain quote line\n"
+        );
     }
 
     #[test]
@@ -1094,11 +1164,17 @@ mod tests {
             assert_eq!(doc.find(&doc.identity(i)), Some(i));
         }
         let id = doc.identity(4);
-        assert_eq!((id.path.clone(), id.occurrence), (vec!["A".to_string(), "same".to_string()], 2));
+        assert_eq!(
+            (id.path.clone(), id.occurrence),
+            (vec!["A".to_string(), "same".to_string()], 2)
+        );
         let json = serde_json::to_string(&doc.identity(2)).unwrap();
         assert_eq!(json, r#"{"path":["A","same"],"occurrence":1}"#);
         assert_eq!(
-            doc.find(&TaskIdentity { path: vec!["same".into()], occurrence: 0 }),
+            doc.find(&TaskIdentity {
+                path: vec!["same".into()],
+                occurrence: 0
+            }),
             None
         );
     }
@@ -1108,7 +1184,12 @@ mod tests {
         let doc = Document::parse("- [ ] a\n  - [x] b\n\n- [!] c\n- [~] d\n- [X] e\n");
         assert_eq!(
             doc.counts(),
-            Counts { pending: 1, in_progress: 1, done: 2, blocked: 1 }
+            Counts {
+                pending: 1,
+                in_progress: 1,
+                done: 2,
+                blocked: 1
+            }
         );
         assert_eq!(doc.task_block(0), "- [ ] a\n  - [x] b");
     }
@@ -1123,13 +1204,31 @@ mod tests {
     #[test]
     fn from_bytes_rejects_non_text_with_position() {
         let cases: &[(&[u8], usize, usize, &str)] = &[
-            (b"- [ ] a\n- [ ] \xff\n", 2, 7, "not valid UTF-8 (byte 0xff)"),
-            (b"ab\x00", 1, 3, "contains a NUL byte: this is not a text file"),
-            ("é\nxé\u{0}".as_bytes(), 2, 3, "contains a NUL byte: this is not a text file"),
+            (
+                b"- [ ] a\n- [ ] \xff\n",
+                2,
+                7,
+                "not valid UTF-8 (byte 0xff)",
+            ),
+            (
+                b"ab\x00",
+                1,
+                3,
+                "contains a NUL byte: this is not a text file",
+            ),
+            (
+                "é\nxé\u{0}".as_bytes(),
+                2,
+                3,
+                "contains a NUL byte: this is not a text file",
+            ),
         ];
         for (bytes, line, column, message) in cases {
             let e = Document::from_bytes(bytes).unwrap_err();
-            assert_eq!((e.line, e.column, e.message.as_str()), (*line, *column, *message));
+            assert_eq!(
+                (e.line, e.column, e.message.as_str()),
+                (*line, *column, *message)
+            );
         }
         assert_eq!(Document::from_bytes(b"- [ ] a\n").unwrap().tasks().len(), 1);
     }
@@ -1139,7 +1238,10 @@ mod tests {
         let text = "- [ ] a\n  b\n\n  c\n";
         let doc = Document::parse(text);
         let t = &doc.tasks()[0];
-        assert_eq!(&text[..doc.line_end_after(t.title_end - 1)], "- [ ] a\n  b\n");
+        assert_eq!(
+            &text[..doc.line_end_after(t.title_end - 1)],
+            "- [ ] a\n  b\n"
+        );
         let tight = "- [ ] a\n  - [ ] b\n";
         let doc = Document::parse(tight);
         assert_eq!(doc.line_end_after(doc.tasks()[0].title_end - 1), 8);

@@ -48,9 +48,9 @@ impl fmt::Display for SelectReason {
                 f.write_str("all its subtasks are done but it is not marked done")
             }
             SelectReason::FirstPending => f.write_str("it is the first pending task"),
-            SelectReason::FirstSkipped => f.write_str(
-                "every pending task was skipped before; this is the first skipped one",
-            ),
+            SelectReason::FirstSkipped => {
+                f.write_str("every pending task was skipped before; this is the first skipped one")
+            }
         }
     }
 }
@@ -176,11 +176,20 @@ mod tests {
         let resume = "it is in progress: resuming it";
         let skipped = "every pending task was skipped before; this is the first skipped one";
         let done = "all its subtasks are done but it is not marked done";
-        let cases: &[(&str, &str, Option<(&str, &str)>)] = &[
+        type Case<'a> = (&'a str, &'a str, Option<(&'a str, &'a str)>);
+        let cases: &[Case] = &[
             ("empty", "# nothing\n", None),
             ("all done", "- [x] a\n- [!] b\n", None),
-            ("first pending", "- [x] a\n- [ ] b\n- [ ] c\n", Some(("b", first))),
-            ("in progress wins", "- [ ] a\n- [~] b\n", Some(("b", resume))),
+            (
+                "first pending",
+                "- [x] a\n- [ ] b\n- [ ] c\n",
+                Some(("b", first)),
+            ),
+            (
+                "in progress wins",
+                "- [ ] a\n- [~] b\n",
+                Some(("b", resume)),
+            ),
             (
                 "descends into first unfinished subtask",
                 "- [ ] a\n  - [x] a1\n  - [ ] a2\n    - [ ] a2i\n  - [ ] a3\n",
@@ -189,7 +198,10 @@ mod tests {
             (
                 "descends from the in-progress chain",
                 "- [ ] z\n- [~] a\n  - [x] a1\n  - [ ] a2\n",
-                Some(("a2", "it is the next unfinished subtask of the in-progress task `a`")),
+                Some((
+                    "a2",
+                    "it is the next unfinished subtask of the in-progress task `a`",
+                )),
             ),
             (
                 "deepest of the chain",

@@ -43,7 +43,10 @@ impl Diagnostic {
             Severity::Error => "",
             Severity::Warning => "warning: ",
         };
-        let mut out = format!("{path}:{}:{}: {level}{}", self.line, self.column, self.message);
+        let mut out = format!(
+            "{path}:{}:{}: {level}{}",
+            self.line, self.column, self.message
+        );
         if !self.fix.is_empty() {
             out.push_str(" — ");
             out.push_str(&self.fix);
@@ -103,19 +106,23 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
                 "more than one task in progress: `{}` here and `{}` at line {}",
                 t.title, first.title, first.line
             ),
-            fix: "mark all but one of them [ ] (a task and its parents form one chain)"
-                .to_string(),
+            fix: "mark all but one of them [ ] (a task and its parents form one chain)".to_string(),
         });
     }
     for t in tasks {
         if t.state == TaskState::Done
-            && t.children.iter().any(|&c| tasks[c].state != TaskState::Done)
+            && t.children
+                .iter()
+                .any(|&c| tasks[c].state != TaskState::Done)
         {
             out.push(Diagnostic {
                 severity: Severity::Warning,
                 line: t.line,
                 column: t.column,
-                message: format!("task `{}` is marked done but has unfinished subtasks", t.title),
+                message: format!(
+                    "task `{}` is marked done but has unfinished subtasks",
+                    t.title
+                ),
                 fix: "mark the subtasks [x], or the task [ ]".to_string(),
             });
         }
@@ -152,18 +159,24 @@ mod tests {
             (
                 "two chains",
                 "- [~] a\n- [ ] b\n  - [~] c\n",
-                &["SPEC.md:3:5: more than one task in progress: `c` here and `a` at line 1 — mark all but one of them [ ] (a task and its parents form one chain)"],
+                &[
+                    "SPEC.md:3:5: more than one task in progress: `c` here and `a` at line 1 — mark all but one of them [ ] (a task and its parents form one chain)",
+                ],
             ),
             (
                 "siblings in progress",
                 "- [ ] p\n  - [~] a\n  - [~] b\n",
-                &["SPEC.md:3:5: more than one task in progress: `b` here and `a` at line 2 — mark all but one of them [ ] (a task and its parents form one chain)"],
+                &[
+                    "SPEC.md:3:5: more than one task in progress: `b` here and `a` at line 2 — mark all but one of them [ ] (a task and its parents form one chain)",
+                ],
             ),
             ("chain with a gap", "- [~] a\n  - [ ] b\n    - [~] c\n", &[]),
             (
                 "done parent, open child",
                 "- [x] a\n  - [ ] b\n  - [x] c\n",
-                &["SPEC.md:1:3: warning: task `a` is marked done but has unfinished subtasks — mark the subtasks [x], or the task [ ]"],
+                &[
+                    "SPEC.md:1:3: warning: task `a` is marked done but has unfinished subtasks — mark the subtasks [x], or the task [ ]",
+                ],
             ),
             (
                 "several, sorted",
