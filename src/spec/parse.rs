@@ -150,8 +150,8 @@ pub struct Task {
     pub column: usize,
     /// Byte range of the state character inside the box (always one byte).
     pub marker: Range<usize>,
-    /// Byte range of the whole list item, nested content included (as pulldown-cmark reports
-    /// it: from the bullet to the end of the item, trailing blank lines included).
+    /// Byte range of the whole list item, nested content included: from the bullet to the end
+    /// of the item as pulldown-cmark reports it (trailing blank lines included).
     pub item: Range<usize>,
     /// Number of task ancestors (0 for a top-level task).
     pub depth: usize,
