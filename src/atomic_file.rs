@@ -7,12 +7,26 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
 /// Replaces `path` with `bytes` atomically, keeping the permissions of an existing file.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    prepare(path, bytes)?.commit()
+}
+
+/// A replacement written to its temp file and fsynced, not yet renamed over the target. Split
+/// from [`write`] so that a caller can look at the target once more right before the rename
+/// (SPEC.md does, so that no concurrent hand edit is lost). Dropping it removes the temp file.
+pub struct Prepared {
+    temp: tempfile::NamedTempFile,
+    path: PathBuf,
+    dir: PathBuf,
+}
+
+/// Writes `bytes` to a fsynced temp file beside `path`, with `path`'s permissions.
+pub fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -37,12 +51,24 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
         fs::set_permissions(temp.path(), fs::Permissions::from_mode(mode))
             .map_err(|e| Error::io(temp.path(), e))?;
     }
-    temp.persist(path).map_err(|e| Error::io(path, e.error))?;
-    if let Ok(d) = fs::File::open(dir) {
-        // Best effort: some file systems refuse fsync on a directory.
-        let _ = d.sync_all();
+    Ok(Prepared {
+        temp,
+        path: path.to_path_buf(),
+        dir: dir.to_path_buf(),
+    })
+}
+
+impl Prepared {
+    /// Renames the temp file over the target and fsyncs the folder.
+    pub fn commit(self) -> Result<()> {
+        let Prepared { temp, path, dir } = self;
+        temp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
+        if let Ok(d) = fs::File::open(&dir) {
+            // Best effort: some file systems refuse fsync on a directory.
+            let _ = d.sync_all();
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 fn current_umask() -> u32 {

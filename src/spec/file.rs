@@ -1,0 +1,386 @@
+//! SPEC.md on disk: loading it, and writing kern's edits without ever losing a hand edit.
+//!
+//! The one decision a reader must know: every write starts from the file as it is *now*, not
+//! from what kern read earlier. [`SpecFile::apply`] re-reads the file, re-locates the task by
+//! identity and applies the edits to the fresh text; it writes through
+//! [`crate::atomic_file`] (temp file, fsync, rename, permissions kept) and closes the races
+//! around that rename:
+//!
+//! 1. Right before the rename it checks that the path still names the file it read and that
+//!    the bytes are unchanged; otherwise it drops the temp file and starts over.
+//! 2. It keeps the replaced file open. A writer that opened SPEC.md before the rename (an
+//!    `echo … >> SPEC.md` in flight) writes into that old, now unlinked file. After the rename
+//!    kern waits until no process has the old file open for writing — it asks the kernel for a
+//!    read lease (`F_SETLEASE`), which is refused exactly while a writer holds the file — and
+//!    then reads it again. Bytes that arrived there are folded in: appended bytes are joined to
+//!    the fresh text, any other change is taken as the person's new version, and kern's edits
+//!    are applied once more on top.
+//!
+//! Residual windows (documented, not closed): a *whole-file replacement* (an editor saving by
+//! rename) landing in the microseconds between the final re-check and kern's own rename is
+//! overwritten; and where leases are unavailable (a file owned by another user without
+//! `CAP_LEASE`, some network file systems, a hard-linked SPEC.md) or a writer keeps the old file
+//! open longer than two seconds, kern reads the old file once at once and again at the start of
+//! the next write, so only bytes written to it after kern's last look are lost.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::edit::{Edit, apply_parsed};
+use super::parse::{Document, TaskIdentity, check_text};
+use crate::atomic_file;
+use crate::error::{Error, Result};
+
+/// How often a write starts over because the file changed under it before giving up.
+const MAX_ROUNDS: usize = 64;
+
+/// How long kern waits for writers of the replaced file to close it.
+const WRITER_WAIT: Duration = Duration::from_secs(2);
+
+/// SPEC.md as kern last read and wrote it.
+#[derive(Debug)]
+pub struct SpecFile {
+    path: PathBuf,
+    last_text: String,
+    lingering: Vec<Lingering>,
+}
+
+/// A replaced file that a writer still held open when kern stopped waiting: checked again at
+/// the next write for bytes appended after `seen`.
+#[derive(Debug)]
+struct Lingering {
+    file: File,
+    seen: u64,
+}
+
+impl SpecFile {
+    /// Reads and parses SPEC.md. A missing file is [`Error::SpecMissing`]; a file that is not
+    /// UTF-8 text is [`Error::SpecInvalid`] with the rendered diagnostic. The document is not
+    /// validated here.
+    pub fn load(path: &Path) -> Result<(SpecFile, Document)> {
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::SpecMissing {
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let text = decode(path, &bytes)?;
+        let doc = Document::parse(text);
+        let file = SpecFile {
+            path: path.to_path_buf(),
+            last_text: text.to_string(),
+            lingering: Vec::new(),
+        };
+        Ok((file, doc))
+    }
+
+    /// Reads the file again (after the agent ran, or at the start of an iteration).
+    pub fn reload(&mut self) -> Result<Document> {
+        let (_, text) = read_current(&self.path)?;
+        let doc = Document::parse(&text);
+        self.last_text = text;
+        Ok(doc)
+    }
+
+    /// The path kern reads and writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The text kern last read or wrote.
+    pub fn last_text(&self) -> &str {
+        &self.last_text
+    }
+
+    /// Applies `edits` in order to the task `task` in the file as it is now, writes the result
+    /// atomically, and returns the document kern wrote. Hand edits made at any moment survive
+    /// (see the module doc for the exact guarantee). On any error nothing is written.
+    pub fn apply(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
+        // (text to edit, the file content it was derived from): set when the file moved on
+        // after kern built its text, so that the next round can carry that text forward.
+        let mut carry: Option<(String, String)> = None;
+        for _ in 0..MAX_ROUNDS {
+            let (held, disk) = read_current(&self.path)?;
+            let mut base = match carry.take() {
+                Some((base, was)) => match disk.strip_prefix(was.as_str()) {
+                    Some(tail) => base + tail,
+                    None => {
+                        tracing::warn!(path = %self.path.display(), "SPEC.md replaced while kern folded in a concurrent write");
+                        disk.clone()
+                    }
+                },
+                None => disk.clone(),
+            };
+            for late in self.take_lingering() {
+                base.push_str(&late);
+            }
+            if base != self.last_text {
+                tracing::debug!(path = %self.path.display(), "SPEC.md changed since kern read it; re-applying on the fresh text");
+            }
+            let mut doc = Document::parse(&base);
+            let mut text = base.clone();
+            for edit in edits {
+                let (t, d) = apply_parsed(&doc, task, edit).map_err(|e| Error::SpecEdit {
+                    path: self.path.clone(),
+                    message: e.to_string(),
+                })?;
+                text = t;
+                doc = d;
+            }
+            if text == disk {
+                self.last_text = text;
+                return Ok(doc);
+            }
+            let prepared = atomic_file::prepare(&self.path, text.as_bytes())?;
+            if !still_same(&self.path, &held, &disk)? {
+                drop(prepared);
+                carry = Some((base, disk));
+                continue;
+            }
+            prepared.commit()?;
+            let quiet = writers_gone(&held, WRITER_WAIT);
+            let old = read_all(&held).map_err(|e| Error::io(&self.path, e))?;
+            let unchanged = old == disk.as_bytes();
+            if !quiet {
+                // A writer still holds the replaced file: look again at the next write.
+                self.lingering.push(Lingering {
+                    file: held,
+                    seen: old.len() as u64,
+                });
+            }
+            if unchanged {
+                self.last_text = text;
+                return Ok(doc);
+            }
+            // Something reached the old file after the re-check: fold it in and go again.
+            let old = String::from_utf8_lossy(&old).into_owned();
+            let folded = match old.strip_prefix(disk.as_str()) {
+                Some(appended) => base + appended,
+                None => old,
+            };
+            carry = Some((folded, text));
+        }
+        Err(Error::SpecEdit {
+            path: self.path.clone(),
+            message: "the file kept changing while kern wrote it — try again".to_string(),
+        })
+    }
+
+    /// Puts `text` back (kern's own copy, after an agent corrupted the file).
+    pub fn restore(&mut self, text: &str) -> Result<()> {
+        atomic_file::write(&self.path, text.as_bytes())?;
+        self.last_text = text.to_string();
+        Ok(())
+    }
+
+    /// Bytes appended to replaced files since kern last looked; forgets files nobody writes.
+    fn take_lingering(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.lingering.retain_mut(|l| {
+            let mut extra = Vec::new();
+            let mut at = l.seen;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = l.file.read_at(&mut buf, at) {
+                if n == 0 {
+                    break;
+                }
+                extra.extend_from_slice(&buf[..n]);
+                at += n as u64;
+            }
+            l.seen = at;
+            if !extra.is_empty() {
+                out.push(String::from_utf8_lossy(&extra).into_owned());
+            }
+            !writers_gone(&l.file, Duration::ZERO)
+        });
+        out
+    }
+}
+
+/// Opens SPEC.md read-only and reads it as text.
+fn read_current(path: &Path) -> Result<(File, String)> {
+    let mut file = File::open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Error::SpecMissing {
+            path: path.to_path_buf(),
+        },
+        _ => Error::io(path, e),
+    })?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    let text = decode(path, &bytes)?.to_string();
+    Ok((file, text))
+}
+
+fn decode<'b>(path: &Path, bytes: &'b [u8]) -> Result<&'b str> {
+    check_text(bytes).map_err(|d| Error::SpecInvalid {
+        report: d.render(&path.display().to_string()),
+    })
+}
+
+/// True when `path` still names the file `held` and it still holds exactly `disk`.
+fn still_same(path: &Path, held: &File, disk: &str) -> Result<bool> {
+    let now = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let then = held.metadata().map_err(|e| Error::io(path, e))?;
+    if (now.dev(), now.ino()) != (then.dev(), then.ino()) {
+        return Ok(false);
+    }
+    Ok(read_all(held).map_err(|e| Error::io(path, e))? == disk.as_bytes())
+}
+
+fn read_all(file: &File) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        let n = file.read_at(&mut buf, out.len() as u64)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Waits (up to `wait`) until no process holds `file` open for writing. False when that cannot
+/// be known (leases unavailable, the file still linked elsewhere) or the wait ran out.
+fn writers_gone(file: &File, wait: Duration) -> bool {
+    use nix::libc;
+    // With the file still linked somewhere, a new opener could break the lease, and the lease
+    // break signal (SIGIO) would end kern: only unlinked files are asked about.
+    match file.metadata() {
+        Ok(m) if m.nlink() == 0 => {}
+        _ => return false,
+    }
+    let fd = file.as_raw_fd();
+    let deadline = Instant::now() + wait;
+    loop {
+        // SAFETY: F_SETLEASE takes an integer argument and touches no memory of ours; `fd`
+        // belongs to `file`, which outlives the call.
+        let taken = unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) } == 0;
+        if taken {
+            // SAFETY: as above; releasing the lease kern just took.
+            unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+            return true;
+        }
+        let busy = io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
+        if !busy || Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::TaskState;
+    use std::io::Write;
+
+    #[test]
+    fn load_reports_missing_and_binary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        let err = SpecFile::load(&path).unwrap_err();
+        assert!(matches!(err, Error::SpecMissing { .. }), "{err:?}");
+        std::fs::write(&path, b"- [ ] a\n\xfe\n").unwrap();
+        let err = SpecFile::load(&path).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}:2:1: not valid UTF-8 (byte 0xfe) — save the file as UTF-8",
+                path.display()
+            )
+        );
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn apply_re_locates_the_task_in_a_hand_edited_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        std::fs::write(&path, "- [ ] a\n- [ ] b\n").unwrap();
+        let (mut spec, doc) = SpecFile::load(&path).unwrap();
+        let id = doc.identity(1);
+        std::fs::write(&path, "# New heading\n\n- [ ] new\n- [ ] a\n- [ ] b\n").unwrap();
+        let doc = spec
+            .apply(
+                &id,
+                &[
+                    Edit::SetState(TaskState::InProgress),
+                    Edit::AddAttempt("x".into()),
+                ],
+            )
+            .unwrap();
+        let expected = "# New heading\n\n- [ ] new\n- [ ] a\n- [~] b\n  > **Attempt 1:** x\n";
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+        assert_eq!(doc.text(), expected);
+        assert_eq!(spec.last_text(), expected);
+    }
+
+    #[test]
+    fn failed_edit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        std::fs::write(&path, "- [ ] a\n").unwrap();
+        let (mut spec, doc) = SpecFile::load(&path).unwrap();
+        let id = doc.identity(0);
+        std::fs::write(&path, "- [ ] renamed\n").unwrap();
+        let err = spec
+            .apply(&id, &[Edit::SetState(TaskState::Done)])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "`{}`: task `a` is no longer in the file — was it renamed or removed by hand?",
+                path.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "- [ ] renamed\n");
+    }
+
+    #[test]
+    fn bytes_appended_to_the_replaced_file_are_folded_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        std::fs::write(&path, "- [ ] a\n").unwrap();
+        let (mut spec, doc) = SpecFile::load(&path).unwrap();
+        let id = doc.identity(0);
+        // A writer that opened the file before kern's rename and writes after it.
+        let mut writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let appender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            writer.write_all(b"- [ ] late\n").unwrap();
+        });
+        spec.apply(&id, &[Edit::SetState(TaskState::Done)]).unwrap();
+        appender.join().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "- [x] a\n- [ ] late\n"
+        );
+    }
+
+    #[test]
+    fn restore_puts_kerns_copy_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        std::fs::write(&path, "- [ ] a\n").unwrap();
+        let (mut spec, _) = SpecFile::load(&path).unwrap();
+        std::fs::write(&path, "garbage").unwrap();
+        spec.restore("- [ ] a\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "- [ ] a\n");
+        assert_eq!(spec.path(), path.as_path());
+    }
+}

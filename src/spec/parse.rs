@@ -1,0 +1,1249 @@
+//! SPEC.md text -> tasks with exact byte ranges, notes and identities.
+//!
+//! The one decision a reader must know: structure comes from pulldown-cmark's event stream with
+//! source offsets (`into_offset_iter`), never from grepping lines. pulldown-cmark tells us
+//! *where* list items, paragraphs and block quotes are; kern then reads its own markers from the
+//! source bytes at the start of an item's first paragraph, because pulldown-cmark only knows
+//! `[ ]`, `[x]` and `[X]` and reports `[~]` and `[!]` as plain text. Consequences:
+//!
+//! - Only a list item whose first block is a paragraph starting with the box is a task. Text in
+//!   code blocks, HTML blocks, tables, headings, or inside any block quote (notes included) is
+//!   never a task, however much it looks like one.
+//! - Notes are read line by line from the block quotes that are direct children of a task's
+//!   item: a header line is `>`, at most one space, then `**Research:**`, `**Attempt N:**`,
+//!   `**Skipped:**`, `**Blocked:**` or `**Check:**`. A note runs to the next header or the end
+//!   of its block quote (lazy continuation lines included, as markdown says).
+//! - Malformed boxes (`[-]`, `[]`, `[ x]`, …) are recorded as diagnostics while parsing; the
+//!   item is then not a task. [`crate::spec::validate`] reports them.
+
+use std::fmt;
+use std::ops::Range;
+
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use serde::{Deserialize, Serialize};
+
+use super::validate::{Diagnostic, Severity};
+
+/// The state of a task, written as the one character inside its box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// `[ ]`: not started.
+    Pending,
+    /// `[~]`: being worked on (at most one chain: a task and its ancestors).
+    InProgress,
+    /// `[x]` or `[X]`: finished.
+    Done,
+    /// `[!]`: kern gave up; a person must look.
+    Blocked,
+}
+
+impl TaskState {
+    /// The character kern writes inside the box for this state (`x` for done).
+    pub fn marker_char(self) -> char {
+        match self {
+            TaskState::Pending => ' ',
+            TaskState::InProgress => '~',
+            TaskState::Done => 'x',
+            TaskState::Blocked => '!',
+        }
+    }
+
+    /// The state's name in machine output: `pending`, `in_progress`, `done`, `blocked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::InProgress => "in_progress",
+            TaskState::Done => "done",
+            TaskState::Blocked => "blocked",
+        }
+    }
+
+    /// The state a box character stands for, if it is one of kern's.
+    pub fn from_marker(c: char) -> Option<TaskState> {
+        match c {
+            ' ' => Some(TaskState::Pending),
+            '~' => Some(TaskState::InProgress),
+            'x' | 'X' => Some(TaskState::Done),
+            '!' => Some(TaskState::Blocked),
+            _ => None,
+        }
+    }
+
+    /// True for pending and in-progress tasks: work remains.
+    pub fn is_unfinished(self) -> bool {
+        matches!(self, TaskState::Pending | TaskState::InProgress)
+    }
+}
+
+/// The line ending a file uses; kern writes inserted lines with the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineEnding {
+    /// `\n`
+    Lf,
+    /// `\r\n`
+    CrLf,
+}
+
+impl LineEnding {
+    /// The bytes of this line ending.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineEnding::Lf => "\n",
+            LineEnding::CrLf => "\r\n",
+        }
+    }
+}
+
+/// The kind of a kern note inside a task's item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoteKind {
+    /// `> **Research:**` followed by `>   - …` bullets, written after stage 1.
+    Research,
+    /// `> **Attempt N:** …`, one per failed attempt.
+    Attempt(u32),
+    /// `> **Skipped:** …`, the agent's reason for skipping.
+    Skipped,
+    /// `> **Blocked:** …`, why kern gave up.
+    Blocked,
+    /// `> **Check:** <command>`, written by a person: this task's own check command.
+    Check,
+}
+
+impl NoteKind {
+    /// The header word(s) as written between `**` and `:**`.
+    pub fn header(self) -> String {
+        match self {
+            NoteKind::Research => "Research".to_string(),
+            NoteKind::Attempt(n) => format!("Attempt {n}"),
+            NoteKind::Skipped => "Skipped".to_string(),
+            NoteKind::Blocked => "Blocked".to_string(),
+            NoteKind::Check => "Check".to_string(),
+        }
+    }
+}
+
+/// One note of a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// What kind of note.
+    pub kind: NoteKind,
+    /// The text after the header and on the continuation lines, each line stripped of its `>`
+    /// and surrounding blanks, joined with `\n`. Research bullets keep their `- `.
+    pub text: String,
+    /// 1-based line of the header.
+    pub line: usize,
+    /// Byte range of the note's whole lines, final line ending included.
+    pub range: Range<usize>,
+}
+
+/// One task: a list item whose first paragraph starts with a box.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    /// The state read from the box.
+    pub state: TaskState,
+    /// The rest of the first line after the box, whitespace-normalised.
+    pub title: String,
+    /// 1-based line of the box's `[`.
+    pub line: usize,
+    /// 1-based column (in characters) of the box's `[`.
+    pub column: usize,
+    /// Byte range of the state character inside the box (always one byte).
+    pub marker: Range<usize>,
+    /// Byte range of the whole list item, nested content included: from the bullet to the end
+    /// of the item as pulldown-cmark reports it (trailing blank lines included).
+    pub item: Range<usize>,
+    /// Number of task ancestors (0 for a top-level task).
+    pub depth: usize,
+    /// Index of the nearest enclosing task in [`Document::tasks`].
+    pub parent: Option<usize>,
+    /// Indices of the tasks whose parent this is, in document order.
+    pub children: Vec<usize>,
+    /// The task's notes in document order.
+    pub notes: Vec<Note>,
+    /// The person's own text in the item: every line after the first that is neither a note
+    /// nor inside a subtask, dedented by the content indentation, blank ends trimmed.
+    pub free_text: String,
+    /// The whitespace that puts a line into this item's content (the bullet replaced by blanks).
+    pub content_indent: String,
+    /// Byte offset just past the item's first paragraph (the title paragraph), used to insert
+    /// the first note.
+    pub(crate) title_end: usize,
+}
+
+impl Task {
+    /// The highest `N` of the task's `Attempt N` notes, 0 when there is none.
+    pub fn attempts(&self) -> u32 {
+        self.notes
+            .iter()
+            .filter_map(|n| match n.kind {
+                NoteKind::Attempt(k) => Some(k),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The latest Research note, if any.
+    pub fn research(&self) -> Option<&Note> {
+        self.notes
+            .iter()
+            .rev()
+            .find(|n| n.kind == NoteKind::Research)
+    }
+
+    /// True when the task has a Skipped note.
+    pub fn is_skipped(&self) -> bool {
+        self.notes.iter().any(|n| n.kind == NoteKind::Skipped)
+    }
+
+    /// The command of the task's (last) Check note, if it has a non-empty one.
+    pub fn check_command(&self) -> Option<&str> {
+        self.notes
+            .iter()
+            .rev()
+            .find(|n| n.kind == NoteKind::Check)
+            .map(|n| n.text.as_str())
+            .filter(|t| !t.is_empty())
+    }
+}
+
+/// How kern names a task across edits and runs: the titles from the top-level ancestor down
+/// to the task, plus which of several tasks with that same path it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskIdentity {
+    /// Ancestor titles, root first, then the task's own title.
+    pub path: Vec<String>,
+    /// 0 for the first task with this path in document order, 1 for the second, …
+    pub occurrence: usize,
+}
+
+impl fmt::Display for TaskIdentity {
+    /// `A › B`, with ` (#2)` appended for the second task of the same path and so on.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.join(" › "))?;
+        if self.occurrence > 0 {
+            write!(f, " (#{})", self.occurrence + 1)?;
+        }
+        Ok(())
+    }
+}
+
+/// Task counts by state, subtasks included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// `[ ]`
+    pub pending: usize,
+    /// `[~]`
+    pub in_progress: usize,
+    /// `[x]`
+    pub done: usize,
+    /// `[!]`
+    pub blocked: usize,
+}
+
+/// A parsed SPEC.md: its exact text and the tasks found in it.
+#[derive(Debug, Clone)]
+pub struct Document {
+    text: String,
+    line_starts: Vec<usize>,
+    line_ending: LineEnding,
+    tasks: Vec<Task>,
+    problems: Vec<Diagnostic>,
+}
+
+impl Document {
+    /// Parses SPEC.md text. Never fails and never panics: whatever is not a well-formed task is
+    /// either ordinary text or a problem that [`crate::spec::validate`] reports.
+    pub fn parse(text: &str) -> Document {
+        Builder::new(text).build()
+    }
+
+    /// Checks that the bytes are a text file (UTF-8, no NUL byte) and parses them. The error
+    /// names the line and column of the first offending byte.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Document, Diagnostic> {
+        check_text(bytes).map(Document::parse)
+    }
+
+    /// The exact text that was parsed.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The file's line ending: that of its first line, LF for a file without one.
+    pub fn line_ending(&self) -> LineEnding {
+        self.line_ending
+    }
+
+    /// Every task in document order (the order of their boxes); parents precede children and a
+    /// task's descendants directly follow it.
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
+    /// Malformed boxes found while parsing (reported by `validate`).
+    pub(crate) fn problems(&self) -> &[Diagnostic] {
+        &self.problems
+    }
+
+    /// The identity of task `task`.
+    pub fn identity(&self, task: usize) -> TaskIdentity {
+        let mut path: Vec<String> = self
+            .ancestors(task)
+            .into_iter()
+            .rev()
+            .map(|a| self.tasks[a].title.clone())
+            .collect();
+        path.push(self.tasks[task].title.clone());
+        let occurrence = (0..task).filter(|&j| self.path_is(j, &path)).count();
+        TaskIdentity { path, occurrence }
+    }
+
+    /// The index of the task with this identity, if it is still there.
+    pub fn find(&self, id: &TaskIdentity) -> Option<usize> {
+        (0..self.tasks.len())
+            .filter(|&j| self.path_is(j, &id.path))
+            .nth(id.occurrence)
+    }
+
+    fn path_is(&self, task: usize, path: &[String]) -> bool {
+        let mut current = Some(task);
+        for title in path.iter().rev() {
+            match current {
+                Some(i) if self.tasks[i].title == *title => current = self.tasks[i].parent,
+                _ => return false,
+            }
+        }
+        current.is_none()
+    }
+
+    /// The task's ancestors, nearest (the parent) first, the top-level task last.
+    pub fn ancestors(&self, task: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut current = self.tasks[task].parent;
+        while let Some(p) = current {
+            out.push(p);
+            current = self.tasks[p].parent;
+        }
+        out
+    }
+
+    /// The item's source text (bullet, box, title, notes, free text and subtasks, trailing
+    /// blank lines left out), as it is handed to the agent.
+    pub fn task_block(&self, task: usize) -> &str {
+        let item = &self.tasks[task].item;
+        self.text[item.clone()].trim_end()
+    }
+
+    /// Tasks by state, subtasks included.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for t in &self.tasks {
+            match t.state {
+                TaskState::Pending => c.pending += 1,
+                TaskState::InProgress => c.in_progress += 1,
+                TaskState::Done => c.done += 1,
+                TaskState::Blocked => c.blocked += 1,
+            }
+        }
+        c
+    }
+
+    /// 1-based line of a byte offset.
+    pub fn line_of(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&s| s <= offset)
+    }
+
+    /// Byte offset of the start of the line holding `offset`.
+    pub(crate) fn line_start(&self, offset: usize) -> usize {
+        self.line_starts[self.line_of(offset) - 1]
+    }
+
+    /// Byte offset just past the line ending of the line holding `offset` (the text's end for
+    /// a last line without one).
+    pub(crate) fn line_end_after(&self, offset: usize) -> usize {
+        let line = self.line_of(offset);
+        self.line_starts
+            .get(line)
+            .copied()
+            .unwrap_or(self.text.len())
+    }
+}
+
+/// The bytes as text, or an error at the first byte that is not UTF-8 or is NUL.
+pub(crate) fn check_text(bytes: &[u8]) -> Result<&str, Diagnostic> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let (line, column) = position_in(&bytes[..e.valid_up_to()]);
+            return Err(Diagnostic {
+                severity: Severity::Error,
+                line,
+                column,
+                message: format!("not valid UTF-8 (byte 0x{:02x})", bytes[e.valid_up_to()]),
+                fix: "save the file as UTF-8".to_string(),
+            });
+        }
+    };
+    if let Some(nul) = text.find('\0') {
+        let (line, column) = position_in(&bytes[..nul]);
+        return Err(Diagnostic {
+            severity: Severity::Error,
+            line,
+            column,
+            message: "contains a NUL byte: this is not a text file".to_string(),
+            fix: "point kern at a markdown task list (--spec PATH)".to_string(),
+        });
+    }
+    Ok(text)
+}
+
+/// 1-based (line, column in characters) just after `prefix`.
+fn position_in(prefix: &[u8]) -> (usize, usize) {
+    let line = 1 + prefix.iter().filter(|&&b| b == b'\n').count();
+    let start = prefix
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let column = 1 + String::from_utf8_lossy(&prefix[start..]).chars().count();
+    (line, column)
+}
+
+/// What the box at the start of an item turned out to be.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum BoxKind {
+    /// A task in this state.
+    Task(TaskState),
+    /// A box that is not one of kern's: (message, fix).
+    Malformed(String, String),
+    /// Ordinary text such as `[docs]` or a link.
+    NotATask,
+}
+
+/// Reads the box at the start of `rest` (the first line of an item's content, from its `[`).
+pub(crate) fn classify_box(rest: &str) -> BoxKind {
+    let Some(body) = rest.strip_prefix('[') else {
+        return BoxKind::NotATask;
+    };
+    let Some(close) = body.find(']') else {
+        return BoxKind::NotATask;
+    };
+    let inside = &body[..close];
+    let after = &body[close + 1..];
+    let spaced = after.is_empty() || after.starts_with([' ', '\t']);
+    let link_like = after.starts_with(['(', '[', ':']);
+    let shown = &rest[..close + 2];
+    let mut chars = inside.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) => {
+            let state = TaskState::from_marker(c);
+            match (state, spaced, link_like) {
+                (_, _, true) => BoxKind::NotATask,
+                (Some(state), true, _) => BoxKind::Task(state),
+                (Some(_), false, _) => BoxKind::Malformed(
+                    format!("no space after the task marker `{shown}`"),
+                    format!("write `{shown} ` followed by the title"),
+                ),
+                (None, true, _) => BoxKind::Malformed(
+                    format!("unknown task marker `{shown}`"),
+                    "use [ ], [~], [x] or [!]".to_string(),
+                ),
+                (None, false, _) => BoxKind::NotATask,
+            }
+        }
+        (None, _) if !link_like => BoxKind::Malformed(
+            "malformed task marker `[]`".to_string(),
+            "write `[ ]` (a space inside) for a pending task".to_string(),
+        ),
+        _ if !link_like && inside.chars().count() <= 3 && inside.trim().chars().count() <= 1 => {
+            BoxKind::Malformed(
+                format!("malformed task marker `{shown}`"),
+                "use [ ], [~], [x] or [!]: exactly one character inside the brackets".to_string(),
+            )
+        }
+        _ => BoxKind::NotATask,
+    }
+}
+
+/// One open container while walking the events.
+enum Frame {
+    /// A list item; `Some(i)` when it is task `i`.
+    Item(Option<usize>),
+    /// A block quote.
+    Quote,
+    /// Any other block or inline tag.
+    Other,
+}
+
+/// An item whose first event has not been seen yet (it decides whether the item is a task).
+struct PendingItem {
+    range: Range<usize>,
+    content_start: usize,
+    frame: usize,
+    in_quote: bool,
+}
+
+/// A task being filled while its item is open.
+struct Open {
+    task: usize,
+    /// Still inside the title paragraph: inline events extend `title_end`.
+    in_title: bool,
+}
+
+struct Builder<'a> {
+    text: &'a str,
+    line_starts: Vec<usize>,
+    tasks: Vec<Task>,
+    quotes: Vec<Vec<Range<usize>>>,
+    problems: Vec<Diagnostic>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(text: &'a str) -> Builder<'a> {
+        let mut line_starts = vec![0];
+        line_starts.extend(memchr_newlines(text).map(|p| p + 1));
+        Builder {
+            text,
+            line_starts,
+            tasks: Vec::new(),
+            quotes: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    fn line_of(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&s| s <= offset)
+    }
+
+    fn line_start(&self, offset: usize) -> usize {
+        self.line_starts[self.line_of(offset) - 1]
+    }
+
+    fn line_end(&self, offset: usize) -> usize {
+        let line = self.line_of(offset);
+        let next = self
+            .line_starts
+            .get(line)
+            .copied()
+            .unwrap_or(self.text.len());
+        let bytes = self.text.as_bytes();
+        let mut end = next;
+        if end > offset && end > 0 && bytes[end - 1] == b'\n' {
+            end -= 1;
+            if end > offset && bytes[end - 1] == b'\r' {
+                end -= 1;
+            }
+        }
+        end
+    }
+
+    fn column(&self, offset: usize) -> usize {
+        1 + self.text[self.line_start(offset)..offset].chars().count()
+    }
+
+    fn build(mut self) -> Document {
+        let text = self.text;
+        // A UTF-8 byte order mark would hide the first line's list item from the parser.
+        let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
+        let mut options = Options::empty();
+        options.insert(Options::ENABLE_TASKLISTS);
+        options.insert(Options::ENABLE_TABLES);
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut pending: Option<PendingItem> = None;
+        let mut open: Vec<Open> = Vec::new();
+        for (event, range) in Parser::new_ext(&text[bom..], options).into_offset_iter() {
+            let range = range.start + bom..range.end + bom;
+            if let Some(p) = pending.take() {
+                if matches!(event, Event::Start(Tag::Paragraph)) {
+                    pending = Some(p);
+                } else {
+                    self.decide(p, &event, &range, &mut stack, &mut open);
+                }
+            }
+            if let Some(o) = open.last_mut()
+                && o.in_title
+            {
+                let ends_title = match &event {
+                    Event::Start(tag) => is_block(tag),
+                    Event::End(TagEnd::Paragraph) | Event::End(TagEnd::Item) => true,
+                    _ => false,
+                };
+                if ends_title {
+                    o.in_title = false;
+                } else {
+                    let t = &mut self.tasks[o.task];
+                    t.title_end = t.title_end.max(range.end);
+                }
+            }
+            match event {
+                Event::Start(Tag::Item) => {
+                    let in_quote = stack.iter().any(|f| matches!(f, Frame::Quote));
+                    stack.push(Frame::Item(None));
+                    let (bullet, content_start) = bullet_and_content(text, range.start);
+                    pending = Some(PendingItem {
+                        content_start,
+                        range: bullet.min(range.end)..range.end,
+                        frame: stack.len() - 1,
+                        in_quote,
+                    });
+                }
+                Event::Start(Tag::BlockQuote(_)) => {
+                    if let Some(Frame::Item(Some(task))) = stack.last() {
+                        self.quotes[*task].push(range);
+                    }
+                    stack.push(Frame::Quote);
+                }
+                Event::Start(_) => stack.push(Frame::Other),
+                Event::End(TagEnd::Item) => {
+                    if let Some(Frame::Item(Some(_))) = stack.pop() {
+                        open.pop();
+                    }
+                }
+                Event::End(_) => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+        }
+        self.finish()
+    }
+
+    /// Decides whether the pending item is a task, from its first event after any paragraph
+    /// start: it must be inline content starting exactly where the item's content starts.
+    fn decide(
+        &mut self,
+        p: PendingItem,
+        event: &Event<'_>,
+        range: &Range<usize>,
+        stack: &mut [Frame],
+        open: &mut Vec<Open>,
+    ) {
+        let inline = matches!(
+            event,
+            Event::TaskListMarker(_)
+                | Event::Text(_)
+                | Event::Start(Tag::Link { .. })
+                | Event::Start(Tag::Image { .. })
+        );
+        if !inline || range.start != p.content_start || p.in_quote {
+            return;
+        }
+        let text = self.text;
+        let line_end = self.line_end(p.content_start);
+        let rest = &text[p.content_start..line_end];
+        let state = match classify_box(rest) {
+            BoxKind::Task(state) => state,
+            BoxKind::Malformed(message, fix) => {
+                self.problems.push(Diagnostic {
+                    severity: Severity::Error,
+                    line: self.line_of(p.content_start),
+                    column: self.column(p.content_start),
+                    message,
+                    fix,
+                });
+                return;
+            }
+            BoxKind::NotATask => return,
+        };
+        let parent = stack[..p.frame].iter().rev().find_map(|f| match f {
+            Frame::Item(Some(t)) => Some(*t),
+            _ => None,
+        });
+        let index = self.tasks.len();
+        let depth = parent.map_or(0, |q| self.tasks[q].depth + 1);
+        if let Some(q) = parent {
+            self.tasks[q].children.push(index);
+        }
+        let line_start = self.line_start(p.content_start);
+        let content_indent: String = text[line_start..p.content_start]
+            .chars()
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        let marker = p.content_start + 1..p.content_start + 2;
+        self.tasks.push(Task {
+            state,
+            title: normalise(&rest[3..]),
+            line: self.line_of(p.content_start),
+            column: self.column(p.content_start),
+            marker,
+            item: p.range,
+            depth,
+            parent,
+            children: Vec::new(),
+            notes: Vec::new(),
+            free_text: String::new(),
+            content_indent,
+            title_end: line_end,
+        });
+        self.quotes.push(Vec::new());
+        stack[p.frame] = Frame::Item(Some(index));
+        open.push(Open {
+            task: index,
+            in_title: true,
+        });
+    }
+
+    fn finish(mut self) -> Document {
+        for i in 0..self.tasks.len() {
+            let quotes = std::mem::take(&mut self.quotes[i]);
+            let mut notes = Vec::new();
+            for q in &quotes {
+                notes.extend(self.notes_in(q));
+            }
+            self.tasks[i].notes = notes;
+            self.tasks[i].free_text = self.free_text(i);
+        }
+        let line_ending = match self.text.find('\n') {
+            Some(p) if p > 0 && self.text.as_bytes()[p - 1] == b'\r' => LineEnding::CrLf,
+            _ => LineEnding::Lf,
+        };
+        Document {
+            text: self.text.to_string(),
+            line_starts: self.line_starts,
+            line_ending,
+            tasks: self.tasks,
+            problems: self.problems,
+        }
+    }
+
+    /// The lines (start offsets and text without line ending) from the line of `from` through
+    /// the line holding the last non-blank byte before `to`.
+    fn lines(&self, from: usize, to: usize) -> Vec<(usize, &'a str)> {
+        let text = self.text;
+        let trimmed_end = from + text[from..to].trim_end().len();
+        if trimmed_end <= from {
+            return Vec::new();
+        }
+        let first = self.line_of(from);
+        let last = self.line_of(trimmed_end - 1);
+        (first..=last)
+            .map(|l| {
+                let start = self.line_starts[l - 1];
+                (start, &text[start..self.line_end(start)])
+            })
+            .collect()
+    }
+
+    fn notes_in(&self, quote: &Range<usize>) -> Vec<Note> {
+        let mut notes: Vec<Note> = Vec::new();
+        let mut body: Vec<&str> = Vec::new();
+        for (start, line) in self.lines(quote.start, quote.end) {
+            let content = quote_content(line);
+            if let Some((kind, rest)) = note_header(content) {
+                if let Some(last) = notes.last_mut() {
+                    last.text = join_note(&body);
+                }
+                body.clear();
+                body.push(rest.trim());
+                notes.push(Note {
+                    kind,
+                    text: String::new(),
+                    line: self.line_of(start),
+                    range: start..start,
+                });
+            } else if !notes.is_empty() {
+                body.push(content.trim());
+            }
+            if let Some(last) = notes.last_mut() {
+                let next = self
+                    .line_starts
+                    .get(self.line_of(start))
+                    .copied()
+                    .unwrap_or(self.text.len());
+                last.range.end = next;
+            }
+        }
+        if let Some(last) = notes.last_mut() {
+            last.text = join_note(&body);
+        }
+        notes
+    }
+
+    /// Walks the item's lines once, jumping over notes and subtasks, so that a parent with
+    /// thousands of subtasks costs no more than its own lines.
+    fn free_text(&self, i: usize) -> String {
+        let task = &self.tasks[i];
+        let mut skip: Vec<Range<usize>> = task.notes.iter().map(|n| n.range.clone()).collect();
+        skip.extend(task.children.iter().map(|&c| {
+            let item = &self.tasks[c].item;
+            self.line_start(item.start)..item.end
+        }));
+        skip.sort_by_key(|r| r.start);
+        let text = self.text;
+        let end = task.item.start + text[task.item.clone()].trim_end().len();
+        let next_line = |offset: usize| {
+            self.line_starts
+                .get(self.line_of(offset))
+                .copied()
+                .unwrap_or(text.len())
+        };
+        let mut pos = next_line(task.item.start);
+        let mut k = 0;
+        let mut out: Vec<&str> = Vec::new();
+        while pos < end {
+            while k < skip.len() && skip[k].end <= pos {
+                k += 1;
+            }
+            if k < skip.len() && skip[k].start <= pos {
+                let resume = skip[k].end;
+                // A range ending inside a line (the file's last line) takes that line along.
+                pos = if self.line_start(resume) == resume {
+                    resume
+                } else {
+                    next_line(resume)
+                };
+                continue;
+            }
+            let line = &text[pos..self.line_end(pos)];
+            out.push(dedent(line, &task.content_indent).trim_end());
+            pos = next_line(pos);
+        }
+        while out.first().is_some_and(|l| l.is_empty()) {
+            out.remove(0);
+        }
+        while out.last().is_some_and(|l| l.is_empty()) {
+            out.pop();
+        }
+        out.join("\n")
+    }
+}
+
+/// Every `\n` position, found fast: line indexing dominates parse time on big files.
+fn memchr_newlines(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.bytes()
+        .enumerate()
+        .filter(|&(_, b)| b == b'\n')
+        .map(|(i, _)| i)
+}
+
+fn is_block(tag: &Tag<'_>) -> bool {
+    matches!(
+        tag,
+        Tag::Paragraph
+            | Tag::Heading { .. }
+            | Tag::BlockQuote(_)
+            | Tag::CodeBlock(_)
+            | Tag::HtmlBlock
+            | Tag::List(_)
+            | Tag::Item
+            | Tag::Table(_)
+            | Tag::FootnoteDefinition(_)
+            | Tag::DefinitionList
+            | Tag::MetadataBlock(_)
+    )
+}
+
+/// Where an item's bullet (`-`, `*`, `+`, `1.`, `1)`) and its content start. pulldown-cmark's
+/// item range may begin with indentation, or even with the line ending before it (seen with
+/// CRLF and a tab-indented item), so both are found from the source.
+fn bullet_and_content(text: &str, item_start: usize) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let mut i = item_start;
+    while i < bytes.len() && matches!(bytes[i], b' ' | b'\t' | b'\r' | b'\n') {
+        i += 1;
+    }
+    let bullet = i;
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        i += 1;
+    }
+    if i < bytes.len() && matches!(bytes[i], b'-' | b'*' | b'+' | b'.' | b')') {
+        i += 1;
+    }
+    while i < bytes.len() && matches!(bytes[i], b' ' | b'\t') {
+        i += 1;
+    }
+    (bullet, i)
+}
+
+/// Collapses every run of whitespace to one space and trims.
+pub(crate) fn normalise(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A block-quote line without its indentation, its `>` and at most one following blank; a
+/// lazy continuation line (no `>`) without its indentation.
+fn quote_content(line: &str) -> &str {
+    let line = line.trim_start();
+    match line.strip_prefix('>') {
+        Some(rest) => rest
+            .strip_prefix(' ')
+            .or_else(|| rest.strip_prefix('\t'))
+            .unwrap_or(rest),
+        None => line,
+    }
+}
+
+/// Reads `**Kind:** rest` at the very start of a quote line's content.
+fn note_header(content: &str) -> Option<(NoteKind, &str)> {
+    let inner = content.strip_prefix("**")?;
+    let end = inner.find(":**")?;
+    let word = &inner[..end];
+    let rest = &inner[end + 3..];
+    let kind = match word {
+        "Research" => NoteKind::Research,
+        "Skipped" => NoteKind::Skipped,
+        "Blocked" => NoteKind::Blocked,
+        "Check" => NoteKind::Check,
+        _ => {
+            let n = word.strip_prefix("Attempt ")?;
+            if n.is_empty() || n.len() > 9 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            NoteKind::Attempt(n.parse().ok()?)
+        }
+    };
+    Some((kind, rest))
+}
+
+fn join_note(lines: &[&str]) -> String {
+    let mut lines = lines;
+    while let [first, rest @ ..] = lines
+        && first.is_empty()
+    {
+        lines = rest;
+    }
+    while let [rest @ .., last] = lines
+        && last.is_empty()
+    {
+        lines = rest;
+    }
+    lines.join("\n")
+}
+
+/// Removes up to `indent`'s worth of leading blanks.
+fn dedent<'s>(line: &'s str, indent: &str) -> &'s str {
+    if let Some(rest) = line.strip_prefix(indent) {
+        return rest;
+    }
+    let blanks = line.len() - line.trim_start_matches([' ', '\t']).len();
+    &line[blanks.min(indent.len())..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn states(doc: &Document) -> Vec<(String, TaskState, usize, usize)> {
+        doc.tasks()
+            .iter()
+            .map(|t| (t.title.clone(), t.state, t.line, t.column))
+            .collect()
+    }
+
+    #[test]
+    fn reads_every_marker_and_bullet() {
+        let text = "# Spec\n\n- [ ] a\n* [~] b\n+ [x] c\n1. [X] d\n2) [!] e\n";
+        let doc = Document::parse(text);
+        assert_eq!(
+            states(&doc),
+            vec![
+                ("a".into(), TaskState::Pending, 3, 3),
+                ("b".into(), TaskState::InProgress, 4, 3),
+                ("c".into(), TaskState::Done, 5, 3),
+                ("d".into(), TaskState::Done, 6, 4),
+                ("e".into(), TaskState::Blocked, 7, 4),
+            ]
+        );
+        for t in doc.tasks() {
+            assert_eq!(t.marker.len(), 1);
+            assert_eq!(&text[t.marker.start - 1..t.marker.start], "[");
+        }
+        assert!(doc.problems().is_empty());
+    }
+
+    #[test]
+    fn things_that_only_look_like_tasks_are_not_tasks() {
+        let cases: &[(&str, &str)] = &[
+            ("fenced code", "```\n- [ ] a\n```\n"),
+            ("tilde fence", "~~~md\n- [~] a\n~~~\n"),
+            ("indented code", "para\n\n    - [ ] a\n"),
+            ("html block", "<div>\n- [ ] a\n</div>\n"),
+            ("table", "| a | b |\n|---|---|\n| - [ ] c | d |\n"),
+            ("block quote", "> - [ ] a\n"),
+            ("bracket word", "- [docs] a\n"),
+            ("link", "- [x](http://e) a\n"),
+            ("reference", "- [x][r] a\n\n[r]: http://e\n"),
+            ("escaped", "- \\[ ] a\n"),
+            ("heading in item", "- # [ ] a\n"),
+            ("code in item", "-     [ ] a\n"),
+            ("no box", "- a [ ] b\n"),
+            ("plain paragraph", "[ ] a\n"),
+            ("wiki link", "- [[x]] a\n"),
+            ("letter glued", "- [a]b\n"),
+        ];
+        for (name, text) in cases {
+            let doc = Document::parse(text);
+            assert!(doc.tasks().is_empty(), "{name}: {:?}", states(&doc));
+            assert!(doc.problems().is_empty(), "{name}: {:?}", doc.problems());
+        }
+    }
+
+    #[test]
+    fn malformed_boxes_are_problems_with_position() {
+        let cases: &[(&str, usize, usize, &str)] = &[
+            (
+                "- [-] a\n",
+                1,
+                3,
+                "unknown task marker `[-]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "x\n\n  * [o] a\n",
+                3,
+                5,
+                "unknown task marker `[o]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "1. [/] a\n",
+                1,
+                4,
+                "unknown task marker `[/]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "- [] a\n",
+                1,
+                3,
+                "malformed task marker `[]` — write `[ ]` (a space inside) for a pending task",
+            ),
+            (
+                "- [ x] a\n",
+                1,
+                3,
+                "malformed task marker `[ x]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+            ),
+            (
+                "- [~ ] a\n",
+                1,
+                3,
+                "malformed task marker `[~ ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+            ),
+            (
+                "- [[ ] a\n",
+                1,
+                3,
+                "malformed task marker `[[ ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+            ),
+            (
+                "- [x]a\n",
+                1,
+                3,
+                "no space after the task marker `[x]` — write `[x] ` followed by the title",
+            ),
+            (
+                "- [ ] ok\n  - [-] b\n",
+                2,
+                5,
+                "unknown task marker `[-]` — use [ ], [~], [x] or [!]",
+            ),
+            (
+                "- é [ ] ok\n- [ü] b\n",
+                2,
+                3,
+                "unknown task marker `[ü]` — use [ ], [~], [x] or [!]",
+            ),
+        ];
+        for (text, line, column, rendered) in cases {
+            let doc = Document::parse(text);
+            let p = doc.problems();
+            assert_eq!(p.len(), 1, "{text:?}: {p:?}");
+            assert_eq!((p[0].line, p[0].column), (*line, *column), "{text:?}");
+            assert_eq!(
+                p[0].render("SPEC.md"),
+                format!("SPEC.md:{line}:{column}: {rendered}")
+            );
+        }
+    }
+
+    #[test]
+    fn nesting_builds_parents_children_and_depth() {
+        let text = "- [ ] a\n  - [ ] b\n    - [x] c\n  - plain\n    - [ ] d\n- [ ] e\n";
+        let doc = Document::parse(text);
+        let shape: Vec<(&str, usize, Option<usize>, Vec<usize>)> = doc
+            .tasks()
+            .iter()
+            .map(|t| (t.title.as_str(), t.depth, t.parent, t.children.clone()))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                ("a", 0, None, vec![1, 3]),
+                ("b", 1, Some(0), vec![2]),
+                ("c", 2, Some(1), vec![]),
+                ("d", 1, Some(0), vec![]),
+                ("e", 0, None, vec![]),
+            ]
+        );
+        assert_eq!(doc.ancestors(2), vec![1, 0]);
+        assert_eq!(doc.tasks()[0].free_text, "- plain");
+    }
+
+    #[test]
+    fn crlf_tabs_unicode_and_bom() {
+        let text = "\u{feff}- [ ]   Grüße\t an  die Welt 🌍\r\n\t- [x] sub\r\n";
+        let doc = Document::parse(text);
+        assert_eq!(doc.line_ending(), LineEnding::CrLf);
+        assert_eq!(
+            states(&doc),
+            vec![
+                ("Grüße an die Welt 🌍".into(), TaskState::Pending, 1, 4),
+                ("sub".into(), TaskState::Done, 2, 4),
+            ]
+        );
+        assert_eq!(doc.tasks()[1].parent, Some(0));
+        assert_eq!(doc.tasks()[1].content_indent, "\t  ");
+        assert_eq!(Document::parse("- [ ] a\n").line_ending(), LineEnding::Lf);
+    }
+
+    #[test]
+    fn notes_are_read_before_and_after_subtasks() {
+        let text = "\
+- [~] Build it
+  more words
+  > **Research:**
+  >   - read `a.rs`
+  >     carefully
+  >   - then b
+  > **Attempt 1:** tests failed
+  >   twice
+  > **Check:** cargo test -q
+  - [ ] sub
+    > **Skipped:** not mine
+  > **Attempt 2:** again
+  > plain quote line
+  > **Blocked:**
+
+  > a person's quote
+  after
+";
+        let doc = Document::parse(text);
+        let t = &doc.tasks()[0];
+        let notes: Vec<(NoteKind, &str, usize)> = t
+            .notes
+            .iter()
+            .map(|n| (n.kind, n.text.as_str(), n.line))
+            .collect();
+        assert_eq!(
+            notes,
+            vec![
+                (NoteKind::Research, "- read `a.rs`\ncarefully\n- then b", 3),
+                (NoteKind::Attempt(1), "tests failed\ntwice", 7),
+                (NoteKind::Check, "cargo test -q", 9),
+                (NoteKind::Attempt(2), "again\nplain quote line", 12),
+                (NoteKind::Blocked, "", 14),
+            ]
+        );
+        assert_eq!(t.attempts(), 2);
+        assert_eq!(t.check_command(), Some("cargo test -q"));
+        assert!(!t.is_skipped());
+        assert!(doc.tasks()[1].is_skipped());
+        assert_eq!(t.free_text, "more words\n\n> a person's quote\nafter");
+        assert_eq!(
+            &text[t.notes[3].range.clone()],
+            "  > **Attempt 2:** again\n  > plain quote line\n"
+        );
+    }
+
+    #[test]
+    fn note_headers_need_the_exact_shape() {
+        let text = "- [ ] a\n  >   **Attempt 1:** deep\n  > **attempt 2:** lower\n  > **Attempt x:** word\n  > > **Blocked:** nested\n";
+        let doc = Document::parse(text);
+        assert_eq!(doc.tasks()[0].notes, vec![]);
+    }
+
+    #[test]
+    fn identity_paths_and_occurrences() {
+        let text = "- [ ] A\n  - [ ]  same\n  - [ ] same\n- [ ] A\n  - [ ] same\n";
+        let doc = Document::parse(text);
+        let ids: Vec<String> = (0..5).map(|i| doc.identity(i).to_string()).collect();
+        // Paths hold titles only: the second `A`'s `same` is the third `A › same`.
+        assert_eq!(
+            ids,
+            vec!["A", "A › same", "A › same (#2)", "A (#2)", "A › same (#3)"]
+        );
+        for i in 0..5 {
+            assert_eq!(doc.find(&doc.identity(i)), Some(i));
+        }
+        let id = doc.identity(4);
+        assert_eq!(
+            (id.path.clone(), id.occurrence),
+            (vec!["A".to_string(), "same".to_string()], 2)
+        );
+        let json = serde_json::to_string(&doc.identity(2)).unwrap();
+        assert_eq!(json, r#"{"path":["A","same"],"occurrence":1}"#);
+        assert_eq!(
+            doc.find(&TaskIdentity {
+                path: vec!["same".into()],
+                occurrence: 0
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn counts_and_task_block() {
+        let doc = Document::parse("- [ ] a\n  - [x] b\n\n- [!] c\n- [~] d\n- [X] e\n");
+        assert_eq!(
+            doc.counts(),
+            Counts {
+                pending: 1,
+                in_progress: 1,
+                done: 2,
+                blocked: 1
+            }
+        );
+        assert_eq!(doc.task_block(0), "- [ ] a\n  - [x] b");
+    }
+
+    #[test]
+    fn empty_title_is_still_a_task() {
+        let doc = Document::parse("- [ ]\n- [x]   \n");
+        assert_eq!(doc.tasks().len(), 2);
+        assert_eq!(doc.tasks()[0].title, "");
+    }
+
+    #[test]
+    fn from_bytes_rejects_non_text_with_position() {
+        let cases: &[(&[u8], usize, usize, &str)] = &[
+            (
+                b"- [ ] a\n- [ ] \xff\n",
+                2,
+                7,
+                "not valid UTF-8 (byte 0xff)",
+            ),
+            (
+                b"ab\x00",
+                1,
+                3,
+                "contains a NUL byte: this is not a text file",
+            ),
+            (
+                "é\nxé\u{0}".as_bytes(),
+                2,
+                3,
+                "contains a NUL byte: this is not a text file",
+            ),
+        ];
+        for (bytes, line, column, message) in cases {
+            let e = Document::from_bytes(bytes).unwrap_err();
+            assert_eq!(
+                (e.line, e.column, e.message.as_str()),
+                (*line, *column, *message)
+            );
+        }
+        assert_eq!(Document::from_bytes(b"- [ ] a\n").unwrap().tasks().len(), 1);
+    }
+
+    #[test]
+    fn title_end_covers_a_multi_line_title_paragraph() {
+        let text = "- [ ] a\n  b\n\n  c\n";
+        let doc = Document::parse(text);
+        let t = &doc.tasks()[0];
+        assert_eq!(
+            &text[..doc.line_end_after(t.title_end - 1)],
+            "- [ ] a\n  b\n"
+        );
+        let tight = "- [ ] a\n  - [ ] b\n";
+        let doc = Document::parse(tight);
+        assert_eq!(doc.line_end_after(doc.tasks()[0].title_end - 1), 8);
+    }
+}

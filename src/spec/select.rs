@@ -1,0 +1,262 @@
+//! Which task kern works on next.
+//!
+//! The one decision a reader must know: only *workable* tasks are ever selected, and a task
+//! with unfinished subtasks is never workable itself. A task is workable when it is pending
+//! (or the deepest in-progress task), no ancestor is done or blocked, and it has no subtasks
+//! or all of them are done — a pending parent whose subtasks were all finished by hand is
+//! selected so the agent can finish what the parent still asks. A parent whose remaining
+//! subtasks are all blocked (none pending or in progress) is stuck, not workable: it needs a
+//! person, like a blocked task.
+//!
+//! Order (DESIGN.md section 2): the in-progress chain first, resumed at its deepest `[~]` task
+//! and descending to the first workable task below it; if that subtree holds nothing workable
+//! (everything left there is blocked), selection falls through to the rest of the document.
+//! Then the first workable task in document order without a Skipped note; then the first with
+//! one. Done and blocked tasks and their subtrees are skipped.
+
+use std::fmt;
+
+use super::parse::{Document, TaskState};
+
+/// Why a task was selected, in words for `kern -n` and `kern status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectReason {
+    /// The task itself is the deepest in-progress task.
+    InProgress,
+    /// The first unfinished subtask below the in-progress task `parent`.
+    UnderInProgress {
+        /// The title of the deepest in-progress task.
+        parent: String,
+    },
+    /// A parent whose subtasks are all done but which is not marked done itself.
+    SubtasksDone,
+    /// The first pending task in document order.
+    FirstPending,
+    /// Every workable task was skipped before; this is the first of them.
+    FirstSkipped,
+}
+
+impl fmt::Display for SelectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SelectReason::InProgress => f.write_str("it is in progress: resuming it"),
+            SelectReason::UnderInProgress { parent } => write!(
+                f,
+                "it is the next unfinished subtask of the in-progress task `{parent}`"
+            ),
+            SelectReason::SubtasksDone => {
+                f.write_str("all its subtasks are done but it is not marked done")
+            }
+            SelectReason::FirstPending => f.write_str("it is the first pending task"),
+            SelectReason::FirstSkipped => {
+                f.write_str("every pending task was skipped before; this is the first skipped one")
+            }
+        }
+    }
+}
+
+/// The selected task and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Index into [`Document::tasks`].
+    pub task: usize,
+    /// Why this one.
+    pub reason: SelectReason,
+}
+
+/// The next task to work on, or `None` when nothing workable is left.
+pub fn select(doc: &Document) -> Option<Selection> {
+    let tasks = doc.tasks();
+    if let Some(deepest) = deepest_in_progress(doc) {
+        let end = subtree_end(doc, deepest);
+        if let Some((task, _)) = first_workable(doc, deepest..end, Some(deepest)) {
+            let reason = if task == deepest {
+                if tasks[task].children.is_empty() {
+                    SelectReason::InProgress
+                } else {
+                    SelectReason::SubtasksDone
+                }
+            } else {
+                SelectReason::UnderInProgress {
+                    parent: tasks[deepest].title.clone(),
+                }
+            };
+            return Some(Selection { task, reason });
+        }
+    }
+    let (task, skipped) = first_workable(doc, 0..tasks.len(), None)?;
+    let reason = if !tasks[task].children.is_empty() {
+        SelectReason::SubtasksDone
+    } else if skipped {
+        SelectReason::FirstSkipped
+    } else {
+        SelectReason::FirstPending
+    };
+    Some(Selection { task, reason })
+}
+
+/// The deepest task of the first in-progress chain whose ancestors are neither done nor
+/// blocked.
+fn deepest_in_progress(doc: &Document) -> Option<usize> {
+    let tasks = doc.tasks();
+    let top = (0..tasks.len()).find(|&i| {
+        tasks[i].state == TaskState::InProgress
+            && doc
+                .ancestors(i)
+                .iter()
+                .all(|&a| tasks[a].state.is_unfinished())
+    })?;
+    let mut deepest = top;
+    for i in top + 1..subtree_end(doc, top) {
+        if tasks[i].state == TaskState::InProgress
+            && tasks[i].depth > tasks[deepest].depth
+            && doc.ancestors(i).contains(&deepest)
+        {
+            deepest = i;
+        }
+    }
+    Some(deepest)
+}
+
+/// One past the last descendant of `task` (descendants directly follow a task).
+fn subtree_end(doc: &Document, task: usize) -> usize {
+    let tasks = doc.tasks();
+    let depth = tasks[task].depth;
+    (task + 1..tasks.len())
+        .find(|&j| tasks[j].depth <= depth)
+        .unwrap_or(tasks.len())
+}
+
+/// The first workable task in `range` without a Skipped note, else the first with one; the
+/// flag says whether it is skipped. `allow_in_progress` is the one in-progress task that may
+/// be selected itself (the deepest of the chain).
+fn first_workable(
+    doc: &Document,
+    range: std::ops::Range<usize>,
+    allow_in_progress: Option<usize>,
+) -> Option<(usize, bool)> {
+    let tasks = doc.tasks();
+    let mut first_skipped = None;
+    let mut i = range.start;
+    while i < range.end {
+        let t = &tasks[i];
+        if !t.state.is_unfinished() {
+            // Done and blocked tasks take their whole subtree out of selection.
+            i = subtree_end(doc, i);
+            continue;
+        }
+        let children_done = t
+            .children
+            .iter()
+            .all(|&c| tasks[c].state == TaskState::Done);
+        let self_allowed = t.state == TaskState::Pending || allow_in_progress == Some(i);
+        if children_done && self_allowed {
+            if !t.is_skipped() {
+                return Some((i, false));
+            }
+            first_skipped.get_or_insert(i);
+        }
+        i += 1;
+    }
+    first_skipped.map(|i| (i, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn selected(text: &str) -> Option<(String, String)> {
+        let doc = Document::parse(text);
+        select(&doc).map(|s| (doc.tasks()[s.task].title.clone(), s.reason.to_string()))
+    }
+
+    #[test]
+    fn selection_table() {
+        let first = "it is the first pending task";
+        let resume = "it is in progress: resuming it";
+        let skipped = "every pending task was skipped before; this is the first skipped one";
+        let done = "all its subtasks are done but it is not marked done";
+        type Case<'a> = (&'a str, &'a str, Option<(&'a str, &'a str)>);
+        let cases: &[Case] = &[
+            ("empty", "# nothing\n", None),
+            ("all done", "- [x] a\n- [!] b\n", None),
+            (
+                "first pending",
+                "- [x] a\n- [ ] b\n- [ ] c\n",
+                Some(("b", first)),
+            ),
+            (
+                "in progress wins",
+                "- [ ] a\n- [~] b\n",
+                Some(("b", resume)),
+            ),
+            (
+                "descends into first unfinished subtask",
+                "- [ ] a\n  - [x] a1\n  - [ ] a2\n    - [ ] a2i\n  - [ ] a3\n",
+                Some(("a2i", first)),
+            ),
+            (
+                "descends from the in-progress chain",
+                "- [ ] z\n- [~] a\n  - [x] a1\n  - [ ] a2\n",
+                Some((
+                    "a2",
+                    "it is the next unfinished subtask of the in-progress task `a`",
+                )),
+            ),
+            (
+                "deepest of the chain",
+                "- [~] a\n  - [ ] a1\n  - [~] a2\n",
+                Some(("a2", resume)),
+            ),
+            (
+                "skipped comes last",
+                "- [ ] a\n  > **Skipped:** too big\n- [ ] b\n",
+                Some(("b", first)),
+            ),
+            (
+                "only skipped left",
+                "- [x] z\n- [ ] a\n  > **Skipped:** too big\n- [ ] b\n  > **Skipped:** no\n",
+                Some(("a", skipped)),
+            ),
+            (
+                "blocked and done subtrees are never entered",
+                "- [!] a\n  - [ ] a1\n- [x] b\n  - [ ] b1\n- [ ] c\n",
+                Some(("c", first)),
+            ),
+            (
+                "parent with all subtasks done is selected itself",
+                "- [ ] a\n  - [x] a1\n  - [X] a2\n- [ ] b\n",
+                Some(("a", done)),
+            ),
+            (
+                "parent whose rest is blocked is stuck",
+                "- [ ] a\n  - [x] a1\n  - [!] a2\n- [ ] b\n",
+                Some(("b", first)),
+            ),
+            (
+                "stuck in-progress chain falls through",
+                "- [~] a\n  - [!] a1\n- [ ] b\n",
+                Some(("b", first)),
+            ),
+            (
+                "in-progress under a done parent is ignored",
+                "- [x] a\n  - [~] a1\n- [ ] b\n",
+                Some(("b", first)),
+            ),
+            (
+                "in-progress parent, all subtasks done",
+                "- [~] a\n  - [x] a1\n",
+                Some(("a", done)),
+            ),
+            (
+                "subtask under non-task item",
+                "- notes\n  - [ ] deep\n",
+                Some(("deep", first)),
+            ),
+        ];
+        for (name, text, expected) in cases {
+            let expected = expected.map(|(t, r)| (t.to_string(), r.to_string()));
+            assert_eq!(selected(text), expected, "{name}");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Validation of a parsed SPEC.md: what stops a run (errors) and what only deserves a word
+//! (warnings), each with `FILE:LINE:COL` of the box's `[` and the fix.
+//!
+//! The one decision a reader must know: validation never changes the document and never
+//! guesses. Errors are the malformed boxes found by the parser, an empty task title, and more
+//! than one in-progress chain (all `[~]` tasks must lie on one path from a top-level task down;
+//! a gap such as `[~] A › [ ] B › [~] C` is still one chain). A done task with unfinished
+//! subtasks is a warning: the person may have meant it, and selection skips the subtree anyway.
+
+use std::fmt;
+
+use super::parse::{Document, TaskState};
+
+/// How bad a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The run must not start (exit 2).
+    Error,
+    /// Worth saying; the run goes on.
+    Warning,
+}
+
+/// One finding, pointing at a line and column of SPEC.md.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// What is wrong, lower case, names in backticks.
+    pub message: String,
+    /// What to do about it (may be empty).
+    pub fix: String,
+}
+
+impl Diagnostic {
+    /// `SPEC.md:14:3: unknown task marker `[-]` — use [ ], [~], [x] or [!]`; warnings read
+    /// `SPEC.md:3:1: warning: …`.
+    pub fn render(&self, path: &str) -> String {
+        let level = match self.severity {
+            Severity::Error => "",
+            Severity::Warning => "warning: ",
+        };
+        let mut out = format!(
+            "{path}:{}:{}: {level}{}",
+            self.line, self.column, self.message
+        );
+        if !self.fix.is_empty() {
+            out.push_str(" — ");
+            out.push_str(&self.fix);
+        }
+        out
+    }
+
+    /// True for an error.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render("SPEC.md"))
+    }
+}
+
+/// Every problem of the document, sorted by position (errors before warnings on one spot).
+pub fn validate(doc: &Document) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = doc.problems().to_vec();
+    let tasks = doc.tasks();
+    for t in tasks {
+        if t.title.is_empty() {
+            out.push(Diagnostic {
+                severity: Severity::Error,
+                line: t.line,
+                column: t.column,
+                message: "task has no title".to_string(),
+                fix: "write what is to be done after the marker".to_string(),
+            });
+        }
+    }
+    // Chains: the first in-progress task's path is the chain; any other in-progress task that
+    // is neither on that path nor below its deepest member starts a second one.
+    let in_progress: Vec<usize> = (0..tasks.len())
+        .filter(|&i| tasks[i].state == TaskState::InProgress)
+        .collect();
+    let mut chain: Vec<usize> = Vec::new();
+    for &i in &in_progress {
+        let Some(&deepest) = chain.last() else {
+            chain.push(i);
+            continue;
+        };
+        if doc.ancestors(i).contains(&deepest) {
+            chain.push(i);
+            continue;
+        }
+        let first = &tasks[chain[0]];
+        let t = &tasks[i];
+        out.push(Diagnostic {
+            severity: Severity::Error,
+            line: t.line,
+            column: t.column,
+            message: format!(
+                "more than one task in progress: `{}` here and `{}` at line {}",
+                t.title, first.title, first.line
+            ),
+            fix: "mark all but one of them [ ] (a task and its parents form one chain)".to_string(),
+        });
+    }
+    for t in tasks {
+        if t.state == TaskState::Done
+            && t.children
+                .iter()
+                .any(|&c| tasks[c].state != TaskState::Done)
+        {
+            out.push(Diagnostic {
+                severity: Severity::Warning,
+                line: t.line,
+                column: t.column,
+                message: format!(
+                    "task `{}` is marked done but has unfinished subtasks",
+                    t.title
+                ),
+                fix: "mark the subtasks [x], or the task [ ]".to_string(),
+            });
+        }
+    }
+    out.sort_by_key(|d| (d.line, d.column, d.severity == Severity::Warning));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(text: &str) -> Vec<String> {
+        validate(&Document::parse(text))
+            .iter()
+            .map(|d| d.render("SPEC.md"))
+            .collect()
+    }
+
+    #[test]
+    fn table_of_documents_and_their_diagnostics() {
+        let cases: &[(&str, &str, &[&str])] = &[
+            ("valid", "- [ ] a\n- [~] b\n  - [~] c\n    - [ ] d\n", &[]),
+            (
+                "unknown marker",
+                "# T\n\n- [ ] a\n  - [-] b\n",
+                &["SPEC.md:4:5: unknown task marker `[-]` — use [ ], [~], [x] or [!]"],
+            ),
+            (
+                "empty title",
+                "- [ ] a\n-  [ ]   \n",
+                &["SPEC.md:2:4: task has no title — write what is to be done after the marker"],
+            ),
+            (
+                "two chains",
+                "- [~] a\n- [ ] b\n  - [~] c\n",
+                &[
+                    "SPEC.md:3:5: more than one task in progress: `c` here and `a` at line 1 — mark all but one of them [ ] (a task and its parents form one chain)",
+                ],
+            ),
+            (
+                "siblings in progress",
+                "- [ ] p\n  - [~] a\n  - [~] b\n",
+                &[
+                    "SPEC.md:3:5: more than one task in progress: `b` here and `a` at line 2 — mark all but one of them [ ] (a task and its parents form one chain)",
+                ],
+            ),
+            ("chain with a gap", "- [~] a\n  - [ ] b\n    - [~] c\n", &[]),
+            (
+                "done parent, open child",
+                "- [x] a\n  - [ ] b\n  - [x] c\n",
+                &[
+                    "SPEC.md:1:3: warning: task `a` is marked done but has unfinished subtasks — mark the subtasks [x], or the task [ ]",
+                ],
+            ),
+            (
+                "several, sorted",
+                "- [o] x\n- [~] a\n- [~] b\n- [ ]\n",
+                &[
+                    "SPEC.md:1:3: unknown task marker `[o]` — use [ ], [~], [x] or [!]",
+                    "SPEC.md:3:3: more than one task in progress: `b` here and `a` at line 2 — mark all but one of them [ ] (a task and its parents form one chain)",
+                    "SPEC.md:4:3: task has no title — write what is to be done after the marker",
+                ],
+            ),
+            ("code block is not checked", "```\n- [-] x\n```\n", &[]),
+        ];
+        for (name, text, expected) in cases {
+            assert_eq!(rendered(text), *expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn severity_is_reported() {
+        let d = validate(&Document::parse("- [x] a\n  - [ ] b\n"));
+        assert_eq!(d.len(), 1);
+        assert!(!d[0].is_error());
+        let d = validate(&Document::parse("- [] a\n"));
+        assert!(d[0].is_error());
+        assert_eq!(
+            d[0].to_string(),
+            "SPEC.md:1:3: malformed task marker `[]` — write `[ ]` (a space inside) for a pending task"
+        );
+    }
+}
