@@ -726,7 +726,7 @@ impl Run<'_> {
             None
         };
         if let Some(why) = why {
-            self.edit(it, &[Edit::SetState(TaskState::Blocked), Edit::AddBlocked(why.clone())])?;
+            self.edit(it, &[Edit::SetState(TaskState::Blocked), Edit::AddBlocked(why.clone()), Edit::BlockParents])?;
             self.reporter.warn(&format!("blocked `{}`: {why}", it.title));
             self.summary.blocked.push(it.title.clone());
             self.log.event("blocked", json!({"task": it.title, "why": why}));
