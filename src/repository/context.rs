@@ -45,9 +45,6 @@ impl Repository {
             let _ = writeln!(out, "{} {subject}", short(commit.id()));
             out.push_str(&String::from_utf8_lossy(&buf));
             out.push('\n');
-            if out.len() > budget {
-                break;
-            }
         }
         Ok(fit(out, budget))
     }
