@@ -123,8 +123,10 @@ impl RunLock {
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
-        let file = lock_file(path)?;
         let me = ProcessIdentity::current();
+        // The legacy folder first: a refusal then leaves the lock file untouched.
+        let stale_legacy = check_legacy(legacy_dir, me.pid)?;
+        let file = lock_file(path)?;
         let host = host_name();
 
         let mut takeover = match read_record(&file) {
@@ -160,7 +162,7 @@ impl RunLock {
             }
         };
 
-        if let Some(legacy) = check_legacy(legacy_dir, me.pid)? {
+        if let Some(legacy) = stale_legacy {
             takeover = Some(match takeover {
                 Some(Takeover::Stale { record, why }) => Takeover::Stale {
                     record,
@@ -392,10 +394,12 @@ fn check_legacy(dir: &Path, my_pid: i32) -> Result<Option<PathBuf>> {
         Some(pid) if pid != my_pid && pid_alive(pid) => Err(held(format!(
             "pid {pid}, the original kern script — if it is not running, remove the folder"
         ))),
-        Some(_) => {
-            fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            Ok(Some(dir.to_path_buf()))
-        }
+        Some(_) => match fs::remove_dir_all(dir) {
+            Ok(()) => Ok(Some(dir.to_path_buf())),
+            // Another kern starting at the same moment removed it first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(dir, e)),
+        },
     }
 }
 
