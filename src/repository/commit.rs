@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Delta, ErrorCode, Index, IndexAddOption, IndexEntry, IndexTime, Oid, Tree};
 
+use super::hooks::hook_present;
 use super::{Repository, covers};
 use crate::error::{Error, Result};
 use crate::sensitive;
@@ -120,25 +121,21 @@ impl Repository {
         let mut message = git2::message_prettify(req.message, None)
             .map_err(|e| restore(Error::git("cleaning the commit message", e)))?;
         if !req.no_verify {
-            self.run_hook("pre-commit", &[]).map_err(restore)?;
-            // A hook may stage more (formatters re-adding files): take the index as it left it
-            // and judge it again.
-            index
-                .read(true)
-                .map_err(|e| restore(self.index_error("reading the index", e)))?;
-            self.sanitize(&mut index, head_tree.as_ref(), &exclude, &mut left_out)
-                .map_err(restore)?;
-            index
-                .write()
-                .map_err(|e| restore(self.index_error("writing the index", e)))?;
-            tree_id = index
-                .write_tree()
-                .map_err(|e| restore(self.index_error("writing the tree", e)))?;
-            if Some(tree_id) == head_tree_id {
-                self.put_back(&mut index, &persons_entries)?;
-                return Ok(nothing(left_out));
+            // Read once: opening the config costs more than the rest of a small commit.
+            let hooks = self.hooks_dir();
+            let ran = self.run_hook(&hooks, "pre-commit", &[]).map_err(restore)?;
+            // A pre-commit hook may stage more (formatters re-adding files): take the index as
+            // it left it and judge it again.
+            if ran {
+                tree_id = self
+                    .rejudge(&mut index, head_tree.as_ref(), &exclude, &mut left_out)
+                    .map_err(restore)?;
+                if Some(tree_id) == head_tree_id {
+                    self.put_back(&mut index, &persons_entries)?;
+                    return Ok(nothing(left_out));
+                }
             }
-            message = self.commit_msg_hook(&message).map_err(restore)?;
+            message = self.commit_msg_hook(&hooks, &message).map_err(restore)?;
         }
         if message.trim().is_empty() {
             return Err(restore(Error::Repository(
@@ -267,12 +264,35 @@ impl Repository {
         Ok(())
     }
 
+    /// Re-reads the index a hook may have changed, judges it again and writes its tree.
+    fn rejudge(
+        &self,
+        index: &mut Index,
+        head_tree: Option<&Tree<'_>>,
+        exclude: &[String],
+        left_out: &mut BTreeMap<String, String>,
+    ) -> Result<Oid> {
+        index
+            .read(true)
+            .map_err(|e| self.index_error("reading the index", e))?;
+        self.sanitize(index, head_tree, exclude, left_out)?;
+        index
+            .write()
+            .map_err(|e| self.index_error("writing the index", e))?;
+        index
+            .write_tree()
+            .map_err(|e| self.index_error("writing the tree", e))
+    }
+
     /// Runs `commit-msg` on the message in `COMMIT_EDITMSG` (where git puts it, and where
     /// hooks such as commitlint expect it) and returns the message as the hook left it.
-    fn commit_msg_hook(&self, message: &str) -> Result<String> {
+    fn commit_msg_hook(&self, hooks: &Path, message: &str) -> Result<String> {
+        if !hook_present(hooks, "commit-msg") {
+            return Ok(message.to_string());
+        }
         let path = self.repo.path().join("COMMIT_EDITMSG");
         std::fs::write(&path, message).map_err(|e| Error::io(&path, e))?;
-        self.run_hook("commit-msg", &[OsStr::new(&path)])?;
+        self.run_hook(hooks, "commit-msg", &[OsStr::new(&path)])?;
         let edited = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         let edited = String::from_utf8_lossy(&edited);
         git2::message_prettify(edited.as_ref(), None)

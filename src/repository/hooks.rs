@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::Repository;
@@ -35,16 +35,14 @@ impl Repository {
         }
     }
 
-    /// Runs hook `name` with `args` if it exists and is executable. A non-zero exit, a death
-    /// by signal or a failure to start is [`Error::HookFailed`].
-    pub(super) fn run_hook(&self, name: &str, args: &[&OsStr]) -> Result<()> {
-        let path = self.hooks_dir().join(name);
-        let executable = std::fs::metadata(&path)
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false);
-        if !executable {
-            return Ok(());
+    /// Runs hook `name` from `dir` with `args` if it exists and is executable; true when it
+    /// ran. A non-zero exit, a death by signal or a failure to start is
+    /// [`Error::HookFailed`].
+    pub(super) fn run_hook(&self, dir: &Path, name: &str, args: &[&OsStr]) -> Result<bool> {
+        if !hook_present(dir, name) {
+            return Ok(false);
         }
+        let path = dir.join(name);
         let failed = |output: String| Error::HookFailed {
             hook: name.to_string(),
             output,
@@ -66,7 +64,7 @@ impl Repository {
             .status()
             .map_err(|e| failed(format!("could not run `{}`: {e}", path.display())))?;
         if status.success() {
-            return Ok(());
+            return Ok(true);
         }
         let tail = read_tail(&mut log, OUTPUT_TAIL);
         let how = match status.code() {
@@ -79,6 +77,13 @@ impl Repository {
             format!("{tail}\n({how})")
         }))
     }
+}
+
+/// True when `dir/name` is an executable file: what git counts as a hook.
+pub(super) fn hook_present(dir: &Path, name: &str) -> bool {
+    std::fs::metadata(dir.join(name))
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// The last `max` bytes of `file` as text, starting at a line when one starts near the cut.
