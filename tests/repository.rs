@@ -257,6 +257,26 @@ fn the_executable_bit_and_symlinks_are_committed() {
 }
 
 #[test]
+fn a_nested_repository_is_left_out_and_the_rest_committed() {
+    let repo = repo_with_readme();
+    let inner = repo.path().join("vendor/lib");
+    fs::create_dir_all(&inner).unwrap();
+    drop(git_support::init_at(&inner));
+    fs::write(inner.join("x.txt"), "x\n").unwrap();
+    repo.write("b.txt", "b\n");
+    let outcome = repo.kern().commit(&request("with a clone inside")).unwrap();
+    assert!(outcome.sha.is_some());
+    assert_eq!(repo.head_files(), vec!["README.md", "b.txt"]);
+    assert_eq!(
+        outcome.left_out,
+        vec![left(
+            "vendor/lib",
+            "a nested git repository (add it as a submodule yourself)"
+        )]
+    );
+}
+
+#[test]
 fn nothing_to_commit_makes_no_commit() {
     let repo = repo_with_readme();
     let head = repo.git.head().unwrap().target();

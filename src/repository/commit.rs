@@ -8,7 +8,8 @@
 //! file already tracked and unchanged stays; a change to it (edit or re-add) is left out. A
 //! deletion is committed even for a sensitive name: removing a file cannot leak it. Paths dirty
 //! before the task (`--allow-dirty`) are left out of the commit and their staged state is put
-//! back afterwards, so the person's own staging survives kern's commit.
+//! back afterwards, so the person's own staging survives kern's commit. An untracked folder
+//! holding its own repository is left out too (git would store a gitlink nobody can clone).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -52,6 +53,7 @@ pub struct LeftOut {
 }
 
 const DIRTY_BEFORE: &str = "dirty before the task (--allow-dirty)";
+const NESTED_REPO: &str = "a nested git repository (add it as a submodule yourself)";
 const MODE_LINK: u32 = 0o120000;
 const MODE_GITLINK: u32 = 0o160000;
 
@@ -176,6 +178,13 @@ impl Repository {
             }
             if deleting {
                 return 0;
+            }
+            // An untracked folder with its own `.git` (an agent's clone): git would add a bare
+            // gitlink without `.gitmodules`, which no clone can check out; leave it to the person.
+            if rel.ends_with('/') || self.top.join(path).is_dir() {
+                let rel = rel.trim_end_matches('/').to_string();
+                left_out.entry(rel).or_insert_with(|| NESTED_REPO.into());
+                return 1;
             }
             match sensitive::check_file(&self.top.join(path)) {
                 Some(finding) => {

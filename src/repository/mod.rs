@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 
 pub use commit::{CommitOutcome, CommitRequest, LeftOut};
 pub use refs::RefsSnapshot;
-pub use snapshot::WorkTreeSnapshot;
+pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
 
 /// A repository with a work tree, opened through libgit2.
 pub struct Repository {
