@@ -111,6 +111,17 @@ pub enum Error {
         source: git2::Error,
     },
 
+    /// A git hook (`pre-commit`, `commit-msg`) refused the commit; nothing was committed.
+    #[error(
+        "the `{hook}` hook failed, nothing was committed — fix what it reports, or pass --no-verify to skip hooks:\n{output}"
+    )]
+    HookFailed {
+        /// The hook's name.
+        hook: String,
+        /// The tail of the hook's combined stdout and stderr.
+        output: String,
+    },
+
     /// Another kern holds the run lock for this project and branch.
     #[error("another kern is running on this project and branch ({holder}); lock `{}`", path.display())]
     LockHeld {
@@ -182,6 +193,7 @@ impl Error {
             Error::NotAvailable(_)
             | Error::SpecEdit { .. }
             | Error::Git { .. }
+            | Error::HookFailed { .. }
             | Error::Io { .. }
             | Error::Internal(_) => EXIT_FAILURE,
         }

@@ -1,0 +1,228 @@
+//! Git context for prompts: recent commits and the diff of the work, each within a byte budget.
+//!
+//! The one decision a reader must know: the diff is the work tree (untracked files included,
+//! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it;
+//! the stat comes first and is never dropped for the patch, so a reviewer sees the whole shape
+//! of a change even when its patch is cut. Files over 1 MiB are diffed as binary.
+
+use std::fmt::Write as _;
+
+use git2::{DiffOptions, DiffStatsFormat, Patch, Sort};
+
+use super::{Repository, covers, fit, fit_prefix, short};
+use crate::error::{Error, Result};
+
+/// Files larger than this are shown as binary in a diff.
+const DIFF_MAX_FILE: i64 = 1 << 20;
+
+impl Repository {
+    /// The latest `count` commits on HEAD, each as `<sha7> <subject>` and its diff stat, cut to
+    /// `budget` bytes with a note. An unborn branch gives `(no commits yet)`.
+    pub fn recent_commits(&self, count: usize, budget: usize) -> Result<String> {
+        let Some(head) = self.head_oid() else {
+            return Ok(fit("(no commits yet)\n".to_string(), budget));
+        };
+        let ctx = |e| Error::git("reading recent commits", e);
+        let mut walk = self.repo.revwalk().map_err(ctx)?;
+        walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME)
+            .map_err(ctx)?;
+        walk.push(head).map_err(ctx)?;
+        let mut out = String::new();
+        for oid in walk.take(count) {
+            let commit = self.repo.find_commit(oid.map_err(ctx)?).map_err(ctx)?;
+            let tree = commit.tree().map_err(ctx)?;
+            let parent_tree = match commit.parents().next() {
+                Some(p) => Some(p.tree().map_err(ctx)?),
+                None => None,
+            };
+            let diff = self
+                .repo
+                .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)
+                .map_err(ctx)?;
+            let stats = diff.stats().map_err(ctx)?;
+            let buf = stats.to_buf(DiffStatsFormat::FULL, 80).map_err(ctx)?;
+            let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
+            let _ = writeln!(out, "{} {subject}", short(commit.id()));
+            out.push_str(&String::from_utf8_lossy(&buf));
+            out.push('\n');
+        }
+        Ok(fit(out, budget))
+    }
+
+    /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty
+    /// tree), minus `exclude` (relative or absolute paths; a folder covers what it holds):
+    /// the stat first, then the patch, the whole within `budget` bytes, cuts noted.
+    pub fn diff_since(
+        &self,
+        base: Option<git2::Oid>,
+        exclude: &[&std::path::Path],
+        budget: usize,
+    ) -> Result<String> {
+        let ctx = |e| Error::git("computing the diff of the work", e);
+        let tree = match base {
+            Some(oid) => Some(
+                self.repo
+                    .find_commit(oid)
+                    .and_then(|c| c.tree())
+                    .map_err(ctx)?,
+            ),
+            None => None,
+        };
+        let mut opts = DiffOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .show_untracked_content(true)
+            .include_typechange(true)
+            .max_size(DIFF_MAX_FILE);
+        let mut diff = self
+            .repo
+            .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
+            .map_err(ctx)?;
+        diff.find_similar(None).map_err(ctx)?;
+        let exclude: Vec<String> = exclude.iter().filter_map(|p| self.relative(p)).collect();
+
+        let mut stat_lines = Vec::new();
+        let (mut files, mut added, mut deleted) = (0usize, 0usize, 0usize);
+        let mut patch_text = String::new();
+        let mut patch_total = 0usize;
+        for idx in 0..diff.deltas().len() {
+            let Some(delta) = diff.get_delta(idx) else {
+                continue;
+            };
+            let path_of = |f: git2::DiffFile<'_>| {
+                f.path_bytes()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+            };
+            let old = path_of(delta.old_file());
+            let new = path_of(delta.new_file());
+            let excluded = [&old, &new]
+                .into_iter()
+                .flatten()
+                .any(|p| exclude.iter().any(|e| covers(e, p)));
+            if excluded {
+                continue;
+            }
+            let Some(mut patch) = Patch::from_diff(&diff, idx).map_err(ctx)? else {
+                continue;
+            };
+            let name = match (&old, &new) {
+                (Some(o), Some(n)) if o != n => format!("{o} => {n}"),
+                (_, Some(n)) => n.clone(),
+                (Some(o), None) => o.clone(),
+                (None, None) => continue,
+            };
+            files += 1;
+            if delta.flags().is_binary() {
+                stat_lines.push((name, None));
+            } else {
+                let (_, adds, dels) = patch.line_stats().map_err(ctx)?;
+                added += adds;
+                deleted += dels;
+                stat_lines.push((name, Some((adds, dels))));
+            }
+            let buf = patch.to_buf().map_err(ctx)?;
+            patch_total += buf.len();
+            if patch_text.len() <= budget {
+                patch_text.push_str(&String::from_utf8_lossy(&buf));
+            }
+        }
+        if files == 0 {
+            return Ok(fit("(no changes)\n".to_string(), budget));
+        }
+        let stat = render_stat(&stat_lines, files, added, deleted);
+        let stat = fit(stat, budget);
+        let rest = budget.saturating_sub(stat.len() + 1);
+        let patch = fit_prefix(patch_text, patch_total, rest);
+        Ok(if patch.is_empty() {
+            stat
+        } else {
+            format!("{stat}\n{patch}")
+        })
+    }
+}
+
+/// A `git diff --stat` look-alike: ` path | N +++--`, then the totals line.
+fn render_stat(
+    lines: &[(String, Option<(usize, usize)>)],
+    files: usize,
+    added: usize,
+    deleted: usize,
+) -> String {
+    const BAR: usize = 40;
+    let width = lines.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let largest = lines
+        .iter()
+        .filter_map(|(_, s)| s.map(|(a, d)| a + d))
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (name, counts) in lines {
+        match counts {
+            None => {
+                let _ = writeln!(out, " {name:<width$} | Bin");
+            }
+            Some((a, d)) => {
+                let (pa, pd) = if largest > BAR {
+                    // Scale, but keep at least one mark for any non-zero count.
+                    let scale = |n: usize| {
+                        if n == 0 {
+                            0
+                        } else {
+                            (n * BAR / largest).max(1)
+                        }
+                    };
+                    (scale(*a), scale(*d))
+                } else {
+                    (*a, *d)
+                };
+                let _ = writeln!(
+                    out,
+                    " {name:<width$} | {} {}{}",
+                    a + d,
+                    "+".repeat(pa),
+                    "-".repeat(pd)
+                );
+            }
+        }
+    }
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let _ = writeln!(
+        out,
+        " {}, {}, {}",
+        plural(files, "file changed", "files changed"),
+        plural(added, "insertion(+)", "insertions(+)"),
+        plural(deleted, "deletion(-)", "deletions(-)")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_look_like_git() {
+        let lines = vec![
+            ("src/a.rs".to_string(), Some((3, 1))),
+            ("logo.png".to_string(), None),
+        ];
+        assert_eq!(
+            render_stat(&lines, 2, 3, 1),
+            " src/a.rs | 4 +++-\n logo.png | Bin\n 2 files changed, 3 insertions(+), 1 deletion(-)\n"
+        );
+        let big = vec![("a".to_string(), Some((400, 1)))];
+        assert_eq!(
+            render_stat(&big, 1, 400, 1),
+            format!(
+                " a | 401 {}-\n 1 file changed, 400 insertions(+), 1 deletion(-)\n",
+                "+".repeat(39)
+            )
+        );
+    }
+}

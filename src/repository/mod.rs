@@ -1,0 +1,351 @@
+//! Everything git, through libgit2: finding the repository, its HEAD and state, what is dirty,
+//! and git's own `index.lock`. Commits, prompt context, ref and work-tree snapshots live in the
+//! sub-modules, one concept each.
+//!
+//! The one decision a reader must know: kern never runs the `git` program. Every read and
+//! write goes through `git2`, so kern's behaviour does not depend on the installed git, its
+//! version, its aliases or its pager; only hooks (the person's own programs) are run.
+
+mod commit;
+mod context;
+mod hooks;
+mod refs;
+mod snapshot;
+
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use git2::{RepositoryState, StatusOptions};
+
+use crate::error::{Error, Result};
+
+pub use commit::{CommitOutcome, CommitRequest, LeftOut};
+pub use refs::RefsSnapshot;
+pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
+
+/// A repository with a work tree, opened through libgit2.
+pub struct Repository {
+    repo: git2::Repository,
+    top: PathBuf,
+}
+
+/// Where HEAD points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Head {
+    /// On a branch that has commits (its short name, e.g. `feature/x`).
+    Branch(String),
+    /// On a branch that has no commit yet (a fresh `git init`).
+    Unborn(String),
+    /// Not on a branch.
+    Detached(git2::Oid),
+}
+
+impl Repository {
+    /// Finds the repository holding `start`, walking up as git does. Linked worktrees work; a
+    /// bare repository or a folder outside git is an [`Error::Repository`] with the fix.
+    pub fn discover(start: &Path) -> Result<Repository> {
+        let repo = git2::Repository::discover(start).map_err(|e| {
+            if e.code() == git2::ErrorCode::NotFound {
+                Error::Repository(format!(
+                    "`{}` is not inside a git repository — run kern inside a git repository, or `git init` first",
+                    start.display()
+                ))
+            } else {
+                Error::git(format!("opening the repository at `{}`", start.display()), e)
+            }
+        })?;
+        let workdir = match repo.workdir() {
+            Some(w) if !repo.is_bare() => w.to_path_buf(),
+            _ => {
+                let path = repo.path().to_string_lossy();
+                return Err(Error::Repository(format!(
+                    "`{}` is a bare repository — kern needs a work tree; run it in a clone with a checkout",
+                    path.trim_end_matches('/')
+                )));
+            }
+        };
+        let top = workdir.canonicalize().map_err(|e| Error::io(&workdir, e))?;
+        Ok(Repository { repo, top })
+    }
+
+    /// The top folder of the work tree (canonical, no trailing slash).
+    pub fn top(&self) -> &Path {
+        &self.top
+    }
+
+    /// The underlying libgit2 repository, for callers that need a read kern does not wrap.
+    pub fn git(&self) -> &git2::Repository {
+        &self.repo
+    }
+
+    /// Where HEAD points.
+    pub fn head(&self) -> Result<Head> {
+        let head = self
+            .repo
+            .find_reference("HEAD")
+            .map_err(|e| Error::git("reading HEAD", e))?;
+        match head.symbolic_target_bytes() {
+            Some(target) => {
+                let target = &*String::from_utf8_lossy(target);
+                let name = target
+                    .strip_prefix("refs/heads/")
+                    .unwrap_or(target)
+                    .to_string();
+                match self.repo.refname_to_id(target) {
+                    Ok(_) => Ok(Head::Branch(name)),
+                    Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(Head::Unborn(name)),
+                    Err(e) => Err(Error::git(format!("resolving `{target}`"), e)),
+                }
+            }
+            None => head
+                .target()
+                .map(Head::Detached)
+                .ok_or_else(|| Error::Internal("HEAD is neither symbolic nor direct".into())),
+        }
+    }
+
+    /// The branch as a state-folder name: `/` becomes `-`; a detached HEAD is
+    /// `detached-<7 hex>`; an unborn branch uses its name.
+    pub fn branch_folder(&self) -> Result<String> {
+        Ok(match self.head()? {
+            Head::Branch(name) | Head::Unborn(name) => crate::state_dir::branch_folder(&name),
+            Head::Detached(oid) => format!("detached-{}", short(oid)),
+        })
+    }
+
+    /// The commit HEAD points to; `None` on an unborn branch.
+    pub fn head_oid(&self) -> Option<git2::Oid> {
+        self.repo.head().ok().and_then(|h| h.target())
+    }
+
+    /// Refuses to work while git is in the middle of a merge, rebase, cherry-pick, revert,
+    /// bisect or `git am`: kern's commit would mix its work into the person's operation.
+    pub fn ensure_no_operation_in_progress(&self) -> Result<()> {
+        let (what, fix) = match self.repo.state() {
+            RepositoryState::Clean => return Ok(()),
+            RepositoryState::Merge => (
+                "a merge",
+                "finish it (`git commit`) or abort it (`git merge --abort`)",
+            ),
+            RepositoryState::Revert | RepositoryState::RevertSequence => (
+                "a revert",
+                "finish it (`git revert --continue`) or abort it (`git revert --abort`)",
+            ),
+            RepositoryState::CherryPick | RepositoryState::CherryPickSequence => (
+                "a cherry-pick",
+                "finish it (`git cherry-pick --continue`) or abort it (`git cherry-pick --abort`)",
+            ),
+            RepositoryState::Bisect => ("a bisect", "end it (`git bisect reset`)"),
+            RepositoryState::Rebase
+            | RepositoryState::RebaseInteractive
+            | RepositoryState::RebaseMerge
+            | RepositoryState::ApplyMailboxOrRebase => (
+                "a rebase",
+                "finish it (`git rebase --continue`) or abort it (`git rebase --abort`)",
+            ),
+            RepositoryState::ApplyMailbox => (
+                "`git am`",
+                "finish it (`git am --continue`) or abort it (`git am --abort`)",
+            ),
+        };
+        Err(Error::Repository(format!(
+            "{what} is in progress — {fix}, then run kern again"
+        )))
+    }
+
+    /// Paths with uncommitted changes: tracked changes (staged or not) and untracked files
+    /// that `.gitignore` allows, minus `ignore` (kern's own SPEC.md and LEARNINGS.md; relative
+    /// to the top or absolute). Sorted, relative, `/`-separated.
+    pub fn dirty_paths(&self, ignore: &[&Path]) -> Result<Vec<String>> {
+        let ignore: Vec<String> = ignore.iter().filter_map(|p| self.relative(p)).collect();
+        let mut paths = self.status_paths()?;
+        paths.retain(|p| !ignore.iter().any(|i| covers(i, p)));
+        Ok(paths)
+    }
+
+    /// Every path `git status` would list (tracked changes and untracked, not ignored files),
+    /// sorted; submodules count as one path.
+    fn status_paths(&self) -> Result<Vec<String>> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false)
+            .renames_head_to_index(false);
+        let statuses = self
+            .repo
+            .statuses(Some(&mut opts))
+            .map_err(|e| Error::git("reading the status of the work tree", e))?;
+        let mut paths: Vec<String> = statuses
+            .iter()
+            .filter(|s| !s.status().is_ignored())
+            .map(|s| String::from_utf8_lossy(s.path_bytes()).into_owned())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        Ok(paths)
+    }
+
+    /// Path of git's own index lock (per worktree).
+    fn index_lock_path(&self) -> PathBuf {
+        self.repo.path().join("index.lock")
+    }
+
+    /// True when git's `index.lock` exists.
+    pub fn index_lock_present(&self) -> bool {
+        self.index_lock_path().exists()
+    }
+
+    /// Deals with an `index.lock` found when taking over the lock of a dead kern run that
+    /// started at `stale_run_started`. A lock file written since that run started may be the
+    /// one that run left while committing: it is removed and its path returned so the caller
+    /// can say so. A lock file that predates the run cannot be kern's: [`Error::IndexLocked`].
+    /// No lock file: `Ok(None)`.
+    pub fn recover_index_lock(&self, stale_run_started: SystemTime) -> Result<Option<PathBuf>> {
+        let path = self.index_lock_path();
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let modified = meta.modified().map_err(|e| Error::io(&path, e))?;
+        if modified < stale_run_started {
+            return Err(Error::IndexLocked { path });
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(Some(path)),
+            // Gone meanwhile: whoever held it finished; nothing left to recover.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// `path` relative to the top, `/`-separated, without `.` parts; `None` when it lies
+    /// outside the work tree.
+    fn relative(&self, path: &Path) -> Option<String> {
+        let rel = if path.is_absolute() {
+            path.strip_prefix(&self.top)
+                .ok()
+                .map(Path::to_path_buf)
+                .or_else(|| {
+                    let canonical = path
+                        .parent()
+                        .and_then(|p| p.canonicalize().ok())
+                        .map(|p| p.join(path.file_name().unwrap_or_default()))?;
+                    canonical
+                        .strip_prefix(&self.top)
+                        .ok()
+                        .map(Path::to_path_buf)
+                })?
+        } else {
+            path.to_path_buf()
+        };
+        let parts: Vec<String> = rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("/"))
+    }
+}
+
+/// True when `rule` (a relative path) names `path` itself or a folder holding it.
+fn covers(rule: &str, path: &str) -> bool {
+    let rule = rule.trim_end_matches('/');
+    let path = path.trim_end_matches('/');
+    path == rule
+        || path
+            .strip_prefix(rule)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Seven hex digits, as `git log --oneline` shows them.
+fn short(oid: git2::Oid) -> String {
+    let mut s = oid.to_string();
+    s.truncate(7);
+    s
+}
+
+/// Cuts `text` to at most `budget` bytes, ending with `[… N more bytes cut]` when anything was
+/// cut. Prefers to cut at a line end when one is near, never inside a UTF-8 character.
+fn fit(text: String, budget: usize) -> String {
+    let total = text.len();
+    fit_prefix(text, total, budget)
+}
+
+/// As [`fit`], for `text` that is the start of a longer text of `total` bytes (so a caller
+/// need not build a huge text only to cut it).
+fn fit_prefix(text: String, total: usize, budget: usize) -> String {
+    if total <= budget && text.len() == total {
+        return text;
+    }
+    // The note's own length depends on N; N <= total, so this bounds it from above.
+    let note_max = format!("\n[… {total} more bytes cut]\n").len();
+    if budget < note_max {
+        return text[..floor_char_boundary(&text, budget)].to_string();
+    }
+    let mut keep = floor_char_boundary(&text, budget - note_max);
+    if let Some(nl) = text[..keep].rfind('\n')
+        && nl >= keep / 2
+    {
+        keep = nl + 1;
+    }
+    let cut = total - keep;
+    let mut out = text;
+    out.truncate(keep);
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&format!("[… {cut} more bytes cut]\n"));
+    out
+}
+
+fn floor_char_boundary(text: &str, index: usize) -> usize {
+    let mut i = index.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn covers_matches_the_path_or_a_folder_above_it() {
+        let cases = [
+            ("SPEC.md", "SPEC.md", true),
+            ("SPEC.md", "SPEC.md.bak", false),
+            ("docs", "docs/a.md", true),
+            ("docs/", "docs/a.md", true),
+            ("docs", "docsx/a.md", false),
+            ("a/b", "a", false),
+        ];
+        for (rule, path, want) in cases {
+            assert_eq!(covers(rule, path), want, "{rule} {path}");
+        }
+    }
+
+    #[test]
+    fn fit_keeps_short_text_and_cuts_long_text_with_a_note() {
+        assert_eq!(fit("abc".into(), 3), "abc");
+        let text = "line one\nline two\nline three\n".repeat(20);
+        let out = fit(text.clone(), 100);
+        assert!(out.len() <= 100, "{} > 100", out.len());
+        let kept = out.find("[…").unwrap();
+        let cut = text.len() - kept;
+        assert!(
+            out.ends_with(&format!("[… {cut} more bytes cut]\n")),
+            "{out}"
+        );
+        assert!(text.starts_with(&out[..kept]));
+        // A multi-byte character is never split.
+        let wide = "é".repeat(100);
+        for budget in 0..60 {
+            let out = fit(wide.clone(), budget);
+            assert!(out.len() <= budget);
+        }
+    }
+}
