@@ -36,7 +36,7 @@ use crate::resume::{self, PendingCommit, ResumePoint, TaskStart};
 use crate::run_log::RunLog;
 use crate::spec::{self, Document, Edit, Severity, SpecFile, TaskState};
 use crate::stage::{ImplementReport, ImplementStatus, ReviewReport, Stage, StageReport, Verdict};
-use crate::stage_record::{Outcome, StageRecord, TaskRef};
+use crate::stage_record::{Outcome, TaskRef, WaitKind};
 use crate::stage_runner::{self, StageContext, StageRequest, StageRun};
 use crate::state_dir::StateDir;
 
@@ -196,6 +196,12 @@ impl Run<'_> {
                 }
                 self.log.event("lock_recovered", json!({"pid": record.pid, "why": why, "phase": record.phase}));
             }
+            Some(Takeover::Unreadable { path }) => {
+                self.reporter.warn(&format!(
+                    "took over the lock `{}`: it held no readable record (a run killed while writing it)",
+                    path.display()
+                ));
+            }
             Some(Takeover::LegacyDir { path }) => {
                 self.reporter.warn(&format!("removed the original script's stale lock `{}`", path.display()));
             }
@@ -209,7 +215,7 @@ impl Run<'_> {
                     }
                 }
                 None => {
-                    return Err(Error::IndexLocked { path: self.ws.repo.git_dir().join("index.lock") });
+                    return Err(Error::IndexLocked { path: self.ws.repo.git().path().join("index.lock") });
                 }
             }
         }
@@ -478,7 +484,7 @@ impl Run<'_> {
         };
         self.summary.cost_usd += run.cost_usd;
         self.summary.retries += run.record.kern.retries;
-        self.summary.waits += run.record.kern.waits.len() as u32;
+        self.summary.waits += run.record.kern.waits.iter().filter(|w| w.kind == WaitKind::UsageLimit).count() as u32;
         self.reporter.cost_so_far(self.summary.cost_usd);
 
         // Audits (DESIGN.md section 4).

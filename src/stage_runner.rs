@@ -18,7 +18,7 @@ use crate::lock::{AgentGroup, RunLock};
 use crate::report::Reporter;
 use crate::retry::{self, FailureClass};
 use crate::stage::{self, Stage, StageReport};
-use crate::stage_record::{KernEnvelope, Outcome, StageRecord, TaskRef, Wait};
+use crate::stage_record::{KernEnvelope, Outcome, StageRecord, TaskRef, Wait, WaitKind};
 use crate::state_dir::StateDir;
 use crate::supervisor::{self, EndReason, LineAction, SpawnError, StreamFiles};
 
@@ -244,7 +244,13 @@ pub async fn run_stage(
                 envelope.outcome = Outcome::Failed;
                 envelope.failure = Some(message.clone());
                 StageRecord::from_output(&output, envelope).write(&state_dir.stage_record(stage))?;
-                waits.push(Wait { reason: message.clone(), seconds: wait.as_secs() });
+                waits.push(Wait {
+                    kind: WaitKind::UsageLimit,
+                    reason: message.clone(),
+                    started_at: rfc3339(now),
+                    duration_ms: wait.as_millis() as u64,
+                    resets_at,
+                });
                 waited += wait;
                 lock.set_phase(&format!("{}: waiting for usage limit reset", stage.name()))?;
                 if countdown(ctx, &message, wait).await {
@@ -259,6 +265,13 @@ pub async fn run_stage(
                     envelope.failure = Some(reason.clone());
                     StageRecord::from_output(&output, envelope).write(&state_dir.stage_record(stage))?;
                     retries += 1;
+                    waits.push(Wait {
+                        kind: WaitKind::Retry,
+                        reason: reason.clone(),
+                        started_at: rfc3339(SystemTime::now()),
+                        duration_ms: delay.as_millis() as u64,
+                        resets_at: None,
+                    });
                     ctx.reporter.warn(&format!(
                         "{} failed ({reason}); retry {retries} of {} in {}",
                         stage.name(),

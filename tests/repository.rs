@@ -883,7 +883,7 @@ fn a_snapshot_sees_no_change_when_nothing_changed_even_after_an_index_refresh() 
     index.update_all(["*"], None).unwrap();
     index.write().unwrap();
     assert!(kern.changes_since(&snap).unwrap().is_empty());
-    assert!(kern.revert_to(&snap).unwrap().is_empty());
+    assert!(kern.revert_to(&snap, &[]).unwrap().is_empty());
     assert_eq!(repo.read("dirty.txt"), "mine\n");
     assert!(snap.refs().diff(&kern.refs_snapshot().unwrap()).is_empty());
 }
@@ -936,7 +936,7 @@ fn revert_restores_created_changed_dirty_and_deleted_files_and_the_index() {
             "untracked.txt"
         ]
     );
-    let reverted = kern.revert_to(&snap).unwrap();
+    let reverted = kern.revert_to(&snap, &[]).unwrap();
     assert_eq!(reverted, changes);
     assert_eq!(repo.read("clean.txt"), "clean\n");
     assert_eq!(repo.read("dirty.txt"), "person's edit\n");

@@ -146,8 +146,9 @@ impl Repository {
     /// Puts the work tree and the index back as they were at `snap`: created files removed
     /// (and the folders they needed, when now empty), changed and deleted files restored —
     /// dirty ones from the snapshot, clean ones from the index. Returns what was reverted
-    /// ([`INDEX_CHANGE`] for the index). HEAD and refs are not touched.
-    pub fn revert_to(&self, snap: &WorkTreeSnapshot) -> Result<Vec<String>> {
+    /// ([`INDEX_CHANGE`] for the index). HEAD and refs are not touched. Paths in `keep` are
+    /// left as they are now: kern's own SPEC.md, which a person may edit during any stage.
+    pub fn revert_to(&self, snap: &WorkTreeSnapshot, keep: &[&Path]) -> Result<Vec<String>> {
         let mut reverted = Vec::new();
         let index_path = self.repo.path().join("index");
         if self.index_digest()? != snap.index_digest {
@@ -170,6 +171,9 @@ impl Repository {
         let mut removals = Vec::new();
         let mut writes = Vec::new();
         for rel in candidates {
+            if keep.iter().any(|k| Path::new(rel.trim_end_matches('/')) == *k) {
+                continue;
+            }
             let target = match snap.files.get(rel) {
                 Some(state) => Target::Snapshot(state),
                 None => match index.get_path(Path::new(rel.trim_end_matches('/')), 0) {
