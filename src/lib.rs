@@ -7,10 +7,13 @@ pub mod atomic_file;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod interrupt;
 pub mod process_identity;
+pub mod scripted_agent;
 pub mod spec;
 pub mod stage;
 pub mod state_dir;
+pub mod supervisor;
 
 use crate::cli::{Cli, Command};
 use crate::error::{Error, Result};
@@ -27,6 +30,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Some(Command::Doctor) => Err(Error::NotAvailable("doctor")),
         Some(Command::Completions { .. }) => Err(Error::NotAvailable("completions")),
         Some(Command::Man) => Err(Error::NotAvailable("man")),
-        Some(Command::ScriptedAgent { .. }) => Err(Error::NotAvailable("scripted-agent")),
+        Some(Command::ScriptedAgent { scenario }) => scripted_agent::run(&scenario),
     }
 }
