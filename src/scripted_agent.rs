@@ -133,8 +133,7 @@ pub struct TaskPlans {
 }
 
 /// One run, or a sequence used invocation by invocation (the last repeats).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Runs {
     /// The same run every time.
     One(Box<Run>),
@@ -214,6 +213,23 @@ pub enum ErrorKind {
     HugeOutput,
     /// A background grandchild, then a result.
     SpawnGrandchild,
+}
+
+impl<'de> Deserialize<'de> for Runs {
+    /// By hand rather than `untagged`, so that a typo inside a RUN is reported by name.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Runs, D::Error> {
+        use serde::de::Error as _;
+        match Value::deserialize(deserializer)? {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|item| serde_json::from_value(item).map_err(D::Error::custom))
+                .collect::<std::result::Result<Vec<Run>, _>>()
+                .map(Runs::Many),
+            other => serde_json::from_value(other)
+                .map(|run| Runs::One(Box::new(run)))
+                .map_err(D::Error::custom),
+        }
+    }
 }
 
 /// Keeps `null` apart from an absent field.
@@ -455,6 +471,7 @@ struct Stream {
     sequence: u64,
     turns: u64,
     started: Instant,
+    written: u64,
 }
 
 impl Stream {
@@ -473,6 +490,7 @@ impl Stream {
             sequence: 0,
             turns: 1,
             started: Instant::now(),
+            written: 0,
         }
     }
 
@@ -482,18 +500,30 @@ impl Stream {
     }
 
     fn raw(&mut self, line: &str) -> Result<()> {
+        self.written += line.len() as u64 + 1;
         writeln!(self.out, "{line}")
             .and_then(|()| self.out.flush())
             .map_err(|e| Error::io("<stdout>", e))
     }
 
-    fn event(&mut self, mut value: Value) -> Result<()> {
+    /// Prints an event object with `session_id` and `uuid` added, `type` and `subtype` first
+    /// as the real CLI prints them (a reader may look at the start of a line).
+    fn event(&mut self, value: Value) -> Result<()> {
         let uuid = self.uuid();
-        if let Value::Object(map) = &mut value {
-            map.insert("session_id".into(), Value::String(self.session.clone()));
-            map.insert("uuid".into(), Value::String(uuid));
+        let Value::Object(mut map) = value else {
+            return self.raw(&value.to_string());
+        };
+        map.insert("session_id".into(), Value::String(self.session.clone()));
+        map.insert("uuid".into(), Value::String(uuid));
+        let mut line = String::from("{");
+        for key in ["type", "subtype"] {
+            if let Some(v) = map.remove(key) {
+                line.push_str(&format!("{}:{v},", Value::String(key.into())));
+            }
         }
-        self.raw(&value.to_string())
+        let rest = Value::Object(map).to_string();
+        line.push_str(&rest[1..]);
+        self.raw(&line)
     }
 
     fn init(&mut self, cwd: &Path) -> Result<()> {
@@ -573,7 +603,7 @@ impl Stream {
         let event = json!({
             "type": "result", "subtype": "success", "is_error": false, "api_error_status": null,
             "duration_ms": self.duration_ms(), "duration_api_ms": 0, "num_turns": self.turns,
-            "result": text, "stop_reason": "end_turn", "total_cost_usd": cost,
+            "result": text, "stop_reason": "end_turn", "total_cost_usd": cost_json(cost),
             "usage": usage(), "modelUsage": model_usage(cost),
             "permission_denials": [], "structured_output": structured,
             "terminal_reason": "completed", "fast_mode_state": "off",
@@ -586,7 +616,7 @@ impl Stream {
         let event = json!({
             "type": "result", "subtype": "success", "is_error": true, "api_error_status": status,
             "duration_ms": self.duration_ms(), "duration_api_ms": 0, "num_turns": 1,
-            "result": text, "stop_reason": "stop_sequence", "total_cost_usd": cost,
+            "result": text, "stop_reason": "stop_sequence", "total_cost_usd": cost_json(cost),
             "usage": zero_usage(), "modelUsage": {}, "permission_denials": [],
             "terminal_reason": "completed", "fast_mode_state": "off",
         });
@@ -598,7 +628,7 @@ impl Stream {
         let event = json!({
             "type": "result", "subtype": "error_max_turns", "duration_ms": self.duration_ms(),
             "duration_api_ms": 0, "is_error": true, "num_turns": turns + 1,
-            "stop_reason": "tool_use", "total_cost_usd": cost, "usage": usage(),
+            "stop_reason": "tool_use", "total_cost_usd": cost_json(cost), "usage": usage(),
             "modelUsage": model_usage(cost), "permission_denials": [],
             "terminal_reason": "max_turns", "fast_mode_state": "off",
             "errors": [format!("Reached maximum number of turns ({turns})")],
@@ -615,6 +645,15 @@ fn usage() -> Value {
     })
 }
 
+/// A cost as the CLI (JavaScript) prints it: a whole number without `.0`.
+fn cost_json(cost: f64) -> Value {
+    if cost.fract() == 0.0 && cost.abs() < 1e15 {
+        json!(cost as i64)
+    } else {
+        json!(cost)
+    }
+}
+
 fn zero_usage() -> Value {
     json!({
         "input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
@@ -626,7 +665,7 @@ fn zero_usage() -> Value {
 fn model_usage(cost: f64) -> Value {
     json!({"scripted": {
         "inputTokens": 150, "outputTokens": 60, "cacheReadInputTokens": 0,
-        "cacheCreationInputTokens": 0, "webSearchRequests": 0, "costUSD": cost,
+        "cacheCreationInputTokens": 0, "webSearchRequests": 0, "costUSD": cost_json(cost),
         "contextWindow": 200000, "maxOutputTokens": 32000,
     }})
 }
@@ -741,10 +780,9 @@ fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32> {
         Some(ErrorKind::HugeOutput) => {
             let total = run.huge_bytes.unwrap_or(1 << 20);
             let chunk = "lorem ipsum dolor sit amet ".repeat(300);
-            let mut written = 0u64;
-            while written < total {
+            let start = stream.written;
+            while stream.written - start < total {
                 stream.text(&chunk, None)?;
-                written += chunk.len() as u64 + 600;
             }
             stream.success(&text, &structured, cost.unwrap_or(0.01))?;
             exit(0)

@@ -533,6 +533,9 @@ impl Tail {
 mod tests {
     use super::*;
 
+    /// A table row: a cap, the chunks fed in, and what comes out.
+    type Case<Out> = (usize, Vec<&'static [u8]>, Out);
+
     fn split(cap: usize, chunks: &[&[u8]]) -> Vec<Vec<u8>> {
         let mut splitter = LineSplitter::new(cap);
         let mut lines = Vec::new();
@@ -545,7 +548,7 @@ mod tests {
 
     #[test]
     fn lines_are_split_across_chunks_and_capped() {
-        let cases: Vec<(usize, Vec<&[u8]>, Vec<&[u8]>)> = vec![
+        let cases: Vec<Case<Vec<&[u8]>>> = vec![
             (100, vec![b"a\nb\n"], vec![b"a", b"b"]),
             (100, vec![b"ab", b"c\nd"], vec![b"abc", b"d"]),
             (100, vec![b"a\r\n", b"\n"], vec![b"a", b""]),
@@ -562,7 +565,7 @@ mod tests {
 
     #[test]
     fn the_tail_keeps_the_last_bytes_and_drops_a_broken_character() {
-        let cases: Vec<(usize, Vec<&[u8]>, &[u8])> = vec![
+        let cases: Vec<Case<&[u8]>> = vec![
             (4, vec![b"abcdef"], b"cdef"),
             (10, vec![b"abc", b"def"], b"abcdef"),
             (0, vec![b"abc"], b""),
