@@ -2,10 +2,11 @@
 //! stdout, keep a stderr tail, enforce the time limits, stop, kill and reap.
 //!
 //! The decision a reader must know: **the process group is the unit**. The agent is started as
-//! the leader of a new group, every signal goes to the whole group (`killpg`), and when the
-//! leader ends — by itself or stopped — the group is SIGKILLed once more, so a grandchild the
-//! agent left in the background (a dev server, a `sleep &`) never outlives the stage. Stopping
-//! is always SIGTERM to the group, [`STOP_GRACE`], SIGKILL to the group, reap. On Linux the
+//! the leader of a new group, every signal goes to the whole group (`killpg`), and no member
+//! outlives the run, so a grandchild the agent left in the background (a dev server, a
+//! `sleep &`) never outlives the stage. When the leader exits by itself, the rest of its group
+//! is SIGKILLed at once. Stopping is always SIGTERM to the group, [`STOP_GRACE`] (for the
+//! whole group, also after the leader is gone), SIGKILL to the group, reap. On Linux the
 //! leader also gets `PR_SET_PDEATHSIG(SIGKILL)`, so it dies with kern in the common case; a
 //! kern killed with SIGKILL leaves the rest of the group to [`ProcessGroup::stop_if_same`],
 //! called by the next kern that takes over the stale lock.
@@ -57,6 +58,9 @@ pub const DEFAULT_STDERR_CAP: usize = 64 * 1024;
 
 /// How long the pipes are drained after the leader has exited and its group was killed.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// How often a stopping group whose leader has exited is checked for being empty.
+const GROUP_POLL: Duration = Duration::from_millis(20);
 
 const READ_CHUNK: usize = 64 * 1024;
 const FILE_BUFFER: usize = 256 * 1024;
@@ -119,7 +123,7 @@ pub struct Finished {
 }
 
 /// A running agent's process group, as recorded in the run lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessGroup {
     /// The group id (the leader's pid).
     pub pgid: i32,
@@ -272,7 +276,7 @@ pub async fn run(
     let mut drain_until: Option<Instant> = None;
 
     loop {
-        if exit_status.is_some() && stdout_done && stderr_done {
+        if exit_status.is_some() && stdout_done && stderr_done && kill_at.is_none() {
             break;
         }
         let running = end.is_none() && exit_status.is_none();
@@ -284,19 +288,31 @@ pub async fn run(
                 match status {
                     Ok(status) => exit_status = Some(status),
                     Err(e) => {
-                        // Cannot happen for a child we spawned; never loop on it.
+                        // Cannot happen for a child we spawned; never loop on it. The raw
+                        // value reads as neither an exit code nor a signal: unknown.
                         tracing::warn!(error = %e, "waiting for the agent failed");
                         exit_status = Some(ExitStatus::from_raw(0x7f00));
                     }
                 }
-                // Leftover members of the group (backgrounded grandchildren) die with it.
-                kill_group(pid, Signal::SIGKILL);
-                drain_until = Some(Instant::now() + DRAIN_LIMIT);
+                let now = Instant::now();
+                match kill_at {
+                    // Not stopping: leftover members of the group (backgrounded
+                    // grandchildren) die with the leader, at once.
+                    None => kill_group(pid, Signal::SIGKILL),
+                    // Stopping: the rest of the group keeps its grace to clean up.
+                    Some(at) => drain_until = Some(at.max(now)),
+                }
+                drain_until = Some(drain_until.unwrap_or(now) + DRAIN_LIMIT);
             }
             () = sleep_opt(drain_until) => break,
-            () = sleep_opt(kill_at), if exit_status.is_none() => {
+            () = sleep_opt(kill_at) => {
                 kill_group(pid, Signal::SIGKILL);
                 kill_at = None;
+            }
+            () = tokio::time::sleep(GROUP_POLL), if exit_status.is_some() && kill_at.is_some() => {
+                if group_gone(pid) {
+                    kill_at = None;
+                }
             }
             () = interrupt.wait(), if running => {
                 wanted = Some(EndReason::Interrupted(interrupt.requested().unwrap_or(2)));
@@ -359,6 +375,10 @@ pub async fn run(
             kill_at = Some(Instant::now() + STOP_GRACE);
         }
     }
+    if kill_at.is_some() {
+        // Draining gave up while the group was still in its grace.
+        kill_group(pid, Signal::SIGKILL);
+    }
     guard.disarm();
     interrupt.set_child_group(None);
 
@@ -408,6 +428,11 @@ fn kill_group(pgid: i32, signal: Signal) {
     {
         tracing::warn!(pgid, %signal, error = %e, "cannot signal the agent's process group");
     }
+}
+
+/// True when no process is left in the group.
+fn group_gone(pgid: i32) -> bool {
+    killpg(Pid::from_raw(pgid), None) == Err(Errno::ESRCH)
 }
 
 /// `from + duration`, or a far future when that does not fit (a limit of "forever").

@@ -63,8 +63,10 @@ fn continue_always(_: &str) -> LineAction {
     LineAction::Continue
 }
 
-/// A grandchild that ignores SIGTERM (so only the group SIGKILL ends it) and writes its pid.
-const STUBBORN_GRANDCHILD: &str = "(trap '' TERM; exec sleep 300) & echo $! > gc.pid;";
+/// A grandchild that ignores SIGTERM (so only the group SIGKILL ends it) and writes its pid
+/// once it does; the script goes on only after that, so no stop can come before the trap.
+const STUBBORN_GRANDCHILD: &str = "sh -c 'trap \"\" TERM; echo $$ > gc.pid; exec sleep 300' & \
+     while [ ! -s gc.pid ]; do sleep 0.01; done;";
 
 #[tokio::test]
 async fn a_grandchild_is_dead_after_a_stage_timeout() {
@@ -73,7 +75,8 @@ async fn a_grandchild_is_dead_after_a_stage_timeout() {
     let inv = sh(dir.path(), &script, b"");
     let (finished, lines) = run_ok(
         &inv,
-        limits_ms(500, 600_000, 600_000),
+        // Long enough that the timeout cannot come before the grandchild is set up.
+        limits_ms(3_000, 600_000, 600_000),
         &files(dir.path(), 1024),
         continue_always,
     )
@@ -93,7 +96,7 @@ async fn a_grandchild_is_dead_after_an_idle_timeout() {
     let inv = sh(dir.path(), &script, b"");
     let (finished, lines) = run_ok(
         &inv,
-        limits_ms(600_000, 500, 600_000),
+        limits_ms(600_000, 3_000, 600_000),
         &files(dir.path(), 1024),
         continue_always,
     )
@@ -132,19 +135,48 @@ async fn a_leader_ignoring_sigterm_is_killed_after_the_grace() {
         "trap '' TERM; echo up; while :; do sleep 1; done",
         b"",
     );
-    let (finished, _) = run_ok(
-        &inv,
-        limits_ms(300, 600_000, 600_000),
-        &files(dir.path(), 1024),
-        continue_always,
-    )
+    // Stopped once it says `up`, so its trap is surely set; every stop escalates the same way.
+    let (finished, _) = run_ok(&inv, generous(), &files(dir.path(), 1024), |line| {
+        if line == "up" {
+            LineAction::StopNow("test".into())
+        } else {
+            LineAction::Continue
+        }
+    })
     .await;
-    assert_eq!(finished.end, EndReason::StageTimeout);
+    assert_eq!(finished.end, EndReason::Stopped("test".into()));
     assert_eq!(
         finished.signal,
         Some(9),
         "SIGTERM was ignored, SIGKILL ended it"
     );
+}
+
+#[tokio::test]
+async fn a_stopped_group_keeps_its_grace_after_the_leader_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    // The leader dies of the SIGTERM at once; its grandchild needs a moment to clean up. The
+    // grandchild says `ready` once its trap is set, and only then is the stop asked for.
+    let script = "sh -c 'trap \"sleep 0.2; echo cleaned > cleaned.txt; exit 0\" TERM; \
+                  echo $$ > gc.pid; echo ready; while :; do sleep 0.05; done' & sleep 300";
+    let inv = sh(dir.path(), script, b"");
+    let (finished, _) = run_ok(&inv, generous(), &files(dir.path(), 1024), |line| {
+        if line == "ready" {
+            LineAction::StopNow("test".into())
+        } else {
+            LineAction::Continue
+        }
+    })
+    .await;
+    assert_eq!(finished.end, EndReason::Stopped("test".into()));
+    assert_eq!(finished.signal, Some(15));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("cleaned.txt")).unwrap(),
+        "cleaned\n",
+        "the grandchild was killed before its SIGTERM handler finished"
+    );
+    let grandchild = read_pid(&dir.path().join("gc.pid"));
+    assert!(wait_dead(grandchild), "grandchild {grandchild} survived");
 }
 
 #[tokio::test]
@@ -464,6 +496,64 @@ async fn the_scripted_agent_grandchild_dies_when_the_agent_exits() {
     );
     let grandchild = read_pid(&dir.path().join("gc.pid"));
     assert!(wait_dead(grandchild), "grandchild {grandchild} survived");
+}
+
+#[tokio::test]
+async fn a_real_sigint_is_recorded_by_the_installed_listener() {
+    // The only test in this binary that installs the listener: from here on SIGINT no longer
+    // ends the test process, it is recorded.
+    let interrupt = Interrupt::install().unwrap();
+    assert_eq!(interrupt.requested(), None);
+    nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT).unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(30), interrupt.wait()).await;
+    assert!(waited.is_ok(), "the signal never arrived");
+    assert_eq!(interrupt.requested(), Some(2));
+}
+
+/// Runs in a child process started by `a_second_signal_kills_the_group_and_exits_at_once`.
+#[tokio::test]
+#[ignore]
+async fn second_signal_child() {
+    let Some(pid_file) = std::env::var_os("KERN_TEST_SECOND_SIGNAL") else {
+        return;
+    };
+    use std::os::unix::process::CommandExt;
+    let interrupt = Interrupt::install().unwrap();
+    let sleeper = std::process::Command::new("sleep")
+        .arg("300")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::fs::write(&pid_file, sleeper.id().to_string()).unwrap();
+    interrupt.set_child_group(Some(sleeper.id() as i32));
+    nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
+    interrupt.wait().await;
+    nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    panic!("the second signal did not end the process");
+}
+
+#[test]
+fn a_second_signal_kills_the_group_and_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("sleeper.pid");
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["second_signal_child", "--exact", "--ignored", "--nocapture"])
+        .env("KERN_TEST_SECOND_SIGNAL", &pid_file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(143), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(
+            "kern: a second SIGTERM — the agent was killed at once; the task resumes where it stopped on the next run"
+        ),
+        "{output:?}"
+    );
+    let sleeper = read_pid(&pid_file);
+    assert!(
+        wait_dead(sleeper),
+        "the agent group survived the second signal"
+    );
 }
 
 #[test]
