@@ -21,6 +21,8 @@
 //!   decoded lossily as UTF-8; a line longer than [`LINE_CAP`] reaches the callback cut to its
 //!   first [`LINE_CAP`] bytes (it then will not parse as JSON), while the file keeps it whole.
 //!   Every line reaches the callback, also lines that arrive while the agent is being stopped.
+//! - stdin: the prompt is written while the output is read, then stdin is closed; a child
+//!   that never reads it cannot block the run (a broken pipe is not an error).
 //! - stderr: only the last `stderr_cap` bytes are kept; they are written to
 //!   [`StreamFiles::stderr`] when the run ends, however it ends.
 //! - the idle timeout counts from the last stdout bytes (a long line still arriving is output).
@@ -101,7 +103,9 @@ pub enum EndReason {
     AfterResultGrace,
     /// The callback asked for a stop, with this reason.
     Stopped(String),
-    /// SIGINT or SIGTERM (the number) reached kern and the agent was stopped.
+    /// SIGINT or SIGTERM (the number) reached kern and the agent was stopped. A signal that
+    /// comes while another stop is already under way leaves that reason in place: callers
+    /// check [`Interrupt::requested`] too.
     Interrupted(i32),
 }
 
