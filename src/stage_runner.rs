@@ -354,7 +354,7 @@ fn spawn_error(agent: &Agent, error: SpawnError) -> Error {
         SpawnError::PermissionDenied(program) => Error::AgentNeedsUser {
             message: format!("`{}` is not executable — `chmod +x` it or check --agent", program.display()),
         },
-        SpawnError::Other(program, source) => Error::io(program, source),
+        SpawnError::Other(path, source) | SpawnError::Output(path, source) => Error::io(path, source),
     }
 }
 

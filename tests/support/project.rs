@@ -1,0 +1,161 @@
+//! A temporary git repository with a SPEC.md, a scripted agent and its own state folder, and a
+//! builder for running the real `kern` binary in it. Shared by the integration tests through
+//! `#[path = "support/project.rs"] mod project;`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A scratch project: repository, state folder, scenario.
+pub struct Project {
+    pub repo: tempfile::TempDir,
+    pub outside: tempfile::TempDir,
+}
+
+impl Project {
+    /// A repository with one commit (README.md) and the given SPEC.md (committed).
+    pub fn new(spec: &str) -> Project {
+        let repo = tempfile::Builder::new().prefix("kern-test-").tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let r = git2::Repository::init(repo.path()).unwrap();
+        let mut cfg = r.config().unwrap();
+        cfg.set_str("user.name", "Test Person").unwrap();
+        cfg.set_str("user.email", "test@example.com").unwrap();
+        let p = Project { repo, outside };
+        p.write("README.md", "# scratch\n");
+        p.write("SPEC.md", spec);
+        p.commit_all("initial");
+        p.scenario(&serde_json::json!({}));
+        p
+    }
+
+    /// The repository's top folder.
+    pub fn path(&self) -> &Path {
+        self.repo.path()
+    }
+
+    /// The state root (KERN_STATE_DIR).
+    pub fn state_root(&self) -> PathBuf {
+        self.outside.path().join("state")
+    }
+
+    /// The state folder of this project on `master`/`main` (whatever HEAD names).
+    pub fn state_dir(&self) -> PathBuf {
+        let r = git2::Repository::open(self.path()).unwrap();
+        let head = r.find_reference("HEAD").unwrap();
+        let branch = head.symbolic_target().unwrap().trim_start_matches("refs/heads/").replace('/', "-");
+        let name = self.path().file_name().unwrap().to_string_lossy().into_owned();
+        self.state_root().join(name).join(branch)
+    }
+
+    /// Writes a file in the repository.
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Reads a file of the repository.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path().join(rel)).unwrap()
+    }
+
+    /// Commits every change (test setup only).
+    pub fn commit_all(&self, message: &str) {
+        let r = git2::Repository::open(self.path()).unwrap();
+        let mut index = r.index().unwrap();
+        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+        index.write().unwrap();
+        let tree = r.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = r.signature().unwrap();
+        let parent = r.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        r.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).unwrap();
+    }
+
+    /// The scenario file of the scripted agent.
+    pub fn scenario_path(&self) -> PathBuf {
+        self.outside.path().join("scenario.json")
+    }
+
+    /// Sets the scripted agent's scenario (and resets its invocation counts).
+    pub fn scenario(&self, scenario: &Value) {
+        std::fs::write(self.scenario_path(), serde_json::to_vec_pretty(scenario).unwrap()).unwrap();
+        let _ = std::fs::remove_file(self.outside.path().join("scenario.counts.json"));
+        let wrapper = self.outside.path().join("agent.sh");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexec '{}' scripted-agent '{}'\n",
+                env!("CARGO_BIN_EXE_kern"),
+                self.scenario_path().display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// The prompts the scripted agent received for `stage`, in order.
+    pub fn prompts(&self, stage: &str) -> Vec<String> {
+        let text = std::fs::read_to_string(self.outside.path().join("scenario.calls.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|c| c["stage"] == stage)
+            .map(|c| c["prompt"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// `kern` in this repository with the scripted agent, its own state root, no colour.
+    pub fn kern(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kern"));
+        cmd.current_dir(self.path())
+            .env("KERN_STATE_DIR", self.state_root())
+            .env("KERN_AGENT", format!("program:{}", self.outside.path().join("agent.sh").display()))
+            .env("KERN_RETRY_DELAY", "0")
+            .env("NO_COLOR", "1")
+            .env_remove("KERN_MODEL")
+            .env_remove("KERN_CHECK");
+        cmd
+    }
+
+    /// Commit subjects, newest first.
+    pub fn log(&self) -> Vec<String> {
+        let r = git2::Repository::open(self.path()).unwrap();
+        let mut walk = r.revwalk().unwrap();
+        walk.push_head().unwrap();
+        walk.map(|oid| r.find_commit(oid.unwrap()).unwrap().summary().unwrap_or("").to_string()).collect()
+    }
+
+    /// Paths in HEAD's tree.
+    pub fn head_files(&self) -> Vec<String> {
+        let r = git2::Repository::open(self.path()).unwrap();
+        let tree = r.head().unwrap().peel_to_tree().unwrap();
+        let mut files = Vec::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+            if entry.kind() == Some(git2::ObjectType::Blob) {
+                files.push(format!("{root}{}", entry.name().unwrap()));
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+        files
+    }
+
+    /// Paths changed or untracked in the work tree (not ignored).
+    pub fn dirty(&self) -> Vec<String> {
+        let r = git2::Repository::open(self.path()).unwrap();
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(true).recurse_untracked_dirs(true);
+        r.statuses(Some(&mut opts)).unwrap().iter().filter_map(|e| e.path().map(str::to_string)).collect()
+    }
+}
+
+/// stdout and stderr of an assert_cmd output as strings.
+pub fn texts(out: &std::process::Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
