@@ -42,9 +42,17 @@ pub async fn run(
         cwd: cwd.to_path_buf(),
         stdin: Vec::new(),
     };
-    let limits = StageLimits { stage_timeout: timeout, idle_timeout: timeout, result_grace: timeout };
+    let limits = StageLimits {
+        stage_timeout: timeout,
+        idle_timeout: timeout,
+        result_grace: timeout,
+    };
     let stderr = log.with_extension("stderr");
-    let files = StreamFiles { stdout: log.to_path_buf(), stderr: stderr.clone(), stderr_cap: 4096 };
+    let files = StreamFiles {
+        stdout: log.to_path_buf(),
+        stderr: stderr.clone(),
+        stderr_cap: 4096,
+    };
     let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES);
     let mut on_line = |line: &str| {
         if tail.len() == TAIL_LINES {
@@ -53,12 +61,23 @@ pub async fn run(
         tail.push_back(line.chars().take(300).collect());
         LineAction::Continue
     };
-    let finished = supervisor::run(&invocation, &limits, &files, interrupt, &mut |_| {}, &mut on_line)
-        .await
-        .map_err(|e| Error::Internal(format!("cannot run the check command: {e}")))?;
+    let finished = supervisor::run(
+        &invocation,
+        &limits,
+        &files,
+        interrupt,
+        &mut |_| {},
+        &mut on_line,
+    )
+    .await
+    .map_err(|e| Error::Internal(format!("cannot run the check command: {e}")))?;
     let _ = std::fs::remove_file(&stderr);
     let lines: Vec<String> = tail.into_iter().collect();
-    let shown = if lines.is_empty() { String::from("(no output)") } else { lines.join("\n") };
+    let shown = if lines.is_empty() {
+        String::from("(no output)")
+    } else {
+        lines.join("\n")
+    };
     Ok(match finished.end {
         EndReason::Interrupted(signal) => return Err(Error::Interrupted { signal }),
         EndReason::StageTimeout | EndReason::IdleTimeout => Failed(format!(
@@ -88,9 +107,20 @@ mod tests {
         let log = dir.path().join("check.log");
         let none = Interrupt::none();
         let t = Duration::from_secs(30);
-        assert_eq!(run("true", dir.path(), t, &log, &none).await.unwrap(), CheckResult::Passed);
-        let failed = run("echo out; echo err >&2; exit 3", dir.path(), t, &log, &none).await.unwrap();
-        assert_eq!(failed, Failed("check `echo out; echo err >&2; exit 3` failed (exit 3); last output:\nout\nerr".into()));
+        assert_eq!(
+            run("true", dir.path(), t, &log, &none).await.unwrap(),
+            CheckResult::Passed
+        );
+        let failed = run("echo out; echo err >&2; exit 3", dir.path(), t, &log, &none)
+            .await
+            .unwrap();
+        assert_eq!(
+            failed,
+            Failed(
+                "check `echo out; echo err >&2; exit 3` failed (exit 3); last output:\nout\nerr"
+                    .into()
+            )
+        );
         assert_eq!(std::fs::read_to_string(&log).unwrap(), "out\nerr\n");
     }
 }

@@ -51,21 +51,31 @@ pub fn report(settings: &Settings) -> Result<String> {
         "\nwould take: `{}` ({}:{}) — {}",
         task.title, ws.spec_display, task.line, selection.reason
     );
-    let check = task.check_command().map(str::to_string).or_else(|| settings.check.clone());
+    let check = task
+        .check_command()
+        .map(str::to_string)
+        .or_else(|| settings.check.clone());
     let _ = writeln!(
         out,
         "check gate: {}",
-        check.map(|c| format!("`{c}`")).unwrap_or_else(|| "none (no --check, no Check note)".into())
+        check
+            .map(|c| format!("`{c}`"))
+            .unwrap_or_else(|| "none (no --check, no Check note)".into())
     );
 
     let text = task_text(&doc, selection.task);
     let learned = learnings::read(&ws.learnings_path)?;
     let commits = ws.repo.recent_commits(10, prompt::BUDGET_COMMITS)?;
     let attempts = attempts_text(task.attempts(), settings.max_attempts);
-    let research = task.research().map(|n| n.text.clone()).unwrap_or_else(|| "(the research stage's notes)".into());
+    let research = task
+        .research()
+        .map(|n| n.text.clone())
+        .unwrap_or_else(|| "(the research stage's notes)".into());
     let own = ws.own_files();
     let exclude: Vec<&std::path::Path> = own.iter().map(|p| p.as_path()).collect();
-    let diff = ws.repo.diff_since(ws.repo.head_oid(), &exclude, prompt::BUDGET_DIFF)?;
+    let diff = ws
+        .repo
+        .diff_since(ws.repo.head_oid(), &exclude, prompt::BUDGET_DIFF)?;
     for stage in stages {
         let mut inputs = PromptInputs {
             task: Some(&text),
@@ -100,20 +110,38 @@ pub fn report(settings: &Settings) -> Result<String> {
         });
         let _ = writeln!(out, "\nstage {} {}:", stage.number(), stage.name());
         let _ = writeln!(out, "  tools:   {}", stage.tools().as_str());
-        let _ = writeln!(out, "  model:   {}", model.as_deref().unwrap_or("(the agent's default)"));
-        let _ = writeln!(out, "  prompt:  {} bytes from {}", rendered.text.len(), template.source.display());
+        let _ = writeln!(
+            out,
+            "  model:   {}",
+            model.as_deref().unwrap_or("(the agent's default)")
+        );
+        let _ = writeln!(
+            out,
+            "  prompt:  {} bytes from {}",
+            rendered.text.len(),
+            template.source.display()
+        );
         for cut in &rendered.cuts {
             let _ = writeln!(out, "           {cut}");
         }
         let argv: Vec<String> = std::iter::once(invocation.program.display().to_string())
             .chain(invocation.args.iter().map(|a| shell_quote(a)))
             .collect();
-        let _ = writeln!(out, "  argv:    {} < {}", argv.join(" "), ws.state_dir.stage_prompt(stage).display());
+        let _ = writeln!(
+            out,
+            "  argv:    {} < {}",
+            argv.join(" "),
+            ws.state_dir.stage_prompt(stage).display()
+        );
         for (k, v) in &invocation.env {
             let _ = writeln!(out, "  env:     {k}={}", shell_quote(v));
         }
         if settings.verbose > 0 {
-            let _ = writeln!(out, "  ---- prompt ----\n{}\n  ---- end of prompt ----", rendered.text);
+            let _ = writeln!(
+                out,
+                "  ---- prompt ----\n{}\n  ---- end of prompt ----",
+                rendered.text
+            );
         }
     }
     Ok(out)
@@ -122,8 +150,14 @@ pub fn report(settings: &Settings) -> Result<String> {
 /// Quotes an argument for display when a shell would need it.
 fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty()
-        && arg.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_=./,:@+%".contains(&b));
-    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_=./,:@+%".contains(&b));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
 }
 
 #[cfg(test)]

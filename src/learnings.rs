@@ -23,7 +23,11 @@ pub fn append(path: &Path, date: &str, task: &str, learnings: &[String]) -> Resu
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(Error::io(path, e)),
     };
-    let eol = if before.contains("\r\n") { "\r\n" } else { "\n" };
+    let eol = if before.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    };
     let mut text = before.clone();
     if text.is_empty() {
         text.push_str(&format!("# Learnings{eol}"));
@@ -58,7 +62,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("LEARNINGS.md");
         std::fs::write(&path, "# Learnings\n\nhand written\n").unwrap();
-        let before = append(&path, "2026-11-22", "Add  a\nparser", &["uses serde".into(), " ".into()]).unwrap();
+        let before = append(
+            &path,
+            "2026-11-22",
+            "Add  a\nparser",
+            &["uses serde".into(), " ".into()],
+        )
+        .unwrap();
         assert_eq!(before.as_deref(), Some("# Learnings\n\nhand written\n"));
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
@@ -71,10 +81,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("LEARNINGS.md");
         append(&path, "2026-11-22", "T", &["a".into()]).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Learnings\n\n## 2026-11-22 — T\n\n- a\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# Learnings\n\n## 2026-11-22 — T\n\n- a\n"
+        );
         std::fs::write(&path, "# L\r\n").unwrap();
         append(&path, "2026-11-22", "T", &["b".into()]).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# L\r\n\r\n## 2026-11-22 — T\r\n\r\n- b\r\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# L\r\n\r\n## 2026-11-22 — T\r\n\r\n- b\r\n"
+        );
         assert_eq!(append(&path, "d", "T", &[]).unwrap(), None);
     }
 }

@@ -81,7 +81,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Some(Command::Demo { .. }) => Err(Error::NotAvailable("demo")),
         Some(Command::Doctor) => Err(Error::NotAvailable("doctor")),
-        Some(Command::Completions { shell }) => to_stdout(|out| completions::completions(shell, out)),
+        Some(Command::Completions { shell }) => {
+            to_stdout(|out| completions::completions(shell, out))
+        }
         Some(Command::Man) => to_stdout(completions::man_page),
         Some(Command::ScriptedAgent { scenario }) => scripted_agent::run(&scenario),
     }

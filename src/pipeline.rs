@@ -63,7 +63,11 @@ impl Workspace {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
         let repo = Repository::discover(&cwd)?;
         let top = repo.top().to_path_buf();
-        let spec_path = if settings.spec.is_absolute() { settings.spec.clone() } else { top.join(&settings.spec) };
+        let spec_path = if settings.spec.is_absolute() {
+            settings.spec.clone()
+        } else {
+            top.join(&settings.spec)
+        };
         let spec_display = spec_path
             .strip_prefix(&top)
             .map(|p| p.display().to_string())
@@ -71,7 +75,14 @@ impl Workspace {
         let learnings_path = spec_path.with_file_name("LEARNINGS.md");
         let state_dir = StateDir::locate(&StateDir::root_from_env(), &top, &repo.branch_folder()?);
         let templates = Templates::load(&top)?;
-        Ok(Workspace { repo, spec_path, spec_display, learnings_path, state_dir, templates })
+        Ok(Workspace {
+            repo,
+            spec_path,
+            spec_display,
+            learnings_path,
+            state_dir,
+            templates,
+        })
     }
 
     /// Loads and validates SPEC.md: warnings are returned, errors are `Error::SpecInvalid`.
@@ -84,7 +95,9 @@ impl Workspace {
             .map(|d| d.render(&self.spec_display))
             .collect();
         if !errors.is_empty() {
-            return Err(Error::SpecInvalid { report: errors.join("\n") });
+            return Err(Error::SpecInvalid {
+                report: errors.join("\n"),
+            });
         }
         let warnings = diagnostics
             .iter()
@@ -106,7 +119,10 @@ impl Workspace {
 
 /// The model for a stage: `--model`, else the template's front matter.
 pub fn model_for(settings: &Settings, templates: &Templates, stage: Stage) -> Option<String> {
-    settings.model.clone().or_else(|| templates.get(stage).model.clone())
+    settings
+        .model
+        .clone()
+        .or_else(|| templates.get(stage).model.clone())
 }
 
 /// The `{ATTEMPTS}` text for a task with `attempts` failures.
@@ -155,8 +171,16 @@ pub async fn run(settings: &Settings, reporter: &Reporter, interrupt: &Interrupt
     ws.repo.ensure_no_operation_in_progress()?;
     ws.state_dir.create(ws.repo.top())?;
     let argv: Vec<String> = std::env::args().collect();
-    let (lock, takeover) = RunLock::acquire(&ws.state_dir.lock_path(), &ws.state_dir.legacy_lock_dir(), &argv)?;
-    let run_id = format!("{}-{}", std::process::id(), stage_runner::rfc3339(std::time::SystemTime::now()));
+    let (lock, takeover) = RunLock::acquire(
+        &ws.state_dir.lock_path(),
+        &ws.state_dir.legacy_lock_dir(),
+        &argv,
+    )?;
+    let run_id = format!(
+        "{}-{}",
+        std::process::id(),
+        stage_runner::rfc3339(std::time::SystemTime::now())
+    );
     let log = RunLog::new(ws.state_dir.run_log(), run_id);
     let mut run = Run {
         settings,
@@ -194,7 +218,10 @@ impl Run<'_> {
                 if record.phase == "committing" {
                     stale_started = humantime::parse_rfc3339(&record.started_at).ok();
                 }
-                self.log.event("lock_recovered", json!({"pid": record.pid, "why": why, "phase": record.phase}));
+                self.log.event(
+                    "lock_recovered",
+                    json!({"pid": record.pid, "why": why, "phase": record.phase}),
+                );
             }
             Some(Takeover::Unreadable { path }) => {
                 self.reporter.warn(&format!(
@@ -203,7 +230,10 @@ impl Run<'_> {
                 ));
             }
             Some(Takeover::LegacyDir { path }) => {
-                self.reporter.warn(&format!("removed the original script's stale lock `{}`", path.display()));
+                self.reporter.warn(&format!(
+                    "removed the original script's stale lock `{}`",
+                    path.display()
+                ));
             }
             None => {}
         }
@@ -211,11 +241,16 @@ impl Run<'_> {
             match stale_started {
                 Some(started) => {
                     if let Some(path) = self.ws.repo.recover_index_lock(started)? {
-                        self.reporter.warn(&format!("removed `{}` left by the crashed kern", path.display()));
+                        self.reporter.warn(&format!(
+                            "removed `{}` left by the crashed kern",
+                            path.display()
+                        ));
                     }
                 }
                 None => {
-                    return Err(Error::IndexLocked { path: self.ws.repo.git().path().join("index.lock") });
+                    return Err(Error::IndexLocked {
+                        path: self.ws.repo.git().path().join("index.lock"),
+                    });
                 }
             }
         }
@@ -250,13 +285,18 @@ impl Run<'_> {
             if let Some(limit) = self.settings.max_cost
                 && self.summary.cost_usd >= limit
             {
-                return Err(Error::BudgetSpent { spent: self.summary.cost_usd, limit });
+                return Err(Error::BudgetSpent {
+                    spent: self.summary.cost_usd,
+                    limit,
+                });
             }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase("sleeping")?;
                 self.reporter.waiting("next iteration", self.settings.delay);
                 if self.interrupt.sleep_or_interrupt(self.settings.delay).await {
-                    return Err(Error::Interrupted { signal: self.interrupt.requested().unwrap_or(2) });
+                    return Err(Error::Interrupted {
+                        signal: self.interrupt.requested().unwrap_or(2),
+                    });
                 }
             }
         }
@@ -316,8 +356,13 @@ impl Run<'_> {
         let task_index = selection.task;
         let task = &doc.tasks()[task_index];
         let identity = doc.identity(task_index);
-        let identity_json = serde_json::to_value(&identity).map_err(|e| Error::Internal(e.to_string()))?;
-        let (point, stale) = resume::infer(&self.ws.state_dir, &identity_json, task.research().is_some());
+        let identity_json =
+            serde_json::to_value(&identity).map_err(|e| Error::Internal(e.to_string()))?;
+        let (point, stale) = resume::infer(
+            &self.ws.state_dir,
+            &identity_json,
+            task.research().is_some(),
+        );
         for message in stale {
             self.reporter.info(&message);
         }
@@ -330,7 +375,10 @@ impl Run<'_> {
             selection.reason,
             point.name()
         ));
-        self.log.event("iteration_start", json!({"index": index, "task": task.title, "line": task.line, "resume": point.name()}));
+        self.log.event(
+            "iteration_start",
+            json!({"index": index, "task": task.title, "line": task.line, "resume": point.name()}),
+        );
         let start = self.task_start(&doc, task_index, &identity_json)?;
         let mut it = TaskIteration {
             title: task.title.clone(),
@@ -341,7 +389,10 @@ impl Run<'_> {
         };
         let end = self.run_task(&mut it, point).await;
         if let Ok(e) = &end {
-            self.log.event("iteration_end", json!({"index": index, "task": it.title, "end": format!("{e:?}")}));
+            self.log.event(
+                "iteration_end",
+                json!({"index": index, "task": it.title, "end": format!("{e:?}")}),
+            );
         }
         end
     }
@@ -355,7 +406,10 @@ impl Run<'_> {
         {
             return Ok(start);
         }
-        let chain_started = doc.ancestors(task).iter().any(|&a| doc.tasks()[a].state == TaskState::InProgress);
+        let chain_started = doc
+            .ancestors(task)
+            .iter()
+            .any(|&a| doc.tasks()[a].state == TaskState::InProgress);
         let is_new = doc.tasks()[task].state == TaskState::Pending && !chain_started;
         let mut excluded = Vec::new();
         if is_new {
@@ -382,7 +436,11 @@ impl Run<'_> {
         Ok(start)
     }
 
-    async fn run_task(&mut self, it: &mut TaskIteration, point: ResumePoint) -> Result<IterationEnd> {
+    async fn run_task(
+        &mut self,
+        it: &mut TaskIteration,
+        point: ResumePoint,
+    ) -> Result<IterationEnd> {
         let (implement_record, review_record) = match point {
             ResumePoint::Research => {
                 let run = self.stage(it, Stage::Research).await?;
@@ -392,14 +450,20 @@ impl Run<'_> {
                 }
             }
             ResumePoint::ApplyResearch(record) => {
-                let run = StageRun { report: record.kern.report.clone(), record: *record, failure: None, cost_usd: 0.0 };
+                let run = StageRun {
+                    report: record.kern.report.clone(),
+                    record: *record,
+                    failure: None,
+                    cost_usd: 0.0,
+                };
                 match self.apply_research(it, &run)? {
                     Some(end) => return Ok(end),
                     None => (None, None),
                 }
             }
             ResumePoint::Implement => {
-                self.reporter.info("research: skipped, the task already has a Research note");
+                self.reporter
+                    .info("research: skipped, the task already has a Research note");
                 (None, None)
             }
             ResumePoint::Review(i) => (Some(*i), None),
@@ -418,7 +482,11 @@ impl Run<'_> {
         };
         let implement_report = match &implement.kern.report {
             Some(StageReport::Implement(r)) => r.clone(),
-            _ => return Err(Error::Internal("implement record without an implement report".into())),
+            _ => {
+                return Err(Error::Internal(
+                    "implement record without an implement report".into(),
+                ));
+            }
         };
 
         let review = match review_record {
@@ -427,7 +495,9 @@ impl Run<'_> {
                 if let Some(end) = self.check_gate(it).await? {
                     return Ok(end);
                 }
-                let run = self.stage_with_summary(it, Stage::Commit, &implement_report.summary).await?;
+                let run = self
+                    .stage_with_summary(it, Stage::Commit, &implement_report.summary)
+                    .await?;
                 if let Some(end) = self.apply_review_failure(it, &run)? {
                     return Ok(end);
                 }
@@ -436,7 +506,11 @@ impl Run<'_> {
         };
         let review_report = match &review.kern.report {
             Some(StageReport::Commit(r)) => r.clone(),
-            _ => return Err(Error::Internal("review record without a review report".into())),
+            _ => {
+                return Err(Error::Internal(
+                    "review record without a review report".into(),
+                ));
+            }
         };
         self.commit(it, &implement_report, &review_report)
     }
@@ -446,18 +520,28 @@ impl Run<'_> {
         self.stage_with_summary(it, stage, "").await
     }
 
-    async fn stage_with_summary(&mut self, it: &TaskIteration, stage: Stage, implement_summary: &str) -> Result<StageRun> {
+    async fn stage_with_summary(
+        &mut self,
+        it: &TaskIteration,
+        stage: Stage,
+        implement_summary: &str,
+    ) -> Result<StageRun> {
         let (_, doc, _) = self.ws.load_spec()?;
-        let task = doc
-            .find(&it.identity)
-            .ok_or_else(|| Error::SpecEdit { path: self.ws.spec_path.clone(), message: format!("task `{}` is gone from the file", it.title) })?;
+        let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
+            path: self.ws.spec_path.clone(),
+            message: format!("task `{}` is gone from the file", it.title),
+        })?;
         let attempts = doc.tasks()[task].attempts();
         let prompt = self.render(&doc, task, stage, implement_summary, it)?;
         let request = StageRequest {
             stage,
             model: model_for(self.settings, &self.ws.templates, stage),
             prompt: prompt.text,
-            task: TaskRef { title: it.title.clone(), identity: it.identity_json.clone(), line: it.line },
+            task: TaskRef {
+                title: it.title.clone(),
+                identity: it.identity_json.clone(),
+                line: it.line,
+            },
             attempt: attempts + 1,
         };
         for cut in &prompt.cuts {
@@ -465,7 +549,8 @@ impl Run<'_> {
         }
         let snapshot = self.ws.repo.snapshot()?;
         let refs_before = self.ws.repo.refs_snapshot()?;
-        let spec_before = std::fs::read_to_string(&self.ws.spec_path).map_err(|e| Error::io(&self.ws.spec_path, e))?;
+        let spec_before = std::fs::read_to_string(&self.ws.spec_path)
+            .map_err(|e| Error::io(&self.ws.spec_path, e))?;
         let ctx = StageContext {
             settings: self.settings,
             state_dir: &self.ws.state_dir,
@@ -473,18 +558,30 @@ impl Run<'_> {
             reporter: self.reporter,
             interrupt: self.interrupt,
         };
-        self.log.event("stage_start", json!({"stage": stage.name(), "task": it.title, "prompt_bytes": request.prompt.len()}));
+        self.log.event(
+            "stage_start",
+            json!({"stage": stage.name(), "task": it.title, "prompt_bytes": request.prompt.len()}),
+        );
         let result = stage_runner::run_stage(&ctx, &mut self.lock, &request).await;
         let mut run = match result {
             Ok(run) => run,
             Err(e) => {
-                self.log.event("stage_end", json!({"stage": stage.name(), "error": e.to_string()}));
+                self.log.event(
+                    "stage_end",
+                    json!({"stage": stage.name(), "error": e.to_string()}),
+                );
                 return Err(e);
             }
         };
         self.summary.cost_usd += run.cost_usd;
         self.summary.retries += run.record.kern.retries;
-        self.summary.waits += run.record.kern.waits.iter().filter(|w| w.kind == WaitKind::UsageLimit).count() as u32;
+        self.summary.waits += run
+            .record
+            .kern
+            .waits
+            .iter()
+            .filter(|w| w.kind == WaitKind::UsageLimit)
+            .count() as u32;
         self.reporter.cost_so_far(self.summary.cost_usd);
 
         // Audits (DESIGN.md section 4).
@@ -493,7 +590,10 @@ impl Run<'_> {
         let refs_after = self.ws.repo.refs_snapshot()?;
         if refs_after != refs_before {
             for moved in refs_before.diff(&refs_after) {
-                violations.push(format!("{} stage moved {moved} (history left as it is)", stage.name()));
+                violations.push(format!(
+                    "{} stage moved {moved} (history left as it is)",
+                    stage.name()
+                ));
             }
         }
         if stage.tools().is_read_only() {
@@ -522,7 +622,10 @@ impl Run<'_> {
             for v in &violations {
                 self.reporter.warn(&format!("violation: {v}"));
             }
-            self.log.event("violation", json!({"stage": stage.name(), "violations": violations, "reverted": reverted}));
+            self.log.event(
+                "violation",
+                json!({"stage": stage.name(), "violations": violations, "reverted": reverted}),
+            );
             run.record.kern.violations = violations;
             run.record.kern.reverted = reverted;
             if stage.tools().is_read_only() {
@@ -554,27 +657,46 @@ impl Run<'_> {
     fn audit_spec(&self, before: &str, identity: &spec::TaskIdentity) -> Result<Option<String>> {
         let Ok(now) = std::fs::read(&self.ws.spec_path) else {
             crate::atomic_file::write(&self.ws.spec_path, before.as_bytes())?;
-            return Ok(Some(format!("{} was deleted (restored)", self.ws.spec_display)));
+            return Ok(Some(format!(
+                "{} was deleted (restored)",
+                self.ws.spec_display
+            )));
         };
         let broken = match Document::from_bytes(&now) {
             Err(_) => true,
             Ok(doc) => {
-                spec::validate(&doc).iter().any(|d| d.severity == Severity::Error) || doc.find(identity).is_none()
+                spec::validate(&doc)
+                    .iter()
+                    .any(|d| d.severity == Severity::Error)
+                    || doc.find(identity).is_none()
             }
         };
         if broken {
             crate::atomic_file::write(&self.ws.spec_path, before.as_bytes())?;
-            return Ok(Some(format!("{} no longer parsed or lost the task (kern's copy restored)", self.ws.spec_display)));
+            return Ok(Some(format!(
+                "{} no longer parsed or lost the task (kern's copy restored)",
+                self.ws.spec_display
+            )));
         }
         Ok(None)
     }
 
-    fn render(&self, doc: &Document, task: usize, stage: Stage, implement_summary: &str, it: &TaskIteration) -> Result<prompt::Rendered> {
+    fn render(
+        &self,
+        doc: &Document,
+        task: usize,
+        stage: Stage,
+        implement_summary: &str,
+        it: &TaskIteration,
+    ) -> Result<prompt::Rendered> {
         let task_text = task_text(doc, task);
         let learnings = learnings::read(&self.ws.learnings_path)?;
         let commits = self.ws.repo.recent_commits(10, prompt::BUDGET_COMMITS)?;
         let attempts = attempts_text(doc.tasks()[task].attempts(), self.settings.max_attempts);
-        let research = doc.tasks()[task].research().map(|n| n.text.clone()).unwrap_or_default();
+        let research = doc.tasks()[task]
+            .research()
+            .map(|n| n.text.clone())
+            .unwrap_or_default();
         let diff;
         let mut inputs = PromptInputs {
             task: Some(&task_text),
@@ -590,11 +712,19 @@ impl Run<'_> {
                 inputs.attempts = Some(&attempts);
             }
             Stage::Commit => {
-                let base = it.start.base_commit.as_deref().and_then(|s| git2::Oid::from_str(s).ok());
-                let mut exclude: Vec<&Path> = it.start.excluded.iter().map(PathBuf::as_path).collect();
+                let base = it
+                    .start
+                    .base_commit
+                    .as_deref()
+                    .and_then(|s| git2::Oid::from_str(s).ok());
+                let mut exclude: Vec<&Path> =
+                    it.start.excluded.iter().map(PathBuf::as_path).collect();
                 let own = self.ws.own_files();
                 exclude.extend(own.iter().map(PathBuf::as_path));
-                diff = self.ws.repo.diff_since(base, &exclude, prompt::BUDGET_DIFF)?;
+                diff = self
+                    .ws
+                    .repo
+                    .diff_since(base, &exclude, prompt::BUDGET_DIFF)?;
                 inputs.diff = Some(&diff);
                 inputs.prev_result = Some(implement_summary);
                 inputs.learnings = None;
@@ -605,28 +735,53 @@ impl Run<'_> {
 
     /// Research done: write the notes and mark the task (and its chain) in progress. Returns
     /// an end when the iteration stops here.
-    fn apply_research(&mut self, it: &mut TaskIteration, run: &StageRun) -> Result<Option<IterationEnd>> {
+    fn apply_research(
+        &mut self,
+        it: &mut TaskIteration,
+        run: &StageRun,
+    ) -> Result<Option<IterationEnd>> {
         let report = match &run.report {
             Some(StageReport::Research(r)) => r.clone(),
             _ => {
-                let note = run.failure.clone().unwrap_or_else(|| "research gave no notes".into());
+                let note = run
+                    .failure
+                    .clone()
+                    .unwrap_or_else(|| "research gave no notes".into());
                 return self.failed_attempt(it, &note).map(Some);
             }
         };
         if let Some(reason) = report.skip_reason.filter(|r| !r.trim().is_empty()) {
-            self.edit(it, &[Edit::SetState(TaskState::Pending), Edit::AddSkipped(format!("research: {reason}"))])?;
+            self.edit(
+                it,
+                &[
+                    Edit::SetState(TaskState::Pending),
+                    Edit::AddSkipped(format!("research: {reason}")),
+                ],
+            )?;
             self.summary.skipped.push(it.title.clone());
             return Ok(Some(IterationEnd::Skipped));
         }
-        let notes = if report.notes.is_empty() { vec!["(the research stage returned no notes)".to_string()] } else { report.notes };
-        self.edit(it, &[Edit::AddResearch(notes), Edit::SetState(TaskState::InProgress)])?;
+        let notes = if report.notes.is_empty() {
+            vec!["(the research stage returned no notes)".to_string()]
+        } else {
+            report.notes
+        };
+        self.edit(
+            it,
+            &[
+                Edit::AddResearch(notes),
+                Edit::SetState(TaskState::InProgress),
+            ],
+        )?;
         self.mark_chain_in_progress(it)?;
         Ok(None)
     }
 
     fn mark_chain_in_progress(&mut self, it: &TaskIteration) -> Result<()> {
         let (_, doc, _) = self.ws.load_spec()?;
-        let Some(task) = doc.find(&it.identity) else { return Ok(()) };
+        let Some(task) = doc.find(&it.identity) else {
+            return Ok(());
+        };
         for ancestor in doc.ancestors(task) {
             if doc.tasks()[ancestor].state == TaskState::Pending {
                 let id = doc.identity(ancestor);
@@ -638,34 +793,61 @@ impl Run<'_> {
     }
 
     /// Implement done: SUCCESS goes on (None); every other status ends the iteration.
-    fn apply_implement(&mut self, it: &mut TaskIteration, run: &StageRun) -> Result<Option<IterationEnd>> {
+    fn apply_implement(
+        &mut self,
+        it: &mut TaskIteration,
+        run: &StageRun,
+    ) -> Result<Option<IterationEnd>> {
         let report: ImplementReport = match &run.report {
             Some(StageReport::Implement(r)) => r.clone(),
             _ => {
-                let note = run.failure.clone().unwrap_or_else(|| "implement gave no status".into());
+                let note = run
+                    .failure
+                    .clone()
+                    .unwrap_or_else(|| "implement gave no status".into());
                 return self.failed_attempt(it, &note).map(Some);
             }
         };
         match report.status {
             ImplementStatus::Success => Ok(None),
             ImplementStatus::Decomposed => {
-                let subtasks: Vec<String> = report.subtasks.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+                let subtasks: Vec<String> = report
+                    .subtasks
+                    .iter()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect();
                 if subtasks.is_empty() {
-                    return self.failed_attempt(it, "implement said DECOMPOSED but gave no subtasks").map(Some);
+                    return self
+                        .failed_attempt(it, "implement said DECOMPOSED but gave no subtasks")
+                        .map(Some);
                 }
-                self.reporter.info(&format!("decomposed into {} subtasks", subtasks.len()));
+                self.reporter
+                    .info(&format!("decomposed into {} subtasks", subtasks.len()));
                 self.edit(it, &[Edit::InsertSubtasks(subtasks)])?;
-                self.log.event("decomposed", json!({"task": it.title, "subtasks": report.subtasks}));
+                self.log.event(
+                    "decomposed",
+                    json!({"task": it.title, "subtasks": report.subtasks}),
+                );
                 Ok(Some(IterationEnd::Progressed))
             }
             ImplementStatus::Skipped => {
-                let reason = report.attempt_note.filter(|s| !s.trim().is_empty()).unwrap_or(report.summary);
-                self.edit(it, &[Edit::SetState(TaskState::Pending), Edit::AddSkipped(reason)])?;
+                let reason = report
+                    .attempt_note
+                    .filter(|s| !s.trim().is_empty())
+                    .unwrap_or(report.summary);
+                self.edit(
+                    it,
+                    &[Edit::SetState(TaskState::Pending), Edit::AddSkipped(reason)],
+                )?;
                 self.summary.skipped.push(it.title.clone());
                 Ok(Some(IterationEnd::Skipped))
             }
             ImplementStatus::Failed => {
-                let note = report.attempt_note.filter(|s| !s.trim().is_empty()).unwrap_or(report.summary);
+                let note = report
+                    .attempt_note
+                    .filter(|s| !s.trim().is_empty())
+                    .unwrap_or(report.summary);
                 self.failed_attempt(it, &note).map(Some)
             }
         }
@@ -674,34 +856,61 @@ impl Run<'_> {
     /// Runs the check gate; Some(end) when it failed.
     async fn check_gate(&mut self, it: &mut TaskIteration) -> Result<Option<IterationEnd>> {
         let (_, doc, _) = self.ws.load_spec()?;
-        let own = doc.find(&it.identity).and_then(|t| doc.tasks()[t].check_command().map(str::to_string));
-        let Some(command) = own.or_else(|| self.settings.check.clone()) else { return Ok(None) };
+        let own = doc
+            .find(&it.identity)
+            .and_then(|t| doc.tasks()[t].check_command().map(str::to_string));
+        let Some(command) = own.or_else(|| self.settings.check.clone()) else {
+            return Ok(None);
+        };
         self.lock.set_phase("check")?;
         self.reporter.info(&format!("check: `{command}`"));
-        let result = check::run(&command, self.ws.repo.top(), self.settings.check_timeout, &self.ws.state_dir.check_log(), self.interrupt).await?;
-        self.log.event("check", json!({"command": command, "passed": result == CheckResult::Passed}));
+        let result = check::run(
+            &command,
+            self.ws.repo.top(),
+            self.settings.check_timeout,
+            &self.ws.state_dir.check_log(),
+            self.interrupt,
+        )
+        .await?;
+        self.log.event(
+            "check",
+            json!({"command": command, "passed": result == CheckResult::Passed}),
+        );
         match result {
             CheckResult::Passed => {
                 self.reporter.info("check passed");
                 Ok(None)
             }
             CheckResult::Failed(note) => {
-                self.reporter.warn(note.lines().next().unwrap_or("check failed"));
+                self.reporter
+                    .warn(note.lines().next().unwrap_or("check failed"));
                 self.failed_attempt(it, &note).map(Some)
             }
         }
     }
 
     /// A review that did not say COMMIT ends the iteration with an Attempt note.
-    fn apply_review_failure(&mut self, it: &mut TaskIteration, run: &StageRun) -> Result<Option<IterationEnd>> {
+    fn apply_review_failure(
+        &mut self,
+        it: &mut TaskIteration,
+        run: &StageRun,
+    ) -> Result<Option<IterationEnd>> {
         match &run.report {
             Some(StageReport::Commit(r)) if r.verdict == Verdict::Commit => Ok(None),
             Some(StageReport::Commit(r)) => {
-                let reason = r.reason.clone().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| r.subject.clone());
-                self.failed_attempt(it, &format!("review rejected the change: {reason}")).map(Some)
+                let reason = r
+                    .reason
+                    .clone()
+                    .filter(|s| !s.trim().is_empty())
+                    .unwrap_or_else(|| r.subject.clone());
+                self.failed_attempt(it, &format!("review rejected the change: {reason}"))
+                    .map(Some)
             }
             _ => {
-                let note = run.failure.clone().unwrap_or_else(|| "review gave no verdict".into());
+                let note = run
+                    .failure
+                    .clone()
+                    .unwrap_or_else(|| "review gave no verdict".into());
                 self.failed_attempt(it, &note).map(Some)
             }
         }
@@ -712,7 +921,9 @@ impl Run<'_> {
         self.summary.failed_attempts += 1;
         self.last_failed = true;
         let doc = self.edit(it, &[Edit::AddAttempt(note.to_string())])?;
-        let Some(task) = doc.find(&it.identity) else { return Ok(IterationEnd::Progressed) };
+        let Some(task) = doc.find(&it.identity) else {
+            return Ok(IterationEnd::Progressed);
+        };
         let t = &doc.tasks()[task];
         let attempts = t.attempts();
         let max = self.settings.max_attempts;
@@ -723,22 +934,41 @@ impl Run<'_> {
             .map(|n| error_signature(&n.text))
             .collect();
         let repeated = signatures.len() >= max as usize
-            && signatures[signatures.len() - max as usize..].windows(2).all(|w| w[0] == w[1]);
+            && signatures[signatures.len() - max as usize..]
+                .windows(2)
+                .all(|w| w[0] == w[1]);
         let why = if attempts >= 2 * max {
-            Some(format!("{attempts} failed attempts, decomposition included — a person must look"))
+            Some(format!(
+                "{attempts} failed attempts, decomposition included — a person must look"
+            ))
         } else if repeated {
-            Some(format!("the last {max} attempts failed the same way — a person must look"))
+            Some(format!(
+                "the last {max} attempts failed the same way — a person must look"
+            ))
         } else {
             None
         };
         if let Some(why) = why {
-            self.edit(it, &[Edit::SetState(TaskState::Blocked), Edit::AddBlocked(why.clone()), Edit::BlockParents])?;
-            self.reporter.warn(&format!("blocked `{}`: {why}", it.title));
+            self.edit(
+                it,
+                &[
+                    Edit::SetState(TaskState::Blocked),
+                    Edit::AddBlocked(why.clone()),
+                    Edit::BlockParents,
+                ],
+            )?;
+            self.reporter
+                .warn(&format!("blocked `{}`: {why}", it.title));
             self.summary.blocked.push(it.title.clone());
-            self.log.event("blocked", json!({"task": it.title, "why": why}));
+            self.log
+                .event("blocked", json!({"task": it.title, "why": why}));
             resume::remove(&self.ws.state_dir.task_start());
         } else {
-            self.reporter.warn(&format!("attempt {attempts} of `{}` failed: {}", it.title, note.lines().next().unwrap_or("")));
+            self.reporter.warn(&format!(
+                "attempt {attempts} of `{}` failed: {}",
+                it.title,
+                note.lines().next().unwrap_or("")
+            ));
         }
         Ok(IterationEnd::Progressed)
     }
@@ -750,13 +980,23 @@ impl Run<'_> {
     }
 
     /// COMMIT: mark done, append learnings, commit — journaled so a crash commits once.
-    fn commit(&mut self, it: &mut TaskIteration, implement: &ImplementReport, review: &ReviewReport) -> Result<IterationEnd> {
+    fn commit(
+        &mut self,
+        it: &mut TaskIteration,
+        implement: &ImplementReport,
+        review: &ReviewReport,
+    ) -> Result<IterationEnd> {
         self.lock.set_phase("committing")?;
         let mut message = review.subject.trim().to_string();
         if message.is_empty() {
             message = it.title.clone();
         }
-        if let Some(body) = review.body.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+        if let Some(body) = review
+            .body
+            .as_deref()
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+        {
             message = format!("{message}\n\n{body}\n");
         }
         let pending = PendingCommit {
@@ -766,10 +1006,19 @@ impl Run<'_> {
             head_before: self.ws.repo.head_oid().map(|o| o.to_string()),
         };
         resume::save(&self.ws.state_dir.pending_commit(), &pending)?;
-        self.edit(it, &[Edit::SetState(TaskState::Done), Edit::CompleteParents])?;
-        let learned: Vec<String> = implement.learnings.iter().chain(review.learnings.iter()).cloned().collect();
+        self.edit(
+            it,
+            &[Edit::SetState(TaskState::Done), Edit::CompleteParents],
+        )?;
+        let learned: Vec<String> = implement
+            .learnings
+            .iter()
+            .chain(review.learnings.iter())
+            .cloned()
+            .collect();
         let date = chrono::Local::now().format("%Y-%m-%d").to_string();
-        let learnings_before = learnings::append(&self.ws.learnings_path, &date, &it.title, &learned)?;
+        let learnings_before =
+            learnings::append(&self.ws.learnings_path, &date, &it.title, &learned)?;
         match self.make_commit(it, &message) {
             Ok(sha) => {
                 resume::remove(&self.ws.state_dir.pending_commit());
@@ -782,53 +1031,100 @@ impl Run<'_> {
                 if let Some(before) = learnings_before {
                     crate::atomic_file::write(&self.ws.learnings_path, before.as_bytes())?;
                 }
-                let tail: Vec<&str> = output.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+                let tail: Vec<&str> = output
+                    .lines()
+                    .rev()
+                    .take(20)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
                 self.edit(it, &[Edit::SetState(TaskState::InProgress)])?;
-                self.failed_attempt(it, &format!("the `{hook}` hook refused the commit:\n{}", tail.join("\n")))
+                self.failed_attempt(
+                    it,
+                    &format!("the `{hook}` hook refused the commit:\n{}", tail.join("\n")),
+                )
             }
             Err(e) => Err(e),
         }
     }
 
     fn make_commit(&mut self, it: &TaskIteration, message: &str) -> Result<IterationEnd> {
-        let outcome = self.ws.repo.commit(&CommitRequest { message, exclude: &it.start.excluded, no_verify: self.settings.no_verify })?;
+        let outcome = self.ws.repo.commit(&CommitRequest {
+            message,
+            exclude: &it.start.excluded,
+            no_verify: self.settings.no_verify,
+        })?;
         for left in &outcome.left_out {
-            self.reporter.warn(&format!("left out of the commit: `{}` ({})", left.path, left.reason));
+            self.reporter.warn(&format!(
+                "left out of the commit: `{}` ({})",
+                left.path, left.reason
+            ));
         }
-        let left_out: Vec<Value> = outcome.left_out.iter().map(|l| json!({"path": l.path, "reason": l.reason})).collect();
+        let left_out: Vec<Value> = outcome
+            .left_out
+            .iter()
+            .map(|l| json!({"path": l.path, "reason": l.reason}))
+            .collect();
         match outcome.sha {
             Some(sha) => {
                 let short = sha.to_string()[..7].to_string();
-                self.reporter.info(&format!("committed {short} {}", message.lines().next().unwrap_or("")));
+                self.reporter.info(&format!(
+                    "committed {short} {}",
+                    message.lines().next().unwrap_or("")
+                ));
                 self.summary.committed.push((it.title.clone(), short));
-                self.log.event("commit", json!({"task": it.title, "sha": sha.to_string(), "left_out": left_out}));
+                self.log.event(
+                    "commit",
+                    json!({"task": it.title, "sha": sha.to_string(), "left_out": left_out}),
+                );
                 Ok(IterationEnd::Committed)
             }
-            None => Err(Error::Internal("the commit holds no change, not even SPEC.md".into())),
+            None => Err(Error::Internal(
+                "the commit holds no change, not even SPEC.md".into(),
+            )),
         }
     }
 
     /// A crash between marking the task done and committing: finish the commit, exactly once.
     fn finish_pending_commit(&mut self) -> Result<()> {
         let path = self.ws.state_dir.pending_commit();
-        let Some(pending) = resume::load::<PendingCommit>(&path) else { return Ok(()) };
+        let Some(pending) = resume::load::<PendingCommit>(&path) else {
+            return Ok(());
+        };
         let head = self.ws.repo.head_oid().map(|o| o.to_string());
         if head != pending.head_before {
             resume::remove(&path);
             return Ok(());
         }
-        self.reporter.info(&format!("finishing the commit of `{}` that the last run could not make", pending.title));
-        let identity: spec::TaskIdentity =
-            serde_json::from_value(pending.identity.clone()).map_err(|e| Error::Internal(e.to_string()))?;
+        self.reporter.info(&format!(
+            "finishing the commit of `{}` that the last run could not make",
+            pending.title
+        ));
+        let identity: spec::TaskIdentity = serde_json::from_value(pending.identity.clone())
+            .map_err(|e| Error::Internal(e.to_string()))?;
         let start = resume::load::<TaskStart>(&self.ws.state_dir.task_start())
             .filter(|s| resume::is_same_or_ancestor(&s.identity, &pending.identity))
-            .unwrap_or(TaskStart { identity: pending.identity.clone(), base_commit: None, excluded: Vec::new() });
-        let it = TaskIteration { title: pending.title.clone(), identity, identity_json: pending.identity.clone(), line: 0, start };
+            .unwrap_or(TaskStart {
+                identity: pending.identity.clone(),
+                base_commit: None,
+                excluded: Vec::new(),
+            });
+        let it = TaskIteration {
+            title: pending.title.clone(),
+            identity,
+            identity_json: pending.identity.clone(),
+            line: 0,
+            start,
+        };
         let (_, doc, _) = self.ws.load_spec()?;
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state != TaskState::Done
         {
-            self.edit(&it, &[Edit::SetState(TaskState::Done), Edit::CompleteParents])?;
+            self.edit(
+                &it,
+                &[Edit::SetState(TaskState::Done), Edit::CompleteParents],
+            )?;
         }
         self.make_commit(&it, &pending.message)?;
         resume::remove(&path);
@@ -852,7 +1148,10 @@ pub fn task_text(doc: &Document, task: usize) -> String {
     let ancestors = doc.ancestors(task);
     let mut text = String::new();
     if !ancestors.is_empty() {
-        let titles: Vec<&str> = ancestors.iter().map(|&a| doc.tasks()[a].title.as_str()).collect();
+        let titles: Vec<&str> = ancestors
+            .iter()
+            .map(|&a| doc.tasks()[a].title.as_str())
+            .collect();
         text.push_str(&format!("Part of: {}\n\n", titles.join(" › ")));
     }
     text.push_str(doc.task_block(task));
@@ -880,7 +1179,10 @@ fn outcome_word(run: &StageRun) -> String {
             Verdict::Reject => "REJECT".into(),
         },
         (Some(StageReport::Research(r)), _) => format!("{} notes", r.notes.len()),
-        (None, outcome) => serde_json::to_value(outcome).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        (None, outcome) => serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
     }
 }
 
@@ -890,7 +1192,10 @@ mod tests {
 
     #[test]
     fn attempts_text_asks_for_decomposition_at_the_limit() {
-        assert_eq!(attempts_text(0, 3), "This is the first attempt at this task.");
+        assert_eq!(
+            attempts_text(0, 3),
+            "This is the first attempt at this task."
+        );
         assert!(attempts_text(1, 3).starts_with("This task has failed 1 time."));
         assert!(attempts_text(2, 3).contains("do not repeat a failed approach"));
         assert!(attempts_text(3, 3).contains("Decomposition is required"));
@@ -899,7 +1204,13 @@ mod tests {
 
     #[test]
     fn error_signatures_fold_numbers() {
-        assert_eq!(error_signature("agent timed out after 60m"), error_signature("Agent timed out after 61m"));
-        assert_ne!(error_signature("tests fail: parser"), error_signature("tests fail: lexer"));
+        assert_eq!(
+            error_signature("agent timed out after 60m"),
+            error_signature("Agent timed out after 61m")
+        );
+        assert_ne!(
+            error_signature("tests fail: parser"),
+            error_signature("tests fail: lexer")
+        );
     }
 }

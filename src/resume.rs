@@ -48,7 +48,11 @@ impl ResumePoint {
 
 /// Infers the resume point of the task with `identity` (`has_research`: it has a Research
 /// note). Stale stage files are removed; the returned messages say which.
-pub fn infer(state_dir: &StateDir, identity: &Value, has_research: bool) -> (ResumePoint, Vec<String>) {
+pub fn infer(
+    state_dir: &StateDir,
+    identity: &Value,
+    has_research: bool,
+) -> (ResumePoint, Vec<String>) {
     let mut messages = Vec::new();
     let mut current = |stage: Stage| -> Option<StageRecord> {
         let path = state_dir.stage_record(stage);
@@ -68,8 +72,9 @@ pub fn infer(state_dir: &StateDir, identity: &Value, has_research: bool) -> (Res
     let implement = current(Stage::Implement).filter(|r| {
         matches!(&r.kern.report, Some(StageReport::Implement(i)) if i.status == ImplementStatus::Success)
     });
-    let review = current(Stage::Commit)
-        .filter(|r| matches!(&r.kern.report, Some(StageReport::Commit(c)) if c.verdict == Verdict::Commit));
+    let review = current(Stage::Commit).filter(
+        |r| matches!(&r.kern.report, Some(StageReport::Commit(c)) if c.verdict == Verdict::Commit),
+    );
     let point = match (has_research, research, implement, review) {
         (false, Some(r), _, _) => ResumePoint::ApplyResearch(Box::new(r)),
         (false, None, _, _) => ResumePoint::Research,
@@ -81,7 +86,9 @@ pub fn infer(state_dir: &StateDir, identity: &Value, has_research: bool) -> (Res
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// What kern recorded when a task started (`task.json`).
@@ -115,7 +122,8 @@ pub fn load<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
 
 /// Writes a JSON state file atomically.
 pub fn save<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| crate::error::Error::Internal(e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| crate::error::Error::Internal(e.to_string()))?;
     crate::atomic_file::write(path, &bytes)
 }
 

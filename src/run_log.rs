@@ -27,7 +27,10 @@ impl RunLog {
     /// Appends `{"ts", "run", "event", ...fields}`.
     pub fn event(&self, event: &str, fields: Value) {
         let mut line = Map::new();
-        line.insert("ts".into(), json!(crate::stage_runner::rfc3339(SystemTime::now())));
+        line.insert(
+            "ts".into(),
+            json!(crate::stage_runner::rfc3339(SystemTime::now())),
+        );
         line.insert("run".into(), json!(self.run_id));
         line.insert("event".into(), json!(event));
         if let Value::Object(extra) = fields {
@@ -58,7 +61,10 @@ mod tests {
         log.event("run_start", json!({"iterations": 3}));
         log.event("commit", json!({"sha": "abc"}));
         let text = std::fs::read_to_string(path).unwrap();
-        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["event"], "run_start");
         assert_eq!(lines[0]["iterations"], 3);

@@ -112,7 +112,10 @@ pub async fn run_stage(
             ctx.interrupt.set_child_group(Some(g.pgid));
             // Recorded in the lock so that a kern taking over after a crash can stop an
             // orphaned agent before it resumes the task.
-            let group = AgentGroup { pgid: g.pgid, leader_start_time: g.leader.start_time };
+            let group = AgentGroup {
+                pgid: g.pgid,
+                leader_start_time: g.leader.start_time,
+            };
             if let Err(e) = lock.set_agent_group(Some(group)) {
                 tracing::warn!(error = %e, "cannot record the agent group in the lock");
             }
@@ -178,7 +181,8 @@ pub async fn run_stage(
             EndReason::Interrupted(signal) => {
                 envelope.outcome = Outcome::Interrupted;
                 envelope.failure = Some("interrupted".into());
-                StageRecord::from_output(&output, envelope).write(&state_dir.stage_record(stage))?;
+                StageRecord::from_output(&output, envelope)
+                    .write(&state_dir.stage_record(stage))?;
                 return Err(Error::Interrupted { signal: *signal });
             }
             EndReason::StageTimeout => Some(FailureClass::Transient(format!(
@@ -193,34 +197,64 @@ pub async fn run_stage(
                 retry::classify(&settings.agent, &output)
             }
         };
-        let timed_out = matches!(finished.end, EndReason::StageTimeout | EndReason::IdleTimeout);
+        let timed_out = matches!(
+            finished.end,
+            EndReason::StageTimeout | EndReason::IdleTimeout
+        );
 
         match class {
             None => {
-                let report = stage::extract_report(stage, output.structured_output.as_ref(), &output.result_text);
+                let report = stage::extract_report(
+                    stage,
+                    output.structured_output.as_ref(),
+                    &output.result_text,
+                );
                 match report {
                     Ok(report) => {
                         envelope.report = Some(report.clone());
                         let record = StageRecord::from_output(&output, envelope);
                         record.write(&state_dir.stage_record(stage))?;
-                        return Ok(StageRun { record, report: Some(report), failure: None, cost_usd: cost });
+                        return Ok(StageRun {
+                            record,
+                            report: Some(report),
+                            failure: None,
+                            cost_usd: cost,
+                        });
                     }
                     Err(reason) => {
                         // A stage limit: no blind retry.
-                        let note = format!("{} stage gave no usable result: {reason}", stage.name());
-                        return failed(state_dir, stage, &output, envelope, Outcome::Failed, note, cost);
+                        let note =
+                            format!("{} stage gave no usable result: {reason}", stage.name());
+                        return failed(
+                            state_dir,
+                            stage,
+                            &output,
+                            envelope,
+                            Outcome::Failed,
+                            note,
+                            cost,
+                        );
                     }
                 }
             }
             Some(FailureClass::NeedsUser(message)) => {
                 envelope.outcome = Outcome::Failed;
                 envelope.failure = Some(message.clone());
-                StageRecord::from_output(&output, envelope).write(&state_dir.stage_record(stage))?;
+                StageRecord::from_output(&output, envelope)
+                    .write(&state_dir.stage_record(stage))?;
                 return Err(Error::AgentNeedsUser { message });
             }
             Some(FailureClass::StageLimit(reason)) => {
                 let note = format!("{} stage stopped: {reason}", stage.name());
-                return failed(state_dir, stage, &output, envelope, Outcome::Failed, note, cost);
+                return failed(
+                    state_dir,
+                    stage,
+                    &output,
+                    envelope,
+                    Outcome::Failed,
+                    note,
+                    cost,
+                );
             }
             Some(FailureClass::UsageLimit { resets_at, message }) => {
                 let now = SystemTime::now();
@@ -232,7 +266,8 @@ pub async fn run_stage(
                 if waited + wait > settings.retry.max_wait {
                     envelope.outcome = Outcome::Failed;
                     envelope.failure = Some(message.clone());
-                    StageRecord::from_output(&output, envelope).write(&state_dir.stage_record(stage))?;
+                    StageRecord::from_output(&output, envelope)
+                        .write(&state_dir.stage_record(stage))?;
                     return Err(Error::AgentNeedsUser {
                         message: format!(
                             "{message} — the reset is {} away, longer than --max-wait ({}); run kern again after the reset, or raise --max-wait",
@@ -243,7 +278,8 @@ pub async fn run_stage(
                 }
                 envelope.outcome = Outcome::Failed;
                 envelope.failure = Some(message.clone());
-                StageRecord::from_output(&output, envelope).write(&state_dir.stage_record(stage))?;
+                StageRecord::from_output(&output, envelope)
+                    .write(&state_dir.stage_record(stage))?;
                 waits.push(Wait {
                     kind: WaitKind::UsageLimit,
                     reason: message.clone(),
@@ -259,11 +295,16 @@ pub async fn run_stage(
                 lock.set_phase(stage.name())?;
             }
             Some(FailureClass::Transient(reason)) => {
-                let outcome = if timed_out { Outcome::TimedOut } else { Outcome::Failed };
+                let outcome = if timed_out {
+                    Outcome::TimedOut
+                } else {
+                    Outcome::Failed
+                };
                 if let Some(delay) = delays.get(retries as usize).copied() {
                     envelope.outcome = outcome;
                     envelope.failure = Some(reason.clone());
-                    StageRecord::from_output(&output, envelope).write(&state_dir.stage_record(stage))?;
+                    StageRecord::from_output(&output, envelope)
+                        .write(&state_dir.stage_record(stage))?;
                     retries += 1;
                     waits.push(Wait {
                         kind: WaitKind::Retry,
@@ -307,7 +348,12 @@ fn failed(
     envelope.failure = Some(note.clone());
     let record = StageRecord::from_output(output, envelope);
     record.write(&state_dir.stage_record(stage))?;
-    Ok(StageRun { record, report: None, failure: Some(note), cost_usd: cost })
+    Ok(StageRun {
+        record,
+        report: None,
+        failure: Some(note),
+        cost_usd: cost,
+    })
 }
 
 /// Waits `total`, showing a countdown; true when interrupted.
@@ -328,12 +374,16 @@ async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> boo
 }
 
 fn interrupted(ctx: &StageContext<'_>) -> Error {
-    Error::Interrupted { signal: ctx.interrupt.requested().unwrap_or(2) }
+    Error::Interrupted {
+        signal: ctx.interrupt.requested().unwrap_or(2),
+    }
 }
 
 fn describe(class: &FailureClass) -> String {
     match class {
-        FailureClass::Transient(r) | FailureClass::NeedsUser(r) | FailureClass::StageLimit(r) => r.clone(),
+        FailureClass::Transient(r) | FailureClass::NeedsUser(r) | FailureClass::StageLimit(r) => {
+            r.clone()
+        }
         FailureClass::UsageLimit { message, .. } => message.clone(),
     }
 }
@@ -345,16 +395,23 @@ fn spawn_error(agent: &Agent, error: SpawnError) -> Error {
                 "`{}` not found on PATH — {}",
                 program.display(),
                 match agent {
-                    Agent::Claude => "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or choose another agent with --agent",
-                    Agent::Codex => "install Codex (`npm install -g @openai/codex`) or choose another agent with --agent",
+                    Agent::Claude =>
+                        "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or choose another agent with --agent",
+                    Agent::Codex =>
+                        "install Codex (`npm install -g @openai/codex`) or choose another agent with --agent",
                     Agent::Program(_) => "check the path given to --agent program:<path>",
                 }
             ),
         },
         SpawnError::PermissionDenied(program) => Error::AgentNeedsUser {
-            message: format!("`{}` is not executable — `chmod +x` it or check --agent", program.display()),
+            message: format!(
+                "`{}` is not executable — `chmod +x` it or check --agent",
+                program.display()
+            ),
         },
-        SpawnError::Other(path, source) | SpawnError::Output(path, source) => Error::io(path, source),
+        SpawnError::Other(path, source) | SpawnError::Output(path, source) => {
+            Error::io(path, source)
+        }
     }
 }
 
@@ -381,7 +438,13 @@ mod tests {
 
     #[test]
     fn human_durations() {
-        for (secs, text) in [(45, "45s"), (60, "1m"), (90, "1m 30s"), (3600, "1h"), (5400, "1h 30m")] {
+        for (secs, text) in [
+            (45, "45s"),
+            (60, "1m"),
+            (90, "1m 30s"),
+            (3600, "1h"),
+            (5400, "1h 30m"),
+        ] {
             assert_eq!(human_duration(Duration::from_secs(secs)), text);
         }
     }

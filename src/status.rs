@@ -26,11 +26,17 @@ pub fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
     let counts = doc.counts();
     let next = spec::select(&doc).map(|sel| {
         let task = &doc.tasks()[sel.task];
-        let parents: Vec<&str> = doc.ancestors(sel.task).iter().map(|&a| doc.tasks()[a].title.as_str()).collect();
+        let parents: Vec<&str> = doc
+            .ancestors(sel.task)
+            .iter()
+            .map(|&a| doc.tasks()[a].title.as_str())
+            .collect();
         let identity = serde_json::to_value(doc.identity(sel.task)).unwrap_or(Value::Null);
         (task, parents, identity, sel.reason.to_string())
     });
-    let resume_point = next.as_ref().map(|(task, _, identity, _)| peek_resume(&ws, identity, task.research().is_some()));
+    let resume_point = next
+        .as_ref()
+        .map(|(task, _, identity, _)| peek_resume(&ws, identity, task.research().is_some()));
     let lock = RunLock::inspect(&ws.state_dir.lock_path()).map(|(record, live)| {
         let mut v = serde_json::to_value(&record).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut v {
@@ -66,7 +72,12 @@ fn peek_resume(ws: &Workspace, identity: &Value, has_research: bool) -> String {
             .filter(|r| &r.kern.task.identity == identity && r.kern.outcome == Outcome::Succeeded)
     };
     if !has_research {
-        return if current(Stage::Research).is_some() { "implement" } else { "research" }.to_string();
+        return if current(Stage::Research).is_some() {
+            "implement"
+        } else {
+            "research"
+        }
+        .to_string();
     }
     let implemented = current(Stage::Implement)
         .is_some_and(|r| matches!(&r.kern.report, Some(StageReport::Implement(i)) if i.status == ImplementStatus::Success));
@@ -78,22 +89,35 @@ pub fn render_human(report: &StatusReport) -> String {
     let j = &report.json;
     let c = &j["counts"];
     let mut out = String::new();
-    out.push_str(&format!("spec:      {}\n", j["spec"].as_str().unwrap_or("")));
+    out.push_str(&format!(
+        "spec:      {}\n",
+        j["spec"].as_str().unwrap_or("")
+    ));
     out.push_str(&format!(
         "tasks:     {} pending, {} in progress, {} done, {} blocked\n",
         c["pending"], c["in_progress"], c["done"], c["blocked"]
     ));
     match j["next"].as_object() {
         Some(next) => {
-            let parents: Vec<&str> = next["parents"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-            let path = if parents.is_empty() { String::new() } else { format!(" (in {})", parents.join(" › ")) };
+            let parents: Vec<&str> = next["parents"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let path = if parents.is_empty() {
+                String::new()
+            } else {
+                format!(" (in {})", parents.join(" › "))
+            };
             out.push_str(&format!(
                 "next:      line {}: {}{path} — {}\n",
                 next["line"],
                 next["title"].as_str().unwrap_or(""),
                 next["reason"].as_str().unwrap_or("")
             ));
-            out.push_str(&format!("resume at: {}\n", j["resume"].as_str().unwrap_or("research")));
+            out.push_str(&format!(
+                "resume at: {}\n",
+                j["resume"].as_str().unwrap_or("research")
+            ));
         }
         None => out.push_str("next:      nothing left to do\n"),
     }
@@ -104,9 +128,15 @@ pub fn render_human(report: &StatusReport) -> String {
             lock["started_at"].as_str().unwrap_or("?"),
             lock["phase"].as_str().unwrap_or("?")
         )),
-        Some(lock) => out.push_str(&format!("lock:      stale (pid {} is gone); the next run takes it over\n", lock["pid"])),
+        Some(lock) => out.push_str(&format!(
+            "lock:      stale (pid {} is gone); the next run takes it over\n",
+            lock["pid"]
+        )),
         None => out.push_str("lock:      free\n"),
     }
-    out.push_str(&format!("state:     {}\n", j["state_dir"].as_str().unwrap_or("")));
+    out.push_str(&format!(
+        "state:     {}\n",
+        j["state_dir"].as_str().unwrap_or("")
+    ));
     out
 }

@@ -355,7 +355,15 @@ pub async fn run(
                 } else {
                     let chunk = &out_buf[..n];
                     stdout_bytes += n as u64;
-                    if !out_failed && let Err(e) = out.write_all(chunk) {
+                    // A short read means the pipe is drained: the agent is between outputs, so
+                    // flush — `stageN.jsonl` then shows what arrived (for a person running
+                    // `tail -f`, and for a kern killed with SIGKILL) at the cost of one write
+                    // per pause, while a fast stream still fills the buffer before writing.
+                    if !out_failed
+                        && let Err(e) = out.write_all(chunk).and_then(|()| {
+                            if n < out_buf.len() { out.flush() } else { Ok(()) }
+                        })
+                    {
                         tracing::warn!(path = %files.stdout.display(), error = %e, "cannot record the agent's stdout");
                         out_failed = true;
                     }

@@ -4,16 +4,19 @@
 #[path = "support/project.rs"]
 mod project;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use project::{Project, texts};
 use serde_json::json;
 
 fn spawn_kern(p: &Project, args: &[&str]) -> Child {
-    let cmd = p.kern();
-    let mut std_cmd: Command = cmd.into();
-    std_cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+    p.kern_std()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Waits until `file` in the state folder exists and is not empty.
@@ -21,7 +24,10 @@ fn wait_for(p: &Project, file: &str) {
     let path = p.state_dir().join(file);
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if std::fs::metadata(&path).map(|m| m.len() > 0).unwrap_or(false) {
+        if std::fs::metadata(&path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -52,23 +58,49 @@ fn kill_during(stage: &str, number: u8, signal: nix::sys::signal::Signal) {
     let status = child.wait().unwrap();
     if signal == nix::sys::signal::Signal::SIGINT {
         assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
-        let record: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(p.state_dir().join(format!("stage{number}.json"))).unwrap()).unwrap();
+        let record: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(p.state_dir().join(format!("stage{number}.json"))).unwrap(),
+        )
+        .unwrap();
         assert_eq!(record["kern"]["outcome"], "interrupted");
         assert!(record["result"].is_string());
     }
     let out = p.kern().args(["5", "0"]).output().unwrap();
     let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "restart after {signal} in {stage}: {err}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "restart after {signal} in {stage}: {err}"
+    );
     let log = p.log();
-    assert_eq!(log.iter().filter(|s| *s == "Add survive").count(), 1, "committed once: {log:?}");
-    assert_eq!(log.iter().filter(|s| *s == "Add next").count(), 1, "{log:?}");
+    assert_eq!(
+        log.iter().filter(|s| *s == "Add survive").count(),
+        1,
+        "committed once: {log:?}"
+    );
+    assert_eq!(
+        log.iter().filter(|s| *s == "Add next").count(),
+        1,
+        "{log:?}"
+    );
     assert_eq!(p.read("out/survive.txt"), "done Survive\n");
     assert!(p.head_files().contains(&"out/survive.txt".to_string()));
     let spec = p.read("SPEC.md");
-    assert!(spec.contains("- [x] Survive") && spec.contains("- [x] Next"), "{spec}");
+    assert!(
+        spec.contains("- [x] Survive") && spec.contains("- [x] Next"),
+        "{spec}"
+    );
     assert!(p.dirty().is_empty(), "{:?}", p.dirty());
-    assert!(!p.state_root().join(format!("{}-{}.lock", p.path().file_name().unwrap().to_string_lossy(), p.state_dir().file_name().unwrap().to_string_lossy())).exists(), "no stray lock");
+    assert!(
+        !p.state_root()
+            .join(format!(
+                "{}-{}.lock",
+                p.path().file_name().unwrap().to_string_lossy(),
+                p.state_dir().file_name().unwrap().to_string_lossy()
+            ))
+            .exists(),
+        "no stray lock"
+    );
 }
 
 #[test]
@@ -97,10 +129,22 @@ fn second_run_on_same_branch_exits_3_naming_the_holder() {
     p.scenario(&slow_in("research"));
     let mut first = spawn_kern(&p, &["1", "0"]);
     wait_for(&p, "stage1.jsonl");
-    let out = p.kern().args(["1", "0"]).timeout(Duration::from_secs(20)).output().unwrap();
+    let out = p
+        .kern()
+        .args(["1", "0"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(err.contains(&first.id().to_string()), "names the holder's pid: {err}");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(
+        err.contains(&first.id().to_string()),
+        "names the holder's pid: {err}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     assert_eq!(first.wait().unwrap().code(), Some(143));
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use project::{Project, texts};
 use serde_json::json;
 
-const FIVE_TASKS: &str = "# Roadmap\n\n- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n- [ ] Delta\n- [ ] Epsilon\n";
+const FIVE_TASKS: &str =
+    "# Roadmap\n\n- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n- [ ] Delta\n- [ ] Epsilon\n";
 
 fn working_agent() -> serde_json::Value {
     json!({
@@ -30,7 +31,17 @@ fn five_tasks_become_five_commits_and_a_second_run_finds_nothing() {
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let log = p.log();
-    assert_eq!(log[..5], ["Add epsilon", "Add delta", "Add gamma", "Add beta", "Add alpha"], "{log:?}");
+    assert_eq!(
+        log[..5],
+        [
+            "Add epsilon",
+            "Add delta",
+            "Add gamma",
+            "Add beta",
+            "Add alpha"
+        ],
+        "{log:?}"
+    );
     assert_eq!(log.len(), 6);
     let spec = p.read("SPEC.md");
     assert_eq!(spec.matches("- [x] ").count(), 5, "{spec}");
@@ -40,16 +51,33 @@ fn five_tasks_become_five_commits_and_a_second_run_finds_nothing() {
     assert!(learnings.contains("— Gamma"), "{learnings}");
     assert!(learnings.contains("Gamma lives in out/"), "{learnings}");
     assert!(learnings.contains("reviewed Gamma"), "{learnings}");
-    for file in ["out/alpha.txt", "out/epsilon.txt", "SPEC.md", "LEARNINGS.md"] {
-        assert!(p.head_files().contains(&file.to_string()), "{file} not committed");
+    for file in [
+        "out/alpha.txt",
+        "out/epsilon.txt",
+        "SPEC.md",
+        "LEARNINGS.md",
+    ] {
+        assert!(
+            p.head_files().contains(&file.to_string()),
+            "{file} not committed"
+        );
     }
     assert!(p.dirty().is_empty(), "tree left dirty: {:?}", p.dirty());
     let state = p.state_dir();
-    for f in ["stage1.json", "stage2.json", "stage3.json", "stage2.jsonl", "stage1.prompt.md"] {
+    for f in [
+        "stage1.json",
+        "stage2.json",
+        "stage3.json",
+        "stage2.jsonl",
+        "stage1.prompt.md",
+    ] {
         assert!(!state.join(f).exists(), "{f} left behind");
     }
     assert!(state.join("run.jsonl").exists());
-    assert!(err.contains("Add alpha"), "summary names the commits: {err}");
+    assert!(
+        err.contains("Add alpha"),
+        "summary names the commits: {err}"
+    );
 
     let again = p.kern().args(["3", "0"]).output().unwrap();
     let (_, err) = texts(&again);
@@ -75,7 +103,11 @@ fn decomposed_task_gets_subtasks_and_the_parent_completes_with_the_last() {
     assert!(spec.contains("  - [x] Part two\n"), "{spec}");
     assert!(spec.contains("- [x] Small thing"), "{spec}");
     let log = p.log();
-    assert_eq!(log[..3], ["Add small-thing", "Add part-two", "Add part-one"], "{log:?}");
+    assert_eq!(
+        log[..3],
+        ["Add small-thing", "Add part-two", "Add part-one"],
+        "{log:?}"
+    );
 }
 
 #[test]
@@ -89,7 +121,10 @@ fn skipped_task_goes_back_to_pending_with_a_note_and_the_next_is_taken() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [ ] Later\n"), "{spec}");
-    assert!(spec.contains("> **Skipped:** needs a decision from a person"), "{spec}");
+    assert!(
+        spec.contains("> **Skipped:** needs a decision from a person"),
+        "{spec}"
+    );
     assert!(spec.contains("- [x] Now"), "{spec}");
 }
 
@@ -105,20 +140,48 @@ fn three_failures_ask_for_decomposition_and_exhaustion_blocks_with_exit_4() {
         "commit": {"result": {"verdict": "COMMIT", "subject": "x"}}
     }});
     p.scenario(&s);
-    let out = p.kern().args(["3", "0", "--max-attempts", "3"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(4), "the last task failed: {}", texts(&out).1);
+    let out = p
+        .kern()
+        .args(["3", "0", "--max-attempts", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "the last task failed: {}",
+        texts(&out).1
+    );
     let spec = p.read("SPEC.md");
-    assert!(spec.contains("> **Attempt 3:** approach number 3"), "{spec}");
+    assert!(
+        spec.contains("> **Attempt 3:** approach number 3"),
+        "{spec}"
+    );
     assert!(spec.starts_with("- [~] Hard\n"), "{spec}");
     // The fourth implement prompt demands decomposition.
-    let out = p.kern().args(["1", "0", "--max-attempts", "3"]).output().unwrap();
+    let out = p
+        .kern()
+        .args(["1", "0", "--max-attempts", "3"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(4), "{}", texts(&out).1);
     let prompts = p.prompts("implement");
     assert_eq!(prompts.len(), 4);
-    assert!(prompts[3].contains("Decomposition is required"), "4th implement prompt: {}", prompts[3]);
-    assert!(!prompts[2].contains("Decomposition is required"), "3rd implement prompt: {}", prompts[2]);
+    assert!(
+        prompts[3].contains("Decomposition is required"),
+        "4th implement prompt: {}",
+        prompts[3]
+    );
+    assert!(
+        !prompts[2].contains("Decomposition is required"),
+        "3rd implement prompt: {}",
+        prompts[2]
+    );
     // Failing twice more exhausts the attempts: blocked, exit 4.
-    let out = p.kern().args(["5", "0", "--max-attempts", "3"]).output().unwrap();
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-attempts", "3"])
+        .output()
+        .unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(4), "{err}");
     let spec = p.read("SPEC.md");
@@ -139,7 +202,10 @@ fn the_same_failure_three_times_blocks_early() {
     assert_eq!(out.status.code(), Some(4), "{err}");
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Stuck\n"), "{spec}");
-    assert!(spec.contains("> **Attempt 3:** npm is not installed"), "{spec}");
+    assert!(
+        spec.contains("> **Attempt 3:** npm is not installed"),
+        "{spec}"
+    );
     assert!(!spec.contains("> **Attempt 4:**"), "{spec}");
     assert!(spec.contains("- [x] Fine"), "the loop moves on: {spec}");
 }
@@ -153,7 +219,16 @@ fn check_gate_failure_is_an_attempt_and_a_pass_commits() {
         {"write": {"flag.txt": "good\n"}, "result": {"status": "SUCCESS", "summary": "second try"}}
     ]);
     p.scenario(&s);
-    let out = p.kern().args(["3", "0", "--check", "grep -q good flag.txt || { echo flag is bad; exit 1; }"]).output().unwrap();
+    let out = p
+        .kern()
+        .args([
+            "3",
+            "0",
+            "--check",
+            "grep -q good flag.txt || { echo flag is bad; exit 1; }",
+        ])
+        .output()
+        .unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let spec = p.read("SPEC.md");
@@ -168,9 +243,14 @@ fn check_gate_failure_is_an_attempt_and_a_pass_commits() {
 fn task_check_note_wins_over_the_flag() {
     let p = Project::new("- [ ] Own check\n  > **Check:** test -f made.txt\n");
     let mut s = working_agent();
-    s["default"]["implement"] = json!({"write": {"made.txt": "x"}, "result": {"status": "SUCCESS", "summary": "s"}});
+    s["default"]["implement"] =
+        json!({"write": {"made.txt": "x"}, "result": {"status": "SUCCESS", "summary": "s"}});
     p.scenario(&s);
-    let out = p.kern().args(["1", "0", "--check", "false"]).output().unwrap();
+    let out = p
+        .kern()
+        .args(["1", "0", "--check", "false"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
     assert!(p.read("SPEC.md").contains("- [x] Own check"));
 }
@@ -187,7 +267,10 @@ fn review_reject_then_commit() {
     let out = p.kern().args(["3", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
     let spec = p.read("SPEC.md");
-    assert!(spec.contains("> **Attempt 1:** review rejected the change: remove the debug print"), "{spec}");
+    assert!(
+        spec.contains("> **Attempt 1:** review rejected the change: remove the debug print"),
+        "{spec}"
+    );
     assert!(spec.contains("- [x] Reviewed"), "{spec}");
     assert_eq!(p.log()[0], "Add reviewed thing");
 }
@@ -228,7 +311,11 @@ fn implement_that_commits_is_a_violation_and_history_is_kept() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("violation"), "{err}");
     let log = p.log();
-    assert_eq!(log[..2], ["Add commit-happy", "agent commit"], "agent commit kept, kern's on top: {log:?}");
+    assert_eq!(
+        log[..2],
+        ["Add commit-happy", "agent commit"],
+        "agent commit kept, kern's on top: {log:?}"
+    );
     let runlog = std::fs::read_to_string(p.state_dir().join("run.jsonl")).unwrap();
     assert!(runlog.contains("moved"), "{runlog}");
 }
@@ -259,7 +346,11 @@ fn max_cost_stops_after_the_stage_that_crosses_it_with_exit_6() {
     let mut s = working_agent();
     s["default"]["implement"]["cost_usd"] = json!(5.0);
     p.scenario(&s);
-    let out = p.kern().args(["5", "0", "--max-cost", "1"]).output().unwrap();
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-cost", "1"])
+        .output()
+        .unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(6), "{err}");
     assert!(err.contains("--max-cost"), "{err}");
@@ -285,10 +376,16 @@ fn a_dirty_tree_refuses_a_new_task_with_exit_2_unless_allowed() {
     let out = p.kern().args(["1", "0"]).output().unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("notes.txt") && err.contains("--allow-dirty"), "{err}");
+    assert!(
+        err.contains("notes.txt") && err.contains("--allow-dirty"),
+        "{err}"
+    );
     let out = p.kern().args(["1", "0", "--allow-dirty"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
-    assert!(!p.head_files().contains(&"notes.txt".to_string()), "dirty path must stay out");
+    assert!(
+        !p.head_files().contains(&"notes.txt".to_string()),
+        "dirty path must stay out"
+    );
     assert_eq!(p.dirty(), ["notes.txt"]);
 }
 
@@ -305,7 +402,12 @@ fn malformed_spec_exits_2_with_the_line() {
 fn auth_failure_stops_at_once_with_exit_5_and_the_fix() {
     let p = Project::new("- [ ] T\n");
     p.scenario(&json!({"default": {"research": {"error": "auth"}}}));
-    let out = p.kern().args(["3", "0"]).timeout(Duration::from_secs(60)).output().unwrap();
+    let out = p
+        .kern()
+        .args(["3", "0"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(err.contains("log"), "{err}");

@@ -171,7 +171,10 @@ impl Repository {
         let mut removals = Vec::new();
         let mut writes = Vec::new();
         for rel in candidates {
-            if keep.iter().any(|k| Path::new(rel.trim_end_matches('/')) == *k) {
+            if keep
+                .iter()
+                .any(|k| Path::new(rel.trim_end_matches('/')) == *k)
+            {
                 continue;
             }
             let target = match snap.files.get(rel) {

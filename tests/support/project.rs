@@ -17,7 +17,10 @@ pub struct Project {
 impl Project {
     /// A repository with one commit (README.md) and the given SPEC.md (committed).
     pub fn new(spec: &str) -> Project {
-        let repo = tempfile::Builder::new().prefix("kern-test-").tempdir().unwrap();
+        let repo = tempfile::Builder::new()
+            .prefix("kern-test-")
+            .tempdir()
+            .unwrap();
         let outside = tempfile::tempdir().unwrap();
         let r = git2::Repository::init(repo.path()).unwrap();
         let mut cfg = r.config().unwrap();
@@ -45,8 +48,18 @@ impl Project {
     pub fn state_dir(&self) -> PathBuf {
         let r = git2::Repository::open(self.path()).unwrap();
         let head = r.find_reference("HEAD").unwrap();
-        let branch = head.symbolic_target().unwrap().trim_start_matches("refs/heads/").replace('/', "-");
-        let name = self.path().file_name().unwrap().to_string_lossy().into_owned();
+        let branch = head
+            .symbolic_target()
+            .unwrap()
+            .unwrap()
+            .trim_start_matches("refs/heads/")
+            .replace('/', "-");
+        let name = self
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         self.state_root().join(name).join(branch)
     }
 
@@ -68,13 +81,16 @@ impl Project {
     pub fn commit_all(&self, message: &str) {
         let r = git2::Repository::open(self.path()).unwrap();
         let mut index = r.index().unwrap();
-        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
         index.write().unwrap();
         let tree = r.find_tree(index.write_tree().unwrap()).unwrap();
         let sig = r.signature().unwrap();
         let parent = r.head().ok().and_then(|h| h.peel_to_commit().ok());
         let parents: Vec<&git2::Commit> = parent.iter().collect();
-        r.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).unwrap();
+        r.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .unwrap();
     }
 
     /// The scenario file of the scripted agent.
@@ -84,7 +100,11 @@ impl Project {
 
     /// Sets the scripted agent's scenario (and resets its invocation counts).
     pub fn scenario(&self, scenario: &Value) {
-        std::fs::write(self.scenario_path(), serde_json::to_vec_pretty(scenario).unwrap()).unwrap();
+        std::fs::write(
+            self.scenario_path(),
+            serde_json::to_vec_pretty(scenario).unwrap(),
+        )
+        .unwrap();
         let _ = std::fs::remove_file(self.outside.path().join("scenario.counts.json"));
         let wrapper = self.outside.path().join("agent.sh");
         std::fs::write(
@@ -102,7 +122,8 @@ impl Project {
 
     /// The prompts the scripted agent received for `stage`, in order.
     pub fn prompts(&self, stage: &str) -> Vec<String> {
-        let text = std::fs::read_to_string(self.outside.path().join("scenario.calls.jsonl")).unwrap_or_default();
+        let text = std::fs::read_to_string(self.outside.path().join("scenario.calls.jsonl"))
+            .unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .filter(|c| c["stage"] == stage)
@@ -112,10 +133,18 @@ impl Project {
 
     /// `kern` in this repository with the scripted agent, its own state root, no colour.
     pub fn kern(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kern"));
+        Command::from_std(self.kern_std())
+    }
+
+    /// The same as [`Project::kern`], as a plain std command (for spawning and signalling).
+    pub fn kern_std(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kern"));
         cmd.current_dir(self.path())
             .env("KERN_STATE_DIR", self.state_root())
-            .env("KERN_AGENT", format!("program:{}", self.outside.path().join("agent.sh").display()))
+            .env(
+                "KERN_AGENT",
+                format!("program:{}", self.outside.path().join("agent.sh").display()),
+            )
             .env("KERN_RETRY_DELAY", "0")
             .env("NO_COLOR", "1")
             .env_remove("KERN_MODEL")
@@ -128,7 +157,16 @@ impl Project {
         let r = git2::Repository::open(self.path()).unwrap();
         let mut walk = r.revwalk().unwrap();
         walk.push_head().unwrap();
-        walk.map(|oid| r.find_commit(oid.unwrap()).unwrap().summary().unwrap_or("").to_string()).collect()
+        walk.map(|oid| {
+            r.find_commit(oid.unwrap())
+                .unwrap()
+                .summary()
+                .ok()
+                .flatten()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
     }
 
     /// Paths in HEAD's tree.
@@ -151,11 +189,18 @@ impl Project {
         let r = git2::Repository::open(self.path()).unwrap();
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true);
-        r.statuses(Some(&mut opts)).unwrap().iter().filter_map(|e| e.path().map(str::to_string)).collect()
+        r.statuses(Some(&mut opts))
+            .unwrap()
+            .iter()
+            .filter_map(|e| e.path().ok().map(str::to_string))
+            .collect()
     }
 }
 
 /// stdout and stderr of an assert_cmd output as strings.
 pub fn texts(out: &std::process::Output) -> (String, String) {
-    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
