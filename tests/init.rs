@@ -122,8 +122,8 @@ fn init_outside_a_repository_exits_2_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().canonicalize().unwrap();
     kern(&cwd, &["init"]).code(2).stderr(format!(
-        "kern: error: `{}` is not inside a git repository — run kern init inside a git \
-         repository (git init first)\n",
+        "kern: error: `{}` is not inside a git repository — run kern inside a git repository, \
+         or `git init` first\n",
         cwd.display()
     ));
     assert_eq!(files(&cwd), vec![]);
