@@ -24,7 +24,6 @@ Examples:
     version,
     about,
     after_help = EXAMPLES,
-    args_conflicts_with_subcommands = true,
     disable_help_subcommand = true
 )]
 pub struct Cli {
@@ -261,6 +260,9 @@ mod tests {
                 dir: false
             })
         ));
+        let cli = Cli::try_parse_from(["kern", "--spec", "TODO.md", "status"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Status { .. })));
+        assert_eq!(cli.global.spec, PathBuf::from("TODO.md"));
         let cli = Cli::try_parse_from(["kern", "-n", "--spec", "TODO.md"]).unwrap();
         assert!(cli.dry_run);
         assert_eq!(cli.global.spec, PathBuf::from("TODO.md"));

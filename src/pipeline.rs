@@ -1150,6 +1150,7 @@ pub fn task_text(doc: &Document, task: usize) -> String {
     if !ancestors.is_empty() {
         let titles: Vec<&str> = ancestors
             .iter()
+            .rev() // root first, as a reader names a path
             .map(|&a| doc.tasks()[a].title.as_str())
             .collect();
         text.push_str(&format!("Part of: {}\n\n", titles.join(" › ")));
@@ -1200,6 +1201,17 @@ mod tests {
         assert!(attempts_text(2, 3).contains("do not repeat a failed approach"));
         assert!(attempts_text(3, 3).contains("Decomposition is required"));
         assert!(!attempts_text(2, 3).contains("Decomposition"));
+    }
+
+    #[test]
+    fn task_text_names_the_parents_root_first() {
+        let doc = Document::parse("- [ ] Root\n  - [ ] Middle\n    - [ ] Leaf\n");
+        let leaf = doc.tasks().iter().position(|t| t.title == "Leaf").unwrap();
+        assert!(
+            task_text(&doc, leaf).starts_with("Part of: Root › Middle\n\n"),
+            "{}",
+            task_text(&doc, leaf)
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
         let parents: Vec<&str> = doc
             .ancestors(sel.task)
             .iter()
+            .rev() // root first
             .map(|&a| doc.tasks()[a].title.as_str())
             .collect();
         let identity = serde_json::to_value(doc.identity(sel.task)).unwrap_or(Value::Null);
