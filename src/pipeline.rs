@@ -282,14 +282,7 @@ impl Run<'_> {
                     self.ws.spec_display
                 )));
             }
-            if let Some(limit) = self.settings.max_cost
-                && self.summary.cost_usd >= limit
-            {
-                return Err(Error::BudgetSpent {
-                    spent: self.summary.cost_usd,
-                    limit,
-                });
-            }
+            self.check_budget()?;
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase("sleeping")?;
                 self.reporter.waiting("next iteration", self.settings.delay);
@@ -302,6 +295,17 @@ impl Run<'_> {
         }
         self.summary.ended = format!("all {total} iterations ran");
         Ok(())
+    }
+
+    /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
+    fn check_budget(&self) -> Result<()> {
+        match self.settings.max_cost {
+            Some(limit) if self.summary.cost_usd >= limit => Err(Error::BudgetSpent {
+                spent: self.summary.cost_usd,
+                limit,
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn has_work(&self) -> Result<bool> {
@@ -526,6 +530,9 @@ impl Run<'_> {
         stage: Stage,
         implement_summary: &str,
     ) -> Result<StageRun> {
+        // The budget stops the run after the stage that crossed it: its result is applied, the
+        // next stage does not start, and the stage files stay for the next run to resume from.
+        self.check_budget()?;
         let (_, doc, _) = self.ws.load_spec()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
             path: self.ws.spec_path.clone(),

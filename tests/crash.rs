@@ -148,3 +148,72 @@ fn second_run_on_same_branch_exits_3_naming_the_holder() {
     .unwrap();
     assert_eq!(first.wait().unwrap().code(), Some(143));
 }
+
+#[test]
+fn two_worktrees_on_different_branches_both_run_at_once() {
+    let p = Project::new("- [ ] Slow\n");
+    p.scenario(&slow_in("research"));
+    // A second worktree of the same repository, on its own branch.
+    let r = git2::Repository::open(p.path()).unwrap();
+    let head = r.head().unwrap().peel_to_commit().unwrap();
+    r.branch("other", &head, false).unwrap();
+    let wt_path = p.outside.path().join("other-tree");
+    let branch = r.find_reference("refs/heads/other").unwrap();
+    let mut opts = git2::WorktreeAddOptions::new();
+    opts.reference(Some(&branch));
+    r.worktree("other-tree", &wt_path, Some(&opts)).unwrap();
+
+    let mut first = spawn_kern(&p, &["1", "0"]);
+    wait_for(&p, "stage1.jsonl");
+    // The first run holds its lock and sleeps in research; the other worktree runs anyway.
+    let mut other = p.kern_std();
+    other.current_dir(&wt_path).env(
+        "KERN_AGENT",
+        format!("program:{}", p.outside.path().join("fast.sh").display()),
+    );
+    std::fs::write(p.outside.path().join("fast.json"), serde_json::to_vec(&json!({"default": {
+        "research": {"result": {"notes": ["n"]}},
+        "implement": {"write": {"other.txt": "x"}, "result": {"status": "SUCCESS", "summary": "s"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Other branch work"}}
+    }})).unwrap()).unwrap();
+    std::fs::write(
+        p.outside.path().join("fast.sh"),
+        format!(
+            "#!/bin/sh\nexec '{}' scripted-agent '{}'\n",
+            env!("CARGO_BIN_EXE_kern"),
+            p.outside.path().join("fast.json").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        p.outside.path().join("fast.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let out = other.args(["1", "0"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wt_repo = git2::Repository::open(&wt_path).unwrap();
+    let subject = wt_repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .summary()
+        .ok()
+        .flatten()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(subject, "Other branch work");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(first.wait().unwrap().code(), Some(143));
+}

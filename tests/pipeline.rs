@@ -354,6 +354,24 @@ fn max_cost_stops_after_the_stage_that_crosses_it_with_exit_6() {
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(6), "{err}");
     assert!(err.contains("--max-cost"), "{err}");
+    assert!(
+        p.prompts("commit").is_empty(),
+        "the review after the crossing stage never started"
+    );
+    assert_eq!(p.log().len(), 1, "nothing committed yet");
+    assert!(
+        p.state_dir().join("stage2.json").exists(),
+        "resume state kept"
+    );
+    // A later run with budget left resumes at the review, without implementing again.
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert_eq!(
+        p.prompts("implement").len(),
+        1,
+        "implement did not run again"
+    );
+    assert_eq!(p.log()[0], "Add one");
 }
 
 #[test]
