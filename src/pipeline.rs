@@ -152,6 +152,18 @@ enum IterationEnd {
     Skipped,
 }
 
+impl IterationEnd {
+    /// The name in `run.jsonl`.
+    fn name(&self) -> &'static str {
+        match self {
+            IterationEnd::NothingLeft => "nothing_left",
+            IterationEnd::Committed => "committed",
+            IterationEnd::Progressed => "progressed",
+            IterationEnd::Skipped => "skipped",
+        }
+    }
+}
+
 /// A run in progress: its counters and the things every iteration needs.
 struct Run<'a> {
     settings: &'a Settings,
@@ -395,7 +407,7 @@ impl Run<'_> {
         if let Ok(e) = &end {
             self.log.event(
                 "iteration_end",
-                json!({"index": index, "task": it.title, "end": format!("{e:?}")}),
+                json!({"index": index, "task": it.title, "end": e.name()}),
             );
         }
         end
