@@ -9,6 +9,7 @@ pub mod check;
 pub mod cli;
 pub mod completions;
 pub mod config;
+pub mod diagnostics;
 pub mod dry_run;
 pub mod error;
 pub mod init;
@@ -42,6 +43,7 @@ use crate::error::{Error, Result};
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.
 pub async fn run(cli: Cli) -> Result<()> {
     let settings = Settings::from_cli(&cli)?;
+    diagnostics::init(settings.verbose, settings.color);
     match cli.command {
         None if settings.dry_run => {
             eprint!("{}", dry_run::report(&settings)?);

@@ -382,6 +382,7 @@ impl Run<'_> {
         for message in stale {
             self.reporter.info(&message);
         }
+        tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, resume = point.name(), "selected");
         self.reporter.iteration(index, total, &task.title);
         self.reporter.info(&format!(
             "task `{}` ({}:{}): {}; next stage: {}",

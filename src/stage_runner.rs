@@ -107,6 +107,14 @@ pub async fn run_stage(
         let started_at = SystemTime::now();
         let clock = Instant::now();
         let mut parser = StreamParser::new(settings.agent.stream_format());
+        tracing::debug!(
+            stage = stage.name(),
+            program = %invocation.program.display(),
+            args = ?invocation.args,
+            prompt_bytes = invocation.stdin.len(),
+            retries,
+            "starting the agent"
+        );
         let mut spawned = false;
         let mut on_spawn = |g: supervisor::ProcessGroup| {
             ctx.interrupt.set_child_group(Some(g.pgid));
@@ -141,6 +149,18 @@ pub async fn run_stage(
         )
         .await;
         ctx.interrupt.set_child_group(None);
+        match &finished {
+            Ok(f) => tracing::debug!(
+                stage = stage.name(),
+                exit_code = ?f.exit_code,
+                signal = ?f.signal,
+                end = ?f.end,
+                duration_ms = f.duration.as_millis() as u64,
+                stdout_bytes = f.stdout_bytes,
+                "agent finished"
+            ),
+            Err(e) => tracing::debug!(stage = stage.name(), error = %e, "agent did not start"),
+        }
         if spawned {
             // The group is gone now; a record of it would only mislead a later takeover.
             lock.set_agent_group(None)?;
