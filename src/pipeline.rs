@@ -17,6 +17,8 @@
 //!   run (exit 4) rather than spin through the skipped tasks forever.
 //! - The commit is journaled in `commit.json` before SPEC.md is marked done, so a crash between
 //!   the two leads to exactly one commit on the next run.
+//! - `--max-cost` stops the run (exit 6) as soon as an applied stage has spent it, mid-iteration
+//!   too; the stage files are kept as after a Ctrl-C, so the next run resumes the task.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -282,14 +284,7 @@ impl Run<'_> {
                     self.ws.spec_display
                 )));
             }
-            if let Some(limit) = self.settings.max_cost
-                && self.summary.cost_usd >= limit
-            {
-                return Err(Error::BudgetSpent {
-                    spent: self.summary.cost_usd,
-                    limit,
-                });
-            }
+            self.budget_left()?;
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase("sleeping")?;
                 self.reporter.waiting("next iteration", self.settings.delay);
@@ -302,6 +297,19 @@ impl Run<'_> {
         }
         self.summary.ended = format!("all {total} iterations ran");
         Ok(())
+    }
+
+    /// `Err(BudgetSpent)` once the run has cost `--max-cost`. Checked between iterations and
+    /// also after a stage's result is applied inside one, so that a spent budget never starts
+    /// another stage; the stage files stay, and the next run resumes at the stage that is due.
+    fn budget_left(&self) -> Result<()> {
+        match self.settings.max_cost {
+            Some(limit) if self.summary.cost_usd >= limit => Err(Error::BudgetSpent {
+                spent: self.summary.cost_usd,
+                limit,
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn has_work(&self) -> Result<bool> {
@@ -446,7 +454,10 @@ impl Run<'_> {
                 let run = self.stage(it, Stage::Research).await?;
                 match self.apply_research(it, &run)? {
                     Some(end) => return Ok(end),
-                    None => (None, None),
+                    None => {
+                        self.budget_left()?;
+                        (None, None)
+                    }
                 }
             }
             ResumePoint::ApplyResearch(record) => {
@@ -476,7 +487,10 @@ impl Run<'_> {
                 let run = self.stage(it, Stage::Implement).await?;
                 match self.apply_implement(it, &run)? {
                     Some(end) => return Ok(end),
-                    None => run.record,
+                    None => {
+                        self.budget_left()?;
+                        run.record
+                    }
                 }
             }
         };
