@@ -374,6 +374,37 @@ fn max_cost_stops_after_the_stage_that_crosses_it_with_exit_6() {
     assert_eq!(p.log()[0], "Add one");
 }
 
+/// Regression: the budget was checked only between iterations, so a run whose research had
+/// spent it still ran implement and review (found by the real-agent tier, tests/real_agent.rs).
+#[test]
+fn max_cost_spent_in_research_stops_before_implement_and_the_next_run_resumes() {
+    let p = Project::new("- [ ] One\n");
+    let mut s = working_agent();
+    s["default"]["research"]["cost_usd"] = json!(5.0);
+    p.scenario(&s);
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-cost", "1"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert_eq!(p.prompts("research").len(), 1);
+    assert_eq!(p.prompts("implement").len(), 0, "{err}");
+    assert_eq!(p.log(), ["initial"]);
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [~] One\n"), "{spec}");
+    assert!(spec.contains("look at out/"), "{spec}");
+    assert!(p.state_dir().join("stage1.json").is_file());
+
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(p.prompts("research").len(), 1, "research ran again");
+    assert_eq!(p.prompts("implement").len(), 1);
+    assert_eq!(p.log(), ["Add one", "initial"]);
+}
+
 #[test]
 fn only_skips_in_a_row_end_the_run_instead_of_spinning() {
     let p = Project::new("- [ ] A\n- [ ] B\n");

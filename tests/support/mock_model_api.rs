@@ -3,8 +3,8 @@
 //! The real CLI, in its Vertex mode with auth skipped (see AGENT-CLIS.md, "Running the real CLI
 //! offline against a mock model API"), posts Messages API requests to
 //! `/v1/projects/p/locations/us-east5/publishers/anthropic/models/<model>:streamRawPredict`.
-//! This server answers them from a [`Script`]: the first [`Rule`] whose `when` text occurs in
-//! the conversation's first user message (the prompt) picks the conversation, and the number of
+//! This server answers them from a [`Script`]: the first [`Rule`] whose `when` texts all occur
+//! in the conversation's first user message (the prompt) picks the conversation, and the number of
 //! assistant messages already in the request (how many tool round trips happened) picks the
 //! [`Turn`]. A `tool_use` answer makes the real CLI run the real tool in its working folder and
 //! call again with the `tool_result`, so a script drives the CLI through a whole stage.
@@ -61,6 +61,8 @@ pub struct Script {
 pub struct Rule {
     /// A substring of the conversation's first user message (the prompt on stdin).
     pub when: String,
+    /// Further substrings that must all occur in it too (e.g. a template's phrase and a task).
+    pub also: Vec<String>,
     /// The answers in order: the request that carries N assistant messages gets the Nth answer
     /// turn; the last one repeats. [`Turn::HttpError`] entries stand in front of the answer turn
     /// that follows them (see there) and do not count as answer turns.
@@ -120,10 +122,21 @@ impl Turn {
 impl Rule {
     /// A rule for prompts containing `when`.
     pub fn new(when: &str, turns: Vec<Turn>) -> Rule {
+        Rule::all(&[when], turns)
+    }
+
+    /// A rule for prompts containing every one of `phrases` (none: every prompt).
+    pub fn all(phrases: &[&str], turns: Vec<Turn>) -> Rule {
         Rule {
-            when: when.to_string(),
+            when: phrases.first().copied().unwrap_or_default().to_string(),
+            also: phrases.iter().skip(1).map(|p| p.to_string()).collect(),
             turns,
         }
+    }
+
+    /// True when the prompt `text` holds every phrase of this rule.
+    pub fn matches(&self, text: &str) -> bool {
+        text.contains(&self.when) && self.also.iter().all(|p| text.contains(p.as_str()))
     }
 }
 
@@ -618,7 +631,7 @@ fn respond(shared: &Shared, request: &HttpRequest) -> Vec<u8> {
             .script
             .rules
             .iter()
-            .position(|rule| first_user_text.contains(&rule.when))
+            .position(|rule| rule.matches(&first_user_text))
     } else {
         None
     };
@@ -979,6 +992,21 @@ mod tests {
                 .map(|&n| describe(choose_turn(&state, 0, n)))
                 .collect();
             assert_eq!(got, expected, "turns {turns:?}");
+        }
+    }
+
+    #[test]
+    fn a_rule_matches_only_when_every_phrase_occurs() {
+        let cases = [
+            (vec!["stage A", "task 1"], "stage A ... task 1", true),
+            (vec!["stage A", "task 1"], "stage A ... task 2", false),
+            (vec!["stage A", "task 1"], "stage B ... task 1", false),
+            (vec!["task 1"], "task 1", true),
+            (vec![], "anything", true),
+        ];
+        for (phrases, text, expected) in cases {
+            let rule = Rule::all(&phrases, vec![]);
+            assert_eq!(rule.matches(text), expected, "{phrases:?} in {text:?}");
         }
     }
 

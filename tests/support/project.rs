@@ -152,6 +152,23 @@ impl Project {
         cmd
     }
 
+    /// The events of `run.jsonl`, in order (empty when there is none).
+    pub fn run_log(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.state_dir().join("run.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The `run.jsonl` events named `event`.
+    pub fn run_events(&self, event: &str) -> Vec<Value> {
+        self.run_log()
+            .into_iter()
+            .filter(|e| e["event"] == event)
+            .collect()
+    }
+
     /// Commit subjects, newest first.
     pub fn log(&self) -> Vec<String> {
         let r = git2::Repository::open(self.path()).unwrap();
