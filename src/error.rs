@@ -157,7 +157,7 @@ pub enum Error {
     Unfinished(String),
 
     /// The `--max-cost` budget is spent.
-    #[error("the cost budget is spent: ${spent:.2} of ${limit:.2} — raise --max-cost to go on")]
+    #[error("the cost budget is spent: {} of {} — raise --max-cost to go on", usd(*.spent), usd(*.limit))]
     BudgetSpent {
         /// What the run cost so far, in USD.
         spent: f64,
@@ -213,6 +213,15 @@ impl Error {
             context: context.into(),
             source,
         }
+    }
+}
+
+/// Dollars with cents, or with the digits needed when less than a cent.
+fn usd(amount: f64) -> String {
+    if amount >= 0.01 || amount == 0.0 {
+        format!("${amount:.2}")
+    } else {
+        format!("${amount}")
     }
 }
 
@@ -272,6 +281,18 @@ mod tests {
         for (error, code) in cases {
             assert_eq!(error.exit_code(), code, "{error}");
         }
+    }
+
+    #[test]
+    fn budget_message_shows_small_amounts() {
+        let e = Error::BudgetSpent {
+            spent: 0.13,
+            limit: 0.000001,
+        };
+        assert_eq!(
+            e.to_string(),
+            "the cost budget is spent: $0.13 of $0.000001 — raise --max-cost to go on"
+        );
     }
 
     #[test]
