@@ -113,7 +113,11 @@ pub fn report(settings: &Settings) -> Result<String> {
         let _ = writeln!(
             out,
             "  model:   {}",
-            model.as_deref().unwrap_or("(the agent's default)")
+            match (&settings.agent, model.as_deref()) {
+                (crate::agent::Agent::Program(_), _) => "(program agents choose their own)",
+                (_, Some(m)) => m,
+                (_, None) => "(the agent's default)",
+            }
         );
         let _ = writeln!(
             out,
