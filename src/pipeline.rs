@@ -1199,7 +1199,11 @@ fn outcome_word(run: &StageRun) -> String {
             Verdict::Commit => "COMMIT".into(),
             Verdict::Reject => "REJECT".into(),
         },
-        (Some(StageReport::Research(r)), _) => format!("{} notes", r.notes.len()),
+        (Some(StageReport::Research(r)), _) => format!(
+            "{} note{}",
+            r.notes.len(),
+            if r.notes.len() == 1 { "" } else { "s" }
+        ),
         (None, outcome) => serde_json::to_value(outcome)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
