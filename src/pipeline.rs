@@ -577,13 +577,16 @@ impl Run<'_> {
         };
         self.summary.cost_usd += run.cost_usd;
         self.summary.retries += run.record.kern.retries;
-        self.summary.waits += run
+        for wait in run
             .record
             .kern
             .waits
             .iter()
             .filter(|w| w.kind == WaitKind::UsageLimit)
-            .count() as u32;
+        {
+            self.summary.waits += 1;
+            self.summary.wait_time += Duration::from_millis(wait.duration_ms);
+        }
         self.reporter.cost_so_far(self.summary.cost_usd);
 
         // Audits (DESIGN.md section 4).
