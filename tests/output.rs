@@ -65,7 +65,8 @@ fn piped_output_of_a_full_run_is_plain_timestamped_lines_without_control_charact
     eventful(&p);
     let out = p
         .kern()
-        .args(["3", "0", "--reset-margin", "0"])
+        // With a margin the wait is never zero, so its line always shows.
+        .args(["3", "0", "--reset-margin", "1s"])
         .env_remove("NO_COLOR")
         .env_remove("KERN_COLOR")
         .timeout(Duration::from_secs(120))
@@ -198,7 +199,8 @@ fn a_usage_limit_is_waited_out_with_a_countdown_and_the_stage_then_succeeds() {
     let out = p
         .kern()
         .args(["1", "0"])
-        .env("KERN_RESET_MARGIN", "1s")
+        // The reset is under a second away when kern reads it; the margin makes the wait 1-3 s.
+        .env("KERN_RESET_MARGIN", "2s")
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
