@@ -119,6 +119,11 @@ pub struct RunOptions {
     #[arg(long, value_name = "DURATION", env = "KERN_MAX_WAIT", default_value = "6h", value_parser = parse_duration)]
     pub max_wait: Duration,
 
+    /// Extra wait after a usage-limit reset time before the stage is tried again (the reset
+    /// times agents announce are rounded, and clocks differ).
+    #[arg(long, value_name = "DURATION", env = "KERN_RESET_MARGIN", default_value = "60s", value_parser = parse_duration)]
+    pub reset_margin: Duration,
+
     /// Failed attempts before kern asks for decomposition, and again before it blocks the task.
     #[arg(long, value_name = "N", env = "KERN_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,

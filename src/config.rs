@@ -40,6 +40,8 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// The longest wait for a usage-limit reset.
     pub max_wait: Duration,
+    /// Extra time after a usage-limit reset before the stage is tried again.
+    pub reset_margin: Duration,
 }
 
 /// Everything a run needs to know, resolved.
@@ -106,6 +108,7 @@ impl Settings {
                 first_delay: run.retry_delay,
                 max_delay: MAX_RETRY_DELAY.max(run.retry_delay),
                 max_wait: run.max_wait,
+                reset_margin: run.reset_margin,
             },
             max_attempts: run.max_attempts,
             max_cost: run.max_cost,
@@ -135,6 +138,7 @@ mod tests {
         assert_eq!(s.retry.first_delay, Duration::from_secs(30));
         assert_eq!(s.retry.max_delay, Duration::from_secs(600));
         assert_eq!(s.retry.max_wait, Duration::from_secs(6 * 3600));
+        assert_eq!(s.retry.reset_margin, Duration::from_secs(60));
         assert_eq!(s.max_attempts, 3);
     }
 

@@ -117,12 +117,14 @@ impl Workspace {
     }
 }
 
-/// The model for a stage: `--model`, else the template's front matter.
+/// The model for a stage: `--model`, else the template's front matter. The front matter names
+/// a Claude model, which means nothing to Codex: Codex gets a model only from `--model`
+/// (DESIGN.md section 4), else its own default.
 pub fn model_for(settings: &Settings, templates: &Templates, stage: Stage) -> Option<String> {
-    settings
-        .model
-        .clone()
-        .or_else(|| templates.get(stage).model.clone())
+    settings.model.clone().or_else(|| match settings.agent {
+        crate::agent::Agent::Codex => None,
+        _ => templates.get(stage).model.clone(),
+    })
 }
 
 /// The `{ATTEMPTS}` text for a task with `attempts` failures.
@@ -595,13 +597,16 @@ impl Run<'_> {
         };
         self.summary.cost_usd += run.cost_usd;
         self.summary.retries += run.record.kern.retries;
-        self.summary.waits += run
+        for wait in run
             .record
             .kern
             .waits
             .iter()
             .filter(|w| w.kind == WaitKind::UsageLimit)
-            .count() as u32;
+        {
+            self.summary.waits += 1;
+            self.summary.wait_time += Duration::from_millis(wait.duration_ms);
+        }
         self.reporter.cost_so_far(self.summary.cost_usd);
 
         // Audits (DESIGN.md section 4).
@@ -1214,6 +1219,29 @@ fn outcome_word(run: &StageRun) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codex_gets_a_model_only_from_the_command_line() {
+        use clap::Parser;
+        let templates = Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
+        for (argv, expected) in [
+            (vec!["kern"], Some("opus")),
+            (vec!["kern", "--agent", "codex"], None),
+            (
+                vec!["kern", "--agent", "codex", "--model", "o3"],
+                Some("o3"),
+            ),
+            (vec!["kern", "--model", "haiku"], Some("haiku")),
+        ] {
+            let cli = crate::cli::Cli::try_parse_from(&argv).unwrap();
+            let settings = Settings::from_cli(&cli).unwrap();
+            assert_eq!(
+                model_for(&settings, &templates, Stage::Implement).as_deref(),
+                expected,
+                "{argv:?}"
+            );
+        }
+    }
 
     #[test]
     fn attempts_text_asks_for_decomposition_at_the_limit() {

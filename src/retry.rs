@@ -987,6 +987,7 @@ mod tests {
             first_delay: Duration::from_secs(30),
             max_delay: Duration::from_secs(600),
             max_wait: Duration::from_secs(3600),
+            reset_margin: Duration::from_secs(60),
         };
         // Jitter makes each run differ; the bounds hold every time.
         for _ in 0..20 {

@@ -22,9 +22,6 @@ use crate::stage_record::{KernEnvelope, Outcome, StageRecord, TaskRef, Wait, Wai
 use crate::state_dir::StateDir;
 use crate::supervisor::{self, EndReason, LineAction, SpawnError, StreamFiles};
 
-/// Extra time after a usage-limit reset before kern tries again.
-const RESET_MARGIN: Duration = Duration::from_secs(60);
-
 /// The stderr kept per stage (tail).
 const STDERR_CAP: usize = 64 * 1024;
 
@@ -281,8 +278,10 @@ pub async fn run_stage(
                 let until = resets_at
                     .map(|t| SystemTime::UNIX_EPOCH + Duration::from_secs(t.max(0) as u64))
                     .unwrap_or(now + settings.retry.first_delay)
-                    + RESET_MARGIN;
-                let wait = until.duration_since(now).unwrap_or(RESET_MARGIN);
+                    + settings.retry.reset_margin;
+                let wait = until
+                    .duration_since(now)
+                    .unwrap_or(settings.retry.reset_margin);
                 if waited + wait > settings.retry.max_wait {
                     envelope.outcome = Outcome::Failed;
                     envelope.failure = Some(message.clone());
