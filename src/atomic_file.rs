@@ -4,6 +4,8 @@
 //! is flushed with fsync, takes the permissions of the file it replaces, and is renamed over
 //! it; the folder is fsynced so the rename itself survives a crash. A reader therefore sees
 //! the old bytes or the new bytes, never a mix, and a kill -9 at any moment loses nothing.
+//! [`write_unsynced`] keeps the atomic rename but skips both fsyncs, for files kern rewrites
+//! before every use.
 
 use std::fs;
 use std::io::Write;
@@ -14,6 +16,17 @@ use crate::error::{Error, Result};
 /// Replaces `path` with `bytes` atomically, keeping the permissions of an existing file.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     prepare(path, bytes)?.commit()
+}
+
+/// Like [`write`] (a reader still sees the old bytes or the new, never a mix) but without
+/// either fsync: for files kern rewrites before every use, such as a stage's prompt and
+/// schema, which a crash of the machine cannot make matter. Two fsyncs per file were most of
+/// kern's own time per stage on a slow disk (see `docs/benchmarks.md`).
+pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let prepared = prepare_with(path, bytes, false)?;
+    let Prepared { temp, path, .. } = prepared;
+    temp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
+    Ok(())
 }
 
 /// A replacement written to its temp file and fsynced, not yet renamed over the target. Split
@@ -27,6 +40,10 @@ pub struct Prepared {
 
 /// Writes `bytes` to a fsynced temp file beside `path`, with `path`'s permissions.
 pub fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
+    prepare_with(path, bytes, true)
+}
+
+fn prepare_with(path: &Path, bytes: &[u8], sync: bool) -> Result<Prepared> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -39,9 +56,11 @@ pub fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
         .map_err(|e| Error::io(dir, e))?;
     temp.write_all(bytes)
         .map_err(|e| Error::io(temp.path(), e))?;
-    temp.as_file()
-        .sync_all()
-        .map_err(|e| Error::io(temp.path(), e))?;
+    if sync {
+        temp.as_file()
+            .sync_all()
+            .map_err(|e| Error::io(temp.path(), e))?;
+    }
     if let Some(permissions) = existing_permissions {
         fs::set_permissions(temp.path(), permissions).map_err(|e| Error::io(temp.path(), e))?;
     } else {
@@ -85,18 +104,33 @@ mod tests {
 
     #[test]
     fn replaces_content_and_keeps_permissions() {
+        type Writer = fn(&Path, &[u8]) -> Result<()>;
+        let writers: [(&str, Writer); 2] = [("write", write), ("write_unsynced", write_unsynced)];
+        for (name, writer) in writers {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("SPEC.md");
+            fs::write(&path, "old").unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+            writer(&path, b"new").unwrap();
+            assert_eq!(fs::read_to_string(&path).unwrap(), "new", "{name}");
+            assert_eq!(
+                fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                0o640,
+                "{name}"
+            );
+            let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+            assert_eq!(leftovers.len(), 1, "{name}: no temp file left behind");
+        }
+    }
+
+    #[test]
+    fn an_unsynced_write_creates_a_new_file_readable_by_others() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("SPEC.md");
-        fs::write(&path, "old").unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
-        write(&path, b"new").unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o640
-        );
-        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(leftovers.len(), 1, "no temp file left behind");
+        let path = dir.path().join("stage1.prompt.md");
+        write_unsynced(&path, b"prompt").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "prompt");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o044, 0o044 & (0o666 & !current_umask()));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::status;
 
 /// Builds the dry-run report.
 pub fn report(settings: &Settings) -> Result<String> {
-    let (ws, status) = status::compute(settings)?;
+    let (ws, doc, status) = status::compute_with_spec(settings)?;
     let j = &status.json;
     let mut out = String::new();
     let _ = writeln!(out, "kern dry run: nothing will be changed");
@@ -34,7 +34,6 @@ pub fn report(settings: &Settings) -> Result<String> {
     }
     out.push_str(&status::render_human(&status));
 
-    let (_, doc, _) = ws.load_spec()?;
     let Some(selection) = spec::select(&doc) else {
         let _ = writeln!(out, "\nNothing to do: every task is done or blocked.");
         return Ok(out);

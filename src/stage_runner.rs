@@ -76,8 +76,11 @@ pub async fn run_stage(
     let settings = ctx.settings;
     let stage = request.stage;
     let state_dir = ctx.state_dir;
-    crate::atomic_file::write(&state_dir.stage_prompt(stage), request.prompt.as_bytes())?;
-    crate::atomic_file::write(&state_dir.stage_schema(stage), stage.schema().as_bytes())?;
+    // Rewritten before every stage run, so no fsync: a crash cannot make them matter.
+    let prompt_path = state_dir.stage_prompt(stage);
+    crate::atomic_file::write_unsynced(&prompt_path, request.prompt.as_bytes())?;
+    let schema_path = state_dir.stage_schema(stage);
+    crate::atomic_file::write_unsynced(&schema_path, stage.schema().as_bytes())?;
     lock.set_phase(stage.name())?;
 
     let delays = retry::retry_delays(&settings.retry);

@@ -9,7 +9,7 @@ use crate::config::Settings;
 use crate::error::Result;
 use crate::lock::RunLock;
 use crate::pipeline::Workspace;
-use crate::spec;
+use crate::spec::{self, Document};
 
 /// Everything `kern status` reports, computed once.
 pub struct StatusReport {
@@ -21,6 +21,13 @@ pub struct StatusReport {
 
 /// Computes the status of the repository in the current folder.
 pub fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
+    let (ws, _, report) = compute_with_spec(settings)?;
+    Ok((ws, report))
+}
+
+/// [`compute`], also handing back the parsed SPEC.md, so that the dry run does not parse a
+/// large file a second time.
+pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, StatusReport)> {
     let ws = Workspace::open(settings)?;
     let (_, doc, warnings) = ws.load_spec()?;
     let counts = doc.counts();
@@ -59,7 +66,7 @@ pub fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
         "lock": lock,
         "state_dir": ws.state_dir.dir().display().to_string(),
     });
-    Ok((ws, StatusReport { json, warnings }))
+    Ok((ws, doc, StatusReport { json, warnings }))
 }
 
 /// The resume point without touching anything (stale files are reported, not removed).
