@@ -64,7 +64,11 @@ pub fn report(settings: &Settings) -> Result<String> {
 
     let text = task_text(&doc, selection.task);
     let learned = learnings::read(&ws.learnings_path)?;
-    let commits = ws.repo.recent_commits(10, prompt::BUDGET_COMMITS)?;
+    let commits = {
+        let own = ws.own_files();
+        let own: Vec<&std::path::Path> = own.iter().map(|p| p.as_path()).collect();
+        ws.repo.recent_commits(10, &own, prompt::BUDGET_COMMITS)?
+    };
     let attempts = attempts_text(task.attempts(), settings.max_attempts);
     let research = task
         .research()

@@ -716,7 +716,13 @@ impl Run<'_> {
     ) -> Result<prompt::Rendered> {
         let task_text = task_text(doc, task);
         let learnings = learnings::read(&self.ws.learnings_path)?;
-        let commits = self.ws.repo.recent_commits(10, prompt::BUDGET_COMMITS)?;
+        let commits = {
+            let own = self.ws.own_files();
+            let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+            self.ws
+                .repo
+                .recent_commits(10, &own, prompt::BUDGET_COMMITS)?
+        };
         let attempts = attempts_text(doc.tasks()[task].attempts(), self.settings.max_attempts);
         let research = doc.tasks()[task]
             .research()

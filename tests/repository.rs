@@ -779,7 +779,7 @@ fn dirty_paths_lists_changes_and_untracked_files_but_not_ignored_or_kerns_own() 
 fn recent_commits_show_subjects_and_stats_within_the_budget() {
     let repo = TestRepo::new();
     assert_eq!(
-        repo.kern().recent_commits(5, 4096).unwrap(),
+        repo.kern().recent_commits(5, &[], 4096).unwrap(),
         "(no commits yet)\n"
     );
     repo.write("a.txt", "one\ntwo\n");
@@ -788,7 +788,7 @@ fn recent_commits_show_subjects_and_stats_within_the_budget() {
     repo.write("b.txt", "b\n");
     let second = repo.commit_all("Trim a, add b");
     let short = |o: git2::Oid| o.to_string()[..7].to_string();
-    let full = repo.kern().recent_commits(5, 4096).unwrap();
+    let full = repo.kern().recent_commits(5, &[], 4096).unwrap();
     assert_eq!(
         full,
         format!(
@@ -798,16 +798,39 @@ fn recent_commits_show_subjects_and_stats_within_the_budget() {
         )
     );
     assert_eq!(
-        repo.kern().recent_commits(1, 4096).unwrap(),
+        repo.kern().recent_commits(1, &[], 4096).unwrap(),
         full[..full.find("\n\n").unwrap() + 2]
     );
-    let cut = repo.kern().recent_commits(5, 90).unwrap();
+    let cut = repo.kern().recent_commits(5, &[], 90).unwrap();
     assert!(cut.len() <= 90, "{} bytes", cut.len());
     let kept = cut.find("[…").unwrap();
     assert_eq!(&cut[..kept], &full[..kept]);
     assert!(
         cut.ends_with(&format!("[… {} more bytes cut]\n", full.len() - kept)),
         "{cut}"
+    );
+}
+
+#[test]
+fn recent_commits_leave_kerns_own_files_out_of_the_stats() {
+    let repo = TestRepo::new();
+    repo.write("SPEC.md", "- [ ] a\n");
+    repo.write("a.txt", "one\n");
+    let first = repo.commit_all("Start");
+    repo.write("SPEC.md", "- [x] a\n");
+    let second = repo.commit_all("Only SPEC");
+    let short = |o: git2::Oid| o.to_string()[..7].to_string();
+    let kern = repo.kern();
+    let text = kern
+        .recent_commits(5, &[std::path::Path::new("SPEC.md")], 4096)
+        .unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "{} Only SPEC\n\n{} Start\n a.txt | 1 +\n 1 file changed, 1 insertion(+)\n\n",
+            short(second),
+            short(first)
+        )
     );
 }
 

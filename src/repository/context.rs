@@ -17,11 +17,26 @@ const DIFF_MAX_FILE: i64 = 1 << 20;
 
 impl Repository {
     /// The latest `count` commits on HEAD, each as `<sha7> <subject>` and its diff stat, cut to
-    /// `budget` bytes with a note. An unborn branch gives `(no commits yet)`.
-    pub fn recent_commits(&self, count: usize, budget: usize) -> Result<String> {
+    /// `budget` bytes with a note. An unborn branch gives `(no commits yet)`. Paths in
+    /// `exclude` (kern's own SPEC.md and LEARNINGS.md, which every kern commit touches) are
+    /// left out of the stats: diffing a large SPEC.md ten times per prompt was most of kern's
+    /// own time. The text is cached per HEAD, which cannot move between a task's stages.
+    pub fn recent_commits(
+        &self,
+        count: usize,
+        exclude: &[&std::path::Path],
+        budget: usize,
+    ) -> Result<String> {
         let Some(head) = self.head_oid() else {
             return Ok(fit("(no commits yet)\n".to_string(), budget));
         };
+        let exclude: Vec<String> = exclude.iter().filter_map(|p| self.relative(p)).collect();
+        let key = (head, count, budget, exclude.clone());
+        if let Some((k, text)) = self.recent_commits_cache.borrow().as_ref()
+            && *k == key
+        {
+            return Ok(text.clone());
+        }
         let ctx = |e| Error::git("reading recent commits", e);
         let mut walk = self.repo.revwalk().map_err(ctx)?;
         walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME)
@@ -35,18 +50,38 @@ impl Repository {
                 Some(p) => Some(p.tree().map_err(ctx)?),
                 None => None,
             };
-            let diff = self
+            // Which paths changed: a tree comparison, no file contents read.
+            let shape = self
                 .repo
                 .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)
                 .map_err(ctx)?;
-            let stats = diff.stats().map_err(ctx)?;
-            let buf = stats.to_buf(DiffStatsFormat::FULL, 80).map_err(ctx)?;
+            let paths: Vec<String> = shape
+                .deltas()
+                .filter_map(|d| d.new_file().path().or(d.old_file().path()))
+                .map(|p| p.to_string_lossy().into_owned())
+                .filter(|p| !exclude.iter().any(|e| covers(e, p)))
+                .collect();
             let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
             let _ = writeln!(out, "{} {subject}", short(commit.id()));
-            out.push_str(&String::from_utf8_lossy(&buf));
+            if !paths.is_empty() {
+                let mut opts = DiffOptions::new();
+                opts.disable_pathspec_match(true);
+                for path in &paths {
+                    opts.pathspec(path);
+                }
+                let diff = self
+                    .repo
+                    .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut opts))
+                    .map_err(ctx)?;
+                let stats = diff.stats().map_err(ctx)?;
+                let buf = stats.to_buf(DiffStatsFormat::FULL, 80).map_err(ctx)?;
+                out.push_str(&String::from_utf8_lossy(&buf));
+            }
             out.push('\n');
         }
-        Ok(fit(out, budget))
+        let text = fit(out, budget);
+        *self.recent_commits_cache.borrow_mut() = Some((key, text.clone()));
+        Ok(text)
     }
 
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty

@@ -27,7 +27,11 @@ pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
 pub struct Repository {
     repo: git2::Repository,
     top: PathBuf,
+    /// `recent_commits` by (HEAD, count, budget, excluded paths): see context.rs.
+    recent_commits_cache: std::cell::RefCell<Option<(RecentCommitsKey, String)>>,
 }
+
+type RecentCommitsKey = (git2::Oid, usize, usize, Vec<String>);
 
 /// Where HEAD points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +69,11 @@ impl Repository {
             }
         };
         let top = workdir.canonicalize().map_err(|e| Error::io(&workdir, e))?;
-        Ok(Repository { repo, top })
+        Ok(Repository {
+            repo,
+            top,
+            recent_commits_cache: std::cell::RefCell::new(None),
+        })
     }
 
     /// The top folder of the work tree (canonical, no trailing slash).
