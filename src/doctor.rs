@@ -407,7 +407,7 @@ async fn agent_checks(agent: &Agent, cwd: &Path) -> Vec<Check> {
                 Check::fail(
                     BINARY,
                     format!("`{name} --version` {}", other.failure()),
-                    format!("reinstall it: {install}"),
+                    install,
                 )
                 .for_agent(),
                 Check::skipped(LOGIN, format!("`{name}` does not run")),
