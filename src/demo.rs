@@ -416,7 +416,7 @@ pub fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String> {
         );
     }
     out.push_str(
-        "in your own project, while a task is in progress: jq .result \"$(kern status --dir)/stage2.json\"\n",
+        "\nin your own project, while a task is in progress: jq .result \"$(kern status --dir)/stage2.json\"\n",
     );
     Ok(out)
 }
