@@ -614,6 +614,43 @@ fn jq_recipes_work_on_a_real_state_folder() {
     }
 }
 
+/// The `kern …` commands written inline in the prose, e.g. `kern init --prompts`.
+fn inline_kern_commands(markdown: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut inside_fence = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            inside_fence = !inside_fence;
+            continue;
+        }
+        if inside_fence {
+            continue;
+        }
+        for (i, span) in line.split('`').enumerate() {
+            if i % 2 == 1 && (span == "kern" || span.starts_with("kern ")) {
+                commands.push(span.to_string());
+            }
+        }
+    }
+    commands
+}
+
+#[test]
+fn inline_kern_commands_parse_with_the_real_command_line() {
+    use clap::Parser;
+    let commands = inline_kern_commands(README);
+    assert!(
+        commands.contains(&"kern demo --keep".to_string()),
+        "{commands:?}"
+    );
+    for command in &commands {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        if let Err(e) = kern::cli::Cli::try_parse_from(&words) {
+            panic!("README.md shows `{command}`, which kern rejects: {e}");
+        }
+    }
+}
+
 #[test]
 fn comments_and_quotes() {
     for (line, command) in [
