@@ -1,8 +1,10 @@
 //! Resolved settings: what a run will actually do, decided once from the command line and the
 //! environment, and handed down (cli -> config -> pipeline -> stages -> agent/supervisor).
 //!
-//! Nothing below this layer reads the command line or `KERN_*` variables again (except
-//! `KERN_STATE_DIR`, read by `state_dir.rs` so that `kern status --dir` and a run agree).
+//! Nothing below this layer reads the command line or `KERN_*` variables again. The state root
+//! (`KERN_STATE_DIR`) is resolved here once, through `StateDir::root_from_env`, so that
+//! `kern status --dir` and a run agree, and so that `kern demo` can point a run at its own
+//! throw-away state root without touching the process environment.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,6 +12,7 @@ use std::time::Duration;
 use crate::agent::Agent;
 use crate::cli::{Cli, ColorChoice};
 use crate::error::{Error, Result};
+use crate::state_dir::StateDir;
 
 /// Longest retry delay: later retries grow exponentially up to this.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(10 * 60);
@@ -81,6 +84,8 @@ pub struct Settings {
     pub allow_dirty: bool,
     /// Skip git hooks.
     pub no_verify: bool,
+    /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
+    pub state_root: PathBuf,
 }
 
 impl Settings {
@@ -116,6 +121,7 @@ impl Settings {
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
             no_verify: run.no_verify,
+            state_root: StateDir::root_from_env(),
         })
     }
 }

@@ -33,10 +33,6 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
-    /// The subcommand exists but its issue has not landed yet.
-    #[error("`kern {0}` is not available yet")]
-    NotAvailable(&'static str),
-
     /// SPEC.md does not exist.
     #[error("`{}` not found — run `kern init` to write a starter SPEC.md, or pass --spec PATH", path.display())]
     SpecMissing {
@@ -165,6 +161,18 @@ pub enum Error {
         limit: f64,
     },
 
+    /// `kern doctor` found problems; it printed each with its fix.
+    #[error(
+        "doctor found {problems} problem{} — fix each ✗ above as its `fix:` line says, then run `kern doctor` again",
+        if *.problems == 1 { "" } else { "s" }
+    )]
+    DoctorFound {
+        /// How many checks failed.
+        problems: usize,
+        /// True when only the agent's checks failed (exit 5, else 2).
+        agent_only: bool,
+    },
+
     /// SIGINT or SIGTERM stopped the run; the resume state is kept.
     #[error("interrupted by {} — the task resumes where it stopped on the next run", signal_name(*.signal))]
     Interrupted {
@@ -190,8 +198,14 @@ impl Error {
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
             Error::BudgetSpent { .. } => EXIT_BUDGET,
             Error::Interrupted { signal } => (128 + signal) as u8,
-            Error::NotAvailable(_)
-            | Error::SpecEdit { .. }
+            Error::DoctorFound { agent_only, .. } => {
+                if *agent_only {
+                    EXIT_AGENT_NEEDS_USER
+                } else {
+                    EXIT_USAGE
+                }
+            }
+            Error::SpecEdit { .. }
             | Error::Git { .. }
             | Error::HookFailed { .. }
             | Error::Io { .. }

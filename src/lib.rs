@@ -9,7 +9,9 @@ pub mod check;
 pub mod cli;
 pub mod completions;
 pub mod config;
+pub mod demo;
 pub mod diagnostics;
+pub mod doctor;
 pub mod dry_run;
 pub mod error;
 pub mod init;
@@ -81,8 +83,8 @@ pub async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Some(Command::Demo { .. }) => Err(Error::NotAvailable("demo")),
-        Some(Command::Doctor) => Err(Error::NotAvailable("doctor")),
+        Some(Command::Demo { keep }) => demo::run(&settings, keep).await,
+        Some(Command::Doctor) => doctor::run(&settings).await,
         Some(Command::Completions { shell }) => {
             to_stdout(|out| completions::completions(shell, out))
         }

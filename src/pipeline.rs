@@ -73,7 +73,7 @@ impl Workspace {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| spec_path.display().to_string());
         let learnings_path = spec_path.with_file_name("LEARNINGS.md");
-        let state_dir = StateDir::locate(&StateDir::root_from_env(), &top, &repo.branch_folder()?);
+        let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?);
         let templates = Templates::load(&top)?;
         Ok(Workspace {
             repo,
