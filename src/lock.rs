@@ -224,10 +224,10 @@ impl RunLock {
         // A record being rewritten may be read half-written: try again shortly.
         for attempt in 0..3 {
             let text = fs::read_to_string(path).ok()?;
-            if text.trim().is_empty() {
+            if text.trim().is_empty() && attempt == 2 {
                 return None;
             }
-            if let Ok(record) = serde_json::from_str::<LockRecord>(&text) {
+            if let Some(record) = parse_record(&text) {
                 let live = record.host != host_name()
                     || ProcessIdentity {
                         pid: record.pid,
@@ -243,7 +243,7 @@ impl RunLock {
         None
     }
 
-    /// Truncates and rewrites the locked file through the locked handle. Never a rename: the
+    /// Rewrites the locked file through the locked handle. Never a rename: the
     /// flock belongs to this inode. Never an fsync either: readers see the page cache, and
     /// after a crash of the machine every holder is dead and the record only says whose lock
     /// it was — so a sync would buy nothing, and this is written about ten times per iteration.
@@ -252,9 +252,12 @@ impl RunLock {
             .map_err(|e| Error::Internal(format!("lock record: {e}")))?;
         text.push('\n');
         let mut file = &self.file;
-        file.set_len(0)
-            .and_then(|()| file.seek(SeekFrom::Start(0)))
+        // Overwrite in place, then cut the tail: a reader at any moment sees a whole record
+        // first (the old one, or the new one followed by the old one's leftover tail, which
+        // `parse_record` ignores) — never an empty file that reads as "free".
+        file.seek(SeekFrom::Start(0))
             .and_then(|_| file.write_all(text.as_bytes()))
+            .and_then(|()| file.set_len(text.len() as u64))
             .map_err(|e| Error::io(&self.path, e))
     }
 }
@@ -368,10 +371,19 @@ fn read_record(mut file: &File) -> Previous {
     if text.trim().is_empty() {
         return Previous::None;
     }
-    match serde_json::from_str(&text) {
-        Ok(record) => Previous::Record(record),
-        Err(_) => Previous::Unreadable,
+    match parse_record(&text) {
+        Some(record) => Previous::Record(record),
+        None => Previous::Unreadable,
     }
+}
+
+/// The first JSON value of the file: a record rewritten in place may be followed by the tail
+/// of a longer previous one until the file is cut to length.
+fn parse_record(text: &str) -> Option<LockRecord> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<LockRecord>()
+        .next()?
+        .ok()
 }
 
 /// Honours the original script's lock folder: `Ok(Some(path))` when it was stale and is now
@@ -427,6 +439,23 @@ mod tests {
                 leader_start_time: Some(43),
             }),
         }
+    }
+
+    #[test]
+    fn a_record_followed_by_an_older_tail_still_reads() {
+        let r = LockRecord {
+            pid: 42,
+            start_time: Some(7),
+            host: "h".into(),
+            started_at: "2026-11-22T00:00:00Z".into(),
+            argv: vec!["kern".into()],
+            phase: "research".into(),
+            agent_group: None,
+        };
+        let mut text = serde_json::to_string_pretty(&r).unwrap();
+        text.push_str("\n  \"phase\": \"a much longer old phase\"\n}\n");
+        assert_eq!(parse_record(&text), Some(r));
+        assert_eq!(parse_record(""), None);
     }
 
     #[test]

@@ -125,7 +125,7 @@ impl Project {
         let text = std::fs::read_to_string(self.outside.path().join("scenario.calls.jsonl"))
             .unwrap_or_default();
         text.lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok()) // a line being appended
             .filter(|c| c["stage"] == stage)
             .map(|c| c["prompt"].as_str().unwrap_or("").to_string())
             .collect()
