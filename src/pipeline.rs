@@ -1097,6 +1097,9 @@ impl Run<'_> {
             resume::remove(&path);
             return Ok(());
         }
+        // The lock must say so: a kill inside this commit can leave `.git/index.lock`, which
+        // the next run removes only when the dead run's phase was `committing`.
+        self.lock.set_phase("committing")?;
         self.reporter.info(&format!(
             "finishing the commit of `{}` that the last run could not make",
             pending.title

@@ -203,7 +203,10 @@ fn tail(path: &Path) -> String {
 static TIMELINE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 fn note(line: String) {
-    TIMELINE.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+    TIMELINE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(line);
 }
 
 /// Runs `body`; on a panic prints the seed and the timeline, then fails.
@@ -279,11 +282,8 @@ fn soak(name: &str, signal: Signal, wanted: usize, seed: u64) -> Tally {
             let status = match early {
                 Some(status) => status,
                 None => {
-                    nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(child.id() as i32),
-                        signal,
-                    )
-                    .unwrap();
+                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
+                        .unwrap();
                     wait_bounded(&mut child, name)
                 }
             };
@@ -291,7 +291,11 @@ fn soak(name: &str, signal: Signal, wanted: usize, seed: u64) -> Tally {
                 "{name} round {round} (seed {round_seed}) project {}: {delay} ms, phase {phase}: {}{}",
                 tally.projects,
                 describe(status),
-                if early.is_some() { " before the signal" } else { "" }
+                if early.is_some() {
+                    " before the signal"
+                } else {
+                    ""
+                }
             ));
             let expected = match signal {
                 Signal::SIGKILL => status.signal() == Some(libc_sigkill()),
@@ -406,7 +410,10 @@ fn check_done(name: &str, soaked: &Soaked) {
     let mut got = log.clone();
     got.sort();
     expected.sort();
-    assert_eq!(got, expected, "{name}: one commit per task, no other: {log:?}");
+    assert_eq!(
+        got, expected,
+        "{name}: one commit per task, no other: {log:?}"
+    );
 
     for (title, slug) in LEAVES {
         assert_eq!(
@@ -420,6 +427,15 @@ fn check_done(name: &str, soaked: &Soaked) {
             "{name}: old/{slug}.txt deleted in HEAD"
         );
     }
+    let mut files = p.head_files();
+    files.sort();
+    let mut wanted: Vec<String> = LEAVES.iter().map(|(_, s)| format!("out/{s}.txt")).collect();
+    wanted.extend(["README.md", "SPEC.md", "log.txt"].map(String::from));
+    wanted.sort();
+    assert_eq!(
+        files, wanted,
+        "{name}: HEAD holds exactly the agent's files and SPEC.md"
+    );
     let shared = head_blob(p, "log.txt").unwrap_or_default();
     let mut lines: Vec<&str> = shared.lines().collect();
     lines.sort_unstable();
@@ -430,7 +446,13 @@ fn check_done(name: &str, soaked: &Soaked) {
     assert_eq!(p.dirty(), Vec::<String>::new(), "{name}: the tree is clean");
     assert!(!lock_path(p).exists(), "{name}: no stray lock");
     let state = p.state_dir();
-    for file in ["commit.json", "task.json", "stage1.json", "stage2.json", "stage3.json"] {
+    for file in [
+        "commit.json",
+        "task.json",
+        "stage1.json",
+        "stage2.json",
+        "stage3.json",
+    ] {
         assert!(
             !state.join(file).exists(),
             "{name}: no `{file}` left in the state folder"
