@@ -225,3 +225,43 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
     assert!(p.dirty().is_empty(), "{:?}", p.dirty());
     assert!(p.read("SPEC.md").contains("- [x] Hooked"));
 }
+
+/// Regression: a kill between the temp file and the rename of an atomic SPEC.md write leaves
+/// `.kern-XXXXXX.tmp` in the work tree. The next run removes it (it holds the lock), instead of
+/// committing it with the resumed task or refusing a new task on a dirty tree.
+#[test]
+fn temp_file_left_by_a_killed_write_is_removed_not_committed() {
+    for stage in ["implement", "research"] {
+        let number = if stage == "implement" { 2 } else { 1 };
+        let p = Project::new("- [ ] Survive\n- [ ] Next\n");
+        p.scenario(&slow_in(stage));
+        let mut child = spawn_kern(&p, &["5", "0"]);
+        wait_for(&p, &format!("stage{number}.jsonl"));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        // What a kill inside `atomic_file::write` of SPEC.md leaves behind.
+        p.write(".kern-Ab12Cd.tmp", "- [x] Survive\n");
+        let out = p.kern().args(["5", "0"]).output().unwrap();
+        let (_, err) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "{stage}: {err}");
+        assert!(
+            err.contains(".kern-Ab12Cd.tmp` left by a kern killed while writing"),
+            "{err}"
+        );
+        assert!(
+            !p.head_files().iter().any(|f| f.contains(".kern-")),
+            "{stage}: {:?}",
+            p.head_files()
+        );
+        assert_eq!(
+            p.log(),
+            vec!["Add next", "Add survive", "initial"],
+            "{stage}"
+        );
+        assert!(p.dirty().is_empty(), "{stage}: {:?}", p.dirty());
+    }
+}
