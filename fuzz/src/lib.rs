@@ -57,7 +57,11 @@ fn check_applied(doc: &Document, index: usize, edit: &Edit, new_text: &str, new_
     let text = doc.text();
     let task = &doc.tasks()[index];
     let again = Document::parse(new_text);
-    assert_eq!(again.tasks(), new_doc.tasks(), "the result re-parses the same");
+    assert_eq!(
+        again.tasks(),
+        new_doc.tasks(),
+        "the result re-parses the same"
+    );
     assert!(
         again.find(&doc.identity(index)).is_some(),
         "the task is still found after {edit:?}"
@@ -149,11 +153,20 @@ pub fn generate(rng: &mut Rng) -> Vec<u8> {
     const INDENT: &[&str] = &["", "", "", " ", "  ", "   ", "    ", "\t", "      ", "  \t"];
     const BULLET: &[&str] = &["-", "-", "*", "+", "1.", "2)", "10.", ""];
     const BOX: &[&str] = &[
-        "[ ]", "[ ]", "[ ]", "[x]", "[X]", "[~]", "[!]", "[-]", "[o]", "[]", "[ x]", "[~ ]", "[[ ]",
-        "[docs]",
+        "[ ]", "[ ]", "[ ]", "[x]", "[X]", "[~]", "[!]", "[-]", "[o]", "[]", "[ x]", "[~ ]",
+        "[[ ]", "[docs]",
     ];
     const TITLE: &[&str] = &[
-        "Alpha", "Beta task", "", "`code`", "**bold**", "a [link](x)", "é ü", "<b>", "x | y", "#",
+        "Alpha",
+        "Beta task",
+        "",
+        "`code`",
+        "**bold**",
+        "a [link](x)",
+        "é ü",
+        "<b>",
+        "x | y",
+        "#",
     ];
     const NOTE: &[&str] = &[
         "> **Research:**",
@@ -168,10 +181,30 @@ pub fn generate(rng: &mut Rng) -> Vec<u8> {
         "> > nested",
     ];
     const BLOCK: &[&str] = &[
-        "```", "~~~", "```rust", "<div>", "</div>", "<!--", "-->", "| a | b |", "|---|---|",
-        "# Heading", "===", "---", "text", "", "", "    - [ ] code", "* item", "\u{0}",
+        "```",
+        "~~~",
+        "```rust",
+        "<div>",
+        "</div>",
+        "<!--",
+        "-->",
+        "| a | b |",
+        "|---|---|",
+        "# Heading",
+        "===",
+        "---",
+        "text",
+        "",
+        "",
+        "    - [ ] code",
+        "* item",
+        "\u{0}",
     ];
-    let le = if rng.next() % 3 == 0 { "\r\n" } else { "\n" };
+    let le = if rng.next().is_multiple_of(3) {
+        "\r\n"
+    } else {
+        "\n"
+    };
     let lines = 1 + rng.next() % 40;
     let mut out = String::new();
     for _ in 0..lines {
@@ -189,11 +222,11 @@ pub fn generate(rng: &mut Rng) -> Vec<u8> {
         }
         out.push_str(le);
     }
-    if rng.next() % 4 == 0 {
+    if rng.next().is_multiple_of(4) {
         out.pop();
     }
     let mut bytes = out.into_bytes();
-    if rng.next() % 50 == 0 && !bytes.is_empty() {
+    if rng.next().is_multiple_of(50) && !bytes.is_empty() {
         let at = (rng.next() % bytes.len() as u64) as usize;
         bytes[at] = (rng.next() & 0xff) as u8;
     }
