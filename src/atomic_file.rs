@@ -13,6 +13,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+/// Temp files are named `.kern-XXXXXX.tmp` (six random characters).
+const TEMP_PREFIX: &str = ".kern-";
+const TEMP_SUFFIX: &str = ".tmp";
+const TEMP_RANDOM: usize = 6;
+
 /// Replaces `path` with `bytes` atomically, keeping the permissions of an existing file.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     prepare(path, bytes)?.commit()
@@ -50,8 +55,8 @@ fn prepare_with(path: &Path, bytes: &[u8], sync: bool) -> Result<Prepared> {
     };
     let existing_permissions = fs::metadata(path).ok().map(|m| m.permissions());
     let mut temp = tempfile::Builder::new()
-        .prefix(".kern-")
-        .suffix(".tmp")
+        .prefix(TEMP_PREFIX)
+        .suffix(TEMP_SUFFIX)
         .tempfile_in(dir)
         .map_err(|e| Error::io(dir, e))?;
     temp.write_all(bytes)
@@ -90,6 +95,34 @@ impl Prepared {
     }
 }
 
+/// Removes the temp files a killed kern left in `dir` (a kill between creating the temp file
+/// and the rename leaves one). Only names of exactly kern's pattern are touched; the caller
+/// must hold the run lock, so that no live kern is writing one. Returns what was removed.
+pub fn remove_leftovers(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return removed;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let ours = name
+            .strip_prefix(TEMP_PREFIX)
+            .and_then(|rest| rest.strip_suffix(TEMP_SUFFIX))
+            .is_some_and(|random| {
+                random.len() == TEMP_RANDOM && random.bytes().all(|b| b.is_ascii_alphanumeric())
+            });
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if ours && is_file && fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    removed.sort();
+    removed
+}
+
 fn current_umask() -> u32 {
     use nix::sys::stat::{Mode, umask};
     let old = umask(Mode::from_bits_truncate(0o022));
@@ -101,6 +134,33 @@ fn current_umask() -> u32 {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn remove_leftovers_takes_only_kerns_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = [
+            (".kern-Ab12Cd.tmp", true),
+            (".kern-Ab12C.tmp", false),
+            (".kern-Ab12Cd.tmp.bak", false),
+            ("kern-Ab12Cd.tmp", false),
+            (".kern-Ab-2Cd.tmp", false),
+            ("SPEC.md", false),
+        ];
+        for (name, _) in names {
+            fs::write(dir.path().join(name), "x").unwrap();
+        }
+        fs::create_dir(dir.path().join(".kern-Zz99Zz.tmp")).unwrap();
+        let removed = remove_leftovers(dir.path());
+        assert_eq!(removed, vec![dir.path().join(".kern-Ab12Cd.tmp")]);
+        for (name, gone) in names {
+            assert_eq!(!dir.path().join(name).exists(), gone, "{name}");
+        }
+        assert!(dir.path().join(".kern-Zz99Zz.tmp").is_dir());
+        // A temp file of a write in progress matches the pattern (what a kill leaves).
+        let prepared = prepare(&dir.path().join("SPEC.md"), b"new").unwrap();
+        assert_eq!(remove_leftovers(dir.path()).len(), 1);
+        drop(prepared);
+    }
 
     #[test]
     fn replaces_content_and_keeps_permissions() {

@@ -217,7 +217,8 @@ pub async fn run(settings: &Settings, reporter: &Reporter, interrupt: &Interrupt
 }
 
 impl Run<'_> {
-    /// Cleans up after a stale lock: stop an orphaned agent, recover git's index lock.
+    /// Cleans up after a stale lock: stop an orphaned agent, remove kern's leftover temp
+    /// files, recover git's index lock.
     fn recover(&mut self, takeover: Option<Takeover>) -> Result<()> {
         let mut stale_started = None;
         match takeover {
@@ -250,6 +251,16 @@ impl Run<'_> {
                 ));
             }
             None => {}
+        }
+        // A kern killed while writing SPEC.md or LEARNINGS.md leaves its temp file beside
+        // them: in the work tree, where it would block a new task or land in a commit.
+        if let Some(dir) = self.ws.spec_path.parent() {
+            for path in crate::atomic_file::remove_leftovers(dir) {
+                self.reporter.warn(&format!(
+                    "removed `{}` left by a kern killed while writing",
+                    path.display()
+                ));
+            }
         }
         if self.ws.repo.index_lock_present() {
             match stale_started {
@@ -1128,6 +1139,9 @@ impl Run<'_> {
             resume::remove(&path);
             return Ok(());
         }
+        // The lock must say so: a kill inside this commit can leave `.git/index.lock`, which
+        // the next run removes only when the dead run's phase was `committing`.
+        self.lock.set_phase("committing")?;
         self.reporter.info(&format!(
             "finishing the commit of `{}` that the last run could not make",
             pending.title

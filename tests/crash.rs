@@ -217,3 +217,120 @@ fn two_worktrees_on_different_branches_both_run_at_once() {
     .unwrap();
     assert_eq!(first.wait().unwrap().code(), Some(143));
 }
+
+/// Regression (found by tests/soak.rs): a kern killed while it finished the previous run's
+/// pending commit left `.git/index.lock` under the lock phase `selecting`, so every later run
+/// refused with exit 2. The kill lands inside the commit (a sleeping pre-commit hook); the
+/// index lock libgit2 would leave when the kill lands in its index write is made by hand.
+#[test]
+fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock() {
+    let p = Project::new("- [ ] Hooked\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let marks = p.outside.path().join("hook-runs");
+    let hook = p.path().join(".git/hooks/pre-commit");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    // The first two commit attempts hang in the hook (and say so); later ones go through.
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ >> '{m}'\n[ $(wc -l < '{m}') -le 2 ] && exec sleep 60\nexit 0\n",
+            m = marks.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let index_lock = p.path().join(".git/index.lock");
+    for run in 1..=2 {
+        let mut child = spawn_kern(&p, &["5", "0"]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::fs::read_to_string(&marks)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+            < run
+        {
+            assert!(
+                Instant::now() < deadline,
+                "run {run} never reached the hook"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        let hook_pid: i32 = std::fs::read_to_string(&marks)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(hook_pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        assert!(
+            p.state_dir().join("commit.json").exists(),
+            "run {run}: the commit is pending"
+        );
+        std::fs::write(&index_lock, "").unwrap();
+    }
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("index.lock` left by the crashed kern"),
+        "{err}"
+    );
+    assert_eq!(p.log(), vec!["Add hooked", "initial"]);
+    assert!(!index_lock.exists());
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+    assert!(p.read("SPEC.md").contains("- [x] Hooked"));
+}
+
+/// Regression: a kill between the temp file and the rename of an atomic SPEC.md write leaves
+/// `.kern-XXXXXX.tmp` in the work tree. The next run removes it (it holds the lock), instead of
+/// committing it with the resumed task or refusing a new task on a dirty tree.
+#[test]
+fn temp_file_left_by_a_killed_write_is_removed_not_committed() {
+    for stage in ["implement", "research"] {
+        let number = if stage == "implement" { 2 } else { 1 };
+        let p = Project::new("- [ ] Survive\n- [ ] Next\n");
+        p.scenario(&slow_in(stage));
+        let mut child = spawn_kern(&p, &["5", "0"]);
+        wait_for(&p, &format!("stage{number}.jsonl"));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        // What a kill inside `atomic_file::write` of SPEC.md leaves behind.
+        p.write(".kern-Ab12Cd.tmp", "- [x] Survive\n");
+        let out = p.kern().args(["5", "0"]).output().unwrap();
+        let (_, err) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "{stage}: {err}");
+        assert!(
+            err.contains(".kern-Ab12Cd.tmp` left by a kern killed while writing"),
+            "{err}"
+        );
+        assert!(
+            !p.head_files().iter().any(|f| f.contains(".kern-")),
+            "{stage}: {:?}",
+            p.head_files()
+        );
+        assert_eq!(
+            p.log(),
+            vec!["Add next", "Add survive", "initial"],
+            "{stage}"
+        );
+        assert!(p.dirty().is_empty(), "{stage}: {:?}", p.dirty());
+    }
+}

@@ -642,6 +642,7 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
+    use crate::spec::LineEnding;
     use proptest::prelude::*;
 
     /// A generated task tree rendered as markdown, for round-trip properties.
@@ -814,6 +815,226 @@ mod props {
         #[test]
         fn from_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
             let _ = Document::from_bytes(&bytes);
+        }
+    }
+
+    /// One line of an arbitrary, often malformed, SPEC.md: tasks with every box and bullet
+    /// (also near-miss boxes), notes of every kind, fences, HTML, tables, headings, tabs and
+    /// free text, at assorted indentations.
+    fn noisy_line() -> impl Strategy<Value = String> {
+        let indent = prop::sample::select(vec![
+            "", "", " ", "  ", "   ", "    ", "\t", "  \t", "      ",
+        ]);
+        let bullet = prop::sample::select(vec!["-", "*", "+", "1.", "2)", "10.", "-", ""]);
+        let boxed = prop::sample::select(vec![
+            "[ ]", "[ ]", "[x]", "[X]", "[~]", "[!]", "[-]", "[o]", "[]", "[ x]", "[~ ]", "[[ ]",
+            "[docs]", "[ ]",
+        ]);
+        let title = "[a-zA-Z0-9 é`*_\\[\\]<>#|-]{0,16}";
+        let task = (indent.clone(), bullet, boxed, title)
+            .prop_map(|(i, b, x, t)| format!("{i}{b} {x} {t}"));
+        let note = (
+            indent.clone(),
+            prop::sample::select(vec![
+                "> **Research:**",
+                ">   - a finding",
+                "> **Attempt 1:** failed",
+                "> **Attempt 7:** again",
+                "> **Skipped:** not now",
+                "> **Blocked:** stuck",
+                "> **Check:** cargo test",
+                "> plain quote",
+                ">",
+                "> > nested",
+            ]),
+        )
+            .prop_map(|(i, n)| format!("{i}{n}"));
+        let block = (
+            indent,
+            prop::sample::select(vec![
+                "```",
+                "~~~",
+                "```rust",
+                "<div>",
+                "</div>",
+                "<!-- x",
+                "-->",
+                "| a | b |",
+                "|---|---|",
+                "# Heading",
+                "Heading",
+                "===",
+                "---",
+                "text",
+                "",
+                "",
+                "    - [ ] code",
+                "1. item",
+                "* item",
+            ]),
+        )
+            .prop_map(|(i, b)| format!("{i}{b}"));
+        prop_oneof![4 => task, 2 => note, 2 => block, 1 => ".{0,24}"]
+    }
+
+    /// Each edit kind once, with texts that try to break out of their place.
+    fn every_edit(text: &str) -> Vec<Edit> {
+        vec![
+            Edit::SetState(TaskState::Pending),
+            Edit::SetState(TaskState::InProgress),
+            Edit::SetState(TaskState::Done),
+            Edit::SetState(TaskState::Blocked),
+            Edit::AddResearch(vec![
+                text.to_string(),
+                "- [ ] not a task".into(),
+                String::new(),
+            ]),
+            Edit::AddAttempt(text.to_string()),
+            Edit::AddSkipped(format!("> **Blocked:** {text}")),
+            Edit::AddBlocked(format!("{text}\n```\n- [x] fenced")),
+            Edit::InsertSubtasks(vec![format!("sub {text}"), "second [ ] one".into()]),
+            Edit::CompleteParents,
+            Edit::BlockParents,
+        ]
+    }
+
+    /// Checks one applied edit against the old document from the outside: the bytes that
+    /// changed, where, and that the result parses to the same tasks plus what the edit says.
+    fn check_applied(
+        doc: &Document,
+        index: usize,
+        edit: &Edit,
+        new_text: &str,
+        new_doc: &Document,
+    ) -> Result<(), TestCaseError> {
+        let text = doc.text();
+        let task = &doc.tasks()[index];
+        let again = Document::parse(new_text);
+        prop_assert_eq!(
+            again.tasks(),
+            new_doc.tasks(),
+            "the result re-parses the same"
+        );
+        prop_assert_eq!(
+            again.problems().len(),
+            doc.problems().len(),
+            "no new malformed box"
+        );
+        prop_assert!(
+            new_doc.find(&doc.identity(index)).is_some(),
+            "the task is still found"
+        );
+        match edit {
+            Edit::SetState(_) | Edit::CompleteParents | Edit::BlockParents => {
+                prop_assert_eq!(new_text.len(), text.len());
+                let allowed: Vec<usize> = match edit {
+                    Edit::SetState(_) => vec![task.marker.start],
+                    _ => doc
+                        .ancestors(index)
+                        .iter()
+                        .map(|&a| doc.tasks()[a].marker.start)
+                        .collect(),
+                };
+                for (at, (a, b)) in text.bytes().zip(new_text.bytes()).enumerate() {
+                    if a != b {
+                        prop_assert!(
+                            allowed.contains(&at),
+                            "byte {} changed outside the boxes",
+                            at
+                        );
+                        prop_assert!(TaskState::from_marker(b as char).is_some());
+                    }
+                }
+                prop_assert_eq!(new_doc.tasks().len(), doc.tasks().len());
+            }
+            _ => {
+                // A pure insertion: some split of the old text is a prefix and a suffix of the
+                // new one. Every split point in `lowest..=prefix` works; one of them must lie
+                // between the task's box and the end of its item.
+                let prefix = text
+                    .bytes()
+                    .zip(new_text.bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                let suffix = text
+                    .bytes()
+                    .rev()
+                    .zip(new_text.bytes().rev())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                prop_assert!(new_text.len() > text.len());
+                prop_assert!(prefix + suffix >= text.len(), "only an insertion");
+                let lowest = text.len() - suffix;
+                let item_end = doc
+                    .line_end_after(task.item.end.saturating_sub(1))
+                    .max(task.item.end);
+                prop_assert!(
+                    lowest.max(task.marker.end) <= prefix.min(item_end),
+                    "inserted outside the item ({}..={} vs {}..={})",
+                    lowest,
+                    prefix,
+                    task.marker.end,
+                    item_end
+                );
+                let added = match edit {
+                    Edit::InsertSubtasks(t) => t.len(),
+                    _ => 0,
+                };
+                prop_assert_eq!(new_doc.tasks().len(), doc.tasks().len() + added);
+                if doc.line_ending() == LineEnding::CrLf && text.ends_with("\r\n") {
+                    prop_assert!(!new_text.replace("\r\n", "").contains('\n'), "CRLF kept");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Arbitrary documents (not only well-formed ones): every edit kind on a task that
+        /// exists either applies and passes the outside checks, or is refused; never a panic.
+        #[test]
+        fn every_edit_on_arbitrary_documents_touches_only_its_range_and_reparses(
+            lines in prop::collection::vec(noisy_line(), 1..30),
+            crlf in any::<bool>(),
+            final_newline in any::<bool>(),
+            pick in any::<prop::sample::Index>(),
+            note in ".{0,40}",
+        ) {
+            let le = if crlf { "\r\n" } else { "\n" };
+            let mut text = lines.join(le);
+            if final_newline {
+                text.push_str(le);
+            }
+            let doc = Document::parse(&text);
+            let _ = super::super::validate::validate(&doc);
+            let _ = super::super::select::select(&doc);
+            if doc.tasks().is_empty() {
+                return Ok(());
+            }
+            let index = pick.index(doc.tasks().len());
+            let id = doc.identity(index);
+            for edit in every_edit(&note) {
+                if let Ok((new_text, new_doc)) = apply_parsed(&doc, &id, &edit) {
+                    check_applied(&doc, index, &edit, &new_text, &new_doc)
+                        .map_err(|e| TestCaseError::fail(format!("{e}\nedit {edit:?}\ntext {text:?}")))?;
+                }
+            }
+        }
+
+        /// The same on plain strings, every task, the edits chained on the growing text.
+        #[test]
+        fn chained_edits_on_any_string_never_panic(text in ".{0,300}") {
+            let mut doc = Document::parse(&text);
+            for index in 0..doc.tasks().len() {
+                let id = doc.identity(index);
+                for edit in every_edit("x") {
+                    if let Ok((_, next)) = apply_parsed(&doc, &id, &edit) {
+                        doc = next;
+                    }
+                }
+            }
         }
     }
 }
