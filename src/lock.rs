@@ -23,10 +23,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
 use nix::unistd::{Pid, getpgrp};
 use serde::{Deserialize, Serialize};
 
@@ -293,29 +291,14 @@ pub fn stop_orphaned_agent(record: &LockRecord) -> bool {
     if crate::process_identity::start_time(group.pgid) != Some(recorded) {
         return false;
     }
-    let pgid = Pid::from_raw(group.pgid);
-    if killpg(pgid, Signal::SIGTERM).is_err() {
-        return false;
-    }
-    if !wait_group_gone(pgid, ORPHAN_GRACE) {
-        let _ = killpg(pgid, Signal::SIGKILL);
-        wait_group_gone(pgid, ORPHAN_GRACE);
-    }
-    true
-}
-
-/// Polls until no process is left in group `pgid`, up to `limit`.
-fn wait_group_gone(pgid: Pid, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if killpg(pgid, None) == Err(Errno::ESRCH) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let group = crate::supervisor::ProcessGroup {
+        pgid: group.pgid,
+        leader: crate::process_identity::ProcessIdentity {
+            pid: group.pgid,
+            start_time: Some(recorded),
+        },
+    };
+    group.stop_if_same(ORPHAN_GRACE)
 }
 
 /// Opens and flocks the lock file, retrying while the path names another inode than the one

@@ -59,6 +59,45 @@ pub fn pid_alive(pid: i32) -> bool {
     }
 }
 
+/// True while process group `pgid` has a member that is not a zombie. A zombie cannot write
+/// anything; counting it as alive made kern wait out whole grace periods in containers whose
+/// first process does not reap orphans (found by the crash soak). Linux scans `/proc`;
+/// elsewhere any member, zombies included, counts (`kill(-pgid, 0)`).
+#[cfg(target_os = "linux")]
+pub fn group_alive(pgid: i32) -> bool {
+    if pgid <= 0 || kill(Pid::from_raw(-pgid), None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            return false;
+        };
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| parse_state_and_group(&stat))
+            .is_some_and(|(state, group)| group == pgid && state != 'Z')
+    })
+}
+
+/// Without `/proc`: any member counts, zombies included.
+#[cfg(not(target_os = "linux"))]
+pub fn group_alive(pgid: i32) -> bool {
+    pgid > 0 && kill(Pid::from_raw(-pgid), None) != Err(Errno::ESRCH)
+}
+
+/// Fields 3 (state) and 5 (process group) of a `/proc/<pid>/stat` line.
+#[cfg(target_os = "linux")]
+fn parse_state_and_group(stat: &str) -> Option<(char, i32)> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    Some((state, fields.next()?.parse().ok()?))
+}
+
 /// The start time of `pid` in clock ticks since boot, from `/proc/<pid>/stat` (Linux only).
 #[cfg(target_os = "linux")]
 pub fn start_time(pid: i32) -> Option<u64> {
@@ -103,6 +142,35 @@ mod tests {
             };
             assert!(!reused.is_running(), "pid reuse must read as not running");
         }
+    }
+
+    #[test]
+    fn state_and_group_are_read_after_the_command_name() {
+        let stat = "1234 (a) b) Z 1 777 1234 0 -1";
+        assert_eq!(parse_state_and_group(stat), Some(('Z', 777)));
+    }
+
+    #[test]
+    fn a_group_of_only_zombies_is_not_alive() {
+        use std::os::unix::process::CommandExt;
+        // A child in its own group that exits and is not reaped yet: a zombie.
+        let mut child = std::process::Command::new("true")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while group_alive(pgid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!group_alive(pgid), "a zombie-only group reads as gone");
+        assert!(
+            pid_alive(pgid),
+            "the zombie is still there (not reaped yet)"
+        );
+        child.wait().unwrap();
+        let me = nix::unistd::getpgrp().as_raw();
+        assert!(group_alive(me), "this test's own group is alive");
     }
 
     #[test]

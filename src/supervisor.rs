@@ -156,7 +156,7 @@ impl ProcessGroup {
         }
         let deadline = std::time::Instant::now() + grace;
         while std::time::Instant::now() < deadline {
-            if killpg(group, None) == Err(Errno::ESRCH) {
+            if group_gone(self.pgid) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -442,9 +442,9 @@ fn kill_group(pgid: i32, signal: Signal) {
     }
 }
 
-/// True when no process is left in the group.
+/// True when no live process is left in the group (zombies do not count).
 fn group_gone(pgid: i32) -> bool {
-    killpg(Pid::from_raw(pgid), None) == Err(Errno::ESRCH)
+    !crate::process_identity::group_alive(pgid)
 }
 
 /// `from + duration`, or a far future when that does not fit (a limit of "forever").
