@@ -79,8 +79,12 @@ pub async fn run_stage(
     // Rewritten before every stage run, so no fsync: a crash cannot make them matter.
     let prompt_path = state_dir.stage_prompt(stage);
     crate::atomic_file::write_unsynced(&prompt_path, request.prompt.as_bytes())?;
+    // The schema never changes: written once and kept across iterations (it is not a stage
+    // file of DESIGN.md section 3), which spares three file creations per iteration.
     let schema_path = state_dir.stage_schema(stage);
-    crate::atomic_file::write_unsynced(&schema_path, stage.schema().as_bytes())?;
+    if std::fs::read(&schema_path).ok().as_deref() != Some(stage.schema().as_bytes()) {
+        crate::atomic_file::write_unsynced(&schema_path, stage.schema().as_bytes())?;
+    }
     lock.set_phase(stage.name())?;
 
     let delays = retry::retry_delays(&settings.retry);
@@ -199,10 +203,8 @@ pub async fn run_stage(
         // How did it end?
         let class = match &finished.end {
             EndReason::Interrupted(signal) => {
-                envelope.outcome = Outcome::Interrupted;
-                envelope.failure = Some("interrupted".into());
-                StageRecord::from_output(&output, envelope)
-                    .write(&state_dir.stage_record(stage))?;
+                let failure = Some("interrupted".to_string());
+                write_record(state_dir, &output, envelope, Outcome::Interrupted, failure)?;
                 return Err(Error::Interrupted { signal: *signal });
             }
             EndReason::StageTimeout => Some(FailureClass::Transient(format!(
@@ -232,8 +234,8 @@ pub async fn run_stage(
                 match report {
                     Ok(report) => {
                         envelope.report = Some(report.clone());
-                        let record = StageRecord::from_output(&output, envelope);
-                        record.write(&state_dir.stage_record(stage))?;
+                        let record =
+                            write_record(state_dir, &output, envelope, Outcome::Succeeded, None)?;
                         return Ok(StageRun {
                             record,
                             report: Some(report),
@@ -245,36 +247,18 @@ pub async fn run_stage(
                         // A stage limit: no blind retry.
                         let note =
                             format!("{} stage gave no usable result: {reason}", stage.name());
-                        return failed(
-                            state_dir,
-                            stage,
-                            &output,
-                            envelope,
-                            Outcome::Failed,
-                            note,
-                            cost,
-                        );
+                        return failed(state_dir, &output, envelope, Outcome::Failed, note, cost);
                     }
                 }
             }
             Some(FailureClass::NeedsUser(message)) => {
-                envelope.outcome = Outcome::Failed;
-                envelope.failure = Some(message.clone());
-                StageRecord::from_output(&output, envelope)
-                    .write(&state_dir.stage_record(stage))?;
+                let failure = Some(message.clone());
+                write_record(state_dir, &output, envelope, Outcome::Failed, failure)?;
                 return Err(Error::AgentNeedsUser { message });
             }
             Some(FailureClass::StageLimit(reason)) => {
                 let note = format!("{} stage stopped: {reason}", stage.name());
-                return failed(
-                    state_dir,
-                    stage,
-                    &output,
-                    envelope,
-                    Outcome::Failed,
-                    note,
-                    cost,
-                );
+                return failed(state_dir, &output, envelope, Outcome::Failed, note, cost);
             }
             Some(FailureClass::UsageLimit { resets_at, message }) => {
                 let now = SystemTime::now();
@@ -285,11 +269,9 @@ pub async fn run_stage(
                 let wait = until
                     .duration_since(now)
                     .unwrap_or(settings.retry.reset_margin);
+                let failure = Some(message.clone());
+                write_record(state_dir, &output, envelope, Outcome::Failed, failure)?;
                 if waited + wait > settings.retry.max_wait {
-                    envelope.outcome = Outcome::Failed;
-                    envelope.failure = Some(message.clone());
-                    StageRecord::from_output(&output, envelope)
-                        .write(&state_dir.stage_record(stage))?;
                     return Err(Error::AgentNeedsUser {
                         message: format!(
                             "{message} — the reset is {} away, longer than --max-wait ({}); run kern again after the reset, or raise --max-wait",
@@ -298,10 +280,6 @@ pub async fn run_stage(
                         ),
                     });
                 }
-                envelope.outcome = Outcome::Failed;
-                envelope.failure = Some(message.clone());
-                StageRecord::from_output(&output, envelope)
-                    .write(&state_dir.stage_record(stage))?;
                 waits.push(Wait {
                     kind: WaitKind::UsageLimit,
                     reason: message.clone(),
@@ -323,10 +301,7 @@ pub async fn run_stage(
                     Outcome::Failed
                 };
                 if let Some(delay) = delays.get(retries as usize).copied() {
-                    envelope.outcome = outcome;
-                    envelope.failure = Some(reason.clone());
-                    StageRecord::from_output(&output, envelope)
-                        .write(&state_dir.stage_record(stage))?;
+                    write_record(state_dir, &output, envelope, outcome, Some(reason.clone()))?;
                     retries += 1;
                     waits.push(Wait {
                         kind: WaitKind::Retry,
@@ -350,26 +325,39 @@ pub async fn run_stage(
                     } else {
                         format!("{reason} (after {} retries)", delays.len())
                     };
-                    return failed(state_dir, stage, &output, envelope, outcome, note, cost);
+                    return failed(state_dir, &output, envelope, outcome, note, cost);
                 }
             }
         }
     }
 }
 
-fn failed(
+/// Sets how the stage ended, writes `stageN.json`, and returns the record.
+fn write_record(
     state_dir: &StateDir,
-    stage: Stage,
     output: &crate::agent::stream::AgentOutput,
     mut envelope: KernEnvelope,
+    outcome: Outcome,
+    failure: Option<String>,
+) -> Result<StageRecord> {
+    envelope.outcome = outcome;
+    envelope.failure = failure;
+    let stage = envelope.stage;
+    let record = StageRecord::from_output(output, envelope);
+    record.write(&state_dir.stage_record(stage))?;
+    Ok(record)
+}
+
+/// The stage failed for good: its record, and kern's note for the Attempt.
+fn failed(
+    state_dir: &StateDir,
+    output: &crate::agent::stream::AgentOutput,
+    envelope: KernEnvelope,
     outcome: Outcome,
     note: String,
     cost: f64,
 ) -> Result<StageRun> {
-    envelope.outcome = outcome;
-    envelope.failure = Some(note.clone());
-    let record = StageRecord::from_output(output, envelope);
-    record.write(&state_dir.stage_record(stage))?;
+    let record = write_record(state_dir, output, envelope, outcome, Some(note.clone()))?;
     Ok(StageRun {
         record,
         report: None,

@@ -130,7 +130,8 @@ impl StateDir {
         self.stage_file(stage, "prompt.md")
     }
 
-    /// `stageN.schema.json`: the stage's JSON schema, for agents that take it as a file.
+    /// `stageN.schema.json`: the stage's JSON schema, for agents that take it as a file. Not a
+    /// per-iteration file: it never changes, so it stays.
     pub fn stage_schema(&self, stage: Stage) -> PathBuf {
         self.stage_file(stage, "schema.json")
     }
@@ -163,7 +164,6 @@ impl StateDir {
             files.push(self.stage_stream(stage));
             files.push(self.stage_stderr(stage));
             files.push(self.stage_prompt(stage));
-            files.push(self.stage_schema(stage));
         }
         files.push(self.check_log());
         files
@@ -255,11 +255,13 @@ mod tests {
         let sd = StateDir::locate(root.path(), Path::new("/a/app"), "main");
         sd.create(Path::new("/a/app")).unwrap();
         fs::write(sd.stage_record(Stage::Research), "{}").unwrap();
+        fs::write(sd.stage_schema(Stage::Research), "{}").unwrap();
         fs::write(sd.check_log(), "x").unwrap();
         fs::write(sd.run_log(), "{}\n").unwrap();
         sd.clear_iteration_files().unwrap();
         assert!(!sd.stage_record(Stage::Research).exists());
         assert!(!sd.check_log().exists());
         assert!(sd.run_log().exists());
+        assert!(sd.stage_schema(Stage::Research).exists(), "schemas stay");
     }
 }
