@@ -27,6 +27,8 @@ enum How {
     Demo,
     /// `cargo test`: this run; only its place in the README is checked.
     CargoTest,
+    /// `cargo test --test A --test B`: part of this run; each named test file must exist.
+    TestTargets,
     /// `cargo install --path .`: not run; the package and its binary are checked.
     CargoInstall,
     /// `kern doctor`: run with a fake, logged-in `claude`.
@@ -41,6 +43,10 @@ enum How {
 const KNOWN: &[(&str, How)] = &[
     ("cargo run --release -- demo", How::Demo),
     ("cargo test", How::CargoTest),
+    (
+        "cargo test --test real_agent --test real_claude",
+        How::TestTargets,
+    ),
     ("cargo install --path .", How::CargoInstall),
     ("kern doctor", How::Doctor),
     ("kern init", How::Daily),
@@ -174,6 +180,26 @@ fn the_first_commands_are_the_demo_and_the_tests() {
         "`cargo test` is this very run; the demo is run by `demo_runs_offline_and_commits`"
     );
     assert_eq!(commands(How::CargoTest), ["cargo test"]);
+}
+
+#[test]
+fn test_targets_named_in_the_readme_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let commands = commands(How::TestTargets);
+    assert!(!commands.is_empty());
+    for command in commands {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(words[..2], ["cargo", "test"], "{command}");
+        for pair in words[2..].chunks(2) {
+            assert_eq!(pair[0], "--test", "{command}");
+            let file = root.join("tests").join(format!("{}.rs", pair[1]));
+            assert!(
+                file.is_file(),
+                "`{command}` names a test that does not exist: {}",
+                file.display()
+            );
+        }
+    }
 }
 
 #[test]
