@@ -185,7 +185,8 @@ impl RealAgent {
             .expect("state folder")
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.starts_with("stage"))
+            // Schemas are kept across iterations; every other stage file must go.
+            .filter(|name| name.starts_with("stage") && !name.ends_with(".schema.json"))
             .collect();
         names.sort();
         names
