@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// Temp files are named `.kern-XXXXXX.tmp` (six random characters).
+/// Temp files are named `.kern-<six random characters>.tmp`.
 const TEMP_PREFIX: &str = ".kern-";
 const TEMP_SUFFIX: &str = ".tmp";
 const TEMP_RANDOM: usize = 6;

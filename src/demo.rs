@@ -1,7 +1,7 @@
 //! `kern demo`: the whole loop, for real, in a throw-away repository, with the built-in scripted
 //! agent instead of a model — offline, no account, a few seconds.
 //!
-//! What it builds, under one temp folder `kern-demo-XXXXXX/`:
+//! What it builds, under one temp folder `kern-demo-<random>/`:
 //! - `greet/`: a git repository (identity set locally, so a machine without a git identity
 //!   works) holding a tiny shell project, a four-task SPEC.md and an initial commit;
 //! - `agent/`: the scenario of the scripted agent (real edits per task, matched by task title;
