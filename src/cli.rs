@@ -265,12 +265,12 @@ mod tests {
                 dir: false
             })
         ));
-        let cli = Cli::try_parse_from(["kern", "--spec", "TODO.md", "status"]).unwrap();
+        let cli = Cli::try_parse_from(["kern", "--spec", "PLAN.md", "status"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Status { .. })));
-        assert_eq!(cli.global.spec, PathBuf::from("TODO.md"));
-        let cli = Cli::try_parse_from(["kern", "-n", "--spec", "TODO.md"]).unwrap();
+        assert_eq!(cli.global.spec, PathBuf::from("PLAN.md"));
+        let cli = Cli::try_parse_from(["kern", "-n", "--spec", "PLAN.md"]).unwrap();
         assert!(cli.dry_run);
-        assert_eq!(cli.global.spec, PathBuf::from("TODO.md"));
+        assert_eq!(cli.global.spec, PathBuf::from("PLAN.md"));
     }
 
     #[test]

@@ -161,7 +161,7 @@ mod tests {
     fn writes_spec_and_learnings() {
         let cases = [
             ("SPEC.md", "LEARNINGS.md"),
-            ("TODO.md", "LEARNINGS.md"),
+            ("PLAN.md", "LEARNINGS.md"),
             ("docs/plan/SPEC.md", "docs/plan/LEARNINGS.md"),
         ];
         for (spec, learnings) in cases {
