@@ -5,42 +5,30 @@
 
 pub mod agent;
 pub mod atomic_file;
-pub mod check;
 pub mod cli;
-pub mod completions;
-pub mod config;
-pub mod demo;
-pub mod diagnostics;
-pub mod doctor;
-pub mod dry_run;
+pub mod command;
 pub mod error;
-pub mod init;
-pub mod interrupt;
 pub mod learnings;
-pub mod lock;
 pub mod pipeline;
-pub mod process_identity;
 pub mod prompt;
-pub mod report;
+pub mod reporter;
 pub mod repository;
-pub mod resume;
 pub mod retry;
-pub mod run_log;
 pub mod scripted_agent;
-pub mod sensitive;
+pub mod settings;
 pub mod spec;
 pub mod stage;
-pub mod stage_record;
-pub mod stage_runner;
-pub mod state_dir;
-pub mod status;
+pub mod state;
 pub mod supervisor;
 
 use std::io::Write;
 
 use crate::cli::{Cli, Command};
-use crate::config::Settings;
+use crate::command::{completions, demo, doctor, dry_run, init, status};
 use crate::error::{Error, Result};
+use crate::reporter::diagnostics;
+use crate::settings::Settings;
+use crate::supervisor::interrupt;
 
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.
 pub async fn run(cli: Cli) -> Result<()> {
@@ -52,7 +40,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         None => {
-            let reporter = report::Reporter::new(settings.color, settings.quiet);
+            let reporter = reporter::Reporter::new(settings.color, settings.quiet);
             let interrupt = interrupt::Interrupt::install()?;
             pipeline::run(&settings, &reporter, &interrupt).await
         }

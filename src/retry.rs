@@ -17,7 +17,7 @@ use regex::Regex;
 
 use crate::agent::Agent;
 use crate::agent::stream::{AgentOutput, first_line};
-use crate::config::RetryPolicy;
+use crate::settings::RetryPolicy;
 
 /// How much a retry delay varies around its exponential value: ±25 %.
 pub const JITTER: f64 = 0.25;

@@ -20,7 +20,7 @@ use git2::{Delta, ErrorCode, Index, IndexAddOption, IndexEntry, IndexTime, Oid, 
 use super::hooks::hook_present;
 use super::{Repository, covers};
 use crate::error::{Error, Result};
-use crate::sensitive;
+use crate::repository::sensitive;
 
 /// What to commit.
 #[derive(Debug, Clone, Copy)]

@@ -10,6 +10,7 @@ mod commit;
 mod context;
 mod hooks;
 mod refs;
+pub mod sensitive;
 mod snapshot;
 
 use std::path::{Component, Path, PathBuf};
@@ -116,7 +117,7 @@ impl Repository {
     /// `detached-<7 hex>`; an unborn branch uses its name.
     pub fn branch_folder(&self) -> Result<String> {
         Ok(match self.head()? {
-            Head::Branch(name) | Head::Unborn(name) => crate::state_dir::branch_folder(&name),
+            Head::Branch(name) | Head::Unborn(name) => crate::state::branch_folder(&name),
             Head::Detached(oid) => format!("detached-{}", short(oid)),
         })
     }

@@ -1,0 +1,9 @@
+//! One file per subcommand: what each of kern's commands does, on top of the pipeline and the
+//! parts beside it. The run itself is `pipeline::run`.
+
+pub mod completions;
+pub mod demo;
+pub mod doctor;
+pub mod dry_run;
+pub mod init;
+pub mod status;

@@ -1,0 +1,150 @@
+//! `kern status`: tasks by state, the next task, the resume point, the lock holder and the
+//! state folder — for a person (stderr) or, with `--json`, for a script (one object on stdout).
+//! `--dir` prints only the state folder, so `jq .result "$(kern status --dir)/stage2.json"`
+//! works. Reads only: status never writes, locks or runs anything.
+
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::pipeline::Workspace;
+use crate::settings::Settings;
+use crate::spec::{self, Document};
+use crate::state::lock::RunLock;
+
+/// Everything `kern status` reports, computed once.
+pub struct StatusReport {
+    /// The JSON object of `kern status --json`.
+    pub json: Value,
+    /// Warnings from validation, rendered.
+    pub warnings: Vec<String>,
+}
+
+/// Computes the status of the repository in the current folder.
+pub fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
+    let (ws, _, report) = compute_with_spec(settings)?;
+    Ok((ws, report))
+}
+
+/// [`compute`], also handing back the parsed SPEC.md, so that the dry run does not parse a
+/// large file a second time.
+pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, StatusReport)> {
+    let ws = Workspace::open(settings)?;
+    let (_, doc, warnings) = ws.load_spec()?;
+    let counts = doc.counts();
+    let next = spec::select(&doc).map(|sel| {
+        let task = &doc.tasks()[sel.task];
+        let parents: Vec<&str> = doc
+            .ancestors(sel.task)
+            .iter()
+            .rev() // root first
+            .map(|&a| doc.tasks()[a].title.as_str())
+            .collect();
+        let identity = serde_json::to_value(doc.identity(sel.task)).unwrap_or(Value::Null);
+        (task, parents, identity, sel.reason.to_string())
+    });
+    let resume_point = next
+        .as_ref()
+        .map(|(task, _, identity, _)| peek_resume(&ws, identity, task.research().is_some()));
+    let lock = RunLock::inspect(&ws.state_dir.lock_path()).map(|(record, live)| {
+        let mut v = serde_json::to_value(&record).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut v {
+            map.insert("live".into(), json!(live));
+        }
+        v
+    });
+    let json = json!({
+        "spec": ws.spec_path.display().to_string(),
+        "counts": counts,
+        "next": next.as_ref().map(|(task, parents, _, reason)| json!({
+            "title": task.title,
+            "line": task.line,
+            "state": task.state.as_str(),
+            "parents": parents,
+            "reason": reason,
+        })),
+        "resume": resume_point,
+        "lock": lock,
+        "state_dir": ws.state_dir.dir().display().to_string(),
+    });
+    Ok((ws, doc, StatusReport { json, warnings }))
+}
+
+/// The resume point without touching anything (stale files are reported, not removed).
+fn peek_resume(ws: &Workspace, identity: &Value, has_research: bool) -> String {
+    // `resume::infer` removes stale files; status must not write, so it decides from the
+    // records alone (a review record does not change the stage that runs next).
+    use crate::stage::record::{Outcome, StageRecord};
+    use crate::stage::{ImplementStatus, Stage, StageReport};
+    let current = |stage: Stage| {
+        StageRecord::load(&ws.state_dir.stage_record(stage))
+            .filter(|r| &r.kern.task.identity == identity && r.kern.outcome == Outcome::Succeeded)
+    };
+    if !has_research {
+        return if current(Stage::Research).is_some() {
+            "implement"
+        } else {
+            "research"
+        }
+        .to_string();
+    }
+    let implemented = current(Stage::Implement)
+        .is_some_and(|r| matches!(&r.kern.report, Some(StageReport::Implement(i)) if i.status == ImplementStatus::Success));
+    if implemented { "commit" } else { "implement" }.to_string()
+}
+
+/// Renders the human summary.
+pub fn render_human(report: &StatusReport) -> String {
+    let j = &report.json;
+    let c = &j["counts"];
+    let mut out = String::new();
+    out.push_str(&format!(
+        "spec:      {}\n",
+        j["spec"].as_str().unwrap_or("")
+    ));
+    out.push_str(&format!(
+        "tasks:     {} pending, {} in progress, {} done, {} blocked\n",
+        c["pending"], c["in_progress"], c["done"], c["blocked"]
+    ));
+    match j["next"].as_object() {
+        Some(next) => {
+            let parents: Vec<&str> = next["parents"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let path = if parents.is_empty() {
+                String::new()
+            } else {
+                format!(" (in {})", parents.join(" › "))
+            };
+            out.push_str(&format!(
+                "next:      line {}: {}{path} — {}\n",
+                next["line"],
+                next["title"].as_str().unwrap_or(""),
+                next["reason"].as_str().unwrap_or("")
+            ));
+            out.push_str(&format!(
+                "resume at: {}\n",
+                j["resume"].as_str().unwrap_or("research")
+            ));
+        }
+        None => out.push_str("next:      nothing left to do\n"),
+    }
+    match j["lock"].as_object() {
+        Some(lock) if lock["live"] == json!(true) => out.push_str(&format!(
+            "lock:      held by kern pid {} since {} (phase: {})\n",
+            lock["pid"],
+            lock["started_at"].as_str().unwrap_or("?"),
+            lock["phase"].as_str().unwrap_or("?")
+        )),
+        Some(lock) => out.push_str(&format!(
+            "lock:      stale (pid {} is gone); the next run takes it over\n",
+            lock["pid"]
+        )),
+        None => out.push_str("lock:      free\n"),
+    }
+    out.push_str(&format!(
+        "state:     {}\n",
+        j["state_dir"].as_str().unwrap_or("")
+    ));
+    out
+}

@@ -1,0 +1,126 @@
+//! The check gate: the project's own command (`--check`, or a task's `> **Check:**` note,
+//! which wins) that must pass after implement reports SUCCESS before the review runs.
+//!
+//! It runs through the same supervisor as an agent (own process group, timeout, no orphans),
+//! as `sh -c` with stderr joined to stdout, all of it in `check.log`. A failure becomes an
+//! Attempt note carrying the last lines of the output.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::agent::Invocation;
+use crate::error::{Error, Result};
+use crate::settings::StageLimits;
+use crate::supervisor::interrupt::Interrupt;
+use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
+
+/// Lines of output kept for the Attempt note.
+const TAIL_LINES: usize = 20;
+
+/// How the check ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckResult {
+    /// Exit 0.
+    Passed,
+    /// Anything else; the note says what and shows the last lines.
+    Failed(String),
+}
+
+/// Runs `command` in `cwd` with `timeout`, output to `log`.
+pub async fn run(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    log: &Path,
+    interrupt: &Interrupt,
+) -> Result<CheckResult> {
+    let invocation = Invocation {
+        program: "sh".into(),
+        args: vec!["-c".into(), format!("exec 2>&1\n{command}")],
+        env: Vec::new(),
+        cwd: cwd.to_path_buf(),
+        stdin: Vec::new(),
+    };
+    let limits = StageLimits {
+        stage_timeout: timeout,
+        idle_timeout: timeout,
+        result_grace: timeout,
+    };
+    let stderr = log.with_extension("stderr");
+    let files = StreamFiles {
+        stdout: log.to_path_buf(),
+        stderr: stderr.clone(),
+        stderr_cap: 4096,
+    };
+    let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES);
+    let mut on_line = |line: &str| {
+        if tail.len() == TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line.chars().take(300).collect());
+        LineAction::Continue
+    };
+    let finished = supervisor::run(
+        &invocation,
+        &limits,
+        &files,
+        interrupt,
+        &mut |_| {},
+        &mut on_line,
+    )
+    .await
+    .map_err(|e| Error::Internal(format!("cannot run the check command: {e}")))?;
+    let _ = std::fs::remove_file(&stderr);
+    let lines: Vec<String> = tail.into_iter().collect();
+    let shown = if lines.is_empty() {
+        String::from("(no output)")
+    } else {
+        lines.join("\n")
+    };
+    Ok(match finished.end {
+        EndReason::Interrupted(signal) => return Err(Error::Interrupted { signal }),
+        EndReason::StageTimeout | EndReason::IdleTimeout => Failed(format!(
+            "check `{command}` timed out after {}; last output:\n{shown}",
+            crate::stage::runner::human_duration(timeout)
+        )),
+        _ if finished.exit_code == Some(0) => CheckResult::Passed,
+        _ => Failed(format!(
+            "check `{command}` failed ({}); last output:\n{shown}",
+            match finished.exit_code {
+                Some(code) => format!("exit {code}"),
+                None => "killed by a signal".to_string(),
+            }
+        )),
+    })
+}
+
+use CheckResult::Failed;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn passing_and_failing_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("check.log");
+        let none = Interrupt::none();
+        let t = Duration::from_secs(30);
+        assert_eq!(
+            run("true", dir.path(), t, &log, &none).await.unwrap(),
+            CheckResult::Passed
+        );
+        let failed = run("echo out; echo err >&2; exit 3", dir.path(), t, &log, &none)
+            .await
+            .unwrap();
+        assert_eq!(
+            failed,
+            Failed(
+                "check `echo out; echo err >&2; exit 3` failed (exit 3); last output:\nout\nerr"
+                    .into()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "out\nerr\n");
+    }
+}

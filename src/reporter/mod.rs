@@ -1,0 +1,1148 @@
+//! What the person sees: the live status line, one line per finished stage, warnings, waits
+//! and the end-of-run summary. All of it goes to stderr; stdout is for machine output only.
+//!
+//! The decision a reader must know: there are three modes, chosen once.
+//! - [`Mode::Live`] on a terminal: one status line kept at the bottom by `indicatif` (a
+//!   spinner with a steady tick), updated in place; every other line is printed above it.
+//! - [`Mode::Plain`] for pipes, CI and `--color=never`: one line per event,
+//!   `2026-11-22T05:12:03Z kern: …` (UTC, RFC 3339 seconds), never a `\r` or a cursor move.
+//!   Without colour there is no control character at all; `--color=always` adds SGR colour
+//!   codes only (CI logs render them).
+//! - [`Mode::Quiet`] (`-q`): only the summary (DESIGN.md section 10: errors and the summary;
+//!   errors are printed by `main.rs`; retries, violations and commits stay in `run.jsonl`).
+//!
+//! `NO_COLOR` turns colour off but keeps the live status line: it asks for no colour, not for
+//! no cursor movement. `TERM=dumb` counts as no terminal. Text that comes from outside kern
+//! (task titles, agent tool calls, notes) has its control characters replaced by spaces before
+//! it is shown, so an agent cannot move the cursor or forge a timestamped line.
+//!
+//! Locking: the reporter is shared by reference (`Send + Sync`). The status text lives behind
+//! one mutex, the stage clock the spinner reads on every tick behind another; kern's own code
+//! never calls into `indicatif` while holding either, so the ticker thread cannot deadlock
+//! with it.
+
+pub mod diagnostics;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+
+use crate::cli::ColorChoice;
+use crate::stage::Stage;
+
+/// Longest task title shown in the status line, in characters.
+const TITLE_WIDTH: usize = 48;
+/// Longest tool-call detail shown in the status line, in characters.
+const TOOL_WIDTH: usize = 60;
+/// Longest note on a stage line, in characters.
+const NOTE_WIDTH: usize = 120;
+/// How often a Plain wait line is repeated while the wait goes on.
+const WAIT_REPEAT: Duration = Duration::from_secs(60);
+/// How often the spinner redraws (and the elapsed time moves).
+const TICK: Duration = Duration::from_millis(120);
+
+/// How output is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A terminal: one status line updated in place, finished stages printed above it.
+    Live,
+    /// Pipes and CI: timestamped lines, no control characters.
+    Plain,
+    /// `-q`: only warnings, errors and the final summary.
+    Quiet,
+}
+
+/// One finished stage, as its summary line shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageLine {
+    /// The stage's outcome word: `SUCCESS`, `COMMIT`, `REJECT`, `FAILED`, `4 notes`, …
+    pub outcome: String,
+    /// How long the stage took.
+    pub duration: Duration,
+    /// What it cost, in USD.
+    pub cost_usd: f64,
+    /// The agent's turns, when it reported them.
+    pub turns: Option<u64>,
+    /// A short remark (the failure reason, the skip reason); its first line is shown.
+    pub note: Option<String>,
+}
+
+/// The end-of-run summary.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Summary {
+    /// Tasks committed: title and short sha.
+    pub committed: Vec<(String, String)>,
+    /// Titles of tasks skipped.
+    pub skipped: Vec<String>,
+    /// Titles of tasks blocked `[!]`.
+    pub blocked: Vec<String>,
+    /// Failed attempts in the run.
+    pub failed_attempts: u32,
+    /// Stage retries after transient failures.
+    pub retries: u32,
+    /// Usage-limit waits.
+    pub waits: u32,
+    /// Time spent waiting.
+    pub wait_time: Duration,
+    /// Total cost in USD.
+    pub cost_usd: f64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// The state folder.
+    pub state_dir: PathBuf,
+    /// Iterations run.
+    pub iterations: u32,
+    /// Why the run ended, one line.
+    pub ended: String,
+}
+
+/// A writer that keeps what is written, for tests of output (here and in other modules).
+#[derive(Debug, Clone, Default)]
+pub struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Capture {
+    /// Everything written so far, as text.
+    pub fn contents(&self) -> String {
+        String::from_utf8_lossy(&lock(&self.0)).into_owned()
+    }
+}
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        lock(&self.0).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What the status line shows; kept for Live and for [`Reporter::status_line`].
+#[derive(Debug, Default)]
+struct Status {
+    iteration: Option<(u32, u32)>,
+    stage: Option<Stage>,
+    task: String,
+    cost_usd: Option<f64>,
+    tool: Option<String>,
+    waiting: Option<String>,
+    /// The last wait line printed: its reason and the remaining time it showed.
+    last_wait_line: Option<(String, Duration)>,
+}
+
+/// The status line as the spinner draws it: the head and clock (one unit, so a draw never
+/// mixes an old head with a new clock) and the message after them.
+#[derive(Debug, Default)]
+struct LiveLine {
+    head: String,
+    clock: Clock,
+    message: String,
+}
+
+/// What the time part of the status line counts.
+#[derive(Debug, Clone, Copy, Default)]
+enum Clock {
+    #[default]
+    Off,
+    Since(Instant),
+    Until(Instant),
+}
+
+impl Clock {
+    fn text(self) -> String {
+        match self {
+            Clock::Off => String::new(),
+            Clock::Since(start) => format!(" · {}", format_duration(start.elapsed())),
+            Clock::Until(end) => format!(
+                " · {} left",
+                format_duration(end.saturating_duration_since(Instant::now()))
+            ),
+        }
+    }
+}
+
+/// Prints what the person sees. Shared by reference; all methods take `&self`.
+pub struct Reporter {
+    mode: Mode,
+    color: bool,
+    out: Mutex<Box<dyn Write + Send>>,
+    now: fn() -> DateTime<Utc>,
+    status: Mutex<Status>,
+    line: Arc<Mutex<LiveLine>>,
+    /// Live only; created at the first status update, dropped by `finish`.
+    bar: Mutex<Option<ProgressBar>>,
+    /// Where the status line draws: stderr for a real Live reporter, nothing (`None`) for one
+    /// writing to a test buffer.
+    draw: Option<fn() -> ProgressDrawTarget>,
+}
+
+impl std::fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reporter")
+            .field("mode", &self.mode)
+            .field("color", &self.color)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reporter {
+    /// The reporter for this process: Live when stderr is a terminal (not `TERM=dumb`) and
+    /// colour is not `never`, Quiet with `-q`, else Plain. Colour: `always` forces it, `never`
+    /// forbids it, `auto` means a terminal and no (non-empty) `NO_COLOR`.
+    pub fn new(color: ColorChoice, quiet: bool) -> Reporter {
+        let terminal = std::io::stderr().is_terminal()
+            && std::env::var_os("TERM").is_none_or(|term| term != "dumb");
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let (mode, color) = choose(color, quiet, terminal, no_color);
+        Reporter::with_mode(mode, color)
+    }
+
+    /// A reporter in `mode` writing to stderr (for tests and tools that choose the mode).
+    pub fn with_mode(mode: Mode, color: bool) -> Reporter {
+        let mut reporter = Reporter::with_writer(mode, color, Box::new(std::io::stderr()));
+        if mode == Mode::Live {
+            reporter.draw = Some(ProgressDrawTarget::stderr);
+        }
+        reporter
+    }
+
+    /// A reporter writing its lines to `writer`. In Live mode no status line is drawn (its
+    /// text is still kept, see [`Reporter::status_line`]), so tests can capture every line.
+    pub fn with_writer(mode: Mode, color: bool, writer: Box<dyn Write + Send>) -> Reporter {
+        Reporter {
+            mode,
+            color,
+            out: Mutex::new(writer),
+            now: Utc::now,
+            status: Mutex::new(Status::default()),
+            line: Arc::new(Mutex::new(LiveLine::default())),
+            bar: Mutex::new(None),
+            draw: None,
+        }
+    }
+
+    /// A reporter writing to a [`Capture`], which is returned with it.
+    pub fn capture(mode: Mode, color: bool) -> (Reporter, Capture) {
+        let capture = Capture::default();
+        let reporter = Reporter::with_writer(mode, color, Box::new(capture.clone()));
+        (reporter, capture)
+    }
+
+    /// Replaces the clock that stamps Plain lines (tests use a fixed one).
+    pub fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Reporter {
+        self.now = now;
+        self
+    }
+
+    /// The mode chosen.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// An iteration starts on `task`.
+    pub fn iteration(&self, index: u32, total: u32, task: &str) {
+        let task = clean(task);
+        self.update(|s| {
+            s.iteration = Some((index, total));
+            s.stage = None;
+            s.task = task.clone();
+            s.tool = None;
+            s.waiting = None;
+            s.last_wait_line = None;
+        });
+        match self.mode {
+            Mode::Live => self.line(&self.paint(&format!("[{index}/{total}] {task}"), BOLD)),
+            Mode::Plain => self.line(&format!("[{index}/{total}] {task}")),
+            Mode::Quiet => {}
+        }
+        self.show(Some(Clock::Off));
+    }
+
+    /// A stage starts on `task`.
+    pub fn stage_started(&self, stage: Stage, task: &str) {
+        let task = clean(task);
+        self.update(|s| {
+            s.stage = Some(stage);
+            s.task = task.clone();
+            s.tool = None;
+            s.waiting = None;
+            s.last_wait_line = None;
+        });
+        if self.mode == Mode::Plain {
+            self.line(&format!("{stage} started"));
+        }
+        self.show(Some(Clock::Since(Instant::now())));
+    }
+
+    /// The agent's latest tool call (`Edit`, `src/lib.rs`): shown in the Live status line only.
+    pub fn progress(&self, tool: &str, detail: &str) {
+        let detail = truncate(&clean(detail), TOOL_WIDTH);
+        let text = if detail.is_empty() {
+            clean(tool)
+        } else {
+            format!("{} {detail}", clean(tool))
+        };
+        self.update(|s| s.tool = Some(text.clone()));
+        self.show(None);
+    }
+
+    /// What the run has cost so far: shown in the Live status line only.
+    pub fn cost_so_far(&self, usd: f64) {
+        self.update(|s| s.cost_usd = Some(usd));
+        self.show(None);
+    }
+
+    /// A stage finished: one line, e.g. `  ✓ implement  SUCCESS  2m 03s  $0.41  12 turns`.
+    pub fn stage_finished(&self, stage: Stage, line: &StageLine) {
+        self.update(|s| {
+            s.stage = None;
+            s.tool = None;
+        });
+        let text = stage_line_text(stage, line, self.color);
+        match self.mode {
+            Mode::Live => self.line(&format!("  {text}")),
+            Mode::Plain => self.line(&text),
+            Mode::Quiet => {}
+        }
+        self.show(Some(Clock::Off));
+    }
+
+    /// Something the person should know; not shown with `-q`.
+    pub fn info(&self, msg: &str) {
+        if self.mode != Mode::Quiet {
+            for line in msg.lines() {
+                self.line(&clean(line));
+            }
+        }
+    }
+
+    /// Something that went wrong but does not stop the run; shown in every mode.
+    /// The first line reads `kern: warning: …` (Plain: after the timestamp); later lines of
+    /// a multi-line message are indented under it.
+    pub fn warn(&self, msg: &str) {
+        if self.mode == Mode::Quiet {
+            return;
+        }
+        let label = self.paint("warning:", YELLOW);
+        for (i, line) in msg.lines().enumerate() {
+            let line = clean(line);
+            match (i, self.mode) {
+                (0, Mode::Plain) => self.line(&format!("{label} {line}")),
+                (0, _) => self.line(&format!("kern: {label} {line}")),
+                _ => self.line(&format!("  {line}")),
+            }
+        }
+    }
+
+    /// A countdown: a usage-limit wait or a retry delay, `remaining` from now. Call it again
+    /// as the wait goes on. Live shows it in the status line (and prints the start once);
+    /// Plain prints a line at the start and then at most once a minute; Quiet prints nothing.
+    pub fn waiting(&self, reason: &str, remaining: Duration) {
+        let reason = clean(reason);
+        let print = {
+            let mut s = lock(&self.status);
+            s.waiting = Some(reason.clone());
+            s.tool = None;
+            let starts = match &s.last_wait_line {
+                None => true,
+                Some((last, shown)) => *last != reason || remaining > *shown,
+            };
+            let repeat = match &s.last_wait_line {
+                Some((_, shown)) => shown.saturating_sub(remaining) >= WAIT_REPEAT,
+                None => false,
+            };
+            let print = match self.mode {
+                Mode::Live => starts,
+                Mode::Plain => starts || repeat,
+                Mode::Quiet => false,
+            };
+            if print {
+                s.last_wait_line = Some((reason.clone(), remaining));
+            }
+            print
+        };
+        if print {
+            let text = format!("waiting {} — {reason}", format_duration(remaining));
+            match self.mode {
+                Mode::Live => self.line(&format!("  {text}")),
+                _ => self.line(&text),
+            }
+        }
+        self.show(Some(Clock::Until(Instant::now() + remaining)));
+    }
+
+    /// The end-of-run summary, in every mode. Clears the status line first: the run is over.
+    pub fn summary(&self, s: &Summary) {
+        self.finish();
+        let lines = summary_lines(s);
+        for (i, line) in lines.iter().enumerate() {
+            if i == 0 && self.mode != Mode::Plain {
+                self.line_raw(&format!("kern: {line}"));
+            } else {
+                self.line(line);
+            }
+        }
+    }
+
+    /// Clears the status line; later lines print normally.
+    pub fn finish(&self) {
+        let bar = lock(&self.bar).take();
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// The status line's text as it would show now (`None` outside Live mode).
+    pub fn status_line(&self) -> Option<String> {
+        if self.mode != Mode::Live {
+            return None;
+        }
+        let line = lock(&self.line);
+        Some(format!(
+            "{}{}{}",
+            line.head,
+            line.clock.text(),
+            line.message
+        ))
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Status)) {
+        change(&mut lock(&self.status));
+    }
+
+    /// Brings the status line up to date (Live only), setting its clock when given, and
+    /// redraws it when there is a terminal.
+    fn show(&self, clock: Option<Clock>) {
+        if self.mode != Mode::Live {
+            return;
+        }
+        let (head, message) = status_parts(&lock(&self.status));
+        {
+            let mut line = lock(&self.line);
+            line.head = head;
+            if let Some(clock) = clock {
+                line.clock = clock;
+            }
+            line.message.clone_from(&message);
+        }
+        if let Some(target) = self.draw {
+            self.bar(target).set_message(message);
+        }
+    }
+
+    fn bar(&self, target: fn() -> ProgressDrawTarget) -> ProgressBar {
+        let mut slot = lock(&self.bar);
+        if let Some(bar) = slot.as_ref() {
+            return bar.clone();
+        }
+        let line = Arc::clone(&self.line);
+        let style = ProgressStyle::with_template(bar_template(self.color))
+            .unwrap_or_else(|_| ProgressStyle::default_spinner())
+            .with_key(
+                "kern",
+                move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let line = lock(&line);
+                    let _ = write!(w, "{}{}", line.head, line.clock.text());
+                },
+            );
+        let bar = ProgressBar::with_draw_target(None, target());
+        bar.set_style(style);
+        bar.enable_steady_tick(TICK);
+        *slot = Some(bar.clone());
+        bar
+    }
+
+    /// Prints one line in the mode's shape: Plain gets the timestamp, Live and Quiet not.
+    fn line(&self, text: &str) {
+        match self.mode {
+            Mode::Plain => {
+                let stamp = (self.now)().to_rfc3339_opts(SecondsFormat::Secs, true);
+                self.line_raw(&format!("{stamp} kern: {text}"));
+            }
+            Mode::Live | Mode::Quiet => self.line_raw(text),
+        }
+    }
+
+    /// Writes one line, above the status line when there is one. Output errors are ignored:
+    /// a closed stderr must not stop a run that is committing work.
+    fn line_raw(&self, text: &str) {
+        let write = || {
+            let mut out = lock(&self.out);
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
+        };
+        let bar = lock(&self.bar).clone();
+        match bar {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
+    }
+
+    fn paint(&self, text: &str, sgr: &str) -> String {
+        paint(self.color, text, sgr)
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+const BOLD: &str = "1";
+const GREEN: &str = "32";
+const RED: &str = "31";
+const YELLOW: &str = "33";
+
+fn paint(color: bool, text: &str, sgr: &str) -> String {
+    if color {
+        format!("\x1b[{sgr}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// A poisoned lock only means another thread panicked while printing; the data is still fine.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The status line's `indicatif` template: the spinner, kern's head and clock, the message.
+fn bar_template(color: bool) -> &'static str {
+    if color {
+        "{spinner:.cyan} {kern}{wide_msg}"
+    } else {
+        "{spinner} {kern}{wide_msg}"
+    }
+}
+
+/// The mode and colour for a terminal or not, `NO_COLOR` or not.
+fn choose(color: ColorChoice, quiet: bool, terminal: bool, no_color: bool) -> (Mode, bool) {
+    let mode = if quiet {
+        Mode::Quiet
+    } else if terminal && color != ColorChoice::Never {
+        Mode::Live
+    } else {
+        Mode::Plain
+    };
+    let color = match color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => terminal && !no_color,
+    };
+    (mode, color)
+}
+
+/// The status line without its clock: `[i/N] implement · title` and ` · $0.84 · Edit x`.
+fn status_parts(s: &Status) -> (String, String) {
+    let mut prefix = String::new();
+    if let Some((index, total)) = s.iteration {
+        prefix.push_str(&format!("[{index}/{total}] "));
+    }
+    let mut message = String::new();
+    if let Some(reason) = &s.waiting {
+        prefix.push_str("waiting · ");
+        prefix.push_str(&truncate(reason, TITLE_WIDTH + 12));
+    } else {
+        if let Some(stage) = s.stage {
+            prefix.push_str(stage.name());
+            prefix.push_str(" · ");
+        }
+        prefix.push_str(&truncate(&s.task, TITLE_WIDTH));
+        if let Some(cost) = s.cost_usd {
+            message.push_str(&format!(" · {}", format_cost(cost)));
+        }
+        if let Some(tool) = &s.tool {
+            message.push_str(" · ");
+            message.push_str(tool);
+        }
+    }
+    (prefix, message)
+}
+
+/// `✓ implement  SUCCESS  2m 03s  $0.41  12 turns  — note`.
+fn stage_line_text(stage: Stage, line: &StageLine, color: bool) -> String {
+    let (symbol, sgr) = match outcome_kind(&line.outcome) {
+        OutcomeKind::Good => ("✓", GREEN),
+        OutcomeKind::Neutral => ("•", YELLOW),
+        OutcomeKind::Bad => ("✗", RED),
+    };
+    let mut text = format!(
+        "{} {:<9}  {:<7}  {}  {}",
+        paint(color, symbol, sgr),
+        stage.name(),
+        clean(&line.outcome),
+        format_duration(line.duration),
+        format_cost(line.cost_usd),
+    );
+    if let Some(turns) = line.turns {
+        let unit = if turns == 1 { "turn" } else { "turns" };
+        text.push_str(&format!("  {turns} {unit}"));
+    }
+    if let Some(note) = line
+        .note
+        .as_deref()
+        .and_then(|n| n.lines().find(|l| !l.trim().is_empty()))
+    {
+        text.push_str("  — ");
+        text.push_str(&truncate(&clean(note.trim()), NOTE_WIDTH));
+    }
+    text
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutcomeKind {
+    Good,
+    Neutral,
+    Bad,
+}
+
+/// Classifies an outcome by its first word: failures get ✗, a skip or a split gets •, the
+/// rest (SUCCESS, COMMIT, `4 notes`) ✓.
+fn outcome_kind(outcome: &str) -> OutcomeKind {
+    let word = outcome
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match word.as_str() {
+        "failed" | "failure" | "fail" | "reject" | "rejected" | "error" | "timed_out"
+        | "timeout" | "violated" | "violation" | "interrupted" | "blocked" => OutcomeKind::Bad,
+        "skipped" | "skip" | "decomposed" => OutcomeKind::Neutral,
+        _ => OutcomeKind::Good,
+    }
+}
+
+/// The summary's lines; the first says why the run ended.
+fn summary_lines(s: &Summary) -> Vec<String> {
+    let mut lines = vec![format!("run ended: {}", clean(&s.ended))];
+    let row = |label: &str, value: String| format!("  {label:<16} {value}");
+    lines.push(row("iterations", s.iterations.to_string()));
+    lines.push(row("committed", s.committed.len().to_string()));
+    for (title, sha) in &s.committed {
+        lines.push(format!("    {}  {}", clean(sha), clean(title)));
+    }
+    lines.push(row("skipped", s.skipped.len().to_string()));
+    for title in &s.skipped {
+        lines.push(format!("    {}", clean(title)));
+    }
+    lines.push(row("blocked", s.blocked.len().to_string()));
+    for title in &s.blocked {
+        lines.push(format!("    {}", clean(title)));
+    }
+    lines.push(row("failed attempts", s.failed_attempts.to_string()));
+    lines.push(row("retries", s.retries.to_string()));
+    let waits = if s.waits == 0 {
+        "0".to_string()
+    } else {
+        format!("{} ({})", s.waits, format_duration(s.wait_time))
+    };
+    lines.push(row("waits", waits));
+    lines.push(row("cost", format_cost(s.cost_usd)));
+    lines.push(row("time", format_duration(s.elapsed)));
+    lines.push(row(
+        "state folder",
+        clean(&s.state_dir.display().to_string()),
+    ));
+    lines
+}
+
+/// `45s`, `2m 03s`, `1h 02m` (whole seconds, rounded down).
+pub fn format_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    if h > 0 {
+        format!("{h}h {m:02}m")
+    } else if m > 0 {
+        format!("{m}m {s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// `$0.41`.
+pub fn format_cost(usd: f64) -> String {
+    format!("${usd:.2}")
+}
+
+/// Control characters (newlines, escapes, carriage returns, tabs) become spaces.
+fn clean(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// At most `width` characters, the last of them `…` when cut.
+fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAMP: &str = "2026-11-22T05:12:03Z";
+
+    fn fixed_now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_795_324_323, 0).unwrap()
+    }
+
+    fn reporter(mode: Mode, color: bool) -> (Reporter, Capture) {
+        let (reporter, capture) = Reporter::capture(mode, color);
+        (reporter.with_clock(fixed_now), capture)
+    }
+
+    fn stage_line(
+        outcome: &str,
+        secs: u64,
+        cost: f64,
+        turns: Option<u64>,
+        note: Option<&str>,
+    ) -> StageLine {
+        StageLine {
+            outcome: outcome.into(),
+            duration: Duration::from_secs(secs),
+            cost_usd: cost,
+            turns,
+            note: note.map(str::to_string),
+        }
+    }
+
+    fn summary() -> Summary {
+        Summary {
+            committed: vec![
+                ("Add the parser".into(), "a1b2c3d".into()),
+                ("Fix the lexer".into(), "d4e5f6a".into()),
+            ],
+            skipped: vec!["Rewrite the docs".into()],
+            blocked: vec![],
+            failed_attempts: 1,
+            retries: 2,
+            waits: 1,
+            wait_time: Duration::from_secs(720),
+            cost_usd: 2.31,
+            elapsed: Duration::from_secs(2530),
+            state_dir: PathBuf::from("/tmp/claude/kern/proj/main"),
+            iterations: 3,
+            ended: "nothing left to do".into(),
+        }
+    }
+
+    const SUMMARY_BODY: &str = "  iterations       3
+  committed        2
+    a1b2c3d  Add the parser
+    d4e5f6a  Fix the lexer
+  skipped          1
+    Rewrite the docs
+  blocked          0
+  failed attempts  1
+  retries          2
+  waits            1 (12m 00s)
+  cost             $2.31
+  time             42m 10s
+  state folder     /tmp/claude/kern/proj/main
+";
+
+    /// A whole iteration, as the pipeline would report it.
+    fn run_one_iteration(r: &Reporter) {
+        r.iteration(1, 10, "Add the parser");
+        r.stage_started(Stage::Research, "Add the parser");
+        r.progress("Read", "src/lib.rs");
+        r.cost_so_far(0.12);
+        r.stage_finished(
+            Stage::Research,
+            &stage_line("4 notes", 45, 0.12, Some(8), None),
+        );
+        r.stage_started(Stage::Implement, "Add the parser");
+        r.waiting("usage limit, resets 05:00 UTC", Duration::from_secs(300));
+        r.waiting("usage limit, resets 05:00 UTC", Duration::from_secs(299));
+        r.stage_finished(
+            Stage::Implement,
+            &stage_line("SUCCESS", 123, 0.41, Some(12), None),
+        );
+        r.info("committed a1b2c3d");
+        r.warn("skipped `.env`: a sensitive file\nit stays out of the commit");
+        r.summary(&summary());
+        r.finish();
+    }
+
+    #[test]
+    fn durations_and_costs() {
+        let table = [
+            (0, "0s"),
+            (45, "45s"),
+            (59, "59s"),
+            (60, "1m 00s"),
+            (123, "2m 03s"),
+            (3599, "59m 59s"),
+            (3600, "1h 00m"),
+            (3720, "1h 02m"),
+            (90_000, "25h 00m"),
+        ];
+        for (secs, text) in table {
+            assert_eq!(format_duration(Duration::from_secs(secs)), text, "{secs}");
+        }
+        assert_eq!(format_duration(Duration::from_millis(45_999)), "45s");
+        for (usd, text) in [
+            (0.41, "$0.41"),
+            (0.0, "$0.00"),
+            (2.5, "$2.50"),
+            (12.0, "$12.00"),
+        ] {
+            assert_eq!(format_cost(usd), text);
+        }
+    }
+
+    #[test]
+    fn stage_lines() {
+        let table = [
+            (
+                Stage::Implement,
+                stage_line("SUCCESS", 123, 0.41, Some(12), None),
+                "✓ implement  SUCCESS  2m 03s  $0.41  12 turns",
+            ),
+            (
+                Stage::Research,
+                stage_line("4 notes", 45, 0.12, Some(1), None),
+                "✓ research   4 notes  45s  $0.12  1 turn",
+            ),
+            (
+                Stage::Commit,
+                stage_line("COMMIT", 30, 0.08, None, None),
+                "✓ commit     COMMIT   30s  $0.08",
+            ),
+            (
+                Stage::Commit,
+                stage_line(
+                    "REJECT",
+                    30,
+                    0.08,
+                    Some(3),
+                    Some("\nthe test was deleted\nmore"),
+                ),
+                "✗ commit     REJECT   30s  $0.08  3 turns  — the test was deleted",
+            ),
+            (
+                Stage::Implement,
+                stage_line("FAILED", 3720, 1.5, Some(40), Some("error_max_turns")),
+                "✗ implement  FAILED   1h 02m  $1.50  40 turns  — error_max_turns",
+            ),
+            (
+                Stage::Implement,
+                stage_line("DECOMPOSED", 60, 0.2, None, Some("3 subtasks")),
+                "• implement  DECOMPOSED  1m 00s  $0.20  — 3 subtasks",
+            ),
+            (
+                Stage::Implement,
+                stage_line("timed_out", 3600, 0.0, None, None),
+                "✗ implement  timed_out  1h 00m  $0.00",
+            ),
+        ];
+        for (stage, line, text) in table {
+            assert_eq!(stage_line_text(stage, &line, false), text);
+        }
+        let long = "x".repeat(500);
+        let text = stage_line_text(
+            Stage::Commit,
+            &stage_line("REJECT", 1, 0.0, None, Some(&long)),
+            false,
+        );
+        assert!(
+            text.ends_with(&format!("— {}…", "x".repeat(NOTE_WIDTH - 1))),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn plain_output_is_timestamped_without_control_characters() {
+        let (r, capture) = reporter(Mode::Plain, false);
+        run_one_iteration(&r);
+        let out = capture.contents();
+        let expected_lines = [
+            "[1/10] Add the parser",
+            "research started",
+            "✓ research   4 notes  45s  $0.12  8 turns",
+            "implement started",
+            "waiting 5m 00s — usage limit, resets 05:00 UTC",
+            "✓ implement  SUCCESS  2m 03s  $0.41  12 turns",
+            "committed a1b2c3d",
+            "warning: skipped `.env`: a sensitive file",
+            "  it stays out of the commit",
+            "run ended: nothing left to do",
+        ];
+        let mut expected: String = expected_lines
+            .iter()
+            .map(|line| format!("{STAMP} kern: {line}\n"))
+            .collect();
+        for line in SUMMARY_BODY.lines() {
+            expected.push_str(&format!("{STAMP} kern: {line}\n"));
+        }
+        assert_eq!(out, expected);
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+    }
+
+    #[test]
+    fn outside_text_cannot_inject_control_characters() {
+        let (r, capture) = reporter(Mode::Plain, false);
+        let evil = "title\x1b[2J\rfake\ttab";
+        r.iteration(1, 1, evil);
+        r.stage_started(Stage::Research, evil);
+        r.stage_finished(
+            Stage::Research,
+            &stage_line("FAILED\x1b[31m", 1, 0.0, None, Some(evil)),
+        );
+        r.info("line one\r\nline\x07two");
+        r.warn(evil);
+        r.summary(&Summary {
+            committed: vec![(evil.into(), "abc\r".into())],
+            ended: evil.into(),
+            ..Summary::default()
+        });
+        let out = capture.contents();
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        assert!(
+            out.contains(&format!("{STAMP} kern: [1/1] title [2J fake tab\n")),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("{STAMP} kern: line one\n{STAMP} kern: line two\n")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .all(|line| line.starts_with(&format!("{STAMP} kern: "))),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn plain_colour_uses_only_sgr_codes() {
+        let (r, capture) = reporter(Mode::Plain, true);
+        run_one_iteration(&r);
+        let out = capture.contents();
+        assert!(out.contains("\x1b[32m✓\x1b[0m research"), "{out:?}");
+        assert!(out.contains("\x1b[33mwarning:\x1b[0m skipped"), "{out:?}");
+        let sgr = regex::Regex::new(r"\x1b\[[0-9;]*m").unwrap();
+        let stripped = sgr.replace_all(&out, "");
+        assert!(
+            !stripped.chars().any(|c| c.is_control() && c != '\n'),
+            "{stripped:?}"
+        );
+        assert!(!out.contains('\r'));
+    }
+
+    #[test]
+    fn quiet_prints_only_the_summary() {
+        let (r, capture) = reporter(Mode::Quiet, false);
+        run_one_iteration(&r);
+        let expected = format!("kern: run ended: nothing left to do\n{SUMMARY_BODY}");
+        assert_eq!(capture.contents(), expected);
+    }
+
+    #[test]
+    fn summary_lists_everything() {
+        let (r, capture) = reporter(Mode::Quiet, false);
+        r.summary(&Summary {
+            blocked: vec!["Port to Windows".into()],
+            waits: 0,
+            wait_time: Duration::ZERO,
+            ended: "all 10 iterations ran".into(),
+            ..summary()
+        });
+        assert_eq!(
+            capture.contents(),
+            "\
+kern: run ended: all 10 iterations ran
+  iterations       3
+  committed        2
+    a1b2c3d  Add the parser
+    d4e5f6a  Fix the lexer
+  skipped          1
+    Rewrite the docs
+  blocked          1
+    Port to Windows
+  failed attempts  1
+  retries          2
+  waits            0
+  cost             $2.31
+  time             42m 10s
+  state folder     /tmp/claude/kern/proj/main
+"
+        );
+    }
+
+    #[test]
+    fn live_lines_print_without_timestamps() {
+        let (r, capture) = reporter(Mode::Live, false);
+        run_one_iteration(&r);
+        let expected = format!(
+            "\
+[1/10] Add the parser
+  ✓ research   4 notes  45s  $0.12  8 turns
+  waiting 5m 00s — usage limit, resets 05:00 UTC
+  ✓ implement  SUCCESS  2m 03s  $0.41  12 turns
+committed a1b2c3d
+kern: warning: skipped `.env`: a sensitive file
+  it stays out of the commit
+kern: run ended: nothing left to do
+{SUMMARY_BODY}"
+        );
+        assert_eq!(capture.contents(), expected);
+    }
+
+    #[test]
+    fn live_status_line_shows_stage_task_time_cost_and_tool() {
+        let (r, _capture) = reporter(Mode::Live, false);
+        assert_eq!(r.status_line().as_deref(), Some(""));
+        r.iteration(3, 10, "Add the parser");
+        assert_eq!(r.status_line().as_deref(), Some("[3/10] Add the parser"));
+        r.stage_started(Stage::Implement, "Add the parser");
+        r.cost_so_far(0.84);
+        r.progress("Edit", "src/lib.rs\n");
+        let line = r.status_line().unwrap();
+        // The elapsed time sits between the title and the cost; it moves, so check around it.
+        let (head, tail) = line.split_once(" · $").unwrap();
+        assert_eq!(tail, "0.84 · Edit src/lib.rs ");
+        let elapsed = head
+            .strip_prefix("[3/10] implement · Add the parser · ")
+            .unwrap();
+        assert!(elapsed.ends_with('s') && elapsed.len() <= 7, "{line}");
+
+        let long = "a very long task title that goes on and on past the width";
+        r.stage_started(Stage::Commit, long);
+        r.progress("Bash", "");
+        let line = r.status_line().unwrap();
+        assert!(
+            line.starts_with(&format!("[3/10] commit · {}… · ", &long[..TITLE_WIDTH - 1])),
+            "{line}"
+        );
+        assert!(line.ends_with(" · $0.84 · Bash"), "{line}");
+
+        // Between stages: no stage, no clock, no tool.
+        r.stage_finished(Stage::Commit, &stage_line("COMMIT", 1, 0.1, None, None));
+        assert_eq!(
+            r.status_line(),
+            Some(format!("[3/10] {}… · $0.84", &long[..TITLE_WIDTH - 1]))
+        );
+
+        r.waiting("usage limit", Duration::from_secs(3600));
+        let line = r.status_line().unwrap();
+        assert!(
+            line.starts_with("[3/10] waiting · usage limit · "),
+            "{line}"
+        );
+        assert!(line.ends_with(" left"), "{line}");
+
+        let (plain, _) = reporter(Mode::Plain, false);
+        assert_eq!(plain.status_line(), None);
+    }
+
+    #[test]
+    fn plain_waits_print_at_the_start_and_once_a_minute() {
+        let (r, capture) = reporter(Mode::Plain, false);
+        let calls: [(&str, u64); 9] = [
+            ("usage limit", 300),
+            ("usage limit", 299),
+            ("usage limit", 241),
+            ("usage limit", 240),
+            ("usage limit", 200),
+            ("usage limit", 180),
+            ("retry 1 of 3", 30),
+            ("retry 1 of 3", 29),
+            ("retry 1 of 3", 60),
+        ];
+        for (reason, secs) in calls {
+            r.waiting(reason, Duration::from_secs(secs));
+        }
+        let expected: String = [
+            "waiting 5m 00s — usage limit",
+            "waiting 4m 00s — usage limit",
+            "waiting 3m 00s — usage limit",
+            "waiting 30s — retry 1 of 3",
+            "waiting 1m 00s — retry 1 of 3",
+        ]
+        .iter()
+        .map(|line| format!("{STAMP} kern: {line}\n"))
+        .collect();
+        assert_eq!(capture.contents(), expected);
+
+        // A new stage ends the wait: the same reason later is a new wait.
+        r.stage_started(Stage::Implement, "t");
+        r.waiting("retry 1 of 3", Duration::from_secs(10));
+        assert!(capture.contents().ends_with("waiting 10s — retry 1 of 3\n"));
+    }
+
+    #[test]
+    fn mode_and_colour_are_chosen_from_the_terminal_and_settings() {
+        use ColorChoice::{Always, Auto, Never};
+        let table = [
+            // (color, quiet, terminal, NO_COLOR) -> (mode, colour)
+            ((Auto, false, true, false), (Mode::Live, true)),
+            ((Auto, false, true, true), (Mode::Live, false)),
+            ((Auto, false, false, false), (Mode::Plain, false)),
+            ((Always, false, false, false), (Mode::Plain, true)),
+            ((Always, false, true, true), (Mode::Live, true)),
+            ((Never, false, true, false), (Mode::Plain, false)),
+            ((Auto, true, true, false), (Mode::Quiet, true)),
+            ((Never, true, false, false), (Mode::Quiet, false)),
+        ];
+        for ((color, quiet, terminal, no_color), expected) in table {
+            assert_eq!(
+                choose(color, quiet, terminal, no_color),
+                expected,
+                "{color:?} quiet={quiet} terminal={terminal} NO_COLOR={no_color}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_live_bar_template_is_valid() {
+        for color in [false, true] {
+            assert!(ProgressStyle::with_template(bar_template(color)).is_ok());
+        }
+        // A drawing Live reporter (hidden by indicatif when stderr is no terminal) runs the
+        // whole sequence without deadlocking on its locks.
+        let (mut r, capture) = Reporter::capture(Mode::Live, true);
+        r.draw = Some(ProgressDrawTarget::hidden);
+        for _ in 0..10 {
+            r.iteration(1, 2, "t");
+            r.stage_started(Stage::Research, "t");
+            r.progress("Read", "a");
+            r.cost_so_far(0.1);
+            r.waiting("w", Duration::from_secs(5));
+            r.stage_finished(Stage::Research, &stage_line("4 notes", 1, 0.1, None, None));
+        }
+        assert!(lock(&r.bar).is_some());
+        r.finish();
+        assert!(lock(&r.bar).is_none());
+        assert_eq!(capture.contents().lines().count(), 30);
+        // The summary ends the status line before it prints.
+        r.stage_started(Stage::Commit, "t");
+        assert!(lock(&r.bar).is_some());
+        r.summary(&summary());
+        assert!(lock(&r.bar).is_none());
+    }
+
+    #[test]
+    fn reporter_is_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Reporter>();
+    }
+
+    #[test]
+    fn truncation_counts_characters() {
+        assert_eq!(truncate("héllo", 5), "héllo");
+        assert_eq!(truncate("héllo wörld", 6), "héllo…");
+        assert_eq!(clean("a\nb\x1bc\u{7f}d"), "a b c d");
+    }
+}

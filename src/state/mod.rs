@@ -1,0 +1,271 @@
+//! Every path under kern's state folder, and the project id that scopes it.
+//!
+//! Layout (DESIGN.md section 3): `<root>/<project-id>/<branch>/stageN.{json,jsonl,stderr,
+//! prompt.md}`, `check.log`, `run.jsonl`, and the run lock beside the project folder at
+//! `<root>/<project-id>-<branch>.lock`. The root is `$KERN_STATE_DIR`, else
+//! `${TMPDIR:-/tmp}/claude/kern`, as in the original script.
+//!
+//! The project id is the basename of the work tree's top folder. Two different repositories
+//! with the same basename must not share a folder: the project folder records its owner's path
+//! in `.owner`, and a second repository gets `<basename>-<8 hex of a hash of its path>`.
+//! [`StateDir::locate`] only reads (a dry run must not write); [`StateDir::create`] claims.
+
+pub mod lock;
+pub mod resume;
+pub mod run_log;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::stage::Stage;
+
+const OWNER_FILE: &str = ".owner";
+
+/// The state folder of one project and branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateDir {
+    root: PathBuf,
+    project_id: String,
+    branch: String,
+}
+
+impl StateDir {
+    /// The state root from the environment: `$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`.
+    pub fn root_from_env() -> PathBuf {
+        if let Some(dir) = std::env::var_os("KERN_STATE_DIR").filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir);
+        }
+        let tmp = std::env::var_os("TMPDIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        tmp.join("claude").join("kern")
+    }
+
+    /// Finds the state folder for the work tree at `worktree_top` on `branch_folder` (already
+    /// sanitised: no `/`), applying the collision rule. Reads only.
+    pub fn locate(root: &Path, worktree_top: &Path, branch_folder: &str) -> StateDir {
+        let base = worktree_top
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "root".to_string());
+        let owner_path = root.join(&base).join(OWNER_FILE);
+        let project_id = match fs::read_to_string(&owner_path) {
+            Ok(owner) if Path::new(owner.trim_end_matches('\n')) != worktree_top => {
+                format!("{base}-{}", path_hash8(worktree_top))
+            }
+            _ => base,
+        };
+        StateDir {
+            root: root.to_path_buf(),
+            project_id,
+            branch: branch_folder.to_string(),
+        }
+    }
+
+    /// Creates the folder and claims the project id for this work tree.
+    pub fn create(&self, worktree_top: &Path) -> Result<()> {
+        let dir = self.dir();
+        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let owner = self.project_dir().join(OWNER_FILE);
+        if !owner.exists() {
+            let text = format!("{}\n", worktree_top.display());
+            crate::atomic_file::write(&owner, text.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// The state root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The project id (basename, or basename plus hash on a collision).
+    pub fn project_id(&self) -> &str {
+        &self.project_id
+    }
+
+    /// The branch folder name.
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    /// `<root>/<project-id>`.
+    pub fn project_dir(&self) -> PathBuf {
+        self.root.join(&self.project_id)
+    }
+
+    /// `<root>/<project-id>/<branch>`: where the stage files live.
+    pub fn dir(&self) -> PathBuf {
+        self.project_dir().join(&self.branch)
+    }
+
+    /// `<root>/<project-id>-<branch>.lock`: the run lock.
+    pub fn lock_path(&self) -> PathBuf {
+        self.root
+            .join(format!("{}-{}.lock", self.project_id, self.branch))
+    }
+
+    /// `<root>/<project-id>-<branch>.lock.d`: the original bash script's lock directory.
+    pub fn legacy_lock_dir(&self) -> PathBuf {
+        self.root
+            .join(format!("{}-{}.lock.d", self.project_id, self.branch))
+    }
+
+    /// `stageN.json`: the stage record.
+    pub fn stage_record(&self, stage: Stage) -> PathBuf {
+        self.stage_file(stage, "json")
+    }
+
+    /// `stageN.jsonl`: the agent's stdout as it arrived.
+    pub fn stage_stream(&self, stage: Stage) -> PathBuf {
+        self.stage_file(stage, "jsonl")
+    }
+
+    /// `stageN.stderr`: the agent's stderr (capped, tail kept).
+    pub fn stage_stderr(&self, stage: Stage) -> PathBuf {
+        self.stage_file(stage, "stderr")
+    }
+
+    /// `stageN.prompt.md`: the exact prompt sent on stdin.
+    pub fn stage_prompt(&self, stage: Stage) -> PathBuf {
+        self.stage_file(stage, "prompt.md")
+    }
+
+    /// `stageN.schema.json`: the stage's JSON schema, for agents that take it as a file. Not a
+    /// per-iteration file: it never changes, so it stays.
+    pub fn stage_schema(&self, stage: Stage) -> PathBuf {
+        self.stage_file(stage, "schema.json")
+    }
+
+    /// `check.log`: output of the check command.
+    pub fn check_log(&self) -> PathBuf {
+        self.dir().join("check.log")
+    }
+
+    /// `run.jsonl`: the event log, kept across iterations and runs.
+    pub fn run_log(&self) -> PathBuf {
+        self.dir().join("run.jsonl")
+    }
+
+    /// `task.json`: what kern recorded when the current task started (outlives iterations).
+    pub fn task_start(&self) -> PathBuf {
+        self.dir().join("task.json")
+    }
+
+    /// `commit.json`: a commit kern was about to make (see `resume.rs`).
+    pub fn pending_commit(&self) -> PathBuf {
+        self.dir().join("commit.json")
+    }
+
+    /// Every per-iteration file of every stage (not `run.jsonl`).
+    pub fn iteration_files(&self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for stage in Stage::ALL {
+            files.push(self.stage_record(stage));
+            files.push(self.stage_stream(stage));
+            files.push(self.stage_stderr(stage));
+            files.push(self.stage_prompt(stage));
+        }
+        files.push(self.check_log());
+        files
+    }
+
+    /// Removes the per-iteration files so the next iteration cannot take them for resume
+    /// state. Missing files are fine.
+    pub fn clear_iteration_files(&self) -> Result<()> {
+        for path in self.iteration_files() {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn stage_file(&self, stage: Stage, extension: &str) -> PathBuf {
+        self.dir()
+            .join(format!("stage{}.{extension}", stage.number()))
+    }
+}
+
+/// A branch name as a folder name: `/` becomes `-`.
+pub fn branch_folder(branch: &str) -> String {
+    branch.replace('/', "-")
+}
+
+/// Eight hex digits of a stable hash of a path (SHA-1 through libgit2; stable across versions
+/// and runs, unlike std's hasher).
+fn path_hash8(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let oid = git2::Oid::hash_object(git2::ObjectType::Blob, path.as_os_str().as_bytes())
+        .map(|o| o.to_string())
+        .unwrap_or_else(|_| "00000000".to_string());
+    oid[..8].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_the_design_layout() {
+        let sd = StateDir::locate(Path::new("/s"), Path::new("/home/me/app"), "feature-x");
+        assert_eq!(sd.project_id(), "app");
+        assert_eq!(sd.dir(), Path::new("/s/app/feature-x"));
+        assert_eq!(
+            sd.stage_record(Stage::Implement),
+            Path::new("/s/app/feature-x/stage2.json")
+        );
+        assert_eq!(
+            sd.stage_stream(Stage::Research),
+            Path::new("/s/app/feature-x/stage1.jsonl")
+        );
+        assert_eq!(sd.lock_path(), Path::new("/s/app-feature-x.lock"));
+        assert_eq!(sd.legacy_lock_dir(), Path::new("/s/app-feature-x.lock.d"));
+        assert_eq!(branch_folder("feature/x/y"), "feature-x-y");
+    }
+
+    #[test]
+    fn a_second_repository_with_the_same_name_gets_a_hashed_id() {
+        let root = tempfile::tempdir().unwrap();
+        let first = StateDir::locate(root.path(), Path::new("/a/app"), "main");
+        first.create(Path::new("/a/app")).unwrap();
+        assert_eq!(first.project_id(), "app");
+        // The owner itself keeps the plain name.
+        assert_eq!(
+            StateDir::locate(root.path(), Path::new("/a/app"), "main").project_id(),
+            "app"
+        );
+        let second = StateDir::locate(root.path(), Path::new("/b/app"), "main");
+        assert_eq!(
+            second.project_id(),
+            format!("app-{}", path_hash8(Path::new("/b/app")))
+        );
+        assert_eq!(second.project_id().len(), "app-".len() + 8);
+        // Stable: the same path gives the same id again.
+        assert_eq!(
+            StateDir::locate(root.path(), Path::new("/b/app"), "main"),
+            second
+        );
+    }
+
+    #[test]
+    fn clearing_removes_stage_files_but_keeps_the_run_log() {
+        let root = tempfile::tempdir().unwrap();
+        let sd = StateDir::locate(root.path(), Path::new("/a/app"), "main");
+        sd.create(Path::new("/a/app")).unwrap();
+        fs::write(sd.stage_record(Stage::Research), "{}").unwrap();
+        fs::write(sd.stage_schema(Stage::Research), "{}").unwrap();
+        fs::write(sd.check_log(), "x").unwrap();
+        fs::write(sd.run_log(), "{}\n").unwrap();
+        sd.clear_iteration_files().unwrap();
+        assert!(!sd.stage_record(Stage::Research).exists());
+        assert!(!sd.check_log().exists());
+        assert!(sd.run_log().exists());
+        assert!(sd.stage_schema(Stage::Research).exists(), "schemas stay");
+    }
+}

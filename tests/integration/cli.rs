@@ -1,0 +1,161 @@
+//! The command line: what parses, what is refused (exit 2 with clap's message), the help
+//! text's defaults and examples, and the exit codes that no other test file owns.
+
+use crate::support::project;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use project::{Project, texts};
+
+fn kern() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kern"))
+}
+
+#[test]
+fn invalid_iterations_delay_or_flag_exit_2_with_clap_message() {
+    for (args, needle) in [
+        (vec!["abc"], "invalid value 'abc' for '[ITERATIONS]'"),
+        (vec!["10", "-5"], "unexpected argument '-5'"),
+        (vec!["--frobnicate"], "unexpected argument '--frobnicate'"),
+        (vec!["10", "soon"], "`soon` is not a duration"),
+        (vec!["0"], "invalid value '0'"),
+    ] {
+        kern()
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(needle));
+    }
+}
+
+#[test]
+fn help_shows_the_defaults_and_the_examples() {
+    let out = kern().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "[default: 5]",
+        "[default: 10]",
+        "kern 10 30",
+        "kern -n",
+        "--dry-run",
+        "[env: KERN_MAX_ATTEMPTS=]",
+        "[default: 60m]",
+        "status",
+        "init",
+        "demo",
+        "doctor",
+    ] {
+        assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
+    }
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    kern()
+        .arg("-V")
+        .assert()
+        .code(0)
+        .stdout(format!("kern {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn an_unknown_agent_is_a_usage_error() {
+    kern()
+        .args(["--agent", "gpt", "status"])
+        .assert()
+        .code(2)
+        .stderr(
+            "kern: error: --agent: unknown agent `gpt` — use claude, codex or program:<path>\n",
+        );
+}
+
+#[test]
+fn outside_a_repository_exits_2_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    kern()
+        .current_dir(dir.path())
+        .args(["1", "0"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("is not inside a git repository")
+                .and(predicate::str::contains("git init")),
+        );
+}
+
+#[test]
+fn a_bare_repository_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    git2::Repository::init_bare(dir.path()).unwrap();
+    kern()
+        .current_dir(dir.path())
+        .args(["status"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bare repository"));
+}
+
+#[test]
+fn an_unwritable_state_folder_is_an_io_failure_exit_1_naming_the_path() {
+    let p = Project::new("- [ ] T\n");
+    let out = p
+        .kern()
+        .env("KERN_STATE_DIR", "/dev/null/kern")
+        .args(["1", "0"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("/dev/null/kern"), "{err}");
+}
+
+#[test]
+fn a_merge_in_progress_is_refused_with_the_fix() {
+    let p = Project::new("- [ ] T\n");
+    let git_dir = p.path().join(".git");
+    let head = git2::Repository::open(p.path())
+        .unwrap()
+        .head()
+        .unwrap()
+        .target()
+        .unwrap();
+    std::fs::write(git_dir.join("MERGE_HEAD"), format!("{head}\n")).unwrap();
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("merge is in progress"), "{err}");
+}
+
+#[test]
+fn an_index_lock_not_left_by_kern_is_reported_with_advice() {
+    let p = Project::new("- [ ] T\n");
+    std::fs::write(p.path().join(".git/index.lock"), "").unwrap();
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("index.lock") && err.contains("remove the file"),
+        "{err}"
+    );
+    assert!(
+        p.path().join(".git/index.lock").exists(),
+        "kern never deletes a lock it does not own"
+    );
+}
+
+#[test]
+fn a_detached_head_runs_with_its_own_state_folder() {
+    let p = Project::new("- [ ] T\n");
+    let r = git2::Repository::open(p.path()).unwrap();
+    let head = r.head().unwrap().target().unwrap();
+    r.set_head_detached(head).unwrap();
+    let out = p.kern().args(["status", "--dir"]).output().unwrap();
+    let (dir, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        dir.trim_end()
+            .ends_with(&format!("detached-{}", &head.to_string()[..7])),
+        "{dir}"
+    );
+}

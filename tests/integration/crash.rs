@@ -1,0 +1,335 @@
+//! kill -9 and Ctrl-C at any stage, then `kern` again: the task completes exactly once and
+//! nothing is lost (DESIGN.md sections 6, 7, 12).
+
+use crate::support::project;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use project::{Project, texts};
+use serde_json::json;
+
+fn spawn_kern(p: &Project, args: &[&str]) -> Child {
+    p.kern_std()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `file` in the state folder exists and is not empty.
+fn wait_for(p: &Project, file: &str) {
+    let path = p.state_dir().join(file);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if std::fs::metadata(&path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// A scenario whose `slow` stage sleeps on its first invocation (after writing its files).
+fn slow_in(slow: &str) -> serde_json::Value {
+    let mut s = json!({"default": {
+        "research": {"result": {"notes": ["n"]}},
+        "implement": {"write": {"out/{slug}.txt": "done {task}\n"}, "result": {"status": "SUCCESS", "summary": "s"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }});
+    let normal = s["default"][slow].clone();
+    let mut first = normal.clone();
+    first["sleep_ms"] = json!(60_000);
+    s["default"][slow] = json!([first, normal]);
+    s
+}
+
+fn kill_during(stage: &str, number: u8, signal: nix::sys::signal::Signal) {
+    let p = Project::new("- [ ] Survive\n- [ ] Next\n");
+    p.scenario(&slow_in(stage));
+    let mut child = spawn_kern(&p, &["5", "0"]);
+    wait_for(&p, &format!("stage{number}.jsonl"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    let status = child.wait().unwrap();
+    if signal == nix::sys::signal::Signal::SIGINT {
+        assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
+        let record: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(p.state_dir().join(format!("stage{number}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["kern"]["outcome"], "interrupted");
+        assert!(record["result"].is_string());
+    }
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "restart after {signal} in {stage}: {err}"
+    );
+    let log = p.log();
+    assert_eq!(
+        log.iter().filter(|s| *s == "Add survive").count(),
+        1,
+        "committed once: {log:?}"
+    );
+    assert_eq!(
+        log.iter().filter(|s| *s == "Add next").count(),
+        1,
+        "{log:?}"
+    );
+    assert_eq!(p.read("out/survive.txt"), "done Survive\n");
+    assert!(p.head_files().contains(&"out/survive.txt".to_string()));
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("- [x] Survive") && spec.contains("- [x] Next"),
+        "{spec}"
+    );
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+    assert!(
+        !p.state_root()
+            .join(format!(
+                "{}-{}.lock",
+                p.path().file_name().unwrap().to_string_lossy(),
+                p.state_dir().file_name().unwrap().to_string_lossy()
+            ))
+            .exists(),
+        "no stray lock"
+    );
+}
+
+#[test]
+fn kill_9_during_research_then_restart_completes_once() {
+    kill_during("research", 1, nix::sys::signal::Signal::SIGKILL);
+}
+
+#[test]
+fn kill_9_during_implement_then_restart_completes_once() {
+    kill_during("implement", 2, nix::sys::signal::Signal::SIGKILL);
+}
+
+#[test]
+fn kill_9_during_review_then_restart_completes_once() {
+    kill_during("commit", 3, nix::sys::signal::Signal::SIGKILL);
+}
+
+#[test]
+fn ctrl_c_during_implement_records_interrupted_exits_130_and_resumes() {
+    kill_during("implement", 2, nix::sys::signal::Signal::SIGINT);
+}
+
+#[test]
+fn second_run_on_same_branch_exits_3_naming_the_holder() {
+    let p = Project::new("- [ ] Slow\n");
+    p.scenario(&slow_in("research"));
+    let mut first = spawn_kern(&p, &["1", "0"]);
+    wait_for(&p, "stage1.jsonl");
+    let out = p
+        .kern()
+        .args(["1", "0"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&first.id().to_string()),
+        "names the holder's pid: {err}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(first.wait().unwrap().code(), Some(143));
+}
+
+#[test]
+fn two_worktrees_on_different_branches_both_run_at_once() {
+    let p = Project::new("- [ ] Slow\n");
+    p.scenario(&slow_in("research"));
+    // A second worktree of the same repository, on its own branch.
+    let r = git2::Repository::open(p.path()).unwrap();
+    let head = r.head().unwrap().peel_to_commit().unwrap();
+    r.branch("other", &head, false).unwrap();
+    let wt_path = p.outside.path().join("other-tree");
+    let branch = r.find_reference("refs/heads/other").unwrap();
+    let mut opts = git2::WorktreeAddOptions::new();
+    opts.reference(Some(&branch));
+    r.worktree("other-tree", &wt_path, Some(&opts)).unwrap();
+
+    let mut first = spawn_kern(&p, &["1", "0"]);
+    wait_for(&p, "stage1.jsonl");
+    // The first run holds its lock and sleeps in research; the other worktree runs anyway.
+    let mut other = p.kern_std();
+    other.current_dir(&wt_path).env(
+        "KERN_AGENT",
+        format!("program:{}", p.outside.path().join("fast.sh").display()),
+    );
+    std::fs::write(p.outside.path().join("fast.json"), serde_json::to_vec(&json!({"default": {
+        "research": {"result": {"notes": ["n"]}},
+        "implement": {"write": {"other.txt": "x"}, "result": {"status": "SUCCESS", "summary": "s"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Other branch work"}}
+    }})).unwrap()).unwrap();
+    std::fs::write(
+        p.outside.path().join("fast.sh"),
+        format!(
+            "#!/bin/sh\nexec '{}' scripted-agent '{}'\n",
+            env!("CARGO_BIN_EXE_kern"),
+            p.outside.path().join("fast.json").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        p.outside.path().join("fast.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let out = other.args(["1", "0"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wt_repo = git2::Repository::open(&wt_path).unwrap();
+    let subject = wt_repo
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .summary()
+        .ok()
+        .flatten()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(subject, "Other branch work");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(first.wait().unwrap().code(), Some(143));
+}
+
+/// Regression (found by tests/integration/soak.rs): a kern killed while it finished the previous run's
+/// pending commit left `.git/index.lock` under the lock phase `selecting`, so every later run
+/// refused with exit 2. The kill lands inside the commit (a sleeping pre-commit hook); the
+/// index lock libgit2 would leave when the kill lands in its index write is made by hand.
+#[test]
+fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock() {
+    let p = Project::new("- [ ] Hooked\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let marks = p.outside.path().join("hook-runs");
+    let hook = p.path().join(".git/hooks/pre-commit");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    // The first two commit attempts hang in the hook (and say so); later ones go through.
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ >> '{m}'\n[ $(wc -l < '{m}') -le 2 ] && exec sleep 60\nexit 0\n",
+            m = marks.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let index_lock = p.path().join(".git/index.lock");
+    for run in 1..=2 {
+        let mut child = spawn_kern(&p, &["5", "0"]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::fs::read_to_string(&marks)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+            < run
+        {
+            assert!(
+                Instant::now() < deadline,
+                "run {run} never reached the hook"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        let hook_pid: i32 = std::fs::read_to_string(&marks)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(hook_pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        assert!(
+            p.state_dir().join("commit.json").exists(),
+            "run {run}: the commit is pending"
+        );
+        std::fs::write(&index_lock, "").unwrap();
+    }
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("index.lock` left by the crashed kern"),
+        "{err}"
+    );
+    assert_eq!(p.log(), vec!["Add hooked", "initial"]);
+    assert!(!index_lock.exists());
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+    assert!(p.read("SPEC.md").contains("- [x] Hooked"));
+}
+
+/// Regression: a kill between the temp file and the rename of an atomic SPEC.md write leaves
+/// `.kern-XXXXXX.tmp` in the work tree. The next run removes it (it holds the lock), instead of
+/// committing it with the resumed task or refusing a new task on a dirty tree.
+#[test]
+fn temp_file_left_by_a_killed_write_is_removed_not_committed() {
+    for stage in ["implement", "research"] {
+        let number = if stage == "implement" { 2 } else { 1 };
+        let p = Project::new("- [ ] Survive\n- [ ] Next\n");
+        p.scenario(&slow_in(stage));
+        let mut child = spawn_kern(&p, &["5", "0"]);
+        wait_for(&p, &format!("stage{number}.jsonl"));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        // What a kill inside `atomic_file::write` of SPEC.md leaves behind.
+        p.write(".kern-Ab12Cd.tmp", "- [x] Survive\n");
+        let out = p.kern().args(["5", "0"]).output().unwrap();
+        let (_, err) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "{stage}: {err}");
+        assert!(
+            err.contains(".kern-Ab12Cd.tmp` left by a kern killed while writing"),
+            "{err}"
+        );
+        assert!(
+            !p.head_files().iter().any(|f| f.contains(".kern-")),
+            "{stage}: {:?}",
+            p.head_files()
+        );
+        assert_eq!(
+            p.log(),
+            vec!["Add next", "Add survive", "initial"],
+            "{stage}"
+        );
+        assert!(p.dirty().is_empty(), "{stage}: {:?}", p.dirty());
+    }
+}

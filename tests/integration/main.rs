@@ -1,0 +1,25 @@
+//! kern's integration tests, as one test binary (one link step instead of one per file on a
+//! 2-core machine). Each module is one feature; they run the real `kern` binary in temporary
+//! git repositories with fake agents, or (the real-agent tier) the real CLIs against loopback
+//! mocks of their model APIs. Shared helpers live in `support/`.
+
+mod support;
+
+mod agents;
+mod cli;
+mod crash;
+mod doctor;
+mod dry_run;
+mod init;
+mod lock;
+mod output;
+mod pipeline;
+mod readme;
+mod real_agent;
+mod real_claude;
+mod repository;
+mod scripted_agent;
+mod soak;
+mod spec_file;
+mod status;
+mod supervisor;

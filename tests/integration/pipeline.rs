@@ -1,0 +1,462 @@
+//! The loop end to end: the real `kern` binary in temporary repositories with the built-in
+//! scripted agent (DESIGN.md sections 1, 5, 6, 8, 11; issue "The loop").
+
+use crate::support::project;
+
+use std::time::Duration;
+
+use project::{Project, texts};
+use serde_json::json;
+
+const FIVE_TASKS: &str =
+    "# Roadmap\n\n- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n- [ ] Delta\n- [ ] Epsilon\n";
+
+fn working_agent() -> serde_json::Value {
+    json!({
+        "default": {
+            "research": {"result": {"notes": ["look at out/", "keep it small"]}},
+            "implement": {"write": {"out/{slug}.txt": "done: {task}\n"},
+                          "result": {"status": "SUCCESS", "summary": "wrote out/{slug}.txt", "learnings": ["{task} lives in out/"]}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}", "learnings": ["reviewed {task}"]}}
+        }
+    })
+}
+
+#[test]
+fn five_tasks_become_five_commits_and_a_second_run_finds_nothing() {
+    let p = Project::new(FIVE_TASKS);
+    p.scenario(&working_agent());
+    let out = p.kern().args(["10", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let log = p.log();
+    assert_eq!(
+        log[..5],
+        [
+            "Add epsilon",
+            "Add delta",
+            "Add gamma",
+            "Add beta",
+            "Add alpha"
+        ],
+        "{log:?}"
+    );
+    assert_eq!(log.len(), 6);
+    let spec = p.read("SPEC.md");
+    assert_eq!(spec.matches("- [x] ").count(), 5, "{spec}");
+    assert_eq!(spec.matches("> **Research:**").count(), 5, "{spec}");
+    assert!(spec.contains("look at out/"), "{spec}");
+    let learnings = p.read("LEARNINGS.md");
+    assert!(learnings.contains("— Gamma"), "{learnings}");
+    assert!(learnings.contains("Gamma lives in out/"), "{learnings}");
+    assert!(learnings.contains("reviewed Gamma"), "{learnings}");
+    for file in [
+        "out/alpha.txt",
+        "out/epsilon.txt",
+        "SPEC.md",
+        "LEARNINGS.md",
+    ] {
+        assert!(
+            p.head_files().contains(&file.to_string()),
+            "{file} not committed"
+        );
+    }
+    assert!(p.dirty().is_empty(), "tree left dirty: {:?}", p.dirty());
+    let state = p.state_dir();
+    for f in [
+        "stage1.json",
+        "stage2.json",
+        "stage3.json",
+        "stage2.jsonl",
+        "stage1.prompt.md",
+    ] {
+        assert!(!state.join(f).exists(), "{f} left behind");
+    }
+    assert!(state.join("run.jsonl").exists());
+    assert!(
+        err.contains("Add alpha"),
+        "summary names the commits: {err}"
+    );
+
+    let again = p.kern().args(["3", "0"]).output().unwrap();
+    let (_, err) = texts(&again);
+    assert_eq!(again.status.code(), Some(0), "{err}");
+    assert!(err.contains("nothing left"), "{err}");
+    assert_eq!(p.log().len(), 6);
+}
+
+#[test]
+fn decomposed_task_gets_subtasks_and_the_parent_completes_with_the_last() {
+    let p = Project::new("- [ ] Big thing\n- [ ] Small thing\n");
+    let mut s = working_agent();
+    s["tasks"] = json!([{"match": "Big thing", "implement": [
+        {"result": {"status": "DECOMPOSED", "summary": "too big", "subtasks": ["Part one", "Part two"]}}
+    ]}]);
+    p.scenario(&s);
+    let out = p.kern().args(["10", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [x] Big thing\n"), "{spec}");
+    assert!(spec.contains("  - [x] Part one\n"), "{spec}");
+    assert!(spec.contains("  - [x] Part two\n"), "{spec}");
+    assert!(spec.contains("- [x] Small thing"), "{spec}");
+    let log = p.log();
+    assert_eq!(
+        log[..3],
+        ["Add small-thing", "Add part-two", "Add part-one"],
+        "{log:?}"
+    );
+}
+
+#[test]
+fn skipped_task_goes_back_to_pending_with_a_note_and_the_next_is_taken() {
+    let p = Project::new("- [ ] Later\n- [ ] Now\n");
+    let mut s = working_agent();
+    s["tasks"] = json!([{"match": "Later", "implement": {"result": {"status": "SKIPPED", "summary": "needs a decision from a person"}}}]);
+    p.scenario(&s);
+    let out = p.kern().args(["2", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [ ] Later\n"), "{spec}");
+    assert!(
+        spec.contains("> **Skipped:** needs a decision from a person"),
+        "{spec}"
+    );
+    assert!(spec.contains("- [x] Now"), "{spec}");
+}
+
+#[test]
+fn three_failures_ask_for_decomposition_and_exhaustion_blocks_with_exit_4() {
+    let p = Project::new("- [ ] Hard\n");
+    let failures: Vec<serde_json::Value> = (1..=6)
+        .map(|n| json!({"result": {"status": "FAILED", "summary": "no", "attempt_note": format!("approach number {} broke {}", n, "abcdef".chars().nth(n - 1).unwrap())}}))
+        .collect();
+    let s = json!({"default": {
+        "research": {"result": {"notes": ["n"]}},
+        "implement": failures,
+        "commit": {"result": {"verdict": "COMMIT", "subject": "x"}}
+    }});
+    p.scenario(&s);
+    let out = p
+        .kern()
+        .args(["3", "0", "--max-attempts", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "the last task failed: {}",
+        texts(&out).1
+    );
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("> **Attempt 3:** approach number 3"),
+        "{spec}"
+    );
+    assert!(spec.starts_with("- [~] Hard\n"), "{spec}");
+    // The fourth implement prompt demands decomposition.
+    let out = p
+        .kern()
+        .args(["1", "0", "--max-attempts", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", texts(&out).1);
+    let prompts = p.prompts("implement");
+    assert_eq!(prompts.len(), 4);
+    assert!(
+        prompts[3].contains("Decomposition is required"),
+        "4th implement prompt: {}",
+        prompts[3]
+    );
+    assert!(
+        !prompts[2].contains("Decomposition is required"),
+        "3rd implement prompt: {}",
+        prompts[2]
+    );
+    // Failing twice more exhausts the attempts: blocked, exit 4.
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-attempts", "3"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [!] Hard\n"), "{spec}");
+    assert!(spec.contains("> **Attempt 6:**"), "{spec}");
+    assert!(spec.contains("> **Blocked:**"), "{spec}");
+    assert!(err.contains("blocked"), "{err}");
+}
+
+#[test]
+fn the_same_failure_three_times_blocks_early() {
+    let p = Project::new("- [ ] Stuck\n- [ ] Fine\n");
+    let mut s = working_agent();
+    s["tasks"] = json!([{"match": "Stuck", "implement": {"result": {"status": "FAILED", "summary": "no", "attempt_note": "npm is not installed"}}}]);
+    p.scenario(&s);
+    let out = p.kern().args(["10", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [!] Stuck\n"), "{spec}");
+    assert!(
+        spec.contains("> **Attempt 3:** npm is not installed"),
+        "{spec}"
+    );
+    assert!(!spec.contains("> **Attempt 4:**"), "{spec}");
+    assert!(spec.contains("- [x] Fine"), "the loop moves on: {spec}");
+}
+
+#[test]
+fn check_gate_failure_is_an_attempt_and_a_pass_commits() {
+    let p = Project::new("- [ ] Checked\n");
+    let mut s = working_agent();
+    s["default"]["implement"] = json!([
+        {"write": {"flag.txt": "bad\n"}, "result": {"status": "SUCCESS", "summary": "first try"}},
+        {"write": {"flag.txt": "good\n"}, "result": {"status": "SUCCESS", "summary": "second try"}}
+    ]);
+    p.scenario(&s);
+    let out = p
+        .kern()
+        .args([
+            "3",
+            "0",
+            "--check",
+            "grep -q good flag.txt || { echo flag is bad; exit 1; }",
+        ])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("> **Attempt 1:** check `"), "{spec}");
+    assert!(spec.contains("flag is bad"), "{spec}");
+    assert!(spec.contains("- [x] Checked"), "{spec}");
+    assert_eq!(p.log()[0], "Add checked");
+    assert_eq!(p.read("flag.txt"), "good\n");
+}
+
+#[test]
+fn task_check_note_wins_over_the_flag() {
+    let p = Project::new("- [ ] Own check\n  > **Check:** test -f made.txt\n");
+    let mut s = working_agent();
+    s["default"]["implement"] =
+        json!({"write": {"made.txt": "x"}, "result": {"status": "SUCCESS", "summary": "s"}});
+    p.scenario(&s);
+    let out = p
+        .kern()
+        .args(["1", "0", "--check", "false"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert!(p.read("SPEC.md").contains("- [x] Own check"));
+}
+
+#[test]
+fn review_reject_then_commit() {
+    let p = Project::new("- [ ] Reviewed\n");
+    let mut s = working_agent();
+    s["default"]["commit"] = json!([
+        {"result": {"verdict": "REJECT", "subject": "", "reason": "remove the debug print"}},
+        {"result": {"verdict": "COMMIT", "subject": "Add reviewed thing"}}
+    ]);
+    p.scenario(&s);
+    let out = p.kern().args(["3", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("> **Attempt 1:** review rejected the change: remove the debug print"),
+        "{spec}"
+    );
+    assert!(spec.contains("- [x] Reviewed"), "{spec}");
+    assert_eq!(p.log()[0], "Add reviewed thing");
+}
+
+#[test]
+fn research_that_writes_is_reverted_and_recorded() {
+    let p = Project::new("- [ ] Look only\n");
+    let mut s = working_agent();
+    s["default"]["research"] = json!([
+        {"write": {"sneaky.txt": "x", "README.md": "changed\n"}, "result": {"notes": ["n"]}},
+        {"result": {"notes": ["n"]}}
+    ]);
+    p.scenario(&s);
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert!(err.contains("violation"), "{err}");
+    assert!(!p.path().join("sneaky.txt").exists());
+    assert_eq!(p.read("README.md"), "# scratch\n");
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("read-only but changed"), "{spec}");
+    let runlog = std::fs::read_to_string(p.state_dir().join("run.jsonl")).unwrap();
+    assert!(runlog.contains("\"event\":\"violation\""), "{runlog}");
+    assert!(runlog.contains("sneaky.txt"), "{runlog}");
+}
+
+#[test]
+fn implement_that_commits_is_a_violation_and_history_is_kept() {
+    let p = Project::new("- [ ] Commit-happy\n");
+    let mut s = working_agent();
+    s["default"]["implement"] = json!({
+        "write": {"work.txt": "w\n"},
+        "shell": ["git add work.txt && git -c user.name=a -c user.email=a@b commit -qm 'agent commit'"],
+        "result": {"status": "SUCCESS", "summary": "s"}
+    });
+    p.scenario(&s);
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("violation"), "{err}");
+    let log = p.log();
+    assert_eq!(
+        log[..2],
+        ["Add commit-happy", "agent commit"],
+        "agent commit kept, kern's on top: {log:?}"
+    );
+    let runlog = std::fs::read_to_string(p.state_dir().join("run.jsonl")).unwrap();
+    assert!(runlog.contains("moved"), "{runlog}");
+}
+
+#[test]
+fn a_hand_edit_during_a_stage_survives_and_the_new_task_is_done_later() {
+    let p = Project::new("- [ ] First\n");
+    let mut s = working_agent();
+    // While implementing First, a person appends a task and a note (the agent's shell does it
+    // for them at a well-defined moment).
+    s["tasks"] = json!([{"match": "First", "implement": {
+        "write": {"out/first.txt": "1"},
+        "shell": ["printf '  personal note\\n- [ ] Added by hand\\n' >> SPEC.md"],
+        "result": {"status": "SUCCESS", "summary": "s"}
+    }}]);
+    p.scenario(&s);
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [x] Added by hand"), "{spec}");
+    assert!(spec.contains("personal note"), "{spec}");
+    assert!(spec.contains("- [x] First"), "{spec}");
+}
+
+#[test]
+fn max_cost_stops_after_the_stage_that_crosses_it_with_exit_6() {
+    let p = Project::new("- [ ] One\n- [ ] Two\n");
+    let mut s = working_agent();
+    s["default"]["implement"]["cost_usd"] = json!(5.0);
+    p.scenario(&s);
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-cost", "1"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains("--max-cost"), "{err}");
+    assert!(
+        p.prompts("commit").is_empty(),
+        "the review after the crossing stage never started"
+    );
+    assert_eq!(p.log().len(), 1, "nothing committed yet");
+    assert!(
+        p.state_dir().join("stage2.json").exists(),
+        "resume state kept"
+    );
+    // A later run with budget left resumes at the review, without implementing again.
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert_eq!(
+        p.prompts("implement").len(),
+        1,
+        "implement did not run again"
+    );
+    assert_eq!(p.log()[0], "Add one");
+}
+
+/// Regression: the budget was checked only between iterations, so a run whose research had
+/// spent it still ran implement and review (found by the real-agent tier, tests/integration/real_agent.rs).
+#[test]
+fn max_cost_spent_in_research_stops_before_implement_and_the_next_run_resumes() {
+    let p = Project::new("- [ ] One\n");
+    let mut s = working_agent();
+    s["default"]["research"]["cost_usd"] = json!(5.0);
+    p.scenario(&s);
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-cost", "1"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert_eq!(p.prompts("research").len(), 1);
+    assert_eq!(p.prompts("implement").len(), 0, "{err}");
+    assert_eq!(p.log(), ["initial"]);
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [~] One\n"), "{spec}");
+    assert!(spec.contains("look at out/"), "{spec}");
+    assert!(p.state_dir().join("stage1.json").is_file());
+
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(p.prompts("research").len(), 1, "research ran again");
+    assert_eq!(p.prompts("implement").len(), 1);
+    assert_eq!(p.log(), ["Add one", "initial"]);
+}
+
+#[test]
+fn only_skips_in_a_row_end_the_run_instead_of_spinning() {
+    let p = Project::new("- [ ] A\n- [ ] B\n");
+    let mut s = working_agent();
+    s["default"]["implement"] = json!({"result": {"status": "SKIPPED", "summary": "not now"}});
+    p.scenario(&s);
+    let out = p.kern().args(["20", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("changed nothing"), "{err}");
+}
+
+#[test]
+fn a_dirty_tree_refuses_a_new_task_with_exit_2_unless_allowed() {
+    let p = Project::new("- [ ] Task\n");
+    p.scenario(&working_agent());
+    p.write("notes.txt", "mine\n");
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("notes.txt") && err.contains("--allow-dirty"),
+        "{err}"
+    );
+    let out = p.kern().args(["1", "0", "--allow-dirty"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert!(
+        !p.head_files().contains(&"notes.txt".to_string()),
+        "dirty path must stay out"
+    );
+    assert_eq!(p.dirty(), ["notes.txt"]);
+}
+
+#[test]
+fn malformed_spec_exits_2_with_the_line() {
+    let p = Project::new("- [ ] fine\n- [-] broken\n");
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("SPEC.md:2:3"), "{err}");
+}
+
+#[test]
+fn auth_failure_stops_at_once_with_exit_5_and_the_fix() {
+    let p = Project::new("- [ ] T\n");
+    p.scenario(&json!({"default": {"research": {"error": "auth"}}}));
+    let out = p
+        .kern()
+        .args(["3", "0"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("log"), "{err}");
+}

@@ -1,0 +1,705 @@
+//! The README cannot drift: every command in its shell blocks is in the table below, and the
+//! tests here run each one (or, for the cargo commands, check what they rely on). A command
+//! added to the README that the table does not know fails `readme_commands_are_all_known`, so
+//! a new command needs a test. The SPEC.md example must be valid, and every option in the
+//! options table must exist with its environment variable.
+//!
+//! The jq recipes run against a real state folder (a run stopped with Ctrl-C during review, so
+//! its stage files are kept) with the `jq` on PATH; CI installs it (`.ci/run`).
+
+use crate::support::project;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use project::{Project, texts};
+use serde_json::{Value, json};
+
+const README: &str = include_str!("../../README.md");
+const CARGO_TOML: &str = include_str!("../../Cargo.toml");
+
+/// How each README command is covered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// `cargo run --release -- demo`: the built binary's `demo` (the same code path).
+    Demo,
+    /// `cargo test`: this run; only its place in the README is checked.
+    CargoTest,
+    /// `cargo test --test integration -- A B`: part of this run; each named module must exist.
+    TestTargets,
+    /// `cargo install --path .`: not run; the package and its binary are checked.
+    CargoInstall,
+    /// `kern doctor`: run with a fake, logged-in `claude`.
+    Doctor,
+    /// The daily-use `kern` commands: run in order on a scratch project.
+    Daily,
+    /// The jq recipes: run in order on a real state folder.
+    Jq,
+}
+
+/// Every command the README may show, exactly as written (trailing comment removed).
+const KNOWN: &[(&str, How)] = &[
+    ("cargo run --release -- demo", How::Demo),
+    ("cargo test", How::CargoTest),
+    (
+        "cargo test --test integration -- real_agent real_claude",
+        How::TestTargets,
+    ),
+    ("cargo install --path .", How::CargoInstall),
+    ("kern doctor", How::Doctor),
+    ("kern init", How::Daily),
+    ("kern -n", How::Daily),
+    ("kern 10 30", How::Daily),
+    ("kern status", How::Daily),
+    ("kern", How::Daily),
+    ("d=\"$(kern status --dir)\"", How::Jq),
+    ("jq .result \"$d/stage2.json\"", How::Jq),
+    ("jq .kern.outcome \"$d/stage2.json\"", How::Jq),
+    ("jq '.total_cost_usd' \"$d\"/stage[123].json", How::Jq),
+    (
+        "jq '.permission_denials[].tool_input' \"$d/stage1.json\"",
+        How::Jq,
+    ),
+    (
+        "jq -c 'select(.event == \"commit\")' \"$d/run.jsonl\"",
+        How::Jq,
+    ),
+];
+
+/// The commands of every shell block (```sh, ```bash, ```shell, ```console), block by block.
+fn shell_blocks(markdown: &str) -> Vec<Vec<String>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    for line in markdown.lines() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (&mut current, fence) {
+            (None, Some(info)) => {
+                if ["sh", "bash", "shell", "console"].contains(&info.trim()) {
+                    current = Some(Vec::new());
+                } else {
+                    // Another language: skip to its closing fence.
+                    current = None;
+                }
+            }
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some(commands), None) => {
+                let command = strip_comment(line);
+                if !command.is_empty() {
+                    commands.push(command);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+/// The line without a trailing `# comment` (a `#` after whitespace, outside quotes), trimmed.
+fn strip_comment(line: &str) -> String {
+    let (mut single, mut double) = (false, false);
+    let mut previous = ' ';
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && previous.is_whitespace() => {
+                return line[..i].trim().to_string();
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    line.trim().to_string()
+}
+
+/// The README's commands covered by `how`, in README order.
+fn commands(how: How) -> Vec<String> {
+    shell_blocks(README)
+        .into_iter()
+        .flatten()
+        .filter(|c| KNOWN.iter().any(|(k, h)| k == c && *h == how))
+        .collect()
+}
+
+/// A block in another language would hide commands from this test: only these are allowed.
+fn fenced_languages(markdown: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut languages = Vec::new();
+    for line in markdown.lines() {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
+            if !inside {
+                languages.push(info.trim().to_string());
+            }
+            inside = !inside;
+        }
+    }
+    languages
+}
+
+#[test]
+fn readme_commands_are_all_known() {
+    let all: Vec<String> = shell_blocks(README).into_iter().flatten().collect();
+    let unknown: Vec<&String> = all
+        .iter()
+        .filter(|c| !KNOWN.iter().any(|(k, _)| k == c))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "README.md shows commands no test runs: {unknown:?} — add each to KNOWN in tests/integration/readme.rs with a test that runs it"
+    );
+    let stale: Vec<&str> = KNOWN
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !all.iter().any(|c| c == k))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "KNOWN lists commands the README no longer shows: {stale:?}"
+    );
+    for language in fenced_languages(README) {
+        assert!(
+            ["sh", "markdown", ""].contains(&language.as_str()),
+            "a ```{language} block: use ```sh for commands (this test reads those) or extend the test"
+        );
+    }
+}
+
+#[test]
+fn the_first_commands_are_the_demo_and_the_tests() {
+    let first_heading = README.find("\n## ").unwrap();
+    let first_block = README.find("```sh").unwrap();
+    assert!(
+        first_block < first_heading,
+        "the two commands come before any section"
+    );
+    assert_eq!(
+        shell_blocks(README)[0],
+        ["cargo run --release -- demo", "cargo test"],
+        "`cargo test` is this very run; the demo is run by `demo_runs_offline_and_commits`"
+    );
+    assert_eq!(commands(How::CargoTest), ["cargo test"]);
+}
+
+#[test]
+fn test_targets_named_in_the_readme_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let commands = commands(How::TestTargets);
+    assert!(!commands.is_empty());
+    for command in commands {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(words[..2], ["cargo", "test"], "{command}");
+        assert_eq!(words[2], "--test", "{command}");
+        let target = root.join("tests").join(words[3]).join("main.rs");
+        assert!(
+            target.is_file(),
+            "`{command}` names a test binary that does not exist: {}",
+            target.display()
+        );
+        assert_eq!(words.get(4), Some(&"--"), "{command}");
+        for module in &words[5..] {
+            let file = root
+                .join("tests")
+                .join(words[3])
+                .join(format!("{module}.rs"));
+            assert!(
+                file.is_file(),
+                "`{command}` names a test module that does not exist: {}",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn cargo_install_path_installs_a_binary_named_kern() {
+    assert_eq!(commands(How::CargoInstall), ["cargo install --path ."]);
+    let package = CARGO_TOML
+        .split("\n[")
+        .next()
+        .expect("the [package] table comes first");
+    assert!(package.starts_with("[package]\n"), "{package}");
+    assert!(package.contains("\nname = \"kern\"\n"), "{package}");
+    assert!(package.contains("\ndefault-run = \"kern\"\n"), "{package}");
+    assert!(
+        !CARGO_TOML.contains("[[bin]]"),
+        "the only binary is the default one, src/main.rs, named after the package"
+    );
+    assert!(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/main.rs")
+            .is_file()
+    );
+    assert!(env!("CARGO_BIN_EXE_kern").ends_with("/kern"));
+}
+
+/// `kern demo` with no git identity, no claude on PATH, no KERN_* settings, no colour.
+fn demo(args: &[&str]) -> (Option<i32>, String) {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kern"));
+    cmd.arg("demo")
+        .args(args)
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("PATH", "/usr/bin:/bin")
+        .env("NO_COLOR", "1");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("KERN_")
+            || key.starts_with("GIT_AUTHOR")
+            || key.starts_with("GIT_COMMITTER")
+        {
+            cmd.env_remove(key);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let (_, err) = texts(&out);
+    (out.status.code(), err)
+}
+
+/// The value after `label` on the line that starts with it.
+fn after<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no `{label}` line in:\n{text}"))
+        .trim()
+}
+
+/// The lines under `heading` up to the next empty line.
+fn section<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn demo_runs_offline_and_commits() {
+    assert_eq!(commands(How::Demo), ["cargo run --release -- demo"]);
+    let (code, err) = demo(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    let repo = PathBuf::from(after(&err, "repository: "));
+    let log = section(&err, "git log --oneline:");
+    let subjects: Vec<&str> = log.iter().map(|l| &l.trim()[8..]).collect();
+    assert_eq!(
+        subjects,
+        [
+            "README.md: document the usage",
+            "test.sh: check every greeting",
+            "greet.sh: --lang de greets in German",
+            "greet.sh: --lang fr greets in French",
+            "greet.sh: greet a person by name",
+            "Start the greet project"
+        ],
+        "{err}"
+    );
+    assert!(err.contains("run ended: nothing left to do"), "{err}");
+    let spec: Vec<&str> = section(&err, "SPEC.md now:");
+    assert!(spec.iter().any(|l| l.contains("- [x] Add German")), "{err}");
+    assert!(
+        !spec.iter().any(|l| l.contains("[ ]") || l.contains("[~]")),
+        "{err}"
+    );
+    assert!(
+        !repo.parent().unwrap().exists(),
+        "without --keep the demo removes its folder: {}",
+        repo.display()
+    );
+}
+
+#[test]
+fn demo_keep_keeps_everything_and_its_recipes_work() {
+    let (code, err) = demo(&["--keep"]);
+    assert_eq!(code, Some(0), "{err}");
+    let root = PathBuf::from(after(&err, "kept: "));
+    let repo = root.join("greet");
+    let check = || -> Result<(), String> {
+        let spec = std::fs::read_to_string(repo.join("SPEC.md")).map_err(|e| e.to_string())?;
+        let doc = kern::spec::Document::parse(&spec);
+        let states: Vec<_> = doc
+            .tasks()
+            .iter()
+            .map(|t| (t.title.clone(), t.state))
+            .collect();
+        if states.len() != 6
+            || states
+                .iter()
+                .any(|(_, s)| *s != kern::spec::TaskState::Done)
+        {
+            return Err(format!("not every task is done: {states:?}"));
+        }
+        let git = git2::Repository::open(&repo).map_err(|e| e.to_string())?;
+        let mut walk = git.revwalk().map_err(|e| e.to_string())?;
+        walk.push_head().map_err(|e| e.to_string())?;
+        if walk.count() != 6 {
+            return Err("expected 6 commits".into());
+        }
+        if !git.statuses(None).map_err(|e| e.to_string())?.is_empty() {
+            return Err("the work tree is not clean".into());
+        }
+        let test = Command::new("sh")
+            .arg("test.sh")
+            .current_dir(&repo)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if test.stdout != b"ok\n" {
+            return Err(format!(
+                "test.sh: {}",
+                String::from_utf8_lossy(&test.stdout)
+            ));
+        }
+        // Every command the demo says to try works on what it kept.
+        let tries = section(&err, "try:");
+        if tries.len() != 3 {
+            return Err(format!("three recipes expected: {tries:?}"));
+        }
+        for line in tries {
+            let out = Command::new("sh")
+                .args(["-c", line.trim()])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() || stdout.trim().is_empty() {
+                return Err(format!(
+                    "`{line}` failed: {stdout}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            if line.contains("\"commit\"") && stdout.lines().count() != 5 {
+                return Err(format!("five commits in run.jsonl expected: {stdout}"));
+            }
+        }
+        Ok(())
+    };
+    let result = check();
+    std::fs::remove_dir_all(&root).unwrap();
+    result.unwrap();
+}
+
+/// A `claude` that is installed and logged in, alone on PATH with the system tools.
+fn fake_claude(dir: &Path) -> String {
+    let path = dir.join("claude");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\ncase \"$*\" in\n  --version) echo '2.1.197 (Claude Code)' ;;\n  'auth status') echo '{\"loggedIn\": true, \"authMethod\": \"claude.ai\"}' ;;\n  *) exit 2 ;;\nesac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/bin:/bin", dir.display())
+}
+
+#[test]
+fn kern_doctor_passes_in_a_ready_project() {
+    assert_eq!(commands(How::Doctor), ["kern doctor"]);
+    let p = Project::new("- [ ] One\n");
+    let bin = tempfile::tempdir().unwrap();
+    let out = p
+        .kern()
+        .arg("doctor")
+        .env("KERN_AGENT", "claude")
+        .env("PATH", fake_claude(bin.path()))
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("✓ ")).count(),
+        10,
+        "{err}"
+    );
+}
+
+/// Runs a README `kern …` command (split on spaces, as the shell would) in the project.
+fn run_kern(p: &Project, command: &str) -> (Option<i32>, String) {
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let out = p.kern().args(&args).output().unwrap();
+    let (_, err) = texts(&out);
+    (out.status.code(), err)
+}
+
+#[test]
+fn daily_use_commands_run_in_order() {
+    let daily = commands(How::Daily);
+    assert_eq!(
+        daily,
+        ["kern init", "kern -n", "kern 10 30", "kern status", "kern"],
+        "the order below follows the README's"
+    );
+    let p = Project::new("unused\n");
+    std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
+    p.commit_all("no SPEC.md yet");
+    let before = p.log().len();
+    for command in &daily {
+        match command.as_str() {
+            "kern init" => {
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(0), "{err}");
+                assert!(p.read("SPEC.md").contains("- [ ] "));
+                assert!(p.path().join("LEARNINGS.md").is_file());
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(2), "never overwrites: {err}");
+                assert!(err.contains("SPEC.md"), "{err}");
+            }
+            "kern -n" => {
+                let spec = p.read("SPEC.md");
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(0), "{err}");
+                assert!(
+                    err.contains("Add a `--json` flag"),
+                    "names the next task: {err}"
+                );
+                assert_eq!(p.read("SPEC.md"), spec, "changes nothing");
+                assert!(!p.state_root().exists(), "writes no state folder");
+            }
+            "kern 10 30" => {
+                // One task: the 30 s delay only applies while work is left.
+                p.write("SPEC.md", "- [ ] Say hello\n");
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(0), "{err}");
+                assert!(p.read("SPEC.md").starts_with("- [x] Say hello\n"));
+                assert_eq!(p.log().len(), before + 1, "{err}");
+                assert!(!err.contains("next iteration in"), "no sleep: {err}");
+            }
+            "kern status" => {
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(0), "{err}");
+                assert!(
+                    err.contains("tasks:     0 pending, 0 in progress, 1 done, 0 blocked"),
+                    "{err}"
+                );
+            }
+            "kern" => {
+                let mut spec = p.read("SPEC.md");
+                spec.push_str("- [ ] Say goodbye\n");
+                p.write("SPEC.md", &spec);
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(0), "{err}");
+                let spec = p.read("SPEC.md");
+                assert!(spec.contains("- [x] Say goodbye\n"), "{spec}");
+                assert!(!spec.contains("[ ]"), "{spec}");
+                assert_eq!(p.log().len(), before + 2, "{err}");
+            }
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
+}
+
+#[test]
+fn the_spec_example_is_valid() {
+    let start = README.find("```markdown\n").expect("the SPEC.md example") + "```markdown\n".len();
+    let end = start + README[start..].find("```\n").unwrap();
+    let p = Project::new(&README[start..end]);
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let (stdout, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let status: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        status["counts"],
+        json!({"pending": 4, "in_progress": 1, "done": 1, "blocked": 1}),
+        "{stdout}"
+    );
+    assert_eq!(status["next"]["title"], "Add a `--json` flag to `list`");
+    assert!(
+        status["next"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("it is in progress"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn every_option_in_the_table_exists_with_its_variable_and_default() {
+    let help = Command::new(env!("CARGO_BIN_EXE_kern"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let table = README
+        .split("## Options")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut seen = 0;
+    for row in table.lines().filter(|l| l.starts_with("| `-")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (option, variable, default) = (cells[1], cells[2], cells[3]);
+        let long = option
+            .trim_matches('`')
+            .split([',', ' '])
+            .find(|w| w.starts_with("--"))
+            .unwrap_or_else(|| panic!("no long option in `{row}`"));
+        assert!(help.contains(long), "`{long}` is not in `kern --help`");
+        let variable = variable.trim_matches('`');
+        if !variable.is_empty() {
+            assert!(
+                help.contains(variable),
+                "`{variable}` ({long}) is not in `kern --help`"
+            );
+        }
+        let default = default.trim_matches('`');
+        if !["", "none", "off", "from templates"].contains(&default) {
+            let block = help.split(long).nth(1).unwrap();
+            let block = &block[..block.find("\n  -").unwrap_or(block.len())];
+            assert!(
+                block.contains(&format!("[default: {default}]")),
+                "{long}: the README says default {default}; --help says:{block}"
+            );
+        }
+        seen += 1;
+    }
+    assert!(seen >= 19, "the options table was not read: {seen} rows");
+}
+
+#[test]
+fn jq_recipes_work_on_a_real_state_folder() {
+    let jq = Command::new("sh")
+        .args(["-c", "command -v jq"])
+        .output()
+        .unwrap();
+    assert!(
+        jq.status.success(),
+        "the README's jq recipes need jq — install it (`apt-get install jq`, `brew install jq`)"
+    );
+    // One task committed, the next stopped with Ctrl-C during review: stage files kept.
+    let p = Project::new("- [ ] First\n- [ ] Second\n");
+    p.scenario(&json!({"tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]}));
+    let mut run = p
+        .kern_std()
+        .args(["2", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The scripted agent logs each call before it sleeps: the second review is running.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let calls = p.outside.path().join("scenario.calls.jsonl");
+    let reviews = || {
+        // Read while the agent appends: a line still being written does not parse yet.
+        std::fs::read_to_string(&calls)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|c| c["stage"] == "commit")
+            .count()
+    };
+    while reviews() < 2 {
+        assert!(Instant::now() < deadline, "the second review never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(run.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(run.wait().unwrap().code(), Some(130));
+
+    let recipes = commands(How::Jq);
+    assert_eq!(
+        recipes[0], "d=\"$(kern status --dir)\"",
+        "the recipes start by setting $d"
+    );
+    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        kern_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let d = p.state_dir().display().to_string();
+    for recipe in &recipes[1..] {
+        let script = format!("set -e\n{}\n{recipe}\n", recipes[0]);
+        let out = Command::new("sh")
+            .args(["-c", &script])
+            .current_dir(p.path())
+            .env("PATH", &path)
+            .env("KERN_STATE_DIR", p.state_root())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = texts(&out);
+        assert!(out.status.success(), "`{recipe}` in `{d}` failed: {stderr}");
+        let lines: Vec<&str> = stdout.lines().collect();
+        match recipe.as_str() {
+            "jq .result \"$d/stage2.json\"" => {
+                assert_eq!(
+                    lines,
+                    ["\"{\\\"status\\\":\\\"SUCCESS\\\",\\\"summary\\\":\\\"did Second\\\"}\""]
+                );
+            }
+            "jq .kern.outcome \"$d/stage2.json\"" => assert_eq!(lines, ["\"succeeded\""]),
+            "jq '.total_cost_usd' \"$d\"/stage[123].json" => {
+                // Research and implement of the interrupted task, and its interrupted review.
+                assert_eq!(lines, ["0.01", "0.01", "0"], "{stdout}");
+            }
+            "jq '.permission_denials[].tool_input' \"$d/stage1.json\"" => {
+                // The scripted agent is refused nothing; exit 0 proves the array is there
+                // (`[]` on a missing key fails: "Cannot iterate over null").
+                assert_eq!(lines, Vec::<&str>::new());
+            }
+            "jq -c 'select(.event == \"commit\")' \"$d/run.jsonl\"" => {
+                assert_eq!(lines.len(), 1, "{stdout}");
+                let commit: Value = serde_json::from_str(lines[0]).unwrap();
+                assert_eq!(commit["task"], "First");
+            }
+            other => panic!("no expectation for the README recipe `{other}`"),
+        }
+    }
+}
+
+/// The `kern …` commands written inline in the prose, e.g. `kern init --prompts`.
+fn inline_kern_commands(markdown: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut inside_fence = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            inside_fence = !inside_fence;
+            continue;
+        }
+        if inside_fence {
+            continue;
+        }
+        for (i, span) in line.split('`').enumerate() {
+            if i % 2 == 1 && (span == "kern" || span.starts_with("kern ")) {
+                commands.push(span.to_string());
+            }
+        }
+    }
+    commands
+}
+
+#[test]
+fn inline_kern_commands_parse_with_the_real_command_line() {
+    use clap::Parser;
+    let commands = inline_kern_commands(README);
+    assert!(
+        commands.contains(&"kern demo --keep".to_string()),
+        "{commands:?}"
+    );
+    for command in &commands {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        if let Err(e) = kern::cli::Cli::try_parse_from(&words) {
+            panic!("README.md shows `{command}`, which kern rejects: {e}");
+        }
+    }
+}
+
+#[test]
+fn comments_and_quotes() {
+    for (line, command) in [
+        ("kern 10 30         # up to 10 tasks", "kern 10 30"),
+        (
+            "jq -c 'select(.a == \"#x\")' f  # c",
+            "jq -c 'select(.a == \"#x\")' f",
+        ),
+        ("echo a#b", "echo a#b"),
+        ("   ", ""),
+    ] {
+        assert_eq!(strip_comment(line), command);
+    }
+    let blocks =
+        shell_blocks("```sh\na # x\n\nb\n```\n```markdown\n- [ ] c\n```\n```bash\nd\n```\n");
+    assert_eq!(blocks, [vec!["a", "b"], vec!["d"]]);
+}

@@ -1,0 +1,170 @@
+//! `kern status`: the human summary, `--json` (exactly one object on stdout), `--dir`, and
+//! the errors (missing SPEC.md with the `kern init` hint, malformed with diagnostics).
+
+use crate::support::project;
+
+use project::{Project, texts};
+use serde_json::{Value, json};
+
+fn status_json(p: &Project) -> Value {
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout.lines().count(),
+        1,
+        "exactly one line of JSON: {stdout}"
+    );
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[test]
+fn json_counts_every_state_and_names_the_next_task_with_its_parents() {
+    let spec = "# Plan\n\n\
+        - [x] Done one\n\
+        * [X] Done two\n\
+        + [!] Blocked\n\
+        1. [ ] Parent\n   - [x] Child done\n   - [ ] Child next\n     - [ ] Grandchild\n\
+        2) [ ] Later\n\n\
+        ```\n- [ ] not a task in a fence\n```\n\n\
+        | a | b |\n|---|---|\n| - [ ] not in a table | x |\n";
+    let p = Project::new(spec);
+    let j = status_json(&p);
+    assert_eq!(
+        j["counts"],
+        json!({"pending": 4, "in_progress": 0, "done": 3, "blocked": 1})
+    );
+    assert_eq!(j["next"]["title"], "Grandchild");
+    assert_eq!(j["next"]["line"], 9);
+    assert_eq!(j["next"]["state"], "pending");
+    assert_eq!(j["next"]["parents"], json!(["Parent", "Child next"]));
+    assert_eq!(j["resume"], "research");
+    assert_eq!(j["lock"], Value::Null);
+    assert!(j["spec"].as_str().unwrap().ends_with("SPEC.md"));
+    assert_eq!(
+        j["state_dir"].as_str().unwrap(),
+        p.state_dir().display().to_string()
+    );
+}
+
+#[test]
+fn json_on_crlf_and_in_progress_documents() {
+    let p = Project::new(
+        "- [ ] First\r\n- [~] Working\r\n  > **Research:**\r\n  >   - a note\r\n- [ ] Third\r\n",
+    );
+    let j = status_json(&p);
+    assert_eq!(
+        j["counts"],
+        json!({"pending": 2, "in_progress": 1, "done": 0, "blocked": 0})
+    );
+    assert_eq!(j["next"]["title"], "Working");
+    assert_eq!(j["next"]["state"], "in_progress");
+    assert_eq!(
+        j["resume"], "implement",
+        "a Research note means research is done"
+    );
+}
+
+#[test]
+fn nothing_left_is_null_next() {
+    let p = Project::new("- [x] All\n- [!] Stuck\n");
+    let j = status_json(&p);
+    assert_eq!(j["next"], Value::Null);
+    assert_eq!(j["resume"], Value::Null);
+}
+
+#[test]
+fn human_summary_goes_to_stderr_and_stdout_stays_empty() {
+    let p = Project::new("- [ ] Alpha\n- [x] Beta\n");
+    let out = p.kern().arg("status").output().unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.contains("1 pending, 0 in progress, 1 done, 0 blocked"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("line 1: Alpha"), "{stderr}");
+    assert!(stderr.contains("lock:      free"), "{stderr}");
+    assert!(
+        stderr.contains(&p.state_dir().display().to_string()),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn dir_prints_only_the_state_folder() {
+    let p = Project::new("- [ ] A\n");
+    let out = p.kern().args(["status", "--dir"]).output().unwrap();
+    let (stdout, _) = texts(&out);
+    assert_eq!(stdout, format!("{}\n", p.state_dir().display()));
+}
+
+#[test]
+fn missing_spec_exits_2_with_the_init_hint() {
+    let p = Project::new("- [ ] A\n");
+    std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("`kern init`"), "{stderr}");
+}
+
+#[test]
+fn malformed_spec_exits_2_with_each_diagnostic() {
+    let p = Project::new("- [ ] ok\n- [-] dash\n- [ x] near miss\n- [~] a\n- [~] b\n");
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("SPEC.md:2:3:"), "{stderr}");
+    assert!(stderr.contains("SPEC.md:3:3:"), "{stderr}");
+    assert!(
+        stderr.contains("SPEC.md:5:3: more than one task in progress"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(" — "),
+        "each diagnostic carries its fix: {stderr}"
+    );
+}
+
+#[test]
+fn binary_spec_exits_2_not_a_panic() {
+    let p = Project::new("- [ ] A\n");
+    std::fs::write(p.path().join("SPEC.md"), b"- [ ] A\n\xff\xfe\x00binary").unwrap();
+    let out = p.kern().args(["status"]).output().unwrap();
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("SPEC.md:2:"), "{stderr}");
+}
+
+#[test]
+fn spec_option_points_at_another_file() {
+    let p = Project::new("- [ ] A\n");
+    p.write("docs/TODO.md", "- [ ] From todo\n");
+    let out = p
+        .kern()
+        .args(["--spec", "docs/TODO.md", "status", "--json"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let j: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["next"]["title"], "From todo");
+}
+
+#[test]
+fn kerns_own_spec_is_valid_kern_format() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read(root.join("SPEC.md")).unwrap();
+    let doc = kern::spec::Document::from_bytes(&text).unwrap();
+    let problems: Vec<String> = kern::spec::validate(&doc)
+        .iter()
+        .map(|d| d.render("SPEC.md"))
+        .collect();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(doc.tasks().len() >= 5);
+    assert!(root.join("LEARNINGS.md").exists());
+}

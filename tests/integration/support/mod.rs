@@ -1,0 +1,104 @@
+//! Small helpers shared by the integration tests: process liveness polling, `/proc` memory
+//! figures, and shorthands for invocations and limits.
+#![allow(dead_code)]
+
+pub mod git;
+pub mod mock_model_api;
+pub mod project;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kern::agent::Invocation;
+use kern::settings::StageLimits;
+
+/// The built `kern` binary.
+pub fn kern_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kern"))
+}
+
+/// `sh -c script` in `cwd`, with `stdin`.
+pub fn sh(cwd: &Path, script: &str, stdin: &[u8]) -> Invocation {
+    Invocation {
+        program: PathBuf::from("sh"),
+        args: vec!["-c".into(), script.into()],
+        env: vec![],
+        cwd: cwd.to_path_buf(),
+        stdin: stdin.to_vec(),
+    }
+}
+
+/// Limits in milliseconds: stage timeout, idle timeout, result grace.
+pub fn limits_ms(stage: u64, idle: u64, grace: u64) -> StageLimits {
+    StageLimits {
+        stage_timeout: Duration::from_millis(stage),
+        idle_timeout: Duration::from_millis(idle),
+        result_grace: Duration::from_millis(grace),
+    }
+}
+
+/// Limits that never fire within a test.
+pub fn generous() -> StageLimits {
+    limits_ms(600_000, 600_000, 600_000)
+}
+
+/// True when `pid` is gone or a zombie (a zombie runs no code; whoever adopted it reaps it).
+pub fn is_dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+        Err(_) => !kern::supervisor::identity::pid_alive(pid),
+    }
+}
+
+/// Polls up to ten seconds for `pid` to be dead; the bound only keeps a broken build from
+/// hanging the suite, it is not a timing assertion.
+pub fn wait_dead(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if is_dead(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    is_dead(pid)
+}
+
+/// Polls up to ten seconds for `path` to hold a pid, and returns it.
+pub fn read_pid(path: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`).
+pub fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resets this process's peak RSS (`VmHWM`) to its current RSS; false where not supported.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Sends SIGKILL to `pid`, ignoring errors (cleanup of processes a test left on purpose).
+pub fn kill(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
