@@ -44,7 +44,7 @@ pub fn tool_flags(stage: Stage) -> Vec<String> {
         ],
         // No allow rules: in dontAsk mode read-only git (status, diff, log) is already
         // allowed, and a rule like `Bash(git diff:*)` would widen it to `git diff --output`.
-        Stage::Commit => vec!["--tools=Read,Grep,Glob,Bash".to_string()],
+        Stage::Review => vec!["--tools=Read,Grep,Glob,Bash".to_string()],
     }
 }
 
@@ -108,7 +108,7 @@ mod tests {
                 ],
             ),
             (
-                Stage::Commit,
+                Stage::Review,
                 Some("sonnet"),
                 vec![
                     "-p",
@@ -124,7 +124,7 @@ mod tests {
                 ],
             ),
             (
-                Stage::Commit,
+                Stage::Review,
                 None,
                 vec![
                     "-p",

@@ -107,7 +107,7 @@ mod tests {
                 ],
             ),
             (
-                Stage::Commit,
+                Stage::Review,
                 Some("o3"),
                 "/s/stage3.schema.json",
                 vec![

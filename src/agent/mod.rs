@@ -191,7 +191,7 @@ mod tests {
                     "--disallowedTools=Bash(git commit *),Bash(git * commit *),Bash(git push *),Bash(git push),Bash(git * push *),Bash(git * push)",
                 ],
             ),
-            (Stage::Commit, vec!["--tools=Read,Grep,Glob,Bash"]),
+            (Stage::Review, vec!["--tools=Read,Grep,Glob,Bash"]),
         ];
         for (stage, policy) in claude_policy {
             let mut args = strings(&claude_head);
@@ -213,7 +213,7 @@ mod tests {
         for (stage, sandbox) in [
             (Stage::Research, "read-only"),
             (Stage::Implement, "workspace-write"),
-            (Stage::Commit, "read-only"),
+            (Stage::Review, "read-only"),
         ] {
             assert_eq!(
                 Agent::Codex.invocation(request(stage, None)),
@@ -243,7 +243,7 @@ mod tests {
         for (stage, tools) in [
             (Stage::Research, "read-only"),
             (Stage::Implement, "full"),
-            (Stage::Commit, "git-read"),
+            (Stage::Review, "git-read"),
         ] {
             let env: Vec<(String, String)> = [
                 ("KERN_STAGE", stage.name()),

@@ -42,8 +42,8 @@ pub fn report(settings: &Settings) -> Result<String> {
     let resume = j["resume"].as_str().unwrap_or("research");
     let stages: Vec<Stage> = match resume {
         "research" => Stage::ALL.to_vec(),
-        "implement" => vec![Stage::Implement, Stage::Commit],
-        _ => vec![Stage::Commit],
+        "implement" => vec![Stage::Implement, Stage::Review],
+        _ => vec![Stage::Review],
     };
     let _ = writeln!(
         out,
@@ -93,7 +93,7 @@ pub fn report(settings: &Settings) -> Result<String> {
                 inputs.prev_result = Some(&research);
                 inputs.attempts = Some(&attempts);
             }
-            Stage::Commit => {
+            Stage::Review => {
                 inputs.learnings = None;
                 inputs.diff = Some(&diff);
                 inputs.prev_result = Some("(the implement stage's summary)");

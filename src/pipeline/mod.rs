@@ -528,7 +528,7 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 let run = self
-                    .stage_with_summary(it, Stage::Commit, &implement_report.summary)
+                    .stage_with_summary(it, Stage::Review, &implement_report.summary)
                     .await?;
                 if let Some(end) = self.apply_review_failure(it, &run)? {
                     return Ok(end);
@@ -537,7 +537,7 @@ impl Run<'_> {
             }
         };
         let review_report = match &review.kern.report {
-            Some(StageReport::Commit(r)) => r.clone(),
+            Some(StageReport::Review(r)) => r.clone(),
             _ => {
                 return Err(Error::Internal(
                     "review record without a review report".into(),
@@ -755,7 +755,7 @@ impl Run<'_> {
                 inputs.prev_result = Some(&research);
                 inputs.attempts = Some(&attempts);
             }
-            Stage::Commit => {
+            Stage::Review => {
                 let base = it
                     .start
                     .base_commit
@@ -940,8 +940,8 @@ impl Run<'_> {
         run: &StageRun,
     ) -> Result<Option<IterationEnd>> {
         match &run.report {
-            Some(StageReport::Commit(r)) if r.verdict == Verdict::Commit => Ok(None),
-            Some(StageReport::Commit(r)) => {
+            Some(StageReport::Review(r)) if r.verdict == Verdict::Commit => Ok(None),
+            Some(StageReport::Review(r)) => {
                 let reason = r
                     .reason
                     .clone()
@@ -1222,7 +1222,7 @@ fn error_signature(note: &str) -> String {
 fn outcome_word(run: &StageRun) -> String {
     match (&run.report, &run.record.kern.outcome) {
         (Some(StageReport::Implement(r)), _) => r.status.as_str().to_string(),
-        (Some(StageReport::Commit(r)), _) => match r.verdict {
+        (Some(StageReport::Review(r)), _) => match r.verdict {
             Verdict::Commit => "COMMIT".into(),
             Verdict::Reject => "REJECT".into(),
         },

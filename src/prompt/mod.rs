@@ -156,7 +156,7 @@ impl Placeholder {
             Placeholder::PrevResult => Some(match stage {
                 Stage::Research => "previous stage result",
                 Stage::Implement => "research result",
-                Stage::Commit => "implement summary",
+                Stage::Review => "implement summary",
             }),
             Placeholder::Attempts | Placeholder::SpecPath => None,
         }
@@ -334,7 +334,7 @@ impl Templates {
         Ok(Templates {
             research: load(Stage::Research)?,
             implement: load(Stage::Implement)?,
-            commit: load(Stage::Commit)?,
+            commit: load(Stage::Review)?,
         })
     }
 
@@ -343,7 +343,7 @@ impl Templates {
         match stage {
             Stage::Research => &self.research,
             Stage::Implement => &self.implement,
-            Stage::Commit => &self.commit,
+            Stage::Review => &self.commit,
         }
     }
 
@@ -352,7 +352,7 @@ impl Templates {
         match stage {
             Stage::Research => BUILTIN_RESEARCH,
             Stage::Implement => BUILTIN_IMPLEMENT,
-            Stage::Commit => BUILTIN_COMMIT,
+            Stage::Review => BUILTIN_COMMIT,
         }
     }
 }
@@ -771,7 +771,7 @@ mod tests {
         for (stage, source) in [
             (Stage::Research, "previous stage result"),
             (Stage::Implement, "research result"),
-            (Stage::Commit, "implement summary"),
+            (Stage::Review, "implement summary"),
         ] {
             let rendered = template(stage, "{PREV_RESULT}").render(&inputs);
             assert_eq!(
@@ -783,7 +783,7 @@ mod tests {
 
     #[test]
     fn absent_and_blank_inputs_render_as_none() {
-        let t = template(Stage::Commit, "{DIFF}|{ATTEMPTS}|{SPEC_PATH}");
+        let t = template(Stage::Review, "{DIFF}|{ATTEMPTS}|{SPEC_PATH}");
         let expected = "<data source=\"git diff\">\n(none)\n</data>|(none)|(none)";
         assert_eq!(t.render(&PromptInputs::default()).text, expected);
         let blank = PromptInputs {
@@ -810,7 +810,7 @@ mod tests {
 
     #[test]
     fn substitution_is_one_pass() {
-        let t = template(Stage::Commit, "{LEARNINGS}\n{DIFF}");
+        let t = template(Stage::Review, "{LEARNINGS}\n{DIFF}");
         let inputs = PromptInputs {
             learnings: Some("mentions {DIFF} and {TASK} and {NOPE}"),
             diff: Some("d"),
@@ -966,7 +966,7 @@ mod tests {
     #[test]
     fn placeholders_are_listed_once_in_order() {
         let t = template(
-            Stage::Commit,
+            Stage::Review,
             "{DIFF} {TASK} {DIFF} {{COMMITS}} {SPEC_PATH}",
         );
         assert_eq!(
@@ -1017,7 +1017,7 @@ mod tests {
 
         // The diff keeps its head.
         let diff = format!(" src/a.rs | 2 +-\n{}", "+x\n".repeat(20_000));
-        let t = template(Stage::Commit, "{DIFF}");
+        let t = template(Stage::Review, "{DIFF}");
         let rendered = t.render(&PromptInputs {
             diff: Some(&diff),
             ..Default::default()
@@ -1087,7 +1087,7 @@ mod tests {
             spec_path: Some(&spec),
         };
         let body = "{TASK}{LEARNINGS}{COMMITS}{DIFF}{PREV_RESULT}{ATTEMPTS}{SPEC_PATH}";
-        let t = template(Stage::Commit, body);
+        let t = template(Stage::Review, body);
         let rendered = t.render(&inputs);
         let budgets: usize = Placeholder::ALL.iter().map(|p| p.budget()).sum();
         // Fences and cut notes: about 150 bytes per placeholder at most.
@@ -1146,7 +1146,7 @@ mod tests {
                 ],
             ),
             (
-                Stage::Commit,
+                Stage::Review,
                 "sonnet",
                 vec![
                     Placeholder::SpecPath,

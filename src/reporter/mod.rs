@@ -817,12 +817,12 @@ mod tests {
                 "✓ research   4 notes  45s  $0.12  1 turn",
             ),
             (
-                Stage::Commit,
+                Stage::Review,
                 stage_line("COMMIT", 30, 0.08, None, None),
                 "✓ commit     COMMIT   30s  $0.08",
             ),
             (
-                Stage::Commit,
+                Stage::Review,
                 stage_line(
                     "REJECT",
                     30,
@@ -853,7 +853,7 @@ mod tests {
         }
         let long = "x".repeat(500);
         let text = stage_line_text(
-            Stage::Commit,
+            Stage::Review,
             &stage_line("REJECT", 1, 0.0, None, Some(&long)),
             false,
         );
@@ -1019,7 +1019,7 @@ kern: run ended: nothing left to do
         assert!(elapsed.ends_with('s') && elapsed.len() <= 7, "{line}");
 
         let long = "a very long task title that goes on and on past the width";
-        r.stage_started(Stage::Commit, long);
+        r.stage_started(Stage::Review, long);
         r.progress("Bash", "");
         let line = r.status_line().unwrap();
         assert!(
@@ -1029,7 +1029,7 @@ kern: run ended: nothing left to do
         assert!(line.ends_with(" · $0.84 · Bash"), "{line}");
 
         // Between stages: no stage, no clock, no tool.
-        r.stage_finished(Stage::Commit, &stage_line("COMMIT", 1, 0.1, None, None));
+        r.stage_finished(Stage::Review, &stage_line("COMMIT", 1, 0.1, None, None));
         assert_eq!(
             r.status_line(),
             Some(format!("[3/10] {}… · $0.84", &long[..TITLE_WIDTH - 1]))
@@ -1127,7 +1127,7 @@ kern: run ended: nothing left to do
         assert!(lock(&r.bar).is_none());
         assert_eq!(capture.contents().lines().count(), 30);
         // The summary ends the status line before it prints.
-        r.stage_started(Stage::Commit, "t");
+        r.stage_started(Stage::Review, "t");
         assert!(lock(&r.bar).is_some());
         r.summary(&summary());
         assert!(lock(&r.bar).is_none());

@@ -277,7 +277,7 @@ fn pick<'a>(
     match stage {
         Stage::Research => research.as_ref(),
         Stage::Implement => implement.as_ref(),
-        Stage::Commit => commit.as_ref(),
+        Stage::Review => commit.as_ref(),
     }
 }
 
@@ -361,7 +361,7 @@ impl Context {
             Stage::Implement => {
                 json!({"status": "SUCCESS", "summary": format!("did {}", self.task)})
             }
-            Stage::Commit => json!({"verdict": "COMMIT", "subject": self.task}),
+            Stage::Review => json!({"verdict": "COMMIT", "subject": self.task}),
         }
     }
 }
@@ -971,7 +971,7 @@ mod tests {
                 Some("x"),
             ),
             ("other", Stage::Implement, 3, "default/implement", Some("d")),
-            ("other", Stage::Commit, 0, "default/commit", None),
+            ("other", Stage::Review, 0, "default/commit", None),
         ];
         for (task, stage, n, key, expected) in cases {
             let (got_key, runs) = scenario.plan(task, stage);
@@ -994,7 +994,7 @@ mod tests {
     #[test]
     fn placeholders_are_replaced_in_nested_results() {
         let context = Context {
-            stage: Stage::Commit,
+            stage: Stage::Review,
             task: "Add a README".into(),
             slug: "add-a-readme".into(),
             cwd: PathBuf::from("/repo"),

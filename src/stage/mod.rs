@@ -6,7 +6,14 @@
 //! not the agent, turns the report into SPEC.md edits and commits.
 
 pub mod record;
+pub mod report;
 pub mod runner;
+mod schema;
+
+pub use report::{
+    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, StageReport, Verdict,
+    extract_report,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -18,8 +25,10 @@ pub enum Stage {
     Research,
     /// Stage 2: the work itself; edits and shell, no git writes.
     Implement,
-    /// Stage 3: review of the diff; read-only plus git read; COMMIT or REJECT.
-    Commit,
+    /// Stage 3: review of the diff; read-only plus git read; COMMIT or REJECT. Its name in
+    /// files, `KERN_STAGE` and JSON stays `commit`, as in the original script.
+    #[serde(rename = "commit")]
+    Review,
 }
 
 /// What a stage's agent may do, as kern names it to every agent kind (`KERN_TOOLS`).
@@ -54,14 +63,14 @@ impl ToolPolicy {
 
 impl Stage {
     /// All stages in the order they run.
-    pub const ALL: [Stage; 3] = [Stage::Research, Stage::Implement, Stage::Commit];
+    pub const ALL: [Stage; 3] = [Stage::Research, Stage::Implement, Stage::Review];
 
     /// 1, 2 or 3: the number in `stageN.json`.
     pub fn number(self) -> u8 {
         match self {
             Stage::Research => 1,
             Stage::Implement => 2,
-            Stage::Commit => 3,
+            Stage::Review => 3,
         }
     }
 
@@ -70,7 +79,7 @@ impl Stage {
         match self {
             Stage::Research => "research",
             Stage::Implement => "implement",
-            Stage::Commit => "commit",
+            Stage::Review => "commit",
         }
     }
 
@@ -84,7 +93,7 @@ impl Stage {
         match self {
             Stage::Research => ToolPolicy::ReadOnly,
             Stage::Implement => ToolPolicy::Full,
-            Stage::Commit => ToolPolicy::GitRead,
+            Stage::Review => ToolPolicy::GitRead,
         }
     }
 
@@ -93,16 +102,16 @@ impl Stage {
         match self {
             Stage::Research => "1_research.md",
             Stage::Implement => "2_implement.md",
-            Stage::Commit => "3_commit.md",
+            Stage::Review => "3_commit.md",
         }
     }
 
     /// The JSON schema the stage's structured output must follow (DESIGN.md section 5).
     pub fn schema(self) -> &'static str {
         match self {
-            Stage::Research => RESEARCH_SCHEMA,
-            Stage::Implement => IMPLEMENT_SCHEMA,
-            Stage::Commit => COMMIT_SCHEMA,
+            Stage::Research => schema::RESEARCH,
+            Stage::Implement => schema::IMPLEMENT,
+            Stage::Review => schema::REVIEW,
         }
     }
 }
@@ -110,472 +119,5 @@ impl Stage {
 impl std::fmt::Display for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-const RESEARCH_SCHEMA: &str = r#"{"type":"object","properties":{"notes":{"type":"array","items":{"type":"string"},"description":"Concise notes a fresh context can implement the task from: files with line ranges, patterns to follow, constraints, references"},"skip_reason":{"type":"string","description":"Set only when the task cannot or should not be done; says why"}},"required":["notes"],"additionalProperties":false}"#;
-
-const IMPLEMENT_SCHEMA: &str = r#"{"type":"object","properties":{"status":{"type":"string","enum":["SUCCESS","DECOMPOSED","SKIPPED","FAILED"]},"summary":{"type":"string","description":"What was done, in a few sentences"},"attempt_note":{"type":"string","description":"With FAILED: what was tried and why it failed, so the next attempt does not repeat it"},"subtasks":{"type":"array","items":{"type":"string"},"description":"With DECOMPOSED: the smaller tasks, in order, each doable in one session"},"learnings":{"type":"array","items":{"type":"string"},"description":"Durable facts about this codebase worth remembering for later tasks"}},"required":["status","summary"],"additionalProperties":false}"#;
-
-const COMMIT_SCHEMA: &str = r#"{"type":"object","properties":{"verdict":{"type":"string","enum":["COMMIT","REJECT"]},"subject":{"type":"string","description":"The commit subject line, in the style of the recent commits"},"body":{"type":"string","description":"The commit body, optional"},"reason":{"type":"string","description":"With REJECT: what must change, precise enough for the implement stage to act on"},"learnings":{"type":"array","items":{"type":"string"}}},"required":["verdict","subject"],"additionalProperties":false}"#;
-
-/// The research stage's report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResearchReport {
-    /// The notes; kern writes them as the task's Research bullets.
-    pub notes: Vec<String>,
-    /// Set when the researcher thinks the task should be skipped.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skip_reason: Option<String>,
-}
-
-/// The implement stage's status word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum ImplementStatus {
-    /// The work is done; go on to the check gate and review.
-    Success,
-    /// The task is too big; `subtasks` replace it.
-    Decomposed,
-    /// The task should not be done now; back to `[ ]` with a Skipped note.
-    Skipped,
-    /// The attempt failed; an Attempt note records why.
-    Failed,
-}
-
-impl ImplementStatus {
-    /// The word as written in the schema and in a plain-text result.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ImplementStatus::Success => "SUCCESS",
-            ImplementStatus::Decomposed => "DECOMPOSED",
-            ImplementStatus::Skipped => "SKIPPED",
-            ImplementStatus::Failed => "FAILED",
-        }
-    }
-}
-
-/// The implement stage's report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ImplementReport {
-    /// What happened.
-    pub status: ImplementStatus,
-    /// What was done.
-    #[serde(default)]
-    pub summary: String,
-    /// With FAILED: what was tried and why it failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attempt_note: Option<String>,
-    /// With DECOMPOSED: the new subtasks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subtasks: Vec<String>,
-    /// Facts worth keeping in LEARNINGS.md.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub learnings: Vec<String>,
-}
-
-/// The review verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Verdict {
-    /// Commit the work with `subject` and `body`.
-    Commit,
-    /// Do not commit; `reason` goes into an Attempt note.
-    Reject,
-}
-
-/// The commit review stage's report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReviewReport {
-    /// COMMIT or REJECT.
-    pub verdict: Verdict,
-    /// The commit subject.
-    #[serde(default)]
-    pub subject: String,
-    /// The commit body.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-    /// With REJECT: what must change.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Facts worth keeping in LEARNINGS.md.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub learnings: Vec<String>,
-}
-
-/// A stage's parsed report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum StageReport {
-    /// From research.
-    Research(ResearchReport),
-    /// From implement.
-    Implement(ImplementReport),
-    /// From commit review.
-    Commit(ReviewReport),
-}
-
-/// The stage's report from what the agent returned (DESIGN.md section 5), trying in order:
-///
-/// 1. `structured` (Claude's `structured_output`, Codex's parsed final message), if it fits
-///    the stage's report;
-/// 2. `result_text` itself, when it is exactly one JSON object that fits (a program printing
-///    its report as plain text; Claude's `result` also holds the same JSON as text);
-/// 3. the **last** fenced `json` block of `result_text`, if it fits;
-/// 4. implement only: the last non-empty line of `result_text` being exactly one of
-///    `SUCCESS`, `DECOMPOSED`, `SKIPPED`, `FAILED` (surrounding spaces aside, a whole-line
-///    match, never a substring); the summary is then empty.
-///
-/// `Err` is the reason, for the Attempt note and the stage record.
-pub fn extract_report(
-    stage: Stage,
-    structured: Option<&serde_json::Value>,
-    result_text: &str,
-) -> Result<StageReport, String> {
-    let mut problem: Option<String> = None;
-    if let Some(value) = structured.filter(|v| !v.is_null()) {
-        match report_from_value(stage, value.clone()) {
-            Ok(report) => return Ok(report),
-            Err(e) => {
-                problem = Some(format!(
-                    "the structured output does not match the {stage} schema: {e}"
-                ))
-            }
-        }
-    }
-    let trimmed = result_text.trim();
-    if trimmed.starts_with('{')
-        && let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed)
-        && let Ok(report) = report_from_value(stage, value)
-    {
-        return Ok(report);
-    }
-    if let Some(block) = last_json_block(result_text) {
-        let parsed = serde_json::from_str::<serde_json::Value>(block)
-            .map_err(|e| e.to_string())
-            .and_then(|v| report_from_value(stage, v));
-        match parsed {
-            Ok(report) => return Ok(report),
-            Err(e) => {
-                problem.get_or_insert(format!(
-                    "the last JSON block in the result does not match the {stage} schema: {e}"
-                ));
-            }
-        }
-    }
-    if stage == Stage::Implement
-        && let Some(status) = last_status_word(result_text)
-    {
-        return Ok(StageReport::Implement(ImplementReport {
-            status,
-            summary: String::new(),
-            attempt_note: None,
-            subtasks: Vec::new(),
-            learnings: Vec::new(),
-        }));
-    }
-    Err(problem.unwrap_or_else(|| {
-        if stage == Stage::Implement {
-            "no structured output, no JSON block and no status word in the result".to_string()
-        } else {
-            "no structured output and no JSON block in the result".to_string()
-        }
-    }))
-}
-
-/// `value` as `stage`'s report.
-fn report_from_value(stage: Stage, value: serde_json::Value) -> Result<StageReport, String> {
-    let report = match stage {
-        Stage::Research => serde_json::from_value(value).map(StageReport::Research),
-        Stage::Implement => serde_json::from_value(value).map(StageReport::Implement),
-        Stage::Commit => serde_json::from_value(value).map(StageReport::Commit),
-    };
-    report.map_err(|e| e.to_string())
-}
-
-/// The body of the last complete fenced code block whose info string is `json`.
-fn last_json_block(text: &str) -> Option<&str> {
-    let mut last = None;
-    // (fence char, fence length, is json, body start offset)
-    let mut open: Option<(char, usize, bool, usize)> = None;
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        let start = offset;
-        offset += line.len();
-        let content = line.trim_end_matches(['\n', '\r']);
-        let indent = content.len() - content.trim_start_matches(' ').len();
-        if indent > 3 {
-            continue;
-        }
-        let body = &content[indent..];
-        let Some(fence_char) = body.chars().next().filter(|c| *c == '`' || *c == '~') else {
-            continue;
-        };
-        let fence_len = body.chars().take_while(|c| *c == fence_char).count();
-        if fence_len < 3 {
-            continue;
-        }
-        let info = body[fence_len..].trim();
-        match open {
-            None => {
-                let is_json = info
-                    .split_whitespace()
-                    .next()
-                    .is_some_and(|word| word.eq_ignore_ascii_case("json"));
-                open = Some((fence_char, fence_len, is_json, offset));
-            }
-            Some((c, len, is_json, body_start)) => {
-                if fence_char == c && fence_len >= len && info.is_empty() {
-                    if is_json {
-                        last = Some(&text[body_start..start]);
-                    }
-                    open = None;
-                }
-            }
-        }
-    }
-    last
-}
-
-/// The implement status named by the last non-empty line, when that line is exactly a word.
-fn last_status_word(text: &str) -> Option<ImplementStatus> {
-    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
-    [
-        ImplementStatus::Success,
-        ImplementStatus::Decomposed,
-        ImplementStatus::Skipped,
-        ImplementStatus::Failed,
-    ]
-    .into_iter()
-    .find(|s| s.as_str() == line)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schemas_are_valid_json_objects() {
-        for stage in Stage::ALL {
-            let v: serde_json::Value = serde_json::from_str(stage.schema()).unwrap();
-            assert_eq!(v["type"], "object", "{stage}");
-        }
-    }
-
-    #[test]
-    fn names_numbers_and_policies() {
-        let table = [
-            (Stage::Research, 1, "research", "read-only"),
-            (Stage::Implement, 2, "implement", "full"),
-            (Stage::Commit, 3, "commit", "git-read"),
-        ];
-        for (stage, n, name, tools) in table {
-            assert_eq!(stage.number(), n);
-            assert_eq!(stage.name(), name);
-            assert_eq!(Stage::from_name(name), Some(stage));
-            assert_eq!(stage.tools().as_str(), tools);
-        }
-    }
-
-    fn implement(status: ImplementStatus, summary: &str) -> StageReport {
-        StageReport::Implement(ImplementReport {
-            status,
-            summary: summary.into(),
-            attempt_note: None,
-            subtasks: Vec::new(),
-            learnings: Vec::new(),
-        })
-    }
-
-    fn research(notes: &[&str]) -> StageReport {
-        StageReport::Research(ResearchReport {
-            notes: notes.iter().map(|n| n.to_string()).collect(),
-            skip_reason: None,
-        })
-    }
-
-    #[test]
-    fn reports_are_extracted_in_the_documented_order() {
-        use ImplementStatus::*;
-        let review = StageReport::Commit(ReviewReport {
-            verdict: Verdict::Commit,
-            subject: "Add x".into(),
-            body: None,
-            reason: None,
-            learnings: Vec::new(),
-        });
-        /// What, stage, structured output, result text, expected.
-        type Row = (
-            &'static str,
-            Stage,
-            Option<serde_json::Value>,
-            &'static str,
-            Result<StageReport, String>,
-        );
-        let table: Vec<Row> = vec![
-            (
-                "structured output first",
-                Stage::Implement,
-                Some(serde_json::json!({"status": "SUCCESS", "summary": "from structured"})),
-                "```json\n{\"status\":\"FAILED\",\"summary\":\"from block\"}\n```\nFAILED",
-                Ok(implement(Success, "from structured")),
-            ),
-            (
-                "structured output of the wrong stage falls back to the block",
-                Stage::Implement,
-                Some(serde_json::json!({"notes": ["n"]})),
-                "```json\n{\"status\":\"FAILED\",\"summary\":\"from block\"}\n```",
-                Ok(implement(Failed, "from block")),
-            ),
-            (
-                "null structured output is none",
-                Stage::Research,
-                Some(serde_json::Value::Null),
-                "```json\n{\"notes\":[\"a\"]}\n```",
-                Ok(research(&["a"])),
-            ),
-            (
-                "a result that is exactly the JSON object",
-                Stage::Research,
-                None,
-                "  {\"notes\":[\"Files: out-1.txt does not exist yet\"]}\n",
-                Ok(research(&["Files: out-1.txt does not exist yet"])),
-            ),
-            (
-                "the last json block wins",
-                Stage::Commit,
-                None,
-                "First:\n```json\n{\"verdict\":\"REJECT\",\"subject\":\"no\"}\n```\nThen:\n```JSON\n{\"verdict\":\"COMMIT\",\"subject\":\"Add x\"}\n```\nDone.",
-                Ok(review.clone()),
-            ),
-            (
-                "a non-json block after the json block is ignored",
-                Stage::Commit,
-                None,
-                "```json\n{\"verdict\":\"COMMIT\",\"subject\":\"Add x\"}\n```\n```sh\ngit log\n```",
-                Ok(review.clone()),
-            ),
-            (
-                "a fence inside a longer fence is content",
-                Stage::Commit,
-                None,
-                "````json\n{\"verdict\":\"COMMIT\",\"subject\":\"Add x\"}\n````\n````md\n```json\n{\"verdict\":\"REJECT\",\"subject\":\"x\"}\n```\n````",
-                Ok(review),
-            ),
-            (
-                "an unclosed block is not a block",
-                Stage::Research,
-                None,
-                "```json\n{\"notes\":[\"a\"]}\n",
-                Err("no structured output and no JSON block in the result".into()),
-            ),
-            (
-                "status word on the last non-empty line",
-                Stage::Implement,
-                None,
-                "I wrote the file.\nSUCCESS\n\n  ",
-                Ok(implement(Success, "")),
-            ),
-            (
-                "status word with spaces around it",
-                Stage::Implement,
-                None,
-                "Too big.\r\n  DECOMPOSED  \r\n",
-                Ok(implement(Decomposed, "")),
-            ),
-            (
-                "SKIPPED",
-                Stage::Implement,
-                None,
-                "SKIPPED",
-                Ok(implement(Skipped, "")),
-            ),
-            (
-                "status word as a substring is not a status",
-                Stage::Implement,
-                None,
-                "The build was a SUCCESS",
-                Err("no structured output, no JSON block and no status word in the result".into()),
-            ),
-            (
-                "status word not on the last line",
-                Stage::Implement,
-                None,
-                "SUCCESS\nbut then I broke it",
-                Err("no structured output, no JSON block and no status word in the result".into()),
-            ),
-            (
-                "lower case is not a status word",
-                Stage::Implement,
-                None,
-                "success",
-                Err("no structured output, no JSON block and no status word in the result".into()),
-            ),
-            (
-                "status words count only for implement",
-                Stage::Commit,
-                None,
-                "SUCCESS",
-                Err("no structured output and no JSON block in the result".into()),
-            ),
-            (
-                "an empty result",
-                Stage::Research,
-                None,
-                "",
-                Err("no structured output and no JSON block in the result".into()),
-            ),
-            (
-                "a json block of the wrong shape says so",
-                Stage::Research,
-                None,
-                "```json\n{\"note\":\"x\"}\n```",
-                Err("the last JSON block in the result does not match the research schema: missing field `notes`".into()),
-            ),
-            (
-                "a broken json block says so",
-                Stage::Research,
-                None,
-                "```json\n{\"notes\": [\n```",
-                Err("the last JSON block in the result does not match the research schema: EOF while parsing a list at line 2 column 0".into()),
-            ),
-            (
-                "wrong structured output and nothing else",
-                Stage::Implement,
-                Some(serde_json::json!({"status": "DONE", "summary": "s"})),
-                "",
-                Err("the structured output does not match the implement schema: unknown variant `DONE`, expected one of `SUCCESS`, `DECOMPOSED`, `SKIPPED`, `FAILED`".into()),
-            ),
-            (
-                "wrong structured output, then a status word",
-                Stage::Implement,
-                Some(serde_json::json!({"status": "DONE"})),
-                "FAILED",
-                Ok(implement(Failed, "")),
-            ),
-        ];
-        for (what, stage, structured, text, expected) in table {
-            assert_eq!(
-                extract_report(stage, structured.as_ref(), text),
-                expected,
-                "{what}"
-            );
-        }
-    }
-
-    #[test]
-    fn full_reports_keep_every_field() {
-        let value = serde_json::json!({"status": "DECOMPOSED", "summary": "too big",
-            "subtasks": ["a", "b"], "learnings": ["l"], "attempt_note": "n"});
-        assert_eq!(
-            extract_report(Stage::Implement, Some(&value), ""),
-            Ok(StageReport::Implement(ImplementReport {
-                status: ImplementStatus::Decomposed,
-                summary: "too big".into(),
-                attempt_note: Some("n".into()),
-                subtasks: vec!["a".into(), "b".into()],
-                learnings: vec!["l".into()],
-            }))
-        );
     }
 }

@@ -72,8 +72,8 @@ pub fn infer(
     let implement = current(Stage::Implement).filter(|r| {
         matches!(&r.kern.report, Some(StageReport::Implement(i)) if i.status == ImplementStatus::Success)
     });
-    let review = current(Stage::Commit).filter(
-        |r| matches!(&r.kern.report, Some(StageReport::Commit(c)) if c.verdict == Verdict::Commit),
+    let review = current(Stage::Review).filter(
+        |r| matches!(&r.kern.report, Some(StageReport::Review(c)) if c.verdict == Verdict::Commit),
     );
     let point = match (has_research, research, implement, review) {
         (false, Some(r), _, _) => ResumePoint::ApplyResearch(Box::new(r)),

@@ -214,10 +214,10 @@ fn fake_claude_on_path_receives_the_exact_argv_and_the_prompt_on_stdin() {
     implement.push(schema(Stage::Implement));
     let mut commit = common("sonnet");
     commit.push("--tools=Read,Grep,Glob,Bash".to_string());
-    commit.push(schema(Stage::Commit));
+    commit.push(schema(Stage::Review));
     assert_received(&p, &log, Stage::Research, &research);
     assert_received(&p, &log, Stage::Implement, &implement);
-    assert_received(&p, &log, Stage::Commit, &commit);
+    assert_received(&p, &log, Stage::Review, &commit);
 }
 
 #[test]
@@ -277,7 +277,7 @@ fn fake_codex_on_path_receives_the_exact_argv_and_the_prompt_on_stdin() {
         Stage::Implement,
         &argv(Stage::Implement, "workspace-write"),
     );
-    assert_received(&p, &log, Stage::Commit, &argv(Stage::Commit, "read-only"));
+    assert_received(&p, &log, Stage::Review, &argv(Stage::Review, "read-only"));
 }
 
 /// Runs one task whose implement stage starts a grandchild `sleep` (pid in a file outside the

@@ -475,7 +475,7 @@ fn a_1_mb_learnings_and_a_5_mb_diff_still_give_prompts_within_the_budgets() {
     );
 
     let commit = &p.prompts("commit")[0];
-    let limit = template(Stage::Commit)
+    let limit = template(Stage::Review)
         + prompt::BUDGET_TASK
         + prompt::BUDGET_DIFF
         + prompt::BUDGET_COMMITS
