@@ -153,7 +153,7 @@ pub enum Error {
     Unfinished(String),
 
     /// The `--max-cost` budget is spent.
-    #[error("the cost budget is spent: {} of {} — raise --max-cost to go on", usd(*.spent), usd(*.limit))]
+    #[error("the cost budget is spent: {} of {} — raise --max-cost to go on", crate::reporter::text::cost(*.spent), crate::reporter::text::cost(*.limit))]
     BudgetSpent {
         /// What the run cost so far, in USD.
         spent: f64,
@@ -174,7 +174,7 @@ pub enum Error {
     },
 
     /// SIGINT or SIGTERM stopped the run; the resume state is kept.
-    #[error("interrupted by {} — the task resumes where it stopped on the next run", signal_name(*.signal))]
+    #[error("interrupted by {} — the task resumes where it stopped on the next run", crate::reporter::text::signal_name(*.signal))]
     Interrupted {
         /// The signal number (2 or 15).
         signal: i32,
@@ -227,23 +227,6 @@ impl Error {
             context: context.into(),
             source,
         }
-    }
-}
-
-/// Dollars with cents, or with the digits needed when less than a cent.
-fn usd(amount: f64) -> String {
-    if amount >= 0.01 || amount == 0.0 {
-        format!("${amount:.2}")
-    } else {
-        format!("${amount}")
-    }
-}
-
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        2 => "SIGINT",
-        15 => "SIGTERM",
-        _ => "a signal",
     }
 }
 

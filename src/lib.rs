@@ -20,6 +20,8 @@ pub mod spec;
 pub mod stage;
 pub mod state;
 pub mod supervisor;
+pub mod timestamp;
+pub mod workspace;
 
 use std::io::Write;
 
@@ -29,28 +31,35 @@ use crate::error::{Error, Result};
 use crate::reporter::diagnostics;
 use crate::settings::Settings;
 use crate::supervisor::interrupt;
+use crate::workspace::Workspace;
 
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.
 pub async fn run(cli: Cli) -> Result<()> {
-    let settings = Settings::from_cli(&cli)?;
-    diagnostics::init(settings.verbose, settings.color);
+    let settings = Settings::from_process(&cli)?;
+    run_with(cli, &settings).await
+}
+
+/// Runs `cli` with resolved `settings` (the testable core: no process state is read here).
+pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
+    diagnostics::init(settings.verbose, settings.color, &settings.output);
     match cli.command {
         None if settings.dry_run => {
-            eprint!("{}", dry_run::report(&settings)?);
+            eprint!("{}", dry_run::report(settings)?);
             Ok(())
         }
         None => {
-            let reporter = reporter::Reporter::new(settings.color, settings.quiet);
+            let reporter =
+                reporter::Reporter::new(settings.color, settings.quiet, &settings.output);
             let interrupt = interrupt::Interrupt::install()?;
-            pipeline::run(&settings, &reporter, &interrupt).await
+            command::run::run(settings, &reporter, &interrupt).await
         }
         Some(Command::Status { json, dir }) => {
             if dir {
-                let ws = pipeline::Workspace::open(&settings)?;
+                let ws = Workspace::open(settings)?;
                 println!("{}", ws.state_dir.dir().display());
                 return Ok(());
             }
-            let (_, report) = status::compute(&settings)?;
+            let (_, report) = status::compute(settings)?;
             if json {
                 println!("{}", report.json);
             } else {
@@ -62,8 +71,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Command::Init { prompts }) => {
-            let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-            let repo = repository::Repository::discover(&cwd)?;
+            let repo = repository::Repository::discover(&settings.cwd)?;
             let written = init::run(repo.top(), &settings.spec, prompts)?;
             if !settings.quiet {
                 let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
@@ -71,8 +79,8 @@ pub async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Some(Command::Demo { keep }) => demo::run(&settings, keep).await,
-        Some(Command::Doctor) => doctor::run(&settings).await,
+        Some(Command::Demo { keep }) => demo::run(settings, keep).await,
+        Some(Command::Doctor) => doctor::run(settings).await,
         Some(Command::Completions { shell }) => {
             to_stdout(|out| completions::completions(shell, out))
         }

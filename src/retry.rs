@@ -17,7 +17,6 @@ use regex::Regex;
 
 use crate::agent::Agent;
 use crate::agent::stream::{AgentOutput, first_line};
-use crate::settings::RetryPolicy;
 
 /// How much a retry delay varies around its exponential value: ±25 %.
 pub const JITTER: f64 = 0.25;
@@ -376,6 +375,73 @@ pub fn retry_delays(policy: &RetryPolicy) -> Vec<Duration> {
                 .min(policy.max_delay)
         })
         .collect()
+}
+
+/// How failed stages are retried and how long a usage limit may be waited out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after a transient failure.
+    pub retries: u32,
+    /// The first delay.
+    pub first_delay: Duration,
+    /// The largest delay.
+    pub max_delay: Duration,
+    /// The longest wait for a usage-limit reset (all waits of a stage together).
+    pub max_wait: Duration,
+    /// Extra time after a usage-limit reset before the stage is tried again.
+    pub reset_margin: Duration,
+}
+
+/// What to do after a stage's agent failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Run the stage again after this delay (a transient failure).
+    Retry(Duration),
+    /// Wait this long for a usage limit to reset, then run the stage again.
+    Wait(Duration),
+    /// The stage failed for good: a failed attempt with this note.
+    Fail(String),
+    /// The run must stop for the person, with this message.
+    Stop(String),
+}
+
+/// The decision after a failed try of a stage: `class` is how it failed, `retries` the
+/// transient failures already retried, `waited` the usage-limit waits already spent, `delays`
+/// the retry delays of the policy ([`retry_delays`]), `now` the time in seconds since the
+/// epoch. Pure: the stage runner sleeps, counts and records.
+pub fn next_step(
+    class: &FailureClass,
+    retries: u32,
+    waited: Duration,
+    policy: &RetryPolicy,
+    delays: &[Duration],
+    now: i64,
+) -> Step {
+    match class {
+        FailureClass::Transient(reason) => match delays.get(retries as usize) {
+            Some(delay) => Step::Retry(*delay),
+            None if delays.is_empty() => Step::Fail(reason.clone()),
+            None => Step::Fail(format!("{reason} (after {} retries)", delays.len())),
+        },
+        FailureClass::StageLimit(reason) => Step::Fail(reason.clone()),
+        FailureClass::NeedsUser(message) => Step::Stop(message.clone()),
+        FailureClass::UsageLimit { resets_at, message } => {
+            let until_reset = match resets_at {
+                Some(at) => Duration::from_secs(at.saturating_sub(now).max(0).unsigned_abs()),
+                None => policy.first_delay,
+            };
+            let wait = until_reset.saturating_add(policy.reset_margin);
+            if waited.saturating_add(wait) > policy.max_wait {
+                Step::Stop(format!(
+                    "{message} — the reset is {} away, longer than --max-wait ({}); run kern again after the reset, or raise --max-wait",
+                    crate::reporter::text::duration(wait),
+                    crate::reporter::text::duration(policy.max_wait)
+                ))
+            } else {
+                Step::Wait(wait)
+            }
+        }
+    }
 }
 
 /// When a usage limit resets, from the agent's message, in seconds since the epoch.
@@ -1012,5 +1078,78 @@ mod tests {
             ..policy
         };
         assert_eq!(retry_delays(&zero), vec![Duration::ZERO; 3]);
+    }
+
+    #[test]
+    fn next_step_follows_the_failure_class() {
+        let policy = RetryPolicy {
+            retries: 2,
+            first_delay: Duration::from_secs(30),
+            max_delay: Duration::from_secs(600),
+            max_wait: Duration::from_secs(3600),
+            reset_margin: Duration::from_secs(60),
+        };
+        let delays = [Duration::from_secs(30), Duration::from_secs(60)];
+        let now = 1_000_000;
+        let transient = FailureClass::Transient("API Error: 529 Overloaded.".into());
+        let limit = |in_secs: i64| FailureClass::UsageLimit {
+            resets_at: Some(now + in_secs),
+            message: "You've hit your session limit".into(),
+        };
+        let cases: Vec<(FailureClass, u32, u64, Step)> = vec![
+            (transient.clone(), 0, 0, Step::Retry(Duration::from_secs(30))),
+            (transient.clone(), 1, 0, Step::Retry(Duration::from_secs(60))),
+            (
+                transient.clone(),
+                2,
+                0,
+                Step::Fail("API Error: 529 Overloaded. (after 2 retries)".into()),
+            ),
+            (
+                FailureClass::StageLimit("Reached maximum number of turns (5)".into()),
+                0,
+                0,
+                Step::Fail("Reached maximum number of turns (5)".into()),
+            ),
+            (
+                FailureClass::NeedsUser("claude is not logged in".into()),
+                0,
+                0,
+                Step::Stop("claude is not logged in".into()),
+            ),
+            (limit(300), 0, 0, Step::Wait(Duration::from_secs(360))),
+            (limit(-5), 0, 0, Step::Wait(Duration::from_secs(60))),
+            (
+                FailureClass::UsageLimit {
+                    resets_at: None,
+                    message: "usage limit".into(),
+                },
+                0,
+                0,
+                Step::Wait(Duration::from_secs(90)),
+            ),
+            (limit(3000), 0, 600, Step::Stop(
+                "You've hit your session limit — the reset is 51m away, longer than --max-wait (1h); run kern again after the reset, or raise --max-wait".into(),
+            )),
+            (limit(3540), 0, 0, Step::Wait(Duration::from_secs(3600))),
+        ];
+        for (class, retries, waited, want) in cases {
+            assert_eq!(
+                next_step(
+                    &class,
+                    retries,
+                    Duration::from_secs(waited),
+                    &policy,
+                    &delays,
+                    now
+                ),
+                want,
+                "{class:?} after {retries} retries, {waited}s waited"
+            );
+        }
+        assert_eq!(
+            next_step(&transient, 0, Duration::ZERO, &policy, &[], now),
+            Step::Fail("API Error: 529 Overloaded.".into())
+        );
     }
 }

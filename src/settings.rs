@@ -1,18 +1,23 @@
-//! Resolved settings: what a run will actually do, decided once from the command line and the
-//! environment, and handed down (cli -> config -> pipeline -> stages -> agent/supervisor).
+//! Resolved settings: what a run will actually do, decided once from the command line, the
+//! working folder and the environment, and handed down (cli -> settings -> command -> pipeline
+//! -> stages -> agent/supervisor).
 //!
-//! Nothing below this layer reads the command line or `KERN_*` variables again. The state root
-//! (`KERN_STATE_DIR`) is resolved here once, through `StateDir::root_from_env`, so that
-//! `kern status --dir` and a run agree, and so that `kern demo` can point a run at its own
-//! throw-away state root without touching the process environment.
+//! The one decision a reader must know: [`Settings::resolve`] is the only reader of the
+//! process's environment and working folder on the run path (clap reads the `KERN_*` option
+//! variables just before it). Everything below takes what it needs from here, so `kern demo`
+//! runs the real loop on its own repository and state root by passing other settings — no
+//! `chdir`, no `setenv` — and `kern::run` can be called twice in one process.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::agent::Agent;
 use crate::cli::{Cli, ColorChoice};
 use crate::error::{Error, Result};
+use crate::retry::RetryPolicy;
 use crate::state::StateDir;
+use crate::supervisor::invocation::Limits;
 
 /// Longest retry delay: later retries grow exponentially up to this.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(10 * 60);
@@ -20,32 +25,6 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(10 * 60);
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
 /// instead of spinning.
 pub const MAX_IDLE_ITERATIONS: u32 = 3;
-
-/// The time limits of one stage, enforced by the supervisor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StageLimits {
-    /// Longest a stage may run in all.
-    pub stage_timeout: Duration,
-    /// Longest the agent may print no line.
-    pub idle_timeout: Duration,
-    /// How long an agent that printed its result event may take to exit.
-    pub result_grace: Duration,
-}
-
-/// How failed stages are retried and how long a usage limit may be waited out.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryPolicy {
-    /// Retries after a transient failure.
-    pub retries: u32,
-    /// The first delay.
-    pub first_delay: Duration,
-    /// The largest delay.
-    pub max_delay: Duration,
-    /// The longest wait for a usage-limit reset.
-    pub max_wait: Duration,
-    /// Extra time after a usage-limit reset before the stage is tried again.
-    pub reset_margin: Duration,
-}
 
 /// Everything a run needs to know, resolved.
 #[derive(Debug, Clone)]
@@ -69,7 +48,7 @@ pub struct Settings {
     /// A model overriding the templates' front matter.
     pub model: Option<String>,
     /// Stage time limits.
-    pub limits: StageLimits,
+    pub limits: Limits,
     /// Retries and waits.
     pub retry: RetryPolicy,
     /// Failed attempts before decomposition is asked for, and again before blocking.
@@ -86,11 +65,39 @@ pub struct Settings {
     pub no_verify: bool,
     /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
     pub state_root: PathBuf,
+    /// The folder kern runs in (the repository is found from here).
+    pub cwd: PathBuf,
+    /// kern's own command line, for the lock record.
+    pub argv: Vec<String>,
+    /// What the environment says about output: `NO_COLOR`, `TERM=dumb`, `KERN_LOG`.
+    pub output: OutputEnv,
 }
 
+/// What the environment says about output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutputEnv {
+    /// `NO_COLOR` is set and not empty.
+    pub no_color: bool,
+    /// `TERM=dumb`: no cursor movement even on a terminal.
+    pub dumb_terminal: bool,
+    /// `KERN_LOG`, the diagnostics level.
+    pub kern_log: Option<String>,
+}
+
+/// Reads one environment variable (the process's, or a test's table).
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
 impl Settings {
-    /// Resolves the command line.
-    pub fn from_cli(cli: &Cli) -> Result<Settings> {
+    /// The settings of this process: its command line, working folder and environment.
+    pub fn from_process(cli: &Cli) -> Result<Settings> {
+        let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+        let argv = std::env::args().collect();
+        Settings::resolve(cli, cwd, argv, &|name| std::env::var_os(name))
+    }
+
+    /// Resolves the command line against a working folder and an environment.
+    pub fn resolve(cli: &Cli, cwd: PathBuf, argv: Vec<String>, env: Env<'_>) -> Result<Settings> {
+        let var = |name: &str| env(name).filter(|v| !v.is_empty());
         let agent: Agent = cli.global.agent.parse().map_err(Error::Usage)?;
         let run = &cli.run;
         Ok(Settings {
@@ -103,7 +110,7 @@ impl Settings {
             spec: cli.global.spec.clone(),
             agent,
             model: run.model.clone().filter(|m| !m.trim().is_empty()),
-            limits: StageLimits {
+            limits: Limits {
                 stage_timeout: run.stage_timeout,
                 idle_timeout: run.idle_timeout,
                 result_grace: run.result_grace,
@@ -121,7 +128,14 @@ impl Settings {
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
             no_verify: run.no_verify,
-            state_root: StateDir::root_from_env(),
+            state_root: StateDir::root_for(var("KERN_STATE_DIR"), var("TMPDIR")),
+            cwd,
+            argv,
+            output: OutputEnv {
+                no_color: var("NO_COLOR").is_some(),
+                dumb_terminal: env("TERM").is_some_and(|t| t == "dumb"),
+                kern_log: var("KERN_LOG").map(|v| v.to_string_lossy().into_owned()),
+            },
         })
     }
 }
@@ -131,9 +145,44 @@ mod tests {
     use super::*;
     use clap::Parser;
 
+    /// The settings for `argv` in `/work` with exactly the environment `vars`.
+    fn resolve(argv: &[&str], vars: &[(&str, &str)]) -> Settings {
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), OsString::from(v)))
+            .collect();
+        let env = move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        Settings::resolve(&cli, "/work".into(), Vec::new(), &env).unwrap()
+    }
+
+    #[test]
+    fn the_state_root_and_output_come_from_the_given_environment() {
+        let s = resolve(&["kern"], &[]);
+        assert_eq!(s.state_root, PathBuf::from("/tmp/claude/kern"));
+        assert_eq!(s.output, OutputEnv::default());
+        assert_eq!(s.cwd, PathBuf::from("/work"));
+        let s = resolve(
+            &["kern"],
+            &[("TMPDIR", "/var/tmp"), ("NO_COLOR", "1"), ("TERM", "dumb")],
+        );
+        assert_eq!(s.state_root, PathBuf::from("/var/tmp/claude/kern"));
+        assert!(s.output.no_color && s.output.dumb_terminal);
+        let s = resolve(
+            &["kern"],
+            &[
+                ("KERN_STATE_DIR", "/s"),
+                ("TMPDIR", "/var/tmp"),
+                ("NO_COLOR", ""),
+            ],
+        );
+        assert_eq!(s.state_root, PathBuf::from("/s"));
+        assert!(!s.output.no_color, "an empty NO_COLOR is no request");
+    }
+
     #[test]
     fn defaults_match_the_design() {
-        let s = Settings::from_cli(&Cli::try_parse_from(["kern"]).unwrap()).unwrap();
+        let s = resolve(&["kern"], &[]);
         assert_eq!(s.iterations, 5);
         assert_eq!(s.delay, Duration::from_secs(10));
         assert_eq!(s.agent, Agent::Claude);
@@ -151,7 +200,7 @@ mod tests {
     #[test]
     fn a_bad_agent_is_a_usage_error() {
         let cli = Cli::try_parse_from(["kern", "--agent", "gpt"]).unwrap();
-        let e = Settings::from_cli(&cli).unwrap_err();
+        let e = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(
             e.to_string().contains("claude, codex or program:<path>"),

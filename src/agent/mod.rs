@@ -126,21 +126,7 @@ impl Agent {
     }
 }
 
-/// One process to run for one stage: everything the supervisor needs, nothing it must decide.
-/// The supervisor knows nothing about stages or agents; it runs exactly this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invocation {
-    /// The program (a name looked up on PATH, or a path).
-    pub program: PathBuf,
-    /// The arguments, exactly (argv\[1..\]).
-    pub args: Vec<String>,
-    /// Variables added to the inherited environment.
-    pub env: Vec<(String, String)>,
-    /// The working folder (the repository's top folder).
-    pub cwd: PathBuf,
-    /// The prompt, written to stdin, which is then closed.
-    pub stdin: Vec<u8>,
-}
+pub use crate::supervisor::invocation::Invocation;
 
 #[cfg(test)]
 mod tests {

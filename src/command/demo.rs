@@ -16,11 +16,8 @@
 //! kept when the run failed, so there is something to look at).
 //!
 //! Decisions a reader must know:
-//! - The working folder: the pipeline discovers the repository from the process's current
-//!   folder, and running the demo repository is this process's whole job, so the demo changes
-//!   the current folder for the length of the run ([`CurrentDir`]) instead of widening the
-//!   pipeline's interface. The state root is passed explicitly (`Settings::state_root`), never
-//!   through the environment.
+//! - The demo's repository and state root are given to the run as settings
+//!   (`Settings::cwd`, `Settings::state_root`): no `chdir`, no environment change.
 //! - The person's run options that could break or slow the demo (`--check`, `--model`,
 //!   `--max-cost`, `--allow-dirty`, `--spec`) are replaced; hooks are skipped (`--no-verify`),
 //!   so a global `core.hooksPath` cannot refuse the demo's commits.
@@ -35,7 +32,6 @@ use serde_json::{Value, json};
 
 use crate::agent::Agent;
 use crate::error::{Error, Result};
-use crate::pipeline;
 use crate::reporter::Reporter;
 use crate::settings::Settings;
 use crate::supervisor::interrupt::Interrupt;
@@ -256,12 +252,9 @@ pub async fn run(settings: &Settings, keep: bool) -> Result<()> {
     if !settings.quiet {
         eprintln!("{}", intro(&layout));
     }
-    let reporter = Reporter::new(settings.color, settings.quiet);
+    let reporter = Reporter::new(settings.color, settings.quiet, &settings.output);
     let interrupt = Interrupt::install()?;
-    let result = {
-        let _inside = CurrentDir::enter(&layout.repo)?;
-        pipeline::run(&demo, &reporter, &interrupt).await
-    };
+    let result = super::run::run(&demo, &reporter, &interrupt).await;
     drop(reporter);
 
     match result {
@@ -301,6 +294,7 @@ pub fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         allow_dirty: false,
         no_verify: true,
         state_root: layout.state_root.clone(),
+        cwd: layout.repo.clone(),
         ..settings.clone()
     }
 }
@@ -340,8 +334,8 @@ pub fn build(layout: &Layout, kern: &Path) -> Result<()> {
     let wrapper = layout.wrapper();
     let script = format!(
         "#!/bin/sh\nexec {} scripted-agent {}\n",
-        shell_quote(&kern.to_string_lossy()),
-        shell_quote(&scenario_path.to_string_lossy())
+        crate::reporter::text::shell_quote(&kern.to_string_lossy()),
+        crate::reporter::text::shell_quote(&scenario_path.to_string_lossy())
     );
     std::fs::write(&wrapper, script).map_err(|e| Error::io(&wrapper, e))?;
     use std::os::unix::fs::PermissionsExt;
@@ -398,7 +392,7 @@ pub fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String> {
         }
     }
     let state = layout.state_dir();
-    let run_log = shell_quote(&state.join("run.jsonl").to_string_lossy());
+    let run_log = crate::reporter::text::shell_quote(&state.join("run.jsonl").to_string_lossy());
     if keep {
         let _ = writeln!(
             out,
@@ -406,7 +400,7 @@ pub fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String> {
             layout.root.display(),
             layout.repo.display(),
             state.display(),
-            shell_quote(&layout.repo.to_string_lossy()),
+            crate::reporter::text::shell_quote(&layout.repo.to_string_lossy()),
         );
     } else {
         let _ = writeln!(
@@ -440,42 +434,6 @@ pub fn log_oneline(repo: &Path) -> Result<Vec<String>> {
         ));
     }
     Ok(lines)
-}
-
-/// `text` as one shell word: unchanged when it is plain, else in single quotes.
-pub fn shell_quote(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@%".contains(&b));
-    if plain {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
-/// The process's current folder changed for as long as this lives, then put back.
-pub struct CurrentDir {
-    previous: Option<PathBuf>,
-}
-
-impl CurrentDir {
-    /// Enters `dir`.
-    pub fn enter(dir: &Path) -> Result<CurrentDir> {
-        let previous = std::env::current_dir().ok();
-        std::env::set_current_dir(dir).map_err(|e| Error::io(dir, e))?;
-        Ok(CurrentDir { previous })
-    }
-}
-
-impl Drop for CurrentDir {
-    fn drop(&mut self) {
-        if let Some(previous) = &self.previous {
-            // The folder the person started in may be gone; the demo's own folder stays valid.
-            let _ = std::env::set_current_dir(previous);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -550,7 +508,7 @@ mod tests {
             ("it's", r"'it'\''s'"),
             ("", "''"),
         ] {
-            assert_eq!(shell_quote(text), quoted, "{text}");
+            assert_eq!(crate::reporter::text::shell_quote(text), quoted, "{text}");
         }
     }
 
@@ -600,7 +558,7 @@ mod tests {
             "opus",
         ])
         .unwrap();
-        let person = Settings::from_cli(&cli).unwrap();
+        let person = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap();
         let layout = Layout::new(Path::new("/tmp/kern-demo-x"));
         let s = demo_settings(&person, &layout);
         assert!(s.quiet);

@@ -120,8 +120,7 @@ fn split_fix(text: &str, fallback_fix: &str) -> (String, String) {
 /// Runs every check from the current folder, prints the report on stderr, and fails with
 /// [`Error::DoctorFound`] when anything failed.
 pub async fn run(settings: &Settings) -> Result<()> {
-    let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-    let checks = checks(settings, &cwd).await;
+    let checks = checks(settings, &settings.cwd).await;
     eprint!("{}", render(&checks));
     outcome(&checks)
 }
@@ -676,7 +675,7 @@ impl Probe {
             }
             Probe::TimedOut(limit) => format!(
                 "did not answer within {} and was stopped",
-                humantime::format_duration(*limit)
+                crate::reporter::text::duration(*limit)
             ),
             Probe::Failed(why) => format!("could not be started: {why}"),
         }

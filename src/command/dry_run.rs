@@ -4,25 +4,24 @@
 //! It shows the repository, project id, branch, state folder, lock holder, task counts, the task
 //! it would select and why, the resume point, and for each stage that would run: the exact argv,
 //! the model, the tool policy and the prompt size; with `-v` the rendered prompts themselves.
-//! Everything is computed by the same code a run uses (workspace, selection, templates), so the
-//! dry run cannot drift from the run.
+//! The task, the resume point and every prompt come from the code a run uses (the workspace,
+//! `spec::select`, `resume::infer`, `StageInputs::gather`, the templates), so what it shows is
+//! what the run would do.
 
 use std::fmt::Write as _;
 
 use crate::agent::InvocationRequest;
 use crate::command::status;
 use crate::error::Result;
-use crate::learnings;
-use crate::pipeline::{attempts_text, model_for, task_text};
-use crate::prompt::{self, PromptInputs};
+use crate::prompt::inputs::{StageInputs, model_for};
 use crate::settings::Settings;
 use crate::spec;
 use crate::stage::Stage;
+use crate::state::resume::ResumePoint;
 
 /// Builds the dry-run report.
 pub fn report(settings: &Settings) -> Result<String> {
     let (ws, doc, status) = status::compute_with_spec(settings)?;
-    let j = &status.json;
     let mut out = String::new();
     let _ = writeln!(out, "kern dry run: nothing will be changed");
     let _ = writeln!(out, "repository:  {}", ws.repo.top().display());
@@ -39,11 +38,16 @@ pub fn report(settings: &Settings) -> Result<String> {
         return Ok(out);
     };
     let task = &doc.tasks()[selection.task];
-    let resume = j["resume"].as_str().unwrap_or("research");
-    let stages: Vec<Stage> = match resume {
-        "research" => Stage::ALL.to_vec(),
-        "implement" => vec![Stage::Implement, Stage::Review],
-        _ => vec![Stage::Review],
+    let stages: Vec<Stage> = match &status.resume {
+        None | Some(ResumePoint::Research) => Stage::ALL.to_vec(),
+        Some(ResumePoint::ApplyResearch(_) | ResumePoint::Implement) => {
+            vec![Stage::Implement, Stage::Review]
+        }
+        Some(ResumePoint::Review(_) | ResumePoint::Commit(..)) => vec![Stage::Review],
+    };
+    let implement_summary = match &status.resume {
+        Some(ResumePoint::Review(r) | ResumePoint::Commit(r, _)) => Some(r.summary.as_str()),
+        _ => None,
     };
     let _ = writeln!(
         out,
@@ -61,46 +65,18 @@ pub fn report(settings: &Settings) -> Result<String> {
             .map(|c| format!("`{c}`"))
             .unwrap_or_else(|| "none (no --check, no Check note)".into())
     );
-
-    let text = task_text(&doc, selection.task);
-    let learned = learnings::read(&ws.learnings_path)?;
-    let commits = {
-        let own = ws.own_files();
-        let own: Vec<&std::path::Path> = own.iter().map(|p| p.as_path()).collect();
-        ws.repo.recent_commits(10, &own, prompt::BUDGET_COMMITS)?
-    };
-    let attempts = attempts_text(task.attempts(), settings.max_attempts);
-    let research = task
-        .research()
-        .map(|n| n.text.clone())
-        .unwrap_or_else(|| "(the research stage's notes)".into());
-    let own = ws.own_files();
-    let exclude: Vec<&std::path::Path> = own.iter().map(|p| p.as_path()).collect();
-    let diff = ws
-        .repo
-        .diff_since(ws.repo.head_oid(), &exclude, prompt::BUDGET_DIFF)?;
     for stage in stages {
-        let mut inputs = PromptInputs {
-            task: Some(&text),
-            learnings: Some(&learned),
-            commits: Some(&commits),
-            spec_path: Some(&ws.spec_display),
-            ..PromptInputs::default()
-        };
-        match stage {
-            Stage::Research => {}
-            Stage::Implement => {
-                inputs.prev_result = Some(&research);
-                inputs.attempts = Some(&attempts);
-            }
-            Stage::Review => {
-                inputs.learnings = None;
-                inputs.diff = Some(&diff);
-                inputs.prev_result = Some("(the implement stage's summary)");
-            }
-        }
+        let inputs = StageInputs::gather(
+            &ws,
+            settings,
+            &doc,
+            selection.task,
+            stage,
+            status.start.as_ref(),
+            implement_summary,
+        )?;
         let template = ws.templates.get(stage);
-        let rendered = template.render(&inputs);
+        let rendered = template.render(&inputs.prompt_inputs());
         let model = model_for(settings, &ws.templates, stage);
         let invocation = settings.agent.invocation(InvocationRequest {
             stage,
@@ -132,7 +108,12 @@ pub fn report(settings: &Settings) -> Result<String> {
             let _ = writeln!(out, "           {cut}");
         }
         let argv: Vec<String> = std::iter::once(invocation.program.display().to_string())
-            .chain(invocation.args.iter().map(|a| shell_quote(a)))
+            .chain(
+                invocation
+                    .args
+                    .iter()
+                    .map(|a| crate::reporter::text::shell_quote(a)),
+            )
             .collect();
         let _ = writeln!(
             out,
@@ -141,7 +122,11 @@ pub fn report(settings: &Settings) -> Result<String> {
             ws.state_dir.stage_prompt(stage).display()
         );
         for (k, v) in &invocation.env {
-            let _ = writeln!(out, "  env:     {k}={}", shell_quote(v));
+            let _ = writeln!(
+                out,
+                "  env:     {k}={}",
+                crate::reporter::text::shell_quote(v)
+            );
         }
         if settings.verbose > 0 {
             let _ = writeln!(
@@ -152,29 +137,4 @@ pub fn report(settings: &Settings) -> Result<String> {
         }
     }
     Ok(out)
-}
-
-/// Quotes an argument for display when a shell would need it.
-fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_=./,:@+%".contains(&b));
-    if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quotes_only_what_needs_it() {
-        assert_eq!(shell_quote("--tools=Read,Grep"), "--tools=Read,Grep");
-        assert_eq!(shell_quote("Bash(git commit *)"), "'Bash(git commit *)'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-    }
 }

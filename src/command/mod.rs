@@ -6,4 +6,5 @@ pub mod demo;
 pub mod doctor;
 pub mod dry_run;
 pub mod init;
+pub mod run;
 pub mod status;

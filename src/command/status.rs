@@ -6,10 +6,12 @@
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::pipeline::Workspace;
 use crate::settings::Settings;
 use crate::spec::{self, Document};
+use crate::state::journal::{self, TaskStart};
 use crate::state::lock::RunLock;
+use crate::state::resume::{self, ResumePoint, StageFiles};
+use crate::workspace::Workspace;
 
 /// Everything `kern status` reports, computed once.
 pub struct StatusReport {
@@ -17,9 +19,13 @@ pub struct StatusReport {
     pub json: Value,
     /// Warnings from validation, rendered.
     pub warnings: Vec<String>,
+    /// Where the next task resumes, when there is one (the same inference a run makes).
+    pub resume: Option<ResumePoint>,
+    /// The next task's start record, when it has one (its diff base for the review).
+    pub start: Option<TaskStart>,
 }
 
-/// Computes the status of the repository in the current folder.
+/// Computes the status of the repository the settings name.
 pub fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
     let (ws, _, report) = compute_with_spec(settings)?;
     Ok((ws, report))
@@ -31,7 +37,8 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
     let ws = Workspace::open(settings)?;
     let (_, doc, warnings) = ws.load_spec()?;
     let counts = doc.counts();
-    let next = spec::select(&doc).map(|sel| {
+    let selection = spec::select(&doc);
+    let next = selection.as_ref().map(|sel| {
         let task = &doc.tasks()[sel.task];
         let parents: Vec<&str> = doc
             .ancestors(sel.task)
@@ -39,12 +46,26 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
             .rev() // root first
             .map(|&a| doc.tasks()[a].title.as_str())
             .collect();
-        let identity = serde_json::to_value(doc.identity(sel.task)).unwrap_or(Value::Null);
-        (task, parents, identity, sel.reason.to_string())
+        json!({
+            "title": task.title,
+            "line": task.line,
+            "state": task.state.as_str(),
+            "parents": parents,
+            "reason": sel.reason.to_string(),
+        })
     });
-    let resume_point = next
-        .as_ref()
-        .map(|(task, _, identity, _)| peek_resume(&ws, identity, task.research().is_some()));
+    // The loop's own inference, read-only: stale files are named by the run, not removed here.
+    let (resume, start) = match &selection {
+        Some(sel) => {
+            let identity = doc.identity(sel.task);
+            let files = StageFiles::read(&ws.state_dir, &identity);
+            let has_research = doc.tasks()[sel.task].research().is_some();
+            let start = journal::load::<TaskStart>(&ws.state_dir.task_start())
+                .filter(|s| s.covers(&identity));
+            (Some(resume::infer(&files, has_research)), start)
+        }
+        None => (None, None),
+    };
     let lock = RunLock::inspect(&ws.state_dir.lock_path()).map(|(record, live)| {
         let mut v = serde_json::to_value(&record).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut v {
@@ -55,41 +76,21 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
     let json = json!({
         "spec": ws.spec_path.display().to_string(),
         "counts": counts,
-        "next": next.as_ref().map(|(task, parents, _, reason)| json!({
-            "title": task.title,
-            "line": task.line,
-            "state": task.state.as_str(),
-            "parents": parents,
-            "reason": reason,
-        })),
-        "resume": resume_point,
+        "next": next,
+        "resume": resume.as_ref().map(ResumePoint::name),
         "lock": lock,
         "state_dir": ws.state_dir.dir().display().to_string(),
     });
-    Ok((ws, doc, StatusReport { json, warnings }))
-}
-
-/// The resume point without touching anything (stale files are reported, not removed).
-fn peek_resume(ws: &Workspace, identity: &Value, has_research: bool) -> String {
-    // `resume::infer` removes stale files; status must not write, so it decides from the
-    // records alone (a review record does not change the stage that runs next).
-    use crate::stage::record::{Outcome, StageRecord};
-    use crate::stage::{ImplementStatus, Stage, StageReport};
-    let current = |stage: Stage| {
-        StageRecord::load(&ws.state_dir.stage_record(stage))
-            .filter(|r| &r.kern.task.identity == identity && r.kern.outcome == Outcome::Succeeded)
-    };
-    if !has_research {
-        return if current(Stage::Research).is_some() {
-            "implement"
-        } else {
-            "research"
-        }
-        .to_string();
-    }
-    let implemented = current(Stage::Implement)
-        .is_some_and(|r| matches!(&r.kern.report, Some(StageReport::Implement(i)) if i.status == ImplementStatus::Success));
-    if implemented { "commit" } else { "implement" }.to_string()
+    Ok((
+        ws,
+        doc,
+        StatusReport {
+            json,
+            warnings,
+            resume,
+            start,
+        },
+    ))
 }
 
 /// Renders the human summary.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::agent::Invocation;
 use crate::error::{Error, Result};
-use crate::settings::StageLimits;
+use crate::supervisor::Limits;
 use crate::supervisor::interrupt::Interrupt;
 use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
 
@@ -42,7 +42,7 @@ pub async fn run(
         cwd: cwd.to_path_buf(),
         stdin: Vec::new(),
     };
-    let limits = StageLimits {
+    let limits = Limits {
         stage_timeout: timeout,
         idle_timeout: timeout,
         result_grace: timeout,
@@ -82,7 +82,7 @@ pub async fn run(
         EndReason::Interrupted(signal) => return Err(Error::Interrupted { signal }),
         EndReason::StageTimeout | EndReason::IdleTimeout => Failed(format!(
             "check `{command}` timed out after {}; last output:\n{shown}",
-            crate::stage::runner::human_duration(timeout)
+            crate::reporter::text::duration(timeout)
         )),
         _ if finished.exit_code == Some(0) => CheckResult::Passed,
         _ => Failed(format!(

@@ -41,6 +41,8 @@
 //! failed attempt reruns the stage and often the review), so the stronger model is cheaper
 //! per committed task than the price difference suggests.
 
+pub mod inputs;
+
 use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};

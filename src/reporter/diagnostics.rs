@@ -21,17 +21,14 @@ pub fn level(verbose: u8, kern_log: Option<&str>) -> LevelFilter {
 
 /// Installs the stderr subscriber once; later calls do nothing. Colour follows `--color`:
 /// `auto` means a terminal and no `NO_COLOR`.
-pub fn init(verbose: u8, color: crate::cli::ColorChoice) {
+pub fn init(verbose: u8, color: crate::cli::ColorChoice, env: &crate::settings::OutputEnv) {
     use std::io::IsTerminal;
     let ansi = match color {
         crate::cli::ColorChoice::Always => true,
         crate::cli::ColorChoice::Never => false,
-        crate::cli::ColorChoice::Auto => {
-            std::io::stderr().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
+        crate::cli::ColorChoice::Auto => std::io::stderr().is_terminal() && !env.no_color,
     };
-    let level = level(verbose, std::env::var("KERN_LOG").ok().as_deref());
+    let level = level(verbose, env.kern_log.as_deref());
     if level == LevelFilter::OFF {
         return;
     }

@@ -22,6 +22,7 @@
 //! with it.
 
 pub mod diagnostics;
+pub mod text;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 use crate::cli::ColorChoice;
+use crate::settings::OutputEnv;
 use crate::stage::Stage;
 
 /// Longest task title shown in the status line, in characters.
@@ -157,10 +159,10 @@ impl Clock {
     fn text(self) -> String {
         match self {
             Clock::Off => String::new(),
-            Clock::Since(start) => format!(" · {}", format_duration(start.elapsed())),
+            Clock::Since(start) => format!(" · {}", text::duration(start.elapsed())),
             Clock::Until(end) => format!(
                 " · {} left",
-                format_duration(end.saturating_duration_since(Instant::now()))
+                text::duration(end.saturating_duration_since(Instant::now()))
             ),
         }
     }
@@ -194,11 +196,9 @@ impl Reporter {
     /// The reporter for this process: Live when stderr is a terminal (not `TERM=dumb`) and
     /// colour is not `never`, Quiet with `-q`, else Plain. Colour: `always` forces it, `never`
     /// forbids it, `auto` means a terminal and no (non-empty) `NO_COLOR`.
-    pub fn new(color: ColorChoice, quiet: bool) -> Reporter {
-        let terminal = std::io::stderr().is_terminal()
-            && std::env::var_os("TERM").is_none_or(|term| term != "dumb");
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        let (mode, color) = choose(color, quiet, terminal, no_color);
+    pub fn new(color: ColorChoice, quiet: bool, env: &OutputEnv) -> Reporter {
+        let terminal = std::io::stderr().is_terminal() && !env.dumb_terminal;
+        let (mode, color) = choose(color, quiet, terminal, env.no_color);
         Reporter::with_mode(mode, color)
     }
 
@@ -246,7 +246,7 @@ impl Reporter {
 
     /// An iteration starts on `task`.
     pub fn iteration(&self, index: u32, total: u32, task: &str) {
-        let task = clean(task);
+        let task = text::clean(task);
         self.update(|s| {
             s.iteration = Some((index, total));
             s.stage = None;
@@ -265,7 +265,7 @@ impl Reporter {
 
     /// A stage starts on `task`.
     pub fn stage_started(&self, stage: Stage, task: &str) {
-        let task = clean(task);
+        let task = text::clean(task);
         self.update(|s| {
             s.stage = Some(stage);
             s.task = task.clone();
@@ -281,11 +281,11 @@ impl Reporter {
 
     /// The agent's latest tool call (`Edit`, `src/lib.rs`): shown in the Live status line only.
     pub fn progress(&self, tool: &str, detail: &str) {
-        let detail = truncate(&clean(detail), TOOL_WIDTH);
+        let detail = text::truncate(&text::clean(detail), TOOL_WIDTH);
         let text = if detail.is_empty() {
-            clean(tool)
+            text::clean(tool)
         } else {
-            format!("{} {detail}", clean(tool))
+            format!("{} {detail}", text::clean(tool))
         };
         self.update(|s| s.tool = Some(text.clone()));
         self.show(None);
@@ -316,7 +316,7 @@ impl Reporter {
     pub fn info(&self, msg: &str) {
         if self.mode != Mode::Quiet {
             for line in msg.lines() {
-                self.line(&clean(line));
+                self.line(&text::clean(line));
             }
         }
     }
@@ -330,7 +330,7 @@ impl Reporter {
         }
         let label = self.paint("warning:", YELLOW);
         for (i, line) in msg.lines().enumerate() {
-            let line = clean(line);
+            let line = text::clean(line);
             match (i, self.mode) {
                 (0, Mode::Plain) => self.line(&format!("{label} {line}")),
                 (0, _) => self.line(&format!("kern: {label} {line}")),
@@ -343,7 +343,7 @@ impl Reporter {
     /// as the wait goes on. Live shows it in the status line (and prints the start once);
     /// Plain prints a line at the start and then at most once a minute; Quiet prints nothing.
     pub fn waiting(&self, reason: &str, remaining: Duration) {
-        let reason = clean(reason);
+        let reason = text::clean(reason);
         let print = {
             let mut s = lock(&self.status);
             s.waiting = Some(reason.clone());
@@ -367,7 +367,7 @@ impl Reporter {
             print
         };
         if print {
-            let text = format!("waiting {} — {reason}", format_duration(remaining));
+            let text = format!("waiting {} — {reason}", text::duration(remaining));
             match self.mode {
                 Mode::Live => self.line(&format!("  {text}")),
                 _ => self.line(&text),
@@ -547,15 +547,15 @@ fn status_parts(s: &Status) -> (String, String) {
     let mut message = String::new();
     if let Some(reason) = &s.waiting {
         prefix.push_str("waiting · ");
-        prefix.push_str(&truncate(reason, TITLE_WIDTH + 12));
+        prefix.push_str(&text::truncate(reason, TITLE_WIDTH + 12));
     } else {
         if let Some(stage) = s.stage {
             prefix.push_str(stage.name());
             prefix.push_str(" · ");
         }
-        prefix.push_str(&truncate(&s.task, TITLE_WIDTH));
+        prefix.push_str(&text::truncate(&s.task, TITLE_WIDTH));
         if let Some(cost) = s.cost_usd {
-            message.push_str(&format!(" · {}", format_cost(cost)));
+            message.push_str(&format!(" · {}", text::cost(cost)));
         }
         if let Some(tool) = &s.tool {
             message.push_str(" · ");
@@ -576,9 +576,9 @@ fn stage_line_text(stage: Stage, line: &StageLine, color: bool) -> String {
         "{} {:<9}  {:<7}  {}  {}",
         paint(color, symbol, sgr),
         stage.name(),
-        clean(&line.outcome),
-        format_duration(line.duration),
-        format_cost(line.cost_usd),
+        text::clean(&line.outcome),
+        text::duration(line.duration),
+        text::cost(line.cost_usd),
     );
     if let Some(turns) = line.turns {
         let unit = if turns == 1 { "turn" } else { "turns" };
@@ -590,7 +590,7 @@ fn stage_line_text(stage: Stage, line: &StageLine, color: bool) -> String {
         .and_then(|n| n.lines().find(|l| !l.trim().is_empty()))
     {
         text.push_str("  — ");
-        text.push_str(&truncate(&clean(note.trim()), NOTE_WIDTH));
+        text.push_str(&text::truncate(&text::clean(note.trim()), NOTE_WIDTH));
     }
     text
 }
@@ -620,71 +620,36 @@ fn outcome_kind(outcome: &str) -> OutcomeKind {
 
 /// The summary's lines; the first says why the run ended.
 fn summary_lines(s: &Summary) -> Vec<String> {
-    let mut lines = vec![format!("run ended: {}", clean(&s.ended))];
+    let mut lines = vec![format!("run ended: {}", text::clean(&s.ended))];
     let row = |label: &str, value: String| format!("  {label:<16} {value}");
     lines.push(row("iterations", s.iterations.to_string()));
     lines.push(row("committed", s.committed.len().to_string()));
     for (title, sha) in &s.committed {
-        lines.push(format!("    {}  {}", clean(sha), clean(title)));
+        lines.push(format!("    {}  {}", text::clean(sha), text::clean(title)));
     }
     lines.push(row("skipped", s.skipped.len().to_string()));
     for title in &s.skipped {
-        lines.push(format!("    {}", clean(title)));
+        lines.push(format!("    {}", text::clean(title)));
     }
     lines.push(row("blocked", s.blocked.len().to_string()));
     for title in &s.blocked {
-        lines.push(format!("    {}", clean(title)));
+        lines.push(format!("    {}", text::clean(title)));
     }
     lines.push(row("failed attempts", s.failed_attempts.to_string()));
     lines.push(row("retries", s.retries.to_string()));
     let waits = if s.waits == 0 {
         "0".to_string()
     } else {
-        format!("{} ({})", s.waits, format_duration(s.wait_time))
+        format!("{} ({})", s.waits, text::duration(s.wait_time))
     };
     lines.push(row("waits", waits));
-    lines.push(row("cost", format_cost(s.cost_usd)));
-    lines.push(row("time", format_duration(s.elapsed)));
+    lines.push(row("cost", text::cost(s.cost_usd)));
+    lines.push(row("time", text::duration(s.elapsed)));
     lines.push(row(
         "state folder",
-        clean(&s.state_dir.display().to_string()),
+        text::clean(&s.state_dir.display().to_string()),
     ));
     lines
-}
-
-/// `45s`, `2m 03s`, `1h 02m` (whole seconds, rounded down).
-pub fn format_duration(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    if h > 0 {
-        format!("{h}h {m:02}m")
-    } else if m > 0 {
-        format!("{m}m {s:02}s")
-    } else {
-        format!("{s}s")
-    }
-}
-
-/// `$0.41`.
-pub fn format_cost(usd: f64) -> String {
-    format!("${usd:.2}")
-}
-
-/// Control characters (newlines, escapes, carriage returns, tabs) become spaces.
-fn clean(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
-}
-
-/// At most `width` characters, the last of them `…` when cut.
-fn truncate(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]
@@ -747,7 +712,7 @@ mod tests {
   blocked          0
   failed attempts  1
   retries          2
-  waits            1 (12m 00s)
+  waits            1 (12m)
   cost             $2.31
   time             42m 10s
   state folder     /tmp/claude/kern/proj/main
@@ -774,33 +739,6 @@ mod tests {
         r.warn("skipped `.env`: a sensitive file\nit stays out of the commit");
         r.summary(&summary());
         r.finish();
-    }
-
-    #[test]
-    fn durations_and_costs() {
-        let table = [
-            (0, "0s"),
-            (45, "45s"),
-            (59, "59s"),
-            (60, "1m 00s"),
-            (123, "2m 03s"),
-            (3599, "59m 59s"),
-            (3600, "1h 00m"),
-            (3720, "1h 02m"),
-            (90_000, "25h 00m"),
-        ];
-        for (secs, text) in table {
-            assert_eq!(format_duration(Duration::from_secs(secs)), text, "{secs}");
-        }
-        assert_eq!(format_duration(Duration::from_millis(45_999)), "45s");
-        for (usd, text) in [
-            (0.41, "$0.41"),
-            (0.0, "$0.00"),
-            (2.5, "$2.50"),
-            (12.0, "$12.00"),
-        ] {
-            assert_eq!(format_cost(usd), text);
-        }
     }
 
     #[test]
@@ -840,12 +778,12 @@ mod tests {
             (
                 Stage::Implement,
                 stage_line("DECOMPOSED", 60, 0.2, None, Some("3 subtasks")),
-                "• implement  DECOMPOSED  1m 00s  $0.20  — 3 subtasks",
+                "• implement  DECOMPOSED  1m  $0.20  — 3 subtasks",
             ),
             (
                 Stage::Implement,
                 stage_line("timed_out", 3600, 0.0, None, None),
-                "✗ implement  timed_out  1h 00m  $0.00",
+                "✗ implement  timed_out  1h  $0.00",
             ),
         ];
         for (stage, line, text) in table {
@@ -873,7 +811,7 @@ mod tests {
             "research started",
             "✓ research   4 notes  45s  $0.12  8 turns",
             "implement started",
-            "waiting 5m 00s — usage limit, resets 05:00 UTC",
+            "waiting 5m — usage limit, resets 05:00 UTC",
             "✓ implement  SUCCESS  2m 03s  $0.41  12 turns",
             "committed a1b2c3d",
             "warning: skipped `.env`: a sensitive file",
@@ -989,7 +927,7 @@ kern: run ended: all 10 iterations ran
             "\
 [1/10] Add the parser
   ✓ research   4 notes  45s  $0.12  8 turns
-  waiting 5m 00s — usage limit, resets 05:00 UTC
+  waiting 5m — usage limit, resets 05:00 UTC
   ✓ implement  SUCCESS  2m 03s  $0.41  12 turns
 committed a1b2c3d
 kern: warning: skipped `.env`: a sensitive file
@@ -1065,11 +1003,11 @@ kern: run ended: nothing left to do
             r.waiting(reason, Duration::from_secs(secs));
         }
         let expected: String = [
-            "waiting 5m 00s — usage limit",
-            "waiting 4m 00s — usage limit",
-            "waiting 3m 00s — usage limit",
+            "waiting 5m — usage limit",
+            "waiting 4m — usage limit",
+            "waiting 3m — usage limit",
             "waiting 30s — retry 1 of 3",
-            "waiting 1m 00s — retry 1 of 3",
+            "waiting 1m — retry 1 of 3",
         ]
         .iter()
         .map(|line| format!("{STAMP} kern: {line}\n"))
@@ -1141,8 +1079,8 @@ kern: run ended: nothing left to do
 
     #[test]
     fn truncation_counts_characters() {
-        assert_eq!(truncate("héllo", 5), "héllo");
-        assert_eq!(truncate("héllo wörld", 6), "héllo…");
-        assert_eq!(clean("a\nb\x1bc\u{7f}d"), "a b c d");
+        assert_eq!(text::truncate("héllo", 5), "héllo");
+        assert_eq!(text::truncate("héllo wörld", 6), "héllo…");
+        assert_eq!(text::clean("a\nb\x1bc\u{7f}d"), "a b c d");
     }
 }

@@ -44,6 +44,9 @@ pub enum Edit {
     AddBlocked(String),
     /// Append these pending subtasks (titles) at the end of the task's item.
     InsertSubtasks(Vec<String>),
+    /// Mark `[~]` every pending ancestor: a task in progress puts its whole chain in progress
+    /// (DESIGN.md section 2: one in-progress chain).
+    StartParents,
     /// Mark `[x]` every pending or in-progress ancestor whose subtasks are now all done,
     /// nearest first, stopping at the first that is not.
     CompleteParents,
@@ -165,6 +168,13 @@ fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
             }
             insert_lines(doc, item_end(doc, index), &block, &mut plan);
             plan.subtasks = titles;
+        }
+        Edit::StartParents => {
+            for parent in doc.ancestors(index) {
+                if tasks[parent].state == TaskState::Pending {
+                    set_state(doc, parent, TaskState::InProgress, &mut plan);
+                }
+            }
         }
         Edit::CompleteParents => {
             let mut done: Vec<usize> = Vec::new();
@@ -729,6 +739,7 @@ mod props {
             ".{0,60}".prop_map(Edit::AddSkipped),
             ".{0,60}".prop_map(Edit::AddBlocked),
             prop::collection::vec("[a-z][a-z #>*-]{0,20}", 1..3).prop_map(Edit::InsertSubtasks),
+            Just(Edit::StartParents),
             Just(Edit::CompleteParents),
             Just(Edit::BlockParents),
         ]
@@ -772,7 +783,7 @@ mod props {
                     prop_assert_eq!(new_doc.tasks().len(), doc.tasks().len() + t.len());
                     prop_assert!(changed_at >= doc.tasks()[task].marker.end);
                 }
-                Edit::CompleteParents | Edit::BlockParents => {
+                Edit::StartParents | Edit::CompleteParents | Edit::BlockParents => {
                     prop_assert_eq!(new_text.len(), text.len());
                 }
                 _ => {
@@ -893,6 +904,7 @@ mod props {
             Edit::AddSkipped(format!("> **Blocked:** {text}")),
             Edit::AddBlocked(format!("{text}\n```\n- [x] fenced")),
             Edit::InsertSubtasks(vec![format!("sub {text}"), "second [ ] one".into()]),
+            Edit::StartParents,
             Edit::CompleteParents,
             Edit::BlockParents,
         ]
@@ -925,7 +937,7 @@ mod props {
             "the task is still found"
         );
         match edit {
-            Edit::SetState(_) | Edit::CompleteParents | Edit::BlockParents => {
+            Edit::SetState(_) | Edit::StartParents | Edit::CompleteParents | Edit::BlockParents => {
                 prop_assert_eq!(new_text.len(), text.len());
                 let allowed: Vec<usize> = match edit {
                     Edit::SetState(_) => vec![task.marker.start],

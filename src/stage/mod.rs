@@ -121,3 +121,61 @@ impl std::fmt::Display for Stage {
         f.write_str(self.name())
     }
 }
+
+/// A stage's report type, tied to its stage: the stage runner is generic over it, so the loop
+/// receives the report of the stage it ran, typed, with no arm for an impossible variant.
+pub trait Report: Clone + Into<StageReport> {
+    /// The stage that returns this report.
+    const STAGE: Stage;
+
+    /// The report inside `report`, when it is this stage's.
+    fn from_report(report: StageReport) -> Option<Self>;
+}
+
+impl From<ResearchReport> for StageReport {
+    fn from(r: ResearchReport) -> StageReport {
+        StageReport::Research(r)
+    }
+}
+
+impl From<ImplementReport> for StageReport {
+    fn from(r: ImplementReport) -> StageReport {
+        StageReport::Implement(r)
+    }
+}
+
+impl From<ReviewReport> for StageReport {
+    fn from(r: ReviewReport) -> StageReport {
+        StageReport::Review(r)
+    }
+}
+
+impl Report for ResearchReport {
+    const STAGE: Stage = Stage::Research;
+    fn from_report(report: StageReport) -> Option<Self> {
+        match report {
+            StageReport::Research(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+impl Report for ImplementReport {
+    const STAGE: Stage = Stage::Implement;
+    fn from_report(report: StageReport) -> Option<Self> {
+        match report {
+            StageReport::Implement(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+impl Report for ReviewReport {
+    const STAGE: Stage = Stage::Review;
+    fn from_report(report: StageReport) -> Option<Self> {
+        match report {
+            StageReport::Review(r) => Some(r),
+            _ => None,
+        }
+    }
+}

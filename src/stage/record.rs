@@ -13,7 +13,9 @@ use serde_json::{Map, Value};
 
 use crate::agent::stream::AgentOutput;
 use crate::error::Result;
+use crate::spec::TaskIdentity;
 use crate::stage::{Stage, StageReport};
+use crate::timestamp::Timestamp;
 
 /// The version of the envelope's layout; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -42,10 +44,10 @@ pub struct KernEnvelope {
     pub argv: Vec<String>,
     /// The model asked for, if any.
     pub model: Option<String>,
-    /// When the stage started (RFC 3339).
-    pub started_at: String,
-    /// When the stage ended (RFC 3339).
-    pub finished_at: String,
+    /// When the stage started.
+    pub started_at: Timestamp,
+    /// When the stage ended.
+    pub finished_at: Timestamp,
     /// How long it took, retries and waits included.
     pub duration_ms: u64,
     /// The agent's exit code (`null`: ended by a signal).
@@ -81,8 +83,8 @@ pub struct KernEnvelope {
 pub struct TaskRef {
     /// The task's title, whitespace-normalised.
     pub title: String,
-    /// The task's identity as the spec module serialises it (title plus ancestor titles).
-    pub identity: Value,
+    /// The task's identity (its title and its ancestors' titles).
+    pub identity: TaskIdentity,
     /// The task's 1-based line in SPEC.md when the stage started.
     pub line: usize,
 }
@@ -104,8 +106,8 @@ pub struct Wait {
     pub kind: WaitKind,
     /// What the agent said that caused it.
     pub reason: String,
-    /// When the pause began (RFC 3339).
-    pub started_at: String,
+    /// When the pause began.
+    pub started_at: Timestamp,
     /// How long it lasted.
     pub duration_ms: u64,
     /// For a usage limit: when it was to reset (epoch seconds), if known.
@@ -234,14 +236,17 @@ mod tests {
             stage,
             task: TaskRef {
                 title: "Write out-1.txt".into(),
-                identity: json!({"title": "Write out-1.txt", "ancestors": ["Files"]}),
+                identity: TaskIdentity {
+                    path: vec!["Files".into(), "Write out-1.txt".into()],
+                    occurrence: 0,
+                },
                 line: 7,
             },
             agent: "claude".into(),
             argv: vec!["claude".into(), "-p".into()],
             model: Some("sonnet".into()),
-            started_at: "2026-01-15T04:00:00.000+01:00".into(),
-            finished_at: "2026-01-15T04:01:00.500+01:00".into(),
+            started_at: "2026-01-15T04:00:00+01:00".parse().unwrap(),
+            finished_at: "2026-01-15T04:01:00+01:00".parse().unwrap(),
             duration_ms: 60_500,
             exit_code: Some(0),
             attempt: 1,
@@ -249,7 +254,7 @@ mod tests {
             waits: vec![Wait {
                 kind: WaitKind::Retry,
                 reason: "API Error: 529 Overloaded.".into(),
-                started_at: "2026-01-15T04:00:10.000+01:00".into(),
+                started_at: "2026-01-15T04:00:10+01:00".parse().unwrap(),
                 duration_ms: 30_000,
                 resets_at: None,
             }],
@@ -313,7 +318,11 @@ mod tests {
         let loaded = StageRecord::load(&path).unwrap();
         assert_eq!(loaded, record);
         assert_eq!(loaded.kern.report, Some(report));
-        assert_eq!(loaded.kern.task.identity["ancestors"][0], "Files");
+        assert_eq!(loaded.kern.task.identity.path[0], "Files");
+        assert_eq!(
+            jq(&["-r", ".kern.started_at"], &path),
+            "2026-01-15T03:00:00Z\n"
+        );
     }
 
     #[test]

@@ -19,17 +19,20 @@
 //! Process identity is (pid, start time) on Linux; elsewhere liveness alone, so there a reused
 //! pid reads as a live holder and kern refuses rather than deletes.
 
+use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::unistd::{Pid, getpgrp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::stage::Stage;
 use crate::supervisor::identity::{ProcessIdentity, pid_alive};
+use crate::timestamp::Timestamp;
 
 /// How long an orphaned agent group gets between SIGTERM and SIGKILL.
 const ORPHAN_GRACE: Duration = Duration::from_secs(3);
@@ -43,12 +46,12 @@ pub struct LockRecord {
     pub start_time: Option<u64>,
     /// The host the holder runs on.
     pub host: String,
-    /// When the run started, RFC 3339.
-    pub started_at: String,
+    /// When the run started (written in UTC; any offset is read).
+    pub started_at: Timestamp,
     /// The holder's command line.
     pub argv: Vec<String>,
-    /// What the run is doing (`starting`, `research`, `implement`, `commit`, `sleep`…).
-    pub phase: String,
+    /// What the run is doing.
+    pub phase: Phase,
     /// The agent's process group running at the moment, if any.
     pub agent_group: Option<AgentGroup>,
 }
@@ -70,12 +73,74 @@ impl LockRecord {
             self.pid, self.host, self.started_at, self.phase
         )
     }
+}
 
-    /// When the run started, as a time (`None` when the record's text does not parse).
-    pub fn started(&self) -> Option<SystemTime> {
-        chrono::DateTime::parse_from_rfc3339(&self.started_at)
-            .ok()
-            .map(SystemTime::from)
+/// What a run is doing, as its lock record says. `Committing` drives behaviour: a kern that
+/// takes over the lock of a run that died while committing may remove the `index.lock` that
+/// run left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Taking the lock, recovering, checking the repository.
+    Starting,
+    /// Reading SPEC.md and choosing the task.
+    Selecting,
+    /// Running a stage's agent.
+    Stage(Stage),
+    /// Waiting for a usage limit to reset before running the stage again.
+    Waiting(Stage),
+    /// Running the check gate.
+    Check,
+    /// Making kern's commit (or finishing one a dead run journaled).
+    Committing,
+    /// The pause between iterations.
+    Sleeping,
+    /// A phase this kern does not know (written by another version); shown as it is.
+    Other(String),
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Starting => f.write_str("starting"),
+            Phase::Selecting => f.write_str("selecting"),
+            Phase::Stage(stage) => f.write_str(stage.name()),
+            Phase::Waiting(stage) => write!(f, "{}: waiting for usage limit reset", stage.name()),
+            Phase::Check => f.write_str("check"),
+            Phase::Committing => f.write_str("committing"),
+            Phase::Sleeping => f.write_str("sleeping"),
+            Phase::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+impl From<&str> for Phase {
+    fn from(text: &str) -> Phase {
+        let known = [
+            Phase::Starting,
+            Phase::Selecting,
+            Phase::Check,
+            Phase::Committing,
+            Phase::Sleeping,
+        ]
+        .into_iter()
+        .chain(Stage::ALL.into_iter().map(Phase::Stage))
+        .chain(Stage::ALL.into_iter().map(Phase::Waiting));
+        known
+            .into_iter()
+            .find(|p| p.to_string() == text)
+            .unwrap_or_else(|| Phase::Other(text.to_string()))
+    }
+}
+
+impl Serialize for Phase {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Phase {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Phase, D::Error> {
+        Ok(Phase::from(String::deserialize(d)?.as_str()))
     }
 }
 
@@ -177,9 +242,9 @@ impl RunLock {
             pid: me.pid,
             start_time: me.start_time,
             host,
-            started_at: chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
+            started_at: Timestamp::now(),
             argv: argv.to_vec(),
-            phase: "starting".to_string(),
+            phase: Phase::Starting,
             agent_group: None,
         };
         let lock = RunLock {
@@ -202,8 +267,11 @@ impl RunLock {
     }
 
     /// Records what the run is doing now (rewrites the file in place; the lock is kept).
-    pub fn set_phase(&mut self, phase: &str) -> Result<()> {
-        self.record.phase = phase.to_string();
+    pub fn set_phase(&mut self, phase: Phase) -> Result<()> {
+        if self.record.phase == phase {
+            return Ok(());
+        }
+        self.record.phase = phase;
         self.write()
     }
 
@@ -414,9 +482,9 @@ mod tests {
             pid,
             start_time: Some(42),
             host: "box".into(),
-            started_at: "2025-06-01T10:00:00+02:00".into(),
+            started_at: "2025-06-01T10:00:00+02:00".parse().unwrap(),
             argv: vec!["kern".into(), "10".into()],
-            phase: "implement".into(),
+            phase: Phase::Stage(Stage::Implement),
             agent_group: Some(AgentGroup {
                 pgid: 77,
                 leader_start_time: Some(43),
@@ -430,9 +498,9 @@ mod tests {
             pid: 42,
             start_time: Some(7),
             host: "h".into(),
-            started_at: "2026-11-22T00:00:00Z".into(),
+            started_at: "2026-11-22T00:00:00Z".parse().unwrap(),
             argv: vec!["kern".into()],
-            phase: "research".into(),
+            phase: Phase::Stage(Stage::Research),
             agent_group: None,
         };
         let mut text = serde_json::to_string_pretty(&r).unwrap();
@@ -448,11 +516,34 @@ mod tests {
         assert_eq!(serde_json::from_str::<LockRecord>(&text).unwrap(), r);
         assert_eq!(
             r.holder(),
-            "pid 1234 on host box, started 2025-06-01T10:00:00+02:00, phase implement"
+            "pid 1234 on host box, started 2025-06-01T08:00:00Z, phase implement"
         );
+        assert_eq!(r.started_at.epoch_seconds(), 1_748_764_800);
+    }
+
+    #[test]
+    fn phases_read_back_from_their_names() {
+        for phase in [
+            Phase::Starting,
+            Phase::Selecting,
+            Phase::Stage(Stage::Review),
+            Phase::Waiting(Stage::Implement),
+            Phase::Check,
+            Phase::Committing,
+            Phase::Sleeping,
+            Phase::Other("from a newer kern".into()),
+        ] {
+            let json = serde_json::to_string(&phase).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Phase>(&json).unwrap(),
+                phase,
+                "{json}"
+            );
+        }
+        assert_eq!(Phase::Stage(Stage::Review).to_string(), "commit");
         assert_eq!(
-            r.started(),
-            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_748_764_800))
+            Phase::Waiting(Stage::Research).to_string(),
+            "research: waiting for usage limit reset"
         );
     }
 

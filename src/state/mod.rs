@@ -10,6 +10,7 @@
 //! in `.owner`, and a second repository gets `<basename>-<8 hex of a hash of its path>`.
 //! [`StateDir::locate`] only reads (a dry run must not write); [`StateDir::create`] claims.
 
+pub mod journal;
 pub mod lock;
 pub mod resume;
 pub mod run_log;
@@ -31,16 +32,20 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// The state root from the environment: `$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`.
-    pub fn root_from_env() -> PathBuf {
-        if let Some(dir) = std::env::var_os("KERN_STATE_DIR").filter(|d| !d.is_empty()) {
+    /// The state root: `$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern` (the values
+    /// given here, empty ones already dropped).
+    pub fn root_for(
+        kern_state_dir: Option<std::ffi::OsString>,
+        tmpdir: Option<std::ffi::OsString>,
+    ) -> PathBuf {
+        if let Some(dir) = kern_state_dir {
             return PathBuf::from(dir);
         }
-        let tmp = std::env::var_os("TMPDIR")
-            .filter(|d| !d.is_empty())
+        tmpdir
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/tmp"));
-        tmp.join("claude").join("kern")
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+            .join("claude")
+            .join("kern")
     }
 
     /// Finds the state folder for the work tree at `worktree_top` on `branch_folder` (already

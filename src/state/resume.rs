@@ -1,42 +1,40 @@
-//! Where a task picks up after a crash, a Ctrl-C or a spent budget: the stage files that still
-//! apply to it, and the facts recorded when it started.
+//! Where a task picks up after a crash, a Ctrl-C or a spent budget.
 //!
 //! SPEC.md says how far a task got in kern's own terms (a Research note means research is
 //! done); the stage files say whether a later stage finished before the run stopped. A stage
-//! file is used only when the task identity recorded in it matches the selected task and its
-//! outcome is `succeeded`; anything else is stale: removed, with a message. Two further files
-//! live beside the stage files and outlive an iteration: `task.json` (the commit a task started
-//! from and the paths it must leave out under `--allow-dirty`) and `commit.json` (a commit kern
-//! was about to make, so a crash between writing SPEC.md and the commit cannot lose the work or
-//! commit it twice).
+//! file counts only when the task identity recorded in it is the selected task's and its
+//! outcome is `succeeded` with the report its stage gives; a file of another task is stale.
+//!
+//! The one decision a reader must know: [`infer`] is pure and shared — the loop and `kern
+//! status` (and so `kern -n`) both call it on what [`StageFiles::read`] found, so they cannot
+//! disagree about the next stage. Only the loop removes stale files; status merely names them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use crate::error::Result;
+use crate::spec::TaskIdentity;
 use crate::stage::record::{Outcome, StageRecord};
-use crate::stage::{ImplementStatus, Stage, StageReport, Verdict};
+use crate::stage::{
+    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Stage, StageReport, Verdict,
+};
 use crate::state::StateDir;
 
-/// The stage a task continues from.
-#[derive(Debug)]
+/// The stage a task continues from, with what the finished stages reported.
+#[derive(Debug, Clone, PartialEq)]
 pub enum ResumePoint {
     /// Start with research.
     Research,
     /// Research finished but its notes never reached SPEC.md: write them, then implement.
-    ApplyResearch(Box<StageRecord>),
+    ApplyResearch(ResearchReport),
     /// Run implement.
     Implement,
     /// Implement reported SUCCESS: run the check gate, then the review.
-    Review(Box<StageRecord>),
+    Review(ImplementReport),
     /// The review said COMMIT: commit.
-    Commit(Box<StageRecord>, Box<StageRecord>),
+    Commit(ImplementReport, ReviewReport),
 }
 
 impl ResumePoint {
-    /// `research`, `implement` or `commit` (the stage that runs next).
+    /// `research`, `implement` or `commit`: the stage that runs next.
     pub fn name(&self) -> &'static str {
         match self {
             ResumePoint::Research => "research",
@@ -46,97 +44,153 @@ impl ResumePoint {
     }
 }
 
-/// Infers the resume point of the task with `identity` (`has_research`: it has a Research
-/// note). Stale stage files are removed; the returned messages say which.
-pub fn infer(
-    state_dir: &StateDir,
-    identity: &Value,
-    has_research: bool,
-) -> (ResumePoint, Vec<String>) {
-    let mut messages = Vec::new();
-    let mut current = |stage: Stage| -> Option<StageRecord> {
-        let path = state_dir.stage_record(stage);
-        let record = StageRecord::load(&path)?;
-        if &record.kern.task.identity != identity {
-            messages.push(format!(
-                "ignoring stale `{}`: it belongs to task `{}`",
-                file_name(&path),
-                record.kern.task.title
-            ));
-            let _ = std::fs::remove_file(&path);
-            return None;
+/// The finished stage reports of one task, as found in the state folder.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageFiles {
+    /// Research's report, when its record belongs to the task and succeeded.
+    pub research: Option<ResearchReport>,
+    /// Implement's report, likewise.
+    pub implement: Option<ImplementReport>,
+    /// The review's report, likewise.
+    pub review: Option<ReviewReport>,
+    /// Records found that belong to another task: (path, that task's title).
+    pub stale: Vec<(PathBuf, String)>,
+}
+
+impl StageFiles {
+    /// Reads the stage records of the state folder for `task`. Reads only.
+    pub fn read(state_dir: &StateDir, task: &TaskIdentity) -> StageFiles {
+        let mut files = StageFiles::default();
+        for stage in Stage::ALL {
+            let path = state_dir.stage_record(stage);
+            let Some(record) = StageRecord::load(&path) else {
+                continue;
+            };
+            if record.kern.task.identity != *task {
+                files.stale.push((path, record.kern.task.title));
+                continue;
+            }
+            if record.kern.outcome != Outcome::Succeeded {
+                continue;
+            }
+            match record.kern.report {
+                Some(StageReport::Research(r)) if stage == Stage::Research => {
+                    files.research = Some(r);
+                }
+                Some(StageReport::Implement(r)) if stage == Stage::Implement => {
+                    files.implement = Some(r);
+                }
+                Some(StageReport::Review(r)) if stage == Stage::Review => files.review = Some(r),
+                _ => {}
+            }
         }
-        (record.kern.outcome == Outcome::Succeeded).then_some(record)
-    };
-    let research = current(Stage::Research);
-    let implement = current(Stage::Implement).filter(|r| {
-        matches!(&r.kern.report, Some(StageReport::Implement(i)) if i.status == ImplementStatus::Success)
-    });
-    let review = current(Stage::Review).filter(
-        |r| matches!(&r.kern.report, Some(StageReport::Review(c)) if c.verdict == Verdict::Commit),
-    );
-    let point = match (has_research, research, implement, review) {
-        (false, Some(r), _, _) => ResumePoint::ApplyResearch(Box::new(r)),
+        files
+    }
+}
+
+/// The resume point of a task (`has_research`: SPEC.md shows its Research note) given its
+/// finished stages. Pure.
+pub fn infer(files: &StageFiles, has_research: bool) -> ResumePoint {
+    let implemented = files
+        .implement
+        .clone()
+        .filter(|i| i.status == ImplementStatus::Success);
+    let approved = files
+        .review
+        .clone()
+        .filter(|r| r.verdict == Verdict::Commit);
+    match (has_research, &files.research, implemented, approved) {
+        (false, Some(r), _, _) => ResumePoint::ApplyResearch(r.clone()),
         (false, None, _, _) => ResumePoint::Research,
-        (true, _, Some(i), Some(c)) => ResumePoint::Commit(Box::new(i), Box::new(c)),
-        (true, _, Some(i), None) => ResumePoint::Review(Box::new(i)),
+        (true, _, Some(i), Some(c)) => ResumePoint::Commit(i, c),
+        (true, _, Some(i), None) => ResumePoint::Review(i),
         (true, _, None, _) => ResumePoint::Implement,
-    };
-    (point, messages)
+    }
 }
 
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// What kern recorded when a task started (`task.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskStart {
-    /// The identity of the task that started (a decomposed task's subtasks inherit it).
-    pub identity: Value,
-    /// HEAD when it started; the review's diff is taken from here.
-    pub base_commit: Option<String>,
-    /// Paths dirty before the task under `--allow-dirty`: never in kern's commits.
-    pub excluded: Vec<PathBuf>,
-}
+    fn implement(status: ImplementStatus) -> ImplementReport {
+        ImplementReport {
+            status,
+            summary: "did it".into(),
+            attempt_note: None,
+            subtasks: Vec::new(),
+            learnings: Vec::new(),
+        }
+    }
 
-/// A commit kern was about to make (`commit.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingCommit {
-    /// The task being committed.
-    pub identity: Value,
-    /// Its title, for messages.
-    pub title: String,
-    /// The full commit message.
-    pub message: String,
-    /// HEAD before the commit; HEAD elsewhere means the commit landed.
-    pub head_before: Option<String>,
-}
+    fn review(verdict: Verdict) -> ReviewReport {
+        ReviewReport {
+            verdict,
+            subject: "Add it".into(),
+            body: None,
+            reason: None,
+            learnings: Vec::new(),
+        }
+    }
 
-/// Reads a JSON state file; None when missing or unreadable.
-pub fn load<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
-/// Writes a JSON state file atomically.
-pub fn save<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(value)
-        .map_err(|e| crate::error::Error::Internal(e.to_string()))?;
-    crate::atomic_file::write(path, &bytes)
-}
-
-/// Removes a state file; missing is fine.
-pub fn remove(path: &Path) {
-    let _ = std::fs::remove_file(path);
-}
-
-/// True when `ancestor` is `task` or one of its ancestors (identities as stored in records).
-pub fn is_same_or_ancestor(ancestor: &Value, task: &Value) -> bool {
-    let path = |v: &Value| -> Option<Vec<Value>> { v.get("path")?.as_array().cloned() };
-    match (path(ancestor), path(task)) {
-        (Some(a), Some(t)) => t.starts_with(&a),
-        _ => ancestor == task,
+    #[test]
+    fn the_table_of_resume_points() {
+        let research = ResearchReport {
+            notes: vec!["n".into()],
+            skip_reason: None,
+        };
+        let ok = implement(ImplementStatus::Success);
+        let files =
+            |r: Option<ResearchReport>, i: Option<ImplementReport>, c: Option<ReviewReport>| {
+                StageFiles {
+                    research: r,
+                    implement: i,
+                    review: c,
+                    stale: Vec::new(),
+                }
+            };
+        let cases = [
+            (files(None, None, None), false, ResumePoint::Research),
+            (
+                files(Some(research.clone()), None, None),
+                false,
+                ResumePoint::ApplyResearch(research.clone()),
+            ),
+            (files(None, None, None), true, ResumePoint::Implement),
+            (
+                files(None, Some(ok.clone()), None),
+                true,
+                ResumePoint::Review(ok.clone()),
+            ),
+            (
+                files(None, Some(implement(ImplementStatus::Failed)), None),
+                true,
+                ResumePoint::Implement,
+            ),
+            (
+                files(None, Some(ok.clone()), Some(review(Verdict::Commit))),
+                true,
+                ResumePoint::Commit(ok.clone(), review(Verdict::Commit)),
+            ),
+            (
+                files(None, Some(ok.clone()), Some(review(Verdict::Reject))),
+                true,
+                ResumePoint::Review(ok.clone()),
+            ),
+            // A review without a successful implement is not resumed from.
+            (
+                files(None, None, Some(review(Verdict::Commit))),
+                true,
+                ResumePoint::Implement,
+            ),
+        ];
+        for (files, has_research, want) in cases {
+            assert_eq!(
+                infer(&files, has_research),
+                want,
+                "{files:?} {has_research}"
+            );
+        }
+        assert_eq!(ResumePoint::Research.name(), "research");
+        assert_eq!(ResumePoint::Review(ok).name(), "commit");
     }
 }

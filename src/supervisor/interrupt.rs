@@ -135,7 +135,7 @@ impl Interrupt {
             self.kill_child_group_now();
             eprintln!(
                 "kern: a second {} — the agent was killed at once; the task resumes where it stopped on the next run",
-                signal_name(signal)
+                crate::reporter::text::signal_name(signal)
             );
             std::process::exit(128 + signal);
         }
@@ -194,14 +194,6 @@ fn listen(interrupt: Interrupt, ready: std::sync::mpsc::Sender<std::io::Result<(
             interrupt.trigger(number);
         }
     });
-}
-
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        2 => "SIGINT",
-        15 => "SIGTERM",
-        _ => "signal",
-    }
 }
 
 #[cfg(test)]

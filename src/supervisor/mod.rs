@@ -33,6 +33,7 @@
 
 pub mod identity;
 pub mod interrupt;
+pub mod invocation;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -47,10 +48,9 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-use crate::agent::Invocation;
-use crate::settings::StageLimits;
 use crate::supervisor::identity::{ProcessIdentity, pid_alive};
 use crate::supervisor::interrupt::Interrupt;
+pub use crate::supervisor::invocation::{Invocation, Limits};
 
 /// How long a group gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -192,7 +192,7 @@ pub enum SpawnError {
 /// the pipes drained; an `Err` means nothing ran.
 pub async fn run(
     inv: &Invocation,
-    limits: &StageLimits,
+    limits: &Limits,
     files: &StreamFiles,
     interrupt: &Interrupt,
     on_spawn: &mut dyn FnMut(ProcessGroup),

@@ -9,8 +9,13 @@ use std::time::{Duration, Instant};
 use project::{Project, texts};
 use serde_json::json;
 
+/// The time zone the crash tests run kern in: not UTC, so that a time written in local time
+/// and read as UTC (the lock recovery once did) shows (issue 11, bug 1).
+const ZONE: &str = "UTC-2";
+
 fn spawn_kern(p: &Project, args: &[&str]) -> Child {
     p.kern_std()
+        .env("TZ", ZONE)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -64,7 +69,7 @@ fn kill_during(stage: &str, number: u8, signal: nix::sys::signal::Signal) {
         assert_eq!(record["kern"]["outcome"], "interrupted");
         assert!(record["result"].is_string());
     }
-    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
     let (_, err) = texts(&out);
     assert_eq!(
         out.status.code(),
@@ -281,7 +286,7 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
         );
         std::fs::write(&index_lock, "").unwrap();
     }
-    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
@@ -313,7 +318,7 @@ fn temp_file_left_by_a_killed_write_is_removed_not_committed() {
         child.wait().unwrap();
         // What a kill inside `atomic_file::write` of SPEC.md leaves behind.
         p.write(".kern-Ab12Cd.tmp", "- [x] Survive\n");
-        let out = p.kern().args(["5", "0"]).output().unwrap();
+        let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
         let (_, err) = texts(&out);
         assert_eq!(out.status.code(), Some(0), "{stage}: {err}");
         assert!(

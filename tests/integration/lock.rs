@@ -28,7 +28,8 @@ fn lock_holder_child() {
     let path = PathBuf::from(std::env::var_os(LOCK_ENV).unwrap());
     let legacy = PathBuf::from(std::env::var_os(LEGACY_ENV).unwrap());
     let (mut lock, _) = RunLock::acquire(&path, &legacy, &["kern".into(), "3".into()]).unwrap();
-    lock.set_phase("implement").unwrap();
+    lock.set_phase(kern::state::lock::Phase::from("implement"))
+        .unwrap();
     println!("locked {}", std::process::id());
     std::io::stdout().flush().unwrap();
     let mut line = String::new();
@@ -122,7 +123,7 @@ fn record_for(pid: i32, start_time: Option<u64>) -> LockRecord {
         pid,
         start_time,
         host: host(),
-        started_at: "2025-06-01T10:00:00+00:00".into(),
+        started_at: "2025-06-01T10:00:00+00:00".parse().unwrap(),
         argv: argv(),
         phase: "research".into(),
         agent_group: None,
@@ -206,7 +207,7 @@ fn the_record_of_a_sigkilled_holder_is_taken_over() {
             panic!("{takeover:?}");
         };
         assert_eq!(record.pid, pid);
-        assert_eq!(record.phase, "implement");
+        assert_eq!(record.phase.to_string(), "implement");
         assert_eq!(why, format!("process {pid} is no longer running"));
         let (mine, live) = RunLock::inspect(&p.lock).unwrap();
         assert_eq!(&mine, lock.record());
@@ -275,7 +276,7 @@ fn an_unreadable_record_is_taken_over() {
     let written: LockRecord = serde_json::from_str(&text).unwrap();
     assert_eq!(&written, lock.record());
     assert_eq!(written.argv, argv());
-    assert_eq!(written.phase, "starting");
+    assert_eq!(written.phase.to_string(), "starting");
 }
 
 #[test]
@@ -324,14 +325,15 @@ fn set_phase_rewrites_the_record_in_place_and_keeps_the_lock() {
     let p = paths();
     let (mut lock, _) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
     let ino = fs::metadata(&p.lock).unwrap().ino();
-    lock.set_phase("commit").unwrap();
+    lock.set_phase(kern::state::lock::Phase::from("commit"))
+        .unwrap();
     let group = AgentGroup {
         pgid: 4242,
         leader_start_time: Some(7),
     };
     lock.set_agent_group(Some(group)).unwrap();
     let written: LockRecord = serde_json::from_str(&fs::read_to_string(&p.lock).unwrap()).unwrap();
-    assert_eq!(written.phase, "commit");
+    assert_eq!(written.phase.to_string(), "commit");
     assert_eq!(written.agent_group, Some(group));
     assert_eq!(written.pid, std::process::id() as i32);
     assert_eq!(

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kern::agent::Invocation;
-use kern::settings::StageLimits;
+use kern::supervisor::Limits as StageLimits;
 use kern::supervisor::interrupt::Interrupt;
 use kern::supervisor::{
     self, EndReason, Finished, LINE_CAP, LineAction, ProcessGroup, SpawnError, StreamFiles,

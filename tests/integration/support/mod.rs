@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kern::agent::Invocation;
-use kern::settings::StageLimits;
+use kern::supervisor::Limits as StageLimits;
 
 /// The built `kern` binary.
 pub fn kern_bin() -> PathBuf {

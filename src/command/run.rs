@@ -1,0 +1,14 @@
+//! `kern [ITERATIONS] [DELAY]`: open the workspace the settings name and run the loop in it.
+//! `kern demo` calls this too, with settings that point at its throw-away repository.
+
+use crate::error::Result;
+use crate::reporter::Reporter;
+use crate::settings::Settings;
+use crate::supervisor::interrupt::Interrupt;
+use crate::workspace::Workspace;
+
+/// Runs the loop (see `pipeline`).
+pub async fn run(settings: &Settings, reporter: &Reporter, interrupt: &Interrupt) -> Result<()> {
+    let ws = Workspace::open(settings)?;
+    crate::pipeline::run(settings, &ws, reporter, interrupt).await
+}

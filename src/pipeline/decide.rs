@@ -1,0 +1,568 @@
+//! The outcome policy of the loop, as pure functions: what a stage's result means for the
+//! task — go on, or end the iteration with these SPEC.md edits — and when a failing task is
+//! blocked. Nothing here reads a file or runs a process; the iteration applies what it decides.
+//!
+//! Decisions a reader must know:
+//! - Failed attempts: after `--max-attempts` failures the implement prompt demands
+//!   decomposition (see `prompt::inputs::attempts_text`); after twice that many, or when the
+//!   last `--max-attempts` failures share one error signature, the task is blocked `[!]` and
+//!   its parents that are left stuck with it.
+//! - A failure's note becomes an `Attempt N` note; blocking adds a `Blocked` note in the same
+//!   write, so SPEC.md never shows a blocked task without its reason.
+//! - A skip puts the task back to `[ ]` with a `Skipped` note; selection takes skipped tasks
+//!   last.
+
+use crate::pipeline::check::CheckResult;
+use crate::spec::{Edit, NoteKind, Task, TaskState};
+use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
+use crate::state::run_log::IterationEnd;
+
+/// What a stage's result means: go on with `T` (what the next steps need), or end here.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next<T> {
+    /// Go on to the next stage.
+    Go(T),
+    /// The iteration ends here.
+    End(Decision),
+}
+
+/// How an iteration ends for its task, and the SPEC.md edits that say so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The edits, applied in one verified write.
+    pub edits: Vec<Edit>,
+    /// How the iteration ends.
+    pub end: IterationEnd,
+    /// What happened to the task, for the output and `run.jsonl`.
+    pub outcome: TaskOutcome,
+}
+
+/// What happened to a task in an iteration that did not commit it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskOutcome {
+    /// Back to `[ ]` with a Skipped note.
+    Skipped {
+        /// The reason, as the note says it.
+        reason: String,
+    },
+    /// Split into subtasks.
+    Decomposed {
+        /// The subtasks' titles.
+        subtasks: Vec<String>,
+    },
+    /// A failed attempt, recorded.
+    Failed {
+        /// Its number.
+        attempt: u32,
+        /// The note.
+        note: String,
+    },
+    /// A failed attempt that blocked the task.
+    Blocked {
+        /// Its number.
+        attempt: u32,
+        /// The note.
+        note: String,
+        /// Why kern gave up.
+        why: String,
+    },
+}
+
+/// A task's failed attempts so far, as its notes record them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attempts {
+    /// The highest `N` of its `Attempt N` notes.
+    pub count: u32,
+    /// The error signature of each Attempt note, in order.
+    pub signatures: Vec<String>,
+}
+
+impl Attempts {
+    /// The attempts recorded in `task`'s notes.
+    pub fn of(task: &Task) -> Attempts {
+        Attempts {
+            count: task.attempts(),
+            signatures: task
+                .notes
+                .iter()
+                .filter(|n| matches!(n.kind, NoteKind::Attempt(_)))
+                .map(|n| error_signature(&n.text))
+                .collect(),
+        }
+    }
+}
+
+/// Research finished: its notes go in and the task (with its parents) is in progress — `Go`
+/// carries those edits; a skip reason skips it; no usable report is a failed attempt.
+pub fn after_research(
+    outcome: Result<ResearchReport, String>,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<Vec<Edit>> {
+    let report = match outcome {
+        Ok(report) => report,
+        Err(note) => return Next::End(failed_attempt(attempts, &note, max_attempts)),
+    };
+    if let Some(reason) = report.skip_reason.filter(|r| !r.trim().is_empty()) {
+        return Next::End(skip(format!("research: {reason}")));
+    }
+    let notes = if report.notes.is_empty() {
+        vec!["(the research stage returned no notes)".to_string()]
+    } else {
+        report.notes
+    };
+    Next::Go(vec![
+        Edit::AddResearch(notes),
+        Edit::SetState(TaskState::InProgress),
+        Edit::StartParents,
+    ])
+}
+
+/// Implement finished: SUCCESS goes on with the report; DECOMPOSED inserts the subtasks;
+/// SKIPPED skips; FAILED (or no usable report) is a failed attempt.
+pub fn after_implement(
+    outcome: Result<ImplementReport, String>,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<ImplementReport> {
+    let report = match outcome {
+        Ok(report) => report,
+        Err(note) => return Next::End(failed_attempt(attempts, &note, max_attempts)),
+    };
+    let note_or_summary = |note: Option<String>, summary: String| {
+        note.filter(|s| !s.trim().is_empty()).unwrap_or(summary)
+    };
+    match report.status {
+        ImplementStatus::Success => Next::Go(report),
+        ImplementStatus::Decomposed => {
+            let subtasks: Vec<String> = report
+                .subtasks
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            if subtasks.is_empty() {
+                return Next::End(failed_attempt(
+                    attempts,
+                    "implement said DECOMPOSED but gave no subtasks",
+                    max_attempts,
+                ));
+            }
+            Next::End(Decision {
+                edits: vec![Edit::InsertSubtasks(subtasks.clone())],
+                end: IterationEnd::Progressed,
+                outcome: TaskOutcome::Decomposed { subtasks },
+            })
+        }
+        ImplementStatus::Skipped => {
+            Next::End(skip(note_or_summary(report.attempt_note, report.summary)))
+        }
+        ImplementStatus::Failed => {
+            let note = note_or_summary(report.attempt_note, report.summary);
+            Next::End(failed_attempt(attempts, &note, max_attempts))
+        }
+    }
+}
+
+/// The check gate ran: a failure is a failed attempt with its output's tail.
+pub fn after_check(result: CheckResult, attempts: &Attempts, max_attempts: u32) -> Next<()> {
+    match result {
+        CheckResult::Passed => Next::Go(()),
+        CheckResult::Failed(note) => Next::End(failed_attempt(attempts, &note, max_attempts)),
+    }
+}
+
+/// The review finished: COMMIT goes on to the commit with the report; REJECT (or no usable
+/// report) is a failed attempt carrying the reviewer's reason.
+pub fn after_review(
+    outcome: Result<ReviewReport, String>,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<ReviewReport> {
+    match outcome {
+        Ok(r) if r.verdict == Verdict::Commit => Next::Go(r),
+        Ok(r) => {
+            let reason = r
+                .reason
+                .filter(|s| !s.trim().is_empty())
+                .unwrap_or(r.subject);
+            let note = format!("review rejected the change: {reason}");
+            Next::End(failed_attempt(attempts, &note, max_attempts))
+        }
+        Err(note) => Next::End(failed_attempt(attempts, &note, max_attempts)),
+    }
+}
+
+/// A hook refused kern's commit: the task goes back to in progress with an Attempt note.
+pub fn after_refused_commit(
+    hook: &str,
+    output: &str,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Decision {
+    let tail: Vec<&str> = output.lines().rev().take(20).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    let note = format!("the `{hook}` hook refused the commit:\n{}", tail.join("\n"));
+    let mut decision = failed_attempt(attempts, &note, max_attempts);
+    decision
+        .edits
+        .insert(0, Edit::SetState(TaskState::InProgress));
+    decision
+}
+
+/// A failed attempt: an Attempt note, and the block when the attempts are exhausted.
+pub fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Decision {
+    let attempt = attempts.count.saturating_add(1);
+    let mut signatures = attempts.signatures.clone();
+    signatures.push(error_signature(note));
+    let max = max_attempts as usize;
+    let repeated = signatures.len() >= max
+        && signatures[signatures.len() - max..]
+            .windows(2)
+            .all(|w| w[0] == w[1]);
+    let why = if attempt >= max_attempts.saturating_mul(2) {
+        Some(format!(
+            "{attempt} failed attempts, decomposition included — a person must look"
+        ))
+    } else if repeated {
+        Some(format!(
+            "the last {max_attempts} attempts failed the same way — a person must look"
+        ))
+    } else {
+        None
+    };
+    let mut edits = vec![Edit::AddAttempt(note.to_string())];
+    let outcome = match why {
+        Some(why) => {
+            edits.extend([
+                Edit::SetState(TaskState::Blocked),
+                Edit::AddBlocked(why.clone()),
+                Edit::BlockParents,
+            ]);
+            TaskOutcome::Blocked {
+                attempt,
+                note: note.to_string(),
+                why,
+            }
+        }
+        None => TaskOutcome::Failed {
+            attempt,
+            note: note.to_string(),
+        },
+    };
+    Decision {
+        edits,
+        end: IterationEnd::Progressed,
+        outcome,
+    }
+}
+
+/// The commit message from the review: its subject (else the task's title), a blank line and
+/// its body when it has one.
+pub fn commit_message(review: &ReviewReport, title: &str) -> String {
+    let mut message = review.subject.trim().to_string();
+    if message.is_empty() {
+        message = title.to_string();
+    }
+    if let Some(body) = review
+        .body
+        .as_deref()
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+    {
+        message = format!("{message}\n\n{body}\n");
+    }
+    message
+}
+
+/// The edits of a commit: the task done, and its parents whose subtasks are now all done.
+pub fn commit_edits() -> Vec<Edit> {
+    vec![Edit::SetState(TaskState::Done), Edit::CompleteParents]
+}
+
+fn skip(reason: String) -> Decision {
+    Decision {
+        edits: vec![
+            Edit::SetState(TaskState::Pending),
+            Edit::AddSkipped(reason.clone()),
+        ],
+        end: IterationEnd::Skipped,
+        outcome: TaskOutcome::Skipped { reason },
+    }
+}
+
+/// The error signature of an attempt note: lower case, digits and punctuation folded, so that
+/// "timed out after 61m" and "timed out after 60m" are the same failure.
+pub fn error_signature(note: &str) -> String {
+    note.chars()
+        .filter(|c| c.is_alphabetic() || c.is_whitespace())
+        .collect::<String>()
+        .split_whitespace()
+        .take(16)
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempts(notes: &[&str]) -> Attempts {
+        Attempts {
+            count: u32::try_from(notes.len()).unwrap(),
+            signatures: notes.iter().map(|n| error_signature(n)).collect(),
+        }
+    }
+
+    fn implement(
+        status: ImplementStatus,
+        note: Option<&str>,
+        subtasks: &[&str],
+    ) -> ImplementReport {
+        ImplementReport {
+            status,
+            summary: "the summary".into(),
+            attempt_note: note.map(str::to_string),
+            subtasks: subtasks.iter().map(|s| (*s).to_string()).collect(),
+            learnings: Vec::new(),
+        }
+    }
+
+    fn review(verdict: Verdict, reason: Option<&str>) -> ReviewReport {
+        ReviewReport {
+            verdict,
+            subject: "Add the parser".into(),
+            body: None,
+            reason: reason.map(str::to_string),
+            learnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn research_writes_notes_and_starts_the_chain_or_skips() {
+        let none = Attempts::default();
+        let ok = ResearchReport {
+            notes: vec!["read src/lib.rs".into()],
+            skip_reason: None,
+        };
+        assert_eq!(
+            after_research(Ok(ok.clone()), &none, 3),
+            Next::Go(vec![
+                Edit::AddResearch(vec!["read src/lib.rs".into()]),
+                Edit::SetState(TaskState::InProgress),
+                Edit::StartParents,
+            ])
+        );
+        let empty = ResearchReport {
+            notes: Vec::new(),
+            skip_reason: Some("  ".into()),
+        };
+        assert!(matches!(
+            after_research(Ok(empty), &none, 3),
+            Next::Go(edits) if edits[0] == Edit::AddResearch(vec!["(the research stage returned no notes)".into()])
+        ));
+        let skip = ResearchReport {
+            notes: Vec::new(),
+            skip_reason: Some("already done upstream".into()),
+        };
+        assert_eq!(
+            after_research(Ok(skip), &none, 3),
+            Next::End(Decision {
+                edits: vec![
+                    Edit::SetState(TaskState::Pending),
+                    Edit::AddSkipped("research: already done upstream".into()),
+                ],
+                end: IterationEnd::Skipped,
+                outcome: TaskOutcome::Skipped {
+                    reason: "research: already done upstream".into()
+                },
+            })
+        );
+        assert!(matches!(
+            after_research(Err("research stage gave no usable result".into()), &none, 3),
+            Next::End(Decision {
+                outcome: TaskOutcome::Failed { attempt: 1, .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn implement_statuses() {
+        let none = Attempts::default();
+        let success = implement(ImplementStatus::Success, None, &[]);
+        let table: Vec<(ImplementReport, Next<ImplementReport>)> = vec![
+            (success.clone(), Next::Go(success)),
+            (
+                implement(ImplementStatus::Decomposed, None, &[" One ", "", "Two"]),
+                Next::End(Decision {
+                    edits: vec![Edit::InsertSubtasks(vec!["One".into(), "Two".into()])],
+                    end: IterationEnd::Progressed,
+                    outcome: TaskOutcome::Decomposed {
+                        subtasks: vec!["One".into(), "Two".into()],
+                    },
+                }),
+            ),
+            (
+                implement(ImplementStatus::Decomposed, None, &[" "]),
+                Next::End(failed_attempt(
+                    &none,
+                    "implement said DECOMPOSED but gave no subtasks",
+                    3,
+                )),
+            ),
+            (
+                implement(ImplementStatus::Skipped, Some("needs a database"), &[]),
+                Next::End(skip("needs a database".into())),
+            ),
+            (
+                implement(ImplementStatus::Skipped, Some(" "), &[]),
+                Next::End(skip("the summary".into())),
+            ),
+            (
+                implement(ImplementStatus::Failed, Some("tests fail"), &[]),
+                Next::End(failed_attempt(&none, "tests fail", 3)),
+            ),
+            (
+                implement(ImplementStatus::Failed, None, &[]),
+                Next::End(failed_attempt(&none, "the summary", 3)),
+            ),
+        ];
+        for (report, want) in table {
+            assert_eq!(
+                after_implement(Ok(report.clone()), &none, 3),
+                want,
+                "{report:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reviews_and_checks() {
+        let none = Attempts::default();
+        assert_eq!(
+            after_review(Ok(review(Verdict::Commit, None)), &none, 3),
+            Next::Go(review(Verdict::Commit, None))
+        );
+        assert_eq!(
+            after_review(Ok(review(Verdict::Reject, Some("no test"))), &none, 3),
+            Next::End(failed_attempt(
+                &none,
+                "review rejected the change: no test",
+                3
+            ))
+        );
+        assert_eq!(
+            after_review(Ok(review(Verdict::Reject, None)), &none, 3),
+            Next::End(failed_attempt(
+                &none,
+                "review rejected the change: Add the parser",
+                3
+            ))
+        );
+        assert_eq!(after_check(CheckResult::Passed, &none, 3), Next::Go(()));
+        assert_eq!(
+            after_check(CheckResult::Failed("exit 1".into()), &none, 3),
+            Next::End(failed_attempt(&none, "exit 1", 3))
+        );
+    }
+
+    #[test]
+    fn blocking_after_twice_the_attempts_or_the_same_failure_repeated() {
+        let cases: Vec<(Vec<&str>, &str, Option<&str>)> = vec![
+            (vec![], "a", None),
+            (vec!["a"], "b", None),
+            // The same failure three times in a row blocks (max 3).
+            (
+                vec!["timed out after 60m", "timed out after 61m"],
+                "Timed out after 62m",
+                Some("the last 3 attempts failed the same way — a person must look"),
+            ),
+            // Different failures: decomposition is asked for at 3, the block comes at 6.
+            (vec!["a", "b", "c", "d"], "e", None),
+            (
+                vec!["a", "b", "c", "d", "e"],
+                "f",
+                Some("6 failed attempts, decomposition included — a person must look"),
+            ),
+        ];
+        for (before, note, want) in cases {
+            let decision = failed_attempt(&attempts(&before), note, 3);
+            let attempt = u32::try_from(before.len()).unwrap() + 1;
+            match want {
+                None => {
+                    assert_eq!(decision.edits, vec![Edit::AddAttempt(note.into())]);
+                    assert_eq!(
+                        decision.outcome,
+                        TaskOutcome::Failed {
+                            attempt,
+                            note: note.into()
+                        }
+                    );
+                }
+                Some(why) => {
+                    assert_eq!(
+                        decision.edits,
+                        vec![
+                            Edit::AddAttempt(note.into()),
+                            Edit::SetState(TaskState::Blocked),
+                            Edit::AddBlocked(why.into()),
+                            Edit::BlockParents,
+                        ]
+                    );
+                    assert_eq!(
+                        decision.outcome,
+                        TaskOutcome::Blocked {
+                            attempt,
+                            note: note.into(),
+                            why: why.into()
+                        }
+                    );
+                }
+            }
+            assert_eq!(decision.end, IterationEnd::Progressed);
+        }
+    }
+
+    #[test]
+    fn a_refused_commit_reopens_the_task_with_the_hooks_last_lines() {
+        let output: String = (1..=25).map(|i| format!("line {i}\n")).collect();
+        let d = after_refused_commit("pre-commit", &output, &Attempts::default(), 3);
+        assert_eq!(d.edits[0], Edit::SetState(TaskState::InProgress));
+        let Edit::AddAttempt(note) = &d.edits[1] else {
+            panic!("{:?}", d.edits)
+        };
+        assert!(
+            note.starts_with("the `pre-commit` hook refused the commit:\nline 6\n"),
+            "{note}"
+        );
+        assert!(note.ends_with("line 25"), "{note}");
+    }
+
+    #[test]
+    fn commit_messages() {
+        let mut r = review(Verdict::Commit, None);
+        assert_eq!(commit_message(&r, "Task"), "Add the parser");
+        r.body = Some("  Why it was done.  ".into());
+        assert_eq!(
+            commit_message(&r, "Task"),
+            "Add the parser\n\nWhy it was done.\n"
+        );
+        r.subject = " ".into();
+        r.body = None;
+        assert_eq!(commit_message(&r, "The task title"), "The task title");
+    }
+
+    #[test]
+    fn error_signatures_fold_numbers() {
+        assert_eq!(
+            error_signature("agent timed out after 60m"),
+            error_signature("Agent timed out after 61m")
+        );
+        assert_ne!(
+            error_signature("tests fail: parser"),
+            error_signature("tests fail: lexer")
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! What a run cleans up before its first iteration, when it took over the lock of a run that
+//! died: the agent that run left running, kern's half-written temp files, and git's
+//! `index.lock` when the dead run was committing.
+//!
+//! The one decision a reader must know: an `index.lock` is removed only when the dead run's
+//! phase was `committing` and the lock file is younger than that run — only then can it be
+//! kern's. Any other `index.lock` is someone else's: the run stops with the fix.
+
+use crate::error::{Error, Result};
+use crate::pipeline::Run;
+use crate::state::lock::{self, Phase, Takeover};
+use crate::state::run_log::RunEvent;
+
+impl Run<'_> {
+    /// Cleans up after a stale lock (see the module docs).
+    pub(super) fn recover(&mut self, takeover: Option<Takeover>) -> Result<()> {
+        let mut stale_started = None;
+        match takeover {
+            Some(Takeover::Stale { record, why }) => {
+                self.reporter.warn(&format!(
+                    "recovered a stale lock left by kern pid {} ({why})",
+                    record.pid
+                ));
+                if lock::stop_orphaned_agent(&record) {
+                    self.reporter.warn("stopped the agent that run left behind");
+                }
+                if record.phase == Phase::Committing {
+                    stale_started = Some(record.started_at.system_time());
+                }
+                self.log.event(RunEvent::LockRecovered {
+                    pid: record.pid,
+                    why,
+                    phase: record.phase.to_string(),
+                });
+            }
+            Some(Takeover::Unreadable { path }) => {
+                self.reporter.warn(&format!(
+                    "took over the lock `{}`: it held no readable record (a run killed while writing it)",
+                    path.display()
+                ));
+            }
+            Some(Takeover::LegacyDir { path }) => {
+                self.reporter.warn(&format!(
+                    "removed the original script's stale lock `{}`",
+                    path.display()
+                ));
+            }
+            None => {}
+        }
+        // A kern killed while writing SPEC.md or LEARNINGS.md leaves its temp file beside
+        // them: in the work tree, where it would block a new task or land in a commit.
+        if let Some(dir) = self.ws.spec_path.parent() {
+            for path in crate::atomic_file::remove_leftovers(dir) {
+                self.reporter.warn(&format!(
+                    "removed `{}` left by a kern killed while writing",
+                    path.display()
+                ));
+            }
+        }
+        if self.ws.repo.index_lock_present() {
+            let Some(started) = stale_started else {
+                return Err(Error::IndexLocked {
+                    path: self.ws.repo.git().path().join("index.lock"),
+                });
+            };
+            if let Some(path) = self.ws.repo.recover_index_lock(started)? {
+                self.reporter.warn(&format!(
+                    "removed `{}` left by the crashed kern",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}

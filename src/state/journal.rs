@@ -1,0 +1,123 @@
+//! The files beside the stage records that outlive an iteration: `task.json`, what kern
+//! recorded when a task started, and `commit.json`, the commit kern is about to make.
+//!
+//! The one decision a reader must know: the commit is journaled *before* SPEC.md is marked
+//! done, so a crash anywhere between the two leads the next run to exactly one commit (it
+//! finishes the journaled one when HEAD has not moved, and drops the journal when it has).
+//! A journal file that cannot be read is treated as absent: it can only have been cut short
+//! by a crash of the machine, and the stage records still hold what resume needs.
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::spec::TaskIdentity;
+
+/// What kern recorded when a task started (`task.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskStart {
+    /// The task that started (a decomposed task's subtasks inherit its start).
+    pub identity: TaskIdentity,
+    /// HEAD when it started; the review's diff is taken from here.
+    pub base_commit: Option<String>,
+    /// Paths dirty before the task under `--allow-dirty`: never in kern's commits.
+    pub excluded: Vec<PathBuf>,
+}
+
+impl TaskStart {
+    /// True when this start record belongs to `task`: the task itself, or the task it is a
+    /// subtask of (decomposition keeps the start of the task that was decomposed).
+    pub fn covers(&self, task: &TaskIdentity) -> bool {
+        task.path.starts_with(&self.identity.path)
+            && (task.path.len() > self.identity.path.len()
+                || task.occurrence == self.identity.occurrence)
+    }
+
+    /// The base commit as an object id, when it parses.
+    pub fn base_oid(&self) -> Option<git2::Oid> {
+        self.base_commit
+            .as_deref()
+            .and_then(|s| git2::Oid::from_str(s).ok())
+    }
+}
+
+/// A commit kern was about to make (`commit.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCommit {
+    /// The task being committed.
+    pub identity: TaskIdentity,
+    /// Its title, for messages.
+    pub title: String,
+    /// The full commit message.
+    pub message: String,
+    /// HEAD before the commit; HEAD elsewhere means the commit landed.
+    pub head_before: Option<String>,
+}
+
+/// Reads a journal file; `None` when it is missing or unreadable (see the module docs).
+pub fn load<T: DeserializeOwned>(path: &Path) -> Option<T> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// Writes a journal file atomically (fsynced: it must survive a crash of the machine).
+pub fn save<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| Error::Internal(format!("journal `{}`: {e}", path.display())))?;
+    crate::atomic_file::write(path, &bytes)
+}
+
+/// Removes a journal file; a missing one is fine.
+pub fn remove(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(path: &[&str], occurrence: usize) -> TaskIdentity {
+        TaskIdentity {
+            path: path.iter().map(|s| (*s).to_string()).collect(),
+            occurrence,
+        }
+    }
+
+    #[test]
+    fn a_start_covers_its_task_and_the_subtasks_of_a_decomposed_task() {
+        let start = TaskStart {
+            identity: id(&["Big"], 0),
+            base_commit: None,
+            excluded: Vec::new(),
+        };
+        assert!(start.covers(&id(&["Big"], 0)));
+        assert!(start.covers(&id(&["Big", "Part one"], 0)));
+        assert!(start.covers(&id(&["Big", "Part one"], 1)));
+        assert!(
+            !start.covers(&id(&["Big"], 1)),
+            "another task of that title"
+        );
+        assert!(!start.covers(&id(&["Bigger"], 0)));
+        assert!(!start.covers(&id(&["Other", "Big"], 0)));
+    }
+
+    #[test]
+    fn journal_files_round_trip_and_bad_ones_read_as_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("commit.json");
+        let pending = PendingCommit {
+            identity: id(&["Task"], 0),
+            title: "Task".into(),
+            message: "Add task\n".into(),
+            head_before: Some("abc".into()),
+        };
+        save(&path, &pending).unwrap();
+        assert_eq!(load::<PendingCommit>(&path), Some(pending));
+        std::fs::write(&path, "{\"identity\":").unwrap();
+        assert_eq!(load::<PendingCommit>(&path), None);
+        remove(&path);
+        remove(&path);
+        assert_eq!(load::<PendingCommit>(&path), None);
+    }
+}

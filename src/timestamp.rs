@@ -1,0 +1,121 @@
+//! One way to write a moment: UTC, RFC 3339, whole seconds (`2026-11-23T19:25:15Z`), in the
+//! lock record, stage records, `run.jsonl`, the run log and the plain output.
+//!
+//! The one decision a reader must know: kern writes only UTC but reads any RFC 3339 offset,
+//! because records written by older kerns (or by hand) may carry `+01:00`; a reader that only
+//! accepts `Z` once left a stale `index.lock` behind for everyone outside UTC.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A moment to the whole second, shown as UTC RFC 3339: what is written reads back equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(SystemTime);
+
+impl Timestamp {
+    /// Now, to the second.
+    pub fn now() -> Timestamp {
+        Timestamp::from(SystemTime::now())
+    }
+
+    /// The moment as a system time.
+    pub fn system_time(self) -> SystemTime {
+        self.0
+    }
+
+    /// Seconds since the Unix epoch (negative before it).
+    pub fn epoch_seconds(self) -> i64 {
+        match self.0.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// The moment `seconds` after the Unix epoch (clamped at the epoch).
+    pub fn from_epoch_seconds(seconds: i64) -> Timestamp {
+        Timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds.max(0).unsigned_abs()))
+    }
+
+    /// How long ago this was (zero when it lies in the future).
+    pub fn elapsed(self) -> Duration {
+        SystemTime::now()
+            .duration_since(self.0)
+            .unwrap_or(Duration::ZERO)
+    }
+}
+
+impl From<SystemTime> for Timestamp {
+    /// The moment, cut to the whole second.
+    fn from(t: SystemTime) -> Timestamp {
+        match t.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(d) => Timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(d.as_secs())),
+            Err(_) => Timestamp(t),
+        }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let utc: DateTime<Utc> = self.0.into();
+        f.write_str(&utc.to_rfc3339_opts(SecondsFormat::Secs, true))
+    }
+}
+
+impl FromStr for Timestamp {
+    type Err = String;
+
+    /// Any RFC 3339 moment, whatever its offset.
+    fn from_str(text: &str) -> Result<Timestamp, String> {
+        DateTime::parse_from_rfc3339(text.trim())
+            .map(|t| Timestamp::from(SystemTime::from(t)))
+            .map_err(|e| format!("`{text}` is not an RFC 3339 time: {e}"))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_utc_and_reads_any_offset() {
+        let t = Timestamp::from_epoch_seconds(1_795_000_000);
+        assert_eq!(t.to_string(), "2026-11-18T11:06:40Z");
+        for text in [
+            "2026-11-18T11:06:40Z",
+            "2026-11-18T12:06:40+01:00",
+            "2026-11-18T09:06:40-02:00",
+            "2026-11-18T11:06:40.000Z",
+        ] {
+            assert_eq!(text.parse::<Timestamp>(), Ok(t), "{text}");
+        }
+        assert!("yesterday".parse::<Timestamp>().is_err());
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let t = Timestamp::from_epoch_seconds(1_795_000_000);
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json, "\"2026-11-18T11:06:40Z\"");
+        assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), t);
+        assert_eq!(t.epoch_seconds(), 1_795_000_000);
+        let now = Timestamp::now();
+        assert_eq!(now.to_string().parse::<Timestamp>(), Ok(now));
+    }
+}

@@ -1,0 +1,98 @@
+//! The workspace of a run: the repository, SPEC.md and LEARNINGS.md beside it, the state
+//! folder, and the prompt templates — everything fixed for the length of a run, found once.
+//!
+//! The one decision a reader must know: opening a workspace only reads. `kern status`, `kern
+//! -n` and `kern doctor` open the same workspace a run does, so they describe exactly the run
+//! that would happen, and none of them writes a byte.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::prompt::Templates;
+use crate::repository::Repository;
+use crate::settings::Settings;
+use crate::spec::{self, Document, Severity, SpecFile};
+use crate::state::StateDir;
+
+/// Everything fixed for the length of a run.
+pub struct Workspace {
+    /// The repository.
+    pub repo: Repository,
+    /// SPEC.md, absolute.
+    pub spec_path: PathBuf,
+    /// SPEC.md as shown in messages and prompts (relative to the top folder).
+    pub spec_display: String,
+    /// LEARNINGS.md, absolute (beside SPEC.md).
+    pub learnings_path: PathBuf,
+    /// The state folder.
+    pub state_dir: StateDir,
+    /// The prompt templates, checked.
+    pub templates: Templates,
+}
+
+impl Workspace {
+    /// Opens the repository holding `settings.cwd`, resolves SPEC.md and the state folder,
+    /// and loads the templates. Reads only.
+    pub fn open(settings: &Settings) -> Result<Workspace> {
+        let repo = Repository::discover(&settings.cwd)?;
+        let top = repo.top().to_path_buf();
+        let spec_path = if settings.spec.is_absolute() {
+            settings.spec.clone()
+        } else {
+            top.join(&settings.spec)
+        };
+        let spec_display = spec_path
+            .strip_prefix(&top)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| spec_path.display().to_string());
+        let learnings_path = spec_path.with_file_name("LEARNINGS.md");
+        let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?);
+        let templates = Templates::load(&top)?;
+        Ok(Workspace {
+            repo,
+            spec_path,
+            spec_display,
+            learnings_path,
+            state_dir,
+            templates,
+        })
+    }
+
+    /// Loads SPEC.md and validates it: warnings are returned, errors are
+    /// [`Error::SpecInvalid`].
+    pub fn load_spec(&self) -> Result<(SpecFile, Document, Vec<String>)> {
+        let (file, doc) = SpecFile::load(&self.spec_path)?;
+        let warnings = self.validate(&doc)?;
+        Ok((file, doc, warnings))
+    }
+
+    /// Validates a parsed SPEC.md: the rendered warnings, or [`Error::SpecInvalid`] holding
+    /// every error.
+    pub fn validate(&self, doc: &Document) -> Result<Vec<String>> {
+        let diagnostics = spec::validate(doc);
+        let errors: Vec<String> = diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| d.render(&self.spec_display))
+            .collect();
+        if !errors.is_empty() {
+            return Err(Error::SpecInvalid {
+                report: errors.join("\n"),
+            });
+        }
+        Ok(diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .map(|d| d.render(&self.spec_display))
+            .collect())
+    }
+
+    /// kern's own files, relative to the top folder: never part of the clean-tree rule and
+    /// never reverted by an audit (a person may edit SPEC.md during any stage).
+    pub fn own_files(&self) -> Vec<PathBuf> {
+        [&self.spec_path, &self.learnings_path]
+            .iter()
+            .filter_map(|p| p.strip_prefix(self.repo.top()).ok().map(Path::to_path_buf))
+            .collect()
+    }
+}
