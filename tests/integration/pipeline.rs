@@ -460,3 +460,68 @@ fn auth_failure_stops_at_once_with_exit_5_and_the_fix() {
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(err.contains("log"), "{err}");
 }
+
+/// Regression (issue 11, bug 2): the loop made a fresh `SpecFile` for every write, so bytes a
+/// person's editor appended to the SPEC.md that kern had just replaced (the editor still held
+/// the old file open) were forgotten by the next write. One `SpecFile` for the run folds them
+/// in at the next write.
+#[test]
+fn a_hand_append_to_a_replaced_spec_md_is_folded_in_at_the_next_write() {
+    let p = Project::new("# Roadmap\n\n- [ ] Alpha\n");
+    let signals = p.outside.path();
+    let go = signals.join("go");
+    p.scenario(&json!({"default": {
+        "research": {"result": {"notes": ["n"]}},
+        "implement": {
+            "shell": [format!("while [ ! -f '{}' ]; do sleep 0.01; done", go.display())],
+            "write": {"out/{slug}.txt": "done\n"},
+            "result": {"status": "SUCCESS", "summary": "s"}
+        },
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    // An editor that opened SPEC.md for appending before kern's first write, and appends
+    // through that old handle only when told to.
+    let opened = signals.join("opened");
+    let append_now = signals.join("append-now");
+    let appended = signals.join("appended");
+    let mut editor = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec 3>>SPEC.md; touch '{o}'; while [ ! -f '{a}' ]; do sleep 0.01; done; \
+             printf -- '- [ ] Appended through the old file\\n' >&3; exec 3>&-; touch '{d}'",
+            o = opened.display(),
+            a = append_now.display(),
+            d = appended.display()
+        ))
+        .current_dir(p.path())
+        .spawn()
+        .unwrap();
+    wait_for_file(&opened);
+    let mut kern = p.kern_std().args(["1", "0"]).spawn().unwrap();
+    // Research's note is written (SPEC.md replaced; the editor still holds the old file).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !p.read("SPEC.md").contains("**Research:**") {
+        assert!(std::time::Instant::now() < deadline, "no research note");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::write(&append_now, "").unwrap();
+    wait_for_file(&appended);
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(kern.wait().unwrap().code(), Some(0));
+    editor.wait().unwrap();
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [x] Alpha"), "{spec}");
+    assert!(
+        spec.contains("- [ ] Appended through the old file"),
+        "the append through the replaced file was lost:\n{spec}"
+    );
+}
+
+/// Waits (up to a minute, a bound against a broken build only) for `path` to exist.
+fn wait_for_file(path: &std::path::Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
