@@ -1,0 +1,240 @@
+//! The scenario file of the scripted agent: which run each (task, stage) invocation plays, and
+//! what a run does. The format is documented in `docs/scripted-agent.md`; unknown fields are
+//! errors, so a typo in a scenario fails loudly.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::stage::Stage;
+
+/// A whole scenario file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// What every task does unless an entry of `tasks` says otherwise.
+    #[serde(default)]
+    pub default: StagePlans,
+    /// Per-task plans, the first matching entry wins.
+    #[serde(default)]
+    pub tasks: Vec<TaskPlans>,
+}
+
+/// The runs of each stage.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StagePlans {
+    /// Stage 1.
+    pub research: Option<Runs>,
+    /// Stage 2.
+    pub implement: Option<Runs>,
+    /// Stage 3.
+    pub commit: Option<Runs>,
+}
+
+/// The runs of each stage for the tasks whose title contains `pattern`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskPlans {
+    /// A substring of the task title.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// Stage 1.
+    pub research: Option<Runs>,
+    /// Stage 2.
+    pub implement: Option<Runs>,
+    /// Stage 3.
+    pub commit: Option<Runs>,
+}
+
+/// One run, or a sequence used invocation by invocation (the last repeats).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Runs {
+    /// The same run every time.
+    One(Box<Run>),
+    /// Run N on the Nth invocation.
+    Many(Vec<Run>),
+}
+
+/// What one agent invocation does; see the module docs for every field.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    /// Files to create or replace.
+    #[serde(default)]
+    pub write: BTreeMap<String, String>,
+    /// Files to append to.
+    #[serde(default)]
+    pub append: BTreeMap<String, String>,
+    /// Files or folders to remove.
+    #[serde(default)]
+    pub delete: Vec<String>,
+    /// Shell commands.
+    #[serde(default)]
+    pub shell: Vec<String>,
+    /// Where to save the prompt.
+    pub save_prompt: Option<String>,
+    /// Sleep before anything.
+    pub sleep_before_ms: Option<u64>,
+    /// Sleep before the ending.
+    pub sleep_ms: Option<u64>,
+    /// The structured output: absent = the stage's default, `Some(Null)` = none.
+    #[serde(default, deserialize_with = "present")]
+    pub result: Option<Value>,
+    /// The result text.
+    pub text: Option<String>,
+    /// The cost to report.
+    pub cost_usd: Option<f64>,
+    /// The exit code.
+    pub exit_code: Option<i32>,
+    /// Plain text output instead of stream-json.
+    #[serde(default)]
+    pub plain: bool,
+    /// A failure to imitate.
+    pub error: Option<ErrorKind>,
+    /// `usage_limit`: seconds until the reset.
+    pub resets_in_secs: Option<u64>,
+    /// `huge_output`: how many bytes.
+    pub huge_bytes: Option<u64>,
+    /// `spawn_grandchild`: where its pid goes.
+    pub pid_file: Option<String>,
+}
+
+/// The failures the scripted agent can imitate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Not logged in.
+    Auth,
+    /// A 401 `api_retry`, then a hang.
+    AuthRetry,
+    /// API 529.
+    Overloaded,
+    /// API 429.
+    RateLimit,
+    /// A subscription usage limit with a reset time.
+    UsageLimit,
+    /// `error_max_turns`.
+    MaxTurns,
+    /// Exit 1 without a result.
+    NoResult,
+    /// Non-JSON lines, then a normal result.
+    Garbage,
+    /// Silence forever.
+    Silence,
+    /// A result, then a hang.
+    HangAfterResult,
+    /// A lot of output, then a result.
+    HugeOutput,
+    /// A background grandchild, then a result.
+    SpawnGrandchild,
+}
+
+impl<'de> Deserialize<'de> for Runs {
+    /// By hand rather than `untagged`, so that a typo inside a RUN is reported by name.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Runs, D::Error> {
+        use serde::de::Error as _;
+        match Value::deserialize(deserializer)? {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|item| serde_json::from_value(item).map_err(D::Error::custom))
+                .collect::<std::result::Result<Vec<Run>, _>>()
+                .map(Runs::Many),
+            other => serde_json::from_value(other)
+                .map(|run| Runs::One(Box::new(run)))
+                .map_err(D::Error::custom),
+        }
+    }
+}
+
+/// Keeps `null` apart from an absent field.
+fn present<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl Scenario {
+    /// Parses a scenario.
+    pub fn parse(text: &str) -> std::result::Result<Scenario, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// The counting key and the runs for `task` in `stage`.
+    pub fn plan(&self, task: &str, stage: Stage) -> (String, Option<&Runs>) {
+        let from_default = pick(
+            &self.default.research,
+            &self.default.implement,
+            &self.default.commit,
+            stage,
+        );
+        match self
+            .tasks
+            .iter()
+            .enumerate()
+            .find(|(_, entry)| task.contains(entry.pattern.as_str()))
+        {
+            Some((i, entry)) => (
+                format!("tasks[{i}]/{}", stage.name()),
+                pick(&entry.research, &entry.implement, &entry.commit, stage).or(from_default),
+            ),
+            None => (format!("default/{}", stage.name()), from_default),
+        }
+    }
+}
+
+fn pick<'a>(
+    research: &'a Option<Runs>,
+    implement: &'a Option<Runs>,
+    commit: &'a Option<Runs>,
+    stage: Stage,
+) -> Option<&'a Runs> {
+    match stage {
+        Stage::Research => research.as_ref(),
+        Stage::Implement => implement.as_ref(),
+        Stage::Review => commit.as_ref(),
+    }
+}
+
+impl Runs {
+    /// The run for the invocation numbered `n` (0-based); the last one repeats.
+    pub fn nth(&self, n: u64) -> Option<&Run> {
+        match self {
+            Runs::One(run) => Some(run),
+            Runs::Many(runs) => {
+                let i = usize::try_from(n)
+                    .unwrap_or(usize::MAX)
+                    .min(runs.len().checked_sub(1)?);
+                runs.get(i)
+            }
+        }
+    }
+}
+
+/// A file-name-safe slug of a task title (see the module docs).
+pub fn slug(task: &str) -> String {
+    let mut slug = String::new();
+    let mut gap = false;
+    for c in task.chars() {
+        if c.is_ascii_alphanumeric() {
+            let dash = gap && !slug.is_empty();
+            if slug.len() + usize::from(dash) + 1 > 60 {
+                break;
+            }
+            if dash {
+                slug.push('-');
+            }
+            slug.push(c.to_ascii_lowercase());
+            gap = false;
+        } else {
+            gap = true;
+        }
+    }
+    if slug.is_empty() {
+        "task".to_string()
+    } else {
+        slug
+    }
+}
+
