@@ -22,10 +22,13 @@
 //! with it.
 
 pub mod diagnostics;
+mod lines;
 pub mod text;
 
+use lines::{BOLD, YELLOW, paint, stage_line_text, summary_lines};
+pub use lines::{StageLine, Summary};
+
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -40,8 +43,6 @@ use crate::stage::Stage;
 const TITLE_WIDTH: usize = 48;
 /// Longest tool-call detail shown in the status line, in characters.
 const TOOL_WIDTH: usize = 60;
-/// Longest note on a stage line, in characters.
-const NOTE_WIDTH: usize = 120;
 /// How often a Plain wait line is repeated while the wait goes on.
 const WAIT_REPEAT: Duration = Duration::from_secs(60);
 /// How often the spinner redraws (and the elapsed time moves).
@@ -56,50 +57,6 @@ pub enum Mode {
     Plain,
     /// `-q`: only warnings, errors and the final summary.
     Quiet,
-}
-
-/// One finished stage, as its summary line shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StageLine {
-    /// The stage's outcome word: `SUCCESS`, `COMMIT`, `REJECT`, `FAILED`, `4 notes`, …
-    pub outcome: String,
-    /// How long the stage took.
-    pub duration: Duration,
-    /// What it cost, in USD.
-    pub cost_usd: f64,
-    /// The agent's turns, when it reported them.
-    pub turns: Option<u64>,
-    /// A short remark (the failure reason, the skip reason); its first line is shown.
-    pub note: Option<String>,
-}
-
-/// The end-of-run summary.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Summary {
-    /// Tasks committed: title and short sha.
-    pub committed: Vec<(String, String)>,
-    /// Titles of tasks skipped.
-    pub skipped: Vec<String>,
-    /// Titles of tasks blocked `[!]`.
-    pub blocked: Vec<String>,
-    /// Failed attempts in the run.
-    pub failed_attempts: u32,
-    /// Stage retries after transient failures.
-    pub retries: u32,
-    /// Usage-limit waits.
-    pub waits: u32,
-    /// Time spent waiting.
-    pub wait_time: Duration,
-    /// Total cost in USD.
-    pub cost_usd: f64,
-    /// Wall time of the run.
-    pub elapsed: Duration,
-    /// The state folder.
-    pub state_dir: PathBuf,
-    /// Iterations run.
-    pub iterations: u32,
-    /// Why the run ended, one line.
-    pub ended: String,
 }
 
 /// A writer that keeps what is written, for tests of output (here and in other modules).
@@ -494,19 +451,6 @@ impl Drop for Reporter {
     }
 }
 
-const BOLD: &str = "1";
-const GREEN: &str = "32";
-const RED: &str = "31";
-const YELLOW: &str = "33";
-
-fn paint(color: bool, text: &str, sgr: &str) -> String {
-    if color {
-        format!("\x1b[{sgr}m{text}\x1b[0m")
-    } else {
-        text.to_string()
-    }
-}
-
 /// A poisoned lock only means another thread panicked while printing; the data is still fine.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -565,96 +509,11 @@ fn status_parts(s: &Status) -> (String, String) {
     (prefix, message)
 }
 
-/// `✓ implement  SUCCESS  2m 03s  $0.41  12 turns  — note`.
-fn stage_line_text(stage: Stage, line: &StageLine, color: bool) -> String {
-    let (symbol, sgr) = match outcome_kind(&line.outcome) {
-        OutcomeKind::Good => ("✓", GREEN),
-        OutcomeKind::Neutral => ("•", YELLOW),
-        OutcomeKind::Bad => ("✗", RED),
-    };
-    let mut text = format!(
-        "{} {:<9}  {:<7}  {}  {}",
-        paint(color, symbol, sgr),
-        stage.name(),
-        text::clean(&line.outcome),
-        text::duration(line.duration),
-        text::cost(line.cost_usd),
-    );
-    if let Some(turns) = line.turns {
-        let unit = if turns == 1 { "turn" } else { "turns" };
-        text.push_str(&format!("  {turns} {unit}"));
-    }
-    if let Some(note) = line
-        .note
-        .as_deref()
-        .and_then(|n| n.lines().find(|l| !l.trim().is_empty()))
-    {
-        text.push_str("  — ");
-        text.push_str(&text::truncate(&text::clean(note.trim()), NOTE_WIDTH));
-    }
-    text
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OutcomeKind {
-    Good,
-    Neutral,
-    Bad,
-}
-
-/// Classifies an outcome by its first word: failures get ✗, a skip or a split gets •, the
-/// rest (SUCCESS, COMMIT, `4 notes`) ✓.
-fn outcome_kind(outcome: &str) -> OutcomeKind {
-    let word = outcome
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .find(|w| !w.is_empty())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match word.as_str() {
-        "failed" | "failure" | "fail" | "reject" | "rejected" | "error" | "timed_out"
-        | "timeout" | "violated" | "violation" | "interrupted" | "blocked" => OutcomeKind::Bad,
-        "skipped" | "skip" | "decomposed" => OutcomeKind::Neutral,
-        _ => OutcomeKind::Good,
-    }
-}
-
-/// The summary's lines; the first says why the run ended.
-fn summary_lines(s: &Summary) -> Vec<String> {
-    let mut lines = vec![format!("run ended: {}", text::clean(&s.ended))];
-    let row = |label: &str, value: String| format!("  {label:<16} {value}");
-    lines.push(row("iterations", s.iterations.to_string()));
-    lines.push(row("committed", s.committed.len().to_string()));
-    for (title, sha) in &s.committed {
-        lines.push(format!("    {}  {}", text::clean(sha), text::clean(title)));
-    }
-    lines.push(row("skipped", s.skipped.len().to_string()));
-    for title in &s.skipped {
-        lines.push(format!("    {}", text::clean(title)));
-    }
-    lines.push(row("blocked", s.blocked.len().to_string()));
-    for title in &s.blocked {
-        lines.push(format!("    {}", text::clean(title)));
-    }
-    lines.push(row("failed attempts", s.failed_attempts.to_string()));
-    lines.push(row("retries", s.retries.to_string()));
-    let waits = if s.waits == 0 {
-        "0".to_string()
-    } else {
-        format!("{} ({})", s.waits, text::duration(s.wait_time))
-    };
-    lines.push(row("waits", waits));
-    lines.push(row("cost", text::cost(s.cost_usd)));
-    lines.push(row("time", text::duration(s.elapsed)));
-    lines.push(row(
-        "state folder",
-        text::clean(&s.state_dir.display().to_string()),
-    ));
-    lines
-}
-
 #[cfg(test)]
 mod tests {
+    use super::lines::NOTE_WIDTH;
     use super::*;
+    use std::path::PathBuf;
 
     const STAMP: &str = "2026-11-22T05:12:03Z";
 

@@ -57,7 +57,6 @@ impl Context {
     }
 }
 
-
 /// Does what `run` says; returns the exit code (hangs never return).
 pub(super) fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32> {
     if let Some(ms) = run.sleep_before_ms {
@@ -204,7 +203,12 @@ pub(super) fn hang() -> ! {
 }
 
 /// The file actions, each shown as a tool call when there is a stream.
-pub(super) fn act(run: &Run, context: &Context, prompt: &[u8], mut stream: Option<&mut Stream>) -> Result<()> {
+pub(super) fn act(
+    run: &Run,
+    context: &Context,
+    prompt: &[u8],
+    mut stream: Option<&mut Stream>,
+) -> Result<()> {
     let mut show = |name: &str, input: Value, output: &str, is_error: bool| -> Result<()> {
         match stream.as_deref_mut() {
             Some(stream) => stream.tool(name, input, output, is_error),
@@ -294,4 +298,3 @@ pub(super) fn act(run: &Run, context: &Context, prompt: &[u8], mut stream: Optio
     }
     Ok(())
 }
-

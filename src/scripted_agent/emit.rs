@@ -83,7 +83,13 @@ impl Stream {
     }
 
     /// One tool call and its result, as two events.
-    pub(super) fn tool(&mut self, name: &str, input: Value, output: &str, is_error: bool) -> Result<()> {
+    pub(super) fn tool(
+        &mut self,
+        name: &str,
+        input: Value,
+        output: &str,
+        is_error: bool,
+    ) -> Result<()> {
         self.turns += 1;
         let id = format!("toolu_scripted_{:04}", self.sequence + 1);
         self.event(json!({
@@ -219,4 +225,3 @@ pub(super) fn model_usage(cost: f64) -> Value {
 pub(super) const NOT_LOGGED_IN: &str = "Not logged in · Please run /login";
 pub(super) const OVERLOADED: &str = "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your Google Vertex AI service status.";
 pub(super) const RATE_LIMITED: &str = "API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit";
-

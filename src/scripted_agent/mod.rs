@@ -22,8 +22,8 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
-pub use scenario::{Scenario, slug};
 use act::{Context, perform};
+pub use scenario::{Scenario, slug};
 
 /// Runs the scripted agent on `scenario_path` (the `kern scripted-agent` subcommand). Exits
 /// the process itself when the scenario asks for a non-zero exit code, or hangs forever when
@@ -122,7 +122,6 @@ fn log_call(
         .map_err(|e| Error::io(&path, e))?;
     writeln!(file, "{line}").map_err(|e| Error::io(&path, e))
 }
-
 
 #[cfg(test)]
 mod tests {

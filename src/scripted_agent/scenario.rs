@@ -237,4 +237,3 @@ pub fn slug(task: &str) -> String {
         slug
     }
 }
-

@@ -521,7 +521,11 @@ fn a_hand_append_to_a_replaced_spec_md_is_folded_in_at_the_next_write() {
 fn wait_for_file(path: &std::path::Path) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !path.exists() {
-        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
