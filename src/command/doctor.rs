@@ -29,7 +29,6 @@ use crate::repository::Repository;
 use crate::settings::Settings;
 use crate::spec::{self, Document, Severity, SpecFile};
 use crate::stage::Stage;
-use crate::state::StateDir;
 use crate::state::lock::RunLock;
 
 /// How long an agent CLI may take to answer `--version` or its login status.
@@ -176,7 +175,7 @@ pub async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     checks.extend(agent_checks(&settings.agent, top.as_deref().unwrap_or(cwd)).await);
     checks.push(state_root_check(&settings.state_root));
     checks.push(match &repo {
-        Some(repo) => lock_check(&settings.state_root, repo),
+        Some(repo) => lock_check(repo),
         None => Check::skipped("run lock", "no usable repository"),
     });
     checks
@@ -585,14 +584,9 @@ fn state_root_check(root: &Path) -> Check {
 }
 
 /// The run lock of this project and branch: free, stale, or held (then the holder).
-fn lock_check(state_root: &Path, repo: &Repository) -> Check {
+fn lock_check(repo: &Repository) -> Check {
     const NAME: &str = "run lock";
-    let branch = match repo.branch_folder() {
-        Ok(branch) => branch,
-        Err(e) => return Check::from_error(NAME, &e, "check HEAD with `git status`"),
-    };
-    let state = StateDir::locate(state_root, repo.top(), &branch);
-    let path = state.lock_path();
+    let path = repo.run_lock_path();
     match RunLock::inspect(&path) {
         None => Check::pass(NAME, format!("free (`{}`)", path.display())),
         Some((record, false)) => Check::pass(

@@ -66,7 +66,7 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
         }
         None => (None, None),
     };
-    let lock = RunLock::inspect(&ws.state_dir.lock_path()).map(|(record, live)| {
+    let lock = RunLock::inspect(&ws.repo.run_lock_path()).map(|(record, live)| {
         let mut v = serde_json::to_value(&record).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut v {
             map.insert("live".into(), json!(live));

@@ -55,6 +55,7 @@ pub(crate) struct Run<'a> {
     summary: Summary,
     last_failed: bool,
     started: Instant,
+    detached: bool,
 }
 
 /// The task an iteration works on.
@@ -76,8 +77,9 @@ pub async fn run(
     ws.repo.ensure_no_operation_in_progress()?;
     ws.state_dir.create(ws.repo.top())?;
     let (lock, takeover) = RunLock::acquire(
-        &ws.state_dir.lock_path(),
-        &ws.state_dir.legacy_lock_dir(),
+        &ws.repo.run_lock_path(),
+        &ws.state_dir
+            .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
         &settings.argv,
     )?;
     let (spec, _) = SpecFile::load(&ws.spec_path)?;
@@ -96,8 +98,16 @@ pub async fn run(
         },
         last_failed: false,
         started: Instant::now(),
+        detached: false,
     };
     run.recover(takeover)?;
+    if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
+        run.reporter.warn(&format!(
+            "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
+            crate::reporter::text::short_oid(&oid.to_string())
+        ));
+        run.detached = true;
+    }
     run.log.event(RunEvent::RunStart {
         iterations: settings.iterations,
         delay_s: settings.delay.as_secs(),
@@ -167,6 +177,18 @@ impl Run<'_> {
     /// Prints the summary, logs the end, and decides the exit.
     fn finish(mut self, result: Result<()>) -> Result<()> {
         self.summary.elapsed = self.started.elapsed();
+        if self.detached && !self.summary.committed.is_empty() {
+            let head = self
+                .ws
+                .repo
+                .head_oid()
+                .map(|o| o.to_string())
+                .unwrap_or_default();
+            self.summary.notes.push(format!(
+                "kern's commits are on no branch (HEAD is detached) — keep them with `git branch <name> {}`",
+                crate::reporter::text::short_oid(&head)
+            ));
+        }
         let result = result.and_then(|()| {
             let doc = self.spec.reload()?;
             let blocked = doc.counts().blocked;

@@ -53,6 +53,8 @@ pub struct Summary {
     pub iterations: u32,
     /// Why the run ended, one line.
     pub ended: String,
+    /// What the person should know at the end (commits on no branch, work set aside).
+    pub notes: Vec<String>,
 }
 
 pub(super) const BOLD: &str = "1";
@@ -152,5 +154,8 @@ pub(super) fn summary_lines(s: &Summary) -> Vec<String> {
         "state folder",
         text::clean(&s.state_dir.display().to_string()),
     ));
+    for note in &s.notes {
+        lines.push(format!("  note: {}", text::clean(note)));
+    }
     lines
 }

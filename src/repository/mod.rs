@@ -10,6 +10,7 @@ mod commit;
 mod context;
 mod hooks;
 mod refs;
+mod save;
 pub mod sensitive;
 mod snapshot;
 
@@ -22,6 +23,7 @@ use crate::error::{Error, Result};
 
 pub use commit::{CommitOutcome, CommitRequest, LeftOut};
 pub use refs::RefsSnapshot;
+pub use save::KERN_REFS;
 pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
 
 /// A repository with a work tree, opened through libgit2.
@@ -113,12 +115,27 @@ impl Repository {
         }
     }
 
-    /// The branch as a state-folder name: `/` becomes `-`; a detached HEAD is
-    /// `detached-<7 hex>`; an unborn branch uses its name.
+    /// The branch as a state-folder name (see `state::branch_folder`); a detached HEAD has
+    /// one stable folder per work tree; an unborn branch uses its name.
     pub fn branch_folder(&self) -> Result<String> {
         Ok(match self.head()? {
             Head::Branch(name) | Head::Unborn(name) => crate::state::branch_folder(&name),
-            Head::Detached(oid) => format!("detached-{}", short(oid)),
+            Head::Detached(_) => crate::state::DETACHED_FOLDER.to_string(),
+        })
+    }
+
+    /// The run lock of this work tree: `kern.lock` in its own git dir (`.git/kern.lock`, or
+    /// `.git/worktrees/<name>/kern.lock` for a linked worktree).
+    pub fn run_lock_path(&self) -> PathBuf {
+        self.repo.path().join("kern.lock")
+    }
+
+    /// The branch name as the original script saw it (for its legacy lock folder): the branch,
+    /// else `HEAD`.
+    pub fn branch_name(&self) -> Result<String> {
+        Ok(match self.head()? {
+            Head::Branch(name) | Head::Unborn(name) => name,
+            Head::Detached(_) => "HEAD".to_string(),
         })
     }
 

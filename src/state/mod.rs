@@ -1,9 +1,10 @@
 //! Every path under kern's state folder, and the project id that scopes it.
 //!
 //! Layout (DESIGN.md section 3): `<root>/<project-id>/<branch>/stageN.{json,jsonl,stderr,
-//! prompt.md}`, `check.log`, `run.jsonl`, and the run lock beside the project folder at
-//! `<root>/<project-id>-<branch>.lock`. The root is `$KERN_STATE_DIR`, else
-//! `${TMPDIR:-/tmp}/claude/kern`, as in the original script.
+//! prompt.md}`, `check.log`, `run.jsonl`, `run.log`. The root is `$KERN_STATE_DIR`, else
+//! `${TMPDIR:-/tmp}/claude/kern`, as in the original script. The run lock is not here but in
+//! the work tree's git dir (see `lock.rs`), so it holds whatever the state root is. The branch
+//! folder is the branch name escaped (`/` as `%2F`), and `HEAD` for a detached HEAD.
 //!
 //! The project id is the basename of the work tree's top folder. Two different repositories
 //! with the same basename must not share a folder: the project folder records its owner's path
@@ -107,16 +108,15 @@ impl StateDir {
         self.project_dir().join(&self.branch)
     }
 
-    /// `<root>/<project-id>-<branch>.lock`: the run lock.
-    pub fn lock_path(&self) -> PathBuf {
+    /// `<root>/<project>-<branch>.lock.d`: the original bash script's lock folder, named as
+    /// the script named it (the work tree's basename; `/` in the branch became `-`).
+    pub fn legacy_lock_dir(&self, worktree_top: &Path, branch: &str) -> PathBuf {
+        let base = worktree_top
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         self.root
-            .join(format!("{}-{}.lock", self.project_id, self.branch))
-    }
-
-    /// `<root>/<project-id>-<branch>.lock.d`: the original bash script's lock directory.
-    pub fn legacy_lock_dir(&self) -> PathBuf {
-        self.root
-            .join(format!("{}-{}.lock.d", self.project_id, self.branch))
+            .join(format!("{base}-{}.lock.d", branch.replace('/', "-")))
     }
 
     /// `stageN.json`: the stage record.
@@ -197,9 +197,14 @@ impl StateDir {
     }
 }
 
-/// A branch name as a folder name: `/` becomes `-`.
+/// The state folder of a detached HEAD: `HEAD` can never be a branch's name, and the folder is
+/// per work tree (the project folder is), so it is stable across the commits kern makes.
+pub const DETACHED_FOLDER: &str = "HEAD";
+
+/// A branch name as a folder name, escaped so that no two branches share a folder: `%`
+/// becomes `%25` and `/` becomes `%2F` (`feature/x` and `feature-x` differ).
 pub fn branch_folder(branch: &str) -> String {
-    branch.replace('/', "-")
+    branch.replace('%', "%25").replace('/', "%2F")
 }
 
 /// Eight hex digits of a stable hash of a path (SHA-1 through libgit2; stable across versions
@@ -229,9 +234,14 @@ mod tests {
             sd.stage_stream(Stage::Research),
             Path::new("/s/app/feature-x/stage1.jsonl")
         );
-        assert_eq!(sd.lock_path(), Path::new("/s/app-feature-x.lock"));
-        assert_eq!(sd.legacy_lock_dir(), Path::new("/s/app-feature-x.lock.d"));
-        assert_eq!(branch_folder("feature/x/y"), "feature-x-y");
+        assert_eq!(
+            sd.legacy_lock_dir(Path::new("/home/me/app"), "feature/x"),
+            Path::new("/s/app-feature-x.lock.d")
+        );
+        assert_eq!(branch_folder("feature/x/y"), "feature%2Fx%2Fy");
+        assert_ne!(branch_folder("feature/x"), branch_folder("feature-x"));
+        assert_ne!(branch_folder("a%2Fb"), branch_folder("a/b"));
+        assert_eq!(branch_folder("100%"), "100%25");
     }
 
     #[test]

@@ -95,16 +95,7 @@ fn kill_during(stage: &str, number: u8, signal: nix::sys::signal::Signal) {
         "{spec}"
     );
     assert!(p.dirty().is_empty(), "{:?}", p.dirty());
-    assert!(
-        !p.state_root()
-            .join(format!(
-                "{}-{}.lock",
-                p.path().file_name().unwrap().to_string_lossy(),
-                p.state_dir().file_name().unwrap().to_string_lossy()
-            ))
-            .exists(),
-        "no stray lock"
-    );
+    assert!(!p.path().join(".git/kern.lock").exists(), "no stray lock");
 }
 
 #[test]

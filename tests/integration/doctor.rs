@@ -117,16 +117,7 @@ fn check<'a>(err: &'a str, name: &str) -> (&'a str, &'a str) {
 }
 
 fn lock_path(p: &Project) -> PathBuf {
-    let state = p.state_dir();
-    let branch = state.file_name().unwrap().to_string_lossy().into_owned();
-    let project = state
-        .parent()
-        .unwrap()
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    p.state_root().join(format!("{project}-{branch}.lock"))
+    p.path().join(".git/kern.lock")
 }
 
 #[test]

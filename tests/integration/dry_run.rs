@@ -184,11 +184,7 @@ fn a_dry_run_takes_no_lock_reports_the_holder_and_does_not_disturb_the_run() {
         .spawn()
         .unwrap();
     wait_for_file(&p.state_dir().join("stage1.jsonl"));
-    let lock = p.state_root().join(format!(
-        "{}-{}.lock",
-        p.path().file_name().unwrap().to_string_lossy(),
-        p.state_dir().file_name().unwrap().to_string_lossy()
-    ));
+    let lock = p.path().join(".git/kern.lock");
     let lock_before = std::fs::read(&lock).unwrap();
 
     for _ in 0..3 {

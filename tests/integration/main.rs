@@ -12,6 +12,7 @@ mod doctor;
 mod dry_run;
 mod init;
 mod lock;
+mod night;
 mod output;
 mod pipeline;
 mod readme;

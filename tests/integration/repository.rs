@@ -638,16 +638,13 @@ fn branch_folders_follow_the_design() {
     repo.git.branch("feature/deep/x", &head, false).unwrap();
     repo.git.set_head("refs/heads/feature/deep/x").unwrap();
     assert_eq!(kern.head().unwrap(), Head::Branch("feature/deep/x".into()));
-    assert_eq!(kern.branch_folder().unwrap(), "feature-deep-x");
+    assert_eq!(kern.branch_folder().unwrap(), "feature%2Fdeep%2Fx");
     repo.git.set_head_detached(head.id()).unwrap();
     assert_eq!(kern.head().unwrap(), Head::Detached(head.id()));
-    assert_eq!(
-        kern.branch_folder().unwrap(),
-        format!("detached-{}", &head.id().to_string()[..7])
-    );
+    assert_eq!(kern.branch_folder().unwrap(), "HEAD");
     repo.git.set_head("refs/heads/new/unborn").unwrap();
     assert_eq!(kern.head().unwrap(), Head::Unborn("new/unborn".into()));
-    assert_eq!(kern.branch_folder().unwrap(), "new-unborn");
+    assert_eq!(kern.branch_folder().unwrap(), "new%2Funborn");
 }
 
 #[test]

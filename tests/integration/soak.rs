@@ -142,12 +142,7 @@ fn new_project() -> Soaked {
 }
 
 fn lock_path(p: &Project) -> PathBuf {
-    let dir = p.state_dir();
-    p.state_root().join(format!(
-        "{}-{}.lock",
-        p.path().file_name().unwrap().to_string_lossy(),
-        dir.file_name().unwrap().to_string_lossy()
-    ))
+    p.path().join(".git/kern.lock")
 }
 
 /// The phase the lock names now ("-" without a lock file or a readable phase).

@@ -12,21 +12,40 @@ use serde_json::Value;
 pub struct Project {
     pub repo: tempfile::TempDir,
     pub outside: tempfile::TempDir,
+    /// The repository's folder when it is not `repo` itself (a named one inside it).
+    named: Option<PathBuf>,
 }
 
 impl Project {
     /// A repository with one commit (README.md) and the given SPEC.md (committed).
     pub fn new(spec: &str) -> Project {
+        Project::create(None, "master", spec)
+    }
+
+    /// [`Project::new`] in a folder called `name` (inside a temp folder), on `branch`.
+    pub fn named(name: &str, branch: &str, spec: &str) -> Project {
+        Project::create(Some(name), branch, spec)
+    }
+
+    fn create(name: Option<&str>, branch: &str, spec: &str) -> Project {
         let repo = tempfile::Builder::new()
             .prefix("kern-test-")
             .tempdir()
             .unwrap();
         let outside = tempfile::tempdir().unwrap();
-        let r = git2::Repository::init(repo.path()).unwrap();
+        let named = name.map(|n| repo.path().join(n));
+        let top = named.clone().unwrap_or_else(|| repo.path().to_path_buf());
+        let mut opts = git2::RepositoryInitOptions::new();
+        opts.initial_head(branch);
+        let r = git2::Repository::init_opts(&top, &opts).unwrap();
         let mut cfg = r.config().unwrap();
         cfg.set_str("user.name", "Test Person").unwrap();
         cfg.set_str("user.email", "test@example.com").unwrap();
-        let p = Project { repo, outside };
+        let p = Project {
+            repo,
+            outside,
+            named,
+        };
         p.write("README.md", "# scratch\n");
         p.write("SPEC.md", spec);
         p.commit_all("initial");
@@ -36,7 +55,7 @@ impl Project {
 
     /// The repository's top folder.
     pub fn path(&self) -> &Path {
-        self.repo.path()
+        self.named.as_deref().unwrap_or(self.repo.path())
     }
 
     /// The state root (KERN_STATE_DIR).
@@ -44,16 +63,17 @@ impl Project {
         self.outside.path().join("state")
     }
 
-    /// The state folder of this project on `master`/`main` (whatever HEAD names).
+    /// The state folder of this project on the branch HEAD names (`HEAD` when detached).
     pub fn state_dir(&self) -> PathBuf {
         let r = git2::Repository::open(self.path()).unwrap();
         let head = r.find_reference("HEAD").unwrap();
-        let branch = head
-            .symbolic_target()
-            .unwrap()
-            .unwrap()
-            .trim_start_matches("refs/heads/")
-            .replace('/', "-");
+        let branch = match head.symbolic_target().unwrap() {
+            Some(target) => target
+                .trim_start_matches("refs/heads/")
+                .replace('%', "%25")
+                .replace('/', "%2F"),
+            None => "HEAD".to_string(),
+        };
         let name = self
             .path()
             .file_name()
