@@ -559,6 +559,7 @@ mod tests {
             state_dir: PathBuf::from("/tmp/claude/kern/proj/main"),
             iterations: 3,
             ended: "nothing left to do".into(),
+            notes: Vec::new(),
         }
     }
 
