@@ -31,12 +31,12 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// How many tasks to take at most.
-    #[arg(value_name = "ITERATIONS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    /// How many tasks to take at most (1 to 10000).
+    #[arg(value_name = "ITERATIONS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub iterations: u32,
 
-    /// Pause between iterations: 30, 90s, 15m, 1h.
-    #[arg(value_name = "DELAY", default_value = "10", value_parser = parse_duration)]
+    /// Pause between iterations: 30, 90s, 15m, 1h (0 to 24h).
+    #[arg(value_name = "DELAY", default_value = "10", value_parser = duration_between::<0, DAY>)]
     pub delay: Duration,
 
     /// Show what would happen and change nothing: no lock, no agent, no write.
@@ -95,40 +95,41 @@ pub struct RunOptions {
     #[arg(long, value_name = "MODEL", env = "KERN_MODEL")]
     pub model: Option<String>,
 
-    /// Longest a stage may run.
-    #[arg(long, value_name = "DURATION", env = "KERN_STAGE_TIMEOUT", default_value = "60m", value_parser = parse_duration)]
+    /// Longest a stage may run (1s to 24h).
+    #[arg(long, value_name = "DURATION", env = "KERN_STAGE_TIMEOUT", default_value = "60m", value_parser = duration_between::<1, DAY>)]
     pub stage_timeout: Duration,
 
-    /// Longest an agent may print nothing.
-    #[arg(long, value_name = "DURATION", env = "KERN_IDLE_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    /// Longest an agent may print nothing (1s to 24h).
+    #[arg(long, value_name = "DURATION", env = "KERN_IDLE_TIMEOUT", default_value = "15m", value_parser = duration_between::<1, DAY>)]
     pub idle_timeout: Duration,
 
-    /// How long an agent that reported its result may take to exit before it is stopped.
-    #[arg(long, value_name = "DURATION", env = "KERN_RESULT_GRACE", default_value = "10s", value_parser = parse_duration)]
+    /// How long an agent that reported its result may take to exit before it is stopped (0 to 1h).
+    #[arg(long, value_name = "DURATION", env = "KERN_RESULT_GRACE", default_value = "10s", value_parser = duration_between::<0, HOUR>)]
     pub result_grace: Duration,
 
-    /// Retries of a stage after a transient failure (overload, network, timeout).
-    #[arg(long, value_name = "N", env = "KERN_RETRIES", default_value_t = 3)]
+    /// Retries of a stage after a transient failure (overload, network, timeout), 0 to 20.
+    #[arg(long, value_name = "N", env = "KERN_RETRIES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
 
-    /// The first retry delay; later ones grow exponentially, with jitter, up to 10 min.
-    #[arg(long, value_name = "DURATION", env = "KERN_RETRY_DELAY", default_value = "30s", value_parser = parse_duration)]
+    /// The first retry delay; later ones grow exponentially, with jitter, up to 10 min (0 to 1h).
+    #[arg(long, value_name = "DURATION", env = "KERN_RETRY_DELAY", default_value = "30s", value_parser = duration_between::<0, HOUR>)]
     pub retry_delay: Duration,
 
-    /// Longest wait for a usage-limit reset before the run stops.
-    #[arg(long, value_name = "DURATION", env = "KERN_MAX_WAIT", default_value = "6h", value_parser = parse_duration)]
+    /// Longest wait for a usage-limit reset before the run stops (0 to 7 days).
+    #[arg(long, value_name = "DURATION", env = "KERN_MAX_WAIT", default_value = "6h", value_parser = duration_between::<0, WEEK>)]
     pub max_wait: Duration,
 
     /// Extra wait after a usage-limit reset time before the stage is tried again (the reset
-    /// times agents announce are rounded, and clocks differ).
-    #[arg(long, value_name = "DURATION", env = "KERN_RESET_MARGIN", default_value = "60s", value_parser = parse_duration)]
+    /// times agents announce are rounded, and clocks differ); 0 to 1h.
+    #[arg(long, value_name = "DURATION", env = "KERN_RESET_MARGIN", default_value = "60s", value_parser = duration_between::<0, HOUR>)]
     pub reset_margin: Duration,
 
-    /// Failed attempts before kern asks for decomposition, and again before it blocks the task.
-    #[arg(long, value_name = "N", env = "KERN_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Failed attempts before kern asks for decomposition, and again before it blocks the task
+    /// (1 to 100).
+    #[arg(long, value_name = "N", env = "KERN_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_attempts: u32,
 
-    /// Stop cleanly (exit 6) once the run has cost this many USD.
+    /// Stop cleanly (exit 6) once the run has cost this many USD (more than 0, at most 100000).
     #[arg(long, value_name = "USD", env = "KERN_MAX_COST", value_parser = parse_cost)]
     pub max_cost: Option<f64>,
 
@@ -136,8 +137,8 @@ pub struct RunOptions {
     #[arg(long, value_name = "CMD", env = "KERN_CHECK")]
     pub check: Option<String>,
 
-    /// Longest the check command may run.
-    #[arg(long, value_name = "DURATION", env = "KERN_CHECK_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    /// Longest the check command may run (1s to 24h).
+    #[arg(long, value_name = "DURATION", env = "KERN_CHECK_TIMEOUT", default_value = "10m", value_parser = duration_between::<1, DAY>)]
     pub check_timeout: Duration,
 
     /// Start a task on a dirty tree; the paths dirty before it stay out of kern's commits.
@@ -216,11 +217,33 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|_| format!("`{text}` is not a duration — write it as 30, 90s, 15m or 1h"))
 }
 
+/// An hour, in seconds.
+const HOUR: u64 = 3600;
+/// A day, in seconds.
+const DAY: u64 = 24 * HOUR;
+/// A week, in seconds.
+const WEEK: u64 = 7 * DAY;
+
+/// A duration from `MIN` to `MAX` seconds, both included.
+fn duration_between<const MIN: u64, const MAX: u64>(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_secs(MIN) || d > Duration::from_secs(MAX) {
+        let show = |secs| crate::reporter::text::duration(Duration::from_secs(secs));
+        return Err(format!(
+            "`{}` is out of range — give {} to {}",
+            text.trim(),
+            show(MIN),
+            show(MAX)
+        ));
+    }
+    Ok(d)
+}
+
 fn parse_cost(text: &str) -> Result<f64, String> {
     match text.trim().trim_start_matches('$').parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 100_000.0 => Ok(v),
         _ => Err(format!(
-            "`{text}` is not an amount in USD — write it as 5 or 2.50"
+            "`{text}` is not an amount in USD from 0.01 to 100000 — write it as 5 or 2.50"
         )),
     }
 }
@@ -281,6 +304,17 @@ mod tests {
             vec!["kern", "--frobnicate"],
             vec!["kern", "0"],
             vec!["kern", "--max-cost", "-1"],
+            vec!["kern", "--max-cost", "0"],
+            vec!["kern", "2", "18446744073709551615"],
+            vec!["kern", "10001"],
+            vec!["kern", "--stage-timeout", "0"],
+            vec!["kern", "--idle-timeout", "0"],
+            vec!["kern", "--check-timeout", "0"],
+            vec!["kern", "--stage-timeout", "25h"],
+            vec!["kern", "--max-wait", "8d"],
+            vec!["kern", "--retries", "21"],
+            vec!["kern", "--max-attempts", "0"],
+            vec!["kern", "--max-attempts", "101"],
         ] {
             let err = Cli::try_parse_from(&argv).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{argv:?}");

@@ -167,3 +167,22 @@ fn branches_feature_slash_x_and_feature_dash_x_have_their_own_state_folders() {
     assert!(dirs[0].ends_with("/feature%2Fx"), "{dirs:?}");
     assert!(dirs[1].ends_with("/feature-x"), "{dirs:?}");
 }
+
+#[test]
+fn numbers_out_of_range_are_refused_with_exit_2_naming_the_option_and_the_range() {
+    let p = Project::new("- [ ] Alpha\n");
+    let cases: [(&[&str], &str); 5] = [
+        (&["2", "18446744073709551615"], "'[DELAY]': `18446744073709551615` is out of range — give 0s to 24h"),
+        (&["--stage-timeout", "0"], "'--stage-timeout <DURATION>': `0` is out of range — give 1s to 24h"),
+        (&["--idle-timeout", "0"], "'--idle-timeout <DURATION>': `0` is out of range — give 1s to 24h"),
+        (&["--max-wait", "30d"], "'--max-wait <DURATION>': `30d` is out of range — give 0s to 168h"),
+        (&["10001"], "'[ITERATIONS]': 10001 is not in 1..=10000"),
+    ];
+    for (args, message) in cases {
+        let out = p.kern().args(args).output().unwrap();
+        let (_, err) = texts(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+    assert!(p.log().len() == 1 && p.run_log().is_empty(), "nothing ran");
+}
