@@ -137,6 +137,11 @@ pub struct RunOptions {
     #[arg(long, value_name = "CMD", env = "KERN_CHECK")]
     pub check: Option<String>,
 
+    /// Run the check once before any agent, on the commit the run starts from (`run`), or not
+    /// (`skip`). A check that fails there stops the run with exit 2, spending nothing.
+    #[arg(long, value_enum, value_name = "WHEN", env = "KERN_CHECK_BASELINE", default_value_t = CheckBaseline::Run)]
+    pub check_baseline: CheckBaseline,
+
     /// Longest the check command may run (1s to 24h).
     #[arg(long, value_name = "DURATION", env = "KERN_CHECK_TIMEOUT", default_value = "10m", value_parser = duration_between::<1, DAY>)]
     pub check_timeout: Duration,
@@ -148,6 +153,15 @@ pub struct RunOptions {
     /// Do not run the pre-commit and commit-msg hooks.
     #[arg(long, env = "KERN_NO_VERIFY")]
     pub no_verify: bool,
+}
+
+/// Whether the check runs once before any agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckBaseline {
+    /// Run it on the starting commit; a failure stops the run before any agent.
+    Run,
+    /// Do not.
+    Skip,
 }
 
 /// When to use colour and the live status line.

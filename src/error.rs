@@ -91,6 +91,17 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The check command fails before any agent ran: every task would fail its gate.
+    #[error(
+        "the check `{command}` fails before any change, so every task would fail it — fix what it reports, change --check, or pass --check-baseline=skip:\n{output}"
+    )]
+    CheckFailsAtBaseline {
+        /// The check command.
+        command: String,
+        /// The last lines of its output.
+        output: String,
+    },
+
     /// git has no author identity configured.
     #[error(
         "git has no author identity — run `git config --global user.name \"Your Name\"` and `git config --global user.email you@example.com`"
@@ -192,6 +203,7 @@ impl Error {
             | Error::DirtyTree { .. }
             | Error::Repository(_)
             | Error::IndexLocked { .. }
+            | Error::CheckFailsAtBaseline { .. }
             | Error::GitIdentity => EXIT_USAGE,
             Error::LockHeld { .. } => EXIT_LOCKED,
             Error::Unfinished(_) => EXIT_UNFINISHED,

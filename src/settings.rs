@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::agent::Agent;
-use crate::cli::{Cli, ColorChoice};
+use crate::cli::{CheckBaseline, Cli, ColorChoice};
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
 use crate::state::StateDir;
@@ -57,6 +57,8 @@ pub struct Settings {
     pub max_cost: Option<f64>,
     /// The check command.
     pub check: Option<String>,
+    /// Whether the check runs once before any agent.
+    pub check_baseline: CheckBaseline,
     /// The check command's time limit.
     pub check_timeout: Duration,
     /// Start on a dirty tree, leaving those paths out of commits.
@@ -125,6 +127,7 @@ impl Settings {
             max_attempts: run.max_attempts,
             max_cost: run.max_cost,
             check: run.check.clone().filter(|c| !c.trim().is_empty()),
+            check_baseline: run.check_baseline,
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
             no_verify: run.no_verify,

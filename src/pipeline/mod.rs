@@ -113,7 +113,10 @@ pub async fn run(
         delay_s: settings.delay.as_secs(),
         agent: settings.agent.to_string(),
     });
-    let result = run.iterations().await;
+    let result = match run.baseline_check().await {
+        Ok(()) => run.iterations().await,
+        Err(e) => Err(e),
+    };
     run.finish(result)
 }
 
@@ -156,6 +159,55 @@ impl Run<'_> {
         }
         self.summary.ended = format!("all {total} iterations ran");
         Ok(())
+    }
+
+    /// Runs `--check` once before any agent when the run starts a new task on the commit it
+    /// starts from (not when it resumes a task whose work is in the tree): a check that fails
+    /// there would fail every task's gate, one paid attempt after another.
+    async fn baseline_check(&mut self) -> Result<()> {
+        let Some(command) = self.settings.check.clone() else {
+            return Ok(());
+        };
+        if self.settings.check_baseline == crate::cli::CheckBaseline::Skip {
+            return Ok(());
+        }
+        let doc = self.spec.reload()?;
+        let Some(selection) = spec::select(&doc) else {
+            return Ok(());
+        };
+        let resuming = doc.tasks()[selection.task].state != spec::TaskState::Pending
+            || doc
+                .ancestors(selection.task)
+                .iter()
+                .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
+        if resuming {
+            self.reporter.info(&format!(
+                "baseline check skipped: a task is in progress, its work is in the tree (`{command}` runs as its gate)"
+            ));
+            return Ok(());
+        }
+        self.lock.set_phase(Phase::Check)?;
+        self.reporter.info(&format!(
+            "baseline check: `{command}` on the starting commit"
+        ));
+        let result = check::run(
+            &command,
+            self.ws.repo.top(),
+            self.settings.check_timeout,
+            &self.ws.state_dir.baseline_log(),
+            self.interrupt,
+        )
+        .await?;
+        self.log.event(RunEvent::Check {
+            command: command.clone(),
+            passed: result == check::CheckResult::Passed,
+        });
+        match result {
+            check::CheckResult::Passed => Ok(()),
+            check::CheckResult::Failed(output) => {
+                Err(Error::CheckFailsAtBaseline { command, output })
+            }
+        }
     }
 
     /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.

@@ -150,6 +150,11 @@ impl StateDir {
         self.dir().join("check.log")
     }
 
+    /// `check-baseline.log`: output of the check run before any agent (kept).
+    pub fn baseline_log(&self) -> PathBuf {
+        self.dir().join("check-baseline.log")
+    }
+
     /// `run.jsonl`: the event log, kept across iterations and runs.
     pub fn run_log(&self) -> PathBuf {
         self.dir().join("run.jsonl")

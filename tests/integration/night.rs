@@ -172,10 +172,22 @@ fn branches_feature_slash_x_and_feature_dash_x_have_their_own_state_folders() {
 fn numbers_out_of_range_are_refused_with_exit_2_naming_the_option_and_the_range() {
     let p = Project::new("- [ ] Alpha\n");
     let cases: [(&[&str], &str); 5] = [
-        (&["2", "18446744073709551615"], "'[DELAY]': `18446744073709551615` is out of range — give 0s to 24h"),
-        (&["--stage-timeout", "0"], "'--stage-timeout <DURATION>': `0` is out of range — give 1s to 24h"),
-        (&["--idle-timeout", "0"], "'--idle-timeout <DURATION>': `0` is out of range — give 1s to 24h"),
-        (&["--max-wait", "30d"], "'--max-wait <DURATION>': `30d` is out of range — give 0s to 168h"),
+        (
+            &["2", "18446744073709551615"],
+            "'[DELAY]': `18446744073709551615` is out of range — give 0s to 24h",
+        ),
+        (
+            &["--stage-timeout", "0"],
+            "'--stage-timeout <DURATION>': `0` is out of range — give 1s to 24h",
+        ),
+        (
+            &["--idle-timeout", "0"],
+            "'--idle-timeout <DURATION>': `0` is out of range — give 1s to 24h",
+        ),
+        (
+            &["--max-wait", "30d"],
+            "'--max-wait <DURATION>': `30d` is out of range — give 0s to 168h",
+        ),
         (&["10001"], "'[ITERATIONS]': 10001 is not in 1..=10000"),
     ];
     for (args, message) in cases {
@@ -185,4 +197,54 @@ fn numbers_out_of_range_are_refused_with_exit_2_naming_the_option_and_the_range(
         assert!(err.contains(message), "{args:?}: {err}");
     }
     assert!(p.log().len() == 1 && p.run_log().is_empty(), "nothing ran");
+}
+
+#[test]
+fn a_check_that_fails_at_baseline_stops_with_exit_2_before_any_agent() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.scenario(&json!({}));
+    let out = p
+        .kern()
+        .args(["5", "0", "--check", "echo broken before kern; exit 3"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the check `echo broken before kern; exit 3` fails before any change")
+            && err.contains("--check-baseline=skip")
+            && err.contains("broken before kern"),
+        "{err}"
+    );
+    assert!(p.prompts("research").is_empty(), "no agent ran");
+    assert_eq!(p.log(), vec!["initial"]);
+    assert_eq!(p.read("SPEC.md"), "- [ ] Alpha\n- [ ] Beta\n");
+    // Opting out runs the tasks (each then fails its gate, as the person asked).
+    let out = p
+        .kern()
+        .args(["1", "0", "--check", "exit 3", "--check-baseline", "skip"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", texts(&out).1);
+    assert_eq!(p.prompts("research").len(), 1);
+}
+
+#[test]
+fn a_passing_baseline_check_runs_once_and_the_night_goes_on() {
+    let p = Project::new("- [ ] Alpha\n");
+    let count = p.outside.path().join("checks");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let check = format!("echo run >> '{}'", count.display());
+    let out = p
+        .kern()
+        .args(["5", "0", "--check", &check])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    // Once before any agent, once as Alpha's gate.
+    assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 2);
+    assert_eq!(p.log(), vec!["Add alpha", "initial"]);
 }

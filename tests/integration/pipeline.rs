@@ -225,6 +225,9 @@ fn check_gate_failure_is_an_attempt_and_a_pass_commits() {
             "0",
             "--check",
             "grep -q good flag.txt || { echo flag is bad; exit 1; }",
+            // The flag is missing before the task: a baseline check would stop the run.
+            "--check-baseline",
+            "skip",
         ])
         .output()
         .unwrap();
@@ -247,7 +250,7 @@ fn task_check_note_wins_over_the_flag() {
     p.scenario(&s);
     let out = p
         .kern()
-        .args(["1", "0", "--check", "false"])
+        .args(["1", "0", "--check", "false", "--check-baseline", "skip"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
