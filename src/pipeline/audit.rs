@@ -1,27 +1,37 @@
-//! The audit after every stage (DESIGN.md section 4): what the stage changed that its tool
-//! policy forbids, and putting it back.
+//! The audit after every stage (DESIGN.md sections 4 and 8): what the stage changed that its
+//! tool policy forbids, set aside and put back — never destroyed.
 //!
 //! Decisions a reader must know:
+//! - History only moves forwards: a ref the stage deleted or rewound, a changed `refs/stash`,
+//!   HEAD on another branch or detached are put back, and what the agent made is kept under
+//!   `refs/kern/agent/<task>/<n>/`. The work tree is then put back to HEAD too (saved under the
+//!   same prefix first), and the stage counts as failed. The run's branch moving forwards (the
+//!   agent committed) is reported and kept.
+//! - `.git` is audited: hooks outside the work tree, `config` and `info/exclude` are put back
+//!   when a stage changed them; the stage's versions are saved under `refs/kern/saved/`.
 //! - A read-only stage (research, review) must leave the work tree and the index as they
-//!   were; what it changed is reverted and recorded as a violation. kern's own files (SPEC.md,
-//!   LEARNINGS.md) are never reverted: a person may edit them during any stage.
-//! - Moved refs are recorded as violations; the history itself is left as it is.
-//! - SPEC.md must still parse and hold the task; else kern's copy from before the stage goes
-//!   back.
+//!   were; what it changed is saved under `refs/kern/saved/<task>/<stage>-<n>` and reverted.
+//!   kern's own files and the person's `--allow-dirty` paths are outside every revert: a person
+//!   may edit them at any moment.
+//! - SPEC.md is the person's: a change to it during a stage is never reverted; changes of
+//!   markers, Check notes and tasks kern did not make are reported by name ([`hand_edits`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::pipeline::Run;
-use crate::repository::{RefsSnapshot, WorkTreeSnapshot};
-use crate::spec::{self, Document, Severity, TaskIdentity};
+use crate::pipeline::{Run, TaskRun};
+use crate::reporter::text;
+use crate::repository::{GitFiles, INDEX_CHANGE, RefsSnapshot, WorkTreeSnapshot};
+use crate::spec::Document;
 use crate::stage::Stage;
 
 /// What the audit needs from before a stage.
 pub(super) struct Before {
     snapshot: WorkTreeSnapshot,
     refs: RefsSnapshot,
-    spec: String,
+    git_files: GitFiles,
+    /// SPEC.md as the stage began.
+    pub doc: Document,
 }
 
 /// What the audit found and did.
@@ -31,16 +41,20 @@ pub(super) struct Findings {
     pub violations: Vec<String>,
     /// What was put back.
     pub reverted: Vec<String>,
+    /// Where what was taken out is kept.
+    pub saved: Vec<String>,
+    /// The stage moved history the wrong way: its result cannot be used.
+    pub history_moved: bool,
 }
 
 impl Run<'_> {
     /// Takes what the audit compares against, right before a stage's agent starts.
-    pub(super) fn before_stage(&self) -> Result<Before> {
+    pub(super) fn before_stage(&self, doc: Document) -> Result<Before> {
         Ok(Before {
             snapshot: self.ws.repo.snapshot()?,
             refs: self.ws.repo.refs_snapshot()?,
-            spec: std::fs::read_to_string(&self.ws.spec_path)
-                .map_err(|e| crate::error::Error::io(&self.ws.spec_path, e))?,
+            git_files: self.ws.repo.git_files()?,
+            doc,
         })
     }
 
@@ -49,66 +63,221 @@ impl Run<'_> {
         &mut self,
         stage: Stage,
         before: &Before,
-        task: &TaskIdentity,
+        it: &TaskRun,
     ) -> Result<Findings> {
         let mut found = Findings::default();
+        let slug = text::slug(&it.title);
+        // A kill while refs or the index are rewritten below must let the next run clean up.
+        self.lock.set_phase(crate::state::lock::Phase::Writing)?;
+
+        // History.
         let refs_after = self.ws.repo.refs_snapshot()?;
-        for moved in before.refs.diff(&refs_after) {
-            found.violations.push(format!(
-                "{} stage moved {moved} (history left as it is)",
-                stage.name()
-            ));
+        let moved = before.refs.diff(&refs_after);
+        if !moved.is_empty() {
+            let prefix = self.next_ref(&format!("refs/kern/agent/{slug}/"))?;
+            let repair = self
+                .ws
+                .repo
+                .restore_history(&before.refs, &format!("{prefix}/"))?;
+            if repair.restored.is_empty() {
+                for m in moved {
+                    found.violations.push(format!(
+                        "{} stage moved {m} (history kept: it only moved forwards)",
+                        stage.name()
+                    ));
+                }
+            } else {
+                found.history_moved = true;
+                found.violations.push(format!(
+                    "{} stage moved history: {}",
+                    stage.name(),
+                    repair.restored.join("; ")
+                ));
+                let paths = self.changed_paths(it)?;
+                if !paths.is_empty() {
+                    let worktree = format!("{prefix}/worktree");
+                    self.ws.repo.save_paths(
+                        &worktree,
+                        &paths,
+                        &format!(
+                            "kern: the work tree an agent left after moving history ({})\n",
+                            it.title
+                        ),
+                    )?;
+                    self.ws.repo.restore_paths(&paths)?;
+                    found
+                        .reverted
+                        .extend(paths.iter().map(|p| p.display().to_string()));
+                    found.saved.push(worktree);
+                }
+                found.saved.extend(repair.kept);
+            }
         }
+
+        // `.git` files.
+        let git_now = self.ws.repo.git_files()?;
+        let changed = before.git_files.changed(&git_now);
+        if !changed.is_empty() {
+            let saved = self.next_ref(&format!("refs/kern/saved/{slug}/{}-git-", stage.name()))?;
+            self.ws
+                .repo
+                .restore_git_files(&before.git_files, &changed, &saved)?;
+            let names: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
+            found.violations.push(format!(
+                "{} stage changed {} (put back; its version is kept at `{saved}`)",
+                stage.name(),
+                names.join(", ")
+            ));
+            found.reverted.extend(names);
+            found.saved.push(saved);
+        }
+
+        // The work tree, for a read-only stage.
         if stage.tools().is_read_only() {
-            let own = self.ws.own_files();
+            let keep = self.untouchable(it);
             let changed: Vec<String> = self
                 .ws
                 .repo
                 .changes_since(&before.snapshot)?
                 .into_iter()
-                .filter(|p| !own.iter().any(|o| Path::new(p) == o))
+                .filter(|p| !keep.iter().any(|k| covers(k, p)))
                 .collect();
             if !changed.is_empty() {
-                let own_refs: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-                found.reverted = self.ws.repo.revert_to(&before.snapshot, &own_refs)?;
+                let files: Vec<PathBuf> = changed
+                    .iter()
+                    .filter(|p| p.as_str() != INDEX_CHANGE)
+                    .map(|p| PathBuf::from(p.trim_end_matches('/')))
+                    .collect();
+                let mut note = String::new();
+                if !files.is_empty() {
+                    let saved =
+                        self.next_ref(&format!("refs/kern/saved/{slug}/{}-", stage.name()))?;
+                    self.ws.repo.save_paths(
+                        &saved,
+                        &files,
+                        &format!(
+                            "kern: what the read-only {} stage changed ({})\n",
+                            stage.name(),
+                            it.title
+                        ),
+                    )?;
+                    note = format!("; saved at `{saved}`");
+                    found.saved.push(saved);
+                }
+                let keep_refs: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
+                found
+                    .reverted
+                    .extend(self.ws.repo.revert_to(&before.snapshot, &keep_refs)?);
                 found.violations.push(format!(
-                    "{} stage is read-only but changed {} (reverted)",
+                    "{} stage is read-only but changed {} (reverted{note})",
                     stage.name(),
                     changed.join(", ")
                 ));
             }
         }
-        if let Some(v) = self.audit_spec(&before.spec, task)? {
-            found.violations.push(v);
-        }
         Ok(found)
     }
 
-    /// SPEC.md must still parse and hold the task; else kern's copy goes back.
-    fn audit_spec(&mut self, before: &str, task: &TaskIdentity) -> Result<Option<String>> {
-        let Ok(now) = std::fs::read(&self.ws.spec_path) else {
-            self.spec.restore(before)?;
-            return Ok(Some(format!(
-                "{} was deleted (restored)",
-                self.ws.spec_display
-            )));
-        };
-        let broken = match Document::from_bytes(&now) {
-            Err(_) => true,
-            Ok(doc) => {
-                spec::validate(&doc)
+    /// Paths no audit, revert or set-aside may touch: kern's own files, the person's
+    /// `--allow-dirty` paths, and files kern left out of its commits.
+    pub(super) fn untouchable(&self, it: &TaskRun) -> Vec<PathBuf> {
+        let mut keep = self.ws.own_files();
+        keep.extend(it.start.excluded.iter().cloned());
+        keep.extend(self.left_out.paths.iter().cloned());
+        keep
+    }
+
+    /// The paths that differ from HEAD in the work tree, except the untouchable ones.
+    pub(super) fn changed_paths(&self, it: &TaskRun) -> Result<Vec<PathBuf>> {
+        let keep = self.untouchable(it);
+        let keep_refs: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
+        Ok(self
+            .ws
+            .repo
+            .dirty_paths(&keep_refs)?
+            .into_iter()
+            .map(|p| PathBuf::from(p.trim_end_matches('/')))
+            .collect())
+    }
+
+    /// The next free ref name `<prefix><n>` (n from 1).
+    pub(super) fn next_ref(&self, prefix: &str) -> Result<String> {
+        let taken = self.ws.repo.refs_under(prefix)?;
+        let n = (1..)
+            .find(|n| {
+                let name = format!("{prefix}{n}");
+                !taken
                     .iter()
-                    .any(|d| d.severity == Severity::Error)
-                    || doc.find(task).is_none()
+                    .any(|t| t == &name || t.starts_with(&format!("{name}/")))
+            })
+            .unwrap_or(1);
+        Ok(format!("{prefix}{n}"))
+    }
+}
+
+/// True when `rule` names `path` itself or a folder holding it.
+fn covers(rule: &Path, path: &str) -> bool {
+    let path = Path::new(path.trim_end_matches('/'));
+    path.starts_with(rule)
+}
+
+/// The changes of SPEC.md between `before` and `after` that are not kern's: tasks added or
+/// gone, markers changed, Check notes changed — one sentence each, in document order. kern's
+/// own edits never happen during a stage, so whatever differs here was the person's (or an
+/// agent's against its orders).
+pub(super) fn hand_edits(before: &Document, after: &Document) -> Vec<String> {
+    let mut out = Vec::new();
+    for (index, task) in after.tasks().iter().enumerate() {
+        let id = after.identity(index);
+        match before.find(&id) {
+            None => out.push(format!("`{}` added", task.title)),
+            Some(old) => {
+                let was = &before.tasks()[old];
+                if was.state != task.state {
+                    out.push(format!(
+                        "`{}` [{}] → [{}]",
+                        task.title,
+                        was.state.marker_char(),
+                        task.state.marker_char()
+                    ));
+                }
+                if was.check_command() != task.check_command() {
+                    out.push(format!(
+                        "`{}` Check `{}` → `{}`",
+                        task.title,
+                        was.check_command().unwrap_or(""),
+                        task.check_command().unwrap_or("")
+                    ));
+                }
             }
-        };
-        if broken {
-            self.spec.restore(before)?;
-            return Ok(Some(format!(
-                "{} no longer parsed or lost the task (kern's copy restored)",
-                self.ws.spec_display
-            )));
         }
-        Ok(None)
+    }
+    for (index, task) in before.tasks().iter().enumerate() {
+        if after.find(&before.identity(index)).is_none() {
+            out.push(format!("`{}` removed or renamed", task.title));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_edits_name_markers_checks_and_tasks() {
+        let before =
+            Document::parse("- [~] Alpha\n  > **Check:** false\n- [ ] Beta\n- [ ] Gamma\n");
+        let after = Document::parse("- [~] Alpha\n  > **Check:** true\n- [x] Beta\n- [ ] Delta\n");
+        assert_eq!(
+            hand_edits(&before, &after),
+            vec![
+                "`Alpha` Check `false` → `true`",
+                "`Beta` [ ] → [x]",
+                "`Delta` added",
+                "`Gamma` removed or renamed",
+            ]
+        );
+        assert!(hand_edits(&before, &before).is_empty());
     }
 }

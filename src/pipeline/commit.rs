@@ -5,9 +5,17 @@
 //! task done in SPEC.md, append the learnings, commit, remove `commit.json`. A run that finds
 //! `commit.json` at its next iteration finishes the commit when HEAD is still where the
 //! journal says, and drops the journal when HEAD moved (the commit landed).
+//!
+//! The person's SPEC.md wins over the plan: the commit applies the state the file has now — a
+//! pending subtask the person added keeps the task open (it is taken next), a task the person
+//! set to `[!]`, `[ ]` or `[x]` is not committed (its work is set aside). Changes of SPEC.md
+//! kern did not make are named in the commit message, never committed silently as kern's.
+//! Nothing to commit (a gitignored SPEC.md, a task that needed no change) ends the task
+//! cleanly, without a commit.
 
 use crate::error::{Error, Result};
 use crate::pipeline::decide::{self, Attempts};
+use crate::pipeline::iteration::TaskNow;
 use crate::pipeline::{Run, TaskRun};
 use crate::reporter::text;
 use crate::repository::CommitRequest;
@@ -21,12 +29,21 @@ impl Run<'_> {
     /// COMMIT: mark the task done, append the learnings, commit — journaled.
     pub(super) fn commit(
         &mut self,
-        it: &TaskRun,
+        it: &mut TaskRun,
         implement: &ImplementReport,
         review: &ReviewReport,
     ) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Committing)?;
-        let message = decide::commit_message(review, &it.title);
+        let doc = self.spec.reload()?;
+        let edits = doc
+            .find(&it.identity)
+            .map(|t| decide::commit_edits(&doc, t))
+            .unwrap_or_default();
+        match self.task_now(it, &edits)? {
+            TaskNow::Ours => {}
+            other => return self.follow_person(it, &other),
+        }
+        let message = decide::commit_message(review, &it.title, &it.hand_edits);
         let pending = PendingCommit {
             identity: it.identity.clone(),
             title: it.title.clone(),
@@ -34,7 +51,13 @@ impl Run<'_> {
             head_before: self.ws.repo.head_oid().map(|o| o.to_string()),
         };
         journal::save(&self.ws.state_dir.pending_commit(), &pending)?;
-        self.edit(&it.identity, &decide::commit_edits())?;
+        if edits.is_empty() {
+            self.reporter.info(&format!(
+                "`{}` stays open: it has a pending subtask (added by hand), taken next",
+                it.title
+            ));
+        }
+        self.edit_task(it, &edits)?;
         let learned: Vec<String> = implement
             .learnings
             .iter()
@@ -94,10 +117,21 @@ impl Run<'_> {
                 reason: l.reason.clone(),
             })
             .collect();
+        self.remember_left_out(&outcome.left_out)?;
         let Some(sha) = outcome.sha else {
-            return Err(Error::Internal(
-                "the commit holds no change, not even SPEC.md".into(),
+            let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();
+            self.reporter.info(&format!(
+                "`{}` is done with nothing to commit: {why}",
+                it.title
             ));
+            self.summary
+                .notes
+                .push(format!("`{}` was done without a commit: {why}", it.title));
+            self.log.event(RunEvent::NoCommit {
+                task: it.title.clone(),
+                why,
+            });
+            return Ok(IterationEnd::Progressed);
         };
         let sha = sha.to_string();
         let short = text::short_oid(&sha).to_string();
@@ -112,6 +146,22 @@ impl Run<'_> {
             left_out,
         });
         Ok(IterationEnd::Committed)
+    }
+
+    /// Remembers the changed files a commit left out (secrets, too large): they stay in the
+    /// tree and never block a start or get set aside.
+    fn remember_left_out(&mut self, left_out: &[crate::repository::LeftOut]) -> Result<()> {
+        let before = self.left_out.paths.len();
+        for l in left_out {
+            let path = std::path::PathBuf::from(&l.path);
+            if !self.left_out.paths.contains(&path) {
+                self.left_out.paths.push(path);
+            }
+        }
+        if self.left_out.paths.len() != before {
+            journal::save(&self.ws.state_dir.left_out(), &self.left_out)?;
+        }
+        Ok(())
     }
 
     /// A crash between marking the task done and committing: finish the commit, exactly once.
@@ -138,18 +188,21 @@ impl Run<'_> {
                 identity: pending.identity.clone(),
                 base_commit: None,
                 excluded: Vec::new(),
+                check: None,
             });
+        let doc = self.spec.reload()?;
         let it = TaskRun {
             title: pending.title.clone(),
             identity: pending.identity.clone(),
             line: 0,
+            state: TaskState::InProgress,
             start,
+            hand_edits: Vec::new(),
         };
-        let doc = self.spec.reload()?;
         if let Some(task) = doc.find(&it.identity)
-            && doc.tasks()[task].state != TaskState::Done
+            && doc.tasks()[task].state == TaskState::InProgress
         {
-            self.edit(&it.identity, &decide::commit_edits())?;
+            self.edit(&it.identity, &decide::commit_edits(&doc, task))?;
         }
         self.make_commit(&it, &pending.message)?;
         journal::remove(&path);

@@ -13,7 +13,7 @@
 //!   last.
 
 use crate::pipeline::check::CheckResult;
-use crate::spec::{Edit, NoteKind, Task, TaskState};
+use crate::spec::{Document, Edit, NoteKind, Task, TaskState};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
 use crate::state::run_log::IterationEnd;
 
@@ -258,26 +258,48 @@ pub fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Dec
 }
 
 /// The commit message from the review: its subject (else the task's title), a blank line and
-/// its body when it has one.
-pub fn commit_message(review: &ReviewReport, title: &str) -> String {
+/// its body when it has one; changes of SPEC.md kern did not make are named at the end, so
+/// they are never committed silently as kern's.
+pub fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[String]) -> String {
     let mut message = review.subject.trim().to_string();
     if message.is_empty() {
         message = title.to_string();
     }
-    if let Some(body) = review
+    let mut body = review
         .body
         .as_deref()
         .map(str::trim)
-        .filter(|b| !b.is_empty())
-    {
+        .unwrap_or_default()
+        .to_string();
+    if !hand_edits.is_empty() {
+        if !body.is_empty() {
+            body.push_str("\n\n");
+        }
+        body.push_str("SPEC.md changes not made by kern:\n");
+        for change in hand_edits {
+            body.push_str(&format!("- {change}\n"));
+        }
+    }
+    let body = body.trim_end();
+    if !body.is_empty() {
         message = format!("{message}\n\n{body}\n");
     }
     message
 }
 
-/// The edits of a commit: the task done, and its parents whose subtasks are now all done.
-pub fn commit_edits() -> Vec<Edit> {
-    vec![Edit::SetState(TaskState::Done), Edit::CompleteParents]
+/// The edits of committing task `task` of `doc` as the file is now: done, with its parents
+/// whose subtasks are now all done — unless the person added a pending subtask under it,
+/// which keeps it open (the subtask is taken next).
+pub fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
+    let open_child = doc.tasks()[task]
+        .children
+        .iter()
+        .any(|&c| doc.tasks()[c].state.is_unfinished());
+    if open_child {
+        Vec::new()
+    } else {
+        vec![Edit::SetState(TaskState::Done), Edit::CompleteParents]
+    }
 }
 
 fn skip(reason: String) -> Decision {
@@ -543,15 +565,29 @@ mod tests {
     #[test]
     fn commit_messages() {
         let mut r = review(Verdict::Commit, None);
-        assert_eq!(commit_message(&r, "Task"), "Add the parser");
+        assert_eq!(commit_message(&r, "Task", &[]), "Add the parser");
         r.body = Some("  Why it was done.  ".into());
         assert_eq!(
-            commit_message(&r, "Task"),
+            commit_message(&r, "Task", &[]),
             "Add the parser\n\nWhy it was done.\n"
+        );
+        assert_eq!(
+            commit_message(&r, "Task", &["`Beta` [ ] → [x]".into()]),
+            "Add the parser\n\nWhy it was done.\n\nSPEC.md changes not made by kern:\n- `Beta` [ ] → [x]\n"
         );
         r.subject = " ".into();
         r.body = None;
-        assert_eq!(commit_message(&r, "The task title"), "The task title");
+        assert_eq!(commit_message(&r, "The task title", &[]), "The task title");
+    }
+
+    #[test]
+    fn a_pending_subtask_keeps_the_task_open_at_commit() {
+        let done = vec![Edit::SetState(TaskState::Done), Edit::CompleteParents];
+        let doc = Document::parse("- [~] Parent\n  - [x] Done part\n- [~] Leaf\n");
+        assert_eq!(commit_edits(&doc, 2), done);
+        assert_eq!(commit_edits(&doc, 0), done);
+        let doc = Document::parse("- [~] Parent\n  - [ ] Added by hand\n");
+        assert!(commit_edits(&doc, 0).is_empty());
     }
 
     #[test]

@@ -1,23 +1,47 @@
 //! One iteration: select the task, find where it resumes, then run what is left of research →
 //! implement → check gate → review → commit as a straight sequence. After each stage the pure
 //! policy (`decide`) says whether to go on or to end the iteration with which SPEC.md edits.
+//!
+//! Decisions a reader must know:
+//! - SPEC.md is the person's, also mid-stage. Before kern writes its edit, it looks at the file
+//!   as it is now: a file that no longer validates is kept exactly as it is, kern's edit is
+//!   kept in `edits.json` for the next run, and the run stops (exit 2); a task that is gone or
+//!   renamed is followed (never resurrected); a task whose marker the person changed keeps the
+//!   person's marker. In the last two cases the task's work is set aside.
+//! - A task that ends without a commit for good (skipped, blocked, stopped by the person) and
+//!   leaves changes has exactly those changes saved under `refs/kern/attempts/<task>/<n>` and
+//!   put back to HEAD, so the next task starts on a clean tree and the night goes on. The note
+//!   in SPEC.md names the ref.
+
+use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::pipeline::check;
 use crate::pipeline::decide::{self, Attempts, Decision, Next, TaskOutcome};
 use crate::pipeline::{Run, TaskRun};
-use crate::spec::{self, Document, TaskState};
+use crate::spec::{self, Document, Edit, TaskState};
 use crate::stage::{ImplementReport, ResearchReport, ReviewReport};
-use crate::state::journal::{self, TaskStart};
+use crate::state::journal::{self, PendingEdits, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
 use crate::state::run_log::{IterationEnd, RunEvent};
+
+/// What SPEC.md allows kern to do with its task now.
+pub(super) enum TaskNow {
+    /// The task is there as kern left it: go on.
+    Ours,
+    /// The task is gone from the file, or renamed.
+    Gone,
+    /// The person set the task's marker to this.
+    SetByPerson(TaskState),
+}
 
 impl Run<'_> {
     /// Runs iteration `index` of `total`.
     pub(super) async fn iteration(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Selecting)?;
         self.finish_pending_commit()?;
+        self.apply_pending_edits()?;
         let doc = self.spec.reload()?;
         for w in self.ws.validate(&doc)? {
             self.reporter.warn(&w);
@@ -55,13 +79,15 @@ impl Run<'_> {
             line: task.line,
             resume: point.name().to_string(),
         });
-        let it = TaskRun {
+        let mut it = TaskRun {
             title: task.title.clone(),
             identity: identity.clone(),
             line: task.line,
+            state: task.state,
             start: self.task_start(&doc, selection.task)?,
+            hand_edits: Vec::new(),
         };
-        let end = self.run_task(&it, point).await?;
+        let end = self.run_task(&mut it, point).await?;
         self.log.event(RunEvent::IterationEnd {
             index,
             task: it.title.clone(),
@@ -85,10 +111,10 @@ impl Run<'_> {
         let is_new = doc.tasks()[task].state == TaskState::Pending && !chain_started;
         let mut excluded = Vec::new();
         if is_new {
-            let own = self.ws.own_files();
-            let own_refs: Vec<&std::path::Path> =
-                own.iter().map(std::path::PathBuf::as_path).collect();
-            let dirty = self.ws.repo.dirty_paths(&own_refs)?;
+            let mut ignore = self.ws.own_files();
+            ignore.extend(self.left_out.paths.iter().cloned());
+            let ignore: Vec<&std::path::Path> = ignore.iter().map(PathBuf::as_path).collect();
+            let dirty = self.ws.repo.dirty_paths(&ignore)?;
             if !dirty.is_empty() {
                 if !self.settings.allow_dirty {
                     return Err(Error::DirtyTree { files: dirty });
@@ -97,20 +123,21 @@ impl Run<'_> {
                     "--allow-dirty: these paths stay out of kern's commits: {}",
                     dirty.join(", ")
                 ));
-                excluded = dirty.into_iter().map(std::path::PathBuf::from).collect();
+                excluded = dirty.into_iter().map(PathBuf::from).collect();
             }
         }
         let start = TaskStart {
             identity,
             base_commit: self.ws.repo.head_oid().map(|o| o.to_string()),
             excluded,
+            check: doc.tasks()[task].check_command().map(str::to_string),
         };
         journal::save(&path, &start)?;
         Ok(start)
     }
 
     /// The stages that are left, from `point` on.
-    async fn run_task(&mut self, it: &TaskRun, point: ResumePoint) -> Result<IterationEnd> {
+    async fn run_task(&mut self, it: &mut TaskRun, point: ResumePoint) -> Result<IterationEnd> {
         let (implement, review) = match point {
             ResumePoint::Research => {
                 let run = self.stage::<ResearchReport>(it, None).await?;
@@ -166,26 +193,31 @@ impl Run<'_> {
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
     fn research_done(
         &mut self,
-        it: &TaskRun,
+        it: &mut TaskRun,
         outcome: std::result::Result<ResearchReport, String>,
     ) -> Result<Option<IterationEnd>> {
         let attempts = self.attempts(it)?;
         match decide::after_research(outcome, &attempts, self.settings.max_attempts) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(edits) => {
-                self.edit(&it.identity, &edits)?;
-                Ok(None)
-            }
+            Next::Go(edits) => match self.task_now(it, &edits)? {
+                TaskNow::Ours => {
+                    self.edit_task(it, &edits)?;
+                    Ok(None)
+                }
+                other => self.follow_person(it, &other).map(Some),
+            },
         }
     }
 
-    /// Runs the check gate; `Some(end)` when it failed.
-    async fn check_gate(&mut self, it: &TaskRun) -> Result<Option<IterationEnd>> {
-        let doc = self.spec.reload()?;
-        let own = doc
-            .find(&it.identity)
-            .and_then(|t| doc.tasks()[t].check_command().map(str::to_string));
-        let Some(command) = own.or_else(|| self.settings.check.clone()) else {
+    /// Runs the check gate — the task's own Check command as it was when the task started,
+    /// else `--check`; `Some(end)` when it failed.
+    async fn check_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+        let Some(command) = it
+            .start
+            .check
+            .clone()
+            .or_else(|| self.settings.check.clone())
+        else {
             return Ok(None);
         };
         self.lock.set_phase(Phase::Check)?;
@@ -211,7 +243,7 @@ impl Run<'_> {
         let attempts = self.attempts(it)?;
         match decide::after_check(result, &attempts, self.settings.max_attempts) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(_) => Ok(None),
+            Next::Go(()) => Ok(None),
         }
     }
 
@@ -224,9 +256,34 @@ impl Run<'_> {
             .unwrap_or_default())
     }
 
-    /// Ends the iteration as `decision` says: edits, output, summary and log.
-    pub(super) fn end_task(&mut self, it: &TaskRun, decision: Decision) -> Result<IterationEnd> {
-        self.edit(&it.identity, &decision.edits)?;
+    /// Ends the iteration as `decision` says: the person's file first, then the task's work
+    /// set aside when it ends for good, then the edits, output, summary and log.
+    pub(super) fn end_task(
+        &mut self,
+        it: &mut TaskRun,
+        decision: Decision,
+    ) -> Result<IterationEnd> {
+        match self.task_now(it, &decision.edits)? {
+            TaskNow::Ours => {}
+            other => return self.follow_person(it, &other),
+        }
+        let why = match &decision.outcome {
+            TaskOutcome::Skipped { .. } => Some("skipped"),
+            TaskOutcome::Blocked { .. } => Some("blocked"),
+            _ => None,
+        };
+        let mut edits = decision.edits;
+        if let Some(why) = why
+            && let Some(saved) = self.set_aside(it, why)?
+        {
+            let where_ = format!(" — its work is saved at `{saved}`");
+            for edit in &mut edits {
+                if let Edit::AddSkipped(text) | Edit::AddBlocked(text) = edit {
+                    text.push_str(&where_);
+                }
+            }
+        }
+        self.edit_task(it, &edits)?;
         match decision.outcome {
             TaskOutcome::Skipped { .. } => self.summary.skipped.push(it.title.clone()),
             TaskOutcome::Decomposed { subtasks } => {
@@ -260,5 +317,144 @@ impl Run<'_> {
             }
         }
         Ok(decision.end)
+    }
+
+    /// What SPEC.md allows now, before kern writes `pending` (kern's edit of the task). A file
+    /// that no longer validates is kept as it is: `pending` is journaled for the next run, the
+    /// stage files are cleared (the decision is made), and the run stops with exit 2.
+    pub(super) fn task_now(&mut self, it: &TaskRun, pending: &[Edit]) -> Result<TaskNow> {
+        let doc = self.spec.reload()?;
+        if let Err(Error::SpecInvalid { report }) = self.ws.validate(&doc) {
+            if !pending.is_empty() {
+                journal::save(
+                    &self.ws.state_dir.pending_edits(),
+                    &PendingEdits {
+                        identity: it.identity.clone(),
+                        title: it.title.clone(),
+                        edits: pending.to_vec(),
+                    },
+                )?;
+                self.ws.state_dir.clear_iteration_files()?;
+            }
+            return Err(Error::SpecInvalid {
+                report: format!(
+                    "{report}\n{} no longer validates (edited during the run) — kern kept it exactly as it is{}; fix it and run kern again",
+                    self.ws.spec_display,
+                    if pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and keeps its own edit of `{}` for the next run", it.title)
+                    }
+                ),
+            });
+        }
+        let Some(task) = doc.find(&it.identity) else {
+            return Ok(TaskNow::Gone);
+        };
+        let state = doc.tasks()[task].state;
+        if state != it.state && state != TaskState::InProgress {
+            return Ok(TaskNow::SetByPerson(state));
+        }
+        Ok(TaskNow::Ours)
+    }
+
+    /// The person took the task away (removed, renamed, or set its marker): kern follows —
+    /// it resurrects nothing and marks nothing in its place — and sets the task's work aside.
+    pub(super) fn follow_person(
+        &mut self,
+        it: &mut TaskRun,
+        now: &TaskNow,
+    ) -> Result<IterationEnd> {
+        let what = match now {
+            TaskNow::Gone => "is no longer in SPEC.md (removed or renamed by hand)".to_string(),
+            TaskNow::SetByPerson(state) => format!(
+                "was set to [{}] by hand during the run",
+                state.marker_char()
+            ),
+            TaskNow::Ours => return Ok(IterationEnd::Progressed),
+        };
+        let saved = self.set_aside(it, "taken away by the person")?;
+        self.reporter.warn(&format!(
+            "task `{}` {what}: kern follows the person{}",
+            it.title,
+            saved
+                .map(|r| format!(" — its work is saved at `{r}`"))
+                .unwrap_or_default()
+        ));
+        journal::remove(&self.ws.state_dir.task_start());
+        Ok(IterationEnd::Progressed)
+    }
+
+    /// Saves the task's changes under `refs/kern/attempts/<task>/<n>` and puts exactly those
+    /// paths back to HEAD; the ref, or `None` when the task left nothing.
+    pub(super) fn set_aside(&mut self, it: &TaskRun, why: &str) -> Result<Option<String>> {
+        let paths = self.changed_paths(it)?;
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        self.lock.set_phase(Phase::Writing)?;
+        let slug = crate::reporter::text::slug(&it.title);
+        let git_ref = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
+        self.ws.repo.save_paths(
+            &git_ref,
+            &paths,
+            &format!("kern: the work of `{}`, set aside ({why})\n", it.title),
+        )?;
+        self.ws.repo.restore_paths(&paths)?;
+        self.summary.notes.push(format!(
+            "the work of `{}` ({why}) is saved at `{git_ref}`",
+            it.title
+        ));
+        self.log.event(RunEvent::SetAside {
+            task: it.title.clone(),
+            git_ref: git_ref.clone(),
+            paths: paths.iter().map(|p| p.display().to_string()).collect(),
+            why: why.to_string(),
+        });
+        Ok(Some(git_ref))
+    }
+
+    /// Applies kern's `edits` to its task and remembers the marker kern left.
+    pub(super) fn edit_task(&mut self, it: &mut TaskRun, edits: &[Edit]) -> Result<()> {
+        if edits.is_empty() {
+            return Ok(());
+        }
+        let doc = self.edit(&it.identity, edits)?;
+        if let Some(task) = doc.find(&it.identity) {
+            it.state = doc.tasks()[task].state;
+        }
+        Ok(())
+    }
+
+    /// Applies kern's edits that the person's file could not take in an earlier run.
+    fn apply_pending_edits(&mut self) -> Result<()> {
+        let path = self.ws.state_dir.pending_edits();
+        let Some(pending) = journal::load::<PendingEdits>(&path) else {
+            return Ok(());
+        };
+        let doc = self.spec.reload()?;
+        self.ws.validate(&doc).map_err(|e| match e {
+            Error::SpecInvalid { report } => Error::SpecInvalid {
+                report: format!(
+                    "{report}\n{} still does not validate — kern keeps its edit of `{}` until it does; fix the file and run kern again",
+                    self.ws.spec_display, pending.title
+                ),
+            },
+            other => other,
+        })?;
+        if doc.find(&pending.identity).is_some() {
+            self.edit(&pending.identity, &pending.edits)?;
+            self.reporter.info(&format!(
+                "applied kern's edit of `{}` that waited for {} to be fixed",
+                pending.title, self.ws.spec_display
+            ));
+        } else {
+            self.reporter.warn(&format!(
+                "dropped kern's waiting edit of `{}`: the task is no longer in {}",
+                pending.title, self.ws.spec_display
+            ));
+        }
+        journal::remove(&path);
+        Ok(())
     }
 }

@@ -32,7 +32,7 @@ use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
 use crate::stage::Report;
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
 use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
-use crate::state::journal::TaskStart;
+use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::run_log::{IterationEnd, RunEvent, RunLog};
 use crate::supervisor::interrupt::Interrupt;
@@ -56,6 +56,8 @@ pub(crate) struct Run<'a> {
     last_failed: bool,
     started: Instant,
     detached: bool,
+    /// Changed files kern left out of its commits: they stay, and never block a start.
+    left_out: LeftOut,
 }
 
 /// The task an iteration works on.
@@ -63,7 +65,11 @@ pub(crate) struct TaskRun {
     title: String,
     identity: TaskIdentity,
     line: usize,
+    /// The marker kern last left on the task (a different one now is the person's).
+    state: crate::spec::TaskState,
     start: TaskStart,
+    /// Changes of SPEC.md during this task's stages that kern did not make.
+    hand_edits: Vec<String>,
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see
@@ -99,6 +105,7 @@ pub async fn run(
         last_failed: false,
         started: Instant::now(),
         detached: false,
+        left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
     run.recover(takeover)?;
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
@@ -282,7 +289,7 @@ impl Run<'_> {
     /// what implement said (for the review).
     async fn stage<R: Report>(
         &mut self,
-        it: &TaskRun,
+        it: &mut TaskRun,
         implement_summary: Option<&str>,
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
@@ -315,7 +322,7 @@ impl Run<'_> {
             },
             attempt: doc.tasks()[task].attempts() + 1,
         };
-        let before = self.before_stage()?;
+        let before = self.before_stage(doc)?;
         let ctx = StageContext {
             settings: self.settings,
             state_dir: &self.ws.state_dir,
@@ -344,7 +351,7 @@ impl Run<'_> {
             }
         };
         self.count(&run);
-        let found = self.audit(stage, &before, &it.identity)?;
+        let found = self.audit(stage, &before, it)?;
         if !found.violations.is_empty() {
             for v in &found.violations {
                 self.reporter.warn(&format!("violation: {v}"));
@@ -353,15 +360,24 @@ impl Run<'_> {
                 stage,
                 violations: found.violations.clone(),
                 reverted: found.reverted.clone(),
+                saved: found.saved.clone(),
             });
             run.record.kern.violations = found.violations;
             run.record.kern.reverted = found.reverted;
-            if stage.tools().is_read_only() {
+            if stage.tools().is_read_only() || found.history_moved {
                 run.record.kern.outcome = Outcome::Violated;
-                run.outcome = Err(run.record.kern.violations.join("; "));
+                let mut note = run.record.kern.violations.join("; ");
+                if found.history_moved {
+                    note.push_str(&format!(
+                        " — what the agent made is kept under `{}`",
+                        found.saved.join("`, `")
+                    ));
+                }
+                run.outcome = Err(note);
             }
             run.record.write(&self.ws.state_dir.stage_record(stage))?;
         }
+        self.notice_hand_edits(stage, &before.doc, it)?;
         let record = &run.record;
         self.reporter.stage_finished(
             stage,
@@ -386,6 +402,32 @@ impl Run<'_> {
             error: None,
         });
         Ok(run)
+    }
+
+    /// Reports the changes of SPEC.md during the stage that kern did not make, by name.
+    fn notice_hand_edits(
+        &mut self,
+        stage: crate::stage::Stage,
+        before: &Document,
+        it: &mut TaskRun,
+    ) -> Result<()> {
+        let after = self.spec.reload()?;
+        let changes = audit::hand_edits(before, &after);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.reporter.warn(&format!(
+            "{} changed during the {} stage, not by kern: {}",
+            self.ws.spec_display,
+            stage.name(),
+            changes.join("; ")
+        ));
+        self.log.event(RunEvent::HandEdit {
+            stage,
+            changes: changes.clone(),
+        });
+        it.hand_edits.extend(changes);
+        Ok(())
     }
 
     /// Adds a stage's cost, retries and waits to the run's totals.

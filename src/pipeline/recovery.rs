@@ -1,10 +1,10 @@
 //! What a run cleans up before its first iteration, when it took over the lock of a run that
 //! died: the agent that run left running, kern's half-written temp files, and git's
-//! `index.lock` when the dead run was committing.
+//! `index.lock` and ref locks when the dead run was writing them.
 //!
-//! The one decision a reader must know: an `index.lock` is removed only when the dead run's
-//! phase was `committing` and the lock file is younger than that run — only then can it be
-//! kern's. Any other `index.lock` is someone else's: the run stops with the fix.
+//! The one decision a reader must know: git's lock files are removed only when the dead run's
+//! phase was `committing` or `writing` and the lock file is younger than that run — only then
+//! can it be kern's. Any other `index.lock` is someone else's: the run stops with the fix.
 
 use crate::error::{Error, Result};
 use crate::pipeline::Run;
@@ -24,7 +24,7 @@ impl Run<'_> {
                 if lock::stop_orphaned_agent(&record) {
                     self.reporter.warn("stopped the agent that run left behind");
                 }
-                if record.phase == Phase::Committing {
+                if matches!(record.phase, Phase::Committing | Phase::Writing) {
                     stale_started = Some(record.started_at.system_time());
                 }
                 self.log.event(RunEvent::LockRecovered {
@@ -53,6 +53,14 @@ impl Run<'_> {
             for path in crate::atomic_file::remove_leftovers(dir) {
                 self.reporter.warn(&format!(
                     "removed `{}` left by a kern killed while writing",
+                    path.display()
+                ));
+            }
+        }
+        if let Some(started) = stale_started {
+            for path in self.ws.repo.recover_ref_locks(started)? {
+                self.reporter.warn(&format!(
+                    "removed `{}` left by the crashed kern",
                     path.display()
                 ));
             }

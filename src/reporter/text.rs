@@ -73,6 +73,33 @@ pub fn short_oid(oid: &str) -> &str {
     oid.get(..7).unwrap_or(oid)
 }
 
+/// A slug of a task title, safe in a file name and a ref name: lower-case ASCII letters and
+/// digits joined by `-`, at most 60 characters, `task` when nothing is left.
+pub fn slug(task: &str) -> String {
+    let mut slug = String::new();
+    let mut gap = false;
+    for c in task.chars() {
+        if c.is_ascii_alphanumeric() {
+            let dash = gap && !slug.is_empty();
+            if slug.len() + usize::from(dash) + 1 > 60 {
+                break;
+            }
+            if dash {
+                slug.push('-');
+            }
+            slug.push(c.to_ascii_lowercase());
+            gap = false;
+        } else {
+            gap = true;
+        }
+    }
+    if slug.is_empty() {
+        "task".to_string()
+    } else {
+        slug
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 
 mod commit;
 mod context;
+mod history;
 mod hooks;
 mod refs;
 mod save;
@@ -22,6 +23,7 @@ use git2::{RepositoryState, StatusOptions};
 use crate::error::{Error, Result};
 
 pub use commit::{CommitOutcome, CommitRequest, LeftOut};
+pub use history::{GitFiles, HistoryRepair};
 pub use refs::RefsSnapshot;
 pub use save::KERN_REFS;
 pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};

@@ -14,11 +14,11 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefsSnapshot {
     /// HEAD's symbolic target (`refs/heads/main`), or `None` when detached.
-    head_target: Option<String>,
+    pub(super) head_target: Option<String>,
     /// The commit HEAD resolves to (`None` on an unborn branch).
-    head_oid: Option<git2::Oid>,
+    pub(super) head_oid: Option<git2::Oid>,
     /// Every ref: a direct ref's target as hex, a symbolic ref's as `-> name`.
-    refs: BTreeMap<String, String>,
+    pub(super) refs: BTreeMap<String, String>,
 }
 
 impl RefsSnapshot {

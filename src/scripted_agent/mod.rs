@@ -22,8 +22,9 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
+pub use crate::reporter::text::slug;
 use act::{Context, perform};
-pub use scenario::{Scenario, slug};
+pub use scenario::Scenario;
 
 /// Runs the scripted agent on `scenario_path` (the `kern scripted-agent` subcommand). Exits
 /// the process itself when the scenario asks for a non-zero exit code, or hangs forever when

@@ -211,29 +211,3 @@ impl Runs {
         }
     }
 }
-
-/// A file-name-safe slug of a task title (see the module docs).
-pub fn slug(task: &str) -> String {
-    let mut slug = String::new();
-    let mut gap = false;
-    for c in task.chars() {
-        if c.is_ascii_alphanumeric() {
-            let dash = gap && !slug.is_empty();
-            if slug.len() + usize::from(dash) + 1 > 60 {
-                break;
-            }
-            if dash {
-                slug.push('-');
-            }
-            slug.push(c.to_ascii_lowercase());
-            gap = false;
-        } else {
-            gap = true;
-        }
-    }
-    if slug.is_empty() {
-        "task".to_string()
-    } else {
-        slug
-    }
-}

@@ -29,8 +29,10 @@ use std::ops::Range;
 
 use super::parse::{Document, NoteKind, TaskIdentity, TaskState, normalise};
 
-/// One change kern makes to a task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One change kern makes to a task (serialisable: an edit the person's file cannot take yet is
+/// kept in the state folder for the next run).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Edit {
     /// Rewrite the box to this state (a done `[X]` stays `[X]`).
     SetState(TaskState),

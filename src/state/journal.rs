@@ -24,6 +24,10 @@ pub struct TaskStart {
     pub base_commit: Option<String>,
     /// Paths dirty before the task under `--allow-dirty`: never in kern's commits.
     pub excluded: Vec<PathBuf>,
+    /// The task's own Check command when it started: the gate runs this one, whatever the
+    /// file says later (an agent cannot rewrite its own gate).
+    #[serde(default)]
+    pub check: Option<String>,
 }
 
 impl TaskStart {
@@ -54,6 +58,26 @@ pub struct PendingCommit {
     pub message: String,
     /// HEAD before the commit; HEAD elsewhere means the commit landed.
     pub head_before: Option<String>,
+}
+
+/// kern's edits of a task that SPEC.md could not take because the person's file did not
+/// validate (`edits.json`): applied at the start of the next run, once the file is fixed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingEdits {
+    /// The task the edits are for.
+    pub identity: TaskIdentity,
+    /// Its title, for messages.
+    pub title: String,
+    /// The edits, in order.
+    pub edits: Vec<crate::spec::Edit>,
+}
+
+/// Changed files kern left out of its commits (secrets, files too large, nested
+/// repositories): they stay in the tree and never block a start (`left-out.json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// Paths relative to the top.
+    pub paths: Vec<PathBuf>,
 }
 
 /// Reads a journal file; `None` when it is missing or unreadable (see the module docs).
@@ -90,6 +114,7 @@ mod tests {
             identity: id(&["Big"], 0),
             base_commit: None,
             excluded: Vec::new(),
+            check: None,
         };
         assert!(start.covers(&id(&["Big"], 0)));
         assert!(start.covers(&id(&["Big", "Part one"], 0)));

@@ -75,9 +75,9 @@ impl LockRecord {
     }
 }
 
-/// What a run is doing, as its lock record says. `Committing` drives behaviour: a kern that
-/// takes over the lock of a run that died while committing may remove the `index.lock` that
-/// run left behind.
+/// What a run is doing, as its lock record says. `Committing` and `Writing` drive behaviour: a
+/// kern that takes over the lock of a run that died in them may remove the `index.lock` and
+/// ref locks that run left behind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
     /// Taking the lock, recovering, checking the repository.
@@ -92,6 +92,9 @@ pub enum Phase {
     Check,
     /// Making kern's commit (or finishing one a dead run journaled).
     Committing,
+    /// Writing git's index or refs outside a commit: putting back what a stage changed,
+    /// setting a task's work aside.
+    Writing,
     /// The pause between iterations.
     Sleeping,
     /// A phase this kern does not know (written by another version); shown as it is.
@@ -107,6 +110,7 @@ impl fmt::Display for Phase {
             Phase::Waiting(stage) => write!(f, "{}: waiting for usage limit reset", stage.name()),
             Phase::Check => f.write_str("check"),
             Phase::Committing => f.write_str("committing"),
+            Phase::Writing => f.write_str("writing"),
             Phase::Sleeping => f.write_str("sleeping"),
             Phase::Other(text) => f.write_str(text),
         }
@@ -120,6 +124,7 @@ impl From<&str> for Phase {
             Phase::Selecting,
             Phase::Check,
             Phase::Committing,
+            Phase::Writing,
             Phase::Sleeping,
         ]
         .into_iter()
@@ -530,6 +535,7 @@ mod tests {
             Phase::Waiting(Stage::Implement),
             Phase::Check,
             Phase::Committing,
+            Phase::Writing,
             Phase::Sleeping,
             Phase::Other("from a newer kern".into()),
         ] {

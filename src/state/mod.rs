@@ -165,7 +165,17 @@ impl StateDir {
         self.dir().join("task.json")
     }
 
-    /// `commit.json`: a commit kern was about to make (see `resume.rs`).
+    /// `edits.json`: kern's edits that SPEC.md could not take yet (see `journal.rs`).
+    pub fn pending_edits(&self) -> PathBuf {
+        self.dir().join("edits.json")
+    }
+
+    /// `left-out.json`: changed files kern left out of its commits (see `journal.rs`).
+    pub fn left_out(&self) -> PathBuf {
+        self.dir().join("left-out.json")
+    }
+
+    /// `commit.json`: a commit kern was about to make (see `journal.rs`).
     pub fn pending_commit(&self) -> PathBuf {
         self.dir().join("commit.json")
     }

@@ -113,6 +113,35 @@ pub enum RunEvent {
         violations: Vec<String>,
         /// What kern put back.
         reverted: Vec<String>,
+        /// Where what was taken out is kept (`refs/kern/…`).
+        #[serde(default)]
+        saved: Vec<String>,
+    },
+    /// SPEC.md changed during a stage in ways kern did not make: markers, Check notes, tasks.
+    HandEdit {
+        /// The stage it happened during.
+        stage: Stage,
+        /// One sentence per change.
+        changes: Vec<String>,
+    },
+    /// A task ended without a commit and its work was set aside, so the next task starts on
+    /// a clean tree.
+    SetAside {
+        /// The task's title.
+        task: String,
+        /// Where the work is kept.
+        git_ref: String,
+        /// The paths set aside.
+        paths: Vec<String>,
+        /// Why the task ended.
+        why: String,
+    },
+    /// A task was finished with nothing to commit.
+    NoCommit {
+        /// The task's title.
+        task: String,
+        /// Why there was nothing.
+        why: String,
     },
     /// The check gate ran.
     Check {
@@ -279,6 +308,21 @@ mod tests {
                 stage: Stage::Research,
                 violations: vec!["research stage is read-only but changed a.txt".into()],
                 reverted: vec!["a.txt".into()],
+                saved: vec!["refs/kern/saved/add-the-parser/research-1".into()],
+            },
+            RunEvent::HandEdit {
+                stage: Stage::Implement,
+                changes: vec!["`Other` [ ] → [x]".into()],
+            },
+            RunEvent::SetAside {
+                task: "Hard".into(),
+                git_ref: "refs/kern/attempts/hard/1".into(),
+                paths: vec!["half.txt".into()],
+                why: "skipped".into(),
+            },
+            RunEvent::NoCommit {
+                task: "Tidy".into(),
+                why: "nothing changed that kern commits".into(),
             },
             RunEvent::Check {
                 command: "cargo test".into(),

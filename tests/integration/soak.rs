@@ -9,7 +9,7 @@
 //! else taken from the clock so that every run explores new moments; each round derives its own
 //! seed from it. On failure the test prints the seed and the timeline of every round (delay,
 //! the lock's phase at the kill, exit status), so a run can be replayed with
-//! `KERN_SOAK_SEED=<seed> cargo test --test soak`. When a project finishes before the wanted
+//! `KERN_SOAK_SEED=<seed> cargo test --test integration soak`. When a project finishes before the wanted
 //! number of kills, the soak checks it and goes on with a fresh one, so the number of kills
 //! does not depend on the speed of the machine; the rounds are bounded either way.
 

@@ -1,0 +1,323 @@
+//! History only moves forwards, and `.git` is part of the audit (DESIGN.md sections 4 and 8).
+//!
+//! After a stage, [`Repository::restore_history`] compares HEAD and every ref with the
+//! snapshot from before it and puts back what the stage moved the wrong way: a ref that was
+//! deleted or rewound (`git reset --hard HEAD~1`, `git branch -D`), a changed `refs/stash`
+//! (`git stash -u`), HEAD on another branch or detached (`git checkout -b x`). Before anything
+//! is put back, what the agent made is kept under `refs/kern/agent/…`, so every commit it made
+//! stays reachable. A branch the stage only moved forwards (it committed on top) is left as it
+//! is: history moved forwards, and the audit reports it.
+//!
+//! [`GitFiles`] is the other half: the hooks outside the work tree (`.git/hooks`, or a
+//! `core.hooksPath` outside it), `.git/config` and `.git/info/exclude`, read before a stage and
+//! put back after it when the stage changed them — so a hook an agent planted never runs inside
+//! kern's commit. Hooks inside the work tree (`core.hooksPath = .husky`) are files of the
+//! project: a change to them is work, reviewed and committed like any other.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use git2::Oid;
+
+use super::{RefsSnapshot, Repository};
+use crate::error::{Error, Result};
+
+/// What [`Repository::restore_history`] found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryRepair {
+    /// One sentence per ref put back (empty: the history only moved forwards, or not at all).
+    pub restored: Vec<String>,
+    /// Where the agent's refs were kept (`refs/kern/agent/…`).
+    pub kept: Vec<String>,
+}
+
+impl Repository {
+    /// Puts back every ref the stage moved the wrong way (see the module docs), keeping what
+    /// the agent made under `keep_prefix` (e.g. `refs/kern/agent/add-the-parser/2/`).
+    pub fn restore_history(
+        &self,
+        before: &RefsSnapshot,
+        keep_prefix: &str,
+    ) -> Result<HistoryRepair> {
+        let after = self.refs_snapshot()?;
+        let mut repair = HistoryRepair::default();
+        let branch = before.head_target.clone();
+        for (name, old) in &before.refs {
+            let new = after.refs.get(name);
+            if new == Some(old) {
+                continue;
+            }
+            let (Ok(old_oid), new_oid) =
+                (Oid::from_str(old), new.and_then(|n| Oid::from_str(n).ok()))
+            else {
+                continue; // a symbolic ref: HEAD-like, handled below
+            };
+            let forwards = new_oid.is_some_and(|n| {
+                n == old_oid || self.repo.graph_descendant_of(n, old_oid).unwrap_or(false)
+            });
+            // Only the run's own branch may move forwards (an agent that committed); a stash
+            // or any other ref moved by the agent is put back, kern's own refs included.
+            if forwards && Some(name) == branch.as_ref() {
+                continue;
+            }
+            if let Some(n) = new_oid.filter(|_| !name.starts_with(super::KERN_REFS)) {
+                let kept = format!("{keep_prefix}{}", name.trim_start_matches("refs/"));
+                self.set_ref(&kept, n, "kern: kept what an agent made")?;
+                repair.kept.push(kept);
+            }
+            self.set_ref(name, old_oid, "kern: put back what an agent moved")?;
+            repair.restored.push(match new {
+                Some(n) => format!(
+                    "{name} put back from {} to {}",
+                    short_hex(n),
+                    short_hex(old)
+                ),
+                None => format!(
+                    "{name} restored at {} (the agent deleted it)",
+                    short_hex(old)
+                ),
+            });
+        }
+        for (name, new) in &after.refs {
+            if before.refs.contains_key(name) || name.starts_with(super::KERN_REFS) {
+                continue;
+            }
+            if let Ok(oid) = Oid::from_str(new) {
+                let kept = format!("{keep_prefix}{}", name.trim_start_matches("refs/"));
+                self.set_ref(&kept, oid, "kern: kept a ref an agent made")?;
+                repair.kept.push(kept);
+            }
+        }
+        if after.head_target != before.head_target {
+            if let Some(oid) = after.head_oid {
+                let kept = format!("{keep_prefix}HEAD");
+                self.set_ref(&kept, oid, "kern: kept where an agent left HEAD")?;
+                repair.kept.push(kept);
+            }
+            match &before.head_target {
+                Some(target) => self
+                    .repo
+                    .set_head(target)
+                    .map_err(|e| Error::git(format!("putting HEAD back on `{target}`"), e))?,
+                None => {
+                    if let Some(oid) = before.head_oid {
+                        self.repo
+                            .set_head_detached(oid)
+                            .map_err(|e| Error::git("putting the detached HEAD back", e))?;
+                    }
+                }
+            }
+            repair.restored.push(format!(
+                "HEAD put back on {} (the agent moved it to {})",
+                show_target(&before.head_target),
+                show_target(&after.head_target)
+            ));
+        }
+        Ok(repair)
+    }
+}
+
+impl Repository {
+    /// Removes the ref lock files (`refs/…/*.lock`, `HEAD.lock`, `packed-refs.lock`) written
+    /// since `stale_run_started`: a kern killed while it moved a ref leaves one, and libgit2
+    /// then refuses every later update of that ref. Older lock files are someone else's and
+    /// stay. Returns what was removed.
+    pub fn recover_ref_locks(
+        &self,
+        stale_run_started: std::time::SystemTime,
+    ) -> Result<Vec<PathBuf>> {
+        let mut candidates = Vec::new();
+        for dir in [self.repo.path(), self.repo.commondir()] {
+            candidates.push(dir.join("HEAD.lock"));
+            candidates.push(dir.join("packed-refs.lock"));
+            collect_locks(&dir.join("refs"), &mut candidates);
+        }
+        candidates.sort();
+        candidates.dedup();
+        let mut removed = Vec::new();
+        for path in candidates {
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.modified().is_ok_and(|m| m >= stale_run_started)
+                && fs::remove_file(&path).is_ok()
+            {
+                removed.push(path);
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Every `*.lock` file under `dir`, recursively.
+fn collect_locks(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_locks(&path, out);
+        } else if path.extension().is_some_and(|e| e == "lock") {
+            out.push(path);
+        }
+    }
+}
+
+fn short_hex(hex: &str) -> &str {
+    hex.get(..7).unwrap_or(hex)
+}
+
+fn show_target(target: &Option<String>) -> String {
+    target.clone().unwrap_or_else(|| "a detached commit".into())
+}
+
+/// The files of `.git` a stage must not change: hooks outside the work tree, the config, the
+/// exclude file — their content (and the hooks' modes) at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitFiles {
+    files: BTreeMap<PathBuf, Option<(u32, Vec<u8>)>>,
+}
+
+impl GitFiles {
+    /// The files that differ between `self` (before) and `now`, by path.
+    pub fn changed(&self, now: &GitFiles) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self
+            .files
+            .keys()
+            .chain(now.files.keys())
+            .filter(|p| {
+                self.files.get(*p).cloned().flatten() != now.files.get(*p).cloned().flatten()
+            })
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+impl Repository {
+    /// Reads the `.git` files a stage must not change (see [`GitFiles`]).
+    pub fn git_files(&self) -> Result<GitFiles> {
+        let mut files = BTreeMap::new();
+        let common = self.repo.commondir().to_path_buf();
+        for path in [
+            common.join("config"),
+            common.join("info").join("exclude"),
+            self.repo.path().join("config.worktree"),
+        ] {
+            files.insert(path.clone(), read_file(&path)?);
+        }
+        let hooks = self.hooks_dir();
+        if !hooks.starts_with(&self.top) || hooks.starts_with(self.repo.path()) {
+            if let Ok(entries) = fs::read_dir(&hooks) {
+                for entry in entries.flatten() {
+                    let path = entry.path();
+                    if path.is_file() {
+                        files.insert(path.clone(), read_file(&path)?);
+                    }
+                }
+            }
+        }
+        Ok(GitFiles { files })
+    }
+
+    /// Saves the stage's version of the `changed` `.git` files as a commit under `refname`
+    /// (a tree of `git/<path inside .git>` files, no parent) and puts `before`'s versions back.
+    pub fn restore_git_files(
+        &self,
+        before: &GitFiles,
+        changed: &[PathBuf],
+        refname: &str,
+    ) -> Result<()> {
+        let mut index = git2::Index::new().map_err(|e| Error::git("a new index", e))?;
+        let common = self.repo.commondir().to_path_buf();
+        for path in changed {
+            if let Some((mode, bytes)) = read_file(path)? {
+                let rel = path
+                    .strip_prefix(&common)
+                    .or_else(|_| path.strip_prefix(self.repo.path()))
+                    .map(|r| Path::new("git").join(r))
+                    .unwrap_or_else(|_| {
+                        Path::new("hooks").join(path.file_name().unwrap_or_default())
+                    });
+                let entry = git2::IndexEntry {
+                    ctime: git2::IndexTime::new(0, 0),
+                    mtime: git2::IndexTime::new(0, 0),
+                    dev: 0,
+                    ino: 0,
+                    mode: if mode & 0o111 != 0 {
+                        0o100_755
+                    } else {
+                        0o100_644
+                    },
+                    uid: 0,
+                    gid: 0,
+                    file_size: 0,
+                    id: Oid::ZERO_SHA1,
+                    flags: 0,
+                    flags_extended: 0,
+                    path: rel.as_os_str().as_bytes().to_vec(),
+                };
+                index
+                    .add_frombuffer(&entry, &bytes)
+                    .map_err(|e| Error::git("saving a .git file", e))?;
+            }
+        }
+        let tree = index
+            .write_tree_to(&self.repo)
+            .and_then(|id| self.repo.find_tree(id))
+            .map_err(|e| Error::git("saving .git files", e))?;
+        let sig = self
+            .repo
+            .signature()
+            .or_else(|_| git2::Signature::now("kern", "kern@localhost"))
+            .map_err(|e| Error::git("a signature", e))?;
+        let oid = self
+            .repo
+            .commit(
+                None,
+                &sig,
+                &sig,
+                "kern: .git files a stage changed\n",
+                &tree,
+                &[],
+            )
+            .map_err(|e| Error::git("saving .git files", e))?;
+        self.set_ref(refname, oid, "kern: saved .git files a stage changed")?;
+        for path in changed {
+            match before.files.get(path).cloned().flatten() {
+                Some((mode, bytes)) => {
+                    crate::atomic_file::write(path, &bytes)?;
+                    fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o7777))
+                        .map_err(|e| Error::io(path, e))?;
+                }
+                None => match fs::remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(path, e)),
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A file's mode and bytes, `None` when it does not exist.
+fn read_file(path: &Path) -> Result<Option<(u32, Vec<u8>)>> {
+    match fs::read(path) {
+        Ok(bytes) => {
+            let mode = fs::metadata(path)
+                .map(|m| m.permissions().mode())
+                .map_err(|e| Error::io(path, e))?;
+            Ok(Some((mode, bytes)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => Ok(None),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
