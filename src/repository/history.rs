@@ -213,13 +213,13 @@ impl Repository {
             files.insert(path.clone(), read_file(&path)?);
         }
         let hooks = self.hooks_dir();
-        if !hooks.starts_with(&self.top) || hooks.starts_with(self.repo.path()) {
-            if let Ok(entries) = fs::read_dir(&hooks) {
-                for entry in entries.flatten() {
-                    let path = entry.path();
-                    if path.is_file() {
-                        files.insert(path.clone(), read_file(&path)?);
-                    }
+        let outside_work_tree =
+            !hooks.starts_with(&self.top) || hooks.starts_with(self.repo.path());
+        if outside_work_tree && let Ok(entries) = fs::read_dir(&hooks) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_file() {
+                    files.insert(path.clone(), read_file(&path)?);
                 }
             }
         }
