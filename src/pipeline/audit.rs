@@ -93,7 +93,16 @@ impl Run<'_> {
                     stage.name(),
                     repair.restored.join("; ")
                 ));
-                let paths = self.changed_paths(it)?;
+                // Moving history rewrote tracked files, kern's own among them: everything goes
+                // back to HEAD, SPEC.md to the text kern last saw (each saved first).
+                let mut paths = self.changed_paths(it)?;
+                let dirty = self.ws.repo.dirty_paths(&[])?;
+                paths.extend(
+                    self.ws
+                        .own_files()
+                        .into_iter()
+                        .filter(|p| dirty.iter().any(|x| Path::new(x) == p)),
+                );
                 if !paths.is_empty() {
                     let worktree = format!("{prefix}/worktree");
                     self.ws.repo.save_paths(
@@ -105,6 +114,8 @@ impl Run<'_> {
                         ),
                     )?;
                     self.ws.repo.restore_paths(&paths)?;
+                    let text = self.spec.last_text().to_string();
+                    self.spec.restore(&text)?;
                     found
                         .reverted
                         .extend(paths.iter().map(|p| p.display().to_string()));

@@ -163,6 +163,9 @@ impl Run<'_> {
         let implement = match implement {
             Some(report) => report,
             None => {
+                if let Some(end) = self.still_ours(it)? {
+                    return Ok(end);
+                }
                 let run = self.stage::<ImplementReport>(it, None).await?;
                 let attempts = self.attempts(it)?;
                 match decide::after_implement(run.outcome, &attempts, self.settings.max_attempts) {
@@ -174,7 +177,13 @@ impl Run<'_> {
         let review = match review {
             Some(report) => report,
             None => {
+                if let Some(end) = self.still_ours(it)? {
+                    return Ok(end);
+                }
                 if let Some(end) = self.check_gate(it).await? {
+                    return Ok(end);
+                }
+                if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
                 let run = self
@@ -356,6 +365,15 @@ impl Run<'_> {
             return Ok(TaskNow::SetByPerson(state));
         }
         Ok(TaskNow::Ours)
+    }
+
+    /// `Some(end)` when the person took the task away since kern last wrote it (kern then
+    /// follows), before the next stage starts.
+    fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+        match self.task_now(it, &[])? {
+            TaskNow::Ours => Ok(None),
+            other => self.follow_person(it, &other).map(Some),
+        }
     }
 
     /// The person took the task away (removed, renamed, or set its marker): kern follows —

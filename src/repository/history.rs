@@ -89,6 +89,17 @@ impl Repository {
                 let kept = format!("{keep_prefix}{}", name.trim_start_matches("refs/"));
                 self.set_ref(&kept, oid, "kern: kept a ref an agent made")?;
                 repair.kept.push(kept);
+                // A new branch or tag only adds history; a new stash took work out of the tree.
+                if name == "refs/stash" {
+                    self.repo
+                        .find_reference(name)
+                        .and_then(|mut r| r.delete())
+                        .map_err(|e| Error::git(format!("removing `{name}`"), e))?;
+                    repair.restored.push(format!(
+                        "{name} removed (the agent stashed work: {})",
+                        short_hex(new)
+                    ));
+                }
             }
         }
         if after.head_target != before.head_target {
@@ -245,6 +256,10 @@ impl Repository {
                     .unwrap_or_else(|_| {
                         Path::new("hooks").join(path.file_name().unwrap_or_default())
                     });
+                let id = self
+                    .repo
+                    .blob(&bytes)
+                    .map_err(|e| Error::git("saving a .git file", e))?;
                 let entry = git2::IndexEntry {
                     ctime: git2::IndexTime::new(0, 0),
                     mtime: git2::IndexTime::new(0, 0),
@@ -258,13 +273,13 @@ impl Repository {
                     uid: 0,
                     gid: 0,
                     file_size: 0,
-                    id: Oid::ZERO_SHA1,
+                    id,
                     flags: 0,
                     flags_extended: 0,
                     path: rel.as_os_str().as_bytes().to_vec(),
                 };
                 index
-                    .add_frombuffer(&entry, &bytes)
+                    .add(&entry)
                     .map_err(|e| Error::git("saving a .git file", e))?;
             }
         }

@@ -13,6 +13,7 @@ mod dry_run;
 mod init;
 mod lock;
 mod night;
+mod nothing_lost;
 mod output;
 mod pipeline;
 mod readme;

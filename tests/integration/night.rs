@@ -248,3 +248,176 @@ fn a_passing_baseline_check_runs_once_and_the_night_goes_on() {
     assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 2);
     assert_eq!(p.log(), vec!["Add alpha", "initial"]);
 }
+
+fn git(p: &Project, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn skipped_and_blocked_tasks_leave_their_work_aside_and_the_night_goes_on() {
+    let p = Project::new("- [ ] Skipper\n- [ ] Blocker\n- [ ] Worker\n");
+    p.write("mine.txt", "the person's own dirty file\n");
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Skipper", "implement": {"write": {"half.txt": "half done\n"},
+                "result": {"status": "SKIPPED", "summary": "s", "attempt_note": "needs a design decision"}}},
+            {"match": "Blocker", "implement": {"write": {"broken.txt": "broken\n"},
+                "result": {"status": "FAILED", "summary": "s", "attempt_note": "the same error"}}}
+        ],
+        "default": {
+            "implement": {"write": {"out/{slug}.txt": "done\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+        }
+    }));
+    let out = p
+        .kern()
+        .args(["3", "0", "--max-attempts", "1", "--allow-dirty"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(4), "a task is blocked: {err}");
+    assert!(p.log().contains(&"Add worker".to_string()), "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("— its work is saved at `refs/kern/attempts/skipper/1`"),
+        "{spec}"
+    );
+    assert!(
+        spec.contains("— its work is saved at `refs/kern/attempts/blocker/1`"),
+        "{spec}"
+    );
+    assert_eq!(
+        git(&p, &["show", "refs/kern/attempts/skipper/1:half.txt"]),
+        "half done\n"
+    );
+    assert_eq!(
+        git(&p, &["show", "refs/kern/attempts/blocker/1:broken.txt"]),
+        "broken\n"
+    );
+    assert!(!p.path().join("half.txt").exists() && !p.path().join("broken.txt").exists());
+    assert_eq!(p.read("mine.txt"), "the person's own dirty file\n");
+    // Worker's commit carried the notes of the tasks before it; the person's path stays.
+    assert_eq!(p.dirty(), vec!["mine.txt"]);
+    assert!(!p.head_files().contains(&"mine.txt".to_string()));
+    assert_eq!(p.run_events("set_aside").len(), 2);
+}
+
+#[test]
+fn the_next_attempt_is_told_where_the_earlier_work_was_set_aside() {
+    let p = Project::new("- [ ] Skipper\n");
+    p.scenario(&json!({"default": {
+        "implement": [
+            {"write": {"half.txt": "half\n"}, "result": {"status": "SKIPPED", "summary": "later"}},
+            {"write": {"out/skipper.txt": "done\n"}}
+        ],
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add skipper"}}
+    }}));
+    let out = p.kern().args(["3", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    let prompts = p.prompts("implement");
+    assert_eq!(prompts.len(), 2);
+    assert!(
+        prompts[1].contains("refs/kern/attempts/skipper/1"),
+        "{}",
+        prompts[1]
+    );
+}
+
+#[test]
+fn secrets_left_out_of_a_commit_stay_in_the_tree_and_never_block_the_next_task() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done\n", ".env": "TOKEN=x\n", "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(p.log(), vec!["Add beta", "Add alpha", "initial"]);
+    assert!(p.path().join(".env").exists() && p.path().join("id_rsa").exists());
+    let head = p.head_files();
+    assert!(!head.contains(&".env".to_string()) && !head.contains(&"id_rsa".to_string()));
+}
+
+#[test]
+fn a_gitignored_spec_with_a_no_change_task_ends_cleanly_and_a_second_run_exits_0() {
+    let p = Project::new("");
+    p.write(".gitignore", "SPEC.md\nLEARNINGS.md\n");
+    git(&p, &["rm", "-q", "--cached", "SPEC.md"]);
+    git(&p, &["add", ".gitignore"]);
+    git(&p, &["commit", "-q", "-m", "ignore the task list"]);
+    p.write("SPEC.md", "- [ ] Only think\n- [ ] Then write\n");
+    p.scenario(&json!({
+        "tasks": [{"match": "Only think", "implement": {"result": {"status": "SUCCESS", "summary": "nothing to change", "no_change_reason": "the code already does it"}}}],
+        "default": {
+            "implement": {"write": {"out/{slug}.txt": "done\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+        }
+    }));
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("done with nothing to commit"), "{err}");
+    assert_eq!(p.log()[0], "Add then-write");
+    assert!(!p.state_dir().join("commit.json").exists());
+    let out = p.kern().args(["5", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert!(p.read("SPEC.md").contains("- [x] Only think"));
+}
+
+#[test]
+fn a_subtask_added_by_hand_keeps_the_parent_open_and_is_done_next() {
+    let p = Project::new("- [ ] Parent\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&waiting_in("implement", "Parent", &go));
+    let child = spawn(&p, &p.state_root(), &["3", "0"]);
+    wait_for_file(&p.state_dir().join("stage2.jsonl"));
+    let spec = p.read("SPEC.md");
+    p.write("SPEC.md", &format!("{spec}  - [ ] Child added by hand\n"));
+    std::fs::write(&go, "").unwrap();
+    let (code, err) = finish(child);
+    assert_eq!(code, 0, "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("  - [x] Child added by hand"), "{spec}");
+    assert!(spec.contains("- [x] Parent"), "{spec}");
+    assert_eq!(
+        p.log(),
+        vec!["Add child-added-by-hand", "Add parent", "initial"]
+    );
+}
+
+#[test]
+fn a_task_set_to_blocked_by_hand_mid_stage_stays_blocked_and_its_work_is_kept() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&waiting_in("implement", "Alpha", &go));
+    let child = spawn(&p, &p.state_root(), &["3", "0"]);
+    wait_for_file(&p.state_dir().join("stage2.jsonl"));
+    p.write(
+        "SPEC.md",
+        &p.read("SPEC.md").replace("- [~] Alpha", "- [!] Alpha"),
+    );
+    std::fs::write(&go, "").unwrap();
+    let (code, err) = finish(child);
+    assert_eq!(code, 4, "a blocked task is exit 4: {err}");
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("- [!] Alpha") && spec.contains("- [x] Beta"),
+        "{spec}"
+    );
+    assert_eq!(p.log(), vec!["Add beta", "initial"]);
+    assert_eq!(
+        git(&p, &["show", "refs/kern/attempts/alpha/1:out/alpha.txt"]),
+        "done\n"
+    );
+}

@@ -1,0 +1,381 @@
+//! Nothing is ever lost (issue 12): the person's SPEC.md, the person's work, the branch's
+//! history. In every test, every byte the person or the agent wrote is still somewhere
+//! afterwards: in the tree, on the branch, or under `refs/kern/`.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::night::wait_for_file;
+use crate::support::project::{Project, texts};
+
+/// A scenario where `stage` of every task waits for the file `go` (after its own actions).
+fn waiting(stage: &str, go: &Path, actions: Value) -> Value {
+    let mut run = actions;
+    let wait = format!("while [ ! -f '{}' ]; do sleep 0.01; done", go.display());
+    let mut shell = vec![json!(wait)];
+    if let Some(more) = run.get("shell").and_then(Value::as_array) {
+        shell.extend(more.iter().cloned());
+    }
+    run["shell"] = json!(shell);
+    let mut s = json!({"default": {
+        "research": {"result": {"notes": ["n"]}},
+        "implement": {"write": {"out/{slug}.txt": "done {task}\n"}, "result": {"status": "SUCCESS", "summary": "s"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }});
+    let default = s["default"][stage].clone();
+    for (k, v) in default.as_object().unwrap() {
+        if run.get(k).is_none() {
+            run[k] = v.clone();
+        }
+    }
+    s["default"][stage] = json!([run, default]);
+    s
+}
+
+fn spawn(p: &Project, args: &[&str]) -> Child {
+    p.kern_std()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: Child) -> (i32, String) {
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), texts(&out).1)
+}
+
+/// Runs `git` in the project (tests may use git; kern never does).
+fn git(p: &Project, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn refs(p: &Project, prefix: &str) -> Vec<String> {
+    git(p, &["for-each-ref", "--format=%(refname)", prefix])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Starts kern, waits until the stage numbered `stage` is running, calls `during`, lets the
+/// stage go on, and returns how kern ended.
+fn during_stage(
+    p: &Project,
+    args: &[&str],
+    stage: u8,
+    go: &Path,
+    during: impl FnOnce(),
+) -> (i32, String) {
+    let child = spawn(p, args);
+    wait_for_file(&p.state_dir().join(format!("stage{stage}.jsonl")));
+    during();
+    std::fs::write(go, "").unwrap();
+    finish(child)
+}
+
+#[test]
+fn a_renamed_task_and_a_new_task_written_during_implement_survive_and_kern_follows() {
+    let p = Project::new("# Plan\n\n- [ ] Alpha\n- [ ] Beta\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&waiting("implement", &go, json!({})));
+    let (code, err) = during_stage(&p, &["1", "0"], 2, &go, || {
+        let spec = p.read("SPEC.md");
+        let spec = spec.replace("- [~] Alpha", "- [~] Alpha, reworded by hand");
+        let spec = format!(
+            "{spec}- [ ] Gamma, added by hand\n  A long description the person wrote\n  over two lines.\n"
+        );
+        p.write("SPEC.md", &spec);
+    });
+    assert_eq!(code, 0, "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [~] Alpha, reworded by hand"), "{spec}");
+    assert!(
+        spec.contains(
+            "- [ ] Gamma, added by hand\n  A long description the person wrote\n  over two lines.\n"
+        ),
+        "{spec}"
+    );
+    assert!(
+        !spec.contains("- [x]"),
+        "nothing marked in its place:\n{spec}"
+    );
+    assert!(
+        !err.contains("violation"),
+        "a person's edit is no violation: {err}"
+    );
+    assert!(err.contains("kern follows the person"), "{err}");
+    // The stage's work is kept: set aside, named.
+    let saved = refs(&p, "refs/kern/attempts/");
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(
+        git(&p, &["show", &format!("{}:out/alpha.txt", saved[0])]),
+        "done Alpha\n"
+    );
+    assert!(err.contains(&saved[0]), "{err}");
+    assert_eq!(p.log(), vec!["initial"]);
+}
+
+#[test]
+fn a_task_deleted_during_implement_is_not_resurrected_and_its_work_is_kept() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&waiting("implement", &go, json!({})));
+    let (code, err) = during_stage(&p, &["1", "0"], 2, &go, || {
+        p.write("SPEC.md", "- [ ] Beta\n");
+    });
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p.read("SPEC.md"), "- [ ] Beta\n");
+    let saved = refs(&p, "refs/kern/attempts/alpha/");
+    assert_eq!(saved.len(), 1, "{err}");
+    assert_eq!(
+        p.dirty(),
+        vec!["SPEC.md"],
+        "only the person's own edit is left"
+    );
+}
+
+#[test]
+fn a_marker_typo_written_during_implement_keeps_the_file_and_exits_2_then_resumes_once_fixed() {
+    let p = Project::new("- [ ] Alpha\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&waiting(
+        "implement",
+        &go,
+        json!({"result": {"status": "FAILED", "summary": "s", "attempt_note": "the build broke"}}),
+    ));
+    let (code, err) = during_stage(&p, &["3", "0"], 2, &go, || {
+        let spec = p.read("SPEC.md");
+        p.write(
+            "SPEC.md",
+            &format!("{spec}- [ ] Good new task\n- [] typo\n"),
+        );
+    });
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("SPEC.md:5:3"), "{err}");
+    assert!(err.contains("kern kept it exactly as it is"), "{err}");
+    let kept = p.read("SPEC.md");
+    assert!(kept.contains("- [ ] Good new task\n- [] typo\n"), "{kept}");
+    assert!(!kept.contains("Attempt 1"), "kern's edit waits: {kept}");
+    // Fixed by the person: kern's waiting Attempt note goes in first.
+    p.write("SPEC.md", &kept.replace("- [] typo", "- [ ] typo"));
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("> **Attempt 1:** the build broke"),
+        "{spec}\n{err}"
+    );
+    assert!(spec.contains("- [ ] Good new task"), "{spec}");
+    assert_eq!(spec.matches("Attempt 1").count(), 1, "{spec}");
+}
+
+#[test]
+fn the_persons_work_during_a_read_only_stage_is_saved_before_it_is_reverted() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.write("notes.txt", "mine\n");
+    p.commit_all("notes");
+    let go = p.outside.path().join("go");
+    p.scenario(&waiting("research", &go, json!({})));
+    let (code, err) = during_stage(&p, &["2", "0"], 1, &go, || {
+        p.write("notes.txt", "mine, edited during research\n");
+        p.write("new.txt", "a file created during research\n");
+    });
+    assert_eq!(code, 0, "{err}");
+    let saved = refs(&p, "refs/kern/saved/");
+    assert_eq!(saved.len(), 1, "{err}");
+    assert_eq!(
+        git(&p, &["show", &format!("{}:notes.txt", saved[0])]),
+        "mine, edited during research\n"
+    );
+    assert_eq!(
+        git(&p, &["show", &format!("{}:new.txt", saved[0])]),
+        "a file created during research\n"
+    );
+    assert!(err.contains(&saved[0]), "the output names the ref: {err}");
+    let event = p.run_events("violation");
+    assert_eq!(event[0]["saved"][0], saved[0].as_str(), "{event:?}");
+}
+
+#[test]
+fn allow_dirty_paths_are_outside_every_revert() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.write("mine.txt", "dirty before the run\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&waiting("research", &go, json!({})));
+    let (code, err) = during_stage(&p, &["1", "0", "--allow-dirty"], 1, &go, || {
+        p.write(
+            "mine.txt",
+            "dirty before the run, and edited during research\n",
+        );
+    });
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        p.read("mine.txt"),
+        "dirty before the run, and edited during research\n"
+    );
+    assert!(refs(&p, "refs/kern/saved/").is_empty());
+    assert!(!p.head_files().contains(&"mine.txt".to_string()));
+}
+
+#[test]
+fn reset_hard_by_the_agent_is_undone_and_its_state_kept() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.scenario(&json!({
+        "tasks": [{"match": "Beta", "implement": [
+            {"write": {"out/beta.txt": "first\n"}, "shell": ["git reset -q --hard HEAD~1"]},
+            {"write": {"out/beta.txt": "second\n"}}
+        ]}],
+        "default": {
+            "implement": {"write": {"out/{slug}.txt": "done\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+        }
+    }));
+    let out = p.kern().args(["3", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(p.log(), vec!["Add beta", "Add alpha", "initial"], "{err}");
+    assert!(err.contains("moved history"), "{err}");
+    let kept = refs(&p, "refs/kern/agent/beta/");
+    assert!(
+        kept.iter().any(|r| r.ends_with("/heads/master")),
+        "{kept:?}"
+    );
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("> **Attempt 1:** implement stage moved history"),
+        "{spec}"
+    );
+    assert_eq!(p.read("out/beta.txt"), "second\n");
+}
+
+#[test]
+fn checkout_b_by_the_agent_puts_head_back_on_the_runs_branch() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.scenario(&json!({
+        "tasks": [{"match": "Alpha", "implement": [
+            {"shell": ["git checkout -q -b elsewhere"], "write": {"out/alpha.txt": "x\n"}},
+            {"write": {"out/alpha.txt": "y\n"}}
+        ]}],
+        "default": {
+            "implement": {"write": {"out/{slug}.txt": "done\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+        }
+    }));
+    let out = p.kern().args(["4", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        git(&p, &["symbolic-ref", "HEAD"]).trim(),
+        "refs/heads/master"
+    );
+    assert_eq!(p.log(), vec!["Add beta", "Add alpha", "initial"]);
+    assert!(
+        refs(&p, "refs/heads/elsewhere").len() == 1,
+        "the agent's branch stays"
+    );
+}
+
+#[test]
+fn stash_by_the_agent_is_no_success_and_the_stash_is_kept() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.scenario(&json!({"default": {
+        "implement": [
+            {"write": {"out/alpha.txt": "stashed\n"}, "shell": ["git stash -q -u"]},
+            {"write": {"out/alpha.txt": "kept\n"}}
+        ],
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let out = p.kern().args(["3", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        refs(&p, "refs/stash").is_empty(),
+        "refs/stash put back (there was none)"
+    );
+    let kept = refs(&p, "refs/kern/agent/alpha/");
+    let stash = kept
+        .iter()
+        .find(|r| r.ends_with("/stash"))
+        .expect("stash kept");
+    assert!(
+        git(&p, &["show", "--stat", stash]).contains("WIP"),
+        "{stash}"
+    );
+    assert_eq!(p.log(), vec!["Add alpha", "initial"]);
+    assert_eq!(p.read("out/alpha.txt"), "kept\n");
+    let head_commit = git(&p, &["show", "--stat", "HEAD"]);
+    assert!(
+        head_commit.contains("out/alpha.txt"),
+        "not only SPEC.md: {head_commit}"
+    );
+}
+
+#[test]
+fn a_hook_and_an_exclude_planted_by_research_are_put_back_and_never_run() {
+    let p = Project::new("- [ ] Alpha\n");
+    let ran = p.outside.path().join("hook-ran");
+    p.scenario(&json!({"default": {
+        "research": {"shell": [
+            format!("mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit", ran.display()),
+            "echo 'out/' >> .git/info/exclude"
+        ]},
+        "implement": {"write": {"out/{slug}.txt": "done\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let exclude_before =
+        std::fs::read_to_string(p.path().join(".git/info/exclude")).unwrap_or_default();
+    let out = p.kern().args(["2", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert!(err.contains("violation"), "{err}");
+    assert!(!p.path().join(".git/hooks/pre-commit").exists());
+    assert!(!ran.exists(), "the planted hook ran inside kern's commit");
+    assert_eq!(
+        std::fs::read_to_string(p.path().join(".git/info/exclude")).unwrap_or_default(),
+        exclude_before
+    );
+    let saved = refs(&p, "refs/kern/saved/");
+    assert!(
+        saved
+            .iter()
+            .any(|r| git(&p, &["ls-tree", "-r", "--name-only", r]).contains("hooks/pre-commit")),
+        "{saved:?}"
+    );
+}
+
+#[test]
+fn an_agent_that_rewrites_its_check_and_ticks_another_task_is_held_to_the_original_check() {
+    let p = Project::new("- [ ] Alpha\n  > **Check:** false\n- [ ] Beta\n");
+    p.scenario(&json!({"default": {
+        "implement": {
+            "write": {"out/{slug}.txt": "done\n"},
+            "shell": ["sed -i 's/Check:\\*\\* false/Check:** true/; s/- \\[ \\] Beta/- [x] Beta/' SPEC.md"]
+        },
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("> **Attempt 1:** check `false` failed"),
+        "{spec}"
+    );
+    assert!(err.contains("`Alpha` Check `false` → `true`"), "{err}");
+    assert!(err.contains("`Beta` [ ] → [x]"), "{err}");
+    let edits = p.run_events("hand_edit");
+    assert_eq!(edits.len(), 1, "{edits:?}");
+    assert_eq!(p.log(), vec!["initial"]);
+}
