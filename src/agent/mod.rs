@@ -1,13 +1,15 @@
 //! The agent kinds kern can run, as one closed enum, and how each is invoked for a stage.
 //!
 //! The one decision a reader must know: this layer only *describes* a process
-//! ([`Invocation`]) and *reads* what it printed ([`stream::StreamParser`]); it never runs
-//! anything. The supervisor runs the invocation and feeds stdout lines to the parser, so that
+//! ([`Invocation`]), *reads* what it printed ([`stream::StreamParser`]) and *judges* how it
+//! ended ([`failure::classify`]); it never runs anything. The supervisor runs the invocation and feeds stdout lines to the parser, so that
 //! every command line and every parse is testable without a process.
 
 pub mod claude;
 pub mod codex;
+pub mod failure;
 pub mod program;
+pub mod reset_time;
 pub mod stream;
 
 use std::path::{Path, PathBuf};

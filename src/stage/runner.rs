@@ -9,11 +9,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::{LineSignal, StreamParser};
 use crate::agent::{Agent, InvocationRequest};
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
-use crate::retry::{self, FailureClass};
+use crate::retry;
 use crate::settings::Settings;
 use crate::stage::record::{KernEnvelope, Outcome, StageRecord, TaskRef, Wait, WaitKind};
 use crate::stage::{self, Stage, StageReport};
@@ -216,7 +217,7 @@ pub async fn run_stage(
                 human_duration(settings.limits.idle_timeout)
             ))),
             EndReason::Stopped(_) | EndReason::Exited | EndReason::AfterResultGrace => {
-                retry::classify(&settings.agent, &output)
+                failure::classify(&settings.agent, &output)
             }
         };
         let timed_out = matches!(
