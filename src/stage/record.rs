@@ -349,6 +349,7 @@ mod tests {
                     attempt_note: None,
                     subtasks: Vec::new(),
                     learnings: Vec::new(),
+                    no_change_reason: None,
                 })),
             ),
         );
