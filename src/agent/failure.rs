@@ -69,10 +69,13 @@ pub fn not_logged_in(agent: &str, hint: &str) -> FailureClass {
 /// A run failed when its result event says `is_error` or, without a result event, when it
 /// exited with anything but 0 (a signal included). The failure is then, first match wins:
 /// the decisive failure the stream parser already stopped on; a usage limit (a rejected
-/// `rate_limit_event`, or a "hit your … limit" / "usage limit reached" text); transient (HTTP
-/// 429, 529, 5xx, an assistant `error` of `rate_limit`, `overloaded` or `server_error`, or a
-/// connection / retry-limit / high-demand text); needs the user (unknown model, billing,
-/// invalid key, 403, not logged in, an agent CLI rejecting its arguments); a stage limit
+/// `rate_limit_event`, or a "hit your … limit" / "usage limit reached" text); the cause
+/// Claude names in `api_error` when it is a transient one or a stage limit; an invalid
+/// request (HTTP 400 other than a prompt too long or a billing problem: a retry gets the same
+/// answer, so the person must act); transient (HTTP 429, 529, 5xx, an assistant `error` of
+/// `rate_limit`, `overloaded` or `server_error`, or a connection / retry-limit / high-demand
+/// text); needs the user (unknown model, billing, invalid key, 403, not logged in, the
+/// credential causes of `api_error`, an agent CLI rejecting its arguments); a stage limit
 /// (turns, budget, structured-output retries, prompt or context too long); and anything else —
 /// a crash, a signal, an exit without a result — transient. Only the last 4 KiB of the result
 /// and of stderr are searched, where errors are printed.
@@ -108,7 +111,29 @@ pub fn classify(agent: &Agent, out: &AgentOutput) -> Option<FailureClass> {
         });
     }
 
-    // 2. Transient: the service or the network, not the task.
+    // 2. The cause Claude names, where it names one.
+    match api_error_class(out.api_error.as_deref()) {
+        Some(ApiErrorClass::Transient) => {
+            return Some(FailureClass::Transient(texts.headline(&name, out)));
+        }
+        Some(ApiErrorClass::StageLimit) => {
+            return Some(FailureClass::StageLimit(texts.headline(&name, out)));
+        }
+        Some(ApiErrorClass::NeedsUser(_)) | None => {}
+    }
+
+    // 3. An invalid request: the API will answer the same to every retry.
+    if let Some(message) = invalid_request(out)
+        && !is_stage_limit(out, &texts)
+        && out.assistant_error.as_deref() != Some("billing_error")
+    {
+        return Some(FailureClass::NeedsUser(format!(
+            "the model API rejected {name}'s request (HTTP 400): `{message}` — a retry gets the same answer: check --model, and that `{} --version` is a version kern supports",
+            agent.program().display()
+        )));
+    }
+
+    // 4. Transient: the service or the network, not the task.
     let status = out.api_error_status;
     let transient_status = matches!(status, Some(429 | 529 | 500..=599));
     let transient_error = matches!(
@@ -119,12 +144,23 @@ pub fn classify(agent: &Agent, out: &AgentOutput) -> Option<FailureClass> {
         return Some(FailureClass::Transient(texts.headline(&name, out)));
     }
 
-    // 3. Needs the user.
+    // 5. Needs the user.
     if let Some(class) = needs_user(agent, &name, out, &texts) {
         return Some(class);
     }
 
-    // 4. Stage limits: a retry would hit them again.
+    // 6. Stage limits: a retry would hit them again.
+    if is_stage_limit(out, &texts) {
+        return Some(FailureClass::StageLimit(texts.headline(&name, out)));
+    }
+
+    // 7. Anything else that failed: a crash, a signal, an error we do not know.
+    Some(FailureClass::Transient(texts.headline(&name, out)))
+}
+
+/// True when the run hit a limit of the stage itself: turns, budget, structured-output
+/// retries, a prompt or context too long.
+fn is_stage_limit(out: &AgentOutput, texts: &Texts) -> bool {
     let limit_subtype = matches!(
         out.subtype.as_deref(),
         Some("error_max_turns" | "error_max_budget_usd" | "error_max_structured_output_retries")
@@ -133,17 +169,85 @@ pub fn classify(agent: &Agent, out: &AgentOutput) -> Option<FailureClass> {
         out.terminal_reason.as_deref(),
         Some("prompt_too_long" | "max_turns")
     );
-    if limit_subtype || limit_reason || texts.any(STAGE_LIMIT_TEXTS) {
-        return Some(FailureClass::StageLimit(texts.headline(&name, out)));
-    }
+    limit_subtype || limit_reason || texts.any(STAGE_LIMIT_TEXTS)
+}
 
-    // 5. Anything else that failed: a crash, a signal, an error we do not know.
-    Some(FailureClass::Transient(texts.headline(&name, out)))
+/// What Claude's `api_error` (its typed cause of an API error, Claude Code 2.1.3xx) means for
+/// kern. Causes not listed are judged by the other signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ApiErrorClass {
+    Transient,
+    StageLimit,
+    /// The person must act; the text is the fix.
+    NeedsUser(&'static str),
+}
+
+fn api_error_class(api_error: Option<&str>) -> Option<ApiErrorClass> {
+    use ApiErrorClass::{NeedsUser, StageLimit, Transient};
+    const LOGIN: &str = "log in again, or check the credentials the CLI is given";
+    Some(match api_error? {
+        "connection_failed"
+        | "stream_idle_timeout"
+        | "computer_slept"
+        | "no_response"
+        | "empty_completion" => Transient,
+        "max_output_tokens"
+        | "message_over_context_limit"
+        | "autocompact_thrashing"
+        | "malformed_tool_use_exhausted"
+        | "pdf_too_large" => StageLimit,
+        "provider_credentials"
+        | "gateway_signin_required"
+        | "gateway_session_expired"
+        | "api_key_auth_disabled"
+        | "org_disabled_credential"
+        | "invalid_credential_header"
+        | "stored_login_refused"
+        | "oauth_refresh_store_refused"
+        | "named_profile_unusable" => NeedsUser(LOGIN),
+        "claude_code_version_too_old" => {
+            NeedsUser("update Claude Code (`npm install -g @anthropic-ai/claude-code`)")
+        }
+        "model_requires_usage_credits" | "long_context_credits_required" => {
+            NeedsUser("check the plan and billing, or choose another model with --model")
+        }
+        "tls_untrusted_ca" | "tls_cert_signature_failure" => NeedsUser(
+            "the connection's certificate is not trusted: set NODE_EXTRA_CA_CERTS to the proxy's certificate",
+        ),
+        _ => return None,
+    })
+}
+
+/// The API's own message when the run ended on an invalid request (HTTP 400): Claude's
+/// `api_error_status` 400 or `api_error_type` `invalid_request_error`; a Codex error that is
+/// the API's JSON body with `error.type` `invalid_request_error`, or says `400 Bad Request`.
+fn invalid_request(out: &AgentOutput) -> Option<String> {
+    let claude = out.api_error_status == Some(400)
+        || (out.api_error_type.as_deref() == Some("invalid_request_error")
+            && out.api_error_status.is_none_or(|s| s == 400));
+    if claude {
+        let text = out.result_text.trim();
+        let text = text.strip_prefix("API Error: 400").unwrap_or(text).trim();
+        return Some(first_line(text, 300));
+    }
+    out.errors.iter().rev().find_map(|error| {
+        if let Ok(body) = serde_json::from_str::<serde_json::Value>(error)
+            && body["error"]["type"] == "invalid_request_error"
+            && body["error"]["code"] != "invalid_api_key"
+        {
+            let message = body["error"]["message"].as_str().unwrap_or(error);
+            return Some(first_line(message, 300));
+        }
+        error
+            .contains("400 Bad Request")
+            .then(|| first_line(error, 300))
+    })
 }
 
 /// Texts that mean the service or the network failed, not the task.
 const TRANSIENT_TEXTS: &[&str] = &[
     "Unable to connect",
+    "Connection refused",
     "exceeded retry limit",
     "high demand",
     "Overloaded",
@@ -199,6 +303,18 @@ fn needs_user(agent: &Agent, name: &str, out: &AgentOutput, texts: &Texts) -> Op
         || texts.any(LOGIN_TEXTS)
     {
         return Some(not_logged_in(name, agent.login_hint()));
+    }
+    if let Some(line) = texts.line_with("sandbox required but unavailable") {
+        return Some(FailureClass::NeedsUser(format!(
+            "{name} cannot start its sandbox: `{line}` — install bubblewrap and socat (`apt install bubblewrap socat`), or run without the sandbox"
+        )));
+    }
+    if let Some(ApiErrorClass::NeedsUser(fix)) = api_error_class(out.api_error.as_deref()) {
+        return Some(FailureClass::NeedsUser(format!(
+            "{name} cannot use its model API ({}): `{}` — {fix}",
+            out.api_error.as_deref().unwrap_or_default(),
+            texts.first_line()
+        )));
     }
     // An agent CLI that rejects its command line prints one `Error: …` line and exits 1 or 2
     // with no result. A program gets no arguments, so it cannot reject any.
@@ -265,6 +381,14 @@ impl Texts {
 
     fn first_line(&self) -> &str {
         &self.first
+    }
+
+    /// The first line holding `needle`, trimmed and capped.
+    fn line_with(&self, needle: &str) -> Option<String> {
+        self.joined
+            .lines()
+            .find(|l| l.contains(needle))
+            .map(|l| first_line(l.trim(), 300))
     }
 
     /// The message for a class: the agent's own first line; without a result, what is known
@@ -402,12 +526,15 @@ mod tests {
     fn needs(m: &str) -> Option<FailureClass> {
         Some(FailureClass::NeedsUser(m.into()))
     }
+
     fn transient(m: &str) -> Option<FailureClass> {
         Some(FailureClass::Transient(m.into()))
     }
+
     fn stage_limit(m: &str) -> Option<FailureClass> {
         Some(FailureClass::StageLimit(m.into()))
     }
+
     fn usage(resets_at: i64, m: &str) -> Option<FailureClass> {
         Some(FailureClass::UsageLimit {
             resets_at: Some(resets_at),
@@ -504,6 +631,59 @@ mod tests {
                 Fixture("connection-refused"),
                 transient("API Error: Unable to connect to API (ConnectionRefused)"),
             ),
+            (
+                "400 invalid request (Claude Code 2.1.330 fields)",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "API Error: 400 tools.0.custom.input_schema: JSON schema is invalid", Some("unknown"), Some(400), json!({"api_error_type": "invalid_request_error", "terminal_reason": "api_error"}))),
+                needs("the model API rejected claude's request (HTTP 400): `tools.0.custom.input_schema: JSON schema is invalid` — a retry gets the same answer: check --model, and that `claude --version` is a version kern supports"),
+            ),
+            (
+                "400 prompt too long (2.1.330) stays a stage limit",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "Prompt is too long · the request is ~250000 tokens (limit 200000)", Some("invalid_request"), Some(400), json!({"api_error_type": "invalid_request_error", "terminal_reason": "prompt_too_long"}))),
+                stage_limit("Prompt is too long · the request is ~250000 tokens (limit 200000)"),
+            ),
+            (
+                "no connection (2.1.330: api_error connection_failed)",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)", Some("server_error"), None, json!({"api_error": "connection_failed", "terminal_reason": "api_error"}))),
+                transient("API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"),
+            ),
+            (
+                "a typed transient cause without any other sign",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "API Error: the stream went quiet", None, None, json!({"api_error": "stream_idle_timeout"}))),
+                transient("API Error: the stream went quiet"),
+            ),
+            (
+                "a typed stage limit",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "API Error: the reply hit its output limit", None, None, json!({"api_error": "max_output_tokens"}))),
+                stage_limit("API Error: the reply hit its output limit"),
+            ),
+            (
+                "a typed credential cause",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "Your gateway session expired", None, None, json!({"api_error": "gateway_session_expired"}))),
+                needs("claude cannot use its model API (gateway_session_expired): `Your gateway session expired` — log in again, or check the credentials the CLI is given"),
+            ),
+            (
+                "403 with a typed cause (2.1.330) is still a refused access",
+                Agent::Claude,
+                claude(claude_failure("sonnet", "API Error: 403 Request not allowed", Some("authentication_failed"), Some(403), json!({"api_error": "provider_credentials", "api_error_type": "permission_error"}))),
+                needs("claude was refused access (HTTP 403): `API Error: 403 Request not allowed` — check the account's permissions, or run `claude` once to log in, or set ANTHROPIC_API_KEY"),
+            ),
+            (
+                "the sandbox cannot start (2.1.330 with failIfUnavailable, verbatim)",
+                Agent::Claude,
+                Lines(
+                    vec![json!({"type": "result", "subtype": "error_during_execution", "duration_ms": 0, "is_error": true, "num_turns": 0, "stop_reason": null, "session_id": "s", "total_cost_usd": 0, "errors": []}).to_string()],
+                    StreamFormat::Claude,
+                    Some(1),
+                    "Error: sandbox required but unavailable: sandbox is enabled but dependencies are missing: bubblewrap (bwrap) not installed · install missing tools (e.g. apt install bubblewrap socat) or see https://code.claude.com/docs/en/sandboxing\n  Refusing to start without a working sandbox (see sandbox.failIfUnavailable).\n",
+                ),
+                needs("claude cannot start its sandbox: `Error: sandbox required but unavailable: sandbox is enabled but dependencies are missing: bubblewrap (bwrap) not installed · install missing tools (e.g. apt install bubblewrap socat) or see https://code.claude.com/docs/en/sandboxing` — install bubblewrap and socat (`apt install bubblewrap socat`), or run without the sandbox"),
+            ),
             // Not logged in, keys, billing, access.
             ("not logged in", Agent::Claude, Fixture("not-logged-in"), needs(CLAUDE_LOGIN)),
             (
@@ -589,7 +769,7 @@ mod tests {
                 "codex 401",
                 Agent::Codex,
                 codex("unexpected status 401 Unauthorized: …"),
-                needs("codex is not logged in: run `codex login` once, or set OPENAI_API_KEY"),
+                needs("codex is not logged in: run `codex login` once, or set CODEX_API_KEY"),
             ),
             (
                 "codex context window",
@@ -601,12 +781,41 @@ mod tests {
                 "codex reconnecting forever",
                 Agent::Codex,
                 Lines(
-                    (1..=8).map(|n| json!({"type": "error", "message": format!("Reconnecting... {n}/5 (waiting for network)")}).to_string()).collect(),
+                    (1..=8).map(|n| json!({"type": "error", "message": format!("Reconnecting... {n}/5 (stream disconnected before completion: error sending request)")}).to_string()).collect(),
                     StreamFormat::Codex,
                     None,
                     "Reading additional input from stdin...\n",
                 ),
-                transient("codex kept reconnecting (8 times in a row): Reconnecting... 8/5 (waiting for network)"),
+                transient("codex kept reconnecting (8 times in a row): Reconnecting... 8/5 (stream disconnected before completion: error sending request)"),
+            ),
+            (
+                "codex waiting for the network is stopped at the first sign",
+                Agent::Codex,
+                Lines(
+                    vec![json!({"type": "error", "message": "Reconnecting... waiting for network (Connection failed: error sending request)"}).to_string()],
+                    StreamFormat::Codex,
+                    None,
+                    "",
+                ),
+                transient("codex cannot reach the model API: Reconnecting... waiting for network (Connection failed: error sending request)"),
+            ),
+            (
+                "codex 400: the schema the API rejects (codex-cli 0.169.0, verbatim)",
+                Agent::Codex,
+                codex(r#"{"error": {"message": "Invalid schema for response_format 'codex_output_schema': In context=(), 'required' is required to be supplied and to be an array including every key in properties. Missing 'skip_reason'.", "type": "invalid_request_error", "param": "text.format.schema", "code": "invalid_json_schema"}}"#),
+                needs("the model API rejected codex's request (HTTP 400): `Invalid schema for response_format 'codex_output_schema': In context=(), 'required' is required to be supplied and to be an array including every key in properties. Missing 'skip_reason'.` — a retry gets the same answer: check --model, and that `codex --version` is a version kern supports"),
+            ),
+            (
+                "codex 400 in the older wording",
+                Agent::Codex,
+                codex("unexpected status 400 Bad Request: Unsupported parameter: 'reasoning.effort'"),
+                needs("the model API rejected codex's request (HTTP 400): `unexpected status 400 Bad Request: Unsupported parameter: 'reasoning.effort'` — a retry gets the same answer: check --model, and that `codex --version` is a version kern supports"),
+            ),
+            (
+                "codex 400 for a context too long is a stage limit",
+                Agent::Codex,
+                codex(r#"{"error": {"message": "Your input exceeds the context window of this model.", "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}}"#),
+                stage_limit(r#"codex exited with code 1 without a result: {"error": {"message": "Your input exceeds the context window of this model.", "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}}"#),
             ),
             (
                 "codex reconnects, then a 401 ends the turn",
@@ -621,7 +830,7 @@ mod tests {
                     Some(1),
                     "",
                 ),
-                needs("codex is not logged in: run `codex login` once, or set OPENAI_API_KEY"),
+                needs("codex is not logged in: run `codex login` once, or set CODEX_API_KEY"),
             ),
             (
                 "codex reconnects, then gives up",

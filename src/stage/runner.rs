@@ -103,6 +103,8 @@ pub async fn run_stage(
             schema_path: &state_dir.stage_schema(stage),
             state_dir: &state_dir.dir(),
             task_title: &request.task.title,
+            max_budget_usd: None,
+            sandbox: false,
         });
         let files = StreamFiles {
             stdout: state_dir.stage_stream(stage),

@@ -242,7 +242,7 @@ fn codex_logged_in_passes_and_logged_out_exits_5() {
         check(&err, "agent login"),
         (
             "✗ agent login: Not logged in (`codex login status`)",
-            "    fix: run `codex login` once, or set OPENAI_API_KEY"
+            "    fix: run `codex login` once, or set CODEX_API_KEY"
         )
     );
 }

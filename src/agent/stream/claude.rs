@@ -9,7 +9,10 @@
 
 use serde_json::Value;
 
-use super::{AgentOutput, Common, Head, LineSignal, Progress, TEXT_CAP, TailText, short_detail};
+use super::{
+    AgentOutput, Common, Head, LineSignal, Progress, RateLimit, RateLimitWindow, TEXT_CAP,
+    TailText, short_detail,
+};
 use crate::agent::failure::{self, FailureClass};
 
 /// What kern keeps of a Claude stream while it arrives.
@@ -22,6 +25,7 @@ pub(super) struct ClaudeStream {
     last_text: TailText,
     assistant_error: Option<String>,
     rate_limit_reset: Option<i64>,
+    rate_limit: Option<RateLimit>,
 }
 
 impl ClaudeStream {
@@ -33,7 +37,12 @@ impl ClaudeStream {
             last_text: TailText::new(TEXT_CAP),
             assistant_error: None,
             rate_limit_reset: None,
+            rate_limit: None,
         }
+    }
+
+    pub(super) fn rate_limit(&self) -> Option<&RateLimit> {
+        self.rate_limit.as_ref()
     }
 
     pub(super) fn push_line(&mut self, line: &str, common: &mut Common) -> LineSignal {
@@ -62,6 +71,9 @@ impl ClaudeStream {
                 let info = &event["rate_limit_info"];
                 if info["status"].as_str() == Some("rejected") {
                     self.rate_limit_reset = as_epoch(&info["resetsAt"]).or(self.rate_limit_reset);
+                }
+                if let Some(limit) = rate_limit(info) {
+                    self.rate_limit = Some(limit);
                 }
                 LineSignal::Continue
             }
@@ -134,6 +146,7 @@ impl ClaudeStream {
         out.model = self.model;
         out.assistant_error = self.assistant_error;
         out.rate_limit_reset = self.rate_limit_reset;
+        out.rate_limit = self.rate_limit;
         let (text, dropped) = self.last_text.finish();
         match self.result_event {
             Some(event) => {
@@ -147,6 +160,33 @@ impl ClaudeStream {
             }
         }
     }
+}
+
+/// A `rate_limit_info` object as a [`RateLimit`]; `None` without a `status`.
+fn rate_limit(info: &Value) -> Option<RateLimit> {
+    let status = info["status"].as_str()?.to_string();
+    let windows = info["unifiedWindows"]
+        .as_object()
+        .map(|windows| {
+            windows
+                .iter()
+                .filter_map(|(name, window)| {
+                    Some(RateLimitWindow {
+                        name: name.clone(),
+                        utilization: window["utilization"].as_f64()?,
+                        resets_at: as_epoch(&window["resetsAt"]),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(RateLimit {
+        status,
+        kind: info["rateLimitType"].as_str().map(str::to_string),
+        utilization: info["utilization"].as_f64(),
+        resets_at: as_epoch(&info["resetsAt"]),
+        windows,
+    })
 }
 
 /// The progress line of a Claude `tool_use` block.
@@ -202,6 +242,8 @@ fn fill_from_result(out: &mut AgentOutput, event: &Value, last_text: String, dro
     out.api_error_status = event["api_error_status"]
         .as_u64()
         .and_then(|s| u16::try_from(s).ok());
+    out.api_error = event["api_error"].as_str().map(str::to_string);
+    out.api_error_type = event["api_error_type"].as_str().map(str::to_string);
     out.errors = event["errors"]
         .as_array()
         .map(|a| {
@@ -305,6 +347,7 @@ mod tests {
             }
         }
     }
+
     #[test]
     fn the_progress_is_the_latest_tool_call() {
         let mut parser = StreamParser::new(StreamFormat::Claude);
@@ -322,6 +365,7 @@ mod tests {
             })
         );
     }
+
     #[test]
     fn a_first_authentication_retry_stops_the_stream() {
         let (signals, out) = parse("api-401-first-120s", StreamFormat::Claude);
@@ -333,6 +377,7 @@ mod tests {
         assert!(!out.saw_result && out.is_error);
         assert_eq!(out.exit_code, None);
     }
+
     #[test]
     fn a_forbidden_retry_stops_the_stream_too() {
         let line = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"error_status":403,"error":"unknown"}"#;
@@ -343,6 +388,7 @@ mod tests {
         assert_eq!(signals, vec![LineSignal::StopNow(expected.clone())]);
         assert_eq!(out.stopped, Some(expected));
     }
+
     #[test]
     fn rate_limit_and_overload_retries_do_not_stop_the_stream() {
         for name in [
@@ -359,6 +405,7 @@ mod tests {
             assert_eq!(signals.last(), Some(&LineSignal::ResultSeen), "{name}");
         }
     }
+
     #[test]
     fn failure_fixtures_keep_their_error_fields() {
         /// Fixture, api_error_status, assistant error, result text, errors.
@@ -424,6 +471,7 @@ mod tests {
             assert_eq!(out.structured_output, None, "{name}");
         }
     }
+
     #[test]
     fn an_empty_stream_with_an_error_line_keeps_stderr() {
         let (signals, out) = parse("usage-error-no-verbose", StreamFormat::Claude);
@@ -435,6 +483,7 @@ mod tests {
             "Error: When using --print, --output-format=stream-json requires --verbose\n"
         );
     }
+
     #[test]
     fn malformed_and_unknown_lines_are_counted_or_ignored() {
         let lines = [
@@ -454,6 +503,7 @@ mod tests {
         assert_eq!(out.result_text, "done here", "the last assistant text");
         assert!(!out.saw_result && out.is_error);
     }
+
     #[test]
     fn a_rejected_rate_limit_event_records_its_reset_time() {
         let lines = [
@@ -463,6 +513,54 @@ mod tests {
         let (_, out) = parse_lines(lines, StreamFormat::Claude, Some(1), "");
         assert_eq!(out.rate_limit_reset, Some(1767243600));
     }
+
+    #[test]
+    fn rate_limit_events_give_the_latest_utilisation() {
+        let lines = [
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1767243600,"rateLimitType":"five_hour","utilization":0.42,"isUsingOverage":false}}"#,
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1767243600,"rateLimitType":"five_hour","utilization":0.91,"unifiedWindows":{"five_hour":{"utilization":0.91,"resetsAt":1767243600,"status":"allowed_warning","surpassedThreshold":0.9},"seven_day":{"utilization":0.3,"resetsAt":1767700000}}}}"#,
+            r#"{"type":"rate_limit_event","rate_limit_info":{"resetsAt":1}}"#,
+        ];
+        let mut parser = StreamParser::new(StreamFormat::Claude);
+        assert_eq!(parser.rate_limit(), None);
+        parser.push_line(lines[0]);
+        assert_eq!(
+            parser.rate_limit(),
+            Some(&RateLimit {
+                status: "allowed".into(),
+                kind: Some("five_hour".into()),
+                utilization: Some(0.42),
+                resets_at: Some(1767243600),
+                windows: Vec::new(),
+            })
+        );
+        parser.push_line(lines[1]);
+        parser.push_line(lines[2]); // no status: not a state, ignored
+        let expected = RateLimit {
+            status: "allowed_warning".into(),
+            kind: Some("five_hour".into()),
+            utilization: Some(0.91),
+            resets_at: Some(1767243600),
+            windows: vec![
+                RateLimitWindow {
+                    name: "five_hour".into(),
+                    utilization: 0.91,
+                    resets_at: Some(1767243600),
+                },
+                RateLimitWindow {
+                    name: "seven_day".into(),
+                    utilization: 0.3,
+                    resets_at: Some(1767700000),
+                },
+            ],
+        };
+        assert_eq!(parser.rate_limit(), Some(&expected));
+        let out = parser.finish(Some(0), "");
+        assert_eq!(out.rate_limit, Some(expected));
+        // Not rejected: no reset to wait for.
+        assert_eq!(out.rate_limit_reset, None);
+    }
+
     #[test]
     fn tool_details_are_short() {
         let long = "x".repeat(200);

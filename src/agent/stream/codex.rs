@@ -1,9 +1,11 @@
 //! The Codex dialect: `codex exec --json`, one JSON event per line (`thread.started`,
 //! `turn.*`, `item.*`, `error`), with the final message as the last `agent_message` item.
 //!
-//! The one decision a reader must know: Codex never gives up on a dead network, so
-//! [`RECONNECT_LIMIT`] `Reconnecting...` errors in a row (no other event between them) stop it
-//! as transient. The limit counts lines, not seconds, so the parser needs no clock and the
+//! The one decision a reader must know: Codex retries by itself, for seconds (a 401) or forever
+//! (no connection), so its error messages are read as they arrive: a rejected key, a refused
+//! access or an unreachable API stops it at the first sign ([`decisive`]); any other
+//! reconnecting is given up after [`RECONNECT_LIMIT`] `Reconnecting...` errors in a row (no
+//! other event between them). The limit counts lines, not seconds, so the parser needs no clock and the
 //! decision is reproducible from the recorded stream; it is above Codex's own per-request
 //! budget of 5 reconnects, so a network blip Codex recovers from by itself never trips it.
 
@@ -15,7 +17,7 @@ use serde_json::{Map, Value};
 use super::{
     AgentOutput, Common, LineSignal, Progress, RESULT_CAP, TailText, first_line, short_detail,
 };
-use crate::agent::failure::FailureClass;
+use crate::agent::failure::{self, FailureClass};
 
 /// Codex `Reconnecting...` errors in a row after which the stream is given up as transient.
 pub const RECONNECT_LIMIT: u32 = 8;
@@ -105,6 +107,12 @@ impl CodexStream {
         };
         let kind = event.kind.as_deref().unwrap_or("");
         let message = event.message.as_deref().unwrap_or("");
+        if kind == "error"
+            && let Some(class) = decisive(message)
+        {
+            self.push_error(message.to_string());
+            return common.stop(class);
+        }
         if kind == "error" && message.starts_with("Reconnecting") {
             self.reconnects_in_a_row += 1;
             self.push_error(message.to_string());
@@ -166,7 +174,11 @@ impl CodexStream {
             }
             Some("error") => {
                 if completed && let Some(message) = item.message {
+                    let class = decisive(&message);
                     self.push_error(message);
+                    if let Some(class) = class {
+                        return common.stop(class);
+                    }
                 }
                 return LineSignal::Continue;
             }
@@ -212,6 +224,36 @@ impl CodexStream {
         out.saw_result = self.turn_completed;
         out.is_error = self.turn_failed || !self.turn_completed;
     }
+}
+
+/// What one of Codex's error messages says that its own reconnects cannot fix, so the run
+/// stops at the first sign instead of after them: a rejected key (HTTP 401, which Codex
+/// retries 5 times over seconds), a refused access (403), or no connection to the model API at
+/// all (`Connection failed`, which Codex retries forever, minutes apart). A stream that merely
+/// dropped (`stream disconnected before completion`) is not decisive: Codex resumes it.
+fn decisive(message: &str) -> Option<FailureClass> {
+    let hint = crate::agent::codex::LOGIN_HINT;
+    if message.contains("401 Unauthorized") {
+        return Some(failure::not_logged_in("codex", hint));
+    }
+    if message.contains("403 Forbidden") {
+        return Some(FailureClass::NeedsUser(format!(
+            "codex was refused access (HTTP 403): `{}` — check the account's permissions, or {hint}",
+            first_line(message, 300)
+        )));
+    }
+    let unreachable = [
+        "Connection failed",
+        "waiting for network",
+        "Connection refused",
+    ];
+    if unreachable.iter().any(|text| message.contains(text)) {
+        return Some(FailureClass::Transient(format!(
+            "codex cannot reach the model API: {}",
+            first_line(message, 300)
+        )));
+    }
+    None
 }
 
 /// The message of a Codex `error` value: `{"message": …}` or a plain string.
@@ -284,6 +326,7 @@ mod tests {
         let (_, detected) = parse_lines(CODEX_SUCCESS, StreamFormat::Detect, Some(0), "");
         assert_eq!(detected, out);
     }
+
     #[test]
     fn codex_text_that_is_not_json_is_no_structured_output() {
         let lines = [
@@ -296,13 +339,14 @@ mod tests {
         assert_eq!(out.result_text, "All done.\nSUCCESS");
         assert_eq!(out.usage, json!({"input_tokens": 3, "output_tokens": 5}));
     }
+
     #[test]
     fn codex_failures_are_collected() {
         let lines = [
             r#"{"type":"thread.started","thread_id":"t"}"#,
             r#"{"type":"item.completed","item":{"type":"error","message":"model metadata missing"}}"#,
-            r#"{"type":"error","message":"unexpected status 401 Unauthorized: Missing bearer"}"#,
-            r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: Missing bearer"}}"#,
+            r#"{"type":"error","message":"unexpected status 404 Not Found: no such route"}"#,
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 404 Not Found: no such route"}}"#,
         ];
         let (signals, out) = parse_lines(lines, StreamFormat::Codex, Some(1), "");
         assert!(signals.iter().all(|s| *s == LineSignal::Continue));
@@ -310,17 +354,68 @@ mod tests {
             out.errors,
             vec![
                 "model metadata missing",
-                "unexpected status 401 Unauthorized: Missing bearer",
-                "unexpected status 401 Unauthorized: Missing bearer",
+                "unexpected status 404 Not Found: no such route",
+                "unexpected status 404 Not Found: no such route",
             ]
         );
         assert!(out.is_error && !out.saw_result);
     }
+
+    /// Lines codex-cli 0.169.0 printed against a loopback mock of the Responses API (the port
+    /// written as PORT), each with whether kern stops it there and why.
+    #[test]
+    fn the_first_sign_of_a_401_a_403_or_no_connection_stops_codex() {
+        let login = failure::not_logged_in("codex", crate::agent::codex::LOGIN_HINT);
+        let table: [(&str, Option<FailureClass>); 6] = [
+            (
+                r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 401 Unauthorized: Incorrect API key provided: sk-xxx., url: http://127.0.0.1:PORT/v1/responses)"}"#,
+                Some(login.clone()),
+            ),
+            (
+                r#"{"type":"item.completed","item":{"id":"item_1","type":"error","message":"unexpected status 401 Unauthorized: Missing bearer"}}"#,
+                Some(login),
+            ),
+            (
+                r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 403 Forbidden: Project does not have access)"}"#,
+                Some(FailureClass::NeedsUser(
+                    "codex was refused access (HTTP 403): `Reconnecting... 1/5 (unexpected status 403 Forbidden: Project does not have access)` — check the account's permissions, or run `codex login` once, or set CODEX_API_KEY".into(),
+                )),
+            ),
+            (
+                r#"{"type":"error","message":"Reconnecting... waiting for network (Connection failed: error sending request)"}"#,
+                Some(FailureClass::Transient(
+                    "codex cannot reach the model API: Reconnecting... waiting for network (Connection failed: error sending request)".into(),
+                )),
+            ),
+            // Not decisive: a warning, a transport fallback, a stream Codex resumes.
+            (
+                r#"{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `gpt-5-codex` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}"#,
+                None,
+            ),
+            (
+                r#"{"type":"error","message":"Reconnecting... 1/5 (stream disconnected before completion: error sending request)"}"#,
+                None,
+            ),
+        ];
+        for (line, expected) in table {
+            let (signals, out) = parse_lines([line], StreamFormat::Codex, None, "");
+            let stop = expected.clone().map(LineSignal::StopNow);
+            assert_eq!(
+                signals,
+                vec![stop.unwrap_or(LineSignal::Continue)],
+                "{line}"
+            );
+            assert_eq!(out.stopped, expected, "{line}");
+            assert_eq!(out.errors.len(), 1, "the message is kept: {line}");
+        }
+    }
+
     fn reconnecting(n: u32) -> String {
         format!(
             r#"{{"type":"error","message":"Reconnecting... {n}/5 (stream disconnected before completion: error sending request)"}}"#
         )
     }
+
     #[test]
     fn codex_reconnecting_in_a_row_is_stopped() {
         let mut lines: Vec<String> = (1..RECONNECT_LIMIT).map(reconnecting).collect();
@@ -348,6 +443,7 @@ mod tests {
         );
         assert_eq!(out.errors.len(), 2 * RECONNECT_LIMIT as usize - 1);
     }
+
     #[test]
     fn only_the_latest_errors_are_kept() {
         let lines: Vec<String> = (0..25)

@@ -100,6 +100,12 @@ pub struct AgentOutput {
     pub is_error: bool,
     /// The HTTP status of the API error that ended the run (Claude).
     pub api_error_status: Option<u16>,
+    /// Claude's typed cause of the API error that ended the run (`api_error`:
+    /// `connection_failed`, `provider_credentials`, …; Claude Code 2.1.3xx).
+    pub api_error: Option<String>,
+    /// The `error.type` of the API's answer that ended the run (`api_error_type`:
+    /// `invalid_request_error`, `rate_limit_error`, …; Claude Code 2.1.3xx).
+    pub api_error_type: Option<String>,
     /// Error messages: Claude's result `errors`, Codex's error events (the latest 20).
     pub errors: Vec<String>,
     /// Claude: the raw `result` event object.
@@ -108,6 +114,8 @@ pub struct AgentOutput {
     pub assistant_error: Option<String>,
     /// A `rate_limit_event` said `rejected`: when the limit resets (epoch seconds).
     pub rate_limit_reset: Option<i64>,
+    /// The latest `rate_limit_event`: how much of the subscription's limits is used.
+    pub rate_limit: Option<RateLimit>,
     /// Lines that were not JSON objects in an event stream.
     pub malformed_lines: u64,
     /// The process's exit code (`None`: ended by a signal).
@@ -123,6 +131,34 @@ pub struct AgentOutput {
     pub stopped: Option<FailureClass>,
     /// Bytes dropped from the front of `result_text` to keep it within its cap.
     pub result_truncated_bytes: u64,
+}
+
+/// Claude's subscription rate-limit state as its latest `rate_limit_event` gave it
+/// (subscription logins only; API keys and cloud providers send none). A later `--pace` reads
+/// it to stop taking tasks before a limit is hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimit {
+    /// `allowed`, `allowed_warning` or `rejected`.
+    pub status: String,
+    /// The limiting window: `five_hour`, `seven_day`, `seven_day_opus`, … (`rateLimitType`).
+    pub kind: Option<String>,
+    /// The fraction of the limiting window used, usually 0 to 1 (`utilization`).
+    pub utilization: Option<f64>,
+    /// When the limiting window resets, in seconds since the epoch (`resetsAt`).
+    pub resets_at: Option<i64>,
+    /// Every window the event reported (`unifiedWindows`), by name.
+    pub windows: Vec<RateLimitWindow>,
+}
+
+/// One subscription window of a [`RateLimit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimitWindow {
+    /// `five_hour`, `seven_day`, `seven_day_overage_included`.
+    pub name: String,
+    /// The fraction of the window used.
+    pub utilization: f64,
+    /// When the window resets, in seconds since the epoch.
+    pub resets_at: Option<i64>,
 }
 
 /// A string that keeps only its last `cap` bytes (on a character boundary).
@@ -322,6 +358,14 @@ impl StreamParser {
         self.common.progress.as_ref()
     }
 
+    /// The latest subscription rate-limit state (Claude's `rate_limit_event`).
+    pub fn rate_limit(&self) -> Option<&RateLimit> {
+        match &self.mode {
+            Mode::Claude(claude) => claude.rate_limit(),
+            _ => None,
+        }
+    }
+
     /// Everything kept of the run, once the process has ended.
     pub fn finish(self, exit_code: Option<i32>, stderr_tail: &str) -> AgentOutput {
         let mut out = AgentOutput {
@@ -337,10 +381,13 @@ impl StreamParser {
             subtype: None,
             is_error: true,
             api_error_status: None,
+            api_error: None,
+            api_error_type: None,
             errors: Vec::new(),
             result_event: None,
             assistant_error: None,
             rate_limit_reset: None,
+            rate_limit: None,
             malformed_lines: self.common.malformed,
             exit_code,
             stderr_tail: stderr_tail.to_string(),

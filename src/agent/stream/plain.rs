@@ -63,6 +63,7 @@ mod tests {
         assert_eq!(empty.result_text, "");
         assert!(!empty.is_error);
     }
+
     #[test]
     fn a_json_first_line_without_type_is_plain_text() {
         let (_, out) = parse_lines(
@@ -74,6 +75,7 @@ mod tests {
         assert_eq!(out.result_text, r#"{"status":"SUCCESS","summary":"s"}"#);
         assert_eq!(out.malformed_lines, 0);
     }
+
     #[test]
     fn huge_plain_output_keeps_a_bounded_tail() {
         let mut parser = StreamParser::new(StreamFormat::Detect);
@@ -100,6 +102,7 @@ mod tests {
             total
         );
     }
+
     #[test]
     fn one_huge_line_keeps_its_tail() {
         let mut parser = StreamParser::new(StreamFormat::Detect);
