@@ -7,6 +7,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod codex_provider;
 pub mod failure;
 pub mod program;
 pub mod reset_time;
