@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use kern::stage::Stage;
 use mock_model_api::{
     Answer, CLAUDE_ENV_REMOVE, MockModelApi, Rule, Script, Turn, claude_executable,
-    installer_script, run_installer,
+    installer_script, run_installer, strict_report,
 };
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -407,7 +407,10 @@ fn implement_stage_writes_a_file_runs_bash_and_reports_success() {
                     "Bash",
                     json!({"command": "cat hello.txt", "description": "show it"}),
                 ),
-                Turn::StructuredOutput(json!({"status": "SUCCESS", "summary": "wrote hello.txt"})),
+                Turn::report(
+                    Stage::Implement,
+                    json!({"status": "SUCCESS", "summary": "wrote hello.txt"}),
+                ),
             ],
         )],
     });
@@ -433,7 +436,10 @@ fn implement_stage_writes_a_file_runs_bash_and_reports_success() {
     assert_eq!(result["is_error"], false);
     assert_eq!(
         result["structured_output"],
-        json!({"status": "SUCCESS", "summary": "wrote hello.txt"})
+        strict_report(
+            Stage::Implement,
+            json!({"status": "SUCCESS", "summary": "wrote hello.txt"})
+        )
     );
     assert_eq!(result["num_turns"], 4);
     assert_eq!(denials(result), vec![]);
@@ -491,7 +497,10 @@ fn research_stage_cannot_write_or_edit_files() {
                     "Bash",
                     json!({"command": "sed -i s/a/b/ README.md", "description": "edit"}),
                 ),
-                Turn::StructuredOutput(json!({"notes": ["README.md holds a single line"]})),
+                Turn::report(
+                    Stage::Research,
+                    json!({"notes": ["README.md holds a single line"]}),
+                ),
             ],
         )],
     });
@@ -525,7 +534,10 @@ fn research_stage_cannot_write_or_edit_files() {
     assert_eq!(result["is_error"], false, "{}", run.dump());
     assert_eq!(
         result["structured_output"],
-        json!({"notes": ["README.md holds a single line"]})
+        strict_report(
+            Stage::Research,
+            json!({"notes": ["README.md holds a single line"]})
+        )
     );
     // Write is not in --tools: the call fails inside the session, and is no permission denial.
     // The sed is a Bash call dontAsk refuses: a denial.
@@ -540,10 +552,12 @@ fn research_stage_cannot_write_or_edit_files() {
     );
     let tool_results = run.tool_results();
     assert_eq!(tool_results.len(), 3, "{}", run.dump());
-    assert_eq!(
-        tool_results[0]["content"],
-        "<tool_use_error>Error: No such tool available: Write. Write exists but is not enabled \
-         in this context. Use one of the available tools instead.</tool_use_error>"
+    // The wording changes between releases (2.1.197: "Write exists but is not enabled in this
+    // context", 2.1.330: "Write is disabled for this session"); the meaning does not.
+    let write_answer = tool_results[0]["content"].as_str().unwrap_or_default();
+    assert!(
+        write_answer.starts_with("<tool_use_error>Error: No such tool available: Write."),
+        "{write_answer}"
     );
     assert_eq!(tool_results[0]["is_error"], true);
     let sed_answer = tool_results[1]["content"].as_str().unwrap_or_default();
@@ -620,7 +634,10 @@ fn commit_attempt(bin: &Path, args: &[String]) -> (Run, Sandbox, git2::Oid) {
                     "Bash",
                     json!({"command": "git -C . commit -am x", "description": "commit"}),
                 ),
-                Turn::StructuredOutput(json!({"status": "FAILED", "summary": "could not commit"})),
+                Turn::report(
+                    Stage::Implement,
+                    json!({"status": "FAILED", "summary": "could not commit"}),
+                ),
             ],
         )],
     });
@@ -649,7 +666,10 @@ fn overloaded_529_is_an_error_result_and_a_second_run_succeeds() {
             "TASK-OVERLOADED",
             vec![
                 Turn::http_error(529, "overloaded_error", "Overloaded", 2),
-                Turn::StructuredOutput(json!({"status": "SUCCESS", "summary": "done after 529"})),
+                Turn::report(
+                    Stage::Implement,
+                    json!({"status": "SUCCESS", "summary": "done after 529"}),
+                ),
             ],
         )],
     });
@@ -822,8 +842,13 @@ fn unauthorized_401_with_default_retries_is_decisive_at_the_first_api_retry() {
         .first("system", Some("api_retry"))
         .expect("an api_retry event")
         .1;
+    // The CLI means to retry (2.1.197: ten times over minutes; 2.1.330: twice over about two
+    // seconds), and its first retry already says why: that is where kern stops it.
     assert_eq!(retry["attempt"], 1);
-    assert_eq!(retry["max_retries"], 10);
+    assert!(
+        retry["max_retries"].as_u64().is_some_and(|n| n >= 1),
+        "{retry}"
+    );
     assert_eq!(retry["error_status"], 401);
     assert!(run.first("result", None).is_none(), "{}", run.dump());
 }

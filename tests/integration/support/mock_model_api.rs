@@ -88,7 +88,27 @@ pub enum Turn {
     },
 }
 
+/// `fields` completed to a whole report of `stage`: every property of the stage's (strict)
+/// schema that `fields` leaves out is `null`, as a model answering that schema sends it.
+pub fn strict_report(stage: kern::stage::Stage, fields: Value) -> Value {
+    let schema: Value = serde_json::from_str(stage.schema()).expect("the stage schema is JSON");
+    let mut report = fields;
+    if let (Some(object), Some(properties)) =
+        (report.as_object_mut(), schema["properties"].as_object())
+    {
+        for name in properties.keys() {
+            object.entry(name.clone()).or_insert(Value::Null);
+        }
+    }
+    report
+}
+
 impl Turn {
+    /// The `StructuredOutput` call of a whole `stage` report (see [`strict_report`]).
+    pub fn report(stage: kern::stage::Stage, fields: Value) -> Turn {
+        Turn::StructuredOutput(strict_report(stage, fields))
+    }
+
     /// A tool call; shorthand for [`Turn::ToolUse`].
     pub fn tool(name: &str, input: Value) -> Turn {
         Turn::ToolUse {
