@@ -455,7 +455,7 @@ static MODEL_NAME: LazyLock<Option<Regex>> =
 mod tests {
     use super::*;
     use crate::agent::stream::StreamFormat;
-    use crate::agent::stream::fixture::{parse, parse_lines};
+    use crate::agent::stream::fixture::{parse, parse_in, parse_lines};
     use serde_json::{Value, json};
     use std::path::PathBuf;
 
@@ -510,13 +510,17 @@ mod tests {
     }
 
     enum Source {
+        /// A recorded stream of the pinned Claude Code.
         Fixture(&'static str),
+        /// A recorded stream of Claude Code 2.1.197, which people may still run.
+        Fixture197(&'static str),
         Lines(Vec<String>, StreamFormat, Option<i32>, &'static str),
     }
 
     fn output(source: &Source) -> AgentOutput {
         match source {
             Source::Fixture(name) => parse(name, StreamFormat::Claude).1,
+            Source::Fixture197(name) => parse_in("2.1.197", name, StreamFormat::Claude).1,
             Source::Lines(lines, format, exit, stderr) => {
                 parse_lines(lines.iter().map(String::as_str), *format, *exit, stderr).1
             }
@@ -544,7 +548,7 @@ mod tests {
 
     #[test]
     fn every_documented_failure_is_classified() {
-        use Source::{Fixture, Lines};
+        use Source::{Fixture, Fixture197, Lines};
         let claude = |lines| Lines(lines, StreamFormat::Claude, Some(1), "");
         let codex = |message: &str| Lines(codex_failure(message), StreamFormat::Codex, Some(1), "");
         let program = PathBuf::from("/bin/agent");
@@ -604,8 +608,38 @@ mod tests {
             (
                 "401, stopped at the first api_retry",
                 Agent::Claude,
-                Fixture("api-401-first-120s"),
+                Fixture("api-401-first-retry"),
                 needs(CLAUDE_LOGIN),
+            ),
+            (
+                "401, stopped at the first of 2.1.197's ten retries",
+                Agent::Claude,
+                Fixture197("api-401-first-120s"),
+                needs(CLAUDE_LOGIN),
+            ),
+            (
+                "400 invalid request (recorded)",
+                Agent::Claude,
+                Fixture("api-400-invalid-request"),
+                needs("the model API rejected claude's request (HTTP 400): `tools.0.custom.input_schema: JSON schema is invalid` — a retry gets the same answer: check --model, and that `claude --version` is a version kern supports"),
+            ),
+            (
+                "400 prompt too long (recorded)",
+                Agent::Claude,
+                Fixture("api-400-prompt-too-long"),
+                stage_limit("Prompt is too long · the request is ~250000 tokens (limit 200000) but this conversation is only ~577 tokens — the rest is system prompt, tool definitions, and attachment content. A single-exchange conversation cannot be compacted; reduce attached files/tools or start with less context."),
+            ),
+            (
+                "500 (recorded)",
+                Agent::Claude,
+                Fixture("api-500-server-error"),
+                transient("API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your Google Vertex AI service status."),
+            ),
+            (
+                "error_max_budget_usd (recorded)",
+                Agent::Claude,
+                Fixture("implement-max-budget"),
+                stage_limit("Reached maximum budget ($0.0001)"),
             ),
             (
                 "404 model",
@@ -629,6 +663,12 @@ mod tests {
                 "no connection",
                 Agent::Claude,
                 Fixture("connection-refused"),
+                transient("API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"),
+            ),
+            (
+                "no connection (2.1.197)",
+                Agent::Claude,
+                Fixture197("connection-refused"),
                 transient("API Error: Unable to connect to API (ConnectionRefused)"),
             ),
             (

@@ -273,19 +273,32 @@ fn as_epoch(value: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::stream::fixture::{self, notable, parse, parse_lines, progress};
+    use crate::agent::stream::fixture::{self, notable, parse, parse_in, parse_lines, progress};
     use crate::agent::stream::{DETAIL_CAP, StreamFormat, StreamParser};
     use serde_json::json;
 
     #[test]
     fn success_fixtures_parse_to_their_reports() {
-        let table = [
+        /// Version, fixture, structured output, cost, turns, session, model, signals.
+        type Row = (
+            &'static str,
+            &'static str,
+            Value,
+            f64,
+            u64,
+            &'static str,
+            &'static str,
+            Vec<(usize, LineSignal)>,
+        );
+        let table: Vec<Row> = vec![
             (
+                "2.1.330",
                 "research-success",
-                json!({"notes": ["Files: out-1.txt does not exist yet", "Pattern: one file per task holding its number"]}),
-                0.0009000000000000001,
+                json!({"notes": ["Files: out-1.txt does not exist yet", "Pattern: one file per task holding its number"], "skip_reason": null, "skip_kind": null}),
+                0.085956,
                 3,
-                "5304a055-c44e-4136-b0f4-c707a79076e1",
+                "ced20763-c5aa-4f6d-9b40-409fcbb4fe3c",
+                "claude-sonnet-4-5@20250929",
                 vec![
                     (1, progress("Glob", "*")),
                     (3, progress("StructuredOutput", "")),
@@ -293,11 +306,13 @@ mod tests {
                 ],
             ),
             (
+                "2.1.330",
                 "implement-success",
-                json!({"status": "SUCCESS", "summary": "wrote out-1.txt", "learnings": ["the real CLI wrote out-1.txt"]}),
-                0.00135,
+                json!({"status": "SUCCESS", "summary": "wrote out-1.txt", "attempt_note": null, "subtasks": null, "learnings": ["the real CLI wrote out-1.txt"], "no_change_reason": null}),
+                0.212913,
                 4,
-                "10127aae-4731-4eb4-b174-c9b2330f7991",
+                "01146bd5-5716-42b6-8835-3c24827792fe",
+                "claude-sonnet-4-5@20250929",
                 vec![
                     (1, progress("Write", "/home/user/project/out-1.txt")),
                     (3, progress("Bash", "cat out-1.txt")),
@@ -306,11 +321,56 @@ mod tests {
                 ],
             ),
             (
+                "2.1.330",
+                "commit-success",
+                json!({"verdict": "COMMIT", "subject": "Add out-1.txt through the real CLI", "body": "Reviewed by the scripted model.", "reason": null, "learnings": null}),
+                0.079425,
+                3,
+                "709dc1e1-fe63-4aa9-a61c-d299a32b8f30",
+                "claude-sonnet-4-5@20250929",
+                vec![
+                    (1, progress("Bash", "git status --short")),
+                    (3, progress("StructuredOutput", "")),
+                    (5, LineSignal::ResultSeen),
+                ],
+            ),
+            (
+                "2.1.197",
+                "research-success",
+                json!({"notes": ["Files: out-1.txt does not exist yet", "Pattern: one file per task holding its number"]}),
+                0.0009000000000000001,
+                3,
+                "5304a055-c44e-4136-b0f4-c707a79076e1",
+                "claude-sonnet-4-5",
+                vec![
+                    (1, progress("Glob", "*")),
+                    (3, progress("StructuredOutput", "")),
+                    (5, LineSignal::ResultSeen),
+                ],
+            ),
+            (
+                "2.1.197",
+                "implement-success",
+                json!({"status": "SUCCESS", "summary": "wrote out-1.txt", "learnings": ["the real CLI wrote out-1.txt"]}),
+                0.00135,
+                4,
+                "10127aae-4731-4eb4-b174-c9b2330f7991",
+                "claude-sonnet-4-5",
+                vec![
+                    (1, progress("Write", "/home/user/project/out-1.txt")),
+                    (3, progress("Bash", "cat out-1.txt")),
+                    (5, progress("StructuredOutput", "")),
+                    (7, LineSignal::ResultSeen),
+                ],
+            ),
+            (
+                "2.1.197",
                 "commit-success",
                 json!({"verdict": "COMMIT", "subject": "Add out-1.txt through the real CLI", "body": "Reviewed by the scripted model."}),
                 0.0009000000000000001,
                 3,
                 "a3d3993f-6421-4c7a-aca5-b311f030b9f5",
+                "claude-sonnet-4-5",
                 vec![
                     (1, progress("Bash", "git status --short")),
                     (3, progress("StructuredOutput", "")),
@@ -318,31 +378,34 @@ mod tests {
                 ],
             ),
         ];
-        for (name, structured, cost, turns, session, signals) in table {
+        for (version, name, structured, cost, turns, session, model, signals) in table {
             for format in [StreamFormat::Claude, StreamFormat::Detect] {
-                let (got, out) = parse(name, format);
-                assert_eq!(notable(&got), signals, "{name} {format:?}");
-                assert_eq!(out.structured_output, Some(structured.clone()), "{name}");
+                let (got, out) = parse_in(version, name, format);
+                let what = format!("{version} {name} {format:?}");
+                assert_eq!(notable(&got), signals, "{what}");
+                assert_eq!(out.structured_output, Some(structured.clone()), "{what}");
                 assert_eq!(
                     serde_json::from_str::<Value>(&out.result_text).unwrap(),
                     structured,
-                    "{name}: result holds the same JSON as text"
+                    "{what}: result holds the same JSON as text"
                 );
-                assert_eq!(out.cost_usd, cost, "{name}");
-                assert_eq!(out.num_turns, Some(turns), "{name}");
-                assert_eq!(out.session_id.as_deref(), Some(session), "{name}");
-                assert_eq!(out.subtype.as_deref(), Some("success"), "{name}");
-                assert_eq!(out.terminal_reason.as_deref(), Some("completed"), "{name}");
-                assert_eq!(out.model.as_deref(), Some("claude-sonnet-4-5"), "{name}");
-                assert!(out.saw_result && !out.is_error, "{name}");
-                assert_eq!(out.exit_code, Some(0), "{name}");
-                assert_eq!(out.malformed_lines, 0, "{name}");
-                assert_eq!(out.permission_denials, Vec::<Value>::new(), "{name}");
-                assert_eq!(out.stopped, None, "{name}");
+                assert_eq!(out.cost_usd, cost, "{what}");
+                assert_eq!(out.num_turns, Some(turns), "{what}");
+                assert_eq!(out.session_id.as_deref(), Some(session), "{what}");
+                assert_eq!(out.subtype.as_deref(), Some("success"), "{what}");
+                assert_eq!(out.terminal_reason.as_deref(), Some("completed"), "{what}");
+                assert_eq!(out.model.as_deref(), Some(model), "{what}");
+                assert!(out.saw_result && !out.is_error, "{what}");
+                assert_eq!(out.exit_code, Some(0), "{what}");
+                assert_eq!(out.malformed_lines, 0, "{what}");
+                assert_eq!(out.permission_denials, Vec::<Value>::new(), "{what}");
+                assert_eq!(out.stopped, None, "{what}");
                 assert_eq!(
-                    out.model_usage["claude-sonnet-4-5"]["costUSD"].as_f64(),
-                    Some(cost)
+                    (out.api_error.as_deref(), out.api_error_type.as_deref()),
+                    (None, None),
+                    "{what}"
                 );
+                assert_eq!(out.model_usage[model]["costUSD"].as_f64(), Some(cost));
                 assert_eq!(out.result_event.as_ref().unwrap()["type"], "result");
             }
         }
@@ -368,14 +431,26 @@ mod tests {
 
     #[test]
     fn a_first_authentication_retry_stops_the_stream() {
-        let (signals, out) = parse("api-401-first-120s", StreamFormat::Claude);
-        let expected = FailureClass::NeedsUser(
-            "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY".into(),
-        );
-        assert_eq!(signals[1], LineSignal::StopNow(expected.clone()));
-        assert_eq!(out.stopped, Some(expected));
-        assert!(!out.saw_result && out.is_error);
-        assert_eq!(out.exit_code, None);
+        // 2.1.197 retried a 401 ten times over minutes, 2.1.330 twice; either way the first
+        // `api_retry` is where kern stops it.
+        for (version, name) in [
+            ("2.1.330", "api-401-first-retry"),
+            ("2.1.197", "api-401-first-120s"),
+        ] {
+            let (signals, out) = parse_in(version, name, StreamFormat::Claude);
+            let expected = FailureClass::NeedsUser(
+                "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY"
+                    .into(),
+            );
+            assert_eq!(
+                signals[1],
+                LineSignal::StopNow(expected.clone()),
+                "{version}"
+            );
+            assert_eq!(out.stopped, Some(expected), "{version}");
+            assert!(!out.saw_result && out.is_error, "{version}");
+            assert_eq!(out.exit_code, None, "{version}");
+        }
     }
 
     #[test]
@@ -393,7 +468,9 @@ mod tests {
     fn rate_limit_and_overload_retries_do_not_stop_the_stream() {
         for name in [
             "api-429-rate-limit",
+            "api-500-server-error",
             "api-529-overloaded",
+            "api-400-invalid-request",
             "connection-refused",
         ] {
             let (signals, out) = parse(name, StreamFormat::Claude);
@@ -408,21 +485,48 @@ mod tests {
 
     #[test]
     fn failure_fixtures_keep_their_error_fields() {
-        /// Fixture, api_error_status, assistant error, result text, errors.
+        /// Fixture, api_error_status, assistant error, result text, errors, api_error,
+        /// api_error_type, terminal_reason.
         type Row = (
             &'static str,
             Option<u16>,
             Option<&'static str>,
             &'static str,
             Vec<&'static str>,
+            Option<&'static str>,
+            Option<&'static str>,
+            &'static str,
         );
-        let table: [Row; 6] = [
+        let table: [Row; 10] = [
+            (
+                "api-400-invalid-request",
+                Some(400),
+                Some("unknown"),
+                "API Error: 400 tools.0.custom.input_schema: JSON schema is invalid",
+                vec![],
+                None,
+                Some("invalid_request_error"),
+                "api_error",
+            ),
+            (
+                "api-400-prompt-too-long",
+                Some(400),
+                Some("invalid_request"),
+                "Prompt is too long · the request is ~250000 tokens (limit 200000) but this conversation is only ~577 tokens — the rest is system prompt, tool definitions, and attachment content. A single-exchange conversation cannot be compacted; reduce attached files/tools or start with less context.",
+                vec![],
+                None,
+                Some("invalid_request_error"),
+                "prompt_too_long",
+            ),
             (
                 "api-401-max-retries-2",
                 Some(401),
                 Some("authentication_failed"),
                 "Not logged in · Please run /login",
                 vec![],
+                None,
+                Some("authentication_error"),
+                "api_error",
             ),
             (
                 "api-429-rate-limit",
@@ -430,6 +534,19 @@ mod tests {
                 Some("rate_limit"),
                 "API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit",
                 vec![],
+                None,
+                Some("rate_limit_error"),
+                "api_error",
+            ),
+            (
+                "api-500-server-error",
+                Some(500),
+                Some("server_error"),
+                "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your Google Vertex AI service status.",
+                vec![],
+                None,
+                Some("api_error"),
+                "api_error",
             ),
             (
                 "api-529-overloaded",
@@ -437,13 +554,19 @@ mod tests {
                 Some("server_error"),
                 "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your Google Vertex AI service status.",
                 vec![],
+                None,
+                Some("overloaded_error"),
+                "api_error",
             ),
             (
                 "connection-refused",
                 None,
                 Some("server_error"),
-                "API Error: Unable to connect to API (ConnectionRefused)",
+                "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)",
                 vec![],
+                Some("connection_failed"),
+                None,
+                "api_error",
             ),
             (
                 "not-logged-in",
@@ -451,6 +574,9 @@ mod tests {
                 Some("authentication_failed"),
                 "Not logged in · Please run /login",
                 vec![],
+                None,
+                None,
+                "api_error",
             ),
             (
                 "implement-max-turns",
@@ -458,14 +584,30 @@ mod tests {
                 None,
                 "",
                 vec!["Reached maximum number of turns (1)"],
+                None,
+                None,
+                "max_turns",
+            ),
+            (
+                "implement-max-budget",
+                None,
+                None,
+                "",
+                vec!["Reached maximum budget ($0.0001)"],
+                None,
+                None,
+                "budget_exhausted",
             ),
         ];
-        for (name, status, error, result, errors) in table {
+        for (name, status, error, result, errors, api_error, api_error_type, reason) in table {
             let (_, out) = parse(name, StreamFormat::Claude);
             assert_eq!(out.api_error_status, status, "{name}");
             assert_eq!(out.assistant_error.as_deref(), error, "{name}");
             assert_eq!(out.result_text, result, "{name}");
             assert_eq!(out.errors, errors, "{name}");
+            assert_eq!(out.api_error.as_deref(), api_error, "{name}");
+            assert_eq!(out.api_error_type.as_deref(), api_error_type, "{name}");
+            assert_eq!(out.terminal_reason.as_deref(), Some(reason), "{name}");
             assert!(out.is_error && out.saw_result, "{name}");
             assert_eq!(out.exit_code, Some(1), "{name}");
             assert_eq!(out.structured_output, None, "{name}");

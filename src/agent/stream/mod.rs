@@ -435,15 +435,35 @@ fn detect(line: &str, blank_lines: u64) -> Mode {
 pub(crate) mod fixture {
     use super::*;
 
-    /// The folder of the recorded Claude Code 2.1.197 streams.
-    pub(crate) fn dir() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-2.1.197")
+    /// The Claude Code release whose recorded streams the tests read by default: the one
+    /// `.ci/install-claude` pins.
+    pub(crate) const CLAUDE_VERSION: &str = "2.1.330";
+
+    /// The folder of the recorded streams of Claude Code `version`.
+    pub(crate) fn dir_of(version: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(format!("claude-{version}"))
     }
 
-    /// Parses `NAME.jsonl` line by line; the exit code comes from `NAME.exit` (none when the
-    /// recording was stopped) and stderr from `NAME.stderr`.
+    /// The folder of the recorded streams of the pinned release.
+    pub(crate) fn dir() -> std::path::PathBuf {
+        dir_of(CLAUDE_VERSION)
+    }
+
+    /// Parses the pinned release's `NAME.jsonl` (see [`parse_in`]).
     pub(crate) fn parse(name: &str, format: StreamFormat) -> (Vec<LineSignal>, AgentOutput) {
-        let dir = dir();
+        parse_in(CLAUDE_VERSION, name, format)
+    }
+
+    /// Parses `NAME.jsonl` of Claude Code `version` line by line; the exit code comes from
+    /// `NAME.exit` (none when the recording was stopped) and stderr from `NAME.stderr`.
+    pub(crate) fn parse_in(
+        version: &str,
+        name: &str,
+        format: StreamFormat,
+    ) -> (Vec<LineSignal>, AgentOutput) {
+        let dir = dir_of(version);
         let stream = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap();
         let exit = std::fs::read_to_string(dir.join(format!("{name}.exit")))
             .ok()
