@@ -674,3 +674,81 @@ fn unauthorized_401_stops_kern_at_once_with_exit_5_and_the_login_hint() {
     let tries = under_rule(&mock, 0).len();
     assert!((1..=3).contains(&tries), "{tries} tries");
 }
+
+#[test]
+fn invalid_request_400_stops_kern_with_exit_5_and_the_apis_message_without_a_retry() {
+    let Some(claude) = claude_or_skip(
+        "invalid_request_400_stops_kern_with_exit_5_and_the_apis_message_without_a_retry",
+    ) else {
+        return;
+    };
+    let _serial = serial();
+    let title = "Anything at all";
+    let spec = format!("- [ ] {title}\n");
+    let env = RealAgent::new(&claude, &spec);
+    let mock = MockModelApi::start(Script {
+        rules: vec![Rule::all(
+            &[RESEARCH, &task(' ', title)],
+            vec![Turn::http_error(
+                400,
+                "invalid_request_error",
+                "tools.3.custom.input_schema: JSON schema is invalid",
+                u32::MAX,
+            )],
+        )],
+    });
+
+    let run = env.kern(&mock, &["5", "0"], &[], RUN_TIMEOUT);
+
+    let p = &env.project;
+    let expected = "the model API rejected claude's request (HTTP 400): `tools.3.custom.input_schema: JSON schema is invalid` — a retry gets the same answer: check --model, and that `claude --version` is a version kern supports";
+    assert_eq!(run.code, Some(5), "{}", run.stderr);
+    assert!(run.stderr.contains(expected), "{}", run.stderr);
+    assert_eq!(p.read("SPEC.md"), spec);
+    let record = env.stage_record(1);
+    assert_eq!(record["kern"]["retries"], 0, "{record}");
+    assert_eq!(record["kern"]["failure"], expected, "{record}");
+    assert_eq!(
+        under_rule(&mock, 0).len(),
+        1,
+        "neither the CLI nor kern retried"
+    );
+}
+
+#[test]
+fn a_refused_connection_ends_the_stage_within_seconds() {
+    let Some(claude) = claude_or_skip("a_refused_connection_ends_the_stage_within_seconds") else {
+        return;
+    };
+    let _serial = serial();
+    let title = "Anything at all";
+    let env = RealAgent::new(&claude, &format!("- [ ] {title}\n"));
+    let mock = MockModelApi::start(Script::default());
+    // A loopback port nobody listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let closed = format!("http://127.0.0.1:{port}/v1");
+
+    // No retry by kern: the failed research is a failed attempt and the run ends. The CLI's
+    // own ten retries (minutes) are cut to kern's two by CLAUDE_CODE_MAX_RETRIES.
+    let run = env.kern(
+        &mock,
+        &["1", "0", "--retries", "0"],
+        &[("ANTHROPIC_VERTEX_BASE_URL", closed.as_str())],
+        UNAUTHORIZED_TIMEOUT,
+    );
+
+    let p = &env.project;
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
+    assert!(
+        p.read("SPEC.md").contains("Connection refused"),
+        "the Attempt note says why:\n{}",
+        p.read("SPEC.md")
+    );
+    eprintln!(
+        "refused connection: the stage ended after {:?}",
+        run.elapsed
+    );
+}

@@ -1317,3 +1317,101 @@ fn write_fixture(
         }
     }
 }
+
+/// The OS sandbox kern can give the implement stage (`kern::agent::claude::SANDBOX_SETTINGS`
+/// through `--settings`) runs headless: a shell command writes inside the repository, but not
+/// outside it nor into `.git/hooks` — whether the CLI refuses such a command up front (a
+/// permission denial in `dontAsk` mode) or the sandbox's read-only mount stops it. The control
+/// without the settings writes outside, so the sandbox is what held. Needs bubblewrap and
+/// socat.
+#[test]
+fn the_os_sandbox_confines_implements_shell_to_the_repository() {
+    let Some(bin) = claude_or_skip("the_os_sandbox_confines_implements_shell_to_the_repository")
+    else {
+        return;
+    };
+    if std::env::var("KERN_SKIP_CLAUDE_SANDBOX").is_ok_and(|v| v == "1") {
+        eprintln!("skipping: KERN_SKIP_CLAUDE_SANDBOX=1");
+        return;
+    }
+    for tool in ["bwrap", "socat"] {
+        assert!(
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .any(|dir| dir.join(tool).is_file()),
+            "`{tool}` not found — install bubblewrap and socat (`apt-get install bubblewrap socat`), or set KERN_SKIP_CLAUDE_SANDBOX=1"
+        );
+    }
+    let _serial = serial();
+    let outside = tempfile::tempdir().expect("a folder outside the repository");
+    let target = outside.path().join("outside.txt");
+    let commands = [
+        "echo in > inside.txt && cat inside.txt".to_string(),
+        format!("echo out > {}", target.display()),
+        "echo hook > .git/hooks/pre-commit".to_string(),
+    ];
+    let sandboxed = {
+        let mut args = implement_args();
+        let schema = args.pop().expect("schema flag");
+        args.push(format!(
+            "--settings={}",
+            kern::agent::claude::SANDBOX_SETTINGS
+        ));
+        args.push(schema);
+        args
+    };
+    for (args, confined) in [(sandboxed, true), (implement_args(), false)] {
+        let sandbox = Sandbox::new();
+        let _ = std::fs::remove_file(&target);
+        let mock = MockModelApi::start(Script {
+            rules: vec![Rule::new(
+                "TASK-SANDBOX",
+                commands
+                    .iter()
+                    .map(|c| Turn::tool("Bash", json!({"command": c, "description": "write"})))
+                    .chain([Turn::report(
+                        Stage::Implement,
+                        json!({"status": "SUCCESS", "summary": "wrote"}),
+                    )])
+                    .collect(),
+            )],
+        });
+        let run = run_claude(
+            &bin,
+            &args,
+            &mock,
+            &sandbox,
+            "TASK-SANDBOX: write files\n",
+            &[],
+            never,
+        );
+        let label = if confined {
+            "sandboxed"
+        } else {
+            "not sandboxed"
+        };
+        run.report_timing(label);
+        let results: Vec<String> = run
+            .tool_results()
+            .iter()
+            .map(|r| r["content"].as_str().unwrap_or_default().to_string())
+            .collect();
+        eprintln!("{label}: tool results {results:?}");
+        assert_eq!(run.exit_code, Some(0), "{}", run.dump());
+        assert_eq!(
+            sandbox.read("inside.txt").as_deref(),
+            Some("in\n"),
+            "{}",
+            run.dump()
+        );
+        assert_eq!(target.exists(), !confined, "{}", run.dump());
+        // 2.1.330 refuses a write into `.git` in dontAsk mode even without the sandbox (seen);
+        // with it, the hooks are out of reach either way.
+        if confined {
+            assert!(
+                !sandbox.path().join(".git/hooks/pre-commit").exists(),
+                "{}",
+                run.dump()
+            );
+        }
+    }
+}
