@@ -1,9 +1,15 @@
-//! The Claude Code command line for one stage (DESIGN.md section 4, AGENT-CLIS.md).
+//! The Claude Code command line and environment for one stage (DESIGN.md section 4,
+//! AGENT-CLIS.md).
 //!
 //! The one decision a reader must know: every variadic flag (`--tools`, `--allowedTools`,
 //! `--disallowedTools`) is written as one `--flag=value` argument. Written as `--flag value`,
 //! such a flag swallows whatever follows it, and the prompt never goes into argv at all: it is
 //! written to stdin, because argv strings over 128 KiB fail on Linux.
+//!
+//! Besides the tool policy, kern lowers the CLI's own API retries ([`MAX_RETRIES`]) so that
+//! they do not stack under kern's backoff, can cap a stage's spend (`--max-budget-usd`), and
+//! can put the implement stage's shell commands in Claude Code's OS sandbox
+//! ([`SANDBOX_SETTINGS`]).
 
 use crate::stage::Stage;
 
@@ -29,6 +35,32 @@ pub const GIT_WRITE_DENY_RULES: [&str; 6] = [
     "Bash(git * push)",
 ];
 
+/// The CLI's own retries of a failed API call (`CLAUDE_CODE_MAX_RETRIES`; its default is 10,
+/// about 0.5 s doubling to 35 s between tries). Two quick tries ride out a blip; anything
+/// longer is kern's to retry, with its own backoff, its record and its `--retries`.
+pub const MAX_RETRIES: &str = "2";
+
+/// Claude Code's settings that put the shell commands of a stage in its OS sandbox
+/// (bubblewrap and socat on Linux), given with `--settings`: writes only inside the working
+/// folder (and the sandbox's own `TMPDIR`), none to `.git/hooks`, no network beyond what the
+/// person's own sandbox settings allow. `failIfUnavailable`: without bubblewrap the CLI
+/// refuses to start (it says so on stderr) instead of running unsandboxed;
+/// `allowUnsandboxedCommands: false`: the model cannot ask to leave it.
+pub const SANDBOX_SETTINGS: &str =
+    r#"{"sandbox":{"enabled":true,"failIfUnavailable":true,"allowUnsandboxedCommands":false}}"#;
+
+/// What a stage may add to the command line besides its tool policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Options {
+    /// The most the stage may spend, in USD (`--max-budget-usd`); only a positive, finite
+    /// amount is passed.
+    pub max_budget_usd: Option<f64>,
+    /// Run the implement stage's shell commands in the OS sandbox ([`SANDBOX_SETTINGS`]).
+    /// Read-only stages need none: they have no write tools and `dontAsk` refuses writing
+    /// shell commands.
+    pub sandbox: bool,
+}
+
 /// The stage's tool policy as Claude flags.
 pub fn tool_flags(stage: Stage) -> Vec<String> {
     match stage {
@@ -49,7 +81,7 @@ pub fn tool_flags(stage: Stage) -> Vec<String> {
 }
 
 /// The complete argv (after the program name) for `stage`.
-pub fn args(stage: Stage, model: Option<&str>) -> Vec<String> {
+pub fn args(stage: Stage, model: Option<&str>, options: Options) -> Vec<String> {
     let mut args: Vec<String> = HEAD.iter().map(|s| s.to_string()).collect();
     if let Some(model) = model {
         args.push("--model".to_string());
@@ -57,8 +89,23 @@ pub fn args(stage: Stage, model: Option<&str>) -> Vec<String> {
     }
     args.extend(SESSION.iter().map(|s| s.to_string()));
     args.extend(tool_flags(stage));
+    if let Some(budget) = options.max_budget_usd.filter(|b| b.is_finite() && *b > 0.0) {
+        args.push("--max-budget-usd".to_string());
+        args.push(budget.to_string());
+    }
+    if options.sandbox && stage == Stage::Implement {
+        args.push(format!("--settings={SANDBOX_SETTINGS}"));
+    }
     args.push(format!("--json-schema={}", stage.schema()));
     args
+}
+
+/// The variables added to the inherited environment: the CLI's own retries lowered.
+pub fn env() -> Vec<(String, String)> {
+    vec![(
+        "CLAUDE_CODE_MAX_RETRIES".to_string(),
+        MAX_RETRIES.to_string(),
+    )]
 }
 
 #[cfg(test)]
@@ -141,19 +188,104 @@ mod tests {
         for (stage, model, head) in table {
             let mut expected = strings(&head);
             expected.push(format!("--json-schema={}", stage.schema()));
-            assert_eq!(args(stage, model), expected, "{stage} {model:?}");
+            assert_eq!(
+                args(stage, model, Options::default()),
+                expected,
+                "{stage} {model:?}"
+            );
         }
+    }
+
+    #[test]
+    fn budget_and_sandbox_come_before_the_schema() {
+        let sandbox = format!("--settings={SANDBOX_SETTINGS}");
+        let table: [(Stage, Options, Vec<&str>); 6] = [
+            (
+                Stage::Implement,
+                Options {
+                    max_budget_usd: Some(0.25),
+                    sandbox: true,
+                },
+                vec!["--max-budget-usd", "0.25", &sandbox],
+            ),
+            (
+                Stage::Research,
+                Options {
+                    max_budget_usd: Some(1.0),
+                    sandbox: true,
+                },
+                vec!["--max-budget-usd", "1"],
+            ),
+            (
+                Stage::Review,
+                Options {
+                    max_budget_usd: Some(0.000_5),
+                    sandbox: false,
+                },
+                vec!["--max-budget-usd", "0.0005"],
+            ),
+            (
+                Stage::Implement,
+                Options {
+                    max_budget_usd: Some(0.0),
+                    sandbox: false,
+                },
+                vec![],
+            ),
+            (
+                Stage::Implement,
+                Options {
+                    max_budget_usd: Some(f64::NAN),
+                    sandbox: false,
+                },
+                vec![],
+            ),
+            (
+                Stage::Implement,
+                Options {
+                    max_budget_usd: None,
+                    sandbox: true,
+                },
+                vec![&sandbox],
+            ),
+        ];
+        for (stage, options, extra) in table {
+            let mut expected = args(stage, Some("opus"), Options::default());
+            let schema = expected.pop().unwrap();
+            expected.extend(strings(&extra));
+            expected.push(schema);
+            assert_eq!(
+                args(stage, Some("opus"), options),
+                expected,
+                "{stage} {options:?}"
+            );
+        }
+        let settings: serde_json::Value = serde_json::from_str(SANDBOX_SETTINGS).unwrap();
+        assert_eq!(settings["sandbox"]["enabled"], true);
+    }
+
+    #[test]
+    fn the_cli_retries_little_by_itself() {
+        assert_eq!(
+            env(),
+            vec![("CLAUDE_CODE_MAX_RETRIES".to_string(), "2".to_string())]
+        );
     }
 
     #[test]
     fn variadic_flags_are_single_arguments() {
         for stage in Stage::ALL {
-            for arg in args(stage, Some("opus")) {
+            let options = Options {
+                max_budget_usd: Some(2.0),
+                sandbox: true,
+            };
+            for arg in args(stage, Some("opus"), options) {
                 for flag in [
                     "--tools",
                     "--allowedTools",
                     "--disallowedTools",
                     "--json-schema",
+                    "--settings",
                 ] {
                     assert_ne!(arg, flag, "{stage}: `{flag}` must be written `{flag}=…`");
                 }

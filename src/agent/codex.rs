@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::stage::Stage;
 
 /// What to do when Codex is not logged in.
-pub const LOGIN_HINT: &str = "run `codex login` once, or set OPENAI_API_KEY";
+pub const LOGIN_HINT: &str = "run `codex login` once, or set CODEX_API_KEY";
 
 /// The sandbox mode that enforces `stage`'s tool policy.
 pub fn sandbox(stage: Stage) -> &'static str {

@@ -1,13 +1,16 @@
 //! The agent kinds kern can run, as one closed enum, and how each is invoked for a stage.
 //!
 //! The one decision a reader must know: this layer only *describes* a process
-//! ([`Invocation`]) and *reads* what it printed ([`stream::StreamParser`]); it never runs
-//! anything. The supervisor runs the invocation and feeds stdout lines to the parser, so that
+//! ([`Invocation`]), *reads* what it printed ([`stream::StreamParser`]) and *judges* how it
+//! ended ([`failure::classify`]); it never runs anything. The supervisor runs the invocation and feeds stdout lines to the parser, so that
 //! every command line and every parse is testable without a process.
 
 pub mod claude;
 pub mod codex;
+pub mod codex_provider;
+pub mod failure;
 pub mod program;
+pub mod reset_time;
 pub mod stream;
 
 use std::path::{Path, PathBuf};
@@ -72,13 +75,25 @@ pub struct InvocationRequest<'a> {
     pub state_dir: &'a Path,
     /// The task's title (`KERN_TASK`).
     pub task_title: &'a str,
+    /// The most this stage may spend, in USD: Claude's `--max-budget-usd` (the caller passes
+    /// what is left of `--max-cost`). Codex and programs have no such cap.
+    pub max_budget_usd: Option<f64>,
+    /// Run the implement stage's shell commands in Claude Code's OS sandbox
+    /// (`claude::SANDBOX_SETTINGS`); other agents already sandbox (Codex) or decide themselves.
+    pub sandbox: bool,
 }
 
 impl Agent {
     /// The process that runs `req.stage` with this agent.
     pub fn invocation(&self, req: InvocationRequest<'_>) -> Invocation {
         let (args, env) = match self {
-            Agent::Claude => (claude::args(req.stage, req.model), Vec::new()),
+            Agent::Claude => {
+                let options = claude::Options {
+                    max_budget_usd: req.max_budget_usd,
+                    sandbox: req.sandbox,
+                };
+                (claude::args(req.stage, req.model, options), claude::env())
+            }
             Agent::Codex => (
                 codex::args(req.stage, req.model, req.cwd, req.schema_path),
                 Vec::new(),
@@ -141,6 +156,8 @@ mod tests {
             schema_path: Path::new("/tmp/claude/kern/project/main/stage.schema.json"),
             state_dir: Path::new("/tmp/claude/kern/project/main"),
             task_title: "Write out-1.txt",
+            max_budget_usd: None,
+            sandbox: false,
         }
     }
 
@@ -188,7 +205,7 @@ mod tests {
                 Invocation {
                     program: PathBuf::from("claude"),
                     args,
-                    env: Vec::new(),
+                    env: vec![("CLAUDE_CODE_MAX_RETRIES".to_string(), "2".to_string())],
                     cwd: PathBuf::from("/home/user/project"),
                     stdin: b"the prompt\n".to_vec(),
                 },
@@ -281,6 +298,29 @@ mod tests {
     }
 
     #[test]
+    fn budget_and_sandbox_reach_only_claude() {
+        for stage in Stage::ALL {
+            for agent in [Agent::Codex, Agent::Program(PathBuf::from("/bin/a"))] {
+                let mut capped = request(stage, Some("m"));
+                capped.max_budget_usd = Some(0.5);
+                capped.sandbox = true;
+                assert_eq!(
+                    agent.invocation(capped),
+                    agent.invocation(request(stage, Some("m"))),
+                    "{agent} {stage}"
+                );
+            }
+            let mut capped = request(stage, Some("m"));
+            capped.max_budget_usd = Some(0.5);
+            let args = Agent::Claude.invocation(capped).args;
+            assert!(
+                args.windows(2).any(|w| w == ["--max-budget-usd", "0.5"]),
+                "{stage}: {args:?}"
+            );
+        }
+    }
+
+    #[test]
     fn formats_programs_and_hints() {
         let table = [
             (
@@ -293,7 +333,7 @@ mod tests {
                 Agent::Codex,
                 "codex",
                 StreamFormat::Codex,
-                "run `codex login` once, or set OPENAI_API_KEY",
+                "run `codex login` once, or set CODEX_API_KEY",
             ),
             (
                 Agent::Program(PathBuf::from("/opt/agent")),

@@ -3,7 +3,7 @@
 //! The one decision a reader must know: a program gets no arguments at all, only the prompt
 //! on stdin and five `KERN_*` variables, so that any executable — a shell script, the built-in
 //! scripted agent, a wrapper around another CLI — can be an agent without parsing a command
-//! line. It cannot reject arguments it never gets, which is why `retry::classify` does not
+//! line. It cannot reject arguments it never gets, which is why `failure::classify` does not
 //! look for argument errors in a program's stderr.
 
 use std::path::Path;

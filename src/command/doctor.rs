@@ -4,8 +4,9 @@
 //! Checks, in order: inside a git repository; not bare; no merge or rebase in progress; git
 //! identity (as kern's commit reads it: `author_from_env`); SPEC.md present and valid (the
 //! first diagnostic); prompt overrides valid; the agent binary found and its version; the agent
-//! logged in (`claude auth status`, `codex login status`; no network needed); the state root
-//! writable; the run lock free, or its holder. A check that depends on a failed one is shown as
+//! logged in (`claude auth status`; for Codex, what its configured provider needs: the OpenAI
+//! login through `codex login status`, an `env_key` variable, or nothing; no network needed);
+//! the state root writable; the run lock free, or its holder. A check that depends on a failed one is shown as
 //! skipped with the reason, and does not count.
 //!
 //! Decisions a reader must know:
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::agent::codex_provider::{self, Credential};
 use crate::agent::{self, Agent};
 use crate::error::{Error, Result};
 use crate::prompt::Templates;
@@ -467,8 +469,89 @@ async fn claude_login(binary: &Path, cwd: &Path) -> Check {
     }
 }
 
-/// `codex login status`: exit 0 when logged in.
+/// Codex: the provider `codex exec` would use (its `config.toml` in `CODEX_HOME`, default
+/// `~/.codex`) and what that provider needs — the OpenAI login (`codex login status`, or
+/// `CODEX_API_KEY`), the variable its `env_key` names, or nothing.
 async fn codex_login(binary: &Path, cwd: &Path) -> Check {
+    const NAME: &str = "agent login";
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let codex_home_var = var("CODEX_HOME");
+    let Some(dir) = codex_provider::codex_home(codex_home_var.as_deref(), home.as_deref()) else {
+        return Check::fail(
+            NAME,
+            "neither CODEX_HOME nor HOME is set: Codex has no configuration folder",
+            "set HOME, or CODEX_HOME to Codex's folder",
+        );
+    };
+    if codex_home_var.is_some() && !dir.is_dir() {
+        return Check::fail(
+            NAME,
+            format!(
+                "CODEX_HOME is `{}`, which does not exist (codex refuses to start)",
+                dir.display()
+            ),
+            "create that folder, or unset CODEX_HOME",
+        );
+    }
+    let config_path = dir.join("config.toml");
+    let text = match std::fs::read_to_string(&config_path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("cannot read `{}`: {e}", config_path.display()),
+                "check the file's permissions",
+            );
+        }
+    };
+    let source = match &text {
+        Some(_) => format!("`{}`", config_path.display()),
+        None => format!("no `{}`: the default", config_path.display()),
+    };
+    let provider = match codex_provider::provider(text.as_deref()) {
+        Ok(provider) => provider,
+        Err(message) => {
+            let (detail, fix) = split_fix(&message, "fix the file, or move it aside");
+            return Check::fail(NAME, format!("`{}`: {detail}", config_path.display()), fix);
+        }
+    };
+    let id = &provider.id;
+    let at = provider
+        .base_url
+        .as_ref()
+        .map(|url| format!(" at {url}"))
+        .unwrap_or_default();
+    match &provider.credential {
+        Credential::Nothing => Check::pass(
+            NAME,
+            format!("provider `{id}`{at} needs no login ({source})"),
+        ),
+        Credential::TokenInConfig => Check::pass(
+            NAME,
+            format!("provider `{id}`{at} has its token in {source}"),
+        ),
+        Credential::EnvKey(key) if var(key).is_some() => Check::pass(
+            NAME,
+            format!("provider `{id}`{at}: its key `{key}` is set ({source})"),
+        ),
+        Credential::EnvKey(key) => Check::fail(
+            NAME,
+            format!("provider `{id}`{at} reads its key from `{key}`, which is not set ({source})"),
+            format!(
+                "export {key}=<the provider's API key> (the `env_key` of `[model_providers.{id}]`)"
+            ),
+        ),
+        Credential::OpenAiLogin => {
+            openai_login(binary, cwd, id, var(codex_provider::API_KEY_VAR).is_some()).await
+        }
+    }
+}
+
+/// The OpenAI login of Codex: `codex login status` exits 0 when logged in; without a login,
+/// an API key in `CODEX_API_KEY` serves `codex exec` as well.
+async fn openai_login(binary: &Path, cwd: &Path, id: &str, api_key_set: bool) -> Check {
     const NAME: &str = "agent login";
     let hint = agent::codex::LOGIN_HINT;
     match probe(binary, &["login", "status"], cwd, PROBE_TIMEOUT).await {
@@ -478,23 +561,51 @@ async fn codex_login(binary: &Path, cwd: &Path) -> Check {
             stderr,
         } => Check::pass(
             NAME,
-            format!("{} (`codex login status`)", first_line(&stdout, &stderr)),
+            format!(
+                "provider `{id}`: {} (`codex login status`)",
+                status_line(&stdout, &stderr)
+            ),
         ),
         Probe::Exited {
             code: Some(_),
             stdout,
             stderr,
-        } => Check::fail(
-            NAME,
-            format!("{} (`codex login status`)", first_line(&stdout, &stderr)),
-            hint,
-        ),
+        } => {
+            let status = status_line(&stdout, &stderr);
+            if api_key_set {
+                Check::pass(
+                    NAME,
+                    format!(
+                        "provider `{id}`: `{}` is set (`codex login status`: {status})",
+                        codex_provider::API_KEY_VAR
+                    ),
+                )
+            } else {
+                Check::fail(
+                    NAME,
+                    format!("provider `{id}`: {status} (`codex login status`)"),
+                    hint,
+                )
+            }
+        }
         other => Check::fail(
             NAME,
             format!("`codex login status` {}", other.failure()),
             hint,
         ),
     }
+}
+
+/// The line that says the state: the first non-empty line of stdout, else of stderr, that is
+/// not one of Codex's `WARNING:` lines about its own set-up.
+fn status_line(stdout: &str, stderr: &str) -> String {
+    stdout
+        .lines()
+        .chain(stderr.lines())
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("WARNING:"))
+        .map(str::to_string)
+        .unwrap_or_else(|| first_line(stdout, stderr))
 }
 
 /// A `program:<path>` agent: found (on PATH when the path has no `/`; relative paths are

@@ -86,6 +86,8 @@ pub fn report(settings: &Settings) -> Result<String> {
             schema_path: &ws.state_dir.stage_schema(stage),
             state_dir: &ws.state_dir.dir(),
             task_title: &task.title,
+            max_budget_usd: None,
+            sandbox: false,
         });
         let _ = writeln!(out, "\nstage {} {}:", stage.number(), stage.name());
         let _ = writeln!(out, "  tools:   {}", stage.tools().as_str());

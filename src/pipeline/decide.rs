@@ -344,6 +344,7 @@ mod tests {
     ) -> ImplementReport {
         ImplementReport {
             status,
+            no_change_reason: None,
             summary: "the summary".into(),
             attempt_note: note.map(str::to_string),
             subtasks: subtasks.iter().map(|s| (*s).to_string()).collect(),
@@ -367,6 +368,7 @@ mod tests {
         let ok = ResearchReport {
             notes: vec!["read src/lib.rs".into()],
             skip_reason: None,
+            skip_kind: None,
         };
         assert_eq!(
             after_research(Ok(ok.clone()), &none, 3),
@@ -379,6 +381,7 @@ mod tests {
         let empty = ResearchReport {
             notes: Vec::new(),
             skip_reason: Some("  ".into()),
+            skip_kind: None,
         };
         assert!(matches!(
             after_research(Ok(empty), &none, 3),
@@ -387,6 +390,7 @@ mod tests {
         let skip = ResearchReport {
             notes: Vec::new(),
             skip_reason: Some("already done upstream".into()),
+            skip_kind: None,
         };
         assert_eq!(
             after_research(Ok(skip), &none, 3),

@@ -304,7 +304,7 @@ mod tests {
         record.write(&path).unwrap();
         assert_eq!(
             jq(&["-r", ".result"], &path),
-            "{\"status\":\"SUCCESS\",\"summary\":\"wrote out-1.txt\",\"learnings\":[\"the real CLI wrote out-1.txt\"]}\n"
+            "{\"attempt_note\":null,\"learnings\":[\"the real CLI wrote out-1.txt\"],\"no_change_reason\":null,\"status\":\"SUCCESS\",\"subtasks\":null,\"summary\":\"wrote out-1.txt\"}\n"
         );
         assert_eq!(jq(&["-r", ".kern.outcome"], &path), "succeeded\n");
         assert_eq!(jq(&["-r", ".kern.report.status"], &path), "SUCCESS\n");
@@ -313,7 +313,7 @@ mod tests {
             jq(&["-c", ".structured_output.status"], &path),
             "\"SUCCESS\"\n"
         );
-        assert_eq!(jq(&["-r", ".total_cost_usd"], &path), "0.00135\n");
+        assert_eq!(jq(&["-r", ".total_cost_usd"], &path), "0.212913\n");
 
         let loaded = StageRecord::load(&path).unwrap();
         assert_eq!(loaded, record);
@@ -358,6 +358,7 @@ mod tests {
                     attempt_note: None,
                     subtasks: Vec::new(),
                     learnings: Vec::new(),
+                    no_change_reason: None,
                 })),
             ),
         );

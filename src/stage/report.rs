@@ -1,8 +1,12 @@
 //! The reports the three stages return, and reading them from what an agent printed: the
 //! structured output first, then a JSON object or the last fenced `json` block of the result
 //! text, then (implement only) a whole-line status word.
+//!
+//! The one decision a reader must know: an optional field reads the same whether it is
+//! missing or `null` (what a strict schema makes a model send, `schema.rs`); lists read `null`
+//! as empty.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::Stage;
 
@@ -14,6 +18,17 @@ pub struct ResearchReport {
     /// Set when the researcher thinks the task should be skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_reason: Option<String>,
+    /// What kind of skip: `needs_person` when it waits on a person (DESIGN.md section 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_kind: Option<SkipKind>,
+}
+
+/// Why a research skip cannot simply come back later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    /// A decision, credentials, an account, a manual step: the task waits on a person.
+    NeedsPerson,
 }
 
 /// The implement stage's status word.
@@ -54,11 +69,22 @@ pub struct ImplementReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_note: Option<String>,
     /// With DECOMPOSED: the new subtasks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub subtasks: Vec<String>,
     /// Facts worth keeping in LEARNINGS.md.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub learnings: Vec<String>,
+    /// With SUCCESS and an unchanged work tree: why no change was needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_change_reason: Option<String>,
 }
 
 /// The review verdict.
@@ -86,8 +112,17 @@ pub struct ReviewReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Facts worth keeping in LEARNINGS.md.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub learnings: Vec<String>,
+}
+
+/// A list that may be missing (`default`) or `null`: both read as empty.
+fn null_as_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// A stage's parsed report.
@@ -159,6 +194,7 @@ pub fn extract_report(
             attempt_note: None,
             subtasks: Vec::new(),
             learnings: Vec::new(),
+            no_change_reason: None,
         }));
     }
     Err(problem.unwrap_or_else(|| {
@@ -271,6 +307,7 @@ mod tests {
             attempt_note: None,
             subtasks: Vec::new(),
             learnings: Vec::new(),
+            no_change_reason: None,
         })
     }
 
@@ -278,6 +315,7 @@ mod tests {
         StageReport::Research(ResearchReport {
             notes: notes.iter().map(|n| n.to_string()).collect(),
             skip_reason: None,
+            skip_kind: None,
         })
     }
 
@@ -462,7 +500,86 @@ mod tests {
                 attempt_note: Some("n".into()),
                 subtasks: vec!["a".into(), "b".into()],
                 learnings: vec!["l".into()],
+                no_change_reason: None,
             }))
+        );
+    }
+
+    #[test]
+    fn null_reads_as_absent_in_every_optional_field() {
+        let table = [
+            (
+                Stage::Research,
+                serde_json::json!({"notes": ["n"], "skip_reason": null, "skip_kind": null}),
+                research(&["n"]),
+            ),
+            (
+                Stage::Research,
+                serde_json::json!({"notes": [], "skip_reason": "who pays?", "skip_kind": "needs_person"}),
+                StageReport::Research(ResearchReport {
+                    notes: Vec::new(),
+                    skip_reason: Some("who pays?".into()),
+                    skip_kind: Some(SkipKind::NeedsPerson),
+                }),
+            ),
+            (
+                Stage::Implement,
+                serde_json::json!({"status": "SUCCESS", "summary": "s", "attempt_note": null,
+                    "subtasks": null, "learnings": null, "no_change_reason": null}),
+                implement(ImplementStatus::Success, "s"),
+            ),
+            (
+                Stage::Implement,
+                serde_json::json!({"status": "SUCCESS", "summary": "s", "attempt_note": null,
+                    "subtasks": null, "learnings": null, "no_change_reason": "already done in abc123"}),
+                StageReport::Implement(ImplementReport {
+                    status: ImplementStatus::Success,
+                    summary: "s".into(),
+                    attempt_note: None,
+                    subtasks: Vec::new(),
+                    learnings: Vec::new(),
+                    no_change_reason: Some("already done in abc123".into()),
+                }),
+            ),
+            (
+                Stage::Review,
+                serde_json::json!({"verdict": "REJECT", "subject": "x", "body": null,
+                    "reason": "no test", "learnings": null}),
+                StageReport::Review(ReviewReport {
+                    verdict: Verdict::Reject,
+                    subject: "x".into(),
+                    body: None,
+                    reason: Some("no test".into()),
+                    learnings: Vec::new(),
+                }),
+            ),
+        ];
+        for (stage, value, expected) in table {
+            assert_eq!(
+                extract_report(stage, Some(&value), ""),
+                Ok(expected.clone()),
+                "{value}"
+            );
+            // The same JSON as plain text (a program's stdout) reads the same.
+            assert_eq!(
+                extract_report(stage, None, &value.to_string()),
+                Ok(expected),
+                "{value} as text"
+            );
+        }
+        let unknown_kind = serde_json::json!({"notes": [], "skip_kind": "later"});
+        assert_eq!(
+            extract_report(Stage::Research, Some(&unknown_kind), ""),
+            Err("the structured output does not match the research schema: unknown variant `later`, expected `needs_person`".into())
+        );
+    }
+
+    #[test]
+    fn a_report_serialises_without_its_empty_fields() {
+        let report = implement(ImplementStatus::Success, "s");
+        assert_eq!(
+            serde_json::to_value(&report).unwrap(),
+            serde_json::json!({"status": "SUCCESS", "summary": "s"})
         );
     }
 }

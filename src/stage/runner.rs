@@ -11,12 +11,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::{AgentOutput, LineSignal, StreamParser};
 use crate::agent::{Agent, InvocationRequest};
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
 use crate::reporter::text;
-use crate::retry::{self, FailureClass, Step};
+use crate::retry::{self, Step};
 use crate::settings::Settings;
 use crate::stage::record::{
     KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord, TaskRef, Wait, WaitKind,
@@ -109,7 +110,7 @@ pub async fn run_stage<R: Report>(
                 text::duration(settings.limits.idle_timeout)
             ))),
             EndReason::Stopped(_) | EndReason::Exited | EndReason::AfterResultGrace => {
-                retry::classify(&settings.agent, &attempt.output)
+                failure::classify(&settings.agent, &attempt.output)
             }
         };
         let Some(class) = class else {
@@ -290,6 +291,8 @@ async fn run_once(
         schema_path: &state_dir.stage_schema(stage),
         state_dir: &state_dir.dir(),
         task_title: &request.task.title,
+        max_budget_usd: None,
+        sandbox: false,
     });
     let files = StreamFiles {
         stdout: state_dir.stage_stream(stage),

@@ -115,6 +115,7 @@ mod tests {
     fn implement(status: ImplementStatus) -> ImplementReport {
         ImplementReport {
             status,
+            no_change_reason: None,
             summary: "did it".into(),
             attempt_note: None,
             subtasks: Vec::new(),
@@ -137,6 +138,7 @@ mod tests {
         let research = ResearchReport {
             notes: vec!["n".into()],
             skip_reason: None,
+            skip_kind: None,
         };
         let ok = implement(ImplementStatus::Success);
         let files =

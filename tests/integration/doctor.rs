@@ -51,12 +51,13 @@ impl Bin {
         )
     }
 
-    /// `codex`: `--version` as 0.169.0; `login status` as the real one, on stderr.
+    /// `codex`: `--version` as 0.169.0; `login status` as the real one, on stderr, after the
+    /// warning codex-cli 0.169.0 prints first when its home is under a temporary folder.
     fn codex(&self, logged_in: bool) -> &Bin {
         let status = if logged_in {
-            "echo 'Logged in using an API key - sk-proj-***' >&2; exit 0"
+            "echo 'WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir \"/tmp\"' >&2; echo 'Logged in using an API key - sk-proj-***' >&2; exit 0"
         } else {
-            "echo 'Not logged in' >&2; exit 1"
+            "echo 'WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir \"/tmp\"' >&2; echo 'Not logged in' >&2; exit 1"
         };
         self.script(
             "codex",
@@ -68,10 +69,23 @@ impl Bin {
 }
 
 /// `kern doctor` in `cwd` with `agent`, PATH = `bin` only, and a git config of the repository
-/// alone (empty HOME, no system config).
+/// alone (empty HOME, no system config); Codex's home is `codex_home(p)`, with no key in the
+/// environment.
 fn doctor_in(cwd: &Path, p: &Project, bin: &Bin, agent: &str) -> (Option<i32>, String) {
+    doctor_with(cwd, p, bin, agent, &[])
+}
+
+/// The same with `env` added.
+fn doctor_with(
+    cwd: &Path,
+    p: &Project,
+    bin: &Bin,
+    agent: &str,
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
     let home = p.outside.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(codex_home(p)).unwrap();
     let mut cmd = p.kern();
     cmd.current_dir(cwd)
         .arg("doctor")
@@ -79,7 +93,10 @@ fn doctor_in(cwd: &Path, p: &Project, bin: &Bin, agent: &str) -> (Option<i32>, S
         .env("KERN_AGENT", agent)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", &home)
-        .env("GIT_CONFIG_NOSYSTEM", "1");
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("CODEX_HOME", codex_home(p))
+        .env_remove("CODEX_API_KEY")
+        .envs(env.iter().copied());
     for var in [
         "GIT_AUTHOR_NAME",
         "GIT_AUTHOR_EMAIL",
@@ -98,6 +115,11 @@ fn doctor_in(cwd: &Path, p: &Project, bin: &Bin, agent: &str) -> (Option<i32>, S
 
 fn doctor(p: &Project, bin: &Bin, agent: &str) -> (Option<i32>, String) {
     doctor_in(p.path(), p, bin, agent)
+}
+
+/// Codex's home folder for the doctor runs (`CODEX_HOME`), inside their HOME.
+fn codex_home(p: &Project) -> PathBuf {
+    p.outside.path().join("home").join("codex")
 }
 
 fn top(p: &Project) -> String {
@@ -223,7 +245,7 @@ fn codex_logged_in_passes_and_logged_out_exits_5() {
     );
     assert_eq!(
         check(&err, "agent login").0,
-        "✓ agent login: Logged in using an API key - sk-proj-*** (`codex login status`)"
+        "✓ agent login: provider `openai`: Logged in using an API key - sk-proj-*** (`codex login status`)"
     );
 
     bin.codex(false);
@@ -232,8 +254,117 @@ fn codex_logged_in_passes_and_logged_out_exits_5() {
     assert_eq!(
         check(&err, "agent login"),
         (
-            "✗ agent login: Not logged in (`codex login status`)",
-            "    fix: run `codex login` once, or set OPENAI_API_KEY"
+            "✗ agent login: provider `openai`: Not logged in (`codex login status`)",
+            "    fix: run `codex login` once, or set CODEX_API_KEY"
+        )
+    );
+    assert!(
+        !err.contains("WARNING"),
+        "Codex's own warning is not the state:\n{err}"
+    );
+
+    // `codex exec` takes an API key from CODEX_API_KEY without a login.
+    let (code, err) = doctor_with(p.path(), &p, &bin, "codex", &[("CODEX_API_KEY", "sk-x")]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        check(&err, "agent login").0,
+        "✓ agent login: provider `openai`: `CODEX_API_KEY` is set (`codex login status`: Not logged in)"
+    );
+}
+
+#[test]
+fn codex_with_a_custom_provider_is_checked_for_what_that_provider_needs() {
+    let p = Project::new("- [ ] One\n");
+    let bin = Bin::new();
+    // Logged out: `codex login status` says so for any provider, and must not decide.
+    bin.codex(false);
+    let config = codex_home(&p).join("config.toml");
+    let config_shown = config.display().to_string();
+    std::fs::create_dir_all(codex_home(&p)).unwrap();
+
+    std::fs::write(
+        &config,
+        "model_provider = \"mock\"\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"http://127.0.0.1:9/v1\"\nwire_api = \"responses\"\n",
+    )
+    .unwrap();
+    let (code, err) = doctor(&p, &bin, "codex");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        check(&err, "agent login").0,
+        format!(
+            "✓ agent login: provider `mock` at http://127.0.0.1:9/v1 needs no login (`{config_shown}`)"
+        )
+    );
+
+    std::fs::write(
+        &config,
+        "model_provider = \"azure\"\n[model_providers.azure]\nbase_url = \"https://x.example/openai\"\nenv_key = \"AZURE_OPENAI_API_KEY\"\n",
+    )
+    .unwrap();
+    let (code, err) = doctor(&p, &bin, "codex");
+    assert_eq!(code, Some(5), "{err}");
+    assert_eq!(
+        check(&err, "agent login"),
+        (
+            format!("✗ agent login: provider `azure` at https://x.example/openai reads its key from `AZURE_OPENAI_API_KEY`, which is not set (`{config_shown}`)").as_str(),
+            "    fix: export AZURE_OPENAI_API_KEY=<the provider's API key> (the `env_key` of `[model_providers.azure]`)"
+        )
+    );
+    let (code, err) = doctor_with(
+        p.path(),
+        &p,
+        &bin,
+        "codex",
+        &[("AZURE_OPENAI_API_KEY", "k")],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        check(&err, "agent login").0,
+        format!(
+            "✓ agent login: provider `azure` at https://x.example/openai: its key `AZURE_OPENAI_API_KEY` is set (`{config_shown}`)"
+        )
+    );
+
+    std::fs::write(&config, "model_provider = \"nowhere\"\n").unwrap();
+    let (code, err) = doctor(&p, &bin, "codex");
+    assert_eq!(code, Some(5), "{err}");
+    assert_eq!(
+        check(&err, "agent login"),
+        (
+            format!("✗ agent login: `{config_shown}`: `model_provider = \"nowhere\"` names a provider that is not defined").as_str(),
+            "    fix: add a `[model_providers.nowhere]` table with its `base_url`, or use `openai`"
+        )
+    );
+
+    std::fs::write(&config, "model_provider = \n").unwrap();
+    let (code, err) = doctor(&p, &bin, "codex");
+    assert_eq!(code, Some(5), "{err}");
+    assert_eq!(
+        check(&err, "agent login"),
+        (
+            format!("✗ agent login: `{config_shown}`: line 1: string values must be quoted, expected literal string").as_str(),
+            "    fix: fix the file, or move it aside"
+        )
+    );
+
+    let missing = p.outside.path().join("no-such-codex-home");
+    let (code, err) = doctor_with(
+        p.path(),
+        &p,
+        &bin,
+        "codex",
+        &[("CODEX_HOME", missing.to_str().unwrap())],
+    );
+    assert_eq!(code, Some(5), "{err}");
+    assert_eq!(
+        check(&err, "agent login"),
+        (
+            format!(
+                "✗ agent login: CODEX_HOME is `{}`, which does not exist (codex refuses to start)",
+                missing.display()
+            )
+            .as_str(),
+            "    fix: create that folder, or unset CODEX_HOME"
         )
     );
 }

@@ -19,6 +19,7 @@ mod pipeline;
 mod readme;
 mod real_agent;
 mod real_claude;
+mod real_codex;
 mod repository;
 mod scripted_agent;
 mod soak;

@@ -43,7 +43,7 @@ const KNOWN: &[(&str, How)] = &[
     ("cargo run --release -- demo", How::Demo),
     ("cargo test", How::CargoTest),
     (
-        "cargo test --test integration -- real_agent real_claude",
+        "cargo test --test integration -- real_agent real_claude real_codex",
         How::TestTargets,
     ),
     ("cargo install --path .", How::CargoInstall),
@@ -159,10 +159,27 @@ fn readme_commands_are_all_known() {
     );
     for language in fenced_languages(README) {
         assert!(
-            ["sh", "markdown", ""].contains(&language.as_str()),
+            ["sh", "markdown", "toml", ""].contains(&language.as_str()),
             "a ```{language} block: use ```sh for commands (this test reads those) or extend the test"
         );
     }
+}
+
+/// The Codex provider the README shows is one `kern doctor` reads as it says: a custom
+/// provider at its `base_url` that needs no login.
+#[test]
+fn the_readmes_codex_provider_is_what_doctor_reads() {
+    let start = README.find("```toml\n").expect("the config.toml example") + "```toml\n".len();
+    let end = start + README[start..].find("```").expect("its closing fence");
+    let provider = kern::agent::codex_provider::provider(Some(&README[start..end]));
+    assert_eq!(
+        provider,
+        Ok(kern::agent::codex_provider::CodexProvider {
+            id: "local".into(),
+            base_url: Some("http://127.0.0.1:8000/v1".into()),
+            credential: kern::agent::codex_provider::Credential::Nothing,
+        })
+    );
 }
 
 #[test]

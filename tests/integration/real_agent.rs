@@ -23,8 +23,10 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use kern::stage::Stage;
 use mock_model_api::{
-    Answer, CLAUDE_ENV_REMOVE, MockModelApi, RecordedRequest, Rule, Script, Turn, claude_executable,
+    Answer, CLAUDE_ENV_REMOVE, MockModelApi, RecordedRequest, Rule, Script, Turn,
+    claude_executable, strict_report,
 };
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -249,7 +251,7 @@ fn research(title: &str, notes: &[&str]) -> Rule {
                 "Bash",
                 json!({"command": "cat README.md", "description": "read"}),
             ),
-            Turn::StructuredOutput(json!({ "notes": notes })),
+            Turn::report(Stage::Research, json!({ "notes": notes })),
         ],
     )
 }
@@ -263,7 +265,10 @@ fn review(title: &str, subject: &str) -> Rule {
                 "Bash",
                 json!({"command": "git status --short", "description": "status"}),
             ),
-            Turn::StructuredOutput(json!({"verdict": "COMMIT", "subject": subject})),
+            Turn::report(
+                Stage::Review,
+                json!({"verdict": "COMMIT", "subject": subject}),
+            ),
         ],
     )
 }
@@ -296,7 +301,8 @@ fn two_tasks_go_through_the_real_claude_to_two_commits() {
                         "Bash",
                         json!({"command": "cat greeting.txt", "description": "check"}),
                     ),
-                    Turn::StructuredOutput(
+                    Turn::report(
+                        Stage::Implement,
                         json!({"status": "SUCCESS", "summary": "wrote greeting.txt"}),
                     ),
                 ],
@@ -319,7 +325,8 @@ fn two_tasks_go_through_the_real_claude_to_two_commits() {
                         "Bash",
                         json!({"command": "cat farewell.txt", "description": "check"}),
                     ),
-                    Turn::StructuredOutput(
+                    Turn::report(
+                        Stage::Implement,
                         json!({"status": "SUCCESS", "summary": "wrote farewell.txt"}),
                     ),
                 ],
@@ -385,9 +392,11 @@ fn two_tasks_go_through_the_real_claude_to_two_commits() {
     for (rule, expected) in expected {
         assert_eq!(turns(rule), expected, "rule {rule}");
     }
-    assert_eq!(under_rule(&mock, 0)[1].last_user_text, "# scratch");
-    assert_eq!(under_rule(&mock, 1)[2].last_user_text, "hello");
-    assert_eq!(under_rule(&mock, 4)[3].last_user_text, "goodbye");
+    // The tool results came back (newer CLIs append a `<system-reminder>` block after them).
+    let output = |rule: usize, turn: usize| under_rule(&mock, rule)[turn].last_user_text.clone();
+    assert!(output(0, 1).starts_with("# scratch"), "{}", output(0, 1));
+    assert!(output(1, 2).starts_with("hello"), "{}", output(1, 2));
+    assert!(output(4, 3).starts_with("goodbye"), "{}", output(4, 3));
     // kern's tool policy reached the CLI: research offers no file-writing tool.
     let research_tools = &under_rule(&mock, 0)[0].tool_names;
     let implement_tools = &under_rule(&mock, 1)[0].tool_names;
@@ -423,7 +432,10 @@ fn research_cannot_write_and_the_stage_record_lists_the_denied_sed() {
                     json!({"file_path": env.file("x.txt"), "content": "x\n"}),
                 ),
                 Turn::tool("Bash", sed.clone()),
-                Turn::StructuredOutput(json!({"notes": ["README.md holds a title"]})),
+                Turn::report(
+                    Stage::Research,
+                    json!({"notes": ["README.md holds a title"]}),
+                ),
             ],
         )],
     });
@@ -459,7 +471,10 @@ fn research_cannot_write_and_the_stage_record_lists_the_denied_sed() {
     assert_eq!(record["kern"]["violations"], json!([]), "{record}");
     assert_eq!(
         record["structured_output"],
-        json!({"notes": ["README.md holds a title"]})
+        strict_report(
+            Stage::Research,
+            json!({"notes": ["README.md holds a title"]})
+        )
     );
     // The sed is a Bash call that dontAsk mode refuses: a permission denial. Write is not in
     // research's --tools, so its call failed inside the session and is no denial.
@@ -469,8 +484,9 @@ fn research_cannot_write_and_the_stage_record_lists_the_denied_sed() {
         "{record}"
     );
     let stream = std::fs::read_to_string(p.state_dir().join("stage1.jsonl")).expect("stage1");
+    // The wording changes between releases; the meaning does not: no such tool here.
     assert!(
-        stream.contains("No such tool available: Write. Write exists but is not enabled"),
+        stream.contains("No such tool available: Write."),
         "{stream}"
     );
     // The run stopped before implement.
@@ -509,7 +525,8 @@ fn implement_cannot_commit_and_kern_commits_the_work_itself() {
                         "Bash",
                         json!({"command": "git -C . commit -am x", "description": "commit"}),
                     ),
-                    Turn::StructuredOutput(
+                    Turn::report(
+                        Stage::Implement,
                         json!({"status": "SUCCESS", "summary": "appended a line"}),
                     ),
                 ],
@@ -553,13 +570,14 @@ fn overloaded_529_is_retried_by_kern_and_the_task_completes() {
     let env = RealAgent::new(&claude, &format!("- [ ] {title}\n"));
     let mock = MockModelApi::start(Script {
         rules: vec![
-            // Two 529s: the CLI's first try and its one own retry (CLAUDE_CODE_MAX_RETRIES=1),
-            // so the CLI gives up and kern must retry the stage.
+            // Three 529s: the CLI's first try and the two own retries kern allows it
+            // (CLAUDE_CODE_MAX_RETRIES=2, which kern sets), so the CLI gives up and kern must
+            // retry the stage.
             Rule::all(
                 &[RESEARCH, &task(' ', title)],
                 vec![
-                    Turn::http_error(529, "overloaded_error", "Overloaded", 2),
-                    Turn::StructuredOutput(json!({"notes": ["notes.txt is new"]})),
+                    Turn::http_error(529, "overloaded_error", "Overloaded", 3),
+                    Turn::report(Stage::Research, json!({"notes": ["notes.txt is new"]})),
                 ],
             ),
             Rule::all(
@@ -569,7 +587,8 @@ fn overloaded_529_is_retried_by_kern_and_the_task_completes() {
                         "Write",
                         json!({"file_path": env.file("notes.txt"), "content": "notes\n"}),
                     ),
-                    Turn::StructuredOutput(
+                    Turn::report(
+                        Stage::Implement,
                         json!({"status": "SUCCESS", "summary": "wrote notes.txt"}),
                     ),
                 ],
@@ -578,12 +597,7 @@ fn overloaded_529_is_retried_by_kern_and_the_task_completes() {
         ],
     });
 
-    let run = env.kern(
-        &mock,
-        &["5", "0", "--retry-delay", "1s"],
-        &[("CLAUDE_CODE_MAX_RETRIES", "1")],
-        RUN_TIMEOUT,
-    );
+    let run = env.kern(&mock, &["5", "0", "--retry-delay", "1s"], &[], RUN_TIMEOUT);
 
     let p = &env.project;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
@@ -611,9 +625,11 @@ fn overloaded_529_is_retried_by_kern_and_the_task_completes() {
         answers,
         [
             overloaded.clone(),
+            overloaded.clone(),
             overloaded,
             Answer::Scripted { rule: 0, turn: 1 }
-        ]
+        ],
+        "the CLI tried three times (CLAUDE_CODE_MAX_RETRIES=2 from kern), then kern once more"
     );
 }
 
@@ -640,8 +656,8 @@ fn unauthorized_401_stops_kern_at_once_with_exit_5_and_the_login_hint() {
         )],
     });
 
-    // CLAUDE_CODE_MAX_RETRIES stays unset (claude_env empties it): the CLI alone would retry
-    // ten times over minutes; the bounded wait fails the test if kern waits that out.
+    // kern stops the CLI at its first `api_retry` saying `authentication_failed` (and lowers
+    // its retries anyway); the bounded wait fails the test if kern waits out the CLI.
     let run = env.kern(&mock, &["5", "0"], &[], UNAUTHORIZED_TIMEOUT);
 
     let p = &env.project;
@@ -653,7 +669,86 @@ fn unauthorized_401_stops_kern_at_once_with_exit_5_and_the_login_hint() {
     assert_eq!(record["kern"]["outcome"], "failed", "{record}");
     assert_eq!(record["kern"]["retries"], 0, "{record}");
     assert_eq!(record["kern"]["failure"], NOT_LOGGED_IN, "{record}");
-    // The CLI's own retries were cut short: far fewer than its eleven tries reached the mock.
+    // The CLI's own retries were cut short: at most its first try and one retry reached the
+    // mock (2.1.197 alone tried eleven times, 2.1.330 three).
     let tries = under_rule(&mock, 0).len();
     assert!((1..=3).contains(&tries), "{tries} tries");
+}
+
+#[test]
+fn invalid_request_400_stops_kern_with_exit_5_and_the_apis_message_without_a_retry() {
+    let Some(claude) = claude_or_skip(
+        "invalid_request_400_stops_kern_with_exit_5_and_the_apis_message_without_a_retry",
+    ) else {
+        return;
+    };
+    let _serial = serial();
+    let title = "Anything at all";
+    let spec = format!("- [ ] {title}\n");
+    let env = RealAgent::new(&claude, &spec);
+    let mock = MockModelApi::start(Script {
+        rules: vec![Rule::all(
+            &[RESEARCH, &task(' ', title)],
+            vec![Turn::http_error(
+                400,
+                "invalid_request_error",
+                "tools.3.custom.input_schema: JSON schema is invalid",
+                u32::MAX,
+            )],
+        )],
+    });
+
+    let run = env.kern(&mock, &["5", "0"], &[], RUN_TIMEOUT);
+
+    let p = &env.project;
+    let expected = "the model API rejected claude's request (HTTP 400): `tools.3.custom.input_schema: JSON schema is invalid` — a retry gets the same answer: check --model, and that `claude --version` is a version kern supports";
+    assert_eq!(run.code, Some(5), "{}", run.stderr);
+    assert!(run.stderr.contains(expected), "{}", run.stderr);
+    assert_eq!(p.read("SPEC.md"), spec);
+    let record = env.stage_record(1);
+    assert_eq!(record["kern"]["retries"], 0, "{record}");
+    assert_eq!(record["kern"]["failure"], expected, "{record}");
+    assert_eq!(
+        under_rule(&mock, 0).len(),
+        1,
+        "neither the CLI nor kern retried"
+    );
+}
+
+#[test]
+fn a_refused_connection_ends_the_stage_within_seconds() {
+    let Some(claude) = claude_or_skip("a_refused_connection_ends_the_stage_within_seconds") else {
+        return;
+    };
+    let _serial = serial();
+    let title = "Anything at all";
+    let env = RealAgent::new(&claude, &format!("- [ ] {title}\n"));
+    let mock = MockModelApi::start(Script::default());
+    // A loopback port nobody listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let closed = format!("http://127.0.0.1:{port}/v1");
+
+    // No retry by kern: the failed research is a failed attempt and the run ends. The CLI's
+    // own ten retries (minutes) are cut to kern's two by CLAUDE_CODE_MAX_RETRIES.
+    let run = env.kern(
+        &mock,
+        &["1", "0", "--retries", "0"],
+        &[("ANTHROPIC_VERTEX_BASE_URL", closed.as_str())],
+        UNAUTHORIZED_TIMEOUT,
+    );
+
+    let p = &env.project;
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
+    assert!(
+        p.read("SPEC.md").contains("Connection refused"),
+        "the Attempt note says why:\n{}",
+        p.read("SPEC.md")
+    );
+    eprintln!(
+        "refused connection: the stage ended after {:?}",
+        run.elapsed
+    );
 }

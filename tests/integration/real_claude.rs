@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use kern::stage::Stage;
 use mock_model_api::{
     Answer, CLAUDE_ENV_REMOVE, MockModelApi, Rule, Script, Turn, claude_executable,
-    installer_script, run_installer,
+    installer_script, run_installer, strict_report,
 };
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -169,6 +169,8 @@ struct Run {
     exit_code: Option<i32>,
     /// Each stdout line parsed, with the time since spawn at which it arrived.
     events: Vec<(Duration, Value)>,
+    /// Each stdout line exactly as it arrived (for recording fixtures).
+    lines: Vec<String>,
     stderr: String,
     elapsed: Duration,
     /// Set when the run was stopped by `stop_when` (as kern stops an agent early): how long
@@ -295,6 +297,7 @@ fn run_claude(
 
     let deadline = started + RUN_TIMEOUT;
     let mut events = Vec::new();
+    let mut lines = Vec::new();
     let mut stopped = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -304,6 +307,7 @@ fn run_claude(
                     .unwrap_or_else(|_| json!({"type": "unparsed", "line": line}));
                 let stop = stop_when(&event);
                 events.push((at, event));
+                lines.push(line);
                 if stop {
                     stopped = Some(stop_group(pgid, &mut child));
                     break;
@@ -328,15 +332,17 @@ fn run_claude(
     let elapsed = started.elapsed();
     // Lines that arrived between the stop and the exit are kept too.
     let _ = stdout_thread.join();
-    events.extend(lines_rx.try_iter().map(|(at, line)| {
+    for (at, line) in lines_rx.try_iter() {
         let event = serde_json::from_str(&line)
             .unwrap_or_else(|_| json!({"type": "unparsed", "line": line}));
-        (at, event)
-    }));
+        events.push((at, event));
+        lines.push(line);
+    }
     let stderr = stderr_thread.join().unwrap_or_default();
     Run {
         exit_code: status.code(),
         events,
+        lines,
         stderr,
         elapsed,
         stopped,
@@ -407,7 +413,10 @@ fn implement_stage_writes_a_file_runs_bash_and_reports_success() {
                     "Bash",
                     json!({"command": "cat hello.txt", "description": "show it"}),
                 ),
-                Turn::StructuredOutput(json!({"status": "SUCCESS", "summary": "wrote hello.txt"})),
+                Turn::report(
+                    Stage::Implement,
+                    json!({"status": "SUCCESS", "summary": "wrote hello.txt"}),
+                ),
             ],
         )],
     });
@@ -433,7 +442,10 @@ fn implement_stage_writes_a_file_runs_bash_and_reports_success() {
     assert_eq!(result["is_error"], false);
     assert_eq!(
         result["structured_output"],
-        json!({"status": "SUCCESS", "summary": "wrote hello.txt"})
+        strict_report(
+            Stage::Implement,
+            json!({"status": "SUCCESS", "summary": "wrote hello.txt"})
+        )
     );
     assert_eq!(result["num_turns"], 4);
     assert_eq!(denials(result), vec![]);
@@ -491,7 +503,10 @@ fn research_stage_cannot_write_or_edit_files() {
                     "Bash",
                     json!({"command": "sed -i s/a/b/ README.md", "description": "edit"}),
                 ),
-                Turn::StructuredOutput(json!({"notes": ["README.md holds a single line"]})),
+                Turn::report(
+                    Stage::Research,
+                    json!({"notes": ["README.md holds a single line"]}),
+                ),
             ],
         )],
     });
@@ -525,7 +540,10 @@ fn research_stage_cannot_write_or_edit_files() {
     assert_eq!(result["is_error"], false, "{}", run.dump());
     assert_eq!(
         result["structured_output"],
-        json!({"notes": ["README.md holds a single line"]})
+        strict_report(
+            Stage::Research,
+            json!({"notes": ["README.md holds a single line"]})
+        )
     );
     // Write is not in --tools: the call fails inside the session, and is no permission denial.
     // The sed is a Bash call dontAsk refuses: a denial.
@@ -540,10 +558,12 @@ fn research_stage_cannot_write_or_edit_files() {
     );
     let tool_results = run.tool_results();
     assert_eq!(tool_results.len(), 3, "{}", run.dump());
-    assert_eq!(
-        tool_results[0]["content"],
-        "<tool_use_error>Error: No such tool available: Write. Write exists but is not enabled \
-         in this context. Use one of the available tools instead.</tool_use_error>"
+    // The wording changes between releases (2.1.197: "Write exists but is not enabled in this
+    // context", 2.1.330: "Write is disabled for this session"); the meaning does not.
+    let write_answer = tool_results[0]["content"].as_str().unwrap_or_default();
+    assert!(
+        write_answer.starts_with("<tool_use_error>Error: No such tool available: Write."),
+        "{write_answer}"
     );
     assert_eq!(tool_results[0]["is_error"], true);
     let sed_answer = tool_results[1]["content"].as_str().unwrap_or_default();
@@ -620,7 +640,10 @@ fn commit_attempt(bin: &Path, args: &[String]) -> (Run, Sandbox, git2::Oid) {
                     "Bash",
                     json!({"command": "git -C . commit -am x", "description": "commit"}),
                 ),
-                Turn::StructuredOutput(json!({"status": "FAILED", "summary": "could not commit"})),
+                Turn::report(
+                    Stage::Implement,
+                    json!({"status": "FAILED", "summary": "could not commit"}),
+                ),
             ],
         )],
     });
@@ -649,7 +672,10 @@ fn overloaded_529_is_an_error_result_and_a_second_run_succeeds() {
             "TASK-OVERLOADED",
             vec![
                 Turn::http_error(529, "overloaded_error", "Overloaded", 2),
-                Turn::StructuredOutput(json!({"status": "SUCCESS", "summary": "done after 529"})),
+                Turn::report(
+                    Stage::Implement,
+                    json!({"status": "SUCCESS", "summary": "done after 529"}),
+                ),
             ],
         )],
     });
@@ -822,8 +848,13 @@ fn unauthorized_401_with_default_retries_is_decisive_at_the_first_api_retry() {
         .first("system", Some("api_retry"))
         .expect("an api_retry event")
         .1;
+    // The CLI means to retry (2.1.197: ten times over minutes; 2.1.330: twice over about two
+    // seconds), and its first retry already says why: that is where kern stops it.
     assert_eq!(retry["attempt"], 1);
-    assert_eq!(retry["max_retries"], 10);
+    assert!(
+        retry["max_retries"].as_u64().is_some_and(|n| n >= 1),
+        "{retry}"
+    );
     assert_eq!(retry["error_status"], 401);
     assert!(run.first("result", None).is_none(), "{}", run.dump());
 }
@@ -937,4 +968,450 @@ fn installer_failure_is_the_error_with_the_installers_message() {
         )
     );
     assert!(!cache.exists(), "nothing installed");
+}
+
+/// Re-records `tests/fixtures/claude-<version>/` with the installed CLI (the version it reports):
+/// every scenario its README lists, run exactly as the tier runs the CLI, against the mock.
+/// Not a test of its own: run it after moving the pin, then adapt the unit tests that read
+/// the fixtures.
+///
+/// `KERN_RECORD_FIXTURES=1 cargo test --test integration real_claude::record_fixtures -- --ignored`
+#[test]
+#[ignore = "records fixtures; run by hand after moving the pin"]
+fn record_fixtures() {
+    if std::env::var("KERN_RECORD_FIXTURES").as_deref() != Ok("1") {
+        eprintln!("set KERN_RECORD_FIXTURES=1 to record");
+        return;
+    }
+    let bin = claude_executable().unwrap_or_else(|e| panic!("{e}"));
+    let _serial = serial();
+    let version = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .expect("claude --version");
+    let version = version
+        .split_whitespace()
+        .next()
+        .expect("a version")
+        .to_string();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("claude-{version}"));
+    std::fs::create_dir_all(&dir).expect("fixture folder");
+
+    let commit_args = || {
+        let mut args = common_args();
+        args.push("--tools=Read,Grep,Glob,Bash".to_string());
+        args.push(format!("--json-schema={}", Stage::Review.schema()));
+        args
+    };
+    let with = |mut args: Vec<String>, extra: &[&str]| {
+        let schema = args.pop().expect("the schema flag");
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args.push(schema);
+        args
+    };
+    let retries = |n: &'static str| [("CLAUDE_CODE_MAX_RETRIES", n)];
+    let http = |status: u16, kind: &str, message: &str| {
+        vec![Turn::http_error(status, kind, message, u32::MAX)]
+    };
+    // (name, argv, turns given the sandbox's path, env, stop at the first api_retry)
+    type Scenario = (
+        &'static str,
+        Vec<String>,
+        Box<dyn Fn(&Path) -> Vec<Turn>>,
+        Vec<(&'static str, &'static str)>,
+        bool,
+    );
+    let scenarios: Vec<Scenario> = vec![
+        (
+            "research-success",
+            research_args(),
+            Box::new(|_| {
+                vec![
+                    Turn::tool("Glob", json!({"pattern": "*"})),
+                    Turn::report(
+                        Stage::Research,
+                        json!({"notes": ["Files: out-1.txt does not exist yet",
+                            "Pattern: one file per task holding its number"]}),
+                    ),
+                ]
+            }),
+            vec![],
+            false,
+        ),
+        (
+            "implement-success",
+            implement_args(),
+            Box::new(|root| {
+                vec![
+                    Turn::tool(
+                        "Write",
+                        json!({"file_path": root.join("out-1.txt").display().to_string(), "content": "1\n"}),
+                    ),
+                    Turn::tool(
+                        "Bash",
+                        json!({"command": "cat out-1.txt", "description": "check"}),
+                    ),
+                    Turn::report(
+                        Stage::Implement,
+                        json!({"status": "SUCCESS", "summary": "wrote out-1.txt",
+                            "learnings": ["the real CLI wrote out-1.txt"]}),
+                    ),
+                ]
+            }),
+            vec![],
+            false,
+        ),
+        (
+            "commit-success",
+            commit_args(),
+            Box::new(|_| {
+                vec![
+                    Turn::tool(
+                        "Bash",
+                        json!({"command": "git status --short", "description": "status"}),
+                    ),
+                    Turn::report(
+                        Stage::Review,
+                        json!({"verdict": "COMMIT", "subject": "Add out-1.txt through the real CLI",
+                            "body": "Reviewed by the scripted model."}),
+                    ),
+                ]
+            }),
+            vec![],
+            false,
+        ),
+        (
+            "implement-max-turns",
+            with(implement_args(), &["--max-turns", "1"]),
+            Box::new(|_| {
+                vec![
+                    Turn::tool("Bash", json!({"command": "ls", "description": "look"})),
+                    Turn::tool(
+                        "Bash",
+                        json!({"command": "ls -a", "description": "look again"}),
+                    ),
+                ]
+            }),
+            vec![],
+            false,
+        ),
+        (
+            "implement-max-budget",
+            with(implement_args(), &["--max-budget-usd", "0.0001"]),
+            Box::new(|_| {
+                vec![
+                    Turn::tool("Bash", json!({"command": "ls", "description": "look"})),
+                    Turn::tool(
+                        "Bash",
+                        json!({"command": "ls -a", "description": "look again"}),
+                    ),
+                ]
+            }),
+            vec![],
+            false,
+        ),
+        (
+            "api-401-max-retries-2",
+            research_args(),
+            Box::new(move |_| http(401, "authentication_error", "invalid x-api-key")),
+            retries("2").to_vec(),
+            false,
+        ),
+        (
+            "api-401-first-retry",
+            research_args(),
+            Box::new(move |_| http(401, "authentication_error", "invalid x-api-key")),
+            vec![],
+            true,
+        ),
+        (
+            "api-400-invalid-request",
+            research_args(),
+            Box::new(move |_| {
+                http(
+                    400,
+                    "invalid_request_error",
+                    "tools.0.custom.input_schema: JSON schema is invalid",
+                )
+            }),
+            retries("2").to_vec(),
+            false,
+        ),
+        (
+            "api-400-prompt-too-long",
+            research_args(),
+            Box::new(move |_| {
+                http(
+                    400,
+                    "invalid_request_error",
+                    "prompt is too long: 250000 tokens > 200000 maximum",
+                )
+            }),
+            retries("2").to_vec(),
+            false,
+        ),
+        (
+            "api-429-rate-limit",
+            research_args(),
+            Box::new(move |_| {
+                http(
+                    429,
+                    "rate_limit_error",
+                    "Number of request tokens has exceeded your per-minute rate limit",
+                )
+            }),
+            retries("1").to_vec(),
+            false,
+        ),
+        (
+            "api-500-server-error",
+            research_args(),
+            Box::new(move |_| http(500, "api_error", "Internal server error")),
+            retries("1").to_vec(),
+            false,
+        ),
+        (
+            "api-529-overloaded",
+            research_args(),
+            Box::new(move |_| http(529, "overloaded_error", "Overloaded")),
+            retries("1").to_vec(),
+            false,
+        ),
+    ];
+    for (name, args, turns, env, stop_at_retry) in scenarios {
+        let sandbox = Sandbox::new();
+        let mock = MockModelApi::start(Script {
+            rules: vec![Rule::new("FIXTURE-TASK", turns(&sandbox.path()))],
+        });
+        let run = run_claude(
+            &bin,
+            &args,
+            &mock,
+            &sandbox,
+            "FIXTURE-TASK: do it\n",
+            &env,
+            |event| stop_at_retry && event["type"] == "system" && event["subtype"] == "api_retry",
+        );
+        write_fixture(
+            &dir,
+            name,
+            &run.lines,
+            &run.stderr,
+            (!stop_at_retry).then_some(run.exit_code).flatten(),
+            &sandbox,
+        );
+    }
+
+    // No connection: a loopback port nobody listens on.
+    {
+        let sandbox = Sandbox::new();
+        let mock = MockModelApi::start(Script::default());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let closed = format!("http://127.0.0.1:{port}/v1");
+        let run = run_claude(
+            &bin,
+            &research_args(),
+            &mock,
+            &sandbox,
+            "FIXTURE-TASK: do it\n",
+            &[
+                ("ANTHROPIC_VERTEX_BASE_URL", closed.as_str()),
+                ("CLAUDE_CODE_MAX_RETRIES", "1"),
+            ],
+            never,
+        );
+        write_fixture(
+            &dir,
+            "connection-refused",
+            &run.lines,
+            &run.stderr,
+            run.exit_code,
+            &sandbox,
+        );
+    }
+
+    // Not logged in (no credential of any kind), and arguments the CLI rejects.
+    for (name, args) in [
+        ("not-logged-in", research_args()),
+        (
+            "usage-error-no-verbose",
+            ["-p", "--output-format", "stream-json"]
+                .map(str::to_string)
+                .to_vec(),
+        ),
+    ] {
+        let sandbox = Sandbox::new();
+        let mut command = Command::new(&bin);
+        command.args(&args).current_dir(sandbox.path()).env_clear();
+        command
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", sandbox.home.path())
+            .env("CLAUDE_CONFIG_DIR", sandbox.home.path().join(".claude"))
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("spawn claude");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"FIXTURE-TASK: do it\n")
+            .expect("prompt");
+        let output = child.wait_with_output().expect("claude output");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let lines: Vec<String> = stdout.lines().map(str::to_string).collect();
+        write_fixture(
+            &dir,
+            name,
+            &lines,
+            &String::from_utf8_lossy(&output.stderr),
+            output.status.code(),
+            &sandbox,
+        );
+    }
+    eprintln!("recorded into {}", dir.display());
+}
+
+/// Writes `NAME.jsonl` (the lines), `NAME.stderr` and `NAME.exit` (absent when the run was
+/// stopped), with the sandbox's paths rewritten to `/home/user/project` and `/home/user`.
+fn write_fixture(
+    dir: &Path,
+    name: &str,
+    lines: &[String],
+    stderr: &str,
+    exit: Option<i32>,
+    sandbox: &Sandbox,
+) {
+    let repo = sandbox.path().display().to_string();
+    let home = sandbox
+        .home
+        .path()
+        .canonicalize()
+        .expect("canonical home")
+        .display()
+        .to_string();
+    let clean = |text: &str| {
+        text.replace(&repo, "/home/user/project")
+            .replace(&home, "/home/user")
+    };
+    let mut stream = String::new();
+    for line in lines {
+        stream.push_str(&clean(line));
+        stream.push('\n');
+    }
+    std::fs::write(dir.join(format!("{name}.jsonl")), stream).expect("write jsonl");
+    std::fs::write(dir.join(format!("{name}.stderr")), clean(stderr)).expect("write stderr");
+    let exit_path = dir.join(format!("{name}.exit"));
+    match exit {
+        Some(code) => std::fs::write(&exit_path, format!("{code}\n")).expect("write exit"),
+        None => {
+            let _ = std::fs::remove_file(&exit_path);
+        }
+    }
+}
+
+/// The OS sandbox kern can give the implement stage (`kern::agent::claude::SANDBOX_SETTINGS`
+/// through `--settings`) runs headless: a shell command writes inside the repository, but not
+/// outside it nor into `.git/hooks` — whether the CLI refuses such a command up front (a
+/// permission denial in `dontAsk` mode) or the sandbox's read-only mount stops it. The control
+/// without the settings writes outside, so the sandbox is what held. Needs bubblewrap and
+/// socat.
+#[test]
+fn the_os_sandbox_confines_implements_shell_to_the_repository() {
+    let Some(bin) = claude_or_skip("the_os_sandbox_confines_implements_shell_to_the_repository")
+    else {
+        return;
+    };
+    if std::env::var("KERN_SKIP_CLAUDE_SANDBOX").is_ok_and(|v| v == "1") {
+        eprintln!("skipping: KERN_SKIP_CLAUDE_SANDBOX=1");
+        return;
+    }
+    for tool in ["bwrap", "socat"] {
+        assert!(
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .any(|dir| dir.join(tool).is_file()),
+            "`{tool}` not found — install bubblewrap and socat (`apt-get install bubblewrap socat`), or set KERN_SKIP_CLAUDE_SANDBOX=1"
+        );
+    }
+    let _serial = serial();
+    let outside = tempfile::tempdir().expect("a folder outside the repository");
+    let target = outside.path().join("outside.txt");
+    let commands = [
+        "echo in > inside.txt && cat inside.txt".to_string(),
+        format!("echo out > {}", target.display()),
+        "echo hook > .git/hooks/pre-commit".to_string(),
+    ];
+    let sandboxed = {
+        let mut args = implement_args();
+        let schema = args.pop().expect("schema flag");
+        args.push(format!(
+            "--settings={}",
+            kern::agent::claude::SANDBOX_SETTINGS
+        ));
+        args.push(schema);
+        args
+    };
+    for (args, confined) in [(sandboxed, true), (implement_args(), false)] {
+        let sandbox = Sandbox::new();
+        let _ = std::fs::remove_file(&target);
+        let mock = MockModelApi::start(Script {
+            rules: vec![Rule::new(
+                "TASK-SANDBOX",
+                commands
+                    .iter()
+                    .map(|c| Turn::tool("Bash", json!({"command": c, "description": "write"})))
+                    .chain([Turn::report(
+                        Stage::Implement,
+                        json!({"status": "SUCCESS", "summary": "wrote"}),
+                    )])
+                    .collect(),
+            )],
+        });
+        let run = run_claude(
+            &bin,
+            &args,
+            &mock,
+            &sandbox,
+            "TASK-SANDBOX: write files\n",
+            &[],
+            never,
+        );
+        let label = if confined {
+            "sandboxed"
+        } else {
+            "not sandboxed"
+        };
+        run.report_timing(label);
+        let results: Vec<String> = run
+            .tool_results()
+            .iter()
+            .map(|r| r["content"].as_str().unwrap_or_default().to_string())
+            .collect();
+        eprintln!("{label}: tool results {results:?}");
+        assert_eq!(run.exit_code, Some(0), "{}", run.dump());
+        assert_eq!(
+            sandbox.read("inside.txt").as_deref(),
+            Some("in\n"),
+            "{}",
+            run.dump()
+        );
+        assert_eq!(target.exists(), !confined, "{}", run.dump());
+        // 2.1.330 refuses a write into `.git` in dontAsk mode even without the sandbox (seen);
+        // with it, the hooks are out of reach either way.
+        if confined {
+            assert!(
+                !sandbox.path().join(".git/hooks/pre-commit").exists(),
+                "{}",
+                run.dump()
+            );
+        }
+    }
 }

@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod git;
+pub mod http_server;
 pub mod mock_model_api;
+pub mod mock_responses_api;
 pub mod project;
 
 use std::path::{Path, PathBuf};
