@@ -5,7 +5,8 @@
 //! it; the folder is fsynced so the rename itself survives a crash. A reader therefore sees
 //! the old bytes or the new bytes, never a mix, and a kill -9 at any moment loses nothing.
 //! [`write_unsynced`] keeps the atomic rename but skips both fsyncs, for files kern rewrites
-//! before every use.
+//! before every use. A symlink is written through: its target is replaced and the link stays
+//! (a symlinked SPEC.md stays a link).
 
 use std::fs;
 use std::io::Write;
@@ -49,6 +50,7 @@ pub fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
 }
 
 fn prepare_with(path: &Path, bytes: &[u8], sync: bool) -> Result<Prepared> {
+    let path = &through_links(path);
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -92,6 +94,22 @@ impl Prepared {
             let _ = d.sync_all();
         }
         Ok(())
+    }
+}
+
+/// The file `path` names: a symlink is written through (its target is replaced, the link
+/// stays a link, as editors do), a dangling one names its target's path.
+fn through_links(path: &Path) -> PathBuf {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).unwrap_or_else(|_| {
+            fs::read_link(path)
+                .map(|target| match path.parent() {
+                    Some(parent) => parent.join(target),
+                    None => target,
+                })
+                .unwrap_or_else(|_| path.to_path_buf())
+        }),
+        _ => path.to_path_buf(),
     }
 }
 

@@ -88,11 +88,20 @@ impl Workspace {
     }
 
     /// kern's own files, relative to the top folder: never part of the clean-tree rule and
-    /// never reverted by an audit (a person may edit SPEC.md during any stage).
+    /// never reverted by an audit (a person may edit SPEC.md during any stage). A symlinked
+    /// SPEC.md counts twice: the link and the file it names, when that is in the work tree.
     pub fn own_files(&self) -> Vec<PathBuf> {
-        [&self.spec_path, &self.learnings_path]
-            .iter()
-            .filter_map(|p| p.strip_prefix(self.repo.top()).ok().map(Path::to_path_buf))
-            .collect()
+        let mut files: Vec<PathBuf> = Vec::new();
+        for path in [&self.spec_path, &self.learnings_path] {
+            let real = std::fs::canonicalize(path).ok();
+            for p in std::iter::once(path.clone()).chain(real) {
+                if let Ok(rel) = p.strip_prefix(self.repo.top())
+                    && !files.iter().any(|f| f == rel)
+                {
+                    files.push(rel.to_path_buf());
+                }
+            }
+        }
+        files
     }
 }

@@ -73,7 +73,9 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
         }
         v
     });
+    let saved = ws.repo.refs_under(crate::repository::KERN_REFS)?.len();
     let json = json!({
+        "saved_refs": saved,
         "spec": ws.spec_path.display().to_string(),
         "counts": counts,
         "next": next,
@@ -147,5 +149,12 @@ pub fn render_human(report: &StatusReport) -> String {
         "state:     {}\n",
         j["state_dir"].as_str().unwrap_or("")
     ));
+    let saved = j["saved_refs"].as_u64().unwrap_or(0);
+    if saved > 0 {
+        out.push_str(&format!(
+            "saved:     {saved} ref{} of work kern set aside — list them with `git for-each-ref refs/kern`\n",
+            if saved == 1 { "" } else { "s" }
+        ));
+    }
     out
 }

@@ -82,6 +82,12 @@ pub async fn run(
 ) -> Result<()> {
     ws.repo.ensure_no_operation_in_progress()?;
     ws.state_dir.create(ws.repo.top())?;
+    // Orphans of agents are re-parented to kern, so none can outlive its stage unseen.
+    if !crate::supervisor::reaper::become_subreaper() {
+        tracing::debug!(
+            "cannot become a child subreaper: escaped agent processes may outlive their stage"
+        );
+    }
     let (lock, takeover) = RunLock::acquire(
         &ws.repo.run_lock_path(),
         &ws.state_dir
@@ -352,17 +358,20 @@ impl Run<'_> {
         };
         self.count(&run);
         let found = self.audit(stage, &before, it)?;
-        if !found.violations.is_empty() {
+        // The runner may have found escaped processes already (reported as it stopped them).
+        let escaped = std::mem::take(&mut run.record.kern.violations);
+        if !found.violations.is_empty() || !escaped.is_empty() {
             for v in &found.violations {
                 self.reporter.warn(&format!("violation: {v}"));
             }
+            let violations: Vec<String> = escaped.into_iter().chain(found.violations).collect();
             self.log.event(RunEvent::Violation {
                 stage,
-                violations: found.violations.clone(),
+                violations: violations.clone(),
                 reverted: found.reverted.clone(),
                 saved: found.saved.clone(),
             });
-            run.record.kern.violations = found.violations;
+            run.record.kern.violations = violations;
             run.record.kern.reverted = found.reverted;
             if stage.tools().is_read_only() || found.history_moved {
                 run.record.kern.outcome = Outcome::Violated;

@@ -361,6 +361,16 @@ async fn run_once(
         lock.set_agent_group(None)?;
     }
     let finished = finished.map_err(|e| spawn_error(&settings.agent, e))?;
+    let mut violations = Vec::new();
+    if !finished.escaped.is_empty() {
+        let pids: Vec<String> = finished.escaped.iter().map(i32::to_string).collect();
+        let v = format!(
+            "{stage} stage left processes running outside its process group (`setsid`); stopped pids {}",
+            pids.join(", ")
+        );
+        ctx.reporter.warn(&format!("violation: {v}"));
+        violations.push(v);
+    }
     let output = parser.finish(finished.exit_code, &finished.stderr_tail);
     let envelope = KernEnvelope {
         schema: SCHEMA_VERSION,
@@ -379,7 +389,7 @@ async fn run_once(
         outcome: Outcome::Succeeded,
         report: None,
         failure: None,
-        violations: Vec::new(),
+        violations,
         reverted: Vec::new(),
         prompt_bytes: request.prompt.len() as u64,
     };

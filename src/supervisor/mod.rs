@@ -34,6 +34,7 @@
 pub mod identity;
 pub mod interrupt;
 pub mod invocation;
+pub mod reaper;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -127,6 +128,8 @@ pub struct Finished {
     pub stderr_tail: String,
     /// How many bytes stdout carried.
     pub stdout_bytes: u64,
+    /// Processes that escaped the group (`setsid`) and were stopped after it (see `reaper`).
+    pub escaped: Vec<i32>,
 }
 
 /// A running agent's process group, as recorded in the run lock.
@@ -405,6 +408,10 @@ pub async fn run(
         tracing::warn!(path = %files.stderr.display(), error = %e, "cannot record the agent's stderr");
     }
     let status = exit_status.unwrap_or_else(|| ExitStatus::from_raw(0x7f00));
+    let escaped = reaper::stop_escaped(STOP_GRACE);
+    if !escaped.is_empty() {
+        tracing::debug!(?escaped, "stopped processes that escaped the group");
+    }
     Ok(Finished {
         exit_code: status.code(),
         signal: status.signal(),
@@ -412,6 +419,7 @@ pub async fn run(
         duration: started.elapsed(),
         stderr_tail: String::from_utf8_lossy(&tail_bytes).into_owned(),
         stdout_bytes,
+        escaped,
     })
 }
 

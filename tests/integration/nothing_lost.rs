@@ -379,3 +379,97 @@ fn an_agent_that_rewrites_its_check_and_ticks_another_task_is_held_to_the_origin
     assert_eq!(edits.len(), 1, "{edits:?}");
     assert_eq!(p.log(), vec!["initial"]);
 }
+
+#[test]
+fn a_setsid_daemon_an_agent_leaves_behind_is_stopped_when_its_stage_ends() {
+    let p = Project::new("- [ ] Alpha\n");
+    let pid_file = p.outside.path().join("daemon.pid");
+    let later = p.outside.path().join("later");
+    p.scenario(&json!({"default": {
+        "implement": {
+            "write": {"out/{slug}.txt": "done\n"},
+            "shell": [format!(
+                "setsid sh -c 'echo $$ > {pid}; while [ ! -f {later} ]; do sleep 0.05; done; echo late > out/late.txt' </dev/null >/dev/null 2>&1 &",
+                pid = pid_file.display(),
+                later = later.display()
+            ), format!("while [ ! -s {} ]; do sleep 0.01; done", pid_file.display())]
+        },
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        crate::support::is_dead(pid),
+        "the daemon {pid} outlived its stage"
+    );
+    assert!(err.contains("outside its process group"), "{err}");
+    std::fs::write(&later, "").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!p.path().join("out/late.txt").exists());
+    assert_eq!(p.log(), vec!["Add alpha", "initial"]);
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+}
+
+#[test]
+fn a_symlinked_spec_md_is_edited_through_its_target_and_stays_a_link() {
+    let p = Project::new("");
+    std::fs::create_dir_all(p.path().join("docs")).unwrap();
+    p.write("docs/tasks.md", "- [ ] Alpha\n");
+    std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
+    std::os::unix::fs::symlink("docs/tasks.md", p.path().join("SPEC.md")).unwrap();
+    p.commit_all("tasks behind a link");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    let meta = std::fs::symlink_metadata(p.path().join("SPEC.md")).unwrap();
+    assert!(
+        meta.file_type().is_symlink(),
+        "SPEC.md was replaced by a file"
+    );
+    assert!(p.read("docs/tasks.md").contains("- [x] Alpha"));
+    let r = git2::Repository::open(p.path()).unwrap();
+    let entry = r
+        .head()
+        .unwrap()
+        .peel_to_tree()
+        .unwrap()
+        .get_path(Path::new("SPEC.md"))
+        .unwrap();
+    assert_eq!(
+        entry.filemode(),
+        0o120000,
+        "the link is committed as a link"
+    );
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+}
+
+#[test]
+fn status_counts_the_saved_refs_and_says_how_to_list_them() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"half.txt": "half\n"}, "result": {"status": "SKIPPED", "summary": "later"}}
+    }}));
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    let out = p.kern().args(["status"]).output().unwrap();
+    let (stdout, stderr) = texts(&out);
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        all.contains(
+            "saved:     1 ref of work kern set aside — list them with `git for-each-ref refs/kern`"
+        ),
+        "{all}"
+    );
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["saved_refs"], 1);
+}

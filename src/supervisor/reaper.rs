@@ -1,0 +1,159 @@
+//! No escaped processes: a child that left the agent's process group (`setsid`, a daemon that
+//! double-forked) must not outlive its stage and write into the tree after kern moved on.
+//!
+//! The one decision a reader must know: kern makes itself a child subreaper
+//! (`PR_SET_CHILD_SUBREAPER`), so every orphan below it is re-parented to kern instead of to
+//! init and stays findable. After each supervised run, [`stop_escaped`] stops every descendant
+//! of kern that is not in kern's own process group — kern's own helpers (an inhibitor, say)
+//! stay in its group; agents, checks and hooks run in groups of their own that the supervisor
+//! has already stopped, so whatever is left outside kern's group escaped. Stopping is SIGTERM,
+//! a grace, SIGKILL, and kern reaps exactly the pids it adopted (never `waitpid(-1)`, which
+//! could take the status of a child tokio is waiting for). Linux only; elsewhere a no-op.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::{Pid, getpgrp, getpid};
+
+/// How often a stopping descendant is checked for being gone.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Makes kern a child subreaper; false where that is not possible.
+pub fn become_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        nix::sys::prctl::set_child_subreaper(true).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// Stops every descendant of this process outside its process group (see the module docs),
+/// giving each `grace` between SIGTERM and SIGKILL, and returns the pids it stopped.
+pub fn stop_escaped(grace: Duration) -> Vec<i32> {
+    let me = getpid().as_raw();
+    let my_group = getpgrp().as_raw();
+    let mut stopped = Vec::new();
+    // Killing a daemon re-parents its own children to kern: look again until none is left.
+    for _ in 0..8 {
+        let escaped: Vec<i32> = descendants(me)
+            .into_iter()
+            .filter(|(_, group)| *group != my_group)
+            .map(|(pid, _)| pid)
+            .filter(|pid| !stopped.contains(pid))
+            .collect();
+        if escaped.is_empty() {
+            break;
+        }
+        for &pid in &escaped {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && escaped.iter().any(|&p| alive(p)) {
+            reap(&escaped, me);
+            std::thread::sleep(POLL);
+        }
+        for &pid in &escaped {
+            if alive(pid) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline && escaped.iter().any(|&p| alive(p)) {
+            reap(&escaped, me);
+            std::thread::sleep(POLL);
+        }
+        reap(&escaped, me);
+        stopped.extend(escaped);
+    }
+    stopped
+}
+
+/// Reaps those of `pids` that are kern's own (adopted) children and have exited.
+fn reap(pids: &[i32], me: i32) {
+    for &pid in pids {
+        if parent_of(pid) == Some(me) {
+            let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// True while `pid` runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    match stat(pid) {
+        Some(s) => s.state != 'Z' && s.state != 'X',
+        None => false,
+    }
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    stat(pid).map(|s| s.ppid)
+}
+
+/// Every living descendant of `root` with its process group.
+fn descendants(root: i32) -> Vec<(i32, i32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: HashMap<i32, Vec<(i32, i32)>> = HashMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(s) = stat(pid)
+            && s.state != 'Z'
+            && s.state != 'X'
+        {
+            children.entry(s.ppid).or_default().push((pid, s.pgrp));
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for &(child, group) in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            out.push((child, group));
+            todo.push(child);
+        }
+    }
+    out
+}
+
+/// The fields of `/proc/<pid>/stat` kern needs.
+struct Stat {
+    state: char,
+    ppid: i32,
+    pgrp: i32,
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything: split after the last `)`.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(Stat { state, ppid, pgrp })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_reads_this_process() {
+        let me = stat(std::process::id() as i32).unwrap();
+        assert_eq!(me.ppid, nix::unistd::getppid().as_raw());
+        assert_eq!(me.pgrp, getpgrp().as_raw());
+        assert!(alive(std::process::id() as i32));
+        assert!(!alive(i32::MAX));
+    }
+}
