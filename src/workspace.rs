@@ -5,7 +5,7 @@
 //! -n` and `kern doctor` open the same workspace a run does, so they describe exactly the run
 //! that would happen, and none of them writes a byte.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::prompt::Templates;
