@@ -155,6 +155,16 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A disk is full: kern stops before it leaves half-written state behind.
+    #[error(
+        "no space left on the device holding `{}` — free some space and run kern again; kern's own state folders are under the state root (`kern status --dir` shows this project's) and old ones can be deleted",
+        path.display()
+    )]
+    NoSpace {
+        /// The file kern was writing.
+        path: PathBuf,
+    },
+
     /// A bug or an impossible state; the message says where.
     #[error("internal error: {0}")]
     Internal(String),
@@ -221,12 +231,18 @@ impl Error {
             | Error::Git { .. }
             | Error::HookFailed { .. }
             | Error::Io { .. }
+            | Error::NoSpace { .. }
             | Error::Internal(_) => EXIT_FAILURE,
         }
     }
 
-    /// Wraps an I/O error with the path it concerns.
+    /// Wraps an I/O error with the path it concerns; a full disk is [`Error::NoSpace`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        if source.raw_os_error() == Some(nix::libc::ENOSPC)
+            || source.kind() == std::io::ErrorKind::StorageFull
+        {
+            return Error::NoSpace { path: path.into() };
+        }
         Error::Io {
             path: path.into(),
             source,
@@ -301,6 +317,21 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "the cost budget is spent: $0.13 of $0.000001 — raise --max-cost to go on"
+        );
+    }
+
+    #[test]
+    fn a_full_disk_names_the_file_and_what_to_delete() {
+        let e = Error::io(
+            "/tmp/claude/kern/app/main/stage2.json",
+            std::io::Error::from_raw_os_error(nix::libc::ENOSPC),
+        );
+        assert_eq!(e.exit_code(), 1);
+        assert!(
+            e.to_string().starts_with(
+                "no space left on the device holding `/tmp/claude/kern/app/main/stage2.json` — free some space"
+            ),
+            "{e}"
         );
     }
 

@@ -49,6 +49,7 @@ pub async fn run(
     };
     let stderr = log.with_extension("stderr");
     let files = StreamFiles {
+        stdout_cap: crate::supervisor::STDOUT_CAP,
         stdout: log.to_path_buf(),
         stderr: stderr.clone(),
         stderr_cap: 4096,

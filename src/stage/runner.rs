@@ -295,6 +295,7 @@ async fn run_once(
         sandbox: false,
     });
     let files = StreamFiles {
+        stdout_cap: crate::supervisor::STDOUT_CAP,
         stdout: state_dir.stage_stream(stage),
         stderr: state_dir.stage_stderr(stage),
         stderr_cap: STDERR_CAP,

@@ -186,6 +186,12 @@ impl StateDir {
         for stage in Stage::ALL {
             files.push(self.stage_record(stage));
             files.push(self.stage_stream(stage));
+            for i in 0..2 {
+                files.push(crate::supervisor::capped::segment(
+                    &self.stage_stream(stage),
+                    i,
+                ));
+            }
             files.push(self.stage_stderr(stage));
             files.push(self.stage_prompt(stage));
         }

@@ -31,13 +31,12 @@
 //! escaped the group (`setsid`) could hold them open forever, so draining gives up after
 //! [`DRAIN_LIMIT`].
 
+pub mod capped;
 pub mod identity;
 pub mod interrupt;
 pub mod invocation;
 pub mod reaper;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -59,6 +58,9 @@ pub const STOP_GRACE: Duration = Duration::from_secs(2);
 /// The longest stdout line handed to the callback; longer lines are cut (the file keeps them).
 pub const LINE_CAP: usize = 1 << 20;
 
+/// The most of an agent's stdout a stage file keeps (DESIGN.md section 3): 64 MiB.
+pub const STDOUT_CAP: u64 = 64 << 20;
+
 /// A sensible `stderr_cap`: the last 64 KiB of stderr.
 pub const DEFAULT_STDERR_CAP: usize = 64 * 1024;
 
@@ -69,13 +71,15 @@ pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 const GROUP_POLL: Duration = Duration::from_millis(20);
 
 const READ_CHUNK: usize = 64 * 1024;
-const FILE_BUFFER: usize = 256 * 1024;
 
 /// Where one run's output goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamFiles {
-    /// Every stdout byte exactly as received (`stageN.jsonl`); created or truncated.
+    /// Every stdout byte exactly as received (`stageN.jsonl`); created or truncated. Past
+    /// `stdout_cap` only its head and tail are kept (see `capped`).
     pub stdout: PathBuf,
+    /// How many bytes of stdout the file keeps at most.
+    pub stdout_cap: u64,
     /// The tail of stderr (`stageN.stderr`), written when the run ends.
     pub stderr: PathBuf,
     /// How many bytes of stderr to keep (the last ones).
@@ -210,9 +214,8 @@ pub async fn run(
             ),
         ));
     }
-    let out_file =
-        File::create(&files.stdout).map_err(|e| SpawnError::Output(files.stdout.clone(), e))?;
-    let mut out = BufWriter::with_capacity(FILE_BUFFER, out_file);
+    let mut out = capped::CappedFile::create(&files.stdout, files.stdout_cap)
+        .map_err(|e| SpawnError::Output(files.stdout.clone(), e))?;
 
     let mut command = tokio::process::Command::new(&inv.program);
     command
@@ -400,7 +403,7 @@ pub async fn run(
     guard.disarm();
     interrupt.set_child_group(None);
 
-    if let Err(e) = out.flush() {
+    if let Err(e) = out.finish() {
         tracing::warn!(path = %files.stdout.display(), error = %e, "cannot record the agent's stdout");
     }
     let tail_bytes = tail.into_bytes();

@@ -421,3 +421,49 @@ fn a_task_set_to_blocked_by_hand_mid_stage_stays_blocked_and_its_work_is_kept() 
         "done\n"
     );
 }
+
+#[test]
+fn a_200_mb_stream_leaves_a_stage_file_of_at_most_64_mb_with_its_head_and_tail() {
+    let p = Project::new("- [ ] Chatty\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&json!({"default": {
+        "research": {"error": "huge_output", "huge_bytes": 200u64 << 20,
+                     "shell": [format!("while [ ! -f '{}' ]; do sleep 0.01; done", go.display())]},
+        "implement": {"write": {"out/{slug}.txt": "done\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    // Watch the file during implement: research's stream is complete by then.
+    let waiting = json!({"shell": [format!("while [ ! -f '{}' ]; do sleep 0.01; done", p.outside.path().join("go2").display())],
+                         "write": {"out/{slug}.txt": "done\n"}});
+    let mut s = serde_json::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(p.scenario_path()).unwrap(),
+    )
+    .unwrap();
+    s["default"]["implement"] = waiting;
+    p.scenario(&s);
+    let child = spawn(&p, &p.state_root(), &["1", "0"]);
+    wait_for_file(&p.state_dir().join("stage1.jsonl"));
+    std::fs::write(&go, "").unwrap();
+    wait_for_file(&p.state_dir().join("stage2.jsonl"));
+    let research = std::fs::metadata(p.state_dir().join("stage1.jsonl"))
+        .unwrap()
+        .len();
+    assert!(
+        research <= (64 << 20) + 1024,
+        "stage1.jsonl is {research} bytes"
+    );
+    // The head (32 MiB) and at least a full tail segment (16 MiB) are kept.
+    assert!(
+        research >= 48 << 20,
+        "head and tail are kept: {research} bytes"
+    );
+    let text = std::fs::read(p.state_dir().join("stage1.jsonl")).unwrap();
+    assert!(String::from_utf8_lossy(&text).contains("\"subtype\":\"cut\""));
+    assert!(
+        String::from_utf8_lossy(&text[text.len() - 4096..]).contains("\"type\":\"result\""),
+        "the tail holds the result event"
+    );
+    std::fs::write(p.outside.path().join("go2"), "").unwrap();
+    let (code, err) = finish(child);
+    assert_eq!(code, 0, "{err}");
+}

@@ -16,6 +16,7 @@ use support::*;
 
 fn files(dir: &Path, stderr_cap: usize) -> StreamFiles {
     StreamFiles {
+        stdout_cap: kern::supervisor::STDOUT_CAP,
         stdout: dir.join("stage2.jsonl"),
         stderr: dir.join("stage2.stderr"),
         stderr_cap,
