@@ -36,6 +36,8 @@ enum How {
     Daily,
     /// The jq recipes: run in order on a real state folder.
     Jq,
+    /// The `git` commands on what kern set aside: run on a repository where it did.
+    SavedRefs,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -64,6 +66,11 @@ const KNOWN: &[(&str, How)] = &[
     (
         "jq -c 'select(.event == \"commit\")' \"$d/run.jsonl\"",
         How::Jq,
+    ),
+    ("git for-each-ref refs/kern", How::SavedRefs),
+    (
+        "git show refs/kern/attempts/add-the-parser/1",
+        How::SavedRefs,
     ),
 ];
 
@@ -719,4 +726,34 @@ fn comments_and_quotes() {
     let blocks =
         shell_blocks("```sh\na # x\n\nb\n```\n```markdown\n- [ ] c\n```\n```bash\nd\n```\n");
     assert_eq!(blocks, [vec!["a", "b"], vec!["d"]]);
+}
+
+#[test]
+fn the_saved_refs_recipes_show_what_kern_set_aside() {
+    let commands = commands(How::SavedRefs);
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    let p = Project::new("- [ ] Add the parser\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"src/parser.rs": "fn parse() {}\n"},
+                      "result": {"status": "SKIPPED", "summary": "the grammar is not settled"}}
+    }}));
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    let mut outputs = Vec::new();
+    for command in &commands {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {}", texts(&out).1);
+        outputs.push(texts(&out).0);
+    }
+    assert!(
+        outputs[0].contains("refs/kern/attempts/add-the-parser/1"),
+        "{}",
+        outputs[0]
+    );
+    assert!(outputs[1].contains("+fn parse() {}"), "{}", outputs[1]);
 }
