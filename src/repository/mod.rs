@@ -14,6 +14,7 @@ mod refs;
 mod save;
 pub mod sensitive;
 mod snapshot;
+mod worktree;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
@@ -27,6 +28,7 @@ pub use history::{GitFiles, HistoryRepair};
 pub use refs::RefsSnapshot;
 pub use save::KERN_REFS;
 pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
+pub use worktree::{Applied, TASK_BRANCH_PREFIX};
 
 /// A repository with a work tree, opened through libgit2.
 pub struct Repository {
