@@ -90,8 +90,7 @@ fn a_detached_head_keeps_one_lock_across_its_commits_and_says_where_the_commits_
         assert!(Instant::now() < deadline, "Beta never started");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let out = p.kern().args(["2", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", texts(&out).1);
+    p.run(&["2", "0"]).expect(3);
     std::fs::write(&go, "").unwrap();
     let (code, err) = finish(first);
     assert_eq!(code, 0, "{err}");
@@ -203,13 +202,10 @@ fn numbers_out_of_range_are_refused_with_exit_2_naming_the_option_and_the_range(
 fn a_check_that_fails_at_baseline_stops_with_exit_2_before_any_agent() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     p.scenario(&json!({}));
-    let out = p
-        .kern()
-        .args(["5", "0", "--check", "echo broken before kern; exit 3"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = p
+        .run(&["5", "0", "--check", "echo broken before kern; exit 3"])
+        .expect(2)
+        .stderr;
     assert!(
         err.contains("the check `echo broken before kern; exit 3` fails before any change")
             && err.contains("--check-baseline=skip")
@@ -322,8 +318,7 @@ fn the_next_attempt_is_told_where_the_earlier_work_was_set_aside() {
         ],
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add skipper"}}
     }}));
-    let out = p.kern().args(["3", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["3", "0"]).expect(0);
     let prompts = p.prompts("implement");
     assert_eq!(prompts.len(), 2);
     assert!(
@@ -340,9 +335,7 @@ fn secrets_left_out_of_a_commit_stay_in_the_tree_and_never_block_the_next_task()
         "implement": {"write": {"out/{slug}.txt": "done\n", ".env": "TOKEN=x\n", "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["5", "0"]).expect(0);
     assert_eq!(p.log(), vec!["Add beta", "Add alpha", "initial"]);
     assert!(p.path().join(".env").exists() && p.path().join("id_rsa").exists());
     let head = p.head_files();
@@ -364,14 +357,11 @@ fn a_gitignored_spec_with_a_no_change_task_ends_cleanly_and_a_second_run_exits_0
             "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
         }
     }));
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = p.run(&["5", "0"]).expect(0).stderr;
     assert!(err.contains("done with nothing to commit"), "{err}");
     assert_eq!(p.log()[0], "Add then-write");
     assert!(!p.state_dir().join("commit.json").exists());
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["5", "0"]).expect(0);
     assert!(p.read("SPEC.md").contains("- [x] Only think"));
 }
 

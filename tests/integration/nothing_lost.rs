@@ -243,9 +243,7 @@ fn reset_hard_by_the_agent_is_undone_and_its_state_kept() {
             "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
         }
     }));
-    let out = p.kern().args(["3", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = p.run(&["3", "0"]).expect(0).stderr;
     assert_eq!(p.log(), vec!["Add beta", "Add alpha", "initial"], "{err}");
     assert!(err.contains("moved history"), "{err}");
     let kept = refs(&p, "refs/kern/agent/beta/");
@@ -274,9 +272,7 @@ fn checkout_b_by_the_agent_puts_head_back_on_the_runs_branch() {
             "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
         }
     }));
-    let out = p.kern().args(["4", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["4", "0"]).expect(0);
     assert_eq!(
         git(&p, &["symbolic-ref", "HEAD"]).trim(),
         "refs/heads/master"
@@ -298,9 +294,7 @@ fn stash_by_the_agent_is_no_success_and_the_stash_is_kept() {
         ],
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let out = p.kern().args(["3", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["3", "0"]).expect(0);
     assert!(
         refs(&p, "refs/stash").is_empty(),
         "refs/stash put back (there was none)"
@@ -365,9 +359,7 @@ fn an_agent_that_rewrites_its_check_and_ticks_another_task_is_held_to_the_origin
         },
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    let err = p.run(&["1", "0"]).expect(4).stderr;
     let spec = p.read("SPEC.md");
     assert!(
         spec.contains("> **Attempt 1:** check `false` failed"),
@@ -396,9 +388,7 @@ fn a_setsid_daemon_an_agent_leaves_behind_is_stopped_when_its_stage_ends() {
         },
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = p.run(&["1", "0"]).expect(0).stderr;
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
@@ -428,8 +418,7 @@ fn a_symlinked_spec_md_is_edited_through_its_target_and_stays_a_link() {
         "implement": {"write": {"out/{slug}.txt": "done\n"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["1", "0"]).expect(0);
     let meta = std::fs::symlink_metadata(p.path().join("SPEC.md")).unwrap();
     assert!(
         meta.file_type().is_symlink(),
@@ -458,8 +447,7 @@ fn status_counts_the_saved_refs_and_says_how_to_list_them() {
     p.scenario(&json!({"default": {
         "implement": {"write": {"half.txt": "half\n"}, "result": {"status": "SKIPPED", "summary": "later"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["1", "0"]).expect(0);
     let out = p.kern().args(["status"]).output().unwrap();
     let (stdout, stderr) = texts(&out);
     let all = format!("{stdout}{stderr}");

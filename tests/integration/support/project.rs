@@ -241,3 +241,94 @@ pub fn texts(out: &std::process::Output) -> (String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+impl Project {
+    /// `kern ARGS` in this project, as a builder: nothing runs until [`KernRun::expect`].
+    pub fn run(&self, args: &[&str]) -> KernRun<'_> {
+        KernRun {
+            project: self,
+            args: args.iter().map(|a| (*a).to_string()).collect(),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A `kern` command about to run in a [`Project`]; see [`Project::run`].
+#[must_use = "a KernRun does nothing until .expect(code)"]
+pub struct KernRun<'p> {
+    project: &'p Project,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl KernRun<'_> {
+    /// Sets an environment variable for the run.
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.env.push((
+            key.to_string(),
+            value.as_ref().to_string_lossy().into_owned(),
+        ));
+        self
+    }
+
+    /// Runs kern and checks its exit code; on a mismatch panics with everything a reader needs:
+    /// the command, the folder, the listing of the work tree, stdout and stderr.
+    pub fn expect(self, code: i32) -> Ran {
+        let mut cmd = self.project.kern_std();
+        cmd.args(&self.args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let ran = Ran {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            command: format!("kern {}", self.args.join(" ")),
+            cwd: self.project.path().to_path_buf(),
+        };
+        if ran.code != Some(code) {
+            panic!(
+                "{}\nwanted exit {code}",
+                ran.describe(&self.project.dirty())
+            );
+        }
+        ran
+    }
+}
+
+/// What a [`KernRun`] printed.
+#[derive(Debug)]
+pub struct Ran {
+    /// The exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// Everything on stdout.
+    pub stdout: String,
+    /// Everything on stderr.
+    pub stderr: String,
+    command: String,
+    cwd: PathBuf,
+}
+
+impl Ran {
+    /// Panics unless stderr holds `text`, showing the whole run.
+    pub fn stderr_has(&self, text: &str) -> &Self {
+        assert!(
+            self.stderr.contains(text),
+            "stderr lacks {text:?}\n{}",
+            self.describe(&[])
+        );
+        self
+    }
+
+    fn describe(&self, dirty: &[String]) -> String {
+        format!(
+            "command: {}\ncwd: {}\nexit: {:?}\ndirty: {dirty:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.command,
+            self.cwd.display(),
+            self.code,
+            self.stdout,
+            self.stderr
+        )
+    }
+}
