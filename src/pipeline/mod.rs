@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::learnings;
 use crate::prompt::{self, PromptInputs, Templates};
 use crate::reporter::{Reporter, StageLine, Summary};
-use crate::repository::{CommitRequest, Repository};
+use crate::repository::{CommitRequest, GitOptions, Repository};
 use crate::settings::{MAX_IDLE_ITERATIONS, Settings};
 use crate::spec::{self, Document, Edit, Severity, SpecFile, TaskState};
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
@@ -63,7 +63,7 @@ impl Workspace {
     /// and loads the templates. Reads only.
     pub fn open(settings: &Settings) -> Result<Workspace> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-        let repo = Repository::discover(&cwd)?;
+        let mut repo = Repository::discover(&cwd)?;
         let top = repo.top().to_path_buf();
         let spec_path = if settings.spec.is_absolute() {
             settings.spec.clone()
@@ -75,6 +75,11 @@ impl Workspace {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| spec_path.display().to_string());
         let learnings_path = spec_path.with_file_name("LEARNINGS.md");
+        repo.set_options(GitOptions {
+            own_files: vec![spec_path.clone(), learnings_path.clone()],
+            hook_timeout: settings.hook_timeout,
+            max_file_size: settings.max_file_size,
+        });
         let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?);
         let templates = Templates::load(&top)?;
         Ok(Workspace {
@@ -184,7 +189,8 @@ struct Run<'a> {
 /// Runs the loop. `Ok` is exit 0; the other ends are errors (see `error.rs`).
 pub async fn run(settings: &Settings, reporter: &Reporter, interrupt: &Interrupt) -> Result<()> {
     let ws = Workspace::open(settings)?;
-    ws.repo.ensure_no_operation_in_progress()?;
+    // Identity, signing key, operation in progress, filter drivers: before any agent runs.
+    ws.repo.ensure_ready()?;
     ws.state_dir.create(ws.repo.top())?;
     let argv: Vec<String> = std::env::args().collect();
     let (lock, takeover) = RunLock::acquire(
@@ -1070,7 +1076,9 @@ impl Run<'_> {
                 self.last_failed = false;
                 Ok(sha)
             }
-            Err(Error::HookFailed { hook, output }) => {
+            Err(
+                Error::HookFailed { hook, output } | Error::CommitMessageRefused { hook, output },
+            ) => {
                 resume::remove(&self.ws.state_dir.pending_commit());
                 if let Some(before) = learnings_before {
                     crate::atomic_file::write(&self.ws.learnings_path, before.as_bytes())?;
@@ -1094,11 +1102,16 @@ impl Run<'_> {
     }
 
     fn make_commit(&mut self, it: &TaskIteration, message: &str) -> Result<IterationEnd> {
+        let reporter = self.reporter;
         let outcome = self.ws.repo.commit(&CommitRequest {
             message,
             exclude: &it.start.excluded,
             no_verify: self.settings.no_verify,
+            notify: Some(&|text: &str| reporter.warn(text)),
         })?;
+        for note in &outcome.notes {
+            self.reporter.info(note);
+        }
         for left in &outcome.left_out {
             self.reporter.warn(&format!(
                 "left out of the commit: `{}` ({})",

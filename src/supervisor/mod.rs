@@ -33,6 +33,7 @@
 
 pub mod identity;
 pub mod interrupt;
+pub mod probe;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -16,6 +16,7 @@ fn request(message: &str) -> CommitRequest<'_> {
         message,
         exclude: &[],
         no_verify: false,
+        notify: None,
     }
 }
 
@@ -270,7 +271,7 @@ fn a_nested_repository_is_left_out_and_the_rest_committed() {
         outcome.left_out,
         vec![left(
             "vendor/lib",
-            "a nested git repository (add it as a submodule yourself)"
+            "a nested git repository — register it with `git submodule add <url> vendor/lib`, or add `vendor/lib/` to .gitignore"
         )]
     );
 }
@@ -314,6 +315,7 @@ fn allow_dirty_paths_are_left_out_and_their_staging_is_kept() {
             message: "task",
             exclude: &exclude,
             no_verify: false,
+            notify: None,
         })
         .unwrap();
     assert!(outcome.sha.is_some());
@@ -452,7 +454,7 @@ fn a_commit_msg_hook_can_edit_the_message_and_a_failing_one_blocks() {
     let count = repo.commit_count();
     let err = repo.kern().commit(&request("Add b")).unwrap_err();
     assert!(
-        matches!(err, Error::HookFailed { ref hook, ref output } if hook == "commit-msg" && output == "subject too long\n(exit status 3)"),
+        matches!(err, Error::CommitMessageRefused { ref hook, ref output } if hook == "commit-msg" && output == "subject too long\n(exit status 3)"),
         "{err:?}"
     );
     assert_eq!(repo.commit_count(), count);
@@ -498,6 +500,7 @@ fn no_verify_skips_the_hooks() {
             message: "skip hooks",
             exclude: &[],
             no_verify: true,
+            notify: None,
         })
         .unwrap();
     assert!(outcome.sha.is_some());
