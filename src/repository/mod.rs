@@ -274,9 +274,13 @@ impl Repository {
     /// What `git status` lists, sorted by path (see the module docs for what is not a change).
     pub(crate) fn changes(&self) -> Result<Vec<Change>> {
         let mut opts = StatusOptions::new();
+        // Ignored entries are asked for (folders not descended into) only because libgit2
+        // reports an untracked nested repository that has a commit as ignored, where git
+        // lists it as untracked; see `nested_repository`.
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
-            .include_ignored(false)
+            .include_ignored(true)
+            .recurse_ignored_dirs(false)
             .renames_head_to_index(false);
         let statuses = self
             .repo
@@ -292,11 +296,14 @@ impl Repository {
         let mut config = None;
         let mut changes: Vec<Change> = Vec::new();
         for entry in statuses.iter() {
-            let status = entry.status();
-            if status.is_ignored() {
-                continue;
-            }
+            let mut status = entry.status();
             let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
+            if status.is_ignored() {
+                if !self.nested_repository(&path) {
+                    continue;
+                }
+                status = Status::WT_NEW;
+            }
             let staged = index.get_path(Path::new(path.trim_end_matches('/')), 0);
             if let Some(staged) = &staged
                 && !self.is_change(staged, status, &path, &mut config)?
@@ -308,6 +315,17 @@ impl Repository {
         changes.sort_by(|a, b| a.path.cmp(&b.path));
         changes.dedup_by(|a, b| a.path == b.path);
         Ok(changes)
+    }
+
+    /// True for a folder libgit2 calls ignored that `.gitignore` does not ignore: a nested
+    /// repository with a commit, which `git status` lists as untracked.
+    fn nested_repository(&self, path: &str) -> bool {
+        path.ends_with('/')
+            && self.top.join(path).join(".git").exists()
+            && !self
+                .repo
+                .is_path_ignored(Path::new(path.trim_end_matches('/')))
+                .unwrap_or(true)
     }
 
     /// Whether a path status lists, with this index entry, is a change `git status` shows.
