@@ -3,7 +3,7 @@
 //!
 //! Checks, in order: inside a git repository; not bare; no merge or rebase in progress; git
 //! identity (as kern's commit reads it: `author_from_env`); commit signing (the key found when
-//! `commit.gpgsign` is on), git's `index.lock`, filter drivers (the repository's preflight);
+//! `commit.gpgsign` is on), git's index (`index.lock`, a sparse index), filter drivers (the repository's preflight);
 //! SPEC.md present and valid (the first diagnostic); prompt overrides valid; the agent binary
 //! found and its version; the agent logged in (`claude auth status`, `codex login status`; no network needed); the state root
 //! writable; the run lock free, or its holder. A check that depends on a failed one is shown as
@@ -289,7 +289,7 @@ fn identity_check(repo: Option<&Repository>) -> Check {
 /// What else would stop kern's commit: signing, git's `index.lock`, filter drivers (the
 /// repository's own preflight; identity and the operation are checked above).
 fn commit_checks(repo: Option<&Repository>) -> Vec<Check> {
-    const NAMES: [&str; 3] = ["commit signing", "index lock", "filter drivers"];
+    const NAMES: [&str; 3] = ["commit signing", "git index", "filter drivers"];
     let Some(repo) = repo else {
         return NAMES
             .iter()

@@ -3,7 +3,8 @@
 //!
 //! The one decision a reader must know: these are the commit's own conditions, checked with
 //! the commit's own code — the identity libgit2 signs with, the signer `commit.gpgsign` asks
-//! for (its key looked up, nothing signed), an operation in progress, git's `index.lock`, and
+//! for (its key looked up, nothing signed), an operation in progress, git's `index.lock` and a
+//! sparse index (which libgit2 cannot read), and
 //! every filter driver the attribute files name (a required one kern cannot run). A run skips
 //! the `index.lock` check here: a lock left by a crashed kern is recovered only after the run
 //! lock is taken, and one held by someone else is waited for at commit time.
@@ -14,7 +15,7 @@ use crate::error::{Error, Result};
 /// One preflight check: what it looked at, and what it found.
 #[derive(Debug)]
 pub struct PreflightCheck {
-    /// `git identity`, `commit signing`, `git operation`, `index lock`, `filter drivers`.
+    /// `git identity`, `commit signing`, `git operation`, `git index`, `filter drivers`.
     pub name: &'static str,
     /// What was found, or the error a commit would meet.
     pub result: Result<String>,
@@ -33,14 +34,16 @@ impl Repository {
                     .map(|()| "no merge, rebase or other operation in progress".into()),
             },
             PreflightCheck {
-                name: "index lock",
-                result: if self.index_lock_present() {
-                    Err(Error::IndexLocked {
-                        path: self.index_lock_path(),
-                    })
-                } else {
-                    Ok("no `index.lock`".into())
-                },
+                name: "git index",
+                result: self.ensure_readable_index().and_then(|()| {
+                    if self.index_lock_present() {
+                        Err(Error::IndexLocked {
+                            path: self.index_lock_path(),
+                        })
+                    } else {
+                        Ok("no `index.lock`, not a sparse index".into())
+                    }
+                }),
             },
             self.filter_check(),
         ]
@@ -49,12 +52,28 @@ impl Repository {
     /// The checks a run makes before any agent: the first failure, else `Ok`.
     pub fn ensure_ready(&self) -> Result<()> {
         self.ensure_no_operation_in_progress()?;
+        self.ensure_readable_index()?;
         for check in [
             self.identity_check(),
             self.filter_check(),
             self.signing_check(),
         ] {
             check.result?;
+        }
+        Ok(())
+    }
+
+    /// libgit2 cannot read a sparse index (`index.sparse`, the `sdir` extension).
+    fn ensure_readable_index(&self) -> Result<()> {
+        let sparse = self
+            .repo
+            .config()
+            .and_then(|c| c.get_bool("index.sparse"))
+            .unwrap_or(false);
+        if sparse {
+            return Err(Error::Repository(
+                "the index is a sparse index (`index.sparse`), which libgit2 (and so kern) cannot read — run `git sparse-checkout init --no-sparse-index` (your sparse checkout stays as it is)".into(),
+            ));
         }
         Ok(())
     }

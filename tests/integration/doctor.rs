@@ -142,7 +142,7 @@ fn everything_in_place_passes_every_check_and_exits_0() {
          ✓ git operation: no merge, rebase or other operation in progress\n\
          ✓ git identity: Test Person <test@example.com>\n\
          ✓ commit signing: off (`commit.gpgsign` is not set)\n\
-         ✓ index lock: no `index.lock`\n\
+         ✓ git index: no `index.lock`, not a sparse index\n\
          ✓ filter drivers: none named in .gitattributes\n\
          ✓ SPEC.md: 1 pending, 0 in progress, 1 done, 0 blocked\n\
          ✓ prompt templates: built in\n\

@@ -311,6 +311,27 @@ fn a_sparse_checkout_resumes_and_starts_tasks_with_no_deletion() {
 }
 
 #[test]
+fn a_sparse_index_stops_before_any_agent_with_the_fix() {
+    let f = Fixture::new("- [ ] Anything\n");
+    f.p.write("a/1.txt", "a\n");
+    f.p.write("b/1.txt", "b\n");
+    f.git_commit_all("two folders");
+    f.git(&["sparse-checkout", "init", "--cone", "--sparse-index"]);
+    f.git(&["sparse-checkout", "set", "a"]);
+    let (code, err) = f.run(&["1", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("the index is a sparse index (`index.sparse`), which libgit2 (and so kern) cannot read — run `git sparse-checkout init --no-sparse-index`"),
+        "{err}"
+    );
+    assert!(!f.agent_ran());
+    f.git(&["sparse-checkout", "init", "--no-sparse-index"]);
+    let (code, err) = f.run(&["1", "0"]);
+    assert_eq!(code, Some(0), "the fix works: {err}");
+    f.assert_tree_like_git(&[]);
+}
+
+#[test]
 fn a_submodule_bump_is_committed_and_an_unregistered_clone_stays_out() {
     let f = Fixture::new("- [ ] Bump the library\n- [ ] Then the app\n");
     let lib = tempfile::tempdir().unwrap();
