@@ -360,6 +360,41 @@ mod tests {
             (Error::Interrupted { signal: 2 }, 130),
             (Error::Interrupted { signal: 15 }, 143),
             (Error::Internal("x".into()), 1),
+            (
+                Error::CommitMessageRefused {
+                    hook: "commit-msg".into(),
+                    output: "no".into(),
+                },
+                1,
+            ),
+            (
+                Error::FilterUnusable {
+                    driver: "lfs".into(),
+                    why: "w".into(),
+                },
+                2,
+            ),
+            (
+                Error::FilterFailed {
+                    driver: "lfs".into(),
+                    path: "a.bin".into(),
+                    output: "o".into(),
+                },
+                2,
+            ),
+            (
+                Error::SigningUnsupported {
+                    format: "x509".into(),
+                },
+                2,
+            ),
+            (
+                Error::SigningFailed {
+                    format: "ssh".into(),
+                    message: "m".into(),
+                },
+                2,
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(error.exit_code(), code, "{error}");
@@ -376,6 +411,30 @@ mod tests {
             e.to_string(),
             "the cost budget is spent: $0.13 of $0.000001 — raise --max-cost to go on"
         );
+    }
+
+    #[test]
+    fn git_fidelity_errors_name_the_fix() {
+        let cases = [
+            (
+                Error::FilterFailed {
+                    driver: "crypt".into(),
+                    path: "secrets/a".into(),
+                    output: "no key\n(exit status 1)".into(),
+                },
+                "the `crypt` clean filter failed on `secrets/a`, nothing was committed — fix the filter (`git add secrets/a` shows git's view of it):\nno key\n(exit status 1)",
+            ),
+            (
+                Error::SigningFailed {
+                    format: "openpgp".into(),
+                    message: "`gpg -bsau k` did not sign — check the key".into(),
+                },
+                "cannot sign the commit (openpgp): `gpg -bsau k` did not sign — check the key",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
     }
 
     #[test]

@@ -175,10 +175,11 @@ impl<'r> Staging<'r> {
             .repo
             .blob_path(blob)
             .map_err(|e| Error::git(format!("storing the filtered `{rel}`"), e))?;
-        let mode = if meta.mode() & 0o111 != 0 {
-            0o100755
-        } else {
-            0o100644
+        let mode = match index.get_path(Path::new(rel), 0) {
+            // Without core.fileMode the executable bit is not trusted: keep the staged mode.
+            Some(entry) if !self.config.get_bool("core.filemode").unwrap_or(true) => entry.mode,
+            _ if meta.mode() & 0o111 != 0 => 0o100755,
+            _ => 0o100644,
         };
         let entry = IndexEntry {
             // The index keeps 32-bit stat fields; git truncates them the same way.
