@@ -1046,7 +1046,8 @@ fn a_refused_message_is_its_own_error_naming_the_hook() {
 #[test]
 fn a_fixer_hook_that_touches_files_outside_the_commit_still_refuses() {
     let repo = repo_with_readme();
-    let log = repo.path().join("../hook-runs");
+    let outside = tempfile::tempdir().unwrap();
+    let log = outside.path().join("hook-runs");
     // Fixes the staged file, but also writes a file kern did not stage: no re-staging.
     repo.write_script(
         ".git/hooks/pre-commit",
@@ -1068,7 +1069,8 @@ fn a_fixer_hook_that_touches_files_outside_the_commit_still_refuses() {
 #[test]
 fn a_fixer_hook_that_refuses_twice_gives_its_second_output() {
     let repo = repo_with_readme();
-    let count = repo.path().join("../hook-count");
+    let outside = tempfile::tempdir().unwrap();
+    let count = outside.path().join("hook-count");
     repo.write_script(
         ".git/hooks/pre-commit",
         &format!(
