@@ -150,11 +150,6 @@ impl Repository {
         self.max_file_size = options.max_file_size;
     }
 
-    /// kern's own files, as set by [`Repository::set_options`].
-    pub fn own_files(&self) -> &OwnFiles {
-        &self.own
-    }
-
     /// The top folder of the work tree (canonical, no trailing slash).
     pub fn top(&self) -> &Path {
         &self.top

@@ -10,7 +10,6 @@
 //! out, because a false alarm keeps the task's own file out of its commit. Patterns are byte
 //! regexes with ASCII classes only, so binary files are scanned too.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -463,23 +462,10 @@ pub fn scan_reader(mut reader: impl Read) -> std::io::Result<Option<Finding>> {
     }
 }
 
-/// Judges a file in the work tree: by `rel` (its path from the top) first, then by its whole
-/// content at `full`. A symlink is judged by name only (its content is a path, not a secret);
-/// an unreadable file by name only too (it cannot be staged either).
-pub fn check_file(rel: &Path, full: &Path) -> Option<Finding> {
-    if let Some(finding) = sensitive_name(rel) {
-        return Some(finding);
-    }
-    let meta = std::fs::symlink_metadata(full).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    scan_reader(File::open(full).ok()?).ok().flatten()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
 
     #[test]
     fn names_follow_the_design_list_and_the_credential_files() {
@@ -901,18 +887,14 @@ mod tests {
             bytes.resize(at + 5 * SCAN_CHUNK, b'\n');
             std::fs::write(&path, &bytes).unwrap();
             assert_eq!(
-                check_file(Path::new("big.bin"), &path),
+                scan_reader(File::open(&path).unwrap()).unwrap(),
                 Some(Finding::Content("an AWS access key")),
                 "token at {at}"
             );
         }
         let clean = dir.path().join("clean.bin");
         std::fs::write(&clean, vec![b'a'; 3 * SCAN_CHUNK]).unwrap();
-        assert_eq!(check_file(Path::new("clean.bin"), &clean), None);
-        assert_eq!(
-            check_file(Path::new("a/.netrc"), &dir.path().join("missing")),
-            Some(Finding::Name(".netrc"))
-        );
+        assert_eq!(scan_reader(File::open(&clean).unwrap()).unwrap(), None);
     }
 
     #[test]
