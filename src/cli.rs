@@ -150,9 +150,19 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_ALLOW_DIRTY")]
     pub allow_dirty: bool,
 
-    /// Do not run the pre-commit and commit-msg hooks.
+    /// Do not run the pre-commit and commit-msg hooks (as `git commit --no-verify`).
     #[arg(long, env = "KERN_NO_VERIFY")]
     pub no_verify: bool,
+
+    /// Longest a git hook, clean filter or signing program may run before its process group
+    /// is stopped (1s to 24h).
+    #[arg(long, value_name = "DURATION", env = "KERN_HOOK_TIMEOUT", default_value = "10m", value_parser = duration_between::<1, DAY>)]
+    pub hook_timeout: Duration,
+
+    /// New or changed files larger than this stay out of commits (and are named): 100M, 1G,
+    /// 500K or bytes (up to 1024G).
+    #[arg(long, value_name = "SIZE", env = "KERN_MAX_FILE_SIZE", default_value = "100M", value_parser = parse_size)]
+    pub max_file_size: u64,
 }
 
 /// Whether the check runs once before any agent.
@@ -253,6 +263,31 @@ fn duration_between<const MIN: u64, const MAX: u64>(text: &str) -> Result<Durati
     Ok(d)
 }
 
+/// Parses `100M`, `1G`, `500K`, `2MiB` or plain bytes (binary multiples, as git's own sizes).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => u32::MAX,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if shift != u32::MAX && n > 0 => n
+            .checked_mul(1u64 << shift)
+            .filter(|bytes| *bytes <= 1 << 40)
+            .ok_or_else(|| format!("`{text}` is out of range — give at most 1024G")),
+        _ => Err(format!(
+            "`{text}` is not a size — write it as 100M, 1G, 500K or a number of bytes"
+        )),
+    }
+}
+
 fn parse_cost(text: &str) -> Result<f64, String> {
     match text.trim().trim_start_matches('$').parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 100_000.0 => Ok(v),
@@ -284,6 +319,31 @@ mod tests {
         }
         for bad in ["", "-5", "abc", "5x"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        for (text, bytes) in [
+            ("100M", 100 << 20),
+            ("100m", 100 << 20),
+            ("1G", 1 << 30),
+            ("500K", 500 << 10),
+            ("2MiB", 2 << 20),
+            ("4096", 4096),
+            ("10 MB", 10 << 20),
+        ] {
+            assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        }
+        for bad in ["", "0", "-5", "abc", "5X", "1.5G"] {
+            assert_eq!(
+                parse_size(bad),
+                Err(format!(
+                    "`{}` is not a size — write it as 100M, 1G, 500K or a number of bytes",
+                    bad.trim()
+                )),
+                "{bad}"
+            );
         }
     }
 

@@ -129,6 +129,61 @@ pub enum Error {
         output: String,
     },
 
+    /// A `commit-msg` or `prepare-commit-msg` hook refused the message; nothing was committed.
+    /// The work is fine: the loop may ask for another message.
+    #[error(
+        "the `{hook}` hook refused the commit message, nothing was committed — {}:\n{output}",
+        message_hook_fix(hook)
+    )]
+    CommitMessageRefused {
+        /// The hook's name.
+        hook: String,
+        /// The tail of the hook's combined stdout and stderr.
+        output: String,
+    },
+
+    /// A filter driver `.gitattributes` names is required but kern cannot run it.
+    #[error(
+        "the `{driver}` filter is required (`filter.{driver}.required`) but kern cannot run it: {why}"
+    )]
+    FilterUnusable {
+        /// The driver's name (`lfs`).
+        driver: String,
+        /// Why, with the fix.
+        why: String,
+    },
+
+    /// A required filter driver's clean command failed; nothing was committed.
+    #[error(
+        "the `{driver}` clean filter failed on `{path}`, nothing was committed — fix the filter (`git add {path}` shows git's view of it):\n{output}"
+    )]
+    FilterFailed {
+        /// The driver's name.
+        driver: String,
+        /// The file it failed on.
+        path: String,
+        /// The tail of its output, and how it ended.
+        output: String,
+    },
+
+    /// Signing is on with a format kern cannot sign with.
+    #[error(
+        "commits must be signed (`commit.gpgsign`) with `gpg.format` `{format}`, which kern cannot sign with — use openpgp or ssh, or turn signing off for this repository (`git config commit.gpgsign false`)"
+    )]
+    SigningUnsupported {
+        /// The configured `gpg.format`.
+        format: String,
+    },
+
+    /// Signing is on and the commit could not be signed; nothing was committed.
+    #[error("cannot sign the commit ({format}): {message}")]
+    SigningFailed {
+        /// `openpgp` or `ssh`.
+        format: String,
+        /// What went wrong, with the fix.
+        message: String,
+    },
+
     /// Another kern holds the run lock for this project and branch.
     #[error("another kern is running on this project and branch ({holder}); lock `{}`", path.display())]
     LockHeld {
@@ -214,7 +269,11 @@ impl Error {
             | Error::Repository(_)
             | Error::IndexLocked { .. }
             | Error::CheckFailsAtBaseline { .. }
-            | Error::GitIdentity => EXIT_USAGE,
+            | Error::GitIdentity
+            | Error::FilterUnusable { .. }
+            | Error::FilterFailed { .. }
+            | Error::SigningUnsupported { .. }
+            | Error::SigningFailed { .. } => EXIT_USAGE,
             Error::LockHeld { .. } => EXIT_LOCKED,
             Error::Unfinished(_) => EXIT_UNFINISHED,
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
@@ -230,6 +289,7 @@ impl Error {
             Error::SpecEdit { .. }
             | Error::Git { .. }
             | Error::HookFailed { .. }
+            | Error::CommitMessageRefused { .. }
             | Error::Io { .. }
             | Error::NoSpace { .. }
             | Error::Internal(_) => EXIT_FAILURE,
@@ -255,6 +315,15 @@ impl Error {
             context: context.into(),
             source,
         }
+    }
+}
+
+/// The fix for a refused commit message: `--no-verify` skips `commit-msg` only.
+fn message_hook_fix(hook: &str) -> &'static str {
+    if hook == "commit-msg" {
+        "write a message it accepts, or pass --no-verify to skip it"
+    } else {
+        "fix the hook (--no-verify does not skip it, as in git)"
     }
 }
 
@@ -302,6 +371,41 @@ mod tests {
             (Error::Interrupted { signal: 2 }, 130),
             (Error::Interrupted { signal: 15 }, 143),
             (Error::Internal("x".into()), 1),
+            (
+                Error::CommitMessageRefused {
+                    hook: "commit-msg".into(),
+                    output: "no".into(),
+                },
+                1,
+            ),
+            (
+                Error::FilterUnusable {
+                    driver: "lfs".into(),
+                    why: "w".into(),
+                },
+                2,
+            ),
+            (
+                Error::FilterFailed {
+                    driver: "lfs".into(),
+                    path: "a.bin".into(),
+                    output: "o".into(),
+                },
+                2,
+            ),
+            (
+                Error::SigningUnsupported {
+                    format: "x509".into(),
+                },
+                2,
+            ),
+            (
+                Error::SigningFailed {
+                    format: "ssh".into(),
+                    message: "m".into(),
+                },
+                2,
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(error.exit_code(), code, "{error}");
@@ -333,6 +437,30 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn git_fidelity_errors_name_the_fix() {
+        let cases = [
+            (
+                Error::FilterFailed {
+                    driver: "crypt".into(),
+                    path: "secrets/a".into(),
+                    output: "no key\n(exit status 1)".into(),
+                },
+                "the `crypt` clean filter failed on `secrets/a`, nothing was committed — fix the filter (`git add secrets/a` shows git's view of it):\nno key\n(exit status 1)",
+            ),
+            (
+                Error::SigningFailed {
+                    format: "openpgp".into(),
+                    message: "`gpg -bsau k` did not sign — check the key".into(),
+                },
+                "cannot sign the commit (openpgp): `gpg -bsau k` did not sign — check the key",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
     }
 
     #[test]

@@ -65,6 +65,10 @@ pub struct Settings {
     pub allow_dirty: bool,
     /// Skip git hooks.
     pub no_verify: bool,
+    /// The longest a git hook, clean filter or signing program may run.
+    pub hook_timeout: Duration,
+    /// New or changed files larger than this stay out of commits.
+    pub max_file_size: u64,
     /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
     pub state_root: PathBuf,
     /// The folder kern runs in (the repository is found from here).
@@ -131,6 +135,8 @@ impl Settings {
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
             no_verify: run.no_verify,
+            hook_timeout: run.hook_timeout,
+            max_file_size: run.max_file_size,
             state_root: StateDir::root_for(var("KERN_STATE_DIR"), var("TMPDIR")),
             cwd,
             argv,
@@ -198,6 +204,8 @@ mod tests {
         assert_eq!(s.retry.max_wait, Duration::from_secs(6 * 3600));
         assert_eq!(s.retry.reset_margin, Duration::from_secs(60));
         assert_eq!(s.max_attempts, 3);
+        assert_eq!(s.hook_timeout, Duration::from_secs(600));
+        assert_eq!(s.max_file_size, 100 << 20);
     }
 
     #[test]

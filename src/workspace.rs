@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::prompt::Templates;
-use crate::repository::Repository;
+use crate::repository::{GitOptions, Repository};
 use crate::settings::Settings;
 use crate::spec::{self, Document, Severity, SpecFile};
 use crate::state::StateDir;
@@ -34,7 +34,7 @@ impl Workspace {
     /// Opens the repository holding `settings.cwd`, resolves SPEC.md and the state folder,
     /// and loads the templates. Reads only.
     pub fn open(settings: &Settings) -> Result<Workspace> {
-        let repo = Repository::discover(&settings.cwd)?;
+        let mut repo = Repository::discover(&settings.cwd)?;
         let top = repo.top().to_path_buf();
         let spec_path = if settings.spec.is_absolute() {
             settings.spec.clone()
@@ -46,6 +46,11 @@ impl Workspace {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| spec_path.display().to_string());
         let learnings_path = spec_path.with_file_name("LEARNINGS.md");
+        repo.set_options(GitOptions {
+            own_files: vec![spec_path.clone(), learnings_path.clone()],
+            hook_timeout: settings.hook_timeout,
+            max_file_size: settings.max_file_size,
+        });
         let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?);
         let templates = Templates::load(&top)?;
         Ok(Workspace {

@@ -2,11 +2,13 @@
 //! for each ✗ the exact fix on the next line.
 //!
 //! Checks, in order: inside a git repository; not bare; no merge or rebase in progress; git
-//! identity (as kern's commit reads it: `author_from_env`); SPEC.md present and valid (the
-//! first diagnostic); prompt overrides valid; the agent binary found and its version; the agent
-//! logged in (`claude auth status`; for Codex, what its configured provider needs: the OpenAI
-//! login through `codex login status`, an `env_key` variable, or nothing; no network needed);
-//! the state root writable; the run lock free, or its holder. A check that depends on a failed one is shown as
+//! identity (as kern's commit reads it: `author_from_env`); commit signing (the key found when
+//! `commit.gpgsign` is on), git's index (`index.lock`, a sparse index), filter drivers (the
+//! repository's preflight); SPEC.md present and valid (the first diagnostic); prompt overrides
+//! valid; the agent binary found and its version; the agent logged in (`claude auth status`;
+//! for Codex, what its configured provider needs: the OpenAI login through `codex login
+//! status`, an `env_key` variable, or nothing; no network needed); the state root writable;
+//! the run lock free, or its holder. A check that depends on a failed one is shown as
 //! skipped with the reason, and does not count.
 //!
 //! Decisions a reader must know:
@@ -160,6 +162,7 @@ pub async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     let mut checks = Vec::new();
     let repo = repository_checks(cwd, &mut checks);
     checks.push(identity_check(repo.as_ref()));
+    checks.extend(commit_checks(repo.as_ref()));
     match &repo {
         Some(repo) => {
             checks.push(spec_check(settings, repo.top()));
@@ -282,6 +285,26 @@ fn identity_check(repo: Option<&Repository>) -> Check {
             fix,
         ),
     }
+}
+
+/// What else would stop kern's commit: signing, git's `index.lock`, filter drivers (the
+/// repository's own preflight; identity and the operation are checked above).
+fn commit_checks(repo: Option<&Repository>) -> Vec<Check> {
+    const NAMES: [&str; 3] = ["commit signing", "git index", "filter drivers"];
+    let Some(repo) = repo else {
+        return NAMES
+            .iter()
+            .map(|name| Check::skipped(*name, "no usable repository"))
+            .collect();
+    };
+    repo.preflight()
+        .into_iter()
+        .filter(|check| NAMES.contains(&check.name))
+        .map(|check| match check.result {
+            Ok(detail) => Check::pass(check.name, detail),
+            Err(e) => Check::from_error(check.name, &e, "fix it as the message says"),
+        })
+        .collect()
 }
 
 /// SPEC.md exists, is UTF-8 and validates; the first error is shown.
@@ -917,7 +940,7 @@ mod tests {
             Path::new("sh"),
             &["-c", &script],
             dir.path(),
-            Duration::from_millis(300),
+            Duration::from_secs(2),
         )
         .await;
         assert!(matches!(probe, Probe::TimedOut(_)), "{probe:?}");

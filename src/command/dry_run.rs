@@ -1,8 +1,9 @@
 //! `kern -n`: what a run would do, with no side effects at all — no lock, no write to SPEC.md,
 //! LEARNINGS.md, the state folder or `.git`, no agent, no sleep.
 //!
-//! It shows the repository, project id, branch, state folder, lock holder, task counts, the task
-//! it would select and why, the resume point, and for each stage that would run: the exact argv,
+//! It shows the repository, project id, branch, state folder, the git preflight (identity,
+//! signing, an operation in progress, `index.lock`, filter drivers: what would stop the run's
+//! commit), lock holder, task counts, the task it would select and why, the resume point, and for each stage that would run: the exact argv,
 //! the model, the tool policy and the prompt size; with `-v` the rendered prompts themselves.
 //! The task, the resume point and every prompt come from the code a run uses (the workspace,
 //! `spec::select`, `resume::infer`, `StageInputs::gather`, the templates), so what it shows is
@@ -28,6 +29,12 @@ pub fn report(settings: &Settings) -> Result<String> {
     let _ = writeln!(out, "project id:  {}", ws.state_dir.project_id());
     let _ = writeln!(out, "branch:      {}", ws.state_dir.branch());
     let _ = writeln!(out, "agent:       {}", settings.agent);
+    for check in ws.repo.preflight() {
+        let _ = match check.result {
+            Ok(detail) => writeln!(out, "git:         ✓ {}: {detail}", check.name),
+            Err(e) => writeln!(out, "git:         ✗ {}: {e}", check.name),
+        };
+    }
     for w in &status.warnings {
         let _ = writeln!(out, "warning:     {w}");
     }

@@ -74,7 +74,9 @@ impl Run<'_> {
                 self.last_failed = false;
                 Ok(end)
             }
-            Err(Error::HookFailed { hook, output }) => {
+            Err(
+                Error::HookFailed { hook, output } | Error::CommitMessageRefused { hook, output },
+            ) => {
                 journal::remove(&self.ws.state_dir.pending_commit());
                 if let Some(before) = learnings_before {
                     crate::atomic_file::write(&self.ws.learnings_path, before.as_bytes())?;
@@ -98,11 +100,16 @@ impl Run<'_> {
 
     /// Commits the work tree as it is, with `message`; logs and reports the commit.
     fn make_commit(&mut self, it: &TaskRun, message: &str) -> Result<IterationEnd> {
+        let reporter = self.reporter;
         let outcome = self.ws.repo.commit(&CommitRequest {
             message,
             exclude: &it.start.excluded,
             no_verify: self.settings.no_verify,
+            notify: Some(&|text: &str| reporter.warn(text)),
         })?;
+        for note in &outcome.notes {
+            self.reporter.info(note);
+        }
         for left in &outcome.left_out {
             self.reporter.warn(&format!(
                 "left out of the commit: `{}` ({})",

@@ -80,7 +80,8 @@ pub async fn run(
     reporter: &Reporter,
     interrupt: &Interrupt,
 ) -> Result<()> {
-    ws.repo.ensure_no_operation_in_progress()?;
+    // Identity, signing key, operation in progress, filter drivers: before any agent runs.
+    ws.repo.ensure_ready()?;
     ws.state_dir.create(ws.repo.top())?;
     // Orphans of agents are re-parented to kern, so none can outlive its stage unseen.
     if !crate::supervisor::reaper::become_subreaper() {
@@ -358,20 +359,17 @@ impl Run<'_> {
         };
         self.count(&run);
         let found = self.audit(stage, &before, it)?;
-        // The runner may have found escaped processes already (reported as it stopped them).
-        let escaped = std::mem::take(&mut run.record.kern.violations);
-        if !found.violations.is_empty() || !escaped.is_empty() {
+        if !found.violations.is_empty() {
             for v in &found.violations {
                 self.reporter.warn(&format!("violation: {v}"));
             }
-            let violations: Vec<String> = escaped.into_iter().chain(found.violations).collect();
             self.log.event(RunEvent::Violation {
                 stage,
-                violations: violations.clone(),
+                violations: found.violations.clone(),
                 reverted: found.reverted.clone(),
                 saved: found.saved.clone(),
             });
-            run.record.kern.violations = violations;
+            run.record.kern.violations = found.violations;
             run.record.kern.reverted = found.reverted;
             if stage.tools().is_read_only() || found.history_moved {
                 run.record.kern.outcome = Outcome::Violated;

@@ -1,37 +1,51 @@
-//! kern's commit: stage everything `.gitignore` allows except sensitive and excluded files,
-//! run the hooks, commit on HEAD and verify.
+//! kern's commit, as `git add -A && git commit -m` would make it: stage (staging.rs), run the
+//! hooks, sign when signing is on, commit on HEAD, verify.
 //!
 //! The one decision a reader must know: the index is built from the person's current index
-//! (so git's stat cache saves re-hashing clean files), updated from the work tree, and then
-//! checked entry by entry against HEAD's tree — every staged change, also one an agent staged
-//! itself with `git add`, is judged, and a left-out path gets HEAD's entry back. A sensitive
-//! file already tracked and unchanged stays; a change to it (edit or re-add) is left out. A
-//! deletion is committed even for a sensitive name: removing a file cannot leak it. Paths dirty
-//! before the task (`--allow-dirty`) are left out of the commit and their staged state is put
-//! back afterwards, so the person's own staging survives kern's commit. An untracked folder
-//! holding its own repository is left out too (git would store a gitlink nobody can clone).
+//! (so git's stat cache saves re-hashing clean files), updated from the work tree, and judged
+//! entry by entry against HEAD's tree before the hooks see it. Paths dirty before the task
+//! (`--allow-dirty`) are left out and their staged state is put back afterwards, so the
+//! person's own staging survives kern's commit. Any failure before the commit exists puts the
+//! index back as it was. A `pre-commit` hook that fails after changing only files kern staged
+//! (a fixer: whitespace, end of file, a formatter) gets what a person would do: its fixes are
+//! staged and the hook runs once more. A refused message is its own error
+//! ([`Error::CommitMessageRefused`]), so the loop can ask for a better message.
 
-use std::collections::BTreeMap;
-use std::ffi::OsStr;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use git2::{Delta, ErrorCode, Index, IndexAddOption, IndexEntry, IndexTime, Oid, Tree};
+use git2::{ErrorCode, Index, IndexEntry, Oid, Signature, Tree};
 
-use super::hooks::hook_present;
+use super::hooks::{HookRun, hook_present};
+use super::signing::Signer;
+use super::snapshot::Stamp;
+use super::staging::Staging;
 use super::{Repository, covers};
 use crate::error::{Error, Result};
-use crate::repository::sensitive;
 
 /// What to commit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct CommitRequest<'a> {
     /// The message (cleaned of trailing whitespace as `git commit -m` does).
     pub message: &'a str,
     /// Paths left out of the commit: those dirty before the task under `--allow-dirty`
     /// (relative to the top, or absolute; a folder covers what it holds).
     pub exclude: &'a [PathBuf],
-    /// Skip the `pre-commit` and `commit-msg` hooks (`--no-verify`).
+    /// Skip the `pre-commit` and `commit-msg` hooks (`--no-verify`), as git does.
     pub no_verify: bool,
+    /// Hears what the person should know while the commit is under way (waiting for an
+    /// `index.lock`); `None` says nothing.
+    pub notify: Option<&'a dyn Fn(&str)>,
+}
+
+impl std::fmt::Debug for CommitRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitRequest")
+            .field("message", &self.message)
+            .field("exclude", &self.exclude)
+            .field("no_verify", &self.no_verify)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What the commit did.
@@ -41,6 +55,9 @@ pub struct CommitOutcome {
     pub sha: Option<Oid>,
     /// Changed files that were not committed, and why.
     pub left_out: Vec<LeftOut>,
+    /// What else the person should hear: a hook's fixes staged, a `post-commit` hook that
+    /// failed, a filter that was bypassed.
+    pub notes: Vec<String>,
 }
 
 /// A changed file kern did not commit.
@@ -52,15 +69,10 @@ pub struct LeftOut {
     pub reason: String,
 }
 
-const DIRTY_BEFORE: &str = "dirty before the task (--allow-dirty)";
-const NESTED_REPO: &str = "a nested git repository (add it as a submodule yourself)";
-const MODE_LINK: u32 = 0o120000;
-const MODE_GITLINK: u32 = 0o160000;
-
 impl Repository {
     /// Commits every allowed change on HEAD (see the module docs). Nothing changed: `sha` is
-    /// `None` and no commit is made. A failing hook: [`Error::HookFailed`], no commit, and the
-    /// index as it was before.
+    /// `None` and no commit is made. A failing hook: [`Error::HookFailed`] or
+    /// [`Error::CommitMessageRefused`], no commit, and the index as it was before.
     pub fn commit(&self, req: &CommitRequest<'_>) -> Result<CommitOutcome> {
         let author = self
             .repo
@@ -71,6 +83,9 @@ impl Repository {
             .committer_from_env()
             .map_err(|_| Error::GitIdentity)?;
         self.ensure_no_operation_in_progress()?;
+        // Read once: opening the config costs more than the rest of a small commit.
+        let config = self.config_snapshot()?;
+        let signer = Signer::from_config(&config, &ident(&committer))?;
         let exclude: Vec<String> = req
             .exclude
             .iter()
@@ -88,6 +103,7 @@ impl Repository {
         };
         let head_tree_id = head_tree.as_ref().map(Tree::id);
 
+        self.wait_for_index_lock(req.notify)?;
         let index_path = self.repo.path().join("index");
         let saved_index = match std::fs::read(&index_path) {
             Ok(bytes) => Some(bytes),
@@ -96,23 +112,9 @@ impl Repository {
         };
         let mut index = self.repo.index().map_err(ctx("opening the index"))?;
         index.read(true).map_err(ctx("reading the index"))?;
-        let persons_entries: Vec<(Vec<u8>, Option<IndexEntry>)> =
-            excluded_entries(&index, &exclude);
+        let persons_entries = excluded_entries(&index, &exclude);
 
-        let mut left_out = BTreeMap::new();
-        self.stage(&mut index, &exclude, &mut left_out)?;
-        self.sanitize(&mut index, head_tree.as_ref(), &exclude, &mut left_out)?;
-        index.write().map_err(ctx("writing the index"))?;
-        let mut tree_id = index.write_tree().map_err(ctx("writing the tree"))?;
-        let nothing = |left_out: BTreeMap<String, String>| CommitOutcome {
-            sha: None,
-            left_out: into_left_out(left_out),
-        };
-        if Some(tree_id) == head_tree_id {
-            self.put_back(&mut index, &persons_entries)?;
-            return Ok(nothing(left_out));
-        }
-
+        let mut staging = Staging::new(self, config, exclude);
         // From here on, any failure puts the index back as the person had it.
         let restore = |e: Error| match self.restore_index(&index_path, saved_index.as_deref()) {
             Ok(()) => e,
@@ -120,24 +122,63 @@ impl Repository {
                 "{e}; and the index could not be restored: {restore_error}"
             )),
         };
+        let staged = staging
+            .stage_all(&mut index)
+            .and_then(|()| staging.judge_index(&mut index, head_tree.as_ref()))
+            .and_then(|()| self.write_tree(&mut index, req.notify));
+        let mut tree_id = staged.map_err(restore)?;
+        let mut notes = Vec::new();
+        let nothing = |staging: Staging<'_>, notes: Vec<String>| CommitOutcome {
+            sha: None,
+            left_out: into_left_out(staging.left_out),
+            notes,
+        };
+        if Some(tree_id) == head_tree_id {
+            self.put_back(&mut index, &persons_entries)?;
+            return Ok(nothing(staging, notes));
+        }
+
         let mut message = git2::message_prettify(req.message, None)
             .map_err(|e| restore(Error::git("cleaning the commit message", e)))?;
+        let hooks = self.hooks_dir();
         if !req.no_verify {
-            // Read once: opening the config costs more than the rest of a small commit.
-            let hooks = self.hooks_dir();
-            let ran = self.run_hook(&hooks, "pre-commit", &[]).map_err(restore)?;
-            // A pre-commit hook may stage more (formatters re-adding files): take the index as
-            // it left it and judge it again.
-            if ran {
-                tree_id = self
-                    .rejudge(&mut index, head_tree.as_ref(), &exclude, &mut left_out)
-                    .map_err(restore)?;
-                if Some(tree_id) == head_tree_id {
-                    self.put_back(&mut index, &persons_entries)?;
-                    return Ok(nothing(left_out));
-                }
+            let tree = self.pre_commit(
+                &hooks,
+                &mut staging,
+                &mut index,
+                head_tree.as_ref(),
+                &author,
+                req,
+                &mut notes,
+            );
+            tree_id = tree.map_err(restore)?;
+            if Some(tree_id) == head_tree_id {
+                self.put_back(&mut index, &persons_entries)?;
+                return Ok(nothing(staging, notes));
             }
-            message = self.commit_msg_hook(&hooks, &message).map_err(restore)?;
+        }
+        // git runs prepare-commit-msg even with --no-verify.
+        message = self
+            .message_hook(
+                &hooks,
+                "prepare-commit-msg",
+                Some("message"),
+                &message,
+                &author,
+                self.hook_timeout,
+            )
+            .map_err(restore)?;
+        if !req.no_verify {
+            message = self
+                .message_hook(
+                    &hooks,
+                    "commit-msg",
+                    None,
+                    &message,
+                    &author,
+                    self.hook_timeout,
+                )
+                .map_err(restore)?;
         }
         if message.trim().is_empty() {
             return Err(restore(Error::Repository(
@@ -151,161 +192,215 @@ impl Repository {
             .map_err(|e| restore(Error::git("reading the new tree", e)))?;
         let parents: Vec<&git2::Commit<'_>> = head_commit.iter().collect();
         let oid = self
-            .repo
-            .commit(Some("HEAD"), &author, &committer, &message, &tree, &parents)
-            .map_err(|e| restore(self.index_error("creating the commit", e)))?;
+            .create_commit(
+                signer.as_ref(),
+                &author,
+                &committer,
+                &message,
+                &tree,
+                &parents,
+            )
+            .map_err(restore)?;
         self.verify_commit(oid, tree_id)?;
         self.put_back(&mut index, &persons_entries)?;
+        if let HookRun::Failed(output) =
+            self.run_hook(&hooks, "post-commit", &[], &author, self.hook_timeout)
+        {
+            notes.push(format!(
+                "the `post-commit` hook failed (the commit stands, as with git):\n{output}"
+            ));
+        }
+        notes.extend(staging.notes);
         Ok(CommitOutcome {
             sha: Some(oid),
-            left_out: into_left_out(left_out),
+            left_out: into_left_out(staging.left_out),
+            notes,
         })
     }
 
-    /// Adds, updates and removes index entries from the work tree, skipping excluded paths and
-    /// files sensitive by name or content (recorded in `left_out`).
-    fn stage(
+    /// Runs `pre-commit` and returns the tree to commit. A hook may stage more (formatters
+    /// re-adding files): the index is taken as it left it and judged again. A hook that fails
+    /// after changing only files kern staged has its fixes staged and runs once more.
+    #[allow(clippy::too_many_arguments)]
+    fn pre_commit(
         &self,
-        index: &mut Index,
-        exclude: &[String],
-        left_out: &mut BTreeMap<String, String>,
-    ) -> Result<()> {
-        let mut judge = |path: &Path, deleting: bool| -> i32 {
-            let rel = path.to_string_lossy().into_owned();
-            if exclude.iter().any(|e| covers(e, &rel)) {
-                left_out.entry(rel).or_insert_with(|| DIRTY_BEFORE.into());
-                return 1;
-            }
-            if deleting {
-                return 0;
-            }
-            // An untracked folder with its own `.git` (an agent's clone): git would add a bare
-            // gitlink without `.gitmodules`, which no clone can check out; leave it to the person.
-            if rel.ends_with('/') || self.top.join(path).is_dir() {
-                let rel = rel.trim_end_matches('/').to_string();
-                left_out.entry(rel).or_insert_with(|| NESTED_REPO.into());
-                return 1;
-            }
-            match sensitive::check_file(&self.top.join(path)) {
-                Some(finding) => {
-                    left_out.entry(rel).or_insert_with(|| finding.to_string());
-                    1
-                }
-                None => 0,
-            }
-        };
-        let top = self.top.clone();
-        index
-            .add_all(
-                ["*"],
-                IndexAddOption::DEFAULT,
-                Some(&mut |path: &Path, _: &[u8]| judge(path, false)),
-            )
-            .map_err(|e| self.index_error("staging the work tree", e))?;
-        index
-            .update_all(
-                ["*"],
-                Some(&mut |path: &Path, _: &[u8]| {
-                    let gone = std::fs::symlink_metadata(top.join(path)).is_err();
-                    judge(path, gone)
-                }),
-            )
-            .map_err(|e| self.index_error("staging deletions", e))?;
-        Ok(())
-    }
-
-    /// Judges every difference between HEAD's tree and the index; an excluded or sensitive
-    /// path gets HEAD's entry back (or leaves the index when HEAD lacks it).
-    fn sanitize(
-        &self,
+        hooks: &Path,
+        staging: &mut Staging<'_>,
         index: &mut Index,
         head_tree: Option<&Tree<'_>>,
-        exclude: &[String],
-        left_out: &mut BTreeMap<String, String>,
-    ) -> Result<()> {
+        author: &Signature<'_>,
+        req: &CommitRequest<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<Oid> {
+        let rejudge = |staging: &mut Staging<'_>, index: &mut Index| -> Result<Oid> {
+            index
+                .read(true)
+                .map_err(|e| self.index_error("reading the index", e))?;
+            staging.judge_index(index, head_tree)?;
+            self.write_tree(index, req.notify)
+        };
+        if !hook_present(hooks, "pre-commit") {
+            return index
+                .write_tree()
+                .map_err(|e| self.index_error("writing the tree", e));
+        }
+        let committed = self.committed_paths(index, head_tree)?;
+        let before = self.work_tree_stamps(&committed)?;
+        let output = match self.run_hook(hooks, "pre-commit", &[], author, self.hook_timeout) {
+            HookRun::Failed(output) => output,
+            HookRun::Passed | HookRun::Absent => return rejudge(staging, index),
+        };
+        let changed = self.changed_since(&before)?;
+        if changed.is_empty() || !changed.iter().all(|p| committed.contains(p)) {
+            return Err(Error::HookFailed {
+                hook: "pre-commit".into(),
+                output,
+            });
+        }
+        index
+            .read(true)
+            .map_err(|e| self.index_error("reading the index", e))?;
+        staging.stage_paths(index, &changed)?;
+        self.write_tree(index, req.notify)?;
+        if let HookRun::Failed(output) =
+            self.run_hook(hooks, "pre-commit", &[], author, self.hook_timeout)
+        {
+            return Err(Error::HookFailed {
+                hook: "pre-commit".into(),
+                output,
+            });
+        }
+        notes.push(format!(
+            "the pre-commit hook fixed {}; kern staged its fixes and ran it again",
+            changed
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        rejudge(staging, index)
+    }
+
+    /// The paths the commit changes against HEAD.
+    fn committed_paths(
+        &self,
+        index: &Index,
+        head_tree: Option<&Tree<'_>>,
+    ) -> Result<BTreeSet<String>> {
         let diff = self
             .repo
             .diff_tree_to_index(head_tree, Some(index), None)
             .map_err(|e| Error::git("comparing the index with HEAD", e))?;
-        let mut reverts: Vec<(Vec<u8>, String)> = Vec::new();
-        for delta in diff.deltas() {
-            let file = delta.new_file();
-            let Some(path_bytes) = file.path_bytes().or(delta.old_file().path_bytes()) else {
-                continue;
-            };
-            let rel = String::from_utf8_lossy(path_bytes).into_owned();
-            if exclude.iter().any(|e| covers(e, &rel)) {
-                reverts.push((path_bytes.to_vec(), DIRTY_BEFORE.into()));
-                continue;
-            }
-            if delta.status() == Delta::Deleted {
-                continue;
-            }
-            let mode = u32::from(file.mode());
-            let finding = if mode == MODE_GITLINK {
-                None
-            } else if mode == MODE_LINK {
-                sensitive::sensitive_name(Path::new(&rel))
-            } else {
-                let blob = self
-                    .repo
-                    .find_blob(file.id())
-                    .map_err(|e| Error::git(format!("reading the staged `{rel}`"), e))?;
-                sensitive::check_blob(Path::new(&rel), blob.content())
-            };
-            if let Some(finding) = finding {
-                reverts.push((path_bytes.to_vec(), finding.to_string()));
-            }
-        }
-        for (path_bytes, why) in reverts {
-            let rel = String::from_utf8_lossy(&path_bytes).into_owned();
-            let from_head = head_tree.and_then(|t| t.get_path(Path::new(&rel)).ok());
-            match from_head {
-                Some(entry) => index
-                    .add(&bare_entry(path_bytes, entry.filemode() as u32, entry.id()))
-                    .map_err(|e| Error::git(format!("keeping `{rel}` out of the commit"), e))?,
-                None => index
-                    .remove_path(Path::new(&rel))
-                    .map_err(|e| Error::git(format!("keeping `{rel}` out of the commit"), e))?,
-            }
-            left_out.entry(rel).or_insert(why);
-        }
-        Ok(())
+        Ok(diff
+            .deltas()
+            .filter_map(|d| d.new_file().path_bytes().or(d.old_file().path_bytes()))
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect())
     }
 
-    /// Re-reads the index a hook may have changed, judges it again and writes its tree.
-    fn rejudge(
+    /// The stamps of `paths` and of every path status lists now (`None`: missing).
+    fn work_tree_stamps(
         &self,
-        index: &mut Index,
-        head_tree: Option<&Tree<'_>>,
-        exclude: &[String],
-        left_out: &mut BTreeMap<String, String>,
-    ) -> Result<Oid> {
-        index
-            .read(true)
-            .map_err(|e| self.index_error("reading the index", e))?;
-        self.sanitize(index, head_tree, exclude, left_out)?;
-        index
-            .write()
-            .map_err(|e| self.index_error("writing the index", e))?;
+        paths: &BTreeSet<String>,
+    ) -> Result<BTreeMap<String, Option<Stamp>>> {
+        let listed = self.status_paths()?;
+        Ok(paths
+            .iter()
+            .cloned()
+            .chain(
+                listed
+                    .into_iter()
+                    .map(|p| p.trim_end_matches('/').to_string()),
+            )
+            .map(|p| {
+                let stamp = std::fs::symlink_metadata(self.top.join(&p))
+                    .ok()
+                    .map(|m| Stamp::of(&m));
+                (p, stamp)
+            })
+            .collect())
+    }
+
+    /// The paths whose stamp differs from `before`, new ones status lists included.
+    fn changed_since(&self, before: &BTreeMap<String, Option<Stamp>>) -> Result<Vec<String>> {
+        let now = self.work_tree_stamps(&before.keys().cloned().collect())?;
+        Ok(now
+            .into_iter()
+            .filter(|(path, stamp)| before.get(path) != Some(stamp))
+            .map(|(path, _)| path)
+            .collect())
+    }
+
+    /// Writes the index (waiting out a briefly held `index.lock`) and its tree.
+    fn write_tree(&self, index: &mut Index, notify: Option<&dyn Fn(&str)>) -> Result<Oid> {
+        if let Err(e) = index.write() {
+            if e.code() != ErrorCode::Locked {
+                return Err(self.index_error("writing the index", e));
+            }
+            self.wait_for_index_lock(notify)?;
+            index
+                .write()
+                .map_err(|e| self.index_error("writing the index", e))?;
+        }
         index
             .write_tree()
             .map_err(|e| self.index_error("writing the tree", e))
     }
 
-    /// Runs `commit-msg` on the message in `COMMIT_EDITMSG` (where git puts it, and where
-    /// hooks such as commitlint expect it) and returns the message as the hook left it.
-    fn commit_msg_hook(&self, hooks: &Path, message: &str) -> Result<String> {
-        if !hook_present(hooks, "commit-msg") {
-            return Ok(message.to_string());
-        }
-        let path = self.repo.path().join("COMMIT_EDITMSG");
-        std::fs::write(&path, message).map_err(|e| Error::io(&path, e))?;
-        self.run_hook(hooks, "commit-msg", &[OsStr::new(&path)])?;
-        let edited = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let edited = String::from_utf8_lossy(&edited);
-        git2::message_prettify(edited.as_ref(), None)
-            .map_err(|e| Error::git("cleaning the commit message", e))
+    /// Makes the commit and moves HEAD: through libgit2 when unsigned; signed, through
+    /// `commit_create_buffer`, the signer and `commit_signed`, then HEAD moved by kern with
+    /// the reflog entry git writes.
+    fn create_commit(
+        &self,
+        signer: Option<&Signer>,
+        author: &Signature<'_>,
+        committer: &Signature<'_>,
+        message: &str,
+        tree: &git2::Tree<'_>,
+        parents: &[&git2::Commit<'_>],
+    ) -> Result<Oid> {
+        let Some(signer) = signer else {
+            return self
+                .repo
+                .commit(Some("HEAD"), author, committer, message, tree, parents)
+                .map_err(|e| self.index_error("creating the commit", e));
+        };
+        let buffer = self
+            .repo
+            .commit_create_buffer(author, committer, message, tree, parents)
+            .map_err(|e| Error::git("building the commit", e))?;
+        let signature = signer.sign(&buffer, &self.top, self.hook_timeout)?;
+        let content = std::str::from_utf8(&buffer)
+            .map_err(|e| Error::Internal(format!("the commit to sign is not UTF-8: {e}")))?;
+        let oid = self
+            .repo
+            .commit_signed(content, &signature, Some("gpgsig"))
+            .map_err(|e| Error::git("storing the signed commit", e))?;
+        let subject = message.lines().next().unwrap_or_default();
+        let old = parents.first().map(|p| p.id());
+        let reflog = match old {
+            Some(_) => format!("commit: {subject}"),
+            None => format!("commit (initial): {subject}"),
+        };
+        let head = self
+            .repo
+            .find_reference("HEAD")
+            .map_err(|e| Error::git("reading HEAD", e))?;
+        let target = head
+            .symbolic_target_bytes()
+            .map(|t| String::from_utf8_lossy(t).into_owned());
+        let moved = match (target, old) {
+            (Some(branch), Some(old)) => self
+                .repo
+                .reference_matching(&branch, oid, true, old, &reflog),
+            (Some(branch), None) => self.repo.reference(&branch, oid, false, &reflog),
+            (None, Some(old)) => self
+                .repo
+                .reference_matching("HEAD", oid, true, old, &reflog),
+            (None, None) => self.repo.reference("HEAD", oid, false, &reflog),
+        };
+        moved.map_err(|e| self.index_error("moving the branch to the signed commit", e))?;
+        Ok(oid)
     }
 
     /// Proves that HEAD now is `oid` and that its tree is `tree_id`.
@@ -371,7 +466,7 @@ impl Repository {
     }
 
     /// A libgit2 error, with a held `index.lock` (or ref lock) turned into its own error.
-    fn index_error(&self, what: &str, e: git2::Error) -> Error {
+    pub(super) fn index_error(&self, what: &str, e: git2::Error) -> Error {
         if e.code() == ErrorCode::Locked {
             Error::IndexLocked {
                 path: self.repo.path().join("index.lock"),
@@ -380,6 +475,15 @@ impl Repository {
             Error::git(what, e)
         }
     }
+}
+
+/// `Name <email>`, as gpg's default key is named.
+fn ident(who: &Signature<'_>) -> String {
+    format!(
+        "{} <{}>",
+        String::from_utf8_lossy(who.name_bytes()),
+        String::from_utf8_lossy(who.email_bytes())
+    )
 }
 
 /// The index entries (stage 0) under the excluded paths, with every excluded path that has
@@ -405,25 +509,6 @@ fn excluded_entries(index: &Index, exclude: &[String]) -> Vec<(Vec<u8>, Option<I
         }
     }
     out
-}
-
-/// An index entry without stat data: git re-hashes the file on the next status, which is
-/// exactly right for an entry whose work-tree file may differ.
-fn bare_entry(path: Vec<u8>, mode: u32, id: Oid) -> IndexEntry {
-    IndexEntry {
-        ctime: IndexTime::new(0, 0),
-        mtime: IndexTime::new(0, 0),
-        dev: 0,
-        ino: 0,
-        mode,
-        uid: 0,
-        gid: 0,
-        file_size: 0,
-        id,
-        flags: 0,
-        flags_extended: 0,
-        path,
-    }
 }
 
 fn into_left_out(map: BTreeMap<String, String>) -> Vec<LeftOut> {

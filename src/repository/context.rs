@@ -3,7 +3,8 @@
 //! The one decision a reader must know: the diff is the work tree (untracked files included,
 //! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it;
 //! the stat comes first and is never dropped for the patch, so a reviewer sees the whole shape
-//! of a change even when its patch is cut. Files over 1 MiB are diffed as binary.
+//! of a change even when its patch is cut. Files over 1 MiB are diffed as binary, in the recent
+//! commits' stats too, so no large blob is ever loaded whole.
 
 use std::fmt::Write as _;
 
@@ -65,7 +66,8 @@ impl Repository {
             let _ = writeln!(out, "{} {subject}", short(commit.id()));
             if !paths.is_empty() {
                 let mut opts = DiffOptions::new();
-                opts.disable_pathspec_match(true);
+                // Without a limit libgit2 loads blobs up to 512 MiB whole to count lines.
+                opts.disable_pathspec_match(true).max_size(DIFF_MAX_FILE);
                 for path in &paths {
                     opts.pathspec(path);
                 }

@@ -1,28 +1,49 @@
-//! Running the person's git hooks (`pre-commit`, `commit-msg`) the way git runs them.
+//! Running the person's git hooks around a commit the way `git commit -m` runs them:
+//! `pre-commit`, `prepare-commit-msg <file> message`, `commit-msg <file>`, `post-commit`.
 //!
 //! The one decision a reader must know: a hook is looked up in `core.hooksPath` when set
 //! (a relative path is taken from the work tree top, as git does) and otherwise in the common
 //! git folder's `hooks/` (shared by linked worktrees); only an executable file counts, so the
-//! `*.sample` files and a hook without its execute bit are skipped, as git skips them. The hook
-//! runs in the work tree top with `GIT_DIR` and `GIT_INDEX_FILE` set, stdin closed, and its
-//! stdout and stderr captured together in order; a failure carries the output's tail.
+//! `*.sample` files and a hook without its execute bit are skipped, as git skips them. A hook
+//! runs in the work tree top with git's variables (`GIT_INDEX_FILE`, `GIT_EDITOR=:`,
+//! `GIT_PREFIX`, the author), stdin closed, stdout and stderr captured together in order,
+//! through the supervisor's probe: in its own process group, stopped as a group at
+//! `--hook-timeout`. A failure carries the output's tail.
 
-use std::ffi::OsStr;
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use git2::Signature;
 
 use super::Repository;
 use crate::error::{Error, Result};
+use crate::supervisor::probe::{self, Probe};
 
-/// How much of a failing hook's output is kept in the error.
-const OUTPUT_TAIL: u64 = 4096;
+/// The hooks around a commit, in the order git runs them.
+pub const COMMIT_HOOKS: [&str; 4] = [
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+];
+
+/// How a hook run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum HookRun {
+    /// No such hook (or not executable): nothing ran.
+    Absent,
+    /// It exited 0.
+    Passed,
+    /// It failed, timed out or could not start; its output's tail and how it ended.
+    Failed(String),
+}
 
 impl Repository {
-    /// The folder hooks are taken from.
-    pub(super) fn hooks_dir(&self) -> PathBuf {
+    /// The folder hooks are taken from: `core.hooksPath` (relative to the top), else the
+    /// common git folder's `hooks/`.
+    pub fn hooks_dir(&self) -> PathBuf {
         let configured = self
             .repo
             .config()
@@ -35,47 +56,108 @@ impl Repository {
         }
     }
 
-    /// Runs hook `name` from `dir` with `args` if it exists and is executable; true when it
-    /// ran. A non-zero exit, a death by signal or a failure to start is
-    /// [`Error::HookFailed`].
-    pub(super) fn run_hook(&self, dir: &Path, name: &str, args: &[&OsStr]) -> Result<bool> {
+    /// Which of git's commit hooks exist (and would run), in git's order.
+    pub fn commit_hooks(&self) -> Vec<&'static str> {
+        let dir = self.hooks_dir();
+        COMMIT_HOOKS
+            .into_iter()
+            .filter(|name| hook_present(&dir, name))
+            .collect()
+    }
+
+    /// Runs hook `name` from `dir` with `args`, as git would for a commit by `author`.
+    pub(super) fn run_hook(
+        &self,
+        dir: &Path,
+        name: &str,
+        args: &[OsString],
+        author: &Signature<'_>,
+        timeout: Duration,
+    ) -> HookRun {
         if !hook_present(dir, name) {
-            return Ok(false);
+            return HookRun::Absent;
         }
         let path = dir.join(name);
-        let failed = |output: String| Error::HookFailed {
-            hook: name.to_string(),
-            output,
-        };
-        let mut log = tempfile::tempfile().map_err(|e| Error::io(std::env::temp_dir(), e))?;
-        let log_err = log.try_clone().map_err(|e| Error::io(&path, e))?;
-        let log_out = log.try_clone().map_err(|e| Error::io(&path, e))?;
-        let index_file = self.repo.path().join("index");
-        let status = Command::new(&path)
-            .args(args)
-            .current_dir(&self.top)
-            .env("GIT_DIR", self.repo.path())
-            .env("GIT_INDEX_FILE", &index_file)
+        let mut probe = Probe::new(path.as_os_str(), args.iter().cloned(), &self.top, timeout);
+        let when = author.when();
+        let offset = when.offset_minutes();
+        let date = format!(
+            "@{} {}{:02}{:02}",
+            when.seconds(),
+            if offset < 0 { '-' } else { '+' },
+            offset.abs() / 60,
+            offset.abs() % 60
+        );
+        probe.env = vec![
+            ("GIT_DIR".into(), self.repo.path().into()),
+            (
+                "GIT_INDEX_FILE".into(),
+                self.repo.path().join("index").into(),
+            ),
             // git sets this so a hook that opens an editor does not hang an unattended run.
-            .env("GIT_EDITOR", ":")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log_out))
-            .stderr(Stdio::from(log_err))
-            .status()
-            .map_err(|e| failed(format!("could not run `{}`: {e}", path.display())))?;
-        if status.success() {
-            return Ok(true);
+            ("GIT_EDITOR".into(), ":".into()),
+            ("GIT_PREFIX".into(), "".into()),
+            (
+                "GIT_AUTHOR_NAME".into(),
+                String::from_utf8_lossy(author.name_bytes())
+                    .into_owned()
+                    .into(),
+            ),
+            (
+                "GIT_AUTHOR_EMAIL".into(),
+                String::from_utf8_lossy(author.email_bytes())
+                    .into_owned()
+                    .into(),
+            ),
+            ("GIT_AUTHOR_DATE".into(), date.into()),
+        ];
+        match probe::run(probe) {
+            Ok(out) if out.end.success() => HookRun::Passed,
+            Ok(out) => {
+                let mut how = out.end.describe();
+                if matches!(out.end, probe::ProbeEnd::TimedOut(_)) {
+                    how.push_str(" — raise --hook-timeout if it needs longer");
+                }
+                HookRun::Failed(if out.output.is_empty() {
+                    format!("(no output; {how})")
+                } else {
+                    format!("{}\n({how})", out.output)
+                })
+            }
+            Err(e) => HookRun::Failed(format!("could not run `{}`: {e}", path.display())),
         }
-        let tail = read_tail(&mut log, OUTPUT_TAIL);
-        let how = match status.code() {
-            Some(code) => format!("exit status {code}"),
-            None => "killed by a signal".to_string(),
-        };
-        Err(failed(if tail.is_empty() {
-            format!("(no output; {how})")
-        } else {
-            format!("{tail}\n({how})")
-        }))
+    }
+
+    /// Runs a message hook (`prepare-commit-msg`, `commit-msg`) on `message`, written to
+    /// `COMMIT_EDITMSG` where git puts it and where hooks such as commitlint expect it, and
+    /// returns the message as the hook left it (cleaned as `git commit -m` cleans it). A
+    /// refusal is [`Error::CommitMessageRefused`].
+    pub(super) fn message_hook(
+        &self,
+        dir: &Path,
+        name: &str,
+        extra: Option<&str>,
+        message: &str,
+        author: &Signature<'_>,
+        timeout: Duration,
+    ) -> Result<String> {
+        if !hook_present(dir, name) {
+            return Ok(message.to_string());
+        }
+        let path = self.repo.path().join("COMMIT_EDITMSG");
+        std::fs::write(&path, message).map_err(|e| Error::io(&path, e))?;
+        let mut args: Vec<OsString> = vec![path.clone().into()];
+        args.extend(extra.map(OsString::from));
+        if let HookRun::Failed(output) = self.run_hook(dir, name, &args, author, timeout) {
+            return Err(Error::CommitMessageRefused {
+                hook: name.to_string(),
+                output,
+            });
+        }
+        let edited = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let edited = String::from_utf8_lossy(&edited);
+        git2::message_prettify(edited.as_ref(), None)
+            .map_err(|e| Error::git("cleaning the commit message", e))
     }
 }
 
@@ -84,38 +166,4 @@ pub(super) fn hook_present(dir: &Path, name: &str) -> bool {
     std::fs::metadata(dir.join(name))
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
-}
-
-/// The last `max` bytes of `file` as text, starting at a line when one starts near the cut.
-fn read_tail(file: &mut File, max: u64) -> String {
-    let len = file.seek(SeekFrom::End(0)).unwrap_or(0);
-    let start = len.saturating_sub(max);
-    let mut bytes = Vec::new();
-    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
-        return String::new();
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let text = if start > 0 {
-        match text.find('\n') {
-            Some(nl) => &text[nl + 1..],
-            None => &text[..],
-        }
-    } else {
-        &text[..]
-    };
-    text.trim_end().to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    #[test]
-    fn the_tail_starts_at_a_line() {
-        let mut f = tempfile::tempfile().unwrap();
-        f.write_all(b"first line\nsecond line\nthird\n").unwrap();
-        assert_eq!(read_tail(&mut f, 1000), "first line\nsecond line\nthird");
-        assert_eq!(read_tail(&mut f, 15), "third");
-    }
 }

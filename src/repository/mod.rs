@@ -1,44 +1,104 @@
 //! Everything git, through libgit2: finding the repository, its HEAD and state, what is dirty,
-//! and git's own `index.lock`. Commits, prompt context, ref and work-tree snapshots live in the
-//! sub-modules, one concept each.
+//! and git's own `index.lock`. Commits (staging, hooks, filters, signing), prompt context, ref
+//! and work-tree snapshots, kern's own files and the preflight live in the sub-modules, one
+//! concept each.
 //!
 //! The one decision a reader must know: kern never runs the `git` program. Every read and
 //! write goes through `git2`, so kern's behaviour does not depend on the installed git, its
-//! version, its aliases or its pager; only hooks (the person's own programs) are run.
+//! version, its aliases or its pager; only the person's own programs are run — hooks, filter
+//! drivers and signing programs, as git would run them. What counts as a change is what `git
+//! status` shows: skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean
+//! output is the staged blob does not, and a submodule counts only when its checkout moved.
 
 mod commit;
 mod context;
+mod filter;
 mod history;
 mod hooks;
+mod own_files;
+mod preflight;
 mod refs;
 mod save;
 pub mod sensitive;
+mod signing;
 mod snapshot;
+mod staging;
 mod worktree;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use git2::{RepositoryState, StatusOptions};
+use git2::{IndexEntry, RepositoryState, Status, StatusOptions};
 
 use crate::error::{Error, Result};
 
 pub use commit::{CommitOutcome, CommitRequest, LeftOut};
+pub use filter::FilterDriver;
 pub use history::{GitFiles, HistoryRepair};
+pub use hooks::COMMIT_HOOKS;
+pub use own_files::OwnFiles;
+pub use preflight::PreflightCheck;
 pub use refs::RefsSnapshot;
 pub use save::KERN_REFS;
+pub use signing::Signer;
 pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
 pub use worktree::{Applied, TASK_BRANCH_PREFIX};
+
+/// `--hook-timeout`'s default: the longest a hook, filter or signing program may run.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// `--max-file-size`'s default (100 MiB): what code hosts accept in one file.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 100 << 20;
+
+/// How long a commit waits for an `index.lock` held by someone else.
+pub const INDEX_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// What a run tells the git layer: its own files and the limits of the person's programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitOptions {
+    /// kern's own files (SPEC.md and LEARNINGS.md), absolute or relative to the top.
+    pub own_files: Vec<PathBuf>,
+    /// The longest a hook, clean filter or signing program may run (`--hook-timeout`).
+    pub hook_timeout: Duration,
+    /// Larger new or changed files are left out of commits (`--max-file-size`).
+    pub max_file_size: u64,
+}
+
+impl Default for GitOptions {
+    fn default() -> Self {
+        GitOptions {
+            own_files: Vec::new(),
+            hook_timeout: DEFAULT_HOOK_TIMEOUT,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+}
 
 /// A repository with a work tree, opened through libgit2.
 pub struct Repository {
     repo: git2::Repository,
     top: PathBuf,
+    own: OwnFiles,
+    hook_timeout: Duration,
+    max_file_size: u64,
     /// `recent_commits` by (HEAD, count, budget, excluded paths): see context.rs.
-    recent_commits_cache: std::cell::RefCell<Option<(RecentCommitsKey, String)>>,
+    recent_commits_cache: RefCell<Option<(RecentCommitsKey, String)>>,
+    /// A filtered file's clean blob id by path, valid while its stamp is unchanged.
+    clean_ids: RefCell<HashMap<String, (snapshot::Stamp, git2::Oid)>>,
 }
 
 type RecentCommitsKey = (git2::Oid, usize, usize, Vec<String>);
+
+/// One path `git status` lists, with its status bits.
+#[derive(Debug, Clone)]
+pub(crate) struct Change {
+    /// Relative, `/`-separated; a nested repository ends with `/`.
+    pub(crate) path: String,
+    /// libgit2's status bits.
+    pub(crate) status: Status,
+}
 
 /// Where HEAD points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,11 +136,24 @@ impl Repository {
             }
         };
         let top = workdir.canonicalize().map_err(|e| Error::io(&workdir, e))?;
+        let options = GitOptions::default();
         Ok(Repository {
             repo,
             top,
-            recent_commits_cache: std::cell::RefCell::new(None),
+            own: OwnFiles::default(),
+            hook_timeout: options.hook_timeout,
+            max_file_size: options.max_file_size,
+            recent_commits_cache: RefCell::new(None),
+            clean_ids: RefCell::new(HashMap::new()),
         })
+    }
+
+    /// Sets what a run tells the git layer (see [`GitOptions`]); until then the defaults hold
+    /// and no file counts as kern's own.
+    pub fn set_options(&mut self, options: GitOptions) {
+        self.own = OwnFiles::new(own_files::relative_paths(&self.top, &options.own_files));
+        self.hook_timeout = options.hook_timeout;
+        self.max_file_size = options.max_file_size;
     }
 
     /// The top folder of the work tree (canonical, no trailing slash).
@@ -183,36 +256,154 @@ impl Repository {
         )))
     }
 
-    /// Paths with uncommitted changes: tracked changes (staged or not) and untracked files
-    /// that `.gitignore` allows, minus `ignore` (kern's own SPEC.md and LEARNINGS.md; relative
-    /// to the top or absolute). Sorted, relative, `/`-separated.
+    /// Paths with uncommitted changes that a commit would take: tracked changes (staged or
+    /// not) and untracked files that `.gitignore` allows, minus `ignore` (relative to the top
+    /// or absolute), kern's own files and their editor artefacts, and what a commit would
+    /// leave out anyway (secrets, files over `--max-file-size`, a nested repository): those
+    /// stay in the tree and never block a start. Sorted, relative, `/`-separated.
     pub fn dirty_paths(&self, ignore: &[&Path]) -> Result<Vec<String>> {
         let ignore: Vec<String> = ignore.iter().filter_map(|p| self.relative(p)).collect();
-        let mut paths = self.status_paths()?;
-        paths.retain(|p| !ignore.iter().any(|i| covers(i, p)));
+        let config = self.config_snapshot()?;
+        let mut paths = Vec::new();
+        for change in self.changes()? {
+            let rel = change.path.trim_end_matches('/');
+            if ignore.iter().any(|i| covers(i, rel))
+                || self.own.is_own(rel)
+                || self.own.is_artefact(rel)
+            {
+                continue;
+            }
+            if staging::would_leave_out(self, &config, &change)?.is_some() {
+                continue;
+            }
+            paths.push(change.path);
+        }
         Ok(paths)
     }
 
     /// Every path `git status` would list (tracked changes and untracked, not ignored files),
     /// sorted; submodules count as one path.
     fn status_paths(&self) -> Result<Vec<String>> {
+        Ok(self.changes()?.into_iter().map(|c| c.path).collect())
+    }
+
+    /// What `git status` lists, sorted by path (see the module docs for what is not a change).
+    pub(crate) fn changes(&self) -> Result<Vec<Change>> {
         let mut opts = StatusOptions::new();
+        // Ignored entries are asked for (folders not descended into) only because libgit2
+        // reports an untracked nested repository that has a commit as ignored, where git
+        // lists it as untracked; see `nested_repository`.
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
-            .include_ignored(false)
+            .include_ignored(true)
+            .recurse_ignored_dirs(false)
             .renames_head_to_index(false);
         let statuses = self
             .repo
             .statuses(Some(&mut opts))
             .map_err(|e| Error::git("reading the status of the work tree", e))?;
-        let mut paths: Vec<String> = statuses
-            .iter()
-            .filter(|s| !s.status().is_ignored())
-            .map(|s| String::from_utf8_lossy(s.path_bytes()).into_owned())
-            .collect();
-        paths.sort();
-        paths.dedup();
-        Ok(paths)
+        let mut index = self
+            .repo
+            .index()
+            .map_err(|e| Error::git("opening the index", e))?;
+        index
+            .read(false)
+            .map_err(|e| Error::git("reading the index", e))?;
+        let mut config = None;
+        let mut changes: Vec<Change> = Vec::new();
+        for entry in statuses.iter() {
+            let mut status = entry.status();
+            let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
+            if status.is_ignored() {
+                if !self.nested_repository(&path) {
+                    continue;
+                }
+                status = Status::WT_NEW;
+            }
+            let staged = index.get_path(Path::new(path.trim_end_matches('/')), 0);
+            if let Some(staged) = &staged
+                && !self.is_change(staged, status, &path, &mut config)?
+            {
+                continue;
+            }
+            changes.push(Change { path, status });
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        changes.dedup_by(|a, b| a.path == b.path);
+        Ok(changes)
+    }
+
+    /// True for a folder libgit2 calls ignored that `.gitignore` does not ignore: a nested
+    /// repository with a commit, which `git status` lists as untracked.
+    fn nested_repository(&self, path: &str) -> bool {
+        path.ends_with('/')
+            && self.top.join(path).join(".git").exists()
+            && !self
+                .repo
+                .is_path_ignored(Path::new(path.trim_end_matches('/')))
+                .unwrap_or(true)
+    }
+
+    /// Whether a path status lists, with this index entry, is a change `git status` shows.
+    fn is_change(
+        &self,
+        staged: &IndexEntry,
+        status: Status,
+        path: &str,
+        config: &mut Option<git2::Config>,
+    ) -> Result<bool> {
+        if staged.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits() != 0 {
+            return Ok(false);
+        }
+        let index_side = Status::INDEX_NEW
+            | Status::INDEX_MODIFIED
+            | Status::INDEX_DELETED
+            | Status::INDEX_TYPECHANGE
+            | Status::INDEX_RENAMED;
+        if status.intersects(index_side) || !status.contains(Status::WT_MODIFIED) {
+            return Ok(true);
+        }
+        if staged.mode == staging::MODE_GITLINK {
+            // Only a moved checkout is a change; edits inside the submodule are its own.
+            let head = git2::Repository::open(self.top.join(path))
+                .ok()
+                .and_then(|sub| sub.head().ok().and_then(|h| h.target()));
+            return Ok(head.is_some_and(|h| h != staged.id));
+        }
+        if config.is_none() {
+            *config = Some(self.config_snapshot()?);
+        }
+        let Some(config) = config.as_ref() else {
+            return Ok(true);
+        };
+        if self.filter_driver(config, path)?.is_none() {
+            return Ok(true);
+        }
+        Ok(self.clean_id(config, path) != Some(staged.id))
+    }
+
+    /// The blob id of a filtered work-tree file, cached while the file is unchanged.
+    fn clean_id(&self, config: &git2::Config, rel: &str) -> Option<git2::Oid> {
+        let meta = std::fs::symlink_metadata(self.top.join(rel)).ok()?;
+        let stamp = snapshot::Stamp::of(&meta);
+        if let Some((s, id)) = self.clean_ids.borrow().get(rel)
+            && *s == stamp
+        {
+            return Some(*id);
+        }
+        let id = self.work_tree_blob_id(config, rel, self.hook_timeout)?;
+        self.clean_ids
+            .borrow_mut()
+            .insert(rel.to_string(), (stamp, id));
+        Some(id)
+    }
+
+    /// A snapshot of the git config (files read once).
+    fn config_snapshot(&self) -> Result<git2::Config> {
+        self.repo
+            .config()
+            .and_then(|mut c| c.snapshot())
+            .map_err(|e| Error::git("reading the git config", e))
     }
 
     /// Path of git's own index lock (per worktree).
@@ -223,6 +414,31 @@ impl Repository {
     /// True when git's `index.lock` exists.
     pub fn index_lock_present(&self) -> bool {
         self.index_lock_path().exists()
+    }
+
+    /// Waits up to [`INDEX_LOCK_WAIT`] for an `index.lock` held by someone else (an editor's
+    /// background `git status`) to go, telling `notify` once that it waits. Still there:
+    /// [`Error::IndexLocked`].
+    pub fn wait_for_index_lock(&self, notify: Option<&dyn Fn(&str)>) -> Result<()> {
+        let path = self.index_lock_path();
+        if !path.exists() {
+            return Ok(());
+        }
+        if let Some(notify) = notify {
+            notify(&format!(
+                "waiting for `{}`: another git process is using the index (up to {} s)",
+                path.display(),
+                INDEX_LOCK_WAIT.as_secs()
+            ));
+        }
+        let deadline = std::time::Instant::now() + INDEX_LOCK_WAIT;
+        while path.exists() {
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::IndexLocked { path });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// Deals with an `index.lock` found when taking over the lock of a dead kern run that

@@ -10,7 +10,10 @@
 //! folder instead of memory. When a created file is removed, the folders above it that are now
 //! empty and hold no tracked file are removed too; an empty untracked folder that existed before
 //! the stage and received a file during it is therefore removed as well (git cannot see empty
-//! folders, so the snapshot cannot either).
+//! folders, so the snapshot cannot either). Editor artefacts of kern's own files (vim's swap
+//! file of SPEC.md) are the person's: never a change, never reverted. A clean file put back from
+//! the index goes through its filter driver's smudge command (a Git LFS file gets its content,
+//! not its pointer), and is compared through the clean command.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -72,7 +75,7 @@ enum Content {
 
 /// What changes whenever a file's content is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(super) struct Stamp {
     len: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
@@ -80,7 +83,7 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(meta: &fs::Metadata) -> Stamp {
+    pub(super) fn of(meta: &fs::Metadata) -> Stamp {
         Stamp {
             len: meta.len(),
             mtime: (meta.mtime(), meta.mtime_nsec()),
@@ -132,6 +135,9 @@ impl Repository {
         }
         let now: BTreeSet<String> = self.status_paths()?.into_iter().collect();
         for rel in now.iter().chain(snap.files.keys()).collect::<BTreeSet<_>>() {
+            if self.own.is_artefact(rel.trim_end_matches('/')) {
+                continue;
+            }
             let changed = match snap.files.get(rel) {
                 Some(state) => !self.matches(rel, state)?,
                 None => true,
@@ -174,6 +180,10 @@ impl Repository {
             if keep
                 .iter()
                 .any(|k| Path::new(rel.trim_end_matches('/')) == *k)
+                || self.own.is_artefact(rel.trim_end_matches('/'))
+                || keep.iter().any(|k| {
+                    super::own_files::artefact_of(&k.to_string_lossy(), rel.trim_end_matches('/'))
+                })
             {
                 continue;
             }
@@ -340,9 +350,17 @@ impl Repository {
             0o160000 => true,
             _ => {
                 let exec = meta.permissions().mode() & 0o111 != 0;
-                meta.is_file()
-                    && exec == (mode == 0o100755)
-                    && git2::Oid::hash_file(git2::ObjectType::Blob, &full).is_ok_and(|o| o == id)
+                if !meta.is_file() || exec != (mode == 0o100755) {
+                    return false;
+                }
+                match self.config_snapshot() {
+                    Ok(config) => {
+                        self.work_tree_blob_id(&config, rel, self.hook_timeout) == Some(id)
+                    }
+                    Err(_) => {
+                        git2::Oid::hash_file(git2::ObjectType::Blob, &full).is_ok_and(|o| o == id)
+                    }
+                }
             }
         }
     }
@@ -383,7 +401,30 @@ impl Repository {
         }
         // Created through the umask, as git checks files out.
         let perm = if mode == 0o100755 { 0o777 } else { 0o666 };
-        write_new(full, blob.content(), perm)
+        let rel = full
+            .strip_prefix(&self.top)
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let smudged = self
+            .config_snapshot()
+            .ok()
+            .and_then(|config| self.filter_driver(&config, &rel).ok().flatten())
+            .and_then(|driver| self.smudge(&driver, &rel, blob.content(), self.hook_timeout));
+        match smudged {
+            Some(content) => {
+                let mut from = fs::File::open(content.path()).map_err(|e| Error::io(full, e))?;
+                let mut to = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(perm)
+                    .open(full)
+                    .map_err(|e| Error::io(full, e))?;
+                std::io::copy(&mut from, &mut to)
+                    .map(|_| ())
+                    .map_err(|e| Error::io(full, e))
+            }
+            None => write_new(full, blob.content(), perm),
+        }
     }
 
     /// Removes folders above `full` that are now empty and hold no tracked file, up to the top.

@@ -362,15 +362,16 @@ async fn run_once(
         lock.set_agent_group(None)?;
     }
     let finished = finished.map_err(|e| spawn_error(&settings.agent, e))?;
-    let mut violations = Vec::new();
     if !finished.escaped.is_empty() {
+        // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still
+        // be winding down when it exits, and nothing they do counts after this point.
         let pids: Vec<String> = finished.escaped.iter().map(i32::to_string).collect();
-        let v = format!(
-            "{stage} stage left processes running outside its process group (`setsid`); stopped pids {}",
+        ctx.reporter.warn(&format!(
+            "stopped {} process{} the {stage} stage left running outside its process group (pids {})",
+            pids.len(),
+            if pids.len() == 1 { "" } else { "es" },
             pids.join(", ")
-        );
-        ctx.reporter.warn(&format!("violation: {v}"));
-        violations.push(v);
+        ));
     }
     let output = parser.finish(finished.exit_code, &finished.stderr_tail);
     let envelope = KernEnvelope {
@@ -390,7 +391,7 @@ async fn run_once(
         outcome: Outcome::Succeeded,
         report: None,
         failure: None,
-        violations,
+        violations: Vec::new(),
         reverted: Vec::new(),
         prompt_bytes: request.prompt.len() as u64,
     };

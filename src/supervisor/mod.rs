@@ -35,6 +35,7 @@ pub mod capped;
 pub mod identity;
 pub mod interrupt;
 pub mod invocation;
+pub mod probe;
 pub mod reaper;
 
 use std::os::unix::process::ExitStatusExt;
@@ -244,6 +245,7 @@ pub async fn run(
         ));
     };
     let mut guard = GroupGuard { pgid: pid };
+    let active = reaper::Active::register(pid);
     interrupt.set_child_group(Some(pid));
     on_spawn(ProcessGroup {
         pgid: pid,
@@ -411,6 +413,7 @@ pub async fn run(
         tracing::warn!(path = %files.stderr.display(), error = %e, "cannot record the agent's stderr");
     }
     let status = exit_status.unwrap_or_else(|| ExitStatus::from_raw(0x7f00));
+    drop(active);
     let escaped = reaper::stop_escaped(STOP_GRACE);
     if !escaped.is_empty() {
         tracing::debug!(?escaped, "stopped processes that escaped the group");

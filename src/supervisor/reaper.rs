@@ -3,14 +3,17 @@
 //!
 //! The one decision a reader must know: kern makes itself a child subreaper
 //! (`PR_SET_CHILD_SUBREAPER`), so every orphan below it is re-parented to kern instead of to
-//! init and stays findable. After each supervised run, [`stop_escaped`] stops every descendant
-//! of kern that is not in kern's own process group — kern's own helpers (an inhibitor, say)
-//! stay in its group; agents, checks and hooks run in groups of their own that the supervisor
-//! has already stopped, so whatever is left outside kern's group escaped. Stopping is SIGTERM,
-//! a grace, SIGKILL, and kern reaps exactly the pids it adopted (never `waitpid(-1)`, which
-//! could take the status of a child tokio is waiting for). Linux only; elsewhere a no-op.
+//! init and stays findable. After each supervised run, [`stop_escaped`] stops every child of
+//! kern (and its descendants) that is neither in kern's own process group nor in a group a
+//! supervisor is running right now ([`Active`]): kern's own helpers stay in its group, agents
+//! and checks run in groups of their own, so an adopted process outside all of them escaped.
+//! Only a process that is a subreaper sweeps: one that is not (a test harness calling the
+//! supervisor) adopts nothing and must not touch its other children. Stopping is SIGTERM, a
+//! grace, SIGKILL, and kern reaps exactly the pids it adopted (never `waitpid(-1)`, which could
+//! take the status of a child tokio is waiting for). Linux only; elsewhere a no-op.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -19,6 +22,42 @@ use nix::unistd::{Pid, getpgrp, getpid};
 
 /// How often a stopping descendant is checked for being gone.
 const POLL: Duration = Duration::from_millis(20);
+
+/// The process groups supervisors are running now (parallel jobs run several).
+static ACTIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// A process group a supervisor is running, registered for as long as this lives.
+pub struct Active(i32);
+
+impl Active {
+    /// Registers group `pgid` as running.
+    pub fn register(pgid: i32) -> Active {
+        if let Ok(mut active) = ACTIVE.lock() {
+            active.push(pgid);
+        }
+        Active(pgid)
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        if let Ok(mut active) = ACTIVE.lock() {
+            active.retain(|&g| g != self.0);
+        }
+    }
+}
+
+/// True when this process adopts orphans (kern made itself a subreaper).
+fn is_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        nix::sys::prctl::get_child_subreaper().unwrap_or(false)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
 
 /// Makes kern a child subreaper; false where that is not possible.
 pub fn become_subreaper() -> bool {
@@ -35,15 +74,17 @@ pub fn become_subreaper() -> bool {
 /// Stops every descendant of this process outside its process group (see the module docs),
 /// giving each `grace` between SIGTERM and SIGKILL, and returns the pids it stopped.
 pub fn stop_escaped(grace: Duration) -> Vec<i32> {
+    if !is_subreaper() {
+        return Vec::new();
+    }
     let me = getpid().as_raw();
     let my_group = getpgrp().as_raw();
     let mut stopped = Vec::new();
     // Killing a daemon re-parents its own children to kern: look again until none is left.
     for _ in 0..8 {
-        let escaped: Vec<i32> = descendants(me)
+        let active = ACTIVE.lock().map(|a| a.clone()).unwrap_or_default();
+        let escaped: Vec<i32> = escaped_below(me, my_group, &active)
             .into_iter()
-            .filter(|(_, group)| *group != my_group)
-            .map(|(pid, _)| pid)
             .filter(|pid| !stopped.contains(pid))
             .collect();
         if escaped.is_empty() {
@@ -94,12 +135,38 @@ fn parent_of(pid: i32) -> Option<i32> {
     stat(pid).map(|s| s.ppid)
 }
 
-/// Every living descendant of `root` with its process group.
-fn descendants(root: i32) -> Vec<(i32, i32)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
+/// The children of `root` outside `own_group` and the `active` groups, with all their
+/// descendants.
+fn escaped_below(root: i32, own_group: i32, active: &[i32]) -> Vec<i32> {
+    let tree = children_by_parent();
+    let mut out = Vec::new();
+    let mut todo: Vec<i32> = tree
+        .get(&root)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|(_, group)| *group != own_group && !active.contains(group))
+        .map(|&(pid, _)| pid)
+        .collect();
+    while let Some(p) = todo.pop() {
+        out.push(p);
+        todo.extend(
+            tree.get(&p)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|&(c, _)| c),
+        );
+    }
+    out
+}
+
+/// Every living process by its parent, with its process group.
+fn children_by_parent() -> HashMap<i32, Vec<(i32, i32)>> {
     let mut children: HashMap<i32, Vec<(i32, i32)>> = HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return children;
+    };
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -115,15 +182,7 @@ fn descendants(root: i32) -> Vec<(i32, i32)> {
             children.entry(s.ppid).or_default().push((pid, s.pgrp));
         }
     }
-    let mut out = Vec::new();
-    let mut todo = vec![root];
-    while let Some(p) = todo.pop() {
-        for &(child, group) in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
-            out.push((child, group));
-            todo.push(child);
-        }
-    }
-    out
+    children
 }
 
 /// The fields of `/proc/<pid>/stat` kern needs.

@@ -154,6 +154,9 @@ fn everything_in_place_passes_every_check_and_exits_0() {
          ✓ work tree: `{top}`\n\
          ✓ git operation: no merge, rebase or other operation in progress\n\
          ✓ git identity: Test Person <test@example.com>\n\
+         ✓ commit signing: off (`commit.gpgsign` is not set)\n\
+         ✓ git index: no `index.lock`, not a sparse index\n\
+         ✓ filter drivers: none named in .gitattributes\n\
          ✓ SPEC.md: 1 pending, 0 in progress, 1 done, 0 blocked\n\
          ✓ prompt templates: built in\n\
          ✓ agent: `claude` 2.1.197 (Claude Code) (`{bin}/claude`)\n\

@@ -10,6 +10,7 @@ mod cli;
 mod crash;
 mod doctor;
 mod dry_run;
+mod git_fidelity;
 mod init;
 mod lock;
 mod night;

@@ -398,7 +398,10 @@ fn a_setsid_daemon_an_agent_leaves_behind_is_stopped_when_its_stage_ends() {
         crate::support::is_dead(pid),
         "the daemon {pid} outlived its stage"
     );
-    assert!(err.contains("outside its process group"), "{err}");
+    assert!(
+        err.contains("left running outside its process group"),
+        "{err}"
+    );
     std::fs::write(&later, "").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(!p.path().join("out/late.txt").exists());

@@ -16,6 +16,7 @@ fn request(message: &str) -> CommitRequest<'_> {
         message,
         exclude: &[],
         no_verify: false,
+        notify: None,
     }
 }
 
@@ -270,7 +271,7 @@ fn a_nested_repository_is_left_out_and_the_rest_committed() {
         outcome.left_out,
         vec![left(
             "vendor/lib",
-            "a nested git repository (add it as a submodule yourself)"
+            "a nested git repository — register it with `git submodule add <url> vendor/lib`, or add `vendor/lib/` to .gitignore"
         )]
     );
 }
@@ -314,6 +315,7 @@ fn allow_dirty_paths_are_left_out_and_their_staging_is_kept() {
             message: "task",
             exclude: &exclude,
             no_verify: false,
+            notify: None,
         })
         .unwrap();
     assert!(outcome.sha.is_some());
@@ -452,7 +454,7 @@ fn a_commit_msg_hook_can_edit_the_message_and_a_failing_one_blocks() {
     let count = repo.commit_count();
     let err = repo.kern().commit(&request("Add b")).unwrap_err();
     assert!(
-        matches!(err, Error::HookFailed { ref hook, ref output } if hook == "commit-msg" && output == "subject too long\n(exit status 3)"),
+        matches!(err, Error::CommitMessageRefused { ref hook, ref output } if hook == "commit-msg" && output == "subject too long\n(exit status 3)"),
         "{err:?}"
     );
     assert_eq!(repo.commit_count(), count);
@@ -498,6 +500,7 @@ fn no_verify_skips_the_hooks() {
             message: "skip hooks",
             exclude: &[],
             no_verify: true,
+            notify: None,
         })
         .unwrap();
     assert!(outcome.sha.is_some());
@@ -1000,4 +1003,293 @@ fn a_commit_made_during_a_read_only_stage_shows_in_the_refs() {
         ]
     );
     assert_eq!(kern.changes_since(&snap).unwrap(), vec!["(index)"]);
+}
+
+// ---- hooks as git runs them, and what the loop needs from them ---------------------------
+
+#[test]
+fn a_refused_message_is_its_own_error_naming_the_hook() {
+    let repo = repo_with_readme();
+    repo.write_script(
+        ".git/hooks/prepare-commit-msg",
+        "#!/bin/sh\necho 'no ticket in the branch name' >&2\nexit 1\n",
+    );
+    repo.write("a.txt", "a\n");
+    let index_before = fs::read(repo.path().join(".git/index")).unwrap();
+    let err = repo.kern().commit(&request("Add a")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the `prepare-commit-msg` hook refused the commit message, nothing was committed — fix the hook (--no-verify does not skip it, as in git):\nno ticket in the branch name\n(exit status 1)"
+    );
+    assert_eq!(err.exit_code(), 1);
+    assert_eq!(repo.commit_count(), 1);
+    assert_eq!(
+        fs::read(repo.path().join(".git/index")).unwrap(),
+        index_before
+    );
+
+    repo.write_script(".git/hooks/prepare-commit-msg", "#!/bin/sh\nexit 0\n");
+    repo.write_script(
+        ".git/hooks/commit-msg",
+        "#!/bin/sh\necho 'subject may not be empty' >&2\nexit 1\n",
+    );
+    let err = repo.kern().commit(&request("Add a")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the `commit-msg` hook refused the commit message, nothing was committed — write a message it accepts, or pass --no-verify to skip it:\nsubject may not be empty\n(exit status 1)"
+    );
+}
+
+#[test]
+fn a_fixer_hook_that_touches_files_outside_the_commit_still_refuses() {
+    let repo = repo_with_readme();
+    let outside = tempfile::tempdir().unwrap();
+    let log = outside.path().join("hook-runs");
+    // Fixes the staged file, but also writes a file kern did not stage: no re-staging.
+    repo.write_script(
+        ".git/hooks/pre-commit",
+        &format!(
+            "#!/bin/sh\necho run >> {}\nsed -i 's/ *$//' a.txt\necho generated > other.txt\nexit 1\n",
+            log.display()
+        ),
+    );
+    repo.write("a.txt", "a   \n");
+    let err = repo.kern().commit(&request("Add a")).unwrap_err();
+    assert!(
+        matches!(err, Error::HookFailed { ref hook, .. } if hook == "pre-commit"),
+        "{err:?}"
+    );
+    assert_eq!(fs::read_to_string(&log).unwrap(), "run\n", "ran once");
+    assert_eq!(repo.commit_count(), 1);
+}
+
+#[test]
+fn a_fixer_hook_that_refuses_twice_gives_its_second_output() {
+    let repo = repo_with_readme();
+    let outside = tempfile::tempdir().unwrap();
+    let count = outside.path().join("hook-count");
+    repo.write_script(
+        ".git/hooks/pre-commit",
+        &format!(
+            "#!/bin/sh\necho x >> {c}\nn=$(wc -l < {c})\nsed -i 's/ *$//' a.txt\necho \"refusal $n\"\nexit 1\n",
+            c = count.display()
+        ),
+    );
+    repo.write("a.txt", "a   \n");
+    let err = repo.kern().commit(&request("Add a")).unwrap_err();
+    assert!(
+        matches!(err, Error::HookFailed { ref output, .. } if output == "refusal 2\n(exit status 1)"),
+        "{err:?}"
+    );
+    assert_eq!(repo.commit_count(), 1);
+}
+
+#[test]
+fn a_failing_post_commit_hook_is_a_note_and_the_commit_stands() {
+    let repo = repo_with_readme();
+    repo.write_script(
+        ".git/hooks/post-commit",
+        "#!/bin/sh\necho 'notify failed'\nexit 7\n",
+    );
+    repo.write("a.txt", "a\n");
+    let outcome = repo.kern().commit(&request("Add a")).unwrap();
+    assert!(outcome.sha.is_some());
+    assert_eq!(
+        outcome.notes,
+        vec![
+            "the `post-commit` hook failed (the commit stands, as with git):\nnotify failed\n(exit status 7)"
+        ]
+    );
+    assert_eq!(repo.commit_count(), 2);
+}
+
+#[test]
+fn the_hooks_that_exist_are_listed_from_core_hooks_path() {
+    let repo = repo_with_readme();
+    repo.write_script(".git/hooks/pre-commit", "#!/bin/sh\n");
+    repo.write(".git/hooks/commit-msg.sample", "#!/bin/sh\n");
+    let kern = repo.kern();
+    assert_eq!(kern.hooks_dir(), repo.path().join(".git/hooks"));
+    assert_eq!(kern.commit_hooks(), vec!["pre-commit"]);
+    repo.git
+        .config()
+        .unwrap()
+        .set_str("core.hooksPath", ".husky")
+        .unwrap();
+    repo.write_script(".husky/commit-msg", "#!/bin/sh\n");
+    repo.write_script(".husky/post-commit", "#!/bin/sh\n");
+    let kern = repo.kern();
+    assert_eq!(kern.hooks_dir(), repo.path().join(".husky"));
+    assert_eq!(kern.commit_hooks(), vec!["commit-msg", "post-commit"]);
+}
+
+#[test]
+fn an_index_lock_held_too_long_is_an_error_after_the_wait_and_nothing_changes() {
+    let repo = repo_with_readme();
+    repo.write("a.txt", "a\n");
+    let lock = repo.path().join(".git/index.lock");
+    fs::write(&lock, "").unwrap();
+    let heard = std::cell::RefCell::new(Vec::new());
+    let notify = |text: &str| heard.borrow_mut().push(text.to_string());
+    let started = std::time::Instant::now();
+    let err = repo
+        .kern()
+        .commit(&CommitRequest {
+            message: "Add a",
+            exclude: &[],
+            no_verify: false,
+            notify: Some(&notify),
+        })
+        .unwrap_err();
+    assert!(started.elapsed() >= kern::repository::INDEX_LOCK_WAIT);
+    assert!(
+        matches!(err, Error::IndexLocked { ref path } if *path == lock),
+        "{err:?}"
+    );
+    assert_eq!(
+        *heard.borrow(),
+        vec![format!(
+            "waiting for `{}`: another git process is using the index (up to 10 s)",
+            lock.display()
+        )]
+    );
+    assert_eq!(repo.commit_count(), 1);
+    assert!(lock.exists(), "not ours to remove");
+}
+
+// ---- kern's own files, left-out files and sparse entries in the clean-tree check ----------
+
+#[test]
+fn editor_files_and_left_out_files_are_not_dirty_and_an_audit_leaves_them_alone() {
+    let repo = repo_with_readme();
+    repo.write("docs/PLAN.md", "- [ ] a\n");
+    repo.commit_all("plan");
+    let mut kern = repo.kern();
+    kern.set_options(kern::repository::GitOptions {
+        own_files: vec![
+            repo.path().join("docs/PLAN.md"),
+            PathBuf::from("docs/LEARNINGS.md"),
+        ],
+        ..Default::default()
+    });
+    let snap = kern.snapshot().unwrap();
+    for name in [
+        "docs/.PLAN.md.swp",
+        "docs/PLAN.md~",
+        "docs/.LEARNINGS.md.swp",
+        "docs/4913",
+    ] {
+        repo.write(name, "editor\n");
+    }
+    repo.write(".env", "SECRET=1\n");
+    repo.write("vendor/clone/x", "x\n");
+    drop(git_support::init_at(&repo.path().join("vendor/clone")));
+    repo.write("work.txt", "w\n");
+    assert_eq!(kern.dirty_paths(&[]).unwrap(), vec!["work.txt"]);
+    assert_eq!(
+        kern.changes_since(&snap).unwrap(),
+        vec![".env", "vendor/clone/", "work.txt"]
+    );
+    kern.revert_to(&snap, &[]).unwrap();
+    assert!(
+        repo.exists("docs/.PLAN.md.swp") && repo.exists("docs/4913"),
+        "kept"
+    );
+    assert!(!repo.exists("work.txt"));
+}
+
+#[test]
+fn skip_worktree_entries_are_never_dirty_deleted_or_staged() {
+    let repo = repo_with_readme();
+    repo.write("out/a.txt", "a\n");
+    repo.write("out/b.txt", "b\n");
+    repo.commit_all("two files");
+    // What `git sparse-checkout set` leaves: the entries flagged, the files gone.
+    let mut index = repo.git.index().unwrap();
+    for path in ["out/a.txt", "out/b.txt"] {
+        let mut entry = index.get_path(Path::new(path), 0).unwrap();
+        entry.flags_extended |= git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits();
+        entry.flags |= 0x4000; // the extended-flags bit
+        index.add(&entry).unwrap();
+        fs::remove_file(repo.path().join(path)).unwrap();
+    }
+    index.write().unwrap();
+    let kern = repo.kern();
+    assert!(kern.dirty_paths(&[]).unwrap().is_empty());
+    let snap = kern.snapshot().unwrap();
+    assert_eq!(snap.dirty_paths().count(), 0);
+    repo.write("new.txt", "n\n");
+    kern.commit(&request("Add new")).unwrap();
+    assert_eq!(
+        repo.head_files(),
+        vec!["README.md", "new.txt", "out/a.txt", "out/b.txt"]
+    );
+    let index = repo.fresh_index();
+    let entry = index.get_path(Path::new("out/a.txt"), 0).unwrap();
+    assert_ne!(
+        entry.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits(),
+        0
+    );
+}
+
+#[test]
+fn a_filtered_file_put_back_by_an_audit_gets_its_smudged_content() {
+    let repo = repo_with_readme();
+    let mut config = repo.git.config().unwrap();
+    config
+        .set_str("filter.rot.clean", "tr 'a-z' 'n-za-m'")
+        .unwrap();
+    config
+        .set_str("filter.rot.smudge", "tr 'a-z' 'n-za-m'")
+        .unwrap();
+    drop(config);
+    repo.write(".gitattributes", "*.sec filter=rot\n");
+    repo.write("a.sec", "hello\n");
+    let kern = repo.kern();
+    kern.commit(&request("Add a secret file")).unwrap();
+    assert_eq!(repo.head_entry("a.sec").unwrap().0, b"uryyb\n");
+    assert!(
+        kern.dirty_paths(&[]).unwrap().is_empty(),
+        "the clean output is the blob"
+    );
+    let snap = kern.snapshot().unwrap();
+    repo.write("a.sec", "changed by a read-only stage\n");
+    assert_eq!(kern.changes_since(&snap).unwrap(), vec!["a.sec"]);
+    kern.revert_to(&snap, &[]).unwrap();
+    assert_eq!(
+        repo.read("a.sec"),
+        "hello\n",
+        "smudged, not the stored blob"
+    );
+    assert!(kern.changes_since(&snap).unwrap().is_empty());
+}
+
+#[test]
+fn the_preflight_names_each_check_and_a_run_needs_them_all() {
+    let repo = repo_with_readme();
+    let kern = repo.kern();
+    let checks: Vec<(&str, bool)> = kern
+        .preflight()
+        .iter()
+        .map(|c| (c.name, c.result.is_ok()))
+        .collect();
+    assert_eq!(
+        checks,
+        vec![
+            ("git identity", true),
+            ("commit signing", true),
+            ("git operation", true),
+            ("git index", true),
+            ("filter drivers", true)
+        ]
+    );
+    kern.ensure_ready().unwrap();
+    repo.git
+        .config()
+        .unwrap()
+        .set_bool("index.sparse", true)
+        .unwrap();
+    let e = repo.kern().ensure_ready().unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().ends_with("— run `git sparse-checkout init --no-sparse-index` (your sparse checkout stays as it is)"), "{e}");
 }

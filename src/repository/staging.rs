@@ -1,0 +1,417 @@
+//! Staging the work tree into the index as `git add -A` would, judging every path first.
+//!
+//! The one decision a reader must know: kern walks what `git status` lists and stages each
+//! path itself — a deletion is removed, a file goes through its filter driver's clean command
+//! when `.gitattributes` names one (else through libgit2, which applies text/eol conversion
+//! and streams the blob from disk), a moved registered submodule gets its new commit id — after
+//! judging it: left out when it is dirty from before the task (`--allow-dirty`), sensitive by
+//! name or content, larger than `--max-file-size` (measured on what would be stored, so a big
+//! Git LFS file's small pointer is fine), or a nested repository nobody registered. Editor
+//! artefacts of kern's own files and skip-worktree (sparse) entries are never touched. Content
+//! is read in bounded pieces, never whole. Then every difference between HEAD and the index —
+//! also one an agent staged itself — is judged again, and a left-out path gets HEAD's entry
+//! back. A deletion is committed even for a sensitive name: removing a file cannot leak it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use git2::{Config, Delta, Index, IndexEntry, IndexTime, Oid, Tree};
+
+use super::filter::Cleaned;
+use super::sensitive::{self, Finding};
+use super::{Change, Repository, covers};
+use crate::error::{Error, Result};
+
+pub(super) const MODE_LINK: u32 = 0o120000;
+pub(super) const MODE_GITLINK: u32 = 0o160000;
+const DIRTY_BEFORE: &str = "dirty before the task (--allow-dirty)";
+
+/// One commit's staging: what it left out and what it has judged.
+pub(super) struct Staging<'r> {
+    repo: &'r Repository,
+    config: Config,
+    exclude: Vec<String>,
+    /// Changed paths not committed, and why.
+    pub(super) left_out: BTreeMap<String, String>,
+    /// Things the person should hear (a filter that failed and was bypassed).
+    pub(super) notes: Vec<String>,
+    /// Path → the object kern staged after judging it.
+    judged: HashMap<String, Oid>,
+}
+
+impl<'r> Staging<'r> {
+    pub(super) fn new(repo: &'r Repository, config: Config, exclude: Vec<String>) -> Staging<'r> {
+        Staging {
+            repo,
+            config,
+            exclude,
+            left_out: BTreeMap::new(),
+            notes: Vec::new(),
+            judged: HashMap::new(),
+        }
+    }
+
+    /// Stages every path `git status` lists.
+    pub(super) fn stage_all(&mut self, index: &mut Index) -> Result<()> {
+        for change in self.repo.changes()? {
+            self.stage_path(index, &change.path)?;
+        }
+        Ok(())
+    }
+
+    /// Stages `paths` as they are in the work tree now (a pre-commit hook's fixes).
+    pub(super) fn stage_paths(&mut self, index: &mut Index, paths: &[String]) -> Result<()> {
+        for path in paths {
+            self.judged.remove(path);
+            self.stage_path(index, path)?;
+        }
+        Ok(())
+    }
+
+    /// Stages one path as the work tree has it, or leaves it out (see the module docs).
+    fn stage_path(&mut self, index: &mut Index, path: &str) -> Result<()> {
+        let rel = path.trim_end_matches('/');
+        let repo = self.repo;
+        if self.exclude.iter().any(|e| covers(e, rel)) {
+            self.leave_out(rel, DIRTY_BEFORE.into());
+            return Ok(());
+        }
+        if repo.own.is_artefact(rel) {
+            return Ok(());
+        }
+        let entry = index.get_path(Path::new(rel), 0);
+        if entry.as_ref().is_some_and(skip_worktree) {
+            return Ok(());
+        }
+        let full = repo.top.join(rel);
+        let Ok(meta) = fs::symlink_metadata(&full) else {
+            if entry.is_some() {
+                index
+                    .remove_path(Path::new(rel))
+                    .map_err(|e| Error::git(format!("staging the deletion of `{rel}`"), e))?;
+            }
+            return Ok(());
+        };
+        if meta.is_dir() {
+            return self.stage_folder(index, rel, entry.as_ref());
+        }
+        if let Some(finding) = sensitive::sensitive_name(Path::new(rel)) {
+            self.leave_out(rel, finding.to_string());
+            return Ok(());
+        }
+        if meta.file_type().is_symlink() {
+            return self.add_path(index, rel);
+        }
+        if let Some(driver) = repo.filter_driver(&self.config, rel)? {
+            match repo.clean(&driver, rel, repo.hook_timeout)? {
+                Cleaned::Blob(out) => return self.add_cleaned(index, rel, &meta, out.path()),
+                Cleaned::AsIs(note) => self.notes.extend(note),
+            }
+        }
+        if let Some(why) = judge_content(repo, &full, meta.len()) {
+            self.leave_out(rel, why);
+            return Ok(());
+        }
+        self.add_path(index, rel)
+    }
+
+    /// A folder status lists: a registered submodule's new checkout, or a nested repository
+    /// nobody registered (left out: git would store a gitlink no clone can check out).
+    fn stage_folder(
+        &mut self,
+        index: &mut Index,
+        rel: &str,
+        entry: Option<&IndexEntry>,
+    ) -> Result<()> {
+        let Some(entry) = entry.filter(|e| e.mode == MODE_GITLINK) else {
+            self.leave_out(rel, nested_repo_reason(rel));
+            return Ok(());
+        };
+        // Not checked out (an empty folder): nothing moved.
+        let Some(head) = git2::Repository::open(self.repo.top.join(rel))
+            .ok()
+            .and_then(|sub| sub.head().ok().and_then(|h| h.target()))
+        else {
+            return Ok(());
+        };
+        if head != entry.id {
+            index
+                .add(&bare_entry(rel.as_bytes().to_vec(), MODE_GITLINK, head))
+                .map_err(|e| Error::git(format!("staging the submodule `{rel}`"), e))?;
+        }
+        self.judged.insert(rel.to_string(), head);
+        Ok(())
+    }
+
+    /// libgit2 stages the file: its own text/eol filters, the blob streamed, real stat data.
+    fn add_path(&mut self, index: &mut Index, rel: &str) -> Result<()> {
+        index
+            .add_path(Path::new(rel))
+            .map_err(|e| self.repo.index_error(&format!("staging `{rel}`"), e))?;
+        if let Some(entry) = index.get_path(Path::new(rel), 0) {
+            self.judged.insert(rel.to_string(), entry.id);
+        }
+        Ok(())
+    }
+
+    /// Stages a clean filter's output as the blob, with the work-tree file's stat data, so
+    /// that status trusts the entry as git's own `git add` would leave it.
+    fn add_cleaned(
+        &mut self,
+        index: &mut Index,
+        rel: &str,
+        meta: &fs::Metadata,
+        blob: &Path,
+    ) -> Result<()> {
+        let size = fs::metadata(blob).map(|m| m.len()).unwrap_or(0);
+        if let Some(why) = judge_content(self.repo, blob, size) {
+            self.leave_out(rel, why);
+            return Ok(());
+        }
+        let id = self
+            .repo
+            .repo
+            .blob_path(blob)
+            .map_err(|e| Error::git(format!("storing the filtered `{rel}`"), e))?;
+        let mode = match index.get_path(Path::new(rel), 0) {
+            // Without core.fileMode the executable bit is not trusted: keep the staged mode.
+            Some(entry) if !self.config.get_bool("core.filemode").unwrap_or(true) => entry.mode,
+            _ if meta.mode() & 0o111 != 0 => 0o100755,
+            _ => 0o100644,
+        };
+        let entry = IndexEntry {
+            // The index keeps 32-bit stat fields; git truncates them the same way.
+            ctime: IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32),
+            mtime: IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32),
+            dev: meta.dev() as u32,
+            ino: meta.ino() as u32,
+            mode,
+            uid: meta.uid(),
+            gid: meta.gid(),
+            file_size: meta.len() as u32,
+            id,
+            flags: rel.len().min(0xfff) as u16,
+            flags_extended: 0,
+            path: rel.as_bytes().to_vec(),
+        };
+        index
+            .add(&entry)
+            .map_err(|e| Error::git(format!("staging the filtered `{rel}`"), e))?;
+        self.judged.insert(rel.to_string(), id);
+        Ok(())
+    }
+
+    /// Judges every difference between HEAD's tree and the index; an excluded or sensitive
+    /// path gets HEAD's entry back (or leaves the index when HEAD lacks it).
+    pub(super) fn judge_index(
+        &mut self,
+        index: &mut Index,
+        head_tree: Option<&Tree<'_>>,
+    ) -> Result<()> {
+        let repo = self.repo;
+        let diff = repo
+            .repo
+            .diff_tree_to_index(head_tree, Some(index), None)
+            .map_err(|e| Error::git("comparing the index with HEAD", e))?;
+        let mut reverts: Vec<(String, Option<String>)> = Vec::new();
+        for delta in diff.deltas() {
+            let file = delta.new_file();
+            let Some(path_bytes) = file.path_bytes().or(delta.old_file().path_bytes()) else {
+                continue;
+            };
+            let rel = String::from_utf8_lossy(path_bytes).into_owned();
+            if self.exclude.iter().any(|e| covers(e, &rel)) {
+                reverts.push((rel, Some(DIRTY_BEFORE.into())));
+                continue;
+            }
+            if repo.own.is_artefact(&rel) {
+                reverts.push((rel, None));
+                continue;
+            }
+            if delta.status() == Delta::Deleted || self.judged.get(&rel) == Some(&file.id()) {
+                continue;
+            }
+            let mode = u32::from(file.mode());
+            let why = if mode == MODE_GITLINK {
+                None
+            } else if let Some(finding) = sensitive::sensitive_name(Path::new(&rel)) {
+                Some(finding.to_string())
+            } else if mode == MODE_LINK {
+                None
+            } else {
+                judge_blob(repo, &rel, file.id())?
+            };
+            match why {
+                Some(why) => reverts.push((rel, Some(why))),
+                None => {
+                    self.judged.insert(rel, file.id());
+                }
+            }
+        }
+        let head_entry = |rel: &str| head_tree.and_then(|t| t.get_path(Path::new(rel)).ok());
+        for (rel, why) in reverts {
+            let result = match head_entry(&rel) {
+                Some(entry) => index.add(&bare_entry(
+                    rel.as_bytes().to_vec(),
+                    entry.filemode() as u32,
+                    entry.id(),
+                )),
+                None => index.remove_path(Path::new(&rel)),
+            };
+            result.map_err(|e| Error::git(format!("keeping `{rel}` out of the commit"), e))?;
+            if let Some(why) = why {
+                self.leave_out(&rel, why);
+            }
+        }
+        Ok(())
+    }
+
+    fn leave_out(&mut self, rel: &str, why: String) {
+        self.left_out.entry(rel.to_string()).or_insert(why);
+    }
+}
+
+/// Why a path `git status` lists would be left out of a commit, judged from the work tree
+/// (`None`: it would be committed). The clean-tree check uses it, so that what kern leaves
+/// out never blocks a start.
+pub(super) fn would_leave_out(
+    repo: &Repository,
+    config: &Config,
+    change: &Change,
+) -> Result<Option<String>> {
+    let rel = change.path.trim_end_matches('/');
+    let full = repo.top.join(rel);
+    let Ok(meta) = fs::symlink_metadata(&full) else {
+        return Ok(None);
+    };
+    if meta.is_dir() {
+        // A registered submodule shows as modified; a nested repository nobody added as new.
+        return Ok(change.status.is_wt_new().then(|| nested_repo_reason(rel)));
+    }
+    if let Some(finding) = sensitive::sensitive_name(Path::new(rel)) {
+        return Ok(Some(finding.to_string()));
+    }
+    if meta.file_type().is_symlink() || repo.filter_driver(config, rel)?.is_some() {
+        return Ok(None);
+    }
+    Ok(judge_content(repo, &full, meta.len()))
+}
+
+/// Too large, or a secret inside: why the content at `full` stays out.
+fn judge_content(repo: &Repository, full: &Path, size: u64) -> Option<String> {
+    if size > repo.max_file_size {
+        return Some(too_large(size, repo.max_file_size));
+    }
+    let file = fs::File::open(full).ok()?;
+    sensitive::scan_reader(file)
+        .ok()
+        .flatten()
+        .map(|finding: Finding| finding.to_string())
+}
+
+/// The same judgement for a blob already in the object store (what an agent staged).
+fn judge_blob(repo: &Repository, rel: &str, id: Oid) -> Result<Option<String>> {
+    let odb = repo
+        .repo
+        .odb()
+        .map_err(|e| Error::git("opening the object store", e))?;
+    let (size, _) = odb
+        .read_header(id)
+        .map_err(|e| Error::git(format!("reading the staged `{rel}`"), e))?;
+    if size as u64 > repo.max_file_size {
+        return Ok(Some(too_large(size as u64, repo.max_file_size)));
+    }
+    let finding = match odb.reader(id) {
+        Ok((reader, _, _)) => sensitive::scan_reader(reader).ok().flatten(),
+        // A packed object cannot be streamed; it is within the size limit, so read it.
+        Err(_) => {
+            let blob = repo
+                .repo
+                .find_blob(id)
+                .map_err(|e| Error::git(format!("reading the staged `{rel}`"), e))?;
+            sensitive::sensitive_content(blob.content())
+        }
+    };
+    Ok(finding.map(|f| f.to_string()))
+}
+
+fn too_large(size: u64, limit: u64) -> String {
+    format!(
+        "larger than --max-file-size ({} > {})",
+        human_size(size),
+        human_size(limit)
+    )
+}
+
+fn nested_repo_reason(rel: &str) -> String {
+    format!(
+        "a nested git repository — register it with `git submodule add <url> {rel}`, or add `{rel}/` to .gitignore"
+    )
+}
+
+/// `110.0 MiB`, `512 KiB`, `12 B`.
+pub(super) fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn skip_worktree(entry: &IndexEntry) -> bool {
+    entry.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits() != 0
+}
+
+/// An index entry without stat data: git re-hashes the file on the next status, which is
+/// exactly right for an entry whose work-tree file may differ.
+pub(super) fn bare_entry(path: Vec<u8>, mode: u32, id: Oid) -> IndexEntry {
+    IndexEntry {
+        ctime: IndexTime::new(0, 0),
+        mtime: IndexTime::new(0, 0),
+        dev: 0,
+        ino: 0,
+        mode,
+        uid: 0,
+        gid: 0,
+        file_size: 0,
+        id,
+        flags: 0,
+        flags_extended: 0,
+        path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        let cases = [
+            (12, "12 B"),
+            (2048, "2 KiB"),
+            (100 << 20, "100 MiB"),
+            (110 * (1 << 20) + (1 << 19), "110.5 MiB"),
+            (3 << 30, "3 GiB"),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(human_size(bytes), want, "{bytes}");
+        }
+        assert_eq!(
+            too_large(110 << 20, 100 << 20),
+            "larger than --max-file-size (110 MiB > 100 MiB)"
+        );
+    }
+}
