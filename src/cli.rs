@@ -147,6 +147,10 @@ pub struct RunOptions {
     /// Do not run the pre-commit and commit-msg hooks.
     #[arg(long, env = "KERN_NO_VERIFY")]
     pub no_verify: bool,
+
+    /// Leave optional tasks (Kiro's `[ ]*`) alone; without it they are taken after every other.
+    #[arg(long, env = "KERN_SKIP_OPTIONAL")]
+    pub skip_optional: bool,
 }
 
 /// When to use colour and the live status line.

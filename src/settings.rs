@@ -84,11 +84,20 @@ pub struct Settings {
     pub allow_dirty: bool,
     /// Skip git hooks.
     pub no_verify: bool,
+    /// `--skip-optional`: never start an optional task (`[ ]*`).
+    pub skip_optional: bool,
     /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
     pub state_root: PathBuf,
 }
 
 impl Settings {
+    /// How task selection treats optional tasks.
+    pub fn select_options(&self) -> crate::spec::SelectOptions {
+        crate::spec::SelectOptions {
+            skip_optional: self.skip_optional,
+        }
+    }
+
     /// Resolves the command line.
     pub fn from_cli(cli: &Cli) -> Result<Settings> {
         let agent: Agent = cli.global.agent.parse().map_err(Error::Usage)?;
@@ -121,6 +130,7 @@ impl Settings {
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
             no_verify: run.no_verify,
+            skip_optional: run.skip_optional,
             state_root: StateDir::root_from_env(),
         })
     }
@@ -146,6 +156,14 @@ mod tests {
         assert_eq!(s.retry.max_wait, Duration::from_secs(6 * 3600));
         assert_eq!(s.retry.reset_margin, Duration::from_secs(60));
         assert_eq!(s.max_attempts, 3);
+        assert!(!s.skip_optional);
+        let cli = Cli::try_parse_from(["kern", "--skip-optional"]).unwrap();
+        assert!(
+            Settings::from_cli(&cli)
+                .unwrap()
+                .select_options()
+                .skip_optional
+        );
     }
 
     #[test]

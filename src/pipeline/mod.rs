@@ -87,18 +87,19 @@ impl Workspace {
         })
     }
 
-    /// Loads and validates SPEC.md: warnings are returned, errors are `Error::SpecInvalid`.
+    /// Loads and validates SPEC.md: warnings are returned, errors are `Error::SpecRefused`.
     pub fn load_spec(&self) -> Result<(SpecFile, Document, Vec<String>)> {
-        let (file, doc) = SpecFile::load(&self.spec_path)?;
+        let (file, doc) = SpecFile::load_as(&self.spec_path, &self.spec_display)?;
         let diagnostics = spec::validate(&doc);
-        let errors: Vec<String> = diagnostics
+        let errors: Vec<spec::Diagnostic> = diagnostics
             .iter()
             .filter(|d| d.severity == Severity::Error)
-            .map(|d| d.render(&self.spec_display))
+            .cloned()
             .collect();
         if !errors.is_empty() {
-            return Err(Error::SpecInvalid {
-                report: errors.join("\n"),
+            return Err(Error::SpecRefused {
+                file: self.spec_display.clone(),
+                diagnostics: errors,
             });
         }
         let warnings = diagnostics
@@ -337,7 +338,7 @@ impl Run<'_> {
 
     fn has_work(&self) -> Result<bool> {
         let (_, doc, _) = self.ws.load_spec()?;
-        Ok(spec::select(&doc).is_some())
+        Ok(spec::select_with(&doc, &self.settings.select_options()).is_some())
     }
 
     /// Prints the summary, logs the end, and decides the exit.
@@ -353,7 +354,7 @@ impl Run<'_> {
                     if blocked == 1 { "" } else { "s" },
                     self.ws.spec_display
                 )))
-            } else if self.last_failed && spec::select(&doc).is_some() {
+            } else if self.last_failed && spec::select_with(&doc, &self.settings.select_options()).is_some() {
                 Err(Error::Unfinished("the last task failed; its Attempt note says why — run kern again to retry".into()))
             } else {
                 Ok(())
@@ -380,7 +381,7 @@ impl Run<'_> {
         for w in warnings {
             self.reporter.warn(&w);
         }
-        let Some(selection) = spec::select(&doc) else {
+        let Some(selection) = spec::select_with(&doc, &self.settings.select_options()) else {
             resume::remove(&self.ws.state_dir.task_start());
             return Ok(IterationEnd::NothingLeft);
         };
@@ -829,7 +830,7 @@ impl Run<'_> {
         for ancestor in doc.ancestors(task) {
             if doc.tasks()[ancestor].state == TaskState::Pending {
                 let id = doc.identity(ancestor);
-                let (mut file, _) = SpecFile::load(&self.ws.spec_path)?;
+                let (mut file, _) = SpecFile::load_as(&self.ws.spec_path, &self.ws.spec_display)?;
                 file.apply(&id, &[Edit::SetState(TaskState::InProgress)])?;
             }
         }
@@ -1019,7 +1020,7 @@ impl Run<'_> {
 
     /// Applies edits to SPEC.md (re-read, re-located, verified, atomic).
     fn edit(&self, it: &TaskIteration, edits: &[Edit]) -> Result<Document> {
-        let (mut file, _) = SpecFile::load(&self.ws.spec_path)?;
+        let (mut file, _) = SpecFile::load_as(&self.ws.spec_path, &self.ws.spec_display)?;
         file.apply(&it.identity, edits)
     }
 

@@ -2,7 +2,8 @@
 //!
 //! The one decision a reader must know: only *workable* tasks are ever selected, and a task
 //! with unfinished subtasks is never workable itself. A task is workable when it is pending
-//! (or the deepest in-progress task), no ancestor is done or blocked, and it has no subtasks
+//! (or the deepest in-progress task), kern may take it (not held elsewhere by another tool, not
+//! in a section a heading closed), no ancestor is done, blocked or held, and it has no subtasks
 //! or all of them are done — a pending parent whose subtasks were all finished by hand is
 //! selected so the agent can finish what the parent still asks. A parent whose remaining
 //! subtasks are all blocked (none pending or in progress) is stuck, not workable: it needs a
@@ -12,11 +13,21 @@
 //! and descending to the first workable task below it; if that subtree holds nothing workable
 //! (everything left there is blocked), selection falls through to the rest of the document.
 //! Then the first workable task in document order without a Skipped note; then the first with
-//! one. Done and blocked tasks and their subtrees are skipped.
+//! one; then optional tasks (`[ ]*`, and everything under one) the same way, unless
+//! `--skip-optional` leaves them alone. An optional task kern already started (`[~]*`) is
+//! resumed like any other, so that no second in-progress chain is ever begun. Done, blocked and
+//! held tasks and their subtrees are skipped, and so are sections closed by a heading.
 
 use std::fmt;
 
 use super::parse::{Document, TaskState};
+
+/// How selection treats optional tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SelectOptions {
+    /// `--skip-optional`: never start an optional task (`[ ]*`).
+    pub skip_optional: bool,
+}
 
 /// Why a task was selected, in words for `kern -n` and `kern status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +45,8 @@ pub enum SelectReason {
     FirstPending,
     /// Every workable task was skipped before; this is the first of them.
     FirstSkipped,
+    /// Every other task is done, blocked or held: the first optional task (`[ ]*`).
+    FirstOptional,
 }
 
 impl fmt::Display for SelectReason {
@@ -42,7 +55,8 @@ impl fmt::Display for SelectReason {
             SelectReason::InProgress => f.write_str("it is in progress: resuming it"),
             SelectReason::UnderInProgress { parent } => write!(
                 f,
-                "it is the next unfinished subtask of the in-progress task `{parent}`"
+                "it is the next unfinished subtask of the in-progress task {}",
+                super::parse::quote_title(parent)
             ),
             SelectReason::SubtasksDone => {
                 f.write_str("all its subtasks are done but it is not marked done")
@@ -51,6 +65,9 @@ impl fmt::Display for SelectReason {
             SelectReason::FirstSkipped => {
                 f.write_str("every pending task was skipped before; this is the first skipped one")
             }
+            SelectReason::FirstOptional => f.write_str(
+                "every other task is done, blocked or held: this is the first optional task",
+            ),
         }
     }
 }
@@ -64,12 +81,25 @@ pub struct Selection {
     pub reason: SelectReason,
 }
 
-/// The next task to work on, or `None` when nothing workable is left.
+/// The next task to work on, or `None` when nothing workable is left (optional tasks taken
+/// last).
 pub fn select(doc: &Document) -> Option<Selection> {
+    select_with(doc, &SelectOptions::default())
+}
+
+/// [`select`] with options (`--skip-optional`).
+pub fn select_with(doc: &Document, options: &SelectOptions) -> Option<Selection> {
     let tasks = doc.tasks();
     if let Some(deepest) = deepest_in_progress(doc) {
         let end = subtree_end(doc, deepest);
-        if let Some((task, _)) = first_workable(doc, deepest..end, Some(deepest)) {
+        let found = first_workable(doc, deepest..end, Some(deepest), Pass::Required)
+            .or_else(|| first_workable(doc, deepest..end, Some(deepest), Pass::Optional))
+            .filter(|&(task, _)| {
+                // Within a started optional chain, its own subtasks go on; a fresh optional
+                // task elsewhere in the subtree waits for the optional pass like any other.
+                !(options.skip_optional && is_optional(doc, task) && !is_optional(doc, deepest))
+            });
+        if let Some((task, _)) = found {
             let reason = if task == deepest {
                 if tasks[task].children.is_empty() {
                     SelectReason::InProgress
@@ -84,9 +114,19 @@ pub fn select(doc: &Document) -> Option<Selection> {
             return Some(Selection { task, reason });
         }
     }
-    let (task, skipped) = first_workable(doc, 0..tasks.len(), None)?;
+    let all = 0..tasks.len();
+    let (task, skipped, optional) = match first_workable(doc, all.clone(), None, Pass::Required) {
+        Some((task, skipped)) => (task, skipped, false),
+        None if options.skip_optional => return None,
+        None => {
+            let (task, skipped) = first_workable(doc, all, None, Pass::Optional)?;
+            (task, skipped, true)
+        }
+    };
     let reason = if !tasks[task].children.is_empty() {
         SelectReason::SubtasksDone
+    } else if optional {
+        SelectReason::FirstOptional
     } else if skipped {
         SelectReason::FirstSkipped
     } else {
@@ -95,16 +135,32 @@ pub fn select(doc: &Document) -> Option<Selection> {
     Some(Selection { task, reason })
 }
 
-/// The deepest task of the first in-progress chain whose ancestors are neither done nor
-/// blocked.
+/// Which tasks a walk may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Tasks that are not optional.
+    Required,
+    /// Optional tasks and the tasks under them.
+    Optional,
+}
+
+/// True for an optional task or a task under one.
+fn is_optional(doc: &Document, task: usize) -> bool {
+    let tasks = doc.tasks();
+    tasks[task].is_optional() || doc.ancestors(task).iter().any(|&a| tasks[a].is_optional())
+}
+
+/// The deepest task of the first in-progress chain kern may take whose ancestors are neither
+/// done, blocked nor held.
 fn deepest_in_progress(doc: &Document) -> Option<usize> {
     let tasks = doc.tasks();
     let top = (0..tasks.len()).find(|&i| {
         tasks[i].state == TaskState::InProgress
+            && tasks[i].is_takeable()
             && doc
                 .ancestors(i)
                 .iter()
-                .all(|&a| tasks[a].state.is_unfinished())
+                .all(|&a| tasks[a].state.is_unfinished() && tasks[a].is_takeable())
     })?;
     let mut deepest = top;
     for i in top + 1..subtree_end(doc, top) {
@@ -127,30 +183,34 @@ fn subtree_end(doc: &Document, task: usize) -> usize {
         .unwrap_or(tasks.len())
 }
 
-/// The first workable task in `range` without a Skipped note, else the first with one; the
-/// flag says whether it is skipped. `allow_in_progress` is the one in-progress task that may
-/// be selected itself (the deepest of the chain).
+/// The first workable task of the pass in `range` without a Skipped note, else the first with
+/// one; the flag says whether it is skipped. `allow_in_progress` is the one in-progress task
+/// that may be selected itself (the deepest of the chain).
 fn first_workable(
     doc: &Document,
     range: std::ops::Range<usize>,
     allow_in_progress: Option<usize>,
+    pass: Pass,
 ) -> Option<(usize, bool)> {
     let tasks = doc.tasks();
     let mut first_skipped = None;
     let mut i = range.start;
     while i < range.end {
         let t = &tasks[i];
-        if !t.state.is_unfinished() {
-            // Done and blocked tasks take their whole subtree out of selection.
+        let waits = pass == Pass::Required && t.is_optional();
+        if !t.state.is_unfinished() || !t.is_takeable() || waits {
+            // Done, blocked, held and heading-closed tasks take their subtree out of selection;
+            // an optional subtree waits for the optional pass.
             i = subtree_end(doc, i);
             continue;
         }
+        let in_pass = pass == Pass::Required || is_optional(doc, i);
         let children_done = t
             .children
             .iter()
             .all(|&c| tasks[c].state == TaskState::Done);
         let self_allowed = t.state == TaskState::Pending || allow_in_progress == Some(i);
-        if children_done && self_allowed {
+        if in_pass && children_done && self_allowed {
             if !t.is_skipped() {
                 return Some((i, false));
             }
