@@ -32,35 +32,24 @@ use crate::supervisor::interrupt;
 
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.
 pub async fn run(cli: Cli) -> Result<()> {
-    let settings = Settings::from_cli(&cli)?;
+    let settings = match Settings::from_cli(&cli) {
+        Ok(settings) => settings,
+        Err(e) => {
+            if let Some(Command::Status { json: true, .. }) = cli.command {
+                status::print_out(&format!("{}\n", status::error_json(&e)))?;
+            }
+            return Err(e);
+        }
+    };
     diagnostics::init(settings.verbose, settings.color);
     match cli.command {
-        None if settings.dry_run => {
-            eprint!("{}", dry_run::report(&settings)?);
-            Ok(())
-        }
+        None if settings.dry_run => dry_run::run(&settings),
         None => {
             let reporter = reporter::Reporter::new(settings.color, settings.quiet);
             let interrupt = interrupt::Interrupt::install()?;
             pipeline::run(&settings, &reporter, &interrupt).await
         }
-        Some(Command::Status { json, dir }) => {
-            if dir {
-                let ws = pipeline::Workspace::open(&settings)?;
-                println!("{}", ws.state_dir.dir().display());
-                return Ok(());
-            }
-            let (_, report) = status::compute(&settings)?;
-            if json {
-                println!("{}", report.json);
-            } else {
-                for w in &report.warnings {
-                    eprintln!("kern: {w}");
-                }
-                eprint!("{}", status::render_human(&report));
-            }
-            Ok(())
-        }
+        Some(Command::Status { json, dir }) => status::run(&settings, json, dir),
         Some(Command::Init { prompts }) => {
             let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
             let repo = repository::Repository::discover(&cwd)?;

@@ -5,7 +5,8 @@
 //! it would select and why, the resume point, and for each stage that would run: the exact argv,
 //! the model, the tool policy and the prompt size; with `-v` the rendered prompts themselves.
 //! Everything is computed by the same code a run uses (workspace, selection, templates), so the
-//! dry run cannot drift from the run.
+//! dry run cannot drift from the run. The report is the command's output and goes to stdout;
+//! warnings about SPEC.md go to stderr, as `kern status` prints them.
 
 use std::fmt::Write as _;
 
@@ -19,8 +20,25 @@ use crate::settings::Settings;
 use crate::spec;
 use crate::stage::Stage;
 
-/// Builds the dry-run report.
+/// `kern -n`: the report on stdout, warnings on stderr.
+pub fn run(settings: &Settings) -> Result<()> {
+    let (report, warnings) = report_with_warnings(settings, status::terminal_width())?;
+    for w in &warnings {
+        eprintln!("kern: {w}");
+    }
+    status::print_out(&report)
+}
+
+/// Builds the dry-run report (titles whole).
 pub fn report(settings: &Settings) -> Result<String> {
+    report_with_warnings(settings, None).map(|(report, _)| report)
+}
+
+/// The dry-run report with titles cut to `width`, and the warnings about SPEC.md.
+fn report_with_warnings(
+    settings: &Settings,
+    width: Option<usize>,
+) -> Result<(String, Vec<String>)> {
     let (ws, doc, status) = status::compute_with_spec(settings)?;
     let j = &status.json;
     let mut out = String::new();
@@ -29,14 +47,20 @@ pub fn report(settings: &Settings) -> Result<String> {
     let _ = writeln!(out, "project id:  {}", ws.state_dir.project_id());
     let _ = writeln!(out, "branch:      {}", ws.state_dir.branch());
     let _ = writeln!(out, "agent:       {}", settings.agent);
-    for w in &status.warnings {
-        let _ = writeln!(out, "warning:     {w}");
-    }
-    out.push_str(&status::render_human(&status));
+    out.push_str(&status::render_human(&status, width));
+    let warnings = status.warnings.clone();
 
-    let Some(selection) = spec::select(&doc) else {
-        let _ = writeln!(out, "\nNothing to do: every task is done or blocked.");
-        return Ok(out);
+    let Some(selection) = spec::select_with(&doc, &settings.select_options()) else {
+        let _ = writeln!(
+            out,
+            "\nNothing to do: every task is done, blocked or held elsewhere{}.",
+            if settings.skip_optional {
+                " (optional tasks left alone: --skip-optional)"
+            } else {
+                ""
+            }
+        );
+        return Ok((out, warnings));
     };
     let task = &doc.tasks()[selection.task];
     let resume = j["resume"].as_str().unwrap_or("research");
@@ -45,11 +69,11 @@ pub fn report(settings: &Settings) -> Result<String> {
         "implement" => vec![Stage::Implement, Stage::Review],
         _ => vec![Stage::Review],
     };
-    let _ = writeln!(
-        out,
-        "\nwould take: `{}` ({}:{}) — {}",
-        task.title, ws.spec_display, task.line, selection.reason
+    let line = format!(
+        "\nwould take: {{title}} ({}:{}) — {}",
+        ws.spec_display, task.line, selection.reason
     );
+    let _ = writeln!(out, "{}", status::fit_title(&line, &task.title, width));
     let check = task
         .check_command()
         .map(str::to_string)
@@ -151,7 +175,7 @@ pub fn report(settings: &Settings) -> Result<String> {
             );
         }
     }
-    Ok(out)
+    Ok((out, warnings))
 }
 
 /// Quotes an argument for display when a shell would need it.

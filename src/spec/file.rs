@@ -93,7 +93,7 @@ impl SpecFile {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(Error::SpecMissing {
-                    path: path.to_path_buf(),
+                    path: PathBuf::from(display),
                 });
             }
             Err(e) => return Err(Error::io(path, e)),
@@ -277,7 +277,7 @@ impl SpecFile {
 fn read_current(path: &Path, display: &str) -> Result<(File, String)> {
     let mut file = File::open(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::SpecMissing {
-            path: path.to_path_buf(),
+            path: PathBuf::from(display),
         },
         _ => Error::io(path, e),
     })?;

@@ -236,6 +236,7 @@ mod tests {
         let resume = "it is in progress: resuming it";
         let skipped = "every pending task was skipped before; this is the first skipped one";
         let done = "all its subtasks are done but it is not marked done";
+        let optional = "every other task is done, blocked or held: this is the first optional task";
         type Case<'a> = (&'a str, &'a str, Option<(&'a str, &'a str)>);
         let cases: &[Case] = &[
             ("empty", "# nothing\n", None),
@@ -313,10 +314,59 @@ mod tests {
                 "- notes\n  - [ ] deep\n",
                 Some(("deep", first)),
             ),
+            (
+                "held elsewhere is never taken, nor its subtasks",
+                "- [-] a\n  - [ ] a1\n- [/] b\n- [ ] c\n",
+                Some(("c", first)),
+            ),
+            ("only held left", "- [-] a\n- [/] b\n", None),
+            (
+                "a section a heading closed is never taken",
+                "## Phase 1 [x]\n- [ ] a\n### Sub\n- [~] b\n## Phase 2\n- [ ] c\n",
+                Some(("c", first)),
+            ),
+            (
+                "optional tasks come after every other, skipped ones included",
+                "- [ ]* a\n- [ ] b\n  > **Skipped:** no\n- [ ] c\n  - [ ]* c1\n  - [ ] c2\n",
+                Some(("c2", first)),
+            ),
+            (
+                "then the first optional task",
+                "- [x] z\n- [ ]* a\n- [ ] c\n  - [ ]* c1\n  - [x] c2\n",
+                Some(("a", optional)),
+            ),
+            (
+                "a task under an optional one is optional",
+                "- [ ]* a\n  - [ ] a1\n- [x] b\n",
+                Some(("a1", optional)),
+            ),
+            (
+                "an optional task kern started is resumed",
+                "- [ ] a\n- [~]* b\n",
+                Some(("b", resume)),
+            ),
         ];
         for (name, text, expected) in cases {
             let expected = expected.map(|(t, r)| (t.to_string(), r.to_string()));
             assert_eq!(selected(text), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn skip_optional_leaves_optional_tasks_alone() {
+        let skip = SelectOptions {
+            skip_optional: true,
+        };
+        let cases: &[(&str, Option<&str>)] = &[
+            ("- [ ]* a\n- [x] b\n", None),
+            ("- [ ]* a\n  - [ ] a1\n- [ ] b\n", Some("b")),
+            ("- [~] p\n  - [ ]* p1\n- [ ] b\n", Some("b")),
+            ("- [ ] a\n- [~]* b\n", Some("b")),
+        ];
+        for (text, expected) in cases {
+            let doc = Document::parse(text);
+            let got = select_with(&doc, &skip).map(|s| doc.tasks()[s.task].title.clone());
+            assert_eq!(got.as_deref(), *expected, "{text:?}");
         }
     }
 }
