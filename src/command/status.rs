@@ -233,10 +233,10 @@ pub fn print_out(text: &str) -> Result<()> {
 /// `$COLUMNS` when set, else none (titles whole).
 pub fn terminal_width() -> Option<usize> {
     let term = console::Term::stdout();
-    if term.is_term() {
-        if let Some((_, width)) = term.size_checked() {
-            return Some(width as usize);
-        }
+    if term.is_term()
+        && let Some((_, width)) = term.size_checked()
+    {
+        return Some(width as usize);
     }
     std::env::var("COLUMNS").ok()?.trim().parse().ok()
 }
