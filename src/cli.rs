@@ -149,7 +149,7 @@ pub struct RunOptions {
     pub no_verify: bool,
 
     /// Leave optional tasks (Kiro's `[ ]*`) alone; without it they are taken after every other.
-    #[arg(long, env = "KERN_SKIP_OPTIONAL")]
+    #[arg(long, env = "KERN_SKIP_OPTIONAL", value_parser = clap::builder::BoolishValueParser::new())]
     pub skip_optional: bool,
 }
 

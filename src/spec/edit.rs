@@ -52,7 +52,8 @@ pub enum Edit {
     /// Append these pending subtasks (titles) at the end of the task's item.
     InsertSubtasks(Vec<String>),
     /// Mark `[x]` every pending or in-progress ancestor whose subtasks are now all done,
-    /// nearest first, stopping at the first that is not.
+    /// nearest first, stopping at the first that is not. Optional subtasks (`[ ]*`) do not
+    /// hold a parent open, as in Kiro.
     CompleteParents,
     /// Mark `[!]` every pending or in-progress ancestor that is now stuck: no subtask pending
     /// or in progress, at least one blocked. Use after blocking a subtask so that no `[~]`
@@ -247,10 +248,11 @@ fn plan(doc: &Document, index: usize, edit: &Edit, blank_after: bool) -> Result<
         Edit::CompleteParents => {
             let mut done: Vec<usize> = Vec::new();
             for parent in doc.ancestors(index) {
-                let all_done = tasks[parent]
-                    .children
-                    .iter()
-                    .all(|&c| tasks[c].state == TaskState::Done || done.contains(&c));
+                let all_done = tasks[parent].children.iter().all(|&c| {
+                    tasks[c].state == TaskState::Done
+                        || done.contains(&c)
+                        || (tasks[c].is_optional() && c != index)
+                });
                 if !all_done
                     || tasks[parent].state == TaskState::Blocked
                     || !tasks[parent].kind.is_kerns()
@@ -852,6 +854,13 @@ mod tests {
                 2,
                 Edit::CompleteParents,
                 "- [~] a\n  - [x] b\n    - [x] c\n  - [ ] d\n",
+            ),
+            (
+                "optional subtasks do not hold a parent open",
+                "- [~] a\n  - [x] b\n  - [ ]* c\n",
+                1,
+                Edit::CompleteParents,
+                "- [x] a\n  - [x] b\n  - [ ]* c\n",
             ),
             (
                 "complete parents stops at a parent held elsewhere",

@@ -14,9 +14,11 @@
 //! (everything left there is blocked), selection falls through to the rest of the document.
 //! Then the first workable task in document order without a Skipped note; then the first with
 //! one; then optional tasks (`[ ]*`, and everything under one) the same way, unless
-//! `--skip-optional` leaves them alone. An optional task kern already started (`[~]*`) is
-//! resumed like any other, so that no second in-progress chain is ever begun. Done, blocked and
-//! held tasks and their subtrees are skipped, and so are sections closed by a heading.
+//! `--skip-optional` leaves them alone. As in Kiro, optional subtasks do not hold their parent
+//! open (see `Edit::CompleteParents`), so the optional pass also looks under done parents; an
+//! optional task kern already started (`[~]*`) is resumed like any other, so that no second
+//! in-progress chain is ever begun. Blocked and held tasks and their subtrees are skipped, done
+//! ones too outside the optional pass, and so are sections closed by a heading.
 
 use std::fmt;
 
@@ -151,16 +153,18 @@ fn is_optional(doc: &Document, task: usize) -> bool {
 }
 
 /// The deepest task of the first in-progress chain kern may take whose ancestors are neither
-/// done, blocked nor held.
+/// done, blocked nor held (an optional task's ancestors may be done).
 fn deepest_in_progress(doc: &Document) -> Option<usize> {
     let tasks = doc.tasks();
     let top = (0..tasks.len()).find(|&i| {
+        let optional = is_optional(doc, i);
         tasks[i].state == TaskState::InProgress
             && tasks[i].is_takeable()
-            && doc
-                .ancestors(i)
-                .iter()
-                .all(|&a| tasks[a].state.is_unfinished() && tasks[a].is_takeable())
+            && doc.ancestors(i).iter().all(|&a| {
+                let open = tasks[a].state.is_unfinished()
+                    || (optional && tasks[a].state == TaskState::Done);
+                open && tasks[a].is_takeable()
+            })
     })?;
     let mut deepest = top;
     for i in top + 1..subtree_end(doc, top) {
@@ -198,6 +202,11 @@ fn first_workable(
     while i < range.end {
         let t = &tasks[i];
         let waits = pass == Pass::Required && t.is_optional();
+        if pass == Pass::Optional && t.state == TaskState::Done && t.is_takeable() {
+            // Optional subtasks may stay open under a done parent.
+            i += 1;
+            continue;
+        }
         if !t.state.is_unfinished() || !t.is_takeable() || waits {
             // Done, blocked, held and heading-closed tasks take their subtree out of selection;
             // an optional subtree waits for the optional pass.
@@ -329,6 +338,21 @@ mod tests {
                 "optional tasks come after every other, skipped ones included",
                 "- [ ]* a\n- [ ] b\n  > **Skipped:** no\n- [ ] c\n  - [ ]* c1\n  - [ ] c2\n",
                 Some(("c2", first)),
+            ),
+            (
+                "a parent with only optional subtasks open is not taken itself",
+                "- [ ] p\n  - [x] p1\n  - [ ]* p2\n- [ ] q\n",
+                Some(("q", first)),
+            ),
+            (
+                "optional subtasks under a done parent are taken in the optional pass",
+                "- [x] p\n  - [x] p1\n  - [ ]* p2\n  - [ ] p3\n- [!] q\n  - [ ]* q1\n",
+                Some(("p2", optional)),
+            ),
+            (
+                "an optional task kern started under a done parent is resumed",
+                "- [x] p\n  - [~]* p1\n- [ ] q\n",
+                Some(("p1", resume)),
             ),
             (
                 "then the first optional task",

@@ -20,6 +20,7 @@ mod real_claude;
 mod repository;
 mod scripted_agent;
 mod soak;
+mod spec_dialects;
 mod spec_file;
 mod status;
 mod supervisor;
