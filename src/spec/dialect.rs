@@ -8,7 +8,7 @@
 //! | box | kern reads it as |
 //! |---|---|
 //! | `[ ]` `[~]` `[x]` `[X]` `[!]` | a task in that state |
-//! | the same followed by `*` (`[ ]*`, `[x]*`) | an optional task: taken after every other |
+//! | the same followed by `*` (`[ ]*`, `[x]*`; `[ ]\*` as mdformat writes it) | an optional task: taken after every other |
 //! | `[-]` `[/]` | held elsewhere: never taken, counted and listed |
 //! | any other single character (`[P]`, `[?]`, `[>]`, `[o]`) | not a task; a warning |
 //! | `[]` `[ x]` `[x ]` `[~ ]` `[[ ]`, `[x]title` | malformed: an error with the fix |
@@ -71,10 +71,14 @@ pub(crate) fn classify_box(rest: &str) -> BoxKind {
     let after = &body[close + 1..];
     let blank_or_end = |s: &str| s.is_empty() || s.starts_with([' ', '\t']);
     let spaced = blank_or_end(after);
-    let starred = after.strip_prefix('*').is_some_and(blank_or_end);
+    // `[ ]*`, or `[ ]\*` as mdformat escapes it.
+    let star = ["*", "\\*"]
+        .into_iter()
+        .find(|s| after.strip_prefix(s).is_some_and(blank_or_end));
+    let starred = star.is_some();
     let link_like = after.starts_with(['(', '[', ':']);
     let shown = &rest[..close + 2];
-    let title_at = close + 2 + usize::from(starred);
+    let title_at = close + 2 + star.map_or(0, str::len);
     let mut chars = inside.chars();
     match (chars.next(), chars.next()) {
         (Some(c), None) if !link_like => {
@@ -165,6 +169,10 @@ mod tests {
                 "pending Optional \" 3.4 Write tests\"",
             ),
             ("[x]* done", "done Optional \" done\""),
+            (
+                "[ ]\\* mdformat escaped",
+                "pending Optional \" mdformat escaped\"",
+            ),
             ("[~]* doing", "in_progress Optional \" doing\""),
             (
                 "[-] 2.2 Kiro in progress",

@@ -10,6 +10,7 @@ mod cli;
 mod crash;
 mod doctor;
 mod dry_run;
+mod formatters;
 mod init;
 mod lock;
 mod output;
