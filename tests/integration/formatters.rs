@@ -58,8 +58,8 @@ fn formatters_present() -> bool {
         return false;
     }
     for (program, install) in [
-        ("prettier", "npm install -g prettier@3"),
-        ("mdformat", "pip install mdformat"),
+        ("prettier", "npm install -g prettier@3.10.1"),
+        ("mdformat", "python3 -m pip install mdformat==1.0.0"),
     ] {
         let found = Command::new(program)
             .arg("--version")

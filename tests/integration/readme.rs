@@ -686,7 +686,9 @@ fn inline_kern_commands_parse_with_the_real_command_line() {
         "{commands:?}"
     );
     for command in &commands {
-        let words: Vec<&str> = command.split_whitespace().collect();
+        // In a pipeline (`kern status | grep next`) the kern part must parse.
+        let kern_part = command.split('|').next().unwrap_or(command);
+        let words: Vec<&str> = kern_part.split_whitespace().collect();
         if let Err(e) = kern::cli::Cli::try_parse_from(&words) {
             panic!("README.md shows `{command}`, which kern rejects: {e}");
         }
