@@ -1048,6 +1048,51 @@ mod props {
         }
     }
 
+    /// The tree with a Research note and the Attempt notes of every task, in kern's layout
+    /// (`new`) or the old one (no blank `>` lines, `>   - ` bullets).
+    fn render_notes(nodes: &[Node], indent: &str, new: bool, out: &mut String) {
+        for n in nodes {
+            let inner = format!("{indent}  ");
+            out.push_str(&format!("{indent}- [{}] {}\n", n.state, n.title.trim()));
+            let mut notes: Vec<Vec<String>> = Vec::new();
+            let bullets = [
+                format!("read {}", n.title.trim()).trim_end().to_string(),
+                "then test".to_string(),
+            ];
+            notes.push(if new {
+                let mut r = vec!["**Research:**".to_string(), String::new()];
+                r.extend(bullets.iter().map(|b| format!("- {b}")));
+                r
+            } else {
+                let mut r = vec!["**Research:**".to_string()];
+                r.extend(bullets.iter().map(|b| format!("  - {b}")));
+                r
+            });
+            for (a, note) in n.notes.iter().enumerate() {
+                let head = format!("**Attempt {}:** {}", a + 1, note.trim());
+                let mut lines = vec![head.trim_end().to_string()];
+                if !note.trim().is_empty() {
+                    // (kern writes a second line only after a first one)
+                    lines.push(if new { "more" } else { "  more" }.to_string());
+                }
+                notes.push(lines);
+            }
+            for (k, lines) in notes.iter().enumerate() {
+                if new && k > 0 {
+                    out.push_str(&format!("{inner}>\n"));
+                }
+                for l in lines {
+                    if l.is_empty() {
+                        out.push_str(&format!("{inner}>\n"));
+                    } else {
+                        out.push_str(&format!("{inner}> {l}\n"));
+                    }
+                }
+            }
+            render_notes(&n.children, &inner, new, out);
+        }
+    }
+
     fn edit() -> impl Strategy<Value = Edit> {
         prop_oneof![
             prop::sample::select(vec![
@@ -1118,6 +1163,41 @@ mod props {
                 }
             }
             prop_assert_eq!(new_doc.problems().len(), doc.problems().len());
+        }
+
+        /// The old layout and kern's read the same; a note added in kern's layout never
+        /// rewrites anything, one added to an old block rewrites it once, and the result reads
+        /// as before plus the note.
+        #[test]
+        fn every_note_layout_reads_the_same_and_is_rewritten_once(
+            tree in prop::collection::vec(node(), 1..4),
+            pick in any::<prop::sample::Index>(),
+            note in ".{0,40}",
+        ) {
+            let (mut old, mut new) = (String::new(), String::new());
+            render_notes(&tree, "", false, &mut old);
+            render_notes(&tree, "", true, &mut new);
+            let (o, n) = (Document::parse(&old), Document::parse(&new));
+            let reading = |d: &Document| -> Vec<(String, Vec<(NoteKind, String)>, String)> {
+                d.tasks()
+                    .iter()
+                    .map(|t| {
+                        let notes = t.notes.iter().map(|x| (x.kind, x.text.clone())).collect();
+                        (t.title.clone(), notes, t.free_text.clone())
+                    })
+                    .collect()
+            };
+            prop_assert_eq!(reading(&o), reading(&n));
+            let index = pick.index(n.tasks().len());
+            let id = n.identity(index);
+            let edit = Edit::AddAttempt(note);
+            let kept = apply_edit(&n, &id, &edit).map_err(|e| TestCaseError::fail(format!("{e}\n{new}")))?;
+            prop_assert!(!kept.rewrote_notes, "kern's layout is never rewritten");
+            let once = apply_edit(&o, &id, &edit).map_err(|e| TestCaseError::fail(format!("{e}\n{old}")))?;
+            prop_assert!(once.rewrote_notes, "the old layout is rewritten");
+            prop_assert_eq!(reading(&once.document), reading(&kept.document));
+            let again = apply_edit(&once.document, &id, &Edit::AddBlocked("stop".into())).unwrap();
+            prop_assert!(!again.rewrote_notes, "and only once");
         }
 
         #[test]

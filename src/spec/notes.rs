@@ -374,3 +374,47 @@ mod tests {
         assert_eq!(rewrite(&lines_of(deeper), notes, "  ", "\n"), None);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn kind() -> impl Strategy<Value = NoteKind> {
+        prop_oneof![
+            Just(NoteKind::Research),
+            (1u32..99).prop_map(NoteKind::Attempt),
+            Just(NoteKind::Skipped),
+            Just(NoteKind::Blocked),
+            Just(NoteKind::Check),
+        ]
+    }
+
+    proptest! {
+        /// Whatever lines a note has, writing its text in kern's layout and reading it back
+        /// gives the same text, and the block layout reads back note by note.
+        #[test]
+        fn layout_reads_back_as_its_text(
+            kinds in prop::collection::vec(kind(), 1..4),
+            lines in prop::collection::vec(prop::collection::vec("[-*+ ]{0,2}[a-z`(]{0,8}( [a-z]{1,5})?", 0..4), 4),
+        ) {
+            let mut notes: Vec<(NoteKind, String)> = Vec::new();
+            for (k, kind) in kinds.iter().enumerate() {
+                let body: Vec<&str> = lines[k].iter().map(String::as_str).collect();
+                notes.push((*kind, text(*kind, &body)));
+            }
+            let view: Vec<(NoteKind, &str)> = notes.iter().map(|(k, t)| (*k, t.as_str())).collect();
+            let block = block_layout(&view);
+            let mut read: Vec<(NoteKind, Vec<&str>)> = Vec::new();
+            for line in &block {
+                match header(line) {
+                    Some((k, rest)) => read.push((k, vec![rest])),
+                    None => read.last_mut().unwrap().1.push(line.as_str()),
+                }
+            }
+            let back: Vec<(NoteKind, String)> =
+                read.iter().map(|(k, body)| (*k, text(*k, body))).collect();
+            prop_assert_eq!(back, notes);
+        }
+    }
+}
