@@ -232,7 +232,7 @@ impl SpecFile {
                         "kern cannot add its {} to task `{task}` without changing how the lines around it read",
                         edit.describe()
                     ),
-                    fix: "put a blank line between the task's first line and the text, table or quote below it, then run kern again".to_string(),
+                    fix: "separate the task's own text (a table, a quote, a code block) from its first line with a blank line, close any code block left open (```), then run kern again".to_string(),
                 }],
             },
             other => Error::SpecEdit {
@@ -416,6 +416,24 @@ mod tests {
             )
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "- [ ] renamed\n");
+    }
+
+    #[test]
+    fn an_edit_that_would_change_the_markdown_around_it_is_exit_2_with_the_location() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        let text = "# T\n\n- [ ] a\n  ```\n  code\n";
+        std::fs::write(&path, text).unwrap();
+        let (mut spec, doc) = SpecFile::load_as(&path, "SPEC.md").unwrap();
+        let err = spec
+            .apply(&doc.identity(0), &[Edit::InsertSubtasks(vec!["s".into()])])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            err.to_string(),
+            "SPEC.md:3:3: kern cannot add its subtasks to task `a` without changing how the lines around it read — separate the task's own text (a table, a quote, a code block) from its first line with a blank line, close any code block left open (```), then run kern again"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! tasks held elsewhere, the optional ones, the sections a heading closed, the warnings and
 //! the next task as README.md documents them; runs take tasks in that order and never touch
 //! another tool's markers; and the output fits the shell (`kern status | grep next`, JSON on
-//! every error, titles with backticks shown as written).
+//! every error, titles with backticks shown as written). Also the person's own markdown right
+//! under a task (a table, a quote, a lazy line: issue 14) stays out of kern's notes.
 
 use crate::support::project;
 
@@ -422,4 +423,65 @@ fn near_misses_of_kerns_markers_stay_errors_with_the_fix() {
         assert!(err.contains("SPEC.md:2:3: malformed task marker"), "{err}");
         assert!(err.contains(fix), "{err}");
     }
+}
+
+#[test]
+fn a_table_or_a_quote_under_a_title_stays_out_of_kerns_notes() {
+    let spec = "\
+# Plan
+
+- [ ] Import the prices
+  | file | rows |
+  |---|---|
+  | a.csv | 10 |
+- [ ] Answer the customer
+  > Please keep the old URLs working.
+lazy line of the quote
+1. [ ] Numbered task
+   > my own quote
+";
+    let p = Project::new(spec);
+    p.scenario(&working_agent());
+    let out = p.kern().args(["10", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(p.log().len(), 4, "{err}");
+    let text = p.read("SPEC.md");
+    let doc = kern::spec::Document::parse(&text);
+    for t in doc.tasks() {
+        assert_eq!(t.state, kern::spec::TaskState::Done, "{text}");
+        assert_eq!(t.notes.len(), 1, "{text}");
+        assert_eq!(t.notes[0].text, "- look at out/", "{text}");
+    }
+    assert!(
+        text.contains("  > - look at out/\n\n  | file | rows |\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n\n  > Please keep the old URLs working.\nlazy line of the quote\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_edit_kern_cannot_verify_stops_with_exit_2_and_the_location() {
+    let p = Project::new("# Plan\n\n- [ ] Split the work\n  ```\n  sketch\n");
+    p.scenario(&json!({"default": {
+        "research": {"result": {"notes": ["split it"]}},
+        "implement": {"result": {"status": "DECOMPOSED", "summary": "too big", "subtasks": ["one", "two"]}}
+    }}));
+    let before = p.read("SPEC.md");
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("SPEC.md:3:3: kern cannot add its subtasks to task `Split the work`"),
+        "{err}"
+    );
+    assert!(err.contains("close any code block left open"), "{err}");
+    assert!(
+        p.read("SPEC.md")
+            .starts_with("# Plan\n\n- [~] Split the work\n  > **Research:**\n"),
+        "kern's earlier edits stand, the refused one is not written: {before}"
+    );
 }
