@@ -258,6 +258,9 @@ pub fn fit_title(line: &str, title: &str, width: Option<usize>) -> String {
     line.replacen("{title}", &spec::quote_title(&cut), 1)
 }
 
+/// How many tasks held elsewhere the human summary lists one by one.
+const HELD_SHOWN: usize = 8;
+
 /// Renders the human summary; titles are cut to `width` columns when given.
 pub fn render_human(report: &StatusReport, width: Option<usize>) -> String {
     let j = &report.json;
@@ -272,7 +275,8 @@ pub fn render_human(report: &StatusReport, width: Option<usize>) -> String {
         c["pending"], c["in_progress"], c["done"], c["blocked"]
     ));
     let list = |key: &str| j[key].as_array().cloned().unwrap_or_default();
-    for (k, t) in list("held_elsewhere").iter().enumerate() {
+    let held = list("held_elsewhere");
+    for (k, t) in held.iter().take(HELD_SHOWN).enumerate() {
         let label = if k == 0 { "held:" } else { "" };
         let line = format!(
             "{label:<11}line {} {} {{title}} (another tool holds it; kern leaves it)",
@@ -281,6 +285,12 @@ pub fn render_human(report: &StatusReport, width: Option<usize>) -> String {
         );
         out.push_str(&fit_title(&line, t["title"].as_str().unwrap_or(""), width));
         out.push('\n');
+    }
+    if held.len() > HELD_SHOWN {
+        out.push_str(&format!(
+            "           … and {} more (`kern status --json` lists them all)\n",
+            held.len() - HELD_SHOWN
+        ));
     }
     let optional = list("optional");
     let open = optional
@@ -400,7 +410,7 @@ mod tests {
                 "next: {title} — why",
                 "a title that is far too long for this narrow terminal",
                 Some(40),
-                "next: `a title that is far too lo…` — why",
+                "next: `a title that is far too l…` — why",
             ),
             (
                 "next: {title} — why",
@@ -424,6 +434,29 @@ mod tests {
                 assert!(console::measure_text_width(&got) <= *w, "{got}");
             }
         }
+    }
+
+    #[test]
+    fn many_held_tasks_are_summed_up() {
+        let held: Vec<Value> = (1..=10)
+            .map(|k| json!({"title": format!("t{k}"), "line": k, "marker": "[-]"}))
+            .collect();
+        let report = StatusReport {
+            json: json!({"spec": "SPEC.md", "counts": {"pending": 0, "in_progress": 0, "done": 0, "blocked": 0},
+                         "held_elsewhere": held, "next": null, "lock": null, "state_dir": "/s"}),
+            warnings: Vec::new(),
+        };
+        let text = render_human(&report, None);
+        assert!(
+            text.contains("held:      line 1 [-] `t1` (another tool holds it; kern leaves it)\n"),
+            "{text}"
+        );
+        assert!(text.contains("           line 8 [-] `t8`"), "{text}");
+        assert!(!text.contains("`t9`"), "{text}");
+        assert!(
+            text.contains("           … and 2 more (`kern status --json` lists them all)\n"),
+            "{text}"
+        );
     }
 
     #[test]
