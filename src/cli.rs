@@ -163,6 +163,10 @@ pub struct RunOptions {
     /// 500K or bytes (up to 1024G).
     #[arg(long, value_name = "SIZE", env = "KERN_MAX_FILE_SIZE", default_value = "100M", value_parser = parse_size)]
     pub max_file_size: u64,
+
+    /// Leave optional tasks (Kiro's `[ ]*`) alone; without it they are taken after every other.
+    #[arg(long, env = "KERN_SKIP_OPTIONAL", value_parser = clap::builder::BoolishValueParser::new())]
+    pub skip_optional: bool,
 }
 
 /// Whether the check runs once before any agent.

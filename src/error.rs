@@ -47,6 +47,17 @@ pub enum Error {
         report: String,
     },
 
+    /// SPEC.md cannot be used as it is: each diagnostic names `FILE:LINE:COL`, what is wrong
+    /// and the fix (not UTF-8 text, a malformed task marker, an edit of kern's that would
+    /// change how the lines around it read). `kern status --json` prints them as data.
+    #[error("{}", diagnostics.iter().map(|d| d.render(file)).collect::<Vec<_>>().join("\n"))]
+    SpecRefused {
+        /// The task list as shown in messages (as given, relative to where kern runs).
+        file: String,
+        /// What is wrong, where, and the fix; at least one.
+        diagnostics: Vec<crate::spec::Diagnostic>,
+    },
+
     /// An edit of SPEC.md could not be applied or verified; the file is unchanged.
     #[error("`{}`: {message}", path.display())]
     SpecEdit {
@@ -264,6 +275,7 @@ impl Error {
             Error::Usage(_)
             | Error::SpecMissing { .. }
             | Error::SpecInvalid { .. }
+            | Error::SpecRefused { .. }
             | Error::Template { .. }
             | Error::DirtyTree { .. }
             | Error::Repository(_)

@@ -31,11 +31,18 @@ use crate::error::{Error, Result};
 use crate::reporter::diagnostics;
 use crate::settings::Settings;
 use crate::supervisor::interrupt;
-use crate::workspace::Workspace;
 
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.
 pub async fn run(cli: Cli) -> Result<()> {
-    let settings = Settings::from_process(&cli)?;
+    let settings = match Settings::from_process(&cli) {
+        Ok(settings) => settings,
+        Err(e) => {
+            if let Some(Command::Status { json: true, .. }) = cli.command {
+                status::print_out(&format!("{}\n", status::error_json(&e)))?;
+            }
+            return Err(e);
+        }
+    };
     run_with(cli, &settings).await
 }
 
@@ -43,33 +50,14 @@ pub async fn run(cli: Cli) -> Result<()> {
 pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
     diagnostics::init(settings.verbose, settings.color, &settings.output);
     match cli.command {
-        None if settings.dry_run => {
-            eprint!("{}", dry_run::report(settings)?);
-            Ok(())
-        }
+        None if settings.dry_run => dry_run::run(settings),
         None => {
             let reporter =
                 reporter::Reporter::new(settings.color, settings.quiet, &settings.output);
             let interrupt = interrupt::Interrupt::install()?;
             command::run::run(settings, &reporter, &interrupt).await
         }
-        Some(Command::Status { json, dir }) => {
-            if dir {
-                let ws = Workspace::open(settings)?;
-                println!("{}", ws.state_dir.dir().display());
-                return Ok(());
-            }
-            let (_, report) = status::compute(settings)?;
-            if json {
-                println!("{}", report.json);
-            } else {
-                for w in &report.warnings {
-                    eprintln!("kern: {w}");
-                }
-                eprint!("{}", status::render_human(&report));
-            }
-            Ok(())
-        }
+        Some(Command::Status { json, dir }) => status::run(settings, json, dir),
         Some(Command::Init { prompts }) => {
             let repo = repository::Repository::discover(&settings.cwd)?;
             let written = init::run(repo.top(), &settings.spec, prompts)?;

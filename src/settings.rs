@@ -69,6 +69,8 @@ pub struct Settings {
     pub hook_timeout: Duration,
     /// New or changed files larger than this stay out of commits.
     pub max_file_size: u64,
+    /// `--skip-optional`: never start an optional task (`[ ]*`).
+    pub skip_optional: bool,
     /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
     pub state_root: PathBuf,
     /// The folder kern runs in (the repository is found from here).
@@ -94,6 +96,13 @@ pub struct OutputEnv {
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 impl Settings {
+    /// How task selection treats optional tasks.
+    pub fn select_options(&self) -> crate::spec::SelectOptions {
+        crate::spec::SelectOptions {
+            skip_optional: self.skip_optional,
+        }
+    }
+
     /// The settings of this process: its command line, working folder and environment.
     pub fn from_process(cli: &Cli) -> Result<Settings> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
@@ -145,6 +154,7 @@ impl Settings {
                 dumb_terminal: env("TERM").is_some_and(|t| t == "dumb"),
                 kern_log: var("KERN_LOG").map(|v| v.to_string_lossy().into_owned()),
             },
+            skip_optional: run.skip_optional,
         })
     }
 }
@@ -206,6 +216,14 @@ mod tests {
         assert_eq!(s.max_attempts, 3);
         assert_eq!(s.hook_timeout, Duration::from_secs(600));
         assert_eq!(s.max_file_size, 100 << 20);
+        assert!(!s.skip_optional);
+        let cli = Cli::try_parse_from(["kern", "--skip-optional"]).unwrap();
+        assert!(
+            Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None)
+                .unwrap()
+                .select_options()
+                .skip_optional
+        );
     }
 
     #[test]

@@ -64,10 +64,26 @@ impl Workspace {
     }
 
     /// Loads SPEC.md and validates it: warnings are returned, errors are
-    /// [`Error::SpecInvalid`].
+    /// [`Error::SpecRefused`] with every diagnostic.
     pub fn load_spec(&self) -> Result<(SpecFile, Document, Vec<String>)> {
-        let (file, doc) = SpecFile::load(&self.spec_path)?;
-        let warnings = self.validate(&doc)?;
+        let (file, doc) = SpecFile::load_as(&self.spec_path, &self.spec_display)?;
+        let diagnostics = spec::validate(&doc);
+        let errors: Vec<spec::Diagnostic> = diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .cloned()
+            .collect();
+        if !errors.is_empty() {
+            return Err(Error::SpecRefused {
+                file: self.spec_display.clone(),
+                diagnostics: errors,
+            });
+        }
+        let warnings = diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .map(|d| d.render(&self.spec_display))
+            .collect();
         Ok((file, doc, warnings))
     }
 

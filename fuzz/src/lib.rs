@@ -5,10 +5,11 @@
 //! [`Edit`] to every task (up to [`MAX_TASKS`]) and checks each accepted edit from the outside:
 //! the result re-parses to the same tasks, the task is still found, and the bytes changed are
 //! only the boxes the edit may touch (state edits) or one insertion inside the task's item
-//! (notes and subtasks). A refused edit is fine; a violated property panics, which the fuzzer
-//! reports as a crash.
+//! (notes and subtasks) — or, when kern rewrote the task's notes block from an older shape into
+//! its layout, changes inside the item after the box that keep every note's text. A refused
+//! edit is fine; a violated property panics, which the fuzzer reports as a crash.
 
-use kern::spec::{Document, Edit, TaskState, apply_parsed, select, validate};
+use kern::spec::{Applied, Document, Edit, TaskState, apply_edit, select, validate};
 
 /// Tasks per input that get every edit (bounds the time per input).
 pub const MAX_TASKS: usize = 24;
@@ -46,14 +47,15 @@ pub fn check(data: &[u8]) {
         assert_eq!(doc.find(&id), Some(index), "identity finds the task");
         let _ = doc.task_block(index);
         for edit in every_edit() {
-            if let Ok((text, new_doc)) = apply_parsed(&doc, &id, &edit) {
-                check_applied(&doc, index, &edit, &text, &new_doc);
+            if let Ok(applied) = apply_edit(&doc, &id, &edit) {
+                check_applied(&doc, index, &edit, &applied);
             }
         }
     }
 }
 
-fn check_applied(doc: &Document, index: usize, edit: &Edit, new_text: &str, new_doc: &Document) {
+fn check_applied(doc: &Document, index: usize, edit: &Edit, applied: &Applied) {
+    let (new_text, new_doc) = (applied.text.as_str(), &applied.document);
     let text = doc.text();
     let task = &doc.tasks()[index];
     let again = Document::parse(new_text);
@@ -100,9 +102,27 @@ fn check_applied(doc: &Document, index: usize, edit: &Edit, new_text: &str, new_
                 .take_while(|(a, b)| a == b)
                 .count();
             assert!(new_text.len() > text.len(), "{edit:?} inserts");
+            let item_end = line_end_after(text, task.item.end.saturating_sub(1)).max(task.item.end);
+            if applied.rewrote_notes {
+                let notes = |t: &kern::spec::Task| -> Vec<(kern::spec::NoteKind, String)> {
+                    t.notes.iter().map(|n| (n.kind, n.text.clone())).collect()
+                };
+                let new_task = &new_doc.tasks()[new_doc.find(&doc.identity(index)).expect("found")];
+                assert_eq!(
+                    notes(new_task)[..task.notes.len()],
+                    notes(task)[..],
+                    "{edit:?} kept the notes"
+                );
+                assert_eq!(new_task.free_text, task.free_text, "{edit:?} kept the text");
+                assert!(prefix >= task.marker.end, "{edit:?} changed before the box");
+                assert!(
+                    text.len() - suffix <= item_end,
+                    "{edit:?} changed after the item"
+                );
+                return;
+            }
             assert!(prefix + suffix >= text.len(), "{edit:?} only inserts");
             let lowest = text.len() - suffix;
-            let item_end = line_end_after(text, task.item.end.saturating_sub(1)).max(task.item.end);
             assert!(
                 lowest.max(task.marker.end) <= prefix.min(item_end),
                 "{edit:?} inserted outside the item: {lowest}..={prefix} vs {}..={item_end}",

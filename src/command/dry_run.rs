@@ -6,8 +6,9 @@
 //! commit), lock holder, task counts, the task it would select and why, the resume point, and for each stage that would run: the exact argv,
 //! the model, the tool policy and the prompt size; with `-v` the rendered prompts themselves.
 //! The task, the resume point and every prompt come from the code a run uses (the workspace,
-//! `spec::select`, `resume::infer`, `StageInputs::gather`, the templates), so what it shows is
-//! what the run would do.
+//! `spec::select_with`, `resume::infer`, `StageInputs::gather`, the templates), so what it
+//! shows is what the run would do. The report is the command's output and goes to stdout;
+//! warnings about SPEC.md go to stderr, as `kern status` prints them.
 
 use std::fmt::Write as _;
 
@@ -20,8 +21,25 @@ use crate::spec;
 use crate::stage::Stage;
 use crate::state::resume::ResumePoint;
 
-/// Builds the dry-run report.
+/// `kern -n`: the report on stdout, warnings on stderr.
+pub fn run(settings: &Settings) -> Result<()> {
+    let (report, warnings) = report_with_warnings(settings, status::terminal_width())?;
+    for w in &warnings {
+        eprintln!("kern: {w}");
+    }
+    status::print_out(&report)
+}
+
+/// Builds the dry-run report (titles whole).
 pub fn report(settings: &Settings) -> Result<String> {
+    report_with_warnings(settings, None).map(|(report, _)| report)
+}
+
+/// The dry-run report with titles cut to `width`, and the warnings about SPEC.md.
+fn report_with_warnings(
+    settings: &Settings,
+    width: Option<usize>,
+) -> Result<(String, Vec<String>)> {
     let (ws, doc, status) = status::compute_with_spec(settings)?;
     let mut out = String::new();
     let _ = writeln!(out, "kern dry run: nothing will be changed");
@@ -35,14 +53,20 @@ pub fn report(settings: &Settings) -> Result<String> {
             Err(e) => writeln!(out, "git:         ✗ {}: {e}", check.name),
         };
     }
-    for w in &status.warnings {
-        let _ = writeln!(out, "warning:     {w}");
-    }
-    out.push_str(&status::render_human(&status));
+    out.push_str(&status::render_human(&status, width));
+    let warnings = status.warnings.clone();
 
-    let Some(selection) = spec::select(&doc) else {
-        let _ = writeln!(out, "\nNothing to do: every task is done or blocked.");
-        return Ok(out);
+    let Some(selection) = spec::select_with(&doc, &settings.select_options()) else {
+        let _ = writeln!(
+            out,
+            "\nNothing to do: every task is done, blocked or held elsewhere{}.",
+            if settings.skip_optional {
+                " (optional tasks left alone: --skip-optional)"
+            } else {
+                ""
+            }
+        );
+        return Ok((out, warnings));
     };
     let task = &doc.tasks()[selection.task];
     let stages: Vec<Stage> = match &status.resume {
@@ -56,11 +80,11 @@ pub fn report(settings: &Settings) -> Result<String> {
         Some(ResumePoint::Review(r) | ResumePoint::Commit(r, _)) => Some(r.summary.as_str()),
         _ => None,
     };
-    let _ = writeln!(
-        out,
-        "\nwould take: `{}` ({}:{}) — {}",
-        task.title, ws.spec_display, task.line, selection.reason
+    let line = format!(
+        "\nwould take: {{title}} ({}:{}) — {}",
+        ws.spec_display, task.line, selection.reason
     );
+    let _ = writeln!(out, "{}", status::fit_title(&line, &task.title, width));
     let check = task
         .check_command()
         .map(str::to_string)
@@ -145,5 +169,5 @@ pub fn report(settings: &Settings) -> Result<String> {
             );
         }
     }
-    Ok(out)
+    Ok((out, warnings))
 }

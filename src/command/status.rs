@@ -1,13 +1,24 @@
-//! `kern status`: tasks by state, the next task, the resume point, the lock holder and the
-//! state folder — for a person (stderr) or, with `--json`, for a script (one object on stdout).
-//! `--dir` prints only the state folder, so `jq .result "$(kern status --dir)/stage2.json"`
-//! works. Reads only: status never writes, locks or runs anything.
+//! `kern status`: tasks by state (and the tasks other tools hold, the optional ones, the ones a
+//! heading closed), the next task, the resume point, the lock holder and the state folder — for
+//! a person or, with `--json`, for a script. `--dir` prints only the state folder, so
+//! `jq .result "$(kern status --dir)/stage2.json"` works. Reads only: status never writes,
+//! locks or runs anything.
+//!
+//! The one decision a reader must know: the report is the command's output, so it goes to
+//! stdout (`kern status | grep next`); warnings go to stderr. `--json` prints one JSON object on
+//! stdout in every case: on an error it is `{"error": {"message", "file", "line", "column",
+//! "fix"}}` (and `diagnostics` with every problem of a refused SPEC.md), with the same exit code
+//! as without `--json`. Human output quotes titles so that their own backticks show
+//! ([`crate::spec::quote_title`]) and cuts them to the terminal's width with `…`; JSON keeps
+//! them whole.
+
+use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::spec::{self, Document};
+use crate::spec::{self, Diagnostic, Document, TaskKind};
 use crate::state::journal::{self, TaskStart};
 use crate::state::lock::RunLock;
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -37,7 +48,7 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
     let ws = Workspace::open(settings)?;
     let (_, doc, warnings) = ws.load_spec()?;
     let counts = doc.counts();
-    let selection = spec::select(&doc);
+    let selection = spec::select_with(&doc, &settings.select_options());
     let next = selection.as_ref().map(|sel| {
         let task = &doc.tasks()[sel.task];
         let parents: Vec<&str> = doc
@@ -76,13 +87,21 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
     let saved = ws.repo.refs_under(crate::repository::KERN_REFS)?.len();
     let json = json!({
         "saved_refs": saved,
-        "spec": ws.spec_path.display().to_string(),
+        "spec": ws.spec_display,
         "counts": counts,
         "next": next,
         "resume": resume.as_ref().map(ResumePoint::name),
         "lock": lock,
         "state_dir": ws.state_dir.dir().display().to_string(),
     });
+    let mut warnings = warnings;
+    warnings.extend(
+        doc.unlisted_tasks()
+            .iter()
+            .map(|d| d.render(&ws.spec_display)),
+    );
+    let mut json = json;
+    add_dialects(&mut json, &doc, &ws.spec_display, settings.skip_optional);
     Ok((
         ws,
         doc,
@@ -95,8 +114,158 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
     ))
 }
 
-/// Renders the human summary.
-pub fn render_human(report: &StatusReport) -> String {
+/// Adds what other tools' markers and closing headings mean for this file: the tasks held
+/// elsewhere, the optional ones, the ones done by a heading, the warnings and the lines that
+/// look like tasks without being list items.
+fn add_dialects(json: &mut Value, doc: &Document, file: &str, skip_optional: bool) {
+    let tasks = doc.tasks();
+    let held: Vec<Value> = tasks
+        .iter()
+        .filter_map(|t| match t.kind {
+            TaskKind::HeldElsewhere(c) => Some(json!({
+                "title": t.title, "line": t.line, "marker": format!("[{c}]"),
+            })),
+            _ => None,
+        })
+        .collect();
+    let optional: Vec<Value> = tasks
+        .iter()
+        .filter(|t| t.is_optional() && t.closed_by.is_none())
+        .map(|t| json!({"title": t.title, "line": t.line, "state": t.state.as_str()}))
+        .collect();
+    let closed: Vec<Value> = tasks
+        .iter()
+        .filter_map(|t| {
+            t.closed_by
+                .map(|h| json!({"title": t.title, "line": t.line, "heading_line": h}))
+        })
+        .collect();
+    let mut warnings: Vec<Value> = spec::validate(doc)
+        .iter()
+        .filter(|d| !d.is_error())
+        .map(|d| diagnostic_json(d, file))
+        .collect();
+    warnings.extend(
+        doc.unlisted_tasks()
+            .iter()
+            .map(|d| diagnostic_json(d, file)),
+    );
+    let unlisted: Vec<usize> = doc.unlisted_tasks().iter().map(|d| d.line).collect();
+    if let Value::Object(map) = json {
+        map.insert("held_elsewhere".into(), json!(held));
+        map.insert("optional".into(), json!(optional));
+        map.insert("skip_optional".into(), json!(skip_optional));
+        map.insert("closed_by_heading".into(), json!(closed));
+        map.insert("unlisted_tasks".into(), json!(unlisted));
+        map.insert("warnings".into(), json!(warnings));
+    }
+}
+
+/// One diagnostic as JSON: message, file, line, column, fix.
+fn diagnostic_json(d: &Diagnostic, file: &str) -> Value {
+    json!({"message": d.message, "file": file, "line": d.line, "column": d.column, "fix": d.fix})
+}
+
+/// The JSON `kern status --json` prints for an error: `{"error": {message, file, line, column,
+/// fix}}`, plus every problem of a refused SPEC.md under `diagnostics`.
+pub fn error_json(error: &Error) -> Value {
+    match error {
+        Error::SpecRefused { file, diagnostics } => {
+            let all: Vec<Value> = diagnostics
+                .iter()
+                .map(|d| diagnostic_json(d, file))
+                .collect();
+            json!({
+                "error": all.first().cloned().unwrap_or_else(|| json!({"message": error.to_string()})),
+                "diagnostics": all,
+            })
+        }
+        other => {
+            let text = other.to_string();
+            let (message, fix) = match text.split_once(" — ") {
+                Some((m, f)) => (m.to_string(), Value::from(f)),
+                None => (text.clone(), Value::Null),
+            };
+            let file = match other {
+                Error::SpecMissing { path } => Value::from(path.display().to_string()),
+                _ => Value::Null,
+            };
+            json!({"error": {
+                "message": message, "file": file, "line": null, "column": null, "fix": fix,
+            }})
+        }
+    }
+}
+
+/// `kern status`: the report on stdout (human or `--json`), warnings on stderr; with `--dir`
+/// only the state folder. With `--json`, an error is printed as JSON too.
+pub fn run(settings: &Settings, json: bool, dir: bool) -> Result<()> {
+    if dir {
+        let ws = Workspace::open(settings)?;
+        return print_out(&format!("{}\n", ws.state_dir.dir().display()));
+    }
+    match compute(settings) {
+        Ok((_, report)) if json => print_out(&format!("{}\n", report.json)),
+        Ok((_, report)) => {
+            for w in &report.warnings {
+                eprintln!("kern: {w}");
+            }
+            print_out(&render_human(&report, terminal_width()))
+        }
+        Err(e) => {
+            if json {
+                print_out(&format!("{}\n", error_json(&e)))?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Writes the command's output to stdout; a reader that closed the pipe early (`| head`) is
+/// not an error.
+pub fn print_out(text: &str) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("stdout", e)),
+        _ => Ok(()),
+    }
+}
+
+/// The width human output fits titles into: the terminal's when stdout is one, else
+/// `$COLUMNS` when set, else none (titles whole).
+pub fn terminal_width() -> Option<usize> {
+    let term = console::Term::stdout();
+    if term.is_term()
+        && let Some((_, width)) = term.size_checked()
+    {
+        return Some(width as usize);
+    }
+    std::env::var("COLUMNS").ok()?.trim().parse().ok()
+}
+
+/// `line` with `title` (quoted, once) cut so that the whole line fits `width` columns; the cut
+/// ends in `…`. Without a width, or when even a short title would not fit, it is kept whole.
+pub fn fit_title(line: &str, title: &str, width: Option<usize>) -> String {
+    let quoted = spec::quote_title(title);
+    let whole = line.replacen("{title}", &quoted, 1);
+    let Some(width) = width else {
+        return whole;
+    };
+    let others = console::measure_text_width(&line.replacen("{title}", "", 1));
+    let room = width.saturating_sub(others);
+    if console::measure_text_width(&whole) <= width || room < 8 {
+        return whole;
+    }
+    let cut = console::truncate_str(title, room.saturating_sub(2), "…");
+    line.replacen("{title}", &spec::quote_title(&cut), 1)
+}
+
+/// How many tasks held elsewhere the human summary lists one by one.
+const HELD_SHOWN: usize = 8;
+
+/// Renders the human summary; titles are cut to `width` columns when given.
+pub fn render_human(report: &StatusReport, width: Option<usize>) -> String {
     let j = &report.json;
     let c = &j["counts"];
     let mut out = String::new();
@@ -108,6 +277,57 @@ pub fn render_human(report: &StatusReport) -> String {
         "tasks:     {} pending, {} in progress, {} done, {} blocked\n",
         c["pending"], c["in_progress"], c["done"], c["blocked"]
     ));
+    let list = |key: &str| j[key].as_array().cloned().unwrap_or_default();
+    let held = list("held_elsewhere");
+    for (k, t) in held.iter().take(HELD_SHOWN).enumerate() {
+        let label = if k == 0 { "held:" } else { "" };
+        let line = format!(
+            "{label:<11}line {} {} {{title}} (another tool holds it; kern leaves it)",
+            t["line"],
+            t["marker"].as_str().unwrap_or("")
+        );
+        out.push_str(&fit_title(&line, t["title"].as_str().unwrap_or(""), width));
+        out.push('\n');
+    }
+    if held.len() > HELD_SHOWN {
+        out.push_str(&format!(
+            "           … and {} more (`kern status --json` lists them all)\n",
+            held.len() - HELD_SHOWN
+        ));
+    }
+    let optional = list("optional");
+    let open = optional
+        .iter()
+        .filter(|t| t["state"] == "pending" || t["state"] == "in_progress")
+        .count();
+    if !optional.is_empty() {
+        let how = if j["skip_optional"] == json!(true) {
+            "left alone (--skip-optional)"
+        } else {
+            "taken after every other task"
+        };
+        out.push_str(&format!(
+            "optional:  {} optional task{} ([ ]*), {open} open: {how}\n",
+            optional.len(),
+            if optional.len() == 1 { "" } else { "s" }
+        ));
+    }
+    let closed = list("closed_by_heading");
+    if !closed.is_empty() {
+        let mut headings: Vec<u64> = closed
+            .iter()
+            .filter_map(|t| t["heading_line"].as_u64())
+            .collect();
+        headings.dedup();
+        let lines: Vec<String> = headings.iter().map(u64::to_string).collect();
+        out.push_str(&format!(
+            "closed:    {} task{} done by a heading marked [x] or ✅ (line{} {})\n",
+            closed.len(),
+            if closed.len() == 1 { "" } else { "s" },
+            if lines.len() == 1 { "" } else { "s" },
+            lines.join(", ")
+        ));
+    }
     match j["next"].as_object() {
         Some(next) => {
             let parents: Vec<&str> = next["parents"]
@@ -119,18 +339,36 @@ pub fn render_human(report: &StatusReport) -> String {
             } else {
                 format!(" (in {})", parents.join(" › "))
             };
-            out.push_str(&format!(
-                "next:      line {}: {}{path} — {}\n",
+            let line = format!(
+                "next:      line {}: {{title}}{path} — {}",
                 next["line"],
-                next["title"].as_str().unwrap_or(""),
                 next["reason"].as_str().unwrap_or("")
+            );
+            out.push_str(&fit_title(
+                &line,
+                next["title"].as_str().unwrap_or(""),
+                width,
             ));
+            out.push('\n');
             out.push_str(&format!(
                 "resume at: {}\n",
                 j["resume"].as_str().unwrap_or("research")
             ));
         }
-        None => out.push_str("next:      nothing left to do\n"),
+        None => {
+            let unlisted = list("unlisted_tasks");
+            if unlisted.is_empty() {
+                out.push_str("next:      nothing left to do\n");
+            } else {
+                let lines: Vec<String> = unlisted.iter().map(Value::to_string).collect();
+                out.push_str(&format!(
+                    "next:      nothing left to do — but line{} {} look{} like tasks without being list items: write `- ` before the box\n",
+                    if lines.len() == 1 { "" } else { "s" },
+                    lines.join(", "),
+                    if lines.len() == 1 { "s" } else { "" },
+                ));
+            }
+        }
     }
     match j["lock"].as_object() {
         Some(lock) if lock["live"] == json!(true) => out.push_str(&format!(
@@ -157,4 +395,115 @@ pub fn render_human(report: &StatusReport) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_quoted_as_written_and_cut_to_the_width() {
+        let cases: &[(&str, &str, Option<usize>, &str)] = &[
+            (
+                "next: {title} — why",
+                "Add it",
+                None,
+                "next: `Add it` — why",
+            ),
+            (
+                "next: {title} — why",
+                "run `gh repo create` first",
+                None,
+                "next: \"run `gh repo create` first\" — why",
+            ),
+            (
+                "next: {title} — why",
+                "a title that is far too long for this narrow terminal",
+                Some(40),
+                "next: `a title that is far too l…` — why",
+            ),
+            (
+                "next: {title} — why",
+                "short",
+                Some(40),
+                "next: `short` — why",
+            ),
+            (
+                "next: {title} — why",
+                "no room for a title at all here",
+                Some(12),
+                "next: `no room for a title at all here` — why",
+            ),
+        ];
+        for (line, title, width, expected) in cases {
+            let got = fit_title(line, title, *width);
+            assert_eq!(got, *expected, "{title:?} {width:?}");
+            if let Some(w) = width
+                && got.contains('…')
+            {
+                assert!(console::measure_text_width(&got) <= *w, "{got}");
+            }
+        }
+    }
+
+    #[test]
+    fn many_held_tasks_are_summed_up() {
+        let held: Vec<Value> = (1..=10)
+            .map(|k| json!({"title": format!("t{k}"), "line": k, "marker": "[-]"}))
+            .collect();
+        let report = StatusReport {
+            json: json!({"spec": "SPEC.md", "counts": {"pending": 0, "in_progress": 0, "done": 0, "blocked": 0},
+                         "held_elsewhere": held, "next": null, "lock": null, "state_dir": "/s"}),
+            warnings: Vec::new(),
+            resume: None,
+            start: None,
+        };
+        let text = render_human(&report, None);
+        assert!(
+            text.contains("held:      line 1 [-] `t1` (another tool holds it; kern leaves it)\n"),
+            "{text}"
+        );
+        assert!(text.contains("           line 8 [-] `t8`"), "{text}");
+        assert!(!text.contains("`t9`"), "{text}");
+        assert!(
+            text.contains("           … and 2 more (`kern status --json` lists them all)\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn errors_as_json() {
+        let refused = Error::SpecRefused {
+            file: "SPEC.md".into(),
+            diagnostics: vec![Diagnostic {
+                severity: spec::Severity::Error,
+                line: 3,
+                column: 5,
+                message: "malformed task marker `[]`".into(),
+                fix: "write `[ ]`".into(),
+            }],
+        };
+        assert_eq!(
+            error_json(&refused),
+            json!({
+                "error": {"message": "malformed task marker `[]`", "file": "SPEC.md", "line": 3, "column": 5, "fix": "write `[ ]`"},
+                "diagnostics": [{"message": "malformed task marker `[]`", "file": "SPEC.md", "line": 3, "column": 5, "fix": "write `[ ]`"}],
+            })
+        );
+        let missing = Error::SpecMissing {
+            path: "SPEC.md".into(),
+        };
+        assert_eq!(
+            error_json(&missing),
+            json!({"error": {
+                "message": "`SPEC.md` not found",
+                "file": "SPEC.md", "line": null, "column": null,
+                "fix": "run `kern init` to write a starter SPEC.md, or pass --spec PATH",
+            }})
+        );
+        assert_eq!(
+            error_json(&Error::Usage("bad flag".into())),
+            json!({"error": {"message": "bad flag", "file": null, "line": null, "column": null, "fix": null}})
+        );
+    }
 }

@@ -46,8 +46,19 @@ impl Run<'_> {
         for w in self.ws.validate(&doc)? {
             self.reporter.warn(&w);
         }
-        let Some(selection) = spec::select(&doc) else {
+        let Some(selection) = spec::select_with(&doc, &self.settings.select_options()) else {
             journal::remove(&self.ws.state_dir.task_start());
+            let unlisted = doc.unlisted_tasks();
+            if !unlisted.is_empty() {
+                let lines: Vec<String> = unlisted
+                    .iter()
+                    .map(|d| d.render(&self.ws.spec_display))
+                    .collect();
+                self.reporter.warn(&format!(
+                    "nothing left to do — but these lines look like tasks without being list items:\n{}",
+                    lines.join("\n")
+                ));
+            }
             return Ok(IterationEnd::NothingLeft);
         };
         let task = &doc.tasks()[selection.task];

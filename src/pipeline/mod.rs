@@ -95,7 +95,7 @@ pub async fn run(
             .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
         &settings.argv,
     )?;
-    let (spec, _) = SpecFile::load(&ws.spec_path)?;
+    let (spec, _) = SpecFile::load_as(&ws.spec_path, &ws.spec_display)?;
     let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
     let mut run = Run {
         settings,
@@ -186,7 +186,7 @@ impl Run<'_> {
             return Ok(());
         }
         let doc = self.spec.reload()?;
-        let Some(selection) = spec::select(&doc) else {
+        let Some(selection) = spec::select_with(&doc, &self.settings.select_options()) else {
             return Ok(());
         };
         let resuming = doc.tasks()[selection.task].state != spec::TaskState::Pending
@@ -237,7 +237,7 @@ impl Run<'_> {
 
     fn has_work(&mut self) -> Result<bool> {
         let doc = self.spec.reload()?;
-        Ok(spec::select(&doc).is_some())
+        Ok(spec::select_with(&doc, &self.settings.select_options()).is_some())
     }
 
     /// Prints the summary, logs the end, and decides the exit.
@@ -265,7 +265,7 @@ impl Run<'_> {
                     if blocked == 1 { "" } else { "s" },
                     self.ws.spec_display
                 )))
-            } else if self.last_failed && spec::select(&doc).is_some() {
+            } else if self.last_failed && spec::select_with(&doc, &self.settings.select_options()).is_some() {
                 Err(Error::Unfinished("the last task failed; its Attempt note says why — run kern again to retry".into()))
             } else {
                 Ok(())
@@ -289,7 +289,14 @@ impl Run<'_> {
     /// Applies `edits` to the task (re-read, re-located, verified, atomic) and returns the
     /// document written.
     fn edit(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
-        self.spec.apply(task, edits)
+        let written = self.spec.apply_reporting(task, edits)?;
+        if written.rewrote_notes {
+            self.reporter.info(&format!(
+                "rewrote the notes of `{}` in kern's current layout (their words kept; a formatter or an older kern had written them another way)",
+                task.path.last().map_or("", String::as_str)
+            ));
+        }
+        Ok(written.document)
     }
 
     /// Renders the prompt and runs one stage, with the audit after it. `implement_summary` is

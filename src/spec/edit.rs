@@ -3,30 +3,37 @@
 //! The one decision a reader must know: kern never re-renders markdown. A state change rewrites
 //! the one byte inside the box; notes and subtasks are inserted as whole lines with the item's
 //! own content indentation and the file's own line ending. The result is parsed again and must
-//! show exactly the intended change — same tasks with the same titles, parents, notes and free
-//! text except for what the edit says, the same malformed-box problems, and every byte outside
-//! the spliced ranges unchanged — or the edit is refused and nothing is written.
+//! show exactly the intended change — same tasks with the same titles, kinds, parents, notes
+//! and free text except for what the edit says, the same malformed-box problems, and every
+//! byte outside the spliced ranges unchanged — or the edit is refused and nothing is written.
 //!
 //! Where things go:
-//! - a new note goes after the task's last note, or else right after the title paragraph
-//!   (after the first line, and after any lines that continue that paragraph, so that the
-//!   person's description is never split by a block quote);
+//! - a new note goes after the task's last note (a blank `>` line between them), or else right
+//!   after the title paragraph; notes are written in the layout of [`crate::spec::notes`];
+//! - in a loose list (blocks separated by blank lines) a new notes block and a new subtask list
+//!   get a blank line before them, as formatters would write them, so that prettier and
+//!   mdformat leave kern's edits as they are;
+//! - when what follows a new note would become part of it (a table, the person's own quote,
+//!   a lazy continuation line), a blank line goes after the note too;
+//! - adding a note to a task whose notes block is in an older shape (kern.sh, earlier kern, a
+//!   formatter's nesting) first rewrites that block in kern's layout, every note's text kept;
+//!   [`Applied::rewrote_notes`] says so;
 //! - new subtasks go at the end of the item, indented like its existing subtasks (else at the
 //!   content indentation) and with their bullet (`-`, `*`, `+`, or the next number of an
-//!   ordered list), else `-`.
+//!   ordered list, the same number when the list repeats one), else `-`.
 //!
 //! Agent text is data, never structure. Note text is split into lines; each line is trimmed,
-//! control characters and tabs become spaces, empty lines are dropped, and a line starting with
-//! ASCII punctuation (`>`, `#`, `-`, `*`, `[`, `` ` ``, `|`, `<`, …) gets a backslash in front, as
-//! does the `.`/`)` of a leading `1.`/`1)`: it renders as written but cannot open a quote,
-//! heading, list, fence, table or note header. Continuation lines are written `>   text`, so no
-//! agent line ever stands where a note header (`> **Kind:**`) or a task could begin. Subtask
-//! titles are flattened to one line (whitespace runs become one space) and otherwise kept as
-//! given, because the title is the task's identity.
+//! control characters and tabs become spaces, and empty lines are dropped. A line that could
+//! open a block where it stands — a quote, heading, list item, fence, table, HTML block, setext
+//! underline or a note header — gets a backslash before its first character (before the `.` or
+//! `)` of a leading `1.`), and only then, so that formatters, which drop needless escapes, leave
+//! it as written. Subtask titles are flattened to one line (whitespace runs become one space)
+//! and otherwise kept as given, because the title is the task's identity.
 
 use std::collections::HashMap;
 use std::ops::Range;
 
+use super::notes;
 use super::parse::{Document, NoteKind, TaskIdentity, TaskState, normalise};
 
 /// One change kern makes to a task (serialisable: an edit the person's file cannot take yet is
@@ -50,12 +57,30 @@ pub enum Edit {
     /// (DESIGN.md section 2: one in-progress chain).
     StartParents,
     /// Mark `[x]` every pending or in-progress ancestor whose subtasks are now all done,
-    /// nearest first, stopping at the first that is not.
+    /// nearest first, stopping at the first that is not. Optional subtasks (`[ ]*`) do not
+    /// hold a parent open, as in Kiro.
     CompleteParents,
     /// Mark `[!]` every pending or in-progress ancestor that is now stuck: no subtask pending
     /// or in progress, at least one blocked. Use after blocking a subtask so that no `[~]`
     /// parent is left behind that could form a second in-progress chain.
     BlockParents,
+}
+
+impl Edit {
+    /// What the edit adds or changes, in words (`Attempt note`, `subtasks`).
+    pub(crate) fn describe(&self) -> &'static str {
+        match self {
+            Edit::SetState(_) => "state change",
+            Edit::AddResearch(_) => "Research note",
+            Edit::AddAttempt(_) => "Attempt note",
+            Edit::AddSkipped(_) => "Skipped note",
+            Edit::AddBlocked(_) => "Blocked note",
+            Edit::InsertSubtasks(_) => "subtasks",
+            Edit::StartParents => "in-progress marks of the parents",
+            Edit::CompleteParents => "done marks of the parents",
+            Edit::BlockParents => "blocked marks of the parents",
+        }
+    }
 }
 
 /// Why an edit was refused; the file is unchanged.
@@ -70,20 +95,37 @@ pub enum EditError {
     /// The edit's text cannot be written (an empty subtask title).
     #[error("{0}")]
     InvalidText(String),
-    /// Re-parsing the result did not show exactly the intended change.
+    /// Re-parsing the result did not show exactly the intended change: the markdown around the
+    /// task would read differently with kern's lines in it.
     #[error("the edit of task `{task}` did not verify: {reason} — the file was left unchanged")]
     Verification {
         /// The task, displayed.
         task: String,
         /// What differed.
         reason: String,
+        /// 1-based line of the task's box.
+        line: usize,
+        /// 1-based column of the task's box.
+        column: usize,
     },
+}
+
+/// An applied edit: the new text, its parse, and whether a notes block was rewritten.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The new file text.
+    pub text: String,
+    /// The new text, parsed.
+    pub document: Document,
+    /// True when the task's notes were in an older or a formatter's shape and kern rewrote
+    /// them in its layout (their text unchanged) before adding its note.
+    pub rewrote_notes: bool,
 }
 
 /// Applies `edit` to the task with identity `task` and returns the new text, verified by
 /// re-parsing.
 pub fn apply(doc: &Document, task: &TaskIdentity, edit: &Edit) -> Result<String, EditError> {
-    apply_parsed(doc, task, edit).map(|(text, _)| text)
+    apply_edit(doc, task, edit).map(|a| a.text)
 }
 
 /// [`apply`], also returning the parsed result (saves a parse when edits are chained).
@@ -92,16 +134,39 @@ pub fn apply_parsed(
     task: &TaskIdentity,
     edit: &Edit,
 ) -> Result<(String, Document), EditError> {
+    apply_edit(doc, task, edit).map(|a| (a.text, a.document))
+}
+
+/// [`apply`], returning everything about the result.
+pub fn apply_edit(doc: &Document, task: &TaskIdentity, edit: &Edit) -> Result<Applied, EditError> {
     let index = doc.find(task).ok_or_else(|| EditError::TaskNotFound {
         task: task.to_string(),
     })?;
-    let plan = plan(doc, index, edit)?;
-    let new_text = splice(doc.text(), &plan.splices);
-    let new_doc = Document::parse(&new_text);
-    verify(doc, &new_doc, index, &plan).map_err(|reason| EditError::Verification {
+    let mut plan = plan(doc, index, edit, false)?;
+    let mut attempt = try_plan(doc, index, &plan);
+    if attempt.is_err() && plan.note.is_some() {
+        // What follows the note would join it: a blank line after the note keeps it apart.
+        plan = self::plan(doc, index, edit, true)?;
+        attempt = try_plan(doc, index, &plan);
+    }
+    let t = &doc.tasks()[index];
+    let (text, document) = attempt.map_err(|reason| EditError::Verification {
         task: task.to_string(),
         reason,
+        line: t.line,
+        column: t.column,
     })?;
+    Ok(Applied {
+        text,
+        document,
+        rewrote_notes: plan.rewrote,
+    })
+}
+
+fn try_plan(doc: &Document, index: usize, plan: &Plan) -> Result<(String, Document), String> {
+    let new_text = splice(doc.text(), &plan.splices);
+    let new_doc = Document::parse(&new_text);
+    verify(doc, &new_doc, index, plan)?;
     Ok((new_text, new_doc))
 }
 
@@ -116,9 +181,11 @@ struct Plan {
     note: Option<(NoteKind, String)>,
     /// The subtasks the target gains, in order.
     subtasks: Vec<String>,
+    /// A notes block was rewritten in kern's layout.
+    rewrote: bool,
 }
 
-fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
+fn plan(doc: &Document, index: usize, edit: &Edit, blank_after: bool) -> Result<Plan, EditError> {
     let tasks = doc.tasks();
     let task = &tasks[index];
     let le = doc.line_ending().as_str();
@@ -126,17 +193,13 @@ fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
     match edit {
         Edit::SetState(state) => set_state(doc, index, *state, &mut plan),
         Edit::AddResearch(bullets) => {
-            let mut lines = vec!["**Research:**".to_string()];
-            let mut expected = Vec::new();
+            let mut lines = Vec::new();
             for bullet in bullets {
-                let parts = sanitise(bullet);
-                for (k, part) in parts.iter().enumerate() {
+                for (k, part) in sanitise(bullet).into_iter().enumerate() {
                     if k == 0 {
-                        lines.push(format!("  - {part}"));
-                        expected.push(format!("- {part}"));
+                        lines.push(format!("- {part}"));
                     } else {
-                        lines.push(format!("    {part}"));
-                        expected.push(part.clone());
+                        lines.push(part);
                     }
                 }
             }
@@ -144,17 +207,23 @@ fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
                 doc,
                 index,
                 NoteKind::Research,
-                lines,
-                expected.join("\n"),
+                &lines.join("\n"),
+                blank_after,
                 &mut plan,
             );
         }
         Edit::AddAttempt(text) => {
             let kind = NoteKind::Attempt(task.attempts().saturating_add(1));
-            simple_note(doc, index, kind, text, &mut plan);
+            add_note(doc, index, kind, &note_text(text), blank_after, &mut plan);
         }
-        Edit::AddSkipped(text) => simple_note(doc, index, NoteKind::Skipped, text, &mut plan),
-        Edit::AddBlocked(text) => simple_note(doc, index, NoteKind::Blocked, text, &mut plan),
+        Edit::AddSkipped(text) => {
+            let text = note_text(text);
+            add_note(doc, index, NoteKind::Skipped, &text, blank_after, &mut plan);
+        }
+        Edit::AddBlocked(text) => {
+            let text = note_text(text);
+            add_note(doc, index, NoteKind::Blocked, &text, blank_after, &mut plan);
+        }
         Edit::InsertSubtasks(titles) => {
             let titles: Vec<String> = titles.iter().map(|t| normalise(t)).collect();
             if titles.iter().any(String::is_empty) {
@@ -162,10 +231,21 @@ fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
                     "a subtask title is empty — the agent must name every subtask".to_string(),
                 ));
             }
-            let (indent, mut bullet) = child_style(doc, index);
+            let style = child_style(doc, index);
+            let mut bullet = style.bullet;
             let mut block = String::new();
-            for title in &titles {
-                block.push_str(&format!("{indent}{} [ ] {title}{le}", bullet.text()));
+            if style.blank_before {
+                block.push_str(le);
+            }
+            for (k, title) in titles.iter().enumerate() {
+                if k > 0 && style.loose {
+                    block.push_str(le);
+                }
+                block.push_str(&format!(
+                    "{}{} [ ] {title}{le}",
+                    style.indent,
+                    bullet.text()
+                ));
                 bullet = bullet.next();
             }
             insert_lines(doc, item_end(doc, index), &block, &mut plan);
@@ -181,11 +261,15 @@ fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
         Edit::CompleteParents => {
             let mut done: Vec<usize> = Vec::new();
             for parent in doc.ancestors(index) {
-                let all_done = tasks[parent]
-                    .children
-                    .iter()
-                    .all(|&c| tasks[c].state == TaskState::Done || done.contains(&c));
-                if !all_done || tasks[parent].state == TaskState::Blocked {
+                let all_done = tasks[parent].children.iter().all(|&c| {
+                    tasks[c].state == TaskState::Done
+                        || done.contains(&c)
+                        || (tasks[c].is_optional() && c != index)
+                });
+                if !all_done
+                    || tasks[parent].state == TaskState::Blocked
+                    || !tasks[parent].kind.is_kerns()
+                {
                     break;
                 }
                 if tasks[parent].state != TaskState::Done {
@@ -210,7 +294,7 @@ fn plan(doc: &Document, index: usize, edit: &Edit) -> Result<Plan, EditError> {
                     .children
                     .iter()
                     .any(|&c| state_of(c) == TaskState::Blocked);
-                if open || !some_blocked || !t.state.is_unfinished() {
+                if open || !some_blocked || !t.state.is_unfinished() || !t.kind.is_kerns() {
                     break;
                 }
                 set_state(doc, parent, TaskState::Blocked, &mut plan);
@@ -231,42 +315,66 @@ fn set_state(doc: &Document, index: usize, state: TaskState, plan: &mut Plan) {
     }
 }
 
-fn simple_note(doc: &Document, index: usize, kind: NoteKind, text: &str, plan: &mut Plan) {
-    let parts = sanitise(text);
-    let header = format!("**{}:**", kind.header());
-    let mut lines = Vec::new();
-    match parts.first() {
-        Some(first) => lines.push(format!("{header} {first}")),
-        None => lines.push(header),
-    }
-    lines.extend(parts.iter().skip(1).map(|p| format!("  {p}")));
-    add_note(doc, index, kind, lines, parts.join("\n"), plan);
-}
-
-/// Inserts `> line` for each line after the task's last note, else after its title paragraph.
+/// Adds a note in kern's layout: appended to the task's notes (rewriting blocks in an older
+/// shape first), else as a new block after the title paragraph.
 fn add_note(
     doc: &Document,
     index: usize,
     kind: NoteKind,
-    lines: Vec<String>,
-    expected: String,
+    text: &str,
+    blank_after: bool,
     plan: &mut Plan,
 ) {
     let task = &doc.tasks()[index];
     let le = doc.line_ending().as_str();
+    let indent = &task.content_indent;
+    let source = doc.text();
+    // Blocks in another shape are rewritten first; the last block's final line tells whether
+    // a separating blank `>` line is still needed.
+    let mut ends_blank = false;
+    for block in &task.blocks {
+        let lines: Vec<&str> = source[block.lines.clone()]
+            .split_inclusive('\n')
+            .map(|l| l.trim_end_matches(['\n', '\r']))
+            .collect();
+        let texts: Vec<(NoteKind, &str)> = task.notes[block.notes.clone()]
+            .iter()
+            .map(|n| (n.kind, n.text.as_str()))
+            .collect();
+        match notes::rewrite(&lines, &texts, indent, le) {
+            Some(replacement) => {
+                plan.splices.push((block.lines.clone(), replacement));
+                plan.rewrote = true;
+                ends_blank = false;
+            }
+            None => {
+                ends_blank = lines
+                    .last()
+                    .is_some_and(|l| notes::content(l).trim().is_empty())
+            }
+        }
+    }
+    let mut contents = Vec::new();
     let at = match task.notes.last() {
-        Some(note) => note.range.end,
+        Some(note) => {
+            if !ends_blank {
+                contents.push(String::new());
+            }
+            note.range.end
+        }
         None => doc.line_end_after(task.title_end.saturating_sub(1).max(task.marker.start)),
     };
+    contents.extend(notes::layout(kind, text));
     let mut block = String::new();
-    for line in lines {
-        block.push_str(&task.content_indent);
-        block.push_str("> ");
-        block.push_str(&line);
+    if task.notes.is_empty() && task.loose {
+        block.push_str(le);
+    }
+    block.push_str(&notes::quote_lines(&contents, indent, le));
+    if blank_after {
         block.push_str(le);
     }
     insert_lines(doc, at, &block, plan);
-    plan.note = Some((kind, expected));
+    plan.note = Some((kind, text.to_string()));
 }
 
 /// Inserts whole lines at a line start; at the end of a file without a final line ending, the
@@ -294,29 +402,39 @@ fn item_end(doc: &Document, index: usize) -> usize {
 enum Bullet {
     /// `-`, `*` or `+`.
     Char(char),
-    /// `N.` or `N)`.
-    Number(u64, char),
+    /// `N.` or `N)`, and whether the list repeats one number (`1.` `1.` `1.`).
+    Number(u64, char, bool),
 }
 
 impl Bullet {
     fn text(&self) -> String {
         match self {
             Bullet::Char(c) => c.to_string(),
-            Bullet::Number(n, d) => format!("{n}{d}"),
+            Bullet::Number(n, d, _) => format!("{n}{d}"),
         }
     }
 
     fn next(self) -> Bullet {
         match self {
-            Bullet::Number(n, d) => Bullet::Number(n.saturating_add(1), d),
+            Bullet::Number(n, d, false) => Bullet::Number(n.saturating_add(1), d, false),
             other => other,
         }
     }
 }
 
-/// The indentation and bullet of a new subtask: those of the last existing subtask when it
-/// ends the item (so the new one continues its list), else the content indentation and `-`.
-fn child_style(doc: &Document, index: usize) -> (String, Bullet) {
+/// How new subtasks are written.
+struct ChildStyle {
+    indent: String,
+    bullet: Bullet,
+    /// A blank line before the first one (a new list in a loose item, or a loose list).
+    blank_before: bool,
+    /// A blank line between them (they continue a loose list).
+    loose: bool,
+}
+
+/// The style of new subtasks: that of the last existing subtask when it ends the item (so the
+/// new ones continue its list), else a new `-` list at the content indentation.
+fn child_style(doc: &Document, index: usize) -> ChildStyle {
     let tasks = doc.tasks();
     let task = &tasks[index];
     let text = doc.text();
@@ -327,44 +445,118 @@ fn child_style(doc: &Document, index: usize) -> (String, Bullet) {
                 .chars()
                 .map(|c| if c == '\t' { '\t' } else { ' ' })
                 .collect();
-            let rest = &text[child.item.start..];
-            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            let bullet = if digits > 0 {
-                let n: u64 = rest[..digits].parse().unwrap_or(0);
-                let delimiter = rest[digits..].chars().next().unwrap_or('.');
-                Bullet::Number(n.saturating_add(1), delimiter)
-            } else {
-                Bullet::Char(rest.chars().next().unwrap_or('-'))
+            let number = |at: usize| -> Option<(u64, char)> {
+                let rest = &text[at..];
+                let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+                let n = rest[..digits].parse().ok()?;
+                Some((n, rest[digits..].chars().next().unwrap_or('.')))
             };
-            return (indent, bullet);
+            let bullet = match number(child.item.start) {
+                Some((n, delimiter)) => {
+                    let siblings = &task.children;
+                    let repeats = siblings.len() >= 2
+                        && number(tasks[siblings[siblings.len() - 2]].item.start)
+                            .is_some_and(|(m, _)| m == n);
+                    if repeats {
+                        Bullet::Number(n, delimiter, true)
+                    } else {
+                        Bullet::Number(n.saturating_add(1), delimiter, false)
+                    }
+                }
+                None => Bullet::Char(text[child.item.start..].chars().next().unwrap_or('-')),
+            };
+            return ChildStyle {
+                indent,
+                bullet,
+                blank_before: child.loose,
+                loose: child.loose,
+            };
         }
     }
-    (task.content_indent.clone(), Bullet::Char('-'))
+    ChildStyle {
+        indent: task.content_indent.clone(),
+        bullet: Bullet::Char('-'),
+        blank_before: task.loose,
+        loose: false,
+    }
 }
 
-/// Agent text -> safe lines (see the module doc).
-fn sanitise(text: &str) -> Vec<String> {
+/// Agent text -> clean lines: control characters and tabs become spaces, each line is
+/// trimmed, empty lines are dropped. Escaping is the caller's (see [`escape_start`]).
+fn clean_lines(text: &str) -> Vec<String> {
     text.split(['\n', '\r'])
         .map(|line| {
             let flat: String = line
                 .chars()
                 .map(|c| if c.is_control() { ' ' } else { c })
                 .collect();
-            escape_start(flat.trim())
+            flat.trim().to_string()
         })
         .filter(|l| !l.is_empty())
         .collect()
 }
 
+/// Agent text -> safe lines, every one escaped (bullets: each starts a paragraph or continues
+/// one where a block could open).
+fn sanitise(text: &str) -> Vec<String> {
+    clean_lines(text).iter().map(|l| escape_start(l)).collect()
+}
+
+/// Agent text for a note whose first line follows its header: that line stands mid-line and
+/// is kept as it is; the others are escaped.
+fn note_text(text: &str) -> String {
+    let lines = clean_lines(text);
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    for (k, line) in lines.iter().enumerate() {
+        out.push(if k == 0 {
+            line.clone()
+        } else {
+            escape_start(line)
+        });
+    }
+    out.join("\n")
+}
+
+/// A line that could open a block, or be read as a note header, where it stands gets escaped
+/// the way mdformat writes that escape itself (so that formatters keep it); any other line is
+/// left as written, because formatters drop needless escapes.
 fn escape_start(line: &str) -> String {
     let Some(first) = line.chars().next() else {
         return String::new();
     };
-    if first.is_ascii_punctuation() {
+    let rest = &line[first.len_utf8()..];
+    let blank_or_end = |s: &str| s.is_empty() || s.starts_with([' ', '\t']);
+    let run = line.chars().take_while(|&x| x == first).count();
+    let only = line.chars().all(|x| x == first || x == ' ' || x == '\t');
+    if notes::header(line).is_some() {
+        return format!("\\{line}");
+    }
+    match first {
+        // Fences and thematic breaks: every character of the run, as mdformat writes them.
+        '`' if run >= 3 => return format!("{}{}", "\\`".repeat(run), &line[run..]),
+        '*' | '_' if only && run >= 1 && line.matches(first).count() >= 3 => {
+            return line.replace(first, &format!("\\{first}"));
+        }
+        _ => {}
+    }
+    let block = match first {
+        '>' => true,
+        '#' => run <= 6 && blank_or_end(&line[run..]),
+        '-' | '+' | '*' => blank_or_end(rest) || (only && run >= 3),
+        '=' => only,
+        '~' => run >= 3,
+        '<' => rest.starts_with(|c: char| c.is_ascii_alphabetic() || "/!?".contains(c)),
+        _ => false,
+    };
+    if block {
         return format!("\\{line}");
     }
     let digits = line.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 && line[digits..].starts_with(['.', ')']) {
+    if digits > 0
+        && digits <= 9
+        && line[digits..].starts_with(['.', ')'])
+        && blank_or_end(&line[digits + 1..])
+    {
         return format!("{}\\{}", &line[..digits], &line[digits..]);
     }
     line.to_string()
@@ -434,7 +626,12 @@ fn verify(old: &Document, new: &Document, index: usize, plan: &Plan) -> Result<(
     for (k, t) in ot.iter().enumerate() {
         let n = &nt[map[k]];
         let state = plan.states.get(&k).copied().unwrap_or(t.state);
-        if n.title != t.title || n.state != state || n.parent != t.parent.map(|p| map[p]) {
+        if n.title != t.title
+            || n.state != state
+            || n.kind != t.kind
+            || n.closed_by.is_some() != t.closed_by.is_some()
+            || n.parent != t.parent.map(|p| map[p])
+        {
             return Err(format!(
                 "task `{}` changed its title, state or parent",
                 t.title
@@ -483,11 +680,6 @@ fn verify(old: &Document, new: &Document, index: usize, plan: &Plan) -> Result<(
 mod tests {
     use super::*;
 
-    fn edited(text: &str, task: usize, edit: Edit) -> String {
-        let doc = Document::parse(text);
-        apply(&doc, &doc.identity(task), &edit).unwrap()
-    }
-
     #[test]
     fn edit_table() {
         let cases: &[(&str, &str, usize, Edit, &str)] = &[
@@ -506,39 +698,63 @@ mod tests {
                 "- [X] a\n",
             ),
             (
+                "an optional box keeps its star",
+                "- [ ]* a\n",
+                0,
+                Edit::SetState(TaskState::Done),
+                "- [x]* a\n",
+            ),
+            (
                 "first note after the title paragraph",
                 "- [ ] a\n  more a\n\n  para\n- [ ] b\n",
                 0,
                 Edit::AddAttempt("it broke".into()),
-                "- [ ] a\n  more a\n  > **Attempt 1:** it broke\n\n  para\n- [ ] b\n",
+                "- [ ] a\n  more a\n\n  > **Attempt 1:** it broke\n\n  para\n- [ ] b\n",
             ),
             (
-                "attempt numbers follow the highest",
+                "first note in a tight list",
+                "- [ ] a\n  - [ ] s\n- [ ] b\n",
+                0,
+                Edit::AddAttempt("it broke".into()),
+                "- [ ] a\n  > **Attempt 1:** it broke\n  - [ ] s\n- [ ] b\n",
+            ),
+            (
+                "attempt numbers follow the highest, a blank quote line between notes",
                 "- [~] a\n  > **Attempt 3:** x\n  - [ ] s\n",
                 0,
                 Edit::AddAttempt("two\nlines".into()),
-                "- [~] a\n  > **Attempt 3:** x\n  > **Attempt 4:** two\n  >   lines\n  - [ ] s\n",
+                "- [~] a\n  > **Attempt 3:** x\n  >\n  > **Attempt 4:** two\n  > lines\n  - [ ] s\n",
             ),
             (
                 "new note after notes that follow subtasks",
                 "- [~] a\n  - [ ] s\n  > **Attempt 1:** x\n- [ ] b\n",
                 0,
                 Edit::AddBlocked("gave up".into()),
-                "- [~] a\n  - [ ] s\n  > **Attempt 1:** x\n  > **Blocked:** gave up\n- [ ] b\n",
+                "- [~] a\n  - [ ] s\n  > **Attempt 1:** x\n  >\n  > **Blocked:** gave up\n- [ ] b\n",
             ),
             (
                 "research bullets, crlf, nested indentation",
                 "- [ ] p\r\n   1. [ ] a\r\n",
                 1,
                 Edit::AddResearch(vec!["read x".into(), "then\ny".into()]),
-                "- [ ] p\r\n   1. [ ] a\r\n      > **Research:**\r\n      >   - read x\r\n      >   - then\r\n      >     y\r\n",
+                "- [ ] p\r\n   1. [ ] a\r\n      > **Research:**\r\n      >\r\n      > - read x\r\n      > - then\r\n      >   y\r\n",
             ),
             (
-                "agent text is escaped",
+                "agent text is escaped where it could open a block, and only there",
                 "- [ ] a\n",
                 0,
-                Edit::AddSkipped("# big\n- [ ] sneaky\n> **Blocked:** no\n1. one\n\t\n".into()),
-                "- [ ] a\n  > **Skipped:** \\# big\n  >   \\- [ ] sneaky\n  >   \\> **Blocked:** no\n  >   1\\. one\n",
+                Edit::AddSkipped(
+                    "# big\n- [ ] sneaky\n> **Blocked:** no\n1. one\n`code` first\n(paren) and [link](x)\n**Attempt 9:** no\n```rust\n---\n\t\n"
+                        .into(),
+                ),
+                "- [ ] a\n  > **Skipped:** # big\n  > \\- [ ] sneaky\n  > \\> **Blocked:** no\n  > 1\\. one\n  > `code` first\n  > (paren) and [link](x)\n  > \\**Attempt 9:** no\n  > \\`\\`\\`rust\n  > \\---\n",
+            ),
+            (
+                "research bullets are escaped from their first character",
+                "- [ ] a\n",
+                0,
+                Edit::AddResearch(vec!["# heading".into(), "`src/a.rs` first".into()]),
+                "- [ ] a\n  > **Research:**\n  >\n  > - \\# heading\n  > - `src/a.rs` first\n",
             ),
             (
                 "empty reason",
@@ -548,11 +764,67 @@ mod tests {
                 "- [ ] a\n  > **Blocked:**",
             ),
             (
+                "loose list: a blank line before a new notes block",
+                "- [ ] a\n\n- [ ] b\n",
+                0,
+                Edit::AddResearch(vec!["x".into()]),
+                "- [ ] a\n\n  > **Research:**\n  >\n  > - x\n\n- [ ] b\n",
+            ),
+            (
+                "loose list, last item, no final newline",
+                "- [ ] a\n\n- [ ] b",
+                1,
+                Edit::AddAttempt("x".into()),
+                "- [ ] a\n\n- [ ] b\n\n  > **Attempt 1:** x",
+            ),
+            (
+                "a table after the title is kept out of the note",
+                "- [ ] a\n  | k | v |\n  |---|---|\n  | 1 | 2 |\n- [ ] b\n",
+                0,
+                Edit::AddAttempt("x".into()),
+                "- [ ] a\n  > **Attempt 1:** x\n\n  | k | v |\n  |---|---|\n  | 1 | 2 |\n- [ ] b\n",
+            ),
+            (
+                "the person's quote after the title is kept out of the note",
+                "- [ ] a\n  > my own words\n- [ ] b\n",
+                0,
+                Edit::AddResearch(vec!["x".into()]),
+                "- [ ] a\n  > **Research:**\n  >\n  > - x\n\n  > my own words\n- [ ] b\n",
+            ),
+            (
+                "a lazy line after the person's quote is kept out of the note",
+                "1. [ ] a\n   > my own words\nlazy line\n2. [ ] b\n",
+                0,
+                Edit::AddAttempt("x".into()),
+                "1. [ ] a\n   > **Attempt 1:** x\n\n   > my own words\nlazy line\n2. [ ] b\n",
+            ),
+            (
+                "an old-layout block is rewritten before the new note",
+                "- [~] a\n  > **Research:**\n  >   - r1\n  >     more\n  > **Attempt 1:** one\n  >   line two\n  - [ ] s\n",
+                0,
+                Edit::AddAttempt("two".into()),
+                "- [~] a\n  > **Research:**\n  >\n  > - r1\n  >   more\n  >\n  > **Attempt 1:** one\n  > line two\n  >\n  > **Attempt 2:** two\n  - [ ] s\n",
+            ),
+            (
+                "a block a formatter nested is rewritten",
+                "- [~] a\n  > **Research:**\n  >\n  > - r1\n  >   **Attempt 1:** one\n  >   **Check:** cargo test\n",
+                0,
+                Edit::AddAttempt("two".into()),
+                "- [~] a\n  > **Research:**\n  >\n  > - r1\n  >\n  > **Attempt 1:** one\n  >\n  > **Check:** cargo test\n  >\n  > **Attempt 2:** two\n",
+            ),
+            (
                 "subtasks with default bullet",
                 "* [ ] a\n  text\n\n* [ ] b\n",
                 0,
                 Edit::InsertSubtasks(vec!["one".into(), " two  words ".into()]),
-                "* [ ] a\n  text\n  - [ ] one\n  - [ ] two words\n\n* [ ] b\n",
+                "* [ ] a\n  text\n\n  - [ ] one\n  - [ ] two words\n\n* [ ] b\n",
+            ),
+            (
+                "subtasks in a tight list",
+                "- [ ] a\n  text\n- [ ] b\n",
+                0,
+                Edit::InsertSubtasks(vec!["one".into()]),
+                "- [ ] a\n  text\n  - [ ] one\n- [ ] b\n",
             ),
             (
                 "subtasks continue an ordered child list",
@@ -560,6 +832,20 @@ mod tests {
                 0,
                 Edit::InsertSubtasks(vec!["three".into()]),
                 "- [ ] a\n    1) [x] one\n    2) [ ] two\n    3) [ ] three\n",
+            ),
+            (
+                "subtasks keep a list's repeated number",
+                "- [ ] a\n  1. [x] one\n  1. [ ] two\n",
+                0,
+                Edit::InsertSubtasks(vec!["three".into(), "four".into()]),
+                "- [ ] a\n  1. [x] one\n  1. [ ] two\n  1. [ ] three\n  1. [ ] four\n",
+            ),
+            (
+                "subtasks continue a loose child list",
+                "- [ ] a\n\n  - [x] one\n\n  - [ ] two\n",
+                0,
+                Edit::InsertSubtasks(vec!["three".into(), "four".into()]),
+                "- [ ] a\n\n  - [x] one\n\n  - [ ] two\n\n  - [ ] three\n\n  - [ ] four\n",
             ),
             (
                 "subtasks continue a star child list",
@@ -583,6 +869,20 @@ mod tests {
                 "- [~] a\n  - [x] b\n    - [x] c\n  - [ ] d\n",
             ),
             (
+                "optional subtasks do not hold a parent open",
+                "- [~] a\n  - [x] b\n  - [ ]* c\n",
+                1,
+                Edit::CompleteParents,
+                "- [x] a\n  - [x] b\n  - [ ]* c\n",
+            ),
+            (
+                "complete parents stops at a parent held elsewhere",
+                "- [-] a\n  - [x] c\n",
+                1,
+                Edit::CompleteParents,
+                "- [-] a\n  - [x] c\n",
+            ),
+            (
                 "block stuck parents",
                 "- [~] a\n  - [~] b\n    - [!] c\n  - [!] d\n",
                 2,
@@ -591,8 +891,37 @@ mod tests {
             ),
         ];
         for (name, text, task, edit, expected) in cases {
-            assert_eq!(edited(text, *task, edit.clone()), *expected, "{name}");
+            let doc = Document::parse(text);
+            let got =
+                apply(&doc, &doc.identity(*task), edit).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got, *expected, "{name}");
         }
+    }
+
+    #[test]
+    fn the_rewrite_is_reported_once() {
+        let doc = Document::parse("- [~] a\n  > **Attempt 1:** one\n  > **Attempt 2:** two\n");
+        let id = doc.identity(0);
+        let first = apply_edit(&doc, &id, &Edit::AddAttempt("three".into())).unwrap();
+        assert!(first.rewrote_notes);
+        assert_eq!(
+            first.text,
+            "- [~] a\n  > **Attempt 1:** one\n  >\n  > **Attempt 2:** two\n  >\n  > **Attempt 3:** three\n"
+        );
+        let second = apply_edit(&first.document, &id, &Edit::AddAttempt("four".into())).unwrap();
+        assert!(!second.rewrote_notes);
+        let state = apply_edit(&doc, &id, &Edit::SetState(TaskState::Blocked)).unwrap();
+        assert!(!state.rewrote_notes, "only adding a note rewrites");
+    }
+
+    #[test]
+    fn a_formatter_respelled_title_is_found_again() {
+        let before = Document::parse("- [ ] use *fast* path\n- [ ] b\n");
+        let id = before.identity(0);
+        let after = Document::parse("- [ ] use _fast_ path\n- [ ] b\n");
+        assert_eq!(after.find(&id), Some(0));
+        let text = apply(&after, &id, &Edit::SetState(TaskState::InProgress)).unwrap();
+        assert_eq!(text, "- [~] use _fast_ path\n- [ ] b\n");
     }
 
     #[test]
@@ -647,6 +976,11 @@ mod tests {
         assert_eq!(
             (n.kind, n.text.as_str()),
             (NoteKind::Research, "- use `x`\n- \\* star")
+        );
+        assert!(
+            new.text().ends_with("  > - use `x`\n  > - \\* star\n"),
+            "{}",
+            new.text()
         );
     }
 }
@@ -727,6 +1061,51 @@ mod props {
         }
     }
 
+    /// The tree with a Research note and the Attempt notes of every task, in kern's layout
+    /// (`new`) or the old one (no blank `>` lines, `>   - ` bullets).
+    fn render_notes(nodes: &[Node], indent: &str, new: bool, out: &mut String) {
+        for n in nodes {
+            let inner = format!("{indent}  ");
+            out.push_str(&format!("{indent}- [{}] {}\n", n.state, n.title.trim()));
+            let mut notes: Vec<Vec<String>> = Vec::new();
+            let bullets = [
+                format!("read {}", n.title.trim()).trim_end().to_string(),
+                "then test".to_string(),
+            ];
+            notes.push(if new {
+                let mut r = vec!["**Research:**".to_string(), String::new()];
+                r.extend(bullets.iter().map(|b| format!("- {b}")));
+                r
+            } else {
+                let mut r = vec!["**Research:**".to_string()];
+                r.extend(bullets.iter().map(|b| format!("  - {b}")));
+                r
+            });
+            for (a, note) in n.notes.iter().enumerate() {
+                let head = format!("**Attempt {}:** {}", a + 1, note.trim());
+                let mut lines = vec![head.trim_end().to_string()];
+                if !note.trim().is_empty() {
+                    // (kern writes a second line only after a first one)
+                    lines.push(if new { "more" } else { "  more" }.to_string());
+                }
+                notes.push(lines);
+            }
+            for (k, lines) in notes.iter().enumerate() {
+                if new && k > 0 {
+                    out.push_str(&format!("{inner}>\n"));
+                }
+                for l in lines {
+                    if l.is_empty() {
+                        out.push_str(&format!("{inner}>\n"));
+                    } else {
+                        out.push_str(&format!("{inner}> {l}\n"));
+                    }
+                }
+            }
+            render_notes(&n.children, &inner, new, out);
+        }
+    }
+
     fn edit() -> impl Strategy<Value = Edit> {
         prop_oneof![
             prop::sample::select(vec![
@@ -800,6 +1179,42 @@ mod props {
             prop_assert_eq!(new_doc.problems().len(), doc.problems().len());
         }
 
+        /// The old layout and kern's read the same; a note added in kern's layout never
+        /// rewrites anything, one added to an old block rewrites it once, and the result reads
+        /// as before plus the note.
+        #[test]
+        fn every_note_layout_reads_the_same_and_is_rewritten_once(
+            tree in prop::collection::vec(node(), 1..4),
+            pick in any::<prop::sample::Index>(),
+            note in ".{0,40}",
+        ) {
+            let (mut old, mut new) = (String::new(), String::new());
+            render_notes(&tree, "", false, &mut old);
+            render_notes(&tree, "", true, &mut new);
+            let (o, n) = (Document::parse(&old), Document::parse(&new));
+            type Reading = Vec<(String, Vec<(NoteKind, String)>, String)>;
+            let reading = |d: &Document| -> Reading {
+                d.tasks()
+                    .iter()
+                    .map(|t| {
+                        let notes = t.notes.iter().map(|x| (x.kind, x.text.clone())).collect();
+                        (t.title.clone(), notes, t.free_text.clone())
+                    })
+                    .collect()
+            };
+            prop_assert_eq!(reading(&o), reading(&n));
+            let index = pick.index(n.tasks().len());
+            let id = n.identity(index);
+            let edit = Edit::AddAttempt(note);
+            let kept = apply_edit(&n, &id, &edit).map_err(|e| TestCaseError::fail(format!("{e}\n{new}")))?;
+            prop_assert!(!kept.rewrote_notes, "kern's layout is never rewritten");
+            let once = apply_edit(&o, &id, &edit).map_err(|e| TestCaseError::fail(format!("{e}\n{old}")))?;
+            prop_assert!(once.rewrote_notes, "the old layout is rewritten");
+            prop_assert_eq!(reading(&once.document), reading(&kept.document));
+            let again = apply_edit(&once.document, &id, &Edit::AddBlocked("stop".into())).unwrap();
+            prop_assert!(!again.rewrote_notes, "and only once");
+        }
+
         #[test]
         fn parse_never_panics_on_strings(text in ".{0,400}") {
             let doc = Document::parse(&text);
@@ -820,7 +1235,11 @@ mod props {
             for i in 0..doc.tasks().len() {
                 let t = &doc.tasks()[i];
                 prop_assert_eq!(t.marker.len(), 1);
-                prop_assert!(TaskState::from_marker(text.as_bytes()[t.marker.start] as char).is_some());
+                let c = text.as_bytes()[t.marker.start] as char;
+                match t.kind {
+                    crate::spec::TaskKind::HeldElsewhere(held) => prop_assert_eq!(c, held),
+                    _ => prop_assert!(TaskState::from_marker(c).is_some()),
+                }
                 let _ = doc.task_block(i);
             }
         }
@@ -918,9 +1337,9 @@ mod props {
         doc: &Document,
         index: usize,
         edit: &Edit,
-        new_text: &str,
-        new_doc: &Document,
+        applied: &Applied,
     ) -> Result<(), TestCaseError> {
+        let (new_text, new_doc) = (applied.text.as_str(), &applied.document);
         let text = doc.text();
         let task = &doc.tasks()[index];
         let again = Document::parse(new_text);
@@ -977,6 +1396,33 @@ mod props {
                     .take_while(|(a, b)| a == b)
                     .count();
                 prop_assert!(new_text.len() > text.len());
+                if applied.rewrote_notes {
+                    // The task's notes blocks were rewritten in kern's layout: every change lies
+                    // inside the item after the box, and the notes read the same.
+                    let old_notes: Vec<(NoteKind, &str)> = task
+                        .notes
+                        .iter()
+                        .map(|n| (n.kind, n.text.as_str()))
+                        .collect();
+                    let new_task = &new_doc.tasks()[new_doc.find(&doc.identity(index)).unwrap()];
+                    let new_notes: Vec<(NoteKind, &str)> = new_task
+                        .notes
+                        .iter()
+                        .map(|n| (n.kind, n.text.as_str()))
+                        .collect();
+                    prop_assert_eq!(&new_notes[..old_notes.len()], &old_notes[..]);
+                    prop_assert_eq!(&new_task.free_text, &task.free_text);
+                    prop_assert!(!task.blocks.is_empty());
+                    prop_assert!(prefix >= task.marker.end, "changed before the box");
+                    prop_assert!(
+                        text.len() - suffix
+                            <= doc
+                                .line_end_after(task.item.end.saturating_sub(1))
+                                .max(task.item.end),
+                        "changed after the item"
+                    );
+                    return Ok(());
+                }
                 prop_assert!(prefix + suffix >= text.len(), "only an insertion");
                 let lowest = text.len() - suffix;
                 let item_end = doc
@@ -1030,8 +1476,8 @@ mod props {
             let index = pick.index(doc.tasks().len());
             let id = doc.identity(index);
             for edit in every_edit(&note) {
-                if let Ok((new_text, new_doc)) = apply_parsed(&doc, &id, &edit) {
-                    check_applied(&doc, index, &edit, &new_text, &new_doc)
+                if let Ok(applied) = apply_edit(&doc, &id, &edit) {
+                    check_applied(&doc, index, &edit, &applied)
                         .map_err(|e| TestCaseError::fail(format!("{e}\nedit {edit:?}\ntext {text:?}")))?;
                 }
             }

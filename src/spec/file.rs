@@ -16,6 +16,15 @@
 //!    the fresh text, any other change is taken as the person's new version, and kern's edits
 //!    are applied once more on top.
 //!
+//! Edits apply to the file as it is now, whatever rewrote it: a formatter that reformatted
+//! SPEC.md inside kern's commit (a pre-commit hook running prettier) is the person's tooling, so
+//! kern re-locates the task by identity in the formatted text (formatting-insensitively when a
+//! formatter re-spelled the title's emphasis or escapes, see [`Document::find`]) and its notes,
+//! whatever shape the formatter left them in, are read and extended as kern's.
+//!
+//! Every message names the file as the caller shows it ([`SpecFile::load_as`]), so a
+//! diagnostic reads `SPEC.md:3:1: …` wherever it comes from.
+//!
 //! Residual windows (documented, not closed): a *whole-file replacement* (an editor saving by
 //! rename) landing in the microseconds between the final re-check and kern's own rename is
 //! overwritten; and where leases are unavailable (a file owned by another user without
@@ -30,8 +39,9 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::edit::{Edit, apply_parsed};
+use super::edit::{Edit, EditError, apply_edit};
 use super::parse::{Document, TaskIdentity, check_text};
+use super::validate::{Diagnostic, Severity};
 use crate::atomic_file;
 use crate::error::{Error, Result};
 
@@ -45,8 +55,20 @@ const WRITER_WAIT: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct SpecFile {
     path: PathBuf,
+    display: String,
     last_text: String,
     lingering: Vec<Lingering>,
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The document kern wrote.
+    pub document: Document,
+    /// True when kern rewrote the task's notes block from an older or a formatter's shape in
+    /// its own layout (every note's text kept) before adding its note: worth telling the
+    /// person once.
+    pub rewrote_notes: bool,
 }
 
 /// A replaced file that a writer still held open when kern stopped waiting: checked again at
@@ -58,23 +80,29 @@ struct Lingering {
 }
 
 impl SpecFile {
-    /// Reads and parses SPEC.md. A missing file is [`Error::SpecMissing`]; a file that is not
-    /// UTF-8 text is [`Error::SpecInvalid`] with the rendered diagnostic. The document is not
-    /// validated here.
+    /// Reads and parses SPEC.md, naming it by its path in messages. See [`SpecFile::load_as`].
     pub fn load(path: &Path) -> Result<(SpecFile, Document)> {
+        SpecFile::load_as(path, &path.display().to_string())
+    }
+
+    /// Reads and parses SPEC.md; `display` is how every message names the file (as given,
+    /// `SPEC.md`). A missing file is [`Error::SpecMissing`]; a file that is not UTF-8 text is
+    /// [`Error::SpecRefused`] with the diagnostic. The document is not validated here.
+    pub fn load_as(path: &Path, display: &str) -> Result<(SpecFile, Document)> {
         let bytes = match std::fs::read(path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(Error::SpecMissing {
-                    path: path.to_path_buf(),
+                    path: PathBuf::from(display),
                 });
             }
             Err(e) => return Err(Error::io(path, e)),
         };
-        let text = decode(path, &bytes)?;
+        let text = decode(display, &bytes)?;
         let doc = Document::parse(text);
         let file = SpecFile {
             path: path.to_path_buf(),
+            display: display.to_string(),
             last_text: text.to_string(),
             lingering: Vec::new(),
         };
@@ -83,7 +111,7 @@ impl SpecFile {
 
     /// Reads the file again (after the agent ran, or at the start of an iteration).
     pub fn reload(&mut self) -> Result<Document> {
-        let (_, text) = read_current(&self.path)?;
+        let (_, text) = read_current(&self.path, &self.display)?;
         let doc = Document::parse(&text);
         self.last_text = text;
         Ok(doc)
@@ -99,15 +127,27 @@ impl SpecFile {
         &self.last_text
     }
 
+    /// The path as messages show it.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
     /// Applies `edits` in order to the task `task` in the file as it is now, writes the result
     /// atomically, and returns the document kern wrote. Hand edits made at any moment survive
     /// (see the module doc for the exact guarantee). On any error nothing is written.
     pub fn apply(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
+        self.apply_reporting(task, edits).map(|w| w.document)
+    }
+
+    /// [`SpecFile::apply`], also saying whether a notes block was rewritten in kern's layout.
+    /// An edit that would change how the lines around it read is [`Error::SpecRefused`] (exit
+    /// 2) naming the task's line and what to change.
+    pub fn apply_reporting(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Written> {
         // (text to edit, the file content it was derived from): set when the file moved on
         // after kern built its text, so that the next round can carry that text forward.
         let mut carry: Option<(String, String)> = None;
         for _ in 0..MAX_ROUNDS {
-            let (held, disk) = read_current(&self.path)?;
+            let (held, disk) = read_current(&self.path, &self.display)?;
             let mut base = match carry.take() {
                 Some((base, was)) => match disk.strip_prefix(was.as_str()) {
                     Some(tail) => base + tail,
@@ -126,17 +166,20 @@ impl SpecFile {
             }
             let mut doc = Document::parse(&base);
             let mut text = base.clone();
+            let mut rewrote_notes = false;
             for edit in edits {
-                let (t, d) = apply_parsed(&doc, task, edit).map_err(|e| Error::SpecEdit {
-                    path: self.path.clone(),
-                    message: e.to_string(),
-                })?;
-                text = t;
-                doc = d;
+                let applied = apply_edit(&doc, task, edit).map_err(|e| self.edit_error(e, edit))?;
+                rewrote_notes |= applied.rewrote_notes;
+                text = applied.text;
+                doc = applied.document;
             }
+            let written = |document: Document| Written {
+                document,
+                rewrote_notes,
+            };
             if text == disk {
                 self.last_text = text;
-                return Ok(doc);
+                return Ok(written(doc));
             }
             let prepared = atomic_file::prepare(&self.path, text.as_bytes())?;
             if !still_same(&self.path, &held, &disk)? {
@@ -157,7 +200,7 @@ impl SpecFile {
             }
             if unchanged {
                 self.last_text = text;
-                return Ok(doc);
+                return Ok(written(doc));
             }
             // Something reached the old file after the re-check: fold it in and go again.
             let old = String::from_utf8_lossy(&old).into_owned();
@@ -168,9 +211,35 @@ impl SpecFile {
             carry = Some((folded, text));
         }
         Err(Error::SpecEdit {
-            path: self.path.clone(),
+            path: PathBuf::from(&self.display),
             message: "the file kept changing while kern wrote it — try again".to_string(),
         })
+    }
+
+    /// An edit that cannot be written, as the error the person sees: a verification failure is
+    /// the file's markdown around the task, which the person can change (exit 2).
+    fn edit_error(&self, e: EditError, edit: &Edit) -> Error {
+        match e {
+            EditError::Verification {
+                task, line, column, ..
+            } => Error::SpecRefused {
+                file: self.display.clone(),
+                diagnostics: vec![Diagnostic {
+                    severity: Severity::Error,
+                    line,
+                    column,
+                    message: format!(
+                        "kern cannot add its {} to task `{task}` without changing how the lines around it read",
+                        edit.describe()
+                    ),
+                    fix: "separate the task's own text (a table, a quote, a code block) from its first line with a blank line, close any code block left open (```), then run kern again".to_string(),
+                }],
+            },
+            other => Error::SpecEdit {
+                path: PathBuf::from(&self.display),
+                message: other.to_string(),
+            },
+        }
     }
 
     /// Puts `text` back (kern's own copy, after an agent corrupted the file).
@@ -205,23 +274,24 @@ impl SpecFile {
 }
 
 /// Opens SPEC.md read-only and reads it as text.
-fn read_current(path: &Path) -> Result<(File, String)> {
+fn read_current(path: &Path, display: &str) -> Result<(File, String)> {
     let mut file = File::open(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::SpecMissing {
-            path: path.to_path_buf(),
+            path: PathBuf::from(display),
         },
         _ => Error::io(path, e),
     })?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, e))?;
-    let text = decode(path, &bytes)?.to_string();
+    let text = decode(display, &bytes)?.to_string();
     Ok((file, text))
 }
 
-fn decode<'b>(path: &Path, bytes: &'b [u8]) -> Result<&'b str> {
-    check_text(bytes).map_err(|d| Error::SpecInvalid {
-        report: d.render(&path.display().to_string()),
+fn decode<'b>(display: &str, bytes: &'b [u8]) -> Result<&'b str> {
+    check_text(bytes).map_err(|d| Error::SpecRefused {
+        file: display.to_string(),
+        diagnostics: vec![d],
     })
 }
 
@@ -346,6 +416,24 @@ mod tests {
             )
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "- [ ] renamed\n");
+    }
+
+    #[test]
+    fn an_edit_that_would_change_the_markdown_around_it_is_exit_2_with_the_location() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        let text = "# T\n\n- [ ] a\n  ```\n  code\n";
+        std::fs::write(&path, text).unwrap();
+        let (mut spec, doc) = SpecFile::load_as(&path, "SPEC.md").unwrap();
+        let err = spec
+            .apply(&doc.identity(0), &[Edit::InsertSubtasks(vec!["s".into()])])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            err.to_string(),
+            "SPEC.md:3:3: kern cannot add its subtasks to task `a` without changing how the lines around it read — separate the task's own text (a table, a quote, a code block) from its first line with a blank line, close any code block left open (```), then run kern again"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     }
 
     #[test]

@@ -2,19 +2,21 @@
 //!
 //! The one decision a reader must know: structure comes from pulldown-cmark's event stream with
 //! source offsets (`into_offset_iter`), never from grepping lines. pulldown-cmark tells us
-//! *where* list items, paragraphs and block quotes are; kern then reads its own markers from the
-//! source bytes at the start of an item's first paragraph, because pulldown-cmark only knows
-//! `[ ]`, `[x]` and `[X]` and reports `[~]` and `[!]` as plain text. Consequences:
+//! *where* list items, paragraphs, headings and block quotes are; kern then reads the box from
+//! the source bytes at the start of an item's first paragraph, because pulldown-cmark only
+//! knows `[ ]`, `[x]` and `[X]` and reports `[~]` and `[!]` as plain text. Consequences:
 //!
-//! - Only a list item whose first block is a paragraph starting with the box is a task. Text in
+//! - Only a list item whose first block is a paragraph starting with a box is a task. Text in
 //!   code blocks, HTML blocks, tables, headings, or inside any block quote (notes included) is
-//!   never a task, however much it looks like one.
-//! - Notes are read line by line from the block quotes that are direct children of a task's
-//!   item: a header line is `>`, at most one space, then `**Research:**`, `**Attempt N:**`,
-//!   `**Skipped:**`, `**Blocked:**` or `**Check:**`. A note runs to the next header or the end
-//!   of its block quote (lazy continuation lines included, as markdown says).
-//! - Malformed boxes (`[-]`, `[]`, `[ x]`, …) are recorded as diagnostics while parsing; the
-//!   item is then not a task. [`crate::spec::validate`] reports them.
+//!   never a task, however much it looks like one. What the box means — kern's own, another
+//!   tool's (`[-]`, `[ ]*`, `[P]`) or a typo — is [`crate::spec::dialect`]'s to say.
+//! - Notes are the block quotes that are direct children of a task's item, read by
+//!   [`crate::spec::notes`] in whatever shape they have; a note runs to the next header or the
+//!   end of its block quote (lazy continuation lines included, as markdown says).
+//! - A heading that ends with `[x]` or carries ✅ closes its section: the tasks below it, to the
+//!   next heading of the same or a higher level, are done by the heading.
+//! - Malformed boxes are errors, other tools' one-character boxes and lines that look like
+//!   tasks without being list items are warnings; [`crate::spec::validate`] reports them.
 
 use std::fmt;
 use std::ops::Range;
@@ -22,6 +24,8 @@ use std::ops::Range;
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 
+use super::dialect::{self, BoxKind, TaskKind};
+use super::notes;
 use super::validate::{Diagnostic, Severity};
 
 /// The state of a task, written as the one character inside its box.
@@ -98,7 +102,7 @@ impl LineEnding {
 /// The kind of a kern note inside a task's item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NoteKind {
-    /// `> **Research:**` followed by `>   - …` bullets, written after stage 1.
+    /// `> **Research:**`, a blank `>` line and `> - …` bullets, written after stage 1.
     Research,
     /// `> **Attempt N:** …`, one per failed attempt.
     Attempt(u32),
@@ -129,7 +133,9 @@ pub struct Note {
     /// What kind of note.
     pub kind: NoteKind,
     /// The text after the header and on the continuation lines, each line stripped of its `>`
-    /// and surrounding blanks, joined with `\n`. Research bullets keep their `- `.
+    /// and surrounding blanks, joined with `\n`, the same whatever the note's shape (see
+    /// [`crate::spec::notes`]). Research bullets read `- ` (whatever their marker) and the
+    /// Research note has no blank lines.
     pub text: String,
     /// 1-based line of the header.
     pub line: usize,
@@ -140,8 +146,13 @@ pub struct Note {
 /// One task: a list item whose first paragraph starts with a box.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
-    /// The state read from the box.
+    /// The state read from the box (pending for a task held elsewhere: see `kind`).
     pub state: TaskState,
+    /// kern's own task, an optional one (`[ ]*`), or one another tool holds (`[-]`, `[/]`).
+    pub kind: TaskKind,
+    /// The 1-based line of the heading that closed this task's section (`## Phase 2 [x]`,
+    /// `### Done ✅`): the task is done by the heading, whatever its box says.
+    pub closed_by: Option<usize>,
     /// The rest of the first line after the box, whitespace-normalised.
     pub title: String,
     /// 1-based line of the box's `[`.
@@ -162,13 +173,30 @@ pub struct Task {
     /// The task's notes in document order.
     pub notes: Vec<Note>,
     /// The person's own text in the item: every line after the first that is neither a note
-    /// nor inside a subtask, dedented by the content indentation, blank ends trimmed.
+    /// nor inside a subtask, dedented by the content indentation, blank ends trimmed and runs
+    /// of blank lines made one.
     pub free_text: String,
     /// The whitespace that puts a line into this item's content (the bullet replaced by blanks).
     pub content_indent: String,
     /// Byte offset just past the item's first paragraph (the title paragraph), used to insert
     /// the first note.
     pub(crate) title_end: usize,
+    /// True when the item's list is loose (its items or their blocks are separated by blank
+    /// lines): formatters then separate every block of the item by a blank line, and so does
+    /// kern.
+    pub(crate) loose: bool,
+    /// The task's notes blocks: each block quote holding notes, with the range of its whole
+    /// lines and the indices of its notes in `notes`.
+    pub(crate) blocks: Vec<NotesBlock>,
+}
+
+/// One block quote of a task's item that holds notes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NotesBlock {
+    /// Byte range of its whole lines, the last line's ending included.
+    pub(crate) lines: Range<usize>,
+    /// Indices into the task's `notes`.
+    pub(crate) notes: Range<usize>,
 }
 
 impl Task {
@@ -192,6 +220,31 @@ impl Task {
             .find(|n| n.kind == NoteKind::Research)
     }
 
+    /// True when kern may take this task: its own or an optional one, in a section no heading
+    /// closed. Its state decides the rest.
+    pub fn is_takeable(&self) -> bool {
+        self.kind.is_kerns() && self.closed_by.is_none()
+    }
+
+    /// True for an optional task (`[ ]*`).
+    pub fn is_optional(&self) -> bool {
+        self.kind == TaskKind::Optional
+    }
+
+    /// The state kern acts on: done for a task whose section a heading closed, else the box's.
+    pub fn effective_state(&self) -> TaskState {
+        if self.closed_by.is_some() {
+            TaskState::Done
+        } else {
+            self.state
+        }
+    }
+
+    /// The title as output quotes it (see [`quote_title`]).
+    pub fn quoted_title(&self) -> String {
+        quote_title(&self.title)
+    }
+
     /// True when the task has a Skipped note.
     pub fn is_skipped(&self) -> bool {
         self.notes.iter().any(|n| n.kind == NoteKind::Skipped)
@@ -205,6 +258,16 @@ impl Task {
             .find(|n| n.kind == NoteKind::Check)
             .map(|n| n.text.as_str())
             .filter(|t| !t.is_empty())
+    }
+}
+
+/// A title quoted for output so that it shows as written: in backticks, or in double quotes
+/// when it holds a backtick itself (`` `run `gh` first` `` would read as two code spans).
+pub fn quote_title(title: &str) -> String {
+    if title.contains('`') {
+        format!("\"{title}\"")
+    } else {
+        format!("`{title}`")
     }
 }
 
@@ -229,7 +292,8 @@ impl fmt::Display for TaskIdentity {
     }
 }
 
-/// Task counts by state, subtasks included.
+/// Task counts by state, subtasks included. A task whose section a heading closed counts as
+/// done; a task held elsewhere (`[-]`, `[/]`) is not counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// `[ ]`
@@ -250,6 +314,8 @@ pub struct Document {
     line_ending: LineEnding,
     tasks: Vec<Task>,
     problems: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+    unlisted: Vec<Diagnostic>,
 }
 
 impl Document {
@@ -286,6 +352,18 @@ impl Document {
         &self.problems
     }
 
+    /// Other tools' one-character boxes (`[P]`, `[?]`) found while parsing: warnings.
+    pub(crate) fn foreign_boxes(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// Lines that look like tasks but are not list items (`[ ] Implement search` as a plain
+    /// line), as warnings with their line, column and the fix. The loop names them when it
+    /// finds nothing to do; `status` and `-n` warn about them.
+    pub fn unlisted_tasks(&self) -> &[Diagnostic] {
+        &self.unlisted
+    }
+
     /// The identity of task `task`.
     pub fn identity(&self, task: usize) -> TaskIdentity {
         let mut path: Vec<String> = self
@@ -295,22 +373,33 @@ impl Document {
             .map(|a| self.tasks[a].title.clone())
             .collect();
         path.push(self.tasks[task].title.clone());
-        let occurrence = (0..task).filter(|&j| self.path_is(j, &path)).count();
+        let occurrence = (0..task)
+            .filter(|&j| self.path_is(j, &path, |a, b| a == b))
+            .count();
         TaskIdentity { path, occurrence }
     }
 
-    /// The index of the task with this identity, if it is still there.
+    /// The index of the task with this identity, if it is still there. When no title path
+    /// matches exactly, the titles are compared without the characters formatters re-spell
+    /// (`*`, `_` and `\\`: prettier writes `*a*` as `_a_`, mdformat escapes), so that a task
+    /// is found again after a formatter rewrote SPEC.md.
     pub fn find(&self, id: &TaskIdentity) -> Option<usize> {
         (0..self.tasks.len())
-            .filter(|&j| self.path_is(j, &id.path))
+            .filter(|&j| self.path_is(j, &id.path, |a, b| a == b))
             .nth(id.occurrence)
+            .or_else(|| {
+                let path: Vec<String> = id.path.iter().map(|t| loose_title(t)).collect();
+                (0..self.tasks.len())
+                    .filter(|&j| self.path_is(j, &path, |a, b| loose_title(a) == *b))
+                    .nth(id.occurrence)
+            })
     }
 
-    fn path_is(&self, task: usize, path: &[String]) -> bool {
+    fn path_is(&self, task: usize, path: &[String], same: impl Fn(&str, &String) -> bool) -> bool {
         let mut current = Some(task);
         for title in path.iter().rev() {
             match current {
-                Some(i) if self.tasks[i].title == *title => current = self.tasks[i].parent,
+                Some(i) if same(&self.tasks[i].title, title) => current = self.tasks[i].parent,
                 _ => return false,
             }
         }
@@ -338,8 +427,8 @@ impl Document {
     /// Tasks by state, subtasks included.
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
-        for t in &self.tasks {
-            match t.state {
+        for t in self.tasks.iter().filter(|t| t.kind.is_kerns()) {
+            match t.effective_state() {
                 TaskState::Pending => c.pending += 1,
                 TaskState::InProgress => c.in_progress += 1,
                 TaskState::Done => c.done += 1,
@@ -409,62 +498,6 @@ fn position_in(prefix: &[u8]) -> (usize, usize) {
     (line, column)
 }
 
-/// What the box at the start of an item turned out to be.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum BoxKind {
-    /// A task in this state.
-    Task(TaskState),
-    /// A box that is not one of kern's: (message, fix).
-    Malformed(String, String),
-    /// Ordinary text such as `[docs]` or a link.
-    NotATask,
-}
-
-/// Reads the box at the start of `rest` (the first line of an item's content, from its `[`).
-pub(crate) fn classify_box(rest: &str) -> BoxKind {
-    let Some(body) = rest.strip_prefix('[') else {
-        return BoxKind::NotATask;
-    };
-    let Some(close) = body.find(']') else {
-        return BoxKind::NotATask;
-    };
-    let inside = &body[..close];
-    let after = &body[close + 1..];
-    let spaced = after.is_empty() || after.starts_with([' ', '\t']);
-    let link_like = after.starts_with(['(', '[', ':']);
-    let shown = &rest[..close + 2];
-    let mut chars = inside.chars();
-    match (chars.next(), chars.next()) {
-        (Some(c), None) => {
-            let state = TaskState::from_marker(c);
-            match (state, spaced, link_like) {
-                (_, _, true) => BoxKind::NotATask,
-                (Some(state), true, _) => BoxKind::Task(state),
-                (Some(_), false, _) => BoxKind::Malformed(
-                    format!("no space after the task marker `{shown}`"),
-                    format!("write `{shown} ` followed by the title"),
-                ),
-                (None, true, _) => BoxKind::Malformed(
-                    format!("unknown task marker `{shown}`"),
-                    "use [ ], [~], [x] or [!]".to_string(),
-                ),
-                (None, false, _) => BoxKind::NotATask,
-            }
-        }
-        (None, _) if !link_like => BoxKind::Malformed(
-            "malformed task marker `[]`".to_string(),
-            "write `[ ]` (a space inside) for a pending task".to_string(),
-        ),
-        _ if !link_like && inside.chars().count() <= 3 && inside.trim().chars().count() <= 1 => {
-            BoxKind::Malformed(
-                format!("malformed task marker `{shown}`"),
-                "use [ ], [~], [x] or [!]: exactly one character inside the brackets".to_string(),
-            )
-        }
-        _ => BoxKind::NotATask,
-    }
-}
-
 /// One open container while walking the events.
 enum Frame {
     /// A list item; `Some(i)` when it is task `i`.
@@ -481,6 +514,9 @@ struct PendingItem {
     content_start: usize,
     frame: usize,
     in_quote: bool,
+    /// The item's content began with a paragraph start: its list is loose (pulldown-cmark
+    /// leaves paragraphs out of tight lists).
+    paragraph: bool,
 }
 
 /// A task being filled while its item is open.
@@ -490,12 +526,25 @@ struct Open {
     in_title: bool,
 }
 
+/// A heading being read: where it starts, its level and its text so far.
+struct OpenHeading {
+    start: usize,
+    level: u8,
+    text: String,
+}
+
 struct Builder<'a> {
     text: &'a str,
     line_starts: Vec<usize>,
     tasks: Vec<Task>,
     quotes: Vec<Vec<Range<usize>>>,
     problems: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+    /// Blocks whose lines are never tasks: code, HTML, tables, block quotes, headings.
+    opaque: Vec<Range<usize>>,
+    heading: Option<OpenHeading>,
+    /// The innermost heading that closed its section: (level, line).
+    closing: Option<(u8, usize)>,
 }
 
 impl<'a> Builder<'a> {
@@ -508,6 +557,10 @@ impl<'a> Builder<'a> {
             tasks: Vec::new(),
             quotes: Vec::new(),
             problems: Vec::new(),
+            warnings: Vec::new(),
+            opaque: Vec::new(),
+            heading: None,
+            closing: None,
         }
     }
 
@@ -537,6 +590,14 @@ impl<'a> Builder<'a> {
         end
     }
 
+    /// Just past the line ending of the line holding `offset`.
+    fn next_line(&self, offset: usize) -> usize {
+        self.line_starts
+            .get(self.line_of(offset))
+            .copied()
+            .unwrap_or(self.text.len())
+    }
+
     fn column(&self, offset: usize) -> usize {
         1 + self.text[self.line_start(offset)..offset].chars().count()
     }
@@ -553,8 +614,9 @@ impl<'a> Builder<'a> {
         let mut open: Vec<Open> = Vec::new();
         for (event, range) in Parser::new_ext(&text[bom..], options).into_offset_iter() {
             let range = range.start + bom..range.end + bom;
-            if let Some(p) = pending.take() {
+            if let Some(mut p) = pending.take() {
                 if matches!(event, Event::Start(Tag::Paragraph)) {
+                    p.paragraph = true;
                     pending = Some(p);
                 } else {
                     self.decide(p, &event, &range, &mut stack, &mut open);
@@ -575,6 +637,11 @@ impl<'a> Builder<'a> {
                     t.title_end = t.title_end.max(range.end);
                 }
             }
+            if let Some(h) = &mut self.heading
+                && let Event::Text(s) | Event::Code(s) = &event
+            {
+                h.text.push_str(s);
+            }
             match event {
                 Event::Start(Tag::Item) => {
                     let in_quote = stack.iter().any(|f| matches!(f, Frame::Quote));
@@ -585,15 +652,42 @@ impl<'a> Builder<'a> {
                         range: bullet.min(range.end)..range.end,
                         frame: stack.len() - 1,
                         in_quote,
+                        paragraph: false,
                     });
                 }
                 Event::Start(Tag::BlockQuote(_)) => {
                     if let Some(Frame::Item(Some(task))) = stack.last() {
-                        self.quotes[*task].push(range);
+                        self.quotes[*task].push(range.clone());
                     }
+                    self.opaque.push(range);
                     stack.push(Frame::Quote);
                 }
-                Event::Start(_) => stack.push(Frame::Other),
+                Event::Start(Tag::Heading { level, .. }) => {
+                    if !stack.iter().any(|f| matches!(f, Frame::Quote)) {
+                        self.heading = Some(OpenHeading {
+                            start: range.start,
+                            level: level as u8,
+                            text: String::new(),
+                        });
+                    }
+                    self.opaque.push(range);
+                    stack.push(Frame::Other);
+                }
+                Event::End(TagEnd::Heading(_)) => {
+                    if let Some(h) = self.heading.take() {
+                        self.heading_ends(h);
+                    }
+                    stack.pop();
+                }
+                Event::Start(tag) => {
+                    if matches!(
+                        tag,
+                        Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::Table(_) | Tag::MetadataBlock(_)
+                    ) {
+                        self.opaque.push(range);
+                    }
+                    stack.push(Frame::Other);
+                }
                 Event::End(TagEnd::Item) => {
                     if let Some(Frame::Item(Some(_))) = stack.pop() {
                         open.pop();
@@ -606,6 +700,17 @@ impl<'a> Builder<'a> {
             }
         }
         self.finish()
+    }
+
+    /// A heading ends the section of every closing heading of the same or a higher level, and
+    /// starts one when it closes its own.
+    fn heading_ends(&mut self, h: OpenHeading) {
+        if self.closing.is_some_and(|(level, _)| h.level <= level) {
+            self.closing = None;
+        }
+        if self.closing.is_none() && dialect::heading_closes(&h.text) {
+            self.closing = Some((h.level, self.line_of(h.start)));
+        }
     }
 
     /// Decides whether the pending item is a task, from its first event after any paragraph
@@ -631,8 +736,24 @@ impl<'a> Builder<'a> {
         let text = self.text;
         let line_end = self.line_end(p.content_start);
         let rest = &text[p.content_start..line_end];
-        let state = match classify_box(rest) {
-            BoxKind::Task(state) => state,
+        let (state, kind, title_at) = match dialect::classify_box(rest) {
+            BoxKind::Task {
+                state,
+                kind,
+                title_at,
+            } => (state, kind, title_at),
+            BoxKind::Foreign(c) => {
+                self.warnings.push(Diagnostic {
+                    severity: Severity::Warning,
+                    line: self.line_of(p.content_start),
+                    column: self.column(p.content_start),
+                    message: format!(
+                        "`[{c}]` is not one of kern's task markers: kern leaves this item alone"
+                    ),
+                    fix: "make it `[ ]` for kern to take it".to_string(),
+                });
+                return;
+            }
             BoxKind::Malformed(message, fix) => {
                 self.problems.push(Diagnostic {
                     severity: Severity::Error,
@@ -662,7 +783,9 @@ impl<'a> Builder<'a> {
         let marker = p.content_start + 1..p.content_start + 2;
         self.tasks.push(Task {
             state,
-            title: normalise(&rest[3..]),
+            kind,
+            closed_by: self.closing.map(|(_, line)| line),
+            title: normalise(&rest[title_at.min(rest.len())..]),
             line: self.line_of(p.content_start),
             column: self.column(p.content_start),
             marker,
@@ -674,6 +797,8 @@ impl<'a> Builder<'a> {
             free_text: String::new(),
             content_indent,
             title_end: line_end,
+            loose: p.paragraph,
+            blocks: Vec::new(),
         });
         self.quotes.push(Vec::new());
         stack[p.frame] = Frame::Item(Some(index));
@@ -687,12 +812,26 @@ impl<'a> Builder<'a> {
         for i in 0..self.tasks.len() {
             let quotes = std::mem::take(&mut self.quotes[i]);
             let mut notes = Vec::new();
+            let mut blocks = Vec::new();
             for q in &quotes {
-                notes.extend(self.notes_in(q));
+                let found = self.notes_in(q);
+                if found.is_empty() {
+                    continue;
+                }
+                let lines = self.lines(q.start, q.end);
+                if let (Some(first), Some(last)) = (lines.first(), lines.last()) {
+                    blocks.push(NotesBlock {
+                        lines: first.0..self.next_line(last.0),
+                        notes: notes.len()..notes.len() + found.len(),
+                    });
+                }
+                notes.extend(found);
             }
             self.tasks[i].notes = notes;
+            self.tasks[i].blocks = blocks;
             self.tasks[i].free_text = self.free_text(i);
         }
+        let unlisted = self.unlisted();
         let line_ending = match self.text.find('\n') {
             Some(p) if p > 0 && self.text.as_bytes()[p - 1] == b'\r' => LineEnding::CrLf,
             _ => LineEnding::Lf,
@@ -703,7 +842,49 @@ impl<'a> Builder<'a> {
             line_ending,
             tasks: self.tasks,
             problems: self.problems,
+            warnings: self.warnings,
+            unlisted,
         }
+    }
+
+    /// Lines outside code, HTML, tables, quotes and headings that start with one of kern's
+    /// boxes without being a task's first line: tasks whose `- ` was forgotten.
+    fn unlisted(&mut self) -> Vec<Diagnostic> {
+        let text = self.text;
+        self.opaque.sort_by_key(|r| r.start);
+        let task_lines: std::collections::HashSet<usize> =
+            self.tasks.iter().map(|t| t.line).collect();
+        let mut out = Vec::new();
+        let mut k = 0;
+        for (n, &start) in self.line_starts.iter().enumerate() {
+            let line = &text[start..self.line_end(start)];
+            let content = line.trim_start_matches([' ', '\t', '\u{feff}']);
+            if !content.starts_with('[') || !dialect::looks_like_task(content) {
+                continue;
+            }
+            let at = start + (line.len() - content.len());
+            while k < self.opaque.len() && self.opaque[k].end <= at {
+                k += 1;
+            }
+            let covered = self.opaque[k..]
+                .iter()
+                .take_while(|r| r.start <= at)
+                .any(|r| r.end > at);
+            if covered || task_lines.contains(&(n + 1)) {
+                continue;
+            }
+            out.push(Diagnostic {
+                severity: Severity::Warning,
+                line: n + 1,
+                column: self.column(at),
+                message: format!(
+                    "{} looks like a task but is not a list item, so kern does not see it",
+                    quote_title(&normalise(content))
+                ),
+                fix: "write `- ` before the box".to_string(),
+            });
+        }
+        out
     }
 
     /// The lines (start offsets and text without line ending) from the line of `from` through
@@ -728,13 +909,13 @@ impl<'a> Builder<'a> {
         let mut notes: Vec<Note> = Vec::new();
         let mut body: Vec<&str> = Vec::new();
         for (start, line) in self.lines(quote.start, quote.end) {
-            let content = quote_content(line);
-            if let Some((kind, rest)) = note_header(content) {
+            let content = notes::content(line);
+            if let Some((kind, rest)) = notes::header(content) {
                 if let Some(last) = notes.last_mut() {
-                    last.text = join_note(&body);
+                    last.text = notes::text(last.kind, &body);
                 }
                 body.clear();
-                body.push(rest.trim());
+                body.push(rest);
                 notes.push(Note {
                     kind,
                     text: String::new(),
@@ -742,19 +923,14 @@ impl<'a> Builder<'a> {
                     range: start..start,
                 });
             } else if !notes.is_empty() {
-                body.push(content.trim());
+                body.push(content);
             }
             if let Some(last) = notes.last_mut() {
-                let next = self
-                    .line_starts
-                    .get(self.line_of(start))
-                    .copied()
-                    .unwrap_or(self.text.len());
-                last.range.end = next;
+                last.range.end = self.next_line(start);
             }
         }
         if let Some(last) = notes.last_mut() {
-            last.text = join_note(&body);
+            last.text = notes::text(last.kind, &body);
         }
         notes
     }
@@ -794,8 +970,11 @@ impl<'a> Builder<'a> {
                 };
                 continue;
             }
-            let line = &text[pos..self.line_end(pos)];
-            out.push(dedent(line, &task.content_indent).trim_end());
+            let line = dedent(&text[pos..self.line_end(pos)], &task.content_indent).trim_end();
+            // Runs of blank lines count as one: kern separates its notes by blank lines.
+            if !(line.is_empty() && out.last().is_some_and(|l| l.is_empty())) {
+                out.push(line);
+            }
             pos = next_line(pos);
         }
         while out.first().is_some_and(|l| l.is_empty()) {
@@ -855,59 +1034,14 @@ fn bullet_and_content(text: &str, item_start: usize) -> (usize, usize) {
     (bullet, i)
 }
 
+/// A title without the characters formatters re-spell, for [`Document::find`].
+fn loose_title(title: &str) -> String {
+    normalise(&title.replace(['*', '_', '\\'], ""))
+}
+
 /// Collapses every run of whitespace to one space and trims.
 pub(crate) fn normalise(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// A block-quote line without its indentation, its `>` and at most one following blank; a
-/// lazy continuation line (no `>`) without its indentation.
-fn quote_content(line: &str) -> &str {
-    let line = line.trim_start();
-    match line.strip_prefix('>') {
-        Some(rest) => rest
-            .strip_prefix(' ')
-            .or_else(|| rest.strip_prefix('\t'))
-            .unwrap_or(rest),
-        None => line,
-    }
-}
-
-/// Reads `**Kind:** rest` at the very start of a quote line's content.
-fn note_header(content: &str) -> Option<(NoteKind, &str)> {
-    let inner = content.strip_prefix("**")?;
-    let end = inner.find(":**")?;
-    let word = &inner[..end];
-    let rest = &inner[end + 3..];
-    let kind = match word {
-        "Research" => NoteKind::Research,
-        "Skipped" => NoteKind::Skipped,
-        "Blocked" => NoteKind::Blocked,
-        "Check" => NoteKind::Check,
-        _ => {
-            let n = word.strip_prefix("Attempt ")?;
-            if n.is_empty() || n.len() > 9 || !n.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            NoteKind::Attempt(n.parse().ok()?)
-        }
-    };
-    Some((kind, rest))
-}
-
-fn join_note(lines: &[&str]) -> String {
-    let mut lines = lines;
-    while let [first, rest @ ..] = lines
-        && first.is_empty()
-    {
-        lines = rest;
-    }
-    while let [rest @ .., last] = lines
-        && last.is_empty()
-    {
-        lines = rest;
-    }
-    lines.join("\n")
 }
 
 /// Removes up to `indent`'s worth of leading blanks.
@@ -982,24 +1116,6 @@ mod tests {
     fn malformed_boxes_are_problems_with_position() {
         let cases: &[(&str, usize, usize, &str)] = &[
             (
-                "- [-] a\n",
-                1,
-                3,
-                "unknown task marker `[-]` — use [ ], [~], [x] or [!]",
-            ),
-            (
-                "x\n\n  * [o] a\n",
-                3,
-                5,
-                "unknown task marker `[o]` — use [ ], [~], [x] or [!]",
-            ),
-            (
-                "1. [/] a\n",
-                1,
-                4,
-                "unknown task marker `[/]` — use [ ], [~], [x] or [!]",
-            ),
-            (
                 "- [] a\n",
                 1,
                 3,
@@ -1010,6 +1126,12 @@ mod tests {
                 1,
                 3,
                 "malformed task marker `[ x]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+            ),
+            (
+                "- [x ] a\n",
+                1,
+                3,
+                "malformed task marker `[x ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
             ),
             (
                 "- [~ ] a\n",
@@ -1030,16 +1152,10 @@ mod tests {
                 "no space after the task marker `[x]` — write `[x] ` followed by the title",
             ),
             (
-                "- [ ] ok\n  - [-] b\n",
+                "- [ ] ok\n  - [ x] b\n",
                 2,
                 5,
-                "unknown task marker `[-]` — use [ ], [~], [x] or [!]",
-            ),
-            (
-                "- é [ ] ok\n- [ü] b\n",
-                2,
-                3,
-                "unknown task marker `[ü]` — use [ ], [~], [x] or [!]",
+                "malformed task marker `[ x]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
             ),
         ];
         for (text, line, column, rendered) in cases {
@@ -1052,6 +1168,187 @@ mod tests {
                 format!("SPEC.md:{line}:{column}: {rendered}")
             );
         }
+    }
+
+    #[test]
+    fn other_tools_boxes_are_warnings_with_position_and_never_tasks() {
+        let cases: &[(&str, usize, usize, &str)] = &[
+            ("x\n\n  * [o] a\n", 3, 5, "[o]"),
+            ("- [ ] ok\n- [P] tasks = different files\n", 2, 3, "[P]"),
+            ("1. [?] a\n", 1, 4, "[?]"),
+            ("- é [ ] ok\n- [ü] b\n", 2, 3, "[ü]"),
+            ("- [>] forwarded\n", 1, 3, "[>]"),
+        ];
+        for (text, line, column, shown) in cases {
+            let doc = Document::parse(text);
+            assert!(doc.problems().is_empty(), "{text:?}");
+            let w = doc.foreign_boxes();
+            assert_eq!(w.len(), 1, "{text:?}: {w:?}");
+            assert_eq!(
+                w[0].render("SPEC.md"),
+                format!(
+                    "SPEC.md:{line}:{column}: warning: `{shown}` is not one of kern's task markers: kern leaves this item alone — make it `[ ]` for kern to take it"
+                )
+            );
+            assert!(doc.tasks().iter().all(|t| t.line != *line), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn held_and_optional_tasks_keep_their_place_in_the_tree() {
+        let text = "- [-] 2. Kiro in progress\n  - [x] 2.1 done\n  - [ ] 2.2 next\n- [/] Obsidian\n- [ ]* 3.4 Write tests\n- [x]* 3.5 Done optional\n";
+        let doc = Document::parse(text);
+        let shape: Vec<(&str, TaskKind, TaskState, Option<usize>)> = doc
+            .tasks()
+            .iter()
+            .map(|t| (t.title.as_str(), t.kind, t.state, t.parent))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (
+                    "2. Kiro in progress",
+                    TaskKind::HeldElsewhere('-'),
+                    TaskState::Pending,
+                    None
+                ),
+                ("2.1 done", TaskKind::Kern, TaskState::Done, Some(0)),
+                ("2.2 next", TaskKind::Kern, TaskState::Pending, Some(0)),
+                (
+                    "Obsidian",
+                    TaskKind::HeldElsewhere('/'),
+                    TaskState::Pending,
+                    None
+                ),
+                (
+                    "3.4 Write tests",
+                    TaskKind::Optional,
+                    TaskState::Pending,
+                    None
+                ),
+                (
+                    "3.5 Done optional",
+                    TaskKind::Optional,
+                    TaskState::Done,
+                    None
+                ),
+            ]
+        );
+        assert_eq!(&text[doc.tasks()[4].marker.clone()], " ");
+        assert!(doc.problems().is_empty() && doc.foreign_boxes().is_empty());
+        assert_eq!(
+            doc.counts(),
+            Counts {
+                pending: 2,
+                in_progress: 0,
+                done: 2,
+                blocked: 0
+            },
+            "held tasks are not counted"
+        );
+    }
+
+    #[test]
+    fn a_heading_with_x_or_a_check_mark_closes_its_section() {
+        let text = "\
+# Plan
+
+## Phase 1: Setup [x]
+- [ ] a
+### Detail
+- [ ] b
+## Phase 2
+- [ ] c
+### 2.3 Verification \u{2705} COMPLETED
+- [!] d
+#### deeper
+- [ ] e
+### 2.4 Next
+- [ ] f
+
+Setext done [X]
+---
+- [ ] g
+# Top
+- [ ] h
+";
+        let doc = Document::parse(text);
+        let closed: Vec<(&str, Option<usize>)> = doc
+            .tasks()
+            .iter()
+            .map(|t| (t.title.as_str(), t.closed_by))
+            .collect();
+        assert_eq!(
+            closed,
+            vec![
+                ("a", Some(3)),
+                ("b", Some(3)),
+                ("c", None),
+                ("d", Some(9)),
+                ("e", Some(9)),
+                ("f", None),
+                ("g", Some(16)),
+                ("h", None),
+            ]
+        );
+        assert_eq!(doc.tasks()[3].effective_state(), TaskState::Done);
+        assert_eq!(
+            doc.counts(),
+            Counts {
+                pending: 3,
+                in_progress: 0,
+                done: 5,
+                blocked: 0
+            }
+        );
+    }
+
+    #[test]
+    fn lines_that_look_like_tasks_but_are_not_list_items() {
+        let text = "\
+# Plan
+
+[ ] Implement boolean search
+[x] Done already
+  [~] indented
+
+- [ ] a real task
+  [ ] its continuation line
+
+> [ ] quoted
+```
+[ ] fenced
+```
+| [ ] cell |
+|---|
+<div>
+[ ] html
+</div>
+
+[docs] not a box
+[ ] 
+";
+        let doc = Document::parse(text);
+        let found: Vec<String> = doc
+            .unlisted_tasks()
+            .iter()
+            .map(|d| d.render("SPEC.md"))
+            .collect();
+        let warn = |line: usize, col: usize, title: &str| {
+            format!(
+                "SPEC.md:{line}:{col}: warning: `{title}` looks like a task but is not a list item, so kern does not see it — write `- ` before the box"
+            )
+        };
+        assert_eq!(
+            found,
+            vec![
+                warn(3, 1, "[ ] Implement boolean search"),
+                warn(4, 1, "[x] Done already"),
+                warn(5, 3, "[~] indented"),
+                warn(8, 3, "[ ] its continuation line"),
+            ]
+        );
+        assert_eq!(doc.tasks().len(), 1);
     }
 
     #[test]
@@ -1144,10 +1441,48 @@ mod tests {
     }
 
     #[test]
-    fn note_headers_need_the_exact_shape() {
-        let text = "- [ ] a\n  >   **Attempt 1:** deep\n  > **attempt 2:** lower\n  > **Attempt x:** word\n  > > **Blocked:** nested\n";
+    fn note_headers_need_the_exact_words() {
+        let text = "- [ ] a\n  > **attempt 2:** lower\n  > **Attempt x:** word\n  > > **Blocked:** nested\n  > \\**Skipped:** escaped\n";
         let doc = Document::parse(text);
         assert_eq!(doc.tasks()[0].notes, vec![]);
+    }
+
+    #[test]
+    fn notes_nested_by_a_formatter_are_read_as_notes() {
+        // What prettier and mdformat make of the old layout: the notes after the research
+        // bullets are continuation text of the last bullet.
+        let text = "\
+- [~] Add the parser
+  > **Research:**
+  >
+  > - read src/lib.rs
+  >   carefully
+  > - Pattern: follow the builder
+  >   **Attempt 1:** the test `foo` failed
+  >   second line
+  >   **Attempt 2:** again
+  >   **Check:** cargo test foo
+";
+        let doc = Document::parse(text);
+        let t = &doc.tasks()[0];
+        let notes: Vec<(NoteKind, &str)> =
+            t.notes.iter().map(|n| (n.kind, n.text.as_str())).collect();
+        assert_eq!(
+            notes,
+            vec![
+                (
+                    NoteKind::Research,
+                    "- read src/lib.rs\ncarefully\n- Pattern: follow the builder"
+                ),
+                (NoteKind::Attempt(1), "the test `foo` failed\nsecond line"),
+                (NoteKind::Attempt(2), "again"),
+                (NoteKind::Check, "cargo test foo"),
+            ]
+        );
+        assert_eq!(t.attempts(), 2);
+        assert_eq!(t.check_command(), Some("cargo test foo"));
+        assert_eq!(t.free_text, "");
+        assert_eq!(t.blocks.len(), 1);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The one decision a reader must know: only *workable* tasks are ever selected, and a task
 //! with unfinished subtasks is never workable itself. A task is workable when it is pending
-//! (or the deepest in-progress task), no ancestor is done or blocked, and it has no subtasks
+//! (or the deepest in-progress task), kern may take it (not held elsewhere by another tool, not
+//! in a section a heading closed), no ancestor is done, blocked or held, and it has no subtasks
 //! or all of them are done — a pending parent whose subtasks were all finished by hand is
 //! selected so the agent can finish what the parent still asks. A parent whose remaining
 //! subtasks are all blocked (none pending or in progress) is stuck, not workable: it needs a
@@ -12,11 +13,23 @@
 //! and descending to the first workable task below it; if that subtree holds nothing workable
 //! (everything left there is blocked), selection falls through to the rest of the document.
 //! Then the first workable task in document order without a Skipped note; then the first with
-//! one. Done and blocked tasks and their subtrees are skipped.
+//! one; then optional tasks (`[ ]*`, and everything under one) the same way, unless
+//! `--skip-optional` leaves them alone. As in Kiro, optional subtasks do not hold their parent
+//! open (see `Edit::CompleteParents`), so the optional pass also looks under done parents; an
+//! optional task kern already started (`[~]*`) is resumed like any other, so that no second
+//! in-progress chain is ever begun. Blocked and held tasks and their subtrees are skipped, done
+//! ones too outside the optional pass, and so are sections closed by a heading.
 
 use std::fmt;
 
 use super::parse::{Document, TaskState};
+
+/// How selection treats optional tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SelectOptions {
+    /// `--skip-optional`: never start an optional task (`[ ]*`).
+    pub skip_optional: bool,
+}
 
 /// Why a task was selected, in words for `kern -n` and `kern status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +47,8 @@ pub enum SelectReason {
     FirstPending,
     /// Every workable task was skipped before; this is the first of them.
     FirstSkipped,
+    /// Every other task is done, blocked or held: the first optional task (`[ ]*`).
+    FirstOptional,
 }
 
 impl fmt::Display for SelectReason {
@@ -42,7 +57,8 @@ impl fmt::Display for SelectReason {
             SelectReason::InProgress => f.write_str("it is in progress: resuming it"),
             SelectReason::UnderInProgress { parent } => write!(
                 f,
-                "it is the next unfinished subtask of the in-progress task `{parent}`"
+                "it is the next unfinished subtask of the in-progress task {}",
+                super::parse::quote_title(parent)
             ),
             SelectReason::SubtasksDone => {
                 f.write_str("all its subtasks are done but it is not marked done")
@@ -51,6 +67,9 @@ impl fmt::Display for SelectReason {
             SelectReason::FirstSkipped => {
                 f.write_str("every pending task was skipped before; this is the first skipped one")
             }
+            SelectReason::FirstOptional => f.write_str(
+                "every other task is done, blocked or held: this is the first optional task",
+            ),
         }
     }
 }
@@ -64,12 +83,25 @@ pub struct Selection {
     pub reason: SelectReason,
 }
 
-/// The next task to work on, or `None` when nothing workable is left.
+/// The next task to work on, or `None` when nothing workable is left (optional tasks taken
+/// last).
 pub fn select(doc: &Document) -> Option<Selection> {
+    select_with(doc, &SelectOptions::default())
+}
+
+/// [`select`] with options (`--skip-optional`).
+pub fn select_with(doc: &Document, options: &SelectOptions) -> Option<Selection> {
     let tasks = doc.tasks();
     if let Some(deepest) = deepest_in_progress(doc) {
         let end = subtree_end(doc, deepest);
-        if let Some((task, _)) = first_workable(doc, deepest..end, Some(deepest)) {
+        let found = first_workable(doc, deepest..end, Some(deepest), Pass::Required)
+            .or_else(|| first_workable(doc, deepest..end, Some(deepest), Pass::Optional))
+            .filter(|&(task, _)| {
+                // Within a started optional chain, its own subtasks go on; a fresh optional
+                // task elsewhere in the subtree waits for the optional pass like any other.
+                !(options.skip_optional && is_optional(doc, task) && !is_optional(doc, deepest))
+            });
+        if let Some((task, _)) = found {
             let reason = if task == deepest {
                 if tasks[task].children.is_empty() {
                     SelectReason::InProgress
@@ -84,9 +116,19 @@ pub fn select(doc: &Document) -> Option<Selection> {
             return Some(Selection { task, reason });
         }
     }
-    let (task, skipped) = first_workable(doc, 0..tasks.len(), None)?;
+    let all = 0..tasks.len();
+    let (task, skipped, optional) = match first_workable(doc, all.clone(), None, Pass::Required) {
+        Some((task, skipped)) => (task, skipped, false),
+        None if options.skip_optional => return None,
+        None => {
+            let (task, skipped) = first_workable(doc, all, None, Pass::Optional)?;
+            (task, skipped, true)
+        }
+    };
     let reason = if !tasks[task].children.is_empty() {
         SelectReason::SubtasksDone
+    } else if optional {
+        SelectReason::FirstOptional
     } else if skipped {
         SelectReason::FirstSkipped
     } else {
@@ -95,16 +137,34 @@ pub fn select(doc: &Document) -> Option<Selection> {
     Some(Selection { task, reason })
 }
 
-/// The deepest task of the first in-progress chain whose ancestors are neither done nor
-/// blocked.
+/// Which tasks a walk may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Tasks that are not optional.
+    Required,
+    /// Optional tasks and the tasks under them.
+    Optional,
+}
+
+/// True for an optional task or a task under one.
+fn is_optional(doc: &Document, task: usize) -> bool {
+    let tasks = doc.tasks();
+    tasks[task].is_optional() || doc.ancestors(task).iter().any(|&a| tasks[a].is_optional())
+}
+
+/// The deepest task of the first in-progress chain kern may take whose ancestors are neither
+/// done, blocked nor held (an optional task's ancestors may be done).
 fn deepest_in_progress(doc: &Document) -> Option<usize> {
     let tasks = doc.tasks();
     let top = (0..tasks.len()).find(|&i| {
+        let optional = is_optional(doc, i);
         tasks[i].state == TaskState::InProgress
-            && doc
-                .ancestors(i)
-                .iter()
-                .all(|&a| tasks[a].state.is_unfinished())
+            && tasks[i].is_takeable()
+            && doc.ancestors(i).iter().all(|&a| {
+                let open = tasks[a].state.is_unfinished()
+                    || (optional && tasks[a].state == TaskState::Done);
+                open && tasks[a].is_takeable()
+            })
     })?;
     let mut deepest = top;
     for i in top + 1..subtree_end(doc, top) {
@@ -127,30 +187,39 @@ fn subtree_end(doc: &Document, task: usize) -> usize {
         .unwrap_or(tasks.len())
 }
 
-/// The first workable task in `range` without a Skipped note, else the first with one; the
-/// flag says whether it is skipped. `allow_in_progress` is the one in-progress task that may
-/// be selected itself (the deepest of the chain).
+/// The first workable task of the pass in `range` without a Skipped note, else the first with
+/// one; the flag says whether it is skipped. `allow_in_progress` is the one in-progress task
+/// that may be selected itself (the deepest of the chain).
 fn first_workable(
     doc: &Document,
     range: std::ops::Range<usize>,
     allow_in_progress: Option<usize>,
+    pass: Pass,
 ) -> Option<(usize, bool)> {
     let tasks = doc.tasks();
     let mut first_skipped = None;
     let mut i = range.start;
     while i < range.end {
         let t = &tasks[i];
-        if !t.state.is_unfinished() {
-            // Done and blocked tasks take their whole subtree out of selection.
+        let waits = pass == Pass::Required && t.is_optional();
+        if pass == Pass::Optional && t.state == TaskState::Done && t.is_takeable() {
+            // Optional subtasks may stay open under a done parent.
+            i += 1;
+            continue;
+        }
+        if !t.state.is_unfinished() || !t.is_takeable() || waits {
+            // Done, blocked, held and heading-closed tasks take their subtree out of selection;
+            // an optional subtree waits for the optional pass.
             i = subtree_end(doc, i);
             continue;
         }
+        let in_pass = pass == Pass::Required || is_optional(doc, i);
         let children_done = t
             .children
             .iter()
             .all(|&c| tasks[c].state == TaskState::Done);
         let self_allowed = t.state == TaskState::Pending || allow_in_progress == Some(i);
-        if children_done && self_allowed {
+        if in_pass && children_done && self_allowed {
             if !t.is_skipped() {
                 return Some((i, false));
             }
@@ -176,6 +245,7 @@ mod tests {
         let resume = "it is in progress: resuming it";
         let skipped = "every pending task was skipped before; this is the first skipped one";
         let done = "all its subtasks are done but it is not marked done";
+        let optional = "every other task is done, blocked or held: this is the first optional task";
         type Case<'a> = (&'a str, &'a str, Option<(&'a str, &'a str)>);
         let cases: &[Case] = &[
             ("empty", "# nothing\n", None),
@@ -253,10 +323,74 @@ mod tests {
                 "- notes\n  - [ ] deep\n",
                 Some(("deep", first)),
             ),
+            (
+                "held elsewhere is never taken, nor its subtasks",
+                "- [-] a\n  - [ ] a1\n- [/] b\n- [ ] c\n",
+                Some(("c", first)),
+            ),
+            ("only held left", "- [-] a\n- [/] b\n", None),
+            (
+                "a section a heading closed is never taken",
+                "## Phase 1 [x]\n- [ ] a\n### Sub\n- [~] b\n## Phase 2\n- [ ] c\n",
+                Some(("c", first)),
+            ),
+            (
+                "optional tasks come after every other, skipped ones included",
+                "- [ ]* a\n- [ ] b\n  > **Skipped:** no\n- [ ] c\n  - [ ]* c1\n  - [ ] c2\n",
+                Some(("c2", first)),
+            ),
+            (
+                "a parent with only optional subtasks open is not taken itself",
+                "- [ ] p\n  - [x] p1\n  - [ ]* p2\n- [ ] q\n",
+                Some(("q", first)),
+            ),
+            (
+                "optional subtasks under a done parent are taken in the optional pass",
+                "- [x] p\n  - [x] p1\n  - [ ]* p2\n  - [ ] p3\n- [!] q\n  - [ ]* q1\n",
+                Some(("p2", optional)),
+            ),
+            (
+                "an optional task kern started under a done parent is resumed",
+                "- [x] p\n  - [~]* p1\n- [ ] q\n",
+                Some(("p1", resume)),
+            ),
+            (
+                "then the first optional task",
+                "- [x] z\n- [ ]* a\n- [ ] c\n  - [ ]* c1\n  - [x] c2\n",
+                Some(("a", optional)),
+            ),
+            (
+                "a task under an optional one is optional",
+                "- [ ]* a\n  - [ ] a1\n- [x] b\n",
+                Some(("a1", optional)),
+            ),
+            (
+                "an optional task kern started is resumed",
+                "- [ ] a\n- [~]* b\n",
+                Some(("b", resume)),
+            ),
         ];
         for (name, text, expected) in cases {
             let expected = expected.map(|(t, r)| (t.to_string(), r.to_string()));
             assert_eq!(selected(text), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn skip_optional_leaves_optional_tasks_alone() {
+        let skip = SelectOptions {
+            skip_optional: true,
+        };
+        let cases: &[(&str, Option<&str>)] = &[
+            ("- [ ]* a\n- [x] b\n", None),
+            ("- [ ]* a\n  - [ ] a1\n- [ ] b\n", Some("b")),
+            ("- [~] p\n  - [ ]* p1\n- [ ] b\n", Some("b")),
+            ("- [ ] a\n- [~]* b\n", Some("b")),
+        ];
+        for (text, expected) in cases {
+            let doc = Document::parse(text);
+            let got = select_with(&doc, &skip).map(|s| doc.tasks()[s.task].title.clone());
+            assert_eq!(got.as_deref(), *expected, "{text:?}");
         }
     }
 }

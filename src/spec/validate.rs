@@ -2,10 +2,14 @@
 //! (warnings), each with `FILE:LINE:COL` of the box's `[` and the fix.
 //!
 //! The one decision a reader must know: validation never changes the document and never
-//! guesses. Errors are the malformed boxes found by the parser, an empty task title, and more
-//! than one in-progress chain (all `[~]` tasks must lie on one path from a top-level task down;
-//! a gap such as `[~] A › [ ] B › [~] C` is still one chain). A done task with unfinished
-//! subtasks is a warning: the person may have meant it, and selection skips the subtree anyway.
+//! guesses. Errors are the near misses of kern's own boxes found by the parser (`[]`, `[ x]`),
+//! an empty task title, and more than one in-progress chain (all `[~]` tasks kern may take must
+//! lie on one path from a top-level task down; a gap such as `[~] A › [ ] B › [~] C` is still
+//! one chain). Warnings: other tools' one-character boxes (`[P]`, `[?]`: the item is left
+//! alone), and a done task with unfinished subtasks (the person may have meant it, and
+//! selection skips the subtree anyway). Tasks held elsewhere (`[-]`, `[/]`) and sections a
+//! heading closed are never errors. Lines that look like tasks but are not list items are
+//! [`crate::spec::Document::unlisted_tasks`], reported by `status` and `-n`, not here.
 
 use std::fmt;
 
@@ -69,6 +73,7 @@ impl fmt::Display for Diagnostic {
 /// Every problem of the document, sorted by position (errors before warnings on one spot).
 pub fn validate(doc: &Document) -> Vec<Diagnostic> {
     let mut out: Vec<Diagnostic> = doc.problems().to_vec();
+    out.extend_from_slice(doc.foreign_boxes());
     let tasks = doc.tasks();
     for t in tasks {
         if t.title.is_empty() {
@@ -84,7 +89,7 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
     // Chains: the first in-progress task's path is the chain; any other in-progress task that
     // is neither on that path nor below its deepest member starts a second one.
     let in_progress: Vec<usize> = (0..tasks.len())
-        .filter(|&i| tasks[i].state == TaskState::InProgress)
+        .filter(|&i| tasks[i].state == TaskState::InProgress && tasks[i].is_takeable())
         .collect();
     let mut chain: Vec<usize> = Vec::new();
     for &i in &in_progress {
@@ -111,9 +116,11 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
     }
     for t in tasks {
         if t.state == TaskState::Done
-            && t.children
-                .iter()
-                .any(|&c| tasks[c].state != TaskState::Done)
+            && t.closed_by.is_none()
+            && t.children.iter().any(|&c| {
+                let c = &tasks[c];
+                c.state != TaskState::Done && c.kind == super::dialect::TaskKind::Kern
+            })
         {
             out.push(Diagnostic {
                 severity: Severity::Warning,
@@ -147,9 +154,40 @@ mod tests {
         let cases: &[(&str, &str, &[&str])] = &[
             ("valid", "- [ ] a\n- [~] b\n  - [~] c\n    - [ ] d\n", &[]),
             (
-                "unknown marker",
-                "# T\n\n- [ ] a\n  - [-] b\n",
-                &["SPEC.md:4:5: unknown task marker `[-]` — use [ ], [~], [x] or [!]"],
+                "held elsewhere is fine",
+                "# T\n\n- [ ] a\n  - [-] b\n- [/] c\n",
+                &[],
+            ),
+            (
+                "another tool's marker",
+                "# T\n\n- [ ] a\n  - [P] b\n",
+                &[
+                    "SPEC.md:4:5: warning: `[P]` is not one of kern's task markers: kern leaves this item alone — make it `[ ]` for kern to take it",
+                ],
+            ),
+            (
+                "near miss",
+                "- [ ] a\n- [x ] b\n",
+                &[
+                    "SPEC.md:2:3: malformed task marker `[x ]` — use [ ], [~], [x] or [!]: exactly one character inside the brackets",
+                ],
+            ),
+            (
+                "in progress under a closed heading is not a second chain",
+                "- [~] a\n## Done [x]\n- [~] b\n",
+                &[],
+            ),
+            (
+                "optional in progress is kern's chain",
+                "- [~] a\n- [~]* b\n",
+                &[
+                    "SPEC.md:2:3: more than one task in progress: `b` here and `a` at line 1 — mark all but one of them [ ] (a task and its parents form one chain)",
+                ],
+            ),
+            (
+                "done parent, optional or held child",
+                "- [x] a\n  - [ ]* b\n  - [-] c\n",
+                &[],
             ),
             (
                 "empty title",
@@ -182,7 +220,7 @@ mod tests {
                 "several, sorted",
                 "- [o] x\n- [~] a\n- [~] b\n- [ ]\n",
                 &[
-                    "SPEC.md:1:3: unknown task marker `[o]` — use [ ], [~], [x] or [!]",
+                    "SPEC.md:1:3: warning: `[o]` is not one of kern's task markers: kern leaves this item alone — make it `[ ]` for kern to take it",
                     "SPEC.md:3:3: more than one task in progress: `b` here and `a` at line 2 — mark all but one of them [ ] (a task and its parents form one chain)",
                     "SPEC.md:4:3: task has no title — write what is to be done after the marker",
                 ],

@@ -413,7 +413,7 @@ fn a_program_agent_must_exist_and_be_executable() {
 
 #[test]
 fn an_invalid_spec_exits_2_with_its_first_diagnostic() {
-    let p = Project::new("- [ ] One\n- [-] Two\n- [o] Three\n");
+    let p = Project::new("- [ ] One\n- [ x] Two\n- [] Three\n");
     let bin = Bin::new();
     bin.claude(true);
     let (code, err) = doctor(&p, &bin, "claude");
@@ -421,8 +421,8 @@ fn an_invalid_spec_exits_2_with_its_first_diagnostic() {
     assert_eq!(
         check(&err, "SPEC.md"),
         (
-            "✗ SPEC.md: `SPEC.md:2:3`: unknown task marker `[-]` (and 1 more)",
-            "    fix: use [ ], [~], [x] or [!]"
+            "✗ SPEC.md: `SPEC.md:2:3`: malformed task marker `[ x]` (and 1 more)",
+            "    fix: use [ ], [~], [x] or [!]: exactly one character inside the brackets"
         )
     );
 }
@@ -692,7 +692,7 @@ fn a_stale_lock_passes_and_says_the_next_run_takes_it_over() {
 
 #[test]
 fn agent_and_other_problems_together_exit_2() {
-    let p = Project::new("- [-] One\n");
+    let p = Project::new("- [ x] One\n");
     let bin = Bin::new();
     let (code, err) = doctor(&p, &bin, "claude");
     assert_eq!(code, Some(2), "{err}");

@@ -73,9 +73,13 @@ fn dry_runs(p: &Project) -> Vec<String> {
         vec!["3", "0", "--dry-run", "--check", "true"],
     ] {
         let out = p.kern().args(&args).output().unwrap();
-        let (_, err) = texts(&out);
+        let (report, err) = texts(&out);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-        outputs.push(err);
+        assert!(
+            !err.contains("would take") && !err.contains("tasks:"),
+            "the report goes to stdout: {err}"
+        );
+        outputs.push(report);
     }
     outputs
 }
@@ -194,13 +198,13 @@ fn a_dry_run_takes_no_lock_reports_the_holder_and_does_not_disturb_the_run() {
             .timeout(Duration::from_secs(60))
             .output()
             .unwrap();
-        let (_, err) = texts(&out);
+        let (report, err) = texts(&out);
         assert_eq!(out.status.code(), Some(0), "{err}");
         assert!(
-            err.contains(&format!("lock:      held by kern pid {}", child.id())),
-            "names the holder: {err}"
+            report.contains(&format!("lock:      held by kern pid {}", child.id())),
+            "names the holder: {report}"
         );
-        assert!(err.contains("(phase: research)"), "{err}");
+        assert!(report.contains("(phase: research)"), "{report}");
     }
     assert_eq!(std::fs::read(&lock).unwrap(), lock_before, "lock untouched");
 
@@ -223,9 +227,10 @@ fn a_dry_run_takes_no_lock_reports_the_holder_and_does_not_disturb_the_run() {
 fn the_dry_run_names_the_task_and_why_and_shows_each_stage_of_claude() {
     let p = Project::new("- [x] Old\n- [ ] Take me\n- [ ] Not yet\n");
     let out = p.kern().args(["-n", "--agent", "claude"]).output().unwrap();
-    let (stdout, err) = texts(&out);
+    let (report, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert_eq!(stdout, "", "machine output only on stdout");
+    assert_eq!(err, "", "the report goes to stdout, nothing to stderr");
+    let err = report;
     assert!(
         err.contains("would take: `Take me` (SPEC.md:2) — it is the first pending task"),
         "{err}"
@@ -280,8 +285,9 @@ fn the_dry_run_names_the_task_and_why_and_shows_each_stage_of_claude() {
         .args(["-n", "-v", "--agent", "claude"])
         .output()
         .unwrap();
-    let (_, err) = texts(&out);
+    let (report, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = report;
     assert_eq!(err.matches("---- prompt ----").count(), 3, "{err}");
     for stage in Stage::ALL {
         let heading = Templates::builtin(stage)
@@ -302,8 +308,9 @@ fn the_dry_run_of_a_task_in_progress_shows_only_implement_and_review() {
         "- [x] Old\n- [~] Half done\n  > **Research:**\n  >   - edit src/lib.rs\n- [ ] Next\n",
     );
     let out = p.kern().args(["-n", "-v"]).output().unwrap();
-    let (_, err) = texts(&out);
+    let (report, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = report;
     assert!(err.contains("would take: `Half done` (SPEC.md:2)"), "{err}");
     assert!(err.contains("resume at: implement"), "{err}");
     assert!(!err.contains("stage 1 research:"), "{err}");
@@ -319,10 +326,11 @@ fn the_dry_run_of_a_task_in_progress_shows_only_implement_and_review() {
 fn the_dry_run_says_so_when_there_is_nothing_to_do_and_exits_0() {
     let p = Project::new("- [x] Done\n- [!] Blocked\n  > **Blocked:** needs a person\n");
     let out = p.kern().args(["-n"]).output().unwrap();
-    let (_, err) = texts(&out);
+    let (report, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = report;
     assert!(
-        err.contains("Nothing to do: every task is done or blocked."),
+        err.contains("Nothing to do: every task is done, blocked or held elsewhere."),
         "{err}"
     );
     assert!(!err.contains("would take"), "{err}");
@@ -330,7 +338,7 @@ fn the_dry_run_says_so_when_there_is_nothing_to_do_and_exits_0() {
 
 #[test]
 fn the_dry_run_exits_2_on_a_malformed_spec_with_line_and_column() {
-    let p = Project::new("- [ ] fine\n- [-] broken\n");
+    let p = Project::new("- [ ] fine\n- [ x] broken\n");
     let out = p.kern().args(["-n"]).output().unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -525,8 +533,9 @@ fn a_template_override_is_used_by_the_run_and_shown_by_the_dry_run() {
     );
     p.commit_all("override");
     let out = p.kern().args(["-n", "--agent", "claude"]).output().unwrap();
-    let (_, err) = texts(&out);
+    let (report, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = report;
     assert!(err.contains("from .kern/prompts/1_research.md"), "{err}");
     assert!(err.contains("--model haiku "), "{err}");
     assert!(

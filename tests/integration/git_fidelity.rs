@@ -261,10 +261,11 @@ fn a_required_filter_kern_cannot_run_stops_before_any_agent() {
         "{}",
         texts(&out).1
     );
+    // The dry run's report is its output: stdout.
     let out = f.kern().arg("-n").output().unwrap();
     assert!(
         texts(&out)
-            .1
+            .0
             .contains("git:         ✗ filter drivers: the `big` filter is required"),
         "{}",
         texts(&out).1
@@ -829,11 +830,11 @@ fn the_dry_run_names_a_merge_in_progress_and_a_run_stops_before_any_agent() {
     f.git(&["checkout", "-q", main.trim()]);
     f.git(&["merge", "-q", "--no-ff", "--no-commit", "other"]);
     let out = f.kern().arg("-n").output().unwrap();
-    let (_, err) = texts(&out);
+    let (report, err) = texts(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("git:         ✗ git operation: a merge is in progress — finish it (`git commit`) or abort it (`git merge --abort`), then run kern again"),
-        "{err}"
+        report.contains("git:         ✗ git operation: a merge is in progress — finish it (`git commit`) or abort it (`git merge --abort`), then run kern again"),
+        "{report}"
     );
     let (code, err) = f.run(&["1", "0"]);
     assert_eq!(code, Some(2), "{err}");

@@ -164,7 +164,7 @@ fn a_marker_typo_written_during_implement_keeps_the_file_and_exits_2_then_resume
         );
     });
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("SPEC.md:5:3"), "{err}");
+    assert!(err.contains("SPEC.md:6:3"), "{err}");
     assert!(err.contains("kern kept it exactly as it is"), "{err}");
     let kept = p.read("SPEC.md");
     assert!(kept.contains("- [ ] Good new task\n- [] typo\n"), "{kept}");

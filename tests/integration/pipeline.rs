@@ -442,7 +442,7 @@ fn a_dirty_tree_refuses_a_new_task_with_exit_2_unless_allowed() {
 
 #[test]
 fn malformed_spec_exits_2_with_the_line() {
-    let p = Project::new("- [ ] fine\n- [-] broken\n");
+    let p = Project::new("- [ ] fine\n- [ x] broken\n");
     let out = p.kern().args(["1", "0"]).output().unwrap();
     let (_, err) = texts(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -436,11 +436,18 @@ fn kern_doctor_passes_in_a_ready_project() {
 }
 
 /// Runs a README `kern …` command (split on spaces, as the shell would) in the project.
+/// Runs a README command: its exit code and stderr.
 fn run_kern(p: &Project, command: &str) -> (Option<i32>, String) {
+    let (code, _, err) = run_kern_report(p, command);
+    (code, err)
+}
+
+/// Runs a README command: its exit code, stdout (a report) and stderr.
+fn run_kern_report(p: &Project, command: &str) -> (Option<i32>, String, String) {
     let args: Vec<&str> = command.split_whitespace().skip(1).collect();
     let out = p.kern().args(&args).output().unwrap();
-    let (_, err) = texts(&out);
-    (out.status.code(), err)
+    let (stdout, err) = texts(&out);
+    (out.status.code(), stdout, err)
 }
 
 #[test]
@@ -468,11 +475,11 @@ fn daily_use_commands_run_in_order() {
             }
             "kern -n" => {
                 let spec = p.read("SPEC.md");
-                let (code, err) = run_kern(&p, command);
+                let (code, report, err) = run_kern_report(&p, command);
                 assert_eq!(code, Some(0), "{err}");
                 assert!(
-                    err.contains("Add a `--json` flag"),
-                    "names the next task: {err}"
+                    report.contains("Add a `--json` flag"),
+                    "names the next task on stdout: {report}"
                 );
                 assert_eq!(p.read("SPEC.md"), spec, "changes nothing");
                 assert!(!p.state_root().exists(), "writes no state folder");
@@ -487,11 +494,11 @@ fn daily_use_commands_run_in_order() {
                 assert!(!err.contains("next iteration in"), "no sleep: {err}");
             }
             "kern status" => {
-                let (code, err) = run_kern(&p, command);
+                let (code, report, err) = run_kern_report(&p, command);
                 assert_eq!(code, Some(0), "{err}");
                 assert!(
-                    err.contains("tasks:     0 pending, 0 in progress, 1 done, 0 blocked"),
-                    "{err}"
+                    report.contains("tasks:     0 pending, 0 in progress, 1 done, 0 blocked"),
+                    "{report}"
                 );
             }
             "kern" => {
@@ -703,7 +710,9 @@ fn inline_kern_commands_parse_with_the_real_command_line() {
         "{commands:?}"
     );
     for command in &commands {
-        let words: Vec<&str> = command.split_whitespace().collect();
+        // In a pipeline (`kern status | grep next`) the kern part must parse.
+        let kern_part = command.split('|').next().unwrap_or(command);
+        let words: Vec<&str> = kern_part.split_whitespace().collect();
         if let Err(e) = kern::cli::Cli::try_parse_from(&words) {
             panic!("README.md shows `{command}`, which kern rejects: {e}");
         }

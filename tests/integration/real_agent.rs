@@ -362,8 +362,8 @@ fn two_tasks_go_through_the_real_claude_to_two_commits() {
     assert_eq!(
         p.read("SPEC.md"),
         format!(
-            "# Plan\n\n- [x] {a}\n  > **Research:**\n  >   - README.md holds only a title\n  \
-             >   - greeting.txt goes beside it\n- [x] {b}\n  > **Research:**\n  >   - \
+            "# Plan\n\n- [x] {a}\n  > **Research:**\n  >\n  > - README.md holds only a title\n  \
+             > - greeting.txt goes beside it\n- [x] {b}\n  > **Research:**\n  >\n  > - \
              farewell.txt goes beside greeting.txt\n"
         )
     );
@@ -457,7 +457,7 @@ fn research_cannot_write_and_the_stage_record_lists_the_denied_sed() {
     assert_eq!(p.dirty(), ["SPEC.md"], "only kern's own edit");
     assert_eq!(
         p.read("SPEC.md"),
-        format!("- [~] {title}\n  > **Research:**\n  >   - README.md holds a title\n")
+        format!("- [~] {title}\n  > **Research:**\n  >\n  > - README.md holds a title\n")
     );
     assert_eq!(p.log(), ["initial"]);
     assert_eq!(p.run_events("violation"), Vec::<Value>::new());

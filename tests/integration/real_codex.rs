@@ -322,8 +322,8 @@ fn two_tasks_go_through_the_real_codex_to_two_commits() {
     assert_eq!(
         p.read("SPEC.md"),
         format!(
-            "# Plan\n\n- [x] {a}\n  > **Research:**\n  >   - README.md holds only a title\n  \
-             >   - greeting.txt goes beside it\n- [x] {b}\n  > **Research:**\n  >   - \
+            "# Plan\n\n- [x] {a}\n  > **Research:**\n  >\n  > - README.md holds only a title\n  \
+             > - greeting.txt goes beside it\n- [x] {b}\n  > **Research:**\n  >\n  > - \
              farewell.txt goes beside greeting.txt\n"
         )
     );

@@ -115,7 +115,7 @@ fn edits_keep_crlf_and_permissions() {
     .unwrap();
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
-        "- [~] a\r\n  > **Research:**\r\n  >   - look\r\n  - [ ] one\r\n- [ ] b\r\n"
+        "- [~] a\r\n  > **Research:**\r\n  >\r\n  > - look\r\n  - [ ] one\r\n- [ ] b\r\n"
     );
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);

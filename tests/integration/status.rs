@@ -1,5 +1,6 @@
-//! `kern status`: the human summary, `--json` (exactly one object on stdout), `--dir`, and
-//! the errors (missing SPEC.md with the `kern init` hint, malformed with diagnostics).
+//! `kern status`: the human summary (on stdout, so `kern status | grep next` works), `--json`
+//! (exactly one object on stdout, errors included), `--dir`, and the errors (missing SPEC.md
+//! with the `kern init` hint, malformed with diagnostics).
 
 use crate::support::project;
 
@@ -40,7 +41,7 @@ fn json_counts_every_state_and_names_the_next_task_with_its_parents() {
     assert_eq!(j["next"]["parents"], json!(["Parent", "Child next"]));
     assert_eq!(j["resume"], "research");
     assert_eq!(j["lock"], Value::Null);
-    assert!(j["spec"].as_str().unwrap().ends_with("SPEC.md"));
+    assert_eq!(j["spec"], "SPEC.md");
     assert_eq!(
         j["state_dir"].as_str().unwrap(),
         p.state_dir().display().to_string()
@@ -74,17 +75,18 @@ fn nothing_left_is_null_next() {
 }
 
 #[test]
-fn human_summary_goes_to_stderr_and_stdout_stays_empty() {
+fn human_summary_goes_to_stdout_and_stderr_stays_empty() {
     let p = Project::new("- [ ] Alpha\n- [x] Beta\n");
     let out = p.kern().arg("status").output().unwrap();
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout, "");
+    assert_eq!(stderr, "");
+    let stderr = stdout;
     assert!(
         stderr.contains("1 pending, 0 in progress, 1 done, 0 blocked"),
         "{stderr}"
     );
-    assert!(stderr.contains("line 1: Alpha"), "{stderr}");
+    assert!(stderr.contains("line 1: `Alpha`"), "{stderr}");
     assert!(stderr.contains("lock:      free"), "{stderr}");
     assert!(
         stderr.contains(&p.state_dir().display().to_string()),
@@ -107,17 +109,30 @@ fn missing_spec_exits_2_with_the_init_hint() {
     let out = p.kern().args(["status", "--json"]).output().unwrap();
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(stdout, "");
     assert!(stderr.contains("`kern init`"), "{stderr}");
+    let j: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["error"]["message"], "`SPEC.md` not found", "{stdout}");
+    assert_eq!(j["error"]["file"], "SPEC.md", "{stdout}");
+    assert!(
+        j["error"]["fix"].as_str().unwrap().contains("`kern init`"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn malformed_spec_exits_2_with_each_diagnostic() {
-    let p = Project::new("- [ ] ok\n- [-] dash\n- [ x] near miss\n- [~] a\n- [~] b\n");
+    let p = Project::new("- [ ] ok\n- [] empty\n- [ x] near miss\n- [~] a\n- [~] b\n");
     let out = p.kern().args(["status", "--json"]).output().unwrap();
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stdout, "");
+    let j: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        j["error"],
+        json!({"message": "malformed task marker `[]`", "file": "SPEC.md", "line": 2, "column": 3,
+               "fix": "write `[ ]` (a space inside) for a pending task"}),
+        "{stdout}"
+    );
+    assert_eq!(j["diagnostics"].as_array().unwrap().len(), 3, "{stdout}");
     assert!(stderr.contains("SPEC.md:2:3:"), "{stderr}");
     assert!(stderr.contains("SPEC.md:3:3:"), "{stderr}");
     assert!(
@@ -138,6 +153,23 @@ fn binary_spec_exits_2_not_a_panic() {
     let (_, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("SPEC.md:2:"), "{stderr}");
+    assert!(
+        stderr.starts_with("kern: error: SPEC.md:2:1: not valid UTF-8"),
+        "named as given, not as an absolute path: {stderr}"
+    );
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let (stdout, _) = texts(&out);
+    assert_eq!(out.status.code(), Some(2));
+    let j: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (
+            &j["error"]["file"],
+            &j["error"]["line"],
+            &j["error"]["column"]
+        ),
+        (&json!("SPEC.md"), &json!(2), &json!(1)),
+        "{stdout}"
+    );
 }
 
 #[test]
