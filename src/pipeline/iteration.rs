@@ -39,6 +39,17 @@ pub(super) enum TaskNow {
 impl Run<'_> {
     /// Runs iteration `index` of `total`.
     pub(super) async fn iteration(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
+        let parses_before = crate::spec::Document::parse_count();
+        let end = self.iteration_inner(index, total).await;
+        tracing::debug!(
+            index,
+            spec_parses = crate::spec::Document::parse_count() - parses_before,
+            "iteration done"
+        );
+        end
+    }
+
+    async fn iteration_inner(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Selecting)?;
         self.finish_pending_commit()?;
         self.apply_pending_edits()?;

@@ -28,6 +28,9 @@ use super::dialect::{self, BoxKind, TaskKind};
 use super::notes;
 use super::validate::{Diagnostic, Severity};
 
+/// Parses made by [`Document::parse`] in this process.
+static PARSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The state of a task, written as the one character inside its box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -322,7 +325,14 @@ impl Document {
     /// Parses SPEC.md text. Never fails and never panics: whatever is not a well-formed task is
     /// either ordinary text or a problem that [`crate::spec::validate`] reports.
     pub fn parse(text: &str) -> Document {
+        PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Builder::new(text).build()
+    }
+
+    /// How many times this process has parsed a SPEC.md: the loop reports it per iteration in
+    /// its diagnostics (`-v`), so that a regression in how often it re-reads shows.
+    pub fn parse_count() -> u64 {
+        PARSES.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Checks that the bytes are a text file (UTF-8, no NUL byte) and parses them. The error
