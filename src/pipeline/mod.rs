@@ -21,6 +21,7 @@ mod commit;
 mod decide;
 mod iteration;
 mod recovery;
+mod schedule;
 
 use std::time::{Duration, Instant};
 

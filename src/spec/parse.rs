@@ -115,6 +115,9 @@ pub enum NoteKind {
     Blocked,
     /// `> **Check:** <command>`, written by a person: this task's own check command.
     Check,
+    /// `> **After:** <title>`, written by a person: with parallel tasks (`-j`), this task waits
+    /// until the task of that title is done.
+    After,
 }
 
 impl NoteKind {
@@ -126,6 +129,7 @@ impl NoteKind {
             NoteKind::Skipped => "Skipped".to_string(),
             NoteKind::Blocked => "Blocked".to_string(),
             NoteKind::Check => "Check".to_string(),
+            NoteKind::After => "After".to_string(),
         }
     }
 }
@@ -251,6 +255,16 @@ impl Task {
     /// True when the task has a Skipped note.
     pub fn is_skipped(&self) -> bool {
         self.notes.iter().any(|n| n.kind == NoteKind::Skipped)
+    }
+
+    /// The titles the task's After notes name (one title per note).
+    pub fn after(&self) -> Vec<&str> {
+        self.notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::After)
+            .map(|n| n.text.trim())
+            .filter(|t| !t.is_empty())
+            .collect()
     }
 
     /// The command of the task's (last) Check note, if it has a non-empty one.
