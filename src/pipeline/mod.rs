@@ -119,6 +119,7 @@ pub async fn run(
         iterations: settings.iterations,
         delay_s: settings.delay.as_secs(),
         agent: settings.agent.to_string(),
+        max_cost_usd: settings.max_cost,
     });
     let result = match run.baseline_check().await {
         Ok(()) => run.iterations().await,
@@ -273,6 +274,7 @@ impl Run<'_> {
             ended: self.summary.ended.clone(),
             cost_usd: self.summary.cost_usd,
             exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
+            iterations: self.summary.iterations,
         });
         self.reporter.finish();
         self.reporter.summary(&self.summary);
@@ -334,6 +336,9 @@ impl Run<'_> {
             stage,
             task: it.title.clone(),
             prompt_bytes: request.prompt.len() as u64,
+            agent: self.settings.agent.to_string(),
+            model: request.model.clone(),
+            attempt: request.attempt,
         });
         let mut run = match runner::run_stage::<R>(&ctx, &mut self.lock, &request).await {
             Ok(run) => run,
@@ -346,6 +351,10 @@ impl Run<'_> {
                     retries: 0,
                     failure: None,
                     error: Some(e.to_string()),
+                    agent: self.settings.agent.to_string(),
+                    model: request.model.clone(),
+                    turns: None,
+                    waits: Vec::new(),
                 });
                 return Err(e);
             }
@@ -379,16 +388,17 @@ impl Run<'_> {
         }
         self.notice_hand_edits(stage, &before.doc, it)?;
         let record = &run.record;
+        let turns = record
+            .agent_result
+            .get("num_turns")
+            .and_then(serde_json::Value::as_u64);
         self.reporter.stage_finished(
             stage,
             &StageLine {
                 outcome: outcome_word(&run),
                 duration: Duration::from_millis(record.kern.duration_ms),
                 cost_usd: run.cost_usd,
-                turns: record
-                    .agent_result
-                    .get("num_turns")
-                    .and_then(serde_json::Value::as_u64),
+                turns,
                 note: run.outcome.as_ref().err().cloned(),
             },
         );
@@ -400,6 +410,10 @@ impl Run<'_> {
             retries: record.kern.retries,
             failure: run.outcome.as_ref().err().cloned(),
             error: None,
+            agent: record.kern.agent.clone(),
+            model: record.kern.model.clone().or_else(|| reported_model(record)),
+            turns,
+            waits: record.kern.waits.clone(),
         });
         Ok(run)
     }
@@ -446,6 +460,15 @@ impl Run<'_> {
         }
         self.reporter.cost_so_far(self.summary.cost_usd);
     }
+}
+
+/// The model the agent reported using (the first of Claude's `modelUsage`), when it did.
+fn reported_model(record: &crate::stage::record::StageRecord) -> Option<String> {
+    record
+        .agent_result
+        .get("modelUsage")
+        .and_then(serde_json::Value::as_object)
+        .and_then(|models| models.keys().next().cloned())
 }
 
 /// The word a stage line shows: the report's status or verdict, the number of research notes,
