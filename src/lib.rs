@@ -79,6 +79,23 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             }
             Ok(())
         }
+        Some(Command::Report {
+            since,
+            run,
+            json,
+            markdown,
+            html,
+        }) => command::report::run(
+            settings,
+            &command::report::ReportRequest {
+                since,
+                run,
+                json,
+                markdown,
+                html,
+            },
+        ),
+        Some(Command::Log { follow }) => command::log::run(settings, follow),
         Some(Command::Demo { keep }) => demo::run(settings, keep).await,
         Some(Command::Doctor) => doctor::run(settings).await,
         Some(Command::Completions { shell }) => {

@@ -6,5 +6,7 @@ pub mod demo;
 pub mod doctor;
 pub mod dry_run;
 pub mod init;
+pub mod log;
+pub mod report;
 pub mod run;
 pub mod status;

@@ -57,12 +57,17 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
-pub(super) const BOLD: &str = "1";
-pub(super) const GREEN: &str = "32";
-pub(super) const RED: &str = "31";
-pub(super) const YELLOW: &str = "33";
+/// SGR code: bold.
+pub const BOLD: &str = "1";
+/// SGR code: green.
+pub const GREEN: &str = "32";
+/// SGR code: red.
+pub const RED: &str = "31";
+/// SGR code: yellow.
+pub const YELLOW: &str = "33";
 
-pub(super) fn paint(color: bool, text: &str, sgr: &str) -> String {
+/// `text` in the SGR colour `sgr` when `color`, else unchanged.
+pub fn paint(color: bool, text: &str, sgr: &str) -> String {
     if color {
         format!("\x1b[{sgr}m{text}\x1b[0m")
     } else {

@@ -25,8 +25,8 @@ pub mod diagnostics;
 mod lines;
 pub mod text;
 
-use lines::{BOLD, YELLOW, paint, stage_line_text, summary_lines};
-pub use lines::{StageLine, Summary};
+pub use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
+use lines::{stage_line_text, summary_lines};
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
