@@ -16,6 +16,7 @@ pub mod lock;
 pub mod resume;
 pub mod rotating;
 pub mod run_log;
+pub mod run_report;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -11,10 +11,10 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::model::{Report, RunReport, TaskEnd};
 use super::text::{self, html_escape};
 use crate::reporter::text::{cost, duration};
 use crate::stage::record::WaitKind;
+use crate::state::run_report::{Report, RunReport, TaskEnd};
 
 /// Width of the task labels, in SVG units.
 const LABEL_W: f64 = 260.0;
@@ -72,8 +72,12 @@ pub fn page(report: &Report) -> String {
 
 fn run_section(out: &mut String, run: &RunReport) {
     let class = match (run.end, run.exit_code) {
-        (super::model::EndState::Finished, Some(0)) => "finished",
-        (super::model::EndState::Finished | super::model::EndState::Running, _) => "needs",
+        (crate::state::run_report::EndState::Finished, Some(0)) => "finished",
+        (
+            crate::state::run_report::EndState::Finished
+            | crate::state::run_report::EndState::Running,
+            _,
+        ) => "needs",
         _ => "stopped",
     };
     let _ = writeln!(
@@ -208,7 +212,10 @@ fn timeline(out: &mut String, run: &RunReport) {
                 cost(s.cost_usd),
                 s.note
                     .as_deref()
-                    .map(|n| format!(" — {}", html_escape(&super::model::first_line(n))))
+                    .map(|n| format!(
+                        " — {}",
+                        html_escape(&crate::state::run_report::first_line(n))
+                    ))
                     .unwrap_or_default()
             );
             for w in &s.waits {
@@ -275,8 +282,8 @@ fn code_spans(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::model::tests::night;
     use super::*;
+    use crate::state::run_report::tests::night;
 
     #[test]
     fn the_page_has_one_row_per_task_and_one_bar_per_stage() {

@@ -8,11 +8,10 @@
 //!   report --markdown | pbcopy`); only `--html`'s "wrote FILE" goes to stderr.
 //! - It reads only: `run.jsonl` and the run lock's record (a run without an end line is
 //!   "running" only while its pid still holds the lock). It never writes the state folder.
-//! - The files: `model` (the pure fold of events into the report), `text` (terminal and
-//!   Markdown), `html` (the page).
+//! - The files: `text` (terminal and Markdown), `html` (the page); the model they render,
+//!   the pure fold of events into a report, is `state::run_report`.
 
 mod html;
-pub mod model;
 mod text;
 
 use std::io::{IsTerminal, Write};
@@ -26,6 +25,7 @@ use crate::settings::Settings;
 use crate::state::StateDir;
 use crate::state::lock::RunLock;
 use crate::state::run_log::{self, LoggedEvent};
+use crate::state::run_report;
 use crate::timestamp::Timestamp;
 
 /// What `kern report` was asked for.
@@ -98,8 +98,8 @@ pub fn build(
     events: &[LoggedEvent],
     request: &ReportRequest,
     running: &dyn Fn(&str) -> bool,
-) -> std::result::Result<model::Report, String> {
-    let all = model::runs(events);
+) -> std::result::Result<run_report::Report, String> {
+    let all = run_report::runs(events);
     if all.is_empty() {
         return Err("no run is recorded for this project and branch yet — run kern first (kern report reads run.jsonl in the state folder: `kern status --dir`)".into());
     }
@@ -144,7 +144,7 @@ pub fn build(
     } else {
         all.last().cloned().into_iter().collect()
     };
-    Ok(model::build(&chosen, running))
+    Ok(run_report::build(&chosen, running))
 }
 
 /// The last few run ids, newest first, for messages.
@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn runs_are_chosen_by_default_id_or_time() {
-        let events = run_log::parse(model::tests::NIGHT);
+        let events = run_log::parse(crate::state::run_report::tests::NIGHT);
         let ids = |request: &ReportRequest| -> std::result::Result<Vec<String>, String> {
             build(&events, request, &|_| false).map(|r| r.runs.into_iter().map(|r| r.run).collect())
         };
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn the_json_of_the_night_matches_the_golden_file() {
-        let report = model::tests::night();
+        let report = run_report::tests::night();
         let text = serde_json::to_string_pretty(&report).unwrap() + "\n";
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),

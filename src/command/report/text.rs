@@ -6,13 +6,13 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::model::{
-    Attention, AttentionKind, EndState, Report, RunReport, StageInfo, TaskEnd, TaskReport, Totals,
-    first_line,
-};
 use crate::reporter::text::{clean, cost, duration, short_oid, truncate};
 use crate::reporter::{BOLD, GREEN, RED, YELLOW, paint};
 use crate::stage::record::WaitKind;
+use crate::state::run_report::{
+    Attention, AttentionKind, EndState, Report, RunReport, StageInfo, TaskEnd, TaskReport, Totals,
+    first_line,
+};
 
 /// Longest note shown on a line, in characters.
 const NOTE_WIDTH: usize = 140;
@@ -454,8 +454,8 @@ pub fn html_escape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::model::tests::night;
     use super::*;
+    use crate::state::run_report::tests::night;
 
     fn golden(name: &str, text: &str) {
         let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));

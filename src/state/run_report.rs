@@ -1,4 +1,5 @@
-//! What `kern report` says, as data: one [`RunReport`] per run, built from that run's
+//! What `kern report` says, as data (here, beside `run_log`, because the loop uses it too: the
+//! run-ended notification carries the report's totals): one [`RunReport`] per run, built from that run's
 //! `run.jsonl` events alone by the pure [`build`] — never from memory, so the report of a run
 //! that crashed reads as honestly as one that finished. `--json` is this model serialised;
 //! the terminal page, Markdown and HTML render it.
@@ -938,15 +939,14 @@ fn headline(r: &RunReport) -> String {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::state::run_log;
 
     /// The fixture night: every kind of task end and every fact a report shows.
-    pub(in crate::command::report) const NIGHT: &str =
-        include_str!("../../../tests/golden/report-night.jsonl");
+    pub(crate) const NIGHT: &str = include_str!("../../tests/golden/report-night.jsonl");
 
-    pub(in crate::command::report) fn night() -> Report {
+    pub(crate) fn night() -> Report {
         let events = run_log::parse(NIGHT);
         build(&runs(&events), &|_| false)
     }
