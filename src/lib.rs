@@ -47,9 +47,19 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             eprint!("{}", dry_run::report(settings)?);
             Ok(())
         }
+        None if settings.detach => command::detach::run(settings),
         None => {
-            let reporter =
-                reporter::Reporter::new(settings.color, settings.quiet, &settings.output);
+            let reporter = if settings.detached {
+                // Its lines reach run.log through the reporter; stdout and stderr are run.log
+                // too (for what bypasses the reporter), so nothing is written twice.
+                reporter::Reporter::with_writer(
+                    reporter::Mode::Plain,
+                    false,
+                    Box::new(std::io::sink()),
+                )
+            } else {
+                reporter::Reporter::new(settings.color, settings.quiet, &settings.output)
+            };
             let interrupt = interrupt::Interrupt::install()?;
             command::run::run(settings, &reporter, &interrupt).await
         }

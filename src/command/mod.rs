@@ -3,6 +3,7 @@
 
 pub mod completions;
 pub mod demo;
+pub mod detach;
 pub mod doctor;
 pub mod dry_run;
 pub mod init;

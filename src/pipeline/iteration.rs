@@ -333,6 +333,10 @@ impl Run<'_> {
                 self.last_failed = true;
                 self.reporter
                     .warn(&format!("blocked `{}`: {why}", it.title));
+                self.reporter.notify(
+                    crate::reporter::notify::EventKind::TaskBlocked,
+                    serde_json::json!({"task": it.title, "line": it.line, "why": why}),
+                );
                 self.summary.blocked.push(it.title.clone());
                 self.log.event(RunEvent::Blocked {
                     task: it.title.clone(),

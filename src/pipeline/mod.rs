@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::prompt::inputs::{StageInputs, model_for};
+use crate::reporter::notify::{EventKind, Notifier};
 use crate::reporter::{Reporter, StageLine, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
@@ -34,7 +35,10 @@ use crate::stage::record::{Outcome, TaskRef, WaitKind};
 use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
+use crate::state::rotating::RotatingFile;
 use crate::state::run_log::{IterationEnd, RunEvent, RunLog};
+use crate::state::run_report;
+use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
@@ -82,14 +86,88 @@ pub async fn run(
 ) -> Result<()> {
     ws.repo.ensure_no_operation_in_progress()?;
     ws.state_dir.create(ws.repo.top())?;
+    reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));
+    reporter.set_budget(settings.max_cost);
     let (lock, takeover) = RunLock::acquire(
         &ws.repo.run_lock_path(),
         &ws.state_dir
             .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
         &settings.argv,
     )?;
-    let (spec, _) = SpecFile::load(&ws.spec_path)?;
     let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
+    if let Some(command) = &settings.notify {
+        reporter.attach_notifier(Notifier::new(
+            command,
+            ws.repo.top(),
+            &ws.state_dir.dir(),
+            notify_context(ws, &run_id),
+        ));
+    }
+    let awake = Awake::keep(
+        settings.path_var.as_deref(),
+        &format!("kern is running tasks in {}", ws.repo.top().display()),
+    );
+    if let Some(awake) = &awake {
+        reporter.info(&format!(
+            "keeping the machine awake while the run lasts ({})",
+            awake.tool
+        ));
+    }
+    let result = run_locked(settings, ws, reporter, interrupt, lock, takeover, run_id).await;
+    drop(awake);
+    reporter.settle_notifications();
+    result
+}
+
+/// The fields every `--notify` event carries.
+fn notify_context(ws: &Workspace, run_id: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut context = serde_json::Map::new();
+    context.insert("run".into(), run_id.into());
+    context.insert("project".into(), ws.state_dir.project_id().into());
+    context.insert(
+        "branch".into(),
+        ws.repo.branch_name().unwrap_or_default().into(),
+    );
+    context.insert(
+        "repository".into(),
+        ws.repo.top().display().to_string().into(),
+    );
+    context.insert(
+        "state_dir".into(),
+        ws.state_dir.dir().display().to_string().into(),
+    );
+    context
+}
+
+/// Tells the `--notify` command that the run stopped for the person, when `error` means that
+/// (exit 2: SPEC.md, the tree, the check; exit 5: the agent).
+fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
+    let code = error.exit_code();
+    if code == crate::error::EXIT_USAGE || code == crate::error::EXIT_AGENT_NEEDS_USER {
+        reporter.notify(
+            EventKind::StoppedForPerson,
+            serde_json::json!({"exit_code": code, "message": error.to_string()}),
+        );
+    }
+}
+
+/// The run once the lock is held: everything after it, to the summary.
+async fn run_locked(
+    settings: &Settings,
+    ws: &Workspace,
+    reporter: &Reporter,
+    interrupt: &Interrupt,
+    lock: RunLock,
+    takeover: Option<crate::state::lock::Takeover>,
+    run_id: String,
+) -> Result<()> {
+    let spec = match SpecFile::load(&ws.spec_path) {
+        Ok((spec, _)) => spec,
+        Err(e) => {
+            notify_if_stopped_for_person(reporter, &e);
+            return Err(e);
+        }
+    };
     let mut run = Run {
         settings,
         ws,
@@ -100,6 +178,7 @@ pub async fn run(
         spec,
         summary: Summary {
             state_dir: ws.state_dir.dir(),
+            max_cost: settings.max_cost,
             ..Summary::default()
         },
         last_failed: false,
@@ -107,7 +186,18 @@ pub async fn run(
         detached: false,
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
-    run.recover(takeover)?;
+    {
+        let hook = reporter.hangup_hook();
+        let log = run.log.clone();
+        interrupt.on_hangup(Box::new(move || {
+            hook();
+            log.event(RunEvent::Hangup {});
+        }));
+    }
+    if let Err(e) = run.recover(takeover) {
+        notify_if_stopped_for_person(reporter, &e);
+        return Err(e);
+    }
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
         run.reporter.warn(&format!(
             "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
@@ -278,7 +368,34 @@ impl Run<'_> {
         });
         self.reporter.finish();
         self.reporter.summary(&self.summary);
+        if let Err(e) = &result {
+            notify_if_stopped_for_person(self.reporter, e);
+        }
+        self.notify_run_ended();
         result
+    }
+
+    /// Tells the `--notify` command the run ended, with the report's headline and totals (read
+    /// back from `run.jsonl`, as `kern report` reads them).
+    fn notify_run_ended(&self) {
+        let events =
+            crate::state::run_log::read_all(&self.ws.state_dir.run_log()).unwrap_or_default();
+        let mine: Vec<&crate::state::run_log::LoggedEvent> = events
+            .iter()
+            .filter(|e| e.run == self.log.run_id())
+            .collect();
+        let report = run_report::build(&[(self.log.run_id().to_string(), mine)], &|_| false);
+        let fields = match report.runs.first() {
+            Some(r) => serde_json::json!({
+                "exit_code": r.exit_code,
+                "ended": r.ended,
+                "headline": r.headline,
+                "needs_you": r.needs_you.iter().map(|a| a.text.clone()).collect::<Vec<_>>(),
+                "totals": r.totals,
+            }),
+            None => serde_json::json!({}),
+        };
+        self.reporter.notify(EventKind::RunEnded, fields);
     }
 
     /// Applies `edits` to the task (re-read, re-located, verified, atomic) and returns the

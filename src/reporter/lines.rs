@@ -45,6 +45,8 @@ pub struct Summary {
     pub wait_time: Duration,
     /// Total cost in USD.
     pub cost_usd: f64,
+    /// The `--max-cost` budget, shown beside the cost.
+    pub max_cost: Option<f64>,
     /// Wall time of the run.
     pub elapsed: Duration,
     /// The state folder.
@@ -153,7 +155,13 @@ pub(super) fn summary_lines(s: &Summary) -> Vec<String> {
         format!("{} ({})", s.waits, text::duration(s.wait_time))
     };
     lines.push(row("waits", waits));
-    lines.push(row("cost", text::cost(s.cost_usd)));
+    lines.push(row(
+        "cost",
+        match s.max_cost {
+            Some(limit) => format!("{} of {}", text::cost(s.cost_usd), text::cost(limit)),
+            None => text::cost(s.cost_usd),
+        },
+    ));
     lines.push(row("time", text::duration(s.elapsed)));
     lines.push(row(
         "state folder",

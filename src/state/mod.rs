@@ -17,6 +17,7 @@ pub mod resume;
 pub mod rotating;
 pub mod run_log;
 pub mod run_report;
+pub mod running;
 
 use std::fs;
 use std::path::{Path, PathBuf};

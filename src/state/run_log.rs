@@ -252,7 +252,8 @@ pub struct LoggedEvent {
     pub event: RunEvent,
 }
 
-/// The event log of one run.
+/// The event log of one run (cheap to clone: a path and an id).
+#[derive(Debug, Clone)]
 pub struct RunLog {
     path: PathBuf,
     run_id: String,
