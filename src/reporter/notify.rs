@@ -3,8 +3,8 @@
 //! the run stopped for the person. CMD runs through `sh -c` in the repository's top folder
 //! with one JSON object on stdin and `KERN_EVENT` set to the event's name.
 //!
-//! The decision a reader must know: a notifier never affects the run. Each event runs on a
-//! thread of its own through the supervisor (its own process group, killed with everything it
+//! The decision a reader must know: a notifier never affects the run. Events run one after
+//! another, in order, on a thread of their own through the supervisor (its own process group, killed with everything it
 //! started after [`NOTIFY_TIMEOUT`], then SIGTERM, a 2 s grace and SIGKILL), so a slow, hanging
 //! or failing notifier costs the run nothing until its end, where kern waits for the last
 //! notifications (at most [`NOTIFY_TIMEOUT`] plus the grace and the drain) before it exits with
@@ -59,7 +59,7 @@ pub struct Notifier {
     state_dir: PathBuf,
     /// Fields every event carries (project, branch, run, state folder).
     context: Map<String, Value>,
-    pending: Mutex<Vec<JoinHandle<()>>>,
+    queue: Mutex<Option<(std::sync::mpsc::Sender<Job>, JoinHandle<()>)>>,
     log_lock: Arc<Mutex<()>>,
     counter: AtomicU64,
     timeout: Duration,
@@ -87,7 +87,7 @@ impl Notifier {
             cwd: cwd.to_path_buf(),
             state_dir: state_dir.to_path_buf(),
             context,
-            pending: Mutex::new(Vec::new()),
+            queue: Mutex::new(None),
             log_lock: Arc::new(Mutex::new(())),
             counter: AtomicU64::new(0),
             timeout: NOTIFY_TIMEOUT,
@@ -113,7 +113,7 @@ impl Notifier {
         Value::Object(object)
     }
 
-    /// Starts the command for `kind` and returns at once.
+    /// Queues the command for `kind` (events run in order, one at a time) and returns at once.
     pub fn send(&self, kind: EventKind, fields: Value) {
         let payload = self.payload(kind, fields);
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
@@ -127,28 +127,38 @@ impl Notifier {
             timeout: self.timeout,
             log_lock: Arc::clone(&self.log_lock),
         };
-        let spawned = std::thread::Builder::new()
-            .name(format!("kern-notify-{n}"))
-            .spawn(move || job.run());
-        match spawned {
-            Ok(handle) => self
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(handle),
-            Err(error) => tracing::warn!(%error, "cannot start a notifier thread"),
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if queue.is_none() {
+            let (sender, receiver) = std::sync::mpsc::channel::<Job>();
+            let spawned = std::thread::Builder::new()
+                .name("kern-notify".into())
+                .spawn(move || {
+                    for job in receiver {
+                        job.run();
+                    }
+                });
+            match spawned {
+                Ok(handle) => *queue = Some((sender, handle)),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot start the notifier thread");
+                    return;
+                }
+            }
+        }
+        if let Some((sender, _)) = queue.as_ref() {
+            let _ = sender.send(job);
         }
     }
 
-    /// Waits for every notification started so far (each is bounded by its time limit).
+    /// Waits for every notification queued so far (each is bounded by its time limit).
     pub fn wait(&self) {
-        let handles: Vec<JoinHandle<()>> = self
-            .pending
+        let taken = self
+            .queue
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
-            .collect();
-        for handle in handles {
+            .take();
+        if let Some((sender, handle)) = taken {
+            drop(sender);
             let _ = handle.join();
         }
     }

@@ -810,24 +810,32 @@ fn needs_you(r: &RunReport) -> Vec<Attention> {
     }
     for t in &r.tasks {
         for v in &t.violations {
-            let saved = if v.saved.is_empty() {
+            let what = v.what.join("; ");
+            // kern's violation sentences usually name what was put back and saved already.
+            let saved: Vec<&String> = v
+                .saved
+                .iter()
+                .filter(|s| !what.contains(s.as_str()))
+                .collect();
+            let saved = if saved.is_empty() {
                 String::new()
             } else {
-                format!("; what it changed is kept at `{}`", v.saved.join("`, `"))
+                format!(
+                    "; what it changed is kept at `{}`",
+                    saved
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join("`, `")
+                )
             };
             add(
                 AttentionKind::Violation,
                 Some(&t.title),
                 format!(
-                    "the {} stage of `{}` did what it may not: {}; kern put back {}{saved}",
+                    "the {} stage of `{}` did what it may not: {what}{saved}",
                     v.stage.name(),
                     t.title,
-                    v.what.join("; "),
-                    if v.reverted.is_empty() {
-                        "nothing".to_string()
-                    } else {
-                        v.reverted.join(", ")
-                    }
                 ),
                 v.saved.first().map(String::as_str),
             );
@@ -921,7 +929,14 @@ fn headline(r: &RunReport) -> String {
     );
     match (r.end, r.exit_code) {
         (EndState::Finished, Some(0)) => format!("Finished — {why}: {counts}."),
-        (EndState::Finished, _) => format!("Finished, but needs you — {why}: {counts}."),
+        (EndState::Finished, _) => {
+            let n = r.needs_you.len();
+            format!(
+                "Finished, but {n} thing{} need{} you — {why}: {counts}.",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "" }
+            )
+        }
         (EndState::Interrupted, _) => format!("Interrupted {at} — {why}: {counts}."),
         (EndState::Stopped, Some(5)) => {
             format!("Stopped early {at}: the agent needs you — {why} ({counts}).")

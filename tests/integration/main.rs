@@ -12,6 +12,7 @@ mod doctor;
 mod dry_run;
 mod init;
 mod lock;
+mod morning;
 mod night;
 mod nothing_lost;
 mod output;

@@ -308,9 +308,10 @@ pub(super) fn task_details(t: &TaskReport) -> Vec<String> {
 
 /// `implement  claude opus  30m  $0.82  succeeded  41 turns  1 retry  waited 21m (usage limit)`.
 fn stage_text(s: &StageInfo) -> String {
+    let agent = short_agent(&s.agent);
     let who = match &s.model {
-        Some(m) => format!("{} {}", s.agent, m),
-        None => s.agent.clone(),
+        Some(m) => format!("{agent} {m}"),
+        None => agent,
     };
     let mut text = format!(
         "{:<9}  {}  {}  {}  {}",
@@ -346,6 +347,19 @@ fn stage_text(s: &StageInfo) -> String {
         );
     }
     text
+}
+
+/// The agent as a stage line names it: `program:<path>` by the program's file name.
+fn short_agent(agent: &str) -> String {
+    match agent.strip_prefix("program:") {
+        Some(path) => format!(
+            "program:{}",
+            std::path::Path::new(path)
+                .file_name()
+                .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
+        ),
+        None => agent.to_string(),
+    }
 }
 
 /// A stage in a Markdown table cell: `implement $0.82 succeeded`.
@@ -473,7 +487,9 @@ mod tests {
     fn the_terminal_page_of_the_night() {
         let page = terminal(&night(), false);
         assert!(
-            page.starts_with("2 runs; the last: Finished, but needs you — 1 task is blocked"),
+            page.starts_with(
+                "2 runs; the last: Finished, but 7 things need you — 1 task is blocked"
+            ),
             "{page}"
         );
         assert!(!page.contains('\x1b'));
