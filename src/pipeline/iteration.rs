@@ -335,7 +335,12 @@ impl Run<'_> {
                     .warn(&format!("blocked `{}`: {why}", it.title));
                 self.reporter.notify(
                     crate::reporter::notify::EventKind::TaskBlocked,
-                    serde_json::json!({"task": it.title, "line": it.line, "why": why}),
+                    serde_json::json!({
+                        "text": format!("`{}` is blocked [!]: {why}", it.title),
+                        "task": it.title,
+                        "line": it.line,
+                        "why": why,
+                    }),
                 );
                 self.summary.blocked.push(it.title.clone());
                 self.log.event(RunEvent::Blocked {

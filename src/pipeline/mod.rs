@@ -146,7 +146,14 @@ fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
     if code == crate::error::EXIT_USAGE || code == crate::error::EXIT_AGENT_NEEDS_USER {
         reporter.notify(
             EventKind::StoppedForPerson,
-            serde_json::json!({"exit_code": code, "message": error.to_string()}),
+            serde_json::json!({
+                "text": format!(
+                    "kern stopped (exit {code}): {}",
+                    error.to_string().lines().next().unwrap_or("")
+                ),
+                "exit_code": code,
+                "message": error.to_string(),
+            }),
         );
     }
 }
@@ -387,6 +394,7 @@ impl Run<'_> {
         let report = run_report::build(&[(self.log.run_id().to_string(), mine)], &|_| false);
         let fields = match report.runs.first() {
             Some(r) => serde_json::json!({
+                "text": r.headline,
                 "exit_code": r.exit_code,
                 "ended": r.ended,
                 "headline": r.headline,

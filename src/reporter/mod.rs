@@ -268,6 +268,11 @@ impl Reporter {
         self.notify(
             notify::EventKind::UsageLimitWait,
             serde_json::json!({
+                "text": format!(
+                    "usage limit hit in the {} stage of `{task}`: waiting {} (until {until})",
+                    stage.name(),
+                    text::duration(wait)
+                ),
                 "stage": stage.name(),
                 "task": task,
                 "reason": reason,

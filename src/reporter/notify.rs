@@ -1,7 +1,9 @@
 //! `--notify CMD` (`KERN_NOTIFY`): tells the person's own command about the moments that
 //! matter when nobody watches — the run ended, a task was blocked, a usage-limit wait began,
 //! the run stopped for the person. CMD runs through `sh -c` in the repository's top folder
-//! with one JSON object on stdin and `KERN_EVENT` set to the event's name.
+//! with one JSON object on stdin and `KERN_EVENT` set to the event's name. Every object has
+//! `event`, `ts`, `text` (one line for a person: `jq -r .text`), `run`, `project`, `branch`,
+//! `repository` and `state_dir`, and the event's own fields.
 //!
 //! The decision a reader must know: a notifier never affects the run. Events run one after
 //! another, in order, on a thread of their own through the supervisor (its own process group, killed with everything it

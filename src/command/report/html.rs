@@ -141,11 +141,30 @@ fn run_section(out: &mut String, run: &RunReport) {
 
 /// The SVG timeline: one row per task, one bar per stage, waits hatched, retries ticked.
 fn timeline(out: &mut String, run: &RunReport) {
-    let start = run.started_at.map_or(0, |t| t.epoch_seconds());
-    let end = run.last_at.map_or(start, |t| t.epoch_seconds());
-    let span = ((end - start).max(1)) as f64;
-    let x_of = |epoch: i64| LABEL_W + ((epoch - start) as f64 / span).clamp(0.0, 1.0) * AXIS_W;
-    let w_of = |ms: u64| ((ms as f64 / 1000.0) / span * AXIS_W).max(3.0);
+    // The run's clock in milliseconds. Timestamps are whole seconds, so each stage starts at
+    // its timestamp or where the stage before it (in time) ended, whichever is later: a fast
+    // run still shows its stages one after another.
+    let start_ms = run.started_at.map_or(0, |t| t.epoch_seconds()) * 1000;
+    let mut order: Vec<(i64, usize, usize)> = Vec::new();
+    for (ti, t) in run.tasks.iter().enumerate() {
+        for (si, st) in t.stages.iter().enumerate() {
+            let at = st.started_at.map_or(start_ms, |t| t.epoch_seconds() * 1000);
+            order.push((at, ti, si));
+        }
+    }
+    order.sort_by_key(|&(at, ti, si)| (at, run.tasks[ti].stages[si].iteration, ti, si));
+    let mut placed: std::collections::HashMap<(usize, usize), i64> =
+        std::collections::HashMap::new();
+    let mut cursor = start_ms;
+    for &(at, ti, si) in &order {
+        let begin = at.max(cursor);
+        placed.insert((ti, si), begin - start_ms);
+        cursor = begin + i64::try_from(run.tasks[ti].stages[si].duration_ms).unwrap_or(0);
+    }
+    let last_ms = run.last_at.map_or(start_ms, |t| t.epoch_seconds() * 1000);
+    let span_ms = (last_ms.max(cursor) - start_ms).max(1) as f64;
+    let x_of = |ms: i64| LABEL_W + (ms as f64 / span_ms).clamp(0.0, 1.0) * AXIS_W;
+    let w_of = |ms: u64| (ms as f64 / span_ms * AXIS_W).max(3.0);
     let height = HEAD_H + ROW_H * run.tasks.len().max(1) as f64 + 8.0;
     let width = LABEL_W + AXIS_W + COST_W;
     let _ = writeln!(
@@ -155,7 +174,7 @@ fn timeline(out: &mut String, run: &RunReport) {
     out.push_str("<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f6e7b0\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#bf8700\" stroke-width=\"2\"/></pattern></defs>\n");
     for i in 0..=4 {
         let x = LABEL_W + AXIS_W * f64::from(i) / 4.0;
-        let at = Duration::from_secs_f64(span * f64::from(i) / 4.0);
+        let at = Duration::from_secs_f64(span_ms / 1000.0 * f64::from(i) / 4.0);
         let _ = writeln!(
             out,
             "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{HEAD_H}\" x2=\"{x:.1}\" y2=\"{height}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"16\" text-anchor=\"{}\">{}</text>",
@@ -168,6 +187,8 @@ fn timeline(out: &mut String, run: &RunReport) {
             },
             if i == 0 {
                 "0".to_string()
+            } else if span_ms < 4000.0 {
+                format!("{:.2}s", at.as_secs_f64())
             } else {
                 duration(at)
             }
@@ -192,10 +213,8 @@ fn timeline(out: &mut String, run: &RunReport) {
             y + ROW_H / 2.0 + 4.0,
             html_escape(&crate::reporter::text::truncate(&t.title, 36))
         );
-        let mut cursor = start;
-        for s in &t.stages {
-            let at = s.started_at.map_or(cursor, |t| t.epoch_seconds());
-            cursor = at + i64::try_from(s.duration_ms / 1000).unwrap_or(0);
+        for (si, s) in t.stages.iter().enumerate() {
+            let at = placed.get(&(row, si)).copied().unwrap_or(0);
             let _ = writeln!(
                 out,
                 "<rect class=\"stage outcome-{}\" data-stage=\"{}\" data-outcome=\"{}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" rx=\"3\"><title>{} · {} · {} · {}{}</title></rect>",
@@ -219,6 +238,7 @@ fn timeline(out: &mut String, run: &RunReport) {
                     .unwrap_or_default()
             );
             for w in &s.waits {
+                let w_at = (w.started_at.epoch_seconds() * 1000 - start_ms).max(at);
                 let kind = match w.kind {
                     WaitKind::UsageLimit => "usage_limit",
                     WaitKind::Retry => "retry",
@@ -226,7 +246,7 @@ fn timeline(out: &mut String, run: &RunReport) {
                 let _ = writeln!(
                     out,
                     "<rect class=\"wait {kind}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\"><title>{} {} — {}</title></rect>",
-                    x_of(w.started_at.epoch_seconds()),
+                    x_of(w_at),
                     y + 8.0,
                     w_of(w.duration_ms),
                     ROW_H - 16.0,
@@ -239,7 +259,7 @@ fn timeline(out: &mut String, run: &RunReport) {
                     html_escape(&w.reason)
                 );
                 if w.kind == WaitKind::Retry {
-                    let x = x_of(w.started_at.epoch_seconds());
+                    let x = x_of(w_at);
                     let _ = writeln!(
                         out,
                         "<line class=\"retry\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>",
