@@ -324,10 +324,14 @@ pub struct Expensive {
 /// Groups `events` by run, oldest first (by first line).
 pub fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
     let mut runs: Vec<(String, Vec<&LoggedEvent>)> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for event in events {
-        match runs.iter_mut().find(|(id, _)| *id == event.run) {
-            Some((_, list)) => list.push(event),
-            None => runs.push((event.run.clone(), vec![event])),
+        match index.get(event.run.as_str()) {
+            Some(&i) => runs[i].1.push(event),
+            None => {
+                index.insert(&event.run, runs.len());
+                runs.push((event.run.clone(), vec![event]));
+            }
         }
     }
     runs
