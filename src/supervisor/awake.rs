@@ -1,6 +1,8 @@
 //! Keeps the machine from sleeping while a run is active, where the system offers a way:
 //! `systemd-inhibit` on Linux (a logind sleep and idle lock), `caffeinate` on macOS. Where
-//! neither exists, or the one there refuses (no logind in a container), kern says nothing.
+//! neither exists, or the one there refuses, kern says nothing. `systemd-inhibit` is only
+//! tried where systemd runs (`/run/systemd/system` exists): in a container it is often
+//! installed but can only fail, which would cost every run a wait.
 //!
 //! The decision a reader must know: the inhibitor is tied to kern's pid, so it cannot outlive
 //! kern however kern ends — `systemd-inhibit … tail --pid=<kern> -f /dev/null` and
@@ -30,28 +32,8 @@ impl Awake {
     /// Starts the system's inhibitor for this process, looking for it on `path_var` (the
     /// `PATH` value); `None` when there is none or it refused.
     pub fn keep(path_var: Option<&std::ffi::OsStr>, why: &str) -> Option<Awake> {
-        let pid = std::process::id().to_string();
-        let (tool, program, args): (&'static str, PathBuf, Vec<String>) =
-            if let Some(p) = find("systemd-inhibit", path_var) {
-                (
-                    "systemd-inhibit",
-                    p,
-                    vec![
-                        "--what=sleep:idle".into(),
-                        "--who=kern".into(),
-                        format!("--why={why}"),
-                        "--mode=block".into(),
-                        "tail".into(),
-                        format!("--pid={pid}"),
-                        "-f".into(),
-                        "/dev/null".into(),
-                    ],
-                )
-            } else if let Some(p) = find("caffeinate", path_var) {
-                ("caffeinate", p, vec!["-i".into(), "-w".into(), pid])
-            } else {
-                return None;
-            };
+        let systemd = Path::new("/run/systemd/system").is_dir();
+        let (tool, program, args) = plan(path_var, systemd, std::process::id(), why)?;
         let mut child = Command::new(&program)
             .args(&args)
             .stdin(Stdio::null())
@@ -85,6 +67,38 @@ impl Drop for Awake {
     }
 }
 
+/// The inhibitor to run for process `pid`: its name, path and arguments; `None` when the
+/// system offers none (`systemd` says whether systemd runs).
+fn plan(
+    path_var: Option<&std::ffi::OsStr>,
+    systemd: bool,
+    pid: u32,
+    why: &str,
+) -> Option<(&'static str, PathBuf, Vec<String>)> {
+    if systemd && let Some(p) = find("systemd-inhibit", path_var) {
+        return Some((
+            "systemd-inhibit",
+            p,
+            vec![
+                "--what=sleep:idle".into(),
+                "--who=kern".into(),
+                format!("--why={why}"),
+                "--mode=block".into(),
+                "tail".into(),
+                format!("--pid={pid}"),
+                "-f".into(),
+                "/dev/null".into(),
+            ],
+        ));
+    }
+    let p = find("caffeinate", path_var)?;
+    Some((
+        "caffeinate",
+        p,
+        vec!["-i".into(), "-w".into(), pid.to_string()],
+    ))
+}
+
 /// `name` in the folders of `path_var`, when it is an executable file there.
 fn find(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
@@ -113,12 +127,30 @@ mod tests {
     fn nothing_there_or_a_refusal_says_nothing() {
         let dir = tempfile::tempdir().unwrap();
         assert!(Awake::keep(Some(dir.path().as_os_str()), "test").is_none());
-        fake(
-            dir.path(),
-            "systemd-inhibit",
-            "echo 'Failed to inhibit' >&2; exit 1",
-        );
+        fake(dir.path(), "caffeinate", "echo 'no' >&2; exit 1");
         assert!(Awake::keep(Some(dir.path().as_os_str()), "test").is_none());
+    }
+
+    #[test]
+    fn systemd_inhibit_where_systemd_runs_tied_to_the_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        fake(dir.path(), "systemd-inhibit", "exit 0");
+        fake(dir.path(), "caffeinate", "exit 0");
+        let path = Some(dir.path().as_os_str());
+        let (tool, program, args) = plan(path, true, 42, "kern runs").unwrap();
+        assert_eq!(
+            (tool, program),
+            ("systemd-inhibit", dir.path().join("systemd-inhibit"))
+        );
+        assert_eq!(
+            args.join(" "),
+            "--what=sleep:idle --who=kern --why=kern runs --mode=block tail --pid=42 -f /dev/null"
+        );
+        // No systemd (a container): systemd-inhibit could only fail.
+        let (tool, _, args) = plan(path, false, 42, "kern runs").unwrap();
+        assert_eq!((tool, args.join(" ").as_str()), ("caffeinate", "-i -w 42"));
+        let empty = tempfile::tempdir().unwrap();
+        assert!(plan(Some(empty.path().as_os_str()), true, 42, "x").is_none());
     }
 
     #[test]
