@@ -107,7 +107,7 @@ pub fn markdown(report: &Report) -> String {
         if i > 0 {
             out.push('\n');
         }
-        let _ = writeln!(out, "**{}**\n", md(&run.headline));
+        let _ = writeln!(out, "**{}**\n", md_code(&run.headline));
         let _ = writeln!(out, "{}\n", md(&run_line(run)));
         if !run.needs_you.is_empty() {
             let _ = writeln!(out, "### Needs you\n");
@@ -158,7 +158,11 @@ pub fn markdown(report: &Report) -> String {
         }
         let _ = writeln!(out, "### Totals\n");
         for (label, value) in totals_rows(&run.totals, run.max_cost_usd) {
-            let _ = writeln!(out, "- **{label}:** {}", md(&value));
+            if label.is_empty() {
+                let _ = writeln!(out, "  - {}", md_code(&value));
+            } else {
+                let _ = writeln!(out, "- **{label}:** {}", md_code(&value));
+            }
         }
         for notice in &run.notices {
             let _ = writeln!(out, "- note: {}", md_code(notice));
