@@ -70,8 +70,8 @@ pub fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         cost_usd: 0.0,
         max_cost_usd: None,
     };
-    let events = run_log::read_all(&state_dir.run_log()).unwrap_or_default();
     let prefix = format!("{}-", record.pid);
+    let events = run_events(&state_dir.run_log(), &prefix);
     let Some(run_id) = events
         .iter()
         .rev()
@@ -122,6 +122,43 @@ pub fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         running.last_tool = last_tool(&state_dir.stage_stream(stage), StreamParser::new(format));
     }
     running
+}
+
+/// The events at the end of `run.jsonl` that hold the run whose id starts with `prefix`: the
+/// file is read from its end in growing pieces until that run's `run_start` is in them (a
+/// long `run.jsonl` costs status only the current run's lines); the rotated file is read only
+/// when the run began there.
+fn run_events(path: &Path, prefix: &str) -> Vec<run_log::LoggedEvent> {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return run_log::read_all(path).unwrap_or_default();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut take = TAIL_BYTES;
+    loop {
+        let start = len.saturating_sub(take);
+        let mut bytes = Vec::new();
+        if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
+            return Vec::new();
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let text = if start > 0 {
+            text.split_once('\n').map_or("", |(_, rest)| rest)
+        } else {
+            &text
+        };
+        let events = run_log::parse(text);
+        let started_here = events
+            .iter()
+            .any(|e| e.run.starts_with(prefix) && matches!(e.event, RunEvent::RunStart { .. }));
+        if started_here {
+            return events;
+        }
+        if start == 0 {
+            // The run began in the rotated file (or wrote no run_start): read both.
+            return run_log::read_all(path).unwrap_or(events);
+        }
+        take = take.saturating_mul(4);
+    }
 }
 
 /// The last tool call in the stream file at `path` (its last [`TAIL_BYTES`]).
@@ -201,5 +238,22 @@ mod tests {
         assert_eq!(r.cost_usd, 0.25);
         assert_eq!(r.max_cost_usd, Some(5.0));
         assert_eq!(r.last_tool.as_deref(), Some("Edit src/lib.rs"));
+    }
+
+    #[test]
+    fn only_the_end_of_a_long_run_jsonl_is_read_for_the_current_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.jsonl");
+        let other = r#"{"ts":"2026-11-17T01:00:00Z","run":"5-old","event":"check","command":"true","passed":true}"#;
+        let mut text = format!("{other}\n").repeat(20_000);
+        text.push_str(r#"{"ts":"2026-11-18T01:00:00Z","run":"77-new","event":"run_start","iterations":3,"delay_s":0,"agent":"claude"}"#);
+        text.push('\n');
+        text.push_str(&format!("{other}\n").repeat(5_000));
+        std::fs::write(&path, &text).unwrap();
+        let events = run_events(&path, "77-");
+        assert!(events.len() < 20_000, "read {} events", events.len());
+        assert!(events.iter().any(|e| e.run == "77-new"));
+        // A run whose start is not in the file at all: everything is read.
+        assert_eq!(run_events(&path, "78-").len(), 25_001);
     }
 }
