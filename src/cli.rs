@@ -14,6 +14,7 @@ Examples:
   kern 10 30          take up to 10 tasks, 30 s apart (run it before bed)
   kern -n             dry run: show what would happen, change nothing
   kern status         tasks by state, the next task, the state folder
+  kern report         the morning after: how the last run ended, what needs you
   kern demo           watch the whole loop in a throw-away repository";
 
 /// kern takes the next task from SPEC.md and drives a coding agent through research,
@@ -167,6 +168,20 @@ pub struct RunOptions {
     /// Leave optional tasks (Kiro's `[ ]*`) alone; without it they are taken after every other.
     #[arg(long, env = "KERN_SKIP_OPTIONAL", value_parser = clap::builder::BoolishValueParser::new())]
     pub skip_optional: bool,
+    /// A command run (through `sh -c`) with a JSON event on stdin and KERN_EVENT set when the
+    /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person;
+    /// it gets 10 s, and never changes the run's outcome.
+    #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
+    pub notify: Option<String>,
+
+    /// Run in the background: print the pid and how to follow it (`kern log -f`), then return;
+    /// the run's output goes to `run.log` in the state folder.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub detach: bool,
+
+    /// Set by `--detach` on the background run itself: no terminal, its lines go to run.log.
+    #[arg(long, hide = true)]
+    pub detached: bool,
 }
 
 /// Whether the check runs once before any agent.
@@ -200,6 +215,30 @@ pub enum Command {
         /// Print only the state folder path.
         #[arg(long)]
         dir: bool,
+    },
+    /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
+    Report {
+        /// Every run active since then: 12h, 90m, 2d, a date (2026-11-18) or a time.
+        #[arg(long, value_name = "WHEN", conflicts_with = "run", value_parser = crate::command::report::parse_since)]
+        since: Option<crate::timestamp::Timestamp>,
+        /// One run, by its id (or the start of it), as `--json` shows it.
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
+        /// Print the report as JSON (its shape is versioned by `schema`).
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print the report as Markdown, for a pull request or a chat.
+        #[arg(long)]
+        markdown: bool,
+        /// Also write the report as one self-contained HTML page with a timeline.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
+    /// Print the run's output lines (run.log in the state folder); -f follows a running run.
+    Log {
+        /// Keep printing new lines while a run holds the lock; return when it ends.
+        #[arg(short, long)]
+        follow: bool,
     },
     /// Write a starter SPEC.md and LEARNINGS.md (never overwrites).
     Init {

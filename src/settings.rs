@@ -79,6 +79,14 @@ pub struct Settings {
     pub argv: Vec<String>,
     /// What the environment says about output: `NO_COLOR`, `TERM=dumb`, `KERN_LOG`.
     pub output: OutputEnv,
+    /// The `--notify` command.
+    pub notify: Option<String>,
+    /// `--detach`: start the run in the background and return.
+    pub detach: bool,
+    /// This is the background run `--detach` started: no terminal; its lines go to run.log.
+    pub detached: bool,
+    /// `PATH`, where the sleep inhibitor is looked for.
+    pub path_var: Option<OsString>,
 }
 
 /// What the environment says about output.
@@ -155,6 +163,10 @@ impl Settings {
                 kern_log: var("KERN_LOG").map(|v| v.to_string_lossy().into_owned()),
             },
             skip_optional: run.skip_optional,
+            notify: run.notify.clone().filter(|c| !c.trim().is_empty()),
+            detach: run.detach,
+            detached: run.detached,
+            path_var: var("PATH"),
         })
     }
 }

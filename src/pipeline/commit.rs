@@ -150,6 +150,7 @@ impl Run<'_> {
         self.log.event(RunEvent::Commit {
             task: it.title.clone(),
             sha,
+            subject: message.lines().next().unwrap_or("").to_string(),
             left_out,
         });
         Ok(IterationEnd::Committed)

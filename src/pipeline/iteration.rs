@@ -316,7 +316,13 @@ impl Run<'_> {
         }
         self.edit_task(it, &edits)?;
         match decision.outcome {
-            TaskOutcome::Skipped { .. } => self.summary.skipped.push(it.title.clone()),
+            TaskOutcome::Skipped { reason } => {
+                self.summary.skipped.push(it.title.clone());
+                self.log.event(RunEvent::Skipped {
+                    task: it.title.clone(),
+                    reason,
+                });
+            }
             TaskOutcome::Decomposed { subtasks } => {
                 self.reporter
                     .info(&format!("decomposed into {} subtasks", subtasks.len()));
@@ -333,12 +339,31 @@ impl Run<'_> {
                     it.title,
                     note.lines().next().unwrap_or("")
                 ));
+                self.log.event(RunEvent::AttemptFailed {
+                    task: it.title.clone(),
+                    attempt,
+                    note,
+                });
             }
-            TaskOutcome::Blocked { why, .. } => {
+            TaskOutcome::Blocked { attempt, note, why } => {
+                self.log.event(RunEvent::AttemptFailed {
+                    task: it.title.clone(),
+                    attempt,
+                    note,
+                });
                 self.summary.failed_attempts += 1;
                 self.last_failed = true;
                 self.reporter
                     .warn(&format!("blocked `{}`: {why}", it.title));
+                self.reporter.notify(
+                    crate::reporter::notify::EventKind::TaskBlocked,
+                    serde_json::json!({
+                        "text": format!("`{}` is blocked [!]: {why}", it.title),
+                        "task": it.title,
+                        "line": it.line,
+                        "why": why,
+                    }),
+                );
                 self.summary.blocked.push(it.title.clone());
                 self.log.event(RunEvent::Blocked {
                     task: it.title.clone(),

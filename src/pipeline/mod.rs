@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::prompt::inputs::{StageInputs, model_for};
+use crate::reporter::notify::{EventKind, Notifier};
 use crate::reporter::{Reporter, StageLine, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
@@ -35,7 +36,10 @@ use crate::stage::record::{Outcome, TaskRef, WaitKind};
 use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
+use crate::state::rotating::RotatingFile;
 use crate::state::run_log::{IterationEnd, RunEvent, RunLog};
+use crate::state::run_report;
+use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
@@ -90,14 +94,95 @@ pub async fn run(
             "cannot become a child subreaper: escaped agent processes may outlive their stage"
         );
     }
+    reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));
+    reporter.set_budget(settings.max_cost);
     let (lock, takeover) = RunLock::acquire(
         &ws.repo.run_lock_path(),
         &ws.state_dir
             .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
         &settings.argv,
     )?;
-    let (spec, _) = SpecFile::load_as(&ws.spec_path, &ws.spec_display)?;
     let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
+    if let Some(command) = &settings.notify {
+        reporter.attach_notifier(Notifier::new(
+            command,
+            ws.repo.top(),
+            &ws.state_dir.dir(),
+            notify_context(ws, &run_id),
+        ));
+    }
+    let awake = Awake::keep(
+        settings.path_var.as_deref(),
+        &format!("kern is running tasks in {}", ws.repo.top().display()),
+    );
+    if let Some(awake) = &awake {
+        reporter.info(&format!(
+            "keeping the machine awake while the run lasts ({})",
+            awake.tool
+        ));
+    }
+    let result = run_locked(settings, ws, reporter, interrupt, lock, takeover, run_id).await;
+    drop(awake);
+    reporter.settle_notifications();
+    result
+}
+
+/// The fields every `--notify` event carries.
+fn notify_context(ws: &Workspace, run_id: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut context = serde_json::Map::new();
+    context.insert("run".into(), run_id.into());
+    context.insert("project".into(), ws.state_dir.project_id().into());
+    context.insert(
+        "branch".into(),
+        ws.repo.branch_name().unwrap_or_default().into(),
+    );
+    context.insert(
+        "repository".into(),
+        ws.repo.top().display().to_string().into(),
+    );
+    context.insert(
+        "state_dir".into(),
+        ws.state_dir.dir().display().to_string().into(),
+    );
+    context
+}
+
+/// Tells the `--notify` command that the run stopped for the person, when `error` means that
+/// (exit 2: SPEC.md, the tree, the check; exit 5: the agent).
+fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
+    let code = error.exit_code();
+    if code == crate::error::EXIT_USAGE || code == crate::error::EXIT_AGENT_NEEDS_USER {
+        reporter.notify(
+            EventKind::StoppedForPerson,
+            serde_json::json!({
+                "text": format!(
+                    "kern stopped (exit {code}): {}",
+                    error.to_string().lines().next().unwrap_or("")
+                ),
+                "exit_code": code,
+                "message": error.to_string(),
+            }),
+        );
+    }
+}
+
+/// The run once the lock is held: everything after it, to the summary.
+async fn run_locked(
+    settings: &Settings,
+    ws: &Workspace,
+    reporter: &Reporter,
+    interrupt: &Interrupt,
+    lock: RunLock,
+    takeover: Option<crate::state::lock::Takeover>,
+    run_id: String,
+) -> Result<()> {
+    let spec = match SpecFile::load_as(&ws.spec_path, &ws.spec_display) {
+        Ok((spec, _)) => spec,
+        Err(e) => {
+            notify_if_stopped_for_person(reporter, &e);
+            return Err(e);
+        }
+    };
     let mut run = Run {
         settings,
         ws,
@@ -108,6 +193,7 @@ pub async fn run(
         spec,
         summary: Summary {
             state_dir: ws.state_dir.dir(),
+            max_cost: settings.max_cost,
             ..Summary::default()
         },
         last_failed: false,
@@ -115,7 +201,18 @@ pub async fn run(
         detached: false,
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
-    run.recover(takeover)?;
+    {
+        let hook = reporter.hangup_hook();
+        let log = run.log.clone();
+        interrupt.on_hangup(Box::new(move || {
+            hook();
+            log.event(RunEvent::Hangup {});
+        }));
+    }
+    if let Err(e) = run.recover(takeover) {
+        notify_if_stopped_for_person(reporter, &e);
+        return Err(e);
+    }
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
         run.reporter.warn(&format!(
             "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
@@ -127,6 +224,7 @@ pub async fn run(
         iterations: settings.iterations,
         delay_s: settings.delay.as_secs(),
         agent: settings.agent.to_string(),
+        max_cost_usd: settings.max_cost,
     });
     let result = match run.baseline_check().await {
         Ok(()) => run.iterations().await,
@@ -281,10 +379,39 @@ impl Run<'_> {
             ended: self.summary.ended.clone(),
             cost_usd: self.summary.cost_usd,
             exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
+            iterations: self.summary.iterations,
         });
         self.reporter.finish();
         self.reporter.summary(&self.summary);
+        if let Err(e) = &result {
+            notify_if_stopped_for_person(self.reporter, e);
+        }
+        self.notify_run_ended();
         result
+    }
+
+    /// Tells the `--notify` command the run ended, with the report's headline and totals (read
+    /// back from `run.jsonl`, as `kern report` reads them).
+    fn notify_run_ended(&self) {
+        let events =
+            crate::state::run_log::read_all(&self.ws.state_dir.run_log()).unwrap_or_default();
+        let mine: Vec<&crate::state::run_log::LoggedEvent> = events
+            .iter()
+            .filter(|e| e.run == self.log.run_id())
+            .collect();
+        let report = run_report::build(&[(self.log.run_id().to_string(), mine)], &|_| false);
+        let fields = match report.runs.first() {
+            Some(r) => serde_json::json!({
+                "text": r.headline,
+                "exit_code": r.exit_code,
+                "ended": r.ended,
+                "headline": r.headline,
+                "needs_you": r.needs_you.iter().map(|a| a.text.clone()).collect::<Vec<_>>(),
+                "totals": r.totals,
+            }),
+            None => serde_json::json!({}),
+        };
+        self.reporter.notify(EventKind::RunEnded, fields);
     }
 
     /// Applies `edits` to the task (re-read, re-located, verified, atomic) and returns the
@@ -349,6 +476,9 @@ impl Run<'_> {
             stage,
             task: it.title.clone(),
             prompt_bytes: request.prompt.len() as u64,
+            agent: self.settings.agent.to_string(),
+            model: request.model.clone(),
+            attempt: request.attempt,
         });
         let mut run = match runner::run_stage::<R>(&ctx, &mut self.lock, &request).await {
             Ok(run) => run,
@@ -361,6 +491,10 @@ impl Run<'_> {
                     retries: 0,
                     failure: None,
                     error: Some(e.to_string()),
+                    agent: self.settings.agent.to_string(),
+                    model: request.model.clone(),
+                    turns: None,
+                    waits: Vec::new(),
                 });
                 return Err(e);
             }
@@ -394,16 +528,17 @@ impl Run<'_> {
         }
         self.notice_hand_edits(stage, &before.doc, it)?;
         let record = &run.record;
+        let turns = record
+            .agent_result
+            .get("num_turns")
+            .and_then(serde_json::Value::as_u64);
         self.reporter.stage_finished(
             stage,
             &StageLine {
                 outcome: outcome_word(&run),
                 duration: Duration::from_millis(record.kern.duration_ms),
                 cost_usd: run.cost_usd,
-                turns: record
-                    .agent_result
-                    .get("num_turns")
-                    .and_then(serde_json::Value::as_u64),
+                turns,
                 note: run.outcome.as_ref().err().cloned(),
             },
         );
@@ -415,6 +550,10 @@ impl Run<'_> {
             retries: record.kern.retries,
             failure: run.outcome.as_ref().err().cloned(),
             error: None,
+            agent: record.kern.agent.clone(),
+            model: record.kern.model.clone().or_else(|| reported_model(record)),
+            turns,
+            waits: record.kern.waits.clone(),
         });
         Ok(run)
     }
@@ -461,6 +600,15 @@ impl Run<'_> {
         }
         self.reporter.cost_so_far(self.summary.cost_usd);
     }
+}
+
+/// The model the agent reported using (the first of Claude's `modelUsage`), when it did.
+fn reported_model(record: &crate::stage::record::StageRecord) -> Option<String> {
+    record
+        .agent_result
+        .get("modelUsage")
+        .and_then(serde_json::Value::as_object)
+        .and_then(|models| models.keys().next().cloned())
 }
 
 /// The word a stage line shows: the report's status or verdict, the number of research notes,

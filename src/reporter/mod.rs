@@ -23,12 +23,14 @@
 
 pub mod diagnostics;
 mod lines;
+pub mod notify;
 pub mod text;
 
-use lines::{BOLD, YELLOW, paint, stage_line_text, summary_lines};
-pub use lines::{StageLine, Summary};
+pub use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
+use lines::{stage_line_text, summary_lines};
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -88,6 +90,8 @@ struct Status {
     stage: Option<Stage>,
     task: String,
     cost_usd: Option<f64>,
+    /// The `--max-cost` budget, shown beside the cost.
+    max_cost: Option<f64>,
     tool: Option<String>,
     waiting: Option<String>,
     /// The last wait line printed: its reason and the remaining time it showed.
@@ -134,10 +138,16 @@ pub struct Reporter {
     status: Mutex<Status>,
     line: Arc<Mutex<LiveLine>>,
     /// Live only; created at the first status update, dropped by `finish`.
-    bar: Mutex<Option<ProgressBar>>,
+    bar: Arc<Mutex<Option<ProgressBar>>>,
     /// Where the status line draws: stderr for a real Live reporter, nothing (`None`) for one
     /// writing to a test buffer.
     draw: Option<fn() -> ProgressDrawTarget>,
+    /// `run.log`: every line as the Plain mode prints it, whatever the mode (see `attach_log`).
+    log: Arc<Mutex<Option<Box<dyn Write + Send>>>>,
+    /// The terminal went away (SIGHUP): nothing more is written to it.
+    gone: Arc<AtomicBool>,
+    /// The `--notify` command, when there is one.
+    notifier: Mutex<Option<notify::Notifier>>,
 }
 
 impl std::fmt::Debug for Reporter {
@@ -178,9 +188,99 @@ impl Reporter {
             now: Utc::now,
             status: Mutex::new(Status::default()),
             line: Arc::new(Mutex::new(LiveLine::default())),
-            bar: Mutex::new(None),
+            bar: Arc::new(Mutex::new(None)),
             draw: None,
+            log: Arc::new(Mutex::new(None)),
+            gone: Arc::new(AtomicBool::new(false)),
+            notifier: Mutex::new(None),
         }
+    }
+
+    /// From now on every line also goes to `log` (the state folder's `run.log`), stamped, in
+    /// the Plain mode's words and without colour — in every mode, also with `-q` and after the
+    /// terminal is gone.
+    pub fn attach_log(&self, log: Box<dyn Write + Send>) {
+        *lock(&self.log) = Some(log);
+    }
+
+    /// From now on [`Reporter::notify`] runs `notifier`.
+    pub fn attach_notifier(&self, notifier: notify::Notifier) {
+        *lock(&self.notifier) = Some(notifier);
+    }
+
+    /// Tells the `--notify` command about `kind` (when there is one); returns at once.
+    pub fn notify(&self, kind: notify::EventKind, fields: serde_json::Value) {
+        if let Some(n) = lock(&self.notifier).as_ref() {
+            n.send(kind, fields);
+        }
+    }
+
+    /// Waits for the notifications under way (each bounded by its time limit).
+    pub fn settle_notifications(&self) {
+        if let Some(n) = lock(&self.notifier).as_ref() {
+            n.wait();
+        }
+    }
+
+    /// The `--max-cost` budget, shown beside the cost so far in the status line.
+    pub fn set_budget(&self, max_cost: Option<f64>) {
+        self.update(|s| s.max_cost = max_cost);
+    }
+
+    /// What to do when the terminal goes away (SIGHUP), for the signal listener: write nothing
+    /// more to it (the status line stops drawing), say so in `run.log`, and go on.
+    pub fn hangup_hook(&self) -> impl Fn() + Send + Sync + 'static {
+        let gone = Arc::clone(&self.gone);
+        let bar = Arc::clone(&self.bar);
+        let log = Arc::clone(&self.log);
+        let now = self.now;
+        move || {
+            if gone.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            if let Some(bar) = lock(&bar).take() {
+                bar.set_draw_target(ProgressDrawTarget::hidden());
+            }
+            let stamp = now().to_rfc3339_opts(SecondsFormat::Secs, true);
+            write_log(
+                &log,
+                &format!(
+                    "{stamp} kern: the terminal went away (SIGHUP): the run goes on, its lines continue here"
+                ),
+            );
+        }
+    }
+
+    /// A usage-limit wait began: for the `--notify` command (the countdown itself is
+    /// [`Reporter::waiting`]).
+    pub fn usage_limit_wait(
+        &self,
+        stage: Stage,
+        task: &str,
+        reason: &str,
+        resets_at: Option<i64>,
+        wait: Duration,
+    ) {
+        let until = crate::timestamp::Timestamp::from_epoch_seconds(
+            crate::timestamp::Timestamp::now().epoch_seconds()
+                + i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2),
+        );
+        self.notify(
+            notify::EventKind::UsageLimitWait,
+            serde_json::json!({
+                "text": format!(
+                    "usage limit hit in the {} stage of `{task}`: waiting {} (until {until})",
+                    stage.name(),
+                    text::duration(wait)
+                ),
+                "stage": stage.name(),
+                "task": task,
+                "reason": reason,
+                "resets_at": resets_at.map(crate::timestamp::Timestamp::from_epoch_seconds),
+                "wait_s": wait.as_secs(),
+                "until": until,
+            }),
+        );
     }
 
     /// A reporter writing to a [`Capture`], which is returned with it.
@@ -212,10 +312,11 @@ impl Reporter {
             s.waiting = None;
             s.last_wait_line = None;
         });
+        let plain = format!("[{index}/{total}] {task}");
         match self.mode {
-            Mode::Live => self.line(&self.paint(&format!("[{index}/{total}] {task}"), BOLD)),
-            Mode::Plain => self.line(&format!("[{index}/{total}] {task}")),
-            Mode::Quiet => {}
+            Mode::Live => self.emit(Some(&self.paint(&plain, BOLD)), &plain),
+            Mode::Plain => self.emit(Some(&plain), &plain),
+            Mode::Quiet => self.emit(None, &plain),
         }
         self.show(Some(Clock::Off));
     }
@@ -230,9 +331,9 @@ impl Reporter {
             s.waiting = None;
             s.last_wait_line = None;
         });
-        if self.mode == Mode::Plain {
-            self.line(&format!("{stage} started"));
-        }
+        let plain = format!("{stage} started");
+        let shown = (self.mode == Mode::Plain).then_some(plain.as_str());
+        self.emit(shown, &plain);
         self.show(Some(Clock::Since(Instant::now())));
     }
 
@@ -261,20 +362,21 @@ impl Reporter {
             s.tool = None;
         });
         let text = stage_line_text(stage, line, self.color);
+        let plain = stage_line_text(stage, line, false);
         match self.mode {
-            Mode::Live => self.line(&format!("  {text}")),
-            Mode::Plain => self.line(&text),
-            Mode::Quiet => {}
+            Mode::Live => self.emit(Some(&format!("  {text}")), &plain),
+            Mode::Plain => self.emit(Some(&text), &plain),
+            Mode::Quiet => self.emit(None, &plain),
         }
         self.show(Some(Clock::Off));
     }
 
     /// Something the person should know; not shown with `-q`.
     pub fn info(&self, msg: &str) {
-        if self.mode != Mode::Quiet {
-            for line in msg.lines() {
-                self.line(&text::clean(line));
-            }
+        for line in msg.lines() {
+            let line = text::clean(line);
+            let shown = (self.mode != Mode::Quiet).then_some(line.as_str());
+            self.emit(shown, &line);
         }
     }
 
@@ -282,17 +384,16 @@ impl Reporter {
     /// The first line reads `kern: warning: …` (Plain: after the timestamp); later lines of
     /// a multi-line message are indented under it.
     pub fn warn(&self, msg: &str) {
-        if self.mode == Mode::Quiet {
-            return;
-        }
         let label = self.paint("warning:", YELLOW);
         for (i, line) in msg.lines().enumerate() {
             let line = text::clean(line);
-            match (i, self.mode) {
-                (0, Mode::Plain) => self.line(&format!("{label} {line}")),
-                (0, _) => self.line(&format!("kern: {label} {line}")),
-                _ => self.line(&format!("  {line}")),
-            }
+            let (shown, plain) = match (i, self.mode) {
+                (0, Mode::Plain) => (format!("{label} {line}"), format!("warning: {line}")),
+                (0, _) => (format!("kern: {label} {line}"), format!("warning: {line}")),
+                _ => (format!("  {line}"), format!("  {line}")),
+            };
+            let shown = (self.mode != Mode::Quiet).then_some(shown.as_str());
+            self.emit(shown, &plain);
         }
     }
 
@@ -313,22 +414,28 @@ impl Reporter {
                 Some((_, shown)) => shown.saturating_sub(remaining) >= WAIT_REPEAT,
                 None => false,
             };
-            let print = match self.mode {
+            // run.log follows the Plain rule in every mode; the terminal its mode's.
+            let logged = starts || repeat;
+            let shown = match self.mode {
                 Mode::Live => starts,
-                Mode::Plain => starts || repeat,
+                Mode::Plain => logged,
                 Mode::Quiet => false,
             };
-            if print {
+            if logged {
                 s.last_wait_line = Some((reason.clone(), remaining));
             }
-            print
+            (logged, shown)
         };
-        if print {
+        let (logged, shown) = print;
+        if logged {
             let text = format!("waiting {} — {reason}", text::duration(remaining));
-            match self.mode {
-                Mode::Live => self.line(&format!("  {text}")),
-                _ => self.line(&text),
-            }
+            let live = format!("  {text}");
+            let terminal = match (shown, self.mode) {
+                (false, _) => None,
+                (true, Mode::Live) => Some(live.as_str()),
+                (true, _) => Some(text.as_str()),
+            };
+            self.emit(terminal, &text);
         }
         self.show(Some(Clock::Until(Instant::now() + remaining)));
     }
@@ -340,8 +447,9 @@ impl Reporter {
         for (i, line) in lines.iter().enumerate() {
             if i == 0 && self.mode != Mode::Plain {
                 self.line_raw(&format!("kern: {line}"));
+                self.log_line(line);
             } else {
-                self.line(line);
+                self.emit(Some(line), line);
             }
         }
     }
@@ -387,7 +495,9 @@ impl Reporter {
             }
             line.message.clone_from(&message);
         }
-        if let Some(target) = self.draw {
+        if let Some(target) = self.draw
+            && !self.gone.load(Ordering::SeqCst)
+        {
             self.bar(target).set_message(message);
         }
     }
@@ -414,20 +524,34 @@ impl Reporter {
         bar
     }
 
-    /// Prints one line in the mode's shape: Plain gets the timestamp, Live and Quiet not.
-    fn line(&self, text: &str) {
-        match self.mode {
-            Mode::Plain => {
-                let stamp = (self.now)().to_rfc3339_opts(SecondsFormat::Secs, true);
-                self.line_raw(&format!("{stamp} kern: {text}"));
+    /// Prints `shown` on the terminal in the mode's shape (Plain gets the timestamp, Live and
+    /// Quiet not; `None`: nothing on the terminal) and `plain` to `run.log`.
+    fn emit(&self, shown: Option<&str>, plain: &str) {
+        if let Some(text) = shown {
+            match self.mode {
+                Mode::Plain => {
+                    let stamp = (self.now)().to_rfc3339_opts(SecondsFormat::Secs, true);
+                    self.line_raw(&format!("{stamp} kern: {text}"));
+                }
+                Mode::Live | Mode::Quiet => self.line_raw(text),
             }
-            Mode::Live | Mode::Quiet => self.line_raw(text),
         }
+        self.log_line(plain);
+    }
+
+    /// Writes `text` to `run.log` as the Plain mode would print it.
+    fn log_line(&self, text: &str) {
+        let stamp = (self.now)().to_rfc3339_opts(SecondsFormat::Secs, true);
+        write_log(&self.log, &format!("{stamp} kern: {text}"));
     }
 
     /// Writes one line, above the status line when there is one. Output errors are ignored:
-    /// a closed stderr must not stop a run that is committing work.
+    /// a closed stderr must not stop a run that is committing work, and once the terminal is
+    /// gone (SIGHUP) nothing is written to it.
     fn line_raw(&self, text: &str) {
+        if self.gone.load(Ordering::SeqCst) {
+            return;
+        }
         let write = || {
             let mut out = lock(&self.out);
             let _ = writeln!(out, "{text}");
@@ -448,6 +572,18 @@ impl Reporter {
 impl Drop for Reporter {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// Appends one line to `run.log`, when one is attached; a failure is traced, never fatal.
+fn write_log(log: &Mutex<Option<Box<dyn Write + Send>>>, line: &str) {
+    if let Some(out) = lock(log).as_mut() {
+        let mut bytes = String::with_capacity(line.len() + 1);
+        bytes.push_str(line);
+        bytes.push('\n');
+        if let Err(error) = out.write_all(bytes.as_bytes()) {
+            tracing::warn!(%error, "cannot write run.log");
+        }
     }
 }
 
@@ -498,8 +634,12 @@ fn status_parts(s: &Status) -> (String, String) {
             prefix.push_str(" · ");
         }
         prefix.push_str(&text::truncate(&s.task, TITLE_WIDTH));
-        if let Some(cost) = s.cost_usd {
-            message.push_str(&format!(" · {}", text::cost(cost)));
+        match (s.cost_usd, s.max_cost) {
+            (Some(cost), Some(limit)) => {
+                message.push_str(&format!(" · {} of {}", text::cost(cost), text::cost(limit)))
+            }
+            (Some(cost), None) => message.push_str(&format!(" · {}", text::cost(cost))),
+            (None, _) => {}
         }
         if let Some(tool) = &s.tool {
             message.push_str(" · ");
@@ -555,6 +695,7 @@ mod tests {
             waits: 1,
             wait_time: Duration::from_secs(720),
             cost_usd: 2.31,
+            max_cost: None,
             elapsed: Duration::from_secs(2530),
             state_dir: PathBuf::from("/tmp/claude/kern/proj/main"),
             iterations: 3,
@@ -929,6 +1070,60 @@ kern: run ended: nothing left to do
         assert!(lock(&r.bar).is_some());
         r.summary(&summary());
         assert!(lock(&r.bar).is_none());
+    }
+
+    #[test]
+    fn run_log_gets_the_plain_lines_in_every_mode() {
+        let (plain, plain_out) = reporter(Mode::Plain, false);
+        run_one_iteration(&plain);
+        for (mode, color) in [
+            (Mode::Plain, true),
+            (Mode::Live, true),
+            (Mode::Quiet, false),
+        ] {
+            let (r, _) = reporter(mode, color);
+            let log = Capture::default();
+            r.attach_log(Box::new(log.clone()));
+            run_one_iteration(&r);
+            assert_eq!(log.contents(), plain_out.contents(), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn after_a_hangup_only_run_log_is_written() {
+        let (r, terminal) = reporter(Mode::Plain, false);
+        let log = Capture::default();
+        r.attach_log(Box::new(log.clone()));
+        r.info("before");
+        let hook = r.hangup_hook();
+        std::thread::spawn(hook).join().unwrap();
+        r.info("after");
+        r.warn("still going");
+        assert_eq!(terminal.contents(), format!("{STAMP} kern: before\n"));
+        assert_eq!(
+            log.contents(),
+            format!(
+                "{STAMP} kern: before\n{STAMP} kern: the terminal went away (SIGHUP): the run goes on, its lines continue here\n{STAMP} kern: after\n{STAMP} kern: warning: still going\n"
+            )
+        );
+    }
+
+    #[test]
+    fn cost_shows_against_the_budget() {
+        let (r, capture) = reporter(Mode::Live, false);
+        r.set_budget(Some(5.0));
+        r.iteration(1, 2, "t");
+        r.cost_so_far(0.84);
+        assert_eq!(r.status_line().as_deref(), Some("[1/2] t · $0.84 of $5.00"));
+        r.summary(&Summary {
+            max_cost: Some(5.0),
+            ..summary()
+        });
+        assert!(
+            capture
+                .contents()
+                .contains("  cost             $2.31 of $5.00\n")
+        );
     }
 
     #[test]

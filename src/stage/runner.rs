@@ -194,6 +194,13 @@ pub async fn run_stage<R: Report>(
                     resets_at,
                 });
                 tries.waited += wait;
+                ctx.reporter.usage_limit_wait(
+                    stage,
+                    &request.task.title,
+                    &message,
+                    resets_at,
+                    wait,
+                );
                 lock.set_phase(Phase::Waiting(stage))?;
                 if countdown(ctx, &message, wait).await {
                     return Err(interrupted(ctx));

@@ -14,7 +14,10 @@
 pub mod journal;
 pub mod lock;
 pub mod resume;
+pub mod rotating;
 pub mod run_log;
+pub mod run_report;
+pub mod running;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -158,6 +161,16 @@ impl StateDir {
     /// `run.jsonl`: the event log, kept across iterations and runs.
     pub fn run_log(&self) -> PathBuf {
         self.dir().join("run.jsonl")
+    }
+
+    /// `run.log`: the run's output lines, as the plain output shows them (rotates).
+    pub fn output_log(&self) -> PathBuf {
+        self.dir().join("run.log")
+    }
+
+    /// `notify.log`: what the `--notify` command printed, per event.
+    pub fn notify_log(&self) -> PathBuf {
+        self.dir().join("notify.log")
     }
 
     /// `task.json`: what kern recorded when the current task started (outlives iterations).

@@ -1,4 +1,7 @@
 //! Ctrl-C and SIGTERM: the first one asks for a graceful stop, the second one ends kern at once.
+//! SIGHUP (the terminal or the ssh session went away) stops nothing: kern goes on like `nohup`,
+//! runs the hook the loop registered ([`Interrupt::on_hangup`]: the reporter stops writing to
+//! the terminal, `run.jsonl` records the loss) and its lines continue in `run.log`.
 //!
 //! The decision a reader must know: the first signal only *records* the request. Nothing is
 //! killed here; [`crate::supervisor::run`] sees it through [`Interrupt::wait`] and stops the
@@ -13,6 +16,7 @@
 //! blocking wait for a stale agent group).
 
 use std::future::Future;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
@@ -36,7 +40,12 @@ struct Inner {
     first: watch::Sender<Option<i32>>,
     /// The process group of the running agent, 0 when none.
     child_group: AtomicI32,
+    /// What to do on SIGHUP (the loop registers it once it has a log).
+    hangup: std::sync::Mutex<Option<HangupHook>>,
 }
+
+/// What runs on the listener thread when SIGHUP arrives.
+pub type HangupHook = Box<dyn Fn() + Send + Sync>;
 
 impl std::fmt::Debug for Interrupt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,8 +57,9 @@ impl std::fmt::Debug for Interrupt {
 }
 
 impl Interrupt {
-    /// Starts listening for SIGINT and SIGTERM. From now on these signals no longer end kern
-    /// by themselves: the first is recorded, the second kills the agent group and exits.
+    /// Starts listening for SIGINT, SIGTERM and SIGHUP. From now on these signals no longer end
+    /// kern by themselves: the first SIGINT or SIGTERM is recorded, the second kills the agent
+    /// group and exits; SIGHUP runs the hangup hook and nothing else.
     pub fn install() -> Result<Interrupt> {
         let interrupt = Interrupt::none();
         let listener = interrupt.clone();
@@ -61,7 +71,7 @@ impl Interrupt {
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(interrupt),
             Ok(Err(e)) => Err(Error::Internal(format!(
-                "cannot listen for SIGINT and SIGTERM: {e}"
+                "cannot listen for SIGINT, SIGTERM and SIGHUP: {e}"
             ))),
             Err(_) => Err(Error::Internal(
                 "the signal listener ended before it was ready".into(),
@@ -77,6 +87,7 @@ impl Interrupt {
             inner: Arc::new(Inner {
                 first,
                 child_group: AtomicI32::new(0),
+                hangup: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -118,6 +129,27 @@ impl Interrupt {
         self.inner.child_group.store(value, Ordering::SeqCst);
     }
 
+    /// Registers what SIGHUP does (replacing an earlier hook).
+    pub fn on_hangup(&self, hook: HangupHook) {
+        *self
+            .inner
+            .hangup
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hook);
+    }
+
+    /// Does what the arrival of SIGHUP does: runs the hangup hook, if one is registered.
+    pub fn hang_up(&self) {
+        let hook = self
+            .inner
+            .hangup
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hook) = hook.as_ref() {
+            hook();
+        }
+    }
+
     /// The registered agent process group, if any.
     pub fn child_group(&self) -> Option<i32> {
         match self.inner.child_group.load(Ordering::SeqCst) {
@@ -133,7 +165,9 @@ impl Interrupt {
     pub fn trigger(&self, signal: i32) {
         if !self.record(signal) {
             self.kill_child_group_now();
-            eprintln!(
+            // Not eprintln!: it panics when stderr is gone (a closed terminal).
+            let _ = writeln!(
+                std::io::stderr(),
                 "kern: a second {} — the agent was killed at once; the task resumes where it stopped on the next run",
                 crate::reporter::text::signal_name(signal)
             );
@@ -174,9 +208,12 @@ fn listen(interrupt: Interrupt, ready: std::sync::mpsc::Sender<std::io::Result<(
         }
     };
     runtime.block_on(async move {
-        let listeners = signal(SignalKind::interrupt())
-            .and_then(|int| signal(SignalKind::terminate()).map(|term| (int, term)));
-        let (mut sigint, mut sigterm) = match listeners {
+        let listeners = signal(SignalKind::interrupt()).and_then(|int| {
+            let term = signal(SignalKind::terminate())?;
+            let hup = signal(SignalKind::hangup())?;
+            Ok((int, term, hup))
+        });
+        let (mut sigint, mut sigterm, mut sighup) = match listeners {
             Ok(pair) => pair,
             Err(e) => {
                 let _ = ready.send(Err(e));
@@ -188,6 +225,11 @@ fn listen(interrupt: Interrupt, ready: std::sync::mpsc::Sender<std::io::Result<(
             let number = tokio::select! {
                 Some(()) = sigint.recv() => Signal::SIGINT as i32,
                 Some(()) = sigterm.recv() => Signal::SIGTERM as i32,
+                Some(()) = sighup.recv() => {
+                    tracing::info!("the terminal went away (SIGHUP); going on");
+                    interrupt.hang_up();
+                    continue;
+                }
                 else => return,
             };
             tracing::info!(signal = number, "stop requested");
@@ -239,6 +281,21 @@ mod tests {
         assert!(interrupt.record(2));
         assert!(!interrupt.record(15));
         assert_eq!(interrupt.requested(), Some(2));
+    }
+
+    #[test]
+    fn a_hangup_runs_the_hook_and_stops_nothing() {
+        let interrupt = Interrupt::none();
+        interrupt.hang_up();
+        let count = Arc::new(AtomicI32::new(0));
+        let seen = Arc::clone(&count);
+        interrupt.on_hangup(Box::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }));
+        interrupt.hang_up();
+        interrupt.hang_up();
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        assert_eq!(interrupt.requested(), None);
     }
 
     #[test]

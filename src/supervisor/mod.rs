@@ -31,6 +31,7 @@
 //! escaped the group (`setsid`) could hold them open forever, so draining gives up after
 //! [`DRAIN_LIMIT`].
 
+pub mod awake;
 pub mod capped;
 pub mod identity;
 pub mod interrupt;

@@ -14,6 +14,7 @@ mod formatters;
 mod git_fidelity;
 mod init;
 mod lock;
+mod morning;
 mod night;
 mod nothing_lost;
 mod output;

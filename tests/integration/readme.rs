@@ -38,6 +38,10 @@ enum How {
     Jq,
     /// The `git` commands on what kern set aside: run on a repository where it did.
     SavedRefs,
+    /// The morning-after commands: run in order after a real run.
+    Morning,
+    /// The `--notify` recipes: run with fake `curl` and `notify-send` on PATH.
+    Notify,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -71,6 +75,23 @@ const KNOWN: &[(&str, How)] = &[
     (
         "git show refs/kern/attempts/add-the-parser/1",
         How::SavedRefs,
+    ),
+    ("kern report", How::Morning),
+    ("kern report --since 12h --markdown", How::Morning),
+    ("kern report --html night.html", How::Morning),
+    ("kern 10 30 --detach", How::Morning),
+    ("kern log -f", How::Morning),
+    (
+        "kern 10 30 --notify 'jq -r .text | curl -s -d @- ntfy.sh/my-kern-night'",
+        How::Notify,
+    ),
+    (
+        "kern 10 30 --notify 'jq -c \"{text: .text}\" | curl -s -H \"Content-Type: application/json\" -d @- \"$SLACK_WEBHOOK_URL\"'",
+        How::Notify,
+    ),
+    (
+        "kern 10 30 --notify 'notify-send \"kern: $KERN_EVENT\" \"$(jq -r .text)\"'",
+        How::Notify,
     ),
 ];
 
@@ -765,4 +786,111 @@ fn the_saved_refs_recipes_show_what_kern_set_aside() {
         outputs[0]
     );
     assert!(outputs[1].contains("+fn parse() {}"), "{}", outputs[1]);
+}
+
+#[test]
+fn the_morning_after_commands_run_in_order() {
+    let morning = commands(How::Morning);
+    assert_eq!(morning.len(), 5, "{morning:?}");
+    let p = Project::new("- [ ] Say hello\n- [ ] Say goodbye\n");
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    for command in &morning {
+        match command.as_str() {
+            "kern report" | "kern report --since 12h --markdown" => {
+                let words: Vec<&str> = command.split(' ').skip(1).collect();
+                let out = p.kern().args(&words).output().unwrap();
+                let (stdout, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert!(
+                    stdout.contains("Finished — all 1 iterations ran: 1 committed"),
+                    "{stdout}"
+                );
+            }
+            "kern report --html night.html" => {
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(0), "{err}");
+                assert!(p.read("night.html").starts_with("<!DOCTYPE html>"));
+                std::fs::remove_file(p.path().join("night.html")).unwrap();
+            }
+            "kern 10 30 --detach" => {
+                let out = p.kern().args(["10", "30", "--detach"]).output().unwrap();
+                let (stdout, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert!(stdout.trim().parse::<u32>().is_ok(), "the pid: {stdout}");
+            }
+            "kern log -f" => {
+                let out = p.kern().args(["log", "-f"]).output().unwrap();
+                let (stdout, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert!(stdout.contains(" kern: [1/10] Say goodbye\n"), "{stdout}");
+                assert!(
+                    stdout.contains(" kern: run ended: nothing left to do\n"),
+                    "{stdout}"
+                );
+            }
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
+    assert_eq!(p.log(), vec!["Say goodbye", "Say hello", "initial"]);
+}
+
+#[test]
+fn the_notify_recipes_send_the_events_text() {
+    let recipes = commands(How::Notify);
+    assert_eq!(recipes.len(), 3, "{recipes:?}");
+    let p = Project::new("- [ ] Say hello\n");
+    let bin = p.outside.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sent = p.outside.path().join("sent");
+    for fake in ["curl", "notify-send"] {
+        let path = bin.join(fake);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n{{ echo \"{fake} $*\"; [ \"{fake}\" = curl ] && cat; echo; }} >> '{}'\n",
+                sent.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (i, recipe) in recipes.iter().enumerate() {
+        let notify = recipe
+            .strip_prefix("kern 10 30 --notify '")
+            .and_then(|r| r.strip_suffix('\''))
+            .unwrap_or_else(|| panic!("{recipe}"));
+        let _ = std::fs::remove_file(&sent);
+        p.write("SPEC.md", &format!("- [ ] Say hello {i}\n"));
+        p.commit_all("next task");
+        let out = p
+            .kern()
+            .env("PATH", &path)
+            .env("SLACK_WEBHOOK_URL", "https://hooks.example.invalid/x")
+            .args(["10", "0", "--notify", notify])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+        let sent = std::fs::read_to_string(&sent).unwrap_or_default();
+        let headline = "Finished — nothing left to do: 1 committed.";
+        match i {
+            0 => assert_eq!(
+                sent,
+                format!("curl -s -d @- ntfy.sh/my-kern-night\n{headline}\n\n")
+            ),
+            1 => assert_eq!(
+                sent,
+                format!(
+                    "curl -s -H Content-Type: application/json -d @- https://hooks.example.invalid/x\n{{\"text\":\"{headline}\"}}\n\n"
+                )
+            ),
+            _ => assert_eq!(sent, format!("notify-send kern: run_ended {headline}\n\n")),
+        }
+    }
 }
