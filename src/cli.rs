@@ -168,6 +168,18 @@ pub struct RunOptions {
     /// Leave optional tasks (Kiro's `[ ]*`) alone; without it they are taken after every other.
     #[arg(long, env = "KERN_SKIP_OPTIONAL", value_parser = clap::builder::BoolishValueParser::new())]
     pub skip_optional: bool,
+
+    /// Run up to N independent tasks at once, each in its own git worktree on a branch
+    /// `kern/<task>`, committed on this branch one at a time (1 to 16; 1 runs one task at a
+    /// time in the work tree itself).
+    #[arg(short = 'j', long, value_name = "N", env = "KERN_JOBS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub jobs: u32,
+
+    /// Leave each task's commit on its branch `kern/<task>` for you to review; SPEC.md marks it
+    /// done with a Review note. `kern accept` lands them, `kern reject` reopens one.
+    #[arg(long, env = "KERN_REVIEW", value_parser = clap::builder::BoolishValueParser::new())]
+    pub review: bool,
+
     /// A command run (through `sh -c`) with a JSON event on stdin and KERN_EVENT set when the
     /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person;
     /// it gets 10 s, and never changes the run's outcome.
@@ -239,6 +251,21 @@ pub enum Command {
         /// Keep printing new lines while a run holds the lock; return when it ends.
         #[arg(short, long)]
         follow: bool,
+    },
+    /// Land tasks parked with `--review` on the current branch, one commit each (all of them,
+    /// or the tasks named), and delete their branches.
+    Accept {
+        /// Tasks by title (or the start of it) or by branch (`kern/<task>`); none: every one.
+        tasks: Vec<String>,
+    },
+    /// Reopen a task parked with `--review`: it goes back to `[ ]` with the reason as an
+    /// Attempt note; its branch is kept under `refs/kern/attempts/` and deleted.
+    Reject {
+        /// The task, by title (or the start of it) or by branch (`kern/<task>`).
+        task: String,
+        /// Why: the next attempt reads it.
+        #[arg(long, value_name = "TEXT", default_value = "rejected in review")]
+        reason: String,
     },
     /// Write a starter SPEC.md and LEARNINGS.md (never overwrites).
     Init {

@@ -94,6 +94,8 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             },
         ),
         Some(Command::Log { follow }) => command::log::run(settings, follow),
+        Some(Command::Accept { tasks }) => command::review::accept(settings, &tasks),
+        Some(Command::Reject { task, reason }) => command::review::reject(settings, &task, &reason),
         Some(Command::Demo { keep }) => demo::run(settings, keep).await,
         Some(Command::Doctor) => doctor::run(settings).await,
         Some(Command::Completions { shell }) => {

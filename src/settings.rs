@@ -71,6 +71,10 @@ pub struct Settings {
     pub max_file_size: u64,
     /// `--skip-optional`: never start an optional task (`[ ]*`).
     pub skip_optional: bool,
+    /// `-j N`: tasks run at once, each in its own worktree (1: in the work tree itself).
+    pub jobs: u32,
+    /// `--review`: each task's commit stays on its branch `kern/<task>`.
+    pub review: bool,
     /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
     pub state_root: PathBuf,
     /// The folder kern runs in (the repository is found from here).
@@ -163,6 +167,8 @@ impl Settings {
                 kern_log: var("KERN_LOG").map(|v| v.to_string_lossy().into_owned()),
             },
             skip_optional: run.skip_optional,
+            jobs: run.jobs,
+            review: run.review,
             notify: run.notify.clone().filter(|c| !c.trim().is_empty()),
             detach: run.detach,
             detached: run.detached,

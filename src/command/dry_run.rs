@@ -68,6 +68,29 @@ fn report_with_warnings(
         );
         return Ok((out, warnings));
     };
+    if settings.jobs > 1 || settings.review {
+        let together = crate::pipeline::schedule::pick(
+            &doc,
+            &[],
+            settings.jobs as usize,
+            &settings.select_options(),
+        );
+        let titles: Vec<String> = together
+            .iter()
+            .map(|s| format!("`{}`", doc.tasks()[s.task].title))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nwould run together (-j {}): {} — each in its own worktree on a branch kern/<task>{}",
+            settings.jobs,
+            titles.join(", "),
+            if settings.review {
+                ", its commit left there for review (--review)"
+            } else {
+                ", committed here one at a time"
+            }
+        );
+    }
     let task = &doc.tasks()[selection.task];
     let stages: Vec<Stage> = match &status.resume {
         None | Some(ResumePoint::Research) => Stage::ALL.to_vec(),

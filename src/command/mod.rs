@@ -9,5 +9,6 @@ pub mod dry_run;
 pub mod init;
 pub mod log;
 pub mod report;
+pub mod review;
 pub mod run;
 pub mod status;

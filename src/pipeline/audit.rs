@@ -30,8 +30,8 @@ pub(super) struct Before {
     snapshot: WorkTreeSnapshot,
     refs: RefsSnapshot,
     git_files: GitFiles,
-    /// SPEC.md as the stage began.
-    pub doc: Document,
+    /// Where the log of SPEC.md changes that were not kern's stood as the stage began.
+    pub spec_mark: usize,
 }
 
 /// What the audit found and did.
@@ -49,12 +49,12 @@ pub(super) struct Findings {
 
 impl Run<'_> {
     /// Takes what the audit compares against, right before a stage's agent starts.
-    pub(super) fn before_stage(&self, doc: Document) -> Result<Before> {
+    pub(super) fn before_stage(&self) -> Result<Before> {
         Ok(Before {
             snapshot: self.ws.repo.snapshot()?,
             refs: self.ws.repo.refs_snapshot()?,
             git_files: self.ws.repo.git_files()?,
-            doc,
+            spec_mark: self.spec.mark(),
         })
     }
 
@@ -114,7 +114,7 @@ impl Run<'_> {
                         ),
                     )?;
                     self.ws.repo.restore_paths(&paths)?;
-                    let text = self.spec.last_text().to_string();
+                    let text = self.spec.last_text();
                     self.spec.restore(&text)?;
                     found
                         .reverted

@@ -19,7 +19,7 @@ use crate::pipeline::iteration::TaskNow;
 use crate::pipeline::{Run, TaskRun};
 use crate::reporter::text;
 use crate::repository::CommitRequest;
-use crate::spec::TaskState;
+use crate::spec::{Edit, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
@@ -35,10 +35,15 @@ impl Run<'_> {
     ) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Committing)?;
         let doc = self.spec.reload()?;
-        let edits = doc
+        let mut edits = doc
             .find(&it.identity)
             .map(|t| decide::commit_edits(&doc, t))
             .unwrap_or_default();
+        if let Some(branch) = self.review_branch()
+            && !edits.is_empty()
+        {
+            edits.push(Edit::AddReview(branch));
+        }
         match self.task_now(it, &edits)? {
             TaskNow::Ours => {}
             other => return self.follow_person(it, &other),
@@ -101,15 +106,26 @@ impl Run<'_> {
     /// Commits the work tree as it is, with `message`; logs and reports the commit.
     fn make_commit(&mut self, it: &TaskRun, message: &str) -> Result<IterationEnd> {
         let reporter = self.reporter;
+        // A parallel task's worktree holds copies of SPEC.md and LEARNINGS.md: nobody's work.
+        let mut exclude = it.start.excluded.clone();
+        exclude.extend(self.ws.copies.iter().cloned());
         let outcome = self.ws.repo.commit(&CommitRequest {
             message,
-            exclude: &it.start.excluded,
+            exclude: &exclude,
             no_verify: self.settings.no_verify,
             notify: Some(&|text: &str| reporter.warn(text)),
         })?;
         for note in &outcome.notes {
             self.reporter.info(note);
         }
+        let mut outcome = outcome;
+        outcome.left_out.retain(|l| {
+            !self
+                .ws
+                .copies
+                .iter()
+                .any(|c| std::path::Path::new(&l.path) == c)
+        });
         for left in &outcome.left_out {
             self.reporter.warn(&format!(
                 "left out of the commit: `{}` ({})",
@@ -146,14 +162,24 @@ impl Run<'_> {
             "committed {short} {}",
             message.lines().next().unwrap_or("")
         ));
-        self.summary.committed.push((it.title.clone(), short));
+        let review_branch = self.review_branch();
+        match &review_branch {
+            Some(branch) => self.summary.review.push((it.title.clone(), branch.clone())),
+            None => self.summary.committed.push((it.title.clone(), short)),
+        }
         self.log.event(RunEvent::Commit {
             task: it.title.clone(),
             sha,
             subject: message.lines().next().unwrap_or("").to_string(),
             left_out,
+            review_branch,
         });
         Ok(IterationEnd::Committed)
+    }
+
+    /// `--review`: the task branch this run's commit goes to.
+    fn review_branch(&self) -> Option<String> {
+        self.job.as_ref().and_then(|j| j.review_branch.clone())
     }
 
     /// Remembers the changed files a commit left out (secrets, too large): they stay in the

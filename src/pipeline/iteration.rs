@@ -57,8 +57,19 @@ impl Run<'_> {
         for w in self.ws.validate(&doc)? {
             self.reporter.warn(&w);
         }
-        let Some(selection) = spec::select_with(&doc, &self.settings.select_options()) else {
+        let options = self.settings.select_options();
+        let selection = match &self.job {
+            None => spec::select_with(&doc, &options),
+            // A parallel task's run takes its own task, when that is still workable.
+            Some(job) => doc.find(&job.identity).and_then(|target| {
+                spec::select_avoiding(&doc, &options, &|i| i != target).filter(|s| s.task == target)
+            }),
+        };
+        let Some(selection) = selection else {
             journal::remove(&self.ws.state_dir.task_start());
+            if self.job.is_some() {
+                return Ok(IterationEnd::NothingLeft);
+            }
             let unlisted = doc.unlisted_tasks();
             if !unlisted.is_empty() {
                 let lines: Vec<String> = unlisted
@@ -218,7 +229,10 @@ impl Run<'_> {
                 }
             }
         };
-        self.commit(it, &implement, &review)
+        match &self.job {
+            Some(job) if job.review_branch.is_none() => Ok(IterationEnd::Ready),
+            _ => self.commit(it, &implement, &review),
+        }
     }
 
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
@@ -492,7 +506,7 @@ impl Run<'_> {
     }
 
     /// Applies kern's edits that the person's file could not take in an earlier run.
-    fn apply_pending_edits(&mut self) -> Result<()> {
+    pub(super) fn apply_pending_edits(&mut self) -> Result<()> {
         let path = self.ws.state_dir.pending_edits();
         let Some(pending) = journal::load::<PendingEdits>(&path) else {
             return Ok(());

@@ -20,8 +20,10 @@ pub mod check;
 mod commit;
 mod decide;
 mod iteration;
+mod parallel;
 mod recovery;
-mod schedule;
+pub(crate) mod schedule;
+mod shared;
 
 use std::time::{Duration, Instant};
 
@@ -43,6 +45,7 @@ use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
+use shared::{SharedSpec, Spent};
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
 /// instead of spinning.
@@ -56,13 +59,27 @@ pub(crate) struct Run<'a> {
     interrupt: &'a Interrupt,
     lock: RunLock,
     log: RunLog,
-    spec: SpecFile,
+    spec: SharedSpec,
+    /// What the whole run has spent, every parallel task's stages counted (`--max-cost`).
+    spent: Spent,
+    /// Set for a parallel task's run (`-j`, `--review`): see [`JobTarget`].
+    job: Option<JobTarget>,
     summary: Summary,
     last_failed: bool,
     started: Instant,
     detached: bool,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
+}
+
+/// A parallel task's run (`-j`, `--review`; DESIGN.md section 15): it works on exactly this
+/// task, in the task's own worktree, and does not commit on the run's branch.
+pub(crate) struct JobTarget {
+    identity: TaskIdentity,
+    /// `--review`: the reviewed work is committed on this task branch (`kern/<task>`) and
+    /// parked there. Without it the work is handed back ([`IterationEnd::Ready`]) for the run
+    /// to integrate.
+    review_branch: Option<String>,
 }
 
 /// The task an iteration works on.
@@ -190,7 +207,9 @@ async fn run_locked(
         interrupt,
         lock,
         log: RunLog::new(ws.state_dir.run_log(), run_id),
-        spec,
+        spec: SharedSpec::new(spec),
+        spent: Spent::default(),
+        job: None,
         summary: Summary {
             state_dir: ws.state_dir.dir(),
             max_cost: settings.max_cost,
@@ -227,6 +246,7 @@ async fn run_locked(
         max_cost_usd: settings.max_cost,
     });
     let result = match run.baseline_check().await {
+        Ok(()) if parallel::wanted(settings, &ws.state_dir) => run.parallel().await,
         Ok(()) => run.iterations().await,
         Err(e) => Err(e),
     };
@@ -251,7 +271,9 @@ impl Run<'_> {
                     return Ok(());
                 }
                 IterationEnd::Skipped => idle += 1,
-                IterationEnd::Committed | IterationEnd::Progressed => idle = 0,
+                IterationEnd::Committed | IterationEnd::Progressed | IterationEnd::Ready => {
+                    idle = 0
+                }
             }
             if idle >= MAX_IDLE_ITERATIONS {
                 return Err(Error::Unfinished(format!(
@@ -326,8 +348,8 @@ impl Run<'_> {
     /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
     fn check_budget(&self) -> Result<()> {
         match self.settings.max_cost {
-            Some(limit) if self.summary.cost_usd >= limit => Err(Error::BudgetSpent {
-                spent: self.summary.cost_usd,
+            Some(limit) if self.spent.get() >= limit => Err(Error::BudgetSpent {
+                spent: self.spent.get(),
                 limit,
             }),
             _ => Ok(()),
@@ -464,7 +486,7 @@ impl Run<'_> {
             },
             attempt: doc.tasks()[task].attempts() + 1,
         };
-        let before = self.before_stage(doc)?;
+        let before = self.before_stage()?;
         let ctx = StageContext {
             settings: self.settings,
             state_dir: &self.ws.state_dir,
@@ -526,7 +548,7 @@ impl Run<'_> {
             }
             run.record.write(&self.ws.state_dir.stage_record(stage))?;
         }
-        self.notice_hand_edits(stage, &before.doc, it)?;
+        self.notice_hand_edits(stage, before.spec_mark, it)?;
         let record = &run.record;
         let turns = record
             .agent_result
@@ -562,11 +584,11 @@ impl Run<'_> {
     fn notice_hand_edits(
         &mut self,
         stage: crate::stage::Stage,
-        before: &Document,
+        mark: usize,
         it: &mut TaskRun,
     ) -> Result<()> {
-        let after = self.spec.reload()?;
-        let changes = audit::hand_edits(before, &after);
+        self.spec.reload()?;
+        let changes = self.spec.changes_since(mark);
         if changes.is_empty() {
             return Ok(());
         }
@@ -587,6 +609,7 @@ impl Run<'_> {
     /// Adds a stage's cost, retries and waits to the run's totals.
     fn count<R>(&mut self, run: &StageRun<R>) {
         self.summary.cost_usd += run.cost_usd;
+        let total = self.spent.add(run.cost_usd);
         self.summary.retries += run.record.kern.retries;
         for wait in run
             .record
@@ -598,7 +621,7 @@ impl Run<'_> {
             self.summary.waits += 1;
             self.summary.wait_time += Duration::from_millis(wait.duration_ms);
         }
-        self.reporter.cost_so_far(self.summary.cost_usd);
+        self.reporter.cost_so_far(total);
     }
 }
 

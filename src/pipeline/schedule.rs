@@ -8,7 +8,6 @@
 
 use crate::spec::{self, Document, SelectOptions, Selection};
 
-#[cfg_attr(not(test), expect(dead_code, reason = "the -j coordinator lands next"))]
 /// Up to `slots` tasks to start now, in order, beside the `running` ones (task indices).
 pub fn pick(
     doc: &Document,

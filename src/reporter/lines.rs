@@ -31,6 +31,8 @@ pub struct StageLine {
 pub struct Summary {
     /// Tasks committed: title and short sha.
     pub committed: Vec<(String, String)>,
+    /// Tasks whose commit waits on its branch for review (`--review`): title and branch.
+    pub review: Vec<(String, String)>,
     /// Titles of tasks skipped.
     pub skipped: Vec<String>,
     /// Titles of tasks blocked `[!]`.
@@ -138,6 +140,19 @@ pub(super) fn summary_lines(s: &Summary) -> Vec<String> {
     lines.push(row("committed", s.committed.len().to_string()));
     for (title, sha) in &s.committed {
         lines.push(format!("    {}  {}", text::clean(sha), text::clean(title)));
+    }
+    if !s.review.is_empty() {
+        lines.push(row("to review", s.review.len().to_string()));
+        for (title, branch) in &s.review {
+            lines.push(format!(
+                "    {}  {}",
+                text::clean(branch),
+                text::clean(title)
+            ));
+        }
+        lines.push(
+            "    (kern accept [TASK…] lands them; kern reject TASK --reason … reopens one)".into(),
+        );
     }
     lines.push(row("skipped", s.skipped.len().to_string()));
     for title in &s.skipped {

@@ -43,6 +43,8 @@ use crate::stage::Stage;
 
 /// Longest task title shown in the status line, in characters.
 const TITLE_WIDTH: usize = 48;
+/// The widest a parallel task's title or tool call shows in the status line.
+const JOB_TITLE_WIDTH: usize = 28;
 /// Longest tool-call detail shown in the status line, in characters.
 const TOOL_WIDTH: usize = 60;
 /// How often a Plain wait line is repeated while the wait goes on.
@@ -133,10 +135,15 @@ impl Clock {
 pub struct Reporter {
     mode: Mode,
     color: bool,
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Arc<Mutex<Box<dyn Write + Send>>>,
     now: fn() -> DateTime<Utc>,
     status: Mutex<Status>,
     line: Arc<Mutex<LiveLine>>,
+    /// A parallel task's reporter (see [`Reporter::for_job`]): its label, which starts each
+    /// of its lines, and its place in `jobs`.
+    label: Option<String>,
+    /// The status of every parallel task running, by label: the status line shows them all.
+    jobs: Arc<Mutex<Vec<(String, LiveLine)>>>,
     /// Live only; created at the first status update, dropped by `finish`.
     bar: Arc<Mutex<Option<ProgressBar>>>,
     /// Where the status line draws: stderr for a real Live reporter, nothing (`None`) for one
@@ -147,7 +154,7 @@ pub struct Reporter {
     /// The terminal went away (SIGHUP): nothing more is written to it.
     gone: Arc<AtomicBool>,
     /// The `--notify` command, when there is one.
-    notifier: Mutex<Option<notify::Notifier>>,
+    notifier: Arc<Mutex<Option<notify::Notifier>>>,
 }
 
 impl std::fmt::Debug for Reporter {
@@ -184,15 +191,43 @@ impl Reporter {
         Reporter {
             mode,
             color,
-            out: Mutex::new(writer),
+            out: Arc::new(Mutex::new(writer)),
             now: Utc::now,
             status: Mutex::new(Status::default()),
             line: Arc::new(Mutex::new(LiveLine::default())),
+            label: None,
+            jobs: Arc::new(Mutex::new(Vec::new())),
             bar: Arc::new(Mutex::new(None)),
             draw: None,
             log: Arc::new(Mutex::new(None)),
             gone: Arc::new(AtomicBool::new(false)),
-            notifier: Mutex::new(None),
+            notifier: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The reporter of a parallel task (`-j`): the same terminal, `run.log` and notifier, its
+    /// lines starting with `[label]`, and its status one part of the status line, which shows
+    /// every task running. Dropping it takes its part away.
+    pub fn for_job(&self, label: &str) -> Reporter {
+        let label = text::clean(label);
+        lock(&self.jobs).push((label.clone(), LiveLine::default()));
+        Reporter {
+            mode: self.mode,
+            color: self.color,
+            out: Arc::clone(&self.out),
+            now: self.now,
+            status: Mutex::new(Status {
+                max_cost: lock(&self.status).max_cost,
+                ..Status::default()
+            }),
+            line: Arc::clone(&self.line),
+            label: Some(label),
+            jobs: Arc::clone(&self.jobs),
+            bar: Arc::clone(&self.bar),
+            draw: self.draw,
+            log: Arc::clone(&self.log),
+            gone: Arc::clone(&self.gone),
+            notifier: Arc::clone(&self.notifier),
         }
     }
 
@@ -467,6 +502,10 @@ impl Reporter {
         if self.mode != Mode::Live {
             return None;
         }
+        let jobs = lock(&self.jobs);
+        if !jobs.is_empty() {
+            return Some(jobs_line(&jobs));
+        }
         let line = lock(&self.line);
         Some(format!(
             "{}{}{}",
@@ -484,6 +523,25 @@ impl Reporter {
     /// redraws it when there is a terminal.
     fn show(&self, clock: Option<Clock>) {
         if self.mode != Mode::Live {
+            return;
+        }
+        if let Some(label) = &self.label {
+            let (head, message) = job_parts(label, &lock(&self.status));
+            {
+                let mut jobs = lock(&self.jobs);
+                if let Some((_, line)) = jobs.iter_mut().find(|(l, _)| l == label) {
+                    line.head = head;
+                    if let Some(clock) = clock {
+                        line.clock = clock;
+                    }
+                    line.message = message;
+                }
+            }
+            if let Some(target) = self.draw
+                && !self.gone.load(Ordering::SeqCst)
+            {
+                self.bar(target).set_message(String::new());
+            }
             return;
         }
         let (head, message) = status_parts(&lock(&self.status));
@@ -508,13 +566,19 @@ impl Reporter {
             return bar.clone();
         }
         let line = Arc::clone(&self.line);
+        let jobs = Arc::clone(&self.jobs);
         let style = ProgressStyle::with_template(bar_template(self.color))
             .unwrap_or_else(|_| ProgressStyle::default_spinner())
             .with_key(
                 "kern",
                 move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
-                    let line = lock(&line);
-                    let _ = write!(w, "{}{}", line.head, line.clock.text());
+                    let jobs = lock(&jobs);
+                    if jobs.is_empty() {
+                        let line = lock(&line);
+                        let _ = write!(w, "{}{}", line.head, line.clock.text());
+                    } else {
+                        let _ = write!(w, "{}", jobs_line(&jobs));
+                    }
                 },
             );
         let bar = ProgressBar::with_draw_target(None, target());
@@ -527,6 +591,17 @@ impl Reporter {
     /// Prints `shown` on the terminal in the mode's shape (Plain gets the timestamp, Live and
     /// Quiet not; `None`: nothing on the terminal) and `plain` to `run.log`.
     fn emit(&self, shown: Option<&str>, plain: &str) {
+        let labelled;
+        let (shown, plain) = match &self.label {
+            Some(label) => {
+                labelled = (
+                    shown.map(|t| format!("[{label}] {}", t.trim_start())),
+                    format!("[{label}] {}", plain.trim_start()),
+                );
+                (labelled.0.as_deref(), labelled.1.as_str())
+            }
+            None => (shown, plain),
+        };
         if let Some(text) = shown {
             match self.mode {
                 Mode::Plain => {
@@ -571,8 +646,36 @@ impl Reporter {
 
 impl Drop for Reporter {
     fn drop(&mut self) {
-        self.finish();
+        match &self.label {
+            Some(label) => lock(&self.jobs).retain(|(l, _)| l != label),
+            None => self.finish(),
+        }
     }
+}
+
+/// The status line while parallel tasks run: for each task its stage (or wait), title and
+/// clock, then its last tool call, ` │ ` between tasks.
+fn jobs_line(jobs: &[(String, LiveLine)]) -> String {
+    jobs.iter()
+        .map(|(_, line)| format!("{}{}{}", line.head, line.clock.text(), line.message))
+        .collect::<Vec<_>>()
+        .join(" │ ")
+}
+
+/// One parallel task's part of the status line: `implement · title` and ` · Edit x`.
+fn job_parts(label: &str, s: &Status) -> (String, String) {
+    let title = text::truncate(label, JOB_TITLE_WIDTH);
+    let head = match (&s.waiting, s.stage) {
+        (Some(_), _) => format!("waiting · {title}"),
+        (None, Some(stage)) => format!("{} · {title}", stage.name()),
+        (None, None) => title,
+    };
+    let message = s
+        .tool
+        .as_ref()
+        .map(|t| format!(" · {}", text::truncate(t, JOB_TITLE_WIDTH)))
+        .unwrap_or_default();
+    (head, message)
 }
 
 /// Appends one line to `run.log`, when one is attached; a failure is traced, never fatal.
@@ -688,6 +791,7 @@ mod tests {
                 ("Add the parser".into(), "a1b2c3d".into()),
                 ("Fix the lexer".into(), "d4e5f6a".into()),
             ],
+            review: vec![],
             skipped: vec!["Rewrite the docs".into()],
             blocked: vec![],
             failed_attempts: 1,
@@ -1137,5 +1241,32 @@ kern: run ended: nothing left to do
         assert_eq!(text::truncate("héllo", 5), "héllo");
         assert_eq!(text::truncate("héllo wörld", 6), "héllo…");
         assert_eq!(text::clean("a\nb\x1bc\u{7f}d"), "a b c d");
+    }
+
+    #[test]
+    fn parallel_tasks_label_their_lines_and_share_the_status_line() {
+        let (main, capture) = reporter(Mode::Plain, false);
+        let a = main.for_job("Add the parser");
+        a.info("task `Add the parser`: next stage: research");
+        assert_eq!(
+            capture.contents(),
+            format!("{STAMP} kern: [Add the parser] task `Add the parser`: next stage: research\n")
+        );
+        let (live, _) = reporter(Mode::Live, false);
+        let a = live.for_job("Add the parser");
+        let b = live.for_job("Fix the lexer");
+        a.stage_started(Stage::Implement, "Add the parser");
+        a.progress("Edit", "src/parser.rs");
+        b.stage_started(Stage::Research, "Fix the lexer");
+        let line = live.status_line().unwrap();
+        assert!(
+            line.starts_with("implement · Add the parser · 0s · Edit src/parser.rs │ research · Fix the lexer · 0s"),
+            "{line}"
+        );
+        drop(a);
+        let line = live.status_line().unwrap();
+        assert!(line.starts_with("research · Fix the lexer"), "{line}");
+        drop(b);
+        assert!(!live.status_line().unwrap().contains("Fix the lexer"));
     }
 }

@@ -51,6 +51,8 @@ pub enum Edit {
     AddSkipped(String),
     /// Add a Blocked note saying why kern gave up.
     AddBlocked(String),
+    /// Add a Review note naming the branch the task's commit waits on (`--review`).
+    AddReview(String),
     /// Append these pending subtasks (titles) at the end of the task's item.
     InsertSubtasks(Vec<String>),
     /// Mark `[~]` every pending ancestor: a task in progress puts its whole chain in progress
@@ -75,6 +77,7 @@ impl Edit {
             Edit::AddAttempt(_) => "Attempt note",
             Edit::AddSkipped(_) => "Skipped note",
             Edit::AddBlocked(_) => "Blocked note",
+            Edit::AddReview(_) => "Review note",
             Edit::InsertSubtasks(_) => "subtasks",
             Edit::StartParents => "in-progress marks of the parents",
             Edit::CompleteParents => "done marks of the parents",
@@ -256,6 +259,9 @@ fn plan_one(
         }
         Edit::AddSkipped(text) => notes.push((NoteKind::Skipped, note_text(text))),
         Edit::AddBlocked(text) => notes.push((NoteKind::Blocked, note_text(text))),
+        Edit::AddReview(branch) => {
+            notes.push((NoteKind::Review, note_text(&format!("`{branch}`"))))
+        }
         Edit::InsertSubtasks(titles) => {
             let titles: Vec<String> = titles.iter().map(|t| normalise(t)).collect();
             if titles.iter().any(String::is_empty) {

@@ -122,6 +122,25 @@ impl SpecFile {
         Ok(doc)
     }
 
+    /// [`SpecFile::reload`], also handing back the document kern saw before when the text
+    /// changed since (someone else wrote the file): `None` when it did not.
+    pub fn reload_with_previous(&mut self) -> Result<(Document, Option<Document>)> {
+        let (_, text) = read_current(&self.path, &self.display)?;
+        if text == self.last_text
+            && let Some(doc) = &self.parsed
+        {
+            return Ok((doc.clone(), None));
+        }
+        let previous = self
+            .parsed
+            .take()
+            .unwrap_or_else(|| Document::parse(&self.last_text));
+        let doc = Document::parse(&text);
+        self.last_text = text;
+        self.parsed = Some(doc.clone());
+        Ok((doc, Some(previous)))
+    }
+
     /// `text` parsed: the kept document when it is the text kern last saw, else a new parse.
     fn parse(&self, text: &str) -> Document {
         match &self.parsed {

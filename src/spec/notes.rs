@@ -70,6 +70,7 @@ fn kind_word(s: &str) -> Option<(NoteKind, &str)> {
         ("Blocked", NoteKind::Blocked),
         ("Check", NoteKind::Check),
         ("After", NoteKind::After),
+        ("Review", NoteKind::Review),
     ] {
         if let Some(rest) = s.strip_prefix(word) {
             return Some((kind, rest));
@@ -389,6 +390,7 @@ mod props {
             Just(NoteKind::Blocked),
             Just(NoteKind::Check),
             Just(NoteKind::After),
+            Just(NoteKind::Review),
         ]
     }
 

@@ -118,6 +118,9 @@ pub enum NoteKind {
     /// `> **After:** <title>`, written by a person: with parallel tasks (`-j`), this task waits
     /// until the task of that title is done.
     After,
+    /// `> **Review:** kern/<task>`, written by kern with `--review`: the task's commit waits on
+    /// that branch for `kern accept` or `kern reject`. It stays as the record afterwards.
+    Review,
 }
 
 impl NoteKind {
@@ -130,6 +133,7 @@ impl NoteKind {
             NoteKind::Blocked => "Blocked".to_string(),
             NoteKind::Check => "Check".to_string(),
             NoteKind::After => "After".to_string(),
+            NoteKind::Review => "Review".to_string(),
         }
     }
 }
@@ -255,6 +259,15 @@ impl Task {
     /// True when the task has a Skipped note.
     pub fn is_skipped(&self) -> bool {
         self.notes.iter().any(|n| n.kind == NoteKind::Skipped)
+    }
+
+    /// The branch of the task's last Review note (`--review`), when it has one.
+    pub fn review_branch(&self) -> Option<&str> {
+        self.notes
+            .iter()
+            .rev()
+            .find(|n| n.kind == NoteKind::Review)
+            .map(|n| n.text.trim().trim_matches('`'))
     }
 
     /// The titles the task's After notes name (one title per note).

@@ -320,7 +320,6 @@ async fn run_once(
     );
     let mut spawned = false;
     let mut on_spawn = |g: supervisor::ProcessGroup| {
-        ctx.interrupt.set_child_group(Some(g.pgid));
         // Recorded in the lock so that a kern taking over after a crash can stop an
         // orphaned agent before it resumes the task.
         let group = AgentGroup {
@@ -351,7 +350,6 @@ async fn run_once(
         &mut on_line,
     )
     .await;
-    ctx.interrupt.set_child_group(None);
     match &finished {
         Ok(f) => tracing::debug!(
             stage = stage.name(),

@@ -193,6 +193,42 @@ impl StateDir {
         self.dir().join("commit.json")
     }
 
+    /// `jobs/`: the parallel tasks' folders (`-j`, `--review`).
+    pub fn jobs_dir(&self) -> PathBuf {
+        self.dir().join("jobs")
+    }
+
+    /// `jobs/<slug>/`: a parallel task's own state folder — its stage files, its `task.json`,
+    /// its `job.json` — with its git worktree in `tree/`.
+    pub fn job(&self, slug: &str) -> StateDir {
+        StateDir {
+            root: self.root.clone(),
+            project_id: self.project_id.clone(),
+            branch: format!("{}/jobs/{slug}", self.branch),
+        }
+    }
+
+    /// `job.json` (in a parallel task's folder): which task it is (see `journal.rs`).
+    pub fn job_record(&self) -> PathBuf {
+        self.dir().join("job.json")
+    }
+
+    /// `tree/` (in a parallel task's folder): its git worktree.
+    pub fn job_tree(&self) -> PathBuf {
+        self.dir().join("tree")
+    }
+
+    /// `integrating.json`: a parallel task's work being written into the work tree (see
+    /// `journal.rs`).
+    pub fn integrating(&self) -> PathBuf {
+        self.dir().join("integrating.json")
+    }
+
+    /// `conflicts.json`: how often each parallel task's work conflicted with the branch.
+    pub fn conflicts(&self) -> PathBuf {
+        self.dir().join("conflicts.json")
+    }
+
     /// Every per-iteration file of every stage (not `run.jsonl`).
     pub fn iteration_files(&self) -> Vec<PathBuf> {
         let mut files = Vec::new();

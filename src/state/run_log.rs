@@ -28,6 +28,8 @@ pub enum IterationEnd {
     Progressed,
     /// The task was skipped: no progress.
     Skipped,
+    /// A parallel task passed its review in its worktree: the run integrates it next.
+    Ready,
 }
 
 /// A changed file kern left out of a commit.
@@ -205,6 +207,18 @@ pub enum RunEvent {
         /// Why.
         why: String,
     },
+    /// A parallel task's work conflicted with the branch when kern applied it: nothing was
+    /// written; the task is retried (first time) or blocked.
+    Conflict {
+        /// The task's title.
+        task: String,
+        /// The conflicting paths.
+        paths: Vec<String>,
+        /// The task's branch.
+        branch: String,
+        /// How often it conflicted so far.
+        attempt: u32,
+    },
     /// kern committed a task.
     Commit {
         /// The task's title.
@@ -216,6 +230,9 @@ pub enum RunEvent {
         subject: String,
         /// Changed files left out of it.
         left_out: Vec<LeftOutFile>,
+        /// `--review`: the task branch the commit waits on (not the run's branch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        review_branch: Option<String>,
     },
     /// An iteration ended.
     IterationEnd {
@@ -432,6 +449,7 @@ mod tests {
                     path: ".env".into(),
                     reason: "sensitive file name (.env)".into(),
                 }],
+                review_branch: None,
             },
             RunEvent::IterationEnd {
                 index: 1,

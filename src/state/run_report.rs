@@ -127,6 +127,8 @@ pub enum AttentionKind {
     HandEdit,
     /// A task was marked done with nothing to commit.
     NoCommit,
+    /// A task's commit waits on its branch for review (`--review`).
+    Review,
 }
 
 /// How a task ended in the run.
@@ -201,6 +203,9 @@ pub struct CommitInfo {
     pub subject: String,
     /// Changed files left out of it.
     pub left_out: Vec<LeftOutFile>,
+    /// `--review`: the task branch it waits on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_branch: Option<String>,
 }
 
 /// A failed attempt.
@@ -675,6 +680,22 @@ impl Builder {
                 });
                 t.end = TaskEnd::Failed;
             }
+            RunEvent::Conflict {
+                task,
+                paths,
+                attempt,
+                ..
+            } => {
+                let t = self.task_named(task);
+                t.attempts.push(AttemptInfo {
+                    attempt: *attempt,
+                    reason: format!(
+                        "its work conflicted with the branch in {}",
+                        paths.join(", ")
+                    ),
+                });
+                t.end = TaskEnd::Failed;
+            }
             RunEvent::Blocked { task, why } => {
                 self.task_named(task).blocked = Some(why.clone());
             }
@@ -683,11 +704,13 @@ impl Builder {
                 sha,
                 subject,
                 left_out,
+                review_branch,
             } => {
                 self.task_named(task).commit = Some(CommitInfo {
                     sha: sha.clone(),
                     subject: subject.clone(),
                     left_out: left_out.clone(),
+                    review_branch: review_branch.clone(),
                 });
             }
             RunEvent::IterationEnd { .. } => {
@@ -798,6 +821,19 @@ fn needs_you(r: &RunReport) -> Vec<Attention> {
             None,
         ),
         _ => {}
+    }
+    for t in &r.tasks {
+        if let Some(branch) = t.commit.as_ref().and_then(|c| c.review_branch.as_deref()) {
+            add(
+                AttentionKind::Review,
+                Some(&t.title),
+                format!(
+                    "`{}` waits for your review on `{branch}`: `git log -p HEAD..{branch}`, then `kern accept` or `kern reject`",
+                    t.title
+                ),
+                Some(branch),
+            );
+        }
     }
     for t in &r.tasks {
         if let Some(why) = &t.blocked {

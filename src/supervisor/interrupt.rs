@@ -18,7 +18,6 @@
 use std::future::Future;
 use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -38,8 +37,8 @@ pub struct Interrupt {
 struct Inner {
     /// `None` until the first signal; then its number. Never changes again.
     first: watch::Sender<Option<i32>>,
-    /// The process group of the running agent, 0 when none.
-    child_group: AtomicI32,
+    /// The process groups of the running agents (several with parallel tasks).
+    child_groups: std::sync::Mutex<Vec<i32>>,
     /// What to do on SIGHUP (the loop registers it once it has a log).
     hangup: std::sync::Mutex<Option<HangupHook>>,
 }
@@ -51,7 +50,7 @@ impl std::fmt::Debug for Interrupt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Interrupt")
             .field("requested", &self.requested())
-            .field("child_group", &self.child_group())
+            .field("child_groups", &self.child_groups())
             .finish()
     }
 }
@@ -86,7 +85,7 @@ impl Interrupt {
         Interrupt {
             inner: Arc::new(Inner {
                 first,
-                child_group: AtomicI32::new(0),
+                child_groups: std::sync::Mutex::new(Vec::new()),
                 hangup: std::sync::Mutex::new(None),
             }),
         }
@@ -122,11 +121,25 @@ impl Interrupt {
         }
     }
 
-    /// Registers the process group of the agent running now (`None` when none runs), so that
-    /// a second signal can kill it.
-    pub fn set_child_group(&self, pgid: Option<i32>) {
-        let value = pgid.filter(|&p| p > 0).unwrap_or(0);
-        self.inner.child_group.store(value, Ordering::SeqCst);
+    /// Registers the process group of an agent that now runs, so that a second signal can
+    /// kill it.
+    pub fn add_child_group(&self, pgid: i32) {
+        let mut groups = self.groups();
+        if pgid > 0 && !groups.contains(&pgid) {
+            groups.push(pgid);
+        }
+    }
+
+    /// The agent of group `pgid` has ended.
+    pub fn remove_child_group(&self, pgid: i32) {
+        self.groups().retain(|&g| g != pgid);
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, Vec<i32>> {
+        self.inner
+            .child_groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Registers what SIGHUP does (replacing an earlier hook).
@@ -150,12 +163,9 @@ impl Interrupt {
         }
     }
 
-    /// The registered agent process group, if any.
-    pub fn child_group(&self) -> Option<i32> {
-        match self.inner.child_group.load(Ordering::SeqCst) {
-            0 => None,
-            pgid => Some(pgid),
-        }
+    /// The registered agent process groups.
+    pub fn child_groups(&self) -> Vec<i32> {
+        self.groups().clone()
     }
 
     /// Does exactly what the arrival of `signal` does: the first call records it; any later
@@ -188,7 +198,7 @@ impl Interrupt {
     }
 
     fn kill_child_group_now(&self) {
-        if let Some(pgid) = self.child_group() {
+        for pgid in self.child_groups() {
             // ESRCH (already gone) is the outcome we want anyway.
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
@@ -241,6 +251,7 @@ fn listen(interrupt: Interrupt, ready: std::sync::mpsc::Sender<std::io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicI32, Ordering};
 
     #[tokio::test]
     async fn none_never_fires_and_the_first_trigger_is_recorded() {
@@ -299,12 +310,16 @@ mod tests {
     }
 
     #[test]
-    fn the_child_group_is_registered_and_cleared() {
+    fn child_groups_are_registered_and_cleared_one_by_one() {
         let interrupt = Interrupt::none();
-        let cases = [(Some(1234), Some(1234)), (None, None), (Some(0), None)];
-        for (set, expected) in cases {
-            interrupt.set_child_group(set);
-            assert_eq!(interrupt.child_group(), expected, "{set:?}");
-        }
+        interrupt.add_child_group(1234);
+        interrupt.add_child_group(5678);
+        interrupt.add_child_group(1234);
+        interrupt.add_child_group(0);
+        assert_eq!(interrupt.child_groups(), vec![1234, 5678]);
+        interrupt.remove_child_group(1234);
+        assert_eq!(interrupt.child_groups(), vec![5678]);
+        interrupt.remove_child_group(5678);
+        assert!(interrupt.child_groups().is_empty());
     }
 }

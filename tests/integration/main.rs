@@ -18,6 +18,7 @@ mod morning;
 mod night;
 mod nothing_lost;
 mod output;
+mod parallel;
 mod pipeline;
 mod readme;
 mod real_agent;
