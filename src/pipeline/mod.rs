@@ -62,6 +62,8 @@ pub(crate) struct Run<'a> {
     spec: SharedSpec,
     /// What the whole run has spent, every parallel task's stages counted (`--max-cost`).
     spent: Spent,
+    /// The usage-limit pause every task of the run shares.
+    pause: crate::stage::runner::Pause,
     /// Set for a parallel task's run (`-j`, `--review`): see [`JobTarget`].
     job: Option<JobTarget>,
     summary: Summary,
@@ -209,6 +211,7 @@ async fn run_locked(
         log: RunLog::new(ws.state_dir.run_log(), run_id),
         spec: SharedSpec::new(spec),
         spent: Spent::default(),
+        pause: crate::stage::runner::Pause::default(),
         job: None,
         summary: Summary {
             state_dir: ws.state_dir.dir(),
@@ -493,6 +496,7 @@ impl Run<'_> {
             cwd: self.ws.repo.top(),
             reporter: self.reporter,
             interrupt: self.interrupt,
+            pause: &self.pause,
         };
         self.log.event(RunEvent::StageStart {
             stage,

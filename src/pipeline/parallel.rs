@@ -309,6 +309,7 @@ impl<'a> Run<'a> {
         let interrupt: &'a Interrupt = self.interrupt;
         let spec: SharedSpec = self.spec.clone();
         let spent: Spent = self.spent.clone();
+        let pause = self.pause.clone();
         let log: RunLog = self.log.clone();
         let total = settings.iterations;
         let review_branch = settings
@@ -326,6 +327,7 @@ impl<'a> Run<'a> {
                     log,
                     spec,
                     spent,
+                    pause,
                     job: Some(JobTarget {
                         identity,
                         review_branch,

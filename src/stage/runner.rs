@@ -44,6 +44,31 @@ pub struct StageContext<'a> {
     pub reporter: &'a Reporter,
     /// Ctrl-C / SIGTERM.
     pub interrupt: &'a Interrupt,
+    /// The usage-limit pause every task of the run shares (`-j`).
+    pub pause: &'a Pause,
+}
+
+/// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
+/// task (they share the account), so the others wait for the same reset instead of each
+/// hitting it in turn. Shared by the tasks of one run (one thread).
+#[derive(Debug, Clone, Default)]
+pub struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
+
+impl Pause {
+    /// No stage starts before `until` (a later pause wins).
+    pub fn until(&self, until: Instant) {
+        if self.0.get().is_none_or(|t| t < until) {
+            self.0.set(Some(until));
+        }
+    }
+
+    /// How long from now the pause lasts, if it does.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.0
+            .get()
+            .map(|t| t.saturating_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero())
+    }
 }
 
 /// One stage's prompt and task.
@@ -93,6 +118,22 @@ pub async fn run_stage<R: Report>(
     let delays = retry::retry_delays(&settings.retry);
     let mut tries = Tries::default();
     loop {
+        if let Some(rest) = ctx.pause.remaining() {
+            let reason = "usage limit (hit by another task)".to_string();
+            tries.waits.push(Wait {
+                kind: WaitKind::UsageLimit,
+                reason: reason.clone(),
+                started_at: Timestamp::now(),
+                duration_ms: millis(rest),
+                resets_at: None,
+            });
+            tries.waited += rest;
+            lock.set_phase(Phase::Waiting(stage))?;
+            if countdown(ctx, &reason, rest).await {
+                return Err(interrupted(ctx));
+            }
+            lock.set_phase(Phase::Stage(stage))?;
+        }
         let mut attempt = run_once(ctx, lock, request, stage, &tries).await?;
         tries.cost += attempt.output.cost_usd;
         let class = match &attempt.end {
@@ -194,6 +235,7 @@ pub async fn run_stage<R: Report>(
                     resets_at,
                 });
                 tries.waited += wait;
+                ctx.pause.until(Instant::now() + wait);
                 ctx.reporter.usage_limit_wait(
                     stage,
                     &request.task.title,

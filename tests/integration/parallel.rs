@@ -484,3 +484,42 @@ fn dry_run_shows_which_tasks_would_run_together() {
         "{text}"
     );
 }
+
+#[test]
+fn a_usage_limit_one_task_hits_pauses_the_others_next_stage() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let lock = p.path().join(".git/worktrees/kern-alpha/kern.lock");
+    // Beta's research ends once Alpha's task waits for the reset (its lock says so).
+    let alpha_waits = format!(
+        "i=0; until grep -q waiting '{}' 2>/dev/null || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done",
+        lock.display()
+    );
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Alpha", "implement": [
+                {"error": "usage_limit", "resets_in_secs": 2},
+                {"write": {"alpha.txt": "Alpha\n"}}
+            ]},
+            {"match": "Beta", "research": {"shell": [alpha_waits]},
+             "implement": {"write": {"beta.txt": "Beta\n"}}}
+        ]
+    }));
+    p.run(&["10", "0", "-j", "2"])
+        .env("KERN_RESET_MARGIN", "0")
+        .expect(0);
+    let beta_implement: Vec<Value> = p
+        .run_events("stage_end")
+        .into_iter()
+        .filter(|e| e["stage"] == "implement")
+        .filter(|e| {
+            e["waits"].as_array().is_some_and(|w| {
+                w.iter()
+                    .any(|w| w["reason"] == "usage limit (hit by another task)")
+            })
+        })
+        .collect();
+    assert_eq!(beta_implement.len(), 1, "{:?}", p.run_events("stage_end"));
+    assert_eq!(p.read("alpha.txt"), "Alpha\n");
+    assert_eq!(p.read("beta.txt"), "Beta\n");
+    nothing_left_behind(&p);
+}
