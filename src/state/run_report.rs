@@ -287,6 +287,9 @@ pub struct Totals {
     pub tasks: usize,
     /// Tasks committed.
     pub committed: usize,
+    /// Tasks whose commit waits on its branch for review (`--review`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub to_review: usize,
     /// Tasks split into subtasks.
     pub decomposed: usize,
     /// Tasks skipped (counted once each).
@@ -364,6 +367,7 @@ pub fn build(runs: &[(String, Vec<&LoggedEvent>)], running: &dyn Fn(&str) -> boo
 fn add_totals(sum: &mut Totals, t: &Totals) {
     sum.tasks += t.tasks;
     sum.committed += t.committed;
+    sum.to_review += t.to_review;
     sum.decomposed += t.decomposed;
     sum.skipped += t.skipped;
     sum.blocked += t.blocked;
@@ -400,7 +404,9 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
         ..Totals::default()
     };
     for t in &b.tasks {
-        totals.committed += usize::from(t.commit.is_some());
+        let review = t.commit.as_ref().is_some_and(|c| c.review_branch.is_some());
+        totals.committed += usize::from(t.commit.is_some() && !review);
+        totals.to_review += usize::from(review);
         totals.decomposed += usize::from(!t.subtasks.is_empty());
         totals.skipped += usize::from(!t.skipped.is_empty());
         totals.blocked += usize::from(t.blocked.is_some());
@@ -945,11 +951,16 @@ fn needs_you(r: &RunReport) -> Vec<Attention> {
     out
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// The first line: how the run ended, honestly.
 fn headline(r: &RunReport) -> String {
     let t = &r.totals;
     let mut counts = vec![format!("{} committed", t.committed)];
     for (n, word) in [
+        (t.to_review, "waiting for review"),
         (t.decomposed, "decomposed"),
         (t.skipped, "skipped"),
         (t.blocked, "blocked"),
