@@ -20,7 +20,7 @@ use crate::pipeline::check;
 use crate::pipeline::decide::{self, Attempts, Decision, Next, TaskOutcome};
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::{self, Document, Edit, TaskState};
-use crate::stage::{ImplementReport, ResearchReport, ReviewReport};
+use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
 use crate::state::journal::{self, PendingEdits, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -157,7 +157,10 @@ impl Run<'_> {
                     .info("research: skipped, the task already has a Research note");
                 (None, None)
             }
-            ResumePoint::Review(implement) => (Some(implement), None),
+            ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {
+                Next::End(decision) => return self.end_task(it, decision),
+                Next::Go(report) => (Some(report), None),
+            },
             ResumePoint::Commit(implement, review) => (Some(implement), Some(review)),
         };
         let implement = match implement {
@@ -167,8 +170,7 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 let run = self.stage::<ImplementReport>(it, None).await?;
-                let attempts = self.attempts(it)?;
-                match decide::after_implement(run.outcome, &attempts, self.settings.max_attempts) {
+                match self.implement_done(it, run.outcome)? {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
                 }
@@ -186,9 +188,7 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
-                let run = self
-                    .stage::<ReviewReport>(it, Some(&implement.summary))
-                    .await?;
+                let run = self.stage::<ReviewReport>(it, Some(&implement)).await?;
                 let attempts = self.attempts(it)?;
                 match decide::after_review(run.outcome, &attempts, self.settings.max_attempts) {
                     Next::End(decision) => return self.end_task(it, decision),
@@ -197,6 +197,30 @@ impl Run<'_> {
             }
         };
         self.commit(it, &implement, &review)
+    }
+
+    /// Implement finished (or its report was found on resume): what it means, with kern
+    /// judging a SUCCESS by the work — a path that differs from the task's base commit
+    /// (`TaskStart::base_commit`; commits an agent made on top of it count), kern's own
+    /// files, `--allow-dirty` paths and left-out files aside: what the review's diff shows.
+    fn implement_done(
+        &mut self,
+        it: &mut TaskRun,
+        outcome: std::result::Result<ImplementReport, String>,
+    ) -> Result<Next<ImplementReport>> {
+        let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
+        let changed = success && {
+            let keep = self.untouchable(it);
+            let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
+            self.ws.repo.changed_since(it.start.base_oid(), &keep)?
+        };
+        let attempts = self.attempts(it)?;
+        Ok(decide::after_implement(
+            outcome,
+            changed,
+            &attempts,
+            self.settings.max_attempts,
+        ))
     }
 
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
@@ -278,7 +302,7 @@ impl Run<'_> {
         }
         let why = match &decision.outcome {
             TaskOutcome::Skipped { .. } => Some("skipped"),
-            TaskOutcome::Blocked { .. } => Some("blocked"),
+            TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
             _ => None,
         };
         let mut edits = decision.edits;
@@ -311,6 +335,18 @@ impl Run<'_> {
                     it.title,
                     note.lines().next().unwrap_or("")
                 ));
+            }
+            TaskOutcome::NeedsPerson { question } => {
+                self.reporter.warn(&format!(
+                    "blocked `{}`: it waits on you — {question}",
+                    it.title
+                ));
+                self.summary.blocked.push(it.title.clone());
+                self.log.event(RunEvent::Blocked {
+                    task: it.title.clone(),
+                    why: format!("needs a person: {question}"),
+                });
+                journal::remove(&self.ws.state_dir.task_start());
             }
             TaskOutcome::Blocked { why, .. } => {
                 self.summary.failed_attempts += 1;

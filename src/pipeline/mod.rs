@@ -24,14 +24,16 @@ mod recovery;
 
 use std::time::{Duration, Instant};
 
+use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
-use crate::prompt::inputs::{StageInputs, model_for};
+use crate::prompt::inputs::{StageInputs, stage_agents};
 use crate::reporter::{Reporter, StageLine, Summary};
+use crate::retry::AgentLimits;
 use crate::settings::Settings;
 use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
-use crate::stage::Report;
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
 use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
+use crate::stage::{ImplementReport, Report};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::run_log::{IterationEnd, RunEvent, RunLog};
@@ -58,6 +60,13 @@ pub(crate) struct Run<'a> {
     detached: bool,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
+    /// Until when each agent is at its usage limit, for the whole run.
+    limits: AgentLimits,
+    /// The latest subscription usage an agent reported, for `--pace`.
+    rate_limit: Option<(String, RateLimit)>,
+    /// How many stages each agent ran, and how many stages moved to another agent.
+    stages_by_agent: Vec<(String, u32)>,
+    switches: u32,
 }
 
 /// The task an iteration works on.
@@ -106,6 +115,10 @@ pub async fn run(
         started: Instant::now(),
         detached: false,
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
+        limits: AgentLimits::default(),
+        rate_limit: None,
+        stages_by_agent: Vec::new(),
+        switches: 0,
     };
     run.recover(takeover)?;
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
@@ -154,6 +167,15 @@ impl Run<'_> {
                 )));
             }
             self.check_budget()?;
+            if let Some(why) = decide::pace(
+                self.settings.pace,
+                self.rate_limit.as_ref(),
+                Timestamp::now().epoch_seconds(),
+            ) {
+                self.reporter.info(&why);
+                self.summary.ended = why;
+                return Ok(());
+            }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.reporter.waiting("next iteration", self.settings.delay);
@@ -236,6 +258,22 @@ impl Run<'_> {
     /// Prints the summary, logs the end, and decides the exit.
     fn finish(mut self, result: Result<()>) -> Result<()> {
         self.summary.elapsed = self.started.elapsed();
+        if self.stages_by_agent.len() > 1 || self.switches > 0 {
+            let counts: Vec<String> = self
+                .stages_by_agent
+                .iter()
+                .map(|(agent, n)| format!("{agent} {n}"))
+                .collect();
+            self.summary.notes.push(format!(
+                "stages by agent: {}{}",
+                counts.join(", "),
+                match self.switches {
+                    0 => String::new(),
+                    1 => " (1 stage moved to the other agent at a usage limit)".to_string(),
+                    n => format!(" ({n} stages moved to the other agent at a usage limit)"),
+                }
+            ));
+        }
         if self.detached && !self.summary.committed.is_empty() {
             let head = self
                 .ws
@@ -285,12 +323,12 @@ impl Run<'_> {
         self.spec.apply(task, edits)
     }
 
-    /// Renders the prompt and runs one stage, with the audit after it. `implement_summary` is
-    /// what implement said (for the review).
+    /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
+    /// implement reported (for the review).
     async fn stage<R: Report>(
         &mut self,
         it: &mut TaskRun,
-        implement_summary: Option<&str>,
+        implement: Option<&ImplementReport>,
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
@@ -306,14 +344,14 @@ impl Run<'_> {
             task,
             stage,
             Some(&it.start),
-            implement_summary,
+            implement,
         )?;
         let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
         for cut in &prompt.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
         }
         let request = StageRequest {
-            model: model_for(self.settings, &self.ws.templates, stage),
+            agents: stage_agents(self.settings, &self.ws.templates, stage),
             prompt: prompt.text,
             task: TaskRef {
                 title: it.title.clone(),
@@ -321,6 +359,11 @@ impl Run<'_> {
                 line: it.line,
             },
             attempt: doc.tasks()[task].attempts() + 1,
+            budget_left: self
+                .settings
+                .max_cost
+                .map(|limit| limit - self.summary.cost_usd),
+            protected: protected_files(self.ws),
         };
         let before = self.before_stage(doc)?;
         let ctx = StageContext {
@@ -335,7 +378,8 @@ impl Run<'_> {
             task: it.title.clone(),
             prompt_bytes: request.prompt.len() as u64,
         });
-        let mut run = match runner::run_stage::<R>(&ctx, &mut self.lock, &request).await {
+        let ran = runner::run_stage::<R>(&ctx, &mut self.lock, &mut self.limits, &request).await;
+        let mut run = match ran {
             Ok(run) => run,
             Err(e) => {
                 self.log.event(RunEvent::StageEnd {
@@ -346,11 +390,22 @@ impl Run<'_> {
                     retries: 0,
                     failure: None,
                     error: Some(e.to_string()),
+                    agent: None,
+                    model: None,
                 });
                 return Err(e);
             }
         };
         self.count(&run);
+        for switch in &run.record.kern.switches {
+            self.log.event(RunEvent::AgentSwitch {
+                stage,
+                from: switch.from.clone(),
+                to: switch.to.clone(),
+                reason: switch.reason.clone(),
+                limited_until: switch.limited_until,
+            });
+        }
         let found = self.audit(stage, &before, it)?;
         if !found.violations.is_empty() {
             for v in &found.violations {
@@ -400,6 +455,8 @@ impl Run<'_> {
             retries: record.kern.retries,
             failure: run.outcome.as_ref().err().cloned(),
             error: None,
+            agent: Some(record.kern.agent.clone()),
+            model: record.kern.model.clone(),
         });
         Ok(run)
     }
@@ -430,8 +487,19 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Adds a stage's cost, retries and waits to the run's totals.
+    /// Adds a stage's cost, retries, waits and agent to the run's totals.
     fn count<R>(&mut self, run: &StageRun<R>) {
+        let agent = &run.record.kern.agent;
+        match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
+            Some(entry) => entry.1 += 1,
+            None => self.stages_by_agent.push((agent.clone(), 1)),
+        }
+        if !run.record.kern.switches.is_empty() {
+            self.switches += 1;
+        }
+        if let Some(limit) = &run.rate_limit {
+            self.rate_limit = Some(limit.clone());
+        }
         self.summary.cost_usd += run.cost_usd;
         self.summary.retries += run.record.kern.retries;
         for wait in run
@@ -446,6 +514,24 @@ impl Run<'_> {
         }
         self.reporter.cost_so_far(self.summary.cost_usd);
     }
+}
+
+/// The files no agent may edit — SPEC.md and LEARNINGS.md — absolute, and once more through
+/// their folder's real path when a symlink makes it differ (an agent may name either).
+pub(crate) fn protected_files(ws: &Workspace) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for path in [&ws.spec_path, &ws.learnings_path] {
+        files.push(path.clone());
+        let real = path
+            .parent()
+            .and_then(|dir| dir.canonicalize().ok())
+            .zip(path.file_name())
+            .map(|(dir, name)| dir.join(name));
+        if let Some(real) = real.filter(|real| real != path) {
+            files.push(real);
+        }
+    }
+    files
 }
 
 /// The word a stage line shows: the report's status or verdict, the number of research notes,

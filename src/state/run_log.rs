@@ -104,6 +104,27 @@ pub enum RunEvent {
         /// The error that stopped the run during the stage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The agent that ran the stage (its last try), as `--agent` names it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        /// The model it was asked to use.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// A stage moved to the other agent: its agent hit a usage limit that resets later than
+    /// `--fallback-after` (or was already at one).
+    AgentSwitch {
+        /// The stage.
+        stage: Stage,
+        /// The agent at its limit.
+        from: String,
+        /// The agent that took the stage over.
+        to: String,
+        /// What `from` said.
+        reason: String,
+        /// When `from` may be tried again (epoch seconds), if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limited_until: Option<i64>,
     },
     /// The audit after a stage found what the stage forbids.
     Violation {
@@ -294,6 +315,8 @@ mod tests {
                 retries: 1,
                 failure: None,
                 error: None,
+                agent: Some("codex".into()),
+                model: Some("o3".into()),
             },
             RunEvent::StageEnd {
                 stage: Stage::Review,
@@ -303,6 +326,15 @@ mod tests {
                 retries: 0,
                 failure: None,
                 error: Some("interrupted by SIGINT".into()),
+                agent: None,
+                model: None,
+            },
+            RunEvent::AgentSwitch {
+                stage: Stage::Implement,
+                from: "claude".into(),
+                to: "codex".into(),
+                reason: "You've hit your 5-hour limit · resets 2:08am (UTC)".into(),
+                limited_until: Some(1_795_018_000),
             },
             RunEvent::Violation {
                 stage: Stage::Research,

@@ -445,6 +445,7 @@ fn daily_use_commands_run_in_order() {
         "the order below follows the README's"
     );
     let p = Project::new("unused\n");
+    p.scenario(&json!({"default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}}));
     std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
     p.commit_all("no SPEC.md yet");
     let before = p.log().len();
@@ -584,7 +585,10 @@ fn jq_recipes_work_on_a_real_state_folder() {
     );
     // One task committed, the next stopped with Ctrl-C during review: stage files kept.
     let p = Project::new("- [ ] First\n- [ ] Second\n");
-    p.scenario(&json!({"tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]}));
+    p.scenario(&json!({
+        "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}},
+        "tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]
+    }));
     let mut run = p
         .kern_std()
         .args(["2", "0"])
