@@ -279,7 +279,6 @@ pub async fn run_stage<R: Report>(
             }
             Step::Switch(wait) => {
                 let message = class.message().to_string();
-                attempt.finish(state_dir, Outcome::Failed, Some(message.clone()))?;
                 let (from, to) = (name_of(side), name_of(side.other()));
                 let limited_until = limits.limited_until(&from, now);
                 ctx.reporter.warn(&format!(
@@ -298,6 +297,9 @@ pub async fn run_stage<R: Report>(
                     at: Timestamp::now(),
                     limited_until,
                 });
+                // The record says at once where the stage went, while the other agent runs.
+                attempt.envelope.switches.clone_from(&tries.switches);
+                attempt.finish(state_dir, Outcome::Failed, Some(message.clone()))?;
                 if !wait.is_zero() {
                     tries.waits.push(Wait {
                         kind: WaitKind::UsageLimit,
