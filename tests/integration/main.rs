@@ -21,6 +21,7 @@ mod readme;
 mod real_agent;
 mod real_claude;
 mod real_codex;
+mod real_two_agents;
 mod repository;
 mod scripted_agent;
 mod soak;
