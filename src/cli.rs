@@ -2,7 +2,7 @@
 //!
 //! Every run option has a `KERN_*` environment variable and shows its default in `--help`.
 //! Durations are written `90s`, `15m`, `1h` or as plain seconds. Resolution (the agent kind,
-//! paths, budgets) happens in `config.rs`, so this file stays a plain description.
+//! paths, budgets) happens in `settings.rs`, so this file stays a plain description.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -662,3 +662,28 @@ fn the_doctor_checks_the_second_agents_and_the_sandbox() {
         "{err}"
     );
 }
+
+#[test]
+fn a_stage_that_spent_what_was_left_of_max_cost_is_not_retried() {
+    let p = Project::new("- [ ] Write the out file\n");
+    p.scenario(&json!({"default": {
+        "research": [{"error": "overloaded", "cost_usd": 0.06}, {}],
+    }}));
+    let out = p
+        .kern()
+        .args(["1", "0", "--max-cost", "0.05", "--retries", "3"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(6), "the budget is spent: {err}");
+    assert_eq!(
+        stages_called(&p, "scenario"),
+        ["research"],
+        "no retry: {err}"
+    );
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("> **Attempt 1:** research stage stopped: the --max-cost budget is spent ($0.05 left when the stage started, $0.06 spent by its tries) — API Error: 529"),
+        "{spec}"
+    );
+}
