@@ -390,8 +390,8 @@ impl Run<'_> {
                     retries: 0,
                     failure: None,
                     error: Some(e.to_string()),
-                    agent: None,
-                    model: None,
+                    agent: request.agents.primary.agent.to_string(),
+                    model: request.agents.primary.model.clone(),
                 });
                 return Err(e);
             }
@@ -455,7 +455,7 @@ impl Run<'_> {
             retries: record.kern.retries,
             failure: run.outcome.as_ref().err().cloned(),
             error: None,
-            agent: Some(record.kern.agent.clone()),
+            agent: record.kern.agent.clone(),
             model: record.kern.model.clone(),
         });
         Ok(run)

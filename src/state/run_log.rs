@@ -104,10 +104,11 @@ pub enum RunEvent {
         /// The error that stopped the run during the stage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
-        /// The agent that ran the stage (its last try), as `--agent` names it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        agent: Option<String>,
-        /// The model it was asked to use.
+        /// The agent, as `--agent` names it: the one that ran the stage's last try (a stage
+        /// may move to the fallback agent, `agent_switch`).
+        #[serde(default)]
+        agent: String,
+        /// The model: the one asked for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
@@ -315,7 +316,7 @@ mod tests {
                 retries: 1,
                 failure: None,
                 error: None,
-                agent: Some("codex".into()),
+                agent: "codex".into(),
                 model: Some("o3".into()),
             },
             RunEvent::StageEnd {
@@ -326,7 +327,7 @@ mod tests {
                 retries: 0,
                 failure: None,
                 error: Some("interrupted by SIGINT".into()),
-                agent: None,
+                agent: "claude".into(),
                 model: None,
             },
             RunEvent::AgentSwitch {
