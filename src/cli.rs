@@ -166,7 +166,8 @@ pub struct RunOptions {
     pub review_model: Option<String>,
 
     /// Stop taking new tasks (exit 0) once Claude reports a subscription usage window at or
-    /// above PERCENT used (1 to 100; `--pace` alone is 90), leaving the rest for you.
+    /// above PERCENT used (1 to 100; `--pace` alone is 90), leaving the rest for you; with
+    /// --fallback-agent, hand the next stages to it until the window resets.
     #[arg(long, value_name = "PERCENT", env = "KERN_PACE", num_args = 0..=1, require_equals = true, default_missing_value = "90", value_parser = clap::value_parser!(u8).range(1..=100))]
     pub pace: Option<u8>,
 

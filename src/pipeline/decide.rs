@@ -17,7 +17,8 @@
 //!   attempt unless the report says in `no_change_reason` why nothing had to change; then the
 //!   review, told that the diff is empty, must answer COMMIT for the task to be done.
 //! - `--pace`: once an agent reports a subscription usage window at or above the threshold
-//!   (one that has not reset yet), the run takes no new task.
+//!   (one that has not reset yet), the run takes no new task — or, with a fallback agent, the
+//!   next stages go to the fallback until the window resets.
 
 use crate::agent::stream::RateLimit;
 use crate::pipeline::check::CheckResult;
@@ -338,15 +339,35 @@ pub fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
     }
 }
 
-/// `--pace`: why the run takes no new task, when the latest subscription usage an agent
-/// reported (`latest`: its name and state) has a window at or above `threshold` (a fraction
-/// of one) that has not reset by `now` (epoch seconds); `None` to go on. The window most used
-/// counts: the limiting one, or any of `unifiedWindows`.
+/// What `--pace` says after an iteration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pace {
+    /// Take no new task: the run ends cleanly, saying why.
+    Stop(String),
+    /// Leave `agent` alone until `until` (epoch seconds, when its window resets): the next
+    /// stages run on the fallback agent, as after a usage limit. The text says so.
+    HandOver {
+        /// The agent whose window is used past the pace.
+        agent: String,
+        /// When its window resets.
+        until: i64,
+        /// What the person reads.
+        message: String,
+    },
+}
+
+/// `--pace`: what to do when the latest subscription usage an agent reported (`latest`: its
+/// name and state) has a window at or above `threshold` (a fraction of one) that has not reset
+/// by `now` (epoch seconds); `None` to go on. The window most used counts: the limiting one,
+/// or any of `unifiedWindows`. With a `fallback` agent other than that one, and a known reset,
+/// the next stages move to the fallback until the reset ([`Pace::HandOver`]); else the run
+/// takes no new task ([`Pace::Stop`]).
 pub fn pace(
     threshold: Option<f64>,
     latest: Option<&(String, RateLimit)>,
+    fallback: Option<&str>,
     now: i64,
-) -> Option<String> {
+) -> Option<Pace> {
     let threshold = threshold?;
     let (agent, limit) = latest?;
     let windows = limit
@@ -370,12 +391,22 @@ pub fn pace(
         ),
         None => String::new(),
     };
-    Some(format!(
-        "--pace: {agent}'s {} window is {}% used{resets} (the pace is {}%) — no new task taken; run kern again later, or raise --pace",
+    let used = format!(
+        "--pace: {agent}'s {} window is {}% used{resets} (the pace is {}%)",
         name.replace('_', "-"),
         (used * 100.0).round(),
         (threshold * 100.0).round()
-    ))
+    );
+    match (fallback.filter(|f| *f != agent), resets_at) {
+        (Some(fallback), Some(until)) => Some(Pace::HandOver {
+            agent: agent.clone(),
+            until,
+            message: format!("{used} — the next stages run on {fallback} until then"),
+        }),
+        _ => Some(Pace::Stop(format!(
+            "{used} — no new task taken; run kern again later, or raise --pace"
+        ))),
+    }
 }
 
 /// A task that waits on a person: blocked, its parents too when it leaves them stuck, with a
@@ -727,11 +758,37 @@ mod tests {
         ];
         for (threshold, latest, want) in table {
             assert_eq!(
-                pace(threshold, latest.as_ref(), now).as_deref(),
-                want,
+                pace(threshold, latest.as_ref(), None, now),
+                want.map(|w| Pace::Stop(w.to_string())),
                 "{threshold:?} {latest:?}"
             );
         }
+        // With a fallback agent, the paced agent is left alone until its window resets.
+        let over = limit(Some(0.93), vec![]);
+        assert_eq!(
+            pace(Some(0.9), Some(&over), Some("codex"), now),
+            Some(Pace::HandOver {
+                agent: "claude".into(),
+                until: now + 7200,
+                message: "--pace: claude's five-hour window is 93% used, resets in 2h (the pace is 90%) — the next stages run on codex until then".into(),
+            })
+        );
+        // A fallback that is the paced agent itself, or a window without a reset time: stop.
+        assert!(matches!(
+            pace(Some(0.9), Some(&over), Some("claude"), now),
+            Some(Pace::Stop(_))
+        ));
+        let no_reset = (
+            "claude".to_string(),
+            RateLimit {
+                resets_at: None,
+                ..over.1.clone()
+            },
+        );
+        assert!(matches!(
+            pace(Some(0.9), Some(&no_reset), Some("codex"), now),
+            Some(Pace::Stop(_))
+        ));
     }
 
     #[test]

@@ -167,14 +167,30 @@ impl Run<'_> {
                 )));
             }
             self.check_budget()?;
-            if let Some(why) = decide::pace(
+            let fallback = self.settings.fallback_agent.as_ref().map(|a| a.to_string());
+            match decide::pace(
                 self.settings.pace,
                 self.rate_limit.as_ref(),
+                fallback.as_deref(),
                 Timestamp::now().epoch_seconds(),
             ) {
-                self.reporter.info(&why);
-                self.summary.ended = why;
-                return Ok(());
+                None => {}
+                Some(decide::Pace::Stop(why)) => {
+                    self.reporter.info(&why);
+                    self.summary.ended = why;
+                    return Ok(());
+                }
+                Some(decide::Pace::HandOver {
+                    agent,
+                    until,
+                    message,
+                }) => {
+                    self.reporter.info(&message);
+                    self.summary.notes.push(message);
+                    self.limits.set(&agent, until);
+                    // Read again only when that agent reports anew.
+                    self.rate_limit = None;
+                }
             }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase(Phase::Sleeping)?;

@@ -438,6 +438,8 @@ fn pace_takes_no_new_task_once_a_usage_window_is_used_past_it() {
     p.scenario(&scenario);
     let out = p.kern().args(["5", "0", "--pace"]).output().unwrap();
     let (_, err) = texts(&out);
+    // The agent said "in 7200 s"; kern reads it a moment later.
+    let err = err.replace("resets in 1h 59m", "resets in 2h");
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(p.log(), ["First", "initial"]);
     assert!(p.read("SPEC.md").contains("- [ ] Second"));
@@ -686,4 +688,44 @@ fn a_stage_that_spent_what_was_left_of_max_cost_is_not_retried() {
         spec.contains("> **Attempt 1:** research stage stopped: the --max-cost budget is spent ($0.05 left when the stage started, $0.06 spent by its tries) — API Error: 529"),
         "{spec}"
     );
+}
+
+#[test]
+fn pace_with_a_fallback_agent_hands_the_next_tasks_over_until_the_window_resets() {
+    let p = Project::new("- [ ] First\n- [ ] Second\n");
+    p.scenario(&json!({
+        "tasks": [{"match": "First", "research": {"usage": {"utilization": 0.95, "resets_in_secs": 7200}}}],
+        "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}
+    }));
+    let fallback = second_agent(
+        &p,
+        "fallback",
+        &json!({"default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}}),
+    );
+    let main = main_agent(&p);
+    let out = p
+        .kern()
+        .args(["5", "0", "--pace", "--fallback-agent", &fallback])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    let err = err.replace("resets in 1h 59m", "resets in 2h");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(p.log(), ["Second", "First", "initial"]);
+    assert_eq!(
+        stages_called(&p, "scenario"),
+        ["research", "implement", "commit"],
+        "the main agent did the first task only"
+    );
+    assert_eq!(
+        stages_called(&p, "fallback"),
+        ["research", "implement", "commit"]
+    );
+    assert!(
+        err.contains(&format!(
+            "--pace: {main}'s five-hour window is 95% used, resets in 2h (the pace is 90%) — the next stages run on {fallback} until then"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("run ended: nothing left to do"), "{err}");
 }
