@@ -8,6 +8,8 @@
 //!   kept in `edits.json` for the next run, and the run stops (exit 2); a task that is gone or
 //!   renamed is followed (never resurrected); a task whose marker the person changed keeps the
 //!   person's marker. In the last two cases the task's work is set aside.
+//! - kern judges an implement SUCCESS by the work: a task whose files are as they were at its
+//!   start needs the report's `no_change_reason` and the review's COMMIT (`decide`).
 //! - A task that ends without a commit for good (skipped, blocked, stopped by the person) and
 //!   leaves changes has exactly those changes saved under `refs/kern/attempts/<task>/<n>` and
 //!   put back to HEAD, so the next task starts on a clean tree and the night goes on. The note

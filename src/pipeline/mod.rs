@@ -13,7 +13,11 @@
 //! - "No progress": [`MAX_IDLE_ITERATIONS`] iterations in a row that only skipped tasks end
 //!   the run (exit 4) rather than spin through the skipped tasks forever.
 //! - The budget stops the run after the stage that crossed it: its result is applied, the next
-//!   stage does not start, and the stage files stay for the next run to resume from.
+//!   stage does not start, and the stage files stay for the next run to resume from. Each
+//!   stage also gets what is left as Claude's own `--max-budget-usd`.
+//! - Two agents: the run remembers until when each agent is at its usage limit
+//!   ([`AgentLimits`]), so every stage starts on the one that can work (`--fallback-agent`),
+//!   and `--pace` is judged after each iteration from the latest usage an agent reported.
 
 mod audit;
 pub mod check;
