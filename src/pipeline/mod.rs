@@ -478,6 +478,14 @@ impl Run<'_> {
             agent: record.kern.agent.clone(),
             model: record.kern.model.clone(),
         });
+        if run.budget_spent {
+            // Claude stopped at the cap kern gave it: the budget is spent, and the task is
+            // not to blame — no Attempt note; the stage files stay for the next run.
+            return Err(Error::BudgetSpent {
+                spent: self.summary.cost_usd,
+                limit: self.settings.max_cost.unwrap_or(self.summary.cost_usd),
+            });
+        }
         Ok(run)
     }
 

@@ -162,6 +162,11 @@ pub(super) fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32
             stream.max_turns(cost.unwrap_or(0.01))?;
             exit(1)
         }
+        Some(ErrorKind::MaxBudget) => {
+            let message = run.text.as_deref().unwrap_or("Reached maximum budget");
+            stream.max_budget(cost.unwrap_or(0.01), message)?;
+            exit(1)
+        }
         Some(ErrorKind::NoResult) => {
             eprintln!("Error: the scripted agent stopped without a result");
             exit(1)

@@ -137,6 +137,8 @@ pub enum ErrorKind {
     UsageLimit,
     /// `error_max_turns`.
     MaxTurns,
+    /// `error_max_budget_usd`: the `--max-budget-usd` kern gave was reached.
+    MaxBudget,
     /// Exit 1 without a result.
     NoResult,
     /// Non-JSON lines, then a normal result.

@@ -79,6 +79,9 @@ pub struct StageRun<R> {
     /// The latest subscription rate-limit state an agent reported during the stage (Claude's
     /// `rate_limit_event`), with the agent's name.
     pub rate_limit: Option<(String, RateLimit)>,
+    /// The agent stopped at the `--max-budget-usd` kern gave it (what was left of
+    /// `--max-cost`): the run's budget is spent, which is no failure of the task.
+    pub budget_spent: bool,
 }
 
 /// Runs `request` as stage `R::STAGE` with retries, waits and switches between its agents;
@@ -179,6 +182,7 @@ pub async fn run_stage<R: Report>(
                         outcome: Ok(report),
                         cost_usd: tries.cost,
                         rate_limit: tries.rate_limit,
+                        budget_spent: false,
                     })
                 }
                 // A stage limit: no blind retry.
@@ -220,7 +224,9 @@ pub async fn run_stage<R: Report>(
                 tries.cost,
                 class.message()
             );
-            return attempt.fail(state_dir, Outcome::Failed, note, tries);
+            let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+            run.budget_spent = true;
+            return Ok(run);
         }
         // Remember the limit for the rest of the run, so that later stages go straight to
         // the agent that can work.
@@ -322,6 +328,14 @@ pub async fn run_stage<R: Report>(
                     FailureClass::StageLimit(_) => format!("{stage} stage stopped: {note}"),
                     _ => note,
                 };
+                // The cap kern gave is what was left of --max-cost: the run's budget is spent.
+                if request.budget_left.is_some()
+                    && attempt.output.subtype.as_deref() == Some("error_max_budget_usd")
+                {
+                    let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+                    run.budget_spent = true;
+                    return Ok(run);
+                }
                 let outcome = if timed_out {
                     Outcome::TimedOut
                 } else {
@@ -402,6 +416,7 @@ impl Attempt {
             outcome: Err(note),
             cost_usd: tries.cost,
             rate_limit: tries.rate_limit,
+            budget_spent: false,
         })
     }
 }

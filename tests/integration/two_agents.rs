@@ -683,10 +683,18 @@ fn a_stage_that_spent_what_was_left_of_max_cost_is_not_retried() {
         ["research"],
         "no retry: {err}"
     );
-    let spec = p.read("SPEC.md");
+    assert_eq!(
+        p.read("SPEC.md"),
+        "- [ ] Write the out file\n",
+        "no Attempt note: the task is not to blame"
+    );
+    let record = stage_record(&p, 1);
     assert!(
-        spec.contains("> **Attempt 1:** research stage stopped: the --max-cost budget is spent ($0.05 left when the stage started, $0.06 spent by its tries) — API Error: 529"),
-        "{spec}"
+        record["kern"]["failure"]
+            .as_str()
+            .unwrap()
+            .starts_with("research stage stopped: the --max-cost budget is spent ($0.05 left when the stage started, $0.06 spent by its tries) — API Error: 529"),
+        "{record}"
     );
 }
 
@@ -728,4 +736,53 @@ fn pace_with_a_fallback_agent_hands_the_next_tasks_over_until_the_window_resets(
         "{err}"
     );
     assert!(err.contains("run ended: nothing left to do"), "{err}");
+}
+
+#[test]
+fn an_agent_stopped_at_the_cap_kern_gave_ends_the_run_with_exit_6_and_no_attempt() {
+    let spec = "- [ ] Write the out file\n";
+    let scenario = json!({"default": {
+        "research": [{"error": "max_budget", "cost_usd": 0.5, "text": "Reached maximum budget ($0.5)"}, {}],
+        "implement": {"write": {"out.txt": "done\n"}}
+    }});
+    let p = Project::new(spec);
+    p.scenario(&scenario);
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-cost", "0.5"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains("--max-cost"), "{err}");
+    assert_eq!(
+        p.read("SPEC.md"),
+        spec,
+        "no Attempt note: the task is not to blame"
+    );
+    let record = stage_record(&p, 1);
+    assert_eq!(record["subtype"], "error_max_budget_usd", "{record}");
+    assert_eq!(record["kern"]["outcome"], "failed", "{record}");
+    // The next run, with budget left, starts the stage again and finishes the task.
+    let out = p
+        .kern()
+        .args(["5", "0", "--max-cost", "5"])
+        .output()
+        .unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(p.log()[0], "Write the out file");
+
+    // Without --max-cost the cap is not kern's: the agent's own limit is a failed attempt.
+    let p = Project::new(spec);
+    p.scenario(&scenario);
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        p.read("SPEC.md")
+            .contains("> **Attempt 1:** research stage stopped: Reached maximum budget ($0.5)"),
+        "{}",
+        p.read("SPEC.md")
+    );
 }
