@@ -2,7 +2,7 @@
 //!
 //! Every run option has a `KERN_*` environment variable and shows its default in `--help`.
 //! Durations are written `90s`, `15m`, `1h` or as plain seconds. Resolution (the agent kind,
-//! paths, budgets) happens in `config.rs`, so this file stays a plain description.
+//! paths, budgets) happens in `settings.rs`, so this file stays a plain description.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -87,6 +87,22 @@ pub struct GlobalOptions {
         global = true
     )]
     pub agent: String,
+
+    /// A second agent for usage limits: a stage whose agent hit a limit that resets later
+    /// than --fallback-after runs on this one (same tools, same schema); kern goes back once
+    /// the limit has reset. claude, codex or program:<path>.
+    #[arg(long, value_name = "AGENT", env = "KERN_FALLBACK_AGENT", global = true)]
+    pub fallback_agent: Option<String>,
+
+    /// The agent of the review stage, when another model should judge the work (default: the
+    /// main agent). claude, codex or program:<path>.
+    #[arg(long, value_name = "AGENT", env = "KERN_REVIEW_AGENT", global = true)]
+    pub review_agent: Option<String>,
+
+    /// Run the implement stage's shell commands in Claude Code's OS sandbox: writes only
+    /// inside the repository, no network (needs bubblewrap and socat; Claude only).
+    #[arg(long, env = "KERN_SANDBOX", global = true)]
+    pub sandbox: bool,
 }
 
 /// Options of a run (and of a dry run, which shows their effect).
@@ -131,8 +147,30 @@ pub struct RunOptions {
     pub max_attempts: u32,
 
     /// Stop cleanly (exit 6) once the run has cost this many USD (more than 0, at most 100000).
+    /// Each Claude stage also gets what is left as its own `--max-budget-usd`.
     #[arg(long, value_name = "USD", env = "KERN_MAX_COST", value_parser = parse_cost)]
     pub max_cost: Option<f64>,
+
+    /// The fallback agent's model (default: the templates' `model:` for Claude, Codex's own
+    /// default for Codex).
+    #[arg(long, value_name = "MODEL", env = "KERN_FALLBACK_MODEL")]
+    pub fallback_model: Option<String>,
+
+    /// Move a stage to the fallback agent when its agent's usage limit resets later than this
+    /// (0 to 24h); a nearer reset is waited out.
+    #[arg(long, value_name = "DURATION", env = "KERN_FALLBACK_AFTER", default_value = "15m", value_parser = duration_between::<0, DAY>)]
+    pub fallback_after: Duration,
+
+    /// The review agent's model (default: --model when the review runs on the main agent,
+    /// else the templates' `model:` for Claude, Codex's own default for Codex).
+    #[arg(long, value_name = "MODEL", env = "KERN_REVIEW_MODEL")]
+    pub review_model: Option<String>,
+
+    /// Stop taking new tasks (exit 0) once Claude reports a subscription usage window at or
+    /// above PERCENT used (1 to 100; `--pace` alone is 90), leaving the rest for you; with
+    /// --fallback-agent, hand the next stages to it until the window resets.
+    #[arg(long, value_name = "PERCENT", env = "KERN_PACE", num_args = 0..=1, require_equals = true, default_missing_value = "90", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub pace: Option<u8>,
 
     /// A command that must pass after implement (a task's own `> **Check:**` note wins).
     #[arg(long, value_name = "CMD", env = "KERN_CHECK")]
@@ -459,10 +497,46 @@ mod tests {
             vec!["kern", "--retries", "21"],
             vec!["kern", "--max-attempts", "0"],
             vec!["kern", "--max-attempts", "101"],
+            vec!["kern", "--fallback-after", "25h"],
+            vec!["kern", "--pace=0"],
+            vec!["kern", "--pace=101"],
+            vec!["kern", "--pace=lots"],
         ] {
             let err = Cli::try_parse_from(&argv).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{argv:?}");
         }
+    }
+
+    #[test]
+    fn pace_takes_a_value_only_with_an_equals_sign() {
+        let cli = Cli::try_parse_from(["kern", "--pace", "10", "30"]).unwrap();
+        assert_eq!(cli.run.pace, Some(90));
+        assert_eq!((cli.iterations, cli.delay), (10, Duration::from_secs(30)));
+        let cli = Cli::try_parse_from(["kern", "--pace=75"]).unwrap();
+        assert_eq!(cli.run.pace, Some(75));
+        let cli = Cli::try_parse_from(["kern"]).unwrap();
+        assert_eq!(cli.run.pace, None);
+    }
+
+    #[test]
+    fn agent_flags_reach_every_command() {
+        let cli = Cli::try_parse_from([
+            "kern",
+            "doctor",
+            "--fallback-agent",
+            "codex",
+            "--review-agent",
+            "codex",
+            "--sandbox",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.fallback_agent.as_deref(), Some("codex"));
+        assert_eq!(cli.global.review_agent.as_deref(), Some("codex"));
+        assert!(cli.global.sandbox);
+        let cli = Cli::try_parse_from(["kern", "--fallback-after", "0"]).unwrap();
+        assert_eq!(cli.run.fallback_after, Duration::ZERO);
+        let cli = Cli::try_parse_from(["kern"]).unwrap();
+        assert_eq!(cli.run.fallback_after, Duration::from_secs(900));
     }
 
     #[test]

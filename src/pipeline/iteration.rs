@@ -8,6 +8,8 @@
 //!   kept in `edits.json` for the next run, and the run stops (exit 2); a task that is gone or
 //!   renamed is followed (never resurrected); a task whose marker the person changed keeps the
 //!   person's marker. In the last two cases the task's work is set aside.
+//! - kern judges an implement SUCCESS by the work: a task whose files are as they were at its
+//!   start needs the report's `no_change_reason` and the review's COMMIT (`decide`).
 //! - A task that ends without a commit for good (skipped, blocked, stopped by the person) and
 //!   leaves changes has exactly those changes saved under `refs/kern/attempts/<task>/<n>` and
 //!   put back to HEAD, so the next task starts on a clean tree and the night goes on. The note
@@ -20,7 +22,7 @@ use crate::pipeline::check;
 use crate::pipeline::decide::{self, Attempts, Decision, Next, TaskOutcome};
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::{self, Document, Edit, TaskState};
-use crate::stage::{ImplementReport, ResearchReport, ReviewReport};
+use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
 use crate::state::journal::{self, PendingEdits, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -190,7 +192,10 @@ impl Run<'_> {
                     .info("research: skipped, the task already has a Research note");
                 (None, None)
             }
-            ResumePoint::Review(implement) => (Some(implement), None),
+            ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {
+                Next::End(decision) => return self.end_task(it, decision),
+                Next::Go(report) => (Some(report), None),
+            },
             ResumePoint::Commit(implement, review) => (Some(implement), Some(review)),
         };
         let implement = match implement {
@@ -200,8 +205,7 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 let run = self.stage::<ImplementReport>(it, None).await?;
-                let attempts = self.attempts(it)?;
-                match decide::after_implement(run.outcome, &attempts, self.settings.max_attempts) {
+                match self.implement_done(it, run.outcome)? {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
                 }
@@ -219,9 +223,7 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
-                let run = self
-                    .stage::<ReviewReport>(it, Some(&implement.summary))
-                    .await?;
+                let run = self.stage::<ReviewReport>(it, Some(&implement)).await?;
                 let attempts = self.attempts(it)?;
                 match decide::after_review(run.outcome, &attempts, self.settings.max_attempts) {
                     Next::End(decision) => return self.end_task(it, decision),
@@ -233,6 +235,30 @@ impl Run<'_> {
             Some(job) if job.review_branch.is_none() => Ok(IterationEnd::Ready),
             _ => self.commit(it, &implement, &review),
         }
+    }
+
+    /// Implement finished (or its report was found on resume): what it means, with kern
+    /// judging a SUCCESS by the work — a path that differs from the task's base commit
+    /// (`TaskStart::base_commit`; commits an agent made on top of it count), kern's own
+    /// files, `--allow-dirty` paths and left-out files aside: what the review's diff shows.
+    fn implement_done(
+        &mut self,
+        it: &mut TaskRun,
+        outcome: std::result::Result<ImplementReport, String>,
+    ) -> Result<Next<ImplementReport>> {
+        let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
+        let changed = success && {
+            let keep = self.untouchable(it);
+            let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
+            self.ws.repo.changed_since(it.start.base_oid(), &keep)?
+        };
+        let attempts = self.attempts(it)?;
+        Ok(decide::after_implement(
+            outcome,
+            changed,
+            &attempts,
+            self.settings.max_attempts,
+        ))
     }
 
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
@@ -314,7 +340,7 @@ impl Run<'_> {
         }
         let why = match &decision.outcome {
             TaskOutcome::Skipped { .. } => Some("skipped"),
-            TaskOutcome::Blocked { .. } => Some("blocked"),
+            TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
             _ => None,
         };
         let mut edits = decision.edits;
@@ -358,6 +384,27 @@ impl Run<'_> {
                     attempt,
                     note,
                 });
+            }
+            TaskOutcome::NeedsPerson { question } => {
+                self.reporter.warn(&format!(
+                    "blocked `{}`: it waits on you — {question}",
+                    it.title
+                ));
+                self.reporter.notify(
+                    crate::reporter::notify::EventKind::TaskBlocked,
+                    serde_json::json!({
+                        "text": format!("`{}` is blocked [!]: it waits on you — {question}", it.title),
+                        "task": it.title,
+                        "line": it.line,
+                        "why": format!("needs a person: {question}"),
+                    }),
+                );
+                self.summary.blocked.push(it.title.clone());
+                self.log.event(RunEvent::Blocked {
+                    task: it.title.clone(),
+                    why: format!("needs a person: {question}"),
+                });
+                journal::remove(&self.ws.state_dir.task_start());
             }
             TaskOutcome::Blocked { attempt, note, why } => {
                 self.log.event(RunEvent::AttemptFailed {

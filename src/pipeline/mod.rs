@@ -13,7 +13,11 @@
 //! - "No progress": [`MAX_IDLE_ITERATIONS`] iterations in a row that only skipped tasks end
 //!   the run (exit 4) rather than spin through the skipped tasks forever.
 //! - The budget stops the run after the stage that crossed it: its result is applied, the next
-//!   stage does not start, and the stage files stay for the next run to resume from.
+//!   stage does not start, and the stage files stay for the next run to resume from. Each
+//!   stage also gets what is left as Claude's own `--max-budget-usd`.
+//! - Two agents: the run remembers until when each agent is at its usage limit
+//!   ([`AgentLimits`]), so every stage starts on the one that can work (`--fallback-agent`),
+//!   and `--pace` is judged after each iteration from the latest usage an agent reported.
 
 mod audit;
 pub mod check;
@@ -27,15 +31,16 @@ mod shared;
 
 use std::time::{Duration, Instant};
 
+use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
-use crate::prompt::inputs::{StageInputs, model_for};
+use crate::prompt::inputs::{StageInputs, stage_agents};
 use crate::reporter::notify::{EventKind, Notifier};
 use crate::reporter::{Reporter, StageLine, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
-use crate::stage::Report;
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
 use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
+use crate::stage::{ImplementReport, Report};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
@@ -45,7 +50,7 @@ use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
-use shared::{SharedSpec, Spent};
+use shared::{SharedLimits, SharedSpec, Spent};
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
 /// instead of spinning.
@@ -72,6 +77,13 @@ pub(crate) struct Run<'a> {
     detached: bool,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
+    /// Until when each agent is at its usage limit, for the whole run (every task's).
+    limits: SharedLimits,
+    /// The latest subscription usage an agent reported, for `--pace`.
+    rate_limit: Option<(String, RateLimit)>,
+    /// How many stages each agent ran, and how many stages moved to another agent.
+    stages_by_agent: Vec<(String, u32)>,
+    switches: u32,
 }
 
 /// A parallel task's run (`-j`, `--review`; DESIGN.md section 15): it works on exactly this
@@ -222,6 +234,10 @@ async fn run_locked(
         started: Instant::now(),
         detached: false,
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
+        limits: SharedLimits::default(),
+        rate_limit: None,
+        stages_by_agent: Vec::new(),
+        switches: 0,
     };
     {
         let hook = reporter.hangup_hook();
@@ -285,6 +301,31 @@ impl Run<'_> {
                 )));
             }
             self.check_budget()?;
+            let fallback = self.settings.fallback_agent.as_ref().map(|a| a.to_string());
+            match decide::pace(
+                self.settings.pace,
+                self.rate_limit.as_ref(),
+                fallback.as_deref(),
+                Timestamp::now().epoch_seconds(),
+            ) {
+                None => {}
+                Some(decide::Pace::Stop(why)) => {
+                    self.reporter.info(&why);
+                    self.summary.ended = why;
+                    return Ok(());
+                }
+                Some(decide::Pace::HandOver {
+                    agent,
+                    until,
+                    message,
+                }) => {
+                    self.reporter.info(&message);
+                    self.summary.notes.push(message);
+                    self.limits.set(&agent, until);
+                    // Read again only when that agent reports anew.
+                    self.rate_limit = None;
+                }
+            }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.reporter.waiting("next iteration", self.settings.delay);
@@ -367,6 +408,22 @@ impl Run<'_> {
     /// Prints the summary, logs the end, and decides the exit.
     fn finish(mut self, result: Result<()>) -> Result<()> {
         self.summary.elapsed = self.started.elapsed();
+        if self.stages_by_agent.len() > 1 || self.switches > 0 {
+            let counts: Vec<String> = self
+                .stages_by_agent
+                .iter()
+                .map(|(agent, n)| format!("{agent} {n}"))
+                .collect();
+            self.summary.notes.push(format!(
+                "stages by agent: {}{}",
+                counts.join(", "),
+                match self.switches {
+                    0 => String::new(),
+                    1 => " (1 stage moved to the other agent at a usage limit)".to_string(),
+                    n => format!(" ({n} stages moved to the other agent at a usage limit)"),
+                }
+            ));
+        }
         if self.detached && !self.summary.committed.is_empty() {
             let head = self
                 .ws
@@ -452,12 +509,12 @@ impl Run<'_> {
         Ok(written.document)
     }
 
-    /// Renders the prompt and runs one stage, with the audit after it. `implement_summary` is
-    /// what implement said (for the review).
+    /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
+    /// implement reported (for the review).
     async fn stage<R: Report>(
         &mut self,
         it: &mut TaskRun,
-        implement_summary: Option<&str>,
+        implement: Option<&ImplementReport>,
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
@@ -473,14 +530,14 @@ impl Run<'_> {
             task,
             stage,
             Some(&it.start),
-            implement_summary,
+            implement,
         )?;
         let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
         for cut in &prompt.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
         }
         let request = StageRequest {
-            model: model_for(self.settings, &self.ws.templates, stage),
+            agents: stage_agents(self.settings, &self.ws.templates, stage),
             prompt: prompt.text,
             task: TaskRef {
                 title: it.title.clone(),
@@ -488,6 +545,11 @@ impl Run<'_> {
                 line: it.line,
             },
             attempt: doc.tasks()[task].attempts() + 1,
+            budget_left: self
+                .settings
+                .max_cost
+                .map(|limit| limit - self.summary.cost_usd),
+            protected: protected_files(self.ws),
         };
         let before = self.before_stage()?;
         let ctx = StageContext {
@@ -502,11 +564,14 @@ impl Run<'_> {
             stage,
             task: it.title.clone(),
             prompt_bytes: request.prompt.len() as u64,
-            agent: self.settings.agent.to_string(),
-            model: request.model.clone(),
+            agent: request.agents.primary.agent.to_string(),
+            model: request.agents.primary.model.clone(),
             attempt: request.attempt,
         });
-        let mut run = match runner::run_stage::<R>(&ctx, &mut self.lock, &request).await {
+        let mut limits = self.limits.get();
+        let ran = runner::run_stage::<R>(&ctx, &mut self.lock, &mut limits, &request).await;
+        self.limits.merge(&limits);
+        let mut run = match ran {
             Ok(run) => run,
             Err(e) => {
                 self.log.event(RunEvent::StageEnd {
@@ -517,8 +582,8 @@ impl Run<'_> {
                     retries: 0,
                     failure: None,
                     error: Some(e.to_string()),
-                    agent: self.settings.agent.to_string(),
-                    model: request.model.clone(),
+                    agent: request.agents.primary.agent.to_string(),
+                    model: request.agents.primary.model.clone(),
                     turns: None,
                     waits: Vec::new(),
                 });
@@ -526,6 +591,15 @@ impl Run<'_> {
             }
         };
         self.count(&run);
+        for switch in &run.record.kern.switches {
+            self.log.event(RunEvent::AgentSwitch {
+                stage,
+                from: switch.from.clone(),
+                to: switch.to.clone(),
+                reason: switch.reason.clone(),
+                limited_until: switch.limited_until,
+            });
+        }
         let found = self.audit(stage, &before, it)?;
         if !found.violations.is_empty() {
             for v in &found.violations {
@@ -581,6 +655,14 @@ impl Run<'_> {
             turns,
             waits: record.kern.waits.clone(),
         });
+        if run.budget_spent {
+            // Claude stopped at the cap kern gave it: the budget is spent, and the task is
+            // not to blame — no Attempt note; the stage files stay for the next run.
+            return Err(Error::BudgetSpent {
+                spent: self.summary.cost_usd,
+                limit: self.settings.max_cost.unwrap_or(self.summary.cost_usd),
+            });
+        }
         Ok(run)
     }
 
@@ -610,8 +692,19 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Adds a stage's cost, retries and waits to the run's totals.
+    /// Adds a stage's cost, retries, waits and agent to the run's totals.
     fn count<R>(&mut self, run: &StageRun<R>) {
+        let agent = &run.record.kern.agent;
+        match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
+            Some(entry) => entry.1 += 1,
+            None => self.stages_by_agent.push((agent.clone(), 1)),
+        }
+        if !run.record.kern.switches.is_empty() {
+            self.switches += 1;
+        }
+        if let Some(limit) = &run.rate_limit {
+            self.rate_limit = Some(limit.clone());
+        }
         self.summary.cost_usd += run.cost_usd;
         let total = self.spent.add(run.cost_usd);
         self.summary.retries += run.record.kern.retries;
@@ -636,6 +729,24 @@ fn reported_model(record: &crate::stage::record::StageRecord) -> Option<String> 
         .get("modelUsage")
         .and_then(serde_json::Value::as_object)
         .and_then(|models| models.keys().next().cloned())
+}
+
+/// The files no agent may edit — SPEC.md and LEARNINGS.md — absolute, and once more through
+/// their folder's real path when a symlink makes it differ (an agent may name either).
+pub(crate) fn protected_files(ws: &Workspace) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for path in [&ws.spec_path, &ws.learnings_path] {
+        files.push(path.clone());
+        let real = path
+            .parent()
+            .and_then(|dir| dir.canonicalize().ok())
+            .zip(path.file_name())
+            .map(|(dir, name)| dir.join(name));
+        if let Some(real) = real.filter(|real| real != path) {
+            files.push(real);
+        }
+    }
+    files
 }
 
 /// The word a stage line shows: the report's status or verdict, the number of research notes,

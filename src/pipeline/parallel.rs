@@ -61,6 +61,8 @@ struct JobDone {
     end: Result<IterationEnd>,
     summary: Summary,
     last_failed: bool,
+    /// How many stages each agent ran, and how many moved to another agent.
+    agents: (Vec<(String, u32)>, u32),
 }
 
 type JobFuture<'a> = Pin<Box<dyn Future<Output = JobDone> + 'a>>;
@@ -310,6 +312,7 @@ impl<'a> Run<'a> {
         let spec: SharedSpec = self.spec.clone();
         let spent: Spent = self.spent.clone();
         let pause = self.pause.clone();
+        let limits = self.limits.clone();
         let log: RunLog = self.log.clone();
         let total = settings.iterations;
         let review_branch = settings
@@ -317,7 +320,7 @@ impl<'a> Run<'a> {
             .then(|| format!("{TASK_BRANCH_PREFIX}{}", job.slug));
         Ok(Box::pin(async move {
             let labelled = reporter.for_job(&job.title);
-            let (end, summary, last_failed) = {
+            let (end, summary, last_failed, agents) = {
                 let mut run = Run {
                     settings,
                     ws: &ws,
@@ -340,6 +343,10 @@ impl<'a> Run<'a> {
                     started: Instant::now(),
                     detached: false,
                     left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
+                    limits,
+                    rate_limit: None,
+                    stages_by_agent: Vec::new(),
+                    switches: 0,
                 };
                 let end = match run.recover(takeover) {
                     Ok(()) => run.iteration(index, total).await,
@@ -348,7 +355,13 @@ impl<'a> Run<'a> {
                 if matches!(end, Ok(e) if e != IterationEnd::Ready) {
                     let _ = run.ws.state_dir.clear_iteration_files();
                 }
-                (end, std::mem::take(&mut run.summary), run.last_failed)
+                let agents = (std::mem::take(&mut run.stages_by_agent), run.switches);
+                (
+                    end,
+                    std::mem::take(&mut run.summary),
+                    run.last_failed,
+                    agents,
+                )
             };
             JobDone {
                 job,
@@ -356,6 +369,7 @@ impl<'a> Run<'a> {
                 end,
                 summary,
                 last_failed,
+                agents,
             }
         }))
     }
@@ -365,6 +379,13 @@ impl<'a> Run<'a> {
     fn job_ended(&mut self, done: JobDone, spec_mark: &mut usize) -> Result<IterationEnd> {
         self.merge_summary(&done.summary);
         self.last_failed = done.last_failed;
+        for (agent, n) in &done.agents.0 {
+            match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
+                Some(entry) => entry.1 += n,
+                None => self.stages_by_agent.push((agent.clone(), *n)),
+            }
+        }
+        self.switches += done.agents.1;
         let end = match done.end {
             Ok(IterationEnd::Ready) => self.integrate(&done.job, &done.ws, spec_mark),
             Ok(end) => Ok(end),

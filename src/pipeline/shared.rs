@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 use crate::error::Result;
 use crate::pipeline::audit;
+use crate::retry::AgentLimits;
 use crate::spec::{Document, Edit, SpecFile, TaskIdentity, Written};
 
 /// SPEC.md, shared by every task of the run.
@@ -74,6 +75,29 @@ impl SharedSpec {
             .get(mark..)
             .unwrap_or_default()
             .to_vec()
+    }
+}
+
+/// Until when each agent is at its usage limit, known to every task of the run: a limit one
+/// task's agent hit moves the next stage of every task to the fallback agent.
+#[derive(Clone, Default)]
+pub(crate) struct SharedLimits(Rc<RefCell<AgentLimits>>);
+
+impl SharedLimits {
+    /// A copy for one stage to use and update (a borrow must not live across the stage's
+    /// await, when other tasks' stages run).
+    pub(crate) fn get(&self) -> AgentLimits {
+        self.0.borrow().clone()
+    }
+
+    /// Takes in what a stage learnt.
+    pub(crate) fn merge(&self, learnt: &AgentLimits) {
+        self.0.borrow_mut().merge(learnt);
+    }
+
+    /// Records that `agent` may be tried again from `until`.
+    pub(crate) fn set(&self, agent: &str, until: i64) {
+        self.0.borrow_mut().set(agent, until);
     }
 }
 

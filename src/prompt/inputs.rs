@@ -1,6 +1,6 @@
 //! What each stage sees (DESIGN.md section 9), gathered in one place: the task block, the
 //! learnings, recent commits, the diff, the previous stage's result and the attempt situation,
-//! and the model each stage runs with.
+//! and the agents and models each stage runs with.
 //!
 //! The one decision a reader must know: the loop and the dry run both call
 //! [`StageInputs::gather`], so `kern -n` shows the prompt a run would send, not a look-alike.
@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 
 use super::PromptInputs;
-use crate::agent::Agent;
+use crate::agent::{Agent, StageAgent, StageAgents};
 use crate::error::Result;
 use crate::settings::Settings;
 use crate::spec::Document;
-use crate::stage::Stage;
+use crate::stage::{ImplementReport, Stage};
 use crate::state::journal::TaskStart;
 use crate::workspace::Workspace;
 
@@ -22,6 +22,8 @@ use crate::workspace::Workspace;
 const RESEARCH_PLACEHOLDER: &str = "(the research stage's notes)";
 /// The implement summary, before implement ran.
 const SUMMARY_PLACEHOLDER: &str = "(the implement stage's summary)";
+/// The review's diff when the work tree is as the task found it.
+const NO_CHANGES: &str = "(no changes: no file differs from the commit the task started from)\n";
 
 /// Everything one stage's prompt is rendered from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,8 +39,9 @@ pub struct StageInputs {
 
 impl StageInputs {
     /// Gathers the inputs of `stage` for task `task` of `doc`. `start` is the task's start
-    /// record (its diff base and left-out paths), when it has one; `implement_summary` is what
-    /// implement said, when it ran.
+    /// record (its diff base and left-out paths), when it has one; `implement` is what
+    /// implement reported, when it ran. A review of a task that changed no file sees that the
+    /// diff is empty and the implementer's `no_change_reason`.
     pub fn gather(
         ws: &Workspace,
         settings: &Settings,
@@ -46,7 +49,7 @@ impl StageInputs {
         task: usize,
         stage: Stage,
         start: Option<&TaskStart>,
-        implement_summary: Option<&str>,
+        implement: Option<&ImplementReport>,
     ) -> Result<StageInputs> {
         let own = ws.own_files();
         let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
@@ -82,9 +85,17 @@ impl StageInputs {
                 if let Some(start) = start {
                     exclude.extend(start.excluded.iter().map(PathBuf::as_path));
                 }
-                inputs.diff = Some(ws.repo.diff_since(base, &exclude, super::BUDGET_DIFF)?);
-                inputs.prev_result =
-                    Some(implement_summary.unwrap_or(SUMMARY_PLACEHOLDER).to_string());
+                let diff = ws.repo.diff_since(base, &exclude, super::BUDGET_DIFF)?;
+                let unchanged = diff == "(no changes)\n";
+                inputs.diff = Some(if unchanged {
+                    NO_CHANGES.to_string()
+                } else {
+                    diff
+                });
+                inputs.prev_result = Some(match implement {
+                    Some(report) => implement_result(report, unchanged),
+                    None => SUMMARY_PLACEHOLDER.to_string(),
+                });
             }
         }
         Ok(inputs)
@@ -104,18 +115,55 @@ impl StageInputs {
     }
 }
 
-/// The model for a stage: `--model`, else the template's front matter. The front matter names
-/// a Claude model, which means nothing to Codex: Codex gets a model only from `--model`
-/// (DESIGN.md section 4), else its own default.
-pub fn model_for(
+/// What the review reads of implement's report: the summary, and for a task that changed no
+/// file, that nothing changed and the implementer's reason why nothing had to.
+fn implement_result(report: &ImplementReport, unchanged: bool) -> String {
+    let reason = report
+        .no_change_reason
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty());
+    match (unchanged, reason) {
+        (true, Some(reason)) => format!(
+            "{}\n\nNo file changed. The implementer's reason why none had to: {reason}",
+            report.summary
+        ),
+        _ => report.summary.clone(),
+    }
+}
+
+/// The agents of a stage and their models. The stage's own agent is `--agent`, or for the
+/// review `--review-agent`; its fallback is `--fallback-agent`, unless that is the stage's own
+/// agent. Models: `--model` for `--agent`, `--review-model` for the review (and `--model` when
+/// the review runs on `--agent`), `--fallback-model` for the fallback; without one, the
+/// template's front matter — which names a Claude model and means nothing to Codex, so Codex
+/// then uses its own default (DESIGN.md section 4).
+pub fn stage_agents(
     settings: &Settings,
     templates: &super::Templates,
     stage: Stage,
-) -> Option<String> {
-    settings.model.clone().or_else(|| match settings.agent {
-        Agent::Codex => None,
-        _ => templates.get(stage).model.clone(),
-    })
+) -> StageAgents {
+    let with_model = |agent: &Agent, explicit: Option<&String>| StageAgent {
+        agent: agent.clone(),
+        model: explicit.cloned().or_else(|| match agent {
+            Agent::Codex => None,
+            _ => templates.get(stage).model.clone(),
+        }),
+    };
+    let primary = match (&settings.review_agent, stage) {
+        (Some(agent), Stage::Review) => with_model(agent, settings.review_model.as_ref()),
+        (None, Stage::Review) => with_model(
+            &settings.agent,
+            settings.review_model.as_ref().or(settings.model.as_ref()),
+        ),
+        _ => with_model(&settings.agent, settings.model.as_ref()),
+    };
+    let fallback = settings
+        .fallback_agent
+        .as_ref()
+        .filter(|agent| **agent != primary.agent)
+        .map(|agent| with_model(agent, settings.fallback_model.as_ref()));
+    StageAgents { primary, fallback }
 }
 
 /// The `{ATTEMPTS}` text for a task with `attempts` failures.
@@ -154,9 +202,22 @@ mod tests {
     use crate::cli::Cli;
     use clap::Parser;
 
+    fn agents(argv: &[&str], stage: Stage) -> StageAgents {
+        let templates = super::super::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let settings = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap();
+        stage_agents(&settings, &templates, stage)
+    }
+
+    fn on(agent: Agent, model: Option<&str>) -> StageAgent {
+        StageAgent {
+            agent,
+            model: model.map(str::to_string),
+        }
+    }
+
     #[test]
     fn codex_gets_a_model_only_from_the_command_line() {
-        let templates = super::super::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
         for (argv, expected) in [
             (vec!["kern"], Some("opus")),
             (vec!["kern", "--agent", "codex"], None),
@@ -166,14 +227,131 @@ mod tests {
             ),
             (vec!["kern", "--model", "haiku"], Some("haiku")),
         ] {
-            let cli = Cli::try_parse_from(&argv).unwrap();
-            let settings = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap();
             assert_eq!(
-                model_for(&settings, &templates, Stage::Implement).as_deref(),
+                agents(&argv, Stage::Implement).primary.model.as_deref(),
                 expected,
                 "{argv:?}"
             );
         }
+    }
+
+    #[test]
+    fn each_stage_has_its_agents_and_their_models() {
+        let program = || Agent::Program(PathBuf::from("/bin/r"));
+        // (argv, stage, primary, fallback); the built-in templates say opus for implement and
+        // sonnet for review.
+        let table: Vec<(Vec<&str>, Stage, StageAgent, Option<StageAgent>)> = vec![
+            (
+                vec!["kern", "--fallback-agent", "codex"],
+                Stage::Implement,
+                on(Agent::Claude, Some("opus")),
+                Some(on(Agent::Codex, None)),
+            ),
+            (
+                vec![
+                    "kern",
+                    "--fallback-agent",
+                    "codex",
+                    "--fallback-model",
+                    "o3",
+                    "--model",
+                    "haiku",
+                ],
+                Stage::Research,
+                on(Agent::Claude, Some("haiku")),
+                Some(on(Agent::Codex, Some("o3"))),
+            ),
+            (
+                vec!["kern", "--agent", "codex", "--fallback-agent", "claude"],
+                Stage::Implement,
+                on(Agent::Codex, None),
+                Some(on(Agent::Claude, Some("opus"))),
+            ),
+            (
+                vec!["kern", "--review-agent", "codex", "--model", "haiku"],
+                Stage::Review,
+                on(Agent::Codex, None),
+                None,
+            ),
+            (
+                vec!["kern", "--review-agent", "codex", "--review-model", "o3"],
+                Stage::Review,
+                on(Agent::Codex, Some("o3")),
+                None,
+            ),
+            (
+                vec!["kern", "--review-agent", "codex"],
+                Stage::Implement,
+                on(Agent::Claude, Some("opus")),
+                None,
+            ),
+            (
+                vec!["kern", "--review-model", "haiku", "--model", "opus"],
+                Stage::Review,
+                on(Agent::Claude, Some("haiku")),
+                None,
+            ),
+            (
+                vec!["kern", "--model", "opus"],
+                Stage::Review,
+                on(Agent::Claude, Some("opus")),
+                None,
+            ),
+            // The review's fallback is the fallback agent unless that is the review agent.
+            (
+                vec![
+                    "kern",
+                    "--review-agent",
+                    "codex",
+                    "--fallback-agent",
+                    "codex",
+                ],
+                Stage::Review,
+                on(Agent::Codex, None),
+                None,
+            ),
+            (
+                vec![
+                    "kern",
+                    "--review-agent",
+                    "program:/bin/r",
+                    "--fallback-agent",
+                    "codex",
+                ],
+                Stage::Review,
+                on(program(), Some("sonnet")),
+                Some(on(Agent::Codex, None)),
+            ),
+        ];
+        for (argv, stage, primary, fallback) in table {
+            assert_eq!(
+                agents(&argv, stage),
+                StageAgents { primary, fallback },
+                "{argv:?} {stage}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_review_reads_why_nothing_changed() {
+        let report = ImplementReport {
+            status: crate::stage::ImplementStatus::Success,
+            summary: "Checked the parser.".into(),
+            attempt_note: None,
+            subtasks: Vec::new(),
+            learnings: Vec::new(),
+            no_change_reason: Some(" already done in src/parse.rs:40 ".into()),
+        };
+        assert_eq!(
+            implement_result(&report, true),
+            "Checked the parser.\n\nNo file changed. The implementer's reason why none had to: already done in src/parse.rs:40"
+        );
+        assert_eq!(implement_result(&report, false), "Checked the parser.");
+        let no_reason = ImplementReport {
+            no_change_reason: Some("  ".into()),
+            ..report
+        };
+        assert_eq!(implement_result(&no_reason, true), "Checked the parser.");
     }
 
     #[test]

@@ -298,7 +298,7 @@ impl Repository {
             HookRun::Failed(output) => output,
             HookRun::Passed | HookRun::Absent => return rejudge(staging, index),
         };
-        let changed = self.changed_since(&before)?;
+        let changed = self.changed_since_stamps(&before)?;
         if changed.is_empty() || !changed.iter().all(|p| committed.contains(p)) {
             return Err(Error::HookFailed {
                 hook: "pre-commit".into(),
@@ -370,7 +370,10 @@ impl Repository {
     }
 
     /// The paths whose stamp differs from `before`, new ones status lists included.
-    fn changed_since(&self, before: &BTreeMap<String, Option<Stamp>>) -> Result<Vec<String>> {
+    fn changed_since_stamps(
+        &self,
+        before: &BTreeMap<String, Option<Stamp>>,
+    ) -> Result<Vec<String>> {
         let now = self.work_tree_stamps(&before.keys().cloned().collect())?;
         Ok(now
             .into_iter()

@@ -86,6 +86,48 @@ impl Repository {
         Ok(text)
     }
 
+    /// True when the work tree (with untracked, not ignored files) differs from `base`
+    /// (`None`: the empty tree) in any path outside `exclude` — exactly when [`diff_since`]
+    /// would show a change, without reading a patch. Commits made on top of `base` count, so
+    /// work an agent committed itself is a change too.
+    ///
+    /// [`diff_since`]: Repository::diff_since
+    pub fn changed_since(
+        &self,
+        base: Option<git2::Oid>,
+        exclude: &[&std::path::Path],
+    ) -> Result<bool> {
+        let ctx = |e| Error::git("comparing the work with the task's start", e);
+        let tree = match base {
+            Some(oid) => Some(
+                self.repo
+                    .find_commit(oid)
+                    .and_then(|c| c.tree())
+                    .map_err(ctx)?,
+            ),
+            None => None,
+        };
+        let mut opts = DiffOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_typechange(true);
+        let diff = self
+            .repo
+            .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
+            .map_err(ctx)?;
+        let exclude: Vec<String> = exclude.iter().filter_map(|p| self.relative(p)).collect();
+        let path_of = |f: git2::DiffFile<'_>| {
+            f.path_bytes()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        Ok(diff.deltas().any(|delta| {
+            [path_of(delta.old_file()), path_of(delta.new_file())]
+                .into_iter()
+                .flatten()
+                .all(|p| !exclude.iter().any(|e| covers(e, &p)))
+        }))
+    }
+
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty
     /// tree), minus `exclude` (relative or absolute paths; a folder covers what it holds):
     /// the stat first, then the patch, the whole within `budget` bytes, cuts noted.

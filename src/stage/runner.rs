@@ -1,26 +1,29 @@
 //! Runs one stage to a decision: spawn the agent, follow its stream, classify how it ended,
 //! then do what [`retry::next_step`] says — retry a transient failure, wait out a usage
-//! limit, give up with a note, or stop the run for the person.
+//! limit, move the stage to the other agent, give up with a note, or stop the run for the
+//! person.
 //!
 //! This is where the agent layer (argv, stream parsing, classification), the supervisor
 //! (processes, timeouts, signals) and the stage record meet; the loop above only sees a
 //! [`StageRun`]: the stage's own report, typed, or kern's note saying why the stage failed. A
 //! stage record is written after every try, so `jq .kern.outcome stageN.json` is true at any
-//! moment.
+//! moment; `kern.agent` names the agent of the last try and `kern.switches` every move between
+//! the two. A stage starts on the agent [`retry::choose_side`] picks from the run's
+//! [`AgentLimits`], which the runner updates whenever an agent hits its usage limit.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::agent::failure::{self, FailureClass};
-use crate::agent::stream::{AgentOutput, LineSignal, StreamParser};
-use crate::agent::{Agent, InvocationRequest};
+use crate::agent::stream::{AgentOutput, LineSignal, RateLimit, StreamParser};
+use crate::agent::{Agent, InvocationRequest, StageAgent, StageAgents};
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
 use crate::reporter::text;
-use crate::retry::{self, Step};
+use crate::retry::{self, AgentLimits, Side, Step};
 use crate::settings::Settings;
 use crate::stage::record::{
-    KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord, TaskRef, Wait, WaitKind,
+    KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord, Switch, TaskRef, Wait, WaitKind,
 };
 use crate::stage::{Report, Stage, extract_report};
 use crate::state::StateDir;
@@ -73,14 +76,19 @@ impl Pause {
 
 /// One stage's prompt and task.
 pub struct StageRequest {
-    /// The model (template front matter or `--model`); None lets the agent choose.
-    pub model: Option<String>,
+    /// The agents the stage may run on, with their models.
+    pub agents: StageAgents,
     /// The rendered prompt.
     pub prompt: String,
     /// The task, for the record and `KERN_TASK`.
     pub task: TaskRef,
     /// Which attempt at the task this is (1-based).
     pub attempt: u32,
+    /// What is left of `--max-cost` when the stage starts (USD); each try gets what is left
+    /// then as Claude's `--max-budget-usd`.
+    pub budget_left: Option<f64>,
+    /// Absolute paths the implement stage may not edit: SPEC.md and LEARNINGS.md.
+    pub protected: Vec<PathBuf>,
 }
 
 /// How a stage ended, once retries and waits are over.
@@ -93,13 +101,22 @@ pub struct StageRun<R> {
     pub outcome: std::result::Result<R, String>,
     /// What the stage cost (all tries).
     pub cost_usd: f64,
+    /// The latest subscription rate-limit state an agent reported during the stage (Claude's
+    /// `rate_limit_event`), with the agent's name.
+    pub rate_limit: Option<(String, RateLimit)>,
+    /// The agent stopped at the `--max-budget-usd` kern gave it (what was left of
+    /// `--max-cost`): the run's budget is spent, which is no failure of the task.
+    pub budget_spent: bool,
 }
 
-/// Runs `request` as stage `R::STAGE` with retries and waits. `Err` means the run must stop:
-/// the agent needs the person, or the run was interrupted (the record says `interrupted`).
+/// Runs `request` as stage `R::STAGE` with retries, waits and switches between its agents;
+/// `limits` is the run's memory of which agent is at its usage limit until when. `Err` means
+/// the run must stop: the agent needs the person, or the run was interrupted (the record says
+/// `interrupted`).
 pub async fn run_stage<R: Report>(
     ctx: &StageContext<'_>,
     lock: &mut RunLock,
+    limits: &mut AgentLimits,
     request: &StageRequest,
 ) -> Result<StageRun<R>> {
     let settings = ctx.settings;
@@ -117,6 +134,35 @@ pub async fn run_stage<R: Report>(
 
     let delays = retry::retry_delays(&settings.retry);
     let mut tries = Tries::default();
+    let agents = &request.agents;
+    let name_of = |side: Side| match (side, &agents.fallback) {
+        (Side::Fallback, Some(fallback)) => fallback.agent.to_string(),
+        _ => agents.primary.agent.to_string(),
+    };
+    let now = Timestamp::now().epoch_seconds();
+    let primary_until = limits.limited_until(&name_of(Side::Primary), now);
+    let fallback_name = agents.fallback.as_ref().map(|f| f.agent.to_string());
+    let mut side = retry::choose_side(
+        primary_until,
+        limits.other(fallback_name.as_deref(), now),
+        now,
+    );
+    if side == Side::Fallback {
+        let (from, to) = (name_of(Side::Primary), name_of(Side::Fallback));
+        let reason = format!(
+            "{from} is at its usage limit until {} (seen earlier in this run)",
+            until_text(primary_until)
+        );
+        ctx.reporter
+            .info(&format!("{stage}: {reason}; running it on {to}"));
+        tries.switches.push(Switch {
+            from,
+            to,
+            reason,
+            at: Timestamp::now(),
+            limited_until: primary_until,
+        });
+    }
     loop {
         if let Some(rest) = ctx.pause.remaining() {
             let reason = "usage limit (hit by another task)".to_string();
@@ -134,8 +180,15 @@ pub async fn run_stage<R: Report>(
             }
             lock.set_phase(Phase::Stage(stage))?;
         }
-        let mut attempt = run_once(ctx, lock, request, stage, &tries).await?;
+        let current = match (side, &agents.fallback) {
+            (Side::Fallback, Some(fallback)) => fallback,
+            _ => &agents.primary,
+        };
+        let mut attempt = run_once(ctx, lock, request, stage, current, &tries).await?;
         tries.cost += attempt.output.cost_usd;
+        if let Some(limit) = &attempt.output.rate_limit {
+            tries.rate_limit = Some((current.agent.to_string(), limit.clone()));
+        }
         let class = match &attempt.end {
             EndReason::Interrupted(signal) => {
                 let signal = *signal;
@@ -151,7 +204,7 @@ pub async fn run_stage<R: Report>(
                 text::duration(settings.limits.idle_timeout)
             ))),
             EndReason::Stopped(_) | EndReason::Exited | EndReason::AfterResultGrace => {
-                failure::classify(&settings.agent, &attempt.output)
+                failure::classify(&current.agent, &attempt.output)
             }
         };
         let Some(class) = class else {
@@ -169,6 +222,8 @@ pub async fn run_stage<R: Report>(
                         record,
                         outcome: Ok(report),
                         cost_usd: tries.cost,
+                        rate_limit: tries.rate_limit,
+                        budget_spent: false,
                     })
                 }
                 // A stage limit: no blind retry.
@@ -177,7 +232,7 @@ pub async fn run_stage<R: Report>(
                         .err()
                         .unwrap_or_else(|| "a report of another stage".into());
                     let note = format!("{stage} stage gave no usable result: {reason}");
-                    attempt.fail(state_dir, Outcome::Failed, note, tries.cost)
+                    attempt.fail(state_dir, Outcome::Failed, note, tries)
                 }
             };
         };
@@ -185,14 +240,42 @@ pub async fn run_stage<R: Report>(
             attempt.end,
             EndReason::StageTimeout | EndReason::IdleTimeout
         );
+        let now = Timestamp::now().epoch_seconds();
+        let other = match side {
+            Side::Primary => limits.other(fallback_name.as_deref(), now),
+            Side::Fallback => limits.other(Some(&name_of(Side::Primary)), now),
+        };
         let step = retry::next_step(
             &class,
             tries.retries,
             tries.waited,
+            other,
             &settings.retry,
             &delays,
-            Timestamp::now().epoch_seconds(),
+            now,
         );
+        let goes_on = matches!(step, Step::Retry(_) | Step::Wait(_) | Step::Switch(_));
+        if let Some(left) = request
+            .budget_left
+            .filter(|left| goes_on && tries.cost >= *left)
+        {
+            let note = format!(
+                "{stage} stage stopped: the --max-cost budget is spent (${:.2} left when the stage started, ${:.2} spent by its tries) — {}",
+                left,
+                tries.cost,
+                class.message()
+            );
+            let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+            run.budget_spent = true;
+            return Ok(run);
+        }
+        // Remember the limit for the rest of the run, so that later stages go straight to
+        // the agent that can work.
+        if let FailureClass::UsageLimit { resets_at, .. } = &class {
+            let wait = retry::usage_wait(*resets_at, &settings.retry, now);
+            let until = now.saturating_add(i64::try_from(wait.as_secs()).unwrap_or(i64::MAX));
+            limits.set(&current.agent.to_string(), until);
+        }
         match step {
             Step::Retry(delay) => {
                 let reason = class.message().to_string();
@@ -249,17 +332,65 @@ pub async fn run_stage<R: Report>(
                 }
                 lock.set_phase(Phase::Stage(stage))?;
             }
+            Step::Switch(wait) => {
+                let message = class.message().to_string();
+                let (from, to) = (name_of(side), name_of(side.other()));
+                let limited_until = limits.limited_until(&from, now);
+                ctx.reporter.warn(&format!(
+                    "{stage}: {from} hit its usage limit ({message}), until {}; running the stage on {to}{}",
+                    until_text(limited_until),
+                    if wait.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" once its own limit resets, in {}", text::duration(wait))
+                    }
+                ));
+                tries.switches.push(Switch {
+                    from,
+                    to,
+                    reason: message.clone(),
+                    at: Timestamp::now(),
+                    limited_until,
+                });
+                // The record says at once where the stage went, while the other agent runs.
+                attempt.envelope.switches.clone_from(&tries.switches);
+                attempt.finish(state_dir, Outcome::Failed, Some(message.clone()))?;
+                if !wait.is_zero() {
+                    tries.waits.push(Wait {
+                        kind: WaitKind::UsageLimit,
+                        reason: message.clone(),
+                        started_at: Timestamp::now(),
+                        duration_ms: millis(wait),
+                        resets_at: limits.limited_until(&name_of(side.other()), now),
+                    });
+                    tries.waited += wait;
+                    lock.set_phase(Phase::Waiting(stage))?;
+                    if countdown(ctx, &message, wait).await {
+                        return Err(interrupted(ctx));
+                    }
+                    lock.set_phase(Phase::Stage(stage))?;
+                }
+                side = side.other();
+            }
             Step::Fail(note) => {
                 let note = match class {
                     FailureClass::StageLimit(_) => format!("{stage} stage stopped: {note}"),
                     _ => note,
                 };
+                // The cap kern gave is what was left of --max-cost: the run's budget is spent.
+                if request.budget_left.is_some()
+                    && attempt.output.subtype.as_deref() == Some("error_max_budget_usd")
+                {
+                    let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+                    run.budget_spent = true;
+                    return Ok(run);
+                }
                 let outcome = if timed_out {
                     Outcome::TimedOut
                 } else {
                     Outcome::Failed
                 };
-                return attempt.fail(state_dir, outcome, note, tries.cost);
+                return attempt.fail(state_dir, outcome, note, tries);
             }
             Step::Stop(message) => {
                 attempt.finish(
@@ -280,6 +411,22 @@ struct Tries {
     waits: Vec<Wait>,
     waited: Duration,
     cost: f64,
+    switches: Vec<Switch>,
+    rate_limit: Option<(String, RateLimit)>,
+}
+
+/// An epoch time as the local clock shows it (`14:05`, or the date when not today), for the
+/// person; `unknown` when there is none.
+fn until_text(epoch: Option<i64>) -> String {
+    use chrono::TimeZone;
+    let Some(at) = epoch.and_then(|e| chrono::Local.timestamp_opt(e, 0).single()) else {
+        return "an unknown time".into();
+    };
+    if at.date_naive() == chrono::Local::now().date_naive() {
+        at.format("%H:%M").to_string()
+    } else {
+        at.format("%Y-%m-%d %H:%M").to_string()
+    }
 }
 
 /// One run of the agent, not yet judged.
@@ -310,38 +457,43 @@ impl Attempt {
         state_dir: &StateDir,
         outcome: Outcome,
         note: String,
-        cost: f64,
+        tries: Tries,
     ) -> Result<StageRun<R>> {
         let record = self.finish(state_dir, outcome, Some(note.clone()))?;
         Ok(StageRun {
             record,
             outcome: Err(note),
-            cost_usd: cost,
+            cost_usd: tries.cost,
+            rate_limit: tries.rate_limit,
+            budget_spent: false,
         })
     }
 }
 
-/// Spawns the agent once and follows it to its end.
+/// Spawns `on`'s agent once and follows it to its end.
 async fn run_once(
     ctx: &StageContext<'_>,
     lock: &mut RunLock,
     request: &StageRequest,
     stage: Stage,
+    on: &StageAgent,
     tries: &Tries,
 ) -> Result<Attempt> {
     let settings = ctx.settings;
     let state_dir = ctx.state_dir;
+    let agent = &on.agent;
     ctx.reporter.stage_started(stage, &request.task.title);
-    let invocation = settings.agent.invocation(InvocationRequest {
+    let invocation = agent.invocation(InvocationRequest {
         stage,
-        model: request.model.as_deref(),
+        model: on.model.as_deref(),
         prompt: request.prompt.clone().into_bytes(),
         cwd: ctx.cwd,
         schema_path: &state_dir.stage_schema(stage),
         state_dir: &state_dir.dir(),
         task_title: &request.task.title,
-        max_budget_usd: None,
-        sandbox: false,
+        max_budget_usd: request.budget_left.map(|left| left - tries.cost),
+        sandbox: settings.sandbox,
+        protected: &request.protected,
     });
     let files = StreamFiles {
         stdout_cap: crate::supervisor::STDOUT_CAP,
@@ -351,7 +503,7 @@ async fn run_once(
     };
     let started_at = Timestamp::now();
     let clock = Instant::now();
-    let mut parser = StreamParser::new(settings.agent.stream_format());
+    let mut parser = StreamParser::new(agent.stream_format());
     tracing::debug!(
         stage = stage.name(),
         program = %invocation.program.display(),
@@ -408,7 +560,7 @@ async fn run_once(
         // The group is gone now; a record of it would only mislead a later takeover.
         lock.set_agent_group(None)?;
     }
-    let finished = finished.map_err(|e| spawn_error(&settings.agent, e))?;
+    let finished = finished.map_err(|e| spawn_error(agent, e))?;
     if !finished.escaped.is_empty() {
         // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still
         // be winding down when it exits, and nothing they do counts after this point.
@@ -425,9 +577,9 @@ async fn run_once(
         schema: SCHEMA_VERSION,
         stage,
         task: request.task.clone(),
-        agent: settings.agent.to_string(),
+        agent: agent.to_string(),
         argv: argv(&invocation),
-        model: request.model.clone(),
+        model: on.model.clone(),
         started_at,
         finished_at: Timestamp::now(),
         duration_ms: millis(clock.elapsed()),
@@ -435,6 +587,7 @@ async fn run_once(
         attempt: request.attempt,
         retries: tries.retries,
         waits: tries.waits.clone(),
+        switches: tries.switches.clone(),
         outcome: Outcome::Succeeded,
         report: None,
         failure: None,

@@ -130,6 +130,21 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         waits: Vec<Wait>,
     },
+    /// A stage moved to the other agent: its agent hit a usage limit that resets later than
+    /// `--fallback-after` (or was already at one).
+    AgentSwitch {
+        /// The stage.
+        stage: Stage,
+        /// The agent at its limit.
+        from: String,
+        /// The agent that took the stage over.
+        to: String,
+        /// What `from` said.
+        reason: String,
+        /// When `from` may be tried again (epoch seconds), if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limited_until: Option<i64>,
+    },
     /// The audit after a stage found what the stage forbids.
     Violation {
         /// The stage.
@@ -398,6 +413,13 @@ mod tests {
                 model: None,
                 turns: None,
                 waits: Vec::new(),
+            },
+            RunEvent::AgentSwitch {
+                stage: Stage::Implement,
+                from: "claude".into(),
+                to: "codex".into(),
+                reason: "You've hit your 5-hour limit · resets 2:08am (UTC)".into(),
+                limited_until: Some(1_795_018_000),
             },
             RunEvent::Violation {
                 stage: Stage::Research,

@@ -544,6 +544,16 @@ impl Builder {
             RunEvent::LockRecovered { pid, why, phase } => self.notices.push(format!(
                 "took over the lock of run {pid} ({why}; it was {phase})"
             )),
+            RunEvent::AgentSwitch {
+                stage,
+                from,
+                to,
+                reason,
+                ..
+            } => self.notices.push(format!(
+                "the {} stage moved from {from} to {to}: {reason}",
+                stage.name()
+            )),
             RunEvent::Hangup {} => self.notices.push(format!(
                 "the terminal went away at {} (SIGHUP); the run went on, its output is in run.log",
                 e.ts

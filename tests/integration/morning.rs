@@ -326,7 +326,10 @@ fn screenshot(html: &Path, png: &Path) {
 #[test]
 fn a_failed_night_says_so_in_its_first_line() {
     let p = Project::new("- [ ] First\n- [ ] Second\n");
-    p.scenario(&json!({"tasks": [{"match": "Second", "research": {"error": "auth"}}]}));
+    p.scenario(
+        &json!({"tasks": [{"match": "Second", "research": {"error": "auth"}}],
+        "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}}),
+    );
     let out = p.kern().args(["5", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(5), "{}", texts(&out).1);
     let (code, page, _) = report(&p, &[]);
@@ -364,7 +367,8 @@ fn notify_receives_every_kind_of_event() {
     let p = Project::new("- [ ] Wait for it\n- [ ] Block me\n");
     let file = p.outside.path().join("events.txt");
     p.scenario(&json!({"tasks": [
-        {"match": "Wait for it", "implement": [{"error": "usage_limit", "resets_in_secs": 1}, {}]},
+        {"match": "Wait for it", "implement": [{"error": "usage_limit", "resets_in_secs": 1},
+                                               {"write": {"wait.txt": "done\n"}}]},
         {"match": "Block me", "implement": {"result": {"status": "FAILED", "summary": "no"}}}
     ]}));
     let out = p

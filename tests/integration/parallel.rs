@@ -355,7 +355,8 @@ fn a_path_the_person_changed_is_never_written_over_by_a_parallel_task() {
              "shell": [format!("touch '{}'", started.display()),
                        format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display())]},
             {"write": {"alpha.txt": "Alpha\n"}}
-        ]}]
+        ]}],
+        "default": {"implement": {"write": {"{slug}.txt": "{task}\n"}}}
     }));
     let child = spawn(&p, &["10", "0", "-j", "2", "--allow-dirty"]);
     wait_for_file(&started);

@@ -42,6 +42,8 @@ enum How {
     Morning,
     /// The `--notify` recipes: run with fake `curl` and `notify-send` on PATH.
     Notify,
+    /// The two-agent examples: run with a fake `codex` on PATH.
+    TwoAgents,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -49,7 +51,7 @@ const KNOWN: &[(&str, How)] = &[
     ("cargo run --release -- demo", How::Demo),
     ("cargo test", How::CargoTest),
     (
-        "cargo test --test integration -- real_agent real_claude real_codex",
+        "cargo test --test integration -- real_agent real_claude real_codex real_two_agents",
         How::TestTargets,
     ),
     ("cargo install --path .", How::CargoInstall),
@@ -92,6 +94,12 @@ const KNOWN: &[(&str, How)] = &[
     (
         "kern 10 30 --notify 'notify-send \"kern: $KERN_EVENT\" \"$(jq -r .text)\"'",
         How::Notify,
+    ),
+    ("kern 10 30 --fallback-agent codex", How::TwoAgents),
+    ("kern 10 30 --review-agent codex", How::TwoAgents),
+    (
+        "jq -c 'select(.event == \"agent_switch\")' \"$(kern status --dir)/run.jsonl\"",
+        How::TwoAgents,
     ),
 ];
 
@@ -480,6 +488,7 @@ fn daily_use_commands_run_in_order() {
         "the order below follows the README's"
     );
     let p = Project::new("unused\n");
+    p.scenario(&json!({"default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}}));
     std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
     p.commit_all("no SPEC.md yet");
     let before = p.log().len();
@@ -619,7 +628,10 @@ fn jq_recipes_work_on_a_real_state_folder() {
     );
     // One task committed, the next stopped with Ctrl-C during review: stage files kept.
     let p = Project::new("- [ ] First\n- [ ] Second\n");
-    p.scenario(&json!({"tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]}));
+    p.scenario(&json!({
+        "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}},
+        "tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]
+    }));
     let mut run = p
         .kern_std()
         .args(["2", "0"])
@@ -891,6 +903,107 @@ fn the_notify_recipes_send_the_events_text() {
                 )
             ),
             _ => assert_eq!(sent, format!("notify-send kern: run_ended {headline}\n\n")),
+        }
+    }
+}
+
+/// A fake `codex` in a new `bin` folder of `p`: it answers each stage (told by its schema
+/// file, `stage<N>.schema.json`) with a canned Codex stream carrying that stage's report; in
+/// implement it writes `codex.txt` first. Returns the folder.
+fn fake_codex(p: &Project) -> PathBuf {
+    let bin = p.outside.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let reports = [
+        json!({"notes": ["read by codex"], "skip_reason": null, "skip_kind": null}),
+        json!({"status": "SUCCESS", "summary": "codex wrote codex.txt", "attempt_note": null,
+               "subtasks": null, "learnings": null, "no_change_reason": null}),
+        json!({"verdict": "COMMIT", "subject": "Reviewed by codex", "body": null,
+               "reason": null, "learnings": null}),
+    ];
+    let mut cases = String::new();
+    for (n, report) in reports.iter().enumerate() {
+        let events = [
+            json!({"type": "thread.started", "thread_id": "t-1"}),
+            json!({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message",
+                "text": report.to_string()}}),
+            json!({"type": "turn.completed", "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1}}),
+        ];
+        let file = p.outside.path().join(format!("codex-stage{}.jsonl", n + 1));
+        let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        cases.push_str(&format!(
+            "    */stage{}.schema.json) out='{}' ;;\n",
+            n + 1,
+            file.display()
+        ));
+    }
+    let script = format!(
+        "#!/bin/sh\nout=''\nfor a in \"$@\"; do\n  case \"$a\" in\n{cases}  esac\ndone\ncat > /dev/null\ncase \"$out\" in *stage2*) echo 'by codex' > codex.txt ;; esac\ncat \"$out\"\n"
+    );
+    let path = bin.join("codex");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn two_agent_examples_run_as_the_readme_says() {
+    let examples = commands(How::TwoAgents);
+    assert_eq!(examples.len(), 3, "{examples:?}");
+    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    for example in &examples {
+        let p = Project::new("- [ ] Say hello\n");
+        let bin = fake_codex(&p);
+        let path = format!(
+            "{}:{}:{}",
+            bin.display(),
+            kern_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        match example.as_str() {
+            "kern 10 30 --fallback-agent codex" => {
+                // The main agent is at its usage limit for an hour: Codex does the task.
+                p.scenario(&json!({"default": {"research": {"error": "usage_limit", "resets_in_secs": 3600}}}));
+                let args: Vec<&str> = example.split_whitespace().skip(1).collect();
+                let out = p.kern().args(&args).env("PATH", &path).output().unwrap();
+                let (_, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert_eq!(p.log()[0], "Reviewed by codex");
+                assert!(p.head_files().contains(&"codex.txt".to_string()));
+                // The jq recipe lists the moves.
+                let recipe = &examples[2];
+                let out = Command::new("sh")
+                    .args(["-c", &format!("set -e\n{recipe}\n")])
+                    .current_dir(p.path())
+                    .env("PATH", &path)
+                    .env("KERN_STATE_DIR", p.state_root())
+                    .output()
+                    .unwrap();
+                let (stdout, stderr) = texts(&out);
+                assert!(out.status.success(), "`{recipe}`: {stderr}");
+                let moves: Vec<Value> = stdout
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+                assert_eq!(moves.len(), 3, "{stdout}");
+                assert!(moves.iter().all(|m| m["to"] == "codex"), "{stdout}");
+            }
+            "kern 10 30 --review-agent codex" => {
+                p.scenario(&json!({"default": {"implement": {"write": {"hello.txt": "hello\n"}}}}));
+                let args: Vec<&str> = example.split_whitespace().skip(1).collect();
+                let out = p.kern().args(&args).env("PATH", &path).output().unwrap();
+                let (_, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert_eq!(p.log()[0], "Reviewed by codex");
+                assert!(
+                    p.prompts("commit").is_empty(),
+                    "the main agent did not review"
+                );
+                assert_eq!(p.prompts("implement").len(), 1);
+            }
+            recipe if recipe.starts_with("jq ") => {}
+            other => panic!("no step for the README command `{other}`"),
         }
     }
 }
