@@ -97,6 +97,7 @@ impl Run<'_> {
             state: task.state,
             start: self.task_start(&doc, selection.task)?,
             hand_edits: Vec::new(),
+            refused_message: None,
         };
         let end = self.run_task(&mut it, point).await?;
         self.log.event(RunEvent::IterationEnd {
@@ -207,7 +208,7 @@ impl Run<'_> {
                 }
             }
         };
-        self.commit(it, &implement, &review)
+        self.commit(it, &implement, review).await
     }
 
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
@@ -268,7 +269,7 @@ impl Run<'_> {
     }
 
     /// The task's failed attempts as SPEC.md records them now.
-    fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
+    pub(super) fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
         let doc = self.spec.reload()?;
         Ok(doc
             .find(&it.identity)
@@ -380,7 +381,7 @@ impl Run<'_> {
 
     /// `Some(end)` when the person took the task away since kern last wrote it (kern then
     /// follows), before the next stage starts.
-    fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+    pub(super) fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
         match self.task_now(it, &[])? {
             TaskNow::Ours => Ok(None),
             other => self.follow_person(it, &other).map(Some),

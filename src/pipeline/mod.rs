@@ -70,6 +70,8 @@ pub(crate) struct TaskRun {
     start: TaskStart,
     /// Changes of SPEC.md during this task's stages that kern did not make.
     hand_edits: Vec<String>,
+    /// Set while the review is asked for a new message because a hook refused this one.
+    refused_message: Option<crate::prompt::inputs::RefusedMessage>,
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see
@@ -313,7 +315,7 @@ impl Run<'_> {
             path: self.ws.spec_path.clone(),
             message: format!("task `{}` is gone from the file", it.title),
         })?;
-        let inputs = StageInputs::gather(
+        let mut inputs = StageInputs::gather(
             self.ws,
             self.settings,
             &doc,
@@ -322,6 +324,9 @@ impl Run<'_> {
             Some(&it.start),
             implement_summary,
         )?;
+        if let (crate::stage::Stage::Review, Some(refused)) = (stage, &it.refused_message) {
+            inputs.ask_for_message(refused);
+        }
         let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
         for cut in &prompt.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
