@@ -165,6 +165,7 @@ impl Run<'_> {
             .cloned()
             .collect();
         let date = chrono::Local::now().format("%Y-%m-%d").to_string();
+        let learnings_existed = self.ws.learnings_path.exists();
         let learnings_before =
             crate::learnings::append(&self.ws.learnings_path, &date, &it.title, &learned)?;
         match self.make_commit(it, &message) {
@@ -176,8 +177,16 @@ impl Run<'_> {
             }
             Err(e @ (Error::HookFailed { .. } | Error::CommitMessageRefused { .. })) => {
                 journal::remove(&self.ws.state_dir.pending_commit());
-                if let Some(before) = learnings_before {
-                    crate::atomic_file::write(&self.ws.learnings_path, before.as_bytes())?;
+                let path = &self.ws.learnings_path;
+                match learnings_before {
+                    Some(_) if !learnings_existed => match std::fs::remove_file(path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(Error::io(path, e));
+                        }
+                        _ => {}
+                    },
+                    Some(before) => crate::atomic_file::write(path, before.as_bytes())?,
+                    None => {}
                 }
                 self.reopen(it, &marked)?;
                 Ok(match e {

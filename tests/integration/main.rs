@@ -12,6 +12,7 @@ mod doctor;
 mod dry_run;
 mod formatters;
 mod git_fidelity;
+mod hook_managers;
 mod init;
 mod lock;
 mod night;
