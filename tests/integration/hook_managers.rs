@@ -8,7 +8,8 @@
 //! - A message commitlint refuses goes back to the review for a new message, up to twice, the
 //!   work kept: a three-task night commits all three with subjects commitlint accepts and runs
 //!   implement exactly three times; a message still refused after that is one failed attempt,
-//!   and the parent the commit had marked done is open again.
+//!   and the parent the commit had marked done is open again. The review prompt names the
+//!   convention of the recent subjects (Conventional Commits, a ticket key and the task's key).
 //! - prettier rewriting SPEC.md inside kern's commit (lint-staged over `*.md`) is the person's
 //!   tooling: the formatted file is committed and kern's later edits apply to it.
 //! - The pre-commit framework's fixers: their fixes are committed on the first attempt.
@@ -271,6 +272,10 @@ fn a_husky_lint_staged_commitlint_night_commits_three_tasks_with_subjects_commit
         "{err}"
     );
     assert!(!err.contains("attempt 1"), "{err}");
+    assert!(
+        !err.contains("not by kern"),
+        "prettier's rewrite inside kern's commit is not a hand edit: {err}"
+    );
 
     // The reviews kern asked for a message: the refusal as data, the convention as kern's word.
     let prompts: Vec<String> = h
@@ -461,6 +466,30 @@ fn a_reformatting_pre_commit_hook_and_a_trailer_commit_msg_hook_in_a_relative_ho
         "export const greet = (n) => \"hello \" + n;\n"
     );
     h.assert_clean();
+}
+
+#[test]
+fn the_review_is_told_the_ticket_key_convention_and_the_tasks_key() {
+    let h = Hooked::new("- [ ] ABC-42 Add the wave helper\n");
+    for (n, subject) in ["ABC-7: add the greeting", "ABC-9: add the farewell"]
+        .iter()
+        .enumerate()
+    {
+        h.p.write(&format!("f{n}.txt"), subject);
+        h.p.commit_all(subject);
+    }
+    h.p.scenario(&json!({"default": {
+        "implement": writes(json!({"wave.txt": "wave\n"})),
+        "commit": commit("ABC-42: add the wave helper")
+    }}));
+    let (code, err) = h.kern(&["1", "0"]);
+    assert_eq!(code, Some(0), "{err}");
+    let prompt = h.calls("commit")[0]["prompt"].as_str().unwrap().to_string();
+    assert!(
+        prompt.contains("## The commit message\n\nThe recent subjects start with a ticket key of the `ABC` project, written `ABC-123: <description>`. The task names `ABC-42`: start yours with `ABC-42: `.\n"),
+        "{prompt}"
+    );
+    assert_eq!(h.p.log()[0], "ABC-42: add the wave helper");
 }
 
 #[test]
