@@ -51,9 +51,30 @@ enum Tried {
 }
 
 impl Run<'_> {
-    /// COMMIT: mark the task done, append the learnings, commit — journaled. A refused message
-    /// goes back to the review for a new one (see the module docs).
-    pub(super) async fn commit(
+    /// COMMIT, one try: mark the task done, append the learnings, commit — journaled. A hook's
+    /// refusal, of the message too, is a failed attempt: the path of a caller that cannot ask
+    /// the review again; the loop uses [`Run::commit_asking_review`].
+    #[expect(
+        dead_code,
+        reason = "the parallel integration on main (pipeline/parallel.rs) commits through it; remove at the merge"
+    )]
+    pub(super) fn commit(
+        &mut self,
+        it: &mut TaskRun,
+        implement: &ImplementReport,
+        review: &ReviewReport,
+    ) -> Result<IterationEnd> {
+        match self.try_commit(it, implement, review)? {
+            Tried::Ended(end) => Ok(end),
+            Tried::HookFailed { hook, output } | Tried::MessageRefused { hook, output, .. } => {
+                self.refused(it, &hook, &output)
+            }
+        }
+    }
+
+    /// COMMIT as [`Run::commit`], but a refused message goes back to the review for a new one
+    /// (see the module docs).
+    pub(super) async fn commit_asking_review(
         &mut self,
         it: &mut TaskRun,
         implement: &ImplementReport,
@@ -64,16 +85,7 @@ impl Run<'_> {
         loop {
             let (hook, output, message) = match self.try_commit(it, implement, &review)? {
                 Tried::Ended(end) => return Ok(end),
-                Tried::HookFailed { hook, output } => {
-                    let attempts = self.attempts(it)?;
-                    let decision = decide::after_refused_commit(
-                        &hook,
-                        &output,
-                        &attempts,
-                        self.settings.max_attempts,
-                    );
-                    return self.end_task(it, decision);
-                }
+                Tried::HookFailed { hook, output } => return self.refused(it, &hook, &output),
                 Tried::MessageRefused {
                     hook,
                     output,
@@ -98,18 +110,16 @@ impl Run<'_> {
             if let Some(end) = self.still_ours(it)? {
                 return Ok(end);
             }
-            it.refused_message = Some(RefusedMessage {
+            let refused = RefusedMessage {
                 hook,
                 output,
                 message,
                 request: refusals,
                 requests: MESSAGE_REQUESTS,
-            });
+            };
             let run = self
-                .stage::<ReviewReport>(it, Some(&implement.summary))
-                .await;
-            it.refused_message = None;
-            let run = run?;
+                .stage_with::<ReviewReport>(it, Some(&implement.summary), Some(&refused))
+                .await?;
             let attempts = self.attempts(it)?;
             match decide::after_message_review(
                 run.outcome,
@@ -121,6 +131,14 @@ impl Run<'_> {
                 Next::Go(report) => review = report,
             }
         }
+    }
+
+    /// A hook refused the commit for good: a failed attempt with its output.
+    fn refused(&mut self, it: &mut TaskRun, hook: &str, output: &str) -> Result<IterationEnd> {
+        let attempts = self.attempts(it)?;
+        let decision =
+            decide::after_refused_commit(hook, output, &attempts, self.settings.max_attempts);
+        self.end_task(it, decision)
     }
 
     /// One try of the commit with `review`'s message. A hook's refusal is undone here: the
@@ -333,7 +351,6 @@ impl Run<'_> {
             state: TaskState::InProgress,
             start,
             hand_edits: Vec::new(),
-            refused_message: None,
         };
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress

@@ -97,7 +97,6 @@ impl Run<'_> {
             state: task.state,
             start: self.task_start(&doc, selection.task)?,
             hand_edits: Vec::new(),
-            refused_message: None,
         };
         let end = self.run_task(&mut it, point).await?;
         self.log.event(RunEvent::IterationEnd {
@@ -208,7 +207,7 @@ impl Run<'_> {
                 }
             }
         };
-        self.commit(it, &implement, review).await
+        self.commit_asking_review(it, &implement, review).await
     }
 
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.

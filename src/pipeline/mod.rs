@@ -70,8 +70,6 @@ pub(crate) struct TaskRun {
     start: TaskStart,
     /// Changes of SPEC.md during this task's stages that kern did not make.
     hand_edits: Vec<String>,
-    /// Set while the review is asked for a new message because a hook refused this one.
-    refused_message: Option<crate::prompt::inputs::RefusedMessage>,
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see
@@ -308,6 +306,16 @@ impl Run<'_> {
         it: &mut TaskRun,
         implement_summary: Option<&str>,
     ) -> Result<StageRun<R>> {
+        self.stage_with(it, implement_summary, None).await
+    }
+
+    /// [`Run::stage`]; with `refused`, the review is asked for a new commit message only.
+    async fn stage_with<R: Report>(
+        &mut self,
+        it: &mut TaskRun,
+        implement_summary: Option<&str>,
+        refused: Option<&crate::prompt::inputs::RefusedMessage>,
+    ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
         let doc = self.spec.reload()?;
@@ -324,7 +332,7 @@ impl Run<'_> {
             Some(&it.start),
             implement_summary,
         )?;
-        if let (crate::stage::Stage::Review, Some(refused)) = (stage, &it.refused_message) {
+        if let (crate::stage::Stage::Review, Some(refused)) = (stage, refused) {
             inputs.ask_for_message(refused);
         }
         let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
