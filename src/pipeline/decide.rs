@@ -19,13 +19,19 @@
 //! - `--pace`: once an agent reports a subscription usage window at or above the threshold
 //!   (one that has not reset yet), the run takes no new task — or, with a fallback agent, the
 //!   next stages go to the fallback until the window resets.
+//! - A commit message a hook refuses is the review's to fix, not implement's: the review is
+//!   asked for a new message [`MESSAGE_REQUESTS`] times, the work kept as it is; only a
+//!   message still refused after that is a failed attempt.
 
 use crate::agent::stream::RateLimit;
 use crate::pipeline::check::CheckResult;
-use crate::spec::{Document, Edit, NoteKind, Task, TaskState};
+use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
 use crate::state::run_log::IterationEnd;
+
+/// How many times kern asks the review for a new message after a hook refused one.
+pub const MESSAGE_REQUESTS: u32 = 2;
 
 /// What a stage's result means: go on with `T` (what the next steps need), or end here.
 #[derive(Debug, Clone, PartialEq)]
@@ -237,14 +243,87 @@ pub fn after_refused_commit(
     attempts: &Attempts,
     max_attempts: u32,
 ) -> Decision {
-    let tail: Vec<&str> = output.lines().rev().take(20).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    let note = format!("the `{hook}` hook refused the commit:\n{}", tail.join("\n"));
+    let note = format!("the `{hook}` hook refused the commit:\n{}", tail(output));
     let mut decision = failed_attempt(attempts, &note, max_attempts);
     decision
         .edits
         .insert(0, Edit::SetState(TaskState::InProgress));
     decision
+}
+
+/// A hook refused kern's commit message for the `refusals`-th time in a row for this work:
+/// `Go` asks the review for a new message (the work stays as it is); after
+/// [`MESSAGE_REQUESTS`] new messages were refused too, a failed attempt with the hook's
+/// last output.
+pub fn after_refused_message(
+    hook: &str,
+    output: &str,
+    refusals: u32,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<()> {
+    if refusals <= MESSAGE_REQUESTS {
+        return Next::Go(());
+    }
+    let note = format!(
+        "the `{hook}` hook refused the commit message {refusals} times (kern asked the review for a new one {MESSAGE_REQUESTS} times); its last output:\n{}",
+        tail(output)
+    );
+    let mut decision = failed_attempt(attempts, &note, max_attempts);
+    decision
+        .edits
+        .insert(0, Edit::SetState(TaskState::InProgress));
+    Next::End(decision)
+}
+
+/// The review answered a request for a new message: COMMIT goes on with its message (the
+/// first review's learnings kept when it gives none); anything else ends as a review does.
+pub fn after_message_review(
+    outcome: Result<ReviewReport, String>,
+    first: &ReviewReport,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<ReviewReport> {
+    match after_review(outcome, attempts, max_attempts) {
+        Next::Go(mut report) => {
+            if report.learnings.is_empty() {
+                report.learnings.clone_from(&first.learnings);
+            }
+            Next::Go(report)
+        }
+        end => end,
+    }
+}
+
+/// The ancestors of `task` that kern's commit edits marked done: the done ones in `after` (the
+/// file with the edits) nearest first, up to the first that is not, less those done in
+/// `before` already. A refused commit sets them back.
+pub fn completed_parents(
+    before: &Document,
+    after: &Document,
+    task: &TaskIdentity,
+) -> Vec<TaskIdentity> {
+    let Some(index) = after.find(task) else {
+        return Vec::new();
+    };
+    let done_before = |id: &TaskIdentity| {
+        before
+            .find(id)
+            .is_some_and(|t| before.tasks()[t].state == TaskState::Done)
+    };
+    after
+        .ancestors(index)
+        .into_iter()
+        .take_while(|&a| after.tasks()[a].state == TaskState::Done)
+        .map(|a| after.identity(a))
+        .filter(|id| !done_before(id))
+        .collect()
+}
+
+/// The last 20 lines of a hook's output.
+fn tail(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().rev().take(20).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
 /// A failed attempt: an Attempt note, and the block when the attempts are exhausted.
@@ -891,6 +970,101 @@ mod tests {
             "{note}"
         );
         assert!(note.ends_with("line 25"), "{note}");
+    }
+
+    #[test]
+    fn a_refused_message_goes_back_to_the_review_twice_then_is_an_attempt() {
+        let none = Attempts::default();
+        let output: String = (1..=25).map(|i| format!("line {i}\n")).collect();
+        for refusals in [1, 2] {
+            assert_eq!(
+                after_refused_message("commit-msg", &output, refusals, &none, 3),
+                Next::Go(()),
+                "{refusals}"
+            );
+        }
+        let note = "the `commit-msg` hook refused the commit message 3 times (kern asked the review for a new one 2 times); its last output:\n".to_string()
+            + &(6..=25).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        let mut want = failed_attempt(&none, &note, 3);
+        want.edits.insert(0, Edit::SetState(TaskState::InProgress));
+        assert_eq!(
+            after_refused_message("commit-msg", &output, 3, &none, 3),
+            Next::End(want)
+        );
+        // The refusal counts like any failure: the sixth blocks.
+        let five = attempts(&["a", "b", "c", "d", "e"]);
+        assert!(matches!(
+            after_refused_message("commit-msg", "x", 3, &five, 3),
+            Next::End(Decision {
+                outcome: TaskOutcome::Blocked { attempt: 6, .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_new_message_keeps_the_first_reviews_learnings_unless_it_has_its_own() {
+        let none = Attempts::default();
+        let mut first = review(Verdict::Commit, None);
+        first.learnings = vec!["the first review's".into()];
+        let mut again = review(Verdict::Commit, None);
+        again.subject = "feat: add the parser".into();
+        let mut want = again.clone();
+        want.learnings = vec!["the first review's".into()];
+        assert_eq!(
+            after_message_review(Ok(again.clone()), &first, &none, 3),
+            Next::Go(want)
+        );
+        again.learnings = vec!["its own".into()];
+        assert_eq!(
+            after_message_review(Ok(again.clone()), &first, &none, 3),
+            Next::Go(again)
+        );
+        let reject = review(Verdict::Reject, Some("the test is missing"));
+        assert_eq!(
+            after_message_review(Ok(reject.clone()), &first, &none, 3),
+            after_review(Ok(reject), &none, 3)
+        );
+        assert_eq!(
+            after_message_review(Err("no usable result".into()), &first, &none, 3),
+            Next::End(failed_attempt(&none, "no usable result", 3))
+        );
+    }
+
+    #[test]
+    fn the_parents_a_commit_marked_done_are_the_ones_it_sets_back() {
+        let title = |doc: &Document, ids: Vec<TaskIdentity>| -> Vec<String> {
+            ids.iter()
+                .map(|id| doc.tasks()[doc.find(id).unwrap()].title.clone())
+                .collect()
+        };
+        let table: Vec<(&str, &str, &str, Vec<&str>)> = vec![
+            (
+                "the whole chain",
+                "- [~] a\n  - [~] b\n    - [~] c\n",
+                "- [x] a\n  - [x] b\n    - [x] c\n",
+                vec!["b", "a"],
+            ),
+            (
+                "up to the first open one",
+                "- [~] a\n  - [~] b\n    - [~] c\n  - [ ] d\n",
+                "- [~] a\n  - [x] b\n    - [x] c\n  - [ ] d\n",
+                vec!["b"],
+            ),
+            (
+                "not one that was done before",
+                "- [x] a\n  - [~] b\n    - [~] c\n",
+                "- [x] a\n  - [x] b\n    - [x] c\n",
+                vec!["b"],
+            ),
+            ("a task without parents", "- [~] c\n", "- [x] c\n", vec![]),
+        ];
+        for (name, before, after, want) in table {
+            let (before, after) = (Document::parse(before), Document::parse(after));
+            let task = after.tasks().iter().position(|t| t.title == "c").unwrap();
+            let got = completed_parents(&before, &after, &after.identity(task));
+            assert_eq!(title(&after, got), want, "{name}");
+        }
     }
 
     #[test]

@@ -233,7 +233,7 @@ impl Run<'_> {
         };
         match &self.job {
             Some(job) if job.review_branch.is_none() => Ok(IterationEnd::Ready),
-            _ => self.commit(it, &implement, &review),
+            _ => self.commit_asking_review(it, &implement, review).await,
         }
     }
 
@@ -319,7 +319,7 @@ impl Run<'_> {
     }
 
     /// The task's failed attempts as SPEC.md records them now.
-    fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
+    pub(super) fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
         let doc = self.spec.reload()?;
         Ok(doc
             .find(&it.identity)
@@ -477,7 +477,7 @@ impl Run<'_> {
 
     /// `Some(end)` when the person took the task away since kern last wrote it (kern then
     /// follows), before the next stage starts.
-    fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+    pub(super) fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
         match self.task_now(it, &[])? {
             TaskNow::Ours => Ok(None),
             other => self.follow_person(it, &other).map(Some),

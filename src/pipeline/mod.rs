@@ -516,6 +516,16 @@ impl Run<'_> {
         it: &mut TaskRun,
         implement: Option<&ImplementReport>,
     ) -> Result<StageRun<R>> {
+        self.stage_with(it, implement, None).await
+    }
+
+    /// [`Run::stage`]; with `refused`, the review is asked for a new commit message only.
+    async fn stage_with<R: Report>(
+        &mut self,
+        it: &mut TaskRun,
+        implement: Option<&ImplementReport>,
+        refused: Option<&crate::prompt::inputs::RefusedMessage>,
+    ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
         let doc = self.spec.reload()?;
@@ -523,7 +533,7 @@ impl Run<'_> {
             path: self.ws.spec_path.clone(),
             message: format!("task `{}` is gone from the file", it.title),
         })?;
-        let inputs = StageInputs::gather(
+        let mut inputs = StageInputs::gather(
             self.ws,
             self.settings,
             &doc,
@@ -532,6 +542,9 @@ impl Run<'_> {
             Some(&it.start),
             implement,
         )?;
+        if let (crate::stage::Stage::Review, Some(refused)) = (stage, refused) {
+            inputs.ask_for_message(refused);
+        }
         let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
         for cut in &prompt.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");

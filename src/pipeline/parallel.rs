@@ -131,6 +131,10 @@ impl<'a> Run<'a> {
                     self.summary.ended = format!("all {total} iterations ran");
                     return Ok(());
                 }
+                if !self.has_parallel_work()? {
+                    self.summary.ended = "nothing left to do".into();
+                    return Ok(());
+                }
                 // Only the delay between tasks is left to wait for.
                 self.lock.set_phase(Phase::Sleeping)?;
                 let wait = next_start.saturating_duration_since(Instant::now());
@@ -268,6 +272,12 @@ impl<'a> Run<'a> {
                     .is_none_or(|r| r.identity == *identity)
             })
             .unwrap_or(base)
+    }
+
+    /// True when a task could start now (nothing else runs).
+    fn has_parallel_work(&mut self) -> Result<bool> {
+        let doc = self.spec.reload()?;
+        Ok(!schedule::pick(&doc, &[], 1, &self.settings.select_options()).is_empty())
     }
 
     /// The future that runs the task's iteration in its worktree.

@@ -1,4 +1,5 @@
-//! Git context for prompts: recent commits and the diff of the work, each within a byte budget.
+//! Git context for prompts: recent commits (and their subjects, for the message convention) and
+//! the diff of the work, each within a byte budget.
 //!
 //! The one decision a reader must know: the diff is the work tree (untracked files included,
 //! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it;
@@ -126,6 +127,28 @@ impl Repository {
                 .flatten()
                 .all(|p| !exclude.iter().any(|e| covers(e, &p)))
         }))
+    }
+
+    /// The subjects of the latest `count` commits on HEAD, newest first as `git log` lists
+    /// them; none on an unborn branch. What the review's message convention is read from:
+    /// commit objects only, no tree or blob is read, and the walk stops after `count` (a
+    /// topological sort would read the whole history first: 24 ms on 20,000 commits, against
+    /// 0.1 ms).
+    pub fn recent_subjects(&self, count: usize) -> Result<Vec<String>> {
+        let Some(head) = self.head_oid() else {
+            return Ok(Vec::new());
+        };
+        let ctx = |e| Error::git("reading recent commit subjects", e);
+        let mut walk = self.repo.revwalk().map_err(ctx)?;
+        walk.set_sorting(Sort::NONE).map_err(ctx)?;
+        walk.push(head).map_err(ctx)?;
+        let mut subjects = Vec::new();
+        for oid in walk.take(count) {
+            let commit = self.repo.find_commit(oid.map_err(ctx)?).map_err(ctx)?;
+            let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
+            subjects.push(subject.into_owned());
+        }
+        Ok(subjects)
     }
 
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty

@@ -13,6 +13,7 @@ mod done;
 mod dry_run;
 mod formatters;
 mod git_fidelity;
+mod hook_managers;
 mod init;
 mod lock;
 mod morning;

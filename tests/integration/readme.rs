@@ -44,6 +44,8 @@ enum How {
     Notify,
     /// The two-agent examples: run with a fake `codex` on PATH.
     TwoAgents,
+    /// The parallel-task and review commands: run in order on a scratch project.
+    Parallel,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -95,6 +97,14 @@ const KNOWN: &[(&str, How)] = &[
         "kern 10 30 --notify 'notify-send \"kern: $KERN_EVENT\" \"$(jq -r .text)\"'",
         How::Notify,
     ),
+    ("kern 10 30 -j 3", How::Parallel),
+    ("kern -n -j 3", How::Parallel),
+    ("kern 10 30 -j 2 --review", How::Parallel),
+    (
+        "kern reject \"Split the HTTP client\" --reason \"keep the retry logic in one place\"",
+        How::Parallel,
+    ),
+    ("kern accept", How::Parallel),
     ("kern 10 30 --fallback-agent codex", How::TwoAgents),
     ("kern 10 30 --review-agent codex", How::TwoAgents),
     (
@@ -1003,6 +1013,75 @@ fn two_agent_examples_run_as_the_readme_says() {
                 assert_eq!(p.prompts("implement").len(), 1);
             }
             recipe if recipe.starts_with("jq ") => {}
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
+}
+
+#[test]
+fn the_parallel_and_review_commands_run_as_the_readme_says() {
+    let steps = commands(How::Parallel);
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    let p = Project::new("- [ ] One\n- [ ] Two\n- [ ] Three\n");
+    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        kern_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // As a shell runs it: the quoted titles are one word each.
+    let run = |step: &str| {
+        let out = p
+            .kern_std()
+            .env("PATH", &path)
+            .get_envs()
+            .fold(&mut Command::new("sh"), |cmd, (k, v)| match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            })
+            .args(["-c", step])
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "`{step}`: {stderr}");
+        format!("{stdout}{stderr}")
+    };
+    for step in &steps {
+        let said = run(step);
+        match step.as_str() {
+            "kern 10 30 -j 3" => {
+                assert_eq!(p.log().len(), 4, "{:?}", p.log());
+                assert!(said.contains("[Two] "), "{said}");
+                // The review's tasks, for the steps that follow.
+                p.write(
+                    "SPEC.md",
+                    &format!(
+                        "{}- [ ] Add the parser\n- [ ] Split the HTTP client\n",
+                        p.read("SPEC.md")
+                    ),
+                );
+                p.commit_all("two more tasks");
+            }
+            "kern -n -j 3" => assert!(
+                said.contains(
+                    "would run together (-j 3): `Add the parser`, `Split the HTTP client`"
+                ),
+                "{said}"
+            ),
+            "kern 10 30 -j 2 --review" => {
+                assert_eq!(p.log()[0], "two more tasks");
+                assert!(p.read("SPEC.md").contains("`kern/add-the-parser`"));
+            }
+            s if s.starts_with("kern reject") => {
+                let spec = p.read("SPEC.md");
+                assert!(spec.contains("- [ ] Split the HTTP client"), "{spec}");
+                assert!(spec.contains("keep the retry logic in one place"), "{spec}");
+            }
+            "kern accept" => {
+                assert_eq!(p.log()[0], "Add the parser");
+                assert_eq!(p.read("out/add-the-parser.txt"), "done Add the parser\n");
+            }
             other => panic!("no step for the README command `{other}`"),
         }
     }
