@@ -4,19 +4,22 @@
 //! kern, not the agent, decides: it selects the task, writes every marker and note in SPEC.md,
 //! and makes every commit. The agents only report (structured output); the pure policy in
 //! [`decide`] turns reports into edits. The files: `iteration` (one task as a straight
-//! sequence of stages), `decide` (the policy), `audit` (what a stage may not change),
-//! `commit` (the journaled commit), `recovery` (after a dead run), `check` (the check gate).
+//! sequence of stages), `stage` (one stage: prompt, agent, audit, records), `decide` (the
+//! policy), `audit` (what a stage may not change), `commit` (the journaled commit),
+//! `recovery` (after a dead run), `check` (the check gate), `shared` (what every task of a run
+//! shares), `schedule` (which tasks run together) and `parallel` (tasks in worktrees, `-j`).
 //!
 //! Decisions a reader must know:
-//! - One [`SpecFile`] is held for the whole run: every read and write of SPEC.md goes through
-//!   it, so it can tell the person's edits from its own and fold them in.
+//! - One [`SpecFile`] is held for the whole run, shared by every task ([`SharedSpec`]): every
+//!   read and write of SPEC.md goes through it, so it can tell the person's edits from its own
+//!   and fold them in.
 //! - "No progress": [`MAX_IDLE_ITERATIONS`] iterations in a row that only skipped tasks end
 //!   the run (exit 4) rather than spin through the skipped tasks forever.
 //! - The budget stops the run after the stage that crossed it: its result is applied, the next
 //!   stage does not start, and the stage files stay for the next run to resume from. Each
 //!   stage also gets what is left as Claude's own `--max-budget-usd`.
 //! - Two agents: the run remembers until when each agent is at its usage limit
-//!   ([`AgentLimits`]), so every stage starts on the one that can work (`--fallback-agent`),
+//!   (`AgentLimits`, shared by every task), so every stage starts on the one that can work (`--fallback-agent`),
 //!   and `--pace` is judged after each iteration from the latest usage an agent reported.
 
 mod audit;
@@ -28,19 +31,16 @@ mod parallel;
 mod recovery;
 pub(crate) mod schedule;
 mod shared;
+mod stage;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
-use crate::prompt::inputs::{StageInputs, stage_agents};
 use crate::reporter::notify::{EventKind, Notifier};
-use crate::reporter::{Reporter, StageLine, Summary};
+use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
-use crate::stage::record::{Outcome, TaskRef, WaitKind};
-use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
-use crate::stage::{ImplementReport, Report};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
@@ -508,240 +508,6 @@ impl Run<'_> {
         }
         Ok(written.document)
     }
-
-    /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
-    /// implement reported (for the review).
-    async fn stage<R: Report>(
-        &mut self,
-        it: &mut TaskRun,
-        implement: Option<&ImplementReport>,
-    ) -> Result<StageRun<R>> {
-        self.stage_with(it, implement, None).await
-    }
-
-    /// [`Run::stage`]; with `refused`, the review is asked for a new commit message only.
-    async fn stage_with<R: Report>(
-        &mut self,
-        it: &mut TaskRun,
-        implement: Option<&ImplementReport>,
-        refused: Option<&crate::prompt::inputs::RefusedMessage>,
-    ) -> Result<StageRun<R>> {
-        let stage = R::STAGE;
-        self.check_budget()?;
-        let doc = self.spec.reload()?;
-        let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
-            path: self.ws.spec_path.clone(),
-            message: format!("task `{}` is gone from the file", it.title),
-        })?;
-        let mut inputs = StageInputs::gather(
-            self.ws,
-            self.settings,
-            &doc,
-            task,
-            stage,
-            Some(&it.start),
-            implement,
-        )?;
-        if let (crate::stage::Stage::Review, Some(refused)) = (stage, refused) {
-            inputs.ask_for_message(refused);
-        }
-        let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
-        for cut in &prompt.cuts {
-            tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
-        }
-        let request = StageRequest {
-            agents: stage_agents(self.settings, &self.ws.templates, stage),
-            prompt: prompt.text,
-            task: TaskRef {
-                title: it.title.clone(),
-                identity: it.identity.clone(),
-                line: it.line,
-            },
-            attempt: doc.tasks()[task].attempts() + 1,
-            budget_left: self
-                .settings
-                .max_cost
-                .map(|limit| limit - self.summary.cost_usd),
-            protected: protected_files(self.ws),
-        };
-        let before = self.before_stage()?;
-        let ctx = StageContext {
-            settings: self.settings,
-            state_dir: &self.ws.state_dir,
-            cwd: self.ws.repo.top(),
-            reporter: self.reporter,
-            interrupt: self.interrupt,
-            pause: &self.pause,
-        };
-        self.log.event(RunEvent::StageStart {
-            stage,
-            task: it.title.clone(),
-            prompt_bytes: request.prompt.len() as u64,
-            agent: request.agents.primary.agent.to_string(),
-            model: request.agents.primary.model.clone(),
-            attempt: request.attempt,
-        });
-        let mut limits = self.limits.get();
-        let ran = runner::run_stage::<R>(&ctx, &mut self.lock, &mut limits, &request).await;
-        self.limits.merge(&limits);
-        let mut run = match ran {
-            Ok(run) => run,
-            Err(e) => {
-                self.log.event(RunEvent::StageEnd {
-                    stage,
-                    outcome: None,
-                    cost_usd: 0.0,
-                    duration_ms: 0,
-                    retries: 0,
-                    failure: None,
-                    error: Some(e.to_string()),
-                    agent: request.agents.primary.agent.to_string(),
-                    model: request.agents.primary.model.clone(),
-                    turns: None,
-                    waits: Vec::new(),
-                });
-                return Err(e);
-            }
-        };
-        self.count(&run);
-        for switch in &run.record.kern.switches {
-            self.log.event(RunEvent::AgentSwitch {
-                stage,
-                from: switch.from.clone(),
-                to: switch.to.clone(),
-                reason: switch.reason.clone(),
-                limited_until: switch.limited_until,
-            });
-        }
-        let found = self.audit(stage, &before, it)?;
-        if !found.violations.is_empty() {
-            for v in &found.violations {
-                self.reporter.warn(&format!("violation: {v}"));
-            }
-            self.log.event(RunEvent::Violation {
-                stage,
-                violations: found.violations.clone(),
-                reverted: found.reverted.clone(),
-                saved: found.saved.clone(),
-            });
-            run.record.kern.violations = found.violations;
-            run.record.kern.reverted = found.reverted;
-            if stage.tools().is_read_only() || found.history_moved {
-                run.record.kern.outcome = Outcome::Violated;
-                let mut note = run.record.kern.violations.join("; ");
-                if found.history_moved {
-                    note.push_str(&format!(
-                        " — what the agent made is kept under `{}`",
-                        found.saved.join("`, `")
-                    ));
-                }
-                run.outcome = Err(note);
-            }
-            run.record.write(&self.ws.state_dir.stage_record(stage))?;
-        }
-        self.notice_hand_edits(stage, before.spec_mark, it)?;
-        let record = &run.record;
-        let turns = record
-            .agent_result
-            .get("num_turns")
-            .and_then(serde_json::Value::as_u64);
-        self.reporter.stage_finished(
-            stage,
-            &StageLine {
-                outcome: outcome_word(&run),
-                duration: Duration::from_millis(record.kern.duration_ms),
-                cost_usd: run.cost_usd,
-                turns,
-                note: run.outcome.as_ref().err().cloned(),
-            },
-        );
-        self.log.event(RunEvent::StageEnd {
-            stage,
-            outcome: Some(record.kern.outcome),
-            cost_usd: run.cost_usd,
-            duration_ms: record.kern.duration_ms,
-            retries: record.kern.retries,
-            failure: run.outcome.as_ref().err().cloned(),
-            error: None,
-            agent: record.kern.agent.clone(),
-            model: record.kern.model.clone().or_else(|| reported_model(record)),
-            turns,
-            waits: record.kern.waits.clone(),
-        });
-        if run.budget_spent {
-            // Claude stopped at the cap kern gave it: the budget is spent, and the task is
-            // not to blame — no Attempt note; the stage files stay for the next run.
-            return Err(Error::BudgetSpent {
-                spent: self.summary.cost_usd,
-                limit: self.settings.max_cost.unwrap_or(self.summary.cost_usd),
-            });
-        }
-        Ok(run)
-    }
-
-    /// Reports the changes of SPEC.md during the stage that kern did not make, by name.
-    fn notice_hand_edits(
-        &mut self,
-        stage: crate::stage::Stage,
-        mark: usize,
-        it: &mut TaskRun,
-    ) -> Result<()> {
-        self.spec.reload()?;
-        let changes = self.spec.changes_since(mark);
-        if changes.is_empty() {
-            return Ok(());
-        }
-        self.reporter.warn(&format!(
-            "{} changed during the {} stage, not by kern: {}",
-            self.ws.spec_display,
-            stage.name(),
-            changes.join("; ")
-        ));
-        self.log.event(RunEvent::HandEdit {
-            stage,
-            changes: changes.clone(),
-        });
-        it.hand_edits.extend(changes);
-        Ok(())
-    }
-
-    /// Adds a stage's cost, retries, waits and agent to the run's totals.
-    fn count<R>(&mut self, run: &StageRun<R>) {
-        let agent = &run.record.kern.agent;
-        match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
-            Some(entry) => entry.1 += 1,
-            None => self.stages_by_agent.push((agent.clone(), 1)),
-        }
-        if !run.record.kern.switches.is_empty() {
-            self.switches += 1;
-        }
-        if let Some(limit) = &run.rate_limit {
-            self.rate_limit = Some(limit.clone());
-        }
-        self.summary.cost_usd += run.cost_usd;
-        let total = self.spent.add(run.cost_usd);
-        self.summary.retries += run.record.kern.retries;
-        for wait in run
-            .record
-            .kern
-            .waits
-            .iter()
-            .filter(|w| w.kind == WaitKind::UsageLimit)
-        {
-            self.summary.waits += 1;
-            self.summary.wait_time += Duration::from_millis(wait.duration_ms);
-        }
-        self.reporter.cost_so_far(total);
-    }
-}
-
-/// The model the agent reported using (the first of Claude's `modelUsage`), when it did.
-fn reported_model(record: &crate::stage::record::StageRecord) -> Option<String> {
-    record
-        .agent_result
-        .get("modelUsage")
-        .and_then(serde_json::Value::as_object)
-        .and_then(|models| models.keys().next().cloned())
 }
 
 /// The files no agent may edit — SPEC.md and LEARNINGS.md — absolute, and once more through
@@ -760,23 +526,4 @@ pub(crate) fn protected_files(ws: &Workspace) -> Vec<std::path::PathBuf> {
         }
     }
     files
-}
-
-/// The word a stage line shows: the report's status or verdict, the number of research notes,
-/// else the outcome.
-fn outcome_word<R: Report>(run: &StageRun<R>) -> String {
-    use crate::stage::StageReport;
-    match run.outcome.as_ref().ok().map(|r| r.clone().into()) {
-        Some(StageReport::Implement(r)) => r.status.as_str().to_string(),
-        Some(StageReport::Review(r)) => format!("{:?}", r.verdict).to_uppercase(),
-        Some(StageReport::Research(r)) => format!(
-            "{} note{}",
-            r.notes.len(),
-            if r.notes.len() == 1 { "" } else { "s" }
-        ),
-        None => serde_json::to_value(run.record.kern.outcome)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-    }
 }

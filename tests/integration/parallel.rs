@@ -349,14 +349,19 @@ fn a_path_the_person_changed_is_never_written_over_by_a_parallel_task() {
     p.commit_all("notes");
     let started = p.outside.path().join("started");
     let go = p.outside.path().join("go");
+    let wait_go = format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display());
+    // Beta lands first, after the edit (its commit leaves the person's file out); then Alpha,
+    // whose work changes that file.
+    let after_beta = "i=0; until git log --format=%s master | grep -qx Beta || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done";
     p.scenario(&json!({
-        "tasks": [{"match": "Alpha", "implement": [
-            {"write": {"notes.txt": "Alpha's\n"},
-             "shell": [format!("touch '{}'", started.display()),
-                       format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display())]},
-            {"write": {"alpha.txt": "Alpha\n"}}
-        ]}],
-        "default": {"implement": {"write": {"{slug}.txt": "{task}\n"}}}
+        "tasks": [
+            {"match": "Alpha", "implement": [
+                {"write": {"notes.txt": "Alpha's\n"},
+                 "shell": [format!("touch '{}'", started.display()), wait_go.clone(), after_beta.to_string()]},
+                {"write": {"alpha.txt": "Alpha\n"}}
+            ]},
+            {"match": "Beta", "implement": {"write": {"beta.txt": "Beta\n"}, "shell": [wait_go]}}
+        ]
     }));
     let child = spawn(&p, &["10", "0", "-j", "2", "--allow-dirty"]);
     wait_for_file(&started);
@@ -368,7 +373,9 @@ fn a_path_the_person_changed_is_never_written_over_by_a_parallel_task() {
     assert_eq!(
         p.read("notes.txt"),
         "mine, edited\n",
-        "the person's edit stays"
+        "the person's edit stays: {}\n{:?}",
+        texts(&out).1,
+        history(&p)
     );
     let r = git2::Repository::open(p.path()).unwrap();
     let kept = r
