@@ -246,7 +246,12 @@ fn accept_one(ws: &Workspace, settings: &Settings, task: &Parked) -> Result<Stri
         .find_commit(tip)
         .map(|c| String::from_utf8_lossy(c.message_bytes()).into_owned())
         .map_err(git("reading the task's commit"))?;
-    repo.checkout_paths(tree, &paths)?;
+    if !repo.checkout_paths(tree, &paths)? {
+        return Err(Error::Repository(format!(
+            "a file its work changes was changed in the work tree just now ({}) — accept again",
+            quoted(&paths)
+        )));
+    }
     let excluded: Vec<PathBuf> = dirty.iter().map(PathBuf::from).collect();
     let committed = repo.commit(&CommitRequest {
         message: &message,

@@ -177,24 +177,39 @@ impl Repository {
 
     /// Writes exactly `paths` as the tree `tree` has them into the work tree and the index,
     /// through the smudge filters (a path the tree lacks is removed). Nothing else is touched.
-    pub fn checkout_paths(&self, tree: Oid, paths: &[String]) -> Result<()> {
+    /// `false` when a path changed in the work tree since its last commit (the person saving
+    /// it this very moment): then nothing was written — a conflict, never an overwrite.
+    pub fn checkout_paths(&self, tree: Oid, paths: &[String]) -> Result<bool> {
         if paths.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let git = |e: git2::Error| Error::git("writing a task's files into the work tree", e);
         let tree = self.repo.find_tree(tree).map_err(git)?;
         let (present, absent): (Vec<&String>, Vec<&String>) = paths
             .iter()
             .partition(|p| tree.get_path(Path::new(p.as_str())).is_ok());
+        // Deletions are checked first, so a refusal below leaves everything unwritten.
+        let changed = |p: &str| {
+            self.repo
+                .status_file(Path::new(p))
+                .map(|s| s.intersects(git2::Status::WT_MODIFIED | git2::Status::WT_TYPECHANGE))
+                .unwrap_or(false)
+        };
+        if absent.iter().any(|p| changed(p)) {
+            return Ok(false);
+        }
         if !present.is_empty() {
             let mut opts = git2::build::CheckoutBuilder::new();
-            opts.force().disable_pathspec_match(true);
+            // Safe, not forced: libgit2 checks every path before it writes any.
+            opts.safe().disable_pathspec_match(true);
             for p in &present {
                 opts.path(p.as_str());
             }
-            self.repo
-                .checkout_tree(tree.as_object(), Some(&mut opts))
-                .map_err(git)?;
+            match self.repo.checkout_tree(tree.as_object(), Some(&mut opts)) {
+                Ok(()) => {}
+                Err(e) if e.code() == git2::ErrorCode::Conflict => return Ok(false),
+                Err(e) => return Err(git(e)),
+            }
         }
         if !absent.is_empty() {
             let mut index = self.repo.index().map_err(git)?;
@@ -210,7 +225,7 @@ impl Repository {
             }
             index.write().map_err(git)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Applies the change from `base` to `work` (a task's work, however many commits) onto
@@ -373,8 +388,15 @@ mod tests {
         let tip_tree = git.find_commit(tip).unwrap().tree_id();
         let paths = main.paths_between(tip_tree, tree).unwrap();
         assert_eq!(paths, vec!["a.txt", "gone.txt", "new.txt"]);
-        main.checkout_paths(tree, &paths).unwrap();
+        // A file changed in the work tree meanwhile: nothing is written.
         let top = git.workdir().unwrap();
+        fs::write(top.join("a.txt"), "mine\n").unwrap();
+        assert!(!main.checkout_paths(tree, &paths).unwrap());
+        assert_eq!(fs::read_to_string(top.join("a.txt")).unwrap(), "mine\n");
+        assert!(!top.join("new.txt").exists());
+        assert!(top.join("gone.txt").exists());
+        fs::write(top.join("a.txt"), "one\ntwo\nTHREE\n").unwrap();
+        assert!(main.checkout_paths(tree, &paths).unwrap());
         assert_eq!(
             fs::read_to_string(top.join("a.txt")).unwrap(),
             "ONE\ntwo\nTHREE\n"

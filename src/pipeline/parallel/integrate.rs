@@ -105,7 +105,15 @@ impl<'a> Run<'a> {
                 paths: paths.clone(),
             },
         )?;
-        self.ws.repo.checkout_paths(tree, &paths)?;
+        if !self.ws.repo.checkout_paths(tree, &paths)? {
+            journal::remove(&self.ws.state_dir.integrating());
+            return self.conflicted(
+                job,
+                job_ws,
+                &paths,
+                Some("changed by hand in the work tree"),
+            );
+        }
         let doc = self.spec.reload()?;
         let Some(task) = doc.find(&job.identity) else {
             journal::remove(&self.ws.state_dir.integrating());
