@@ -302,6 +302,7 @@ impl Run<'_> {
         )
         .await?;
         self.log.event(RunEvent::Check {
+            task: Some(it.title.clone()),
             command,
             passed: result == check::CheckResult::Passed,
         });

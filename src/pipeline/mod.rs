@@ -378,6 +378,7 @@ impl Run<'_> {
         )
         .await?;
         self.log.event(RunEvent::Check {
+            task: None,
             command: command.clone(),
             passed: result == check::CheckResult::Passed,
         });

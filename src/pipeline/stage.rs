@@ -97,6 +97,7 @@ impl Run<'_> {
             Ok(run) => run,
             Err(e) => {
                 self.log.event(RunEvent::StageEnd {
+                    task: Some(it.title.clone()),
                     stage,
                     outcome: None,
                     cost_usd: 0.0,
@@ -115,6 +116,7 @@ impl Run<'_> {
         self.count(&run);
         for switch in &run.record.kern.switches {
             self.log.event(RunEvent::AgentSwitch {
+                task: Some(it.title.clone()),
                 stage,
                 from: switch.from.clone(),
                 to: switch.to.clone(),
@@ -128,6 +130,7 @@ impl Run<'_> {
                 self.reporter.warn(&format!("violation: {v}"));
             }
             self.log.event(RunEvent::Violation {
+                task: Some(it.title.clone()),
                 stage,
                 violations: found.violations.clone(),
                 reverted: found.reverted.clone(),
@@ -165,6 +168,7 @@ impl Run<'_> {
             },
         );
         self.log.event(RunEvent::StageEnd {
+            task: Some(it.title.clone()),
             stage,
             outcome: Some(record.kern.outcome),
             cost_usd: run.cost_usd,
@@ -207,6 +211,7 @@ impl Run<'_> {
             changes.join("; ")
         ));
         self.log.event(RunEvent::HandEdit {
+            task: Some(it.title.clone()),
             stage,
             changes: changes.clone(),
         });

@@ -97,6 +97,9 @@ pub enum RunEvent {
     },
     /// A stage ended: with an outcome, or with an error that stops the run.
     StageEnd {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The stage.
         stage: Stage,
         /// How it ended (absent when `error` is set).
@@ -133,6 +136,9 @@ pub enum RunEvent {
     /// A stage moved to the other agent: its agent hit a usage limit that resets later than
     /// `--fallback-after` (or was already at one).
     AgentSwitch {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The stage.
         stage: Stage,
         /// The agent at its limit.
@@ -147,6 +153,9 @@ pub enum RunEvent {
     },
     /// The audit after a stage found what the stage forbids.
     Violation {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The stage.
         stage: Stage,
         /// What was found, one sentence each.
@@ -159,6 +168,9 @@ pub enum RunEvent {
     },
     /// SPEC.md changed during a stage in ways kern did not make: markers, Check notes, tasks.
     HandEdit {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The stage it happened during.
         stage: Stage,
         /// One sentence per change.
@@ -203,6 +215,9 @@ pub enum RunEvent {
     },
     /// The check gate ran.
     Check {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The command.
         command: String,
         /// Whether it passed.
@@ -374,6 +389,7 @@ mod tests {
                 attempt: 1,
             },
             RunEvent::StageEnd {
+                task: Some("Add the parser".into()),
                 stage: Stage::Implement,
                 outcome: Some(Outcome::Succeeded),
                 cost_usd: 0.25,
@@ -402,6 +418,7 @@ mod tests {
                 ],
             },
             RunEvent::StageEnd {
+                task: Some("Add the parser".into()),
                 stage: Stage::Review,
                 outcome: None,
                 cost_usd: 0.0,
@@ -415,6 +432,7 @@ mod tests {
                 waits: Vec::new(),
             },
             RunEvent::AgentSwitch {
+                task: Some("Add the parser".into()),
                 stage: Stage::Implement,
                 from: "claude".into(),
                 to: "codex".into(),
@@ -422,12 +440,14 @@ mod tests {
                 limited_until: Some(1_795_018_000),
             },
             RunEvent::Violation {
+                task: Some("Add the parser".into()),
                 stage: Stage::Research,
                 violations: vec!["research stage is read-only but changed a.txt".into()],
                 reverted: vec!["a.txt".into()],
                 saved: vec!["refs/kern/saved/add-the-parser/research-1".into()],
             },
             RunEvent::HandEdit {
+                task: Some("Add the parser".into()),
                 stage: Stage::Implement,
                 changes: vec!["`Other` [ ] → [x]".into()],
             },
@@ -452,6 +472,7 @@ mod tests {
                 why: "nothing changed that kern commits".into(),
             },
             RunEvent::Check {
+                task: Some("Add the parser".into()),
                 command: "cargo test".into(),
                 passed: false,
             },
@@ -524,6 +545,7 @@ mod tests {
         let path = dir.path().join("run.jsonl");
         let log = RunLog::new(path.clone(), "r1".into());
         log.event(RunEvent::Check {
+            task: None,
             command: "true".into(),
             passed: true,
         });

@@ -386,7 +386,7 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
     for event in events {
         b.event(event);
     }
-    b.close_open_stage();
+    b.close_open_stages();
     let started_at = events.first().map(|e| e.ts);
     let last_at = events.last().map(|e| e.ts);
     let end = match b.exit_code {
@@ -477,9 +477,13 @@ fn task_end(t: &TaskReport) -> TaskEnd {
 #[derive(Default)]
 struct Builder {
     tasks: Vec<TaskReport>,
+    /// The task of the latest iteration: where the events of an older log that name no task
+    /// go. With parallel tasks (`-j`) events name their task and interleave.
     current: Option<usize>,
-    iteration: u32,
-    open_stage: Option<(Stage, Timestamp, String, Option<String>)>,
+    /// Each task's latest iteration.
+    iteration_of: Vec<(usize, u32)>,
+    /// The stages started and not yet ended, by task.
+    open: Vec<(usize, OpenStage)>,
     agent: String,
     iterations_asked: u32,
     iterations_run: u32,
@@ -490,27 +494,59 @@ struct Builder {
     notices: Vec<String>,
 }
 
+/// A stage that started: its kind, start, agent and model.
+type OpenStage = (Stage, Timestamp, String, Option<String>);
+
 impl Builder {
-    fn task(&mut self) -> Option<&mut TaskReport> {
-        self.current.map(|i| &mut self.tasks[i])
+    /// The task an event is about: the one it names, else the current one (older logs).
+    fn index_for(&mut self, named: Option<&str>) -> Option<usize> {
+        match named {
+            Some(title) => Some(self.index_named(title)),
+            None => self.current,
+        }
     }
 
-    fn task_named(&mut self, title: &str) -> &mut TaskReport {
-        let index = match self.tasks.iter().position(|t| t.title == title) {
+    fn index_named(&mut self, title: &str) -> usize {
+        match self.tasks.iter().position(|t| t.title == title) {
             Some(i) => i,
             None => {
                 self.tasks.push(new_task(title, 0));
                 self.tasks.len() - 1
             }
-        };
+        }
+    }
+
+    fn task_named(&mut self, title: &str) -> &mut TaskReport {
+        let index = self.index_named(title);
         &mut self.tasks[index]
     }
 
-    /// A stage that started and has no end line: it ends as `unfinished`.
-    fn close_open_stage(&mut self) {
-        if let Some((stage, started, agent, model)) = self.open_stage.take() {
-            let iteration = self.iteration;
-            if let Some(task) = self.task() {
+    fn iteration(&self, task: usize) -> u32 {
+        self.iteration_of
+            .iter()
+            .find(|(t, _)| *t == task)
+            .map_or(0, |(_, i)| *i)
+    }
+
+    fn take_open(&mut self, task: usize) -> Option<OpenStage> {
+        let at = self.open.iter().position(|(t, _)| *t == task)?;
+        Some(self.open.remove(at).1)
+    }
+
+    /// Every stage that started and has no end line: each ends as `unfinished`.
+    fn close_open_stages(&mut self) {
+        let tasks: Vec<usize> = self.open.iter().map(|(t, _)| *t).collect();
+        for task in tasks {
+            self.close_open_stage(task);
+        }
+    }
+
+    /// The stage of `task` that started and has no end line: it ends as `unfinished`.
+    fn close_open_stage(&mut self, index: usize) {
+        if let Some((stage, started, agent, model)) = self.take_open(index) {
+            let iteration = self.iteration(index);
+            {
+                let task = &mut self.tasks[index];
                 task.stages.push(StageInfo {
                     iteration,
                     stage,
@@ -561,8 +597,6 @@ impl Builder {
             RunEvent::IterationStart {
                 index, task, line, ..
             } => {
-                self.close_open_stage();
-                self.iteration = *index;
                 self.iterations_run = self.iterations_run.max(*index);
                 let i = match self.tasks.iter().position(|t| t.title == *task) {
                     Some(i) => i,
@@ -571,24 +605,30 @@ impl Builder {
                         self.tasks.len() - 1
                     }
                 };
+                self.close_open_stage(i);
                 self.tasks[i].iterations.push(*index);
+                self.iteration_of.retain(|(t, _)| *t != i);
+                self.iteration_of.push((i, *index));
                 self.current = Some(i);
             }
             RunEvent::StageStart {
                 stage,
+                task,
                 agent,
                 model,
                 ..
             } => {
-                self.close_open_stage();
                 let agent = if agent.is_empty() {
                     self.agent.clone()
                 } else {
                     agent.clone()
                 };
-                self.open_stage = Some((*stage, e.ts, agent, model.clone()));
+                let i = self.index_named(task);
+                self.close_open_stage(i);
+                self.open.push((i, (*stage, e.ts, agent, model.clone())));
             }
             RunEvent::StageEnd {
+                task,
                 stage,
                 outcome,
                 cost_usd,
@@ -601,7 +641,10 @@ impl Builder {
                 turns,
                 waits,
             } => {
-                let (started, agent, model) = match self.open_stage.take() {
+                let Some(index) = self.index_for(task.as_deref()) else {
+                    return;
+                };
+                let (started, agent, model) = match self.take_open(index) {
                     Some((s, ts, a, m)) if s == *stage => (Some(ts), a, model.clone().or(m)),
                     _ => (None, agent.clone(), model.clone()),
                 };
@@ -610,35 +653,35 @@ impl Builder {
                     (None, _) => "error".to_string(),
                 };
                 let wait_ms: u64 = waits.iter().map(|w| w.duration_ms).sum();
-                let iteration = self.iteration;
-                if let Some(task) = self.task() {
-                    task.cost_usd += cost_usd;
-                    task.agent_ms += duration_ms.saturating_sub(wait_ms);
-                    task.wait_ms += wait_ms;
-                    task.stages.push(StageInfo {
-                        iteration,
-                        stage: *stage,
-                        agent,
-                        model,
-                        started_at: started,
-                        duration_ms: *duration_ms,
-                        cost_usd: *cost_usd,
-                        outcome,
-                        note: failure.clone().or_else(|| error.clone()),
-                        retries: *retries,
-                        turns: *turns,
-                        waits: waits.clone(),
-                    });
-                }
+                let iteration = self.iteration(index);
+                let task = &mut self.tasks[index];
+                task.cost_usd += cost_usd;
+                task.agent_ms += duration_ms.saturating_sub(wait_ms);
+                task.wait_ms += wait_ms;
+                task.stages.push(StageInfo {
+                    iteration,
+                    stage: *stage,
+                    agent,
+                    model,
+                    started_at: started,
+                    duration_ms: *duration_ms,
+                    cost_usd: *cost_usd,
+                    outcome,
+                    note: failure.clone().or_else(|| error.clone()),
+                    retries: *retries,
+                    turns: *turns,
+                    waits: waits.clone(),
+                });
             }
             RunEvent::Violation {
+                task,
                 stage,
                 violations,
                 reverted,
                 saved,
             } => {
-                if let Some(task) = self.task() {
-                    task.violations.push(ViolationInfo {
+                if let Some(i) = self.index_for(task.as_deref()) {
+                    self.tasks[i].violations.push(ViolationInfo {
                         stage: *stage,
                         what: violations.clone(),
                         reverted: reverted.clone(),
@@ -646,9 +689,9 @@ impl Builder {
                     });
                 }
             }
-            RunEvent::HandEdit { changes, .. } => {
-                if let Some(task) = self.task() {
-                    task.hand_edits.extend(changes.iter().cloned());
+            RunEvent::HandEdit { task, changes, .. } => {
+                if let Some(i) = self.index_for(task.as_deref()) {
+                    self.tasks[i].hand_edits.extend(changes.iter().cloned());
                 }
             }
             RunEvent::SetAside {
@@ -664,13 +707,18 @@ impl Builder {
             RunEvent::NoCommit { task, why } => {
                 self.task_named(task).no_commit = Some(why.clone());
             }
-            RunEvent::Check { command, passed } => {
+            RunEvent::Check {
+                task,
+                command,
+                passed,
+            } => {
                 let check = CheckInfo {
                     command: command.clone(),
                     passed: *passed,
                 };
-                match self.task() {
-                    Some(task) => task.checks.push(check),
+                // A check outside any task is the baseline check, before any agent.
+                match self.index_for(task.as_deref()) {
+                    Some(i) => self.tasks[i].checks.push(check),
                     None => self.baseline_check = Some(check),
                 }
             }
@@ -729,9 +777,12 @@ impl Builder {
                     review_branch: review_branch.clone(),
                 });
             }
-            RunEvent::IterationEnd { .. } => {
-                self.close_open_stage();
-                self.current = None;
+            RunEvent::IterationEnd { task, .. } => {
+                let i = self.index_named(task);
+                self.close_open_stage(i);
+                if self.current == Some(i) {
+                    self.current = None;
+                }
             }
             RunEvent::RunEnd {
                 ended,
@@ -739,7 +790,7 @@ impl Builder {
                 iterations,
                 ..
             } => {
-                self.close_open_stage();
+                self.close_open_stages();
                 self.exit_code = Some(*exit_code);
                 self.ended = Some(ended.clone());
                 self.iterations_run = self.iterations_run.max(*iterations);

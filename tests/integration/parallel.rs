@@ -531,3 +531,37 @@ fn a_usage_limit_one_task_hits_pauses_the_others_next_stage() {
     assert_eq!(p.read("beta.txt"), "Beta\n");
     nothing_left_behind(&p);
 }
+
+#[test]
+fn the_report_of_a_parallel_night_gives_each_task_its_own_stages_and_cost() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n");
+    let go = p.outside.path().join("go");
+    // Beta's implement ends last, after the others' stages interleaved with its own.
+    p.scenario(&json!({
+        "tasks": [{"match": "Beta", "implement": {
+            "write": {"beta.txt": "Beta\n"}, "cost_usd": 0.5,
+            "shell": [format!("i=0; until [ -e '{}' ] || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done", go.display())]
+        }}],
+        "default": {
+            "implement": {"write": {"{slug}.txt": "{task}\n"}},
+            "commit": {"shell": [format!("touch '{}'", go.display())]}
+        }
+    }));
+    p.run(&["10", "0", "-j", "3"]).expect(0);
+    let out = p.kern().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = report["runs"][0]["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3, "{report}");
+    for task in tasks {
+        let stages: Vec<&str> = task["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(stages, ["research", "implement", "commit"], "{task}");
+        let cost = task["cost_usd"].as_f64().unwrap();
+        let want = if task["title"] == "Beta" { 0.52 } else { 0.03 };
+        assert!((cost - want).abs() < 1e-9, "{task}");
+    }
+}
