@@ -285,30 +285,53 @@ fn render_running(r: &Value) -> String {
         out.push_str(&format!(", iteration {i} of {n}"));
     }
     out.push('\n');
-    if let Some(task) = r["task"].as_str() {
-        out.push_str(&format!(
-            "  task:    {}\n",
-            crate::reporter::text::clean(task)
-        ));
-    }
-    match r["stage"].as_str() {
-        Some(stage) => {
-            out.push_str(&format!(
-                "  stage:   {stage}, for {}",
-                secs(&r["stage_elapsed_s"])
-            ));
-            if let Some(tool) = r["last_tool"].as_str() {
+    match r["tasks"].as_array().filter(|t| t.len() > 1) {
+        // Parallel tasks (`-j`): one line each.
+        Some(tasks) => {
+            for t in tasks {
                 out.push_str(&format!(
-                    " — last tool call: {}",
-                    crate::reporter::text::clean(tool)
+                    "  task:    {}",
+                    crate::reporter::text::clean(t["task"].as_str().unwrap_or(""))
+                ));
+                if let Some(stage) = t["stage"].as_str() {
+                    out.push_str(&format!(" — {stage}, for {}", secs(&t["stage_elapsed_s"])));
+                    if let Some(tool) = t["last_tool"].as_str() {
+                        out.push_str(&format!(
+                            ", last tool call: {}",
+                            crate::reporter::text::clean(tool)
+                        ));
+                    }
+                }
+                out.push('\n');
+            }
+        }
+        None => {
+            if let Some(task) = r["task"].as_str() {
+                out.push_str(&format!(
+                    "  task:    {}\n",
+                    crate::reporter::text::clean(task)
                 ));
             }
-            out.push('\n');
+            match r["stage"].as_str() {
+                Some(stage) => {
+                    out.push_str(&format!(
+                        "  stage:   {stage}, for {}",
+                        secs(&r["stage_elapsed_s"])
+                    ));
+                    if let Some(tool) = r["last_tool"].as_str() {
+                        out.push_str(&format!(
+                            " — last tool call: {}",
+                            crate::reporter::text::clean(tool)
+                        ));
+                    }
+                    out.push('\n');
+                }
+                None => out.push_str(&format!(
+                    "  doing:   {}\n",
+                    r["phase"].as_str().unwrap_or("?")
+                )),
+            }
         }
-        None => out.push_str(&format!(
-            "  doing:   {}\n",
-            r["phase"].as_str().unwrap_or("?")
-        )),
     }
     let spent = cost(r["cost_usd"].as_f64().unwrap_or(0.0));
     match r["max_cost_usd"].as_f64() {

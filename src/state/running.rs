@@ -51,6 +51,22 @@ pub struct RunningRun {
     pub cost_usd: f64,
     /// The `--max-cost` budget.
     pub max_cost_usd: Option<f64>,
+    /// With parallel tasks (`-j`): every task running now, in the order they started.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<RunningTask>,
+}
+
+/// One task of a run with parallel tasks, as `kern status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunningTask {
+    /// Its title.
+    pub task: String,
+    /// The stage running now.
+    pub stage: Option<Stage>,
+    /// Seconds since that stage started.
+    pub stage_elapsed_s: Option<u64>,
+    /// The agent's last tool call in that stage.
+    pub last_tool: Option<String>,
 }
 
 /// Reads what the run holding `record` is doing, from `state_dir`.
@@ -69,6 +85,7 @@ pub fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         last_tool: None,
         cost_usd: 0.0,
         max_cost_usd: None,
+        tasks: Vec::new(),
     };
     let prefix = format!("{}-", record.pid);
     let events = run_events(&state_dir.run_log(), &prefix);
@@ -81,7 +98,9 @@ pub fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         return running;
     };
     let mut agent = String::new();
-    let mut open: Option<(Stage, Timestamp)> = None;
+    // Each task whose iteration runs, with its open stage (one task unless `-j`).
+    let mut open: Vec<(String, Option<(Stage, Timestamp)>)> = Vec::new();
+    let mut parallel = false;
     for e in events.iter().filter(|e| e.run == run_id) {
         match &e.event {
             RunEvent::RunStart {
@@ -96,30 +115,66 @@ pub fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
             }
             RunEvent::IterationStart { index, task, .. } => {
                 running.iteration = Some(*index);
-                running.task = Some(task.clone());
-                open = None;
+                open.retain(|(t, _)| t != task);
+                open.push((task.clone(), None));
+                parallel |= open.len() > 1;
             }
-            RunEvent::StageStart { stage, .. } => open = Some((*stage, e.ts)),
-            RunEvent::StageEnd { cost_usd, .. } => {
+            RunEvent::StageStart { stage, task, .. } => {
+                match open.iter_mut().find(|(t, _)| t == task) {
+                    Some((_, stage_open)) => *stage_open = Some((*stage, e.ts)),
+                    None => open.push((task.clone(), Some((*stage, e.ts)))),
+                }
+            }
+            RunEvent::StageEnd { cost_usd, task, .. } => {
                 running.cost_usd += cost_usd;
-                open = None;
+                let which = match task {
+                    Some(task) => open.iter_mut().find(|(t, _)| t == task),
+                    None => open.last_mut(),
+                };
+                if let Some((_, stage_open)) = which {
+                    *stage_open = None;
+                }
             }
-            RunEvent::IterationEnd { .. } => {
-                running.task = None;
-                open = None;
-            }
+            RunEvent::IterationEnd { task, .. } => open.retain(|(t, _)| t != task),
             _ => {}
         }
     }
     running.run = Some(run_id);
-    if let Some((stage, since)) = open {
-        running.stage = Some(stage);
-        running.stage_elapsed_s = Some(since.elapsed().as_secs());
-        let format = agent
-            .parse::<Agent>()
-            .map(|a| a.stream_format())
-            .unwrap_or(crate::agent::stream::StreamFormat::Detect);
-        running.last_tool = last_tool(&state_dir.stage_stream(stage), StreamParser::new(format));
+    let format = agent
+        .parse::<Agent>()
+        .map(|a| a.stream_format())
+        .unwrap_or(crate::agent::stream::StreamFormat::Detect);
+    let tool_of = |dir: &StateDir, stage: Stage| {
+        last_tool(&dir.stage_stream(stage), StreamParser::new(format))
+    };
+    // Tasks in worktrees (`-j`, `--review`) keep their stage files in their own folders.
+    let in_jobs = parallel || state_dir.jobs_dir().exists();
+    if let Some((task, stage_open)) = open.last() {
+        running.task = Some(task.clone());
+        if let Some((stage, since)) = stage_open {
+            running.stage = Some(*stage);
+            running.stage_elapsed_s = Some(since.elapsed().as_secs());
+            let dir = if in_jobs {
+                state_dir.job(&crate::reporter::text::slug(task))
+            } else {
+                state_dir.clone()
+            };
+            running.last_tool = tool_of(&dir, *stage);
+        }
+    }
+    if in_jobs {
+        running.tasks = open
+            .iter()
+            .map(|(task, stage_open)| {
+                let dir = state_dir.job(&crate::reporter::text::slug(task));
+                RunningTask {
+                    task: task.clone(),
+                    stage: stage_open.map(|(s, _)| s),
+                    stage_elapsed_s: stage_open.map(|(_, t)| t.elapsed().as_secs()),
+                    last_tool: stage_open.and_then(|(s, _)| tool_of(&dir, s)),
+                }
+            })
+            .collect();
     }
     running
 }

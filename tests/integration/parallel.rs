@@ -565,3 +565,49 @@ fn the_report_of_a_parallel_night_gives_each_task_its_own_stages_and_cost() {
         assert!((cost - want).abs() < 1e-9, "{task}");
     }
 }
+
+#[test]
+fn status_during_a_parallel_run_names_each_task_its_stage_and_last_tool_call() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let go = p.outside.path().join("go");
+    let flags = p.outside.path().join("flags");
+    std::fs::create_dir_all(&flags).unwrap();
+    p.scenario(&json!({"default": {"implement": {
+        "write": {"{slug}.txt": "{task}\n"},
+        "shell": [
+            format!("touch '{}/{{slug}}'", flags.display()),
+            format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display())
+        ]
+    }}}));
+    let child = spawn(&p, &["10", "0", "-j", "2"]);
+    wait_for_file(&flags.join("alpha"));
+    wait_for_file(&flags.join("beta"));
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = status["running"]["tasks"].as_array().unwrap();
+    let mut titles: Vec<&str> = tasks.iter().map(|t| t["task"].as_str().unwrap()).collect();
+    titles.sort_unstable();
+    assert_eq!(titles, ["Alpha", "Beta"], "{status}");
+    for t in tasks {
+        assert_eq!(t["stage"], "implement", "{status}");
+        assert!(
+            t["last_tool"]
+                .as_str()
+                .is_some_and(|tool| tool.starts_with("Bash touch ")),
+            "{status}"
+        );
+    }
+    let out = p.kern().arg("status").output().unwrap();
+    let human = texts(&out).0;
+    assert!(
+        human.contains("  task:    Alpha — implement, for "),
+        "{human}"
+    );
+    assert!(
+        human.contains("  task:    Beta — implement, for "),
+        "{human}"
+    );
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+}
