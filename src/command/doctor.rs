@@ -38,11 +38,11 @@ use crate::stage::Stage;
 use crate::state::lock::RunLock;
 
 /// How long an agent CLI may take to answer `--version` or its login status.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How one check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// It passed.
     Pass,
     /// It failed; the fix says what to do.
@@ -56,7 +56,7 @@ pub enum Verdict {
 
 /// One line of the doctor's report.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     /// What is checked (`git repository`, `SPEC.md`, `agent`…).
     pub name: String,
     /// What was found, or why the check was skipped.
@@ -110,7 +110,7 @@ impl Check {
     }
 
     /// True when the check failed.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         matches!(self.verdict, Verdict::Fail { .. })
     }
 }
@@ -124,14 +124,14 @@ fn split_fix(text: &str, fallback_fix: &str) -> (String, String) {
 
 /// Runs every check from the current folder, prints the report on stderr, and fails with
 /// [`Error::DoctorFound`] when anything failed.
-pub async fn run(settings: &Settings) -> Result<()> {
+pub(crate) async fn run(settings: &Settings) -> Result<()> {
     let checks = checks(settings, &settings.cwd).await;
     eprint!("{}", render(&checks));
     outcome(&checks)
 }
 
 /// The exit decision for a finished list of checks (see the module docs).
-pub fn outcome(checks: &[Check]) -> Result<()> {
+pub(crate) fn outcome(checks: &[Check]) -> Result<()> {
     let failed: Vec<&Check> = checks.iter().filter(|c| c.failed()).collect();
     if failed.is_empty() {
         return Ok(());
@@ -143,7 +143,7 @@ pub fn outcome(checks: &[Check]) -> Result<()> {
 }
 
 /// The report: one line per check, and an indented `fix:` line under each failure.
-pub fn render(checks: &[Check]) -> String {
+pub(crate) fn render(checks: &[Check]) -> String {
     let mut out = String::new();
     for check in checks {
         let mark = match check.verdict {
@@ -160,7 +160,7 @@ pub fn render(checks: &[Check]) -> String {
 }
 
 /// Runs every check for a kern started in `cwd`.
-pub async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
+pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     let mut checks = Vec::new();
     let repo = repository_checks(cwd, &mut checks);
     checks.push(identity_check(repo.as_ref()));
@@ -329,8 +329,7 @@ fn spec_check(settings: &Settings, top: &Path) -> Check {
     };
     let display = path
         .strip_prefix(top)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| path.display().to_string());
+        .map_or_else(|_| path.display().to_string(), |p| p.display().to_string());
     let doc: Document = match SpecFile::load(&path) {
         Ok((_, doc)) => doc,
         Err(e) => return Check::from_error(&display, &e, "fix the file"),
@@ -714,8 +713,7 @@ fn status_line(stdout: &str, stderr: &str) -> String {
         .chain(stderr.lines())
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with("WARNING:"))
-        .map(str::to_string)
-        .unwrap_or_else(|| first_line(stdout, stderr))
+        .map_or_else(|| first_line(stdout, stderr), str::to_string)
 }
 
 /// A `program:<path>` agent: found (on PATH when the path has no `/`; relative paths are
@@ -840,7 +838,7 @@ fn first_line(stdout: &str, stderr: &str) -> String {
 }
 
 /// `name` looked up on PATH: the first existing executable file.
-pub fn find_on_path(name: &Path) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &Path) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| !dir.as_os_str().is_empty())
@@ -857,7 +855,7 @@ fn is_executable(meta: &std::fs::Metadata) -> bool {
 
 /// How an external command ended.
 #[derive(Debug)]
-pub enum Probe {
+pub(crate) enum Probe {
     /// It exited (`code` is `None` when a signal ended it).
     Exited {
         /// The exit code.
@@ -898,7 +896,7 @@ impl Probe {
 }
 
 /// Runs `program args` in `cwd` with no stdin, in its own process group, for at most `limit`.
-pub async fn probe(program: &Path, args: &[&str], cwd: &Path, limit: Duration) -> Probe {
+pub(crate) async fn probe(program: &Path, args: &[&str], cwd: &Path, limit: Duration) -> Probe {
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
@@ -954,7 +952,7 @@ mod tests {
             (vec![fail("git repository", false)], 2),
         ];
         for (checks, code) in cases {
-            let got = outcome(&checks).err().map(|e| e.exit_code()).unwrap_or(0);
+            let got = outcome(&checks).err().map_or(0, |e| e.exit_code());
             assert_eq!(got, code, "{checks:?}");
         }
     }

@@ -22,7 +22,7 @@ use crate::state::run_log::{LeftOutFile, LoggedEvent, RunEvent};
 use crate::timestamp::Timestamp;
 
 /// The version of the `--json` shape; raised when a field changes meaning or goes away.
-pub const SCHEMA: u32 = 1;
+pub(crate) const SCHEMA: u32 = 1;
 
 /// How many of the most expensive stages the totals name.
 const MOST_EXPENSIVE: usize = 3;
@@ -32,7 +32,7 @@ const HEADLINE_REASON: usize = 160;
 
 /// The whole report: the runs chosen, oldest first, and their totals together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// [`SCHEMA`].
     pub schema: u32,
     /// The runs.
@@ -44,7 +44,7 @@ pub struct Report {
 /// How a run ended, as far as `run.jsonl` tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EndState {
+pub(crate) enum EndState {
     /// It ran to its end: nothing left, all iterations ran, or finished with a blocked task.
     Finished,
     /// It stopped before its end: the person is needed, the budget is spent, an error.
@@ -59,7 +59,7 @@ pub enum EndState {
 
 /// One run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunReport {
+pub(crate) struct RunReport {
     /// The run id (`<pid>-<start>`).
     pub run: String,
     /// How it ended.
@@ -96,7 +96,7 @@ pub struct RunReport {
 
 /// Something for the person to look at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Attention {
+pub(crate) struct Attention {
     /// What kind of thing.
     pub kind: AttentionKind,
     /// The task it concerns.
@@ -110,7 +110,7 @@ pub struct Attention {
 /// The kinds of [`Attention`], most urgent first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum AttentionKind {
+pub(crate) enum AttentionKind {
     /// The run stopped for the person (exit 2, 5) or on an error.
     Stopped,
     /// The run has no end and holds no lock.
@@ -134,7 +134,7 @@ pub enum AttentionKind {
 /// How a task ended in the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TaskEnd {
+pub(crate) enum TaskEnd {
     /// Committed.
     Committed,
     /// Done with nothing to commit.
@@ -155,7 +155,7 @@ pub enum TaskEnd {
 
 /// One task in a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TaskReport {
+pub(crate) struct TaskReport {
     /// Its title.
     pub title: String,
     /// Its line in SPEC.md when the run first took it up.
@@ -196,7 +196,7 @@ pub struct TaskReport {
 
 /// kern's commit of a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CommitInfo {
+pub(crate) struct CommitInfo {
     /// The full sha.
     pub sha: String,
     /// The subject line.
@@ -210,7 +210,7 @@ pub struct CommitInfo {
 
 /// A failed attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AttemptInfo {
+pub(crate) struct AttemptInfo {
     /// Its number (the Attempt note's N).
     pub attempt: u32,
     /// The first line of its note.
@@ -219,7 +219,7 @@ pub struct AttemptInfo {
 
 /// One stage run (with its retries and waits).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StageInfo {
+pub(crate) struct StageInfo {
     /// The iteration it ran in.
     pub iteration: u32,
     /// Which stage.
@@ -249,7 +249,7 @@ pub struct StageInfo {
 
 /// One run of the check command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckInfo {
+pub(crate) struct CheckInfo {
     /// The command.
     pub command: String,
     /// Whether it passed.
@@ -258,7 +258,7 @@ pub struct CheckInfo {
 
 /// What an audit found after a stage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ViolationInfo {
+pub(crate) struct ViolationInfo {
     /// The stage.
     pub stage: Stage,
     /// What it did, one sentence each.
@@ -271,7 +271,7 @@ pub struct ViolationInfo {
 
 /// Work set aside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SetAsideInfo {
+pub(crate) struct SetAsideInfo {
     /// The ref that keeps it.
     pub git_ref: String,
     /// The paths.
@@ -282,7 +282,7 @@ pub struct SetAsideInfo {
 
 /// Totals of one run or of several.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Tasks taken up.
     pub tasks: usize,
     /// Tasks committed.
@@ -316,7 +316,7 @@ pub struct Totals {
 
 /// One of the most expensive stages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Expensive {
+pub(crate) struct Expensive {
     /// The run.
     pub run: String,
     /// The task.
@@ -330,7 +330,7 @@ pub struct Expensive {
 }
 
 /// Groups `events` by run, oldest first (by first line).
-pub fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
+pub(crate) fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
     let mut runs: Vec<(String, Vec<&LoggedEvent>)> = Vec::new();
     let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for event in events {
@@ -347,7 +347,10 @@ pub fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
 
 /// The report of `runs` (each with its events); `running` tells whether a run without an end
 /// line still holds its lock.
-pub fn build(runs: &[(String, Vec<&LoggedEvent>)], running: &dyn Fn(&str) -> bool) -> Report {
+pub(crate) fn build(
+    runs: &[(String, Vec<&LoggedEvent>)],
+    running: &dyn Fn(&str) -> bool,
+) -> Report {
     let reports: Vec<RunReport> = runs
         .iter()
         .map(|(id, events)| build_run(id, events, running(id)))
@@ -830,7 +833,7 @@ fn outcome_name(outcome: Outcome) -> String {
 }
 
 /// The first non-empty line of `text`, trimmed.
-pub fn first_line(text: &str) -> String {
+pub(crate) fn first_line(text: &str) -> String {
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
