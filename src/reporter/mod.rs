@@ -26,13 +26,13 @@
 //! [`Reporter::status_line`]), `lines` and `text` shape the words, `notify` runs the
 //! `--notify` command.
 
-pub mod diagnostics;
+pub(crate) mod diagnostics;
 mod lines;
-pub mod notify;
+pub(crate) mod notify;
 mod status_line;
-pub mod text;
+pub(crate) mod text;
 
-pub use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
+pub(crate) use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
 use lines::{stage_line_text, summary_lines};
 use status_line::{Clock, LiveLine, Status};
 
@@ -55,7 +55,7 @@ const WAIT_REPEAT: Duration = Duration::from_secs(60);
 
 /// How output is shaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// A terminal: one status line updated in place, finished stages printed above it.
     Live,
     /// Pipes and CI: timestamped lines, no control characters.
@@ -64,17 +64,20 @@ pub enum Mode {
     Quiet,
 }
 
+#[cfg(test)]
 /// A writer that keeps what is written, for tests of output (here and in other modules).
 #[derive(Debug, Clone, Default)]
-pub struct Capture(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Capture(Arc<Mutex<Vec<u8>>>);
 
+#[cfg(test)]
 impl Capture {
     /// Everything written so far, as text.
-    pub fn contents(&self) -> String {
+    pub(crate) fn contents(&self) -> String {
         String::from_utf8_lossy(&lock(&self.0)).into_owned()
     }
 }
 
+#[cfg(test)]
 impl Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         lock(&self.0).extend_from_slice(buf);
@@ -87,7 +90,7 @@ impl Write for Capture {
 }
 
 /// Prints what the person sees. Shared by reference; all methods take `&self`.
-pub struct Reporter {
+pub(crate) struct Reporter {
     mode: Mode,
     color: bool,
     out: Arc<Mutex<Box<dyn Write + Send>>>,
@@ -125,14 +128,14 @@ impl Reporter {
     /// The reporter for this process: Live when stderr is a terminal (not `TERM=dumb`) and
     /// colour is not `never`, Quiet with `-q`, else Plain. Colour: `always` forces it, `never`
     /// forbids it, `auto` means a terminal and no (non-empty) `NO_COLOR`.
-    pub fn new(color: ColorChoice, quiet: bool, env: &OutputEnv) -> Reporter {
+    pub(crate) fn new(color: ColorChoice, quiet: bool, env: &OutputEnv) -> Reporter {
         let terminal = std::io::stderr().is_terminal() && !env.dumb_terminal;
         let (mode, color) = choose(color, quiet, terminal, env.no_color);
         Reporter::with_mode(mode, color)
     }
 
     /// A reporter in `mode` writing to stderr (for tests and tools that choose the mode).
-    pub fn with_mode(mode: Mode, color: bool) -> Reporter {
+    pub(crate) fn with_mode(mode: Mode, color: bool) -> Reporter {
         let mut reporter = Reporter::with_writer(mode, color, Box::new(std::io::stderr()));
         if mode == Mode::Live {
             reporter.draw = Some(ProgressDrawTarget::stderr);
@@ -142,7 +145,7 @@ impl Reporter {
 
     /// A reporter writing its lines to `writer`. In Live mode no status line is drawn (its
     /// text is still kept, see [`Reporter::status_line`]), so tests can capture every line.
-    pub fn with_writer(mode: Mode, color: bool, writer: Box<dyn Write + Send>) -> Reporter {
+    pub(crate) fn with_writer(mode: Mode, color: bool, writer: Box<dyn Write + Send>) -> Reporter {
         Reporter {
             mode,
             color,
@@ -163,7 +166,7 @@ impl Reporter {
     /// The reporter of a parallel task (`-j`): the same terminal, `run.log` and notifier, its
     /// lines starting with `[label]`, and its status one part of the status line, which shows
     /// every task running. Dropping it takes its part away.
-    pub fn for_job(&self, label: &str) -> Reporter {
+    pub(crate) fn for_job(&self, label: &str) -> Reporter {
         let label = text::clean(label);
         lock(&self.jobs).push((label.clone(), LiveLine::default()));
         Reporter {
@@ -189,37 +192,37 @@ impl Reporter {
     /// From now on every line also goes to `log` (the state folder's `run.log`), stamped, in
     /// the Plain mode's words and without colour — in every mode, also with `-q` and after the
     /// terminal is gone.
-    pub fn attach_log(&self, log: Box<dyn Write + Send>) {
+    pub(crate) fn attach_log(&self, log: Box<dyn Write + Send>) {
         *lock(&self.log) = Some(log);
     }
 
     /// From now on [`Reporter::notify`] runs `notifier`.
-    pub fn attach_notifier(&self, notifier: notify::Notifier) {
+    pub(crate) fn attach_notifier(&self, notifier: notify::Notifier) {
         *lock(&self.notifier) = Some(notifier);
     }
 
     /// Tells the `--notify` command about `kind` (when there is one); returns at once.
-    pub fn notify(&self, kind: notify::EventKind, fields: serde_json::Value) {
+    pub(crate) fn notify(&self, kind: notify::EventKind, fields: serde_json::Value) {
         if let Some(n) = lock(&self.notifier).as_ref() {
             n.send(kind, fields);
         }
     }
 
     /// Waits for the notifications under way (each bounded by its time limit).
-    pub fn settle_notifications(&self) {
+    pub(crate) fn settle_notifications(&self) {
         if let Some(n) = lock(&self.notifier).as_ref() {
             n.wait();
         }
     }
 
     /// The `--max-cost` budget, shown beside the cost so far in the status line.
-    pub fn set_budget(&self, max_cost: Option<f64>) {
+    pub(crate) fn set_budget(&self, max_cost: Option<f64>) {
         self.update(|s| s.max_cost = max_cost);
     }
 
     /// What to do when the terminal goes away (SIGHUP), for the signal listener: write nothing
     /// more to it (the status line stops drawing), say so in `run.log`, and go on.
-    pub fn hangup_hook(&self) -> impl Fn() + Send + Sync + 'static {
+    pub(crate) fn hangup_hook(&self) -> impl Fn() + Send + Sync + 'static {
         let gone = Arc::clone(&self.gone);
         let bar = Arc::clone(&self.bar);
         let log = Arc::clone(&self.log);
@@ -243,7 +246,7 @@ impl Reporter {
 
     /// A usage-limit wait began: for the `--notify` command (the countdown itself is
     /// [`Reporter::waiting`]).
-    pub fn usage_limit_wait(
+    pub(crate) fn usage_limit_wait(
         &self,
         stage: Stage,
         task: &str,
@@ -273,31 +276,28 @@ impl Reporter {
         );
     }
 
+    #[cfg(test)]
     /// A reporter writing to a [`Capture`], which is returned with it.
-    pub fn capture(mode: Mode, color: bool) -> (Reporter, Capture) {
+    pub(crate) fn capture(mode: Mode, color: bool) -> (Reporter, Capture) {
         let capture = Capture::default();
         let reporter = Reporter::with_writer(mode, color, Box::new(capture.clone()));
         (reporter, capture)
     }
 
+    #[cfg(test)]
     /// Replaces the clock that stamps Plain lines (tests use a fixed one).
-    pub fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Reporter {
+    pub(crate) fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Reporter {
         self.now = now;
         self
     }
 
-    /// The mode chosen.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
     /// An iteration starts on `task`.
-    pub fn iteration(&self, index: u32, total: u32, task: &str) {
+    pub(crate) fn iteration(&self, index: u32, total: u32, task: &str) {
         let task = text::clean(task);
         self.update(|s| {
             s.iteration = Some((index, total));
             s.stage = None;
-            s.task = task.clone();
+            s.task.clone_from(&task);
             s.tool = None;
             s.waiting = None;
             s.last_wait_line = None;
@@ -312,11 +312,11 @@ impl Reporter {
     }
 
     /// A stage starts on `task`.
-    pub fn stage_started(&self, stage: Stage, task: &str) {
+    pub(crate) fn stage_started(&self, stage: Stage, task: &str) {
         let task = text::clean(task);
         self.update(|s| {
             s.stage = Some(stage);
-            s.task = task.clone();
+            s.task.clone_from(&task);
             s.tool = None;
             s.waiting = None;
             s.last_wait_line = None;
@@ -328,7 +328,7 @@ impl Reporter {
     }
 
     /// The agent's latest tool call (`Edit`, `src/lib.rs`): shown in the Live status line only.
-    pub fn progress(&self, tool: &str, detail: &str) {
+    pub(crate) fn progress(&self, tool: &str, detail: &str) {
         let detail = text::truncate(&text::clean(detail), TOOL_WIDTH);
         let text = if detail.is_empty() {
             text::clean(tool)
@@ -340,13 +340,13 @@ impl Reporter {
     }
 
     /// What the run has cost so far: shown in the Live status line only.
-    pub fn cost_so_far(&self, usd: f64) {
+    pub(crate) fn cost_so_far(&self, usd: f64) {
         self.update(|s| s.cost_usd = Some(usd));
         self.show(None);
     }
 
     /// A stage finished: one line, e.g. `  ✓ implement  SUCCESS  2m 03s  $0.41  12 turns`.
-    pub fn stage_finished(&self, stage: Stage, line: &StageLine) {
+    pub(crate) fn stage_finished(&self, stage: Stage, line: &StageLine) {
         self.update(|s| {
             s.stage = None;
             s.tool = None;
@@ -362,7 +362,7 @@ impl Reporter {
     }
 
     /// Something the person should know; not shown with `-q`.
-    pub fn info(&self, msg: &str) {
+    pub(crate) fn info(&self, msg: &str) {
         for line in msg.lines() {
             let line = text::clean(line);
             let shown = (self.mode != Mode::Quiet).then_some(line.as_str());
@@ -373,7 +373,7 @@ impl Reporter {
     /// Something that went wrong but does not stop the run; shown in every mode.
     /// The first line reads `kern: warning: …` (Plain: after the timestamp); later lines of
     /// a multi-line message are indented under it.
-    pub fn warn(&self, msg: &str) {
+    pub(crate) fn warn(&self, msg: &str) {
         let label = self.paint("warning:", YELLOW);
         for (i, line) in msg.lines().enumerate() {
             let line = text::clean(line);
@@ -390,7 +390,7 @@ impl Reporter {
     /// A countdown: a usage-limit wait or a retry delay, `remaining` from now. Call it again
     /// as the wait goes on. Live shows it in the status line (and prints the start once);
     /// Plain prints a line at the start and then at most once a minute; Quiet prints nothing.
-    pub fn waiting(&self, reason: &str, remaining: Duration) {
+    pub(crate) fn waiting(&self, reason: &str, remaining: Duration) {
         let reason = text::clean(reason);
         let print = {
             let mut s = lock(&self.status);
@@ -431,7 +431,7 @@ impl Reporter {
     }
 
     /// The end-of-run summary, in every mode. Clears the status line first: the run is over.
-    pub fn summary(&self, s: &Summary) {
+    pub(crate) fn summary(&self, s: &Summary) {
         self.finish();
         let lines = summary_lines(s);
         for (i, line) in lines.iter().enumerate() {
@@ -445,7 +445,7 @@ impl Reporter {
     }
 
     /// Clears the status line; later lines print normally.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         let bar = lock(&self.bar).take();
         if let Some(bar) = bar {
             bar.finish_and_clear();

@@ -70,8 +70,9 @@ impl Clock {
 }
 
 impl Reporter {
+    #[cfg(test)]
     /// The status line's text as it would show now (`None` outside Live mode).
-    pub fn status_line(&self) -> Option<String> {
+    pub(crate) fn status_line(&self) -> Option<String> {
         if self.mode != Mode::Live {
             return None;
         }
@@ -210,7 +211,7 @@ fn status_parts(s: &Status) -> (String, String) {
         prefix.push_str(&text::truncate(&s.task, TITLE_WIDTH));
         match (s.cost_usd, s.max_cost) {
             (Some(cost), Some(limit)) => {
-                message.push_str(&format!(" · {} of {}", text::cost(cost), text::cost(limit)))
+                message.push_str(&format!(" · {} of {}", text::cost(cost), text::cost(limit)));
             }
             (Some(cost), None) => message.push_str(&format!(" · {}", text::cost(cost))),
             (None, _) => {}

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 const INLINE_LIMIT: u64 = 8 << 20;
 
 /// The name under which a change of the index itself is reported.
-pub const INDEX_CHANGE: &str = "(index)";
+pub(crate) const INDEX_CHANGE: &str = "(index)";
 
 /// The state of the work tree, the index and the refs at one moment.
 pub struct WorkTreeSnapshot {
@@ -221,7 +221,7 @@ impl Repository {
         for (rel, target) in writes {
             let full = self.top.join(rel.trim_end_matches('/'));
             match target {
-                Target::Snapshot(state) => self.write_state(&full, state)?,
+                Target::Snapshot(state) => write_state(&full, state)?,
                 Target::Blob { mode, id } => self.write_blob(&full, mode, id)?,
                 Target::Absent => {}
             }
@@ -254,9 +254,8 @@ impl Repository {
 
     fn capture(&self, rel: &str, spill: &mut Option<tempfile::TempDir>) -> Result<FileState> {
         let full = self.top.join(rel.trim_end_matches('/'));
-        let meta = match fs::symlink_metadata(&full) {
-            Ok(m) => m,
-            Err(_) => return Ok(FileState::Missing),
+        let Ok(meta) = fs::symlink_metadata(&full) else {
+            return Ok(FileState::Missing);
         };
         if meta.file_type().is_symlink() {
             let target = fs::read_link(&full).map_err(|e| Error::io(&full, e))?;
@@ -365,26 +364,6 @@ impl Repository {
         }
     }
 
-    fn write_state(&self, full: &Path, state: &FileState) -> Result<()> {
-        make_room(full)?;
-        match state {
-            FileState::Missing | FileState::Folder => Ok(()),
-            FileState::Link(target) => {
-                std::os::unix::fs::symlink(target, full).map_err(|e| Error::io(full, e))
-            }
-            FileState::File { mode, content, .. } => {
-                match content {
-                    Content::Inline(bytes) => write_new(full, bytes, *mode)?,
-                    Content::Spilled(copy) => {
-                        fs::copy(copy, full).map_err(|e| Error::io(full, e))?;
-                    }
-                }
-                fs::set_permissions(full, fs::Permissions::from_mode(*mode))
-                    .map_err(|e| Error::io(full, e))
-            }
-        }
-    }
-
     fn write_blob(&self, full: &Path, mode: u32, id: git2::Oid) -> Result<()> {
         if mode == 0o160000 {
             return Ok(());
@@ -476,4 +455,25 @@ fn write_new(full: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .open(full)
         .map_err(|e| Error::io(full, e))?;
     f.write_all(bytes).map_err(|e| Error::io(full, e))
+}
+
+/// Makes `full` what `state` says it was.
+fn write_state(full: &Path, state: &FileState) -> Result<()> {
+    make_room(full)?;
+    match state {
+        FileState::Missing | FileState::Folder => Ok(()),
+        FileState::Link(target) => {
+            std::os::unix::fs::symlink(target, full).map_err(|e| Error::io(full, e))
+        }
+        FileState::File { mode, content, .. } => {
+            match content {
+                Content::Inline(bytes) => write_new(full, bytes, *mode)?,
+                Content::Spilled(copy) => {
+                    fs::copy(copy, full).map_err(|e| Error::io(full, e))?;
+                }
+            }
+            fs::set_permissions(full, fs::Permissions::from_mode(*mode))
+                .map_err(|e| Error::io(full, e))
+        }
+    }
 }

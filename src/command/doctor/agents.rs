@@ -329,8 +329,7 @@ fn status_line(stdout: &str, stderr: &str) -> String {
         .chain(stderr.lines())
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with("WARNING:"))
-        .map(str::to_string)
-        .unwrap_or_else(|| first_line(stdout, stderr))
+        .map_or_else(|| first_line(stdout, stderr), str::to_string)
 }
 
 /// A `program:<path>` agent: found (on PATH when the path has no `/`; relative paths are

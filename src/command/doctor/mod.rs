@@ -33,8 +33,6 @@ mod probe;
 mod spec;
 mod state;
 
-pub use probe::{PROBE_TIMEOUT, Probe, find_on_path, probe};
-
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -47,7 +45,7 @@ use state::{lock_check, state_root_check};
 
 /// How one check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// It passed.
     Pass,
     /// It failed; the fix says what to do.
@@ -61,7 +59,7 @@ pub enum Verdict {
 
 /// One line of the doctor's report.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     /// What is checked (`git repository`, `SPEC.md`, `agent`…).
     pub name: String,
     /// What was found, or why the check was skipped.
@@ -115,7 +113,7 @@ impl Check {
     }
 
     /// True when the check failed.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         matches!(self.verdict, Verdict::Fail { .. })
     }
 }
@@ -129,14 +127,14 @@ fn split_fix(text: &str, fallback_fix: &str) -> (String, String) {
 
 /// Runs every check from the current folder, prints the report on stderr, and fails with
 /// [`Error::DoctorFound`] when anything failed.
-pub async fn run(settings: &Settings) -> Result<()> {
+pub(crate) async fn run(settings: &Settings) -> Result<()> {
     let checks = checks(settings, &settings.cwd).await;
     eprint!("{}", render(&checks));
     outcome(&checks)
 }
 
 /// The exit decision for a finished list of checks (see the module docs).
-pub fn outcome(checks: &[Check]) -> Result<()> {
+pub(crate) fn outcome(checks: &[Check]) -> Result<()> {
     let failed: Vec<&Check> = checks.iter().filter(|c| c.failed()).collect();
     if failed.is_empty() {
         return Ok(());
@@ -148,7 +146,7 @@ pub fn outcome(checks: &[Check]) -> Result<()> {
 }
 
 /// The report: one line per check, and an indented `fix:` line under each failure.
-pub fn render(checks: &[Check]) -> String {
+pub(crate) fn render(checks: &[Check]) -> String {
     let mut out = String::new();
     for check in checks {
         let mark = match check.verdict {
@@ -165,7 +163,7 @@ pub fn render(checks: &[Check]) -> String {
 }
 
 /// Runs every check for a kern started in `cwd`.
-pub async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
+pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     let mut checks = Vec::new();
     let repo = repository_checks(cwd, &mut checks);
     checks.push(identity_check(repo.as_ref()));
@@ -224,7 +222,7 @@ mod tests {
             (vec![fail("git repository", false)], 2),
         ];
         for (checks, code) in cases {
-            let got = outcome(&checks).err().map(|e| e.exit_code()).unwrap_or(0);
+            let got = outcome(&checks).err().map_or(0, |e| e.exit_code());
             assert_eq!(got, code, "{checks:?}");
         }
     }

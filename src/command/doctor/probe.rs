@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 /// How long an agent CLI may take to answer `--version` or its login status.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The first non-empty line of stdout, else of stderr, trimmed.
 pub(super) fn first_line(stdout: &str, stderr: &str) -> String {
@@ -23,7 +23,7 @@ pub(super) fn first_line(stdout: &str, stderr: &str) -> String {
 }
 
 /// `name` looked up on PATH: the first existing executable file.
-pub fn find_on_path(name: &Path) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &Path) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|dir| !dir.as_os_str().is_empty())
@@ -40,7 +40,7 @@ pub(super) fn is_executable(meta: &std::fs::Metadata) -> bool {
 
 /// How an external command ended.
 #[derive(Debug)]
-pub enum Probe {
+pub(crate) enum Probe {
     /// It exited (`code` is `None` when a signal ended it).
     Exited {
         /// The exit code.
@@ -81,7 +81,7 @@ impl Probe {
 }
 
 /// Runs `program args` in `cwd` with no stdin, in its own process group, for at most `limit`.
-pub async fn probe(program: &Path, args: &[&str], cwd: &Path, limit: Duration) -> Probe {
+pub(crate) async fn probe(program: &Path, args: &[&str], cwd: &Path, limit: Duration) -> Probe {
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)

@@ -21,8 +21,7 @@ pub(super) fn spec_check(settings: &Settings, top: &Path) -> Check {
     };
     let display = path
         .strip_prefix(top)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| path.display().to_string());
+        .map_or_else(|_| path.display().to_string(), |p| p.display().to_string());
     let doc: Document = match SpecFile::load(&path) {
         Ok((_, doc)) => doc,
         Err(e) => return Check::from_error(&display, &e, "fix the file"),

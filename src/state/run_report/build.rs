@@ -24,7 +24,7 @@ use crate::timestamp::Timestamp;
 const MOST_EXPENSIVE: usize = 3;
 
 /// Groups `events` by run, oldest first (by first line).
-pub fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
+pub(crate) fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
     let mut runs: Vec<(String, Vec<&LoggedEvent>)> = Vec::new();
     let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for event in events {
@@ -41,7 +41,10 @@ pub fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
 
 /// The report of `runs` (each with its events); `running` tells whether a run without an end
 /// line still holds its lock.
-pub fn build(runs: &[(String, Vec<&LoggedEvent>)], running: &dyn Fn(&str) -> bool) -> Report {
+pub(crate) fn build(
+    runs: &[(String, Vec<&LoggedEvent>)],
+    running: &dyn Fn(&str) -> bool,
+) -> Report {
     let reports: Vec<RunReport> = runs
         .iter()
         .map(|(id, events)| build_run(id, events, running(id)))
@@ -524,7 +527,7 @@ fn outcome_name(outcome: Outcome) -> String {
 }
 
 /// The first non-empty line of `text`, trimmed.
-pub fn first_line(text: &str) -> String {
+pub(crate) fn first_line(text: &str) -> String {
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())

@@ -11,7 +11,7 @@
 mod attention;
 mod build;
 
-pub use build::{build, first_line, runs};
+pub(crate) use build::{build, first_line, runs};
 
 use serde::Serialize;
 
@@ -21,11 +21,11 @@ use crate::state::run_log::LeftOutFile;
 use crate::timestamp::Timestamp;
 
 /// The version of the `--json` shape; raised when a field changes meaning or goes away.
-pub const SCHEMA: u32 = 1;
+pub(crate) const SCHEMA: u32 = 1;
 
 /// The whole report: the runs chosen, oldest first, and their totals together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// [`SCHEMA`].
     pub schema: u32,
     /// The runs.
@@ -37,7 +37,7 @@ pub struct Report {
 /// How a run ended, as far as `run.jsonl` tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EndState {
+pub(crate) enum EndState {
     /// It ran to its end: nothing left, all iterations ran, or finished with a blocked task.
     Finished,
     /// It stopped before its end: the person is needed, the budget is spent, an error.
@@ -52,7 +52,7 @@ pub enum EndState {
 
 /// One run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunReport {
+pub(crate) struct RunReport {
     /// The run id (`<pid>-<start>`).
     pub run: String,
     /// How it ended.
@@ -89,7 +89,7 @@ pub struct RunReport {
 
 /// Something for the person to look at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Attention {
+pub(crate) struct Attention {
     /// What kind of thing.
     pub kind: AttentionKind,
     /// The task it concerns.
@@ -103,7 +103,7 @@ pub struct Attention {
 /// The kinds of [`Attention`], most urgent first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum AttentionKind {
+pub(crate) enum AttentionKind {
     /// The run stopped for the person (exit 2, 5) or on an error.
     Stopped,
     /// The run has no end and holds no lock.
@@ -127,7 +127,7 @@ pub enum AttentionKind {
 /// How a task ended in the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TaskEnd {
+pub(crate) enum TaskEnd {
     /// Committed.
     Committed,
     /// Done with nothing to commit.
@@ -148,7 +148,7 @@ pub enum TaskEnd {
 
 /// One task in a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TaskReport {
+pub(crate) struct TaskReport {
     /// Its title.
     pub title: String,
     /// Its line in SPEC.md when the run first took it up.
@@ -189,7 +189,7 @@ pub struct TaskReport {
 
 /// kern's commit of a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CommitInfo {
+pub(crate) struct CommitInfo {
     /// The full sha.
     pub sha: String,
     /// The subject line.
@@ -203,7 +203,7 @@ pub struct CommitInfo {
 
 /// A failed attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AttemptInfo {
+pub(crate) struct AttemptInfo {
     /// Its number (the Attempt note's N).
     pub attempt: u32,
     /// The first line of its note.
@@ -212,7 +212,7 @@ pub struct AttemptInfo {
 
 /// One stage run (with its retries and waits).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StageInfo {
+pub(crate) struct StageInfo {
     /// The iteration it ran in.
     pub iteration: u32,
     /// Which stage.
@@ -242,7 +242,7 @@ pub struct StageInfo {
 
 /// One run of the check command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckInfo {
+pub(crate) struct CheckInfo {
     /// The command.
     pub command: String,
     /// Whether it passed.
@@ -251,7 +251,7 @@ pub struct CheckInfo {
 
 /// What an audit found after a stage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ViolationInfo {
+pub(crate) struct ViolationInfo {
     /// The stage.
     pub stage: Stage,
     /// What it did, one sentence each.
@@ -264,7 +264,7 @@ pub struct ViolationInfo {
 
 /// Work set aside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SetAsideInfo {
+pub(crate) struct SetAsideInfo {
     /// The ref that keeps it.
     pub git_ref: String,
     /// The paths.
@@ -275,7 +275,7 @@ pub struct SetAsideInfo {
 
 /// Totals of one run or of several.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Tasks taken up.
     pub tasks: usize,
     /// Tasks committed.
@@ -309,7 +309,7 @@ pub struct Totals {
 
 /// One of the most expensive stages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Expensive {
+pub(crate) struct Expensive {
     /// The run.
     pub run: String,
     /// The task.
