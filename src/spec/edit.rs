@@ -22,19 +22,17 @@
 //!   content indentation) and with their bullet (`-`, `*`, `+`, or the next number of an
 //!   ordered list, the same number when the list repeats one), else `-`.
 //!
-//! Agent text is data, never structure. Note text is split into lines; each line is trimmed,
-//! control characters and tabs become spaces, and empty lines are dropped. A line that could
-//! open a block where it stands — a quote, heading, list item, fence, table, HTML block, setext
-//! underline or a note header — gets a backslash before its first character (before the `.` or
-//! `)` of a leading `1.`), and only then, so that formatters, which drop needless escapes, leave
-//! it as written. Subtask titles are flattened to one line (whitespace runs become one space)
-//! and otherwise kept as given, because the title is the task's identity.
+//! Agent text is cleaned by [`crate::spec::sanitise`]; the re-parse check is
+//! [`crate::spec::verify`]'s.
 
 use std::collections::HashMap;
 use std::ops::Range;
 
+use super::document::{Document, NoteKind, TaskIdentity, TaskState};
 use super::notes;
-use super::parse::{Document, NoteKind, TaskIdentity, TaskState, normalise};
+use super::parse::normalise;
+use super::sanitise::{note_text, sanitise};
+use super::verify::{splice, verify};
 
 /// One change kern makes to a task (serialisable: an edit the person's file cannot take yet is
 /// kept in the state folder for the next run).
@@ -185,15 +183,15 @@ fn try_plan(doc: &Document, index: usize, plan: &Plan) -> Result<(String, Docume
 
 /// What an edit will do: the splices and the change the re-parse must show.
 #[derive(Debug, Default)]
-struct Plan {
+pub(super) struct Plan {
     /// (range of the old text, replacement), sorted, not overlapping.
-    splices: Vec<(Range<usize>, String)>,
+    pub(super) splices: Vec<(Range<usize>, String)>,
     /// Old task index -> its new state.
-    states: HashMap<usize, TaskState>,
+    pub(super) states: HashMap<usize, TaskState>,
     /// The notes the target gains, in order, with the text the parser must read back.
-    notes: Vec<(NoteKind, String)>,
+    pub(super) notes: Vec<(NoteKind, String)>,
     /// The subtasks the target gains, in order.
-    subtasks: Vec<String>,
+    pub(super) subtasks: Vec<String>,
     /// A notes block was rewritten in kern's layout.
     rewrote: bool,
 }
@@ -515,199 +513,6 @@ fn child_style(doc: &Document, index: usize) -> ChildStyle {
         blank_before: task.loose,
         loose: false,
     }
-}
-
-/// Agent text -> clean lines: control characters and tabs become spaces, each line is
-/// trimmed, empty lines are dropped. Escaping is the caller's (see [`escape_start`]).
-fn clean_lines(text: &str) -> Vec<String> {
-    text.split(['\n', '\r'])
-        .map(|line| {
-            let flat: String = line
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect();
-            flat.trim().to_string()
-        })
-        .filter(|l| !l.is_empty())
-        .collect()
-}
-
-/// Agent text -> safe lines, every one escaped (bullets: each starts a paragraph or continues
-/// one where a block could open).
-fn sanitise(text: &str) -> Vec<String> {
-    clean_lines(text).iter().map(|l| escape_start(l)).collect()
-}
-
-/// Agent text for a note whose first line follows its header: that line stands mid-line and
-/// is kept as it is; the others are escaped.
-fn note_text(text: &str) -> String {
-    let lines = clean_lines(text);
-    let mut out: Vec<String> = Vec::with_capacity(lines.len());
-    for (k, line) in lines.iter().enumerate() {
-        out.push(if k == 0 {
-            line.clone()
-        } else {
-            escape_start(line)
-        });
-    }
-    out.join("\n")
-}
-
-/// A line that could open a block, or be read as a note header, where it stands gets escaped
-/// the way mdformat writes that escape itself (so that formatters keep it); any other line is
-/// left as written, because formatters drop needless escapes.
-fn escape_start(line: &str) -> String {
-    let Some(first) = line.chars().next() else {
-        return String::new();
-    };
-    let rest = &line[first.len_utf8()..];
-    let blank_or_end = |s: &str| s.is_empty() || s.starts_with([' ', '\t']);
-    let run = line.chars().take_while(|&x| x == first).count();
-    let only = line.chars().all(|x| x == first || x == ' ' || x == '\t');
-    if notes::header(line).is_some() {
-        return format!("\\{line}");
-    }
-    match first {
-        // Fences and thematic breaks: every character of the run, as mdformat writes them.
-        '`' if run >= 3 => return format!("{}{}", "\\`".repeat(run), &line[run..]),
-        '*' | '_' if only && run >= 1 && line.matches(first).count() >= 3 => {
-            return line.replace(first, &format!("\\{first}"));
-        }
-        _ => {}
-    }
-    let block = match first {
-        '>' => true,
-        '#' => run <= 6 && blank_or_end(&line[run..]),
-        '-' | '+' | '*' => blank_or_end(rest) || (only && run >= 3),
-        '=' => only,
-        '~' => run >= 3,
-        '<' => rest.starts_with(|c: char| c.is_ascii_alphabetic() || "/!?".contains(c)),
-        _ => false,
-    };
-    if block {
-        return format!("\\{line}");
-    }
-    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0
-        && digits <= 9
-        && line[digits..].starts_with(['.', ')'])
-        && blank_or_end(&line[digits + 1..])
-    {
-        return format!("{}\\{}", &line[..digits], &line[digits..]);
-    }
-    line.to_string()
-}
-
-fn splice(text: &str, splices: &[(Range<usize>, String)]) -> String {
-    let mut out = String::with_capacity(text.len() + 256);
-    let mut at = 0;
-    for (range, replacement) in splices {
-        out.push_str(&text[at..range.start]);
-        out.push_str(replacement);
-        at = range.end;
-    }
-    out.push_str(&text[at..]);
-    out
-}
-
-/// Checks that `new` shows exactly the change `plan` intended on `old`.
-fn verify(old: &Document, new: &Document, index: usize, plan: &Plan) -> Result<(), String> {
-    // Every byte outside the splices is unchanged.
-    let (a, b) = (old.text(), new.text());
-    let (mut i, mut j) = (0, 0);
-    for (range, replacement) in &plan.splices {
-        let keep = range.start - i;
-        if b.get(j..j + keep) != Some(&a[i..range.start]) {
-            return Err(format!("bytes before offset {} changed", range.start));
-        }
-        j += keep + replacement.len();
-        i = range.end;
-    }
-    if b.get(j..) != Some(&a[i..]) {
-        return Err("bytes after the edit changed".to_string());
-    }
-    let (ot, nt) = (old.tasks(), new.tasks());
-    if nt.len() != ot.len() + plan.subtasks.len() {
-        return Err(format!(
-            "expected {} tasks, found {}",
-            ot.len() + plan.subtasks.len(),
-            nt.len()
-        ));
-    }
-    if new.problems().len() != old.problems().len() {
-        return Err("a malformed task marker appeared".to_string());
-    }
-    // Old task -> new task, by where its box moved.
-    let shift = |offset: usize| -> usize {
-        let mut moved = offset as isize;
-        for (range, replacement) in &plan.splices {
-            if range.end <= offset {
-                moved += replacement.len() as isize - range.len() as isize;
-            }
-        }
-        moved as usize
-    };
-    let by_marker: HashMap<usize, usize> = nt
-        .iter()
-        .enumerate()
-        .map(|(k, t)| (t.marker.start, k))
-        .collect();
-    let mut map = Vec::with_capacity(ot.len());
-    for t in ot {
-        match by_marker.get(&shift(t.marker.start)) {
-            Some(&k) => map.push(k),
-            None => return Err(format!("task `{}` moved or vanished", t.title)),
-        }
-    }
-    for (k, t) in ot.iter().enumerate() {
-        let n = &nt[map[k]];
-        let state = plan.states.get(&k).copied().unwrap_or(t.state);
-        if n.title != t.title
-            || n.state != state
-            || n.kind != t.kind
-            || n.closed_by.is_some() != t.closed_by.is_some()
-            || n.parent != t.parent.map(|p| map[p])
-        {
-            return Err(format!(
-                "task `{}` changed its title, state or parent",
-                t.title
-            ));
-        }
-        if n.free_text != t.free_text {
-            return Err(format!("the text of task `{}` changed", t.title));
-        }
-        let mut notes: Vec<(NoteKind, &str)> =
-            t.notes.iter().map(|x| (x.kind, x.text.as_str())).collect();
-        if k == index {
-            notes.extend(plan.notes.iter().map(|(kind, text)| (*kind, text.as_str())));
-        }
-        let found: Vec<(NoteKind, &str)> =
-            n.notes.iter().map(|x| (x.kind, x.text.as_str())).collect();
-        if found != notes {
-            return Err(format!(
-                "the notes of task `{}` are not as intended",
-                t.title
-            ));
-        }
-    }
-    if !plan.subtasks.is_empty() {
-        let parent = map[index];
-        let children = &nt[parent].children;
-        let added = &children[children.len().saturating_sub(plan.subtasks.len())..];
-        let ok = added.len() == plan.subtasks.len()
-            && added.iter().zip(&plan.subtasks).all(|(&c, title)| {
-                let s = &nt[c];
-                s.title == *title
-                    && s.state == TaskState::Pending
-                    && s.notes.is_empty()
-                    && s.children.is_empty()
-                    && !map.contains(&c)
-            });
-        if !ok {
-            return Err("the new subtasks did not land under the task".to_string());
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

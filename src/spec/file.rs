@@ -39,8 +39,8 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::document::{Document, TaskIdentity, check_text};
 use super::edit::{Edit, EditError, apply_edits};
-use super::parse::{Document, TaskIdentity, check_text};
 use super::validate::{Diagnostic, Severity};
 use crate::atomic_file;
 use crate::error::{Error, Result};

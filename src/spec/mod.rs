@@ -4,28 +4,34 @@
 //! The one decision a reader must know: kern reads SPEC.md through pulldown-cmark's offsets and
 //! writes it only by splicing bytes (a box character, whole inserted lines, and the one
 //! rewrite of a task's notes block from an older shape into kern's layout), each edit verified
-//! by parsing the result again; it never re-renders anything else. The files: `parse` (text ->
-//! [`Document`] of [`Task`]s), `dialect` (other tools' markers: Kiro, Obsidian Tasks,
-//! spec-kit), `notes` (the one reader and writer of kern's note layout), `validate` (errors and
-//! warnings with `FILE:LINE:COL`), `select` (the next task and why), `edit` (verified splices)
-//! and `file` (reading and atomically writing SPEC.md without losing a concurrent hand edit).
+//! by parsing the result again; it never re-renders anything else.
+//!
+//! The files: `document` (the [`Document`] of [`Task`]s and its queries), `parse` (text ->
+//! document: the pulldown-cmark walk), `dialect` (other tools' markers: Kiro, Obsidian Tasks,
+//! spec-kit), `notes` (the one reader and writer of kern's note layout), `validate` (errors
+//! and warnings with `FILE:LINE:COL`), `select` (the next task and why), `edit` (the splices of
+//! an edit), `sanitise` (agent text made safe to splice), `verify` (the re-parse check) and
+//! `file` (reading and atomically writing SPEC.md without losing a concurrent hand edit).
 
 mod dialect;
+mod document;
 mod edit;
 mod file;
 mod notes;
 mod parse;
+mod sanitise;
 mod select;
 mod validate;
+mod verify;
 
 pub(crate) use dialect::TaskKind;
+#[cfg(test)]
+use document::LineEnding;
+pub(crate) use document::quote_title;
+pub use document::{Document, NoteKind, Task, TaskIdentity, TaskState};
 pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
-#[cfg(test)]
-use parse::LineEnding;
-pub(crate) use parse::quote_title;
-pub use parse::{Document, NoteKind, Task, TaskIdentity, TaskState};
 pub use select::select;
 pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with};
 pub use validate::validate;

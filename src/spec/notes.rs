@@ -25,7 +25,7 @@
 //! layout above, keeping every note's text as read — the one rewrite of existing text kern
 //! makes, done when kern next adds a note to the task.
 
-use super::parse::NoteKind;
+use super::document::NoteKind;
 
 /// A quote line's content: without its indentation, its `>` and at most one blank after it; a
 /// lazy continuation line (no `>`) without its indentation.

@@ -22,7 +22,7 @@
 
 use std::fmt;
 
-use super::parse::{Document, TaskState};
+use super::document::{Document, TaskState};
 
 /// How selection treats optional tasks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -58,7 +58,7 @@ impl fmt::Display for SelectReason {
             SelectReason::UnderInProgress { parent } => write!(
                 f,
                 "it is the next unfinished subtask of the in-progress task {}",
-                super::parse::quote_title(parent)
+                super::document::quote_title(parent)
             ),
             SelectReason::SubtasksDone => {
                 f.write_str("all its subtasks are done but it is not marked done")

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use super::parse::{Document, TaskState};
+use super::document::{Document, TaskState};
 
 /// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
