@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::pipeline::{Run, TaskRun};
 use crate::reporter::text;
-use crate::repository::{GitFiles, INDEX_CHANGE, RefsSnapshot, WorkTreeSnapshot};
+use crate::repository::{GitFiles, INDEX_CHANGE, RefsSnapshot, Timed, WorkTreeSnapshot};
 use crate::spec::Document;
 use crate::stage::Stage;
 
@@ -50,6 +50,7 @@ pub(super) struct Findings {
 impl Run<'_> {
     /// Takes what the audit compares against, right before a stage's agent starts.
     pub(super) fn before_stage(&self, doc: Document) -> Result<Before> {
+        let _timed = Timed::start("before_stage");
         Ok(Before {
             snapshot: self.ws.repo.snapshot()?,
             refs: self.ws.repo.refs_snapshot()?,
@@ -65,6 +66,7 @@ impl Run<'_> {
         before: &Before,
         it: &TaskRun,
     ) -> Result<Findings> {
+        let _timed = Timed::start("audit");
         let mut found = Findings::default();
         let slug = text::slug(&it.title);
         // A kill while refs or the index are rewritten below must let the next run clean up.

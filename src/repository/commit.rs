@@ -74,6 +74,7 @@ impl Repository {
     /// `None` and no commit is made. A failing hook: [`Error::HookFailed`] or
     /// [`Error::CommitMessageRefused`], no commit, and the index as it was before.
     pub fn commit(&self, req: &CommitRequest<'_>) -> Result<CommitOutcome> {
+        let _timed = super::Timed::start("commit");
         let author = self
             .repo
             .author_from_env()
@@ -333,6 +334,7 @@ impl Repository {
 
     /// Writes the index (waiting out a briefly held `index.lock`) and its tree.
     fn write_tree(&self, index: &mut Index, notify: Option<&dyn Fn(&str)>) -> Result<Oid> {
+        let _timed = super::Timed::start("commit.write_index");
         if let Err(e) = index.write() {
             if e.code() != ErrorCode::Locked {
                 return Err(self.index_error("writing the index", e));

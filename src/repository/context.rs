@@ -28,6 +28,7 @@ impl Repository {
         exclude: &[&std::path::Path],
         budget: usize,
     ) -> Result<String> {
+        let _timed = super::Timed::start("recent_commits");
         let Some(head) = self.head_oid() else {
             return Ok(fit("(no commits yet)\n".to_string(), budget));
         };
@@ -95,6 +96,7 @@ impl Repository {
         exclude: &[&std::path::Path],
         budget: usize,
     ) -> Result<String> {
+        let _timed = super::Timed::start("diff");
         let ctx = |e| Error::git("computing the diff of the work", e);
         let tree = match base {
             Some(oid) => Some(

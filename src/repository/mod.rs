@@ -23,6 +23,7 @@ pub mod sensitive;
 mod signing;
 mod snapshot;
 mod staging;
+mod timing;
 mod worktree;
 
 use std::cell::RefCell;
@@ -44,6 +45,7 @@ pub use refs::RefsSnapshot;
 pub use save::KERN_REFS;
 pub use signing::Signer;
 pub use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
+pub(crate) use timing::Timed;
 pub use worktree::{Applied, TASK_BRANCH_PREFIX};
 
 /// `--hook-timeout`'s default: the longest a hook, filter or signing program may run.
@@ -289,6 +291,7 @@ impl Repository {
 
     /// What `git status` lists, sorted by path (see the module docs for what is not a change).
     pub(crate) fn changes(&self) -> Result<Vec<Change>> {
+        let mut timed = Timed::start("status");
         let mut opts = StatusOptions::new();
         // Ignored entries are asked for (folders not descended into) only because libgit2
         // reports an untracked nested repository that has a commit as ignored, where git
@@ -330,6 +333,7 @@ impl Repository {
         }
         changes.sort_by(|a, b| a.path.cmp(&b.path));
         changes.dedup_by(|a, b| a.path == b.path);
+        timed.count(changes.len());
         Ok(changes)
     }
 

@@ -32,6 +32,7 @@ impl Repository {
     /// Saves the work tree's content of `paths` (relative to the top) as a commit on HEAD under
     /// `refname` (created or moved), and returns the commit. Nothing else changes.
     pub fn save_paths(&self, refname: &str, paths: &[PathBuf], message: &str) -> Result<Oid> {
+        let _timed = super::Timed::start("save");
         let git = |what: &str| {
             let what = what.to_string();
             move |e: git2::Error| Error::git(format!("saving under `{refname}`: {what}"), e)
@@ -82,6 +83,7 @@ impl Repository {
     /// Puts exactly `paths` back as HEAD has them, in the work tree and the index: a path HEAD
     /// lacks is removed (and the folders it needed, when now empty). Save them first.
     pub fn restore_paths(&self, paths: &[PathBuf]) -> Result<()> {
+        let _timed = super::Timed::start("restore");
         let head_tree = match self.head_oid() {
             Some(oid) => Some(
                 self.repo

@@ -103,6 +103,7 @@ enum Target<'a> {
 impl Repository {
     /// Records HEAD, the refs, the index, and every dirty or untracked-not-ignored file.
     pub fn snapshot(&self) -> Result<WorkTreeSnapshot> {
+        let _timed = super::Timed::start("snapshot");
         let refs = self.refs_snapshot()?;
         let index_path = self.repo.path().join("index");
         let index_bytes = match fs::read(&index_path) {
@@ -129,6 +130,7 @@ impl Repository {
     /// [`INDEX_CHANGE`] when the index entries changed. HEAD and refs are compared by the
     /// caller with [`WorkTreeSnapshot::refs`].
     pub fn changes_since(&self, snap: &WorkTreeSnapshot) -> Result<Vec<String>> {
+        let _timed = super::Timed::start("changes_since");
         let mut out = Vec::new();
         if self.index_digest()? != snap.index_digest {
             out.push(INDEX_CHANGE.to_string());
@@ -155,6 +157,7 @@ impl Repository {
     /// ([`INDEX_CHANGE`] for the index). HEAD and refs are not touched. Paths in `keep` are
     /// left as they are now: kern's own SPEC.md, which a person may edit during any stage.
     pub fn revert_to(&self, snap: &WorkTreeSnapshot, keep: &[&Path]) -> Result<Vec<String>> {
+        let _timed = super::Timed::start("revert");
         let mut reverted = Vec::new();
         let index_path = self.repo.path().join("index");
         if self.index_digest()? != snap.index_digest {
@@ -235,6 +238,7 @@ impl Repository {
     /// A digest of the index entries (path, mode, object, stage): stat data is left out, so
     /// an index merely refreshed by `git status` is not a change.
     fn index_digest(&self) -> Result<u64> {
+        let _timed = super::Timed::start("index_digest");
         let mut index = self
             .repo
             .index()

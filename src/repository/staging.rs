@@ -55,6 +55,7 @@ impl<'r> Staging<'r> {
 
     /// Stages every path `git status` lists.
     pub(super) fn stage_all(&mut self, index: &mut Index) -> Result<()> {
+        let _timed = super::Timed::start("commit.stage");
         for change in self.repo.changes()? {
             self.stage_path(index, &change.path)?;
         }
