@@ -4,8 +4,11 @@
 //! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it;
 //! the stat comes first and is never dropped for the patch, so a reviewer sees the whole shape
 //! of a change even when its patch is cut. Files over 1 MiB are diffed as binary, in the recent
-//! commits' stats too, so no large blob is ever loaded whole.
+//! commits' stats too, so no large blob is ever loaded whole; a commit touching more than
+//! [`STAT_MAX_FILES`] files (an import, a mass reformat) has only that many counted, with a
+//! line saying how many more it touched, so its cost never grows with the repository.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use git2::{DiffOptions, DiffStatsFormat, Patch, Sort};
@@ -16,12 +19,17 @@ use crate::error::{Error, Result};
 /// Files larger than this are shown as binary in a diff.
 const DIFF_MAX_FILE: i64 = 1 << 20;
 
+/// The most files a recent commit's stat counts: the whole text has a 4 KiB budget, so more
+/// lines than this could never be shown.
+pub(super) const STAT_MAX_FILES: usize = 40;
+
 impl Repository {
     /// The latest `count` commits on HEAD, each as `<sha7> <subject>` and its diff stat, cut to
     /// `budget` bytes with a note. An unborn branch gives `(no commits yet)`. Paths in
     /// `exclude` (kern's own SPEC.md and LEARNINGS.md, which every kern commit touches) are
     /// left out of the stats: diffing a large SPEC.md ten times per prompt was most of kern's
-    /// own time. The text is cached per HEAD, which cannot move between a task's stages.
+    /// own time. The text is cached per HEAD, which cannot move between a task's stages, and
+    /// each commit's stat per commit, so a new HEAD costs one commit's stat.
     pub fn recent_commits(
         &self,
         count: usize,
@@ -45,46 +53,80 @@ impl Repository {
             .map_err(ctx)?;
         walk.push(head).map_err(ctx)?;
         let mut out = String::new();
-        for oid in walk.take(count) {
-            let commit = self.repo.find_commit(oid.map_err(ctx)?).map_err(ctx)?;
-            let tree = commit.tree().map_err(ctx)?;
-            let parent_tree = match commit.parents().next() {
-                Some(p) => Some(p.tree().map_err(ctx)?),
-                None => None,
-            };
-            // Which paths changed: a tree comparison, no file contents read.
-            let shape = self
-                .repo
-                .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)
-                .map_err(ctx)?;
-            let paths: Vec<String> = shape
-                .deltas()
-                .filter_map(|d| d.new_file().path().or(d.old_file().path()))
-                .map(|p| p.to_string_lossy().into_owned())
-                .filter(|p| !exclude.iter().any(|e| covers(e, p)))
-                .collect();
-            let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
-            let _ = writeln!(out, "{} {subject}", short(commit.id()));
-            if !paths.is_empty() {
-                let mut opts = DiffOptions::new();
-                // Without a limit libgit2 loads blobs up to 512 MiB whole to count lines.
-                opts.disable_pathspec_match(true).max_size(DIFF_MAX_FILE);
-                for path in &paths {
-                    opts.pathspec(path);
-                }
-                let diff = self
-                    .repo
-                    .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut opts))
-                    .map_err(ctx)?;
-                let stats = diff.stats().map_err(ctx)?;
-                let buf = stats.to_buf(DiffStatsFormat::FULL, 80).map_err(ctx)?;
-                out.push_str(&String::from_utf8_lossy(&buf));
-            }
-            out.push('\n');
+        let mut stats = self.commit_stats.borrow_mut();
+        if stats.0 != exclude {
+            *stats = (exclude.clone(), HashMap::new());
         }
+        let mut shown = Vec::new();
+        for oid in walk.take(count) {
+            let oid = oid.map_err(ctx)?;
+            shown.push(oid);
+            let text = match stats.1.get(&oid) {
+                Some(text) => text.clone(),
+                None => {
+                    let text = self.commit_stat(oid, &exclude).map_err(ctx)?;
+                    stats.1.insert(oid, text.clone());
+                    text
+                }
+            };
+            out.push_str(&text);
+        }
+        stats.1.retain(|oid, _| shown.contains(oid));
         let text = fit(out, budget);
         *self.recent_commits_cache.borrow_mut() = Some((key, text.clone()));
         Ok(text)
+    }
+
+    /// One commit as `<sha7> <subject>`, its diff stat (at most [`STAT_MAX_FILES`] files
+    /// counted, paths in `exclude` left out) and a blank line.
+    fn commit_stat(
+        &self,
+        oid: git2::Oid,
+        exclude: &[String],
+    ) -> std::result::Result<String, git2::Error> {
+        let commit = self.repo.find_commit(oid)?;
+        let tree = commit.tree()?;
+        let parent_tree = match commit.parents().next() {
+            Some(p) => Some(p.tree()?),
+            None => None,
+        };
+        // Which paths changed: a tree comparison, no file contents read.
+        let shape = self
+            .repo
+            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)?;
+        let paths: Vec<&[u8]> = shape
+            .deltas()
+            .filter_map(|d| d.new_file().path_bytes().or(d.old_file().path_bytes()))
+            .filter(|p| {
+                !exclude
+                    .iter()
+                    .any(|e| covers(e, &String::from_utf8_lossy(p)))
+            })
+            .collect();
+        let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
+        let mut out = format!("{} {subject}\n", short(commit.id()));
+        if !paths.is_empty() {
+            let mut opts = DiffOptions::new();
+            // Without a limit libgit2 loads blobs up to 512 MiB whole to count lines.
+            opts.disable_pathspec_match(true).max_size(DIFF_MAX_FILE);
+            for path in paths.iter().take(STAT_MAX_FILES) {
+                opts.pathspec(*path);
+            }
+            let diff =
+                self.repo
+                    .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut opts))?;
+            let buf = diff.stats()?.to_buf(DiffStatsFormat::FULL, 80)?;
+            out.push_str(&String::from_utf8_lossy(&buf));
+            if paths.len() > STAT_MAX_FILES {
+                let _ = writeln!(
+                    out,
+                    " (and {} more files, not counted)",
+                    paths.len() - STAT_MAX_FILES
+                );
+            }
+        }
+        out.push('\n');
+        Ok(out)
     }
 
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty

@@ -87,11 +87,14 @@ pub struct Repository {
     max_file_size: u64,
     /// `recent_commits` by (HEAD, count, budget, excluded paths): see context.rs.
     recent_commits_cache: RefCell<Option<(RecentCommitsKey, String)>>,
+    /// Each recent commit's stat text, for the excluded paths it was made with: see context.rs.
+    commit_stats: RefCell<CommitStats>,
     /// A filtered file's clean blob id by path, valid while its stamp is unchanged.
     clean_ids: RefCell<HashMap<String, (snapshot::Stamp, git2::Oid)>>,
 }
 
 type RecentCommitsKey = (git2::Oid, usize, usize, Vec<String>);
+type CommitStats = (Vec<String>, HashMap<git2::Oid, String>);
 
 /// One path `git status` lists, with its status bits.
 #[derive(Debug, Clone)]
@@ -146,6 +149,7 @@ impl Repository {
             hook_timeout: options.hook_timeout,
             max_file_size: options.max_file_size,
             recent_commits_cache: RefCell::new(None),
+            commit_stats: RefCell::new((Vec::new(), HashMap::new())),
             clean_ids: RefCell::new(HashMap::new()),
         })
     }

@@ -834,6 +834,37 @@ fn recent_commits_leave_kerns_own_files_out_of_the_stats() {
 }
 
 #[test]
+fn a_huge_commit_has_its_stat_capped_and_each_commit_is_diffed_once_per_run() {
+    let repo = TestRepo::new();
+    for i in 0..45 {
+        repo.write(&format!("f{i:02}.txt"), "x\n");
+    }
+    let import = repo.commit_all("Import");
+    let short = |o: git2::Oid| o.to_string()[..7].to_string();
+    // One repository for the whole test, as a run holds one: the second call sees a new HEAD
+    // and must still show the first commit exactly as a fresh look does.
+    let kern = repo.kern();
+    let text = kern.recent_commits(5, &[], 1 << 20).unwrap();
+    let mut want = format!("{} Import\n", short(import));
+    for i in 0..40 {
+        want.push_str(&format!(" f{i:02}.txt | 1 +\n"));
+    }
+    want.push_str(" 40 files changed, 40 insertions(+)\n (and 5 more files, not counted)\n\n");
+    assert_eq!(text, want);
+    repo.write("f00.txt", "y\n");
+    let next = repo.commit_all("Change f00");
+    let text = kern.recent_commits(5, &[], 1 << 20).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "{} Change f00\n f00.txt | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n\n{want}",
+            short(next)
+        )
+    );
+    assert_eq!(text, repo.kern().recent_commits(5, &[], 1 << 20).unwrap());
+}
+
+#[test]
 fn diff_since_shows_stat_then_patch_with_untracked_files_within_the_budget() {
     let repo = TestRepo::new();
     repo.write(".gitignore", "*.log\n");
