@@ -95,6 +95,8 @@ pub async fn run(
             .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
         &settings.argv,
     )?;
+    // A run looks at the work tree many times: from here on each look costs what changed.
+    ws.repo.watch_work_tree();
     let (spec, _) = SpecFile::load_as(&ws.spec_path, &ws.spec_display)?;
     let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
     let mut run = Run {
@@ -336,7 +338,7 @@ impl Run<'_> {
             },
             attempt: doc.tasks()[task].attempts() + 1,
         };
-        let before = self.before_stage(doc)?;
+        let before = self.before_stage(stage, doc)?;
         let ctx = StageContext {
             settings: self.settings,
             state_dir: &self.ws.state_dir,

@@ -12,15 +12,16 @@
 //! ([`Error::CommitMessageRefused`]), so the loop can ask for a better message.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use git2::{ErrorCode, Index, IndexEntry, Oid, Signature, Tree};
 
+use super::Repository;
 use super::hooks::{HookRun, hook_present};
 use super::signing::Signer;
 use super::snapshot::Stamp;
 use super::staging::Staging;
-use super::{Repository, covers};
 use crate::error::{Error, Result};
 
 /// What to commit.
@@ -87,10 +88,10 @@ impl Repository {
         // Read once: opening the config costs more than the rest of a small commit.
         let config = self.config_snapshot()?;
         let signer = Signer::from_config(&config, &ident(&committer))?;
-        let exclude: Vec<String> = req
+        let exclude: Vec<PathBuf> = req
             .exclude
             .iter()
-            .filter_map(|p| self.relative(p))
+            .filter_map(|p| self.relative_path(p))
             .collect();
         let ctx = |what: &'static str| move |e: git2::Error| self.index_error(what, e);
 
@@ -275,7 +276,7 @@ impl Repository {
             "the pre-commit hook fixed {}; kern staged its fixes and ran it again",
             changed
                 .iter()
-                .map(|p| format!("`{p}`"))
+                .map(|p| format!("`{}`", p.display()))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -287,32 +288,28 @@ impl Repository {
         &self,
         index: &Index,
         head_tree: Option<&Tree<'_>>,
-    ) -> Result<BTreeSet<String>> {
+    ) -> Result<BTreeSet<PathBuf>> {
         let diff = self
             .repo
             .diff_tree_to_index(head_tree, Some(index), None)
             .map_err(|e| Error::git("comparing the index with HEAD", e))?;
         Ok(diff
             .deltas()
-            .filter_map(|d| d.new_file().path_bytes().or(d.old_file().path_bytes()))
-            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .filter_map(|d| d.new_file().path().or(d.old_file().path()))
+            .map(Path::to_path_buf)
             .collect())
     }
 
     /// The stamps of `paths` and of every path status lists now (`None`: missing).
     fn work_tree_stamps(
         &self,
-        paths: &BTreeSet<String>,
-    ) -> Result<BTreeMap<String, Option<Stamp>>> {
+        paths: &BTreeSet<PathBuf>,
+    ) -> Result<BTreeMap<PathBuf, Option<Stamp>>> {
         let listed = self.status_paths()?;
         Ok(paths
             .iter()
             .cloned()
-            .chain(
-                listed
-                    .into_iter()
-                    .map(|p| p.trim_end_matches('/').to_string()),
-            )
+            .chain(listed)
             .map(|p| {
                 let stamp = std::fs::symlink_metadata(self.top.join(&p))
                     .ok()
@@ -323,7 +320,7 @@ impl Repository {
     }
 
     /// The paths whose stamp differs from `before`, new ones status lists included.
-    fn changed_since(&self, before: &BTreeMap<String, Option<Stamp>>) -> Result<Vec<String>> {
+    fn changed_since(&self, before: &BTreeMap<PathBuf, Option<Stamp>>) -> Result<Vec<PathBuf>> {
         let now = self.work_tree_stamps(&before.keys().cloned().collect())?;
         Ok(now
             .into_iter()
@@ -434,10 +431,11 @@ impl Repository {
             return Ok(());
         }
         for (path, entry) in entries {
+            let path = Path::new(std::ffi::OsStr::from_bytes(path));
             let result = match entry {
                 Some(entry) => index.add(entry),
-                None => match index.get_path(Path::new(&*String::from_utf8_lossy(path)), 0) {
-                    Some(_) => index.remove_path(Path::new(&*String::from_utf8_lossy(path))),
+                None => match index.get_path(path, 0) {
+                    Some(_) => index.remove_path(path),
                     None => Ok(()),
                 },
             };
@@ -490,24 +488,19 @@ fn ident(who: &Signature<'_>) -> String {
 
 /// The index entries (stage 0) under the excluded paths, with every excluded path that has
 /// no entry recorded as `None`.
-fn excluded_entries(index: &Index, exclude: &[String]) -> Vec<(Vec<u8>, Option<IndexEntry>)> {
+fn excluded_entries(index: &Index, exclude: &[PathBuf]) -> Vec<(Vec<u8>, Option<IndexEntry>)> {
     if exclude.is_empty() {
         return Vec::new();
     }
+    let under = |x: &Path, p: &[u8]| Path::new(std::ffi::OsStr::from_bytes(p)).starts_with(x);
     let mut out: Vec<(Vec<u8>, Option<IndexEntry>)> = index
         .iter()
-        .filter(|e| {
-            let rel = String::from_utf8_lossy(&e.path);
-            exclude.iter().any(|x| covers(x, &rel))
-        })
+        .filter(|e| exclude.iter().any(|x| under(x, &e.path)))
         .map(|e| (e.path.clone(), Some(e)))
         .collect();
     for x in exclude {
-        if !out
-            .iter()
-            .any(|(p, _)| covers(x, &String::from_utf8_lossy(p)))
-        {
-            out.push((x.as_bytes().to_vec(), None));
+        if !out.iter().any(|(p, _)| under(x, p)) {
+            out.push((x.as_os_str().as_bytes().to_vec(), None));
         }
     }
     out

@@ -14,14 +14,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use git2::{Config, Delta, Index, IndexEntry, IndexTime, Oid, Tree};
 
 use super::filter::Cleaned;
 use super::sensitive::{self, Finding};
-use super::{Change, Repository, covers};
+use super::{Change, Repository};
 use crate::error::{Error, Result};
 
 pub(super) const MODE_LINK: u32 = 0o120000;
@@ -32,17 +33,17 @@ const DIRTY_BEFORE: &str = "dirty before the task (--allow-dirty)";
 pub(super) struct Staging<'r> {
     repo: &'r Repository,
     config: Config,
-    exclude: Vec<String>,
+    exclude: Vec<PathBuf>,
     /// Changed paths not committed, and why.
     pub(super) left_out: BTreeMap<String, String>,
     /// Things the person should hear (a filter that failed and was bypassed).
     pub(super) notes: Vec<String>,
     /// Path → the object kern staged after judging it.
-    judged: HashMap<String, Oid>,
+    judged: HashMap<PathBuf, Oid>,
 }
 
 impl<'r> Staging<'r> {
-    pub(super) fn new(repo: &'r Repository, config: Config, exclude: Vec<String>) -> Staging<'r> {
+    pub(super) fn new(repo: &'r Repository, config: Config, exclude: Vec<PathBuf>) -> Staging<'r> {
         Staging {
             repo,
             config,
@@ -63,7 +64,7 @@ impl<'r> Staging<'r> {
     }
 
     /// Stages `paths` as they are in the work tree now (a pre-commit hook's fixes).
-    pub(super) fn stage_paths(&mut self, index: &mut Index, paths: &[String]) -> Result<()> {
+    pub(super) fn stage_paths(&mut self, index: &mut Index, paths: &[PathBuf]) -> Result<()> {
         for path in paths {
             self.judged.remove(path);
             self.stage_path(index, path)?;
@@ -72,33 +73,32 @@ impl<'r> Staging<'r> {
     }
 
     /// Stages one path as the work tree has it, or leaves it out (see the module docs).
-    fn stage_path(&mut self, index: &mut Index, path: &str) -> Result<()> {
-        let rel = path.trim_end_matches('/');
+    fn stage_path(&mut self, index: &mut Index, rel: &Path) -> Result<()> {
         let repo = self.repo;
-        if self.exclude.iter().any(|e| covers(e, rel)) {
+        if self.exclude.iter().any(|e| rel.starts_with(e)) {
             self.leave_out(rel, DIRTY_BEFORE.into());
             return Ok(());
         }
-        if repo.own.is_artefact(rel) {
+        if repo.own.is_artefact_path(rel) {
             return Ok(());
         }
-        let entry = index.get_path(Path::new(rel), 0);
+        let entry = index.get_path(rel, 0);
         if entry.as_ref().is_some_and(skip_worktree) {
             return Ok(());
         }
         let full = repo.top.join(rel);
         let Ok(meta) = fs::symlink_metadata(&full) else {
             if entry.is_some() {
-                index
-                    .remove_path(Path::new(rel))
-                    .map_err(|e| Error::git(format!("staging the deletion of `{rel}`"), e))?;
+                index.remove_path(rel).map_err(|e| {
+                    Error::git(format!("staging the deletion of `{}`", rel.display()), e)
+                })?;
             }
             return Ok(());
         };
         if meta.is_dir() {
             return self.stage_folder(index, rel, entry.as_ref());
         }
-        if let Some(finding) = sensitive::sensitive_name(Path::new(rel)) {
+        if let Some(finding) = sensitive::sensitive_name(rel) {
             self.leave_out(rel, finding.to_string());
             return Ok(());
         }
@@ -123,7 +123,7 @@ impl<'r> Staging<'r> {
     fn stage_folder(
         &mut self,
         index: &mut Index,
-        rel: &str,
+        rel: &Path,
         entry: Option<&IndexEntry>,
     ) -> Result<()> {
         let Some(entry) = entry.filter(|e| e.mode == MODE_GITLINK) else {
@@ -139,20 +139,21 @@ impl<'r> Staging<'r> {
         };
         if head != entry.id {
             index
-                .add(&bare_entry(rel.as_bytes().to_vec(), MODE_GITLINK, head))
-                .map_err(|e| Error::git(format!("staging the submodule `{rel}`"), e))?;
+                .add(&bare_entry(bytes(rel).to_vec(), MODE_GITLINK, head))
+                .map_err(|e| Error::git(format!("staging the submodule `{}`", rel.display()), e))?;
         }
-        self.judged.insert(rel.to_string(), head);
+        self.judged.insert(rel.to_path_buf(), head);
         Ok(())
     }
 
     /// libgit2 stages the file: its own text/eol filters, the blob streamed, real stat data.
-    fn add_path(&mut self, index: &mut Index, rel: &str) -> Result<()> {
-        index
-            .add_path(Path::new(rel))
-            .map_err(|e| self.repo.index_error(&format!("staging `{rel}`"), e))?;
-        if let Some(entry) = index.get_path(Path::new(rel), 0) {
-            self.judged.insert(rel.to_string(), entry.id);
+    fn add_path(&mut self, index: &mut Index, rel: &Path) -> Result<()> {
+        index.add_path(rel).map_err(|e| {
+            self.repo
+                .index_error(&format!("staging `{}`", rel.display()), e)
+        })?;
+        if let Some(entry) = index.get_path(rel, 0) {
+            self.judged.insert(rel.to_path_buf(), entry.id);
         }
         Ok(())
     }
@@ -162,7 +163,7 @@ impl<'r> Staging<'r> {
     fn add_cleaned(
         &mut self,
         index: &mut Index,
-        rel: &str,
+        rel: &Path,
         meta: &fs::Metadata,
         blob: &Path,
     ) -> Result<()> {
@@ -175,8 +176,8 @@ impl<'r> Staging<'r> {
             .repo
             .repo
             .blob_path(blob)
-            .map_err(|e| Error::git(format!("storing the filtered `{rel}`"), e))?;
-        let mode = match index.get_path(Path::new(rel), 0) {
+            .map_err(|e| Error::git(format!("storing the filtered `{}`", rel.display()), e))?;
+        let mode = match index.get_path(rel, 0) {
             // Without core.fileMode the executable bit is not trusted: keep the staged mode.
             Some(entry) if !self.config.get_bool("core.filemode").unwrap_or(true) => entry.mode,
             _ if meta.mode() & 0o111 != 0 => 0o100755,
@@ -193,14 +194,14 @@ impl<'r> Staging<'r> {
             gid: meta.gid(),
             file_size: meta.len() as u32,
             id,
-            flags: rel.len().min(0xfff) as u16,
+            flags: bytes(rel).len().min(0xfff) as u16,
             flags_extended: 0,
-            path: rel.as_bytes().to_vec(),
+            path: bytes(rel).to_vec(),
         };
         index
             .add(&entry)
-            .map_err(|e| Error::git(format!("staging the filtered `{rel}`"), e))?;
-        self.judged.insert(rel.to_string(), id);
+            .map_err(|e| Error::git(format!("staging the filtered `{}`", rel.display()), e))?;
+        self.judged.insert(rel.to_path_buf(), id);
         Ok(())
     }
 
@@ -216,18 +217,18 @@ impl<'r> Staging<'r> {
             .repo
             .diff_tree_to_index(head_tree, Some(index), None)
             .map_err(|e| Error::git("comparing the index with HEAD", e))?;
-        let mut reverts: Vec<(String, Option<String>)> = Vec::new();
+        let mut reverts: Vec<(PathBuf, Option<String>)> = Vec::new();
         for delta in diff.deltas() {
             let file = delta.new_file();
-            let Some(path_bytes) = file.path_bytes().or(delta.old_file().path_bytes()) else {
+            let Some(rel) = file.path().or(delta.old_file().path()) else {
                 continue;
             };
-            let rel = String::from_utf8_lossy(path_bytes).into_owned();
-            if self.exclude.iter().any(|e| covers(e, &rel)) {
+            let rel = rel.to_path_buf();
+            if self.exclude.iter().any(|e| rel.starts_with(e)) {
                 reverts.push((rel, Some(DIRTY_BEFORE.into())));
                 continue;
             }
-            if repo.own.is_artefact(&rel) {
+            if repo.own.is_artefact_path(&rel) {
                 reverts.push((rel, None));
                 continue;
             }
@@ -237,7 +238,7 @@ impl<'r> Staging<'r> {
             let mode = u32::from(file.mode());
             let why = if mode == MODE_GITLINK {
                 None
-            } else if let Some(finding) = sensitive::sensitive_name(Path::new(&rel)) {
+            } else if let Some(finding) = sensitive::sensitive_name(&rel) {
                 Some(finding.to_string())
             } else if mode == MODE_LINK {
                 None
@@ -251,17 +252,19 @@ impl<'r> Staging<'r> {
                 }
             }
         }
-        let head_entry = |rel: &str| head_tree.and_then(|t| t.get_path(Path::new(rel)).ok());
+        let head_entry = |rel: &Path| head_tree.and_then(|t| t.get_path(rel).ok());
         for (rel, why) in reverts {
             let result = match head_entry(&rel) {
                 Some(entry) => index.add(&bare_entry(
-                    rel.as_bytes().to_vec(),
+                    bytes(&rel).to_vec(),
                     entry.filemode() as u32,
                     entry.id(),
                 )),
-                None => index.remove_path(Path::new(&rel)),
+                None => index.remove_path(&rel),
             };
-            result.map_err(|e| Error::git(format!("keeping `{rel}` out of the commit"), e))?;
+            result.map_err(|e| {
+                Error::git(format!("keeping `{}` out of the commit", rel.display()), e)
+            })?;
             if let Some(why) = why {
                 self.leave_out(&rel, why);
             }
@@ -269,8 +272,10 @@ impl<'r> Staging<'r> {
         Ok(())
     }
 
-    fn leave_out(&mut self, rel: &str, why: String) {
-        self.left_out.entry(rel.to_string()).or_insert(why);
+    fn leave_out(&mut self, rel: &Path, why: String) {
+        self.left_out
+            .entry(rel.to_string_lossy().into_owned())
+            .or_insert(why);
     }
 }
 
@@ -282,7 +287,7 @@ pub(super) fn would_leave_out(
     config: &Config,
     change: &Change,
 ) -> Result<Option<String>> {
-    let rel = change.path.trim_end_matches('/');
+    let rel = change.path.as_path();
     let full = repo.top.join(rel);
     let Ok(meta) = fs::symlink_metadata(&full) else {
         return Ok(None);
@@ -291,7 +296,7 @@ pub(super) fn would_leave_out(
         // A registered submodule shows as modified; a nested repository nobody added as new.
         return Ok(change.status.is_wt_new().then(|| nested_repo_reason(rel)));
     }
-    if let Some(finding) = sensitive::sensitive_name(Path::new(rel)) {
+    if let Some(finding) = sensitive::sensitive_name(rel) {
         return Ok(Some(finding.to_string()));
     }
     if meta.file_type().is_symlink() || repo.filter_driver(config, rel)?.is_some() {
@@ -313,14 +318,14 @@ fn judge_content(repo: &Repository, full: &Path, size: u64) -> Option<String> {
 }
 
 /// The same judgement for a blob already in the object store (what an agent staged).
-fn judge_blob(repo: &Repository, rel: &str, id: Oid) -> Result<Option<String>> {
+fn judge_blob(repo: &Repository, rel: &Path, id: Oid) -> Result<Option<String>> {
     let odb = repo
         .repo
         .odb()
         .map_err(|e| Error::git("opening the object store", e))?;
     let (size, _) = odb
         .read_header(id)
-        .map_err(|e| Error::git(format!("reading the staged `{rel}`"), e))?;
+        .map_err(|e| Error::git(format!("reading the staged `{}`", rel.display()), e))?;
     if size as u64 > repo.max_file_size {
         return Ok(Some(too_large(size as u64, repo.max_file_size)));
     }
@@ -331,7 +336,7 @@ fn judge_blob(repo: &Repository, rel: &str, id: Oid) -> Result<Option<String>> {
             let blob = repo
                 .repo
                 .find_blob(id)
-                .map_err(|e| Error::git(format!("reading the staged `{rel}`"), e))?;
+                .map_err(|e| Error::git(format!("reading the staged `{}`", rel.display()), e))?;
             sensitive::sensitive_content(blob.content())
         }
     };
@@ -346,10 +351,16 @@ fn too_large(size: u64, limit: u64) -> String {
     )
 }
 
-fn nested_repo_reason(rel: &str) -> String {
+fn nested_repo_reason(rel: &Path) -> String {
+    let rel = rel.display();
     format!(
         "a nested git repository — register it with `git submodule add <url> {rel}`, or add `{rel}/` to .gitignore"
     )
+}
+
+/// A path's bytes, as the index stores them.
+fn bytes(path: &Path) -> &[u8] {
+    path.as_os_str().as_bytes()
 }
 
 /// `110.0 MiB`, `512 KiB`, `12 B`.
