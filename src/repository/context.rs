@@ -1,7 +1,9 @@
 //! Git context for prompts: recent commits and the diff of the work, each within a byte budget.
 //!
 //! The one decision a reader must know: the diff is the work tree (untracked files included,
-//! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it;
+//! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it,
+//! looking only at the paths that can differ — what status lists and what changed between the
+//! base and HEAD — so its cost grows with the change, not with the repository;
 //! the stat comes first and is never dropped for the patch, so a reviewer sees the whole shape
 //! of a change even when its patch is cut. Files over 1 MiB are diffed as binary, in the recent
 //! commits' stats too, so no large blob is ever loaded whole; a commit touching more than
@@ -90,43 +92,102 @@ impl Repository {
             Some(p) => Some(p.tree()?),
             None => None,
         };
-        // Which paths changed: a tree comparison, no file contents read.
-        let shape = self
-            .repo
-            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)?;
-        let paths: Vec<&[u8]> = shape
-            .deltas()
-            .filter_map(|d| d.new_file().path_bytes().or(d.old_file().path_bytes()))
-            .filter(|p| {
-                !exclude
-                    .iter()
-                    .any(|e| covers(e, &String::from_utf8_lossy(p)))
-            })
-            .collect();
+        let (paths, total) = self.commit_paths(parent_tree.as_ref(), &tree, exclude)?;
         let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
         let mut out = format!("{} {subject}\n", short(commit.id()));
         if !paths.is_empty() {
             let mut opts = DiffOptions::new();
             // Without a limit libgit2 loads blobs up to 512 MiB whole to count lines.
             opts.disable_pathspec_match(true).max_size(DIFF_MAX_FILE);
-            for path in paths.iter().take(STAT_MAX_FILES) {
-                opts.pathspec(*path);
+            for path in &paths {
+                opts.pathspec(path);
             }
             let diff =
                 self.repo
                     .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut opts))?;
             let buf = diff.stats()?.to_buf(DiffStatsFormat::FULL, 80)?;
             out.push_str(&String::from_utf8_lossy(&buf));
-            if paths.len() > STAT_MAX_FILES {
+            if total > paths.len() {
                 let _ = writeln!(
                     out,
                     " (and {} more files, not counted)",
-                    paths.len() - STAT_MAX_FILES
+                    total - paths.len()
                 );
             }
         }
         out.push('\n');
         Ok(out)
+    }
+
+    /// The first [`STAT_MAX_FILES`] paths (in git's order) that differ between `old` and
+    /// `new`, leaving out `exclude`, and how many differ in all. The trees are compared entry
+    /// by entry and equal subtrees skipped, so what is held at a time is one path of trees,
+    /// never a delta per file: a commit of 100,000 files costs a walk, not 10 MB.
+    fn commit_paths(
+        &self,
+        old: Option<&git2::Tree<'_>>,
+        new: &git2::Tree<'_>,
+        exclude: &[String],
+    ) -> std::result::Result<(Vec<Vec<u8>>, usize), git2::Error> {
+        let mut found = (Vec::new(), 0);
+        self.compare_trees(
+            &[],
+            old.map(git2::Tree::id),
+            Some(new.id()),
+            exclude,
+            &mut found,
+        )?;
+        Ok(found)
+    }
+
+    /// [`Repository::commit_paths`] for the folder `prefix` (empty, or ending in `/`).
+    fn compare_trees(
+        &self,
+        prefix: &[u8],
+        old: Option<git2::Oid>,
+        new: Option<git2::Oid>,
+        exclude: &[String],
+        found: &mut (Vec<Vec<u8>>, usize),
+    ) -> std::result::Result<(), git2::Error> {
+        // Keyed as git orders a tree: a folder's name with its `/`.
+        let entries = |tree: Option<git2::Oid>| {
+            let mut out = std::collections::BTreeMap::new();
+            if let Some(id) = tree {
+                for entry in self.repo.find_tree(id)?.iter() {
+                    let mut name = entry.name_bytes().to_vec();
+                    if entry.kind() == Some(git2::ObjectType::Tree) {
+                        name.push(b'/');
+                    }
+                    out.insert(name, (entry.id(), entry.filemode()));
+                }
+            }
+            Ok::<_, git2::Error>(out)
+        };
+        let (old, new) = (entries(old)?, entries(new)?);
+        let names: std::collections::BTreeSet<&Vec<u8>> = old.keys().chain(new.keys()).collect();
+        for name in names {
+            let (a, b) = (old.get(name), new.get(name));
+            if a == b {
+                continue;
+            }
+            let mut path = prefix.to_vec();
+            path.extend_from_slice(name);
+            if exclude
+                .iter()
+                .any(|e| covers(e, &String::from_utf8_lossy(&path)))
+            {
+                continue;
+            }
+            if path.ends_with(b"/") {
+                self.compare_trees(&path, a.map(|a| a.0), b.map(|b| b.0), exclude, found)?;
+            } else {
+                found.1 += 1;
+                if found.0.len() < STAT_MAX_FILES {
+                    found.0.push(path);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty
@@ -149,12 +210,28 @@ impl Repository {
             ),
             None => None,
         };
+        // Only these paths can differ from the base: what status lists, and what changed
+        // between the base and HEAD (an agent's own commit).
+        let mut paths: std::collections::BTreeSet<std::path::PathBuf> =
+            self.status_paths()?.into_iter().collect();
+        let head_tree = self.head_tree_id();
+        let base_tree = tree.as_ref().map(git2::Tree::id);
+        if head_tree != base_tree {
+            paths.extend(self.tree_changes(base_tree, head_tree)?);
+        }
+        if paths.is_empty() {
+            return Ok(fit("(no changes)\n".to_string(), budget));
+        }
         let mut opts = DiffOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
             .show_untracked_content(true)
             .include_typechange(true)
-            .max_size(DIFF_MAX_FILE);
+            .max_size(DIFF_MAX_FILE)
+            .disable_pathspec_match(true);
+        for path in &paths {
+            opts.pathspec(path.as_path());
+        }
         let mut diff = self
             .repo
             .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))

@@ -84,6 +84,16 @@ impl Repository {
     /// lacks is removed (and the folders it needed, when now empty). Save them first.
     pub fn restore_paths(&self, paths: &[PathBuf]) -> Result<()> {
         let _timed = super::Timed::start("restore");
+        self.restore_paths_in_index(paths).map_err(|e| {
+            // Half-done changes to the in-memory index are never written: read it again.
+            if let Ok(mut index) = self.repo.index() {
+                let _ = index.read(true);
+            }
+            e
+        })
+    }
+
+    fn restore_paths_in_index(&self, paths: &[PathBuf]) -> Result<()> {
         let head_tree = match self.head_oid() {
             Some(oid) => Some(
                 self.repo
@@ -98,7 +108,7 @@ impl Repository {
             .index()
             .map_err(|e| Error::git("opening the index", e))?;
         index
-            .read(true)
+            .read(false)
             .map_err(|e| Error::git("reading the index", e))?;
         for rel in paths {
             let full = self.top.join(rel);

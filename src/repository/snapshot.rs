@@ -183,6 +183,14 @@ impl Stamp {
     }
 }
 
+/// The index file's bytes, to be written back if a commit fails: in memory when small, else
+/// copied aside (a large index is rewritten whole by every commit; its copy costs a file copy,
+/// not its size in memory).
+pub(super) struct IndexBackup {
+    content: Option<Content>,
+    _copies: Spill,
+}
+
 /// What a path must become on revert.
 enum Target<'a> {
     Snapshot(&'a FileState),
@@ -331,6 +339,49 @@ impl Repository {
         sort_paths(&mut reverted.paths);
         reverted.paths.dedup();
         Ok(reverted)
+    }
+
+    /// Keeps the index file as it is now (see [`IndexBackup`]).
+    pub(super) fn back_up_index(&self) -> Result<IndexBackup> {
+        let path = self.repo.path().join("index");
+        let mut spill = Spill::default();
+        let content = match fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io(&path, e)),
+            Ok(meta) if meta.len() <= INDEX_INLINE => Some(Content::Inline(
+                fs::read(&path).map_err(|e| Error::io(&path, e))?,
+            )),
+            Ok(_) => {
+                let copy = spill.path("index")?;
+                fs::copy(&path, &copy).map_err(|e| Error::io(&path, e))?;
+                Some(Content::Spilled(copy))
+            }
+        };
+        Ok(IndexBackup {
+            content,
+            _copies: spill,
+        })
+    }
+
+    /// Writes `backup` back as the index (or removes the index when there was none), and
+    /// makes libgit2 read it again.
+    pub(super) fn restore_index_backup(&self, backup: &IndexBackup) -> Result<()> {
+        let path = self.repo.path().join("index");
+        match &backup.content {
+            Some(content) => crate::atomic_file::write(&path, &content.read()?)?,
+            None => match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            },
+        }
+        let mut index = self
+            .repo
+            .index()
+            .map_err(|e| Error::git("opening the index", e))?;
+        index
+            .read(true)
+            .map_err(|e| Error::git("reading the index", e))
     }
 
     /// The paths status lists now, each with whether it is a folder listed as one path.

@@ -363,14 +363,14 @@ impl Repository {
     }
 
     /// HEAD's tree; `None` on an unborn branch.
-    fn head_tree_id(&self) -> Option<Oid> {
+    pub(super) fn head_tree_id(&self) -> Option<Oid> {
         self.head_oid()
             .and_then(|oid| self.repo.find_commit(oid).ok())
             .map(|c| c.tree_id())
     }
 
     /// The paths that differ between two trees (no content read).
-    fn tree_changes(&self, old: Option<Oid>, new: Option<Oid>) -> Result<Vec<PathBuf>> {
+    pub(super) fn tree_changes(&self, old: Option<Oid>, new: Option<Oid>) -> Result<Vec<PathBuf>> {
         let ctx = |e| Error::git("comparing HEAD with the last look", e);
         let tree = |id: Option<Oid>| -> Result<Option<git2::Tree<'_>>> {
             id.map(|id| self.repo.find_tree(id).map_err(ctx))

@@ -919,6 +919,42 @@ fn diff_since_shows_stat_then_patch_with_untracked_files_within_the_budget() {
     );
 }
 
+#[test]
+fn diff_since_shows_what_was_committed_after_the_base_and_what_is_uncommitted() {
+    let repo = TestRepo::new();
+    for d in 0..20 {
+        repo.write(&format!("d{d}/untouched.txt"), "same\n");
+    }
+    repo.write("a.txt", "a\n");
+    repo.write("b.txt", "b\n");
+    let base = repo.commit_all("initial");
+    repo.write("b.txt", "b2\n");
+    repo.commit_all("an agent's own commit");
+    repo.write("a.txt", "a2\n");
+    let kern = repo.kern();
+    // The same repository as a run holds it: its status looks go through the watch.
+    kern.watch_work_tree();
+    assert_eq!(kern.dirty_paths(&[]).unwrap(), vec!["a.txt"]);
+    let diff = kern.diff_since(Some(base), &[], 24 * 1024).unwrap();
+    assert!(
+        diff.starts_with(
+            " a.txt | 2 +-\n b.txt | 2 +-\n 2 files changed, 2 insertions(+), 2 deletions(-)\n"
+        ),
+        "{diff}"
+    );
+    repo.write("a.txt", "a\n");
+    let diff = kern.diff_since(Some(base), &[], 24 * 1024).unwrap();
+    assert!(
+        diff.starts_with(" b.txt | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n"),
+        "{diff}"
+    );
+    let head = repo.git.head().unwrap().target().unwrap();
+    assert_eq!(
+        kern.diff_since(Some(head), &[], 1000).unwrap(),
+        "(no changes)\n"
+    );
+}
+
 // ---- snapshots --------------------------------------------------------------------------
 
 #[test]
