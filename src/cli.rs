@@ -2,7 +2,7 @@
 //!
 //! Every run option has a `KERN_*` environment variable and shows its default in `--help`.
 //! Durations are written `90s`, `15m`, `1h` or as plain seconds. Resolution (the agent kind,
-//! paths, budgets) happens in `config.rs`, so this file stays a plain description.
+//! paths, budgets) happens in `settings.rs`, so this file stays a plain description.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,6 +14,7 @@ Examples:
   kern 10 30          take up to 10 tasks, 30 s apart (run it before bed)
   kern -n             dry run: show what would happen, change nothing
   kern status         tasks by state, the next task, the state folder
+  kern report         the morning after: how the last run ended, what needs you
   kern demo           watch the whole loop in a throw-away repository";
 
 /// kern takes the next task from SPEC.md and drives a coding agent through research,
@@ -86,6 +87,22 @@ pub struct GlobalOptions {
         global = true
     )]
     pub agent: String,
+
+    /// A second agent for usage limits: a stage whose agent hit a limit that resets later
+    /// than --fallback-after runs on this one (same tools, same schema); kern goes back once
+    /// the limit has reset. claude, codex or program:<path>.
+    #[arg(long, value_name = "AGENT", env = "KERN_FALLBACK_AGENT", global = true)]
+    pub fallback_agent: Option<String>,
+
+    /// The agent of the review stage, when another model should judge the work (default: the
+    /// main agent). claude, codex or program:<path>.
+    #[arg(long, value_name = "AGENT", env = "KERN_REVIEW_AGENT", global = true)]
+    pub review_agent: Option<String>,
+
+    /// Run the implement stage's shell commands in Claude Code's OS sandbox: writes only
+    /// inside the repository, no network (needs bubblewrap and socat; Claude only).
+    #[arg(long, env = "KERN_SANDBOX", global = true)]
+    pub sandbox: bool,
 }
 
 /// Options of a run (and of a dry run, which shows their effect).
@@ -130,8 +147,30 @@ pub struct RunOptions {
     pub max_attempts: u32,
 
     /// Stop cleanly (exit 6) once the run has cost this many USD (more than 0, at most 100000).
+    /// Each Claude stage also gets what is left as its own `--max-budget-usd`.
     #[arg(long, value_name = "USD", env = "KERN_MAX_COST", value_parser = parse_cost)]
     pub max_cost: Option<f64>,
+
+    /// The fallback agent's model (default: the templates' `model:` for Claude, Codex's own
+    /// default for Codex).
+    #[arg(long, value_name = "MODEL", env = "KERN_FALLBACK_MODEL")]
+    pub fallback_model: Option<String>,
+
+    /// Move a stage to the fallback agent when its agent's usage limit resets later than this
+    /// (0 to 24h); a nearer reset is waited out.
+    #[arg(long, value_name = "DURATION", env = "KERN_FALLBACK_AFTER", default_value = "15m", value_parser = duration_between::<0, DAY>)]
+    pub fallback_after: Duration,
+
+    /// The review agent's model (default: --model when the review runs on the main agent,
+    /// else the templates' `model:` for Claude, Codex's own default for Codex).
+    #[arg(long, value_name = "MODEL", env = "KERN_REVIEW_MODEL")]
+    pub review_model: Option<String>,
+
+    /// Stop taking new tasks (exit 0) once Claude reports a subscription usage window at or
+    /// above PERCENT used (1 to 100; `--pace` alone is 90), leaving the rest for you; with
+    /// --fallback-agent, hand the next stages to it until the window resets.
+    #[arg(long, value_name = "PERCENT", env = "KERN_PACE", num_args = 0..=1, require_equals = true, default_missing_value = "90", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub pace: Option<u8>,
 
     /// A command that must pass after implement (a task's own `> **Check:**` note wins).
     #[arg(long, value_name = "CMD", env = "KERN_CHECK")]
@@ -167,6 +206,32 @@ pub struct RunOptions {
     /// Leave optional tasks (Kiro's `[ ]*`) alone; without it they are taken after every other.
     #[arg(long, env = "KERN_SKIP_OPTIONAL", value_parser = clap::builder::BoolishValueParser::new())]
     pub skip_optional: bool,
+
+    /// Run up to N independent tasks at once, each in its own git worktree on a branch
+    /// `kern/<task>`, committed on this branch one at a time (1 to 16; 1 runs one task at a
+    /// time in the work tree itself).
+    #[arg(short = 'j', long, value_name = "N", env = "KERN_JOBS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub jobs: u32,
+
+    /// Leave each task's commit on its branch `kern/<task>` for you to review; SPEC.md marks it
+    /// done with a Review note. `kern accept` lands them, `kern reject` reopens one.
+    #[arg(long, env = "KERN_REVIEW", value_parser = clap::builder::BoolishValueParser::new())]
+    pub review: bool,
+
+    /// A command run (through `sh -c`) with a JSON event on stdin and KERN_EVENT set when the
+    /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person;
+    /// it gets 10 s, and never changes the run's outcome.
+    #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
+    pub notify: Option<String>,
+
+    /// Run in the background: print the pid and how to follow it (`kern log -f`), then return;
+    /// the run's output goes to `run.log` in the state folder.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub detach: bool,
+
+    /// Set by `--detach` on the background run itself: no terminal, its lines go to run.log.
+    #[arg(long, hide = true)]
+    pub detached: bool,
 }
 
 /// Whether the check runs once before any agent.
@@ -200,6 +265,45 @@ pub enum Command {
         /// Print only the state folder path.
         #[arg(long)]
         dir: bool,
+    },
+    /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
+    Report {
+        /// Every run active since then: 12h, 90m, 2d, a date (2026-11-18) or a time.
+        #[arg(long, value_name = "WHEN", conflicts_with = "run", value_parser = crate::command::report::parse_since)]
+        since: Option<crate::timestamp::Timestamp>,
+        /// One run, by its id (or the start of it), as `--json` shows it.
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
+        /// Print the report as JSON (its shape is versioned by `schema`).
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print the report as Markdown, for a pull request or a chat.
+        #[arg(long)]
+        markdown: bool,
+        /// Also write the report as one self-contained HTML page with a timeline.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
+    /// Print the run's output lines (run.log in the state folder); -f follows a running run.
+    Log {
+        /// Keep printing new lines while a run holds the lock; return when it ends.
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Land tasks parked with `--review` on the current branch, one commit each (all of them,
+    /// or the tasks named), and delete their branches.
+    Accept {
+        /// Tasks by title (or the start of it) or by branch (`kern/<task>`); none: every one.
+        tasks: Vec<String>,
+    },
+    /// Reopen a task parked with `--review`: it goes back to `[ ]` with the reason as an
+    /// Attempt note; its branch is kept under `refs/kern/attempts/` and deleted.
+    Reject {
+        /// The task, by title (or the start of it) or by branch (`kern/<task>`).
+        task: String,
+        /// Why: the next attempt reads it.
+        #[arg(long, value_name = "TEXT", default_value = "rejected in review")]
+        reason: String,
     },
     /// Write a starter SPEC.md and LEARNINGS.md (never overwrites).
     Init {
@@ -393,10 +497,46 @@ mod tests {
             vec!["kern", "--retries", "21"],
             vec!["kern", "--max-attempts", "0"],
             vec!["kern", "--max-attempts", "101"],
+            vec!["kern", "--fallback-after", "25h"],
+            vec!["kern", "--pace=0"],
+            vec!["kern", "--pace=101"],
+            vec!["kern", "--pace=lots"],
         ] {
             let err = Cli::try_parse_from(&argv).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{argv:?}");
         }
+    }
+
+    #[test]
+    fn pace_takes_a_value_only_with_an_equals_sign() {
+        let cli = Cli::try_parse_from(["kern", "--pace", "10", "30"]).unwrap();
+        assert_eq!(cli.run.pace, Some(90));
+        assert_eq!((cli.iterations, cli.delay), (10, Duration::from_secs(30)));
+        let cli = Cli::try_parse_from(["kern", "--pace=75"]).unwrap();
+        assert_eq!(cli.run.pace, Some(75));
+        let cli = Cli::try_parse_from(["kern"]).unwrap();
+        assert_eq!(cli.run.pace, None);
+    }
+
+    #[test]
+    fn agent_flags_reach_every_command() {
+        let cli = Cli::try_parse_from([
+            "kern",
+            "doctor",
+            "--fallback-agent",
+            "codex",
+            "--review-agent",
+            "codex",
+            "--sandbox",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.fallback_agent.as_deref(), Some("codex"));
+        assert_eq!(cli.global.review_agent.as_deref(), Some("codex"));
+        assert!(cli.global.sandbox);
+        let cli = Cli::try_parse_from(["kern", "--fallback-after", "0"]).unwrap();
+        assert_eq!(cli.run.fallback_after, Duration::ZERO);
+        let cli = Cli::try_parse_from(["kern"]).unwrap();
+        assert_eq!(cli.run.fallback_after, Duration::from_secs(900));
     }
 
     #[test]

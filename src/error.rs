@@ -260,6 +260,17 @@ pub enum Error {
         agent_only: bool,
     },
 
+    /// The run `--detach` started in the background ended before it took the lock.
+    #[error("the background run ended at once (exit {code}) — `{}` says why:\n{tail}", log.display())]
+    DetachedRunEnded {
+        /// Its exit code, which this command exits with too.
+        code: u8,
+        /// Its `run.log`.
+        log: PathBuf,
+        /// The last lines of it.
+        tail: String,
+    },
+
     /// SIGINT or SIGTERM stopped the run; the resume state is kept.
     #[error("interrupted by {} — the task resumes where it stopped on the next run", crate::reporter::text::signal_name(*.signal))]
     Interrupted {
@@ -291,6 +302,7 @@ impl Error {
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
             Error::BudgetSpent { .. } => EXIT_BUDGET,
             Error::Interrupted { signal } => (128 + signal) as u8,
+            Error::DetachedRunEnded { code, .. } => *code,
             Error::DoctorFound { agent_only, .. } => {
                 if *agent_only {
                     EXIT_AGENT_NEEDS_USER

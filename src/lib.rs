@@ -51,9 +51,19 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
     diagnostics::init(settings.verbose, settings.color, &settings.output);
     match cli.command {
         None if settings.dry_run => dry_run::run(settings),
+        None if settings.detach => command::detach::run(settings),
         None => {
-            let reporter =
-                reporter::Reporter::new(settings.color, settings.quiet, &settings.output);
+            let reporter = if settings.detached {
+                // Its lines reach run.log through the reporter; stdout and stderr are run.log
+                // too (for what bypasses the reporter), so nothing is written twice.
+                reporter::Reporter::with_writer(
+                    reporter::Mode::Plain,
+                    false,
+                    Box::new(std::io::sink()),
+                )
+            } else {
+                reporter::Reporter::new(settings.color, settings.quiet, &settings.output)
+            };
             let interrupt = interrupt::Interrupt::install()?;
             command::run::run(settings, &reporter, &interrupt).await
         }
@@ -67,6 +77,25 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             }
             Ok(())
         }
+        Some(Command::Report {
+            since,
+            run,
+            json,
+            markdown,
+            html,
+        }) => command::report::run(
+            settings,
+            &command::report::ReportRequest {
+                since,
+                run,
+                json,
+                markdown,
+                html,
+            },
+        ),
+        Some(Command::Log { follow }) => command::log::run(settings, follow),
+        Some(Command::Accept { tasks }) => command::review::accept(settings, &tasks),
+        Some(Command::Reject { task, reason }) => command::review::reject(settings, &task, &reason),
         Some(Command::Demo { keep }) => demo::run(settings, keep).await,
         Some(Command::Doctor) => doctor::run(settings).await,
         Some(Command::Completions { shell }) => {

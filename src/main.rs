@@ -1,5 +1,6 @@
 //! The `kern` binary: parse the command line, start the runtime, run, map errors to exit codes.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -19,7 +20,9 @@ fn main() -> ExitCode {
     match runtime.block_on(kern::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("kern: error: {error}");
+            // Not eprintln!: it panics when stderr is gone (a terminal closed mid-run), and
+            // the exit code must still say how the run ended.
+            let _ = writeln!(std::io::stderr(), "kern: error: {error}");
             ExitCode::from(error.exit_code())
         }
     }

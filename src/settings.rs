@@ -47,6 +47,20 @@ pub struct Settings {
     pub agent: Agent,
     /// A model overriding the templates' front matter.
     pub model: Option<String>,
+    /// The agent of the review stage, when it is not `agent` (`--review-agent`).
+    pub review_agent: Option<Agent>,
+    /// The review stage's model (`--review-model`).
+    pub review_model: Option<String>,
+    /// The agent a stage moves to when its own agent hits a far usage limit
+    /// (`--fallback-agent`); never the same as `agent`.
+    pub fallback_agent: Option<Agent>,
+    /// The fallback agent's model (`--fallback-model`).
+    pub fallback_model: Option<String>,
+    /// Stop taking new tasks once a reported subscription usage window is at or above this
+    /// fraction (`--pace`, as a fraction of 1).
+    pub pace: Option<f64>,
+    /// Run the implement stage's shell commands in Claude Code's OS sandbox (`--sandbox`).
+    pub sandbox: bool,
     /// Stage time limits.
     pub limits: Limits,
     /// Retries and waits.
@@ -71,6 +85,10 @@ pub struct Settings {
     pub max_file_size: u64,
     /// `--skip-optional`: never start an optional task (`[ ]*`).
     pub skip_optional: bool,
+    /// `-j N`: tasks run at once, each in its own worktree (1: in the work tree itself).
+    pub jobs: u32,
+    /// `--review`: each task's commit stays on its branch `kern/<task>`.
+    pub review: bool,
     /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
     pub state_root: PathBuf,
     /// The folder kern runs in (the repository is found from here).
@@ -79,6 +97,14 @@ pub struct Settings {
     pub argv: Vec<String>,
     /// What the environment says about output: `NO_COLOR`, `TERM=dumb`, `KERN_LOG`.
     pub output: OutputEnv,
+    /// The `--notify` command.
+    pub notify: Option<String>,
+    /// `--detach`: start the run in the background and return.
+    pub detach: bool,
+    /// This is the background run `--detach` started: no terminal; its lines go to run.log.
+    pub detached: bool,
+    /// `PATH`, where the sleep inhibitor is looked for.
+    pub path_var: Option<OsString>,
 }
 
 /// What the environment says about output.
@@ -115,6 +141,29 @@ impl Settings {
         let var = |name: &str| env(name).filter(|v| !v.is_empty());
         let agent: Agent = cli.global.agent.parse().map_err(Error::Usage)?;
         let run = &cli.run;
+        let named = |flag: &str, value: &Option<String>| -> Result<Option<Agent>> {
+            value
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| Agent::from_flag(flag, v).map_err(Error::Usage))
+                .transpose()
+        };
+        let fallback_agent = named("--fallback-agent", &cli.global.fallback_agent)?;
+        let review_agent =
+            named("--review-agent", &cli.global.review_agent)?.filter(|a| *a != agent);
+        let nonempty = |m: &Option<String>| m.clone().filter(|m| !m.trim().is_empty());
+        let fallback_model = nonempty(&run.fallback_model);
+        if fallback_agent.as_ref() == Some(&agent) {
+            return Err(Error::Usage(format!(
+                "--fallback-agent `{agent}` is the --agent itself — give the other agent (claude or codex), or leave --fallback-agent out"
+            )));
+        }
+        if fallback_model.is_some() && fallback_agent.is_none() {
+            return Err(Error::Usage(
+                "--fallback-model is set but --fallback-agent is not — give --fallback-agent, or unset --fallback-model (KERN_FALLBACK_MODEL)".into(),
+            ));
+        }
         Ok(Settings {
             iterations: cli.iterations,
             delay: cli.delay,
@@ -124,7 +173,13 @@ impl Settings {
             color: cli.global.color,
             spec: cli.global.spec.clone(),
             agent,
-            model: run.model.clone().filter(|m| !m.trim().is_empty()),
+            model: nonempty(&run.model),
+            review_agent,
+            review_model: nonempty(&run.review_model),
+            fallback_agent,
+            fallback_model,
+            pace: run.pace.map(|percent| f64::from(percent) / 100.0),
+            sandbox: cli.global.sandbox,
             limits: Limits {
                 stage_timeout: run.stage_timeout,
                 idle_timeout: run.idle_timeout,
@@ -136,6 +191,7 @@ impl Settings {
                 max_delay: MAX_RETRY_DELAY.max(run.retry_delay),
                 max_wait: run.max_wait,
                 reset_margin: run.reset_margin,
+                fallback_after: run.fallback_after,
             },
             max_attempts: run.max_attempts,
             max_cost: run.max_cost,
@@ -155,6 +211,12 @@ impl Settings {
                 kern_log: var("KERN_LOG").map(|v| v.to_string_lossy().into_owned()),
             },
             skip_optional: run.skip_optional,
+            jobs: run.jobs,
+            review: run.review,
+            notify: run.notify.clone().filter(|c| !c.trim().is_empty()),
+            detach: run.detach,
+            detached: run.detached,
+            path_var: var("PATH"),
         })
     }
 }
@@ -224,6 +286,84 @@ mod tests {
                 .select_options()
                 .skip_optional
         );
+    }
+
+    #[test]
+    fn fallback_and_review_agents() {
+        let s = resolve(&["kern"], &[]);
+        assert_eq!(
+            (s.fallback_agent, s.review_agent, s.pace),
+            (None, None, None)
+        );
+        assert!(!s.sandbox);
+        let s = resolve(
+            &[
+                "kern",
+                "--fallback-agent",
+                "codex",
+                "--fallback-model",
+                "o3",
+                "--review-agent",
+                "program:/bin/reviewer",
+                "--pace",
+                "--sandbox",
+            ],
+            &[],
+        );
+        assert_eq!(s.fallback_agent, Some(Agent::Codex));
+        assert_eq!(s.fallback_model.as_deref(), Some("o3"));
+        assert_eq!(
+            s.review_agent,
+            Some(Agent::Program(PathBuf::from("/bin/reviewer")))
+        );
+        assert_eq!(s.pace, Some(0.9));
+        assert!(s.sandbox);
+        // A review agent that is the agent itself is none.
+        let s = resolve(
+            &[
+                "kern",
+                "--fallback-agent",
+                "claude",
+                "--agent",
+                "codex",
+                "--review-agent",
+                "codex",
+                "--pace=80",
+            ],
+            &[],
+        );
+        assert_eq!(s.agent, Agent::Codex);
+        assert_eq!(s.fallback_agent, Some(Agent::Claude));
+        assert_eq!(s.review_agent, None);
+        assert_eq!(s.pace, Some(0.8));
+    }
+
+    #[test]
+    fn bad_fallback_and_review_agents_are_usage_errors() {
+        let table: [(&[&str], &str); 4] = [
+            (
+                &["kern", "--fallback-agent", "gpt"],
+                "--fallback-agent: unknown agent `gpt` — use claude, codex or program:<path>",
+            ),
+            (
+                &["kern", "--review-agent", "program:"],
+                "--review-agent: unknown agent `program:` — use claude, codex or program:<path>",
+            ),
+            (
+                &["kern", "--fallback-agent", "claude"],
+                "--fallback-agent `claude` is the --agent itself — give the other agent (claude or codex), or leave --fallback-agent out",
+            ),
+            (
+                &["kern", "--fallback-model", "o3"],
+                "--fallback-model is set but --fallback-agent is not — give --fallback-agent, or unset --fallback-model (KERN_FALLBACK_MODEL)",
+            ),
+        ];
+        for (argv, message) in table {
+            let cli = Cli::try_parse_from(argv).unwrap();
+            let e = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{argv:?}");
+            assert_eq!(e.to_string(), message, "{argv:?}");
+        }
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct Workspace {
     pub state_dir: StateDir,
     /// The prompt templates, checked.
     pub templates: Templates,
+    /// A parallel task's worktree: the copies of SPEC.md and LEARNINGS.md it holds (relative),
+    /// which are nobody's — never the task's work, never reverted. Empty for the run's own
+    /// work tree.
+    pub copies: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -50,6 +54,7 @@ impl Workspace {
             own_files: vec![spec_path.clone(), learnings_path.clone()],
             hook_timeout: settings.hook_timeout,
             max_file_size: settings.max_file_size,
+            ..GitOptions::default()
         });
         let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?);
         let templates = Templates::load(&top)?;
@@ -60,6 +65,45 @@ impl Workspace {
             learnings_path,
             state_dir,
             templates,
+            copies: Vec::new(),
+        })
+    }
+
+    /// The workspace of a parallel task (DESIGN.md section 15): the repository of its
+    /// `worktree`, the run's own SPEC.md and LEARNINGS.md (kern alone edits them, for every
+    /// task), the task's `state_dir`, the run's templates. `foreign_refs` are the refs the
+    /// rest of the run moves while this task's stages run.
+    pub fn for_job(
+        &self,
+        settings: &Settings,
+        worktree: &std::path::Path,
+        state_dir: StateDir,
+        foreign_refs: crate::repository::RefFilter,
+    ) -> Result<Workspace> {
+        let mut repo = Repository::discover(worktree)?;
+        let rel = |p: &std::path::Path| {
+            p.strip_prefix(self.repo.top())
+                .map(std::path::Path::to_path_buf)
+                .ok()
+        };
+        let copies: Vec<PathBuf> = [&self.spec_path, &self.learnings_path]
+            .into_iter()
+            .filter_map(|p| rel(p))
+            .collect();
+        repo.set_options(GitOptions {
+            own_files: copies.clone(),
+            hook_timeout: settings.hook_timeout,
+            max_file_size: settings.max_file_size,
+            foreign_refs,
+        });
+        Ok(Workspace {
+            repo,
+            spec_path: self.spec_path.clone(),
+            spec_display: self.spec_display.clone(),
+            learnings_path: self.learnings_path.clone(),
+            state_dir,
+            templates: self.templates.clone(),
+            copies,
         })
     }
 
@@ -112,7 +156,7 @@ impl Workspace {
     /// never reverted by an audit (a person may edit SPEC.md during any stage). A symlinked
     /// SPEC.md counts twice: the link and the file it names, when that is in the work tree.
     pub fn own_files(&self) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = Vec::new();
+        let mut files: Vec<PathBuf> = self.copies.clone();
         for path in [&self.spec_path, &self.learnings_path] {
             let real = std::fs::canonicalize(path).ok();
             for p in std::iter::once(path.clone()).chain(real) {

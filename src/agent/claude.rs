@@ -7,9 +7,12 @@
 //! written to stdin, because argv strings over 128 KiB fail on Linux.
 //!
 //! Besides the tool policy, kern lowers the CLI's own API retries ([`MAX_RETRIES`]) so that
-//! they do not stack under kern's backoff, can cap a stage's spend (`--max-budget-usd`), and
-//! can put the implement stage's shell commands in Claude Code's OS sandbox
-//! ([`SANDBOX_SETTINGS`]).
+//! they do not stack under kern's backoff, can cap a stage's spend (`--max-budget-usd`), can
+//! put the implement stage's shell commands in Claude Code's OS sandbox
+//! ([`SANDBOX_SETTINGS`]), and denies the implement stage edits of kern's own files (SPEC.md
+//! and LEARNINGS.md, [`protect_rules`]).
+
+use std::path::PathBuf;
 
 use crate::stage::Stage;
 
@@ -51,7 +54,7 @@ pub const SANDBOX_SETTINGS: &str =
 
 /// What a stage may add to the command line besides its tool policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Options {
+pub struct Options<'a> {
     /// The most the stage may spend, in USD (`--max-budget-usd`); only a positive, finite
     /// amount is passed.
     pub max_budget_usd: Option<f64>,
@@ -59,10 +62,33 @@ pub struct Options {
     /// Read-only stages need none: they have no write tools and `dontAsk` refuses writing
     /// shell commands.
     pub sandbox: bool,
+    /// Absolute paths the implement stage may not edit ([`protect_rules`]); read-only stages
+    /// have no edit tools at all.
+    pub protected: &'a [PathBuf],
 }
 
-/// The stage's tool policy as Claude flags.
-pub fn tool_flags(stage: Stage) -> Vec<String> {
+/// Deny rules that keep Claude's file tools (Edit, Write, MultiEdit, NotebookEdit) off
+/// `paths`, each absolute: `Edit(//abs/path)`. Seen on 2.1.330 (and 2.1.197): an `Edit(…)`
+/// rule refuses a Write too ("File is in a directory that is denied by your permission
+/// settings", listed in `permission_denials`) while a `Write(…)` rule refuses nothing; the
+/// `//` form is an absolute path, where a bare `SPEC.md` would match that name in every
+/// folder; spaces, commas and parentheses in the path are parsed correctly. Best effort like
+/// every rule (`echo > SPEC.md` in Bash gets past): kern treats any change of SPEC.md during
+/// a stage as the person's and never commits an agent's edit of it as its own.
+pub fn protect_rules(paths: &[PathBuf]) -> Vec<String> {
+    let mut rules: Vec<String> = Vec::new();
+    for path in paths.iter().filter(|p| p.is_absolute()) {
+        let rule = format!("Edit(/{})", path.display());
+        if !rules.contains(&rule) {
+            rules.push(rule);
+        }
+    }
+    rules
+}
+
+/// The stage's tool policy as Claude flags; `protected` are the files the implement stage may
+/// not edit ([`protect_rules`]).
+pub fn tool_flags(stage: Stage, protected: &[PathBuf]) -> Vec<String> {
     match stage {
         Stage::Research => vec![
             "--tools=Read,Grep,Glob,Bash,WebSearch,WebFetch".to_string(),
@@ -72,7 +98,15 @@ pub fn tool_flags(stage: Stage) -> Vec<String> {
         Stage::Implement => vec![
             "--tools=default".to_string(),
             "--allowedTools=Bash,Edit,Write,NotebookEdit,Read,Grep,Glob".to_string(),
-            format!("--disallowedTools={}", GIT_WRITE_DENY_RULES.join(",")),
+            format!(
+                "--disallowedTools={}",
+                GIT_WRITE_DENY_RULES
+                    .iter()
+                    .map(|r| r.to_string())
+                    .chain(protect_rules(protected))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         ],
         // No allow rules: in dontAsk mode read-only git (status, diff, log) is already
         // allowed, and a rule like `Bash(git diff:*)` would widen it to `git diff --output`.
@@ -81,14 +115,14 @@ pub fn tool_flags(stage: Stage) -> Vec<String> {
 }
 
 /// The complete argv (after the program name) for `stage`.
-pub fn args(stage: Stage, model: Option<&str>, options: Options) -> Vec<String> {
+pub fn args(stage: Stage, model: Option<&str>, options: Options<'_>) -> Vec<String> {
     let mut args: Vec<String> = HEAD.iter().map(|s| s.to_string()).collect();
     if let Some(model) = model {
         args.push("--model".to_string());
         args.push(model.to_string());
     }
     args.extend(SESSION.iter().map(|s| s.to_string()));
-    args.extend(tool_flags(stage));
+    args.extend(tool_flags(stage, options.protected));
     if let Some(budget) = options.max_budget_usd.filter(|b| b.is_finite() && *b > 0.0) {
         args.push("--max-budget-usd".to_string());
         args.push(budget.to_string());
@@ -205,6 +239,7 @@ mod tests {
                 Options {
                     max_budget_usd: Some(0.25),
                     sandbox: true,
+                    ..Options::default()
                 },
                 vec!["--max-budget-usd", "0.25", &sandbox],
             ),
@@ -213,6 +248,7 @@ mod tests {
                 Options {
                     max_budget_usd: Some(1.0),
                     sandbox: true,
+                    ..Options::default()
                 },
                 vec!["--max-budget-usd", "1"],
             ),
@@ -221,6 +257,7 @@ mod tests {
                 Options {
                     max_budget_usd: Some(0.000_5),
                     sandbox: false,
+                    ..Options::default()
                 },
                 vec!["--max-budget-usd", "0.0005"],
             ),
@@ -229,6 +266,7 @@ mod tests {
                 Options {
                     max_budget_usd: Some(0.0),
                     sandbox: false,
+                    ..Options::default()
                 },
                 vec![],
             ),
@@ -237,6 +275,7 @@ mod tests {
                 Options {
                     max_budget_usd: Some(f64::NAN),
                     sandbox: false,
+                    ..Options::default()
                 },
                 vec![],
             ),
@@ -245,6 +284,7 @@ mod tests {
                 Options {
                     max_budget_usd: None,
                     sandbox: true,
+                    ..Options::default()
                 },
                 vec![&sandbox],
             ),
@@ -265,6 +305,39 @@ mod tests {
     }
 
     #[test]
+    fn implement_may_not_edit_kerns_own_files() {
+        let protected = [
+            PathBuf::from("/home/me/my project/SPEC.md"),
+            PathBuf::from("/home/me/my project/LEARNINGS.md"),
+            PathBuf::from("relative/is/skipped.md"),
+            PathBuf::from("/home/me/my project/SPEC.md"),
+        ];
+        assert_eq!(
+            protect_rules(&protected),
+            vec![
+                "Edit(//home/me/my project/SPEC.md)",
+                "Edit(//home/me/my project/LEARNINGS.md)",
+            ]
+        );
+        let options = Options {
+            protected: &protected[..2],
+            ..Options::default()
+        };
+        let implement = args(Stage::Implement, None, options);
+        assert!(
+            implement.contains(&"--disallowedTools=Bash(git commit *),Bash(git * commit *),Bash(git push *),Bash(git push),Bash(git * push *),Bash(git * push),Edit(//home/me/my project/SPEC.md),Edit(//home/me/my project/LEARNINGS.md)".to_string()),
+            "{implement:?}"
+        );
+        for stage in [Stage::Research, Stage::Review] {
+            assert_eq!(
+                args(stage, None, options),
+                args(stage, None, Options::default()),
+                "{stage} has no edit tools to deny"
+            );
+        }
+    }
+
+    #[test]
     fn the_cli_retries_little_by_itself() {
         assert_eq!(
             env(),
@@ -275,9 +348,11 @@ mod tests {
     #[test]
     fn variadic_flags_are_single_arguments() {
         for stage in Stage::ALL {
+            let protected = [PathBuf::from("/repo/SPEC.md")];
             let options = Options {
                 max_budget_usd: Some(2.0),
                 sandbox: true,
+                protected: &protected,
             };
             for arg in args(stage, Some("opus"), options) {
                 for flag in [

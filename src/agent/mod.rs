@@ -34,17 +34,43 @@ impl FromStr for Agent {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Agent, String> {
+        Agent::from_flag("--agent", text)
+    }
+}
+
+impl Agent {
+    /// The agent `text` names, as the value of `flag` (for the error message).
+    pub fn from_flag(flag: &str, text: &str) -> Result<Agent, String> {
         match text {
             "claude" => Ok(Agent::Claude),
             "codex" => Ok(Agent::Codex),
             _ => match text.strip_prefix("program:") {
                 Some(path) if !path.is_empty() => Ok(Agent::Program(PathBuf::from(path))),
                 _ => Err(format!(
-                    "--agent: unknown agent `{text}` — use claude, codex or program:<path>"
+                    "{flag}: unknown agent `{text}` — use claude, codex or program:<path>"
                 )),
             },
         }
     }
+}
+
+/// An agent and the model it runs a stage with (`None`: the agent's own default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageAgent {
+    /// The agent.
+    pub agent: Agent,
+    /// Its model for the stage.
+    pub model: Option<String>,
+}
+
+/// The agents a stage may run on: its own, and the one it moves to when its own hits a usage
+/// limit that resets too late (`--fallback-agent`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageAgents {
+    /// `--agent`, or `--review-agent` for the review stage.
+    pub primary: StageAgent,
+    /// `--fallback-agent`, unless it is the primary agent itself.
+    pub fallback: Option<StageAgent>,
 }
 
 impl std::fmt::Display for Agent {
@@ -81,6 +107,10 @@ pub struct InvocationRequest<'a> {
     /// Run the implement stage's shell commands in Claude Code's OS sandbox
     /// (`claude::SANDBOX_SETTINGS`); other agents already sandbox (Codex) or decide themselves.
     pub sandbox: bool,
+    /// Absolute paths the implement stage may not edit (SPEC.md and LEARNINGS.md): Claude's
+    /// deny rules (`claude::protect_rules`). Codex has no per-file rule; kern's audit holds
+    /// for every agent.
+    pub protected: &'a [PathBuf],
 }
 
 impl Agent {
@@ -91,6 +121,7 @@ impl Agent {
                 let options = claude::Options {
                     max_budget_usd: req.max_budget_usd,
                     sandbox: req.sandbox,
+                    protected: req.protected,
                 };
                 (claude::args(req.stage, req.model, options), claude::env())
             }
@@ -158,6 +189,7 @@ mod tests {
             task_title: "Write out-1.txt",
             max_budget_usd: None,
             sandbox: false,
+            protected: &[],
         }
     }
 
@@ -298,12 +330,14 @@ mod tests {
     }
 
     #[test]
-    fn budget_and_sandbox_reach_only_claude() {
+    fn budget_sandbox_and_protected_files_reach_only_claude() {
         for stage in Stage::ALL {
             for agent in [Agent::Codex, Agent::Program(PathBuf::from("/bin/a"))] {
+                let protected = [PathBuf::from("/p/SPEC.md")];
                 let mut capped = request(stage, Some("m"));
                 capped.max_budget_usd = Some(0.5);
                 capped.sandbox = true;
+                capped.protected = &protected;
                 assert_eq!(
                     agent.invocation(capped),
                     agent.invocation(request(stage, Some("m"))),

@@ -293,6 +293,9 @@ pub fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         check: None,
         allow_dirty: false,
         no_verify: true,
+        notify: None,
+        detach: false,
+        detached: false,
         state_root: layout.state_root.clone(),
         cwd: layout.repo.clone(),
         ..settings.clone()

@@ -7,8 +7,10 @@
 //! repository's preflight); SPEC.md present and valid (the first diagnostic); prompt overrides
 //! valid; the agent binary found and its version; the agent logged in (`claude auth status`;
 //! for Codex, what its configured provider needs: the OpenAI login through `codex login
-//! status`, an `env_key` variable, or nothing; no network needed); the state root writable;
-//! the run lock free, or its holder. A check that depends on a failed one is shown as
+//! status`, an `env_key` variable, or nothing; no network needed); the same two for
+//! `--review-agent` and `--fallback-agent` when given; with `--sandbox`, bubblewrap and socat
+//! for Claude Code's OS sandbox; the state root writable; the run lock free, or its holder. A
+//! check that depends on a failed one is shown as
 //! skipped with the reason, and does not count.
 //!
 //! Decisions a reader must know:
@@ -177,7 +179,18 @@ pub async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
         }
     }
     let top = repo.as_ref().map(|r| r.top().to_path_buf());
-    checks.extend(agent_checks(&settings.agent, top.as_deref().unwrap_or(cwd)).await);
+    for (role, agent) in agent_roles(settings) {
+        let mut found = agent_checks(&agent, top.as_deref().unwrap_or(cwd)).await;
+        if let Some(role) = role {
+            for check in &mut found {
+                check.name = format!("{role} {}", check.name);
+            }
+        }
+        checks.extend(found);
+    }
+    if settings.sandbox {
+        checks.push(sandbox_check(settings).for_agent());
+    }
     checks.push(state_root_check(&settings.state_root));
     checks.push(match &repo {
         Some(repo) => lock_check(repo),
@@ -383,6 +396,80 @@ fn templates_check(top: &Path) -> Check {
             &e,
             "fix the template, or delete it to use the built-in one",
         ),
+    }
+}
+
+/// The agents a run uses, each once, with the role that names its checks (`None`: the
+/// `--agent`, checked as `agent`).
+fn agent_roles(settings: &Settings) -> Vec<(Option<&'static str>, Agent)> {
+    let mut roles = vec![(None, settings.agent.clone())];
+    let review = settings.review_agent.as_ref();
+    let fallback = settings.fallback_agent.as_ref();
+    match (review, fallback) {
+        (Some(r), Some(f)) if r == f => roles.push((Some("review and fallback"), r.clone())),
+        _ => {
+            if let Some(r) = review {
+                roles.push((Some("review"), r.clone()));
+            }
+            if let Some(f) = fallback {
+                roles.push((Some("fallback"), f.clone()));
+            }
+        }
+    }
+    roles
+}
+
+/// `--sandbox`: Claude Code's OS sandbox needs bubblewrap (`bwrap`) and `socat` on Linux, and
+/// the CLI refuses to start the implement stage without them.
+fn sandbox_check(settings: &Settings) -> Check {
+    const NAME: &str = "sandbox";
+    let uses_claude = agent_roles(settings)
+        .iter()
+        .any(|(_, agent)| *agent == Agent::Claude);
+    if !uses_claude {
+        return Check::pass(
+            NAME,
+            "--sandbox applies to Claude Code only; no stage runs on it (Codex sandboxes itself)",
+        );
+    }
+    if !cfg!(target_os = "linux") {
+        return Check::pass(NAME, "Claude Code's sandbox needs nothing extra here");
+    }
+    let tools: Vec<(&str, Option<PathBuf>)> = ["bwrap", "socat"]
+        .into_iter()
+        .map(|tool| (tool, find_on_path(Path::new(tool))))
+        .collect();
+    let missing: Vec<&str> = tools
+        .iter()
+        .filter(|(_, found)| found.is_none())
+        .map(|(tool, _)| *tool)
+        .collect();
+    if missing.is_empty() {
+        let found: Vec<String> = tools
+            .iter()
+            .filter_map(|(tool, path)| {
+                path.as_ref()
+                    .map(|p| format!("`{tool}` (`{}`)", p.display()))
+            })
+            .collect();
+        Check::pass(
+            NAME,
+            format!("Claude Code's OS sandbox has {}", found.join(" and ")),
+        )
+    } else {
+        Check::fail(
+            NAME,
+            format!(
+                "--sandbox needs {} on PATH: Claude Code refuses to start the implement stage without {}",
+                missing
+                    .iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                if missing.len() == 1 { "it" } else { "them" }
+            ),
+            "install them (`apt-get install bubblewrap socat`), or leave --sandbox out",
+        )
     }
 }
 

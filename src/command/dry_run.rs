@@ -3,8 +3,10 @@
 //!
 //! It shows the repository, project id, branch, state folder, the git preflight (identity,
 //! signing, an operation in progress, `index.lock`, filter drivers: what would stop the run's
-//! commit), lock holder, task counts, the task it would select and why, the resume point, and for each stage that would run: the exact argv,
-//! the model, the tool policy and the prompt size; with `-v` the rendered prompts themselves.
+//! commit), lock holder, task counts, the task it would select and why, the resume point, and
+//! for each stage that would run: the exact argv, the model, the tool policy and the prompt
+//! size — for the stage's own agent and, with `--fallback-agent`, for the agent it would move
+//! to at a usage limit; with `-v` the rendered prompts themselves.
 //! The task, the resume point and every prompt come from the code a run uses (the workspace,
 //! `spec::select_with`, `resume::infer`, `StageInputs::gather`, the templates), so what it
 //! shows is what the run would do. The report is the command's output and goes to stdout;
@@ -12,10 +14,10 @@
 
 use std::fmt::Write as _;
 
-use crate::agent::InvocationRequest;
+use crate::agent::{Agent, InvocationRequest, StageAgent};
 use crate::command::status;
 use crate::error::Result;
-use crate::prompt::inputs::{StageInputs, model_for};
+use crate::prompt::inputs::{StageInputs, stage_agents};
 use crate::settings::Settings;
 use crate::spec;
 use crate::stage::Stage;
@@ -53,6 +55,16 @@ fn report_with_warnings(
             Err(e) => writeln!(out, "git:         ✗ {}: {e}", check.name),
         };
     }
+    if let Some(review) = &settings.review_agent {
+        let _ = writeln!(out, "review by:   {review}");
+    }
+    if let Some(fallback) = &settings.fallback_agent {
+        let _ = writeln!(
+            out,
+            "fallback:    {fallback}, for a stage whose agent hits a usage limit that resets later than {}",
+            crate::reporter::text::duration(settings.retry.fallback_after)
+        );
+    }
     out.push_str(&status::render_human(&status, width));
     let warnings = status.warnings.clone();
 
@@ -68,6 +80,29 @@ fn report_with_warnings(
         );
         return Ok((out, warnings));
     };
+    if settings.jobs > 1 || settings.review {
+        let together = crate::pipeline::schedule::pick(
+            &doc,
+            &[],
+            settings.jobs as usize,
+            &settings.select_options(),
+        );
+        let titles: Vec<String> = together
+            .iter()
+            .map(|s| format!("`{}`", doc.tasks()[s.task].title))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nwould run together (-j {}): {} — each in its own worktree on a branch kern/<task>{}",
+            settings.jobs,
+            titles.join(", "),
+            if settings.review {
+                ", its commit left there for review (--review)"
+            } else {
+                ", committed here one at a time"
+            }
+        );
+    }
     let task = &doc.tasks()[selection.task];
     let stages: Vec<Stage> = match &status.resume {
         None | Some(ResumePoint::Research) => Stage::ALL.to_vec(),
@@ -76,10 +111,11 @@ fn report_with_warnings(
         }
         Some(ResumePoint::Review(_) | ResumePoint::Commit(..)) => vec![Stage::Review],
     };
-    let implement_summary = match &status.resume {
-        Some(ResumePoint::Review(r) | ResumePoint::Commit(r, _)) => Some(r.summary.as_str()),
+    let implement = match &status.resume {
+        Some(ResumePoint::Review(r) | ResumePoint::Commit(r, _)) => Some(r),
         _ => None,
     };
+    let protected = crate::pipeline::protected_files(&ws);
     let line = format!(
         "\nwould take: {{title}} ({}:{}) — {}",
         ws.spec_display, task.line, selection.reason
@@ -104,33 +140,13 @@ fn report_with_warnings(
             selection.task,
             stage,
             status.start.as_ref(),
-            implement_summary,
+            implement,
         )?;
         let template = ws.templates.get(stage);
         let rendered = template.render(&inputs.prompt_inputs());
-        let model = model_for(settings, &ws.templates, stage);
-        let invocation = settings.agent.invocation(InvocationRequest {
-            stage,
-            model: model.as_deref(),
-            prompt: Vec::new(),
-            cwd: ws.repo.top(),
-            schema_path: &ws.state_dir.stage_schema(stage),
-            state_dir: &ws.state_dir.dir(),
-            task_title: &task.title,
-            max_budget_usd: None,
-            sandbox: false,
-        });
+        let agents = stage_agents(settings, &ws.templates, stage);
         let _ = writeln!(out, "\nstage {} {}:", stage.number(), stage.name());
         let _ = writeln!(out, "  tools:   {}", stage.tools().as_str());
-        let _ = writeln!(
-            out,
-            "  model:   {}",
-            match (&settings.agent, model.as_deref()) {
-                (crate::agent::Agent::Program(_), _) => "(program agents choose their own)",
-                (_, Some(m)) => m,
-                (_, None) => "(the agent's default)",
-            }
-        );
         let _ = writeln!(
             out,
             "  prompt:  {} bytes from {}",
@@ -140,25 +156,40 @@ fn report_with_warnings(
         for cut in &rendered.cuts {
             let _ = writeln!(out, "           {cut}");
         }
-        let argv: Vec<String> = std::iter::once(invocation.program.display().to_string())
-            .chain(
-                invocation
-                    .args
-                    .iter()
-                    .map(|a| crate::reporter::text::shell_quote(a)),
-            )
-            .collect();
-        let _ = writeln!(
-            out,
-            "  argv:    {} < {}",
-            argv.join(" "),
-            ws.state_dir.stage_prompt(stage).display()
+        let invocation = |on: &StageAgent| {
+            on.agent.invocation(InvocationRequest {
+                stage,
+                model: on.model.as_deref(),
+                prompt: Vec::new(),
+                cwd: ws.repo.top(),
+                schema_path: &ws.state_dir.stage_schema(stage),
+                state_dir: &ws.state_dir.dir(),
+                task_title: &task.title,
+                max_budget_usd: settings.max_cost,
+                sandbox: settings.sandbox,
+                protected: &protected,
+            })
+        };
+        let prompt_file = ws.state_dir.stage_prompt(stage);
+        agent_lines(
+            &mut out,
+            "  ",
+            &agents.primary,
+            &invocation(&agents.primary),
+            &prompt_file,
         );
-        for (k, v) in &invocation.env {
+        if let Some(fallback) = &agents.fallback {
             let _ = writeln!(
                 out,
-                "  env:     {k}={}",
-                crate::reporter::text::shell_quote(v)
+                "  at a far usage limit of {}, on {}:",
+                agents.primary.agent, fallback.agent
+            );
+            agent_lines(
+                &mut out,
+                "    ",
+                fallback,
+                &invocation(fallback),
+                &prompt_file,
             );
         }
         if settings.verbose > 0 {
@@ -170,4 +201,45 @@ fn report_with_warnings(
         }
     }
     Ok((out, warnings))
+}
+
+/// The agent, model, argv and environment of one agent running a stage.
+fn agent_lines(
+    out: &mut String,
+    indent: &str,
+    on: &StageAgent,
+    invocation: &crate::agent::Invocation,
+    prompt_file: &std::path::Path,
+) {
+    let _ = writeln!(out, "{indent}agent:   {}", on.agent);
+    let _ = writeln!(
+        out,
+        "{indent}model:   {}",
+        match (&on.agent, on.model.as_deref()) {
+            (Agent::Program(_), _) => "(program agents choose their own)",
+            (_, Some(m)) => m,
+            (_, None) => "(the agent's default)",
+        }
+    );
+    let argv: Vec<String> = std::iter::once(invocation.program.display().to_string())
+        .chain(
+            invocation
+                .args
+                .iter()
+                .map(|a| crate::reporter::text::shell_quote(a)),
+        )
+        .collect();
+    let _ = writeln!(
+        out,
+        "{indent}argv:    {} < {}",
+        argv.join(" "),
+        prompt_file.display()
+    );
+    for (k, v) in &invocation.env {
+        let _ = writeln!(
+            out,
+            "{indent}env:     {k}={}",
+            crate::reporter::text::shell_quote(v)
+        );
+    }
 }

@@ -3,8 +3,12 @@
 
 pub mod completions;
 pub mod demo;
+pub mod detach;
 pub mod doctor;
 pub mod dry_run;
 pub mod init;
+pub mod log;
+pub mod report;
+pub mod review;
 pub mod run;
 pub mod status;

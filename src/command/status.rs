@@ -77,14 +77,20 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
         }
         None => (None, None),
     };
-    let lock = RunLock::inspect(&ws.repo.run_lock_path()).map(|(record, live)| {
-        let mut v = serde_json::to_value(&record).unwrap_or(Value::Null);
+    let inspected = RunLock::inspect(&ws.repo.run_lock_path());
+    let lock = inspected.as_ref().map(|(record, live)| {
+        let mut v = serde_json::to_value(record).unwrap_or(Value::Null);
         if let Value::Object(map) = &mut v {
             map.insert("live".into(), json!(live));
         }
         v
     });
     let saved = ws.repo.refs_under(crate::repository::KERN_REFS)?.len();
+    // A live run: what it does now (task, stage, elapsed, last tool call, cost so far).
+    let running = inspected
+        .as_ref()
+        .filter(|(_, live)| *live)
+        .map(|(record, _)| crate::state::running::read(record, &ws.state_dir));
     let json = json!({
         "saved_refs": saved,
         "spec": ws.spec_display,
@@ -92,6 +98,7 @@ pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, St
         "next": next,
         "resume": resume.as_ref().map(ResumePoint::name),
         "lock": lock,
+        "running": running,
         "state_dir": ws.state_dir.dir().display().to_string(),
     });
     let mut warnings = warnings;
@@ -264,6 +271,77 @@ pub fn fit_title(line: &str, title: &str, width: Option<usize>) -> String {
 /// How many tasks held elsewhere the human summary lists one by one.
 const HELD_SHOWN: usize = 8;
 
+/// The running run's lines (empty when none runs): iteration, task, stage with its elapsed
+/// time and the agent's last tool call, cost so far.
+fn render_running(r: &Value) -> String {
+    use crate::reporter::text::{cost, duration};
+    use std::time::Duration;
+    if !r.is_object() {
+        return String::new();
+    }
+    let secs = |v: &Value| duration(Duration::from_secs(v.as_u64().unwrap_or(0)));
+    let mut out = format!("running:   pid {}, for {}", r["pid"], secs(&r["elapsed_s"]));
+    if let (Some(i), Some(n)) = (r["iteration"].as_u64(), r["iterations"].as_u64()) {
+        out.push_str(&format!(", iteration {i} of {n}"));
+    }
+    out.push('\n');
+    match r["tasks"].as_array().filter(|t| t.len() > 1) {
+        // Parallel tasks (`-j`): one line each.
+        Some(tasks) => {
+            for t in tasks {
+                out.push_str(&format!(
+                    "  task:    {}",
+                    crate::reporter::text::clean(t["task"].as_str().unwrap_or(""))
+                ));
+                if let Some(stage) = t["stage"].as_str() {
+                    out.push_str(&format!(" — {stage}, for {}", secs(&t["stage_elapsed_s"])));
+                    if let Some(tool) = t["last_tool"].as_str() {
+                        out.push_str(&format!(
+                            ", last tool call: {}",
+                            crate::reporter::text::clean(tool)
+                        ));
+                    }
+                }
+                out.push('\n');
+            }
+        }
+        None => {
+            if let Some(task) = r["task"].as_str() {
+                out.push_str(&format!(
+                    "  task:    {}\n",
+                    crate::reporter::text::clean(task)
+                ));
+            }
+            match r["stage"].as_str() {
+                Some(stage) => {
+                    out.push_str(&format!(
+                        "  stage:   {stage}, for {}",
+                        secs(&r["stage_elapsed_s"])
+                    ));
+                    if let Some(tool) = r["last_tool"].as_str() {
+                        out.push_str(&format!(
+                            " — last tool call: {}",
+                            crate::reporter::text::clean(tool)
+                        ));
+                    }
+                    out.push('\n');
+                }
+                None => out.push_str(&format!(
+                    "  doing:   {}\n",
+                    r["phase"].as_str().unwrap_or("?")
+                )),
+            }
+        }
+    }
+    let spent = cost(r["cost_usd"].as_f64().unwrap_or(0.0));
+    match r["max_cost_usd"].as_f64() {
+        Some(limit) => out.push_str(&format!("  cost:    {spent} so far, of {}\n", cost(limit))),
+        None => out.push_str(&format!("  cost:    {spent} so far\n")),
+    }
+    out.push_str("  follow:  kern log -f\n");
+    out
+}
+
 /// Renders the human summary; titles are cut to `width` columns when given.
 pub fn render_human(report: &StatusReport, width: Option<usize>) -> String {
     let j = &report.json;
@@ -383,6 +461,7 @@ pub fn render_human(report: &StatusReport, width: Option<usize>) -> String {
         )),
         None => out.push_str("lock:      free\n"),
     }
+    out.push_str(&render_running(&j["running"]));
     out.push_str(&format!(
         "state:     {}\n",
         j["state_dir"].as_str().unwrap_or("")

@@ -36,8 +36,8 @@ pub(super) struct Before {
     snapshot: Option<WorkTreeSnapshot>,
     refs: RefsSnapshot,
     git_files: GitFiles,
-    /// SPEC.md as the stage began.
-    pub doc: Document,
+    /// Where the log of SPEC.md changes that were not kern's stood as the stage began.
+    pub spec_mark: usize,
 }
 
 /// What the audit found and did.
@@ -55,7 +55,7 @@ pub(super) struct Findings {
 
 impl Run<'_> {
     /// Takes what the audit of `stage` compares against, right before its agent starts.
-    pub(super) fn before_stage(&self, stage: Stage, doc: Document) -> Result<Before> {
+    pub(super) fn before_stage(&self, stage: Stage) -> Result<Before> {
         let _timed = Timed::start("before_stage");
         let (snapshot, refs) = if stage.tools().is_read_only() {
             let snapshot = self.ws.repo.snapshot()?;
@@ -68,7 +68,7 @@ impl Run<'_> {
             snapshot,
             refs,
             git_files: self.ws.repo.git_files()?,
-            doc,
+            spec_mark: self.spec.mark(),
         })
     }
 
@@ -129,7 +129,7 @@ impl Run<'_> {
                         ),
                     )?;
                     self.ws.repo.restore_paths(&paths)?;
-                    let text = self.spec.last_text().to_string();
+                    let text = self.spec.last_text();
                     self.spec.restore(&text)?;
                     found
                         .reverted

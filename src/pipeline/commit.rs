@@ -6,42 +6,161 @@
 //! `commit.json` at its next iteration finishes the commit when HEAD is still where the
 //! journal says, and drops the journal when HEAD moved (the commit landed).
 //!
+//! A hook that refuses the commit leaves no trace of the try: the journal is dropped, the
+//! learnings put back, and the done marks kern set (the task's and its parents') are set back
+//! to `[~]`. A refused *message* (`commit-msg`, `prepare-commit-msg`) is the review's to fix:
+//! the review is asked for a new message only (`decide::after_refused_message`), the work kept
+//! as it is, and the commit tried again with it; no implement stage and no Attempt note unless
+//! the message is still refused after that. A `pre-commit` refusal that is left after the git
+//! layer re-staged a fixer's fixes is a failed attempt.
+//!
 //! The person's SPEC.md wins over the plan: the commit applies the state the file has now — a
 //! pending subtask the person added keeps the task open (it is taken next), a task the person
 //! set to `[!]`, `[ ]` or `[x]` is not committed (its work is set aside). Changes of SPEC.md
 //! kern did not make are named in the commit message, never committed silently as kern's.
 //! Nothing to commit (a gitignored SPEC.md, a task that needed no change) ends the task
-//! cleanly, without a commit.
+//! cleanly, without a commit. A formatter the hooks run over SPEC.md (lint-staged running
+//! prettier) is the person's tooling: its result is committed, and kern's next edits apply to
+//! the formatted text (every write re-reads the file).
 
 use crate::error::{Error, Result};
-use crate::pipeline::decide::{self, Attempts};
+use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
 use crate::pipeline::iteration::TaskNow;
 use crate::pipeline::{Run, TaskRun};
+use crate::prompt::inputs::RefusedMessage;
 use crate::reporter::text;
 use crate::repository::CommitRequest;
-use crate::spec::TaskState;
+use crate::spec::{Edit, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent};
 
+/// How one try of kern's commit ended.
+enum Tried {
+    /// The iteration ends so (committed, nothing to commit, or the person took the task).
+    Ended(IterationEnd),
+    /// The `pre-commit` hook refused; the try left no trace.
+    HookFailed { hook: String, output: String },
+    /// A message hook refused `message`; the try left no trace.
+    MessageRefused {
+        hook: String,
+        output: String,
+        message: String,
+    },
+}
+
 impl Run<'_> {
-    /// COMMIT: mark the task done, append the learnings, commit — journaled.
+    /// COMMIT, one try: mark the task done, append the learnings, commit — journaled. A hook's
+    /// refusal, of the message too, is a failed attempt: the path of a caller that cannot ask
+    /// the review again: the integration of a parallel task, which must not hold every other
+    /// task's agent still while a review runs (the task's next attempt reads the hook's
+    /// output). The loop uses [`Run::commit_asking_review`].
     pub(super) fn commit(
         &mut self,
         it: &mut TaskRun,
         implement: &ImplementReport,
         review: &ReviewReport,
     ) -> Result<IterationEnd> {
+        match self.try_commit(it, implement, review)? {
+            Tried::Ended(end) => Ok(end),
+            Tried::HookFailed { hook, output } | Tried::MessageRefused { hook, output, .. } => {
+                self.refused(it, &hook, &output)
+            }
+        }
+    }
+
+    /// COMMIT as [`Run::commit`], but a refused message goes back to the review for a new one
+    /// (see the module docs).
+    pub(super) async fn commit_asking_review(
+        &mut self,
+        it: &mut TaskRun,
+        implement: &ImplementReport,
+        review: ReviewReport,
+    ) -> Result<IterationEnd> {
+        let mut review = review;
+        let mut refusals = 0u32;
+        loop {
+            let (hook, output, message) = match self.try_commit(it, implement, &review)? {
+                Tried::Ended(end) => return Ok(end),
+                Tried::HookFailed { hook, output } => return self.refused(it, &hook, &output),
+                Tried::MessageRefused {
+                    hook,
+                    output,
+                    message,
+                } => (hook, output, message),
+            };
+            refusals += 1;
+            let attempts = self.attempts(it)?;
+            if let Next::End(decision) = decide::after_refused_message(
+                &hook,
+                &output,
+                refusals,
+                &attempts,
+                self.settings.max_attempts,
+            ) {
+                return self.end_task(it, decision);
+            }
+            self.reporter.warn(&format!(
+                "the `{hook}` hook refused the message `{}` — asking the review for a new message ({refusals} of {MESSAGE_REQUESTS}); the work stays as it is",
+                message.lines().next().unwrap_or("")
+            ));
+            if let Some(end) = self.still_ours(it)? {
+                return Ok(end);
+            }
+            let refused = RefusedMessage {
+                hook,
+                output,
+                message,
+                request: refusals,
+                requests: MESSAGE_REQUESTS,
+            };
+            let run = self
+                .stage_with::<ReviewReport>(it, Some(implement), Some(&refused))
+                .await?;
+            let attempts = self.attempts(it)?;
+            match decide::after_message_review(
+                run.outcome,
+                &review,
+                &attempts,
+                self.settings.max_attempts,
+            ) {
+                Next::End(decision) => return self.end_task(it, decision),
+                Next::Go(report) => review = report,
+            }
+        }
+    }
+
+    /// A hook refused the commit for good: a failed attempt with its output.
+    fn refused(&mut self, it: &mut TaskRun, hook: &str, output: &str) -> Result<IterationEnd> {
+        let attempts = self.attempts(it)?;
+        let decision =
+            decide::after_refused_commit(hook, output, &attempts, self.settings.max_attempts);
+        self.end_task(it, decision)
+    }
+
+    /// One try of the commit with `review`'s message. A hook's refusal is undone here: the
+    /// journal dropped, the learnings put back, kern's done marks set back to `[~]`.
+    fn try_commit(
+        &mut self,
+        it: &mut TaskRun,
+        implement: &ImplementReport,
+        review: &ReviewReport,
+    ) -> Result<Tried> {
         self.lock.set_phase(Phase::Committing)?;
         let doc = self.spec.reload()?;
-        let edits = doc
+        let mut edits = doc
             .find(&it.identity)
             .map(|t| decide::commit_edits(&doc, t))
             .unwrap_or_default();
+        if let Some(branch) = self.review_branch()
+            && !edits.is_empty()
+        {
+            edits.push(Edit::AddReview(branch));
+        }
         match self.task_now(it, &edits)? {
             TaskNow::Ours => {}
-            other => return self.follow_person(it, &other),
+            other => return self.follow_person(it, &other).map(Tried::Ended),
         }
         let message = decide::commit_message(review, &it.title, &it.hand_edits);
         let pending = PendingCommit {
@@ -57,7 +176,9 @@ impl Run<'_> {
                 it.title
             ));
         }
+        let before = self.spec.reload()?;
         self.edit_task(it, &edits)?;
+        let marked = decide::completed_parents(&before, &self.spec.reload()?, &it.identity);
         let learned: Vec<String> = implement
             .learnings
             .iter()
@@ -65,6 +186,7 @@ impl Run<'_> {
             .cloned()
             .collect();
         let date = chrono::Local::now().format("%Y-%m-%d").to_string();
+        let learnings_existed = self.ws.learnings_path.exists();
         let learnings_before =
             crate::learnings::append(&self.ws.learnings_path, &date, &it.title, &learned)?;
         match self.make_commit(it, &message) {
@@ -72,44 +194,82 @@ impl Run<'_> {
                 journal::remove(&self.ws.state_dir.pending_commit());
                 journal::remove(&self.ws.state_dir.task_start());
                 self.last_failed = false;
-                Ok(end)
+                Ok(Tried::Ended(end))
             }
-            Err(
-                Error::HookFailed { hook, output } | Error::CommitMessageRefused { hook, output },
-            ) => {
+            Err(e @ (Error::HookFailed { .. } | Error::CommitMessageRefused { .. })) => {
                 journal::remove(&self.ws.state_dir.pending_commit());
-                if let Some(before) = learnings_before {
-                    crate::atomic_file::write(&self.ws.learnings_path, before.as_bytes())?;
+                let path = &self.ws.learnings_path;
+                match learnings_before {
+                    Some(_) if !learnings_existed => match std::fs::remove_file(path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(Error::io(path, e));
+                        }
+                        _ => {}
+                    },
+                    Some(before) => crate::atomic_file::write(path, before.as_bytes())?,
+                    None => {}
                 }
-                let doc = self.spec.reload()?;
-                let attempts = doc
-                    .find(&it.identity)
-                    .map(|t| Attempts::of(&doc.tasks()[t]))
-                    .unwrap_or_default();
-                let decision = decide::after_refused_commit(
-                    &hook,
-                    &output,
-                    &attempts,
-                    self.settings.max_attempts,
-                );
-                self.end_task(it, decision)
+                self.reopen(it, &marked)?;
+                Ok(match e {
+                    Error::CommitMessageRefused { hook, output } => Tried::MessageRefused {
+                        hook,
+                        output,
+                        message,
+                    },
+                    Error::HookFailed { hook, output } => Tried::HookFailed { hook, output },
+                    other => return Err(other),
+                })
             }
             Err(e) => Err(e),
         }
     }
 
+    /// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then
+    /// `parents` (those kern marked, nearest first) — each only while it is still done.
+    fn reopen(&mut self, it: &mut TaskRun, parents: &[TaskIdentity]) -> Result<()> {
+        let reopen = [Edit::SetState(TaskState::InProgress)];
+        let doc = self.spec.reload()?;
+        if doc
+            .find(&it.identity)
+            .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
+        {
+            self.edit_task(it, &reopen)?;
+        }
+        for parent in parents {
+            let doc = self.spec.reload()?;
+            if doc
+                .find(parent)
+                .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
+            {
+                self.edit(parent, &reopen)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Commits the work tree as it is, with `message`; logs and reports the commit.
     fn make_commit(&mut self, it: &TaskRun, message: &str) -> Result<IterationEnd> {
         let reporter = self.reporter;
+        // A parallel task's worktree holds copies of SPEC.md and LEARNINGS.md: nobody's work.
+        let mut exclude = it.start.excluded.clone();
+        exclude.extend(self.ws.copies.iter().cloned());
         let outcome = self.ws.repo.commit(&CommitRequest {
             message,
-            exclude: &it.start.excluded,
+            exclude: &exclude,
             no_verify: self.settings.no_verify,
             notify: Some(&|text: &str| reporter.warn(text)),
         })?;
         for note in &outcome.notes {
             self.reporter.info(note);
         }
+        let mut outcome = outcome;
+        outcome.left_out.retain(|l| {
+            !self
+                .ws
+                .copies
+                .iter()
+                .any(|c| std::path::Path::new(&l.path) == c)
+        });
         for left in &outcome.left_out {
             self.reporter.warn(&format!(
                 "left out of the commit: `{}` ({})",
@@ -146,13 +306,24 @@ impl Run<'_> {
             "committed {short} {}",
             message.lines().next().unwrap_or("")
         ));
-        self.summary.committed.push((it.title.clone(), short));
+        let review_branch = self.review_branch();
+        match &review_branch {
+            Some(branch) => self.summary.review.push((it.title.clone(), branch.clone())),
+            None => self.summary.committed.push((it.title.clone(), short)),
+        }
         self.log.event(RunEvent::Commit {
             task: it.title.clone(),
             sha,
+            subject: message.lines().next().unwrap_or("").to_string(),
             left_out,
+            review_branch,
         });
         Ok(IterationEnd::Committed)
+    }
+
+    /// `--review`: the task branch this run's commit goes to.
+    fn review_branch(&self) -> Option<String> {
+        self.job.as_ref().and_then(|j| j.review_branch.clone())
     }
 
     /// Remembers the changed files a commit left out (secrets, too large): they stay in the
@@ -198,7 +369,7 @@ impl Run<'_> {
                 check: None,
             });
         let doc = self.spec.reload()?;
-        let it = TaskRun {
+        let mut it = TaskRun {
             title: pending.title.clone(),
             identity: pending.identity.clone(),
             line: 0,
@@ -211,7 +382,26 @@ impl Run<'_> {
         {
             self.edit(&it.identity, &decide::commit_edits(&doc, task))?;
         }
-        self.make_commit(&it, &pending.message)?;
+        // Whether the dead run marked them or this one did, the done parents are kern's.
+        let marked = decide::completed_parents(
+            &crate::spec::Document::parse(""),
+            &self.spec.reload()?,
+            &it.identity,
+        );
+        match self.make_commit(&it, &pending.message) {
+            Ok(_) => {}
+            Err(Error::HookFailed { hook, .. } | Error::CommitMessageRefused { hook, .. }) => {
+                // The task goes on from its stage files: a refused message back to the review.
+                journal::remove(&path);
+                self.reopen(&mut it, &marked)?;
+                self.reporter.warn(&format!(
+                    "the `{hook}` hook refused that commit: `{}` is in progress again and goes on from its review",
+                    pending.title
+                ));
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
         journal::remove(&path);
         journal::remove(&self.ws.state_dir.task_start());
         self.ws.state_dir.clear_iteration_files()?;

@@ -10,12 +10,28 @@
 //! - A failure's note becomes an `Attempt N` note; blocking adds a `Blocked` note in the same
 //!   write, so SPEC.md never shows a blocked task without its reason.
 //! - A skip puts the task back to `[ ]` with a `Skipped` note; selection takes skipped tasks
-//!   last.
+//!   last. A research skip that waits on a person (`skip_kind: needs_person`) blocks the task
+//!   `[!]` instead, with a Blocked note that asks the question, so that it is not researched
+//!   again every night.
+//! - kern, not the agent, decides "done": an implement SUCCESS that changed no file is a failed
+//!   attempt unless the report says in `no_change_reason` why nothing had to change; then the
+//!   review, told that the diff is empty, must answer COMMIT for the task to be done.
+//! - `--pace`: once an agent reports a subscription usage window at or above the threshold
+//!   (one that has not reset yet), the run takes no new task — or, with a fallback agent, the
+//!   next stages go to the fallback until the window resets.
+//! - A commit message a hook refuses is the review's to fix, not implement's: the review is
+//!   asked for a new message [`MESSAGE_REQUESTS`] times, the work kept as it is; only a
+//!   message still refused after that is a failed attempt.
 
+use crate::agent::stream::RateLimit;
 use crate::pipeline::check::CheckResult;
-use crate::spec::{Document, Edit, NoteKind, Task, TaskState};
+use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
+use crate::stage::report::SkipKind;
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
 use crate::state::run_log::IterationEnd;
+
+/// How many times kern asks the review for a new message after a hook refused one.
+pub const MESSAGE_REQUESTS: u32 = 2;
 
 /// What a stage's result means: go on with `T` (what the next steps need), or end here.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +73,12 @@ pub enum TaskOutcome {
         /// The note.
         note: String,
     },
+    /// Research found that the task waits on a person (a decision, credentials, an account, a
+    /// manual step): blocked `[!]` with the question, without counting as a failed attempt.
+    NeedsPerson {
+        /// What the person must answer or do.
+        question: String,
+    },
     /// A failed attempt that blocked the task.
     Blocked {
         /// Its number.
@@ -92,8 +114,12 @@ impl Attempts {
     }
 }
 
+/// The note of an implement SUCCESS that changed nothing and gave no reason.
+pub const CHANGED_NOTHING: &str = "implement reported SUCCESS but changed nothing: no file differs from the commit the task started from, and the report gave no `no_change_reason` — make the change, or say in `no_change_reason` why none is needed";
+
 /// Research finished: its notes go in and the task (with its parents) is in progress — `Go`
-/// carries those edits; a skip reason skips it; no usable report is a failed attempt.
+/// carries those edits; a skip reason skips it, or blocks it when it waits on a person; no
+/// usable report is a failed attempt.
 pub fn after_research(
     outcome: Result<ResearchReport, String>,
     attempts: &Attempts,
@@ -104,6 +130,9 @@ pub fn after_research(
         Err(note) => return Next::End(failed_attempt(attempts, &note, max_attempts)),
     };
     if let Some(reason) = report.skip_reason.filter(|r| !r.trim().is_empty()) {
+        if report.skip_kind == Some(SkipKind::NeedsPerson) {
+            return Next::End(needs_person(reason.trim()));
+        }
         return Next::End(skip(format!("research: {reason}")));
     }
     let notes = if report.notes.is_empty() {
@@ -118,10 +147,14 @@ pub fn after_research(
     ])
 }
 
-/// Implement finished: SUCCESS goes on with the report; DECOMPOSED inserts the subtasks;
-/// SKIPPED skips; FAILED (or no usable report) is a failed attempt.
+/// Implement finished: SUCCESS goes on with the report — when `tree_changed` (a file differs
+/// from the task's start, kern's own files and `--allow-dirty` paths aside), or when the
+/// report gives a `no_change_reason`; a SUCCESS that changed nothing without a reason is a
+/// failed attempt ([`CHANGED_NOTHING`]). DECOMPOSED inserts the subtasks; SKIPPED skips;
+/// FAILED (or no usable report) is a failed attempt.
 pub fn after_implement(
     outcome: Result<ImplementReport, String>,
+    tree_changed: bool,
     attempts: &Attempts,
     max_attempts: u32,
 ) -> Next<ImplementReport> {
@@ -133,7 +166,17 @@ pub fn after_implement(
         note.filter(|s| !s.trim().is_empty()).unwrap_or(summary)
     };
     match report.status {
-        ImplementStatus::Success => Next::Go(report),
+        ImplementStatus::Success => {
+            let has_reason = report
+                .no_change_reason
+                .as_deref()
+                .is_some_and(|r| !r.trim().is_empty());
+            if tree_changed || has_reason {
+                Next::Go(report)
+            } else {
+                Next::End(failed_attempt(attempts, CHANGED_NOTHING, max_attempts))
+            }
+        }
         ImplementStatus::Decomposed => {
             let subtasks: Vec<String> = report
                 .subtasks
@@ -200,14 +243,87 @@ pub fn after_refused_commit(
     attempts: &Attempts,
     max_attempts: u32,
 ) -> Decision {
-    let tail: Vec<&str> = output.lines().rev().take(20).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    let note = format!("the `{hook}` hook refused the commit:\n{}", tail.join("\n"));
+    let note = format!("the `{hook}` hook refused the commit:\n{}", tail(output));
     let mut decision = failed_attempt(attempts, &note, max_attempts);
     decision
         .edits
         .insert(0, Edit::SetState(TaskState::InProgress));
     decision
+}
+
+/// A hook refused kern's commit message for the `refusals`-th time in a row for this work:
+/// `Go` asks the review for a new message (the work stays as it is); after
+/// [`MESSAGE_REQUESTS`] new messages were refused too, a failed attempt with the hook's
+/// last output.
+pub fn after_refused_message(
+    hook: &str,
+    output: &str,
+    refusals: u32,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<()> {
+    if refusals <= MESSAGE_REQUESTS {
+        return Next::Go(());
+    }
+    let note = format!(
+        "the `{hook}` hook refused the commit message {refusals} times (kern asked the review for a new one {MESSAGE_REQUESTS} times); its last output:\n{}",
+        tail(output)
+    );
+    let mut decision = failed_attempt(attempts, &note, max_attempts);
+    decision
+        .edits
+        .insert(0, Edit::SetState(TaskState::InProgress));
+    Next::End(decision)
+}
+
+/// The review answered a request for a new message: COMMIT goes on with its message (the
+/// first review's learnings kept when it gives none); anything else ends as a review does.
+pub fn after_message_review(
+    outcome: Result<ReviewReport, String>,
+    first: &ReviewReport,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<ReviewReport> {
+    match after_review(outcome, attempts, max_attempts) {
+        Next::Go(mut report) => {
+            if report.learnings.is_empty() {
+                report.learnings.clone_from(&first.learnings);
+            }
+            Next::Go(report)
+        }
+        end => end,
+    }
+}
+
+/// The ancestors of `task` that kern's commit edits marked done: the done ones in `after` (the
+/// file with the edits) nearest first, up to the first that is not, less those done in
+/// `before` already. A refused commit sets them back.
+pub fn completed_parents(
+    before: &Document,
+    after: &Document,
+    task: &TaskIdentity,
+) -> Vec<TaskIdentity> {
+    let Some(index) = after.find(task) else {
+        return Vec::new();
+    };
+    let done_before = |id: &TaskIdentity| {
+        before
+            .find(id)
+            .is_some_and(|t| before.tasks()[t].state == TaskState::Done)
+    };
+    after
+        .ancestors(index)
+        .into_iter()
+        .take_while(|&a| after.tasks()[a].state == TaskState::Done)
+        .map(|a| after.identity(a))
+        .filter(|id| !done_before(id))
+        .collect()
+}
+
+/// The last 20 lines of a hook's output.
+fn tail(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().rev().take(20).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
 /// A failed attempt: an Attempt note, and the block when the attempts are exhausted.
@@ -299,6 +415,94 @@ pub fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
         Vec::new()
     } else {
         vec![Edit::SetState(TaskState::Done), Edit::CompleteParents]
+    }
+}
+
+/// What `--pace` says after an iteration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pace {
+    /// Take no new task: the run ends cleanly, saying why.
+    Stop(String),
+    /// Leave `agent` alone until `until` (epoch seconds, when its window resets): the next
+    /// stages run on the fallback agent, as after a usage limit. The text says so.
+    HandOver {
+        /// The agent whose window is used past the pace.
+        agent: String,
+        /// When its window resets.
+        until: i64,
+        /// What the person reads.
+        message: String,
+    },
+}
+
+/// `--pace`: what to do when the latest subscription usage an agent reported (`latest`: its
+/// name and state) has a window at or above `threshold` (a fraction of one) that has not reset
+/// by `now` (epoch seconds); `None` to go on. The window most used counts: the limiting one,
+/// or any of `unifiedWindows`. With a `fallback` agent other than that one, and a known reset,
+/// the next stages move to the fallback until the reset ([`Pace::HandOver`]); else the run
+/// takes no new task ([`Pace::Stop`]).
+pub fn pace(
+    threshold: Option<f64>,
+    latest: Option<&(String, RateLimit)>,
+    fallback: Option<&str>,
+    now: i64,
+) -> Option<Pace> {
+    let threshold = threshold?;
+    let (agent, limit) = latest?;
+    let windows = limit
+        .windows
+        .iter()
+        .map(|w| (w.name.as_str(), w.utilization, w.resets_at))
+        .chain(
+            limit
+                .utilization
+                .map(|u| (limit.kind.as_deref().unwrap_or("usage"), u, limit.resets_at)),
+        );
+    let (name, used, resets_at) = windows
+        .filter(|(_, used, resets_at)| *used >= threshold && resets_at.is_none_or(|at| at > now))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let resets = match resets_at {
+        Some(at) => format!(
+            ", resets in {}",
+            crate::reporter::text::duration(std::time::Duration::from_secs(
+                at.saturating_sub(now).unsigned_abs()
+            ))
+        ),
+        None => String::new(),
+    };
+    let used = format!(
+        "--pace: {agent}'s {} window is {}% used{resets} (the pace is {}%)",
+        name.replace('_', "-"),
+        (used * 100.0).round(),
+        (threshold * 100.0).round()
+    );
+    match (fallback.filter(|f| *f != agent), resets_at) {
+        (Some(fallback), Some(until)) => Some(Pace::HandOver {
+            agent: agent.clone(),
+            until,
+            message: format!("{used} — the next stages run on {fallback} until then"),
+        }),
+        _ => Some(Pace::Stop(format!(
+            "{used} — no new task taken; run kern again later, or raise --pace"
+        ))),
+    }
+}
+
+/// A task that waits on a person: blocked, its parents too when it leaves them stuck, with a
+/// Blocked note that asks the question.
+fn needs_person(question: &str) -> Decision {
+    Decision {
+        edits: vec![
+            Edit::SetState(TaskState::Blocked),
+            Edit::AddBlocked(format!(
+                "needs you: {question} — answer in the task's text (or do it), then set it back to [ ]"
+            )),
+            Edit::BlockParents,
+        ],
+        end: IterationEnd::Progressed,
+        outcome: TaskOutcome::NeedsPerson {
+            question: question.to_string(),
+        },
     }
 }
 
@@ -457,11 +661,213 @@ mod tests {
         ];
         for (report, want) in table {
             assert_eq!(
-                after_implement(Ok(report.clone()), &none, 3),
+                after_implement(Ok(report.clone()), true, &none, 3),
                 want,
                 "{report:?}"
             );
         }
+    }
+
+    #[test]
+    fn kern_decides_done_from_the_work_tree() {
+        let none = Attempts::default();
+        let success = implement(ImplementStatus::Success, None, &[]);
+        let reason = |r: &str| ImplementReport {
+            no_change_reason: Some(r.into()),
+            ..success.clone()
+        };
+        // (report, tree changed, decision)
+        let table: Vec<(ImplementReport, bool, Next<ImplementReport>)> = vec![
+            (success.clone(), true, Next::Go(success.clone())),
+            (
+                success.clone(),
+                false,
+                Next::End(Decision {
+                    edits: vec![Edit::AddAttempt(CHANGED_NOTHING.into())],
+                    end: IterationEnd::Progressed,
+                    outcome: TaskOutcome::Failed {
+                        attempt: 1,
+                        note: CHANGED_NOTHING.into(),
+                    },
+                }),
+            ),
+            (
+                reason("already done in src/a.rs:3"),
+                false,
+                Next::Go(reason("already done in src/a.rs:3")),
+            ),
+            (
+                reason(" \n"),
+                false,
+                Next::End(failed_attempt(&none, CHANGED_NOTHING, 3)),
+            ),
+            (reason("moot"), true, Next::Go(reason("moot"))),
+            // Only SUCCESS is judged by the tree.
+            (
+                implement(ImplementStatus::Failed, Some("tests fail"), &[]),
+                false,
+                Next::End(failed_attempt(&none, "tests fail", 3)),
+            ),
+            (
+                implement(ImplementStatus::Skipped, Some("obsolete"), &[]),
+                false,
+                Next::End(skip("obsolete".into())),
+            ),
+        ];
+        for (report, changed, want) in table {
+            assert_eq!(
+                after_implement(Ok(report.clone()), changed, &none, 3),
+                want,
+                "{report:?} changed={changed}"
+            );
+        }
+        // It counts toward blocking like any failed attempt.
+        let two = attempts(&[CHANGED_NOTHING, CHANGED_NOTHING]);
+        assert!(matches!(
+            after_implement(Ok(success), false, &two, 3),
+            Next::End(Decision {
+                outcome: TaskOutcome::Blocked { attempt: 3, .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_task_that_waits_on_a_person_is_blocked_with_the_question() {
+        let none = Attempts::default();
+        let report = |kind: Option<SkipKind>, reason: Option<&str>| ResearchReport {
+            notes: vec!["read the code".into()],
+            skip_reason: reason.map(str::to_string),
+            skip_kind: kind,
+        };
+        let question = "Which database should it use, Postgres or SQLite?";
+        let table = [
+            (
+                report(Some(SkipKind::NeedsPerson), Some(&format!(" {question} "))),
+                Next::End(Decision {
+                    edits: vec![
+                        Edit::SetState(TaskState::Blocked),
+                        Edit::AddBlocked(format!(
+                            "needs you: {question} — answer in the task's text (or do it), then set it back to [ ]"
+                        )),
+                        Edit::BlockParents,
+                    ],
+                    end: IterationEnd::Progressed,
+                    outcome: TaskOutcome::NeedsPerson {
+                        question: question.into(),
+                    },
+                }),
+            ),
+            (
+                report(None, Some("already done")),
+                Next::End(skip("research: already done".into())),
+            ),
+            // A kind without a reason is no skip.
+            (
+                report(Some(SkipKind::NeedsPerson), Some("  ")),
+                Next::Go(vec![
+                    Edit::AddResearch(vec!["read the code".into()]),
+                    Edit::SetState(TaskState::InProgress),
+                    Edit::StartParents,
+                ]),
+            ),
+        ];
+        for (report, want) in table {
+            assert_eq!(
+                after_research(Ok(report.clone()), &none, 3),
+                want,
+                "{report:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn pace_stops_at_a_window_used_past_the_threshold() {
+        use crate::agent::stream::RateLimitWindow;
+        let now = 1_000_000;
+        let limit = |used: Option<f64>, windows: Vec<RateLimitWindow>| {
+            (
+                "claude".to_string(),
+                RateLimit {
+                    status: "allowed_warning".into(),
+                    kind: Some("five_hour".into()),
+                    utilization: used,
+                    resets_at: Some(now + 7200),
+                    windows,
+                },
+            )
+        };
+        let window = |name: &str, used: f64, resets_in: i64| RateLimitWindow {
+            name: name.into(),
+            utilization: used,
+            resets_at: Some(now + resets_in),
+        };
+        type Case<'a> = (Option<f64>, Option<(String, RateLimit)>, Option<&'a str>);
+        let table: Vec<Case> = vec![
+            (None, Some(limit(Some(0.99), vec![])), None),
+            (Some(0.9), None, None),
+            (Some(0.9), Some(limit(Some(0.89), vec![])), None),
+            (
+                Some(0.9),
+                Some(limit(Some(0.9), vec![])),
+                Some(
+                    "--pace: claude's five-hour window is 90% used, resets in 2h (the pace is 90%) — no new task taken; run kern again later, or raise --pace",
+                ),
+            ),
+            (
+                Some(0.8),
+                Some(limit(
+                    Some(0.5),
+                    vec![
+                        window("five_hour", 0.5, 7200),
+                        window("seven_day", 0.85, 86_400),
+                    ],
+                )),
+                Some(
+                    "--pace: claude's seven-day window is 85% used, resets in 24h (the pace is 80%) — no new task taken; run kern again later, or raise --pace",
+                ),
+            ),
+            // A window that has reset no longer counts.
+            (
+                Some(0.8),
+                Some(limit(None, vec![window("five_hour", 0.95, -5)])),
+                None,
+            ),
+            (Some(0.8), Some(limit(None, vec![])), None),
+        ];
+        for (threshold, latest, want) in table {
+            assert_eq!(
+                pace(threshold, latest.as_ref(), None, now),
+                want.map(|w| Pace::Stop(w.to_string())),
+                "{threshold:?} {latest:?}"
+            );
+        }
+        // With a fallback agent, the paced agent is left alone until its window resets.
+        let over = limit(Some(0.93), vec![]);
+        assert_eq!(
+            pace(Some(0.9), Some(&over), Some("codex"), now),
+            Some(Pace::HandOver {
+                agent: "claude".into(),
+                until: now + 7200,
+                message: "--pace: claude's five-hour window is 93% used, resets in 2h (the pace is 90%) — the next stages run on codex until then".into(),
+            })
+        );
+        // A fallback that is the paced agent itself, or a window without a reset time: stop.
+        assert!(matches!(
+            pace(Some(0.9), Some(&over), Some("claude"), now),
+            Some(Pace::Stop(_))
+        ));
+        let no_reset = (
+            "claude".to_string(),
+            RateLimit {
+                resets_at: None,
+                ..over.1.clone()
+            },
+        );
+        assert!(matches!(
+            pace(Some(0.9), Some(&no_reset), Some("codex"), now),
+            Some(Pace::Stop(_))
+        ));
     }
 
     #[test]
@@ -564,6 +970,101 @@ mod tests {
             "{note}"
         );
         assert!(note.ends_with("line 25"), "{note}");
+    }
+
+    #[test]
+    fn a_refused_message_goes_back_to_the_review_twice_then_is_an_attempt() {
+        let none = Attempts::default();
+        let output: String = (1..=25).map(|i| format!("line {i}\n")).collect();
+        for refusals in [1, 2] {
+            assert_eq!(
+                after_refused_message("commit-msg", &output, refusals, &none, 3),
+                Next::Go(()),
+                "{refusals}"
+            );
+        }
+        let note = "the `commit-msg` hook refused the commit message 3 times (kern asked the review for a new one 2 times); its last output:\n".to_string()
+            + &(6..=25).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n");
+        let mut want = failed_attempt(&none, &note, 3);
+        want.edits.insert(0, Edit::SetState(TaskState::InProgress));
+        assert_eq!(
+            after_refused_message("commit-msg", &output, 3, &none, 3),
+            Next::End(want)
+        );
+        // The refusal counts like any failure: the sixth blocks.
+        let five = attempts(&["a", "b", "c", "d", "e"]);
+        assert!(matches!(
+            after_refused_message("commit-msg", "x", 3, &five, 3),
+            Next::End(Decision {
+                outcome: TaskOutcome::Blocked { attempt: 6, .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_new_message_keeps_the_first_reviews_learnings_unless_it_has_its_own() {
+        let none = Attempts::default();
+        let mut first = review(Verdict::Commit, None);
+        first.learnings = vec!["the first review's".into()];
+        let mut again = review(Verdict::Commit, None);
+        again.subject = "feat: add the parser".into();
+        let mut want = again.clone();
+        want.learnings = vec!["the first review's".into()];
+        assert_eq!(
+            after_message_review(Ok(again.clone()), &first, &none, 3),
+            Next::Go(want)
+        );
+        again.learnings = vec!["its own".into()];
+        assert_eq!(
+            after_message_review(Ok(again.clone()), &first, &none, 3),
+            Next::Go(again)
+        );
+        let reject = review(Verdict::Reject, Some("the test is missing"));
+        assert_eq!(
+            after_message_review(Ok(reject.clone()), &first, &none, 3),
+            after_review(Ok(reject), &none, 3)
+        );
+        assert_eq!(
+            after_message_review(Err("no usable result".into()), &first, &none, 3),
+            Next::End(failed_attempt(&none, "no usable result", 3))
+        );
+    }
+
+    #[test]
+    fn the_parents_a_commit_marked_done_are_the_ones_it_sets_back() {
+        let title = |doc: &Document, ids: Vec<TaskIdentity>| -> Vec<String> {
+            ids.iter()
+                .map(|id| doc.tasks()[doc.find(id).unwrap()].title.clone())
+                .collect()
+        };
+        let table: Vec<(&str, &str, &str, Vec<&str>)> = vec![
+            (
+                "the whole chain",
+                "- [~] a\n  - [~] b\n    - [~] c\n",
+                "- [x] a\n  - [x] b\n    - [x] c\n",
+                vec!["b", "a"],
+            ),
+            (
+                "up to the first open one",
+                "- [~] a\n  - [~] b\n    - [~] c\n  - [ ] d\n",
+                "- [~] a\n  - [x] b\n    - [x] c\n  - [ ] d\n",
+                vec!["b"],
+            ),
+            (
+                "not one that was done before",
+                "- [x] a\n  - [~] b\n    - [~] c\n",
+                "- [x] a\n  - [x] b\n    - [x] c\n",
+                vec!["b"],
+            ),
+            ("a task without parents", "- [~] c\n", "- [x] c\n", vec![]),
+        ];
+        for (name, before, after, want) in table {
+            let (before, after) = (Document::parse(before), Document::parse(after));
+            let task = after.tasks().iter().position(|t| t.title == "c").unwrap();
+            let got = completed_parents(&before, &after, &after.identity(task));
+            assert_eq!(title(&after, got), want, "{name}");
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   kept in `edits.json` for the next run, and the run stops (exit 2); a task that is gone or
 //!   renamed is followed (never resurrected); a task whose marker the person changed keeps the
 //!   person's marker. In the last two cases the task's work is set aside.
+//! - kern judges an implement SUCCESS by the work: a task whose files are as they were at its
+//!   start needs the report's `no_change_reason` and the review's COMMIT (`decide`).
 //! - A task that ends without a commit for good (skipped, blocked, stopped by the person) and
 //!   leaves changes has exactly those changes saved under `refs/kern/attempts/<task>/<n>` and
 //!   put back to HEAD, so the next task starts on a clean tree and the night goes on. The note
@@ -20,7 +22,7 @@ use crate::pipeline::check;
 use crate::pipeline::decide::{self, Attempts, Decision, Next, TaskOutcome};
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::{self, Document, Edit, TaskState};
-use crate::stage::{ImplementReport, ResearchReport, ReviewReport};
+use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
 use crate::state::journal::{self, PendingEdits, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -39,6 +41,17 @@ pub(super) enum TaskNow {
 impl Run<'_> {
     /// Runs iteration `index` of `total`.
     pub(super) async fn iteration(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
+        let parses_before = crate::spec::Document::parse_count();
+        let end = self.iteration_inner(index, total).await;
+        tracing::debug!(
+            index,
+            spec_parses = crate::spec::Document::parse_count() - parses_before,
+            "iteration done"
+        );
+        end
+    }
+
+    async fn iteration_inner(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Selecting)?;
         self.finish_pending_commit()?;
         self.apply_pending_edits()?;
@@ -46,8 +59,19 @@ impl Run<'_> {
         for w in self.ws.validate(&doc)? {
             self.reporter.warn(&w);
         }
-        let Some(selection) = spec::select_with(&doc, &self.settings.select_options()) else {
+        let options = self.settings.select_options();
+        let selection = match &self.job {
+            None => spec::select_with(&doc, &options),
+            // A parallel task's run takes its own task, when that is still workable.
+            Some(job) => doc.find(&job.identity).and_then(|target| {
+                spec::select_avoiding(&doc, &options, &|i| i != target).filter(|s| s.task == target)
+            }),
+        };
+        let Some(selection) = selection else {
             journal::remove(&self.ws.state_dir.task_start());
+            if self.job.is_some() {
+                return Ok(IterationEnd::NothingLeft);
+            }
             let unlisted = doc.unlisted_tasks();
             if !unlisted.is_empty() {
                 let lines: Vec<String> = unlisted
@@ -172,7 +196,10 @@ impl Run<'_> {
                     .info("research: skipped, the task already has a Research note");
                 (None, None)
             }
-            ResumePoint::Review(implement) => (Some(implement), None),
+            ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {
+                Next::End(decision) => return self.end_task(it, decision),
+                Next::Go(report) => (Some(report), None),
+            },
             ResumePoint::Commit(implement, review) => (Some(implement), Some(review)),
         };
         let implement = match implement {
@@ -182,8 +209,7 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 let run = self.stage::<ImplementReport>(it, None).await?;
-                let attempts = self.attempts(it)?;
-                match decide::after_implement(run.outcome, &attempts, self.settings.max_attempts) {
+                match self.implement_done(it, run.outcome)? {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
                 }
@@ -201,9 +227,7 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
-                let run = self
-                    .stage::<ReviewReport>(it, Some(&implement.summary))
-                    .await?;
+                let run = self.stage::<ReviewReport>(it, Some(&implement)).await?;
                 let attempts = self.attempts(it)?;
                 match decide::after_review(run.outcome, &attempts, self.settings.max_attempts) {
                     Next::End(decision) => return self.end_task(it, decision),
@@ -211,7 +235,34 @@ impl Run<'_> {
                 }
             }
         };
-        self.commit(it, &implement, &review)
+        match &self.job {
+            Some(job) if job.review_branch.is_none() => Ok(IterationEnd::Ready),
+            _ => self.commit_asking_review(it, &implement, review).await,
+        }
+    }
+
+    /// Implement finished (or its report was found on resume): what it means, with kern
+    /// judging a SUCCESS by the work — a path that differs from the task's base commit
+    /// (`TaskStart::base_commit`; commits an agent made on top of it count), kern's own
+    /// files, `--allow-dirty` paths and left-out files aside: what the review's diff shows.
+    fn implement_done(
+        &mut self,
+        it: &mut TaskRun,
+        outcome: std::result::Result<ImplementReport, String>,
+    ) -> Result<Next<ImplementReport>> {
+        let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
+        let changed = success && {
+            let keep = self.untouchable(it);
+            let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
+            self.ws.repo.changed_since(it.start.base_oid(), &keep)?
+        };
+        let attempts = self.attempts(it)?;
+        Ok(decide::after_implement(
+            outcome,
+            changed,
+            &attempts,
+            self.settings.max_attempts,
+        ))
     }
 
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
@@ -255,6 +306,7 @@ impl Run<'_> {
         )
         .await?;
         self.log.event(RunEvent::Check {
+            task: Some(it.title.clone()),
             command,
             passed: result == check::CheckResult::Passed,
         });
@@ -272,7 +324,7 @@ impl Run<'_> {
     }
 
     /// The task's failed attempts as SPEC.md records them now.
-    fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
+    pub(super) fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
         let doc = self.spec.reload()?;
         Ok(doc
             .find(&it.identity)
@@ -293,7 +345,7 @@ impl Run<'_> {
         }
         let why = match &decision.outcome {
             TaskOutcome::Skipped { .. } => Some("skipped"),
-            TaskOutcome::Blocked { .. } => Some("blocked"),
+            TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
             _ => None,
         };
         let mut edits = decision.edits;
@@ -309,7 +361,13 @@ impl Run<'_> {
         }
         self.edit_task(it, &edits)?;
         match decision.outcome {
-            TaskOutcome::Skipped { .. } => self.summary.skipped.push(it.title.clone()),
+            TaskOutcome::Skipped { reason } => {
+                self.summary.skipped.push(it.title.clone());
+                self.log.event(RunEvent::Skipped {
+                    task: it.title.clone(),
+                    reason,
+                });
+            }
             TaskOutcome::Decomposed { subtasks } => {
                 self.reporter
                     .info(&format!("decomposed into {} subtasks", subtasks.len()));
@@ -326,12 +384,52 @@ impl Run<'_> {
                     it.title,
                     note.lines().next().unwrap_or("")
                 ));
+                self.log.event(RunEvent::AttemptFailed {
+                    task: it.title.clone(),
+                    attempt,
+                    note,
+                });
             }
-            TaskOutcome::Blocked { why, .. } => {
+            TaskOutcome::NeedsPerson { question } => {
+                self.reporter.warn(&format!(
+                    "blocked `{}`: it waits on you — {question}",
+                    it.title
+                ));
+                self.reporter.notify(
+                    crate::reporter::notify::EventKind::TaskBlocked,
+                    serde_json::json!({
+                        "text": format!("`{}` is blocked [!]: it waits on you — {question}", it.title),
+                        "task": it.title,
+                        "line": it.line,
+                        "why": format!("needs a person: {question}"),
+                    }),
+                );
+                self.summary.blocked.push(it.title.clone());
+                self.log.event(RunEvent::Blocked {
+                    task: it.title.clone(),
+                    why: format!("needs a person: {question}"),
+                });
+                journal::remove(&self.ws.state_dir.task_start());
+            }
+            TaskOutcome::Blocked { attempt, note, why } => {
+                self.log.event(RunEvent::AttemptFailed {
+                    task: it.title.clone(),
+                    attempt,
+                    note,
+                });
                 self.summary.failed_attempts += 1;
                 self.last_failed = true;
                 self.reporter
                     .warn(&format!("blocked `{}`: {why}", it.title));
+                self.reporter.notify(
+                    crate::reporter::notify::EventKind::TaskBlocked,
+                    serde_json::json!({
+                        "text": format!("`{}` is blocked [!]: {why}", it.title),
+                        "task": it.title,
+                        "line": it.line,
+                        "why": why,
+                    }),
+                );
                 self.summary.blocked.push(it.title.clone());
                 self.log.event(RunEvent::Blocked {
                     task: it.title.clone(),
@@ -384,7 +482,7 @@ impl Run<'_> {
 
     /// `Some(end)` when the person took the task away since kern last wrote it (kern then
     /// follows), before the next stage starts.
-    fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+    pub(super) fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
         match self.task_now(it, &[])? {
             TaskNow::Ours => Ok(None),
             other => self.follow_person(it, &other).map(Some),
@@ -460,7 +558,7 @@ impl Run<'_> {
     }
 
     /// Applies kern's edits that the person's file could not take in an earlier run.
-    fn apply_pending_edits(&mut self) -> Result<()> {
+    pub(super) fn apply_pending_edits(&mut self) -> Result<()> {
         let path = self.ws.state_dir.pending_edits();
         let Some(pending) = journal::load::<PendingEdits>(&path) else {
             return Ok(());

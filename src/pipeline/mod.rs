@@ -4,40 +4,53 @@
 //! kern, not the agent, decides: it selects the task, writes every marker and note in SPEC.md,
 //! and makes every commit. The agents only report (structured output); the pure policy in
 //! [`decide`] turns reports into edits. The files: `iteration` (one task as a straight
-//! sequence of stages), `decide` (the policy), `audit` (what a stage may not change),
-//! `commit` (the journaled commit), `recovery` (after a dead run), `check` (the check gate).
+//! sequence of stages), `stage` (one stage: prompt, agent, audit, records), `decide` (the
+//! policy), `audit` (what a stage may not change), `commit` (the journaled commit),
+//! `recovery` (after a dead run), `check` (the check gate), `shared` (what every task of a run
+//! shares), `schedule` (which tasks run together) and `parallel` (tasks in worktrees, `-j`).
 //!
 //! Decisions a reader must know:
-//! - One [`SpecFile`] is held for the whole run: every read and write of SPEC.md goes through
-//!   it, so it can tell the person's edits from its own and fold them in.
+//! - One [`SpecFile`] is held for the whole run, shared by every task ([`SharedSpec`]): every
+//!   read and write of SPEC.md goes through it, so it can tell the person's edits from its own
+//!   and fold them in.
 //! - "No progress": [`MAX_IDLE_ITERATIONS`] iterations in a row that only skipped tasks end
 //!   the run (exit 4) rather than spin through the skipped tasks forever.
 //! - The budget stops the run after the stage that crossed it: its result is applied, the next
-//!   stage does not start, and the stage files stay for the next run to resume from.
+//!   stage does not start, and the stage files stay for the next run to resume from. Each
+//!   stage also gets what is left as Claude's own `--max-budget-usd`.
+//! - Two agents: the run remembers until when each agent is at its usage limit
+//!   (`AgentLimits`, shared by every task), so every stage starts on the one that can work (`--fallback-agent`),
+//!   and `--pace` is judged after each iteration from the latest usage an agent reported.
 
 mod audit;
 pub mod check;
 mod commit;
 mod decide;
 mod iteration;
+mod parallel;
 mod recovery;
+pub(crate) mod schedule;
+mod shared;
+mod stage;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
-use crate::prompt::inputs::{StageInputs, model_for};
-use crate::reporter::{Reporter, StageLine, Summary};
+use crate::reporter::notify::{EventKind, Notifier};
+use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
-use crate::stage::Report;
-use crate::stage::record::{Outcome, TaskRef, WaitKind};
-use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
+use crate::state::rotating::RotatingFile;
 use crate::state::run_log::{IterationEnd, RunEvent, RunLog};
+use crate::state::run_report;
+use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
+use shared::{SharedLimits, SharedSpec, Spent};
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
 /// instead of spinning.
@@ -51,13 +64,36 @@ pub(crate) struct Run<'a> {
     interrupt: &'a Interrupt,
     lock: RunLock,
     log: RunLog,
-    spec: SpecFile,
+    spec: SharedSpec,
+    /// What the whole run has spent, every parallel task's stages counted (`--max-cost`).
+    spent: Spent,
+    /// The usage-limit pause every task of the run shares.
+    pause: crate::stage::runner::Pause,
+    /// Set for a parallel task's run (`-j`, `--review`): see [`JobTarget`].
+    job: Option<JobTarget>,
     summary: Summary,
     last_failed: bool,
     started: Instant,
     detached: bool,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
+    /// Until when each agent is at its usage limit, for the whole run (every task's).
+    limits: SharedLimits,
+    /// The latest subscription usage an agent reported, for `--pace`.
+    rate_limit: Option<(String, RateLimit)>,
+    /// How many stages each agent ran, and how many stages moved to another agent.
+    stages_by_agent: Vec<(String, u32)>,
+    switches: u32,
+}
+
+/// A parallel task's run (`-j`, `--review`; DESIGN.md section 15): it works on exactly this
+/// task, in the task's own worktree, and does not commit on the run's branch.
+pub(crate) struct JobTarget {
+    identity: TaskIdentity,
+    /// `--review`: the reviewed work is committed on this task branch (`kern/<task>`) and
+    /// parked there. Without it the work is handed back ([`IterationEnd::Ready`]) for the run
+    /// to integrate.
+    review_branch: Option<String>,
 }
 
 /// The task an iteration works on.
@@ -89,16 +125,97 @@ pub async fn run(
             "cannot become a child subreaper: escaped agent processes may outlive their stage"
         );
     }
+    reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));
+    reporter.set_budget(settings.max_cost);
     let (lock, takeover) = RunLock::acquire(
         &ws.repo.run_lock_path(),
         &ws.state_dir
             .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
         &settings.argv,
     )?;
+    let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
+    if let Some(command) = &settings.notify {
+        reporter.attach_notifier(Notifier::new(
+            command,
+            ws.repo.top(),
+            &ws.state_dir.dir(),
+            notify_context(ws, &run_id),
+        ));
+    }
+    let awake = Awake::keep(
+        settings.path_var.as_deref(),
+        &format!("kern is running tasks in {}", ws.repo.top().display()),
+    );
+    if let Some(awake) = &awake {
+        reporter.info(&format!(
+            "keeping the machine awake while the run lasts ({})",
+            awake.tool
+        ));
+    }
+    let result = run_locked(settings, ws, reporter, interrupt, lock, takeover, run_id).await;
+    drop(awake);
+    reporter.settle_notifications();
+    result
+}
+
+/// The fields every `--notify` event carries.
+fn notify_context(ws: &Workspace, run_id: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut context = serde_json::Map::new();
+    context.insert("run".into(), run_id.into());
+    context.insert("project".into(), ws.state_dir.project_id().into());
+    context.insert(
+        "branch".into(),
+        ws.repo.branch_name().unwrap_or_default().into(),
+    );
+    context.insert(
+        "repository".into(),
+        ws.repo.top().display().to_string().into(),
+    );
+    context.insert(
+        "state_dir".into(),
+        ws.state_dir.dir().display().to_string().into(),
+    );
+    context
+}
+
+/// Tells the `--notify` command that the run stopped for the person, when `error` means that
+/// (exit 2: SPEC.md, the tree, the check; exit 5: the agent).
+fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
+    let code = error.exit_code();
+    if code == crate::error::EXIT_USAGE || code == crate::error::EXIT_AGENT_NEEDS_USER {
+        reporter.notify(
+            EventKind::StoppedForPerson,
+            serde_json::json!({
+                "text": format!(
+                    "kern stopped (exit {code}): {}",
+                    error.to_string().lines().next().unwrap_or("")
+                ),
+                "exit_code": code,
+                "message": error.to_string(),
+            }),
+        );
+    }
+}
+
+/// The run once the lock is held: everything after it, to the summary.
+async fn run_locked(
+    settings: &Settings,
+    ws: &Workspace,
+    reporter: &Reporter,
+    interrupt: &Interrupt,
+    lock: RunLock,
+    takeover: Option<crate::state::lock::Takeover>,
+    run_id: String,
+) -> Result<()> {
     // A run looks at the work tree many times: from here on each look costs what changed.
     ws.repo.watch_work_tree();
-    let (spec, _) = SpecFile::load_as(&ws.spec_path, &ws.spec_display)?;
-    let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
+    let spec = match SpecFile::load_as(&ws.spec_path, &ws.spec_display) {
+        Ok((spec, _)) => spec,
+        Err(e) => {
+            notify_if_stopped_for_person(reporter, &e);
+            return Err(e);
+        }
+    };
     let mut run = Run {
         settings,
         ws,
@@ -106,17 +223,36 @@ pub async fn run(
         interrupt,
         lock,
         log: RunLog::new(ws.state_dir.run_log(), run_id),
-        spec,
+        spec: SharedSpec::new(spec),
+        spent: Spent::default(),
+        pause: crate::stage::runner::Pause::default(),
+        job: None,
         summary: Summary {
             state_dir: ws.state_dir.dir(),
+            max_cost: settings.max_cost,
             ..Summary::default()
         },
         last_failed: false,
         started: Instant::now(),
         detached: false,
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
+        limits: SharedLimits::default(),
+        rate_limit: None,
+        stages_by_agent: Vec::new(),
+        switches: 0,
     };
-    run.recover(takeover)?;
+    {
+        let hook = reporter.hangup_hook();
+        let log = run.log.clone();
+        interrupt.on_hangup(Box::new(move || {
+            hook();
+            log.event(RunEvent::Hangup {});
+        }));
+    }
+    if let Err(e) = run.recover(takeover) {
+        notify_if_stopped_for_person(reporter, &e);
+        return Err(e);
+    }
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
         run.reporter.warn(&format!(
             "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
@@ -128,8 +264,10 @@ pub async fn run(
         iterations: settings.iterations,
         delay_s: settings.delay.as_secs(),
         agent: settings.agent.to_string(),
+        max_cost_usd: settings.max_cost,
     });
     let result = match run.baseline_check().await {
+        Ok(()) if parallel::wanted(settings, &ws.state_dir) => run.parallel().await,
         Ok(()) => run.iterations().await,
         Err(e) => Err(e),
     };
@@ -154,7 +292,9 @@ impl Run<'_> {
                     return Ok(());
                 }
                 IterationEnd::Skipped => idle += 1,
-                IterationEnd::Committed | IterationEnd::Progressed => idle = 0,
+                IterationEnd::Committed | IterationEnd::Progressed | IterationEnd::Ready => {
+                    idle = 0
+                }
             }
             if idle >= MAX_IDLE_ITERATIONS {
                 return Err(Error::Unfinished(format!(
@@ -163,6 +303,31 @@ impl Run<'_> {
                 )));
             }
             self.check_budget()?;
+            let fallback = self.settings.fallback_agent.as_ref().map(|a| a.to_string());
+            match decide::pace(
+                self.settings.pace,
+                self.rate_limit.as_ref(),
+                fallback.as_deref(),
+                Timestamp::now().epoch_seconds(),
+            ) {
+                None => {}
+                Some(decide::Pace::Stop(why)) => {
+                    self.reporter.info(&why);
+                    self.summary.ended = why;
+                    return Ok(());
+                }
+                Some(decide::Pace::HandOver {
+                    agent,
+                    until,
+                    message,
+                }) => {
+                    self.reporter.info(&message);
+                    self.summary.notes.push(message);
+                    self.limits.set(&agent, until);
+                    // Read again only when that agent reports anew.
+                    self.rate_limit = None;
+                }
+            }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.reporter.waiting("next iteration", self.settings.delay);
@@ -215,6 +380,7 @@ impl Run<'_> {
         )
         .await?;
         self.log.event(RunEvent::Check {
+            task: None,
             command: command.clone(),
             passed: result == check::CheckResult::Passed,
         });
@@ -229,8 +395,8 @@ impl Run<'_> {
     /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
     fn check_budget(&self) -> Result<()> {
         match self.settings.max_cost {
-            Some(limit) if self.summary.cost_usd >= limit => Err(Error::BudgetSpent {
-                spent: self.summary.cost_usd,
+            Some(limit) if self.spent.get() >= limit => Err(Error::BudgetSpent {
+                spent: self.spent.get(),
                 limit,
             }),
             _ => Ok(()),
@@ -245,6 +411,22 @@ impl Run<'_> {
     /// Prints the summary, logs the end, and decides the exit.
     fn finish(mut self, result: Result<()>) -> Result<()> {
         self.summary.elapsed = self.started.elapsed();
+        if self.stages_by_agent.len() > 1 || self.switches > 0 {
+            let counts: Vec<String> = self
+                .stages_by_agent
+                .iter()
+                .map(|(agent, n)| format!("{agent} {n}"))
+                .collect();
+            self.summary.notes.push(format!(
+                "stages by agent: {}{}",
+                counts.join(", "),
+                match self.switches {
+                    0 => String::new(),
+                    1 => " (1 stage moved to the other agent at a usage limit)".to_string(),
+                    n => format!(" ({n} stages moved to the other agent at a usage limit)"),
+                }
+            ));
+        }
         if self.detached && !self.summary.committed.is_empty() {
             let head = self
                 .ws
@@ -282,10 +464,39 @@ impl Run<'_> {
             ended: self.summary.ended.clone(),
             cost_usd: self.summary.cost_usd,
             exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
+            iterations: self.summary.iterations,
         });
         self.reporter.finish();
         self.reporter.summary(&self.summary);
+        if let Err(e) = &result {
+            notify_if_stopped_for_person(self.reporter, e);
+        }
+        self.notify_run_ended();
         result
+    }
+
+    /// Tells the `--notify` command the run ended, with the report's headline and totals (read
+    /// back from `run.jsonl`, as `kern report` reads them).
+    fn notify_run_ended(&self) {
+        let events =
+            crate::state::run_log::read_all(&self.ws.state_dir.run_log()).unwrap_or_default();
+        let mine: Vec<&crate::state::run_log::LoggedEvent> = events
+            .iter()
+            .filter(|e| e.run == self.log.run_id())
+            .collect();
+        let report = run_report::build(&[(self.log.run_id().to_string(), mine)], &|_| false);
+        let fields = match report.runs.first() {
+            Some(r) => serde_json::json!({
+                "text": r.headline,
+                "exit_code": r.exit_code,
+                "ended": r.ended,
+                "headline": r.headline,
+                "needs_you": r.needs_you.iter().map(|a| a.text.clone()).collect::<Vec<_>>(),
+                "totals": r.totals,
+            }),
+            None => serde_json::json!({}),
+        };
+        self.reporter.notify(EventKind::RunEnded, fields);
     }
 
     /// Applies `edits` to the task (re-read, re-located, verified, atomic) and returns the
@@ -300,185 +511,22 @@ impl Run<'_> {
         }
         Ok(written.document)
     }
-
-    /// Renders the prompt and runs one stage, with the audit after it. `implement_summary` is
-    /// what implement said (for the review).
-    async fn stage<R: Report>(
-        &mut self,
-        it: &mut TaskRun,
-        implement_summary: Option<&str>,
-    ) -> Result<StageRun<R>> {
-        let stage = R::STAGE;
-        self.check_budget()?;
-        let doc = self.spec.reload()?;
-        let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
-            path: self.ws.spec_path.clone(),
-            message: format!("task `{}` is gone from the file", it.title),
-        })?;
-        let inputs = StageInputs::gather(
-            self.ws,
-            self.settings,
-            &doc,
-            task,
-            stage,
-            Some(&it.start),
-            implement_summary,
-        )?;
-        let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
-        for cut in &prompt.cuts {
-            tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
-        }
-        let request = StageRequest {
-            model: model_for(self.settings, &self.ws.templates, stage),
-            prompt: prompt.text,
-            task: TaskRef {
-                title: it.title.clone(),
-                identity: it.identity.clone(),
-                line: it.line,
-            },
-            attempt: doc.tasks()[task].attempts() + 1,
-        };
-        let before = self.before_stage(stage, doc)?;
-        let ctx = StageContext {
-            settings: self.settings,
-            state_dir: &self.ws.state_dir,
-            cwd: self.ws.repo.top(),
-            reporter: self.reporter,
-            interrupt: self.interrupt,
-        };
-        self.log.event(RunEvent::StageStart {
-            stage,
-            task: it.title.clone(),
-            prompt_bytes: request.prompt.len() as u64,
-        });
-        let mut run = match runner::run_stage::<R>(&ctx, &mut self.lock, &request).await {
-            Ok(run) => run,
-            Err(e) => {
-                self.log.event(RunEvent::StageEnd {
-                    stage,
-                    outcome: None,
-                    cost_usd: 0.0,
-                    duration_ms: 0,
-                    retries: 0,
-                    failure: None,
-                    error: Some(e.to_string()),
-                });
-                return Err(e);
-            }
-        };
-        self.count(&run);
-        let found = self.audit(stage, &before, it)?;
-        if !found.violations.is_empty() {
-            for v in &found.violations {
-                self.reporter.warn(&format!("violation: {v}"));
-            }
-            self.log.event(RunEvent::Violation {
-                stage,
-                violations: found.violations.clone(),
-                reverted: found.reverted.clone(),
-                saved: found.saved.clone(),
-            });
-            run.record.kern.violations = found.violations;
-            run.record.kern.reverted = found.reverted;
-            if stage.tools().is_read_only() || found.history_moved {
-                run.record.kern.outcome = Outcome::Violated;
-                let mut note = run.record.kern.violations.join("; ");
-                if found.history_moved {
-                    note.push_str(&format!(
-                        " — what the agent made is kept under `{}`",
-                        found.saved.join("`, `")
-                    ));
-                }
-                run.outcome = Err(note);
-            }
-            run.record.write(&self.ws.state_dir.stage_record(stage))?;
-        }
-        self.notice_hand_edits(stage, &before.doc, it)?;
-        let record = &run.record;
-        self.reporter.stage_finished(
-            stage,
-            &StageLine {
-                outcome: outcome_word(&run),
-                duration: Duration::from_millis(record.kern.duration_ms),
-                cost_usd: run.cost_usd,
-                turns: record
-                    .agent_result
-                    .get("num_turns")
-                    .and_then(serde_json::Value::as_u64),
-                note: run.outcome.as_ref().err().cloned(),
-            },
-        );
-        self.log.event(RunEvent::StageEnd {
-            stage,
-            outcome: Some(record.kern.outcome),
-            cost_usd: run.cost_usd,
-            duration_ms: record.kern.duration_ms,
-            retries: record.kern.retries,
-            failure: run.outcome.as_ref().err().cloned(),
-            error: None,
-        });
-        Ok(run)
-    }
-
-    /// Reports the changes of SPEC.md during the stage that kern did not make, by name.
-    fn notice_hand_edits(
-        &mut self,
-        stage: crate::stage::Stage,
-        before: &Document,
-        it: &mut TaskRun,
-    ) -> Result<()> {
-        let after = self.spec.reload()?;
-        let changes = audit::hand_edits(before, &after);
-        if changes.is_empty() {
-            return Ok(());
-        }
-        self.reporter.warn(&format!(
-            "{} changed during the {} stage, not by kern: {}",
-            self.ws.spec_display,
-            stage.name(),
-            changes.join("; ")
-        ));
-        self.log.event(RunEvent::HandEdit {
-            stage,
-            changes: changes.clone(),
-        });
-        it.hand_edits.extend(changes);
-        Ok(())
-    }
-
-    /// Adds a stage's cost, retries and waits to the run's totals.
-    fn count<R>(&mut self, run: &StageRun<R>) {
-        self.summary.cost_usd += run.cost_usd;
-        self.summary.retries += run.record.kern.retries;
-        for wait in run
-            .record
-            .kern
-            .waits
-            .iter()
-            .filter(|w| w.kind == WaitKind::UsageLimit)
-        {
-            self.summary.waits += 1;
-            self.summary.wait_time += Duration::from_millis(wait.duration_ms);
-        }
-        self.reporter.cost_so_far(self.summary.cost_usd);
-    }
 }
 
-/// The word a stage line shows: the report's status or verdict, the number of research notes,
-/// else the outcome.
-fn outcome_word<R: Report>(run: &StageRun<R>) -> String {
-    use crate::stage::StageReport;
-    match run.outcome.as_ref().ok().map(|r| r.clone().into()) {
-        Some(StageReport::Implement(r)) => r.status.as_str().to_string(),
-        Some(StageReport::Review(r)) => format!("{:?}", r.verdict).to_uppercase(),
-        Some(StageReport::Research(r)) => format!(
-            "{} note{}",
-            r.notes.len(),
-            if r.notes.len() == 1 { "" } else { "s" }
-        ),
-        None => serde_json::to_value(run.record.kern.outcome)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+/// The files no agent may edit — SPEC.md and LEARNINGS.md — absolute, and once more through
+/// their folder's real path when a symlink makes it differ (an agent may name either).
+pub(crate) fn protected_files(ws: &Workspace) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for path in [&ws.spec_path, &ws.learnings_path] {
+        files.push(path.clone());
+        let real = path
+            .parent()
+            .and_then(|dir| dir.canonicalize().ok())
+            .zip(path.file_name())
+            .map(|(dir, name)| dir.join(name));
+        if let Some(real) = real.filter(|real| real != path) {
+            files.push(real);
+        }
     }
+    files
 }

@@ -26,7 +26,9 @@
 //!   person's own setting; the attempts text is kern's own instruction (for example that
 //!   decomposition is now required), and fencing it as "not instructions" would defeat its
 //!   purpose. The caller must therefore put only kern-authored text into `attempts` — the
-//!   Attempt notes themselves travel inside the task block, which is fenced.
+//!   Attempt notes themselves travel inside the task block, which is fenced; the review's
+//!   request for a new commit message carries the refused message and the hook's output in
+//!   fences of their own (`inputs.rs`).
 //! - Budgets (DESIGN.md section 9): LEARNINGS.md keeps its tail (the newest learnings are
 //!   appended last); everything else keeps its head (the diff's stat comes first). A cut
 //!   prefers a line boundary when that keeps at least half the budget, never splits a UTF-8
@@ -41,6 +43,7 @@
 //! failed attempt reruns the stage and often the review), so the stronger model is cheaper
 //! per committed task than the price difference suggests.
 
+mod convention;
 pub mod inputs;
 mod parse;
 mod render;
@@ -89,7 +92,8 @@ pub enum Placeholder {
     Diff,
     /// `{PREV_RESULT}`: the previous stage's result.
     PrevResult,
-    /// `{ATTEMPTS}`: kern's own words on the attempt situation (not fenced).
+    /// `{ATTEMPTS}`: kern's own words on the attempt situation (implement) or on the commit
+    /// message (review); not fenced.
     Attempts,
     /// `{SPEC_PATH}`: the path of SPEC.md (not fenced).
     SpecPath,
@@ -228,8 +232,9 @@ pub struct PromptInputs<'a> {
     pub diff: Option<&'a str>,
     /// `{PREV_RESULT}`: the research result (implement) or implement summary (commit).
     pub prev_result: Option<&'a str>,
-    /// `{ATTEMPTS}`: kern's own text on the attempt situation. Never agent or SPEC.md text:
-    /// it is inserted without a data fence.
+    /// `{ATTEMPTS}`: kern's own text on the attempt situation (implement) or on the commit
+    /// message (review). Never agent or SPEC.md text outside a fence of its own: it is
+    /// inserted without a data fence.
     pub attempts: Option<&'a str>,
     /// `{SPEC_PATH}`: the path of SPEC.md as the agent should see it.
     pub spec_path: Option<&'a str>,
@@ -825,6 +830,7 @@ mod tests {
                     Placeholder::PrevResult,
                     Placeholder::Diff,
                     Placeholder::Commits,
+                    Placeholder::Attempts,
                 ],
             ),
         ];

@@ -31,6 +31,8 @@ pub struct StageLine {
 pub struct Summary {
     /// Tasks committed: title and short sha.
     pub committed: Vec<(String, String)>,
+    /// Tasks whose commit waits on its branch for review (`--review`): title and branch.
+    pub review: Vec<(String, String)>,
     /// Titles of tasks skipped.
     pub skipped: Vec<String>,
     /// Titles of tasks blocked `[!]`.
@@ -45,6 +47,8 @@ pub struct Summary {
     pub wait_time: Duration,
     /// Total cost in USD.
     pub cost_usd: f64,
+    /// The `--max-cost` budget, shown beside the cost.
+    pub max_cost: Option<f64>,
     /// Wall time of the run.
     pub elapsed: Duration,
     /// The state folder.
@@ -57,12 +61,17 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
-pub(super) const BOLD: &str = "1";
-pub(super) const GREEN: &str = "32";
-pub(super) const RED: &str = "31";
-pub(super) const YELLOW: &str = "33";
+/// SGR code: bold.
+pub const BOLD: &str = "1";
+/// SGR code: green.
+pub const GREEN: &str = "32";
+/// SGR code: red.
+pub const RED: &str = "31";
+/// SGR code: yellow.
+pub const YELLOW: &str = "33";
 
-pub(super) fn paint(color: bool, text: &str, sgr: &str) -> String {
+/// `text` in the SGR colour `sgr` when `color`, else unchanged.
+pub fn paint(color: bool, text: &str, sgr: &str) -> String {
     if color {
         format!("\x1b[{sgr}m{text}\x1b[0m")
     } else {
@@ -132,6 +141,19 @@ pub(super) fn summary_lines(s: &Summary) -> Vec<String> {
     for (title, sha) in &s.committed {
         lines.push(format!("    {}  {}", text::clean(sha), text::clean(title)));
     }
+    if !s.review.is_empty() {
+        lines.push(row("to review", s.review.len().to_string()));
+        for (title, branch) in &s.review {
+            lines.push(format!(
+                "    {}  {}",
+                text::clean(branch),
+                text::clean(title)
+            ));
+        }
+        lines.push(
+            "    (kern accept [TASK…] lands them; kern reject TASK --reason … reopens one)".into(),
+        );
+    }
     lines.push(row("skipped", s.skipped.len().to_string()));
     for title in &s.skipped {
         lines.push(format!("    {}", text::clean(title)));
@@ -148,7 +170,13 @@ pub(super) fn summary_lines(s: &Summary) -> Vec<String> {
         format!("{} ({})", s.waits, text::duration(s.wait_time))
     };
     lines.push(row("waits", waits));
-    lines.push(row("cost", text::cost(s.cost_usd)));
+    lines.push(row(
+        "cost",
+        match s.max_cost {
+            Some(limit) => format!("{} of {}", text::cost(s.cost_usd), text::cost(limit)),
+            None => text::cost(s.cost_usd),
+        },
+    ));
     lines.push(row("time", text::duration(s.elapsed)));
     lines.push(row(
         "state folder",

@@ -23,12 +23,14 @@
 
 pub mod diagnostics;
 mod lines;
+pub mod notify;
 pub mod text;
 
-use lines::{BOLD, YELLOW, paint, stage_line_text, summary_lines};
-pub use lines::{StageLine, Summary};
+pub use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
+use lines::{stage_line_text, summary_lines};
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -41,6 +43,8 @@ use crate::stage::Stage;
 
 /// Longest task title shown in the status line, in characters.
 const TITLE_WIDTH: usize = 48;
+/// The widest a parallel task's title or tool call shows in the status line.
+const JOB_TITLE_WIDTH: usize = 28;
 /// Longest tool-call detail shown in the status line, in characters.
 const TOOL_WIDTH: usize = 60;
 /// How often a Plain wait line is repeated while the wait goes on.
@@ -88,6 +92,8 @@ struct Status {
     stage: Option<Stage>,
     task: String,
     cost_usd: Option<f64>,
+    /// The `--max-cost` budget, shown beside the cost.
+    max_cost: Option<f64>,
     tool: Option<String>,
     waiting: Option<String>,
     /// The last wait line printed: its reason and the remaining time it showed.
@@ -129,15 +135,26 @@ impl Clock {
 pub struct Reporter {
     mode: Mode,
     color: bool,
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Arc<Mutex<Box<dyn Write + Send>>>,
     now: fn() -> DateTime<Utc>,
     status: Mutex<Status>,
     line: Arc<Mutex<LiveLine>>,
+    /// A parallel task's reporter (see [`Reporter::for_job`]): its label, which starts each
+    /// of its lines, and its place in `jobs`.
+    label: Option<String>,
+    /// The status of every parallel task running, by label: the status line shows them all.
+    jobs: Arc<Mutex<Vec<(String, LiveLine)>>>,
     /// Live only; created at the first status update, dropped by `finish`.
-    bar: Mutex<Option<ProgressBar>>,
+    bar: Arc<Mutex<Option<ProgressBar>>>,
     /// Where the status line draws: stderr for a real Live reporter, nothing (`None`) for one
     /// writing to a test buffer.
     draw: Option<fn() -> ProgressDrawTarget>,
+    /// `run.log`: every line as the Plain mode prints it, whatever the mode (see `attach_log`).
+    log: Arc<Mutex<Option<Box<dyn Write + Send>>>>,
+    /// The terminal went away (SIGHUP): nothing more is written to it.
+    gone: Arc<AtomicBool>,
+    /// The `--notify` command, when there is one.
+    notifier: Arc<Mutex<Option<notify::Notifier>>>,
 }
 
 impl std::fmt::Debug for Reporter {
@@ -174,13 +191,131 @@ impl Reporter {
         Reporter {
             mode,
             color,
-            out: Mutex::new(writer),
+            out: Arc::new(Mutex::new(writer)),
             now: Utc::now,
             status: Mutex::new(Status::default()),
             line: Arc::new(Mutex::new(LiveLine::default())),
-            bar: Mutex::new(None),
+            label: None,
+            jobs: Arc::new(Mutex::new(Vec::new())),
+            bar: Arc::new(Mutex::new(None)),
             draw: None,
+            log: Arc::new(Mutex::new(None)),
+            gone: Arc::new(AtomicBool::new(false)),
+            notifier: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// The reporter of a parallel task (`-j`): the same terminal, `run.log` and notifier, its
+    /// lines starting with `[label]`, and its status one part of the status line, which shows
+    /// every task running. Dropping it takes its part away.
+    pub fn for_job(&self, label: &str) -> Reporter {
+        let label = text::clean(label);
+        lock(&self.jobs).push((label.clone(), LiveLine::default()));
+        Reporter {
+            mode: self.mode,
+            color: self.color,
+            out: Arc::clone(&self.out),
+            now: self.now,
+            status: Mutex::new(Status {
+                max_cost: lock(&self.status).max_cost,
+                ..Status::default()
+            }),
+            line: Arc::clone(&self.line),
+            label: Some(label),
+            jobs: Arc::clone(&self.jobs),
+            bar: Arc::clone(&self.bar),
+            draw: self.draw,
+            log: Arc::clone(&self.log),
+            gone: Arc::clone(&self.gone),
+            notifier: Arc::clone(&self.notifier),
+        }
+    }
+
+    /// From now on every line also goes to `log` (the state folder's `run.log`), stamped, in
+    /// the Plain mode's words and without colour — in every mode, also with `-q` and after the
+    /// terminal is gone.
+    pub fn attach_log(&self, log: Box<dyn Write + Send>) {
+        *lock(&self.log) = Some(log);
+    }
+
+    /// From now on [`Reporter::notify`] runs `notifier`.
+    pub fn attach_notifier(&self, notifier: notify::Notifier) {
+        *lock(&self.notifier) = Some(notifier);
+    }
+
+    /// Tells the `--notify` command about `kind` (when there is one); returns at once.
+    pub fn notify(&self, kind: notify::EventKind, fields: serde_json::Value) {
+        if let Some(n) = lock(&self.notifier).as_ref() {
+            n.send(kind, fields);
+        }
+    }
+
+    /// Waits for the notifications under way (each bounded by its time limit).
+    pub fn settle_notifications(&self) {
+        if let Some(n) = lock(&self.notifier).as_ref() {
+            n.wait();
+        }
+    }
+
+    /// The `--max-cost` budget, shown beside the cost so far in the status line.
+    pub fn set_budget(&self, max_cost: Option<f64>) {
+        self.update(|s| s.max_cost = max_cost);
+    }
+
+    /// What to do when the terminal goes away (SIGHUP), for the signal listener: write nothing
+    /// more to it (the status line stops drawing), say so in `run.log`, and go on.
+    pub fn hangup_hook(&self) -> impl Fn() + Send + Sync + 'static {
+        let gone = Arc::clone(&self.gone);
+        let bar = Arc::clone(&self.bar);
+        let log = Arc::clone(&self.log);
+        let now = self.now;
+        move || {
+            if gone.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            if let Some(bar) = lock(&bar).take() {
+                bar.set_draw_target(ProgressDrawTarget::hidden());
+            }
+            let stamp = now().to_rfc3339_opts(SecondsFormat::Secs, true);
+            write_log(
+                &log,
+                &format!(
+                    "{stamp} kern: the terminal went away (SIGHUP): the run goes on, its lines continue here"
+                ),
+            );
+        }
+    }
+
+    /// A usage-limit wait began: for the `--notify` command (the countdown itself is
+    /// [`Reporter::waiting`]).
+    pub fn usage_limit_wait(
+        &self,
+        stage: Stage,
+        task: &str,
+        reason: &str,
+        resets_at: Option<i64>,
+        wait: Duration,
+    ) {
+        let until = crate::timestamp::Timestamp::from_epoch_seconds(
+            crate::timestamp::Timestamp::now().epoch_seconds()
+                + i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2),
+        );
+        self.notify(
+            notify::EventKind::UsageLimitWait,
+            serde_json::json!({
+                "text": format!(
+                    "usage limit hit in the {} stage of `{task}`: waiting {} (until {until})",
+                    stage.name(),
+                    text::duration(wait)
+                ),
+                "stage": stage.name(),
+                "task": task,
+                "reason": reason,
+                "resets_at": resets_at.map(crate::timestamp::Timestamp::from_epoch_seconds),
+                "wait_s": wait.as_secs(),
+                "until": until,
+            }),
+        );
     }
 
     /// A reporter writing to a [`Capture`], which is returned with it.
@@ -212,10 +347,11 @@ impl Reporter {
             s.waiting = None;
             s.last_wait_line = None;
         });
+        let plain = format!("[{index}/{total}] {task}");
         match self.mode {
-            Mode::Live => self.line(&self.paint(&format!("[{index}/{total}] {task}"), BOLD)),
-            Mode::Plain => self.line(&format!("[{index}/{total}] {task}")),
-            Mode::Quiet => {}
+            Mode::Live => self.emit(Some(&self.paint(&plain, BOLD)), &plain),
+            Mode::Plain => self.emit(Some(&plain), &plain),
+            Mode::Quiet => self.emit(None, &plain),
         }
         self.show(Some(Clock::Off));
     }
@@ -230,9 +366,9 @@ impl Reporter {
             s.waiting = None;
             s.last_wait_line = None;
         });
-        if self.mode == Mode::Plain {
-            self.line(&format!("{stage} started"));
-        }
+        let plain = format!("{stage} started");
+        let shown = (self.mode == Mode::Plain).then_some(plain.as_str());
+        self.emit(shown, &plain);
         self.show(Some(Clock::Since(Instant::now())));
     }
 
@@ -261,20 +397,21 @@ impl Reporter {
             s.tool = None;
         });
         let text = stage_line_text(stage, line, self.color);
+        let plain = stage_line_text(stage, line, false);
         match self.mode {
-            Mode::Live => self.line(&format!("  {text}")),
-            Mode::Plain => self.line(&text),
-            Mode::Quiet => {}
+            Mode::Live => self.emit(Some(&format!("  {text}")), &plain),
+            Mode::Plain => self.emit(Some(&text), &plain),
+            Mode::Quiet => self.emit(None, &plain),
         }
         self.show(Some(Clock::Off));
     }
 
     /// Something the person should know; not shown with `-q`.
     pub fn info(&self, msg: &str) {
-        if self.mode != Mode::Quiet {
-            for line in msg.lines() {
-                self.line(&text::clean(line));
-            }
+        for line in msg.lines() {
+            let line = text::clean(line);
+            let shown = (self.mode != Mode::Quiet).then_some(line.as_str());
+            self.emit(shown, &line);
         }
     }
 
@@ -282,17 +419,16 @@ impl Reporter {
     /// The first line reads `kern: warning: …` (Plain: after the timestamp); later lines of
     /// a multi-line message are indented under it.
     pub fn warn(&self, msg: &str) {
-        if self.mode == Mode::Quiet {
-            return;
-        }
         let label = self.paint("warning:", YELLOW);
         for (i, line) in msg.lines().enumerate() {
             let line = text::clean(line);
-            match (i, self.mode) {
-                (0, Mode::Plain) => self.line(&format!("{label} {line}")),
-                (0, _) => self.line(&format!("kern: {label} {line}")),
-                _ => self.line(&format!("  {line}")),
-            }
+            let (shown, plain) = match (i, self.mode) {
+                (0, Mode::Plain) => (format!("{label} {line}"), format!("warning: {line}")),
+                (0, _) => (format!("kern: {label} {line}"), format!("warning: {line}")),
+                _ => (format!("  {line}"), format!("  {line}")),
+            };
+            let shown = (self.mode != Mode::Quiet).then_some(shown.as_str());
+            self.emit(shown, &plain);
         }
     }
 
@@ -313,22 +449,28 @@ impl Reporter {
                 Some((_, shown)) => shown.saturating_sub(remaining) >= WAIT_REPEAT,
                 None => false,
             };
-            let print = match self.mode {
+            // run.log follows the Plain rule in every mode; the terminal its mode's.
+            let logged = starts || repeat;
+            let shown = match self.mode {
                 Mode::Live => starts,
-                Mode::Plain => starts || repeat,
+                Mode::Plain => logged,
                 Mode::Quiet => false,
             };
-            if print {
+            if logged {
                 s.last_wait_line = Some((reason.clone(), remaining));
             }
-            print
+            (logged, shown)
         };
-        if print {
+        let (logged, shown) = print;
+        if logged {
             let text = format!("waiting {} — {reason}", text::duration(remaining));
-            match self.mode {
-                Mode::Live => self.line(&format!("  {text}")),
-                _ => self.line(&text),
-            }
+            let live = format!("  {text}");
+            let terminal = match (shown, self.mode) {
+                (false, _) => None,
+                (true, Mode::Live) => Some(live.as_str()),
+                (true, _) => Some(text.as_str()),
+            };
+            self.emit(terminal, &text);
         }
         self.show(Some(Clock::Until(Instant::now() + remaining)));
     }
@@ -340,8 +482,9 @@ impl Reporter {
         for (i, line) in lines.iter().enumerate() {
             if i == 0 && self.mode != Mode::Plain {
                 self.line_raw(&format!("kern: {line}"));
+                self.log_line(line);
             } else {
-                self.line(line);
+                self.emit(Some(line), line);
             }
         }
     }
@@ -358,6 +501,10 @@ impl Reporter {
     pub fn status_line(&self) -> Option<String> {
         if self.mode != Mode::Live {
             return None;
+        }
+        let jobs = lock(&self.jobs);
+        if !jobs.is_empty() {
+            return Some(jobs_line(&jobs));
         }
         let line = lock(&self.line);
         Some(format!(
@@ -378,6 +525,25 @@ impl Reporter {
         if self.mode != Mode::Live {
             return;
         }
+        if let Some(label) = &self.label {
+            let (head, message) = job_parts(label, &lock(&self.status));
+            {
+                let mut jobs = lock(&self.jobs);
+                if let Some((_, line)) = jobs.iter_mut().find(|(l, _)| l == label) {
+                    line.head = head;
+                    if let Some(clock) = clock {
+                        line.clock = clock;
+                    }
+                    line.message = message;
+                }
+            }
+            if let Some(target) = self.draw
+                && !self.gone.load(Ordering::SeqCst)
+            {
+                self.bar(target).set_message(String::new());
+            }
+            return;
+        }
         let (head, message) = status_parts(&lock(&self.status));
         {
             let mut line = lock(&self.line);
@@ -387,7 +553,9 @@ impl Reporter {
             }
             line.message.clone_from(&message);
         }
-        if let Some(target) = self.draw {
+        if let Some(target) = self.draw
+            && !self.gone.load(Ordering::SeqCst)
+        {
             self.bar(target).set_message(message);
         }
     }
@@ -398,13 +566,19 @@ impl Reporter {
             return bar.clone();
         }
         let line = Arc::clone(&self.line);
+        let jobs = Arc::clone(&self.jobs);
         let style = ProgressStyle::with_template(bar_template(self.color))
             .unwrap_or_else(|_| ProgressStyle::default_spinner())
             .with_key(
                 "kern",
                 move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
-                    let line = lock(&line);
-                    let _ = write!(w, "{}{}", line.head, line.clock.text());
+                    let jobs = lock(&jobs);
+                    if jobs.is_empty() {
+                        let line = lock(&line);
+                        let _ = write!(w, "{}{}", line.head, line.clock.text());
+                    } else {
+                        let _ = write!(w, "{}", jobs_line(&jobs));
+                    }
                 },
             );
         let bar = ProgressBar::with_draw_target(None, target());
@@ -414,20 +588,45 @@ impl Reporter {
         bar
     }
 
-    /// Prints one line in the mode's shape: Plain gets the timestamp, Live and Quiet not.
-    fn line(&self, text: &str) {
-        match self.mode {
-            Mode::Plain => {
-                let stamp = (self.now)().to_rfc3339_opts(SecondsFormat::Secs, true);
-                self.line_raw(&format!("{stamp} kern: {text}"));
+    /// Prints `shown` on the terminal in the mode's shape (Plain gets the timestamp, Live and
+    /// Quiet not; `None`: nothing on the terminal) and `plain` to `run.log`.
+    fn emit(&self, shown: Option<&str>, plain: &str) {
+        let labelled;
+        let (shown, plain) = match &self.label {
+            Some(label) => {
+                labelled = (
+                    shown.map(|t| format!("[{label}] {}", t.trim_start())),
+                    format!("[{label}] {}", plain.trim_start()),
+                );
+                (labelled.0.as_deref(), labelled.1.as_str())
             }
-            Mode::Live | Mode::Quiet => self.line_raw(text),
+            None => (shown, plain),
+        };
+        if let Some(text) = shown {
+            match self.mode {
+                Mode::Plain => {
+                    let stamp = (self.now)().to_rfc3339_opts(SecondsFormat::Secs, true);
+                    self.line_raw(&format!("{stamp} kern: {text}"));
+                }
+                Mode::Live | Mode::Quiet => self.line_raw(text),
+            }
         }
+        self.log_line(plain);
+    }
+
+    /// Writes `text` to `run.log` as the Plain mode would print it.
+    fn log_line(&self, text: &str) {
+        let stamp = (self.now)().to_rfc3339_opts(SecondsFormat::Secs, true);
+        write_log(&self.log, &format!("{stamp} kern: {text}"));
     }
 
     /// Writes one line, above the status line when there is one. Output errors are ignored:
-    /// a closed stderr must not stop a run that is committing work.
+    /// a closed stderr must not stop a run that is committing work, and once the terminal is
+    /// gone (SIGHUP) nothing is written to it.
     fn line_raw(&self, text: &str) {
+        if self.gone.load(Ordering::SeqCst) {
+            return;
+        }
         let write = || {
             let mut out = lock(&self.out);
             let _ = writeln!(out, "{text}");
@@ -447,7 +646,47 @@ impl Reporter {
 
 impl Drop for Reporter {
     fn drop(&mut self) {
-        self.finish();
+        match &self.label {
+            Some(label) => lock(&self.jobs).retain(|(l, _)| l != label),
+            None => self.finish(),
+        }
+    }
+}
+
+/// The status line while parallel tasks run: for each task its stage (or wait), title and
+/// clock, then its last tool call, ` │ ` between tasks.
+fn jobs_line(jobs: &[(String, LiveLine)]) -> String {
+    jobs.iter()
+        .map(|(_, line)| format!("{}{}{}", line.head, line.clock.text(), line.message))
+        .collect::<Vec<_>>()
+        .join(" │ ")
+}
+
+/// One parallel task's part of the status line: `implement · title` and ` · Edit x`.
+fn job_parts(label: &str, s: &Status) -> (String, String) {
+    let title = text::truncate(label, JOB_TITLE_WIDTH);
+    let head = match (&s.waiting, s.stage) {
+        (Some(_), _) => format!("waiting · {title}"),
+        (None, Some(stage)) => format!("{} · {title}", stage.name()),
+        (None, None) => title,
+    };
+    let message = s
+        .tool
+        .as_ref()
+        .map(|t| format!(" · {}", text::truncate(t, JOB_TITLE_WIDTH)))
+        .unwrap_or_default();
+    (head, message)
+}
+
+/// Appends one line to `run.log`, when one is attached; a failure is traced, never fatal.
+fn write_log(log: &Mutex<Option<Box<dyn Write + Send>>>, line: &str) {
+    if let Some(out) = lock(log).as_mut() {
+        let mut bytes = String::with_capacity(line.len() + 1);
+        bytes.push_str(line);
+        bytes.push('\n');
+        if let Err(error) = out.write_all(bytes.as_bytes()) {
+            tracing::warn!(%error, "cannot write run.log");
+        }
     }
 }
 
@@ -498,8 +737,12 @@ fn status_parts(s: &Status) -> (String, String) {
             prefix.push_str(" · ");
         }
         prefix.push_str(&text::truncate(&s.task, TITLE_WIDTH));
-        if let Some(cost) = s.cost_usd {
-            message.push_str(&format!(" · {}", text::cost(cost)));
+        match (s.cost_usd, s.max_cost) {
+            (Some(cost), Some(limit)) => {
+                message.push_str(&format!(" · {} of {}", text::cost(cost), text::cost(limit)))
+            }
+            (Some(cost), None) => message.push_str(&format!(" · {}", text::cost(cost))),
+            (None, _) => {}
         }
         if let Some(tool) = &s.tool {
             message.push_str(" · ");
@@ -548,6 +791,7 @@ mod tests {
                 ("Add the parser".into(), "a1b2c3d".into()),
                 ("Fix the lexer".into(), "d4e5f6a".into()),
             ],
+            review: vec![],
             skipped: vec!["Rewrite the docs".into()],
             blocked: vec![],
             failed_attempts: 1,
@@ -555,6 +799,7 @@ mod tests {
             waits: 1,
             wait_time: Duration::from_secs(720),
             cost_usd: 2.31,
+            max_cost: None,
             elapsed: Duration::from_secs(2530),
             state_dir: PathBuf::from("/tmp/claude/kern/proj/main"),
             iterations: 3,
@@ -932,6 +1177,60 @@ kern: run ended: nothing left to do
     }
 
     #[test]
+    fn run_log_gets_the_plain_lines_in_every_mode() {
+        let (plain, plain_out) = reporter(Mode::Plain, false);
+        run_one_iteration(&plain);
+        for (mode, color) in [
+            (Mode::Plain, true),
+            (Mode::Live, true),
+            (Mode::Quiet, false),
+        ] {
+            let (r, _) = reporter(mode, color);
+            let log = Capture::default();
+            r.attach_log(Box::new(log.clone()));
+            run_one_iteration(&r);
+            assert_eq!(log.contents(), plain_out.contents(), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn after_a_hangup_only_run_log_is_written() {
+        let (r, terminal) = reporter(Mode::Plain, false);
+        let log = Capture::default();
+        r.attach_log(Box::new(log.clone()));
+        r.info("before");
+        let hook = r.hangup_hook();
+        std::thread::spawn(hook).join().unwrap();
+        r.info("after");
+        r.warn("still going");
+        assert_eq!(terminal.contents(), format!("{STAMP} kern: before\n"));
+        assert_eq!(
+            log.contents(),
+            format!(
+                "{STAMP} kern: before\n{STAMP} kern: the terminal went away (SIGHUP): the run goes on, its lines continue here\n{STAMP} kern: after\n{STAMP} kern: warning: still going\n"
+            )
+        );
+    }
+
+    #[test]
+    fn cost_shows_against_the_budget() {
+        let (r, capture) = reporter(Mode::Live, false);
+        r.set_budget(Some(5.0));
+        r.iteration(1, 2, "t");
+        r.cost_so_far(0.84);
+        assert_eq!(r.status_line().as_deref(), Some("[1/2] t · $0.84 of $5.00"));
+        r.summary(&Summary {
+            max_cost: Some(5.0),
+            ..summary()
+        });
+        assert!(
+            capture
+                .contents()
+                .contains("  cost             $2.31 of $5.00\n")
+        );
+    }
+
+    #[test]
     fn reporter_is_send_and_sync() {
         fn shared<T: Send + Sync>() {}
         shared::<Reporter>();
@@ -942,5 +1241,32 @@ kern: run ended: nothing left to do
         assert_eq!(text::truncate("héllo", 5), "héllo");
         assert_eq!(text::truncate("héllo wörld", 6), "héllo…");
         assert_eq!(text::clean("a\nb\x1bc\u{7f}d"), "a b c d");
+    }
+
+    #[test]
+    fn parallel_tasks_label_their_lines_and_share_the_status_line() {
+        let (main, capture) = reporter(Mode::Plain, false);
+        let a = main.for_job("Add the parser");
+        a.info("task `Add the parser`: next stage: research");
+        assert_eq!(
+            capture.contents(),
+            format!("{STAMP} kern: [Add the parser] task `Add the parser`: next stage: research\n")
+        );
+        let (live, _) = reporter(Mode::Live, false);
+        let a = live.for_job("Add the parser");
+        let b = live.for_job("Fix the lexer");
+        a.stage_started(Stage::Implement, "Add the parser");
+        a.progress("Edit", "src/parser.rs");
+        b.stage_started(Stage::Research, "Fix the lexer");
+        let line = live.status_line().unwrap();
+        assert!(
+            line.starts_with("implement · Add the parser · 0s · Edit src/parser.rs │ research · Fix the lexer · 0s"),
+            "{line}"
+        );
+        drop(a);
+        let line = live.status_line().unwrap();
+        assert!(line.starts_with("research · Fix the lexer"), "{line}");
+        drop(b);
+        assert!(!live.status_line().unwrap().contains("Fix the lexer"));
     }
 }

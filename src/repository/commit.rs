@@ -217,6 +217,57 @@ impl Repository {
         })
     }
 
+    /// A parallel task's work as a commit on its worktree's HEAD (its `kern/<task>` branch):
+    /// staged exactly as [`Repository::commit`] stages (filters, left-out files, `exclude`),
+    /// but kern's own record — no hooks, not signed. `None` when nothing changed. The task's
+    /// real commit is made on the run's branch when it is integrated.
+    pub fn commit_work(&self, message: &str, exclude: &[PathBuf]) -> Result<CommitOutcome> {
+        let config = self.config_snapshot()?;
+        let exclude: Vec<PathBuf> = exclude
+            .iter()
+            .filter_map(|p| self.relative_path(p))
+            .collect();
+        let ctx = |what: &'static str| move |e: git2::Error| self.index_error(what, e);
+        let head_commit = match self.head_oid() {
+            Some(oid) => Some(self.repo.find_commit(oid).map_err(ctx("reading HEAD"))?),
+            None => None,
+        };
+        let head_tree = match &head_commit {
+            Some(c) => Some(c.tree().map_err(ctx("reading HEAD's tree"))?),
+            None => None,
+        };
+        self.wait_for_index_lock(None)?;
+        let mut index = self.repo.index().map_err(ctx("opening the index"))?;
+        index.read(true).map_err(ctx("reading the index"))?;
+        let mut staging = Staging::new(self, config, exclude);
+        staging.stage_all(&mut index)?;
+        staging.judge_index(&mut index, head_tree.as_ref())?;
+        let tree_id = self.write_tree(&mut index, None)?;
+        let left_out = into_left_out(std::mem::take(&mut staging.left_out));
+        if Some(tree_id) == head_tree.as_ref().map(Tree::id) {
+            return Ok(CommitOutcome {
+                sha: None,
+                left_out,
+                notes: Vec::new(),
+            });
+        }
+        let tree = self
+            .repo
+            .find_tree(tree_id)
+            .map_err(|e| Error::git("reading the new tree", e))?;
+        let sig = self.kern_signature()?;
+        let parents: Vec<&git2::Commit<'_>> = head_commit.iter().collect();
+        let oid = self
+            .repo
+            .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .map_err(|e| Error::git("committing the task's work on its branch", e))?;
+        Ok(CommitOutcome {
+            sha: Some(oid),
+            left_out,
+            notes: std::mem::take(&mut staging.notes),
+        })
+    }
+
     /// Runs `pre-commit` and returns the tree to commit. A hook may stage more (formatters
     /// re-adding files): the index is taken as it left it and judged again. A hook that fails
     /// after changing only files kern staged has its fixes staged and runs once more.
@@ -249,7 +300,7 @@ impl Repository {
             HookRun::Failed(output) => output,
             HookRun::Passed | HookRun::Absent => return rejudge(staging, index),
         };
-        let changed = self.changed_since(&before)?;
+        let changed = self.changed_since_stamps(&before)?;
         if changed.is_empty() || !changed.iter().all(|p| committed.contains(p)) {
             return Err(Error::HookFailed {
                 hook: "pre-commit".into(),
@@ -317,7 +368,10 @@ impl Repository {
     }
 
     /// The paths whose stamp differs from `before`, new ones status lists included.
-    fn changed_since(&self, before: &BTreeMap<PathBuf, Option<Stamp>>) -> Result<Vec<PathBuf>> {
+    fn changed_since_stamps(
+        &self,
+        before: &BTreeMap<PathBuf, Option<Stamp>>,
+    ) -> Result<Vec<PathBuf>> {
         let now = self.work_tree_stamps(&before.keys().cloned().collect())?;
         Ok(now
             .into_iter()

@@ -1,4 +1,5 @@
-//! Git context for prompts: recent commits and the diff of the work, each within a byte budget.
+//! Git context for prompts: recent commits (and their subjects, for the message convention) and
+//! the diff of the work, each within a byte budget.
 //!
 //! The one decision a reader must know: the diff is the work tree (untracked files included,
 //! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it,
@@ -190,6 +191,94 @@ impl Repository {
         Ok(())
     }
 
+    /// True when the work tree (with untracked, not ignored files) differs from `base`
+    /// (`None`: the empty tree) in any path outside `exclude` — exactly when [`diff_since`]
+    /// would show a change, without reading a patch. Commits made on top of `base` count, so
+    /// work an agent committed itself is a change too.
+    ///
+    /// [`diff_since`]: Repository::diff_since
+    pub fn changed_since(
+        &self,
+        base: Option<git2::Oid>,
+        exclude: &[&std::path::Path],
+    ) -> Result<bool> {
+        let ctx = |e| Error::git("comparing the work with the task's start", e);
+        let tree = match base {
+            Some(oid) => Some(
+                self.repo
+                    .find_commit(oid)
+                    .and_then(|c| c.tree())
+                    .map_err(ctx)?,
+            ),
+            None => None,
+        };
+        let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
+            return Ok(false);
+        };
+        let diff = self
+            .repo
+            .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
+            .map_err(ctx)?;
+        let exclude: Vec<String> = exclude.iter().filter_map(|p| self.relative(p)).collect();
+        let path_of = |f: git2::DiffFile<'_>| {
+            f.path_bytes()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        Ok(diff.deltas().any(|delta| {
+            [path_of(delta.old_file()), path_of(delta.new_file())]
+                .into_iter()
+                .flatten()
+                .all(|p| !exclude.iter().any(|e| covers(e, &p)))
+        }))
+    }
+
+    /// The subjects of the latest `count` commits on HEAD, newest first as `git log` lists
+    /// them; none on an unborn branch. What the review's message convention is read from:
+    /// commit objects only, no tree or blob is read, and the walk stops after `count` (a
+    /// topological sort would read the whole history first: 24 ms on 20,000 commits, against
+    /// 0.1 ms).
+    pub fn recent_subjects(&self, count: usize) -> Result<Vec<String>> {
+        let Some(head) = self.head_oid() else {
+            return Ok(Vec::new());
+        };
+        let ctx = |e| Error::git("reading recent commit subjects", e);
+        let mut walk = self.repo.revwalk().map_err(ctx)?;
+        walk.set_sorting(Sort::NONE).map_err(ctx)?;
+        walk.push(head).map_err(ctx)?;
+        let mut subjects = Vec::new();
+        for oid in walk.take(count) {
+            let commit = self.repo.find_commit(oid.map_err(ctx)?).map_err(ctx)?;
+            let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
+            subjects.push(subject.into_owned());
+        }
+        Ok(subjects)
+    }
+
+    /// The options of a diff of the work tree (untracked files included) against `base`,
+    /// limited to the only paths that can differ from it: what status lists, and what changed
+    /// between `base` and HEAD (an agent's own commits). `None` when there are none.
+    fn work_diff_options(&self, base: Option<&git2::Tree<'_>>) -> Result<Option<DiffOptions>> {
+        let mut paths: std::collections::BTreeSet<std::path::PathBuf> =
+            self.status_paths()?.into_iter().collect();
+        let head_tree = self.head_tree_id();
+        let base_tree = base.map(git2::Tree::id);
+        if head_tree != base_tree {
+            paths.extend(self.tree_changes(base_tree, head_tree)?);
+        }
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        let mut opts = DiffOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_typechange(true)
+            .disable_pathspec_match(true);
+        for path in &paths {
+            opts.pathspec(path.as_path());
+        }
+        Ok(Some(opts))
+    }
+
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty
     /// tree), minus `exclude` (relative or absolute paths; a folder covers what it holds):
     /// the stat first, then the patch, the whole within `budget` bytes, cuts noted.
@@ -210,28 +299,10 @@ impl Repository {
             ),
             None => None,
         };
-        // Only these paths can differ from the base: what status lists, and what changed
-        // between the base and HEAD (an agent's own commit).
-        let mut paths: std::collections::BTreeSet<std::path::PathBuf> =
-            self.status_paths()?.into_iter().collect();
-        let head_tree = self.head_tree_id();
-        let base_tree = tree.as_ref().map(git2::Tree::id);
-        if head_tree != base_tree {
-            paths.extend(self.tree_changes(base_tree, head_tree)?);
-        }
-        if paths.is_empty() {
+        let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
             return Ok(fit("(no changes)\n".to_string(), budget));
-        }
-        let mut opts = DiffOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .show_untracked_content(true)
-            .include_typechange(true)
-            .max_size(DIFF_MAX_FILE)
-            .disable_pathspec_match(true);
-        for path in &paths {
-            opts.pathspec(path.as_path());
-        }
+        };
+        opts.show_untracked_content(true).max_size(DIFF_MAX_FILE);
         let mut diff = self
             .repo
             .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))

@@ -70,6 +70,10 @@ pub struct GitOptions {
     pub hook_timeout: Duration,
     /// Larger new or changed files are left out of commits (`--max-file-size`).
     pub max_file_size: u64,
+    /// Refs other parts of kern move while this work tree's stage runs (a parallel task's
+    /// view: the run's branch, `refs/kern/`, the other tasks' branches): left out of
+    /// [`RefsSnapshot`]s, so the audit neither reports nor puts them back.
+    pub foreign_refs: RefFilter,
 }
 
 impl Default for GitOptions {
@@ -78,7 +82,31 @@ impl Default for GitOptions {
             own_files: Vec::new(),
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            foreign_refs: RefFilter::default(),
         }
+    }
+}
+
+/// Names of refs: a name ending in `/` covers every ref under it; `except` wins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefFilter {
+    /// Full ref names, or prefixes ending in `/`.
+    pub names: Vec<String>,
+    /// Full ref names never covered.
+    pub except: Vec<String>,
+}
+
+impl RefFilter {
+    /// True when `name` is covered.
+    pub fn covers(&self, name: &str) -> bool {
+        !self.except.iter().any(|e| e == name)
+            && self.names.iter().any(|n| {
+                if n.ends_with('/') {
+                    name.starts_with(n.as_str())
+                } else {
+                    name == n
+                }
+            })
     }
 }
 
@@ -89,6 +117,7 @@ pub struct Repository {
     own: OwnFiles,
     hook_timeout: Duration,
     max_file_size: u64,
+    foreign_refs: RefFilter,
     /// `recent_commits` by (HEAD, count, budget, excluded paths): see context.rs.
     recent_commits_cache: RefCell<Option<(RecentCommitsKey, String)>>,
     /// Each recent commit's stat text, for the excluded paths it was made with: see context.rs.
@@ -145,6 +174,7 @@ impl Repository {
             own: OwnFiles::default(),
             hook_timeout: options.hook_timeout,
             max_file_size: options.max_file_size,
+            foreign_refs: options.foreign_refs,
             recent_commits_cache: RefCell::new(None),
             commit_stats: RefCell::new((Vec::new(), HashMap::new())),
             clean_ids: RefCell::new(HashMap::new()),
@@ -158,6 +188,7 @@ impl Repository {
         self.own = OwnFiles::new(own_files::relative_paths(&self.top, &options.own_files));
         self.hook_timeout = options.hook_timeout;
         self.max_file_size = options.max_file_size;
+        self.foreign_refs = options.foreign_refs;
     }
 
     /// The top folder of the work tree (canonical, no trailing slash).

@@ -91,6 +91,9 @@ impl Repository {
         for reference in iter {
             let reference = reference.map_err(|e| Error::git("listing refs", e))?;
             let name = String::from_utf8_lossy(reference.name_bytes()).into_owned();
+            if self.foreign_refs.covers(&name) {
+                continue;
+            }
             let target = match (reference.target(), reference.symbolic_target_bytes()) {
                 (Some(oid), _) => oid.to_string(),
                 (None, Some(sym)) => format!("-> {}", String::from_utf8_lossy(sym)),

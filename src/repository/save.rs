@@ -197,7 +197,7 @@ impl Repository {
     }
 
     /// The signature of kern's own saved commits: the person's identity when git has one.
-    fn kern_signature(&self) -> Result<git2::Signature<'static>> {
+    pub(super) fn kern_signature(&self) -> Result<git2::Signature<'static>> {
         self.repo
             .signature()
             .map(|s| s.to_owned())

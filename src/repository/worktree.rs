@@ -78,6 +78,20 @@ impl Repository {
             .map_err(|e| Error::git(format!("pruning the task worktree `{name}`"), e))
     }
 
+    /// The slugs of the task worktrees git knows of.
+    pub fn task_worktrees(&self) -> Result<Vec<String>> {
+        let names = self
+            .repo
+            .worktrees()
+            .map_err(|e| Error::git("listing worktrees", e))?;
+        Ok(names
+            .iter()
+            .flatten()
+            .flatten()
+            .filter_map(|n| n.strip_prefix("kern-").map(str::to_string))
+            .collect())
+    }
+
     /// Removes every kern task worktree (the leftovers of a killed run); returns their names.
     /// Their branches stay.
     pub fn prune_task_worktrees(&self) -> Result<Vec<String>> {
@@ -95,24 +109,145 @@ impl Repository {
         Ok(removed)
     }
 
-    /// Applies the change `commit` made (against its first parent) onto `onto`, in memory.
-    pub fn apply_onto(&self, commit: Oid, onto: Oid) -> Result<Applied> {
+    /// The commit the task branch `kern/<slug>` points to, when it exists.
+    pub fn task_branch(&self, slug: &str) -> Option<Oid> {
+        self.repo
+            .find_branch(&format!("{TASK_BRANCH_PREFIX}{slug}"), BranchType::Local)
+            .ok()
+            .and_then(|b| b.get().target())
+    }
+
+    /// Points the task branch `kern/<slug>` at HEAD for a fresh start. What it held that HEAD
+    /// lacks is kept first under `keep` (returned); a branch HEAD already contains is simply
+    /// moved.
+    pub fn fresh_task_branch(&self, slug: &str, keep: &str) -> Result<Option<String>> {
+        let Some(head) = self.head_oid() else {
+            return Ok(None);
+        };
+        let Some(tip) = self.task_branch(slug) else {
+            return Ok(None);
+        };
+        let contained = tip == head || self.repo.graph_descendant_of(head, tip).unwrap_or(false);
+        let kept = if contained {
+            None
+        } else {
+            self.set_ref(keep, tip, "kern: a task branch's earlier work, kept")?;
+            Some(keep.to_string())
+        };
+        self.set_ref(
+            &format!("refs/heads/{TASK_BRANCH_PREFIX}{slug}"),
+            head,
+            "kern: a fresh start for the task",
+        )?;
+        Ok(kept)
+    }
+
+    /// Deletes the task branch `kern/<slug>` (its work is on the run's branch, or kept under
+    /// `refs/kern/`).
+    pub fn delete_task_branch(&self, slug: &str) -> Result<()> {
+        match self
+            .repo
+            .find_branch(&format!("{TASK_BRANCH_PREFIX}{slug}"), BranchType::Local)
+        {
+            Ok(mut b) => b
+                .delete()
+                .map_err(|e| Error::git(format!("deleting the branch `kern/{slug}`"), e)),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// The paths whose entries differ between the trees `from` and `to` (`/`-separated).
+    pub fn paths_between(&self, from: Oid, to: Oid) -> Result<Vec<String>> {
+        let git = |e: git2::Error| Error::git("comparing two trees", e);
+        let a = self.repo.find_tree(from).map_err(git)?;
+        let b = self.repo.find_tree(to).map_err(git)?;
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&a), Some(&b), None)
+            .map_err(git)?;
+        let mut paths: Vec<String> = diff
+            .deltas()
+            .filter_map(|d| d.new_file().path_bytes().or(d.old_file().path_bytes()))
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        Ok(paths)
+    }
+
+    /// Writes exactly `paths` as the tree `tree` has them into the work tree and the index,
+    /// through the smudge filters (a path the tree lacks is removed). Nothing else is touched.
+    /// `false` when a path changed in the work tree since its last commit (the person saving
+    /// it this very moment): then nothing was written — a conflict, never an overwrite.
+    pub fn checkout_paths(&self, tree: Oid, paths: &[String]) -> Result<bool> {
+        if paths.is_empty() {
+            return Ok(true);
+        }
+        let git = |e: git2::Error| Error::git("writing a task's files into the work tree", e);
+        let tree = self.repo.find_tree(tree).map_err(git)?;
+        let (present, absent): (Vec<&String>, Vec<&String>) = paths
+            .iter()
+            .partition(|p| tree.get_path(Path::new(p.as_str())).is_ok());
+        // Deletions are checked first, so a refusal below leaves everything unwritten.
+        let changed = |p: &str| {
+            self.repo
+                .status_file(Path::new(p))
+                .map(|s| s.intersects(git2::Status::WT_MODIFIED | git2::Status::WT_TYPECHANGE))
+                .unwrap_or(false)
+        };
+        if absent.iter().any(|p| changed(p)) {
+            return Ok(false);
+        }
+        if !present.is_empty() {
+            let mut opts = git2::build::CheckoutBuilder::new();
+            // Safe, not forced: libgit2 checks every path before it writes any.
+            opts.safe().disable_pathspec_match(true);
+            for p in &present {
+                opts.path(p.as_str());
+            }
+            match self.repo.checkout_tree(tree.as_object(), Some(&mut opts)) {
+                Ok(()) => {}
+                Err(e) if e.code() == git2::ErrorCode::Conflict => return Ok(false),
+                Err(e) => return Err(git(e)),
+            }
+        }
+        if !absent.is_empty() {
+            let mut index = self.repo.index().map_err(git)?;
+            index.read(true).map_err(git)?;
+            for p in absent {
+                let full = self.top.join(p);
+                match std::fs::remove_file(&full) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(&full, e)),
+                }
+                let _ = index.remove_path(Path::new(p.as_str()));
+            }
+            index.write().map_err(git)?;
+        }
+        Ok(true)
+    }
+
+    /// Applies the change from `base` to `work` (a task's work, however many commits) onto
+    /// `onto`, in memory: a three-way merge of the trees with `base` as the ancestor.
+    pub fn apply_onto(&self, base: Oid, work: Oid, onto: Oid) -> Result<Applied> {
         let git = |what: &str| {
             let what = what.to_string();
             move |e: git2::Error| Error::git(what.clone(), e)
         };
-        let theirs = self
-            .repo
-            .find_commit(commit)
-            .map_err(git("reading the task's commit"))?;
-        let ours = self
-            .repo
-            .find_commit(onto)
-            .map_err(git("reading the branch tip"))?;
+        let tree_of = |oid: Oid, what: &str| {
+            self.repo
+                .find_commit(oid)
+                .and_then(|c| c.tree())
+                .map_err(git(what))
+        };
+        let ancestor = tree_of(base, "reading the task's starting commit")?;
+        let theirs = tree_of(work, "reading the task's work")?;
+        let ours = tree_of(onto, "reading the branch tip")?;
         let mut index = self
             .repo
-            .cherrypick_commit(&theirs, &ours, 0, None)
-            .map_err(git("applying the task's commit"))?;
+            .merge_trees(&ancestor, &ours, &theirs, None)
+            .map_err(git("applying the task's work"))?;
         if index.has_conflicts() {
             let mut paths: Vec<String> = index
                 .conflicts()
@@ -189,25 +324,94 @@ mod tests {
         let (_dir, git) = repo();
         let repo = Repository::discover(git.workdir().unwrap()).unwrap();
         let base = git.head().unwrap().target().unwrap();
-        // The task changed line one; meanwhile the branch changed line three.
-        let task = commit_file(&git, "a.txt", "ONE\ntwo\nthree\n", "task");
+        // The task changed line one (in two commits); meanwhile the branch changed line three.
+        commit_file(&git, "a.txt", "ONE\ntwo\nthree\n", "task, 1");
+        let task = commit_file(&git, "b.txt", "b\n", "task, 2");
         git.reference("refs/heads/master", base, true, "").unwrap();
         git.set_head("refs/heads/master").unwrap();
         git.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
             .unwrap();
         let tip = commit_file(&git, "a.txt", "one\ntwo\nTHREE\n", "tip");
-        let Applied::Clean(tree) = repo.apply_onto(task, tip).unwrap() else {
+        let Applied::Clean(tree) = repo.apply_onto(base, task, tip).unwrap() else {
             panic!("expected a clean apply");
         };
         let tree = git.find_tree(tree).unwrap();
         let blob = git.find_blob(tree.get_name("a.txt").unwrap().id()).unwrap();
         assert_eq!(blob.content(), b"ONE\ntwo\nTHREE\n");
+        assert!(
+            tree.get_name("b.txt").is_some(),
+            "every commit of the work applies"
+        );
         // The same line changed both ways: a conflict, nothing written.
         let other = commit_file(&git, "a.txt", "uno\ntwo\nTHREE\n", "other");
         assert_eq!(
-            repo.apply_onto(task, other).unwrap(),
+            repo.apply_onto(base, task, other).unwrap(),
             Applied::Conflict(vec!["a.txt".into()])
         );
         assert_eq!(git.head().unwrap().target(), Some(other));
+    }
+
+    #[test]
+    fn a_tasks_work_is_committed_on_its_branch_applied_and_written_into_the_main_tree() {
+        let (dir, git) = repo();
+        fs::write(git.workdir().unwrap().join("gone.txt"), "bye\n").unwrap();
+        commit_file(&git, "gone.txt", "bye\n", "gone");
+        let main = Repository::discover(git.workdir().unwrap()).unwrap();
+        let base = git.head().unwrap().target().unwrap();
+        let made = main
+            .add_task_worktree("alpha", &dir.path().join("state/alpha"))
+            .unwrap();
+        let mut job = Repository::discover(&made).unwrap();
+        job.set_options(super::super::GitOptions {
+            own_files: vec![PathBuf::from("SPEC.md")],
+            ..Default::default()
+        });
+        fs::write(made.join("a.txt"), "ONE\ntwo\nthree\n").unwrap();
+        fs::write(made.join("new.txt"), "new\n").unwrap();
+        fs::write(made.join("SPEC.md"), "- [ ] a copy nobody owns\n").unwrap();
+        fs::remove_file(made.join("gone.txt")).unwrap();
+        let work = job
+            .commit_work("kern: work", &[PathBuf::from("SPEC.md")])
+            .unwrap()
+            .sha
+            .unwrap();
+        assert_eq!(main.task_branch("alpha"), Some(work));
+        assert!(
+            made.join("SPEC.md").exists(),
+            "the copy stays out of the commit"
+        );
+        // Meanwhile the run's branch moved on; the work applies onto it.
+        let tip = commit_file(&git, "a.txt", "one\ntwo\nTHREE\n", "tip");
+        let Applied::Clean(tree) = main.apply_onto(base, work, tip).unwrap() else {
+            panic!("expected a clean apply");
+        };
+        let tip_tree = git.find_commit(tip).unwrap().tree_id();
+        let paths = main.paths_between(tip_tree, tree).unwrap();
+        assert_eq!(paths, vec!["a.txt", "gone.txt", "new.txt"]);
+        // A file changed in the work tree meanwhile: nothing is written.
+        let top = git.workdir().unwrap();
+        fs::write(top.join("a.txt"), "mine\n").unwrap();
+        assert!(!main.checkout_paths(tree, &paths).unwrap());
+        assert_eq!(fs::read_to_string(top.join("a.txt")).unwrap(), "mine\n");
+        assert!(!top.join("new.txt").exists());
+        assert!(top.join("gone.txt").exists());
+        fs::write(top.join("a.txt"), "one\ntwo\nTHREE\n").unwrap();
+        assert!(main.checkout_paths(tree, &paths).unwrap());
+        assert_eq!(
+            fs::read_to_string(top.join("a.txt")).unwrap(),
+            "ONE\ntwo\nTHREE\n"
+        );
+        assert_eq!(fs::read_to_string(top.join("new.txt")).unwrap(), "new\n");
+        assert!(!top.join("gone.txt").exists());
+        assert!(!top.join("SPEC.md").exists());
+        // A fresh start keeps what the branch held that HEAD lacks.
+        let kept = main
+            .fresh_task_branch("alpha", "refs/kern/attempts/alpha/1")
+            .unwrap();
+        assert_eq!(kept.as_deref(), Some("refs/kern/attempts/alpha/1"));
+        assert_eq!(main.task_branch("alpha"), Some(tip));
+        main.remove_task_worktree("alpha").unwrap();
+        main.delete_task_branch("alpha").unwrap();
+        assert_eq!(main.task_branch("alpha"), None);
     }
 }

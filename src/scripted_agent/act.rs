@@ -85,6 +85,25 @@ pub(super) fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32
     }
     act(run, context, prompt, Some(&mut stream))?;
     sleep_ms(run.sleep_ms);
+    if let Some(usage) = &run.usage {
+        let resets_at = chrono::Utc::now().timestamp()
+            + i64::try_from(usage.resets_in_secs.unwrap_or(3600)).unwrap_or(i64::MAX);
+        let status = if usage.utilization >= 0.9 {
+            "allowed_warning"
+        } else {
+            "allowed"
+        };
+        stream.event(json!({
+            "type": "rate_limit_event",
+            "rate_limit_info": {
+                "status": status, "resetsAt": resets_at, "rateLimitType": usage.window,
+                "utilization": usage.utilization, "isUsingOverage": false,
+                "unifiedWindows": {usage.window.clone(): {
+                    "utilization": usage.utilization, "resetsAt": resets_at, "status": status,
+                }},
+            },
+        }))?;
+    }
 
     let cost = run.cost_usd;
     let exit = |default: i32| -> Result<i32> { Ok(run.exit_code.unwrap_or(default)) };
@@ -141,6 +160,11 @@ pub(super) fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32
         }
         Some(ErrorKind::MaxTurns) => {
             stream.max_turns(cost.unwrap_or(0.01))?;
+            exit(1)
+        }
+        Some(ErrorKind::MaxBudget) => {
+            let message = run.text.as_deref().unwrap_or("Reached maximum budget");
+            stream.max_budget(cost.unwrap_or(0.01), message)?;
             exit(1)
         }
         Some(ErrorKind::NoResult) => {

@@ -189,6 +189,22 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// An `error_max_budget_usd` result as Claude Code 2.1.330 prints it when its
+    /// `--max-budget-usd` is reached (`implement-max-budget.jsonl`).
+    pub(super) fn max_budget(&mut self, cost: f64, message: &str) -> Result<()> {
+        let event = json!({
+            "type": "result", "subtype": "error_max_budget_usd", "duration_ms": self.duration_ms(),
+            "duration_api_ms": 0, "is_error": true, "num_turns": self.turns + 1,
+            "stop_reason": "tool_use", "total_cost_usd": cost_json(cost), "usage": usage(),
+            "modelUsage": model_usage(cost), "permission_denials": [],
+            "terminal_reason": "budget_exhausted", "fast_mode_state": "off",
+            "errors": [message],
+        });
+        self.event(event)
+    }
+}
+
 pub(super) fn usage() -> Value {
     json!({
         "input_tokens": 150, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,

@@ -71,9 +71,20 @@ pub fn run(scenario_path: &Path) -> Result<()> {
 }
 
 /// Reads, increments and atomically rewrites the invocation count of `key`; returns the count
-/// before this invocation.
+/// before this invocation. Agents running side by side (`-j`) take turns through a lock file
+/// beside the counts.
 fn next_count(scenario_path: &Path, key: &str) -> Result<u64> {
+    use fs2::FileExt;
     let path = scenario_path.with_extension("counts.json");
+    let lock_path = scenario_path.with_extension("counts.lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    lock.lock_exclusive()
+        .map_err(|e| Error::io(&lock_path, e))?;
     let mut counts: BTreeMap<String, u64> = match fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
             Error::Usage(format!(

@@ -95,10 +95,30 @@ pub struct Run {
     pub error: Option<ErrorKind>,
     /// `usage_limit`: seconds until the reset.
     pub resets_in_secs: Option<u64>,
+    /// A subscription usage to report before the ending: a `rate_limit_event` as Claude Code
+    /// prints it for a subscription login.
+    pub usage: Option<Usage>,
     /// `huge_output`: how many bytes.
     pub huge_bytes: Option<u64>,
     /// `spawn_grandchild`: where its pid goes.
     pub pid_file: Option<String>,
+}
+
+/// The subscription usage a run reports (`usage`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// The fraction of the window used, 0 to 1.
+    pub utilization: f64,
+    /// The window: `five_hour` (default), `seven_day`, ….
+    #[serde(default = "five_hour")]
+    pub window: String,
+    /// Seconds until the window resets; default 3600.
+    pub resets_in_secs: Option<u64>,
+}
+
+fn five_hour() -> String {
+    "five_hour".to_string()
 }
 
 /// The failures the scripted agent can imitate.
@@ -117,6 +137,8 @@ pub enum ErrorKind {
     UsageLimit,
     /// `error_max_turns`.
     MaxTurns,
+    /// `error_max_budget_usd`: the `--max-budget-usd` kern gave was reached.
+    MaxBudget,
     /// Exit 1 without a result.
     NoResult,
     /// Non-JSON lines, then a normal result.

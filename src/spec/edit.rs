@@ -51,6 +51,8 @@ pub enum Edit {
     AddSkipped(String),
     /// Add a Blocked note saying why kern gave up.
     AddBlocked(String),
+    /// Add a Review note naming the branch the task's commit waits on (`--review`).
+    AddReview(String),
     /// Append these pending subtasks (titles) at the end of the task's item.
     InsertSubtasks(Vec<String>),
     /// Mark `[~]` every pending ancestor: a task in progress puts its whole chain in progress
@@ -75,6 +77,7 @@ impl Edit {
             Edit::AddAttempt(_) => "Attempt note",
             Edit::AddSkipped(_) => "Skipped note",
             Edit::AddBlocked(_) => "Blocked note",
+            Edit::AddReview(_) => "Review note",
             Edit::InsertSubtasks(_) => "subtasks",
             Edit::StartParents => "in-progress marks of the parents",
             Edit::CompleteParents => "done marks of the parents",
@@ -139,14 +142,23 @@ pub fn apply_parsed(
 
 /// [`apply`], returning everything about the result.
 pub fn apply_edit(doc: &Document, task: &TaskIdentity, edit: &Edit) -> Result<Applied, EditError> {
+    apply_edits(doc, task, std::slice::from_ref(edit))
+}
+
+/// Applies `edits` in order to the task as one change: one splice set, one parse to verify.
+pub fn apply_edits(
+    doc: &Document,
+    task: &TaskIdentity,
+    edits: &[Edit],
+) -> Result<Applied, EditError> {
     let index = doc.find(task).ok_or_else(|| EditError::TaskNotFound {
         task: task.to_string(),
     })?;
-    let mut plan = plan(doc, index, edit, false)?;
+    let mut plan = plan(doc, index, edits, false)?;
     let mut attempt = try_plan(doc, index, &plan);
-    if attempt.is_err() && plan.note.is_some() {
+    if attempt.is_err() && !plan.notes.is_empty() {
         // What follows the note would join it: a blank line after the note keeps it apart.
-        plan = self::plan(doc, index, edit, true)?;
+        plan = self::plan(doc, index, edits, true)?;
         attempt = try_plan(doc, index, &plan);
     }
     let t = &doc.tasks()[index];
@@ -177,21 +189,57 @@ struct Plan {
     splices: Vec<(Range<usize>, String)>,
     /// Old task index -> its new state.
     states: HashMap<usize, TaskState>,
-    /// The note the target gains, with the text the parser must read back.
-    note: Option<(NoteKind, String)>,
+    /// The notes the target gains, in order, with the text the parser must read back.
+    notes: Vec<(NoteKind, String)>,
     /// The subtasks the target gains, in order.
     subtasks: Vec<String>,
     /// A notes block was rewritten in kern's layout.
     rewrote: bool,
 }
 
-fn plan(doc: &Document, index: usize, edit: &Edit, blank_after: bool) -> Result<Plan, EditError> {
+/// The plan of `edits`, applied in order to task `index`, as one set of splices: later edits
+/// see the states earlier ones set, and all new notes go in as one block.
+fn plan(
+    doc: &Document,
+    index: usize,
+    edits: &[Edit],
+    blank_after: bool,
+) -> Result<Plan, EditError> {
+    let mut plan = Plan::default();
+    let mut notes: Vec<(NoteKind, String)> = Vec::new();
+    let mut subtasks: Vec<(Range<usize>, String)> = Vec::new();
+    for edit in edits {
+        plan_one(doc, index, edit, &mut notes, &mut plan)?;
+        // New subtasks go in after new notes at the same place: kept aside until the notes are.
+        if let Edit::InsertSubtasks(_) = edit
+            && let Some(splice) = plan.splices.pop()
+        {
+            subtasks.push(splice);
+        }
+    }
+    if !notes.is_empty() {
+        add_notes(doc, index, &notes, blank_after, &mut plan);
+    }
+    plan.splices.extend(subtasks);
+    // A stable sort: at one offset, notes stay before subtasks.
+    plan.splices.sort_by_key(|(r, _)| (r.start, r.end));
+    Ok(plan)
+}
+
+fn plan_one(
+    doc: &Document,
+    index: usize,
+    edit: &Edit,
+    notes: &mut Vec<(NoteKind, String)>,
+    plan: &mut Plan,
+) -> Result<(), EditError> {
     let tasks = doc.tasks();
     let task = &tasks[index];
     let le = doc.line_ending().as_str();
-    let mut plan = Plan::default();
+    // A task's state as the edits so far leave it.
+    let state_in = |plan: &Plan, i: usize| plan.states.get(&i).copied().unwrap_or(tasks[i].state);
     match edit {
-        Edit::SetState(state) => set_state(doc, index, *state, &mut plan),
+        Edit::SetState(state) => set_state(doc, index, *state, plan),
         Edit::AddResearch(bullets) => {
             let mut lines = Vec::new();
             for bullet in bullets {
@@ -203,26 +251,16 @@ fn plan(doc: &Document, index: usize, edit: &Edit, blank_after: bool) -> Result<
                     }
                 }
             }
-            add_note(
-                doc,
-                index,
-                NoteKind::Research,
-                &lines.join("\n"),
-                blank_after,
-                &mut plan,
-            );
+            notes.push((NoteKind::Research, lines.join("\n")));
         }
         Edit::AddAttempt(text) => {
             let kind = NoteKind::Attempt(task.attempts().saturating_add(1));
-            add_note(doc, index, kind, &note_text(text), blank_after, &mut plan);
+            notes.push((kind, note_text(text)));
         }
-        Edit::AddSkipped(text) => {
-            let text = note_text(text);
-            add_note(doc, index, NoteKind::Skipped, &text, blank_after, &mut plan);
-        }
-        Edit::AddBlocked(text) => {
-            let text = note_text(text);
-            add_note(doc, index, NoteKind::Blocked, &text, blank_after, &mut plan);
+        Edit::AddSkipped(text) => notes.push((NoteKind::Skipped, note_text(text))),
+        Edit::AddBlocked(text) => notes.push((NoteKind::Blocked, note_text(text))),
+        Edit::AddReview(branch) => {
+            notes.push((NoteKind::Review, note_text(&format!("`{branch}`"))))
         }
         Edit::InsertSubtasks(titles) => {
             let titles: Vec<String> = titles.iter().map(|t| normalise(t)).collect();
@@ -248,80 +286,72 @@ fn plan(doc: &Document, index: usize, edit: &Edit, blank_after: bool) -> Result<
                 ));
                 bullet = bullet.next();
             }
-            insert_lines(doc, item_end(doc, index), &block, &mut plan);
-            plan.subtasks = titles;
+            insert_lines(doc, item_end(doc, index), &block, plan);
+            plan.subtasks.extend(titles);
         }
         Edit::StartParents => {
             for parent in doc.ancestors(index) {
-                if tasks[parent].state == TaskState::Pending {
-                    set_state(doc, parent, TaskState::InProgress, &mut plan);
+                if state_in(plan, parent) == TaskState::Pending {
+                    set_state(doc, parent, TaskState::InProgress, plan);
                 }
             }
         }
         Edit::CompleteParents => {
-            let mut done: Vec<usize> = Vec::new();
             for parent in doc.ancestors(index) {
                 let all_done = tasks[parent].children.iter().all(|&c| {
-                    tasks[c].state == TaskState::Done
-                        || done.contains(&c)
-                        || (tasks[c].is_optional() && c != index)
+                    state_in(plan, c) == TaskState::Done || (tasks[c].is_optional() && c != index)
                 });
-                if !all_done
-                    || tasks[parent].state == TaskState::Blocked
-                    || !tasks[parent].kind.is_kerns()
-                {
+                let state = state_in(plan, parent);
+                if !all_done || state == TaskState::Blocked || !tasks[parent].kind.is_kerns() {
                     break;
                 }
-                if tasks[parent].state != TaskState::Done {
-                    set_state(doc, parent, TaskState::Done, &mut plan);
-                    done.push(parent);
+                if state != TaskState::Done {
+                    set_state(doc, parent, TaskState::Done, plan);
                 }
             }
         }
         Edit::BlockParents => {
-            let mut blocked: Vec<usize> = Vec::new();
             for parent in doc.ancestors(index) {
                 let t = &tasks[parent];
-                let state_of = |c: usize| {
-                    if blocked.contains(&c) {
-                        TaskState::Blocked
-                    } else {
-                        tasks[c].state
-                    }
-                };
-                let open = t.children.iter().any(|&c| state_of(c).is_unfinished());
+                let open = t
+                    .children
+                    .iter()
+                    .any(|&c| state_in(plan, c).is_unfinished());
                 let some_blocked = t
                     .children
                     .iter()
-                    .any(|&c| state_of(c) == TaskState::Blocked);
-                if open || !some_blocked || !t.state.is_unfinished() || !t.kind.is_kerns() {
+                    .any(|&c| state_in(plan, c) == TaskState::Blocked);
+                if open
+                    || !some_blocked
+                    || !state_in(plan, parent).is_unfinished()
+                    || !t.kind.is_kerns()
+                {
                     break;
                 }
-                set_state(doc, parent, TaskState::Blocked, &mut plan);
-                blocked.push(parent);
+                set_state(doc, parent, TaskState::Blocked, plan);
             }
         }
     }
-    plan.splices.sort_by_key(|(r, _)| (r.start, r.end));
-    Ok(plan)
+    Ok(())
 }
 
+/// Sets task `index` to `state` (a later state for the same task replaces an earlier one).
 fn set_state(doc: &Document, index: usize, state: TaskState, plan: &mut Plan) {
     let task = &doc.tasks()[index];
     plan.states.insert(index, state);
+    plan.splices.retain(|(range, _)| *range != task.marker);
     if task.state != state {
         plan.splices
             .push((task.marker.clone(), state.marker_char().to_string()));
     }
 }
 
-/// Adds a note in kern's layout: appended to the task's notes (rewriting blocks in an older
-/// shape first), else as a new block after the title paragraph.
-fn add_note(
+/// Adds notes in kern's layout, in order, as one block: appended to the task's notes
+/// (rewriting blocks in an older shape first), else as a new block after the title paragraph.
+fn add_notes(
     doc: &Document,
     index: usize,
-    kind: NoteKind,
-    text: &str,
+    new: &[(NoteKind, String)],
     blank_after: bool,
     plan: &mut Plan,
 ) {
@@ -364,7 +394,12 @@ fn add_note(
         }
         None => doc.line_end_after(task.title_end.saturating_sub(1).max(task.marker.start)),
     };
-    contents.extend(notes::layout(kind, text));
+    for (k, (kind, text)) in new.iter().enumerate() {
+        if k > 0 {
+            contents.push(String::new());
+        }
+        contents.extend(notes::layout(*kind, text));
+    }
     let mut block = String::new();
     if task.notes.is_empty() && task.loose {
         block.push_str(le);
@@ -374,7 +409,7 @@ fn add_note(
         block.push_str(le);
     }
     insert_lines(doc, at, &block, plan);
-    plan.note = Some((kind, text.to_string()));
+    plan.notes.extend(new.iter().cloned());
 }
 
 /// Inserts whole lines at a line start; at the end of a file without a final line ending, the
@@ -642,10 +677,8 @@ fn verify(old: &Document, new: &Document, index: usize, plan: &Plan) -> Result<(
         }
         let mut notes: Vec<(NoteKind, &str)> =
             t.notes.iter().map(|x| (x.kind, x.text.as_str())).collect();
-        if k == index
-            && let Some((kind, text)) = &plan.note
-        {
-            notes.push((*kind, text.as_str()));
+        if k == index {
+            notes.extend(plan.notes.iter().map(|(kind, text)| (*kind, text.as_str())));
         }
         let found: Vec<(NoteKind, &str)> =
             n.notes.iter().map(|x| (x.kind, x.text.as_str())).collect();
@@ -1124,6 +1157,73 @@ mod props {
             Just(Edit::CompleteParents),
             Just(Edit::BlockParents),
         ]
+    }
+
+    /// The edit batches the loop writes (`pipeline::decide`).
+    fn batch() -> impl Strategy<Value = Vec<Edit>> {
+        prop_oneof![
+            prop::collection::vec("[a-z ]{1,20}", 1..3).prop_map(|notes| vec![
+                Edit::AddResearch(notes),
+                Edit::SetState(TaskState::InProgress),
+                Edit::StartParents,
+            ]),
+            Just(vec![Edit::SetState(TaskState::Done), Edit::CompleteParents]),
+            "[a-z ]{1,30}".prop_map(|note| vec![Edit::AddAttempt(note)]),
+            "[a-z ]{1,30}".prop_map(|note| vec![
+                Edit::AddAttempt(note.clone()),
+                Edit::SetState(TaskState::Blocked),
+                Edit::AddBlocked(format!("because {note}")),
+                Edit::BlockParents,
+            ]),
+            "[a-z ]{1,30}".prop_map(|note| vec![
+                Edit::SetState(TaskState::InProgress),
+                Edit::AddAttempt(note),
+                Edit::SetState(TaskState::Blocked),
+                Edit::AddBlocked("gave up".into()),
+                Edit::BlockParents,
+            ]),
+            "[a-z ]{1,30}"
+                .prop_map(|note| vec![Edit::SetState(TaskState::Pending), Edit::AddSkipped(note),]),
+            prop::collection::vec("[a-z][a-z ]{0,12}", 1..3)
+                .prop_map(|t| vec![Edit::AddResearch(vec!["r".into()]), Edit::InsertSubtasks(t),]),
+        ]
+    }
+
+    proptest! {
+        /// A batch of edits written as one change gives the same file as the edits one by one.
+        #[test]
+        fn a_batch_is_the_same_as_its_edits_one_by_one(
+            tree in prop::collection::vec(node(), 1..5),
+            crlf in any::<bool>(),
+            top in prop::sample::select(vec!["-", "*", "+", "1."]),
+            pick in any::<prop::sample::Index>(),
+            edits in batch(),
+        ) {
+            let le = if crlf { "\r\n" } else { "\n" };
+            let mut text = format!("# Spec{le}{le}Intro text.{le}{le}");
+            render(&tree, "", top, le, &mut text);
+            let doc = Document::parse(&text);
+            let task = pick.index(doc.tasks().len());
+            let id = doc.identity(task);
+            let mut one_by_one = doc.clone();
+            let mut sequential = Ok(text.clone());
+            for edit in &edits {
+                match apply_edit(&one_by_one, &id, edit) {
+                    Ok(a) => {
+                        sequential = Ok(a.text);
+                        one_by_one = a.document;
+                    }
+                    Err(e) => {
+                        sequential = Err(e);
+                        break;
+                    }
+                }
+            }
+            let batch = apply_edits(&doc, &id, &edits).map(|a| a.text);
+            if let Ok(seq) = &sequential {
+                prop_assert_eq!(batch.as_ref().ok(), Some(seq), "{}", text);
+            }
+        }
     }
 
     proptest! {

@@ -39,7 +39,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::edit::{Edit, EditError, apply_edit};
+use super::edit::{Edit, EditError, apply_edits};
 use super::parse::{Document, TaskIdentity, check_text};
 use super::validate::{Diagnostic, Severity};
 use crate::atomic_file;
@@ -57,6 +57,8 @@ pub struct SpecFile {
     path: PathBuf,
     display: String,
     last_text: String,
+    /// `last_text` parsed, kept so that an unchanged file is never parsed twice.
+    parsed: Option<Document>,
     lingering: Vec<Lingering>,
 }
 
@@ -104,17 +106,47 @@ impl SpecFile {
             path: path.to_path_buf(),
             display: display.to_string(),
             last_text: text.to_string(),
+            parsed: Some(doc.clone()),
             lingering: Vec::new(),
         };
         Ok((file, doc))
     }
 
     /// Reads the file again (after the agent ran, or at the start of an iteration).
+    /// The file is parsed only when its text changed since kern last read or wrote it.
     pub fn reload(&mut self) -> Result<Document> {
         let (_, text) = read_current(&self.path, &self.display)?;
+        let doc = self.parse(&text);
+        self.last_text = text;
+        self.parsed = Some(doc.clone());
+        Ok(doc)
+    }
+
+    /// [`SpecFile::reload`], also handing back the document kern saw before when the text
+    /// changed since (someone else wrote the file): `None` when it did not.
+    pub fn reload_with_previous(&mut self) -> Result<(Document, Option<Document>)> {
+        let (_, text) = read_current(&self.path, &self.display)?;
+        if text == self.last_text
+            && let Some(doc) = &self.parsed
+        {
+            return Ok((doc.clone(), None));
+        }
+        let previous = self
+            .parsed
+            .take()
+            .unwrap_or_else(|| Document::parse(&self.last_text));
         let doc = Document::parse(&text);
         self.last_text = text;
-        Ok(doc)
+        self.parsed = Some(doc.clone());
+        Ok((doc, Some(previous)))
+    }
+
+    /// `text` parsed: the kept document when it is the text kern last saw, else a new parse.
+    fn parse(&self, text: &str) -> Document {
+        match &self.parsed {
+            Some(doc) if text == self.last_text => doc.clone(),
+            _ => Document::parse(text),
+        }
     }
 
     /// The path kern reads and writes.
@@ -164,21 +196,21 @@ impl SpecFile {
             if base != self.last_text {
                 tracing::debug!(path = %self.path.display(), "SPEC.md changed since kern read it; re-applying on the fresh text");
             }
-            let mut doc = Document::parse(&base);
-            let mut text = base.clone();
-            let mut rewrote_notes = false;
-            for edit in edits {
-                let applied = apply_edit(&doc, task, edit).map_err(|e| self.edit_error(e, edit))?;
-                rewrote_notes |= applied.rewrote_notes;
-                text = applied.text;
-                doc = applied.document;
-            }
+            let base_doc = self.parse(&base);
+            let (text, doc, rewrote_notes) = if edits.is_empty() {
+                (base.clone(), base_doc, false)
+            } else {
+                let applied =
+                    apply_edits(&base_doc, task, edits).map_err(|e| self.edit_error(e, edits))?;
+                (applied.text, applied.document, applied.rewrote_notes)
+            };
             let written = |document: Document| Written {
                 document,
                 rewrote_notes,
             };
             if text == disk {
                 self.last_text = text;
+                self.parsed = Some(doc.clone());
                 return Ok(written(doc));
             }
             let prepared = atomic_file::prepare(&self.path, text.as_bytes())?;
@@ -200,6 +232,7 @@ impl SpecFile {
             }
             if unchanged {
                 self.last_text = text;
+                self.parsed = Some(doc.clone());
                 return Ok(written(doc));
             }
             // Something reached the old file after the re-check: fold it in and go again.
@@ -218,7 +251,7 @@ impl SpecFile {
 
     /// An edit that cannot be written, as the error the person sees: a verification failure is
     /// the file's markdown around the task, which the person can change (exit 2).
-    fn edit_error(&self, e: EditError, edit: &Edit) -> Error {
+    fn edit_error(&self, e: EditError, edits: &[Edit]) -> Error {
         match e {
             EditError::Verification {
                 task, line, column, ..
@@ -230,7 +263,11 @@ impl SpecFile {
                     column,
                     message: format!(
                         "kern cannot add its {} to task `{task}` without changing how the lines around it read",
-                        edit.describe()
+                        edits
+                            .iter()
+                            .map(Edit::describe)
+                            .collect::<Vec<_>>()
+                            .join(" and ")
                     ),
                     fix: "separate the task's own text (a table, a quote, a code block) from its first line with a blank line, close any code block left open (```), then run kern again".to_string(),
                 }],
@@ -245,6 +282,9 @@ impl SpecFile {
     /// Puts `text` back (kern's own copy, after an agent corrupted the file).
     pub fn restore(&mut self, text: &str) -> Result<()> {
         atomic_file::write(&self.path, text.as_bytes())?;
+        if text != self.last_text {
+            self.parsed = None;
+        }
         self.last_text = text.to_string();
         Ok(())
     }

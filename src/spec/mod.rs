@@ -24,5 +24,5 @@ pub use file::{SpecFile, Written};
 pub use parse::{
     Counts, Document, LineEnding, Note, NoteKind, Task, TaskIdentity, TaskState, quote_title,
 };
-pub use select::{SelectOptions, SelectReason, Selection, select, select_with};
+pub use select::{SelectOptions, SelectReason, Selection, select, select_avoiding, select_with};
 pub use validate::{Diagnostic, Severity, validate};

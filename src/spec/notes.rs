@@ -69,6 +69,8 @@ fn kind_word(s: &str) -> Option<(NoteKind, &str)> {
         ("Skipped", NoteKind::Skipped),
         ("Blocked", NoteKind::Blocked),
         ("Check", NoteKind::Check),
+        ("After", NoteKind::After),
+        ("Review", NoteKind::Review),
     ] {
         if let Some(rest) = s.strip_prefix(word) {
             return Some((kind, rest));
@@ -387,6 +389,8 @@ mod props {
             Just(NoteKind::Skipped),
             Just(NoteKind::Blocked),
             Just(NoteKind::Check),
+            Just(NoteKind::After),
+            Just(NoteKind::Review),
         ]
     }
 

@@ -28,6 +28,9 @@ use super::dialect::{self, BoxKind, TaskKind};
 use super::notes;
 use super::validate::{Diagnostic, Severity};
 
+/// Parses made by [`Document::parse`] in this process.
+static PARSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The state of a task, written as the one character inside its box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -112,6 +115,12 @@ pub enum NoteKind {
     Blocked,
     /// `> **Check:** <command>`, written by a person: this task's own check command.
     Check,
+    /// `> **After:** <title>`, written by a person: with parallel tasks (`-j`), this task waits
+    /// until the task of that title is done.
+    After,
+    /// `> **Review:** kern/<task>`, written by kern with `--review`: the task's commit waits on
+    /// that branch for `kern accept` or `kern reject`. It stays as the record afterwards.
+    Review,
 }
 
 impl NoteKind {
@@ -123,6 +132,8 @@ impl NoteKind {
             NoteKind::Skipped => "Skipped".to_string(),
             NoteKind::Blocked => "Blocked".to_string(),
             NoteKind::Check => "Check".to_string(),
+            NoteKind::After => "After".to_string(),
+            NoteKind::Review => "Review".to_string(),
         }
     }
 }
@@ -250,6 +261,25 @@ impl Task {
         self.notes.iter().any(|n| n.kind == NoteKind::Skipped)
     }
 
+    /// The branch of the task's last Review note (`--review`), when it has one.
+    pub fn review_branch(&self) -> Option<&str> {
+        self.notes
+            .iter()
+            .rev()
+            .find(|n| n.kind == NoteKind::Review)
+            .map(|n| n.text.trim().trim_matches('`'))
+    }
+
+    /// The titles the task's After notes name (one title per note).
+    pub fn after(&self) -> Vec<&str> {
+        self.notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::After)
+            .map(|n| n.text.trim())
+            .filter(|t| !t.is_empty())
+            .collect()
+    }
+
     /// The command of the task's (last) Check note, if it has a non-empty one.
     pub fn check_command(&self) -> Option<&str> {
         self.notes
@@ -322,7 +352,14 @@ impl Document {
     /// Parses SPEC.md text. Never fails and never panics: whatever is not a well-formed task is
     /// either ordinary text or a problem that [`crate::spec::validate`] reports.
     pub fn parse(text: &str) -> Document {
+        PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Builder::new(text).build()
+    }
+
+    /// How many times this process has parsed a SPEC.md: the loop reports it per iteration in
+    /// its diagnostics (`-v`), so that a regression in how often it re-reads shows.
+    pub fn parse_count() -> u64 {
+        PARSES.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Checks that the bytes are a text file (UTF-8, no NUL byte) and parses them. The error

@@ -91,11 +91,27 @@ pub fn select(doc: &Document) -> Option<Selection> {
 
 /// [`select`] with options (`--skip-optional`).
 pub fn select_with(doc: &Document, options: &SelectOptions) -> Option<Selection> {
+    select_avoiding(doc, options, &|_| false)
+}
+
+/// [`select_with`], never taking a task `avoid` names (its subtasks may still be taken) — the
+/// tasks parallel jobs already run and their chains (see `pipeline::schedule`). A task whose
+/// `After` note names a task that is not done waits for it, with its subtasks, here and in
+/// [`select_with`].
+pub fn select_avoiding(
+    doc: &Document,
+    options: &SelectOptions,
+    avoid: &dyn Fn(usize) -> bool,
+) -> Option<Selection> {
     let tasks = doc.tasks();
-    if let Some(deepest) = deepest_in_progress(doc) {
+    let waiting = waiting_for_after(doc);
+    let avoid = |i: usize| {
+        avoid(i) || waiting.contains(&i) || doc.ancestors(i).iter().any(|a| waiting.contains(a))
+    };
+    if let Some(deepest) = deepest_in_progress(doc, &avoid) {
         let end = subtree_end(doc, deepest);
-        let found = first_workable(doc, deepest..end, Some(deepest), Pass::Required)
-            .or_else(|| first_workable(doc, deepest..end, Some(deepest), Pass::Optional))
+        let found = first_workable(doc, deepest..end, Some(deepest), Pass::Required, &avoid)
+            .or_else(|| first_workable(doc, deepest..end, Some(deepest), Pass::Optional, &avoid))
             .filter(|&(task, _)| {
                 // Within a started optional chain, its own subtasks go on; a fresh optional
                 // task elsewhere in the subtree waits for the optional pass like any other.
@@ -117,14 +133,15 @@ pub fn select_with(doc: &Document, options: &SelectOptions) -> Option<Selection>
         }
     }
     let all = 0..tasks.len();
-    let (task, skipped, optional) = match first_workable(doc, all.clone(), None, Pass::Required) {
-        Some((task, skipped)) => (task, skipped, false),
-        None if options.skip_optional => return None,
-        None => {
-            let (task, skipped) = first_workable(doc, all, None, Pass::Optional)?;
-            (task, skipped, true)
-        }
-    };
+    let (task, skipped, optional) =
+        match first_workable(doc, all.clone(), None, Pass::Required, &avoid) {
+            Some((task, skipped)) => (task, skipped, false),
+            None if options.skip_optional => return None,
+            None => {
+                let (task, skipped) = first_workable(doc, all, None, Pass::Optional, &avoid)?;
+                (task, skipped, true)
+            }
+        };
     let reason = if !tasks[task].children.is_empty() {
         SelectReason::SubtasksDone
     } else if optional {
@@ -152,30 +169,52 @@ fn is_optional(doc: &Document, task: usize) -> bool {
     tasks[task].is_optional() || doc.ancestors(task).iter().any(|&a| tasks[a].is_optional())
 }
 
-/// The deepest task of the first in-progress chain kern may take whose ancestors are neither
-/// done, blocked nor held (an optional task's ancestors may be done).
-fn deepest_in_progress(doc: &Document) -> Option<usize> {
+/// The tasks whose `After` notes name a task that is not done (by title; a title no task has
+/// holds nothing back).
+fn waiting_for_after(doc: &Document) -> Vec<usize> {
     let tasks = doc.tasks();
-    let top = (0..tasks.len()).find(|&i| {
-        let optional = is_optional(doc, i);
-        tasks[i].state == TaskState::InProgress
-            && tasks[i].is_takeable()
-            && doc.ancestors(i).iter().all(|&a| {
-                let open = tasks[a].state.is_unfinished()
-                    || (optional && tasks[a].state == TaskState::Done);
-                open && tasks[a].is_takeable()
+    (0..tasks.len())
+        .filter(|&i| {
+            tasks[i].after().iter().any(|title| {
+                tasks
+                    .iter()
+                    .any(|t| t.title == *title && t.state != TaskState::Done)
             })
-    })?;
-    let mut deepest = top;
-    for i in top + 1..subtree_end(doc, top) {
-        if tasks[i].state == TaskState::InProgress
-            && tasks[i].depth > tasks[deepest].depth
-            && doc.ancestors(i).contains(&deepest)
-        {
-            deepest = i;
+        })
+        .collect()
+}
+
+/// The deepest task of the first in-progress chain kern may take whose ancestors are neither
+/// done, blocked nor held (an optional task's ancestors may be done), and that `avoid` does
+/// not name; several chains (parallel tasks) are taken in document order.
+fn deepest_in_progress(doc: &Document, avoid: &dyn Fn(usize) -> bool) -> Option<usize> {
+    let tasks = doc.tasks();
+    let mut from = 0;
+    loop {
+        let top = (from..tasks.len()).find(|&i| {
+            let optional = is_optional(doc, i);
+            tasks[i].state == TaskState::InProgress
+                && tasks[i].is_takeable()
+                && doc.ancestors(i).iter().all(|&a| {
+                    let open = tasks[a].state.is_unfinished()
+                        || (optional && tasks[a].state == TaskState::Done);
+                    open && tasks[a].is_takeable()
+                })
+        })?;
+        let mut deepest = top;
+        for i in top + 1..subtree_end(doc, top) {
+            if tasks[i].state == TaskState::InProgress
+                && tasks[i].depth > tasks[deepest].depth
+                && doc.ancestors(i).contains(&deepest)
+            {
+                deepest = i;
+            }
         }
+        if !avoid(deepest) {
+            return Some(deepest);
+        }
+        from = deepest + 1;
     }
-    Some(deepest)
 }
 
 /// One past the last descendant of `task` (descendants directly follow a task).
@@ -195,6 +234,7 @@ fn first_workable(
     range: std::ops::Range<usize>,
     allow_in_progress: Option<usize>,
     pass: Pass,
+    avoid: &dyn Fn(usize) -> bool,
 ) -> Option<(usize, bool)> {
     let tasks = doc.tasks();
     let mut first_skipped = None;
@@ -218,7 +258,12 @@ fn first_workable(
             .children
             .iter()
             .all(|&c| tasks[c].state == TaskState::Done);
-        let self_allowed = t.state == TaskState::Pending || allow_in_progress == Some(i);
+        // A task in progress is resumed through its chain; one of another chain (a parallel
+        // job's, or left by a killed one) is taken as it stands.
+        let self_allowed = (t.state == TaskState::Pending
+            || allow_in_progress == Some(i)
+            || (t.state == TaskState::InProgress && t.children.is_empty()))
+            && !avoid(i);
         if in_pass && children_done && self_allowed {
             if !t.is_skipped() {
                 return Some((i, false));
@@ -392,5 +437,44 @@ mod tests {
             let got = select_with(&doc, &skip).map(|s| doc.tasks()[s.task].title.clone());
             assert_eq!(got.as_deref(), *expected, "{text:?}");
         }
+    }
+
+    #[test]
+    fn after_notes_hold_a_task_back_until_their_task_is_done() {
+        let text = "- [ ] Deploy\n  > **After:** Build\n- [ ] Build\n";
+        assert_eq!(selected(text).unwrap().0, "Build");
+        let done = "- [ ] Deploy\n  > **After:** Build\n- [x] Build\n";
+        assert_eq!(selected(done).unwrap().0, "Deploy");
+        let unknown = "- [ ] Deploy\n  > **After:** Nothing of that name\n";
+        assert_eq!(selected(unknown).unwrap().0, "Deploy");
+    }
+
+    #[test]
+    fn avoided_tasks_and_their_chains_are_passed_over() {
+        let doc = Document::parse("- [~] a\n- [ ] b\n  - [ ] c\n- [~] d\n- [ ] e\n");
+        let options = SelectOptions::default();
+        let title = |s: Option<Selection>| s.map(|s| doc.tasks()[s.task].title.clone());
+        assert_eq!(
+            title(select_avoiding(&doc, &options, &|_| false)).as_deref(),
+            Some("a")
+        );
+        // `a` runs elsewhere: the second chain, `d`, is resumed before new work.
+        assert_eq!(
+            title(select_avoiding(&doc, &options, &|i| i == 0)).as_deref(),
+            Some("d")
+        );
+        assert_eq!(
+            title(select_avoiding(&doc, &options, &|i| i == 0 || i == 3)).as_deref(),
+            Some("c")
+        );
+        // Avoiding a parent leaves its subtasks free; the caller avoids whole chains.
+        assert_eq!(
+            title(select_avoiding(&doc, &options, &|i| [0, 1, 3].contains(&i))).as_deref(),
+            Some("c")
+        );
+        assert_eq!(
+            title(select_avoiding(&doc, &options, &|i| [0, 1, 2, 3].contains(&i))).as_deref(),
+            Some("e")
+        );
     }
 }

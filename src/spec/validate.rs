@@ -86,34 +86,9 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
             });
         }
     }
-    // Chains: the first in-progress task's path is the chain; any other in-progress task that
-    // is neither on that path nor below its deepest member starts a second one.
-    let in_progress: Vec<usize> = (0..tasks.len())
-        .filter(|&i| tasks[i].state == TaskState::InProgress && tasks[i].is_takeable())
-        .collect();
-    let mut chain: Vec<usize> = Vec::new();
-    for &i in &in_progress {
-        let Some(&deepest) = chain.last() else {
-            chain.push(i);
-            continue;
-        };
-        if doc.ancestors(i).contains(&deepest) {
-            chain.push(i);
-            continue;
-        }
-        let first = &tasks[chain[0]];
-        let t = &tasks[i];
-        out.push(Diagnostic {
-            severity: Severity::Error,
-            line: t.line,
-            column: t.column,
-            message: format!(
-                "more than one task in progress: `{}` here and `{}` at line {}",
-                t.title, first.title, first.line
-            ),
-            fix: "mark all but one of them [ ] (a task and its parents form one chain)".to_string(),
-        });
-    }
+    // Several tasks in progress are fine: parallel tasks (`-j`) leave one chain each, and a
+    // run killed in the middle must not find its own file refused. kern resumes them in
+    // document order.
     for t in tasks {
         if t.state == TaskState::Done
             && t.closed_by.is_none()
@@ -178,11 +153,9 @@ mod tests {
                 &[],
             ),
             (
-                "optional in progress is kern's chain",
+                "an optional task in progress beside another",
                 "- [~] a\n- [~]* b\n",
-                &[
-                    "SPEC.md:2:3: more than one task in progress: `b` here and `a` at line 1 — mark all but one of them [ ] (a task and its parents form one chain)",
-                ],
+                &[],
             ),
             (
                 "done parent, optional or held child",
@@ -195,18 +168,14 @@ mod tests {
                 &["SPEC.md:2:4: task has no title — write what is to be done after the marker"],
             ),
             (
-                "two chains",
+                "two chains, as parallel tasks leave them",
                 "- [~] a\n- [ ] b\n  - [~] c\n",
-                &[
-                    "SPEC.md:3:5: more than one task in progress: `c` here and `a` at line 1 — mark all but one of them [ ] (a task and its parents form one chain)",
-                ],
+                &[],
             ),
             (
-                "siblings in progress",
+                "siblings in progress, as parallel tasks leave them",
                 "- [ ] p\n  - [~] a\n  - [~] b\n",
-                &[
-                    "SPEC.md:3:5: more than one task in progress: `b` here and `a` at line 2 — mark all but one of them [ ] (a task and its parents form one chain)",
-                ],
+                &[],
             ),
             ("chain with a gap", "- [~] a\n  - [ ] b\n    - [~] c\n", &[]),
             (
@@ -221,7 +190,6 @@ mod tests {
                 "- [o] x\n- [~] a\n- [~] b\n- [ ]\n",
                 &[
                     "SPEC.md:1:3: warning: `[o]` is not one of kern's task markers: kern leaves this item alone — make it `[ ]` for kern to take it",
-                    "SPEC.md:3:3: more than one task in progress: `b` here and `a` at line 2 — mark all but one of them [ ] (a task and its parents form one chain)",
                     "SPEC.md:4:3: task has no title — write what is to be done after the marker",
                 ],
             ),

@@ -38,7 +38,8 @@ pub struct KernEnvelope {
     pub stage: Stage,
     /// The task the stage worked on.
     pub task: TaskRef,
-    /// The agent, as `--agent` names it (`claude`, `codex`, `program:<path>`).
+    /// The agent that ran the stage (its last try), as `--agent` names it (`claude`, `codex`,
+    /// `program:<path>`).
     pub agent: String,
     /// The full command line: the program, then its arguments.
     pub argv: Vec<String>,
@@ -59,6 +60,10 @@ pub struct KernEnvelope {
     /// Every pause: retry delays and usage-limit waits.
     #[serde(default)]
     pub waits: Vec<Wait>,
+    /// Each move of the stage to another agent (a usage limit that resets too late), in order;
+    /// empty when the stage ran on one agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<Switch>,
     /// How the stage ended.
     pub outcome: Outcome,
     /// The parsed report (`status` / `verdict` / notes), when there is one.
@@ -113,6 +118,22 @@ pub struct Wait {
     /// For a usage limit: when it was to reset (epoch seconds), if known.
     #[serde(default)]
     pub resets_at: Option<i64>,
+}
+
+/// A stage moved from one agent to the other.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Switch {
+    /// The agent that could not go on.
+    pub from: String,
+    /// The agent that took the stage over.
+    pub to: String,
+    /// What `from` said (its usage-limit message).
+    pub reason: String,
+    /// When the switch happened.
+    pub at: Timestamp,
+    /// When `from` may be tried again (epoch seconds), if known.
+    #[serde(default)]
+    pub limited_until: Option<i64>,
 }
 
 /// How a stage ended.
@@ -258,6 +279,7 @@ mod tests {
                 duration_ms: 30_000,
                 resets_at: None,
             }],
+            switches: Vec::new(),
             outcome,
             report,
             failure: None,

@@ -15,6 +15,35 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::spec::TaskIdentity;
 
+/// A parallel task's folder (`job.json`): the task it works on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The task.
+    pub identity: TaskIdentity,
+    /// Its title when the job started.
+    pub title: String,
+    /// Its folder, worktree and branch name (`kern/<slug>`).
+    pub slug: String,
+}
+
+/// A parallel task's work being written into the run's work tree (`integrating.json`): a run
+/// killed between writing the paths and committing finds which paths were kern's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Integrating {
+    /// The task.
+    pub identity: TaskIdentity,
+    /// Its folder's slug.
+    pub slug: String,
+    /// The branch tip the work was applied onto.
+    pub onto: String,
+    /// The paths written.
+    pub paths: Vec<String>,
+}
+
+/// How often each parallel task's work conflicted with the branch (`conflicts.json`), by
+/// slug: the second conflict blocks the task.
+pub type Conflicts = std::collections::BTreeMap<String, u32>;
+
 /// What kern recorded when a task started (`task.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskStart {

@@ -14,7 +14,10 @@
 pub mod journal;
 pub mod lock;
 pub mod resume;
+pub mod rotating;
 pub mod run_log;
+pub mod run_report;
+pub mod running;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -160,6 +163,16 @@ impl StateDir {
         self.dir().join("run.jsonl")
     }
 
+    /// `run.log`: the run's output lines, as the plain output shows them (rotates).
+    pub fn output_log(&self) -> PathBuf {
+        self.dir().join("run.log")
+    }
+
+    /// `notify.log`: what the `--notify` command printed, per event.
+    pub fn notify_log(&self) -> PathBuf {
+        self.dir().join("notify.log")
+    }
+
     /// `task.json`: what kern recorded when the current task started (outlives iterations).
     pub fn task_start(&self) -> PathBuf {
         self.dir().join("task.json")
@@ -178,6 +191,42 @@ impl StateDir {
     /// `commit.json`: a commit kern was about to make (see `journal.rs`).
     pub fn pending_commit(&self) -> PathBuf {
         self.dir().join("commit.json")
+    }
+
+    /// `jobs/`: the parallel tasks' folders (`-j`, `--review`).
+    pub fn jobs_dir(&self) -> PathBuf {
+        self.dir().join("jobs")
+    }
+
+    /// `jobs/<slug>/`: a parallel task's own state folder — its stage files, its `task.json`,
+    /// its `job.json` — with its git worktree in `tree/`.
+    pub fn job(&self, slug: &str) -> StateDir {
+        StateDir {
+            root: self.root.clone(),
+            project_id: self.project_id.clone(),
+            branch: format!("{}/jobs/{slug}", self.branch),
+        }
+    }
+
+    /// `job.json` (in a parallel task's folder): which task it is (see `journal.rs`).
+    pub fn job_record(&self) -> PathBuf {
+        self.dir().join("job.json")
+    }
+
+    /// `tree/` (in a parallel task's folder): its git worktree.
+    pub fn job_tree(&self) -> PathBuf {
+        self.dir().join("tree")
+    }
+
+    /// `integrating.json`: a parallel task's work being written into the work tree (see
+    /// `journal.rs`).
+    pub fn integrating(&self) -> PathBuf {
+        self.dir().join("integrating.json")
+    }
+
+    /// `conflicts.json`: how often each parallel task's work conflicted with the branch.
+    pub fn conflicts(&self) -> PathBuf {
+        self.dir().join("conflicts.json")
     }
 
     /// Every per-iteration file of every stage (not `run.jsonl`).

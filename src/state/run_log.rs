@@ -3,18 +3,17 @@
 //! did; [`RunEvent`] is its vocabulary, one variant per kind of line.
 //!
 //! Each line is `{"ts", "run", "event", …fields}`, written with a single `write` on a file
-//! opened for appending, so lines from a crashed run are whole or absent. Writing the log never
+//! opened for appending, so lines from a crashed run are whole or absent. The file rotates at
+//! 8 MiB into `run.jsonl.1` (see `rotating.rs`); [`read_all`] reads both. Writing the log never
 //! stops a run: an overnight run that cannot append a log line still commits its work; the
 //! failure is traced at warn level. Readers skip lines they cannot parse (a newer kern's).
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::stage::Stage;
-use crate::stage::record::Outcome;
+use crate::stage::record::{Outcome, Wait};
 use crate::timestamp::Timestamp;
 
 /// How one iteration ended.
@@ -29,6 +28,8 @@ pub enum IterationEnd {
     Progressed,
     /// The task was skipped: no progress.
     Skipped,
+    /// A parallel task passed its review in its worktree: the run integrates it next.
+    Ready,
 }
 
 /// A changed file kern left out of a commit.
@@ -52,6 +53,9 @@ pub enum RunEvent {
         delay_s: u64,
         /// The agent, as `--agent` names it.
         agent: String,
+        /// The `--max-cost` budget, when one was given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_cost_usd: Option<f64>,
     },
     /// The run took over the lock of a run that is gone.
     LockRecovered {
@@ -81,9 +85,21 @@ pub enum RunEvent {
         task: String,
         /// The prompt's size.
         prompt_bytes: u64,
+        /// The agent, as `--agent` names it.
+        #[serde(default)]
+        agent: String,
+        /// The model asked for (template front matter or `--model`), when one was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// Which attempt at the task this is (1-based).
+        #[serde(default)]
+        attempt: u32,
     },
     /// A stage ended: with an outcome, or with an error that stops the run.
     StageEnd {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The stage.
         stage: Stage,
         /// How it ended (absent when `error` is set).
@@ -104,9 +120,42 @@ pub enum RunEvent {
         /// The error that stopped the run during the stage.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The agent, as `--agent` names it.
+        #[serde(default)]
+        agent: String,
+        /// The model: the one asked for, else the one the agent reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The agent's turns, when it reported them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turns: Option<u64>,
+        /// The pauses in the stage: retry delays and usage-limit waits.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        waits: Vec<Wait>,
+    },
+    /// A stage moved to the other agent: its agent hit a usage limit that resets later than
+    /// `--fallback-after` (or was already at one).
+    AgentSwitch {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// The stage.
+        stage: Stage,
+        /// The agent at its limit.
+        from: String,
+        /// The agent that took the stage over.
+        to: String,
+        /// What `from` said.
+        reason: String,
+        /// When `from` may be tried again (epoch seconds), if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limited_until: Option<i64>,
     },
     /// The audit after a stage found what the stage forbids.
     Violation {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The stage.
         stage: Stage,
         /// What was found, one sentence each.
@@ -119,6 +168,9 @@ pub enum RunEvent {
     },
     /// SPEC.md changed during a stage in ways kern did not make: markers, Check notes, tasks.
     HandEdit {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The stage it happened during.
         stage: Stage,
         /// One sentence per change.
@@ -136,6 +188,24 @@ pub enum RunEvent {
         /// Why the task ended.
         why: String,
     },
+    /// A task was skipped: back to `[ ]` with a Skipped note; it comes back later.
+    Skipped {
+        /// The task's title.
+        task: String,
+        /// Why, as the note says it.
+        reason: String,
+    },
+    /// A failed attempt at a task was recorded as an `Attempt N` note.
+    AttemptFailed {
+        /// The task's title.
+        task: String,
+        /// The attempt's number.
+        attempt: u32,
+        /// The note (kern's reason, the agent's note, the check's or reviewer's words).
+        note: String,
+    },
+    /// The terminal went away (SIGHUP): the run goes on, its lines continue in `run.log`.
+    Hangup {},
     /// A task was finished with nothing to commit.
     NoCommit {
         /// The task's title.
@@ -145,6 +215,9 @@ pub enum RunEvent {
     },
     /// The check gate ran.
     Check {
+        /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         /// The command.
         command: String,
         /// Whether it passed.
@@ -164,14 +237,32 @@ pub enum RunEvent {
         /// Why.
         why: String,
     },
+    /// A parallel task's work conflicted with the branch when kern applied it: nothing was
+    /// written; the task is retried (first time) or blocked.
+    Conflict {
+        /// The task's title.
+        task: String,
+        /// The conflicting paths.
+        paths: Vec<String>,
+        /// The task's branch.
+        branch: String,
+        /// How often it conflicted so far.
+        attempt: u32,
+    },
     /// kern committed a task.
     Commit {
         /// The task's title.
         task: String,
         /// The new commit.
         sha: String,
+        /// Its subject line.
+        #[serde(default)]
+        subject: String,
         /// Changed files left out of it.
         left_out: Vec<LeftOutFile>,
+        /// `--review`: the task branch the commit waits on (not the run's branch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        review_branch: Option<String>,
     },
     /// An iteration ended.
     IterationEnd {
@@ -190,6 +281,9 @@ pub enum RunEvent {
         cost_usd: f64,
         /// The exit code.
         exit_code: u8,
+        /// Iterations run.
+        #[serde(default)]
+        iterations: u32,
     },
 }
 
@@ -205,7 +299,8 @@ pub struct LoggedEvent {
     pub event: RunEvent,
 }
 
-/// The event log of one run.
+/// The event log of one run (cheap to clone: a path and an id).
+#[derive(Debug, Clone)]
 pub struct RunLog {
     path: PathBuf,
     run_id: String,
@@ -240,15 +335,16 @@ impl RunLog {
             }
         };
         bytes.push(b'\n');
-        let written = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut f| f.write_all(&bytes));
+        let written = super::rotating::append(&self.path, &bytes, super::rotating::ROTATE_BYTES);
         if let Err(error) = written {
             tracing::warn!(path = %self.path.display(), %error, "cannot append to run.jsonl");
         }
     }
+}
+
+/// Every event kept for the log at `path`: the rotated file's, then the current one's.
+pub fn read_all(path: &std::path::Path) -> std::io::Result<Vec<LoggedEvent>> {
+    Ok(parse(&super::rotating::read_with_rotated(path)?))
 }
 
 /// Parses `run.jsonl` text; lines that are not events of this kern are skipped.
@@ -261,6 +357,8 @@ pub fn parse(text: &str) -> Vec<LoggedEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stage::record::WaitKind;
+    use std::io::Write;
 
     /// One event of every kind, as `run.jsonl` holds them.
     fn every_event() -> Vec<RunEvent> {
@@ -269,6 +367,7 @@ mod tests {
                 iterations: 10,
                 delay_s: 30,
                 agent: "claude".into(),
+                max_cost_usd: Some(5.0),
             },
             RunEvent::LockRecovered {
                 pid: 4242,
@@ -285,8 +384,12 @@ mod tests {
                 stage: Stage::Research,
                 task: "Add the parser".into(),
                 prompt_bytes: 5120,
+                agent: "claude".into(),
+                model: Some("opus".into()),
+                attempt: 1,
             },
             RunEvent::StageEnd {
+                task: Some("Add the parser".into()),
                 stage: Stage::Implement,
                 outcome: Some(Outcome::Succeeded),
                 cost_usd: 0.25,
@@ -294,8 +397,28 @@ mod tests {
                 retries: 1,
                 failure: None,
                 error: None,
+                agent: "claude".into(),
+                model: Some("claude-opus-4-5".into()),
+                turns: Some(12),
+                waits: vec![
+                    Wait {
+                        kind: WaitKind::Retry,
+                        reason: "API error 529 overloaded".into(),
+                        started_at: Timestamp::from_epoch_seconds(1_795_000_000),
+                        duration_ms: 30_000,
+                        resets_at: None,
+                    },
+                    Wait {
+                        kind: WaitKind::UsageLimit,
+                        reason: "You've hit your session limit · resets 5am (UTC)".into(),
+                        started_at: Timestamp::from_epoch_seconds(1_795_000_030),
+                        duration_ms: 600_000,
+                        resets_at: Some(1_795_000_600),
+                    },
+                ],
             },
             RunEvent::StageEnd {
+                task: Some("Add the parser".into()),
                 stage: Stage::Review,
                 outcome: None,
                 cost_usd: 0.0,
@@ -303,14 +426,28 @@ mod tests {
                 retries: 0,
                 failure: None,
                 error: Some("interrupted by SIGINT".into()),
+                agent: "claude".into(),
+                model: None,
+                turns: None,
+                waits: Vec::new(),
+            },
+            RunEvent::AgentSwitch {
+                task: Some("Add the parser".into()),
+                stage: Stage::Implement,
+                from: "claude".into(),
+                to: "codex".into(),
+                reason: "You've hit your 5-hour limit · resets 2:08am (UTC)".into(),
+                limited_until: Some(1_795_018_000),
             },
             RunEvent::Violation {
+                task: Some("Add the parser".into()),
                 stage: Stage::Research,
                 violations: vec!["research stage is read-only but changed a.txt".into()],
                 reverted: vec!["a.txt".into()],
                 saved: vec!["refs/kern/saved/add-the-parser/research-1".into()],
             },
             RunEvent::HandEdit {
+                task: Some("Add the parser".into()),
                 stage: Stage::Implement,
                 changes: vec!["`Other` [ ] → [x]".into()],
             },
@@ -320,11 +457,22 @@ mod tests {
                 paths: vec!["half.txt".into()],
                 why: "skipped".into(),
             },
+            RunEvent::Skipped {
+                task: "Hard".into(),
+                reason: "research: the API is not designed yet".into(),
+            },
+            RunEvent::AttemptFailed {
+                task: "Hard".into(),
+                attempt: 2,
+                note: "the test `parse_empty` failed: expected Ok, got Err".into(),
+            },
+            RunEvent::Hangup {},
             RunEvent::NoCommit {
                 task: "Tidy".into(),
                 why: "nothing changed that kern commits".into(),
             },
             RunEvent::Check {
+                task: Some("Add the parser".into()),
                 command: "cargo test".into(),
                 passed: false,
             },
@@ -339,10 +487,12 @@ mod tests {
             RunEvent::Commit {
                 task: "Add the parser".into(),
                 sha: "0123456789abcdef0123456789abcdef01234567".into(),
+                subject: "Add the parser".into(),
                 left_out: vec![LeftOutFile {
                     path: ".env".into(),
                     reason: "sensitive file name (.env)".into(),
                 }],
+                review_branch: None,
             },
             RunEvent::IterationEnd {
                 index: 1,
@@ -353,6 +503,7 @@ mod tests {
                 ended: "nothing left to do".into(),
                 cost_usd: 0.5,
                 exit_code: 0,
+                iterations: 1,
             },
         ]
     }
@@ -394,6 +545,7 @@ mod tests {
         let path = dir.path().join("run.jsonl");
         let log = RunLog::new(path.clone(), "r1".into());
         log.event(RunEvent::Check {
+            task: None,
             command: "true".into(),
             passed: true,
         });

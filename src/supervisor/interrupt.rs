@@ -1,4 +1,7 @@
 //! Ctrl-C and SIGTERM: the first one asks for a graceful stop, the second one ends kern at once.
+//! SIGHUP (the terminal or the ssh session went away) stops nothing: kern goes on like `nohup`,
+//! runs the hook the loop registered ([`Interrupt::on_hangup`]: the reporter stops writing to
+//! the terminal, `run.jsonl` records the loss) and its lines continue in `run.log`.
 //!
 //! The decision a reader must know: the first signal only *records* the request. Nothing is
 //! killed here; [`crate::supervisor::run`] sees it through [`Interrupt::wait`] and stops the
@@ -13,8 +16,8 @@
 //! blocking wait for a stale agent group).
 
 use std::future::Future;
+use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -34,22 +37,28 @@ pub struct Interrupt {
 struct Inner {
     /// `None` until the first signal; then its number. Never changes again.
     first: watch::Sender<Option<i32>>,
-    /// The process group of the running agent, 0 when none.
-    child_group: AtomicI32,
+    /// The process groups of the running agents (several with parallel tasks).
+    child_groups: std::sync::Mutex<Vec<i32>>,
+    /// What to do on SIGHUP (the loop registers it once it has a log).
+    hangup: std::sync::Mutex<Option<HangupHook>>,
 }
+
+/// What runs on the listener thread when SIGHUP arrives.
+pub type HangupHook = Box<dyn Fn() + Send + Sync>;
 
 impl std::fmt::Debug for Interrupt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Interrupt")
             .field("requested", &self.requested())
-            .field("child_group", &self.child_group())
+            .field("child_groups", &self.child_groups())
             .finish()
     }
 }
 
 impl Interrupt {
-    /// Starts listening for SIGINT and SIGTERM. From now on these signals no longer end kern
-    /// by themselves: the first is recorded, the second kills the agent group and exits.
+    /// Starts listening for SIGINT, SIGTERM and SIGHUP. From now on these signals no longer end
+    /// kern by themselves: the first SIGINT or SIGTERM is recorded, the second kills the agent
+    /// group and exits; SIGHUP runs the hangup hook and nothing else.
     pub fn install() -> Result<Interrupt> {
         let interrupt = Interrupt::none();
         let listener = interrupt.clone();
@@ -61,7 +70,7 @@ impl Interrupt {
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(interrupt),
             Ok(Err(e)) => Err(Error::Internal(format!(
-                "cannot listen for SIGINT and SIGTERM: {e}"
+                "cannot listen for SIGINT, SIGTERM and SIGHUP: {e}"
             ))),
             Err(_) => Err(Error::Internal(
                 "the signal listener ended before it was ready".into(),
@@ -76,7 +85,8 @@ impl Interrupt {
         Interrupt {
             inner: Arc::new(Inner {
                 first,
-                child_group: AtomicI32::new(0),
+                child_groups: std::sync::Mutex::new(Vec::new()),
+                hangup: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -111,19 +121,51 @@ impl Interrupt {
         }
     }
 
-    /// Registers the process group of the agent running now (`None` when none runs), so that
-    /// a second signal can kill it.
-    pub fn set_child_group(&self, pgid: Option<i32>) {
-        let value = pgid.filter(|&p| p > 0).unwrap_or(0);
-        self.inner.child_group.store(value, Ordering::SeqCst);
+    /// Registers the process group of an agent that now runs, so that a second signal can
+    /// kill it.
+    pub fn add_child_group(&self, pgid: i32) {
+        let mut groups = self.groups();
+        if pgid > 0 && !groups.contains(&pgid) {
+            groups.push(pgid);
+        }
     }
 
-    /// The registered agent process group, if any.
-    pub fn child_group(&self) -> Option<i32> {
-        match self.inner.child_group.load(Ordering::SeqCst) {
-            0 => None,
-            pgid => Some(pgid),
+    /// The agent of group `pgid` has ended.
+    pub fn remove_child_group(&self, pgid: i32) {
+        self.groups().retain(|&g| g != pgid);
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, Vec<i32>> {
+        self.inner
+            .child_groups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers what SIGHUP does (replacing an earlier hook).
+    pub fn on_hangup(&self, hook: HangupHook) {
+        *self
+            .inner
+            .hangup
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hook);
+    }
+
+    /// Does what the arrival of SIGHUP does: runs the hangup hook, if one is registered.
+    pub fn hang_up(&self) {
+        let hook = self
+            .inner
+            .hangup
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hook) = hook.as_ref() {
+            hook();
         }
+    }
+
+    /// The registered agent process groups.
+    pub fn child_groups(&self) -> Vec<i32> {
+        self.groups().clone()
     }
 
     /// Does exactly what the arrival of `signal` does: the first call records it; any later
@@ -133,7 +175,9 @@ impl Interrupt {
     pub fn trigger(&self, signal: i32) {
         if !self.record(signal) {
             self.kill_child_group_now();
-            eprintln!(
+            // Not eprintln!: it panics when stderr is gone (a closed terminal).
+            let _ = writeln!(
+                std::io::stderr(),
                 "kern: a second {} — the agent was killed at once; the task resumes where it stopped on the next run",
                 crate::reporter::text::signal_name(signal)
             );
@@ -154,7 +198,7 @@ impl Interrupt {
     }
 
     fn kill_child_group_now(&self) {
-        if let Some(pgid) = self.child_group() {
+        for pgid in self.child_groups() {
             // ESRCH (already gone) is the outcome we want anyway.
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
@@ -174,9 +218,12 @@ fn listen(interrupt: Interrupt, ready: std::sync::mpsc::Sender<std::io::Result<(
         }
     };
     runtime.block_on(async move {
-        let listeners = signal(SignalKind::interrupt())
-            .and_then(|int| signal(SignalKind::terminate()).map(|term| (int, term)));
-        let (mut sigint, mut sigterm) = match listeners {
+        let listeners = signal(SignalKind::interrupt()).and_then(|int| {
+            let term = signal(SignalKind::terminate())?;
+            let hup = signal(SignalKind::hangup())?;
+            Ok((int, term, hup))
+        });
+        let (mut sigint, mut sigterm, mut sighup) = match listeners {
             Ok(pair) => pair,
             Err(e) => {
                 let _ = ready.send(Err(e));
@@ -188,6 +235,11 @@ fn listen(interrupt: Interrupt, ready: std::sync::mpsc::Sender<std::io::Result<(
             let number = tokio::select! {
                 Some(()) = sigint.recv() => Signal::SIGINT as i32,
                 Some(()) = sigterm.recv() => Signal::SIGTERM as i32,
+                Some(()) = sighup.recv() => {
+                    tracing::info!("the terminal went away (SIGHUP); going on");
+                    interrupt.hang_up();
+                    continue;
+                }
                 else => return,
             };
             tracing::info!(signal = number, "stop requested");
@@ -199,6 +251,7 @@ fn listen(interrupt: Interrupt, ready: std::sync::mpsc::Sender<std::io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicI32, Ordering};
 
     #[tokio::test]
     async fn none_never_fires_and_the_first_trigger_is_recorded() {
@@ -242,12 +295,31 @@ mod tests {
     }
 
     #[test]
-    fn the_child_group_is_registered_and_cleared() {
+    fn a_hangup_runs_the_hook_and_stops_nothing() {
         let interrupt = Interrupt::none();
-        let cases = [(Some(1234), Some(1234)), (None, None), (Some(0), None)];
-        for (set, expected) in cases {
-            interrupt.set_child_group(set);
-            assert_eq!(interrupt.child_group(), expected, "{set:?}");
-        }
+        interrupt.hang_up();
+        let count = Arc::new(AtomicI32::new(0));
+        let seen = Arc::clone(&count);
+        interrupt.on_hangup(Box::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }));
+        interrupt.hang_up();
+        interrupt.hang_up();
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        assert_eq!(interrupt.requested(), None);
+    }
+
+    #[test]
+    fn child_groups_are_registered_and_cleared_one_by_one() {
+        let interrupt = Interrupt::none();
+        interrupt.add_child_group(1234);
+        interrupt.add_child_group(5678);
+        interrupt.add_child_group(1234);
+        interrupt.add_child_group(0);
+        assert_eq!(interrupt.child_groups(), vec![1234, 5678]);
+        interrupt.remove_child_group(1234);
+        assert_eq!(interrupt.child_groups(), vec![5678]);
+        interrupt.remove_child_group(5678);
+        assert!(interrupt.child_groups().is_empty());
     }
 }

@@ -31,6 +31,7 @@
 //! escaped the group (`setsid`) could hold them open forever, so draining gives up after
 //! [`DRAIN_LIMIT`].
 
+pub mod awake;
 pub mod capped;
 pub mod identity;
 pub mod interrupt;
@@ -246,7 +247,7 @@ pub async fn run(
     };
     let mut guard = GroupGuard { pgid: pid };
     let active = reaper::Active::register(pid);
-    interrupt.set_child_group(Some(pid));
+    interrupt.add_child_group(pid);
     on_spawn(ProcessGroup {
         pgid: pid,
         leader: ProcessIdentity::of(pid),
@@ -403,7 +404,7 @@ pub async fn run(
         kill_group(pid, Signal::SIGKILL);
     }
     guard.disarm();
-    interrupt.set_child_group(None);
+    interrupt.remove_child_group(pid);
 
     if let Err(e) = out.finish() {
         tracing::warn!(path = %files.stdout.display(), error = %e, "cannot record the agent's stdout");

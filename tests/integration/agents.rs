@@ -206,11 +206,23 @@ fn fake_claude_on_path_receives_the_exact_argv_and_the_prompt_on_stdin() {
     ]));
     research.push(schema(Stage::Research));
     let mut implement = common("opus");
+    // kern's own files, absolute (and through the real path when a symlink makes it differ).
+    let mut own = Vec::new();
+    for name in ["SPEC.md", "LEARNINGS.md"] {
+        own.push(format!("Edit(/{})", p.path().join(name).display()));
+        let real = p.path().canonicalize().unwrap().join(name);
+        if real != p.path().join(name) {
+            own.push(format!("Edit(/{})", real.display()));
+        }
+    }
     implement.extend(strings(&[
         "--tools=default",
         "--allowedTools=Bash,Edit,Write,NotebookEdit,Read,Grep,Glob",
-        "--disallowedTools=Bash(git commit *),Bash(git * commit *),Bash(git push *),Bash(git push),Bash(git * push *),Bash(git * push)",
     ]));
+    implement.push(format!(
+        "--disallowedTools=Bash(git commit *),Bash(git * commit *),Bash(git push *),Bash(git push),Bash(git * push *),Bash(git * push),{}",
+        own.join(",")
+    ));
     implement.push(schema(Stage::Implement));
     let mut commit = common("sonnet");
     commit.push("--tools=Read,Grep,Glob,Bash".to_string());

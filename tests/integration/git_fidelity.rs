@@ -319,6 +319,7 @@ fn a_sparse_index_stops_before_any_agent_with_the_fix() {
     f.git_commit_all("two folders");
     f.git(&["sparse-checkout", "init", "--cone", "--sparse-index"]);
     f.git(&["sparse-checkout", "set", "a"]);
+    f.p.scenario(&json!({"default": {"implement": {"write": {"a/2.txt": "a2\n"}}}}));
     let (code, err) = f.run(&["1", "0"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
@@ -365,7 +366,7 @@ fn a_submodule_bump_is_committed_and_an_unregistered_clone_stays_out() {
         &json!({"tasks": [{"match": "library", "implement": {"shell": [
             "git -C lib -c user.name=L -c user.email=l@example.com commit -q --allow-empty -m two",
             "git init -q vendor/clone && git -C vendor/clone -c user.name=L -c user.email=l@example.com commit -q --allow-empty -m cloned"
-        ]}}]}),
+        ]}}], "default": {"implement": {"write": {"app.txt": "app\n"}}}}),
     );
     let (code, err) = f.run(&["1", "0"]);
     assert_eq!(code, Some(0), "{err}");

@@ -148,6 +148,7 @@ fn no_color_and_color_never_print_no_escape_codes() {
         (vec![], true),
     ] {
         let p = Project::new("- [ ] One\n");
+        p.scenario(&json!({"default": {"implement": {"write": {"one.txt": "done\n"}}}}));
         let mut cmd = p.kern();
         cmd.args(["1", "0"]).args(&args);
         if no_color {
@@ -168,6 +169,7 @@ fn color_always_in_a_pipe_is_plain_lines_with_colour_codes_only() {
     // The reporter's decision: `--color always` colours the plain lines (CI logs render
     // SGR codes) but never draws the live status line, which needs a terminal.
     let p = Project::new("- [ ] One\n");
+    p.scenario(&json!({"default": {"implement": {"write": {"one.txt": "done\n"}}}}));
     let out = p
         .kern()
         .args(["1", "0", "--color", "always"])

@@ -530,3 +530,23 @@ fn wait_for_file(path: &std::path::Path) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Issue 11: SPEC.md is parsed at most twice per iteration on the plain path (once to verify
+/// research's notes, once to verify the commit's marks; an unchanged file is never re-parsed).
+#[test]
+fn spec_md_is_parsed_at_most_twice_per_plain_iteration() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n");
+    p.scenario(&working_agent());
+    let err = p.run(&["3", "0", "-v"]).expect(0).stderr;
+    let counts: Vec<u64> = err
+        .lines()
+        .filter(|l| l.contains("iteration done"))
+        .filter_map(|l| l.split("spec_parses=").nth(1))
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 3, "{err}");
+    assert!(
+        counts.iter().all(|&n| n <= 2),
+        "parses per iteration: {counts:?}"
+    );
+}

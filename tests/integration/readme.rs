@@ -38,6 +38,14 @@ enum How {
     Jq,
     /// The `git` commands on what kern set aside: run on a repository where it did.
     SavedRefs,
+    /// The morning-after commands: run in order after a real run.
+    Morning,
+    /// The `--notify` recipes: run with fake `curl` and `notify-send` on PATH.
+    Notify,
+    /// The two-agent examples: run with a fake `codex` on PATH.
+    TwoAgents,
+    /// The parallel-task and review commands: run in order on a scratch project.
+    Parallel,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -45,7 +53,7 @@ const KNOWN: &[(&str, How)] = &[
     ("cargo run --release -- demo", How::Demo),
     ("cargo test", How::CargoTest),
     (
-        "cargo test --test integration -- real_agent real_claude real_codex",
+        "cargo test --test integration -- real_agent real_claude real_codex real_two_agents",
         How::TestTargets,
     ),
     ("cargo install --path .", How::CargoInstall),
@@ -71,6 +79,37 @@ const KNOWN: &[(&str, How)] = &[
     (
         "git show refs/kern/attempts/add-the-parser/1",
         How::SavedRefs,
+    ),
+    ("kern report", How::Morning),
+    ("kern report --since 12h --markdown", How::Morning),
+    ("kern report --html night.html", How::Morning),
+    ("kern 10 30 --detach", How::Morning),
+    ("kern log -f", How::Morning),
+    (
+        "kern 10 30 --notify 'jq -r .text | curl -s -d @- ntfy.sh/my-kern-night'",
+        How::Notify,
+    ),
+    (
+        "kern 10 30 --notify 'jq -c \"{text: .text}\" | curl -s -H \"Content-Type: application/json\" -d @- \"$SLACK_WEBHOOK_URL\"'",
+        How::Notify,
+    ),
+    (
+        "kern 10 30 --notify 'notify-send \"kern: $KERN_EVENT\" \"$(jq -r .text)\"'",
+        How::Notify,
+    ),
+    ("kern 10 30 -j 3", How::Parallel),
+    ("kern -n -j 3", How::Parallel),
+    ("kern 10 30 -j 2 --review", How::Parallel),
+    (
+        "kern reject \"Split the HTTP client\" --reason \"keep the retry logic in one place\"",
+        How::Parallel,
+    ),
+    ("kern accept", How::Parallel),
+    ("kern 10 30 --fallback-agent codex", How::TwoAgents),
+    ("kern 10 30 --review-agent codex", How::TwoAgents),
+    (
+        "jq -c 'select(.event == \"agent_switch\")' \"$(kern status --dir)/run.jsonl\"",
+        How::TwoAgents,
     ),
 ];
 
@@ -459,6 +498,7 @@ fn daily_use_commands_run_in_order() {
         "the order below follows the README's"
     );
     let p = Project::new("unused\n");
+    p.scenario(&json!({"default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}}));
     std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
     p.commit_all("no SPEC.md yet");
     let before = p.log().len();
@@ -598,7 +638,10 @@ fn jq_recipes_work_on_a_real_state_folder() {
     );
     // One task committed, the next stopped with Ctrl-C during review: stage files kept.
     let p = Project::new("- [ ] First\n- [ ] Second\n");
-    p.scenario(&json!({"tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]}));
+    p.scenario(&json!({
+        "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}},
+        "tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]
+    }));
     let mut run = p
         .kern_std()
         .args(["2", "0"])
@@ -765,4 +808,281 @@ fn the_saved_refs_recipes_show_what_kern_set_aside() {
         outputs[0]
     );
     assert!(outputs[1].contains("+fn parse() {}"), "{}", outputs[1]);
+}
+
+#[test]
+fn the_morning_after_commands_run_in_order() {
+    let morning = commands(How::Morning);
+    assert_eq!(morning.len(), 5, "{morning:?}");
+    let p = Project::new("- [ ] Say hello\n- [ ] Say goodbye\n");
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    for command in &morning {
+        match command.as_str() {
+            "kern report" | "kern report --since 12h --markdown" => {
+                let words: Vec<&str> = command.split(' ').skip(1).collect();
+                let out = p.kern().args(&words).output().unwrap();
+                let (stdout, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert!(
+                    stdout.contains("Finished — all 1 iterations ran: 1 committed"),
+                    "{stdout}"
+                );
+            }
+            "kern report --html night.html" => {
+                let (code, err) = run_kern(&p, command);
+                assert_eq!(code, Some(0), "{err}");
+                assert!(p.read("night.html").starts_with("<!DOCTYPE html>"));
+                std::fs::remove_file(p.path().join("night.html")).unwrap();
+            }
+            "kern 10 30 --detach" => {
+                let out = p.kern().args(["10", "30", "--detach"]).output().unwrap();
+                let (stdout, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert!(stdout.trim().parse::<u32>().is_ok(), "the pid: {stdout}");
+            }
+            "kern log -f" => {
+                let out = p.kern().args(["log", "-f"]).output().unwrap();
+                let (stdout, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert!(stdout.contains(" kern: [1/10] Say goodbye\n"), "{stdout}");
+                assert!(
+                    stdout.contains(" kern: run ended: nothing left to do\n"),
+                    "{stdout}"
+                );
+            }
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
+    assert_eq!(p.log(), vec!["Say goodbye", "Say hello", "initial"]);
+}
+
+#[test]
+fn the_notify_recipes_send_the_events_text() {
+    let recipes = commands(How::Notify);
+    assert_eq!(recipes.len(), 3, "{recipes:?}");
+    let p = Project::new("- [ ] Say hello\n");
+    let bin = p.outside.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sent = p.outside.path().join("sent");
+    for fake in ["curl", "notify-send"] {
+        let path = bin.join(fake);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n{{ echo \"{fake} $*\"; [ \"{fake}\" = curl ] && cat; echo; }} >> '{}'\n",
+                sent.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (i, recipe) in recipes.iter().enumerate() {
+        let notify = recipe
+            .strip_prefix("kern 10 30 --notify '")
+            .and_then(|r| r.strip_suffix('\''))
+            .unwrap_or_else(|| panic!("{recipe}"));
+        let _ = std::fs::remove_file(&sent);
+        p.write("SPEC.md", &format!("- [ ] Say hello {i}\n"));
+        p.commit_all("next task");
+        let out = p
+            .kern()
+            .env("PATH", &path)
+            .env("SLACK_WEBHOOK_URL", "https://hooks.example.invalid/x")
+            .args(["10", "0", "--notify", notify])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+        let sent = std::fs::read_to_string(&sent).unwrap_or_default();
+        let headline = "Finished — nothing left to do: 1 committed.";
+        match i {
+            0 => assert_eq!(
+                sent,
+                format!("curl -s -d @- ntfy.sh/my-kern-night\n{headline}\n\n")
+            ),
+            1 => assert_eq!(
+                sent,
+                format!(
+                    "curl -s -H Content-Type: application/json -d @- https://hooks.example.invalid/x\n{{\"text\":\"{headline}\"}}\n\n"
+                )
+            ),
+            _ => assert_eq!(sent, format!("notify-send kern: run_ended {headline}\n\n")),
+        }
+    }
+}
+
+/// A fake `codex` in a new `bin` folder of `p`: it answers each stage (told by its schema
+/// file, `stage<N>.schema.json`) with a canned Codex stream carrying that stage's report; in
+/// implement it writes `codex.txt` first. Returns the folder.
+fn fake_codex(p: &Project) -> PathBuf {
+    let bin = p.outside.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let reports = [
+        json!({"notes": ["read by codex"], "skip_reason": null, "skip_kind": null}),
+        json!({"status": "SUCCESS", "summary": "codex wrote codex.txt", "attempt_note": null,
+               "subtasks": null, "learnings": null, "no_change_reason": null}),
+        json!({"verdict": "COMMIT", "subject": "Reviewed by codex", "body": null,
+               "reason": null, "learnings": null}),
+    ];
+    let mut cases = String::new();
+    for (n, report) in reports.iter().enumerate() {
+        let events = [
+            json!({"type": "thread.started", "thread_id": "t-1"}),
+            json!({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message",
+                "text": report.to_string()}}),
+            json!({"type": "turn.completed", "usage": {"input_tokens": 1, "cached_input_tokens": 0, "output_tokens": 1}}),
+        ];
+        let file = p.outside.path().join(format!("codex-stage{}.jsonl", n + 1));
+        let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        cases.push_str(&format!(
+            "    */stage{}.schema.json) out='{}' ;;\n",
+            n + 1,
+            file.display()
+        ));
+    }
+    let script = format!(
+        "#!/bin/sh\nout=''\nfor a in \"$@\"; do\n  case \"$a\" in\n{cases}  esac\ndone\ncat > /dev/null\ncase \"$out\" in *stage2*) echo 'by codex' > codex.txt ;; esac\ncat \"$out\"\n"
+    );
+    let path = bin.join("codex");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn two_agent_examples_run_as_the_readme_says() {
+    let examples = commands(How::TwoAgents);
+    assert_eq!(examples.len(), 3, "{examples:?}");
+    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    for example in &examples {
+        let p = Project::new("- [ ] Say hello\n");
+        let bin = fake_codex(&p);
+        let path = format!(
+            "{}:{}:{}",
+            bin.display(),
+            kern_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        match example.as_str() {
+            "kern 10 30 --fallback-agent codex" => {
+                // The main agent is at its usage limit for an hour: Codex does the task.
+                p.scenario(&json!({"default": {"research": {"error": "usage_limit", "resets_in_secs": 3600}}}));
+                let args: Vec<&str> = example.split_whitespace().skip(1).collect();
+                let out = p.kern().args(&args).env("PATH", &path).output().unwrap();
+                let (_, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert_eq!(p.log()[0], "Reviewed by codex");
+                assert!(p.head_files().contains(&"codex.txt".to_string()));
+                // The jq recipe lists the moves.
+                let recipe = &examples[2];
+                let out = Command::new("sh")
+                    .args(["-c", &format!("set -e\n{recipe}\n")])
+                    .current_dir(p.path())
+                    .env("PATH", &path)
+                    .env("KERN_STATE_DIR", p.state_root())
+                    .output()
+                    .unwrap();
+                let (stdout, stderr) = texts(&out);
+                assert!(out.status.success(), "`{recipe}`: {stderr}");
+                let moves: Vec<Value> = stdout
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+                assert_eq!(moves.len(), 3, "{stdout}");
+                assert!(moves.iter().all(|m| m["to"] == "codex"), "{stdout}");
+            }
+            "kern 10 30 --review-agent codex" => {
+                p.scenario(&json!({"default": {"implement": {"write": {"hello.txt": "hello\n"}}}}));
+                let args: Vec<&str> = example.split_whitespace().skip(1).collect();
+                let out = p.kern().args(&args).env("PATH", &path).output().unwrap();
+                let (_, err) = texts(&out);
+                assert_eq!(out.status.code(), Some(0), "{err}");
+                assert_eq!(p.log()[0], "Reviewed by codex");
+                assert!(
+                    p.prompts("commit").is_empty(),
+                    "the main agent did not review"
+                );
+                assert_eq!(p.prompts("implement").len(), 1);
+            }
+            recipe if recipe.starts_with("jq ") => {}
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
+}
+
+#[test]
+fn the_parallel_and_review_commands_run_as_the_readme_says() {
+    let steps = commands(How::Parallel);
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    let p = Project::new("- [ ] One\n- [ ] Two\n- [ ] Three\n");
+    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        kern_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // As a shell runs it: the quoted titles are one word each.
+    let run = |step: &str| {
+        let out = p
+            .kern_std()
+            .env("PATH", &path)
+            .get_envs()
+            .fold(&mut Command::new("sh"), |cmd, (k, v)| match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            })
+            .args(["-c", step])
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "`{step}`: {stderr}");
+        format!("{stdout}{stderr}")
+    };
+    for step in &steps {
+        let said = run(step);
+        match step.as_str() {
+            "kern 10 30 -j 3" => {
+                assert_eq!(p.log().len(), 4, "{:?}", p.log());
+                assert!(said.contains("[Two] "), "{said}");
+                // The review's tasks, for the steps that follow.
+                p.write(
+                    "SPEC.md",
+                    &format!(
+                        "{}- [ ] Add the parser\n- [ ] Split the HTTP client\n",
+                        p.read("SPEC.md")
+                    ),
+                );
+                p.commit_all("two more tasks");
+            }
+            "kern -n -j 3" => assert!(
+                said.contains(
+                    "would run together (-j 3): `Add the parser`, `Split the HTTP client`"
+                ),
+                "{said}"
+            ),
+            "kern 10 30 -j 2 --review" => {
+                assert_eq!(p.log()[0], "two more tasks");
+                assert!(p.read("SPEC.md").contains("`kern/add-the-parser`"));
+            }
+            s if s.starts_with("kern reject") => {
+                let spec = p.read("SPEC.md");
+                assert!(spec.contains("- [ ] Split the HTTP client"), "{spec}");
+                assert!(spec.contains("keep the retry logic in one place"), "{spec}");
+            }
+            "kern accept" => {
+                assert_eq!(p.log()[0], "Add the parser");
+                assert_eq!(p.read("out/add-the-parser.txt"), "done Add the parser\n");
+            }
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
 }

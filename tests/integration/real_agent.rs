@@ -424,34 +424,43 @@ fn research_cannot_write_and_the_stage_record_lists_the_denied_sed() {
     let env = RealAgent::new(&claude, &format!("- [ ] {title}\n"));
     let sed = json!({"command": "sed -i s/a/b/ README.md", "description": "edit"});
     let mock = MockModelApi::start(Script {
-        rules: vec![Rule::all(
-            &[RESEARCH, &task(' ', title)],
-            vec![
-                Turn::tool(
-                    "Write",
-                    json!({"file_path": env.file("x.txt"), "content": "x\n"}),
-                ),
-                Turn::tool("Bash", sed.clone()),
-                Turn::report(
-                    Stage::Research,
-                    json!({"notes": ["README.md holds a title"]}),
-                ),
-            ],
-        )],
+        rules: vec![
+            Rule::all(
+                &[RESEARCH, &task(' ', title)],
+                vec![
+                    Turn::tool(
+                        "Write",
+                        json!({"file_path": env.file("x.txt"), "content": "x\n"}),
+                    ),
+                    Turn::tool("Bash", sed.clone()),
+                    Turn::report(
+                        Stage::Research,
+                        json!({"notes": ["README.md holds a title"]}),
+                    ),
+                ],
+            ),
+            // Implement is refused its key: kern stops there (exit 5) after the research stage
+            // is applied, and keeps the stage files as resume state. (A tiny --max-cost no
+            // longer stops the run between the stages: each Claude stage gets what is left of
+            // it as its own --max-budget-usd, and the CLI stops inside research; see
+            // max_cost_caps_the_real_claude_inside_its_stage.)
+            Rule::all(
+                &[IMPLEMENT, &task('~', title)],
+                vec![Turn::http_error(
+                    401,
+                    "authentication_error",
+                    "invalid x-api-key",
+                    u32::MAX,
+                )],
+            ),
+        ],
     });
 
-    // Any real cost spends this budget: kern stops after the research stage is applied and
-    // keeps the stage files as resume state.
-    let run = env.kern(
-        &mock,
-        &["5", "0", "--max-cost", "0.000001"],
-        &[],
-        RUN_TIMEOUT,
-    );
+    let run = env.kern(&mock, &["5", "0"], &[], RUN_TIMEOUT);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(6), "{}", run.stderr);
-    assert!(run.stderr.contains("--max-cost"), "{}", run.stderr);
+    assert_eq!(run.code, Some(5), "{}", run.stderr);
+    assert!(run.stderr.contains(NOT_LOGGED_IN), "{}", run.stderr);
     assert_eq!(p.read("README.md"), "# scratch\n");
     assert!(!p.path().join("x.txt").exists());
     assert_eq!(p.dirty(), ["SPEC.md"], "only kern's own edit");
@@ -489,17 +498,76 @@ fn research_cannot_write_and_the_stage_record_lists_the_denied_sed() {
         stream.contains("No such tool available: Write."),
         "{stream}"
     );
-    // The run stopped before implement.
+    // The run stopped in implement, before the review.
     assert_eq!(
         env.stage_files()
             .iter()
-            .filter(|f| f.starts_with("stage2") || f.starts_with("stage3"))
+            .filter(|f| f.starts_with("stage3"))
             .count(),
         0,
         "{:?}",
         env.stage_files()
     );
-    assert_eq!(mock.scripted_requests().len(), 3);
+    assert_eq!(env.stage_record(2)["kern"]["outcome"], "failed");
+    assert_eq!(under_rule(&mock, 0).len(), 3, "research: three turns");
+}
+
+#[test]
+fn max_cost_caps_the_real_claude_inside_its_stage() {
+    let Some(claude) = claude_or_skip("max_cost_caps_the_real_claude_inside_its_stage") else {
+        return;
+    };
+    let _serial = serial();
+    let title = "Look around";
+    let env = RealAgent::new(&claude, &format!("- [ ] {title}\n"));
+    let mock = MockModelApi::start(Script {
+        rules: vec![Rule::all(
+            &[RESEARCH, &task(' ', title)],
+            vec![
+                Turn::tool(
+                    "Write",
+                    json!({"file_path": env.file("x.txt"), "content": "x\n"}),
+                ),
+                Turn::report(
+                    Stage::Research,
+                    json!({"notes": ["README.md holds a title"]}),
+                ),
+            ],
+        )],
+    });
+
+    // Any real cost spends this budget: the research stage gets it as --max-budget-usd, the
+    // CLI stops at its first answer, and kern ends the run (exit 6) without holding it against
+    // the task.
+    let run = env.kern(
+        &mock,
+        &["5", "0", "--max-cost", "0.000001"],
+        &[],
+        RUN_TIMEOUT,
+    );
+
+    let p = &env.project;
+    assert_eq!(run.code, Some(6), "{}", run.stderr);
+    assert!(run.stderr.contains("--max-cost"), "{}", run.stderr);
+    assert_eq!(
+        p.read("SPEC.md"),
+        format!("- [ ] {title}\n"),
+        "no Attempt note"
+    );
+    assert!(
+        !p.path().join("x.txt").exists(),
+        "the CLI stopped before the tool ran"
+    );
+    assert_eq!(p.log(), ["initial"]);
+    let record = env.stage_record(1);
+    assert_eq!(record["subtype"], "error_max_budget_usd", "{record}");
+    let argv: Vec<String> = serde_json::from_value(record["kern"]["argv"].clone()).unwrap();
+    assert!(
+        argv.windows(2)
+            .any(|w| w[0] == "--max-budget-usd" && w[1] == "0.000001"),
+        "{argv:?}"
+    );
+    assert_eq!(under_rule(&mock, 0).len(), 1, "one answer, then the cap");
 }
 
 #[test]

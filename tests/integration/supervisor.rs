@@ -326,7 +326,7 @@ async fn an_interrupt_stops_the_stage_and_the_group_is_registered_meanwhile() {
         |_| {
             // What the first Ctrl-C does; a second trigger would exit the test process.
             if registered.is_none() {
-                registered = trigger.child_group();
+                registered = trigger.child_groups().first().copied();
                 trigger.trigger(2);
             }
             LineAction::Continue
@@ -339,7 +339,10 @@ async fn an_interrupt_stops_the_stage_and_the_group_is_registered_meanwhile() {
     assert_eq!(lines, vec!["started"]);
     assert_eq!(registered, Some(groups[0].pgid));
     assert_eq!(groups[0].pgid, groups[0].leader.pid);
-    assert_eq!(interrupt.child_group(), None, "cleared when the run ends");
+    assert!(
+        interrupt.child_groups().is_empty(),
+        "cleared when the run ends"
+    );
     let grandchild = read_pid(&dir.path().join("gc.pid"));
     assert!(wait_dead(grandchild), "grandchild {grandchild} survived");
 }
@@ -528,7 +531,7 @@ async fn second_signal_child() {
         .spawn()
         .unwrap();
     std::fs::write(&pid_file, sleeper.id().to_string()).unwrap();
-    interrupt.set_child_group(Some(sleeper.id() as i32));
+    interrupt.add_child_group(sleeper.id() as i32);
     nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
     interrupt.wait().await;
     nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();

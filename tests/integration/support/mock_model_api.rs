@@ -86,6 +86,18 @@ pub enum Turn {
         /// How many times to answer with this error; `u32::MAX` for always.
         times: u32,
     },
+    /// A subscription usage limit, as the API refuses a request past it: HTTP 429
+    /// `rate_limit_error` with the `anthropic-ratelimit-unified-*` headers saying `rejected`
+    /// and the reset `resets_in_secs` from the answer. The real CLI, logged in with a
+    /// subscription ([`MockModelApi::claude_subscription_env`]), turns it into a rejected
+    /// `rate_limit_event` and "You've hit your 5-hour limit · resets …". Given `times` times,
+    /// like [`Turn::HttpError`], and stands in front of the answer turn that follows it.
+    UsageLimit {
+        /// Seconds from the answer to the reset.
+        resets_in_secs: i64,
+        /// How many times; `u32::MAX` for always.
+        times: u32,
+    },
 }
 
 /// `fields` completed to a whole report of `stage`: every property of the stage's (strict)
@@ -198,6 +210,46 @@ pub struct RecordedRequest {
     pub answer: Answer,
 }
 
+/// The `anthropic-ratelimit-unified-*` headers of a subscription's five-hour window at
+/// `utilization` (0 to 1) resetting at `resets_at` (epoch seconds): `rejected` from 1,
+/// `allowed_warning` from 0.9, else `allowed`.
+fn usage_headers(utilization: f64, resets_at: i64) -> Vec<(String, String)> {
+    let status = if utilization >= 1.0 {
+        "rejected"
+    } else if utilization >= 0.9 {
+        "allowed_warning"
+    } else {
+        "allowed"
+    };
+    [
+        ("anthropic-ratelimit-unified-status", status.to_string()),
+        ("anthropic-ratelimit-unified-reset", resets_at.to_string()),
+        (
+            "anthropic-ratelimit-unified-representative-claim",
+            "five_hour".to_string(),
+        ),
+        ("anthropic-ratelimit-unified-5h-status", status.to_string()),
+        (
+            "anthropic-ratelimit-unified-5h-reset",
+            resets_at.to_string(),
+        ),
+        (
+            "anthropic-ratelimit-unified-5h-utilization",
+            utilization.to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn epoch_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 /// The mock server; it runs until dropped.
 pub struct MockModelApi {
     shared: Arc<Shared>,
@@ -211,6 +263,8 @@ struct Shared {
     errors_given: Mutex<HashMap<(usize, usize), u32>>,
     requests: Mutex<Vec<RecordedRequest>>,
     next_id: AtomicU64,
+    /// The subscription usage every model answer reports (see [`MockModelApi::report_usage`]).
+    usage: Mutex<Option<f64>>,
 }
 
 impl MockModelApi {
@@ -223,6 +277,7 @@ impl MockModelApi {
             errors_given: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            usage: Mutex::new(None),
         });
         let handler_shared = Arc::clone(&shared);
         let server = HttpServer::start(Box::new(move |request: &HttpRequest| {
@@ -265,6 +320,48 @@ impl MockModelApi {
             CLAUDE_ENV_REMOVE
                 .iter()
                 .map(|name| (name.to_string(), String::new())),
+        );
+        env
+    }
+
+    /// From now on every model answer carries the `anthropic-ratelimit-unified-*` headers of
+    /// a five-hour window at `utilization` (0 to 1), resetting in three hours; `None` stops
+    /// them. The real CLI logged in with a subscription reports them as a `rate_limit_event`
+    /// with that `utilization`.
+    pub fn report_usage(&self, utilization: Option<f64>) {
+        *lock(&self.shared.usage) = utilization;
+    }
+
+    /// The environment that points the real CLI at this mock as a subscription login: the
+    /// first-party API at this address (`ANTHROPIC_BASE_URL`, requests to `/v1/messages`)
+    /// with a made-up OAuth token (`CLAUDE_CODE_OAUTH_TOKEN`), which the CLI sends and the
+    /// mock ignores. Only a subscription login makes the CLI read the usage-limit headers
+    /// ([`Turn::UsageLimit`], [`MockModelApi::report_usage`]) and print `rate_limit_event`s
+    /// (seen on 2.1.330: Vertex mode ignores them). Otherwise as [`MockModelApi::claude_env`].
+    pub fn claude_subscription_env(&self, home: &Path) -> Vec<(String, String)> {
+        let home = home.display().to_string();
+        let mut env: Vec<(String, String)> = CLAUDE_ENV_REMOVE
+            .iter()
+            .map(|name| (name.to_string(), String::new()))
+            .collect();
+        env.extend(
+            [
+                ("CLAUDE_CODE_USE_VERTEX", ""),
+                (
+                    "ANTHROPIC_BASE_URL",
+                    &format!("http://{}", self.server.address()),
+                ),
+                (
+                    "CLAUDE_CODE_OAUTH_TOKEN",
+                    "sk-ant-oat01-kern-test-not-a-token",
+                ),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+                ("HOME", home.as_str()),
+                ("CLAUDE_CONFIG_DIR", &format!("{home}/.claude")),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
         );
         env
     }
@@ -439,13 +536,23 @@ fn respond(shared: &Shared, request: &HttpRequest) -> Vec<u8> {
     };
 
     let input_tokens = (request.body.len() / 4).max(1) as u64;
+    let usage = *lock(&shared.usage);
     let response = match &choice {
-        Some(Choice::Error { status, body, .. }) => {
-            http_response(*status, "application/json", &[], body.as_bytes())
+        Some(Choice::Error {
+            status,
+            body,
+            headers,
+            ..
+        }) => {
+            let headers: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            http_response(*status, "application/json", &headers, body.as_bytes())
         }
         Some(Choice::Turn(rule, turn)) => {
             let turn = &shared.script.rules[*rule].turns[*turn];
-            model_answer(shared, turn, &model, stream, input_tokens)
+            model_answer(shared, turn, &model, stream, input_tokens, usage)
         }
         None if is_count => http_response(
             200,
@@ -459,6 +566,7 @@ fn respond(shared: &Shared, request: &HttpRequest) -> Vec<u8> {
             &model,
             stream,
             input_tokens,
+            usage,
         ),
         None if request.method == "HEAD" => http_response(200, "application/json", &[], b""),
         None => http_response(200, "application/json", &[], b"{}"),
@@ -483,11 +591,12 @@ fn respond(shared: &Shared, request: &HttpRequest) -> Vec<u8> {
 enum Choice {
     /// Answer turn (rule, turn).
     Turn(usize, usize),
-    /// The HTTP error of turn `turn` of rule `rule`: its status and body.
+    /// The HTTP error of turn `turn` of rule `rule`: its status, headers and body.
     Error {
         rule: usize,
         turn: usize,
         status: u16,
+        headers: Vec<(String, String)>,
         body: String,
     },
 }
@@ -517,6 +626,27 @@ fn choose_turn(shared: &Shared, rule: usize, assistant_turns: usize) -> Option<C
                             rule,
                             turn: index,
                             status: *status,
+                            headers: Vec::new(),
+                            body: body.to_string(),
+                        });
+                    }
+                }
+            }
+            Turn::UsageLimit {
+                resets_in_secs,
+                times,
+            } => {
+                if answer_index == assistant_turns {
+                    let given = errors_given.entry((rule, index)).or_insert(0);
+                    if *given < *times {
+                        *given += 1;
+                        let body = json!({"type": "error", "error": {"type": "rate_limit_error",
+                            "message": "This request would exceed your account's rate limit. Please try again later."}});
+                        return Some(Choice::Error {
+                            rule,
+                            turn: index,
+                            status: 429,
+                            headers: usage_headers(1.0, epoch_now() + resets_in_secs),
                             body: body.to_string(),
                         });
                     }
@@ -584,7 +714,15 @@ fn model_answer(
     model: &str,
     stream: bool,
     input_tokens: u64,
+    utilization: Option<f64>,
 ) -> Vec<u8> {
+    let headers = utilization
+        .map(|u| usage_headers(u, epoch_now() + 3 * 3600))
+        .unwrap_or_default();
+    let mut extra: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
     let message_id = format!("msg_mock{id:06}");
     let (block, stop_reason, payload_len) = match turn {
@@ -595,7 +733,9 @@ fn model_answer(
             "end_turn",
             text.len(),
         ),
-        Turn::HttpError { .. } => (json!({"type": "text", "text": SIDE_ANSWER}), "end_turn", 2),
+        Turn::HttpError { .. } | Turn::UsageLimit { .. } => {
+            (json!({"type": "text", "text": SIDE_ANSWER}), "end_turn", 2)
+        }
     };
     let output_tokens = (payload_len / 4).max(1) as u64 + 10;
     if !stream {
@@ -604,7 +744,12 @@ fn model_answer(
             "content": [block], "stop_reason": stop_reason, "stop_sequence": null,
             "usage": usage(input_tokens, output_tokens),
         });
-        return http_response(200, "application/json", &[], message.to_string().as_bytes());
+        return http_response(
+            200,
+            "application/json",
+            &extra,
+            message.to_string().as_bytes(),
+        );
     }
     let mut events = String::new();
     let mut event = |name: &str, data: Value| {
@@ -654,12 +799,8 @@ fn model_answer(
                "usage": {"output_tokens": output_tokens}}),
     );
     event("message_stop", json!({"type": "message_stop"}));
-    http_response(
-        200,
-        "text/event-stream",
-        &[("cache-control", "no-cache")],
-        events.as_bytes(),
-    )
+    extra.push(("cache-control", "no-cache"));
+    http_response(200, "text/event-stream", &extra, events.as_bytes())
 }
 
 fn tool_block(id: u64, name: &str, input: &Value) -> (Value, &'static str, usize) {
@@ -686,6 +827,7 @@ mod tests {
             errors_given: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            usage: Mutex::new(None),
         }
     }
 

@@ -49,7 +49,10 @@ impl Project {
         p.write("README.md", "# scratch\n");
         p.write("SPEC.md", spec);
         p.commit_all("initial");
-        p.scenario(&serde_json::json!({}));
+        // Work to commit: kern decides done, and a SUCCESS that changed nothing is no success.
+        p.scenario(&serde_json::json!({"default": {
+            "implement": {"write": {"out/{slug}.txt": "done {task}\n"}}
+        }}));
         p
     }
 

@@ -1,0 +1,99 @@
+//! `kern … --detach`: starts the same run in the background and returns once it holds the
+//! lock, printing its pid (stdout, for scripts) and how to follow it (stderr).
+//!
+//! The decision a reader must know: the background run is kern itself, started again with the
+//! same arguments (`--detach` replaced by the hidden `--detached`) in a new session (`setsid`:
+//! no controlling terminal, so closing this one cannot reach it), stdin from `/dev/null` and
+//! stdout and stderr appended to `run.log` — where its reporter writes its lines anyway, so
+//! `kern log -f` follows it. If it ends before it takes the lock (another kern runs, SPEC.md is
+//! invalid), this command says so and exits with its code.
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::repository::Repository;
+use crate::settings::Settings;
+use crate::state::StateDir;
+use crate::state::lock::RunLock;
+
+/// How long the background run gets to take the lock before this command returns anyway.
+const START_LIMIT: Duration = Duration::from_secs(10);
+
+/// Starts the run in the background.
+pub fn run(settings: &Settings) -> Result<()> {
+    let repo = Repository::discover(&settings.cwd)?;
+    let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?);
+    state_dir.create(repo.top())?;
+    let log_path = state_dir.output_log();
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io(&log_path, e))?;
+    let stderr = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("the kern executable", e))?;
+    let args: Vec<&String> = settings
+        .argv
+        .iter()
+        .skip(1)
+        .filter(|a| a.as_str() != "--detach")
+        .collect();
+    let mut command = Command::new(&exe);
+    command
+        .args(args)
+        .arg("--detached")
+        .current_dir(&settings.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(stderr));
+    // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = command.spawn().map_err(|e| Error::io(&exe, e))?;
+    let pid = child.id();
+    let lock_path = repo.run_lock_path();
+    let deadline = Instant::now() + START_LIMIT;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            let code = status.code().map_or(1, |c| u8::try_from(c).unwrap_or(1));
+            if code == 0 {
+                break;
+            }
+            return Err(Error::DetachedRunEnded {
+                code,
+                log: log_path,
+                tail: tail(&std::fs::read_to_string(state_dir.output_log()).unwrap_or_default()),
+            });
+        }
+        if RunLock::inspect(&lock_path)
+            .is_some_and(|(record, live)| live && u32::try_from(record.pid).ok() == Some(pid))
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = writeln!(std::io::stdout(), "{pid}");
+    if !settings.quiet {
+        let _ = writeln!(
+            std::io::stderr(),
+            "kern: running in the background as pid {pid} — follow it with `kern log -f`, see where it is with `kern status`, stop it with `kill {pid}`; its lines go to {}",
+            log_path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The last lines of the log, for a run that ended at once.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
+}

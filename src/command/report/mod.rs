@@ -1,0 +1,281 @@
+//! `kern report`: what a run did, read back from `run.jsonl` (the rotated file too) — the last
+//! run by default, `--since 12h|DATE` for every run active since then, `--run ID` for one.
+//! Output: a terminal page (colour per `--color`), `--json` (the model, schema-versioned),
+//! `--markdown`, and `--html FILE` (one self-contained page with a timeline).
+//!
+//! Decisions a reader must know:
+//! - The report is the command's product, so it goes to stdout (`kern report | less`, `kern
+//!   report --markdown | pbcopy`); only `--html`'s "wrote FILE" goes to stderr.
+//! - It reads only: `run.jsonl` and the run lock's record (a run without an end line is
+//!   "running" only while its pid still holds the lock). It never writes the state folder.
+//! - The files: `text` (terminal and Markdown), `html` (the page); the model they render,
+//!   the pure fold of events into a report, is `state::run_report`.
+
+mod html;
+mod text;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::ColorChoice;
+use crate::error::{Error, Result};
+use crate::repository::Repository;
+use crate::settings::Settings;
+use crate::state::StateDir;
+use crate::state::lock::RunLock;
+use crate::state::run_log::{self, LoggedEvent};
+use crate::state::run_report;
+use crate::timestamp::Timestamp;
+
+/// What `kern report` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct ReportRequest {
+    /// Every run active at or after this moment.
+    pub since: Option<Timestamp>,
+    /// One run, by id or a unique start of it.
+    pub run: Option<String>,
+    /// The model as JSON.
+    pub json: bool,
+    /// Markdown.
+    pub markdown: bool,
+    /// Also write the HTML page here.
+    pub html: Option<PathBuf>,
+}
+
+/// Runs `kern report`.
+pub fn run(settings: &Settings, request: &ReportRequest) -> Result<()> {
+    let repo = Repository::discover(&settings.cwd)?;
+    let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?);
+    let log_path = state_dir.run_log();
+    let events = run_log::read_all(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let lock = RunLock::inspect(&repo.run_lock_path());
+    let report = build(&events, request, &|id| {
+        lock.as_ref().is_some_and(|(record, live)| {
+            *live && id.split('-').next() == Some(record.pid.to_string().as_str())
+        })
+    })
+    .map_err(|message| Error::Usage(format!("`{}`: {message}", log_path.display())))?;
+    let color = match settings.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => std::io::stdout().is_terminal() && !settings.output.no_color,
+    };
+    if let Some(path) = &request.html {
+        let page = html::page(&report);
+        crate::atomic_file::write(path, page.as_bytes())?;
+        if !settings.quiet {
+            eprintln_quiet(&format!("kern: wrote {}", path.display()));
+        }
+    }
+    let text = if request.json {
+        let mut text = serde_json::to_string_pretty(&report)
+            .map_err(|e| Error::Internal(format!("cannot encode the report: {e}")))?;
+        text.push('\n');
+        text
+    } else if request.markdown {
+        text::markdown(&report)
+    } else if request.html.is_some() {
+        String::new()
+    } else {
+        text::terminal(&report, color)
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io("stdout", e)),
+        _ => Ok(()),
+    }
+}
+
+/// Writes a line to stderr; a closed stderr is not an error here.
+fn eprintln_quiet(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The report of the runs `request` chooses from `events`; `Err` says why none matched.
+pub fn build(
+    events: &[LoggedEvent],
+    request: &ReportRequest,
+    running: &dyn Fn(&str) -> bool,
+) -> std::result::Result<run_report::Report, String> {
+    let all = run_report::runs(events);
+    if all.is_empty() {
+        return Err("no run is recorded for this project and branch yet — run kern first (kern report reads run.jsonl in the state folder: `kern status --dir`)".into());
+    }
+    let chosen: Vec<(String, Vec<&LoggedEvent>)> = if let Some(id) = &request.run {
+        let exact: Vec<_> = all.iter().filter(|(r, _)| r == id).cloned().collect();
+        let matching: Vec<_> = if exact.is_empty() {
+            all.iter()
+                .filter(|(r, _)| r.starts_with(id.as_str()))
+                .cloned()
+                .collect()
+        } else {
+            exact
+        };
+        match matching.len() {
+            1 => matching,
+            0 => {
+                return Err(format!(
+                    "no run `{id}` — the last runs are {}",
+                    last_ids(&all)
+                ));
+            }
+            n => {
+                return Err(format!(
+                    "`{id}` names {n} runs — give more of the id: {}",
+                    last_ids(&all)
+                ));
+            }
+        }
+    } else if let Some(since) = request.since {
+        let chosen: Vec<_> = all
+            .iter()
+            .filter(|(_, events)| events.last().is_some_and(|e| e.ts >= since))
+            .cloned()
+            .collect();
+        if chosen.is_empty() {
+            return Err(format!(
+                "no run since {since} — the last runs are {}",
+                last_ids(&all)
+            ));
+        }
+        chosen
+    } else {
+        all.last().cloned().into_iter().collect()
+    };
+    Ok(run_report::build(&chosen, running))
+}
+
+/// The last few run ids, newest first, for messages.
+fn last_ids(all: &[(String, Vec<&LoggedEvent>)]) -> String {
+    let ids: Vec<String> = all
+        .iter()
+        .rev()
+        .take(5)
+        .map(|(id, _)| format!("`{id}`"))
+        .collect();
+    ids.join(", ")
+}
+
+/// Parses `--since`: a duration back from now (`12h`, `90m`, `2d`), a date (`2026-11-18`, from
+/// its midnight UTC) or an RFC 3339 time.
+pub fn parse_since(text: &str) -> std::result::Result<Timestamp, String> {
+    parse_since_at(text, Timestamp::now())
+}
+
+fn parse_since_at(text: &str, now: Timestamp) -> std::result::Result<Timestamp, String> {
+    let text = text.trim();
+    if let Ok(t) = text.parse::<Timestamp>() {
+        return Ok(t);
+    }
+    if let Ok(date) = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        && let Some(midnight) = date.and_hms_opt(0, 0, 0)
+    {
+        return Ok(Timestamp::from_epoch_seconds(
+            midnight.and_utc().timestamp(),
+        ));
+    }
+    let back: Duration = humantime::parse_duration(text).map_err(|_| {
+        format!("`{text}` is neither a duration (12h, 90m, 2d) nor a date (2026-11-18) nor a time (2026-11-18T06:00:00Z)")
+    })?;
+    let secs = i64::try_from(back.as_secs()).unwrap_or(i64::MAX);
+    Ok(Timestamp::from_epoch_seconds(
+        now.epoch_seconds().saturating_sub(secs),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_a_duration_a_date_or_a_time() {
+        let now = Timestamp::from_epoch_seconds(1_795_000_000); // 2026-11-18T11:06:40Z
+        let table = [
+            ("12h", "2026-11-17T23:06:40Z"),
+            ("90m", "2026-11-18T09:36:40Z"),
+            ("2d", "2026-11-16T11:06:40Z"),
+            ("2026-11-18", "2026-11-18T00:00:00Z"),
+            ("2026-11-18T06:00:00+01:00", "2026-11-18T05:00:00Z"),
+        ];
+        for (text, expected) in table {
+            assert_eq!(
+                parse_since_at(text, now).unwrap().to_string(),
+                expected,
+                "{text}"
+            );
+        }
+        assert!(
+            parse_since_at("yesterday", now)
+                .unwrap_err()
+                .contains("neither a duration")
+        );
+    }
+
+    #[test]
+    fn runs_are_chosen_by_default_id_or_time() {
+        let events = run_log::parse(crate::state::run_report::tests::NIGHT);
+        let ids = |request: &ReportRequest| -> std::result::Result<Vec<String>, String> {
+            build(&events, request, &|_| false).map(|r| r.runs.into_iter().map(|r| r.run).collect())
+        };
+        let last = "4242-2026-11-18T01:00:00Z".to_string();
+        let first = "4100-2026-11-17T22:00:00Z".to_string();
+        assert_eq!(ids(&ReportRequest::default()), Ok(vec![last.clone()]));
+        let by = |run: &str| ReportRequest {
+            run: Some(run.into()),
+            ..ReportRequest::default()
+        };
+        assert_eq!(ids(&by("4100")), Ok(vec![first.clone()]));
+        assert_eq!(ids(&by(&last)), Ok(vec![last.clone()]));
+        assert_eq!(
+            ids(&by("4")),
+            Err(format!(
+                "`4` names 2 runs — give more of the id: `{last}`, `{first}`"
+            ))
+        );
+        assert_eq!(
+            ids(&by("99")),
+            Err(format!(
+                "no run `99` — the last runs are `{last}`, `{first}`"
+            ))
+        );
+        let since = |t: &str| ReportRequest {
+            since: Some(t.parse().unwrap()),
+            ..ReportRequest::default()
+        };
+        assert_eq!(
+            ids(&since("2026-11-17T00:00:00Z")),
+            Ok(vec![first, last.clone()])
+        );
+        assert_eq!(ids(&since("2026-11-18T02:00:00Z")), Ok(vec![last]));
+        assert!(
+            ids(&since("2026-11-19T00:00:00Z"))
+                .unwrap_err()
+                .starts_with("no run since")
+        );
+        assert!(
+            build(&[], &ReportRequest::default(), &|_| false)
+                .unwrap_err()
+                .starts_with("no run is recorded")
+        );
+    }
+
+    #[test]
+    fn the_json_of_the_night_matches_the_golden_file() {
+        let report = run_report::tests::night();
+        let text = serde_json::to_string_pretty(&report).unwrap() + "\n";
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/report-night.json"
+        );
+        if std::env::var_os("KERN_BLESS").is_some() {
+            std::fs::write(path, &text).unwrap();
+        }
+        let expected = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            text, expected,
+            "run KERN_BLESS=1 cargo test --lib report to accept"
+        );
+    }
+}

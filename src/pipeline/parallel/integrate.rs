@@ -1,0 +1,273 @@
+//! Integration of a parallel task that passed its review: its work committed on its branch,
+//! applied onto the tip in memory, written (only when clean, never over the person's changed
+//! paths) and committed by the ordinary commit — or, on a conflict, kept and the task retried.
+//!
+//! The one decision a reader must know: nothing half-merged is ever written. A conflict leaves
+//! the work tree untouched; the work is kept under `refs/kern/attempts/<task>/<n>` (first
+//! conflict) or on its branch `kern/<task>` (the second, which blocks the task).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::pipeline::{Run, TaskRun};
+use crate::repository::{Applied, TASK_BRANCH_PREFIX};
+use crate::spec::{Edit, TaskState};
+use crate::state::journal::{self, Conflicts, Integrating, TaskStart};
+use crate::state::lock::Phase;
+use crate::state::resume::{self, ResumePoint, StageFiles};
+use crate::state::run_log::{IterationEnd, RunEvent};
+use crate::workspace::Workspace;
+
+use super::Job;
+
+impl<'a> Run<'a> {
+    /// Integrates a task whose work passed its review (see the module docs).
+    pub(super) fn integrate(
+        &mut self,
+        job: &Job,
+        job_ws: &Workspace,
+        spec_mark: &mut usize,
+    ) -> Result<IterationEnd> {
+        self.lock.set_phase(Phase::Committing)?;
+        let files = StageFiles::read(&job_ws.state_dir, &job.identity);
+        let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
+            return Err(Error::Internal(format!(
+                "the task `{}` was ready, but its stage files in `{}` are not",
+                job.title,
+                job_ws.state_dir.dir().display()
+            )));
+        };
+        let start = journal::load::<TaskStart>(&job_ws.state_dir.task_start());
+        let mut exclude: Vec<PathBuf> = start
+            .as_ref()
+            .map(|s| s.excluded.clone())
+            .unwrap_or_default();
+        exclude.extend(job_ws.copies.iter().cloned());
+        let recorded = job_ws
+            .repo
+            .commit_work(&format!("kern: the work of `{}`\n", job.title), &exclude)?;
+        for left in recorded
+            .left_out
+            .iter()
+            .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
+        {
+            self.reporter.warn(&format!(
+                "left out of `{}`: `{}` ({}) — it stays in the task's worktree, saved when that goes",
+                job.title, left.path, left.reason
+            ));
+        }
+        let work = job_ws.repo.head_oid();
+        let base = start
+            .as_ref()
+            .and_then(|s| s.base_commit.as_deref())
+            .and_then(|b| git2::Oid::from_str(b).ok());
+        let tip = self.ws.repo.head_oid();
+        let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
+            return Err(Error::Internal(format!(
+                "the task `{}` has no commit to start from — parallel tasks need a branch with a commit",
+                job.title
+            )));
+        };
+        let applied = if work == base {
+            Applied::Clean(self.tree_of(tip)?)
+        } else {
+            self.ws.repo.apply_onto(base, work, tip)?
+        };
+        let tree = match applied {
+            Applied::Conflict(paths) => return self.conflicted(job, job_ws, &paths, None),
+            Applied::Clean(tree) => tree,
+        };
+        let paths = self.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
+        // Every changed path counts here, also one an earlier commit left out (a person's file
+        // left out once is still the person's): only kern's own files are not the person's.
+        let own = self.ws.own_files();
+        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+        let dirty = self.ws.repo.dirty_paths(&own)?;
+        let touched: Vec<String> = paths
+            .iter()
+            .filter(|p| dirty.iter().any(|d| covers(d, p)))
+            .cloned()
+            .collect();
+        if !touched.is_empty() {
+            return self.conflicted(
+                job,
+                job_ws,
+                &touched,
+                Some("changed by hand in the work tree"),
+            );
+        }
+        journal::save(
+            &self.ws.state_dir.integrating(),
+            &Integrating {
+                identity: job.identity.clone(),
+                slug: job.slug.clone(),
+                onto: tip.to_string(),
+                paths: paths.clone(),
+            },
+        )?;
+        if !self.ws.repo.checkout_paths(tree, &paths)? {
+            journal::remove(&self.ws.state_dir.integrating());
+            return self.conflicted(
+                job,
+                job_ws,
+                &paths,
+                Some("changed by hand in the work tree"),
+            );
+        }
+        let doc = self.spec.reload()?;
+        let Some(task) = doc.find(&job.identity) else {
+            journal::remove(&self.ws.state_dir.integrating());
+            return self.take_back(job, &paths);
+        };
+        let task_start = TaskStart {
+            identity: job.identity.clone(),
+            base_commit: Some(tip.to_string()),
+            excluded: dirty.iter().map(PathBuf::from).collect(),
+            check: None,
+        };
+        journal::save(&self.ws.state_dir.task_start(), &task_start)?;
+        let mut it = TaskRun {
+            title: job.title.clone(),
+            identity: job.identity.clone(),
+            line: doc.tasks()[task].line,
+            state: doc.tasks()[task].state,
+            start: task_start,
+            hand_edits: self.spec.changes_since(*spec_mark),
+        };
+        let end = self.commit(&mut it, &implement, &review)?;
+        journal::remove(&self.ws.state_dir.integrating());
+        *spec_mark = self.spec.mark();
+        if end == IterationEnd::Committed {
+            self.ws.repo.remove_task_worktree(&job.slug)?;
+            self.ws.repo.delete_task_branch(&job.slug)?;
+            let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
+        } else {
+            // Not committed (a hook refused it, the person took the task): what was written
+            // here goes back, kept under refs/kern/; the task's worktree keeps its work.
+            self.take_back(job, &paths)?;
+            let _ = job_ws.state_dir.clear_iteration_files();
+        }
+        Ok(end)
+    }
+    /// The tree of commit `oid`.
+    pub(super) fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
+        self.ws
+            .repo
+            .git()
+            .find_commit(oid)
+            .map(|c| c.tree_id())
+            .map_err(|e| Error::git("reading a commit's tree", e))
+    }
+    /// Puts `paths` of the work tree back to HEAD, saved first when they differ from it.
+    pub(super) fn take_back(&mut self, job: &Job, paths: &[String]) -> Result<IterationEnd> {
+        let own = self.ws.own_files();
+        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+        let dirty = self.ws.repo.dirty_paths(&own)?;
+        let ours: Vec<PathBuf> = paths
+            .iter()
+            .filter(|p| dirty.iter().any(|d| covers(d, p)))
+            .map(PathBuf::from)
+            .collect();
+        if !ours.is_empty() {
+            self.lock.set_phase(Phase::Writing)?;
+            let git_ref = self.next_ref(&format!("refs/kern/saved/{}/integration-", job.slug))?;
+            self.ws.repo.save_paths(
+                &git_ref,
+                &ours,
+                &format!(
+                    "kern: the work of `{}`, taken back out of the work tree\n",
+                    job.title
+                ),
+            )?;
+            self.ws.repo.restore_paths(&ours)?;
+        }
+        Ok(IterationEnd::Progressed)
+    }
+    /// The task's work conflicts with the branch in `paths`: nothing is written; the work is
+    /// kept and the task retried on the new tip, or blocked at its second conflict.
+    pub(super) fn conflicted(
+        &mut self,
+        job: &Job,
+        job_ws: &Workspace,
+        paths: &[String],
+        why: Option<&str>,
+    ) -> Result<IterationEnd> {
+        let mut conflicts: Conflicts =
+            journal::load(&self.ws.state_dir.conflicts()).unwrap_or_default();
+        let count = conflicts.entry(job.slug.clone()).or_insert(0);
+        *count += 1;
+        let count = *count;
+        journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;
+        let files = paths
+            .iter()
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let how = why.unwrap_or("changed on the branch meanwhile");
+        let branch = format!("{TASK_BRANCH_PREFIX}{}", job.slug);
+        self.log.event(RunEvent::Conflict {
+            task: job.title.clone(),
+            paths: paths.to_vec(),
+            branch: branch.clone(),
+            attempt: count,
+        });
+        let edits = if count >= 2 {
+            self.reporter.warn(&format!(
+                "blocked `{}`: its work conflicts again in {files} ({how}) — it stays on `{branch}`",
+                job.title
+            ));
+            self.summary.blocked.push(job.title.clone());
+            self.log.event(RunEvent::Blocked {
+                task: job.title.clone(),
+                why: format!("its work conflicted twice in {files}"),
+            });
+            conflicts.remove(&job.slug);
+            journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;
+            vec![
+                Edit::SetState(TaskState::Blocked),
+                Edit::AddBlocked(format!(
+                    "its work conflicted twice with the branch in {files} ({how}) — it is on the branch `{branch}`: merge it by hand (`git merge {branch}`), or set the task back to [ ] to start over"
+                )),
+                Edit::BlockParents,
+            ]
+        } else {
+            let keep = self.next_ref(&format!("refs/kern/attempts/{}/", job.slug))?;
+            // The work is kept there; the branch starts over from the new tip.
+            self.ws.repo.remove_task_worktree(&job.slug)?;
+            self.ws.repo.fresh_task_branch(&job.slug, &keep)?;
+            self.reporter.warn(&format!(
+                "`{}` conflicts with the branch in {files} ({how}): its work is kept at `{keep}`, and the task starts again on the new tip",
+                job.title
+            ));
+            vec![Edit::AddAttempt(format!(
+                "its work conflicted with the branch in {files} ({how}) when kern applied it — kept at `{keep}`; start from the branch as it is now"
+            ))]
+        };
+        let doc = self.spec.reload()?;
+        if doc.find(&job.identity).is_some() {
+            self.edit(&job.identity, &edits)?;
+        }
+        self.summary.failed_attempts += 1;
+        self.ws.repo.remove_task_worktree(&job.slug)?;
+        let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
+        Ok(IterationEnd::Progressed)
+    }
+}
+
+/// True when the dirty path `dirty` (a folder ends in `/`) is `path` or holds it.
+fn covers(dirty: &str, path: &str) -> bool {
+    let d = dirty.trim_end_matches('/');
+    path == d || path.starts_with(&format!("{d}/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn a_dirty_folder_covers_what_it_holds() {
+        assert!(covers("src/", "src/a.rs"));
+        assert!(covers("src/a.rs", "src/a.rs"));
+        assert!(!covers("src/a", "src/ab.rs"));
+    }
+}

@@ -1,0 +1,195 @@
+//! A parallel task's start: its folder and worktree (made fresh on `kern/<task>` from the tip,
+//! or reused when an earlier run left them for the same task), and the future that runs its
+//! iteration there as a [`Run`] of its own.
+//!
+//! The one decision a reader must know: the task's run sees the refs the rest of the run moves
+//! (the run's branch, `refs/kern/`, the other tasks' branches) as foreign, so its audit never
+//! reports or puts back what kern itself did elsewhere meanwhile.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::pipeline::shared::{SharedSpec, Spent};
+use crate::pipeline::{JobTarget, Run};
+use crate::reporter::{Reporter, Summary, text};
+use crate::repository::{RefFilter, TASK_BRANCH_PREFIX};
+use crate::settings::Settings;
+use crate::spec::{Document, TaskIdentity};
+use crate::state::journal::{self, JobRecord};
+use crate::state::lock::{Phase, RunLock};
+use crate::state::run_log::{IterationEnd, RunLog};
+use crate::supervisor::interrupt::Interrupt;
+
+use super::{Job, JobDone, JobFuture};
+
+impl<'a> Run<'a> {
+    /// The task's folder and worktree: reused when an earlier run left them for this task,
+    /// else made fresh on `kern/<task>` from the tip.
+    pub(super) fn prepare_job(&mut self, doc: &Document, task: usize) -> Result<Job> {
+        let identity = doc.identity(task);
+        let title = doc.tasks()[task].title.clone();
+        let slug = self.job_slug(&identity, &title);
+        let dir = self.ws.state_dir.job(&slug);
+        let tree = dir.job_tree();
+        let reuse = journal::load::<JobRecord>(&dir.job_record())
+            .is_some_and(|r| r.identity == identity)
+            && tree.join(".git").exists();
+        if !reuse {
+            self.lock.set_phase(Phase::Writing)?;
+            self.ws.repo.remove_task_worktree(&slug)?;
+            if dir.dir().exists() {
+                std::fs::remove_dir_all(dir.dir()).map_err(|e| Error::io(dir.dir(), e))?;
+            }
+            let keep = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
+            if let Some(kept) = self.ws.repo.fresh_task_branch(&slug, &keep)? {
+                self.reporter.info(&format!(
+                    "the branch `{TASK_BRANCH_PREFIX}{slug}` held earlier work of `{title}`: kept at `{kept}`"
+                ));
+            }
+            std::fs::create_dir_all(dir.dir()).map_err(|e| Error::io(dir.dir(), e))?;
+            self.ws.repo.add_task_worktree(&slug, &tree)?;
+            journal::save(
+                &dir.job_record(),
+                &JobRecord {
+                    identity: identity.clone(),
+                    title: title.clone(),
+                    slug: slug.clone(),
+                },
+            )?;
+            // The worktree's SPEC.md is the tip's: the agent reads the person's file as it is.
+            if Path::new(&self.ws.spec_display).is_relative() {
+                let path = tree.join(&self.ws.spec_display);
+                if path.parent().is_some_and(Path::exists) {
+                    crate::atomic_file::write(&path, self.spec.last_text().as_bytes())?;
+                }
+            }
+        }
+        Ok(Job {
+            slug,
+            identity,
+            title,
+        })
+    }
+    /// The folder name of a task's job: its title's slug, with a number when another task of
+    /// the same slug has its folder already.
+    pub(super) fn job_slug(&self, identity: &TaskIdentity, title: &str) -> String {
+        let base = text::slug(title);
+        (1..)
+            .map(|n| {
+                if n == 1 {
+                    base.clone()
+                } else {
+                    format!("{base}-{n}")
+                }
+            })
+            .find(|slug| {
+                journal::load::<JobRecord>(&self.ws.state_dir.job(slug).job_record())
+                    .is_none_or(|r| r.identity == *identity)
+            })
+            .unwrap_or(base)
+    }
+    /// The future that runs the task's iteration in its worktree.
+    pub(super) fn job_future(
+        &mut self,
+        job: Job,
+        index: u32,
+        identity: TaskIdentity,
+    ) -> Result<JobFuture<'a>> {
+        let dir = self.ws.state_dir.job(&job.slug);
+        let branch = format!("refs/heads/{TASK_BRANCH_PREFIX}{}", job.slug);
+        let run_branch = self.ws.repo.head().ok().and_then(|h| match h {
+            crate::repository::Head::Branch(b) | crate::repository::Head::Unborn(b) => {
+                Some(format!("refs/heads/{b}"))
+            }
+            crate::repository::Head::Detached(_) => None,
+        });
+        // The rest of the run moves these while the task's stages run: not the task's doing.
+        let foreign = RefFilter {
+            names: [
+                Some(crate::repository::KERN_REFS.to_string()),
+                Some(format!("refs/heads/{TASK_BRANCH_PREFIX}")),
+                run_branch,
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            except: vec![branch],
+        };
+        let ws = self
+            .ws
+            .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
+        ws.state_dir.create(ws.repo.top())?;
+        let (lock, takeover) = RunLock::acquire(
+            &ws.repo.run_lock_path(),
+            &dir.dir().join("no-legacy-lock"),
+            &self.settings.argv,
+        )?;
+        let settings: &'a Settings = self.settings;
+        let reporter: &'a Reporter = self.reporter;
+        let interrupt: &'a Interrupt = self.interrupt;
+        let spec: SharedSpec = self.spec.clone();
+        let spent: Spent = self.spent.clone();
+        let pause = self.pause.clone();
+        let limits = self.limits.clone();
+        let log: RunLog = self.log.clone();
+        let total = settings.iterations;
+        let review_branch = settings
+            .review
+            .then(|| format!("{TASK_BRANCH_PREFIX}{}", job.slug));
+        Ok(Box::pin(async move {
+            let labelled = reporter.for_job(&job.title);
+            let (end, summary, last_failed, agents) = {
+                let mut run = Run {
+                    settings,
+                    ws: &ws,
+                    reporter: &labelled,
+                    interrupt,
+                    lock,
+                    log,
+                    spec,
+                    spent,
+                    pause,
+                    job: Some(JobTarget {
+                        identity,
+                        review_branch,
+                    }),
+                    summary: Summary {
+                        state_dir: ws.state_dir.dir(),
+                        ..Summary::default()
+                    },
+                    last_failed: false,
+                    started: Instant::now(),
+                    detached: false,
+                    left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
+                    limits,
+                    rate_limit: None,
+                    stages_by_agent: Vec::new(),
+                    switches: 0,
+                };
+                let end = match run.recover(takeover) {
+                    Ok(()) => run.iteration(index, total).await,
+                    Err(e) => Err(e),
+                };
+                if matches!(end, Ok(e) if e != IterationEnd::Ready) {
+                    let _ = run.ws.state_dir.clear_iteration_files();
+                }
+                let agents = (std::mem::take(&mut run.stages_by_agent), run.switches);
+                (
+                    end,
+                    std::mem::take(&mut run.summary),
+                    run.last_failed,
+                    agents,
+                )
+            };
+            JobDone {
+                job,
+                ws,
+                end,
+                summary,
+                last_failed,
+                agents,
+            }
+        }))
+    }
+}

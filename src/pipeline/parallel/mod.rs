@@ -1,0 +1,274 @@
+//! Parallel tasks (`-j N`) and review branches (`--review`): DESIGN.md section 15.
+//!
+//! Decisions a reader must know:
+//! - Each task runs in its own git worktree, `jobs/<task>/tree` under the state folder, on a
+//!   branch `kern/<task>` from the tip, with its own state folder `jobs/<task>/`: a full
+//!   [`Run`] of the ordinary pipeline over that worktree ([`JobTarget`] pins it to its task).
+//!   The tasks run in this process, side by side on one thread — they only wait on agents.
+//!   SPEC.md is the run's own and shared ([`SharedSpec`]): kern alone writes it, one edit at a
+//!   time, for every task.
+//! - Which tasks run together is the pure [`schedule::pick`]: never a task beside its own
+//!   ancestor or descendant, `After` notes honoured, tasks in progress first.
+//! - Integration is one task at a time, here: the task's work is committed on its branch
+//!   (kern's record: no hooks, unsigned), applied onto the tip in memory, and only a clean
+//!   result touches the work tree — exactly the paths it changes, journaled in
+//!   `integrating.json` — and is then committed by the ordinary commit (hooks, signing,
+//!   SPEC.md, LEARNINGS.md). A conflict writes nothing: the work is kept under
+//!   `refs/kern/attempts/<task>/<n>` and the task retried on the new tip with an Attempt note
+//!   naming the files; a second conflict blocks it, its work left on its branch. Paths the
+//!   person changed in the work tree are never written over: touching them is a conflict.
+//! - `--review`: the task's commit is made in its worktree on its branch (hooks, signing) and
+//!   stays there; SPEC.md marks it done with a Review note. `kern accept` lands it later.
+//! - A stop (Ctrl-C, the budget, an error) lets every task end its stage. The tasks stay in
+//!   progress, with their worktrees and stage files: the next run picks them first and resumes
+//!   each where it stopped. A worktree whose task is no longer in progress is removed, what it
+//!   held saved first.
+//! - The files: this one (the loop over the tasks running), `job` (a task's folder, worktree
+//!   and run), `integrate` (landing its work, or the conflict), `tidy` (worktrees going away).
+//! - Integration runs between the tasks' awaits: while kern commits, the other agents' output
+//!   waits in their pipes (the limits are minutes; a commit takes seconds).
+
+mod integrate;
+mod job;
+mod tidy;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::pipeline::{MAX_IDLE_ITERATIONS, Run, schedule};
+use crate::reporter::Summary;
+use crate::settings::Settings;
+use crate::spec::TaskIdentity;
+use crate::state::StateDir;
+use crate::state::lock::Phase;
+use crate::state::run_log::IterationEnd;
+use crate::workspace::Workspace;
+
+struct Job {
+    slug: String,
+    identity: TaskIdentity,
+    title: String,
+}
+
+/// What a task's run handed back when it ended.
+struct JobDone {
+    job: Job,
+    ws: Workspace,
+    end: Result<IterationEnd>,
+    summary: Summary,
+    last_failed: bool,
+    /// How many stages each agent ran, and how many moved to another agent.
+    agents: (Vec<(String, u32)>, u32),
+}
+
+type JobFuture<'a> = Pin<Box<dyn Future<Output = JobDone> + 'a>>;
+
+/// True when the run takes its tasks through worktrees: `-j` above 1, `--review`, or tasks a
+/// parallel run left in progress in their worktrees.
+pub(super) fn wanted(settings: &Settings, state_dir: &StateDir) -> bool {
+    settings.jobs > 1 || settings.review || has_jobs(state_dir)
+}
+
+fn has_jobs(state_dir: &StateDir) -> bool {
+    std::fs::read_dir(state_dir.jobs_dir())
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false)
+}
+
+impl<'a> Run<'a> {
+    /// The iterations with tasks in worktrees (see the module docs).
+    pub(super) async fn parallel(&mut self) -> Result<()> {
+        let slots = self.settings.jobs.max(1) as usize;
+        let total = self.settings.iterations;
+        self.finish_pending_commit()?;
+        self.recover_integration()?;
+        let mut running: Vec<JobFuture<'a>> = Vec::new();
+        let mut jobs: Vec<TaskIdentity> = Vec::new();
+        let mut started = 0u32;
+        let mut idle = 0u32;
+        let mut stop: Option<Error> = None;
+        let mut next_start = Instant::now();
+        let mut spec_mark = self.spec.mark();
+        self.retire_idle_jobs(&[])?;
+        loop {
+            if stop.is_none()
+                && let Some(signal) = self.interrupt.requested()
+            {
+                stop = Some(Error::Interrupted { signal });
+            }
+            if stop.is_none()
+                && let Err(e) = self.check_budget()
+            {
+                stop = Some(e);
+            }
+            let mut nothing_left = false;
+            if stop.is_none() && started < total && Instant::now() >= next_start {
+                match self.start_jobs(&jobs, slots, started, total).await {
+                    Ok(new) if new.is_empty() && running.is_empty() => nothing_left = true,
+                    Ok(new) => {
+                        for (job, future) in new {
+                            started += 1;
+                            jobs.push(job.identity.clone());
+                            running.push(future);
+                        }
+                    }
+                    Err(e) => stop = Some(e),
+                }
+            }
+            if running.is_empty() {
+                if let Some(e) = stop {
+                    return Err(e);
+                }
+                if nothing_left {
+                    self.summary.ended = "nothing left to do".into();
+                    return Ok(());
+                }
+                if started >= total {
+                    self.summary.ended = format!("all {total} iterations ran");
+                    return Ok(());
+                }
+                if !self.has_parallel_work()? {
+                    self.summary.ended = "nothing left to do".into();
+                    return Ok(());
+                }
+                // Only the delay between tasks is left to wait for.
+                self.lock.set_phase(Phase::Sleeping)?;
+                let wait = next_start.saturating_duration_since(Instant::now());
+                self.reporter.waiting("next iteration", wait);
+                if self.interrupt.sleep_or_interrupt(wait).await {
+                    stop = Some(Error::Interrupted {
+                        signal: self.interrupt.requested().unwrap_or(2),
+                    });
+                }
+                continue;
+            }
+            let done = next_done(&mut running).await;
+            jobs.retain(|j| *j != done.job.identity);
+            self.summary.iterations = started;
+            let end = self.job_ended(done, &mut spec_mark);
+            match end {
+                Ok(IterationEnd::Skipped) => idle += 1,
+                Ok(_) => idle = 0,
+                Err(e) => {
+                    if stop.is_none() {
+                        stop = Some(e);
+                    }
+                }
+            }
+            if stop.is_none() && idle >= MAX_IDLE_ITERATIONS {
+                stop = Some(Error::Unfinished(format!(
+                    "{idle} tasks in a row changed nothing (every task left was skipped) — read the Skipped notes in {} and edit the tasks",
+                    self.ws.spec_display
+                )));
+            }
+            if !self.settings.delay.is_zero() {
+                next_start = Instant::now() + self.settings.delay;
+            }
+        }
+    }
+    /// Starts the tasks that may start now beside the `running` ones, up to `slots` at once
+    /// and `left` more in this run.
+    async fn start_jobs(
+        &mut self,
+        running: &[TaskIdentity],
+        slots: usize,
+        started: u32,
+        total: u32,
+    ) -> Result<Vec<(Job, JobFuture<'a>)>> {
+        let free = slots
+            .saturating_sub(running.len())
+            .min(total.saturating_sub(started) as usize);
+        if free == 0 {
+            return Ok(Vec::new());
+        }
+        self.lock.set_phase(Phase::Selecting)?;
+        self.apply_pending_edits()?;
+        let doc = self.spec.reload()?;
+        for w in self.ws.validate(&doc)? {
+            self.reporter.warn(&w);
+        }
+        let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
+        let picks = schedule::pick(&doc, &running_now, free, &self.settings.select_options());
+        let mut out = Vec::new();
+        for (k, selection) in picks.into_iter().enumerate() {
+            let index = started + 1 + k as u32;
+            let task = &doc.tasks()[selection.task];
+            let identity = doc.identity(selection.task);
+            tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, "starting in its own worktree");
+            let job = self.prepare_job(&doc, selection.task)?;
+            let future = self.job_future(job.clone_ids(), index, identity.clone())?;
+            out.push((job, future));
+        }
+        Ok(out)
+    }
+    /// True when a task could start now (nothing else runs).
+    fn has_parallel_work(&mut self) -> Result<bool> {
+        let doc = self.spec.reload()?;
+        Ok(!schedule::pick(&doc, &[], 1, &self.settings.select_options()).is_empty())
+    }
+    /// A task's run ended: count it, integrate its work when it is ready, and tidy its
+    /// worktree away when nothing is left in it.
+    fn job_ended(&mut self, done: JobDone, spec_mark: &mut usize) -> Result<IterationEnd> {
+        self.merge_summary(&done.summary);
+        self.last_failed = done.last_failed;
+        for (agent, n) in &done.agents.0 {
+            match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
+                Some(entry) => entry.1 += n,
+                None => self.stages_by_agent.push((agent.clone(), *n)),
+            }
+        }
+        self.switches += done.agents.1;
+        let end = match done.end {
+            Ok(IterationEnd::Ready) => self.integrate(&done.job, &done.ws, spec_mark),
+            Ok(end) => Ok(end),
+            Err(e) => {
+                // Its worktree and stage files stay: the next run resumes it there.
+                drop(done.ws);
+                return Err(e);
+            }
+        };
+        let ws = done.ws;
+        self.retire_if_idle(&done.job, ws)?;
+        end
+    }
+    /// Adds a task's totals to the run's.
+    fn merge_summary(&mut self, s: &Summary) {
+        self.summary.cost_usd += s.cost_usd;
+        self.summary.retries += s.retries;
+        self.summary.waits += s.waits;
+        self.summary.wait_time += s.wait_time;
+        self.summary.failed_attempts += s.failed_attempts;
+        self.summary.committed.extend(s.committed.iter().cloned());
+        self.summary.review.extend(s.review.iter().cloned());
+        self.summary.skipped.extend(s.skipped.iter().cloned());
+        self.summary.blocked.extend(s.blocked.iter().cloned());
+        self.summary.notes.extend(s.notes.iter().cloned());
+    }
+}
+
+impl Job {
+    fn clone_ids(&self) -> Job {
+        Job {
+            slug: self.slug.clone(),
+            identity: self.identity.clone(),
+            title: self.title.clone(),
+        }
+    }
+}
+
+/// Waits for the first of `running` to end and takes it out.
+async fn next_done<'a>(running: &mut Vec<JobFuture<'a>>) -> JobDone {
+    std::future::poll_fn(|cx| {
+        for i in 0..running.len() {
+            if let Poll::Ready(done) = running[i].as_mut().poll(cx) {
+                drop(running.swap_remove(i));
+                return Poll::Ready(done);
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}

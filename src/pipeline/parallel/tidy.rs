@@ -1,0 +1,173 @@
+//! Tidying parallel tasks' worktrees: after a task's turn, at the start of a run, and after a
+//! run killed while it wrote a task's work into the work tree.
+//!
+//! The one decision a reader must know: a worktree goes only when nothing is left in it that
+//! is not kept elsewhere — changes are saved under `refs/kern/saved/<task>/worktree-<n>`
+//! first, and its branch is deleted only when the run's branch already contains it.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::pipeline::Run;
+use crate::repository::RefFilter;
+use crate::spec::{TaskIdentity, TaskState};
+use crate::state::journal::{self, Integrating, JobRecord, TaskStart};
+use crate::state::lock::Phase;
+use crate::workspace::Workspace;
+
+use super::Job;
+
+impl<'a> Run<'a> {
+    /// Removes a task's worktree and folder when nothing is left in them: no stage files, no
+    /// change in the worktree, no commit on its branch beyond where it started.
+    pub(super) fn retire_if_idle(&mut self, job: &Job, ws: Workspace) -> Result<()> {
+        let dir = ws.state_dir.clone();
+        if !dir.dir().exists() {
+            return Ok(());
+        }
+        let has_stage_files = dir.iteration_files().iter().any(|p| p.exists());
+        let doc = self.spec.reload()?;
+        let in_progress = doc
+            .find(&job.identity)
+            .is_some_and(|t| doc.tasks()[t].state == TaskState::InProgress);
+        if has_stage_files && in_progress {
+            return Ok(());
+        }
+        self.retire(job, ws, in_progress)
+    }
+    /// Removes a task's worktree and folder — unless `keep_if_busy` and it holds work (changes,
+    /// or commits since the task started), which then waits for the task's next turn. Changes
+    /// left in it are saved under `refs/kern/saved/<task>/worktree-<n>` first; its branch is
+    /// deleted only when the run's branch already contains it.
+    pub(super) fn retire(&mut self, job: &Job, ws: Workspace, keep_if_busy: bool) -> Result<()> {
+        let own = ws.own_files();
+        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+        let left: Vec<PathBuf> = ws
+            .repo
+            .dirty_paths(&own)?
+            .into_iter()
+            .map(|p| PathBuf::from(p.trim_end_matches('/')))
+            .collect();
+        let start = journal::load::<TaskStart>(&ws.state_dir.task_start())
+            .and_then(|s| s.base_commit)
+            .and_then(|b| git2::Oid::from_str(&b).ok());
+        let moved = ws.repo.head_oid() != start && start.is_some();
+        if keep_if_busy && (!left.is_empty() || moved) {
+            // Work in progress: it stays for the task's next turn.
+            return Ok(());
+        }
+        self.lock.set_phase(Phase::Writing)?;
+        if !left.is_empty() {
+            let git_ref = self.next_ref(&format!("refs/kern/saved/{}/worktree-", job.slug))?;
+            ws.repo.save_paths(
+                &git_ref,
+                &left,
+                &format!(
+                    "kern: what the worktree of `{}` held when it was removed\n",
+                    job.title
+                ),
+            )?;
+            self.reporter.info(&format!(
+                "the worktree of `{}` still held changes: saved at `{git_ref}`",
+                job.title
+            ));
+        }
+        let dir = ws.state_dir.dir();
+        drop(ws);
+        self.ws.repo.remove_task_worktree(&job.slug)?;
+        {
+            let tip = self.ws.repo.task_branch(&job.slug);
+            let head = self.ws.repo.head_oid();
+            let contained = match (tip, head) {
+                (Some(t), Some(h)) => {
+                    t == h
+                        || self
+                            .ws
+                            .repo
+                            .git()
+                            .graph_descendant_of(h, t)
+                            .unwrap_or(false)
+                }
+                _ => true,
+            };
+            if contained {
+                self.ws.repo.delete_task_branch(&job.slug)?;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+    /// The worktrees whose tasks are not in progress (done, gone, taken by the person): their
+    /// changes are saved and they are removed; their branches stay when they hold work.
+    pub(super) fn retire_idle_jobs(&mut self, running: &[TaskIdentity]) -> Result<()> {
+        let Ok(entries) = std::fs::read_dir(self.ws.state_dir.jobs_dir()) else {
+            return Ok(());
+        };
+        let doc = self.spec.reload()?;
+        for entry in entries.flatten() {
+            let slug = entry.file_name().to_string_lossy().into_owned();
+            let dir = self.ws.state_dir.job(&slug);
+            let Some(record) = journal::load::<JobRecord>(&dir.job_record()) else {
+                self.ws.repo.remove_task_worktree(&slug)?;
+                let _ = std::fs::remove_dir_all(dir.dir());
+                continue;
+            };
+            if running.contains(&record.identity) {
+                continue;
+            }
+            let in_progress = doc
+                .find(&record.identity)
+                .is_some_and(|t| doc.tasks()[t].state == TaskState::InProgress);
+            if in_progress && dir.job_tree().join(".git").exists() {
+                continue;
+            }
+            let job = Job {
+                slug: record.slug.clone(),
+                identity: record.identity.clone(),
+                title: record.title.clone(),
+            };
+            match self.ws.for_job(
+                self.settings,
+                &dir.job_tree(),
+                dir.clone(),
+                RefFilter::default(),
+            ) {
+                Ok(ws) => self.retire(&job, ws, false)?,
+                Err(_) => {
+                    self.ws.repo.remove_task_worktree(&slug)?;
+                    let _ = std::fs::remove_dir_all(dir.dir());
+                }
+            }
+        }
+        // A worktree whose folder of state is gone (a cleaned temp folder) is a leftover.
+        for slug in self.ws.repo.task_worktrees()? {
+            if !self.ws.state_dir.job(&slug).job_record().exists() {
+                self.ws.repo.remove_task_worktree(&slug)?;
+            }
+        }
+        Ok(())
+    }
+    /// A run killed while writing a task's work into the work tree: the commit landed (the
+    /// task is done) or the paths go back to HEAD, saved first; the task integrates again.
+    pub(super) fn recover_integration(&mut self) -> Result<()> {
+        let path = self.ws.state_dir.integrating();
+        let Some(pending) = journal::load::<Integrating>(&path) else {
+            return Ok(());
+        };
+        let head = self.ws.repo.head_oid().map(|o| o.to_string());
+        if head.as_deref() == Some(pending.onto.as_str()) {
+            let job = Job {
+                slug: pending.slug.clone(),
+                identity: pending.identity.clone(),
+                title: pending.identity.path.last().cloned().unwrap_or_default(),
+            };
+            self.take_back(&job, &pending.paths)?;
+            self.reporter.warn(&format!(
+                "the last run stopped while it wrote the work of `{}` into the work tree: put back, it is applied again",
+                job.title
+            ));
+        }
+        journal::remove(&path);
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! What every task of a run shares, also when several run at once (`-j`): SPEC.md, with the
+//! changes other people made to it, and the money spent.
+//!
+//! The one decision a reader must know: kern alone writes SPEC.md, through one [`SpecFile`]
+//! shared by every task of the run (DESIGN.md section 2), so parallel tasks never race each
+//! other's edits. Whatever changed the file between kern's own reads and writes was someone
+//! else — the person, or an agent against its orders — and is logged here as it is seen, so a
+//! stage reports exactly the changes that were not kern's, whichever task kern was writing
+//! for meanwhile.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use crate::error::Result;
+use crate::pipeline::audit;
+use crate::retry::AgentLimits;
+use crate::spec::{Document, Edit, SpecFile, TaskIdentity, Written};
+
+/// SPEC.md, shared by every task of the run.
+#[derive(Clone)]
+pub(crate) struct SharedSpec(Rc<RefCell<Inner>>);
+
+struct Inner {
+    file: SpecFile,
+    /// Changes that were not kern's, in the order they were seen.
+    changes: Vec<String>,
+}
+
+impl SharedSpec {
+    pub(crate) fn new(file: SpecFile) -> SharedSpec {
+        SharedSpec(Rc::new(RefCell::new(Inner {
+            file,
+            changes: Vec::new(),
+        })))
+    }
+
+    /// Reads the file again; a change since kern last read or wrote it is logged.
+    pub(crate) fn reload(&self) -> Result<Document> {
+        let mut inner = self.0.borrow_mut();
+        let (doc, previous) = inner.file.reload_with_previous()?;
+        if let Some(previous) = previous {
+            let changes = audit::hand_edits(&previous, &doc);
+            inner.changes.extend(changes);
+        }
+        Ok(doc)
+    }
+
+    /// Applies kern's `edits` to `task` (see [`SpecFile::apply_reporting`]), after logging any
+    /// change that came before them.
+    pub(crate) fn apply_reporting(&self, task: &TaskIdentity, edits: &[Edit]) -> Result<Written> {
+        self.reload()?;
+        self.0.borrow_mut().file.apply_reporting(task, edits)
+    }
+
+    /// The text kern last read or wrote.
+    pub(crate) fn last_text(&self) -> String {
+        self.0.borrow().file.last_text().to_string()
+    }
+
+    /// Writes `text` back (see [`SpecFile::restore`]).
+    pub(crate) fn restore(&self, text: &str) -> Result<()> {
+        self.0.borrow_mut().file.restore(text)
+    }
+
+    /// Where the log of others' changes stands now.
+    pub(crate) fn mark(&self) -> usize {
+        self.0.borrow().changes.len()
+    }
+
+    /// The changes that were not kern's, seen since `mark`.
+    pub(crate) fn changes_since(&self, mark: usize) -> Vec<String> {
+        self.0
+            .borrow()
+            .changes
+            .get(mark..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+}
+
+/// Until when each agent is at its usage limit, known to every task of the run: a limit one
+/// task's agent hit moves the next stage of every task to the fallback agent.
+#[derive(Clone, Default)]
+pub(crate) struct SharedLimits(Rc<RefCell<AgentLimits>>);
+
+impl SharedLimits {
+    /// A copy for one stage to use and update (a borrow must not live across the stage's
+    /// await, when other tasks' stages run).
+    pub(crate) fn get(&self) -> AgentLimits {
+        self.0.borrow().clone()
+    }
+
+    /// Takes in what a stage learnt.
+    pub(crate) fn merge(&self, learnt: &AgentLimits) {
+        self.0.borrow_mut().merge(learnt);
+    }
+
+    /// Records that `agent` may be tried again from `until`.
+    pub(crate) fn set(&self, agent: &str, until: i64) {
+        self.0.borrow_mut().set(agent, until);
+    }
+}
+
+/// The money every task of the run has spent, for `--max-cost`.
+#[derive(Clone, Default)]
+pub(crate) struct Spent(Rc<Cell<f64>>);
+
+impl Spent {
+    /// Adds `usd`; returns the new total.
+    pub(crate) fn add(&self, usd: f64) -> f64 {
+        let total = self.0.get() + usd;
+        self.0.set(total);
+        total
+    }
+
+    /// The total.
+    pub(crate) fn get(&self) -> f64 {
+        self.0.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_changes_kern_did_not_make_are_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        std::fs::write(&path, "- [ ] a\n- [ ] b\n").unwrap();
+        let (file, doc) = SpecFile::load(&path).unwrap();
+        let spec = SharedSpec::new(file);
+        let other = spec.clone();
+        let mark = spec.mark();
+        // kern, for another task, writes; then the person marks `b` done.
+        other
+            .apply_reporting(
+                &doc.identity(0),
+                &[Edit::SetState(crate::spec::TaskState::InProgress)],
+            )
+            .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("- [ ] b", "- [x] b")).unwrap();
+        spec.reload().unwrap();
+        assert_eq!(spec.changes_since(mark), vec!["`b` [ ] → [x]"]);
+        assert!(spec.changes_since(spec.mark()).is_empty());
+    }
+}

@@ -1,0 +1,278 @@
+//! One stage of a task, as the loop runs it: the prompt rendered from what the task has now,
+//! the agent run through the stage runner (retries, waits, a move to the fallback agent), the
+//! audit of what the stage changed, the changes of SPEC.md that were not kern's, and the
+//! stage's line and `run.jsonl` events.
+//!
+//! The one decision a reader must know: the audit runs after every stage, whatever its
+//! outcome, and a read-only stage or one that moved history cannot succeed, whatever its
+//! report says.
+
+use crate::error::{Error, Result};
+use crate::pipeline::{Run, TaskRun, protected_files};
+use crate::prompt::inputs::{StageInputs, stage_agents};
+use crate::reporter::StageLine;
+use crate::stage::record::{Outcome, TaskRef, WaitKind};
+use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
+use crate::stage::{ImplementReport, Report};
+use crate::state::run_log::RunEvent;
+use std::time::Duration;
+
+impl Run<'_> {
+    /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
+    /// implement reported (for the review).
+    pub(super) async fn stage<R: Report>(
+        &mut self,
+        it: &mut TaskRun,
+        implement: Option<&ImplementReport>,
+    ) -> Result<StageRun<R>> {
+        self.stage_with(it, implement, None).await
+    }
+
+    /// [`Run::stage`]; with `refused`, the review is asked for a new commit message only.
+    pub(super) async fn stage_with<R: Report>(
+        &mut self,
+        it: &mut TaskRun,
+        implement: Option<&ImplementReport>,
+        refused: Option<&crate::prompt::inputs::RefusedMessage>,
+    ) -> Result<StageRun<R>> {
+        let stage = R::STAGE;
+        self.check_budget()?;
+        let doc = self.spec.reload()?;
+        let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
+            path: self.ws.spec_path.clone(),
+            message: format!("task `{}` is gone from the file", it.title),
+        })?;
+        let mut inputs = StageInputs::gather(
+            self.ws,
+            self.settings,
+            &doc,
+            task,
+            stage,
+            Some(&it.start),
+            implement,
+        )?;
+        if let (crate::stage::Stage::Review, Some(refused)) = (stage, refused) {
+            inputs.ask_for_message(refused);
+        }
+        let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
+        for cut in &prompt.cuts {
+            tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
+        }
+        let request = StageRequest {
+            agents: stage_agents(self.settings, &self.ws.templates, stage),
+            prompt: prompt.text,
+            task: TaskRef {
+                title: it.title.clone(),
+                identity: it.identity.clone(),
+                line: it.line,
+            },
+            attempt: doc.tasks()[task].attempts() + 1,
+            budget_left: self
+                .settings
+                .max_cost
+                .map(|limit| limit - self.summary.cost_usd),
+            protected: protected_files(self.ws),
+        };
+        let before = self.before_stage(stage)?;
+        let ctx = StageContext {
+            settings: self.settings,
+            state_dir: &self.ws.state_dir,
+            cwd: self.ws.repo.top(),
+            reporter: self.reporter,
+            interrupt: self.interrupt,
+            pause: &self.pause,
+        };
+        self.log.event(RunEvent::StageStart {
+            stage,
+            task: it.title.clone(),
+            prompt_bytes: request.prompt.len() as u64,
+            agent: request.agents.primary.agent.to_string(),
+            model: request.agents.primary.model.clone(),
+            attempt: request.attempt,
+        });
+        let mut limits = self.limits.get();
+        let ran = runner::run_stage::<R>(&ctx, &mut self.lock, &mut limits, &request).await;
+        self.limits.merge(&limits);
+        let mut run = match ran {
+            Ok(run) => run,
+            Err(e) => {
+                self.log.event(RunEvent::StageEnd {
+                    task: Some(it.title.clone()),
+                    stage,
+                    outcome: None,
+                    cost_usd: 0.0,
+                    duration_ms: 0,
+                    retries: 0,
+                    failure: None,
+                    error: Some(e.to_string()),
+                    agent: request.agents.primary.agent.to_string(),
+                    model: request.agents.primary.model.clone(),
+                    turns: None,
+                    waits: Vec::new(),
+                });
+                return Err(e);
+            }
+        };
+        self.count(&run);
+        for switch in &run.record.kern.switches {
+            self.log.event(RunEvent::AgentSwitch {
+                task: Some(it.title.clone()),
+                stage,
+                from: switch.from.clone(),
+                to: switch.to.clone(),
+                reason: switch.reason.clone(),
+                limited_until: switch.limited_until,
+            });
+        }
+        let found = self.audit(stage, &before, it)?;
+        if !found.violations.is_empty() {
+            for v in &found.violations {
+                self.reporter.warn(&format!("violation: {v}"));
+            }
+            self.log.event(RunEvent::Violation {
+                task: Some(it.title.clone()),
+                stage,
+                violations: found.violations.clone(),
+                reverted: found.reverted.clone(),
+                saved: found.saved.clone(),
+            });
+            run.record.kern.violations = found.violations;
+            run.record.kern.reverted = found.reverted;
+            if stage.tools().is_read_only() || found.history_moved {
+                run.record.kern.outcome = Outcome::Violated;
+                let mut note = run.record.kern.violations.join("; ");
+                if found.history_moved {
+                    note.push_str(&format!(
+                        " — what the agent made is kept under `{}`",
+                        found.saved.join("`, `")
+                    ));
+                }
+                run.outcome = Err(note);
+            }
+            run.record.write(&self.ws.state_dir.stage_record(stage))?;
+        }
+        self.notice_hand_edits(stage, before.spec_mark, it)?;
+        let record = &run.record;
+        let turns = record
+            .agent_result
+            .get("num_turns")
+            .and_then(serde_json::Value::as_u64);
+        self.reporter.stage_finished(
+            stage,
+            &StageLine {
+                outcome: outcome_word(&run),
+                duration: Duration::from_millis(record.kern.duration_ms),
+                cost_usd: run.cost_usd,
+                turns,
+                note: run.outcome.as_ref().err().cloned(),
+            },
+        );
+        self.log.event(RunEvent::StageEnd {
+            task: Some(it.title.clone()),
+            stage,
+            outcome: Some(record.kern.outcome),
+            cost_usd: run.cost_usd,
+            duration_ms: record.kern.duration_ms,
+            retries: record.kern.retries,
+            failure: run.outcome.as_ref().err().cloned(),
+            error: None,
+            agent: record.kern.agent.clone(),
+            model: record.kern.model.clone().or_else(|| reported_model(record)),
+            turns,
+            waits: record.kern.waits.clone(),
+        });
+        if run.budget_spent {
+            // Claude stopped at the cap kern gave it: the budget is spent, and the task is
+            // not to blame — no Attempt note; the stage files stay for the next run.
+            return Err(Error::BudgetSpent {
+                spent: self.summary.cost_usd,
+                limit: self.settings.max_cost.unwrap_or(self.summary.cost_usd),
+            });
+        }
+        Ok(run)
+    }
+
+    /// Reports the changes of SPEC.md during the stage that kern did not make, by name.
+    pub(super) fn notice_hand_edits(
+        &mut self,
+        stage: crate::stage::Stage,
+        mark: usize,
+        it: &mut TaskRun,
+    ) -> Result<()> {
+        self.spec.reload()?;
+        let changes = self.spec.changes_since(mark);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.reporter.warn(&format!(
+            "{} changed during the {} stage, not by kern: {}",
+            self.ws.spec_display,
+            stage.name(),
+            changes.join("; ")
+        ));
+        self.log.event(RunEvent::HandEdit {
+            task: Some(it.title.clone()),
+            stage,
+            changes: changes.clone(),
+        });
+        it.hand_edits.extend(changes);
+        Ok(())
+    }
+
+    /// Adds a stage's cost, retries, waits and agent to the run's totals.
+    pub(super) fn count<R>(&mut self, run: &StageRun<R>) {
+        let agent = &run.record.kern.agent;
+        match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
+            Some(entry) => entry.1 += 1,
+            None => self.stages_by_agent.push((agent.clone(), 1)),
+        }
+        if !run.record.kern.switches.is_empty() {
+            self.switches += 1;
+        }
+        if let Some(limit) = &run.rate_limit {
+            self.rate_limit = Some(limit.clone());
+        }
+        self.summary.cost_usd += run.cost_usd;
+        let total = self.spent.add(run.cost_usd);
+        self.summary.retries += run.record.kern.retries;
+        for wait in run
+            .record
+            .kern
+            .waits
+            .iter()
+            .filter(|w| w.kind == WaitKind::UsageLimit)
+        {
+            self.summary.waits += 1;
+            self.summary.wait_time += Duration::from_millis(wait.duration_ms);
+        }
+        self.reporter.cost_so_far(total);
+    }
+}
+
+/// The model the agent reported using (the first of Claude's `modelUsage`), when it did.
+fn reported_model(record: &crate::stage::record::StageRecord) -> Option<String> {
+    record
+        .agent_result
+        .get("modelUsage")
+        .and_then(serde_json::Value::as_object)
+        .and_then(|models| models.keys().next().cloned())
+}
+
+/// The word a stage line shows: the report's status or verdict, the number of research notes,
+/// else the outcome.
+fn outcome_word<R: Report>(run: &StageRun<R>) -> String {
+    use crate::stage::StageReport;
+    match run.outcome.as_ref().ok().map(|r| r.clone().into()) {
+        Some(StageReport::Implement(r)) => r.status.as_str().to_string(),
+        Some(StageReport::Review(r)) => format!("{:?}", r.verdict).to_uppercase(),
+        Some(StageReport::Research(r)) => format!(
+            "{} note{}",
+            r.notes.len(),
+            if r.notes.len() == 1 { "" } else { "s" }
+        ),
+        None => serde_json::to_value(run.record.kern.outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    }
+}

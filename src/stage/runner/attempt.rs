@@ -1,0 +1,230 @@
+//! One try of a stage: spawn the agent with its argv, follow its stream through the supervisor
+//! (timeouts, the lock's agent group, interrupts), and hand back what it said, not yet judged.
+//!
+//! The one decision a reader must know: a try never decides anything; [`super::run_stage`]
+//! classifies how it ended and chooses to retry, wait, switch agents or give up.
+
+use std::time::{Duration, Instant};
+
+use crate::agent::stream::{AgentOutput, LineSignal, StreamParser};
+use crate::agent::{Agent, InvocationRequest, StageAgent};
+use crate::error::{Error, Result};
+use crate::stage::Stage;
+use crate::stage::record::{KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord};
+use crate::state::StateDir;
+use crate::state::lock::{AgentGroup, RunLock};
+use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
+use crate::timestamp::Timestamp;
+
+use super::{STDERR_CAP, StageContext, StageRequest, StageRun, Tries};
+
+/// One run of the agent, not yet judged.
+pub(super) struct Attempt {
+    pub(super) output: AgentOutput,
+    pub(super) end: EndReason,
+    pub(super) envelope: KernEnvelope,
+}
+
+impl Attempt {
+    /// Sets how the try ended, writes `stageN.json`, and returns the record.
+    pub(super) fn finish(
+        &mut self,
+        state_dir: &StateDir,
+        outcome: Outcome,
+        failure: Option<String>,
+    ) -> Result<StageRecord> {
+        self.envelope.outcome = outcome;
+        self.envelope.failure = failure;
+        let record = StageRecord::from_output(&self.output, self.envelope.clone());
+        record.write(&state_dir.stage_record(self.envelope.stage))?;
+        Ok(record)
+    }
+
+    /// The stage failed for good: its record, and kern's note for the Attempt.
+    pub(super) fn fail<R>(
+        mut self,
+        state_dir: &StateDir,
+        outcome: Outcome,
+        note: String,
+        tries: Tries,
+    ) -> Result<StageRun<R>> {
+        let record = self.finish(state_dir, outcome, Some(note.clone()))?;
+        Ok(StageRun {
+            record,
+            outcome: Err(note),
+            cost_usd: tries.cost,
+            rate_limit: tries.rate_limit,
+            budget_spent: false,
+        })
+    }
+}
+
+/// Spawns `on`'s agent once and follows it to its end.
+pub(super) async fn run_once(
+    ctx: &StageContext<'_>,
+    lock: &mut RunLock,
+    request: &StageRequest,
+    stage: Stage,
+    on: &StageAgent,
+    tries: &Tries,
+) -> Result<Attempt> {
+    let settings = ctx.settings;
+    let state_dir = ctx.state_dir;
+    let agent = &on.agent;
+    ctx.reporter.stage_started(stage, &request.task.title);
+    let invocation = agent.invocation(InvocationRequest {
+        stage,
+        model: on.model.as_deref(),
+        prompt: request.prompt.clone().into_bytes(),
+        cwd: ctx.cwd,
+        schema_path: &state_dir.stage_schema(stage),
+        state_dir: &state_dir.dir(),
+        task_title: &request.task.title,
+        max_budget_usd: request.budget_left.map(|left| left - tries.cost),
+        sandbox: settings.sandbox,
+        protected: &request.protected,
+    });
+    let files = StreamFiles {
+        stdout_cap: crate::supervisor::STDOUT_CAP,
+        stdout: state_dir.stage_stream(stage),
+        stderr: state_dir.stage_stderr(stage),
+        stderr_cap: STDERR_CAP,
+    };
+    let started_at = Timestamp::now();
+    let clock = Instant::now();
+    let mut parser = StreamParser::new(agent.stream_format());
+    tracing::debug!(
+        stage = stage.name(),
+        program = %invocation.program.display(),
+        args = ?invocation.args,
+        prompt_bytes = invocation.stdin.len(),
+        retries = tries.retries,
+        "starting the agent"
+    );
+    let mut spawned = false;
+    let mut on_spawn = |g: supervisor::ProcessGroup| {
+        // Recorded in the lock so that a kern taking over after a crash can stop an
+        // orphaned agent before it resumes the task.
+        let group = AgentGroup {
+            pgid: g.pgid,
+            leader_start_time: g.leader.start_time,
+        };
+        if let Err(e) = lock.set_agent_group(Some(group)) {
+            tracing::warn!(error = %e, "cannot record the agent group in the lock");
+        }
+        spawned = true;
+    };
+    let reporter = ctx.reporter;
+    let mut on_line = |line: &str| match parser.push_line(line) {
+        LineSignal::Continue => LineAction::Continue,
+        LineSignal::Progress(p) => {
+            reporter.progress(&p.tool, &p.detail);
+            LineAction::Continue
+        }
+        LineSignal::ResultSeen => LineAction::ResultSeen,
+        LineSignal::StopNow(class) => LineAction::StopNow(class.message().to_string()),
+    };
+    let finished = supervisor::run(
+        &invocation,
+        &settings.limits,
+        &files,
+        ctx.interrupt,
+        &mut on_spawn,
+        &mut on_line,
+    )
+    .await;
+    match &finished {
+        Ok(f) => tracing::debug!(
+            stage = stage.name(),
+            exit_code = ?f.exit_code,
+            signal = ?f.signal,
+            end = ?f.end,
+            duration_ms = millis(f.duration),
+            stdout_bytes = f.stdout_bytes,
+            "agent finished"
+        ),
+        Err(e) => tracing::debug!(stage = stage.name(), error = %e, "agent did not start"),
+    }
+    if spawned {
+        // The group is gone now; a record of it would only mislead a later takeover.
+        lock.set_agent_group(None)?;
+    }
+    let finished = finished.map_err(|e| spawn_error(agent, e))?;
+    if !finished.escaped.is_empty() {
+        // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still
+        // be winding down when it exits, and nothing they do counts after this point.
+        let pids: Vec<String> = finished.escaped.iter().map(i32::to_string).collect();
+        ctx.reporter.warn(&format!(
+            "stopped {} process{} the {stage} stage left running outside its process group (pids {})",
+            pids.len(),
+            if pids.len() == 1 { "" } else { "es" },
+            pids.join(", ")
+        ));
+    }
+    let output = parser.finish(finished.exit_code, &finished.stderr_tail);
+    let envelope = KernEnvelope {
+        schema: SCHEMA_VERSION,
+        stage,
+        task: request.task.clone(),
+        agent: agent.to_string(),
+        argv: argv(&invocation),
+        model: on.model.clone(),
+        started_at,
+        finished_at: Timestamp::now(),
+        duration_ms: millis(clock.elapsed()),
+        exit_code: finished.exit_code,
+        attempt: request.attempt,
+        retries: tries.retries,
+        waits: tries.waits.clone(),
+        switches: tries.switches.clone(),
+        outcome: Outcome::Succeeded,
+        report: None,
+        failure: None,
+        violations: Vec::new(),
+        reverted: Vec::new(),
+        prompt_bytes: request.prompt.len() as u64,
+    };
+    Ok(Attempt {
+        output,
+        end: finished.end,
+        envelope,
+    })
+}
+
+/// The full command line: the program, then its arguments.
+fn argv(invocation: &Invocation) -> Vec<String> {
+    std::iter::once(invocation.program.to_string_lossy().into_owned())
+        .chain(invocation.args.iter().cloned())
+        .collect()
+}
+
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn spawn_error(agent: &Agent, error: SpawnError) -> Error {
+    match error {
+        SpawnError::NotFound(program) => Error::AgentNeedsUser {
+            message: format!(
+                "`{}` not found on PATH — {}",
+                program.display(),
+                match agent {
+                    Agent::Claude =>
+                        "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or choose another agent with --agent",
+                    Agent::Codex =>
+                        "install Codex (`npm install -g @openai/codex`) or choose another agent with --agent",
+                    Agent::Program(_) => "check the path given to --agent program:<path>",
+                }
+            ),
+        },
+        SpawnError::PermissionDenied(program) => Error::AgentNeedsUser {
+            message: format!(
+                "`{}` is not executable — `chmod +x` it or check --agent",
+                program.display()
+            ),
+        },
+        SpawnError::Other(path, source) | SpawnError::Output(path, source) => {
+            Error::io(path, source)
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! Runs one stage to a decision: spawn the agent, follow its stream, classify how it ended,
+//! then do what [`retry::next_step`] says — retry a transient failure, wait out a usage
+//! limit, move the stage to the other agent, give up with a note, or stop the run for the
+//! person.
+//!
+//! This is where the agent layer (argv, stream parsing, classification), the supervisor
+//! (processes, timeouts, signals) and the stage record meet; the loop above only sees a
+//! [`StageRun`]: the stage's own report, typed, or kern's note saying why the stage failed. A
+//! stage record is written after every try, so `jq .kern.outcome stageN.json` is true at any
+//! moment; `kern.agent` names the agent of the last try and `kern.switches` every move between
+//! the two. A stage starts on the agent [`retry::choose_side`] picks from the run's
+//! [`AgentLimits`], which the runner updates whenever an agent hits its usage limit.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::agent::StageAgents;
+use crate::agent::failure::{self, FailureClass};
+use crate::agent::stream::RateLimit;
+use crate::error::{Error, Result};
+use crate::reporter::Reporter;
+use crate::reporter::text;
+use crate::retry::{self, AgentLimits, Side, Step};
+use crate::settings::Settings;
+use crate::stage::record::{Outcome, StageRecord, Switch, TaskRef, Wait, WaitKind};
+use crate::stage::{Report, extract_report};
+use crate::state::StateDir;
+use crate::state::lock::{Phase, RunLock};
+use crate::supervisor::EndReason;
+use crate::supervisor::interrupt::Interrupt;
+use crate::timestamp::Timestamp;
+
+mod attempt;
+
+use attempt::{millis, run_once};
+
+/// The stderr kept per stage (tail).
+const STDERR_CAP: usize = 64 * 1024;
+
+/// What the loop needs to run a stage: shared, read-only context.
+pub struct StageContext<'a> {
+    /// Resolved settings.
+    pub settings: &'a Settings,
+    /// The state folder.
+    pub state_dir: &'a StateDir,
+    /// The repository's top folder (the agent's working folder).
+    pub cwd: &'a Path,
+    /// What the person sees.
+    pub reporter: &'a Reporter,
+    /// Ctrl-C / SIGTERM.
+    pub interrupt: &'a Interrupt,
+    /// The usage-limit pause every task of the run shares (`-j`).
+    pub pause: &'a Pause,
+}
+
+/// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
+/// task (they share the account), so the others wait for the same reset instead of each
+/// hitting it in turn. Shared by the tasks of one run (one thread).
+#[derive(Debug, Clone, Default)]
+pub struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
+
+impl Pause {
+    /// No stage starts before `until` (a later pause wins).
+    pub fn until(&self, until: Instant) {
+        if self.0.get().is_none_or(|t| t < until) {
+            self.0.set(Some(until));
+        }
+    }
+
+    /// How long from now the pause lasts, if it does.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.0
+            .get()
+            .map(|t| t.saturating_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero())
+    }
+}
+
+/// One stage's prompt and task.
+pub struct StageRequest {
+    /// The agents the stage may run on, with their models.
+    pub agents: StageAgents,
+    /// The rendered prompt.
+    pub prompt: String,
+    /// The task, for the record and `KERN_TASK`.
+    pub task: TaskRef,
+    /// Which attempt at the task this is (1-based).
+    pub attempt: u32,
+    /// What is left of `--max-cost` when the stage starts (USD); each try gets what is left
+    /// then as Claude's `--max-budget-usd`.
+    pub budget_left: Option<f64>,
+    /// Absolute paths the implement stage may not edit: SPEC.md and LEARNINGS.md.
+    pub protected: Vec<PathBuf>,
+}
+
+/// How a stage ended, once retries and waits are over.
+#[derive(Debug)]
+pub struct StageRun<R> {
+    /// The record, as written to `stageN.json`.
+    pub record: StageRecord,
+    /// The stage's report, or kern's note saying why there is none (e.g. "agent timed out
+    /// after 1h (after 3 retries)").
+    pub outcome: std::result::Result<R, String>,
+    /// What the stage cost (all tries).
+    pub cost_usd: f64,
+    /// The latest subscription rate-limit state an agent reported during the stage (Claude's
+    /// `rate_limit_event`), with the agent's name.
+    pub rate_limit: Option<(String, RateLimit)>,
+    /// The agent stopped at the `--max-budget-usd` kern gave it (what was left of
+    /// `--max-cost`): the run's budget is spent, which is no failure of the task.
+    pub budget_spent: bool,
+}
+
+/// Runs `request` as stage `R::STAGE` with retries, waits and switches between its agents;
+/// `limits` is the run's memory of which agent is at its usage limit until when. `Err` means
+/// the run must stop: the agent needs the person, or the run was interrupted (the record says
+/// `interrupted`).
+pub async fn run_stage<R: Report>(
+    ctx: &StageContext<'_>,
+    lock: &mut RunLock,
+    limits: &mut AgentLimits,
+    request: &StageRequest,
+) -> Result<StageRun<R>> {
+    let settings = ctx.settings;
+    let stage = R::STAGE;
+    let state_dir = ctx.state_dir;
+    // Rewritten before every stage run, so no fsync: a crash cannot make them matter.
+    crate::atomic_file::write_unsynced(&state_dir.stage_prompt(stage), request.prompt.as_bytes())?;
+    // The schema never changes: written once and kept across iterations (it is not a stage
+    // file of DESIGN.md section 3), which spares three file creations per iteration.
+    let schema_path = state_dir.stage_schema(stage);
+    if std::fs::read(&schema_path).ok().as_deref() != Some(stage.schema().as_bytes()) {
+        crate::atomic_file::write_unsynced(&schema_path, stage.schema().as_bytes())?;
+    }
+    lock.set_phase(Phase::Stage(stage))?;
+
+    let delays = retry::retry_delays(&settings.retry);
+    let mut tries = Tries::default();
+    let agents = &request.agents;
+    let name_of = |side: Side| match (side, &agents.fallback) {
+        (Side::Fallback, Some(fallback)) => fallback.agent.to_string(),
+        _ => agents.primary.agent.to_string(),
+    };
+    let now = Timestamp::now().epoch_seconds();
+    let primary_until = limits.limited_until(&name_of(Side::Primary), now);
+    let fallback_name = agents.fallback.as_ref().map(|f| f.agent.to_string());
+    let mut side = retry::choose_side(
+        primary_until,
+        limits.other(fallback_name.as_deref(), now),
+        now,
+    );
+    if side == Side::Fallback {
+        let (from, to) = (name_of(Side::Primary), name_of(Side::Fallback));
+        let reason = format!(
+            "{from} is at its usage limit until {} (seen earlier in this run)",
+            until_text(primary_until)
+        );
+        ctx.reporter
+            .info(&format!("{stage}: {reason}; running it on {to}"));
+        tries.switches.push(Switch {
+            from,
+            to,
+            reason,
+            at: Timestamp::now(),
+            limited_until: primary_until,
+        });
+    }
+    loop {
+        if let Some(rest) = ctx.pause.remaining() {
+            let reason = "usage limit (hit by another task)".to_string();
+            tries.waits.push(Wait {
+                kind: WaitKind::UsageLimit,
+                reason: reason.clone(),
+                started_at: Timestamp::now(),
+                duration_ms: millis(rest),
+                resets_at: None,
+            });
+            tries.waited += rest;
+            lock.set_phase(Phase::Waiting(stage))?;
+            if countdown(ctx, &reason, rest).await {
+                return Err(interrupted(ctx));
+            }
+            lock.set_phase(Phase::Stage(stage))?;
+        }
+        let current = match (side, &agents.fallback) {
+            (Side::Fallback, Some(fallback)) => fallback,
+            _ => &agents.primary,
+        };
+        let mut attempt = run_once(ctx, lock, request, stage, current, &tries).await?;
+        tries.cost += attempt.output.cost_usd;
+        if let Some(limit) = &attempt.output.rate_limit {
+            tries.rate_limit = Some((current.agent.to_string(), limit.clone()));
+        }
+        let class = match &attempt.end {
+            EndReason::Interrupted(signal) => {
+                let signal = *signal;
+                attempt.finish(state_dir, Outcome::Interrupted, Some("interrupted".into()))?;
+                return Err(Error::Interrupted { signal });
+            }
+            EndReason::StageTimeout => Some(FailureClass::Transient(format!(
+                "agent timed out after {}",
+                text::duration(settings.limits.stage_timeout)
+            ))),
+            EndReason::IdleTimeout => Some(FailureClass::Transient(format!(
+                "agent printed nothing for {}",
+                text::duration(settings.limits.idle_timeout)
+            ))),
+            EndReason::Stopped(_) | EndReason::Exited | EndReason::AfterResultGrace => {
+                failure::classify(&current.agent, &attempt.output)
+            }
+        };
+        let Some(class) = class else {
+            let report = extract_report(
+                stage,
+                attempt.output.structured_output.as_ref(),
+                &attempt.output.result_text,
+            )
+            .map(R::from_report);
+            return match report {
+                Ok(Some(report)) => {
+                    attempt.envelope.report = Some(report.clone().into());
+                    let record = attempt.finish(state_dir, Outcome::Succeeded, None)?;
+                    Ok(StageRun {
+                        record,
+                        outcome: Ok(report),
+                        cost_usd: tries.cost,
+                        rate_limit: tries.rate_limit,
+                        budget_spent: false,
+                    })
+                }
+                // A stage limit: no blind retry.
+                Ok(None) | Err(_) => {
+                    let reason = report
+                        .err()
+                        .unwrap_or_else(|| "a report of another stage".into());
+                    let note = format!("{stage} stage gave no usable result: {reason}");
+                    attempt.fail(state_dir, Outcome::Failed, note, tries)
+                }
+            };
+        };
+        let timed_out = matches!(
+            attempt.end,
+            EndReason::StageTimeout | EndReason::IdleTimeout
+        );
+        let now = Timestamp::now().epoch_seconds();
+        let other = match side {
+            Side::Primary => limits.other(fallback_name.as_deref(), now),
+            Side::Fallback => limits.other(Some(&name_of(Side::Primary)), now),
+        };
+        let step = retry::next_step(
+            &class,
+            tries.retries,
+            tries.waited,
+            other,
+            &settings.retry,
+            &delays,
+            now,
+        );
+        let goes_on = matches!(step, Step::Retry(_) | Step::Wait(_) | Step::Switch(_));
+        if let Some(left) = request
+            .budget_left
+            .filter(|left| goes_on && tries.cost >= *left)
+        {
+            let note = format!(
+                "{stage} stage stopped: the --max-cost budget is spent (${:.2} left when the stage started, ${:.2} spent by its tries) — {}",
+                left,
+                tries.cost,
+                class.message()
+            );
+            let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+            run.budget_spent = true;
+            return Ok(run);
+        }
+        // Remember the limit for the rest of the run, so that later stages go straight to
+        // the agent that can work.
+        if let FailureClass::UsageLimit { resets_at, .. } = &class {
+            let wait = retry::usage_wait(*resets_at, &settings.retry, now);
+            let until = now.saturating_add(i64::try_from(wait.as_secs()).unwrap_or(i64::MAX));
+            limits.set(&current.agent.to_string(), until);
+        }
+        match step {
+            Step::Retry(delay) => {
+                let reason = class.message().to_string();
+                let outcome = if timed_out {
+                    Outcome::TimedOut
+                } else {
+                    Outcome::Failed
+                };
+                attempt.finish(state_dir, outcome, Some(reason.clone()))?;
+                tries.retries += 1;
+                tries.waits.push(Wait {
+                    kind: WaitKind::Retry,
+                    reason: reason.clone(),
+                    started_at: Timestamp::now(),
+                    duration_ms: millis(delay),
+                    resets_at: None,
+                });
+                ctx.reporter.warn(&format!(
+                    "{stage} failed ({reason}); retry {} of {} in {}",
+                    tries.retries,
+                    delays.len(),
+                    text::duration(delay)
+                ));
+                if countdown(ctx, &format!("retrying {stage}"), delay).await {
+                    return Err(interrupted(ctx));
+                }
+            }
+            Step::Wait(wait) => {
+                let message = class.message().to_string();
+                attempt.finish(state_dir, Outcome::Failed, Some(message.clone()))?;
+                let resets_at = match &class {
+                    FailureClass::UsageLimit { resets_at, .. } => *resets_at,
+                    _ => None,
+                };
+                tries.waits.push(Wait {
+                    kind: WaitKind::UsageLimit,
+                    reason: message.clone(),
+                    started_at: Timestamp::now(),
+                    duration_ms: millis(wait),
+                    resets_at,
+                });
+                tries.waited += wait;
+                ctx.pause.until(Instant::now() + wait);
+                ctx.reporter.usage_limit_wait(
+                    stage,
+                    &request.task.title,
+                    &message,
+                    resets_at,
+                    wait,
+                );
+                lock.set_phase(Phase::Waiting(stage))?;
+                if countdown(ctx, &message, wait).await {
+                    return Err(interrupted(ctx));
+                }
+                lock.set_phase(Phase::Stage(stage))?;
+            }
+            Step::Switch(wait) => {
+                let message = class.message().to_string();
+                let (from, to) = (name_of(side), name_of(side.other()));
+                let limited_until = limits.limited_until(&from, now);
+                ctx.reporter.warn(&format!(
+                    "{stage}: {from} hit its usage limit ({message}), until {}; running the stage on {to}{}",
+                    until_text(limited_until),
+                    if wait.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" once its own limit resets, in {}", text::duration(wait))
+                    }
+                ));
+                tries.switches.push(Switch {
+                    from,
+                    to,
+                    reason: message.clone(),
+                    at: Timestamp::now(),
+                    limited_until,
+                });
+                // The record says at once where the stage went, while the other agent runs.
+                attempt.envelope.switches.clone_from(&tries.switches);
+                attempt.finish(state_dir, Outcome::Failed, Some(message.clone()))?;
+                if !wait.is_zero() {
+                    tries.waits.push(Wait {
+                        kind: WaitKind::UsageLimit,
+                        reason: message.clone(),
+                        started_at: Timestamp::now(),
+                        duration_ms: millis(wait),
+                        resets_at: limits.limited_until(&name_of(side.other()), now),
+                    });
+                    tries.waited += wait;
+                    lock.set_phase(Phase::Waiting(stage))?;
+                    if countdown(ctx, &message, wait).await {
+                        return Err(interrupted(ctx));
+                    }
+                    lock.set_phase(Phase::Stage(stage))?;
+                }
+                side = side.other();
+            }
+            Step::Fail(note) => {
+                let note = match class {
+                    FailureClass::StageLimit(_) => format!("{stage} stage stopped: {note}"),
+                    _ => note,
+                };
+                // The cap kern gave is what was left of --max-cost: the run's budget is spent.
+                if request.budget_left.is_some()
+                    && attempt.output.subtype.as_deref() == Some("error_max_budget_usd")
+                {
+                    let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+                    run.budget_spent = true;
+                    return Ok(run);
+                }
+                let outcome = if timed_out {
+                    Outcome::TimedOut
+                } else {
+                    Outcome::Failed
+                };
+                return attempt.fail(state_dir, outcome, note, tries);
+            }
+            Step::Stop(message) => {
+                attempt.finish(
+                    state_dir,
+                    Outcome::Failed,
+                    Some(class.message().to_string()),
+                )?;
+                return Err(Error::AgentNeedsUser { message });
+            }
+        }
+    }
+}
+
+/// What the tries of one stage have added up to so far.
+#[derive(Default)]
+struct Tries {
+    retries: u32,
+    waits: Vec<Wait>,
+    waited: Duration,
+    cost: f64,
+    switches: Vec<Switch>,
+    rate_limit: Option<(String, RateLimit)>,
+}
+
+/// An epoch time as the local clock shows it (`14:05`, or the date when not today), for the
+/// person; `unknown` when there is none.
+fn until_text(epoch: Option<i64>) -> String {
+    use chrono::TimeZone;
+    let Some(at) = epoch.and_then(|e| chrono::Local.timestamp_opt(e, 0).single()) else {
+        return "an unknown time".into();
+    };
+    if at.date_naive() == chrono::Local::now().date_naive() {
+        at.format("%H:%M").to_string()
+    } else {
+        at.format("%Y-%m-%d %H:%M").to_string()
+    }
+}
+
+/// Waits `total`, showing a countdown; true when interrupted.
+async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> bool {
+    let end = Instant::now() + total;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return false;
+        }
+        let remaining = end - now;
+        ctx.reporter.waiting(reason, remaining);
+        let step = remaining.min(Duration::from_secs(1));
+        if ctx.interrupt.sleep_or_interrupt(step).await {
+            return true;
+        }
+    }
+}
+
+fn interrupted(ctx: &StageContext<'_>) -> Error {
+    Error::Interrupted {
+        signal: ctx.interrupt.requested().unwrap_or(2),
+    }
+}

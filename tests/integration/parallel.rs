@@ -1,0 +1,613 @@
+//! Parallel tasks in worktrees (`-j N`) and review branches (`--review`, `kern accept`,
+//! `kern reject`): issue 17, DESIGN.md section 15. Events inside stages are ordered by files
+//! the agents and the test create, never by sleeps.
+
+use crate::night::wait_for_file;
+use crate::support::project::{Project, texts};
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use serde_json::{Value, json};
+
+/// A shell line that waits (at most 60 s, so a broken build cannot hang the suite) until
+/// `path` exists, then writes `yes` to `seen` — or `no` when it never came.
+fn wait_then_note(path: &Path, seen: &str) -> String {
+    format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done; if [ -e '{}' ]; then echo yes > '{seen}'; else echo no > '{seen}'; fi",
+        path.display(),
+        path.display()
+    )
+}
+
+/// Appends `line` to the shared event log of the test (one line per `echo`: atomic).
+fn note(log: &Path, line: &str) -> String {
+    format!("echo '{line}' >> '{}'", log.display())
+}
+
+fn event_log(p: &Project) -> Vec<String> {
+    std::fs::read_to_string(p.outside.path().join("events"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every commit of the branch, newest first: (subject, number of parents).
+fn history(p: &Project) -> Vec<(String, usize)> {
+    let r = git2::Repository::open(p.path()).unwrap();
+    let mut walk = r.revwalk().unwrap();
+    walk.push_head().unwrap();
+    walk.map(|oid| {
+        let c = r.find_commit(oid.unwrap()).unwrap();
+        (
+            String::from_utf8_lossy(c.summary_bytes().unwrap_or_default()).into_owned(),
+            c.parent_count(),
+        )
+    })
+    .collect()
+}
+
+/// No task worktree, folder or branch is left behind.
+fn nothing_left_behind(p: &Project) {
+    let r = git2::Repository::open(p.path()).unwrap();
+    let worktrees = r.worktrees().unwrap();
+    assert_eq!(
+        worktrees.len(),
+        0,
+        "stale worktrees: {:?}",
+        worktrees.iter().collect::<Vec<_>>()
+    );
+    let branches: Vec<String> = r
+        .branches(Some(git2::BranchType::Local))
+        .unwrap()
+        .map(|b| b.unwrap().0.name().unwrap().unwrap().to_string())
+        .filter(|n| n.starts_with("kern/"))
+        .collect();
+    assert!(branches.is_empty(), "task branches left: {branches:?}");
+    let jobs = p.state_dir().join("jobs");
+    let left: Vec<_> = std::fs::read_dir(&jobs)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "job folders left: {left:?}");
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+}
+
+fn spawn(p: &Project, args: &[&str]) -> Child {
+    p.kern_std()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn six_independent_tasks_run_three_at_a_time_and_land_once_each_in_a_linear_history() {
+    let spec: String = (1..=6).map(|i| format!("- [ ] Task {i}\n")).collect();
+    let p = Project::new(&spec);
+    let events = p.outside.path().join("events");
+    // Task 1's implement waits until task 2's has begun: only parallel tasks get there.
+    let started_2 = p.outside.path().join("started-task-2");
+    let overlapped = p.outside.path().join("overlapped");
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Task 1", "implement": {
+                "shell": [wait_then_note(&started_2, &overlapped.display().to_string())],
+                "write": {"out/{slug}.txt": "work of {task}\n"}}},
+            {"match": "Task 2", "implement": {
+                "shell": [format!("touch '{}'", started_2.display())],
+                "write": {"out/{slug}.txt": "work of {task}\n"}}}
+        ],
+        "default": {
+            "implement": {"write": {"out/{slug}.txt": "work of {task}\n"},
+                          "shell": [note(&events, "implement {task}")]}
+        }
+    }));
+    let ran = p.run(&["10", "0", "-j", "3"]).expect(0);
+    assert_eq!(
+        std::fs::read_to_string(&overlapped).unwrap().trim(),
+        "yes",
+        "tasks 1 and 2 ran at the same time"
+    );
+    let history = history(&p);
+    assert!(
+        history
+            .iter()
+            .all(|(_, parents)| *parents == 1 || history.last().is_some())
+    );
+    assert!(
+        history.iter().take(6).all(|(_, parents)| *parents == 1),
+        "linear: {history:?}"
+    );
+    for i in 1..=6 {
+        let subject = format!("Task {i}");
+        assert_eq!(
+            history.iter().filter(|(s, _)| *s == subject).count(),
+            1,
+            "committed exactly once: {history:?}"
+        );
+        assert_eq!(
+            p.read(&format!("out/task-{i}.txt")),
+            format!("work of Task {i}\n")
+        );
+    }
+    assert_eq!(history.len(), 7, "{history:?}");
+    let spec = p.read("SPEC.md");
+    assert_eq!(spec.matches("- [x]").count(), 6, "{spec}");
+    nothing_left_behind(&p);
+    // Each task's stages are labelled with its task.
+    assert!(ran.stderr.contains("kern: [Task 3] "), "{}", ran.stderr);
+}
+
+#[test]
+fn two_tasks_editing_the_same_lines_both_land_the_second_retried_on_the_new_tip() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.write("shared.txt", "one\ntwo\nthree\n");
+    p.commit_all("shared");
+    // Beta's first implement waits until Alpha is on the branch, so its work conflicts.
+    let wait_for_alpha = "i=0; until git log --format=%s master | grep -qx Alpha || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done";
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Alpha", "implement": {"write": {"shared.txt": "one by Alpha\ntwo\nthree\n"}}},
+            {"match": "Beta", "implement": [
+                {"write": {"shared.txt": "one by Beta\ntwo\nthree\n"}, "shell": [wait_for_alpha]},
+                {"write": {"shared.txt": "one by Alpha\ntwo by Beta\nthree\n"}}
+            ]}
+        ]
+    }));
+    let ran = p.run(&["10", "0", "-j", "2"]).expect(0);
+    ran.stderr_has("`Beta` conflicts with the branch in `shared.txt`");
+    let subjects: Vec<String> = history(&p).into_iter().map(|(s, _)| s).collect();
+    assert_eq!(subjects, vec!["Beta", "Alpha", "shared", "initial"]);
+    assert_eq!(p.read("shared.txt"), "one by Alpha\ntwo by Beta\nthree\n");
+    // The conflicting work is kept, byte for byte, and the retry was told why.
+    let r = git2::Repository::open(p.path()).unwrap();
+    let kept = r
+        .revparse_single("refs/kern/attempts/beta/1:shared.txt")
+        .unwrap();
+    assert_eq!(
+        kept.as_blob().unwrap().content(),
+        b"one by Beta\ntwo\nthree\n"
+    );
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("**Attempt 1:** its work conflicted with the branch in `shared.txt`"),
+        "{spec}"
+    );
+    let prompts = p.prompts("implement");
+    assert!(
+        prompts
+            .last()
+            .unwrap()
+            .contains("refs/kern/attempts/beta/1"),
+        "the retry reads the Attempt note"
+    );
+    nothing_left_behind(&p);
+    assert_eq!(p.run_events("conflict").len(), 1);
+}
+
+#[test]
+fn a_second_conflict_blocks_the_task_and_leaves_its_work_on_its_branch() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Gamma\n- [ ] Beta\n");
+    p.write("shared.txt", "one\n");
+    p.commit_all("shared");
+    let after = |who: &str| {
+        format!(
+            "i=0; until git log --format=%s master | grep -qx {who} || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done"
+        )
+    };
+    // Alpha and Gamma start together; Gamma's work lands after Alpha's: a conflict. Its retry
+    // starts beside Beta and lands after Beta's: a second conflict.
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Alpha", "implement": {"write": {"shared.txt": "Alpha\n"}}},
+            {"match": "Beta", "implement": {"write": {"shared.txt": "Beta\n"}}},
+            {"match": "Gamma", "implement": [
+                {"write": {"shared.txt": "Gamma\n"}, "shell": [after("Alpha")]},
+                {"write": {"shared.txt": "Gamma again\n"}, "shell": [after("Beta")]}
+            ]}
+        ]
+    }));
+    let ran = p.run(&["10", "0", "-j", "2"]).expect(4);
+    ran.stderr_has("blocked `Gamma`");
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [!] Gamma"), "{spec}");
+    assert!(spec.contains("`kern/gamma`"), "{spec}");
+    let r = git2::Repository::open(p.path()).unwrap();
+    let on_branch = r.revparse_single("kern/gamma:shared.txt").unwrap();
+    assert_eq!(on_branch.as_blob().unwrap().content(), b"Gamma again\n");
+    let first = r
+        .revparse_single("refs/kern/attempts/gamma/1:shared.txt")
+        .unwrap();
+    assert_eq!(first.as_blob().unwrap().content(), b"Gamma\n");
+    assert_eq!(p.read("shared.txt"), "Beta\n");
+    assert_eq!(r.worktrees().unwrap().len(), 0);
+}
+
+#[test]
+fn a_task_and_its_subtask_never_run_together_and_after_notes_order_tasks() {
+    let p = Project::new(
+        "- [ ] Parent\n  - [ ] Child one\n  - [ ] Child two\n- [ ] API\n  > **After:** Schema\n- [ ] Schema\n",
+    );
+    let events = p.outside.path().join("events");
+    p.scenario(&json!({"default": {
+        "research": {"shell": [note(&events, "start {task}")]},
+        "implement": {"write": {"out/{slug}.txt": "{task}\n"}},
+        "commit": {"shell": [note(&events, "end {task}")]}
+    }}));
+    p.run(&["20", "0", "-j", "4"]).expect(0);
+    let log = event_log(&p);
+    let at = |line: &str| {
+        log.iter()
+            .position(|l| l == line)
+            .unwrap_or_else(|| panic!("{line} missing from {log:?}"))
+    };
+    // The parent is done by its subtasks: it never runs beside either of them.
+    if let Some(parent) = log.iter().position(|l| l == "start Parent") {
+        assert!(
+            parent > at("end Child one") && parent > at("end Child two"),
+            "{log:?}"
+        );
+    }
+    assert!(at("start API") > at("end Schema"), "{log:?}");
+    let spec = p.read("SPEC.md");
+    assert_eq!(spec.matches("[x]").count(), 5, "{spec}");
+    nothing_left_behind(&p);
+}
+
+#[test]
+fn the_budget_stops_new_stages_in_every_job_and_the_next_run_finishes_each_task_once() {
+    let spec: String = (1..=6).map(|i| format!("- [ ] Task {i}\n")).collect();
+    let p = Project::new(&spec);
+    p.scenario(&json!({"default": {
+        "research": {"cost_usd": 0.5},
+        "implement": {"write": {"out/{slug}.txt": "{task}\n"}, "cost_usd": 0.5},
+        "commit": {"cost_usd": 0.5}
+    }}));
+    let ran = p.run(&["10", "0", "-j", "3", "--max-cost", "2"]).expect(6);
+    ran.stderr_has("--max-cost");
+    let spent: f64 = p
+        .run_events("stage_end")
+        .iter()
+        .map(|e| e["cost_usd"].as_f64().unwrap_or(0.0))
+        .sum();
+    // Three jobs may each finish the stage they were in when the budget was crossed: no more.
+    assert!(spent <= 2.0 + 3.0 * 0.5 + 1e-9, "spent {spent}");
+    p.run(&["10", "0", "-j", "3"]).expect(0);
+    let history = history(&p);
+    for i in 1..=6 {
+        let subject = format!("Task {i}");
+        assert_eq!(
+            history.iter().filter(|(s, _)| *s == subject).count(),
+            1,
+            "{history:?}"
+        );
+    }
+    nothing_left_behind(&p);
+}
+
+/// Three jobs in flight (each implement waits for `go` after announcing itself), then
+/// `signal`; then `go` and a plain second run finish every task exactly once.
+fn stop_three_jobs_then_resume(signal: nix::sys::signal::Signal) {
+    let spec: String = (1..=4).map(|i| format!("- [ ] Task {i}\n")).collect();
+    let p = Project::new(&spec);
+    let go = p.outside.path().join("go");
+    let flags = p.outside.path().join("flags");
+    std::fs::create_dir_all(&flags).unwrap();
+    p.scenario(&json!({"default": {
+        "implement": {
+            "write": {"out/{slug}.txt": "{task}\n"},
+            "shell": [
+                format!("touch '{}/{{slug}}'", flags.display()),
+                format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display())
+            ]
+        }
+    }}));
+    let mut child = spawn(&p, &["10", "0", "-j", "3"]);
+    for i in 1..=3 {
+        wait_for_file(&flags.join(format!("task-{i}")));
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    let status = child.wait().unwrap();
+    if signal == nix::sys::signal::Signal::SIGINT {
+        assert_eq!(status.code(), Some(130));
+    }
+    let spec = p.read("SPEC.md");
+    assert_eq!(spec.matches("- [~]").count(), 3, "{spec}");
+    assert!(p.head_files().iter().all(|f| !f.starts_with("out/")));
+    std::fs::write(&go, "").unwrap();
+    let out = p.kern().args(["10", "0", "-j", "3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    let history = history(&p);
+    for i in 1..=4 {
+        let subject = format!("Task {i}");
+        assert_eq!(
+            history.iter().filter(|(s, _)| *s == subject).count(),
+            1,
+            "{history:?}"
+        );
+        assert_eq!(p.read(&format!("out/task-{i}.txt")), format!("{subject}\n"));
+    }
+    nothing_left_behind(&p);
+}
+
+#[test]
+fn ctrl_c_with_three_jobs_in_flight_resumes_each_task_exactly_once() {
+    stop_three_jobs_then_resume(nix::sys::signal::Signal::SIGINT);
+}
+
+#[test]
+fn kill_9_with_three_jobs_in_flight_resumes_each_task_exactly_once() {
+    stop_three_jobs_then_resume(nix::sys::signal::Signal::SIGKILL);
+}
+
+#[test]
+fn a_path_the_person_changed_is_never_written_over_by_a_parallel_task() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.write("notes.txt", "mine\n");
+    p.commit_all("notes");
+    let started = p.outside.path().join("started");
+    let go = p.outside.path().join("go");
+    let wait_go = format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display());
+    // Beta lands first, after the edit (its commit leaves the person's file out); then Alpha,
+    // whose work changes that file.
+    let after_beta = "i=0; until git log --format=%s master | grep -qx Beta || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done";
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Alpha", "implement": [
+                {"write": {"notes.txt": "Alpha's\n"},
+                 "shell": [format!("touch '{}'", started.display()), wait_go.clone(), after_beta.to_string()]},
+                {"write": {"alpha.txt": "Alpha\n"}}
+            ]},
+            {"match": "Beta", "implement": {"write": {"beta.txt": "Beta\n"}, "shell": [wait_go]}}
+        ]
+    }));
+    let child = spawn(&p, &["10", "0", "-j", "2", "--allow-dirty"]);
+    wait_for_file(&started);
+    // Over breakfast, the person edits the same file in the work tree.
+    p.write("notes.txt", "mine, edited\n");
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert_eq!(
+        p.read("notes.txt"),
+        "mine, edited\n",
+        "the person's edit stays: {}\n{:?}",
+        texts(&out).1,
+        history(&p)
+    );
+    let r = git2::Repository::open(p.path()).unwrap();
+    let kept = r
+        .revparse_single("refs/kern/attempts/alpha/1:notes.txt")
+        .unwrap();
+    assert_eq!(kept.as_blob().unwrap().content(), b"Alpha's\n");
+    assert!(p.head_files().contains(&"alpha.txt".to_string()));
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("changed by hand in the work tree"), "{spec}");
+}
+
+#[test]
+fn review_parks_each_commit_on_its_branch_and_accept_and_reject_settle_them() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"{slug}.txt": "work of {task}\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let head_before = git2::Repository::open(p.path())
+        .unwrap()
+        .head()
+        .unwrap()
+        .target()
+        .unwrap();
+    let ran = p.run(&["10", "0", "--review"]).expect(0);
+    ran.stderr_has("to review        2");
+    let r = git2::Repository::open(p.path()).unwrap();
+    assert_eq!(
+        r.head().unwrap().target(),
+        Some(head_before),
+        "the branch is untouched"
+    );
+    for (slug, title) in [("alpha", "Alpha"), ("beta", "Beta")] {
+        let tip = r
+            .find_branch(&format!("kern/{slug}"), git2::BranchType::Local)
+            .unwrap()
+            .get()
+            .peel_to_commit()
+            .unwrap();
+        assert_eq!(tip.summary_bytes(), Some(format!("Add {slug}").as_bytes()));
+        assert_eq!(tip.parent_id(0).unwrap(), head_before);
+        let file = tip
+            .tree()
+            .unwrap()
+            .get_path(Path::new(&format!("{slug}.txt")))
+            .is_ok();
+        assert!(file, "{title}'s work is on its branch");
+        assert!(
+            tip.tree()
+                .unwrap()
+                .get_path(Path::new("SPEC.md"))
+                .unwrap()
+                .id()
+                == r.find_commit(head_before)
+                    .unwrap()
+                    .tree()
+                    .unwrap()
+                    .get_path(Path::new("SPEC.md"))
+                    .unwrap()
+                    .id(),
+            "the worktree's SPEC.md copy is nobody's work"
+        );
+    }
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("**Review:** `kern/alpha`"), "{spec}");
+    assert!(spec.contains("- [x] Beta"), "{spec}");
+    assert_eq!(r.worktrees().unwrap().len(), 0);
+    let report = p.kern().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let needs = report["runs"][0]["needs_you"].to_string();
+    assert!(
+        needs.contains("kern/alpha") && needs.contains("kern/beta"),
+        "{needs}"
+    );
+
+    p.run(&["reject", "Beta", "--reason", "use the other API"])
+        .expect(0)
+        .stderr_has("reopened `Beta` [ ]");
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [ ] Beta"), "{spec}");
+    assert!(
+        spec.contains("rejected in review: use the other API"),
+        "{spec}"
+    );
+    assert!(
+        r.revparse_single("refs/kern/attempts/beta/1:beta.txt")
+            .is_ok()
+    );
+    assert!(r.find_branch("kern/beta", git2::BranchType::Local).is_err());
+
+    p.run(&["accept"]).expect(0).stderr_has("accepted `Alpha`");
+    let subjects: Vec<String> = history(&p).into_iter().map(|(s, _)| s).collect();
+    assert_eq!(subjects, vec!["Add alpha", "initial"]);
+    assert_eq!(p.read("alpha.txt"), "work of Alpha\n");
+    assert!(
+        r.find_branch("kern/alpha", git2::BranchType::Local)
+            .is_err()
+    );
+    assert!(!p.path().join("beta.txt").exists());
+    p.run(&["accept", "Nothing"])
+        .expect(2)
+        .stderr_has("no task waiting for review matches `Nothing`");
+}
+
+#[test]
+fn dry_run_shows_which_tasks_would_run_together() {
+    let p = Project::new(
+        "- [ ] Parent\n  - [ ] Child one\n  - [ ] Child two\n- [ ] API\n  > **After:** Schema\n- [ ] Schema\n",
+    );
+    let ran = p.run(&["-n", "-j", "3"]).expect(0);
+    let text = format!("{}{}", ran.stdout, ran.stderr);
+    assert!(
+        text.contains("would run together (-j 3): `Child one`, `Child two`, `Schema`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_usage_limit_one_task_hits_pauses_the_others_next_stage() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let lock = p.path().join(".git/worktrees/kern-alpha/kern.lock");
+    // Beta's research ends once Alpha's task waits for the reset (its lock says so).
+    let alpha_waits = format!(
+        "i=0; until grep -q waiting '{}' 2>/dev/null || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done",
+        lock.display()
+    );
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Alpha", "implement": [
+                {"error": "usage_limit", "resets_in_secs": 2},
+                {"write": {"alpha.txt": "Alpha\n"}}
+            ]},
+            {"match": "Beta", "research": {"shell": [alpha_waits]},
+             "implement": {"write": {"beta.txt": "Beta\n"}}}
+        ]
+    }));
+    p.run(&["10", "0", "-j", "2"])
+        .env("KERN_RESET_MARGIN", "0")
+        .expect(0);
+    let beta_implement: Vec<Value> = p
+        .run_events("stage_end")
+        .into_iter()
+        .filter(|e| e["stage"] == "implement")
+        .filter(|e| {
+            e["waits"].as_array().is_some_and(|w| {
+                w.iter()
+                    .any(|w| w["reason"] == "usage limit (hit by another task)")
+            })
+        })
+        .collect();
+    assert_eq!(beta_implement.len(), 1, "{:?}", p.run_events("stage_end"));
+    assert_eq!(p.read("alpha.txt"), "Alpha\n");
+    assert_eq!(p.read("beta.txt"), "Beta\n");
+    nothing_left_behind(&p);
+}
+
+#[test]
+fn the_report_of_a_parallel_night_gives_each_task_its_own_stages_and_cost() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n");
+    let go = p.outside.path().join("go");
+    // Beta's implement ends last, after the others' stages interleaved with its own.
+    p.scenario(&json!({
+        "tasks": [{"match": "Beta", "implement": {
+            "write": {"beta.txt": "Beta\n"}, "cost_usd": 0.5,
+            "shell": [format!("i=0; until [ -e '{}' ] || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done", go.display())]
+        }}],
+        "default": {
+            "implement": {"write": {"{slug}.txt": "{task}\n"}},
+            "commit": {"shell": [format!("touch '{}'", go.display())]}
+        }
+    }));
+    p.run(&["10", "0", "-j", "3"]).expect(0);
+    let out = p.kern().args(["report", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = report["runs"][0]["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3, "{report}");
+    for task in tasks {
+        let stages: Vec<&str> = task["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(stages, ["research", "implement", "commit"], "{task}");
+        let cost = task["cost_usd"].as_f64().unwrap();
+        let want = if task["title"] == "Beta" { 0.52 } else { 0.03 };
+        assert!((cost - want).abs() < 1e-9, "{task}");
+    }
+}
+
+#[test]
+fn status_during_a_parallel_run_names_each_task_its_stage_and_last_tool_call() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let go = p.outside.path().join("go");
+    let flags = p.outside.path().join("flags");
+    std::fs::create_dir_all(&flags).unwrap();
+    p.scenario(&json!({"default": {"implement": {
+        "write": {"{slug}.txt": "{task}\n"},
+        "shell": [
+            format!("touch '{}/{{slug}}'", flags.display()),
+            format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display())
+        ]
+    }}}));
+    let child = spawn(&p, &["10", "0", "-j", "2"]);
+    wait_for_file(&flags.join("alpha"));
+    wait_for_file(&flags.join("beta"));
+    let out = p.kern().args(["status", "--json"]).output().unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = status["running"]["tasks"].as_array().unwrap();
+    let mut titles: Vec<&str> = tasks.iter().map(|t| t["task"].as_str().unwrap()).collect();
+    titles.sort_unstable();
+    assert_eq!(titles, ["Alpha", "Beta"], "{status}");
+    for t in tasks {
+        assert_eq!(t["stage"], "implement", "{status}");
+        assert!(
+            t["last_tool"]
+                .as_str()
+                .is_some_and(|tool| tool.starts_with("Bash touch ")),
+            "{status}"
+        );
+    }
+    let out = p.kern().arg("status").output().unwrap();
+    let human = texts(&out).0;
+    assert!(
+        human.contains("  task:    Alpha — implement, for "),
+        "{human}"
+    );
+    assert!(
+        human.contains("  task:    Beta — implement, for "),
+        "{human}"
+    );
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+}
