@@ -955,6 +955,35 @@ fn diff_since_shows_what_was_committed_after_the_base_and_what_is_uncommitted() 
     );
 }
 
+#[test]
+fn changed_since_counts_committed_and_uncommitted_work_and_leaves_out_excluded_paths() {
+    let repo = TestRepo::new();
+    for d in 0..20 {
+        repo.write(&format!("d{d}/untouched.txt"), "same\n");
+    }
+    repo.write("a.txt", "a\n");
+    repo.write("notes/todo.txt", "t\n");
+    let base = repo.commit_all("initial");
+    let kern = repo.kern();
+    kern.watch_work_tree();
+    assert!(!kern.changed_since(Some(base), &[]).unwrap());
+    // Only an excluded path changed: no change.
+    repo.write("notes/todo.txt", "t2\n");
+    let notes = repo.path().join("notes");
+    assert!(!kern.changed_since(Some(base), &[&notes]).unwrap());
+    assert!(kern.changed_since(Some(base), &[]).unwrap());
+    repo.write("notes/todo.txt", "t\n");
+    assert!(!kern.changed_since(Some(base), &[]).unwrap());
+    // An agent's own commit on top of the base, with a clean tree: a change.
+    repo.write("d3/untouched.txt", "edited\n");
+    repo.commit_all("an agent's own commit");
+    assert!(kern.dirty_paths(&[]).unwrap().is_empty());
+    assert!(kern.changed_since(Some(base), &[]).unwrap());
+    // A new untracked file is a change.
+    repo.write("d3/new.txt", "n\n");
+    assert!(kern.changed_since(Some(base), &[]).unwrap());
+}
+
 // ---- snapshots --------------------------------------------------------------------------
 
 #[test]
