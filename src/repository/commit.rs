@@ -382,7 +382,7 @@ impl Repository {
 
     /// Writes the index (waiting out a briefly held `index.lock`) and its tree.
     fn write_tree(&self, index: &mut Index, notify: Option<&dyn Fn(&str)>) -> Result<Oid> {
-        let _timed = super::Timed::start("commit.write_index");
+        let timed = super::Timed::start("commit.write_index");
         if let Err(e) = index.write() {
             if e.code() != ErrorCode::Locked {
                 return Err(self.index_error("writing the index", e));
@@ -392,6 +392,8 @@ impl Repository {
                 .write()
                 .map_err(|e| self.index_error("writing the index", e))?;
         }
+        drop(timed);
+        let _timed = super::Timed::start("commit.write_tree");
         index
             .write_tree()
             .map_err(|e| self.index_error("writing the tree", e))

@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 
 use git2::{DiffOptions, DiffStatsFormat, Patch, Sort};
 
+use super::tree_diff::Side;
 use super::{Repository, covers, fit, fit_prefix, short};
 use crate::error::{Error, Result};
 
@@ -121,74 +122,52 @@ impl Repository {
     }
 
     /// The first [`STAT_MAX_FILES`] paths (in git's order) that differ between `old` and
-    /// `new`, leaving out `exclude`, and how many differ in all. The trees are compared entry
-    /// by entry and equal subtrees skipped, so what is held at a time is one path of trees,
-    /// never a delta per file: a commit of 100,000 files costs a walk, not 10 MB.
+    /// `new`, leaving out `exclude`, and how many differ in all. Equal subtrees are skipped
+    /// (tree_diff.rs) and only the first paths kept: a commit of 100,000 files costs a walk,
+    /// not 10 MB.
     fn commit_paths(
         &self,
         old: Option<&git2::Tree<'_>>,
         new: &git2::Tree<'_>,
         exclude: &[String],
     ) -> std::result::Result<(Vec<Vec<u8>>, usize), git2::Error> {
-        let mut found = (Vec::new(), 0);
-        self.compare_trees(
-            &[],
-            old.map(git2::Tree::id),
-            Some(new.id()),
-            exclude,
-            &mut found,
-        )?;
-        Ok(found)
-    }
-
-    /// [`Repository::commit_paths`] for the folder `prefix` (empty, or ending in `/`).
-    fn compare_trees(
-        &self,
-        prefix: &[u8],
-        old: Option<git2::Oid>,
-        new: Option<git2::Oid>,
-        exclude: &[String],
-        found: &mut (Vec<Vec<u8>>, usize),
-    ) -> std::result::Result<(), git2::Error> {
-        // Keyed as git orders a tree: a folder's name with its `/`.
-        let entries = |tree: Option<git2::Oid>| {
-            let mut out = std::collections::BTreeMap::new();
-            if let Some(id) = tree {
-                for entry in self.repo.find_tree(id)?.iter() {
-                    let mut name = entry.name_bytes().to_vec();
-                    if entry.kind() == Some(git2::ObjectType::Tree) {
-                        name.push(b'/');
-                    }
-                    out.insert(name, (entry.id(), entry.filemode()));
-                }
-            }
-            Ok::<_, git2::Error>(out)
-        };
-        let (old, new) = (entries(old)?, entries(new)?);
-        let names: std::collections::BTreeSet<&Vec<u8>> = old.keys().chain(new.keys()).collect();
-        for name in names {
-            let (a, b) = (old.get(name), new.get(name));
-            if a == b {
-                continue;
-            }
-            let mut path = prefix.to_vec();
-            path.extend_from_slice(name);
-            if exclude
-                .iter()
-                .any(|e| covers(e, &String::from_utf8_lossy(&path)))
-            {
-                continue;
-            }
-            if path.ends_with(b"/") {
-                self.compare_trees(&path, a.map(|a| a.0), b.map(|b| b.0), exclude, found)?;
-            } else {
-                found.1 += 1;
-                if found.0.len() < STAT_MAX_FILES {
-                    found.0.push(path);
-                }
+        struct Count<'a> {
+            exclude: &'a [String],
+            first: Vec<Vec<u8>>,
+            total: usize,
+        }
+        impl Count<'_> {
+            fn excluded(&self, path: &[u8]) -> bool {
+                let path = String::from_utf8_lossy(path);
+                self.exclude.iter().any(|e| covers(e, &path))
             }
         }
-        Ok(())
+        impl super::tree_diff::TreeVisitor for Count<'_> {
+            fn enter(&mut self, path: &[u8]) -> bool {
+                !self.excluded(path)
+            }
+            fn changed(&mut self, path: &[u8], _: Side, _: Side) -> bool {
+                if !self.excluded(path) {
+                    self.total += 1;
+                    if self.first.len() < STAT_MAX_FILES {
+                        self.first.push(path.to_vec());
+                    }
+                }
+                true
+            }
+        }
+        let mut count = Count {
+            exclude,
+            first: Vec::new(),
+            total: 0,
+        };
+        super::tree_diff::walk(
+            &self.repo,
+            old.map(git2::Tree::id),
+            Some(new.id()),
+            &mut count,
+        )?;
+        Ok((count.first, count.total))
     }
 
     /// True when the work tree (with untracked, not ignored files) differs from `base`

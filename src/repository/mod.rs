@@ -26,6 +26,7 @@ mod snapshot;
 mod staging;
 mod status;
 mod timing;
+mod tree_diff;
 mod watch;
 mod worktree;
 

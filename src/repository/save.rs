@@ -84,12 +84,11 @@ impl Repository {
     /// lacks is removed (and the folders it needed, when now empty). Save them first.
     pub fn restore_paths(&self, paths: &[PathBuf]) -> Result<()> {
         let _timed = super::Timed::start("restore");
-        self.restore_paths_in_index(paths).map_err(|e| {
+        self.restore_paths_in_index(paths).inspect_err(|_| {
             // Half-done changes to the in-memory index are never written: read it again.
             if let Ok(mut index) = self.repo.index() {
                 let _ = index.read(true);
             }
-            e
         })
     }
 

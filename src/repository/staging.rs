@@ -212,18 +212,10 @@ impl<'r> Staging<'r> {
         index: &mut Index,
         head_tree: Option<&Tree<'_>>,
     ) -> Result<()> {
+        let _timed = super::Timed::start("commit.judge");
         let repo = self.repo;
-        let diff = repo
-            .repo
-            .diff_tree_to_index(head_tree, Some(index), None)
-            .map_err(|e| Error::git("comparing the index with HEAD", e))?;
         let mut reverts: Vec<(PathBuf, Option<String>)> = Vec::new();
-        for delta in diff.deltas() {
-            let file = delta.new_file();
-            let Some(rel) = file.path().or(delta.old_file().path()) else {
-                continue;
-            };
-            let rel = rel.to_path_buf();
+        for (rel, staged) in index_changes(repo, index, head_tree)? {
             if self.exclude.iter().any(|e| rel.starts_with(e)) {
                 reverts.push((rel, Some(DIRTY_BEFORE.into())));
                 continue;
@@ -232,10 +224,12 @@ impl<'r> Staging<'r> {
                 reverts.push((rel, None));
                 continue;
             }
-            if delta.status() == Delta::Deleted || self.judged.get(&rel) == Some(&file.id()) {
+            let Some((id, mode)) = staged else {
+                continue;
+            };
+            if self.judged.get(&rel) == Some(&id) {
                 continue;
             }
-            let mode = u32::from(file.mode());
             let why = if mode == MODE_GITLINK {
                 None
             } else if let Some(finding) = sensitive::sensitive_name(&rel) {
@@ -243,12 +237,12 @@ impl<'r> Staging<'r> {
             } else if mode == MODE_LINK {
                 None
             } else {
-                judge_blob(repo, &rel, file.id())?
+                judge_blob(repo, &rel, id)?
             };
             match why {
                 Some(why) => reverts.push((rel, Some(why))),
                 None => {
-                    self.judged.insert(rel, file.id());
+                    self.judged.insert(rel, id);
                 }
             }
         }
@@ -277,6 +271,57 @@ impl<'r> Staging<'r> {
             .entry(rel.to_string_lossy().into_owned())
             .or_insert(why);
     }
+}
+
+/// A path's staged object and mode; `None`: deleted.
+type Staged = Option<(Oid, u32)>;
+
+/// The paths whose entries differ between HEAD's tree and `index`, each with its staged
+/// object and mode (`None`: deleted). The index's tree is written first — libgit2 writes only
+/// the folders that changed since the index was last written as a tree — and compared with
+/// HEAD's without descending into equal folders (tree_diff.rs), so the cost grows with the
+/// change. An index that cannot be written as a tree (unmerged entries) is compared entry by
+/// entry, as libgit2's diff does.
+fn index_changes(
+    repo: &Repository,
+    index: &mut Index,
+    head_tree: Option<&Tree<'_>>,
+) -> Result<Vec<(PathBuf, Staged)>> {
+    let ctx = |e| Error::git("comparing the index with HEAD", e);
+    let as_path = |p: &[u8]| PathBuf::from(std::ffi::OsStr::from_bytes(p));
+    if let Ok(tree) = index.write_tree() {
+        struct Found(Vec<(PathBuf, Staged)>);
+        impl super::tree_diff::TreeVisitor for Found {
+            fn changed(
+                &mut self,
+                path: &[u8],
+                _: super::tree_diff::Side,
+                new: super::tree_diff::Side,
+            ) -> bool {
+                let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+                self.0.push((path, new.map(|(id, mode)| (id, mode as u32))));
+                true
+            }
+        }
+        let mut staged = Found(Vec::new());
+        super::tree_diff::walk(&repo.repo, head_tree.map(Tree::id), Some(tree), &mut staged)
+            .map_err(ctx)?;
+        return Ok(staged.0);
+    }
+    let diff = repo
+        .repo
+        .diff_tree_to_index(head_tree, Some(index), None)
+        .map_err(ctx)?;
+    Ok(diff
+        .deltas()
+        .filter_map(|delta| {
+            let file = delta.new_file();
+            let rel = file.path_bytes().or(delta.old_file().path_bytes())?;
+            let staged =
+                (delta.status() != Delta::Deleted).then(|| (file.id(), u32::from(file.mode())));
+            Some((as_path(rel), staged))
+        })
+        .collect())
 }
 
 /// Why a path `git status` lists would be left out of a commit, judged from the work tree

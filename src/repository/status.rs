@@ -15,7 +15,7 @@
 //! - Paths are bytes end to end: a name that is not UTF-8 is a path like any other.
 
 use std::collections::BTreeSet;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use git2::{IndexEntry, Oid, Status, StatusOptions};
@@ -85,7 +85,10 @@ impl Repository {
     /// Keeps a watch on the work tree from the next status on, so that later looks cost what
     /// changed (see the module docs). For a run, which looks many times; a single look (a
     /// dry run, `kern status`) is cheaper without.
+    ///
+    /// It also bounds the memory of the run's process (see [`bound_memory`]).
     pub fn watch_work_tree(&self) {
+        bound_memory();
         self.status.borrow_mut().wanted = true;
     }
 
@@ -369,22 +372,13 @@ impl Repository {
             .map(|c| c.tree_id())
     }
 
-    /// The paths that differ between two trees (no content read).
+    /// The paths that differ between two trees (no content read; see tree_diff.rs).
     pub(super) fn tree_changes(&self, old: Option<Oid>, new: Option<Oid>) -> Result<Vec<PathBuf>> {
-        let ctx = |e| Error::git("comparing HEAD with the last look", e);
-        let tree = |id: Option<Oid>| -> Result<Option<git2::Tree<'_>>> {
-            id.map(|id| self.repo.find_tree(id).map_err(ctx))
-                .transpose()
-        };
-        let (old, new) = (tree(old)?, tree(new)?);
-        let diff = self
-            .repo
-            .diff_tree_to_tree(old.as_ref(), new.as_ref(), None)
-            .map_err(ctx)?;
-        Ok(diff
-            .deltas()
-            .filter_map(|d| d.new_file().path().or(d.old_file().path()))
-            .map(Path::to_path_buf)
+        let paths = super::tree_diff::changed_paths(&self.repo, old, new)
+            .map_err(|e| Error::git("comparing HEAD with the last look", e))?;
+        Ok(paths
+            .into_iter()
+            .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p)))
             .collect())
     }
 
@@ -507,6 +501,24 @@ impl Repository {
             .borrow_mut()
             .insert(rel.to_path_buf(), (stamp, id));
         Some(id)
+    }
+}
+
+/// Process-wide settings that keep a long run's memory near what it holds, not near what its
+/// largest moment needed (on 100,000 files: 48 MB of peak RSS without them, 36 MB with):
+/// - libgit2's object cache off: the first whole walk reads every tree of HEAD (7 MB) and the
+///   cache would keep them all for the run, while every later look reads only the trees on
+///   the changed paths (tree_diff.rs);
+/// - with glibc, allocations of 128 KiB and more always mapped and returned when freed: after
+///   the first read of a large index glibc would otherwise serve every buffer under 8 MB (the
+///   index's entry lists, rebuilt after each commit) from a heap that only grows.
+fn bound_memory() {
+    git2::opts::enable_caching(false);
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets one of glibc's allocator parameters; any thread may call it
+    // at any time, and a refusal (a zero return) changes nothing.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }
 
