@@ -9,8 +9,9 @@
 //! Git LFS file's small pointer is fine), or a nested repository nobody registered. Editor
 //! artefacts of kern's own files and skip-worktree (sparse) entries are never touched. Content
 //! is read in bounded pieces, never whole. Then every difference between HEAD and the index —
-//! also one an agent staged itself — is judged again, and a left-out path gets HEAD's entry
-//! back. A deletion is committed even for a sensitive name: removing a file cannot leak it.
+//! also one an agent staged itself — is judged again (the index's tree is written and compared
+//! with HEAD's folder by folder, so this costs what changed), and a left-out path gets HEAD's
+//! entry back. A deletion is committed even for a sensitive name: removing a file cannot leak it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;

@@ -13,6 +13,8 @@
 //! - A whole walk watches each folder before libgit2 reads it, and skips ignored folders
 //!   without descending; folders holding tracked files are watched even when ignored.
 //! - Paths are bytes end to end: a name that is not UTF-8 is a path like any other.
+//! - A watched run also bounds its process's memory (`bound_memory`): no libgit2 object
+//!   cache, large buffers returned to the system when freed.
 
 use std::collections::BTreeSet;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -86,7 +88,7 @@ impl Repository {
     /// changed (see the module docs). For a run, which looks many times; a single look (a
     /// dry run, `kern status`) is cheaper without.
     ///
-    /// It also bounds the memory of the run's process (see [`bound_memory`]).
+    /// It also bounds the memory of the run's process (see `bound_memory`).
     pub fn watch_work_tree(&self) {
         bound_memory();
         self.status.borrow_mut().wanted = true;
