@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kern::spec::{Document, Edit, TaskState, apply, select, validate};
+use kern::testing::spec::{Document, Edit, TaskState, apply, select, validate};
 
 /// A SPEC.md with `tasks` tasks: groups of a parent, three subtasks and a sub-subtask, with
 /// Research and Attempt notes, free text, a code block per section, varied bullets.
@@ -57,10 +57,10 @@ fn spec(c: &mut Criterion) {
     assert!(selected.task > 9_000);
 
     c.bench_function("parse 10k tasks", |b| {
-        b.iter(|| Document::parse(black_box(&text)))
+        b.iter(|| Document::parse(black_box(&text)));
     });
     c.bench_function("validate 10k tasks", |b| {
-        b.iter(|| validate(black_box(&doc)))
+        b.iter(|| validate(black_box(&doc)));
     });
     c.bench_function("select 10k tasks", |b| b.iter(|| select(black_box(&doc))));
     c.bench_function("parse+validate+select 10k tasks", |b| {
@@ -68,11 +68,11 @@ fn spec(c: &mut Criterion) {
             let doc = Document::parse(black_box(&text));
             let diagnostics = validate(&doc);
             (select(&doc), diagnostics.len())
-        })
+        });
     });
     let id = doc.identity(selected.task);
     c.bench_function("set state (verified) in 10k tasks", |b| {
-        b.iter(|| apply(&doc, black_box(&id), &Edit::SetState(TaskState::InProgress)))
+        b.iter(|| apply(&doc, black_box(&id), &Edit::SetState(TaskState::InProgress)));
     });
 }
 

@@ -20,7 +20,7 @@ const TEMP_SUFFIX: &str = ".tmp";
 const TEMP_RANDOM: usize = 6;
 
 /// Replaces `path` with `bytes` atomically, keeping the permissions of an existing file.
-pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     prepare(path, bytes)?.commit()
 }
 
@@ -28,7 +28,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// either fsync: for files kern rewrites before every use, such as a stage's prompt and
 /// schema, which a crash of the machine cannot make matter. Two fsyncs per file were most of
 /// kern's own time per stage on a slow disk (see `docs/benchmarks.md`).
-pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
     let prepared = prepare_with(path, bytes, false)?;
     let Prepared { temp, path, .. } = prepared;
     temp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
@@ -38,14 +38,14 @@ pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
 /// A replacement written to its temp file and fsynced, not yet renamed over the target. Split
 /// from [`write`] so that a caller can look at the target once more right before the rename
 /// (SPEC.md does, so that no concurrent hand edit is lost). Dropping it removes the temp file.
-pub struct Prepared {
+pub(crate) struct Prepared {
     temp: tempfile::NamedTempFile,
     path: PathBuf,
     dir: PathBuf,
 }
 
 /// Writes `bytes` to a fsynced temp file beside `path`, with `path`'s permissions.
-pub fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
+pub(crate) fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
     prepare_with(path, bytes, true)
 }
 
@@ -79,14 +79,14 @@ fn prepare_with(path: &Path, bytes: &[u8], sync: bool) -> Result<Prepared> {
     }
     Ok(Prepared {
         temp,
-        path: path.to_path_buf(),
+        path: path.clone(),
         dir: dir.to_path_buf(),
     })
 }
 
 impl Prepared {
     /// Renames the temp file over the target and fsyncs the folder.
-    pub fn commit(self) -> Result<()> {
+    pub(crate) fn commit(self) -> Result<()> {
         let Prepared { temp, path, dir } = self;
         temp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
         if let Ok(d) = fs::File::open(&dir) {
@@ -102,12 +102,13 @@ impl Prepared {
 fn through_links(path: &Path) -> PathBuf {
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).unwrap_or_else(|_| {
-            fs::read_link(path)
-                .map(|target| match path.parent() {
+            fs::read_link(path).map_or_else(
+                |_| path.to_path_buf(),
+                |target| match path.parent() {
                     Some(parent) => parent.join(target),
                     None => target,
-                })
-                .unwrap_or_else(|_| path.to_path_buf())
+                },
+            )
         }),
         _ => path.to_path_buf(),
     }
@@ -116,7 +117,7 @@ fn through_links(path: &Path) -> PathBuf {
 /// Removes the temp files a killed kern left in `dir` (a kill between creating the temp file
 /// and the rename leaves one). Only names of exactly kern's pattern are touched; the caller
 /// must hold the run lock, so that no live kern is writing one. Returns what was removed.
-pub fn remove_leftovers(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn remove_leftovers(dir: &Path) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     let Ok(entries) = fs::read_dir(dir) else {
         return removed;

@@ -9,7 +9,12 @@ use crate::error::{Error, Result};
 
 /// Appends `learnings` under `## <date> — <task>`; nothing when there are none.
 /// Returns the file's text before the append (to put back if the commit fails).
-pub fn append(path: &Path, date: &str, task: &str, learnings: &[String]) -> Result<Option<String>> {
+pub(crate) fn append(
+    path: &Path,
+    date: &str,
+    task: &str,
+    learnings: &[String],
+) -> Result<Option<String>> {
     let items: Vec<String> = learnings
         .iter()
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
@@ -45,7 +50,7 @@ pub fn append(path: &Path, date: &str, task: &str, learnings: &[String]) -> Resu
 
 /// The last `budget` bytes of LEARNINGS.md (the prompt cuts again with a note); empty when
 /// the file does not exist.
-pub fn read(path: &Path) -> Result<String> {
+pub(crate) fn read(path: &Path) -> Result<String> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),

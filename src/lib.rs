@@ -1,27 +1,114 @@
 //! kern: a git-native loop runner that drives a SPEC.md task list to commits with a coding
-//! agent, unattended. See DESIGN.md for the contract between the parts; each module below owns
-//! one concept and says so in its opening doc comment. Data flows one way:
-//! cli -> config -> pipeline -> stage_runner -> agent/supervisor; pipeline -> spec/repository.
+//! agent, unattended. DESIGN.md is the contract between the parts; each module below owns one
+//! concept and says so in its opening doc comment.
+//!
+//! The layers, top to bottom; a layer uses the ones below it, never one above:
+//!
+//! - [`cli`] (what the person typed) and `settings` (what a run will do, resolved once), then
+//!   `command/`: one file per subcommand (`run`, `status`, `report`, `log`, `review`, `doctor`,
+//!   `demo`, `init`, `dry_run`, `detach`, `completions`).
+//! - `pipeline/`: the loop. `mod.rs` takes the lock and runs the iterations; `iteration.rs`
+//!   runs one task as a straight sequence of stages over a typed resume point; `decide.rs`
+//!   holds the outcome policy as pure functions; `stage.rs` runs one stage and its `audit.rs`;
+//!   `commit.rs` the journaled commit; `recovery.rs` what a dead run left; `parallel/` runs
+//!   tasks side by side in worktrees (`-j`), with `schedule.rs` choosing them.
+//! - `stage/`: the stage kinds, their reports and schemas, the record each writes, and the
+//!   `runner/` that runs one stage to a decision (retry, wait, switch agents, give up) using
+//!   `retry` (the pure `next_step`).
+//! - `agent/` (argv per agent, the stream parsers, failure classification) and `supervisor/`
+//!   (process groups, timeouts, signals, the sleep inhibitor).
+//!
+//! Beside them, used by the layers above and using nothing above themselves: `spec/` (SPEC.md:
+//! parse with offsets, validate, select, edit and verify, other tools' dialects), `prompt/`
+//! (templates and `StageInputs::gather`, the one way stage inputs are built, for the loop and
+//! the dry run alike), `repository/` (everything git, through libgit2: status, snapshots,
+//! saves under `refs/kern/`, commits as git makes them, worktrees), `state/` (the state folder,
+//! the journal, the lock with its `Phase`, the typed `run.jsonl` and the report built from it,
+//! resume inference shared by the loop and `status`), `reporter/` (what the person sees, and
+//! `--notify`), `workspace`, `learnings`, `atomic_file`, `timestamp`, [`error`] (one enum, the
+//! exit codes) and `scripted_agent` (the fake agent the tests and the demo drive).
+//!
+//! The modules are private: the compiler reports what nothing uses. [`testing`] is the one seam
+//! the integration tests, the benchmarks and the fuzz target reach through.
 
-pub mod agent;
-pub mod atomic_file;
+mod agent;
+mod atomic_file;
 pub mod cli;
-pub mod command;
+mod command;
 pub mod error;
-pub mod learnings;
-pub mod pipeline;
-pub mod prompt;
-pub mod reporter;
-pub mod repository;
-pub mod retry;
-pub mod scripted_agent;
-pub mod settings;
-pub mod spec;
-pub mod stage;
-pub mod state;
-pub mod supervisor;
-pub mod timestamp;
-pub mod workspace;
+mod learnings;
+mod pipeline;
+mod prompt;
+mod reporter;
+mod repository;
+mod retry;
+mod scripted_agent;
+mod settings;
+mod spec;
+mod stage;
+mod state;
+mod supervisor;
+mod timestamp;
+mod workspace;
+
+/// What the integration tests, the benchmarks and the fuzz target reach inside the crate, and
+/// nothing else: the modules are private so the compiler reports what no one uses.
+#[doc(hidden)]
+pub mod testing {
+    pub mod agent {
+        pub use crate::agent::Invocation;
+        pub mod claude {
+            pub use crate::agent::claude::SANDBOX_SETTINGS;
+        }
+        pub mod codex_provider {
+            pub use crate::agent::codex_provider::{CodexProvider, Credential, provider};
+        }
+    }
+    pub mod command {
+        pub mod init {
+            pub use crate::command::init::{STARTER_LEARNINGS, STARTER_SPEC};
+        }
+    }
+    pub mod prompt {
+        pub use crate::prompt::{
+            BUDGET_ATTEMPTS, BUDGET_COMMITS, BUDGET_DIFF, BUDGET_LEARNINGS, BUDGET_PREV_RESULT,
+            BUDGET_SPEC_PATH, BUDGET_TASK, Templates,
+        };
+    }
+    pub mod repository {
+        pub use crate::repository::{
+            CommitRequest, GitOptions, Head, INDEX_LOCK_WAIT, LeftOut, Repository,
+        };
+    }
+    pub mod spec {
+        pub use crate::spec::{
+            Applied, Document, Edit, NoteKind, SpecFile, Task, TaskIdentity, TaskState, apply,
+            apply_edit, select, validate,
+        };
+    }
+    pub mod stage {
+        pub use crate::stage::Stage;
+    }
+    pub mod state {
+        pub mod lock {
+            pub use crate::state::lock::{
+                AgentGroup, LockRecord, Phase, RunLock, Takeover, stop_orphaned_agent,
+            };
+        }
+    }
+    pub mod supervisor {
+        pub use crate::supervisor::{
+            EndReason, Finished, LINE_CAP, Limits, LineAction, ProcessGroup, STDOUT_CAP,
+            SpawnError, StreamFiles, run,
+        };
+        pub mod identity {
+            pub use crate::supervisor::identity::{ProcessIdentity, pid_alive, start_time};
+        }
+        pub mod interrupt {
+            pub use crate::supervisor::interrupt::Interrupt;
+        }
+    }
+}
 
 use std::io::Write;
 

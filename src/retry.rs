@@ -20,15 +20,15 @@ use backoff::backoff::Backoff;
 use crate::agent::failure::FailureClass;
 
 /// How much a retry delay varies around its exponential value: ±25 %.
-pub const JITTER: f64 = 0.25;
+pub(crate) const JITTER: f64 = 0.25;
 
 /// Each retry delay is this many times the previous one (before jitter).
-pub const MULTIPLIER: f64 = 2.0;
+pub(crate) const MULTIPLIER: f64 = 2.0;
 
 /// The delays before each retry of a transient failure: exactly `policy.retries` of them,
 /// growing from `first_delay` by [`MULTIPLIER`] up to `max_delay`, each varied by [`JITTER`]
 /// and never above `max_delay`.
-pub fn retry_delays(policy: &RetryPolicy) -> Vec<Duration> {
+pub(crate) fn retry_delays(policy: &RetryPolicy) -> Vec<Duration> {
     let mut backoff = backoff::ExponentialBackoffBuilder::new()
         .with_initial_interval(policy.first_delay)
         .with_randomization_factor(JITTER)
@@ -66,7 +66,7 @@ pub struct RetryPolicy {
 
 /// What to do after a stage's agent failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Run the stage again after this delay (a transient failure).
     Retry(Duration),
     /// Wait this long for a usage limit to reset, then run the stage again.
@@ -82,7 +82,7 @@ pub enum Step {
 
 /// Which of a stage's agents a try runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     /// The stage's own agent: `--agent`, or `--review-agent` for the review.
     Primary,
     /// `--fallback-agent`.
@@ -91,7 +91,7 @@ pub enum Side {
 
 impl Side {
     /// The other side.
-    pub fn other(self) -> Side {
+    pub(crate) fn other(self) -> Side {
         match self {
             Side::Primary => Side::Fallback,
             Side::Fallback => Side::Primary,
@@ -101,7 +101,7 @@ impl Side {
 
 /// What the decision knows about the stage's other agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Other {
+pub(crate) enum Other {
     /// The stage has no other agent.
     None,
     /// It may be tried now.
@@ -124,13 +124,13 @@ impl Other {
 /// tried again), by the agent's name (`claude`, `codex`, `program:<path>`). Kept for the whole
 /// run, so that a stage after the one that hit a limit goes straight to the other agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AgentLimits {
+pub(crate) struct AgentLimits {
     until: Vec<(String, i64)>,
 }
 
 impl AgentLimits {
     /// When `agent` may be tried again, if that is after `now`.
-    pub fn limited_until(&self, agent: &str, now: i64) -> Option<i64> {
+    pub(crate) fn limited_until(&self, agent: &str, now: i64) -> Option<i64> {
         self.until
             .iter()
             .find(|(name, _)| name == agent)
@@ -139,7 +139,7 @@ impl AgentLimits {
     }
 
     /// Records that `agent` may be tried again from `until`.
-    pub fn set(&mut self, agent: &str, until: i64) {
+    pub(crate) fn set(&mut self, agent: &str, until: i64) {
         match self.until.iter_mut().find(|(name, _)| name == agent) {
             Some(entry) => entry.1 = until,
             None => self.until.push((agent.to_string(), until)),
@@ -147,7 +147,7 @@ impl AgentLimits {
     }
 
     /// Takes in `other`'s knowledge: for each agent, the later of the two times.
-    pub fn merge(&mut self, other: &AgentLimits) {
+    pub(crate) fn merge(&mut self, other: &AgentLimits) {
         for (agent, until) in &other.until {
             match self.until.iter_mut().find(|(name, _)| name == agent) {
                 Some(entry) => entry.1 = entry.1.max(*until),
@@ -157,7 +157,7 @@ impl AgentLimits {
     }
 
     /// `agent` as the other agent of a stage: [`Other::None`] when there is none.
-    pub fn other(&self, agent: Option<&str>, now: i64) -> Other {
+    pub(crate) fn other(&self, agent: Option<&str>, now: i64) -> Other {
         match agent {
             None => Other::None,
             Some(agent) => match self.limited_until(agent, now) {
@@ -171,7 +171,7 @@ impl AgentLimits {
 /// Which agent a stage's first try runs on: its own, unless that one is at its usage limit and
 /// the fallback is not, or resets earlier. `primary_until` is when the stage's own agent may be
 /// tried again (`None`: it may now), `fallback` the fallback's state. Pure.
-pub fn choose_side(primary_until: Option<i64>, fallback: Other, now: i64) -> Side {
+pub(crate) fn choose_side(primary_until: Option<i64>, fallback: Other, now: i64) -> Side {
     let Some(primary_until) = primary_until.filter(|until| *until > now) else {
         return Side::Primary;
     };
@@ -185,7 +185,7 @@ pub fn choose_side(primary_until: Option<i64>, fallback: Other, now: i64) -> Sid
 
 /// How long to wait for a usage limit that resets at `resets_at` (epoch seconds; unknown: the
 /// first retry delay), plus the reset margin.
-pub fn usage_wait(resets_at: Option<i64>, policy: &RetryPolicy, now: i64) -> Duration {
+pub(crate) fn usage_wait(resets_at: Option<i64>, policy: &RetryPolicy, now: i64) -> Duration {
     let until_reset = match resets_at {
         Some(at) => Duration::from_secs(at.saturating_sub(now).max(0).unsigned_abs()),
         None => policy.first_delay,
@@ -197,7 +197,7 @@ pub fn usage_wait(resets_at: Option<i64>, policy: &RetryPolicy, now: i64) -> Dur
 /// transient failures already retried, `waited` the usage-limit waits already spent, `other`
 /// the stage's other agent, `delays` the retry delays of the policy ([`retry_delays`]), `now`
 /// the time in seconds since the epoch. Pure: the stage runner sleeps, counts and records.
-pub fn next_step(
+pub(crate) fn next_step(
     class: &FailureClass,
     retries: u32,
     waited: Duration,

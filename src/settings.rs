@@ -20,11 +20,7 @@ use crate::state::StateDir;
 use crate::supervisor::invocation::Limits;
 
 /// Longest retry delay: later retries grow exponentially up to this.
-pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(10 * 60);
-
-/// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
-/// instead of spinning.
-pub const MAX_IDLE_ITERATIONS: u32 = 3;
+pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(10 * 60);
 
 /// Everything a run needs to know, resolved.
 #[derive(Debug, Clone)]
@@ -119,7 +115,7 @@ pub struct OutputEnv {
 }
 
 /// Reads one environment variable (the process's, or a test's table).
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 impl Settings {
     /// How task selection treats optional tasks.

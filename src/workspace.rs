@@ -15,7 +15,7 @@ use crate::spec::{self, Document, Severity, SpecFile};
 use crate::state::StateDir;
 
 /// Everything fixed for the length of a run.
-pub struct Workspace {
+pub(crate) struct Workspace {
     /// The repository.
     pub repo: Repository,
     /// SPEC.md, absolute.
@@ -37,7 +37,7 @@ pub struct Workspace {
 impl Workspace {
     /// Opens the repository holding `settings.cwd`, resolves SPEC.md and the state folder,
     /// and loads the templates. Reads only.
-    pub fn open(settings: &Settings) -> Result<Workspace> {
+    pub(crate) fn open(settings: &Settings) -> Result<Workspace> {
         let mut repo = Repository::discover(&settings.cwd)?;
         let top = repo.top().to_path_buf();
         let spec_path = if settings.spec.is_absolute() {
@@ -45,10 +45,10 @@ impl Workspace {
         } else {
             top.join(&settings.spec)
         };
-        let spec_display = spec_path
-            .strip_prefix(&top)
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| spec_path.display().to_string());
+        let spec_display = spec_path.strip_prefix(&top).map_or_else(
+            |_| spec_path.display().to_string(),
+            |p| p.display().to_string(),
+        );
         let learnings_path = spec_path.with_file_name("LEARNINGS.md");
         repo.set_options(GitOptions {
             own_files: vec![spec_path.clone(), learnings_path.clone()],
@@ -73,7 +73,7 @@ impl Workspace {
     /// `worktree`, the run's own SPEC.md and LEARNINGS.md (kern alone edits them, for every
     /// task), the task's `state_dir`, the run's templates. `foreign_refs` are the refs the
     /// rest of the run moves while this task's stages run.
-    pub fn for_job(
+    pub(crate) fn for_job(
         &self,
         settings: &Settings,
         worktree: &std::path::Path,
@@ -109,7 +109,7 @@ impl Workspace {
 
     /// Loads SPEC.md and validates it: warnings are returned, errors are
     /// [`Error::SpecRefused`] with every diagnostic.
-    pub fn load_spec(&self) -> Result<(SpecFile, Document, Vec<String>)> {
+    pub(crate) fn load_spec(&self) -> Result<(SpecFile, Document, Vec<String>)> {
         let (file, doc) = SpecFile::load_as(&self.spec_path, &self.spec_display)?;
         let diagnostics = spec::validate(&doc);
         let errors: Vec<spec::Diagnostic> = diagnostics
@@ -133,7 +133,7 @@ impl Workspace {
 
     /// Validates a parsed SPEC.md: the rendered warnings, or [`Error::SpecInvalid`] holding
     /// every error.
-    pub fn validate(&self, doc: &Document) -> Result<Vec<String>> {
+    pub(crate) fn validate(&self, doc: &Document) -> Result<Vec<String>> {
         let diagnostics = spec::validate(doc);
         let errors: Vec<String> = diagnostics
             .iter()
@@ -155,7 +155,7 @@ impl Workspace {
     /// kern's own files, relative to the top folder: never part of the clean-tree rule and
     /// never reverted by an audit (a person may edit SPEC.md during any stage). A symlinked
     /// SPEC.md counts twice: the link and the file it names, when that is in the work tree.
-    pub fn own_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn own_files(&self) -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = self.copies.clone();
         for path in [&self.spec_path, &self.learnings_path] {
             let real = std::fs::canonicalize(path).ok();

@@ -9,7 +9,7 @@
 //! its layout, changes inside the item after the box that keep every note's text. A refused
 //! edit is fine; a violated property panics, which the fuzzer reports as a crash.
 
-use kern::spec::{Applied, Document, Edit, TaskState, apply_edit, select, validate};
+use kern::testing::spec::{Applied, Document, Edit, TaskState, apply_edit, select, validate};
 
 /// Tasks per input that get every edit (bounds the time per input).
 pub const MAX_TASKS: usize = 24;
@@ -104,7 +104,7 @@ fn check_applied(doc: &Document, index: usize, edit: &Edit, applied: &Applied) {
             assert!(new_text.len() > text.len(), "{edit:?} inserts");
             let item_end = line_end_after(text, task.item.end.saturating_sub(1)).max(task.item.end);
             if applied.rewrote_notes {
-                let notes = |t: &kern::spec::Task| -> Vec<(kern::spec::NoteKind, String)> {
+                let notes = |t: &kern::testing::spec::Task| -> Vec<(kern::testing::spec::NoteKind, String)> {
                     t.notes.iter().map(|n| (n.kind, n.text.clone())).collect()
                 };
                 let new_task = &new_doc.tasks()[new_doc.find(&doc.identity(index)).expect("found")];

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use crate::stage::Stage;
 
 /// What to do when Claude Code is not logged in.
-pub const LOGIN_HINT: &str = "run `claude` once to log in, or set ANTHROPIC_API_KEY";
+pub(crate) const LOGIN_HINT: &str = "run `claude` once to log in, or set ANTHROPIC_API_KEY";
 
 /// The flags every stage gets before its model: headless, one JSON event per line.
 const HEAD: [&str; 4] = ["-p", "--output-format", "stream-json", "--verbose"];
@@ -29,7 +29,7 @@ const SESSION: [&str; 3] = ["--no-session-persistence", "--permission-mode", "do
 /// Deny rules that together block `git commit` and `git push` in the forms AGENT-CLIS.md
 /// verified (`git commit`, `git -C . commit`, `git -c k=v commit`, and the push forms). They
 /// are best effort (`bash -c` gets past); kern's audit of HEAD and refs is the guarantee.
-pub const GIT_WRITE_DENY_RULES: [&str; 6] = [
+pub(crate) const GIT_WRITE_DENY_RULES: [&str; 6] = [
     "Bash(git commit *)",
     "Bash(git * commit *)",
     "Bash(git push *)",
@@ -41,7 +41,7 @@ pub const GIT_WRITE_DENY_RULES: [&str; 6] = [
 /// The CLI's own retries of a failed API call (`CLAUDE_CODE_MAX_RETRIES`; its default is 10,
 /// about 0.5 s doubling to 35 s between tries). Two quick tries ride out a blip; anything
 /// longer is kern's to retry, with its own backoff, its record and its `--retries`.
-pub const MAX_RETRIES: &str = "2";
+pub(crate) const MAX_RETRIES: &str = "2";
 
 /// Claude Code's settings that put the shell commands of a stage in its OS sandbox
 /// (bubblewrap and socat on Linux), given with `--settings`: writes only inside the working
@@ -54,7 +54,7 @@ pub const SANDBOX_SETTINGS: &str =
 
 /// What a stage may add to the command line besides its tool policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Options<'a> {
+pub(crate) struct Options<'a> {
     /// The most the stage may spend, in USD (`--max-budget-usd`); only a positive, finite
     /// amount is passed.
     pub max_budget_usd: Option<f64>,
@@ -75,7 +75,7 @@ pub struct Options<'a> {
 /// folder; spaces, commas and parentheses in the path are parsed correctly. Best effort like
 /// every rule (`echo > SPEC.md` in Bash gets past): kern treats any change of SPEC.md during
 /// a stage as the person's and never commits an agent's edit of it as its own.
-pub fn protect_rules(paths: &[PathBuf]) -> Vec<String> {
+pub(crate) fn protect_rules(paths: &[PathBuf]) -> Vec<String> {
     let mut rules: Vec<String> = Vec::new();
     for path in paths.iter().filter(|p| p.is_absolute()) {
         let rule = format!("Edit(/{})", path.display());
@@ -88,7 +88,7 @@ pub fn protect_rules(paths: &[PathBuf]) -> Vec<String> {
 
 /// The stage's tool policy as Claude flags; `protected` are the files the implement stage may
 /// not edit ([`protect_rules`]).
-pub fn tool_flags(stage: Stage, protected: &[PathBuf]) -> Vec<String> {
+pub(crate) fn tool_flags(stage: Stage, protected: &[PathBuf]) -> Vec<String> {
     match stage {
         Stage::Research => vec![
             "--tools=Read,Grep,Glob,Bash,WebSearch,WebFetch".to_string(),
@@ -102,7 +102,7 @@ pub fn tool_flags(stage: Stage, protected: &[PathBuf]) -> Vec<String> {
                 "--disallowedTools={}",
                 GIT_WRITE_DENY_RULES
                     .iter()
-                    .map(|r| r.to_string())
+                    .map(std::string::ToString::to_string)
                     .chain(protect_rules(protected))
                     .collect::<Vec<_>>()
                     .join(",")
@@ -115,13 +115,13 @@ pub fn tool_flags(stage: Stage, protected: &[PathBuf]) -> Vec<String> {
 }
 
 /// The complete argv (after the program name) for `stage`.
-pub fn args(stage: Stage, model: Option<&str>, options: Options<'_>) -> Vec<String> {
-    let mut args: Vec<String> = HEAD.iter().map(|s| s.to_string()).collect();
+pub(crate) fn args(stage: Stage, model: Option<&str>, options: Options<'_>) -> Vec<String> {
+    let mut args: Vec<String> = HEAD.iter().map(std::string::ToString::to_string).collect();
     if let Some(model) = model {
         args.push("--model".to_string());
         args.push(model.to_string());
     }
-    args.extend(SESSION.iter().map(|s| s.to_string()));
+    args.extend(SESSION.iter().map(std::string::ToString::to_string));
     args.extend(tool_flags(stage, options.protected));
     if let Some(budget) = options.max_budget_usd.filter(|b| b.is_finite() && *b > 0.0) {
         args.push("--max-budget-usd".to_string());
@@ -135,7 +135,7 @@ pub fn args(stage: Stage, model: Option<&str>, options: Options<'_>) -> Vec<Stri
 }
 
 /// The variables added to the inherited environment: the CLI's own retries lowered.
-pub fn env() -> Vec<(String, String)> {
+pub(crate) fn env() -> Vec<(String, String)> {
     vec![(
         "CLAUDE_CODE_MAX_RETRIES".to_string(),
         MAX_RETRIES.to_string(),
@@ -147,7 +147,7 @@ mod tests {
     use super::*;
 
     fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
+        items.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]

@@ -10,10 +10,10 @@ use std::path::Path;
 use crate::stage::Stage;
 
 /// What to do when Codex is not logged in.
-pub const LOGIN_HINT: &str = "run `codex login` once, or set CODEX_API_KEY";
+pub(crate) const LOGIN_HINT: &str = "run `codex login` once, or set CODEX_API_KEY";
 
 /// The sandbox mode that enforces `stage`'s tool policy.
-pub fn sandbox(stage: Stage) -> &'static str {
+pub(crate) fn sandbox(stage: Stage) -> &'static str {
     if stage.tools().is_read_only() {
         "read-only"
     } else {
@@ -25,10 +25,15 @@ pub fn sandbox(stage: Stage) -> &'static str {
 /// folder and `schema_path` the stage's schema file, which the caller has written. Paths that
 /// are not UTF-8 are passed lossily; kern's state folder and the repository path are UTF-8 in
 /// every setup we know of.
-pub fn args(stage: Stage, model: Option<&str>, repo: &Path, schema_path: &Path) -> Vec<String> {
+pub(crate) fn args(
+    stage: Stage,
+    model: Option<&str>,
+    repo: &Path,
+    schema_path: &Path,
+) -> Vec<String> {
     let mut args: Vec<String> = ["exec", "--json", "--ephemeral"]
         .iter()
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect();
     if let Some(model) = model {
         args.push("-m".to_string());

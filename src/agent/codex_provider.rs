@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// The provider Codex uses when the configuration names none.
-pub const DEFAULT_PROVIDER: &str = "openai";
+pub(crate) const DEFAULT_PROVIDER: &str = "openai";
 
 /// The variable `codex exec` reads an OpenAI API key from (codex-cli 0.169.0; it ignores
 /// `OPENAI_API_KEY`, seen against a loopback mock).
-pub const API_KEY_VAR: &str = "CODEX_API_KEY";
+pub(crate) const API_KEY_VAR: &str = "CODEX_API_KEY";
 
 /// What a provider needs before Codex can call it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,7 @@ struct ProviderTable {
 }
 
 /// Codex's home folder: `CODEX_HOME` when set and not empty, else `<home>/.codex`.
-pub fn codex_home(codex_home_var: Option<&str>, home: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn codex_home(codex_home_var: Option<&str>, home: Option<&Path>) -> Option<PathBuf> {
     match codex_home_var.filter(|v| !v.is_empty()) {
         Some(dir) => Some(PathBuf::from(dir)),
         None => home.map(|h| h.join(".codex")),

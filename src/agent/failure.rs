@@ -23,7 +23,7 @@ const TEXT_WINDOW: usize = 4096;
 
 /// Why an agent run failed, and so what kern does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FailureClass {
+pub(crate) enum FailureClass {
     /// Worth retrying after a backoff delay: overload, rate limit, lost connection, a crash.
     Transient(String),
     /// A subscription limit: wait until it resets (`resets_at`, epoch seconds, when known).
@@ -43,7 +43,7 @@ pub enum FailureClass {
 
 impl FailureClass {
     /// The human message.
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             FailureClass::Transient(m)
             | FailureClass::NeedsUser(m)
@@ -60,7 +60,7 @@ impl std::fmt::Display for FailureClass {
 }
 
 /// The message for an agent that is not logged in.
-pub fn not_logged_in(agent: &str, hint: &str) -> FailureClass {
+pub(crate) fn not_logged_in(agent: &str, hint: &str) -> FailureClass {
     FailureClass::NeedsUser(format!("{agent} is not logged in: {hint}"))
 }
 
@@ -79,7 +79,7 @@ pub fn not_logged_in(agent: &str, hint: &str) -> FailureClass {
 /// (turns, budget, structured-output retries, prompt or context too long); and anything else —
 /// a crash, a signal, an exit without a result — transient. Only the last 4 KiB of the result
 /// and of stderr are searched, where errors are printed.
-pub fn classify(agent: &Agent, out: &AgentOutput) -> Option<FailureClass> {
+pub(crate) fn classify(agent: &Agent, out: &AgentOutput) -> Option<FailureClass> {
     if let Some(stopped) = &out.stopped {
         return Some(stopped.clone());
     }

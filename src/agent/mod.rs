@@ -5,19 +5,19 @@
 //! ended ([`failure::classify`]); it never runs anything. The supervisor runs the invocation and feeds stdout lines to the parser, so that
 //! every command line and every parse is testable without a process.
 
-pub mod claude;
-pub mod codex;
-pub mod codex_provider;
-pub mod failure;
-pub mod program;
-pub mod reset_time;
-pub mod stream;
+pub(crate) mod claude;
+pub(crate) mod codex;
+pub(crate) mod codex_provider;
+pub(crate) mod failure;
+pub(crate) mod program;
+pub(crate) mod reset_time;
+pub(crate) mod stream;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::stage::Stage;
-pub use stream::StreamFormat;
+pub(crate) use stream::StreamFormat;
 
 /// Which agent CLI runs the stages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl Agent {
 
 /// An agent and the model it runs a stage with (`None`: the agent's own default).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageAgent {
+pub(crate) struct StageAgent {
     /// The agent.
     pub agent: Agent,
     /// Its model for the stage.
@@ -66,7 +66,7 @@ pub struct StageAgent {
 /// The agents a stage may run on: its own, and the one it moves to when its own hits a usage
 /// limit that resets too late (`--fallback-agent`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageAgents {
+pub(crate) struct StageAgents {
     /// `--agent`, or `--review-agent` for the review stage.
     pub primary: StageAgent,
     /// `--fallback-agent`, unless it is the primary agent itself.
@@ -194,7 +194,7 @@ mod tests {
     }
 
     fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
+        items.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]

@@ -11,10 +11,10 @@ use std::path::Path;
 use crate::stage::Stage;
 
 /// What to do when a program reports that it is not logged in.
-pub const LOGIN_HINT: &str = "see the agent program's own documentation for how to log in";
+pub(crate) const LOGIN_HINT: &str = "see the agent program's own documentation for how to log in";
 
 /// The variables added to the inherited environment, in a fixed order.
-pub fn env(
+pub(crate) fn env(
     stage: Stage,
     schema_path: &Path,
     state_dir: &Path,

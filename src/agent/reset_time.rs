@@ -41,7 +41,7 @@ static CLOCK_TIME: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// `… try again at 5:44 AM.`, `try again at Jul 9th, 2026 1:47 AM.`. A clock time is read in
 /// the local time zone (a zone name in parentheses is ignored: kern has no time-zone
 /// database) and means its next occurrence after `now`. `None` when no time is found.
-pub fn parse_reset_time(message: &str, now: DateTime<Local>) -> Option<i64> {
+pub(crate) fn parse_reset_time(message: &str, now: DateTime<Local>) -> Option<i64> {
     if let Some(epoch) = epoch_in(message) {
         return Some(epoch);
     }

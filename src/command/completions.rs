@@ -12,7 +12,7 @@ use crate::cli::Cli;
 const BIN_NAME: &str = "kern";
 
 /// Writes the completion script for `shell` to `out`.
-pub fn completions(
+pub(crate) fn completions(
     shell: clap_complete::Shell,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
@@ -25,7 +25,7 @@ pub fn completions(
 }
 
 /// Writes kern's man page (roff, section 1) to `out`.
-pub fn man_page(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+pub(crate) fn man_page(out: &mut dyn std::io::Write) -> std::io::Result<()> {
     clap_mangen::Man::new(Cli::command()).render(out)?;
     out.flush()
 }

@@ -37,10 +37,10 @@ use crate::settings::Settings;
 use crate::supervisor::interrupt::Interrupt;
 
 /// The demo repository's folder name (and so its project id).
-pub const PROJECT: &str = "greet";
+pub(crate) const PROJECT: &str = "greet";
 
 /// The branch the demo repository starts on.
-pub const BRANCH: &str = "main";
+pub(crate) const BRANCH: &str = "main";
 
 /// Iterations the demo allows; it needs six, and stops when nothing is left.
 const ITERATIONS: u32 = 10;
@@ -49,7 +49,7 @@ const ITERATIONS: u32 = 10;
 const IDENTITY: (&str, &str) = ("kern demo", "demo@kern.invalid");
 
 /// The demo's SPEC.md.
-pub const SPEC: &str = "# greet: tasks
+pub(crate) const SPEC: &str = "# greet: tasks
 
 A task list for `kern demo`. kern takes the first unfinished task, one per iteration.
 
@@ -141,7 +141,7 @@ const SUBTASKS: [&str; 2] = [
 /// The scripted agent's scenario: per task (matched by a substring of its title), what each
 /// stage does. Research reads, implement edits and runs the script, review checks and names
 /// the commit. Public so the unit tests and the README test can check it.
-pub fn scenario() -> Value {
+pub(crate) fn scenario() -> Value {
     let research = |notes: &[&str]| json!({"shell": ["cat greet.sh"], "result": {"notes": notes}});
     let implement = |files: Value, shell: &[&str], summary: &str| json!({"write": files, "shell": shell, "result": {"status": "SUCCESS", "summary": summary}});
     let review = |shell: &str, subject: &str| json!({"shell": [shell], "result": {"verdict": "COMMIT", "subject": subject}});
@@ -205,7 +205,7 @@ pub fn scenario() -> Value {
 
 /// The folders of one demo.
 #[derive(Debug, Clone)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// The temp folder holding everything.
     pub root: PathBuf,
     /// The git repository.
@@ -218,7 +218,7 @@ pub struct Layout {
 
 impl Layout {
     /// The folders under `root`.
-    pub fn new(root: &Path) -> Layout {
+    pub(crate) fn new(root: &Path) -> Layout {
         Layout {
             root: root.to_path_buf(),
             repo: root.join(PROJECT),
@@ -228,18 +228,18 @@ impl Layout {
     }
 
     /// The state folder of the demo's project and branch.
-    pub fn state_dir(&self) -> PathBuf {
+    pub(crate) fn state_dir(&self) -> PathBuf {
         self.state_root.join(PROJECT).join(BRANCH)
     }
 
     /// The wrapper script kern runs as the agent.
-    pub fn wrapper(&self) -> PathBuf {
+    pub(crate) fn wrapper(&self) -> PathBuf {
         self.agent.join("agent.sh")
     }
 }
 
 /// Runs the demo (`kern demo [--keep]`).
-pub async fn run(settings: &Settings, keep: bool) -> Result<()> {
+pub(crate) async fn run(settings: &Settings, keep: bool) -> Result<()> {
     let temp = tempfile::Builder::new()
         .prefix("kern-demo-")
         .tempdir()
@@ -281,7 +281,7 @@ pub async fn run(settings: &Settings, keep: bool) -> Result<()> {
 }
 
 /// The settings of the demo's run: the person's output choices, everything else the demo's.
-pub fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
+pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
     Settings {
         iterations: ITERATIONS,
         delay: Duration::ZERO,
@@ -303,7 +303,7 @@ pub fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
 }
 
 /// Writes the repository (with its initial commit), the scenario and the wrapper script.
-pub fn build(layout: &Layout, kern: &Path) -> Result<()> {
+pub(crate) fn build(layout: &Layout, kern: &Path) -> Result<()> {
     for dir in [&layout.repo, &layout.agent] {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
@@ -369,7 +369,7 @@ fn initial_commit(repo: &git2::Repository) -> Result<()> {
 }
 
 /// The paragraph printed before the run.
-pub fn intro(layout: &Layout) -> String {
+pub(crate) fn intro(layout: &Layout) -> String {
     format!(
         "kern demo: a throw-away git repository with a four-task SPEC.md, driven to commits by \
          kern's real loop (research, implement, review, commit; one task gets decomposed into \
@@ -380,7 +380,7 @@ pub fn intro(layout: &Layout) -> String {
 }
 
 /// What the demo prints after the run: the log, SPEC.md, the state folder and what to try.
-pub fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String> {
+pub(crate) fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String> {
     let mut out = String::new();
     out.push_str("\ngit log --oneline:\n");
     for line in log_oneline(&layout.repo)? {
@@ -419,7 +419,7 @@ pub fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String> {
 }
 
 /// `git log --oneline` of HEAD, through libgit2.
-pub fn log_oneline(repo: &Path) -> Result<Vec<String>> {
+pub(crate) fn log_oneline(repo: &Path) -> Result<Vec<String>> {
     let git = |what: &'static str| move |e: git2::Error| Error::git(what, e);
     let repo = git2::Repository::open(repo).map_err(git("opening the demo repository"))?;
     let mut walk = repo.revwalk().map_err(git("walking the history"))?;
@@ -451,7 +451,7 @@ mod tests {
         let scenario = Scenario::parse(&scenario().to_string()).unwrap();
         let doc = Document::parse(SPEC);
         let mut titles: Vec<String> = doc.tasks().iter().map(|t| t.title.clone()).collect();
-        titles.extend(SUBTASKS.iter().map(|s| s.to_string()));
+        titles.extend(SUBTASKS.iter().map(std::string::ToString::to_string));
         let keys: Vec<String> = titles
             .iter()
             .map(|t| scenario.plan(t, Stage::Implement).0)

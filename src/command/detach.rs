@@ -24,7 +24,7 @@ use crate::state::lock::RunLock;
 const START_LIMIT: Duration = Duration::from_secs(10);
 
 /// Starts the run in the background.
-pub fn run(settings: &Settings) -> Result<()> {
+pub(crate) fn run(settings: &Settings) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
     let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?);
     state_dir.create(repo.top())?;

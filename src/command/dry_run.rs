@@ -24,17 +24,12 @@ use crate::stage::Stage;
 use crate::state::resume::ResumePoint;
 
 /// `kern -n`: the report on stdout, warnings on stderr.
-pub fn run(settings: &Settings) -> Result<()> {
+pub(crate) fn run(settings: &Settings) -> Result<()> {
     let (report, warnings) = report_with_warnings(settings, status::terminal_width())?;
     for w in &warnings {
         eprintln!("kern: {w}");
     }
     status::print_out(&report)
-}
-
-/// Builds the dry-run report (titles whole).
-pub fn report(settings: &Settings) -> Result<String> {
-    report_with_warnings(settings, None).map(|(report, _)| report)
 }
 
 /// The dry-run report with titles cut to `width`, and the warnings about SPEC.md.
@@ -128,9 +123,10 @@ fn report_with_warnings(
     let _ = writeln!(
         out,
         "check gate: {}",
-        check
-            .map(|c| format!("`{c}`"))
-            .unwrap_or_else(|| "none (no --check, no Check note)".into())
+        check.map_or_else(
+            || "none (no --check, no Check note)".into(),
+            |c| format!("`{c}`")
+        )
     );
     for stage in stages {
         let inputs = StageInputs::gather(

@@ -20,7 +20,7 @@ use crate::prompt::Templates;
 use crate::stage::Stage;
 
 /// The name of the learnings file, written beside SPEC.md.
-pub const LEARNINGS_NAME: &str = "LEARNINGS.md";
+pub(crate) const LEARNINGS_NAME: &str = "LEARNINGS.md";
 
 /// The starter SPEC.md: the format explained in a comment, then two example tasks.
 pub const STARTER_SPEC: &str = r#"<!--
@@ -75,7 +75,7 @@ kern appends what the agents learn here, dated, one section per task; edit or pr
 /// `top`, in the order written.
 ///
 /// If any of those files exists, nothing is written and the error (exit 2) names it.
-pub fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Vec<PathBuf>> {
+pub(crate) fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Vec<PathBuf>> {
     if spec.file_name().is_none() {
         return Err(Error::Usage(format!(
             "`{}` is not a file name — pass --spec PATH naming the task list, e.g. --spec SPEC.md",

@@ -22,7 +22,7 @@ use crate::state::lock::RunLock;
 const POLL: Duration = Duration::from_millis(200);
 
 /// Runs `kern log`.
-pub fn run(settings: &Settings, follow: bool) -> Result<()> {
+pub(crate) fn run(settings: &Settings, follow: bool) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
     let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?);
     let path = state_dir.output_log();

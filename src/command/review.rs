@@ -26,7 +26,7 @@ use crate::workspace::Workspace;
 
 /// A task parked for review.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Parked {
+pub(crate) struct Parked {
     /// Its title.
     pub title: String,
     /// Its index in the document.
@@ -36,7 +36,7 @@ pub struct Parked {
 }
 
 /// The tasks of `doc` parked for review whose branch `exists`.
-pub fn parked(doc: &Document, exists: &dyn Fn(&str) -> bool) -> Vec<Parked> {
+pub(crate) fn parked(doc: &Document, exists: &dyn Fn(&str) -> bool) -> Vec<Parked> {
     doc.tasks()
         .iter()
         .enumerate()
@@ -54,7 +54,7 @@ pub fn parked(doc: &Document, exists: &dyn Fn(&str) -> bool) -> Vec<Parked> {
 
 /// The parked tasks `query` names: by branch (`kern/<task>` or `<task>`), by whole title, else
 /// by the start of the title (case-insensitive). Several may match the start of a title.
-pub fn matching<'p>(parked: &'p [Parked], query: &str) -> Vec<&'p Parked> {
+pub(crate) fn matching<'p>(parked: &'p [Parked], query: &str) -> Vec<&'p Parked> {
     let q = query.trim();
     let exact: Vec<&Parked> = parked
         .iter()
@@ -75,7 +75,7 @@ pub fn matching<'p>(parked: &'p [Parked], query: &str) -> Vec<&'p Parked> {
 }
 
 /// `kern accept [TASK…]`.
-pub fn accept(settings: &Settings, queries: &[String]) -> Result<()> {
+pub(crate) fn accept(settings: &Settings, queries: &[String]) -> Result<()> {
     let ws = Workspace::open(settings)?;
     let _lock = lock(&ws, settings)?;
     let (_, doc) = SpecFile::load_as(&ws.spec_path, &ws.spec_display)?;
@@ -122,7 +122,7 @@ pub fn accept(settings: &Settings, queries: &[String]) -> Result<()> {
 }
 
 /// `kern reject TASK --reason …`.
-pub fn reject(settings: &Settings, query: &str, reason: &str) -> Result<()> {
+pub(crate) fn reject(settings: &Settings, query: &str, reason: &str) -> Result<()> {
     let ws = Workspace::open(settings)?;
     let _lock = lock(&ws, settings)?;
     let (mut file, doc) = SpecFile::load_as(&ws.spec_path, &ws.spec_display)?;

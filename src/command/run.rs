@@ -8,7 +8,11 @@ use crate::supervisor::interrupt::Interrupt;
 use crate::workspace::Workspace;
 
 /// Runs the loop (see `pipeline`).
-pub async fn run(settings: &Settings, reporter: &Reporter, interrupt: &Interrupt) -> Result<()> {
+pub(crate) async fn run(
+    settings: &Settings,
+    reporter: &Reporter,
+    interrupt: &Interrupt,
+) -> Result<()> {
     let ws = Workspace::open(settings)?;
     crate::pipeline::run(settings, &ws, reporter, interrupt).await
 }

@@ -25,7 +25,7 @@ use crate::state::resume::{self, ResumePoint, StageFiles};
 use crate::workspace::Workspace;
 
 /// Everything `kern status` reports, computed once.
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     /// The JSON object of `kern status --json`.
     pub json: Value,
     /// Warnings from validation, rendered.
@@ -37,14 +37,16 @@ pub struct StatusReport {
 }
 
 /// Computes the status of the repository the settings name.
-pub fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
+pub(crate) fn compute(settings: &Settings) -> Result<(Workspace, StatusReport)> {
     let (ws, _, report) = compute_with_spec(settings)?;
     Ok((ws, report))
 }
 
 /// [`compute`], also handing back the parsed SPEC.md, so that the dry run does not parse a
 /// large file a second time.
-pub fn compute_with_spec(settings: &Settings) -> Result<(Workspace, Document, StatusReport)> {
+pub(crate) fn compute_with_spec(
+    settings: &Settings,
+) -> Result<(Workspace, Document, StatusReport)> {
     let ws = Workspace::open(settings)?;
     let (_, doc, warnings) = ws.load_spec()?;
     let counts = doc.counts();
@@ -175,7 +177,7 @@ fn diagnostic_json(d: &Diagnostic, file: &str) -> Value {
 
 /// The JSON `kern status --json` prints for an error: `{"error": {message, file, line, column,
 /// fix}}`, plus every problem of a refused SPEC.md under `diagnostics`.
-pub fn error_json(error: &Error) -> Value {
+pub(crate) fn error_json(error: &Error) -> Value {
     match error {
         Error::SpecRefused { file, diagnostics } => {
             let all: Vec<Value> = diagnostics
@@ -206,7 +208,7 @@ pub fn error_json(error: &Error) -> Value {
 
 /// `kern status`: the report on stdout (human or `--json`), warnings on stderr; with `--dir`
 /// only the state folder. With `--json`, an error is printed as JSON too.
-pub fn run(settings: &Settings, json: bool, dir: bool) -> Result<()> {
+pub(crate) fn run(settings: &Settings, json: bool, dir: bool) -> Result<()> {
     if dir {
         let ws = Workspace::open(settings)?;
         return print_out(&format!("{}\n", ws.state_dir.dir().display()));
@@ -230,7 +232,7 @@ pub fn run(settings: &Settings, json: bool, dir: bool) -> Result<()> {
 
 /// Writes the command's output to stdout; a reader that closed the pipe early (`| head`) is
 /// not an error.
-pub fn print_out(text: &str) -> Result<()> {
+pub(crate) fn print_out(text: &str) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -241,7 +243,7 @@ pub fn print_out(text: &str) -> Result<()> {
 
 /// The width human output fits titles into: the terminal's when stdout is one, else
 /// `$COLUMNS` when set, else none (titles whole).
-pub fn terminal_width() -> Option<usize> {
+pub(crate) fn terminal_width() -> Option<usize> {
     let term = console::Term::stdout();
     if term.is_term()
         && let Some((_, width)) = term.size_checked()
@@ -253,7 +255,7 @@ pub fn terminal_width() -> Option<usize> {
 
 /// `line` with `title` (quoted, once) cut so that the whole line fits `width` columns; the cut
 /// ends in `…`. Without a width, or when even a short title would not fit, it is kept whole.
-pub fn fit_title(line: &str, title: &str, width: Option<usize>) -> String {
+pub(crate) fn fit_title(line: &str, title: &str, width: Option<usize>) -> String {
     let quoted = spec::quote_title(title);
     let whole = line.replacen("{title}", &quoted, 1);
     let Some(width) = width else {
@@ -343,7 +345,7 @@ fn render_running(r: &Value) -> String {
 }
 
 /// Renders the human summary; titles are cut to `width` columns when given.
-pub fn render_human(report: &StatusReport, width: Option<usize>) -> String {
+pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> String {
     let j = &report.json;
     let c = &j["counts"];
     let mut out = String::new();

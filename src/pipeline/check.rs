@@ -20,7 +20,7 @@ const TAIL_LINES: usize = 20;
 
 /// How the check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckResult {
+pub(crate) enum CheckResult {
     /// Exit 0.
     Passed,
     /// Anything else; the note says what and shows the last lines.
@@ -28,7 +28,7 @@ pub enum CheckResult {
 }
 
 /// Runs `command` in `cwd` with `timeout`, output to `log`.
-pub async fn run(
+pub(crate) async fn run(
     command: &str,
     cwd: &Path,
     timeout: Duration,

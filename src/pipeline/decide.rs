@@ -31,11 +31,11 @@ use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewRepor
 use crate::state::run_log::IterationEnd;
 
 /// How many times kern asks the review for a new message after a hook refused one.
-pub const MESSAGE_REQUESTS: u32 = 2;
+pub(super) const MESSAGE_REQUESTS: u32 = 2;
 
 /// What a stage's result means: go on with `T` (what the next steps need), or end here.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Next<T> {
+pub(super) enum Next<T> {
     /// Go on to the next stage.
     Go(T),
     /// The iteration ends here.
@@ -44,7 +44,7 @@ pub enum Next<T> {
 
 /// How an iteration ends for its task, and the SPEC.md edits that say so.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
+pub(super) struct Decision {
     /// The edits, applied in one verified write.
     pub edits: Vec<Edit>,
     /// How the iteration ends.
@@ -55,7 +55,7 @@ pub struct Decision {
 
 /// What happened to a task in an iteration that did not commit it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskOutcome {
+pub(super) enum TaskOutcome {
     /// Back to `[ ]` with a Skipped note.
     Skipped {
         /// The reason, as the note says it.
@@ -92,7 +92,7 @@ pub enum TaskOutcome {
 
 /// A task's failed attempts so far, as its notes record them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attempts {
+pub(super) struct Attempts {
     /// The highest `N` of its `Attempt N` notes.
     pub count: u32,
     /// The error signature of each Attempt note, in order.
@@ -101,7 +101,7 @@ pub struct Attempts {
 
 impl Attempts {
     /// The attempts recorded in `task`'s notes.
-    pub fn of(task: &Task) -> Attempts {
+    pub(super) fn of(task: &Task) -> Attempts {
         Attempts {
             count: task.attempts(),
             signatures: task
@@ -115,12 +115,12 @@ impl Attempts {
 }
 
 /// The note of an implement SUCCESS that changed nothing and gave no reason.
-pub const CHANGED_NOTHING: &str = "implement reported SUCCESS but changed nothing: no file differs from the commit the task started from, and the report gave no `no_change_reason` — make the change, or say in `no_change_reason` why none is needed";
+pub(super) const CHANGED_NOTHING: &str = "implement reported SUCCESS but changed nothing: no file differs from the commit the task started from, and the report gave no `no_change_reason` — make the change, or say in `no_change_reason` why none is needed";
 
 /// Research finished: its notes go in and the task (with its parents) is in progress — `Go`
 /// carries those edits; a skip reason skips it, or blocks it when it waits on a person; no
 /// usable report is a failed attempt.
-pub fn after_research(
+pub(super) fn after_research(
     outcome: Result<ResearchReport, String>,
     attempts: &Attempts,
     max_attempts: u32,
@@ -152,7 +152,7 @@ pub fn after_research(
 /// report gives a `no_change_reason`; a SUCCESS that changed nothing without a reason is a
 /// failed attempt ([`CHANGED_NOTHING`]). DECOMPOSED inserts the subtasks; SKIPPED skips;
 /// FAILED (or no usable report) is a failed attempt.
-pub fn after_implement(
+pub(super) fn after_implement(
     outcome: Result<ImplementReport, String>,
     tree_changed: bool,
     attempts: &Attempts,
@@ -208,7 +208,7 @@ pub fn after_implement(
 }
 
 /// The check gate ran: a failure is a failed attempt with its output's tail.
-pub fn after_check(result: CheckResult, attempts: &Attempts, max_attempts: u32) -> Next<()> {
+pub(super) fn after_check(result: CheckResult, attempts: &Attempts, max_attempts: u32) -> Next<()> {
     match result {
         CheckResult::Passed => Next::Go(()),
         CheckResult::Failed(note) => Next::End(failed_attempt(attempts, &note, max_attempts)),
@@ -217,7 +217,7 @@ pub fn after_check(result: CheckResult, attempts: &Attempts, max_attempts: u32) 
 
 /// The review finished: COMMIT goes on to the commit with the report; REJECT (or no usable
 /// report) is a failed attempt carrying the reviewer's reason.
-pub fn after_review(
+pub(super) fn after_review(
     outcome: Result<ReviewReport, String>,
     attempts: &Attempts,
     max_attempts: u32,
@@ -237,7 +237,7 @@ pub fn after_review(
 }
 
 /// A hook refused kern's commit: the task goes back to in progress with an Attempt note.
-pub fn after_refused_commit(
+pub(super) fn after_refused_commit(
     hook: &str,
     output: &str,
     attempts: &Attempts,
@@ -255,7 +255,7 @@ pub fn after_refused_commit(
 /// `Go` asks the review for a new message (the work stays as it is); after
 /// [`MESSAGE_REQUESTS`] new messages were refused too, a failed attempt with the hook's
 /// last output.
-pub fn after_refused_message(
+pub(super) fn after_refused_message(
     hook: &str,
     output: &str,
     refusals: u32,
@@ -278,7 +278,7 @@ pub fn after_refused_message(
 
 /// The review answered a request for a new message: COMMIT goes on with its message (the
 /// first review's learnings kept when it gives none); anything else ends as a review does.
-pub fn after_message_review(
+pub(super) fn after_message_review(
     outcome: Result<ReviewReport, String>,
     first: &ReviewReport,
     attempts: &Attempts,
@@ -291,14 +291,14 @@ pub fn after_message_review(
             }
             Next::Go(report)
         }
-        end => end,
+        Next::End(decision) => Next::End(decision),
     }
 }
 
 /// The ancestors of `task` that kern's commit edits marked done: the done ones in `after` (the
 /// file with the edits) nearest first, up to the first that is not, less those done in
 /// `before` already. A refused commit sets them back.
-pub fn completed_parents(
+pub(super) fn completed_parents(
     before: &Document,
     after: &Document,
     task: &TaskIdentity,
@@ -327,7 +327,7 @@ fn tail(output: &str) -> String {
 }
 
 /// A failed attempt: an Attempt note, and the block when the attempts are exhausted.
-pub fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Decision {
+pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Decision {
     let attempt = attempts.count.saturating_add(1);
     let mut signatures = attempts.signatures.clone();
     signatures.push(error_signature(note));
@@ -376,7 +376,7 @@ pub fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Dec
 /// The commit message from the review: its subject (else the task's title), a blank line and
 /// its body when it has one; changes of SPEC.md kern did not make are named at the end, so
 /// they are never committed silently as kern's.
-pub fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[String]) -> String {
+pub(super) fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[String]) -> String {
     let mut message = review.subject.trim().to_string();
     if message.is_empty() {
         message = title.to_string();
@@ -406,7 +406,7 @@ pub fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[String])
 /// The edits of committing task `task` of `doc` as the file is now: done, with its parents
 /// whose subtasks are now all done — unless the person added a pending subtask under it,
 /// which keeps it open (the subtask is taken next).
-pub fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
+pub(super) fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
     let open_child = doc.tasks()[task]
         .children
         .iter()
@@ -420,7 +420,7 @@ pub fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
 
 /// What `--pace` says after an iteration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pace {
+pub(super) enum Pace {
     /// Take no new task: the run ends cleanly, saying why.
     Stop(String),
     /// Leave `agent` alone until `until` (epoch seconds, when its window resets): the next
@@ -441,7 +441,7 @@ pub enum Pace {
 /// or any of `unifiedWindows`. With a `fallback` agent other than that one, and a known reset,
 /// the next stages move to the fallback until the reset ([`Pace::HandOver`]); else the run
 /// takes no new task ([`Pace::Stop`]).
-pub fn pace(
+pub(super) fn pace(
     threshold: Option<f64>,
     latest: Option<&(String, RateLimit)>,
     fallback: Option<&str>,
@@ -519,7 +519,7 @@ fn skip(reason: String) -> Decision {
 
 /// The error signature of an attempt note: lower case, digits and punctuation folded, so that
 /// "timed out after 61m" and "timed out after 60m" are the same failure.
-pub fn error_signature(note: &str) -> String {
+pub(super) fn error_signature(note: &str) -> String {
     note.chars()
         .filter(|c| c.is_alphabetic() || c.is_whitespace())
         .collect::<String>()

@@ -23,7 +23,7 @@
 //!   and `--pace` is judged after each iteration from the latest usage an agent reported.
 
 mod audit;
-pub mod check;
+pub(crate) mod check;
 mod commit;
 mod decide;
 mod iteration;
@@ -54,7 +54,7 @@ use shared::{SharedLimits, SharedSpec, Spent};
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
 /// instead of spinning.
-pub const MAX_IDLE_ITERATIONS: u32 = 3;
+pub(crate) const MAX_IDLE_ITERATIONS: u32 = 3;
 
 /// A run in progress: its counters and the things every iteration needs.
 pub(crate) struct Run<'a> {
@@ -110,7 +110,7 @@ pub(crate) struct TaskRun {
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see
 /// `error.rs`).
-pub async fn run(
+pub(crate) async fn run(
     settings: &Settings,
     ws: &Workspace,
     reporter: &Reporter,
@@ -293,7 +293,7 @@ impl Run<'_> {
                 }
                 IterationEnd::Skipped => idle += 1,
                 IterationEnd::Committed | IterationEnd::Progressed | IterationEnd::Ready => {
-                    idle = 0
+                    idle = 0;
                 }
             }
             if idle >= MAX_IDLE_ITERATIONS {
@@ -303,7 +303,11 @@ impl Run<'_> {
                 )));
             }
             self.check_budget()?;
-            let fallback = self.settings.fallback_agent.as_ref().map(|a| a.to_string());
+            let fallback = self
+                .settings
+                .fallback_agent
+                .as_ref()
+                .map(std::string::ToString::to_string);
             match decide::pace(
                 self.settings.pace,
                 self.rate_limit.as_ref(),

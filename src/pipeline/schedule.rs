@@ -9,7 +9,7 @@
 use crate::spec::{self, Document, SelectOptions, Selection};
 
 /// Up to `slots` tasks to start now, in order, beside the `running` ones (task indices).
-pub fn pick(
+pub(crate) fn pick(
     doc: &Document,
     running: &[usize],
     slots: usize,

@@ -38,7 +38,7 @@ const REFUSED_MESSAGE_BYTES: usize = 320;
 
 /// A commit message that a hook refused: what the review's request for a new one shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefusedMessage {
+pub(crate) struct RefusedMessage {
     /// The hook that refused it (`commit-msg`, `prepare-commit-msg`).
     pub hook: String,
     /// What the hook printed (its tail).
@@ -53,7 +53,7 @@ pub struct RefusedMessage {
 
 /// Everything one stage's prompt is rendered from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageInputs {
+pub(crate) struct StageInputs {
     task: String,
     learnings: Option<String>,
     commits: String,
@@ -68,7 +68,7 @@ impl StageInputs {
     /// record (its diff base and left-out paths), when it has one; `implement` is what
     /// implement reported, when it ran. A review of a task that changed no file sees that the
     /// diff is empty and the implementer's `no_change_reason`.
-    pub fn gather(
+    pub(crate) fn gather(
         ws: &Workspace,
         settings: &Settings,
         doc: &Document,
@@ -135,13 +135,13 @@ impl StageInputs {
 
     /// Turns the review's inputs into a request for a new commit message only: the work was
     /// reviewed and stays as it is, `refused` says what the hook refused and why.
-    pub fn ask_for_message(&mut self, refused: &RefusedMessage) {
+    pub(crate) fn ask_for_message(&mut self, refused: &RefusedMessage) {
         let advice = self.attempts.take().unwrap_or_default();
         self.attempts = Some(message_request(refused, &advice));
     }
 
     /// The inputs as the template renders them.
-    pub fn prompt_inputs(&self) -> PromptInputs<'_> {
+    pub(crate) fn prompt_inputs(&self) -> PromptInputs<'_> {
         PromptInputs {
             task: Some(&self.task),
             learnings: self.learnings.as_deref(),
@@ -177,7 +177,7 @@ fn implement_result(report: &ImplementReport, unchanged: bool) -> String {
 /// the review runs on `--agent`), `--fallback-model` for the fallback; without one, the
 /// template's front matter — which names a Claude model and means nothing to Codex, so Codex
 /// then uses its own default (DESIGN.md section 4).
-pub fn stage_agents(
+pub(crate) fn stage_agents(
     settings: &Settings,
     templates: &super::Templates,
     stage: Stage,
@@ -206,7 +206,7 @@ pub fn stage_agents(
 }
 
 /// The `{ATTEMPTS}` text for a task with `attempts` failures.
-pub fn attempts_text(attempts: u32, max_attempts: u32) -> String {
+pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
     match attempts {
         0 => "This is the first attempt at this task.".to_string(),
         n if n < max_attempts => format!(
@@ -222,7 +222,7 @@ pub fn attempts_text(attempts: u32, max_attempts: u32) -> String {
 /// The review's `{ATTEMPTS}` when a hook refused the message: kern's request, the refused
 /// message and the hook's output (fenced data), then `advice` (the convention); within
 /// `{ATTEMPTS}`'s budget whatever the hook printed.
-pub fn message_request(refused: &RefusedMessage, advice: &str) -> String {
+pub(crate) fn message_request(refused: &RefusedMessage, advice: &str) -> String {
     let head = format!(
         "This is a request for a commit message only (request {} of {}). You reviewed this work and answered COMMIT; it stays exactly as it is and is not reviewed again. The repository's `{}` hook refused the message, so nothing was committed. Return `verdict` COMMIT with a new `subject` (and a `body` if it needs one) that the hook accepts.",
         refused.request, refused.requests, refused.hook
@@ -254,7 +254,7 @@ fn fence(source: &str, text: &str, max: usize, keep: Keep) -> String {
 }
 
 /// The task's text for the prompt: its parents' titles, then its item as written.
-pub fn task_text(doc: &Document, task: usize) -> String {
+pub(crate) fn task_text(doc: &Document, task: usize) -> String {
     let ancestors = doc.ancestors(task);
     let mut text = String::new();
     if !ancestors.is_empty() {

@@ -44,7 +44,7 @@
 //! per committed task than the price difference suggests.
 
 mod convention;
-pub mod inputs;
+pub(crate) mod inputs;
 mod parse;
 mod render;
 

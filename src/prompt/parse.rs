@@ -184,7 +184,10 @@ pub(super) fn parse_body(body: &str, first_line: usize, path: &Path) -> Result<V
 }
 
 pub(super) fn unknown_placeholder(name: &str) -> String {
-    let known: Vec<String> = Placeholder::ALL.iter().map(|p| p.to_string()).collect();
+    let known: Vec<String> = Placeholder::ALL
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     format!(
         "unknown placeholder `{{{name}}}` — use one of {}, or write `{{{{{name}}}}}` for the literal text",
         known.join(", ")

@@ -7,7 +7,7 @@
 use tracing::level_filters::LevelFilter;
 
 /// The level for `-v` count `verbose` and the `KERN_LOG` value, if any (the louder wins).
-pub fn level(verbose: u8, kern_log: Option<&str>) -> LevelFilter {
+pub(crate) fn level(verbose: u8, kern_log: Option<&str>) -> LevelFilter {
     let from_flag = match verbose {
         0 => LevelFilter::OFF,
         1 => LevelFilter::DEBUG,
@@ -21,7 +21,7 @@ pub fn level(verbose: u8, kern_log: Option<&str>) -> LevelFilter {
 
 /// Installs the stderr subscriber once; later calls do nothing. Colour follows `--color`:
 /// `auto` means a terminal and no `NO_COLOR`.
-pub fn init(verbose: u8, color: crate::cli::ColorChoice, env: &crate::settings::OutputEnv) {
+pub(crate) fn init(verbose: u8, color: crate::cli::ColorChoice, env: &crate::settings::OutputEnv) {
     use std::io::IsTerminal;
     let ansi = match color {
         crate::cli::ColorChoice::Always => true,

@@ -13,7 +13,7 @@ pub(super) const NOTE_WIDTH: usize = 120;
 
 /// One finished stage, as its summary line shows it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StageLine {
+pub(crate) struct StageLine {
     /// The stage's outcome word: `SUCCESS`, `COMMIT`, `REJECT`, `FAILED`, `4 notes`, …
     pub outcome: String,
     /// How long the stage took.
@@ -28,7 +28,7 @@ pub struct StageLine {
 
 /// The end-of-run summary.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Tasks committed: title and short sha.
     pub committed: Vec<(String, String)>,
     /// Tasks whose commit waits on its branch for review (`--review`): title and branch.
@@ -62,16 +62,16 @@ pub struct Summary {
 }
 
 /// SGR code: bold.
-pub const BOLD: &str = "1";
+pub(crate) const BOLD: &str = "1";
 /// SGR code: green.
-pub const GREEN: &str = "32";
+pub(crate) const GREEN: &str = "32";
 /// SGR code: red.
-pub const RED: &str = "31";
+pub(crate) const RED: &str = "31";
 /// SGR code: yellow.
-pub const YELLOW: &str = "33";
+pub(crate) const YELLOW: &str = "33";
 
 /// `text` in the SGR colour `sgr` when `color`, else unchanged.
-pub fn paint(color: bool, text: &str, sgr: &str) -> String {
+pub(crate) fn paint(color: bool, text: &str, sgr: &str) -> String {
     if color {
         format!("\x1b[{sgr}m{text}\x1b[0m")
     } else {

@@ -20,14 +20,21 @@
 //! one mutex, the stage clock the spinner reads on every tick behind another; kern's own code
 //! never calls into `indicatif` while holding either, so the ticker thread cannot deadlock
 //! with it.
+//!
+//! This file owns the [`Reporter`]: its modes, its public methods and how a line is emitted
+//! (terminal and `run.log`); `status_line` keeps and draws the live line (and answers
+//! [`Reporter::status_line`]), `lines` and `text` shape the words, `notify` runs the
+//! `--notify` command.
 
-pub mod diagnostics;
+pub(crate) mod diagnostics;
 mod lines;
-pub mod notify;
-pub mod text;
+pub(crate) mod notify;
+mod status_line;
+pub(crate) mod text;
 
-pub use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
+pub(crate) use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
 use lines::{stage_line_text, summary_lines};
+use status_line::{Clock, LiveLine, Status};
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,26 +42,20 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget};
 
 use crate::cli::ColorChoice;
 use crate::settings::OutputEnv;
 use crate::stage::Stage;
 
-/// Longest task title shown in the status line, in characters.
-const TITLE_WIDTH: usize = 48;
-/// The widest a parallel task's title or tool call shows in the status line.
-const JOB_TITLE_WIDTH: usize = 28;
 /// Longest tool-call detail shown in the status line, in characters.
 const TOOL_WIDTH: usize = 60;
 /// How often a Plain wait line is repeated while the wait goes on.
 const WAIT_REPEAT: Duration = Duration::from_secs(60);
-/// How often the spinner redraws (and the elapsed time moves).
-const TICK: Duration = Duration::from_millis(120);
 
 /// How output is shaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// A terminal: one status line updated in place, finished stages printed above it.
     Live,
     /// Pipes and CI: timestamped lines, no control characters.
@@ -63,17 +64,20 @@ pub enum Mode {
     Quiet,
 }
 
+#[cfg(test)]
 /// A writer that keeps what is written, for tests of output (here and in other modules).
 #[derive(Debug, Clone, Default)]
-pub struct Capture(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Capture(Arc<Mutex<Vec<u8>>>);
 
+#[cfg(test)]
 impl Capture {
     /// Everything written so far, as text.
-    pub fn contents(&self) -> String {
+    pub(crate) fn contents(&self) -> String {
         String::from_utf8_lossy(&lock(&self.0)).into_owned()
     }
 }
 
+#[cfg(test)]
 impl Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         lock(&self.0).extend_from_slice(buf);
@@ -85,54 +89,8 @@ impl Write for Capture {
     }
 }
 
-/// What the status line shows; kept for Live and for [`Reporter::status_line`].
-#[derive(Debug, Default)]
-struct Status {
-    iteration: Option<(u32, u32)>,
-    stage: Option<Stage>,
-    task: String,
-    cost_usd: Option<f64>,
-    /// The `--max-cost` budget, shown beside the cost.
-    max_cost: Option<f64>,
-    tool: Option<String>,
-    waiting: Option<String>,
-    /// The last wait line printed: its reason and the remaining time it showed.
-    last_wait_line: Option<(String, Duration)>,
-}
-
-/// The status line as the spinner draws it: the head and clock (one unit, so a draw never
-/// mixes an old head with a new clock) and the message after them.
-#[derive(Debug, Default)]
-struct LiveLine {
-    head: String,
-    clock: Clock,
-    message: String,
-}
-
-/// What the time part of the status line counts.
-#[derive(Debug, Clone, Copy, Default)]
-enum Clock {
-    #[default]
-    Off,
-    Since(Instant),
-    Until(Instant),
-}
-
-impl Clock {
-    fn text(self) -> String {
-        match self {
-            Clock::Off => String::new(),
-            Clock::Since(start) => format!(" · {}", text::duration(start.elapsed())),
-            Clock::Until(end) => format!(
-                " · {} left",
-                text::duration(end.saturating_duration_since(Instant::now()))
-            ),
-        }
-    }
-}
-
 /// Prints what the person sees. Shared by reference; all methods take `&self`.
-pub struct Reporter {
+pub(crate) struct Reporter {
     mode: Mode,
     color: bool,
     out: Arc<Mutex<Box<dyn Write + Send>>>,
@@ -170,14 +128,14 @@ impl Reporter {
     /// The reporter for this process: Live when stderr is a terminal (not `TERM=dumb`) and
     /// colour is not `never`, Quiet with `-q`, else Plain. Colour: `always` forces it, `never`
     /// forbids it, `auto` means a terminal and no (non-empty) `NO_COLOR`.
-    pub fn new(color: ColorChoice, quiet: bool, env: &OutputEnv) -> Reporter {
+    pub(crate) fn new(color: ColorChoice, quiet: bool, env: &OutputEnv) -> Reporter {
         let terminal = std::io::stderr().is_terminal() && !env.dumb_terminal;
         let (mode, color) = choose(color, quiet, terminal, env.no_color);
         Reporter::with_mode(mode, color)
     }
 
     /// A reporter in `mode` writing to stderr (for tests and tools that choose the mode).
-    pub fn with_mode(mode: Mode, color: bool) -> Reporter {
+    pub(crate) fn with_mode(mode: Mode, color: bool) -> Reporter {
         let mut reporter = Reporter::with_writer(mode, color, Box::new(std::io::stderr()));
         if mode == Mode::Live {
             reporter.draw = Some(ProgressDrawTarget::stderr);
@@ -187,7 +145,7 @@ impl Reporter {
 
     /// A reporter writing its lines to `writer`. In Live mode no status line is drawn (its
     /// text is still kept, see [`Reporter::status_line`]), so tests can capture every line.
-    pub fn with_writer(mode: Mode, color: bool, writer: Box<dyn Write + Send>) -> Reporter {
+    pub(crate) fn with_writer(mode: Mode, color: bool, writer: Box<dyn Write + Send>) -> Reporter {
         Reporter {
             mode,
             color,
@@ -208,7 +166,7 @@ impl Reporter {
     /// The reporter of a parallel task (`-j`): the same terminal, `run.log` and notifier, its
     /// lines starting with `[label]`, and its status one part of the status line, which shows
     /// every task running. Dropping it takes its part away.
-    pub fn for_job(&self, label: &str) -> Reporter {
+    pub(crate) fn for_job(&self, label: &str) -> Reporter {
         let label = text::clean(label);
         lock(&self.jobs).push((label.clone(), LiveLine::default()));
         Reporter {
@@ -234,37 +192,37 @@ impl Reporter {
     /// From now on every line also goes to `log` (the state folder's `run.log`), stamped, in
     /// the Plain mode's words and without colour — in every mode, also with `-q` and after the
     /// terminal is gone.
-    pub fn attach_log(&self, log: Box<dyn Write + Send>) {
+    pub(crate) fn attach_log(&self, log: Box<dyn Write + Send>) {
         *lock(&self.log) = Some(log);
     }
 
     /// From now on [`Reporter::notify`] runs `notifier`.
-    pub fn attach_notifier(&self, notifier: notify::Notifier) {
+    pub(crate) fn attach_notifier(&self, notifier: notify::Notifier) {
         *lock(&self.notifier) = Some(notifier);
     }
 
     /// Tells the `--notify` command about `kind` (when there is one); returns at once.
-    pub fn notify(&self, kind: notify::EventKind, fields: serde_json::Value) {
+    pub(crate) fn notify(&self, kind: notify::EventKind, fields: serde_json::Value) {
         if let Some(n) = lock(&self.notifier).as_ref() {
             n.send(kind, fields);
         }
     }
 
     /// Waits for the notifications under way (each bounded by its time limit).
-    pub fn settle_notifications(&self) {
+    pub(crate) fn settle_notifications(&self) {
         if let Some(n) = lock(&self.notifier).as_ref() {
             n.wait();
         }
     }
 
     /// The `--max-cost` budget, shown beside the cost so far in the status line.
-    pub fn set_budget(&self, max_cost: Option<f64>) {
+    pub(crate) fn set_budget(&self, max_cost: Option<f64>) {
         self.update(|s| s.max_cost = max_cost);
     }
 
     /// What to do when the terminal goes away (SIGHUP), for the signal listener: write nothing
     /// more to it (the status line stops drawing), say so in `run.log`, and go on.
-    pub fn hangup_hook(&self) -> impl Fn() + Send + Sync + 'static {
+    pub(crate) fn hangup_hook(&self) -> impl Fn() + Send + Sync + 'static {
         let gone = Arc::clone(&self.gone);
         let bar = Arc::clone(&self.bar);
         let log = Arc::clone(&self.log);
@@ -288,7 +246,7 @@ impl Reporter {
 
     /// A usage-limit wait began: for the `--notify` command (the countdown itself is
     /// [`Reporter::waiting`]).
-    pub fn usage_limit_wait(
+    pub(crate) fn usage_limit_wait(
         &self,
         stage: Stage,
         task: &str,
@@ -318,31 +276,28 @@ impl Reporter {
         );
     }
 
+    #[cfg(test)]
     /// A reporter writing to a [`Capture`], which is returned with it.
-    pub fn capture(mode: Mode, color: bool) -> (Reporter, Capture) {
+    pub(crate) fn capture(mode: Mode, color: bool) -> (Reporter, Capture) {
         let capture = Capture::default();
         let reporter = Reporter::with_writer(mode, color, Box::new(capture.clone()));
         (reporter, capture)
     }
 
+    #[cfg(test)]
     /// Replaces the clock that stamps Plain lines (tests use a fixed one).
-    pub fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Reporter {
+    pub(crate) fn with_clock(mut self, now: fn() -> DateTime<Utc>) -> Reporter {
         self.now = now;
         self
     }
 
-    /// The mode chosen.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
     /// An iteration starts on `task`.
-    pub fn iteration(&self, index: u32, total: u32, task: &str) {
+    pub(crate) fn iteration(&self, index: u32, total: u32, task: &str) {
         let task = text::clean(task);
         self.update(|s| {
             s.iteration = Some((index, total));
             s.stage = None;
-            s.task = task.clone();
+            s.task.clone_from(&task);
             s.tool = None;
             s.waiting = None;
             s.last_wait_line = None;
@@ -357,11 +312,11 @@ impl Reporter {
     }
 
     /// A stage starts on `task`.
-    pub fn stage_started(&self, stage: Stage, task: &str) {
+    pub(crate) fn stage_started(&self, stage: Stage, task: &str) {
         let task = text::clean(task);
         self.update(|s| {
             s.stage = Some(stage);
-            s.task = task.clone();
+            s.task.clone_from(&task);
             s.tool = None;
             s.waiting = None;
             s.last_wait_line = None;
@@ -373,7 +328,7 @@ impl Reporter {
     }
 
     /// The agent's latest tool call (`Edit`, `src/lib.rs`): shown in the Live status line only.
-    pub fn progress(&self, tool: &str, detail: &str) {
+    pub(crate) fn progress(&self, tool: &str, detail: &str) {
         let detail = text::truncate(&text::clean(detail), TOOL_WIDTH);
         let text = if detail.is_empty() {
             text::clean(tool)
@@ -385,13 +340,13 @@ impl Reporter {
     }
 
     /// What the run has cost so far: shown in the Live status line only.
-    pub fn cost_so_far(&self, usd: f64) {
+    pub(crate) fn cost_so_far(&self, usd: f64) {
         self.update(|s| s.cost_usd = Some(usd));
         self.show(None);
     }
 
     /// A stage finished: one line, e.g. `  ✓ implement  SUCCESS  2m 03s  $0.41  12 turns`.
-    pub fn stage_finished(&self, stage: Stage, line: &StageLine) {
+    pub(crate) fn stage_finished(&self, stage: Stage, line: &StageLine) {
         self.update(|s| {
             s.stage = None;
             s.tool = None;
@@ -407,7 +362,7 @@ impl Reporter {
     }
 
     /// Something the person should know; not shown with `-q`.
-    pub fn info(&self, msg: &str) {
+    pub(crate) fn info(&self, msg: &str) {
         for line in msg.lines() {
             let line = text::clean(line);
             let shown = (self.mode != Mode::Quiet).then_some(line.as_str());
@@ -418,7 +373,7 @@ impl Reporter {
     /// Something that went wrong but does not stop the run; shown in every mode.
     /// The first line reads `kern: warning: …` (Plain: after the timestamp); later lines of
     /// a multi-line message are indented under it.
-    pub fn warn(&self, msg: &str) {
+    pub(crate) fn warn(&self, msg: &str) {
         let label = self.paint("warning:", YELLOW);
         for (i, line) in msg.lines().enumerate() {
             let line = text::clean(line);
@@ -435,7 +390,7 @@ impl Reporter {
     /// A countdown: a usage-limit wait or a retry delay, `remaining` from now. Call it again
     /// as the wait goes on. Live shows it in the status line (and prints the start once);
     /// Plain prints a line at the start and then at most once a minute; Quiet prints nothing.
-    pub fn waiting(&self, reason: &str, remaining: Duration) {
+    pub(crate) fn waiting(&self, reason: &str, remaining: Duration) {
         let reason = text::clean(reason);
         let print = {
             let mut s = lock(&self.status);
@@ -476,7 +431,7 @@ impl Reporter {
     }
 
     /// The end-of-run summary, in every mode. Clears the status line first: the run is over.
-    pub fn summary(&self, s: &Summary) {
+    pub(crate) fn summary(&self, s: &Summary) {
         self.finish();
         let lines = summary_lines(s);
         for (i, line) in lines.iter().enumerate() {
@@ -490,102 +445,15 @@ impl Reporter {
     }
 
     /// Clears the status line; later lines print normally.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         let bar = lock(&self.bar).take();
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
     }
 
-    /// The status line's text as it would show now (`None` outside Live mode).
-    pub fn status_line(&self) -> Option<String> {
-        if self.mode != Mode::Live {
-            return None;
-        }
-        let jobs = lock(&self.jobs);
-        if !jobs.is_empty() {
-            return Some(jobs_line(&jobs));
-        }
-        let line = lock(&self.line);
-        Some(format!(
-            "{}{}{}",
-            line.head,
-            line.clock.text(),
-            line.message
-        ))
-    }
-
     fn update(&self, change: impl FnOnce(&mut Status)) {
         change(&mut lock(&self.status));
-    }
-
-    /// Brings the status line up to date (Live only), setting its clock when given, and
-    /// redraws it when there is a terminal.
-    fn show(&self, clock: Option<Clock>) {
-        if self.mode != Mode::Live {
-            return;
-        }
-        if let Some(label) = &self.label {
-            let (head, message) = job_parts(label, &lock(&self.status));
-            {
-                let mut jobs = lock(&self.jobs);
-                if let Some((_, line)) = jobs.iter_mut().find(|(l, _)| l == label) {
-                    line.head = head;
-                    if let Some(clock) = clock {
-                        line.clock = clock;
-                    }
-                    line.message = message;
-                }
-            }
-            if let Some(target) = self.draw
-                && !self.gone.load(Ordering::SeqCst)
-            {
-                self.bar(target).set_message(String::new());
-            }
-            return;
-        }
-        let (head, message) = status_parts(&lock(&self.status));
-        {
-            let mut line = lock(&self.line);
-            line.head = head;
-            if let Some(clock) = clock {
-                line.clock = clock;
-            }
-            line.message.clone_from(&message);
-        }
-        if let Some(target) = self.draw
-            && !self.gone.load(Ordering::SeqCst)
-        {
-            self.bar(target).set_message(message);
-        }
-    }
-
-    fn bar(&self, target: fn() -> ProgressDrawTarget) -> ProgressBar {
-        let mut slot = lock(&self.bar);
-        if let Some(bar) = slot.as_ref() {
-            return bar.clone();
-        }
-        let line = Arc::clone(&self.line);
-        let jobs = Arc::clone(&self.jobs);
-        let style = ProgressStyle::with_template(bar_template(self.color))
-            .unwrap_or_else(|_| ProgressStyle::default_spinner())
-            .with_key(
-                "kern",
-                move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
-                    let jobs = lock(&jobs);
-                    if jobs.is_empty() {
-                        let line = lock(&line);
-                        let _ = write!(w, "{}{}", line.head, line.clock.text());
-                    } else {
-                        let _ = write!(w, "{}", jobs_line(&jobs));
-                    }
-                },
-            );
-        let bar = ProgressBar::with_draw_target(None, target());
-        bar.set_style(style);
-        bar.enable_steady_tick(TICK);
-        *slot = Some(bar.clone());
-        bar
     }
 
     /// Prints `shown` on the terminal in the mode's shape (Plain gets the timestamp, Live and
@@ -653,31 +521,6 @@ impl Drop for Reporter {
     }
 }
 
-/// The status line while parallel tasks run: for each task its stage (or wait), title and
-/// clock, then its last tool call, ` │ ` between tasks.
-fn jobs_line(jobs: &[(String, LiveLine)]) -> String {
-    jobs.iter()
-        .map(|(_, line)| format!("{}{}{}", line.head, line.clock.text(), line.message))
-        .collect::<Vec<_>>()
-        .join(" │ ")
-}
-
-/// One parallel task's part of the status line: `implement · title` and ` · Edit x`.
-fn job_parts(label: &str, s: &Status) -> (String, String) {
-    let title = text::truncate(label, JOB_TITLE_WIDTH);
-    let head = match (&s.waiting, s.stage) {
-        (Some(_), _) => format!("waiting · {title}"),
-        (None, Some(stage)) => format!("{} · {title}", stage.name()),
-        (None, None) => title,
-    };
-    let message = s
-        .tool
-        .as_ref()
-        .map(|t| format!(" · {}", text::truncate(t, JOB_TITLE_WIDTH)))
-        .unwrap_or_default();
-    (head, message)
-}
-
 /// Appends one line to `run.log`, when one is attached; a failure is traced, never fatal.
 fn write_log(log: &Mutex<Option<Box<dyn Write + Send>>>, line: &str) {
     if let Some(out) = lock(log).as_mut() {
@@ -693,15 +536,6 @@ fn write_log(log: &Mutex<Option<Box<dyn Write + Send>>>, line: &str) {
 /// A poisoned lock only means another thread panicked while printing; the data is still fine.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The status line's `indicatif` template: the spinner, kern's head and clock, the message.
-fn bar_template(color: bool) -> &'static str {
-    if color {
-        "{spinner:.cyan} {kern}{wide_msg}"
-    } else {
-        "{spinner} {kern}{wide_msg}"
-    }
 }
 
 /// The mode and colour for a terminal or not, `NO_COLOR` or not.
@@ -720,56 +554,24 @@ fn choose(color: ColorChoice, quiet: bool, terminal: bool, no_color: bool) -> (M
     };
     (mode, color)
 }
-
-/// The status line without its clock: `[i/N] implement · title` and ` · $0.84 · Edit x`.
-fn status_parts(s: &Status) -> (String, String) {
-    let mut prefix = String::new();
-    if let Some((index, total)) = s.iteration {
-        prefix.push_str(&format!("[{index}/{total}] "));
-    }
-    let mut message = String::new();
-    if let Some(reason) = &s.waiting {
-        prefix.push_str("waiting · ");
-        prefix.push_str(&text::truncate(reason, TITLE_WIDTH + 12));
-    } else {
-        if let Some(stage) = s.stage {
-            prefix.push_str(stage.name());
-            prefix.push_str(" · ");
-        }
-        prefix.push_str(&text::truncate(&s.task, TITLE_WIDTH));
-        match (s.cost_usd, s.max_cost) {
-            (Some(cost), Some(limit)) => {
-                message.push_str(&format!(" · {} of {}", text::cost(cost), text::cost(limit)))
-            }
-            (Some(cost), None) => message.push_str(&format!(" · {}", text::cost(cost))),
-            (None, _) => {}
-        }
-        if let Some(tool) = &s.tool {
-            message.push_str(" · ");
-            message.push_str(tool);
-        }
-    }
-    (prefix, message)
-}
-
 #[cfg(test)]
 mod tests {
     use super::lines::NOTE_WIDTH;
     use super::*;
     use std::path::PathBuf;
 
-    const STAMP: &str = "2026-11-22T05:12:03Z";
+    pub(super) const STAMP: &str = "2026-11-22T05:12:03Z";
 
     fn fixed_now() -> DateTime<Utc> {
         DateTime::from_timestamp(1_795_324_323, 0).unwrap()
     }
 
-    fn reporter(mode: Mode, color: bool) -> (Reporter, Capture) {
+    pub(super) fn reporter(mode: Mode, color: bool) -> (Reporter, Capture) {
         let (reporter, capture) = Reporter::capture(mode, color);
         (reporter.with_clock(fixed_now), capture)
     }
 
-    fn stage_line(
+    pub(super) fn stage_line(
         outcome: &str,
         secs: u64,
         cost: f64,
@@ -785,7 +587,7 @@ mod tests {
         }
     }
 
-    fn summary() -> Summary {
+    pub(super) fn summary() -> Summary {
         Summary {
             committed: vec![
                 ("Add the parser".into(), "a1b2c3d".into()),
@@ -1044,53 +846,6 @@ kern: run ended: nothing left to do
     }
 
     #[test]
-    fn live_status_line_shows_stage_task_time_cost_and_tool() {
-        let (r, _capture) = reporter(Mode::Live, false);
-        assert_eq!(r.status_line().as_deref(), Some(""));
-        r.iteration(3, 10, "Add the parser");
-        assert_eq!(r.status_line().as_deref(), Some("[3/10] Add the parser"));
-        r.stage_started(Stage::Implement, "Add the parser");
-        r.cost_so_far(0.84);
-        r.progress("Edit", "src/lib.rs\n");
-        let line = r.status_line().unwrap();
-        // The elapsed time sits between the title and the cost; it moves, so check around it.
-        let (head, tail) = line.split_once(" · $").unwrap();
-        assert_eq!(tail, "0.84 · Edit src/lib.rs ");
-        let elapsed = head
-            .strip_prefix("[3/10] implement · Add the parser · ")
-            .unwrap();
-        assert!(elapsed.ends_with('s') && elapsed.len() <= 7, "{line}");
-
-        let long = "a very long task title that goes on and on past the width";
-        r.stage_started(Stage::Review, long);
-        r.progress("Bash", "");
-        let line = r.status_line().unwrap();
-        assert!(
-            line.starts_with(&format!("[3/10] commit · {}… · ", &long[..TITLE_WIDTH - 1])),
-            "{line}"
-        );
-        assert!(line.ends_with(" · $0.84 · Bash"), "{line}");
-
-        // Between stages: no stage, no clock, no tool.
-        r.stage_finished(Stage::Review, &stage_line("COMMIT", 1, 0.1, None, None));
-        assert_eq!(
-            r.status_line(),
-            Some(format!("[3/10] {}… · $0.84", &long[..TITLE_WIDTH - 1]))
-        );
-
-        r.waiting("usage limit", Duration::from_secs(3600));
-        let line = r.status_line().unwrap();
-        assert!(
-            line.starts_with("[3/10] waiting · usage limit · "),
-            "{line}"
-        );
-        assert!(line.ends_with(" left"), "{line}");
-
-        let (plain, _) = reporter(Mode::Plain, false);
-        assert_eq!(plain.status_line(), None);
-    }
-
-    #[test]
     fn plain_waits_print_at_the_start_and_once_a_minute() {
         let (r, capture) = reporter(Mode::Plain, false);
         let calls: [(&str, u64); 9] = [
@@ -1146,34 +901,6 @@ kern: run ended: nothing left to do
                 "{color:?} quiet={quiet} terminal={terminal} NO_COLOR={no_color}"
             );
         }
-    }
-
-    #[test]
-    fn the_live_bar_template_is_valid() {
-        for color in [false, true] {
-            assert!(ProgressStyle::with_template(bar_template(color)).is_ok());
-        }
-        // A drawing Live reporter (hidden by indicatif when stderr is no terminal) runs the
-        // whole sequence without deadlocking on its locks.
-        let (mut r, capture) = Reporter::capture(Mode::Live, true);
-        r.draw = Some(ProgressDrawTarget::hidden);
-        for _ in 0..10 {
-            r.iteration(1, 2, "t");
-            r.stage_started(Stage::Research, "t");
-            r.progress("Read", "a");
-            r.cost_so_far(0.1);
-            r.waiting("w", Duration::from_secs(5));
-            r.stage_finished(Stage::Research, &stage_line("4 notes", 1, 0.1, None, None));
-        }
-        assert!(lock(&r.bar).is_some());
-        r.finish();
-        assert!(lock(&r.bar).is_none());
-        assert_eq!(capture.contents().lines().count(), 30);
-        // The summary ends the status line before it prints.
-        r.stage_started(Stage::Review, "t");
-        assert!(lock(&r.bar).is_some());
-        r.summary(&summary());
-        assert!(lock(&r.bar).is_none());
     }
 
     #[test]
@@ -1241,32 +968,5 @@ kern: run ended: nothing left to do
         assert_eq!(text::truncate("héllo", 5), "héllo");
         assert_eq!(text::truncate("héllo wörld", 6), "héllo…");
         assert_eq!(text::clean("a\nb\x1bc\u{7f}d"), "a b c d");
-    }
-
-    #[test]
-    fn parallel_tasks_label_their_lines_and_share_the_status_line() {
-        let (main, capture) = reporter(Mode::Plain, false);
-        let a = main.for_job("Add the parser");
-        a.info("task `Add the parser`: next stage: research");
-        assert_eq!(
-            capture.contents(),
-            format!("{STAMP} kern: [Add the parser] task `Add the parser`: next stage: research\n")
-        );
-        let (live, _) = reporter(Mode::Live, false);
-        let a = live.for_job("Add the parser");
-        let b = live.for_job("Fix the lexer");
-        a.stage_started(Stage::Implement, "Add the parser");
-        a.progress("Edit", "src/parser.rs");
-        b.stage_started(Stage::Research, "Fix the lexer");
-        let line = live.status_line().unwrap();
-        assert!(
-            line.starts_with("implement · Add the parser · 0s · Edit src/parser.rs │ research · Fix the lexer · 0s"),
-            "{line}"
-        );
-        drop(a);
-        let line = live.status_line().unwrap();
-        assert!(line.starts_with("research · Fix the lexer"), "{line}");
-        drop(b);
-        assert!(!live.status_line().unwrap().contains("Fix the lexer"));
     }
 }

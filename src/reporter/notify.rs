@@ -27,11 +27,11 @@ use crate::supervisor::{self, EndReason, Invocation, Limits, StreamFiles};
 use crate::timestamp::Timestamp;
 
 /// How long a notifier may run before it is stopped.
-pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The moments a notifier hears about; `KERN_EVENT` is [`EventKind::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
+pub(crate) enum EventKind {
     /// The run ended (always the last event), with the report's totals.
     RunEnded,
     /// kern gave up on a task and marked it `[!]`.
@@ -44,7 +44,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// The name in `KERN_EVENT` and the JSON's `event`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             EventKind::RunEnded => "run_ended",
             EventKind::TaskBlocked => "task_blocked",
@@ -55,7 +55,7 @@ impl EventKind {
 }
 
 /// Runs the `--notify` command for each event. Shared by reference; all methods take `&self`.
-pub struct Notifier {
+pub(crate) struct Notifier {
     command: String,
     cwd: PathBuf,
     state_dir: PathBuf,
@@ -78,7 +78,7 @@ impl std::fmt::Debug for Notifier {
 impl Notifier {
     /// A notifier running `command` in `cwd`, logging to `notify.log` in `state_dir`; every
     /// event carries `context`'s fields.
-    pub fn new(
+    pub(crate) fn new(
         command: &str,
         cwd: &Path,
         state_dir: &Path,
@@ -96,15 +96,16 @@ impl Notifier {
         }
     }
 
+    #[cfg(test)]
     /// The same with another time limit (tests).
-    pub fn with_timeout(mut self, timeout: Duration) -> Notifier {
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Notifier {
         self.timeout = timeout;
         self
     }
 
     /// The JSON a notifier gets for `kind` with `fields`: `event`, `ts`, the context, then
     /// the fields.
-    pub fn payload(&self, kind: EventKind, fields: Value) -> Value {
+    pub(crate) fn payload(&self, kind: EventKind, fields: Value) -> Value {
         let mut object = Map::new();
         object.insert("event".into(), json!(kind.name()));
         object.insert("ts".into(), json!(Timestamp::now()));
@@ -116,7 +117,7 @@ impl Notifier {
     }
 
     /// Queues the command for `kind` (events run in order, one at a time) and returns at once.
-    pub fn send(&self, kind: EventKind, fields: Value) {
+    pub(crate) fn send(&self, kind: EventKind, fields: Value) {
         let payload = self.payload(kind, fields);
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
         let job = Job {
@@ -153,7 +154,7 @@ impl Notifier {
     }
 
     /// Waits for every notification queued so far (each is bounded by its time limit).
-    pub fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let taken = self
             .queue
             .lock()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// `45s`, `2m`, `2m 03s`, `1h`, `1h 02m` (whole seconds, rounded down): short, and for a whole
 /// number of minutes or hours also a valid value of kern's duration options.
-pub fn duration(d: Duration) -> String {
+pub(crate) fn duration(d: Duration) -> String {
     let secs = d.as_secs();
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
     match (h, m, s) {
@@ -19,7 +19,7 @@ pub fn duration(d: Duration) -> String {
 }
 
 /// `$0.41`; amounts under a cent keep the digits they need (`$0.000001`).
-pub fn cost(usd: f64) -> String {
+pub(crate) fn cost(usd: f64) -> String {
     if usd >= 0.01 || usd == 0.0 {
         format!("${usd:.2}")
     } else {
@@ -28,7 +28,7 @@ pub fn cost(usd: f64) -> String {
 }
 
 /// `text` as one shell word: unchanged when it is plain, else in single quotes.
-pub fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     let plain = !text.is_empty()
         && text
             .bytes()
@@ -42,14 +42,14 @@ pub fn shell_quote(text: &str) -> String {
 
 /// Control characters (newlines, escapes, carriage returns, tabs) become spaces: text from
 /// outside kern can then neither move the cursor nor forge a line of kern's own.
-pub fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
 }
 
 /// At most `width` characters, the last of them `…` when cut.
-pub fn truncate(text: &str, width: usize) -> String {
+pub(crate) fn truncate(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -59,7 +59,7 @@ pub fn truncate(text: &str, width: usize) -> String {
 }
 
 /// The name of a signal kern reacts to (`SIGINT`, `SIGTERM`, `SIGHUP`).
-pub fn signal_name(signal: i32) -> &'static str {
+pub(crate) fn signal_name(signal: i32) -> &'static str {
     match signal {
         1 => "SIGHUP",
         2 => "SIGINT",
@@ -69,13 +69,13 @@ pub fn signal_name(signal: i32) -> &'static str {
 }
 
 /// Seven hex digits of an object id, as `git log --oneline` shows them.
-pub fn short_oid(oid: &str) -> &str {
+pub(crate) fn short_oid(oid: &str) -> &str {
     oid.get(..7).unwrap_or(oid)
 }
 
 /// A slug of a task title, safe in a file name and a ref name: lower-case ASCII letters and
 /// digits joined by `-`, at most 60 characters, `task` when nothing is left.
-pub fn slug(task: &str) -> String {
+pub(crate) fn slug(task: &str) -> String {
     let mut slug = String::new();
     let mut gap = false;
     for c in task.chars() {

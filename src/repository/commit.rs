@@ -461,8 +461,7 @@ impl Repository {
         if head != Some(oid) {
             return Err(Error::Internal(format!(
                 "after committing {oid}, HEAD is {} — check `git log` before running kern again",
-                head.map(|o| o.to_string())
-                    .unwrap_or_else(|| "unborn".into())
+                head.map_or_else(|| "unborn".into(), |o| o.to_string())
             )));
         }
         let tree = self

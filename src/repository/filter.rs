@@ -23,7 +23,7 @@ use crate::supervisor::probe::{self, Probe};
 
 /// A filter driver as git config defines it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilterDriver {
+pub(crate) struct FilterDriver {
     /// The name in `filter=<name>`.
     pub name: String,
     /// `filter.<name>.clean`.
@@ -38,7 +38,7 @@ pub struct FilterDriver {
 
 impl FilterDriver {
     /// Reads `filter.<name>.*` from `config`.
-    pub fn from_config(config: &Config, name: &str) -> FilterDriver {
+    pub(crate) fn from_config(config: &Config, name: &str) -> FilterDriver {
         let get = |key: &str| {
             config
                 .get_string(&format!("filter.{name}.{key}"))
@@ -58,7 +58,7 @@ impl FilterDriver {
 
     /// Why kern cannot run this driver when it is required; `None` when it can (or when it
     /// is not required, so git's fallback applies).
-    pub fn unusable(&self) -> Option<String> {
+    pub(crate) fn unusable(&self) -> Option<String> {
         if !self.required {
             return None;
         }

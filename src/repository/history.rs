@@ -123,8 +123,8 @@ impl Repository {
             }
             repair.restored.push(format!(
                 "HEAD put back on {} (the agent moved it to {})",
-                show_target(&before.head_target),
-                show_target(&after.head_target)
+                show_target(before.head_target.as_deref()),
+                show_target(after.head_target.as_deref())
             ));
         }
         Ok(repair)
@@ -182,8 +182,8 @@ fn short_hex(hex: &str) -> &str {
     hex.get(..7).unwrap_or(hex)
 }
 
-fn show_target(target: &Option<String>) -> String {
-    target.clone().unwrap_or_else(|| "a detached commit".into())
+fn show_target(target: Option<&str>) -> String {
+    target.unwrap_or("a detached commit").to_string()
 }
 
 /// The files of `.git` a stage must not change: hooks outside the work tree, the config, the
@@ -252,10 +252,10 @@ impl Repository {
                 let rel = path
                     .strip_prefix(&common)
                     .or_else(|_| path.strip_prefix(self.repo.path()))
-                    .map(|r| Path::new("git").join(r))
-                    .unwrap_or_else(|_| {
-                        Path::new("hooks").join(path.file_name().unwrap_or_default())
-                    });
+                    .map_or_else(
+                        |_| Path::new("hooks").join(path.file_name().unwrap_or_default()),
+                        |r| Path::new("git").join(r),
+                    );
                 let id = self
                     .repo
                     .blob(&bytes)

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::supervisor::probe::{self, Probe};
 
 /// The hooks around a commit, in the order git runs them.
-pub const COMMIT_HOOKS: [&str; 4] = [
+pub(crate) const COMMIT_HOOKS: [&str; 4] = [
     "pre-commit",
     "prepare-commit-msg",
     "commit-msg",
@@ -164,6 +164,5 @@ impl Repository {
 /// True when `dir/name` is an executable file: what git counts as a hook.
 pub(super) fn hook_present(dir: &Path, name: &str) -> bool {
     std::fs::metadata(dir.join(name))
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -20,7 +20,7 @@ mod own_files;
 mod preflight;
 mod refs;
 mod save;
-pub mod sensitive;
+pub(crate) mod sensitive;
 mod signing;
 mod snapshot;
 mod staging;
@@ -39,25 +39,22 @@ use git2::RepositoryState;
 
 use crate::error::{Error, Result};
 
-pub use commit::{CommitOutcome, CommitRequest, LeftOut};
-pub use filter::FilterDriver;
-pub use history::{GitFiles, HistoryRepair};
-pub use hooks::COMMIT_HOOKS;
-pub use own_files::OwnFiles;
-pub use preflight::PreflightCheck;
-pub use refs::RefsSnapshot;
-pub use save::KERN_REFS;
-pub use signing::Signer;
-pub use snapshot::{INDEX_CHANGE, TreeChanges, WorkTreeSnapshot};
+pub use commit::{CommitRequest, LeftOut};
+pub(crate) use filter::FilterDriver;
+pub(crate) use history::GitFiles;
+pub(crate) use own_files::OwnFiles;
+pub(crate) use refs::RefsSnapshot;
+pub(crate) use save::KERN_REFS;
+pub(crate) use snapshot::WorkTreeSnapshot;
 pub(crate) use status::Change;
 pub(crate) use timing::Timed;
-pub use worktree::{Applied, TASK_BRANCH_PREFIX};
+pub(crate) use worktree::{Applied, TASK_BRANCH_PREFIX};
 
 /// `--hook-timeout`'s default: the longest a hook, filter or signing program may run.
-pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+pub(crate) const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// `--max-file-size`'s default (100 MiB): what code hosts accept in one file.
-pub const DEFAULT_MAX_FILE_SIZE: u64 = 100 << 20;
+pub(crate) const DEFAULT_MAX_FILE_SIZE: u64 = 100 << 20;
 
 /// How long a commit waits for an `index.lock` held by someone else.
 pub const INDEX_LOCK_WAIT: Duration = Duration::from_secs(10);

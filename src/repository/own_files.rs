@@ -12,25 +12,25 @@ use std::path::Path;
 
 /// kern's own files, relative to the work tree top (`/`-separated).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OwnFiles {
+pub(crate) struct OwnFiles {
     files: Vec<String>,
 }
 
 impl OwnFiles {
     /// From paths relative to the top (`/`-separated).
-    pub fn new(relative: impl IntoIterator<Item = String>) -> OwnFiles {
+    pub(crate) fn new(relative: impl IntoIterator<Item = String>) -> OwnFiles {
         OwnFiles {
             files: relative.into_iter().collect(),
         }
     }
 
     /// True when `rel` is one of the own files itself.
-    pub fn is_own(&self, rel: &str) -> bool {
+    pub(crate) fn is_own(&self, rel: &str) -> bool {
         self.files.iter().any(|f| f == rel.trim_end_matches('/'))
     }
 
     /// True when `rel` is an editor artefact of one of the own files.
-    pub fn is_artefact(&self, rel: &str) -> bool {
+    pub(crate) fn is_artefact(&self, rel: &str) -> bool {
         self.files.iter().any(|own| artefact_of(own, rel))
     }
 
@@ -46,7 +46,7 @@ impl OwnFiles {
 }
 
 /// True when `candidate` (relative) is an editor artefact of `own` (relative).
-pub fn artefact_of(own: &str, candidate: &str) -> bool {
+pub(super) fn artefact_of(own: &str, candidate: &str) -> bool {
     let (own_dir, own_name) = split(own);
     let (dir, name) = split(candidate.trim_end_matches('/'));
     if own_dir != dir || own_name.is_empty() {
@@ -107,7 +107,7 @@ fn split(rel: &str) -> (&str, &str) {
 }
 
 /// Relative `/`-separated forms of `paths` that lie inside `top` (absolute or relative input).
-pub fn relative_paths(top: &Path, paths: &[impl AsRef<Path>]) -> Vec<String> {
+pub(super) fn relative_paths(top: &Path, paths: &[impl AsRef<Path>]) -> Vec<String> {
     paths
         .iter()
         .filter_map(|p| {

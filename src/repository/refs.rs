@@ -39,7 +39,7 @@ impl RefsSnapshot {
             ));
         }
         if self.head_oid != other.head_oid {
-            let show = |o: Option<git2::Oid>| o.map(short).unwrap_or_else(|| "nothing".into());
+            let show = |o: Option<git2::Oid>| o.map_or_else(|| "nothing".into(), short);
             out.push(format!(
                 "HEAD moved from {} to {}",
                 show(self.head_oid),

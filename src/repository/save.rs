@@ -22,7 +22,7 @@ use super::Repository;
 use crate::error::{Error, Result};
 
 /// Where kern keeps what it set aside.
-pub const KERN_REFS: &str = "refs/kern/";
+pub(crate) const KERN_REFS: &str = "refs/kern/";
 
 const MODE_FILE: u32 = 0o100_644;
 const MODE_EXEC: u32 = 0o100_755;

@@ -17,15 +17,15 @@ use std::sync::OnceLock;
 use regex::bytes::{Regex, RegexSet};
 
 /// How many bytes the content scan looks at in one piece (1 MiB).
-pub const SCAN_CHUNK: usize = 1 << 20;
+pub(crate) const SCAN_CHUNK: usize = 1 << 20;
 
 /// How many bytes of one piece are scanned again with the next: longer than any rule's
 /// shortest match, so a secret cut by a piece boundary is still found whole in one piece.
-pub const SCAN_OVERLAP: usize = 4 << 10;
+pub(crate) const SCAN_OVERLAP: usize = 4 << 10;
 
 /// Why a file is sensitive; [`std::fmt::Display`] gives the reason kern prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finding {
+pub(crate) enum Finding {
     /// The path matches a pattern (the pattern is given, e.g. `*.pem`).
     Name(&'static str),
     /// The content holds a secret of this kind (e.g. `a GitHub token`).
@@ -107,7 +107,7 @@ const ENV_EXAMPLES: &[&str] = &[
 ];
 
 /// Judges a path (relative to the top, `/`-separated, or absolute) by name.
-pub fn sensitive_name(path: &Path) -> Option<Finding> {
+pub(crate) fn sensitive_name(path: &Path) -> Option<Finding> {
     let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
     if name.starts_with(".env") && ENV_EXAMPLES.iter().any(|e| name.ends_with(e)) {
         return None;
@@ -373,7 +373,7 @@ fn rules() -> &'static Rules {
 }
 
 /// A streaming content judge: feed it a file piece by piece, then ask for the finding.
-pub struct Scanner {
+pub(crate) struct Scanner {
     /// The piece being filled: the overlap from the last piece, then new bytes.
     buffer: Vec<u8>,
     /// Per paired rule: the sign and the value seen so far.
@@ -389,7 +389,7 @@ impl Default for Scanner {
 
 impl Scanner {
     /// A scanner that has seen nothing.
-    pub fn new() -> Scanner {
+    pub(crate) fn new() -> Scanner {
         Scanner {
             buffer: Vec::new(),
             paired: vec![(false, false); rules().paired.len()],
@@ -398,7 +398,7 @@ impl Scanner {
     }
 
     /// Takes the next bytes of the file.
-    pub fn feed(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() && self.found.is_none() {
             let room = SCAN_CHUNK.saturating_sub(self.buffer.len()).max(1);
             let take = room.min(bytes.len());
@@ -413,7 +413,7 @@ impl Scanner {
     }
 
     /// Scans what is left and returns the first finding.
-    pub fn finish(mut self) -> Option<Finding> {
+    pub(crate) fn finish(mut self) -> Option<Finding> {
         if self.found.is_none() && !self.buffer.is_empty() {
             self.scan_buffer();
         }
@@ -438,14 +438,14 @@ impl Scanner {
 }
 
 /// Judges bytes by content (all of them).
-pub fn sensitive_content(bytes: &[u8]) -> Option<Finding> {
+pub(crate) fn sensitive_content(bytes: &[u8]) -> Option<Finding> {
     let mut scanner = Scanner::new();
     scanner.feed(bytes);
     scanner.finish()
 }
 
 /// Judges a stream by content, reading it to its end in bounded pieces.
-pub fn scan_reader(mut reader: impl Read) -> std::io::Result<Option<Finding>> {
+pub(crate) fn scan_reader(mut reader: impl Read) -> std::io::Result<Option<Finding>> {
     let mut scanner = Scanner::new();
     let mut buf = vec![0u8; 64 << 10];
     loop {

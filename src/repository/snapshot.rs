@@ -39,7 +39,7 @@ const INLINE_FILE: u64 = 1 << 20;
 const INDEX_INLINE: u64 = 1 << 20;
 
 /// The name under which a change of the index itself is reported.
-pub const INDEX_CHANGE: &str = "(index)";
+pub(crate) const INDEX_CHANGE: &str = "(index)";
 
 /// The state of the work tree, the index and the refs at one moment.
 pub struct WorkTreeSnapshot {
@@ -330,7 +330,7 @@ impl Repository {
         for (rel, target) in writes {
             let full = self.top.join(rel);
             match target {
-                Target::Snapshot(state) => self.write_state(&full, state)?,
+                Target::Snapshot(state) => write_state(&full, state)?,
                 Target::Blob { mode, id } => self.write_blob(rel, mode, id)?,
                 Target::Absent => {}
             }
@@ -448,9 +448,8 @@ impl Repository {
 
     fn capture(&self, rel: &Path, spill: &mut Spill) -> Result<FileState> {
         let full = self.top.join(rel);
-        let meta = match fs::symlink_metadata(&full) {
-            Ok(m) => m,
-            Err(_) => return Ok(FileState::Missing),
+        let Ok(meta) = fs::symlink_metadata(&full) else {
+            return Ok(FileState::Missing);
         };
         if meta.file_type().is_symlink() {
             let target = fs::read_link(&full).map_err(|e| Error::io(&full, e))?;
@@ -531,26 +530,6 @@ impl Repository {
                         git2::Oid::hash_file(git2::ObjectType::Blob, &full).is_ok_and(|o| o == id)
                     }
                 }
-            }
-        }
-    }
-
-    fn write_state(&self, full: &Path, state: &FileState) -> Result<()> {
-        make_room(full)?;
-        match state {
-            FileState::Missing | FileState::Folder => Ok(()),
-            FileState::Link(target) => {
-                std::os::unix::fs::symlink(target, full).map_err(|e| Error::io(full, e))
-            }
-            FileState::File { mode, content, .. } => {
-                match content {
-                    Content::Inline(bytes) => write_new(full, bytes, *mode)?,
-                    Content::Spilled(copy) => {
-                        fs::copy(copy, full).map_err(|e| Error::io(full, e))?;
-                    }
-                }
-                fs::set_permissions(full, fs::Permissions::from_mode(*mode))
-                    .map_err(|e| Error::io(full, e))
             }
         }
     }
@@ -667,4 +646,25 @@ fn write_new(full: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .open(full)
         .map_err(|e| Error::io(full, e))?;
     f.write_all(bytes).map_err(|e| Error::io(full, e))
+}
+
+/// Makes `full` what `state` says it was.
+fn write_state(full: &Path, state: &FileState) -> Result<()> {
+    make_room(full)?;
+    match state {
+        FileState::Missing | FileState::Folder => Ok(()),
+        FileState::Link(target) => {
+            std::os::unix::fs::symlink(target, full).map_err(|e| Error::io(full, e))
+        }
+        FileState::File { mode, content, .. } => {
+            match content {
+                Content::Inline(bytes) => write_new(full, bytes, *mode)?,
+                Content::Spilled(copy) => {
+                    fs::copy(copy, full).map_err(|e| Error::io(full, e))?;
+                }
+            }
+            fs::set_permissions(full, fs::Permissions::from_mode(*mode))
+                .map_err(|e| Error::io(full, e))
+        }
+    }
 }

@@ -168,7 +168,7 @@ impl<'r> Staging<'r> {
         meta: &fs::Metadata,
         blob: &Path,
     ) -> Result<()> {
-        let size = fs::metadata(blob).map(|m| m.len()).unwrap_or(0);
+        let size = fs::metadata(blob).map_or(0, |m| m.len());
         if let Some(why) = judge_content(self.repo, blob, size) {
             self.leave_out(rel, why);
             return Ok(());

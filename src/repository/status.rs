@@ -690,7 +690,7 @@ mod tests {
                 "chmod",
                 |t, _| {
                     fs::set_permissions(t.join("run.sh"), fs::Permissions::from_mode(0o755))
-                        .unwrap()
+                        .unwrap();
                 },
                 false,
             ),

@@ -100,7 +100,7 @@ fn entries(
 ) -> Result<BTreeMap<Vec<u8>, (Oid, i32)>, git2::Error> {
     let mut out = BTreeMap::new();
     if let Some(id) = tree {
-        for entry in repo.find_tree(id)?.iter() {
+        for entry in &repo.find_tree(id)? {
             let mut name = entry.name_bytes().to_vec();
             if entry.kind() == Some(ObjectType::Tree) {
                 name.push(b'/');
@@ -120,11 +120,10 @@ mod tests {
         let mut index = git2::Index::new().unwrap();
         for (path, content) in files {
             let id = repo.blob(content.as_bytes()).unwrap();
-            let mode = if path.ends_with(".sh") {
-                0o100755
-            } else {
-                0o100644
-            };
+            let exec = std::path::Path::new(path)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("sh"));
+            let mode = if exec { 0o100755 } else { 0o100644 };
             index
                 .add(&crate::repository::staging::bare_entry(
                     path.as_bytes().to_vec(),

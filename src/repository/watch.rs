@@ -35,7 +35,7 @@ mod imp {
     use nix::errno::Errno;
     use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 
-    use super::*;
+    use super::{BTreeMap, HashMap, Path, PathBuf, RULE_FILES, Touched};
 
     /// An inotify instance and the folders it watches.
     pub(in crate::repository) struct Watch {
@@ -195,7 +195,7 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    use super::*;
+    use super::{Path, Touched};
 
     /// No watch on this system: every status walks the whole tree.
     pub(in crate::repository) struct Watch {

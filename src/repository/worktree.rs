@@ -19,7 +19,7 @@ use super::Repository;
 use crate::error::{Error, Result};
 
 /// The prefix of kern's task branches and worktree names.
-pub const TASK_BRANCH_PREFIX: &str = "kern/";
+pub(crate) const TASK_BRANCH_PREFIX: &str = "kern/";
 
 /// The result of applying a task's commit onto the tip in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,10 +184,9 @@ impl Repository {
             .partition(|p| tree.get_path(Path::new(p.as_str())).is_ok());
         // Deletions are checked first, so a refusal below leaves everything unwritten.
         let changed = |p: &str| {
-            self.repo
-                .status_file(Path::new(p))
-                .map(|s| s.intersects(git2::Status::WT_MODIFIED | git2::Status::WT_TYPECHANGE))
-                .unwrap_or(false)
+            self.repo.status_file(Path::new(p)).is_ok_and(|s| {
+                s.intersects(git2::Status::WT_MODIFIED | git2::Status::WT_TYPECHANGE)
+            })
         };
         if absent.iter().any(|p| changed(p)) {
             return Ok(false);

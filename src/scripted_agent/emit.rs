@@ -24,8 +24,7 @@ impl Stream {
     pub(super) fn new() -> Stream {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+            .map_or(0, |d| d.as_nanos() as u64);
         Stream {
             out: BufWriter::with_capacity(64 * 1024, std::io::stdout()),
             session: format!(

@@ -22,14 +22,14 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
-pub use crate::reporter::text::slug;
+pub(crate) use crate::reporter::text::slug;
 use act::{Context, perform};
-pub use scenario::Scenario;
+pub(crate) use scenario::Scenario;
 
 /// Runs the scripted agent on `scenario_path` (the `kern scripted-agent` subcommand). Exits
 /// the process itself when the scenario asks for a non-zero exit code, or hangs forever when
 /// it asks for a hang.
-pub fn run(scenario_path: &Path) -> Result<()> {
+pub(crate) fn run(scenario_path: &Path) -> Result<()> {
     let text = fs::read_to_string(scenario_path).map_err(|e| Error::io(scenario_path, e))?;
     let scenario = Scenario::parse(&text).map_err(|e| {
         Error::Usage(format!(

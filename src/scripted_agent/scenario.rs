@@ -12,7 +12,7 @@ use crate::stage::Stage;
 /// A whole scenario file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// What every task does unless an entry of `tasks` says otherwise.
     #[serde(default)]
     pub default: StagePlans,
@@ -24,7 +24,7 @@ pub struct Scenario {
 /// The runs of each stage.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StagePlans {
+pub(crate) struct StagePlans {
     /// Stage 1.
     pub research: Option<Runs>,
     /// Stage 2.
@@ -36,7 +36,7 @@ pub struct StagePlans {
 /// The runs of each stage for the tasks whose title contains `pattern`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TaskPlans {
+pub(crate) struct TaskPlans {
     /// A substring of the task title.
     #[serde(rename = "match")]
     pub pattern: String,
@@ -50,7 +50,7 @@ pub struct TaskPlans {
 
 /// One run, or a sequence used invocation by invocation (the last repeats).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Runs {
+pub(crate) enum Runs {
     /// The same run every time.
     One(Box<Run>),
     /// Run N on the Nth invocation.
@@ -60,7 +60,7 @@ pub enum Runs {
 /// What one agent invocation does; see the module docs for every field.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Run {
+pub(crate) struct Run {
     /// Files to create or replace.
     #[serde(default)]
     pub write: BTreeMap<String, String>,
@@ -107,7 +107,7 @@ pub struct Run {
 /// The subscription usage a run reports (`usage`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// The fraction of the window used, 0 to 1.
     pub utilization: f64,
     /// The window: `five_hour` (default), `seven_day`, ….
@@ -124,7 +124,7 @@ fn five_hour() -> String {
 /// The failures the scripted agent can imitate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Not logged in.
     Auth,
     /// A 401 `api_retry`, then a hang.
@@ -179,16 +179,16 @@ fn present<'de, D: Deserializer<'de>>(
 
 impl Scenario {
     /// Parses a scenario.
-    pub fn parse(text: &str) -> std::result::Result<Scenario, serde_json::Error> {
+    pub(crate) fn parse(text: &str) -> std::result::Result<Scenario, serde_json::Error> {
         serde_json::from_str(text)
     }
 
     /// The counting key and the runs for `task` in `stage`.
-    pub fn plan(&self, task: &str, stage: Stage) -> (String, Option<&Runs>) {
+    pub(crate) fn plan(&self, task: &str, stage: Stage) -> (String, Option<&Runs>) {
         let from_default = pick(
-            &self.default.research,
-            &self.default.implement,
-            &self.default.commit,
+            self.default.research.as_ref(),
+            self.default.implement.as_ref(),
+            self.default.commit.as_ref(),
             stage,
         );
         match self
@@ -199,7 +199,13 @@ impl Scenario {
         {
             Some((i, entry)) => (
                 format!("tasks[{i}]/{}", stage.name()),
-                pick(&entry.research, &entry.implement, &entry.commit, stage).or(from_default),
+                pick(
+                    entry.research.as_ref(),
+                    entry.implement.as_ref(),
+                    entry.commit.as_ref(),
+                    stage,
+                )
+                .or(from_default),
             ),
             None => (format!("default/{}", stage.name()), from_default),
         }
@@ -207,21 +213,21 @@ impl Scenario {
 }
 
 fn pick<'a>(
-    research: &'a Option<Runs>,
-    implement: &'a Option<Runs>,
-    commit: &'a Option<Runs>,
+    research: Option<&'a Runs>,
+    implement: Option<&'a Runs>,
+    commit: Option<&'a Runs>,
     stage: Stage,
 ) -> Option<&'a Runs> {
     match stage {
-        Stage::Research => research.as_ref(),
-        Stage::Implement => implement.as_ref(),
-        Stage::Review => commit.as_ref(),
+        Stage::Research => research,
+        Stage::Implement => implement,
+        Stage::Review => commit,
     }
 }
 
 impl Runs {
     /// The run for the invocation numbered `n` (0-based); the last one repeats.
-    pub fn nth(&self, n: u64) -> Option<&Run> {
+    pub(crate) fn nth(&self, n: u64) -> Option<&Run> {
         match self {
             Runs::One(run) => Some(run),
             Runs::Many(runs) => {

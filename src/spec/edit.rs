@@ -131,8 +131,9 @@ pub fn apply(doc: &Document, task: &TaskIdentity, edit: &Edit) -> Result<String,
     apply_edit(doc, task, edit).map(|a| a.text)
 }
 
+#[cfg(test)]
 /// [`apply`], also returning the parsed result (saves a parse when edits are chained).
-pub fn apply_parsed(
+pub(crate) fn apply_parsed(
     doc: &Document,
     task: &TaskIdentity,
     edit: &Edit,
@@ -146,7 +147,7 @@ pub fn apply_edit(doc: &Document, task: &TaskIdentity, edit: &Edit) -> Result<Ap
 }
 
 /// Applies `edits` in order to the task as one change: one splice set, one parse to verify.
-pub fn apply_edits(
+pub(super) fn apply_edits(
     doc: &Document,
     task: &TaskIdentity,
     edits: &[Edit],
@@ -260,7 +261,7 @@ fn plan_one(
         Edit::AddSkipped(text) => notes.push((NoteKind::Skipped, note_text(text))),
         Edit::AddBlocked(text) => notes.push((NoteKind::Blocked, note_text(text))),
         Edit::AddReview(branch) => {
-            notes.push((NoteKind::Review, note_text(&format!("`{branch}`"))))
+            notes.push((NoteKind::Review, note_text(&format!("`{branch}`"))));
         }
         Edit::InsertSubtasks(titles) => {
             let titles: Vec<String> = titles.iter().map(|t| normalise(t)).collect();
@@ -380,7 +381,7 @@ fn add_notes(
             None => {
                 ends_blank = lines
                     .last()
-                    .is_some_and(|l| notes::content(l).trim().is_empty())
+                    .is_some_and(|l| notes::content(l).trim().is_empty());
             }
         }
     }

@@ -18,11 +18,15 @@ mod parse;
 mod select;
 mod validate;
 
-pub use dialect::TaskKind;
-pub use edit::{Applied, Edit, EditError, apply, apply_edit, apply_parsed};
-pub use file::{SpecFile, Written};
-pub use parse::{
-    Counts, Document, LineEnding, Note, NoteKind, Task, TaskIdentity, TaskState, quote_title,
-};
-pub use select::{SelectOptions, SelectReason, Selection, select, select_avoiding, select_with};
-pub use validate::{Diagnostic, Severity, validate};
+pub(crate) use dialect::TaskKind;
+pub use edit::{Applied, Edit, apply, apply_edit};
+pub use file::SpecFile;
+pub(crate) use file::Written;
+#[cfg(test)]
+use parse::LineEnding;
+pub(crate) use parse::quote_title;
+pub use parse::{Document, NoteKind, Task, TaskIdentity, TaskState};
+pub use select::select;
+pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with};
+pub use validate::validate;
+pub(crate) use validate::{Diagnostic, Severity};

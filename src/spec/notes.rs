@@ -139,7 +139,7 @@ pub(crate) fn layout(kind: NoteKind, text: &str) -> Vec<String> {
             Some(first) if !first.is_empty() => out.push(format!("{head} {first}")),
             _ => out.push(head),
         }
-        out.extend(lines.iter().skip(1).map(|l| l.to_string()));
+        out.extend(lines.iter().skip(1).map(std::string::ToString::to_string));
         return out;
     }
     let first_bullet = lines
@@ -151,7 +151,7 @@ pub(crate) fn layout(kind: NoteKind, text: &str) -> Vec<String> {
         Some(first) => out.push(format!("{head} {first}")),
         None => out.push(head),
     }
-    out.extend(lead.iter().skip(1).map(|l| l.to_string()));
+    out.extend(lead.iter().skip(1).map(std::string::ToString::to_string));
     if !bullets.is_empty() {
         out.push(String::new());
     }

@@ -293,7 +293,7 @@ impl Task {
 
 /// A title quoted for output so that it shows as written: in backticks, or in double quotes
 /// when it holds a backtick itself (`` `run `gh` first` `` would read as two code spans).
-pub fn quote_title(title: &str) -> String {
+pub(crate) fn quote_title(title: &str) -> String {
     if title.contains('`') {
         format!("\"{title}\"")
     } else {
@@ -664,7 +664,7 @@ impl<'a> Builder<'a> {
             {
                 let ends_title = match &event {
                     Event::Start(tag) => is_block(tag),
-                    Event::End(TagEnd::Paragraph) | Event::End(TagEnd::Item) => true,
+                    Event::End(TagEnd::Paragraph | TagEnd::Item) => true,
                     _ => false,
                 };
                 if ends_title {
@@ -764,8 +764,7 @@ impl<'a> Builder<'a> {
             event,
             Event::TaskListMarker(_)
                 | Event::Text(_)
-                | Event::Start(Tag::Link { .. })
-                | Event::Start(Tag::Image { .. })
+                | Event::Start(Tag::Link { .. } | Tag::Image { .. })
         );
         if !inline || range.start != p.content_start || p.in_quote {
             return;

@@ -90,7 +90,7 @@ pub fn select(doc: &Document) -> Option<Selection> {
 }
 
 /// [`select`] with options (`--skip-optional`).
-pub fn select_with(doc: &Document, options: &SelectOptions) -> Option<Selection> {
+pub(crate) fn select_with(doc: &Document, options: &SelectOptions) -> Option<Selection> {
     select_avoiding(doc, options, &|_| false)
 }
 
@@ -98,7 +98,7 @@ pub fn select_with(doc: &Document, options: &SelectOptions) -> Option<Selection>
 /// tasks parallel jobs already run and their chains (see `pipeline::schedule`). A task whose
 /// `After` note names a task that is not done waits for it, with its subtasks, here and in
 /// [`select_with`].
-pub fn select_avoiding(
+pub(crate) fn select_avoiding(
     doc: &Document,
     options: &SelectOptions,
     avoid: &dyn Fn(usize) -> bool,

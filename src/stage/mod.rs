@@ -5,12 +5,12 @@
 //! through structured output checked against the stage's schema (DESIGN.md section 5); kern,
 //! not the agent, turns the report into SPEC.md edits and commits.
 
-pub mod record;
-pub mod report;
-pub mod runner;
+pub(crate) mod record;
+pub(crate) mod report;
+pub(crate) mod runner;
 mod schema;
 
-pub use report::{
+pub(crate) use report::{
     ImplementReport, ImplementStatus, ResearchReport, ReviewReport, StageReport, Verdict,
     extract_report,
 };
@@ -124,7 +124,7 @@ impl std::fmt::Display for Stage {
 
 /// A stage's report type, tied to its stage: the stage runner is generic over it, so the loop
 /// receives the report of the stage it ran, typed, with no arm for an impossible variant.
-pub trait Report: Clone + Into<StageReport> {
+pub(crate) trait Report: Clone + Into<StageReport> {
     /// The stage that returns this report.
     const STAGE: Stage;
 

@@ -18,11 +18,11 @@ use crate::stage::{Stage, StageReport};
 use crate::timestamp::Timestamp;
 
 /// The version of the envelope's layout; bumped when a field changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// One stage record.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StageRecord {
+pub(crate) struct StageRecord {
     /// The agent's final result object (without any `kern` key).
     pub agent_result: Map<String, Value>,
     /// kern's envelope, written under `kern`.
@@ -31,7 +31,7 @@ pub struct StageRecord {
 
 /// kern's own facts about a stage run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernEnvelope {
+pub(crate) struct KernEnvelope {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
     /// The stage.
@@ -85,7 +85,7 @@ pub struct KernEnvelope {
 /// Which task a record belongs to; resume compares `identity` to tell a stale file from a
 /// current one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskRef {
+pub(crate) struct TaskRef {
     /// The task's title, whitespace-normalised.
     pub title: String,
     /// The task's identity (its title and its ancestors' titles).
@@ -97,7 +97,7 @@ pub struct TaskRef {
 /// Why kern paused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WaitKind {
+pub(crate) enum WaitKind {
     /// The backoff delay before retrying a transient failure.
     Retry,
     /// Waiting for a usage limit to reset.
@@ -106,7 +106,7 @@ pub enum WaitKind {
 
 /// One pause in a stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Wait {
+pub(crate) struct Wait {
     /// Retry delay or usage-limit wait.
     pub kind: WaitKind,
     /// What the agent said that caused it.
@@ -122,7 +122,7 @@ pub struct Wait {
 
 /// A stage moved from one agent to the other.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Switch {
+pub(crate) struct Switch {
     /// The agent that could not go on.
     pub from: String,
     /// The agent that took the stage over.
@@ -139,7 +139,7 @@ pub struct Switch {
 /// How a stage ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The agent ran and its report was read.
     Succeeded,
     /// The agent failed, or gave no usable report.
@@ -155,7 +155,7 @@ pub enum Outcome {
 impl StageRecord {
     /// The record of a run: Claude's `result` event as the top level when there is one, else
     /// the same shape built from `out`; `.result` is always a string.
-    pub fn from_output(out: &AgentOutput, kern: KernEnvelope) -> StageRecord {
+    pub(crate) fn from_output(out: &AgentOutput, kern: KernEnvelope) -> StageRecord {
         let mut agent_result = match &out.result_event {
             Some(Value::Object(event)) => event.clone(),
             _ => built_result(out),
@@ -169,7 +169,7 @@ impl StageRecord {
     }
 
     /// The record as pretty JSON: the agent's fields, then `"kern": {…}`, then a newline.
-    pub fn to_json(&self) -> Vec<u8> {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
         let mut object = self.agent_result.clone();
         object.remove("kern");
         let kern = serde_json::to_value(&self.kern).unwrap_or(Value::Null);
@@ -180,13 +180,13 @@ impl StageRecord {
     }
 
     /// Writes the record atomically.
-    pub fn write(&self, path: &Path) -> Result<()> {
+    pub(crate) fn write(&self, path: &Path) -> Result<()> {
         crate::atomic_file::write(path, &self.to_json())
     }
 
     /// Reads a record; `None` when the file is missing, unreadable or not a record (resume
     /// then treats the stage as not run).
-    pub fn load(path: &Path) -> Option<StageRecord> {
+    pub(crate) fn load(path: &Path) -> Option<StageRecord> {
         let bytes = std::fs::read(path).ok()?;
         let mut agent_result: Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
         let kern: KernEnvelope = serde_json::from_value(agent_result.remove("kern")?).ok()?;
@@ -196,8 +196,9 @@ impl StageRecord {
         Some(StageRecord { agent_result, kern })
     }
 
+    #[cfg(test)]
     /// What the stage said (`.result`).
-    pub fn result(&self) -> &str {
+    pub(crate) fn result(&self) -> &str {
         self.agent_result
             .get("result")
             .and_then(Value::as_str)
@@ -240,7 +241,7 @@ fn built_result(out: &AgentOutput) -> Map<String, Value> {
 }
 
 fn opt<T: Into<Value>>(value: Option<T>) -> Value {
-    value.map(Into::into).unwrap_or(Value::Null)
+    value.map_or(Value::Null, Into::into)
 }
 
 #[cfg(test)]

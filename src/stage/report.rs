@@ -12,7 +12,7 @@ use super::Stage;
 
 /// The research stage's report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResearchReport {
+pub(crate) struct ResearchReport {
     /// The notes; kern writes them as the task's Research bullets.
     pub notes: Vec<String>,
     /// Set when the researcher thinks the task should be skipped.
@@ -26,7 +26,7 @@ pub struct ResearchReport {
 /// Why a research skip cannot simply come back later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SkipKind {
+pub(crate) enum SkipKind {
     /// A decision, credentials, an account, a manual step: the task waits on a person.
     NeedsPerson,
 }
@@ -34,7 +34,7 @@ pub enum SkipKind {
 /// The implement stage's status word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
-pub enum ImplementStatus {
+pub(crate) enum ImplementStatus {
     /// The work is done; go on to the check gate and review.
     Success,
     /// The task is too big; `subtasks` replace it.
@@ -47,7 +47,7 @@ pub enum ImplementStatus {
 
 impl ImplementStatus {
     /// The word as written in the schema and in a plain-text result.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ImplementStatus::Success => "SUCCESS",
             ImplementStatus::Decomposed => "DECOMPOSED",
@@ -59,7 +59,7 @@ impl ImplementStatus {
 
 /// The implement stage's report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ImplementReport {
+pub(crate) struct ImplementReport {
     /// What happened.
     pub status: ImplementStatus,
     /// What was done.
@@ -90,7 +90,7 @@ pub struct ImplementReport {
 /// The review verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Commit the work with `subject` and `body`.
     Commit,
     /// Do not commit; `reason` goes into an Attempt note.
@@ -99,7 +99,7 @@ pub enum Verdict {
 
 /// The commit review stage's report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReviewReport {
+pub(crate) struct ReviewReport {
     /// COMMIT or REJECT.
     pub verdict: Verdict,
     /// The commit subject.
@@ -128,7 +128,7 @@ fn null_as_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Strin
 /// A stage's parsed report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum StageReport {
+pub(crate) enum StageReport {
     /// From research.
     Research(ResearchReport),
     /// From implement.
@@ -149,7 +149,7 @@ pub enum StageReport {
 ///    match, never a substring); the summary is then empty.
 ///
 /// `Err` is the reason, for the Attempt note and the stage record.
-pub fn extract_report(
+pub(crate) fn extract_report(
     stage: Stage,
     structured: Option<&serde_json::Value>,
     result_text: &str,
@@ -161,7 +161,7 @@ pub fn extract_report(
             Err(e) => {
                 problem = Some(format!(
                     "the structured output does not match the {stage} schema: {e}"
-                ))
+                ));
             }
         }
     }
@@ -313,7 +313,7 @@ mod tests {
 
     fn research(notes: &[&str]) -> StageReport {
         StageReport::Research(ResearchReport {
-            notes: notes.iter().map(|n| n.to_string()).collect(),
+            notes: notes.iter().map(std::string::ToString::to_string).collect(),
             skip_reason: None,
             skip_kind: None,
         })

@@ -17,7 +17,7 @@ use crate::spec::TaskIdentity;
 
 /// A parallel task's folder (`job.json`): the task it works on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobRecord {
+pub(crate) struct JobRecord {
     /// The task.
     pub identity: TaskIdentity,
     /// Its title when the job started.
@@ -29,7 +29,7 @@ pub struct JobRecord {
 /// A parallel task's work being written into the run's work tree (`integrating.json`): a run
 /// killed between writing the paths and committing finds which paths were kern's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Integrating {
+pub(crate) struct Integrating {
     /// The task.
     pub identity: TaskIdentity,
     /// Its folder's slug.
@@ -42,11 +42,11 @@ pub struct Integrating {
 
 /// How often each parallel task's work conflicted with the branch (`conflicts.json`), by
 /// slug: the second conflict blocks the task.
-pub type Conflicts = std::collections::BTreeMap<String, u32>;
+pub(crate) type Conflicts = std::collections::BTreeMap<String, u32>;
 
 /// What kern recorded when a task started (`task.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskStart {
+pub(crate) struct TaskStart {
     /// The task that started (a decomposed task's subtasks inherit its start).
     pub identity: TaskIdentity,
     /// HEAD when it started; the review's diff is taken from here.
@@ -62,14 +62,14 @@ pub struct TaskStart {
 impl TaskStart {
     /// True when this start record belongs to `task`: the task itself, or the task it is a
     /// subtask of (decomposition keeps the start of the task that was decomposed).
-    pub fn covers(&self, task: &TaskIdentity) -> bool {
+    pub(crate) fn covers(&self, task: &TaskIdentity) -> bool {
         task.path.starts_with(&self.identity.path)
             && (task.path.len() > self.identity.path.len()
                 || task.occurrence == self.identity.occurrence)
     }
 
     /// The base commit as an object id, when it parses.
-    pub fn base_oid(&self) -> Option<git2::Oid> {
+    pub(crate) fn base_oid(&self) -> Option<git2::Oid> {
         self.base_commit
             .as_deref()
             .and_then(|s| git2::Oid::from_str(s).ok())
@@ -78,7 +78,7 @@ impl TaskStart {
 
 /// A commit kern was about to make (`commit.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingCommit {
+pub(crate) struct PendingCommit {
     /// The task being committed.
     pub identity: TaskIdentity,
     /// Its title, for messages.
@@ -92,7 +92,7 @@ pub struct PendingCommit {
 /// kern's edits of a task that SPEC.md could not take because the person's file did not
 /// validate (`edits.json`): applied at the start of the next run, once the file is fixed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingEdits {
+pub(crate) struct PendingEdits {
     /// The task the edits are for.
     pub identity: TaskIdentity,
     /// Its title, for messages.
@@ -104,25 +104,25 @@ pub struct PendingEdits {
 /// Changed files kern left out of its commits (secrets, files too large, nested
 /// repositories): they stay in the tree and never block a start (`left-out.json`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeftOut {
+pub(crate) struct LeftOut {
     /// Paths relative to the top.
     pub paths: Vec<PathBuf>,
 }
 
 /// Reads a journal file; `None` when it is missing or unreadable (see the module docs).
-pub fn load<T: DeserializeOwned>(path: &Path) -> Option<T> {
+pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Option<T> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 /// Writes a journal file atomically (fsynced: it must survive a crash of the machine).
-pub fn save<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+pub(crate) fn save<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(value)
         .map_err(|e| Error::Internal(format!("journal `{}`: {e}", path.display())))?;
     crate::atomic_file::write(path, &bytes)
 }
 
 /// Removes a journal file; a missing one is fine.
-pub fn remove(path: &Path) {
+pub(crate) fn remove(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 

@@ -404,7 +404,7 @@ fn lock_file(path: &Path) -> Result<File> {
             Ok(there) if there.ino() == ours.ino() && there.dev() == ours.dev() => {
                 return Ok(file);
             }
-            _ => continue,
+            _ => {}
         }
     }
     Err(Error::Internal(format!(
@@ -473,9 +473,10 @@ fn check_legacy(dir: &Path, my_pid: i32) -> Result<Option<PathBuf>> {
 }
 
 fn host_name() -> String {
-    nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown".to_string())
+    nix::unistd::gethostname().map_or_else(
+        |_| "unknown".to_string(),
+        |h| h.to_string_lossy().into_owned(),
+    )
 }
 
 #[cfg(test)]

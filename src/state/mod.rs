@@ -11,13 +11,13 @@
 //! in `.owner`, and a second repository gets `<basename>-<8 hex of a hash of its path>`.
 //! [`StateDir::locate`] only reads (a dry run must not write); [`StateDir::create`] claims.
 
-pub mod journal;
-pub mod lock;
-pub mod resume;
-pub mod rotating;
-pub mod run_log;
-pub mod run_report;
-pub mod running;
+pub(crate) mod journal;
+pub(crate) mod lock;
+pub(crate) mod resume;
+pub(crate) mod rotating;
+pub(crate) mod run_log;
+pub(crate) mod run_report;
+pub(crate) mod running;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ const OWNER_FILE: &str = ".owner";
 
 /// The state folder of one project and branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateDir {
+pub(crate) struct StateDir {
     root: PathBuf,
     project_id: String,
     branch: String,
@@ -38,7 +38,7 @@ pub struct StateDir {
 impl StateDir {
     /// The state root: `$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern` (the values
     /// given here, empty ones already dropped).
-    pub fn root_for(
+    pub(crate) fn root_for(
         kern_state_dir: Option<std::ffi::OsString>,
         tmpdir: Option<std::ffi::OsString>,
     ) -> PathBuf {
@@ -46,15 +46,14 @@ impl StateDir {
             return PathBuf::from(dir);
         }
         tmpdir
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/tmp"))
+            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
             .join("claude")
             .join("kern")
     }
 
     /// Finds the state folder for the work tree at `worktree_top` on `branch_folder` (already
     /// sanitised: no `/`), applying the collision rule. Reads only.
-    pub fn locate(root: &Path, worktree_top: &Path, branch_folder: &str) -> StateDir {
+    pub(crate) fn locate(root: &Path, worktree_top: &Path, branch_folder: &str) -> StateDir {
         let base = worktree_top
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -75,7 +74,7 @@ impl StateDir {
     }
 
     /// Creates the folder and claims the project id for this work tree.
-    pub fn create(&self, worktree_top: &Path) -> Result<()> {
+    pub(crate) fn create(&self, worktree_top: &Path) -> Result<()> {
         let dir = self.dir();
         fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let owner = self.project_dir().join(OWNER_FILE);
@@ -86,34 +85,29 @@ impl StateDir {
         Ok(())
     }
 
-    /// The state root.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// The project id (basename, or basename plus hash on a collision).
-    pub fn project_id(&self) -> &str {
+    pub(crate) fn project_id(&self) -> &str {
         &self.project_id
     }
 
     /// The branch folder name.
-    pub fn branch(&self) -> &str {
+    pub(crate) fn branch(&self) -> &str {
         &self.branch
     }
 
     /// `<root>/<project-id>`.
-    pub fn project_dir(&self) -> PathBuf {
+    pub(crate) fn project_dir(&self) -> PathBuf {
         self.root.join(&self.project_id)
     }
 
     /// `<root>/<project-id>/<branch>`: where the stage files live.
-    pub fn dir(&self) -> PathBuf {
+    pub(crate) fn dir(&self) -> PathBuf {
         self.project_dir().join(&self.branch)
     }
 
     /// `<root>/<project>-<branch>.lock.d`: the original bash script's lock folder, named as
     /// the script named it (the work tree's basename; `/` in the branch became `-`).
-    pub fn legacy_lock_dir(&self, worktree_top: &Path, branch: &str) -> PathBuf {
+    pub(crate) fn legacy_lock_dir(&self, worktree_top: &Path, branch: &str) -> PathBuf {
         let base = worktree_top
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -123,84 +117,79 @@ impl StateDir {
     }
 
     /// `stageN.json`: the stage record.
-    pub fn stage_record(&self, stage: Stage) -> PathBuf {
+    pub(crate) fn stage_record(&self, stage: Stage) -> PathBuf {
         self.stage_file(stage, "json")
     }
 
     /// `stageN.jsonl`: the agent's stdout as it arrived.
-    pub fn stage_stream(&self, stage: Stage) -> PathBuf {
+    pub(crate) fn stage_stream(&self, stage: Stage) -> PathBuf {
         self.stage_file(stage, "jsonl")
     }
 
     /// `stageN.stderr`: the agent's stderr (capped, tail kept).
-    pub fn stage_stderr(&self, stage: Stage) -> PathBuf {
+    pub(crate) fn stage_stderr(&self, stage: Stage) -> PathBuf {
         self.stage_file(stage, "stderr")
     }
 
     /// `stageN.prompt.md`: the exact prompt sent on stdin.
-    pub fn stage_prompt(&self, stage: Stage) -> PathBuf {
+    pub(crate) fn stage_prompt(&self, stage: Stage) -> PathBuf {
         self.stage_file(stage, "prompt.md")
     }
 
     /// `stageN.schema.json`: the stage's JSON schema, for agents that take it as a file. Not a
     /// per-iteration file: it never changes, so it stays.
-    pub fn stage_schema(&self, stage: Stage) -> PathBuf {
+    pub(crate) fn stage_schema(&self, stage: Stage) -> PathBuf {
         self.stage_file(stage, "schema.json")
     }
 
     /// `check.log`: output of the check command.
-    pub fn check_log(&self) -> PathBuf {
+    pub(crate) fn check_log(&self) -> PathBuf {
         self.dir().join("check.log")
     }
 
     /// `check-baseline.log`: output of the check run before any agent (kept).
-    pub fn baseline_log(&self) -> PathBuf {
+    pub(crate) fn baseline_log(&self) -> PathBuf {
         self.dir().join("check-baseline.log")
     }
 
     /// `run.jsonl`: the event log, kept across iterations and runs.
-    pub fn run_log(&self) -> PathBuf {
+    pub(crate) fn run_log(&self) -> PathBuf {
         self.dir().join("run.jsonl")
     }
 
     /// `run.log`: the run's output lines, as the plain output shows them (rotates).
-    pub fn output_log(&self) -> PathBuf {
+    pub(crate) fn output_log(&self) -> PathBuf {
         self.dir().join("run.log")
     }
 
-    /// `notify.log`: what the `--notify` command printed, per event.
-    pub fn notify_log(&self) -> PathBuf {
-        self.dir().join("notify.log")
-    }
-
     /// `task.json`: what kern recorded when the current task started (outlives iterations).
-    pub fn task_start(&self) -> PathBuf {
+    pub(crate) fn task_start(&self) -> PathBuf {
         self.dir().join("task.json")
     }
 
     /// `edits.json`: kern's edits that SPEC.md could not take yet (see `journal.rs`).
-    pub fn pending_edits(&self) -> PathBuf {
+    pub(crate) fn pending_edits(&self) -> PathBuf {
         self.dir().join("edits.json")
     }
 
     /// `left-out.json`: changed files kern left out of its commits (see `journal.rs`).
-    pub fn left_out(&self) -> PathBuf {
+    pub(crate) fn left_out(&self) -> PathBuf {
         self.dir().join("left-out.json")
     }
 
     /// `commit.json`: a commit kern was about to make (see `journal.rs`).
-    pub fn pending_commit(&self) -> PathBuf {
+    pub(crate) fn pending_commit(&self) -> PathBuf {
         self.dir().join("commit.json")
     }
 
     /// `jobs/`: the parallel tasks' folders (`-j`, `--review`).
-    pub fn jobs_dir(&self) -> PathBuf {
+    pub(crate) fn jobs_dir(&self) -> PathBuf {
         self.dir().join("jobs")
     }
 
     /// `jobs/<slug>/`: a parallel task's own state folder — its stage files, its `task.json`,
     /// its `job.json` — with its git worktree in `tree/`.
-    pub fn job(&self, slug: &str) -> StateDir {
+    pub(crate) fn job(&self, slug: &str) -> StateDir {
         StateDir {
             root: self.root.clone(),
             project_id: self.project_id.clone(),
@@ -209,28 +198,28 @@ impl StateDir {
     }
 
     /// `job.json` (in a parallel task's folder): which task it is (see `journal.rs`).
-    pub fn job_record(&self) -> PathBuf {
+    pub(crate) fn job_record(&self) -> PathBuf {
         self.dir().join("job.json")
     }
 
     /// `tree/` (in a parallel task's folder): its git worktree.
-    pub fn job_tree(&self) -> PathBuf {
+    pub(crate) fn job_tree(&self) -> PathBuf {
         self.dir().join("tree")
     }
 
     /// `integrating.json`: a parallel task's work being written into the work tree (see
     /// `journal.rs`).
-    pub fn integrating(&self) -> PathBuf {
+    pub(crate) fn integrating(&self) -> PathBuf {
         self.dir().join("integrating.json")
     }
 
     /// `conflicts.json`: how often each parallel task's work conflicted with the branch.
-    pub fn conflicts(&self) -> PathBuf {
+    pub(crate) fn conflicts(&self) -> PathBuf {
         self.dir().join("conflicts.json")
     }
 
     /// Every per-iteration file of every stage (not `run.jsonl`).
-    pub fn iteration_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn iteration_files(&self) -> Vec<PathBuf> {
         let mut files = Vec::new();
         for stage in Stage::ALL {
             files.push(self.stage_record(stage));
@@ -250,7 +239,7 @@ impl StateDir {
 
     /// Removes the per-iteration files so the next iteration cannot take them for resume
     /// state. Missing files are fine.
-    pub fn clear_iteration_files(&self) -> Result<()> {
+    pub(crate) fn clear_iteration_files(&self) -> Result<()> {
         for path in self.iteration_files() {
             match fs::remove_file(&path) {
                 Ok(()) => {}
@@ -269,11 +258,11 @@ impl StateDir {
 
 /// The state folder of a detached HEAD: `HEAD` can never be a branch's name, and the folder is
 /// per work tree (the project folder is), so it is stable across the commits kern makes.
-pub const DETACHED_FOLDER: &str = "HEAD";
+pub(crate) const DETACHED_FOLDER: &str = "HEAD";
 
 /// A branch name as a folder name, escaped so that no two branches share a folder: `%`
 /// becomes `%25` and `/` becomes `%2F` (`feature/x` and `feature-x` differ).
-pub fn branch_folder(branch: &str) -> String {
+pub(crate) fn branch_folder(branch: &str) -> String {
     branch.replace('%', "%25").replace('/', "%2F")
 }
 
@@ -282,8 +271,7 @@ pub fn branch_folder(branch: &str) -> String {
 fn path_hash8(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let oid = git2::Oid::hash_object(git2::ObjectType::Blob, path.as_os_str().as_bytes())
-        .map(|o| o.to_string())
-        .unwrap_or_else(|_| "00000000".to_string());
+        .map_or_else(|_| "00000000".to_string(), |o| o.to_string());
     oid[..8].to_string()
 }
 

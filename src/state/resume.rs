@@ -20,7 +20,7 @@ use crate::state::StateDir;
 
 /// The stage a task continues from, with what the finished stages reported.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ResumePoint {
+pub(crate) enum ResumePoint {
     /// Start with research.
     Research,
     /// Research finished but its notes never reached SPEC.md: write them, then implement.
@@ -35,7 +35,7 @@ pub enum ResumePoint {
 
 impl ResumePoint {
     /// `research`, `implement` or `commit`: the stage that runs next.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             ResumePoint::Research => "research",
             ResumePoint::ApplyResearch(_) | ResumePoint::Implement => "implement",
@@ -46,7 +46,7 @@ impl ResumePoint {
 
 /// The finished stage reports of one task, as found in the state folder.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct StageFiles {
+pub(crate) struct StageFiles {
     /// Research's report, when its record belongs to the task and succeeded.
     pub research: Option<ResearchReport>,
     /// Implement's report, likewise.
@@ -59,7 +59,7 @@ pub struct StageFiles {
 
 impl StageFiles {
     /// Reads the stage records of the state folder for `task`. Reads only.
-    pub fn read(state_dir: &StateDir, task: &TaskIdentity) -> StageFiles {
+    pub(crate) fn read(state_dir: &StateDir, task: &TaskIdentity) -> StageFiles {
         let mut files = StageFiles::default();
         for stage in Stage::ALL {
             let path = state_dir.stage_record(stage);
@@ -90,7 +90,7 @@ impl StageFiles {
 
 /// The resume point of a task (`has_research`: SPEC.md shows its Research note) given its
 /// finished stages. Pure.
-pub fn infer(files: &StageFiles, has_research: bool) -> ResumePoint {
+pub(crate) fn infer(files: &StageFiles, has_research: bool) -> ResumePoint {
     let implemented = files
         .implement
         .clone()

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 /// The size at which `run.jsonl` and `run.log` rotate: 8 MiB (tens of thousands of lines,
 /// hundreds of nights).
-pub const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The rotated file of `path`: `run.jsonl` → `run.jsonl.1`.
-pub fn rotated(path: &Path) -> PathBuf {
+pub(crate) fn rotated(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".1");
     PathBuf::from(name)
@@ -25,7 +25,7 @@ pub fn rotated(path: &Path) -> PathBuf {
 /// Appends `bytes` (one or more whole lines) to `path`, rotating it first when they would take
 /// it past `limit`. A file that is empty is never rotated, so a line larger than `limit` is
 /// still written.
-pub fn append(path: &Path, bytes: &[u8], limit: u64) -> io::Result<()> {
+pub(crate) fn append(path: &Path, bytes: &[u8], limit: u64) -> io::Result<()> {
     let open = || OpenOptions::new().create(true).append(true).open(path);
     let mut file = open()?;
     let len = file.metadata()?.len();
@@ -39,7 +39,7 @@ pub fn append(path: &Path, bytes: &[u8], limit: u64) -> io::Result<()> {
 
 /// The rotated file's text followed by the current file's: everything kept, oldest first.
 /// Missing files read as empty.
-pub fn read_with_rotated(path: &Path) -> io::Result<String> {
+pub(crate) fn read_with_rotated(path: &Path) -> io::Result<String> {
     let mut text = read_or_empty(&rotated(path))?;
     text.push_str(&read_or_empty(path)?);
     Ok(text)
@@ -56,22 +56,23 @@ fn read_or_empty(path: &Path) -> io::Result<String> {
 /// A `Write` that appends each `write` call as a unit to a rotating file; for the reporter's
 /// `run.log` (it hands over one whole line per call). Errors are returned, never panicked on.
 #[derive(Debug, Clone)]
-pub struct RotatingFile {
+pub(crate) struct RotatingFile {
     path: PathBuf,
     limit: u64,
 }
 
 impl RotatingFile {
     /// A rotating file at `path` with the default limit.
-    pub fn new(path: PathBuf) -> RotatingFile {
+    pub(crate) fn new(path: PathBuf) -> RotatingFile {
         RotatingFile {
             path,
             limit: ROTATE_BYTES,
         }
     }
 
+    #[cfg(test)]
     /// The same with another limit (tests).
-    pub fn with_limit(path: PathBuf, limit: u64) -> RotatingFile {
+    pub(crate) fn with_limit(path: PathBuf, limit: u64) -> RotatingFile {
         RotatingFile { path, limit }
     }
 }

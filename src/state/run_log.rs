@@ -19,7 +19,7 @@ use crate::timestamp::Timestamp;
 /// How one iteration ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum IterationEnd {
+pub(crate) enum IterationEnd {
     /// Nothing was left to select.
     NothingLeft,
     /// The task was committed.
@@ -34,7 +34,7 @@ pub enum IterationEnd {
 
 /// A changed file kern left out of a commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeftOutFile {
+pub(crate) struct LeftOutFile {
     /// The path, relative to the work tree.
     pub path: String,
     /// Why it was left out.
@@ -44,7 +44,7 @@ pub struct LeftOutFile {
 /// One line of `run.jsonl`, without its `ts` and `run`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum RunEvent {
+pub(crate) enum RunEvent {
     /// A run took the lock and starts its iterations.
     RunStart {
         /// Iterations asked for.
@@ -289,7 +289,7 @@ pub enum RunEvent {
 
 /// One line of `run.jsonl` as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoggedEvent {
+pub(crate) struct LoggedEvent {
     /// When it happened.
     pub ts: Timestamp,
     /// The run it belongs to.
@@ -301,24 +301,24 @@ pub struct LoggedEvent {
 
 /// The event log of one run (cheap to clone: a path and an id).
 #[derive(Debug, Clone)]
-pub struct RunLog {
+pub(crate) struct RunLog {
     path: PathBuf,
     run_id: String,
 }
 
 impl RunLog {
     /// A log appending to `path`; `run_id` tells this run's lines from others'.
-    pub fn new(path: PathBuf, run_id: String) -> RunLog {
+    pub(crate) fn new(path: PathBuf, run_id: String) -> RunLog {
         RunLog { path, run_id }
     }
 
     /// This run's id.
-    pub fn run_id(&self) -> &str {
+    pub(crate) fn run_id(&self) -> &str {
         &self.run_id
     }
 
     /// Appends one event, stamped now.
-    pub fn event(&self, event: RunEvent) {
+    pub(crate) fn event(&self, event: RunEvent) {
         self.append(&LoggedEvent {
             ts: Timestamp::now(),
             run: self.run_id.clone(),
@@ -343,12 +343,12 @@ impl RunLog {
 }
 
 /// Every event kept for the log at `path`: the rotated file's, then the current one's.
-pub fn read_all(path: &std::path::Path) -> std::io::Result<Vec<LoggedEvent>> {
+pub(crate) fn read_all(path: &std::path::Path) -> std::io::Result<Vec<LoggedEvent>> {
     Ok(parse(&super::rotating::read_with_rotated(path)?))
 }
 
 /// Parses `run.jsonl` text; lines that are not events of this kern are skipped.
-pub fn parse(text: &str) -> Vec<LoggedEvent> {
+pub(crate) fn parse(text: &str) -> Vec<LoggedEvent> {
     text.lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect()

@@ -24,7 +24,7 @@ const TAIL_BYTES: u64 = 256 * 1024;
 
 /// A running run, as far as its files tell.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunningRun {
+pub(crate) struct RunningRun {
     /// Its pid.
     pub pid: i32,
     /// Its run id, when `run.jsonl` has it.
@@ -58,7 +58,7 @@ pub struct RunningRun {
 
 /// One task of a run with parallel tasks, as `kern status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunningTask {
+pub(crate) struct RunningTask {
     /// Its title.
     pub task: String,
     /// The stage running now.
@@ -70,7 +70,7 @@ pub struct RunningTask {
 }
 
 /// Reads what the run holding `record` is doing, from `state_dir`.
-pub fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
+pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
     let mut running = RunningRun {
         pid: record.pid,
         run: None,
@@ -142,8 +142,9 @@ pub fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
     running.run = Some(run_id);
     let format = agent
         .parse::<Agent>()
-        .map(|a| a.stream_format())
-        .unwrap_or(crate::agent::stream::StreamFormat::Detect);
+        .map_or(crate::agent::stream::StreamFormat::Detect, |a| {
+            a.stream_format()
+        });
     let tool_of = |dir: &StateDir, stage: Stage| {
         last_tool(&dir.stage_stream(stage), StreamParser::new(format))
     };
@@ -187,7 +188,7 @@ fn run_events(path: &Path, prefix: &str) -> Vec<run_log::LoggedEvent> {
     let Ok(mut file) = std::fs::File::open(path) else {
         return run_log::read_all(path).unwrap_or_default();
     };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let len = file.metadata().map_or(0, |m| m.len());
     let mut take = TAIL_BYTES;
     loop {
         let start = len.saturating_sub(take);

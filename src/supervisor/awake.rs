@@ -22,7 +22,7 @@ const SETTLE: Duration = Duration::from_millis(300);
 
 /// A running inhibitor; dropping it ends it.
 #[derive(Debug)]
-pub struct Awake {
+pub(crate) struct Awake {
     child: Child,
     /// The tool's name, for the message.
     pub tool: &'static str,
@@ -31,7 +31,7 @@ pub struct Awake {
 impl Awake {
     /// Starts the system's inhibitor for this process, looking for it on `path_var` (the
     /// `PATH` value); `None` when there is none or it refused.
-    pub fn keep(path_var: Option<&std::ffi::OsStr>, why: &str) -> Option<Awake> {
+    pub(crate) fn keep(path_var: Option<&std::ffi::OsStr>, why: &str) -> Option<Awake> {
         let systemd = Path::new("/run/systemd/system").is_dir();
         let (tool, program, args) = plan(path_var, systemd, std::process::id(), why)?;
         let mut child = Command::new(&program)

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const BUFFER: usize = 256 * 1024;
 
 /// A stream file with a size cap.
-pub struct CappedFile {
+pub(crate) struct CappedFile {
     path: PathBuf,
     head: BufWriter<File>,
     head_left: u64,
@@ -31,7 +31,7 @@ pub struct CappedFile {
 
 impl CappedFile {
     /// Creates (or truncates) `path`, keeping at most `cap` bytes of what is written.
-    pub fn create(path: &Path, cap: u64) -> io::Result<CappedFile> {
+    pub(crate) fn create(path: &Path, cap: u64) -> io::Result<CappedFile> {
         for i in 0..2 {
             let _ = fs::remove_file(segment(path, i));
         }
@@ -47,7 +47,7 @@ impl CappedFile {
     }
 
     /// Appends `bytes`.
-    pub fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         if self.head_left > 0 {
             let take = usize::try_from(self.head_left)
                 .unwrap_or(usize::MAX)
@@ -76,7 +76,7 @@ impl CappedFile {
     }
 
     /// Flushes what is buffered, so a reader (`tail -f`) or a crash sees it.
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.head.flush()?;
         if let Some((_, file, _)) = &mut self.tail {
             file.flush()?;
@@ -85,7 +85,7 @@ impl CappedFile {
     }
 
     /// Puts the kept tail after the head, with a marker line saying how much was cut.
-    pub fn finish(mut self) -> io::Result<()> {
+    pub(crate) fn finish(mut self) -> io::Result<()> {
         self.flush()?;
         let Some((current, tail, _)) = self.tail.take() else {
             return Ok(());
@@ -139,7 +139,7 @@ impl CappedFile {
 }
 
 /// `<path>.tail0` or `<path>.tail1`.
-pub fn segment(path: &Path, index: usize) -> PathBuf {
+pub(crate) fn segment(path: &Path, index: usize) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".tail{index}"));
     PathBuf::from(name)

@@ -64,7 +64,7 @@ pub fn pid_alive(pid: i32) -> bool {
 /// first process does not reap orphans (found by the crash soak). Linux scans `/proc`;
 /// elsewhere any member, zombies included, counts (`kill(-pgid, 0)`).
 #[cfg(target_os = "linux")]
-pub fn group_alive(pgid: i32) -> bool {
+pub(crate) fn group_alive(pgid: i32) -> bool {
     if pgid <= 0 || kill(Pid::from_raw(-pgid), None) == Err(Errno::ESRCH) {
         return false;
     }

@@ -44,7 +44,7 @@ struct Inner {
 }
 
 /// What runs on the listener thread when SIGHUP arrives.
-pub type HangupHook = Box<dyn Fn() + Send + Sync>;
+pub(crate) type HangupHook = Box<dyn Fn() + Send + Sync>;
 
 impl std::fmt::Debug for Interrupt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,8 +115,8 @@ impl Interrupt {
                 return true;
             }
             tokio::select! {
-                _ = interrupt.wait() => true,
-                _ = tokio::time::sleep(duration) => false,
+                () = interrupt.wait() => true,
+                () = tokio::time::sleep(duration) => false,
             }
         }
     }

@@ -31,13 +31,13 @@
 //! escaped the group (`setsid`) could hold them open forever, so draining gives up after
 //! [`DRAIN_LIMIT`].
 
-pub mod awake;
-pub mod capped;
-pub mod identity;
-pub mod interrupt;
-pub mod invocation;
-pub mod probe;
-pub mod reaper;
+pub(crate) mod awake;
+pub(crate) mod capped;
+pub(crate) mod identity;
+pub(crate) mod interrupt;
+pub(crate) mod invocation;
+pub(crate) mod probe;
+pub(crate) mod reaper;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -52,10 +52,11 @@ use tokio::time::Instant;
 
 use crate::supervisor::identity::{ProcessIdentity, pid_alive};
 use crate::supervisor::interrupt::Interrupt;
-pub use crate::supervisor::invocation::{Invocation, Limits};
+pub(crate) use crate::supervisor::invocation::Invocation;
+pub use crate::supervisor::invocation::Limits;
 
 /// How long a group gets between SIGTERM and SIGKILL.
-pub const STOP_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The longest stdout line handed to the callback; longer lines are cut (the file keeps them).
 pub const LINE_CAP: usize = 1 << 20;
@@ -63,11 +64,8 @@ pub const LINE_CAP: usize = 1 << 20;
 /// The most of an agent's stdout a stage file keeps (DESIGN.md section 3): 64 MiB.
 pub const STDOUT_CAP: u64 = 64 << 20;
 
-/// A sensible `stderr_cap`: the last 64 KiB of stderr.
-pub const DEFAULT_STDERR_CAP: usize = 64 * 1024;
-
 /// How long the pipes are drained after the leader has exited and its group was killed.
-pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// How often a stopping group whose leader has exited is checked for being empty.
 const GROUP_POLL: Duration = Duration::from_millis(20);

@@ -25,14 +25,14 @@ use nix::unistd::Pid;
 use super::identity::group_alive;
 
 /// How long a timed-out probe's group gets between SIGTERM and SIGKILL.
-pub const PROBE_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const PROBE_GRACE: Duration = Duration::from_secs(2);
 
 /// How much of a probe's captured output is kept.
-pub const OUTPUT_TAIL: u64 = 4096;
+pub(crate) const OUTPUT_TAIL: u64 = 4096;
 
 /// One bounded command.
 #[derive(Debug)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// The program (looked up on PATH when it has no `/`).
     pub program: OsString,
     /// Its arguments.
@@ -53,7 +53,7 @@ pub struct Probe {
 
 impl Probe {
     /// `program args…` in `cwd` with no stdin, output captured, bounded by `timeout`.
-    pub fn new(
+    pub(crate) fn new(
         program: impl Into<OsString>,
         args: impl IntoIterator<Item = impl Into<OsString>>,
         cwd: impl Into<PathBuf>,
@@ -72,14 +72,14 @@ impl Probe {
     }
 
     /// `sh -c script` in `cwd`, as git runs filter drivers and `core.editor`-like commands.
-    pub fn shell(script: &str, cwd: impl Into<PathBuf>, timeout: Duration) -> Probe {
+    pub(crate) fn shell(script: &str, cwd: impl Into<PathBuf>, timeout: Duration) -> Probe {
         Probe::new("sh", ["-c", script], cwd, timeout)
     }
 }
 
 /// How a probe ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeEnd {
+pub(crate) enum ProbeEnd {
     /// It exited (or a signal it did not get from kern ended it).
     Exited(ExitStatus),
     /// It ran past its time limit and its group was stopped.
@@ -88,12 +88,13 @@ pub enum ProbeEnd {
 
 impl ProbeEnd {
     /// True for exit status 0.
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         matches!(self, ProbeEnd::Exited(status) if status.success())
     }
 
+    #[cfg(test)]
     /// The exit code, when it exited normally.
-    pub fn code(&self) -> Option<i32> {
+    pub(crate) fn code(&self) -> Option<i32> {
         match self {
             ProbeEnd::Exited(status) => status.code(),
             ProbeEnd::TimedOut(_) => None,
@@ -101,7 +102,7 @@ impl ProbeEnd {
     }
 
     /// `exit status 1`, `killed by signal 9`, `stopped after 10m (time limit)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             ProbeEnd::Exited(status) => match (status.code(), status.signal()) {
                 (Some(code), _) => format!("exit status {code}"),
@@ -118,7 +119,7 @@ impl ProbeEnd {
 
 /// What a finished probe left.
 #[derive(Debug)]
-pub struct ProbeOutput {
+pub(crate) struct ProbeOutput {
     /// How it ended.
     pub end: ProbeEnd,
     /// The last [`OUTPUT_TAIL`] bytes of its captured output (stderr, and stdout when it was
@@ -128,7 +129,7 @@ pub struct ProbeOutput {
 
 /// Runs `probe` to its end or its time limit. `Err` means it could not be started (the
 /// program is missing, not executable, or the working folder is gone).
-pub fn run(probe: Probe) -> std::io::Result<ProbeOutput> {
+pub(crate) fn run(probe: Probe) -> std::io::Result<ProbeOutput> {
     let mut log = tempfile::tempfile()?;
     let mut command = Command::new(&probe.program);
     command
@@ -207,7 +208,7 @@ fn signal_group(pgid: i32, signal: Signal) {
 }
 
 /// The last `max` bytes of `file` as text, starting at a line when one starts near the cut.
-pub fn read_tail(file: &mut File, max: u64) -> String {
+pub(crate) fn read_tail(file: &mut File, max: u64) -> String {
     let len = file.seek(SeekFrom::End(0)).unwrap_or(0);
     let start = len.saturating_sub(max);
     let mut bytes = Vec::new();

@@ -27,11 +27,11 @@ const POLL: Duration = Duration::from_millis(20);
 static ACTIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 /// A process group a supervisor is running, registered for as long as this lives.
-pub struct Active(i32);
+pub(crate) struct Active(i32);
 
 impl Active {
     /// Registers group `pgid` as running.
-    pub fn register(pgid: i32) -> Active {
+    pub(crate) fn register(pgid: i32) -> Active {
         if let Ok(mut active) = ACTIVE.lock() {
             active.push(pgid);
         }
@@ -60,7 +60,7 @@ fn is_subreaper() -> bool {
 }
 
 /// Makes kern a child subreaper; false where that is not possible.
-pub fn become_subreaper() -> bool {
+pub(crate) fn become_subreaper() -> bool {
     #[cfg(target_os = "linux")]
     {
         nix::sys::prctl::set_child_subreaper(true).is_ok()
@@ -73,7 +73,7 @@ pub fn become_subreaper() -> bool {
 
 /// Stops every descendant of this process outside its process group (see the module docs),
 /// giving each `grace` between SIGTERM and SIGKILL, and returns the pids it stopped.
-pub fn stop_escaped(grace: Duration) -> Vec<i32> {
+pub(crate) fn stop_escaped(grace: Duration) -> Vec<i32> {
     if !is_subreaper() {
         return Vec::new();
     }

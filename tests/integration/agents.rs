@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kern::prompt::Templates;
-use kern::stage::Stage;
+use kern::testing::prompt::Templates;
+use kern::testing::stage::Stage;
 use project::{Project, texts};
 use serde_json::{Value, json};
 
@@ -156,7 +156,7 @@ fn assert_received(p: &Project, log: &Path, stage: Stage, expected: &[String]) {
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
+    items.iter().map(std::string::ToString::to_string).collect()
 }
 
 #[test]
@@ -536,7 +536,7 @@ fn every_record_of_an_interrupted_run_reads_with_jq() {
         .unwrap();
     let stream = p.state_dir().join("stage2.jsonl");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while std::fs::metadata(&stream).map(|m| m.len()).unwrap_or(0) == 0 {
+    while std::fs::metadata(&stream).map_or(0, |m| m.len()) == 0 {
         assert!(Instant::now() < deadline, "implement never started");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -28,10 +28,7 @@ fn wait_for(p: &Project, file: &str) {
     let path = p.state_dir().join(file);
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if std::fs::metadata(&path)
-            .map(|m| m.len() > 0)
-            .unwrap_or(false)
-        {
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -242,11 +239,7 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
     for run in 1..=2 {
         let mut child = spawn_kern(&p, &["5", "0"]);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while std::fs::read_to_string(&marks)
-            .map(|t| t.lines().count())
-            .unwrap_or(0)
-            < run
-        {
+        while std::fs::read_to_string(&marks).map_or(0, |t| t.lines().count()) < run {
             assert!(
                 Instant::now() < deadline,
                 "run {run} never reached the hook"

@@ -626,7 +626,7 @@ fn a_live_lock_holder_is_shown_with_how_to_stop_it() {
     let deadline = Instant::now() + Duration::from_secs(60);
     // Wait for the last rewrite of the record before the agent's long sleep (the agent's
     // group): `RunLock::inspect` reads a record being rewritten as no lock at all.
-    while !kern::state::lock::RunLock::inspect(&lock)
+    while !kern::testing::state::lock::RunLock::inspect(&lock)
         .is_some_and(|(r, _)| r.phase.to_string() == "research" && r.agent_group.is_some())
     {
         assert!(Instant::now() < deadline, "the run never reached research");

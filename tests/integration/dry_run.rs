@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
-use kern::prompt::{self, Templates};
-use kern::stage::Stage;
+use kern::testing::prompt::{self, Templates};
+use kern::testing::stage::Stage;
 use project::{Project, texts};
 use serde_json::json;
 
@@ -158,7 +158,7 @@ fn a_dry_run_mid_task_changes_no_byte_of_the_repository_or_the_state_folder() {
 
 fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
+    while std::fs::metadata(path).map_or(0, |m| m.len()) == 0 {
         assert!(
             Instant::now() < deadline,
             "{} never appeared",

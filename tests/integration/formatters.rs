@@ -21,7 +21,7 @@ use crate::support::project;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kern::spec::{Document, Edit, NoteKind, SpecFile, TaskIdentity, TaskState};
+use kern::testing::spec::{Document, Edit, NoteKind, SpecFile, TaskIdentity, TaskState};
 use project::{Project, texts};
 use serde_json::json;
 
@@ -147,7 +147,7 @@ fn steps(mut text: String, title: &str, edits: &[Edit]) -> Vec<String> {
             .position(|t| t.title == title)
             .unwrap_or_else(|| panic!("no task `{title}` in\n{text}"));
         let id = doc.identity(index);
-        text = kern::spec::apply(&doc, &id, edit)
+        text = kern::testing::spec::apply(&doc, &id, edit)
             .unwrap_or_else(|e| panic!("{edit:?} on `{title}`: {e}\n{text}"));
         out.push(text.clone());
     }
@@ -304,9 +304,12 @@ fn old_and_formatted_note_shapes_read_the_same_and_the_next_note_rewrites_them()
             );
             // kern's next note rewrites the block in its layout, which the formatters keep.
             let doc = Document::parse(after);
-            let applied =
-                kern::spec::apply_edit(&doc, &doc.identity(0), &Edit::AddAttempt("next".into()))
-                    .unwrap();
+            let applied = kern::testing::spec::apply_edit(
+                &doc,
+                &doc.identity(0),
+                &Edit::AddAttempt("next".into()),
+            )
+            .unwrap();
             assert!(applied.rewrote_notes, "{after}");
             let t = &applied.document.tasks()[0];
             assert_eq!(

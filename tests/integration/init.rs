@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use assert_cmd::Command;
-use kern::command::init::{STARTER_LEARNINGS, STARTER_SPEC};
+use kern::testing::command::init::{STARTER_LEARNINGS, STARTER_SPEC};
 
 const SPEC_EXISTS: &str = "kern: error: `SPEC.md` already exists — kern init never overwrites; \
                            edit it, or pass --spec PATH to start another list\n";

@@ -13,8 +13,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 use git_support::{is_child, rerun_test};
 use kern::error::Error;
-use kern::state::lock::{AgentGroup, LockRecord, RunLock, Takeover, stop_orphaned_agent};
-use kern::supervisor::identity::{ProcessIdentity, start_time};
+use kern::testing::state::lock::{AgentGroup, LockRecord, RunLock, Takeover, stop_orphaned_agent};
+use kern::testing::supervisor::identity::{ProcessIdentity, start_time};
 
 const LOCK_ENV: &str = "KERN_TEST_LOCK";
 const LEGACY_ENV: &str = "KERN_TEST_LEGACY";
@@ -28,7 +28,7 @@ fn lock_holder_child() {
     let path = PathBuf::from(std::env::var_os(LOCK_ENV).unwrap());
     let legacy = PathBuf::from(std::env::var_os(LEGACY_ENV).unwrap());
     let (mut lock, _) = RunLock::acquire(&path, &legacy, &["kern".into(), "3".into()]).unwrap();
-    lock.set_phase(kern::state::lock::Phase::from("implement"))
+    lock.set_phase(kern::testing::state::lock::Phase::from("implement"))
         .unwrap();
     println!("locked {}", std::process::id());
     std::io::stdout().flush().unwrap();
@@ -325,7 +325,7 @@ fn set_phase_rewrites_the_record_in_place_and_keeps_the_lock() {
     let p = paths();
     let (mut lock, _) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
     let ino = fs::metadata(&p.lock).unwrap().ino();
-    lock.set_phase(kern::state::lock::Phase::from("commit"))
+    lock.set_phase(kern::testing::state::lock::Phase::from("commit"))
         .unwrap();
     let group = AgentGroup {
         pgid: 4242,

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::support::project::{Project, texts};
 
 /// Waits (up to a minute, a bound against a broken build only) for `path` to exist.
-pub fn wait_for_file(path: &Path) {
+pub(crate) fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
         assert!(

@@ -231,8 +231,7 @@ impl Tmux {
         let ok = Command::new("tmux")
             .arg("-V")
             .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
+            .is_ok_and(|o| o.status.success());
         assert!(
             ok,
             "install tmux (apt-get install tmux): the terminal tests run kern inside it"

@@ -217,13 +217,13 @@ fn readme_commands_are_all_known() {
 fn the_readmes_codex_provider_is_what_doctor_reads() {
     let start = README.find("```toml\n").expect("the config.toml example") + "```toml\n".len();
     let end = start + README[start..].find("```").expect("its closing fence");
-    let provider = kern::agent::codex_provider::provider(Some(&README[start..end]));
+    let provider = kern::testing::agent::codex_provider::provider(Some(&README[start..end]));
     assert_eq!(
         provider,
-        Ok(kern::agent::codex_provider::CodexProvider {
+        Ok(kern::testing::agent::codex_provider::CodexProvider {
             id: "local".into(),
             base_url: Some("http://127.0.0.1:8000/v1".into()),
-            credential: kern::agent::codex_provider::Credential::Nothing,
+            credential: kern::testing::agent::codex_provider::Credential::Nothing,
         })
     );
 }
@@ -379,7 +379,7 @@ fn demo_keep_keeps_everything_and_its_recipes_work() {
     let repo = root.join("greet");
     let check = || -> Result<(), String> {
         let spec = std::fs::read_to_string(repo.join("SPEC.md")).map_err(|e| e.to_string())?;
-        let doc = kern::spec::Document::parse(&spec);
+        let doc = kern::testing::spec::Document::parse(&spec);
         let states: Vec<_> = doc
             .tasks()
             .iter()
@@ -388,7 +388,7 @@ fn demo_keep_keeps_everything_and_its_recipes_work() {
         if states.len() != 6
             || states
                 .iter()
-                .any(|(_, s)| *s != kern::spec::TaskState::Done)
+                .any(|(_, s)| *s != kern::testing::spec::TaskState::Done)
         {
             return Err(format!("not every task is done: {states:?}"));
         }

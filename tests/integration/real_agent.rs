@@ -23,7 +23,7 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use kern::stage::Stage;
+use kern::testing::stage::Stage;
 use mock_model_api::{
     Answer, CLAUDE_ENV_REMOVE, MockModelApi, RecordedRequest, Rule, Script, Turn,
     claude_executable, strict_report,
@@ -183,7 +183,7 @@ impl RealAgent {
     fn stage_files(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.project.state_dir())
             .expect("state folder")
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
             // Schemas are kept across iterations; every other stage file must go.
             .filter(|name| name.starts_with("stage") && !name.ends_with(".schema.json"))

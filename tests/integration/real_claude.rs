@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kern::stage::Stage;
+use kern::testing::stage::Stage;
 use mock_model_api::{
     Answer, CLAUDE_ENV_REMOVE, MockModelApi, Rule, Script, Turn, claude_executable,
     installer_script, run_installer, strict_report,
@@ -175,6 +175,10 @@ struct Run {
     elapsed: Duration,
     /// Set when the run was stopped by `stop_when` (as kern stops an agent early): how long
     /// after SIGTERM the CLI exited, or `None` when it needed SIGKILL.
+    #[allow(
+        clippy::option_option,
+        reason = "not stopped, stopped and exited, stopped and killed"
+    )]
     stopped: Option<Option<Duration>>,
 }
 
@@ -1008,7 +1012,7 @@ fn record_fixtures() {
     };
     let with = |mut args: Vec<String>, extra: &[&str]| {
         let schema = args.pop().expect("the schema flag");
-        args.extend(extra.iter().map(|a| a.to_string()));
+        args.extend(extra.iter().map(std::string::ToString::to_string));
         args.push(schema);
         args
     };
@@ -1318,7 +1322,7 @@ fn write_fixture(
     }
 }
 
-/// The OS sandbox kern can give the implement stage (`kern::agent::claude::SANDBOX_SETTINGS`
+/// The OS sandbox kern can give the implement stage (`kern::testing::agent::claude::SANDBOX_SETTINGS`
 /// through `--settings`) runs headless: a shell command writes inside the repository, but not
 /// outside it nor into `.git/hooks` — whether the CLI refuses such a command up front (a
 /// permission denial in `dontAsk` mode) or the sandbox's read-only mount stops it. The control
@@ -1354,7 +1358,7 @@ fn the_os_sandbox_confines_implements_shell_to_the_repository() {
         let schema = args.pop().expect("schema flag");
         args.push(format!(
             "--settings={}",
-            kern::agent::claude::SANDBOX_SETTINGS
+            kern::testing::agent::claude::SANDBOX_SETTINGS
         ));
         args.push(schema);
         args

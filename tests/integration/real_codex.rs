@@ -243,7 +243,7 @@ fn assert_schemas_accepted(mock: &MockResponsesApi) {
         requests.iter().all(|r| r.answer != Answer::SchemaRejected),
         "a schema was rejected as not strict"
     );
-    let known: Vec<Value> = kern::stage::Stage::ALL
+    let known: Vec<Value> = kern::testing::stage::Stage::ALL
         .iter()
         .map(|s| serde_json::from_str(s.schema()).expect("schema"))
         .collect();

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use git_support::{CHILD_MARKER, TestRepo, is_child, rerun_test};
 use kern::error::Error;
-use kern::repository::{CommitRequest, Head, LeftOut, Repository};
+use kern::testing::repository::{CommitRequest, Head, LeftOut, Repository};
 
 fn request(message: &str) -> CommitRequest<'_> {
     CommitRequest {
@@ -1237,7 +1237,7 @@ fn an_index_lock_held_too_long_is_an_error_after_the_wait_and_nothing_changes() 
             notify: Some(&notify),
         })
         .unwrap_err();
-    assert!(started.elapsed() >= kern::repository::INDEX_LOCK_WAIT);
+    assert!(started.elapsed() >= kern::testing::repository::INDEX_LOCK_WAIT);
     assert!(
         matches!(err, Error::IndexLocked { ref path } if *path == lock),
         "{err:?}"
@@ -1261,7 +1261,7 @@ fn editor_files_and_left_out_files_are_not_dirty_and_an_audit_leaves_them_alone(
     repo.write("docs/PLAN.md", "- [ ] a\n");
     repo.commit_all("plan");
     let mut kern = repo.kern();
-    kern.set_options(kern::repository::GitOptions {
+    kern.set_options(kern::testing::repository::GitOptions {
         own_files: vec![
             repo.path().join("docs/PLAN.md"),
             PathBuf::from("docs/LEARNINGS.md"),

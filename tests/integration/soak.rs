@@ -86,8 +86,7 @@ fn base_seed() -> u64 {
         Ok(s) => s.trim().parse().expect("KERN_SOAK_SEED must be a number"),
         Err(_) => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1),
+            .map_or(1, |d| d.as_nanos() as u64),
     }
 }
 
@@ -199,7 +198,7 @@ static TIMELINE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 fn note(line: String) {
     TIMELINE
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .push(line);
 }
 
@@ -207,7 +206,9 @@ fn note(line: String) {
 fn with_timeline(name: &str, seed: u64, body: impl FnOnce()) {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
     if let Err(panic) = result {
-        let timeline = TIMELINE.lock().unwrap_or_else(|e| e.into_inner());
+        let timeline = TIMELINE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut text = format!("{name} failed; replay with KERN_SOAK_SEED={seed}\ntimeline:\n");
         for line in timeline.iter().filter(|l| l.starts_with(name)) {
             let _ = writeln!(text, "  {line}");
@@ -353,8 +354,8 @@ fn check_done(name: &str, soaked: &Soaked) {
     let p = &soaked.project;
 
     let spec = p.read("SPEC.md");
-    let doc = kern::spec::Document::parse(&spec);
-    let errors: Vec<String> = kern::spec::validate(&doc)
+    let doc = kern::testing::spec::Document::parse(&spec);
+    let errors: Vec<String> = kern::testing::spec::validate(&doc)
         .iter()
         .filter(|d| d.is_error())
         .map(|d| d.render("SPEC.md"))
@@ -390,7 +391,10 @@ fn check_done(name: &str, soaked: &Soaked) {
         states.iter().all(|(_, s)| *s == "done"),
         "{name}: every task is [x]: {states:?}\n{spec}"
     );
-    assert!(kern::spec::select(&doc).is_none(), "{name}: nothing left");
+    assert!(
+        kern::testing::spec::select(&doc).is_none(),
+        "{name}: nothing left"
+    );
     assert_eq!(
         head_blob(p, "SPEC.md").as_deref(),
         Some(spec.as_str()),
@@ -462,8 +466,7 @@ fn check_done(name: &str, soaked: &Soaked) {
         // are reused).
         let alive = || {
             std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(&scenario))
-                .unwrap_or(false)
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&scenario))
         };
         while alive() {
             assert!(

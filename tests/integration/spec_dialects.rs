@@ -447,9 +447,9 @@ lazy line of the quote
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(p.log().len(), 4, "{err}");
     let text = p.read("SPEC.md");
-    let doc = kern::spec::Document::parse(&text);
+    let doc = kern::testing::spec::Document::parse(&text);
     for t in doc.tasks() {
-        assert_eq!(t.state, kern::spec::TaskState::Done, "{text}");
+        assert_eq!(t.state, kern::testing::spec::TaskState::Done, "{text}");
         assert_eq!(t.notes.len(), 1, "{text}");
         assert_eq!(t.notes[0].text, "- look at out/", "{text}");
     }

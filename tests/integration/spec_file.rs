@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Child, Command};
 
-use kern::spec::{Document, Edit, SpecFile, TaskState};
+use kern::testing::spec::{Document, Edit, SpecFile, TaskState};
 
 const APPENDS: usize = 300;
 const MIN_EDITS: usize = 50;

@@ -189,8 +189,8 @@ fn spec_option_points_at_another_file() {
 fn kerns_own_spec_is_valid_kern_format() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read(root.join("SPEC.md")).unwrap();
-    let doc = kern::spec::Document::from_bytes(&text).unwrap();
-    let problems: Vec<String> = kern::spec::validate(&doc)
+    let doc = kern::testing::spec::Document::from_bytes(&text).unwrap();
+    let problems: Vec<String> = kern::testing::spec::validate(&doc)
         .iter()
         .map(|d| d.render("SPEC.md"))
         .collect();

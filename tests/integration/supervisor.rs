@@ -6,17 +6,17 @@ use crate::support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kern::agent::Invocation;
-use kern::supervisor::Limits as StageLimits;
-use kern::supervisor::interrupt::Interrupt;
-use kern::supervisor::{
+use kern::testing::agent::Invocation;
+use kern::testing::supervisor::Limits as StageLimits;
+use kern::testing::supervisor::interrupt::Interrupt;
+use kern::testing::supervisor::{
     self, EndReason, Finished, LINE_CAP, LineAction, ProcessGroup, SpawnError, StreamFiles,
 };
 use support::*;
 
 fn files(dir: &Path, stderr_cap: usize) -> StreamFiles {
     StreamFiles {
-        stdout_cap: kern::supervisor::STDOUT_CAP,
+        stdout_cap: kern::testing::supervisor::STDOUT_CAP,
         stdout: dir.join("stage2.jsonl"),
         stderr: dir.join("stage2.stderr"),
         stderr_cap,
@@ -516,7 +516,7 @@ async fn a_real_sigint_is_recorded_by_the_installed_listener() {
 
 /// Runs in a child process started by `a_second_signal_kills_the_group_and_exits_at_once`.
 #[tokio::test]
-#[ignore]
+#[ignore = "run only as the child of a_second_signal_kills_the_group_and_exits_at_once"]
 // The sleeper is never waited for on purpose: the second signal ends this process first.
 #[allow(clippy::zombie_processes)]
 async fn second_signal_child() {
@@ -580,10 +580,10 @@ fn stop_if_same_stops_a_leftover_group_but_never_a_reused_pid() {
 
     let mut other = spawn();
     let pid = other.id() as i32;
-    let now = kern::supervisor::identity::ProcessIdentity::of(pid);
+    let now = kern::testing::supervisor::identity::ProcessIdentity::of(pid);
     let reused = ProcessGroup {
         pgid: pid,
-        leader: kern::supervisor::identity::ProcessIdentity {
+        leader: kern::testing::supervisor::identity::ProcessIdentity {
             pid,
             start_time: now.start_time.map(|t| t + 1),
         },
@@ -616,7 +616,7 @@ fn stop_if_same_stops_a_leftover_group_but_never_a_reused_pid() {
 /// Measures streaming throughput and peak memory: 100 MB through `run`. Run it alone:
 /// `cargo test --release --test supervisor -- --ignored --nocapture throughput`.
 #[tokio::test]
-#[ignore]
+#[ignore = "a measurement, run by hand in release mode"]
 async fn throughput_of_100_megabytes() {
     let dir = tempfile::tempdir().unwrap();
     let inv = sh(

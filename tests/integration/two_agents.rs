@@ -538,7 +538,7 @@ fn each_claude_stage_gets_what_is_left_of_max_cost_and_implement_the_sandbox() {
         [budget("research"), budget("implement"), budget("commit")],
         ["2", "1.75", "1.5"]
     );
-    let settings = kern::agent::claude::SANDBOX_SETTINGS;
+    let settings = kern::testing::agent::claude::SANDBOX_SETTINGS;
     let sandboxed = |stage: &str| argv(&log, stage).contains(&format!("--settings={settings}"));
     assert!(sandboxed("implement"));
     assert!(!sandboxed("research") && !sandboxed("commit"));

@@ -41,6 +41,7 @@ impl ClaudeStream {
         }
     }
 
+    #[cfg(test)]
     pub(super) fn rate_limit(&self) -> Option<&RateLimit> {
         self.rate_limit.as_ref()
     }

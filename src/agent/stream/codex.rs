@@ -20,7 +20,7 @@ use super::{
 use crate::agent::failure::{self, FailureClass};
 
 /// Codex `Reconnecting...` errors in a row after which the stream is given up as transient.
-pub const RECONNECT_LIMIT: u32 = 8;
+pub(crate) const RECONNECT_LIMIT: u32 = 8;
 
 /// The most error messages kept (the latest).
 const ERRORS_CAP: usize = 20;

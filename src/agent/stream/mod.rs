@@ -27,17 +27,15 @@ use serde_json::{Map, Value};
 
 use crate::agent::failure::FailureClass;
 
-pub use codex::RECONNECT_LIMIT;
-
 /// The most of a plain-text output, or of a Codex final message, that is kept (the tail).
-pub const RESULT_CAP: usize = 1 << 20;
+pub(crate) const RESULT_CAP: usize = 1 << 20;
 
 /// The most of the last Claude assistant text that is kept (the tail); it is only the
 /// fallback result when no `result` event arrives.
-pub const TEXT_CAP: usize = 64 << 10;
+pub(crate) const TEXT_CAP: usize = 64 << 10;
 
 /// The longest progress detail, in characters.
-pub const DETAIL_CAP: usize = 80;
+pub(crate) const DETAIL_CAP: usize = 80;
 
 /// How an agent's stdout is to be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +50,7 @@ pub enum StreamFormat {
 
 /// What the supervisor should do after a line.
 #[derive(Debug, Clone, PartialEq)]
-pub enum LineSignal {
+pub(crate) enum LineSignal {
     /// Nothing special.
     Continue,
     /// The agent called a tool; show it on the status line.
@@ -65,7 +63,7 @@ pub enum LineSignal {
 
 /// The agent's latest tool call, for the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// The tool: `Edit`, `Bash`, … (Codex items: `Shell`, `Edit`, `WebSearch`).
     pub tool: String,
     /// What it works on: a path, a command's first line, a pattern (at most 80 characters).
@@ -73,7 +71,7 @@ pub struct Progress {
 }
 /// Everything kern keeps of one agent run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentOutput {
+pub(crate) struct AgentOutput {
     /// The final text: Claude's `result`, Codex's last `agent_message`, a program's stdout.
     /// Without those, the last assistant text. Always a string, possibly empty.
     pub result_text: String,
@@ -137,7 +135,7 @@ pub struct AgentOutput {
 /// (subscription logins only; API keys and cloud providers send none). A later `--pace` reads
 /// it to stop taking tasks before a limit is hit.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     /// `allowed`, `allowed_warning` or `rejected`.
     pub status: String,
     /// The limiting window: `five_hour`, `seven_day`, `seven_day_opus`, … (`rateLimitType`).
@@ -152,7 +150,7 @@ pub struct RateLimit {
 
 /// One subscription window of a [`RateLimit`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct RateLimitWindow {
+pub(crate) struct RateLimitWindow {
     /// `five_hour`, `seven_day`, `seven_day_overage_included`.
     pub name: String,
     /// The fraction of the window used.
@@ -231,13 +229,13 @@ fn tail_of(text: &str, cap: usize) -> &str {
 
 /// The first line of `text`, trimmed, at most [`DETAIL_CAP`] characters (a longer one ends
 /// in `…`).
-pub fn short_detail(text: &str) -> String {
+pub(crate) fn short_detail(text: &str) -> String {
     first_line(text, DETAIL_CAP)
 }
 
 /// The first non-empty line of `text`, trimmed, at most `cap` characters (a longer one ends
 /// in `…`).
-pub fn first_line(text: &str, cap: usize) -> String {
+pub(crate) fn first_line(text: &str, cap: usize) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let line = line.trim();
     if line.chars().count() <= cap {
@@ -305,14 +303,14 @@ enum Mode {
 
 /// Reads one agent run's stdout line by line; see the module docs.
 #[derive(Debug)]
-pub struct StreamParser {
+pub(crate) struct StreamParser {
     common: Common,
     mode: Mode,
 }
 
 impl StreamParser {
     /// A parser for one run.
-    pub fn new(format: StreamFormat) -> StreamParser {
+    pub(crate) fn new(format: StreamFormat) -> StreamParser {
         let mode = match format {
             StreamFormat::Claude => Mode::Claude(claude::ClaudeStream::new()),
             StreamFormat::Codex => Mode::Codex(codex::CodexStream::new()),
@@ -330,7 +328,7 @@ impl StreamParser {
     }
 
     /// Reads one stdout line (with or without its line ending).
-    pub fn push_line(&mut self, line: &str) -> LineSignal {
+    pub(crate) fn push_line(&mut self, line: &str) -> LineSignal {
         let line = line.strip_suffix('\n').unwrap_or(line);
         let line = line.strip_suffix('\r').unwrap_or(line);
         if let Mode::Undecided { blank_lines } = self.mode {
@@ -353,13 +351,15 @@ impl StreamParser {
         }
     }
 
+    #[cfg(test)]
     /// The agent's latest tool call.
-    pub fn progress(&self) -> Option<&Progress> {
+    pub(crate) fn progress(&self) -> Option<&Progress> {
         self.common.progress.as_ref()
     }
 
+    #[cfg(test)]
     /// The latest subscription rate-limit state (Claude's `rate_limit_event`).
-    pub fn rate_limit(&self) -> Option<&RateLimit> {
+    pub(crate) fn rate_limit(&self) -> Option<&RateLimit> {
         match &self.mode {
             Mode::Claude(claude) => claude.rate_limit(),
             _ => None,
@@ -367,7 +367,7 @@ impl StreamParser {
     }
 
     /// Everything kept of the run, once the process has ended.
-    pub fn finish(self, exit_code: Option<i32>, stderr_tail: &str) -> AgentOutput {
+    pub(crate) fn finish(self, exit_code: Option<i32>, stderr_tail: &str) -> AgentOutput {
         let mut out = AgentOutput {
             result_text: String::new(),
             structured_output: None,

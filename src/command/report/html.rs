@@ -51,7 +51,7 @@ code{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f4f6;
 ";
 
 /// The whole page.
-pub fn page(report: &Report) -> String {
+pub(super) fn page(report: &Report) -> String {
     let title = report
         .runs
         .last()
@@ -144,7 +144,10 @@ fn timeline(out: &mut String, run: &RunReport) {
     // The run's clock in milliseconds. Timestamps are whole seconds, so each stage starts at
     // its timestamp or where the stage before it (in time) ended, whichever is later: a fast
     // run still shows its stages one after another.
-    let start_ms = run.started_at.map_or(0, |t| t.epoch_seconds()) * 1000;
+    let start_ms = run
+        .started_at
+        .map_or(0, crate::timestamp::Timestamp::epoch_seconds)
+        * 1000;
     let mut order: Vec<(i64, usize, usize)> = Vec::new();
     for (ti, t) in run.tasks.iter().enumerate() {
         for (si, st) in t.stages.iter().enumerate() {

@@ -30,7 +30,7 @@ use crate::timestamp::Timestamp;
 
 /// What `kern report` was asked for.
 #[derive(Debug, Clone, Default)]
-pub struct ReportRequest {
+pub(crate) struct ReportRequest {
     /// Every run active at or after this moment.
     pub since: Option<Timestamp>,
     /// One run, by id or a unique start of it.
@@ -44,7 +44,7 @@ pub struct ReportRequest {
 }
 
 /// Runs `kern report`.
-pub fn run(settings: &Settings, request: &ReportRequest) -> Result<()> {
+pub(crate) fn run(settings: &Settings, request: &ReportRequest) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
     let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?);
     let log_path = state_dir.run_log();
@@ -94,7 +94,7 @@ fn eprintln_quiet(line: &str) {
 }
 
 /// The report of the runs `request` chooses from `events`; `Err` says why none matched.
-pub fn build(
+pub(crate) fn build(
     events: &[LoggedEvent],
     request: &ReportRequest,
     running: &dyn Fn(&str) -> bool,
@@ -160,7 +160,7 @@ fn last_ids(all: &[(String, Vec<&LoggedEvent>)]) -> String {
 
 /// Parses `--since`: a duration back from now (`12h`, `90m`, `2d`), a date (`2026-11-18`, from
 /// its midnight UTC) or an RFC 3339 time.
-pub fn parse_since(text: &str) -> std::result::Result<Timestamp, String> {
+pub(crate) fn parse_since(text: &str) -> std::result::Result<Timestamp, String> {
     parse_since_at(text, Timestamp::now())
 }
 

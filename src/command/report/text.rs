@@ -18,7 +18,7 @@ use crate::state::run_report::{
 const NOTE_WIDTH: usize = 140;
 
 /// The terminal page; `color` adds SGR colours.
-pub fn terminal(report: &Report, color: bool) -> String {
+pub(super) fn terminal(report: &Report, color: bool) -> String {
     let mut out = String::new();
     let p = |text: &str, sgr: &str| paint(color, text, sgr);
     if report.runs.len() > 1
@@ -101,7 +101,7 @@ pub fn terminal(report: &Report, color: bool) -> String {
 }
 
 /// The report as Markdown, for a pull request or a chat.
-pub fn markdown(report: &Report) -> String {
+pub(super) fn markdown(report: &Report) -> String {
     let mut out = String::new();
     for (i, run) in report.runs.iter().enumerate() {
         if i > 0 {
@@ -455,7 +455,7 @@ fn md_cell(text: &str) -> String {
 }
 
 /// `<`, `>`, `&` and `"` as HTML entities.
-pub fn html_escape(text: &str) -> String {
+pub(super) fn html_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in clean(text).chars() {
         match c {

@@ -20,7 +20,7 @@ use crate::workspace::Workspace;
 
 use super::Job;
 
-impl<'a> Run<'a> {
+impl Run<'_> {
     /// Integrates a task whose work passed its review (see the module docs).
     pub(super) fn integrate(
         &mut self,

@@ -73,9 +73,7 @@ pub(super) fn wanted(settings: &Settings, state_dir: &StateDir) -> bool {
 }
 
 fn has_jobs(state_dir: &StateDir) -> bool {
-    std::fs::read_dir(state_dir.jobs_dir())
-        .map(|mut d| d.next().is_some())
-        .unwrap_or(false)
+    std::fs::read_dir(state_dir.jobs_dir()).is_ok_and(|mut d| d.next().is_some())
 }
 
 impl<'a> Run<'a> {
@@ -106,7 +104,7 @@ impl<'a> Run<'a> {
             }
             let mut nothing_left = false;
             if stop.is_none() && started < total && Instant::now() >= next_start {
-                match self.start_jobs(&jobs, slots, started, total).await {
+                match self.start_jobs(&jobs, slots, started, total) {
                     Ok(new) if new.is_empty() && running.is_empty() => nothing_left = true,
                     Ok(new) => {
                         for (job, future) in new {
@@ -171,7 +169,7 @@ impl<'a> Run<'a> {
     }
     /// Starts the tasks that may start now beside the `running` ones, up to `slots` at once
     /// and `left` more in this run.
-    async fn start_jobs(
+    fn start_jobs(
         &mut self,
         running: &[TaskIdentity],
         slots: usize,
@@ -260,7 +258,7 @@ impl Job {
 }
 
 /// Waits for the first of `running` to end and takes it out.
-async fn next_done<'a>(running: &mut Vec<JobFuture<'a>>) -> JobDone {
+async fn next_done(running: &mut Vec<JobFuture<'_>>) -> JobDone {
     std::future::poll_fn(|cx| {
         for i in 0..running.len() {
             if let Poll::Ready(done) = running[i].as_mut().poll(cx) {

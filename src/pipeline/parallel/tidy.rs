@@ -17,7 +17,7 @@ use crate::workspace::Workspace;
 
 use super::Job;
 
-impl<'a> Run<'a> {
+impl Run<'_> {
     /// Removes a task's worktree and folder when nothing is left in them: no stage files, no
     /// change in the worktree, no commit on its branch beyond where it started.
     pub(super) fn retire_if_idle(&mut self, job: &Job, ws: Workspace) -> Result<()> {

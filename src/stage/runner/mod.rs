@@ -38,7 +38,7 @@ use attempt::{millis, run_once};
 const STDERR_CAP: usize = 64 * 1024;
 
 /// What the loop needs to run a stage: shared, read-only context.
-pub struct StageContext<'a> {
+pub(crate) struct StageContext<'a> {
     /// Resolved settings.
     pub settings: &'a Settings,
     /// The state folder.
@@ -57,18 +57,18 @@ pub struct StageContext<'a> {
 /// task (they share the account), so the others wait for the same reset instead of each
 /// hitting it in turn. Shared by the tasks of one run (one thread).
 #[derive(Debug, Clone, Default)]
-pub struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
+pub(crate) struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
 
 impl Pause {
     /// No stage starts before `until` (a later pause wins).
-    pub fn until(&self, until: Instant) {
+    pub(crate) fn until(&self, until: Instant) {
         if self.0.get().is_none_or(|t| t < until) {
             self.0.set(Some(until));
         }
     }
 
     /// How long from now the pause lasts, if it does.
-    pub fn remaining(&self) -> Option<Duration> {
+    pub(crate) fn remaining(&self) -> Option<Duration> {
         self.0
             .get()
             .map(|t| t.saturating_duration_since(Instant::now()))
@@ -77,7 +77,7 @@ impl Pause {
 }
 
 /// One stage's prompt and task.
-pub struct StageRequest {
+pub(crate) struct StageRequest {
     /// The agents the stage may run on, with their models.
     pub agents: StageAgents,
     /// The rendered prompt.
@@ -95,7 +95,7 @@ pub struct StageRequest {
 
 /// How a stage ended, once retries and waits are over.
 #[derive(Debug)]
-pub struct StageRun<R> {
+pub(crate) struct StageRun<R> {
     /// The record, as written to `stageN.json`.
     pub record: StageRecord,
     /// The stage's report, or kern's note saying why there is none (e.g. "agent timed out
@@ -115,7 +115,7 @@ pub struct StageRun<R> {
 /// `limits` is the run's memory of which agent is at its usage limit until when. `Err` means
 /// the run must stop: the agent needs the person, or the run was interrupted (the record says
 /// `interrupted`).
-pub async fn run_stage<R: Report>(
+pub(crate) async fn run_stage<R: Report>(
     ctx: &StageContext<'_>,
     lock: &mut RunLock,
     limits: &mut AgentLimits,

@@ -13,50 +13,50 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A temporary repository with a work tree on branch `main`.
-pub struct TestRepo {
+pub(crate) struct TestRepo {
     pub dir: tempfile::TempDir,
     pub git: git2::Repository,
 }
 
 impl TestRepo {
     /// `git init` on `main`, with a local user.name and user.email.
-    pub fn new() -> TestRepo {
+    pub(crate) fn new() -> TestRepo {
         let dir = tempfile::tempdir().unwrap();
         let git = init_at(dir.path());
         TestRepo { dir, git }
     }
 
     /// The work tree top (canonical).
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().canonicalize().unwrap()
     }
 
     /// Writes a file (creating folders).
-    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+    pub(crate) fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
         let path = self.dir.path().join(rel);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, content).unwrap();
     }
 
     /// Reads a file.
-    pub fn read(&self, rel: &str) -> String {
+    pub(crate) fn read(&self, rel: &str) -> String {
         fs::read_to_string(self.dir.path().join(rel)).unwrap()
     }
 
     /// True when the file exists (a dangling symlink counts).
-    pub fn exists(&self, rel: &str) -> bool {
+    pub(crate) fn exists(&self, rel: &str) -> bool {
         fs::symlink_metadata(self.dir.path().join(rel)).is_ok()
     }
 
     /// Writes an executable script.
-    pub fn write_script(&self, rel: &str, body: &str) {
+    pub(crate) fn write_script(&self, rel: &str, body: &str) {
         self.write(rel, body);
         let path = self.dir.path().join(rel);
         fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
     }
 
     /// Stages everything and commits it with git2 directly (set-up, not kern's commit).
-    pub fn commit_all(&self, message: &str) -> git2::Oid {
+    pub(crate) fn commit_all(&self, message: &str) -> git2::Oid {
         let mut index = self.git.index().unwrap();
         index
             .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
@@ -73,14 +73,14 @@ impl TestRepo {
     }
 
     /// The index as it is on disk now (the handle's cached copy is reloaded).
-    pub fn fresh_index(&self) -> git2::Index {
+    pub(crate) fn fresh_index(&self) -> git2::Index {
         let mut index = self.git.index().unwrap();
         index.read(true).unwrap();
         index
     }
 
     /// Paths in HEAD's tree (files and symlinks), sorted.
-    pub fn head_files(&self) -> Vec<String> {
+    pub(crate) fn head_files(&self) -> Vec<String> {
         let tree = self.git.head().unwrap().peel_to_tree().unwrap();
         let mut out = Vec::new();
         tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
@@ -95,7 +95,7 @@ impl TestRepo {
     }
 
     /// A file's content and mode in HEAD.
-    pub fn head_entry(&self, rel: &str) -> Option<(Vec<u8>, i32)> {
+    pub(crate) fn head_entry(&self, rel: &str) -> Option<(Vec<u8>, i32)> {
         let tree = self.git.head().ok()?.peel_to_tree().ok()?;
         let entry = tree.get_path(Path::new(rel)).ok()?;
         let blob = self.git.find_blob(entry.id()).ok()?;
@@ -103,7 +103,7 @@ impl TestRepo {
     }
 
     /// The number of commits on HEAD.
-    pub fn commit_count(&self) -> usize {
+    pub(crate) fn commit_count(&self) -> usize {
         let mut walk = self.git.revwalk().unwrap();
         if walk.push_head().is_err() {
             return 0;
@@ -112,7 +112,7 @@ impl TestRepo {
     }
 
     /// HEAD's message.
-    pub fn head_message(&self) -> String {
+    pub(crate) fn head_message(&self) -> String {
         self.git
             .head()
             .unwrap()
@@ -124,13 +124,13 @@ impl TestRepo {
     }
 
     /// Opens the repository through kern.
-    pub fn kern(&self) -> kern::repository::Repository {
-        kern::repository::Repository::discover(self.dir.path()).unwrap()
+    pub(crate) fn kern(&self) -> kern::testing::repository::Repository {
+        kern::testing::repository::Repository::discover(self.dir.path()).unwrap()
     }
 }
 
 /// `git init` at `path` on `main` with a local identity.
-pub fn init_at(path: &Path) -> git2::Repository {
+pub(crate) fn init_at(path: &Path) -> git2::Repository {
     let mut opts = git2::RepositoryInitOptions::new();
     opts.initial_head("main");
     let git = git2::Repository::init_opts(path, &opts).unwrap();
@@ -143,7 +143,7 @@ pub fn init_at(path: &Path) -> git2::Repository {
 
 /// A command that re-runs the single test `name` of this test binary, with `CHILD_ENV` set
 /// so the test knows it is the child. The child prints `CHILD_MARKER` when its body ran.
-pub fn rerun_test(name: &str) -> Command {
+pub(crate) fn rerun_test(name: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1");
@@ -151,12 +151,12 @@ pub fn rerun_test(name: &str) -> Command {
 }
 
 /// Set in a child started by [`rerun_test`].
-pub const CHILD_ENV: &str = "KERN_TEST_CHILD";
+pub(crate) const CHILD_ENV: &str = "KERN_TEST_CHILD";
 
 /// Printed by a child test when its body ran (so the parent knows it was not filtered out).
-pub const CHILD_MARKER: &str = "kern-test-child-ran";
+pub(crate) const CHILD_MARKER: &str = "kern-test-child-ran";
 
 /// True inside a child started by [`rerun_test`].
-pub fn is_child() -> bool {
+pub(crate) fn is_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
 }

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How often blocked reads and the accept loop look at the stop flag.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Largest request head (request line and headers) accepted.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Largest request body accepted; the CLI's requests are a few hundred KiB at most.
@@ -24,10 +24,10 @@ const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 const MAX_REQUESTS_PER_CONNECTION: usize = 10_000;
 
 /// Turns one request into the whole response.
-pub type Handler = dyn Fn(&HttpRequest) -> Vec<u8> + Send + Sync;
+pub(crate) type Handler = dyn Fn(&HttpRequest) -> Vec<u8> + Send + Sync;
 
 /// The server; it runs until dropped.
-pub struct HttpServer {
+pub(crate) struct HttpServer {
     address: SocketAddr,
     server: Arc<Server>,
     accept_thread: Option<JoinHandle<()>>,
@@ -43,7 +43,7 @@ impl HttpServer {
     /// Starts serving on `127.0.0.1` with an ephemeral port, in a background thread.
     ///
     /// Panics when the loopback address cannot be bound: a test helper has no better answer.
-    pub fn start(handler: Box<Handler>) -> HttpServer {
+    pub(crate) fn start(handler: Box<Handler>) -> HttpServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 for the mock");
         let address = listener.local_addr().expect("local address of the mock");
         listener
@@ -67,7 +67,7 @@ impl HttpServer {
     }
 
     /// `127.0.0.1:PORT`.
-    pub fn address(&self) -> SocketAddr {
+    pub(crate) fn address(&self) -> SocketAddr {
         self.address
     }
 }
@@ -85,7 +85,7 @@ impl Drop for HttpServer {
     }
 }
 
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking connection thread must not take the assertions down with it.
     mutex
         .lock()
@@ -150,9 +150,8 @@ fn serve_connection(stream: TcpStream, server: &Server) {
     });
     let mut writer = &stream;
     for _ in 0..MAX_REQUESTS_PER_CONNECTION {
-        let request = match read_request(&mut reader, &mut writer) {
-            Ok(Some(request)) => request,
-            Ok(None) | Err(_) => break,
+        let Ok(Some(request)) = read_request(&mut reader, &mut writer) else {
+            break;
         };
         let response = (server.handler)(&request);
         if writer
@@ -170,7 +169,7 @@ fn serve_connection(stream: TcpStream, server: &Server) {
 }
 
 /// One parsed HTTP request.
-pub struct HttpRequest {
+pub(crate) struct HttpRequest {
     /// `POST`, `GET`, `HEAD`, …
     pub method: String,
     /// The request path, query included.
@@ -182,7 +181,7 @@ pub struct HttpRequest {
 }
 
 /// Reads one request; `Ok(None)` at a clean end of the connection.
-pub fn read_request(
+pub(crate) fn read_request(
     reader: &mut impl BufRead,
     writer: &mut impl Write,
 ) -> io::Result<Option<HttpRequest>> {
@@ -296,7 +295,7 @@ fn invalid(message: &str) -> io::Error {
 }
 
 /// A complete HTTP/1.1 response with `content-length`, keep-alive, and `extra` headers.
-pub fn http_response(
+pub(crate) fn http_response(
     status: u16,
     content_type: &str,
     extra: &[(&str, &str)],

@@ -31,23 +31,23 @@ use serde_json::{Value, json};
 use super::http_server::{HttpRequest, HttpServer, http_response, lock};
 
 /// The text of every answer that is not part of the script.
-pub const SIDE_ANSWER: &str = "ok";
+pub(crate) const SIDE_ANSWER: &str = "ok";
 
 /// The Vertex project id [`MockModelApi::claude_env`] configures; it appears in every path.
-pub const PROJECT_ID: &str = "p";
+pub(crate) const PROJECT_ID: &str = "p";
 /// The Vertex region [`MockModelApi::claude_env`] configures; it appears in every path.
-pub const REGION: &str = "us-east5";
+pub(crate) const REGION: &str = "us-east5";
 
 /// What the mock answers: the first rule whose `when` matches a conversation wins.
 #[derive(Debug, Clone, Default)]
-pub struct Script {
+pub(crate) struct Script {
     /// The rules, in priority order.
     pub rules: Vec<Rule>,
 }
 
 /// One scripted conversation.
 #[derive(Debug, Clone)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// A substring of the conversation's first user message (the prompt on stdin).
     pub when: String,
     /// Further substrings that must all occur in it too (e.g. a template's phrase and a task).
@@ -60,7 +60,7 @@ pub struct Rule {
 
 /// One answer of the scripted model.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Turn {
+pub(crate) enum Turn {
     /// A `tool_use` block calling `name` with `input`; stop reason `tool_use`.
     ToolUse {
         /// The tool's name as the CLI offers it (`Write`, `Bash`, `Read`, …).
@@ -102,7 +102,7 @@ pub enum Turn {
 
 /// `fields` completed to a whole report of `stage`: every property of the stage's (strict)
 /// schema that `fields` leaves out is `null`, as a model answering that schema sends it.
-pub fn strict_report(stage: kern::stage::Stage, fields: Value) -> Value {
+pub(crate) fn strict_report(stage: kern::testing::stage::Stage, fields: Value) -> Value {
     let schema: Value = serde_json::from_str(stage.schema()).expect("the stage schema is JSON");
     let mut report = fields;
     if let (Some(object), Some(properties)) =
@@ -117,12 +117,12 @@ pub fn strict_report(stage: kern::stage::Stage, fields: Value) -> Value {
 
 impl Turn {
     /// The `StructuredOutput` call of a whole `stage` report (see [`strict_report`]).
-    pub fn report(stage: kern::stage::Stage, fields: Value) -> Turn {
+    pub(crate) fn report(stage: kern::testing::stage::Stage, fields: Value) -> Turn {
         Turn::StructuredOutput(strict_report(stage, fields))
     }
 
     /// A tool call; shorthand for [`Turn::ToolUse`].
-    pub fn tool(name: &str, input: Value) -> Turn {
+    pub(crate) fn tool(name: &str, input: Value) -> Turn {
         Turn::ToolUse {
             name: name.to_string(),
             input,
@@ -130,7 +130,7 @@ impl Turn {
     }
 
     /// An HTTP error given `times` times; shorthand for [`Turn::HttpError`].
-    pub fn http_error(status: u16, error_type: &str, message: &str, times: u32) -> Turn {
+    pub(crate) fn http_error(status: u16, error_type: &str, message: &str, times: u32) -> Turn {
         Turn::HttpError {
             status,
             error_type: error_type.to_string(),
@@ -142,28 +142,32 @@ impl Turn {
 
 impl Rule {
     /// A rule for prompts containing `when`.
-    pub fn new(when: &str, turns: Vec<Turn>) -> Rule {
+    pub(crate) fn new(when: &str, turns: Vec<Turn>) -> Rule {
         Rule::all(&[when], turns)
     }
 
     /// A rule for prompts containing every one of `phrases` (none: every prompt).
-    pub fn all(phrases: &[&str], turns: Vec<Turn>) -> Rule {
+    pub(crate) fn all(phrases: &[&str], turns: Vec<Turn>) -> Rule {
         Rule {
             when: phrases.first().copied().unwrap_or_default().to_string(),
-            also: phrases.iter().skip(1).map(|p| p.to_string()).collect(),
+            also: phrases
+                .iter()
+                .skip(1)
+                .map(std::string::ToString::to_string)
+                .collect(),
             turns,
         }
     }
 
     /// True when the prompt `text` holds every phrase of this rule.
-    pub fn matches(&self, text: &str) -> bool {
+    pub(crate) fn matches(&self, text: &str) -> bool {
         text.contains(&self.when) && self.also.iter().all(|p| text.contains(p.as_str()))
     }
 }
 
 /// How the mock answered one request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// Turn `turn` of rule `rule` (indices into the script).
     Scripted {
         /// Index of the rule in [`Script::rules`].
@@ -187,7 +191,7 @@ pub enum Answer {
 
 /// One request as the mock saw it, for assertions.
 #[derive(Debug, Clone)]
-pub struct RecordedRequest {
+pub(crate) struct RecordedRequest {
     /// `POST`, `GET`, `HEAD`, …
     pub method: String,
     /// The request path, query included.
@@ -246,12 +250,11 @@ fn usage_headers(utilization: f64, resets_at: i64) -> Vec<(String, String)> {
 fn epoch_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// The mock server; it runs until dropped.
-pub struct MockModelApi {
+pub(crate) struct MockModelApi {
     shared: Arc<Shared>,
     server: HttpServer,
 }
@@ -271,7 +274,7 @@ impl MockModelApi {
     /// Starts the server on `127.0.0.1` with an ephemeral port, in a background thread.
     ///
     /// Panics when the loopback address cannot be bound: a test helper has no better answer.
-    pub fn start(script: Script) -> MockModelApi {
+    pub(crate) fn start(script: Script) -> MockModelApi {
         let shared = Arc::new(Shared {
             script,
             errors_given: Mutex::new(HashMap::new()),
@@ -287,7 +290,7 @@ impl MockModelApi {
     }
 
     /// The base URL the CLI must use: `http://127.0.0.1:PORT/v1`.
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://{}/v1", self.server.address())
     }
 
@@ -298,7 +301,7 @@ impl MockModelApi {
     /// are set empty (the CLI treats empty as unset); [`CLAUDE_ENV_REMOVE`] names them for
     /// callers that can remove variables instead. Retries are left at the CLI's default; add
     /// `CLAUDE_CODE_MAX_RETRIES` for error scenarios.
-    pub fn claude_env(&self, home: &Path) -> Vec<(String, String)> {
+    pub(crate) fn claude_env(&self, home: &Path) -> Vec<(String, String)> {
         let home = home.display().to_string();
         let mut env: Vec<(String, String)> = [
             ("CLAUDE_CODE_USE_VERTEX", "1"),
@@ -328,7 +331,7 @@ impl MockModelApi {
     /// a five-hour window at `utilization` (0 to 1), resetting in three hours; `None` stops
     /// them. The real CLI logged in with a subscription reports them as a `rate_limit_event`
     /// with that `utilization`.
-    pub fn report_usage(&self, utilization: Option<f64>) {
+    pub(crate) fn report_usage(&self, utilization: Option<f64>) {
         *lock(&self.shared.usage) = utilization;
     }
 
@@ -338,7 +341,7 @@ impl MockModelApi {
     /// mock ignores. Only a subscription login makes the CLI read the usage-limit headers
     /// ([`Turn::UsageLimit`], [`MockModelApi::report_usage`]) and print `rate_limit_event`s
     /// (seen on 2.1.330: Vertex mode ignores them). Otherwise as [`MockModelApi::claude_env`].
-    pub fn claude_subscription_env(&self, home: &Path) -> Vec<(String, String)> {
+    pub(crate) fn claude_subscription_env(&self, home: &Path) -> Vec<(String, String)> {
         let home = home.display().to_string();
         let mut env: Vec<(String, String)> = CLAUDE_ENV_REMOVE
             .iter()
@@ -367,12 +370,12 @@ impl MockModelApi {
     }
 
     /// Every request so far, in arrival order.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
     }
 
     /// The requests that consumed the script (answer turns and scripted errors).
-    pub fn scripted_requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn scripted_requests(&self) -> Vec<RecordedRequest> {
         self.requests()
             .into_iter()
             .filter(|r| r.answer != Answer::Side)
@@ -382,7 +385,7 @@ impl MockModelApi {
 
 /// Variables that must not reach the CLI from the test's own environment: credentials and
 /// settings that would send it elsewhere than the mock or change its model.
-pub const CLAUDE_ENV_REMOVE: &[&str] = &[
+pub(crate) const CLAUDE_ENV_REMOVE: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
@@ -401,7 +404,7 @@ pub const CLAUDE_ENV_REMOVE: &[&str] = &[
 /// the cache folder: it reuses a cached CLI of the right version without touching the network
 /// and installs it with npm otherwise, serialised by a file lock across processes. The answer
 /// is computed once per process, so parallel tests in one binary run the script once.
-pub fn claude_executable() -> Result<PathBuf, String> {
+pub(crate) fn claude_executable() -> Result<PathBuf, String> {
     static ANSWER: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     ANSWER.get_or_init(locate_or_install).clone()
 }
@@ -424,13 +427,16 @@ fn locate_or_install() -> Result<PathBuf, String> {
 }
 
 /// The installer script of this repository, `.ci/install-claude`.
-pub fn installer_script() -> PathBuf {
+pub(crate) fn installer_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/install-claude")
 }
 
 /// Runs the installer `script` with `env` added to the environment and takes the executable's
 /// path from its last stdout line; on failure the error holds the script's stderr.
-pub fn run_installer(script: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<PathBuf, String> {
+pub(crate) fn run_installer(
+    script: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<PathBuf, String> {
     run_installer_with(
         script,
         env,
@@ -439,7 +445,7 @@ pub fn run_installer(script: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<
 }
 
 /// [`run_installer`] for any installer: `skip` says how to skip the tests that need it.
-pub fn run_installer_with(
+pub(crate) fn run_installer_with(
     script: &Path,
     env: &[(&str, &std::ffi::OsStr)],
     skip: &str,
@@ -700,7 +706,9 @@ fn message_text(message: &Value) -> String {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Array(blocks)) => {
             let mut out = Vec::new();
-            blocks.iter().for_each(|b| block_text(b, &mut out));
+            for b in blocks {
+                block_text(b, &mut out);
+            }
             out.join("\n")
         }
         _ => String::new(),

@@ -31,21 +31,21 @@ use super::http_server::{HttpRequest, HttpServer, http_response, lock};
 use super::mock_model_api::run_installer_with;
 
 /// The text of every answer that is not part of the script.
-pub const SIDE_ANSWER: &str = "ok";
+pub(crate) const SIDE_ANSWER: &str = "ok";
 
 /// The provider id the mock's `config.toml` defines.
-pub const PROVIDER: &str = "kern-mock";
+pub(crate) const PROVIDER: &str = "kern-mock";
 
 /// What the mock answers: the first rule whose phrases all occur wins.
 #[derive(Debug, Clone, Default)]
-pub struct Script {
+pub(crate) struct Script {
     /// The rules, in priority order.
     pub rules: Vec<Rule>,
 }
 
 /// One scripted conversation.
 #[derive(Debug, Clone)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// Substrings that must all occur in the request's user messages (the prompt).
     pub phrases: Vec<String>,
     /// The answers in order: the request after N tool outputs gets the Nth answer turn; the
@@ -56,9 +56,12 @@ pub struct Rule {
 
 impl Rule {
     /// A rule for prompts holding every one of `phrases` (none: every prompt).
-    pub fn all(phrases: &[&str], turns: Vec<Turn>) -> Rule {
+    pub(crate) fn all(phrases: &[&str], turns: Vec<Turn>) -> Rule {
         Rule {
-            phrases: phrases.iter().map(|p| p.to_string()).collect(),
+            phrases: phrases
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
             turns,
         }
     }
@@ -66,7 +69,7 @@ impl Rule {
 
 /// One answer of the scripted model.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Turn {
+pub(crate) enum Turn {
     /// A call of Codex's `exec_command` tool with this shell command.
     Exec(String),
     /// The final assistant message: this text (a report is its JSON).
@@ -85,12 +88,12 @@ pub enum Turn {
 
 impl Turn {
     /// The final message holding `report` as JSON.
-    pub fn report(report: Value) -> Turn {
+    pub(crate) fn report(report: Value) -> Turn {
         Turn::Message(report.to_string())
     }
 
     /// An OpenAI-style error: `{"error": {"message", "type", "param": null, "code"}}`.
-    pub fn http_error(
+    pub(crate) fn http_error(
         status: u16,
         kind: &str,
         code: Option<&str>,
@@ -107,7 +110,7 @@ impl Turn {
 
 /// How the mock answered one request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// Turn `turn` of rule `rule`.
     Scripted { rule: usize, turn: usize },
     /// The HTTP error of turn `turn` of rule `rule`.
@@ -124,7 +127,7 @@ pub enum Answer {
 
 /// One request as the mock saw it.
 #[derive(Debug, Clone)]
-pub struct RecordedRequest {
+pub(crate) struct RecordedRequest {
     /// `POST /v1/responses`, …
     pub method: String,
     /// The path.
@@ -148,7 +151,7 @@ pub struct RecordedRequest {
 }
 
 /// The mock; it runs until dropped.
-pub struct MockResponsesApi {
+pub(crate) struct MockResponsesApi {
     shared: Arc<Shared>,
     server: HttpServer,
 }
@@ -162,7 +165,7 @@ struct Shared {
 
 impl MockResponsesApi {
     /// Starts the mock on `127.0.0.1` with an ephemeral port.
-    pub fn start(script: Script) -> MockResponsesApi {
+    pub(crate) fn start(script: Script) -> MockResponsesApi {
         let shared = Arc::new(Shared {
             script,
             errors_given: Mutex::new(HashMap::new()),
@@ -177,24 +180,24 @@ impl MockResponsesApi {
     }
 
     /// `http://127.0.0.1:PORT/v1`.
-    pub fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://{}/v1", self.server.address())
     }
 
     /// Writes `<dir>/config.toml` selecting a custom provider that points at this mock with
     /// no key, and `retries` as both of Codex's own retry budgets (`None`: Codex's defaults,
     /// 4 request and 5 stream retries).
-    pub fn write_codex_home(&self, dir: &Path, retries: Option<u32>) {
+    pub(crate) fn write_codex_home(&self, dir: &Path, retries: Option<u32>) {
         write_codex_config(dir, &self.base_url(), retries);
     }
 
     /// Every request so far, in arrival order.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
     }
 
     /// The requests that consumed the script or were rejected for their schema.
-    pub fn scripted_requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn scripted_requests(&self) -> Vec<RecordedRequest> {
         self.requests()
             .into_iter()
             .filter(|r| r.answer != Answer::Side)
@@ -204,7 +207,7 @@ impl MockResponsesApi {
 
 /// Writes a `config.toml` in `dir` whose provider is reached at `base_url` (for a closed port
 /// as well as for the mock).
-pub fn write_codex_config(dir: &Path, base_url: &str, retries: Option<u32>) {
+pub(crate) fn write_codex_config(dir: &Path, base_url: &str, retries: Option<u32>) {
     std::fs::create_dir_all(dir).expect("create CODEX_HOME");
     let retries = retries
         .map(|n| format!("request_max_retries = {n}\nstream_max_retries = {n}\n"))
@@ -228,7 +231,7 @@ pub fn write_codex_config(dir: &Path, base_url: &str, retries: Option<u32>) {
 
 /// Variables that must not reach Codex from the test's own environment: keys and settings
 /// that would send it elsewhere than the mock.
-pub const CODEX_ENV_REMOVE: &[&str] = &[
+pub(crate) const CODEX_ENV_REMOVE: &[&str] = &[
     "OPENAI_API_KEY",
     "CODEX_API_KEY",
     "OPENAI_BASE_URL",
@@ -240,7 +243,7 @@ pub const CODEX_ENV_REMOVE: &[&str] = &[
 /// Where the pinned Codex CLI is, or why it cannot be had: `KERN_CODEX_BIN` when set, else what
 /// `.ci/install-codex` prints on its last line (it installs into a cache outside the repository
 /// and reuses it). Computed once per process.
-pub fn codex_executable() -> Result<PathBuf, String> {
+pub(crate) fn codex_executable() -> Result<PathBuf, String> {
     static ANSWER: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     ANSWER
         .get_or_init(|| {
@@ -268,7 +271,7 @@ pub fn codex_executable() -> Result<PathBuf, String> {
 
 /// The first strictness problem of `schema` as the real API words it, or `None` when strict:
 /// every object needs `additionalProperties: false` and every property in `required`.
-pub fn strict_schema_problem(schema: &Value, context: &str) -> Option<String> {
+pub(crate) fn strict_schema_problem(schema: &Value, context: &str) -> Option<String> {
     let is_object = match &schema["type"] {
         Value::String(t) => t == "object",
         Value::Array(types) => types.iter().any(|t| t == "object"),

@@ -2,25 +2,25 @@
 //! figures, and shorthands for invocations and limits.
 #![allow(dead_code)]
 
-pub mod git;
-pub mod http_server;
-pub mod mock_model_api;
-pub mod mock_responses_api;
-pub mod project;
+pub(crate) mod git;
+pub(crate) mod http_server;
+pub(crate) mod mock_model_api;
+pub(crate) mod mock_responses_api;
+pub(crate) mod project;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kern::agent::Invocation;
-use kern::supervisor::Limits as StageLimits;
+use kern::testing::agent::Invocation;
+use kern::testing::supervisor::Limits as StageLimits;
 
 /// The built `kern` binary.
-pub fn kern_bin() -> PathBuf {
+pub(crate) fn kern_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kern"))
 }
 
 /// `sh -c script` in `cwd`, with `stdin`.
-pub fn sh(cwd: &Path, script: &str, stdin: &[u8]) -> Invocation {
+pub(crate) fn sh(cwd: &Path, script: &str, stdin: &[u8]) -> Invocation {
     Invocation {
         program: PathBuf::from("sh"),
         args: vec!["-c".into(), script.into()],
@@ -31,7 +31,7 @@ pub fn sh(cwd: &Path, script: &str, stdin: &[u8]) -> Invocation {
 }
 
 /// Limits in milliseconds: stage timeout, idle timeout, result grace.
-pub fn limits_ms(stage: u64, idle: u64, grace: u64) -> StageLimits {
+pub(crate) fn limits_ms(stage: u64, idle: u64, grace: u64) -> StageLimits {
     StageLimits {
         stage_timeout: Duration::from_millis(stage),
         idle_timeout: Duration::from_millis(idle),
@@ -40,24 +40,24 @@ pub fn limits_ms(stage: u64, idle: u64, grace: u64) -> StageLimits {
 }
 
 /// Limits that never fire within a test.
-pub fn generous() -> StageLimits {
+pub(crate) fn generous() -> StageLimits {
     limits_ms(600_000, 600_000, 600_000)
 }
 
 /// True when `pid` is gone or a zombie (a zombie runs no code; whoever adopted it reaps it).
-pub fn is_dead(pid: i32) -> bool {
+pub(crate) fn is_dead(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
             .rfind(')')
             .and_then(|i| stat[i + 1..].split_whitespace().next())
             .is_some_and(|state| state == "Z" || state == "X"),
-        Err(_) => !kern::supervisor::identity::pid_alive(pid),
+        Err(_) => !kern::testing::supervisor::identity::pid_alive(pid),
     }
 }
 
 /// Polls up to ten seconds for `pid` to be dead; the bound only keeps a broken build from
 /// hanging the suite, it is not a timing assertion.
-pub fn wait_dead(pid: i32) -> bool {
+pub(crate) fn wait_dead(pid: i32) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if is_dead(pid) {
@@ -69,7 +69,7 @@ pub fn wait_dead(pid: i32) -> bool {
 }
 
 /// Polls up to ten seconds for `path` to hold a pid, and returns it.
-pub fn read_pid(path: &Path) -> i32 {
+pub(crate) fn read_pid(path: &Path) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(text) = std::fs::read_to_string(path)
@@ -83,7 +83,7 @@ pub fn read_pid(path: &Path) -> i32 {
 }
 
 /// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`).
-pub fn status_kib(field: &str) -> u64 {
+pub(crate) fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
@@ -93,12 +93,12 @@ pub fn status_kib(field: &str) -> u64 {
 }
 
 /// Resets this process's peak RSS (`VmHWM`) to its current RSS; false where not supported.
-pub fn reset_peak_rss() -> bool {
+pub(crate) fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 /// Sends SIGKILL to `pid`, ignoring errors (cleanup of processes a test left on purpose).
-pub fn kill(pid: i32) {
+pub(crate) fn kill(pid: i32) {
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,

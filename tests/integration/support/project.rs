@@ -9,7 +9,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 /// A scratch project: repository, state folder, scenario.
-pub struct Project {
+pub(crate) struct Project {
     pub repo: tempfile::TempDir,
     pub outside: tempfile::TempDir,
     /// The repository's folder when it is not `repo` itself (a named one inside it).
@@ -18,12 +18,12 @@ pub struct Project {
 
 impl Project {
     /// A repository with one commit (README.md) and the given SPEC.md (committed).
-    pub fn new(spec: &str) -> Project {
+    pub(crate) fn new(spec: &str) -> Project {
         Project::create(None, "master", spec)
     }
 
     /// [`Project::new`] in a folder called `name` (inside a temp folder), on `branch`.
-    pub fn named(name: &str, branch: &str, spec: &str) -> Project {
+    pub(crate) fn named(name: &str, branch: &str, spec: &str) -> Project {
         Project::create(Some(name), branch, spec)
     }
 
@@ -57,17 +57,17 @@ impl Project {
     }
 
     /// The repository's top folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.named.as_deref().unwrap_or(self.repo.path())
     }
 
     /// The state root (KERN_STATE_DIR).
-    pub fn state_root(&self) -> PathBuf {
+    pub(crate) fn state_root(&self) -> PathBuf {
         self.outside.path().join("state")
     }
 
     /// The state folder of this project on the branch HEAD names (`HEAD` when detached).
-    pub fn state_dir(&self) -> PathBuf {
+    pub(crate) fn state_dir(&self) -> PathBuf {
         let r = git2::Repository::open(self.path()).unwrap();
         let head = r.find_reference("HEAD").unwrap();
         let branch = match head.symbolic_target().unwrap() {
@@ -87,7 +87,7 @@ impl Project {
     }
 
     /// Writes a file in the repository.
-    pub fn write(&self, rel: &str, text: &str) {
+    pub(crate) fn write(&self, rel: &str, text: &str) {
         let path = self.path().join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).unwrap();
@@ -96,12 +96,12 @@ impl Project {
     }
 
     /// Reads a file of the repository.
-    pub fn read(&self, rel: &str) -> String {
+    pub(crate) fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path().join(rel)).unwrap()
     }
 
     /// Commits every change (test setup only).
-    pub fn commit_all(&self, message: &str) {
+    pub(crate) fn commit_all(&self, message: &str) {
         let r = git2::Repository::open(self.path()).unwrap();
         let mut index = r.index().unwrap();
         index
@@ -117,12 +117,12 @@ impl Project {
     }
 
     /// The scenario file of the scripted agent.
-    pub fn scenario_path(&self) -> PathBuf {
+    pub(crate) fn scenario_path(&self) -> PathBuf {
         self.outside.path().join("scenario.json")
     }
 
     /// Sets the scripted agent's scenario (and resets its invocation counts).
-    pub fn scenario(&self, scenario: &Value) {
+    pub(crate) fn scenario(&self, scenario: &Value) {
         std::fs::write(
             self.scenario_path(),
             serde_json::to_vec_pretty(scenario).unwrap(),
@@ -144,7 +144,7 @@ impl Project {
     }
 
     /// The prompts the scripted agent received for `stage`, in order.
-    pub fn prompts(&self, stage: &str) -> Vec<String> {
+    pub(crate) fn prompts(&self, stage: &str) -> Vec<String> {
         let text = std::fs::read_to_string(self.outside.path().join("scenario.calls.jsonl"))
             .unwrap_or_default();
         text.lines()
@@ -155,12 +155,12 @@ impl Project {
     }
 
     /// `kern` in this repository with the scripted agent, its own state root, no colour.
-    pub fn kern(&self) -> Command {
+    pub(crate) fn kern(&self) -> Command {
         Command::from_std(self.kern_std())
     }
 
     /// The same as [`Project::kern`], as a plain std command (for spawning and signalling).
-    pub fn kern_std(&self) -> std::process::Command {
+    pub(crate) fn kern_std(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kern"));
         cmd.current_dir(self.path())
             .env("KERN_STATE_DIR", self.state_root())
@@ -176,7 +176,7 @@ impl Project {
     }
 
     /// The events of `run.jsonl`, in order (empty when there is none).
-    pub fn run_log(&self) -> Vec<Value> {
+    pub(crate) fn run_log(&self) -> Vec<Value> {
         std::fs::read_to_string(self.state_dir().join("run.jsonl"))
             .unwrap_or_default()
             .lines()
@@ -185,7 +185,7 @@ impl Project {
     }
 
     /// The `run.jsonl` events named `event`.
-    pub fn run_events(&self, event: &str) -> Vec<Value> {
+    pub(crate) fn run_events(&self, event: &str) -> Vec<Value> {
         self.run_log()
             .into_iter()
             .filter(|e| e["event"] == event)
@@ -193,7 +193,7 @@ impl Project {
     }
 
     /// Commit subjects, newest first.
-    pub fn log(&self) -> Vec<String> {
+    pub(crate) fn log(&self) -> Vec<String> {
         let r = git2::Repository::open(self.path()).unwrap();
         let mut walk = r.revwalk().unwrap();
         walk.push_head().unwrap();
@@ -210,7 +210,7 @@ impl Project {
     }
 
     /// Paths in HEAD's tree.
-    pub fn head_files(&self) -> Vec<String> {
+    pub(crate) fn head_files(&self) -> Vec<String> {
         let r = git2::Repository::open(self.path()).unwrap();
         let tree = r.head().unwrap().peel_to_tree().unwrap();
         let mut files = Vec::new();
@@ -225,7 +225,7 @@ impl Project {
     }
 
     /// Paths changed or untracked in the work tree (not ignored).
-    pub fn dirty(&self) -> Vec<String> {
+    pub(crate) fn dirty(&self) -> Vec<String> {
         let r = git2::Repository::open(self.path()).unwrap();
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true);
@@ -238,7 +238,7 @@ impl Project {
 }
 
 /// stdout and stderr of an assert_cmd output as strings.
-pub fn texts(out: &std::process::Output) -> (String, String) {
+pub(crate) fn texts(out: &std::process::Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -247,7 +247,7 @@ pub fn texts(out: &std::process::Output) -> (String, String) {
 
 impl Project {
     /// `kern ARGS` in this project, as a builder: nothing runs until [`KernRun::expect`].
-    pub fn run(&self, args: &[&str]) -> KernRun<'_> {
+    pub(crate) fn run(&self, args: &[&str]) -> KernRun<'_> {
         KernRun {
             project: self,
             args: args.iter().map(|a| (*a).to_string()).collect(),
@@ -258,7 +258,7 @@ impl Project {
 
 /// A `kern` command about to run in a [`Project`]; see [`Project::run`].
 #[must_use = "a KernRun does nothing until .expect(code)"]
-pub struct KernRun<'p> {
+pub(crate) struct KernRun<'p> {
     project: &'p Project,
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -266,7 +266,7 @@ pub struct KernRun<'p> {
 
 impl KernRun<'_> {
     /// Sets an environment variable for the run.
-    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+    pub(crate) fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
         self.env.push((
             key.to_string(),
             value.as_ref().to_string_lossy().into_owned(),
@@ -276,7 +276,7 @@ impl KernRun<'_> {
 
     /// Runs kern and checks its exit code; on a mismatch panics with everything a reader needs:
     /// the command, the folder, the listing of the work tree, stdout and stderr.
-    pub fn expect(self, code: i32) -> Ran {
+    pub(crate) fn expect(self, code: i32) -> Ran {
         let mut cmd = self.project.kern_std();
         cmd.args(&self.args);
         for (k, v) in &self.env {
@@ -290,19 +290,18 @@ impl KernRun<'_> {
             command: format!("kern {}", self.args.join(" ")),
             cwd: self.project.path().to_path_buf(),
         };
-        if ran.code != Some(code) {
-            panic!(
-                "{}\nwanted exit {code}",
-                ran.describe(&self.project.dirty())
-            );
-        }
+        assert!(
+            ran.code == Some(code),
+            "{}\nwanted exit {code}",
+            ran.describe(&self.project.dirty())
+        );
         ran
     }
 }
 
 /// What a [`KernRun`] printed.
 #[derive(Debug)]
-pub struct Ran {
+pub(crate) struct Ran {
     /// The exit code (`None`: killed by a signal).
     pub code: Option<i32>,
     /// Everything on stdout.
@@ -315,7 +314,7 @@ pub struct Ran {
 
 impl Ran {
     /// Panics unless stderr holds `text`, showing the whole run.
-    pub fn stderr_has(&self, text: &str) -> &Self {
+    pub(crate) fn stderr_has(&self, text: &str) -> &Self {
         assert!(
             self.stderr.contains(text),
             "stderr lacks {text:?}\n{}",

@@ -1,336 +1,30 @@
-//! What `kern report` says, as data (here, beside `run_log`, because the loop uses it too: the
-//! run-ended notification carries the report's totals): one [`RunReport`] per run, built from that run's
-//! `run.jsonl` events alone by the pure [`build`] — never from memory, so the report of a run
-//! that crashed reads as honestly as one that finished. `--json` is this model serialised;
-//! the terminal page, Markdown and HTML render it.
+//! Events → model: the pure fold of one run's `run.jsonl` lines into a [`RunReport`], and of
+//! several runs into a [`Report`] with their totals.
 //!
 //! Decisions a reader must know:
-//! - The first line (the headline) says how the run ended before anything else: a run that
-//!   stopped early says at which iteration and why; a run with no `run_end` line either still
-//!   holds its lock (running) or vanished (killed, machine down) — the caller says which.
-//! - A task is known by its title; its events are those between its `iteration_start` and the
-//!   next one (stage, check, violation and hand-edit lines name no task). Tasks appear in the
-//!   order the run first took them up.
+//! - A task is known by its title. Events name their task (with parallel tasks, `-j`, they
+//!   interleave); a stage, check, violation or hand-edit line of an older log that names none
+//!   belongs to the task of the latest `iteration_start`. Tasks appear in the order the run
+//!   first took them up; a check outside any task is the baseline check.
+//! - A stage that started and has no end line ends as `unfinished`.
 //! - Agent time is the stages' time without their pauses; waits are usage-limit waits and
 //!   retry delays, counted apart.
 
-use serde::Serialize;
-
+use super::attention::{headline, needs_you};
+use super::{
+    AttemptInfo, CheckInfo, CommitInfo, EndState, Expensive, Report, RunReport, SCHEMA,
+    SetAsideInfo, StageInfo, TaskEnd, TaskReport, Totals, ViolationInfo,
+};
 use crate::stage::Stage;
-use crate::stage::record::{Outcome, Wait, WaitKind};
-use crate::state::run_log::{LeftOutFile, LoggedEvent, RunEvent};
+use crate::stage::record::{Outcome, WaitKind};
+use crate::state::run_log::{LoggedEvent, RunEvent};
 use crate::timestamp::Timestamp;
-
-/// The version of the `--json` shape; raised when a field changes meaning or goes away.
-pub const SCHEMA: u32 = 1;
 
 /// How many of the most expensive stages the totals name.
 const MOST_EXPENSIVE: usize = 3;
 
-/// Longest headline reason, in characters (the whole text is under "needs you").
-const HEADLINE_REASON: usize = 160;
-
-/// The whole report: the runs chosen, oldest first, and their totals together.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    /// [`SCHEMA`].
-    pub schema: u32,
-    /// The runs.
-    pub runs: Vec<RunReport>,
-    /// All runs together.
-    pub totals: Totals,
-}
-
-/// How a run ended, as far as `run.jsonl` tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndState {
-    /// It ran to its end: nothing left, all iterations ran, or finished with a blocked task.
-    Finished,
-    /// It stopped before its end: the person is needed, the budget is spent, an error.
-    Stopped,
-    /// SIGINT or SIGTERM stopped it; the task resumes on the next run.
-    Interrupted,
-    /// It still holds its lock.
-    Running,
-    /// It has no end line and holds no lock: killed, or the machine went down.
-    Vanished,
-}
-
-/// One run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunReport {
-    /// The run id (`<pid>-<start>`).
-    pub run: String,
-    /// How it ended.
-    pub end: EndState,
-    /// The first line of the report: how the run ended, honestly.
-    pub headline: String,
-    /// Its exit code, when it ended.
-    pub exit_code: Option<u8>,
-    /// Why it ended, in full (kern's words).
-    pub ended: Option<String>,
-    /// Its first line's time.
-    pub started_at: Option<Timestamp>,
-    /// Its last line's time.
-    pub last_at: Option<Timestamp>,
-    /// The agent, as `--agent` named it.
-    pub agent: String,
-    /// Iterations asked for.
-    pub iterations_asked: u32,
-    /// Iterations started.
-    pub iterations_run: u32,
-    /// The `--max-cost` budget.
-    pub max_cost_usd: Option<f64>,
-    /// What needs the person, most urgent first.
-    pub needs_you: Vec<Attention>,
-    /// The tasks, in the order the run took them up.
-    pub tasks: Vec<TaskReport>,
-    /// The check run before any agent, when there was one.
-    pub baseline_check: Option<CheckInfo>,
-    /// Other things the run noticed (a lock taken over, the terminal lost).
-    pub notices: Vec<String>,
-    /// This run's totals.
-    pub totals: Totals,
-}
-
-/// Something for the person to look at.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Attention {
-    /// What kind of thing.
-    pub kind: AttentionKind,
-    /// The task it concerns.
-    pub task: Option<String>,
-    /// What to look at, one sentence.
-    pub text: String,
-    /// The `refs/kern/…` ref that keeps the work, when there is one.
-    pub git_ref: Option<String>,
-}
-
-/// The kinds of [`Attention`], most urgent first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AttentionKind {
-    /// The run stopped for the person (exit 2, 5) or on an error.
-    Stopped,
-    /// The run has no end and holds no lock.
-    Vanished,
-    /// A task is blocked `[!]`.
-    Blocked,
-    /// A stage did what it may not; the change was taken out.
-    Violation,
-    /// A task's work was set aside under `refs/kern/attempts/…`.
-    SetAside,
-    /// Changed files kern left out of a commit (they stay in the tree).
-    LeftOut,
-    /// SPEC.md changed during a stage, not by kern.
-    HandEdit,
-    /// A task was marked done with nothing to commit.
-    NoCommit,
-    /// A task's commit waits on its branch for review (`--review`).
-    Review,
-}
-
-/// How a task ended in the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskEnd {
-    /// Committed.
-    Committed,
-    /// Done with nothing to commit.
-    DoneWithoutCommit,
-    /// Split into subtasks.
-    Decomposed,
-    /// Skipped: it comes back later.
-    Skipped,
-    /// Blocked `[!]`.
-    Blocked,
-    /// Its last attempt failed; it is retried on the next run.
-    Failed,
-    /// The person took it away (removed, renamed or re-marked it) during the run.
-    TakenAway,
-    /// Still in progress when the run ended or stopped.
-    InProgress,
-}
-
-/// One task in a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TaskReport {
-    /// Its title.
-    pub title: String,
-    /// Its line in SPEC.md when the run first took it up.
-    pub line: usize,
-    /// How it ended.
-    pub end: TaskEnd,
-    /// The iterations that worked on it.
-    pub iterations: Vec<u32>,
-    /// kern's commit.
-    pub commit: Option<CommitInfo>,
-    /// The subtasks it was split into.
-    pub subtasks: Vec<String>,
-    /// Skip reasons, in order.
-    pub skipped: Vec<String>,
-    /// Why it is blocked.
-    pub blocked: Option<String>,
-    /// Failed attempts, in order.
-    pub attempts: Vec<AttemptInfo>,
-    /// Its stages, in order.
-    pub stages: Vec<StageInfo>,
-    /// The check gate's runs.
-    pub checks: Vec<CheckInfo>,
-    /// What the audits found.
-    pub violations: Vec<ViolationInfo>,
-    /// SPEC.md changes the person made during its stages.
-    pub hand_edits: Vec<String>,
-    /// Work set aside.
-    pub set_aside: Vec<SetAsideInfo>,
-    /// Why it was done without a commit.
-    pub no_commit: Option<String>,
-    /// What its stages cost.
-    pub cost_usd: f64,
-    /// Its stages' time without pauses.
-    pub agent_ms: u64,
-    /// Its stages' pauses (retry delays and usage-limit waits).
-    pub wait_ms: u64,
-}
-
-/// kern's commit of a task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CommitInfo {
-    /// The full sha.
-    pub sha: String,
-    /// The subject line.
-    pub subject: String,
-    /// Changed files left out of it.
-    pub left_out: Vec<LeftOutFile>,
-    /// `--review`: the task branch it waits on.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub review_branch: Option<String>,
-}
-
-/// A failed attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AttemptInfo {
-    /// Its number (the Attempt note's N).
-    pub attempt: u32,
-    /// The first line of its note.
-    pub reason: String,
-}
-
-/// One stage run (with its retries and waits).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StageInfo {
-    /// The iteration it ran in.
-    pub iteration: u32,
-    /// Which stage.
-    pub stage: Stage,
-    /// The agent.
-    pub agent: String,
-    /// The model asked for or reported.
-    pub model: Option<String>,
-    /// When it started.
-    pub started_at: Option<Timestamp>,
-    /// How long it took, retries and waits included.
-    pub duration_ms: u64,
-    /// What it cost.
-    pub cost_usd: f64,
-    /// How it ended: `succeeded`, `failed`, `timed_out`, `interrupted`, `violated`, `error`
-    /// (the run stopped during it) or `unfinished` (no end line).
-    pub outcome: String,
-    /// kern's note when it failed, or the error that stopped the run.
-    pub note: Option<String>,
-    /// Transient failures retried.
-    pub retries: u32,
-    /// The agent's turns.
-    pub turns: Option<u64>,
-    /// Its pauses.
-    pub waits: Vec<Wait>,
-}
-
-/// One run of the check command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckInfo {
-    /// The command.
-    pub command: String,
-    /// Whether it passed.
-    pub passed: bool,
-}
-
-/// What an audit found after a stage.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ViolationInfo {
-    /// The stage.
-    pub stage: Stage,
-    /// What it did, one sentence each.
-    pub what: Vec<String>,
-    /// What kern put back.
-    pub reverted: Vec<String>,
-    /// Where what was taken out is kept.
-    pub saved: Vec<String>,
-}
-
-/// Work set aside.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SetAsideInfo {
-    /// The ref that keeps it.
-    pub git_ref: String,
-    /// The paths.
-    pub paths: Vec<String>,
-    /// Why.
-    pub why: String,
-}
-
-/// Totals of one run or of several.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct Totals {
-    /// Tasks taken up.
-    pub tasks: usize,
-    /// Tasks committed.
-    pub committed: usize,
-    /// Tasks whose commit waits on its branch for review (`--review`).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub to_review: usize,
-    /// Tasks split into subtasks.
-    pub decomposed: usize,
-    /// Tasks skipped (counted once each).
-    pub skipped: usize,
-    /// Tasks blocked.
-    pub blocked: usize,
-    /// Failed attempts.
-    pub failed_attempts: usize,
-    /// Stage retries after transient failures.
-    pub retries: u32,
-    /// Usage-limit waits.
-    pub usage_limit_waits: usize,
-    /// Time in every pause (usage-limit waits and retry delays).
-    pub wait_ms: u64,
-    /// What the stages cost.
-    pub cost_usd: f64,
-    /// The stages' time without pauses.
-    pub agent_ms: u64,
-    /// From the first line to the last.
-    pub wall_ms: u64,
-    /// The most expensive stages, most expensive first.
-    pub most_expensive: Vec<Expensive>,
-}
-
-/// One of the most expensive stages.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Expensive {
-    /// The run.
-    pub run: String,
-    /// The task.
-    pub task: String,
-    /// The stage.
-    pub stage: Stage,
-    /// The iteration.
-    pub iteration: u32,
-    /// What it cost.
-    pub cost_usd: f64,
-}
-
 /// Groups `events` by run, oldest first (by first line).
-pub fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
+pub(crate) fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
     let mut runs: Vec<(String, Vec<&LoggedEvent>)> = Vec::new();
     let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for event in events {
@@ -347,7 +41,10 @@ pub fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
 
 /// The report of `runs` (each with its events); `running` tells whether a run without an end
 /// line still holds its lock.
-pub fn build(runs: &[(String, Vec<&LoggedEvent>)], running: &dyn Fn(&str) -> bool) -> Report {
+pub(crate) fn build(
+    runs: &[(String, Vec<&LoggedEvent>)],
+    running: &dyn Fn(&str) -> bool,
+) -> Report {
     let reports: Vec<RunReport> = runs
         .iter()
         .map(|(id, events)| build_run(id, events, running(id)))
@@ -830,7 +527,7 @@ fn outcome_name(outcome: Outcome) -> String {
 }
 
 /// The first non-empty line of `text`, trimmed.
-pub fn first_line(text: &str) -> String {
+pub(crate) fn first_line(text: &str) -> String {
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
@@ -860,223 +557,12 @@ fn most_expensive(runs: &[RunReport]) -> Vec<Expensive> {
     all
 }
 
-/// What needs the person, most urgent first.
-fn needs_you(r: &RunReport) -> Vec<Attention> {
-    let mut out = Vec::new();
-    let mut add = |kind, task: Option<&str>, text: String, git_ref: Option<&str>| {
-        out.push(Attention {
-            kind,
-            task: task.map(str::to_string),
-            text,
-            git_ref: git_ref.map(str::to_string),
-        });
-    };
-    match (r.end, r.exit_code) {
-        (EndState::Stopped, Some(code)) => add(
-            AttentionKind::Stopped,
-            None,
-            format!(
-                "kern stopped (exit {code}): {}",
-                r.ended.as_deref().unwrap_or("")
-            ),
-            None,
-        ),
-        (EndState::Vanished, _) => add(
-            AttentionKind::Vanished,
-            None,
-            "the run ended without a word (killed, or the machine went down): run kern again and it resumes the task in progress".into(),
-            None,
-        ),
-        _ => {}
-    }
-    for t in &r.tasks {
-        if let Some(branch) = t.commit.as_ref().and_then(|c| c.review_branch.as_deref()) {
-            add(
-                AttentionKind::Review,
-                Some(&t.title),
-                format!(
-                    "`{}` waits for your review on `{branch}`: `git log -p HEAD..{branch}`, then `kern accept` or `kern reject`",
-                    t.title
-                ),
-                Some(branch),
-            );
-        }
-    }
-    for t in &r.tasks {
-        if let Some(why) = &t.blocked {
-            add(
-                AttentionKind::Blocked,
-                Some(&t.title),
-                format!(
-                    "`{}` is blocked [!]: {why} — read its Blocked note, fix, and set it back to [ ]",
-                    t.title
-                ),
-                None,
-            );
-        }
-    }
-    for t in &r.tasks {
-        for v in &t.violations {
-            let what = v.what.join("; ");
-            // kern's violation sentences usually name what was put back and saved already.
-            let saved: Vec<&String> = v
-                .saved
-                .iter()
-                .filter(|s| !what.contains(s.as_str()))
-                .collect();
-            let saved = if saved.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; what it changed is kept at `{}`",
-                    saved
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join("`, `")
-                )
-            };
-            add(
-                AttentionKind::Violation,
-                Some(&t.title),
-                format!(
-                    "the {} stage of `{}` did what it may not: {what}{saved}",
-                    v.stage.name(),
-                    t.title,
-                ),
-                v.saved.first().map(String::as_str),
-            );
-        }
-    }
-    for t in &r.tasks {
-        for s in &t.set_aside {
-            add(
-                AttentionKind::SetAside,
-                Some(&t.title),
-                format!(
-                    "the work of `{}` ({}) is set aside at `{}`: {} — see it with `git show --stat {}`",
-                    t.title,
-                    s.why,
-                    s.git_ref,
-                    s.paths.join(", "),
-                    s.git_ref
-                ),
-                Some(&s.git_ref),
-            );
-        }
-    }
-    for t in &r.tasks {
-        if let Some(c) = &t.commit
-            && !c.left_out.is_empty()
-        {
-            let files: Vec<String> = c
-                .left_out
-                .iter()
-                .map(|l| format!("{} ({})", l.path, l.reason))
-                .collect();
-            add(
-                AttentionKind::LeftOut,
-                Some(&t.title),
-                format!(
-                    "left out of the commit of `{}`, still in the work tree: {}",
-                    t.title,
-                    files.join(", ")
-                ),
-                None,
-            );
-        }
-    }
-    for t in &r.tasks {
-        if !t.hand_edits.is_empty() {
-            add(
-                AttentionKind::HandEdit,
-                Some(&t.title),
-                format!(
-                    "SPEC.md changed during `{}`, not by kern: {}",
-                    t.title,
-                    t.hand_edits.join("; ")
-                ),
-                None,
-            );
-        }
-        if let Some(why) = &t.no_commit {
-            add(
-                AttentionKind::NoCommit,
-                Some(&t.title),
-                format!("`{}` was marked done without a commit: {why}", t.title),
-                None,
-            );
-        }
-    }
-    out.sort_by_key(|a| a.kind);
-    out
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-/// The first line: how the run ended, honestly.
-fn headline(r: &RunReport) -> String {
-    let t = &r.totals;
-    let mut counts = vec![format!("{} committed", t.committed)];
-    for (n, word) in [
-        (t.to_review, "waiting for review"),
-        (t.decomposed, "decomposed"),
-        (t.skipped, "skipped"),
-        (t.blocked, "blocked"),
-    ] {
-        if n > 0 {
-            counts.push(format!("{n} {word}"));
-        }
-    }
-    let counts = counts.join(", ");
-    let at = format!(
-        "at iteration {} of {}",
-        r.iterations_run, r.iterations_asked
-    );
-    let why = crate::reporter::text::truncate(
-        &first_line(r.ended.as_deref().unwrap_or("")),
-        HEADLINE_REASON,
-    );
-    match (r.end, r.exit_code) {
-        (EndState::Finished, Some(0)) => format!("Finished — {why}: {counts}."),
-        (EndState::Finished, _) => {
-            let n = r.needs_you.len();
-            format!(
-                "Finished, but {n} thing{} need{} you — {why}: {counts}.",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "s" } else { "" }
-            )
-        }
-        (EndState::Interrupted, _) => format!("Interrupted {at} — {why}: {counts}."),
-        (EndState::Stopped, Some(5)) => {
-            format!("Stopped early {at}: the agent needs you — {why} ({counts}).")
-        }
-        (EndState::Stopped, Some(6)) => format!("Stopped {at}: {why} ({counts})."),
-        (EndState::Stopped, code) => format!(
-            "Stopped early {at} (exit {}): {why} ({counts}).",
-            code.unwrap_or(1)
-        ),
-        (EndState::Running, _) => format!("Still running, {at} ({counts} so far)."),
-        (EndState::Vanished, _) => format!(
-            "Did not finish: the run vanished {at} without an end (killed, or the machine went down) ({counts})."
-        ),
-    }
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::super::tests::night;
     use super::*;
     use crate::state::run_log;
-
-    /// The fixture night: every kind of task end and every fact a report shows.
-    pub(crate) const NIGHT: &str = include_str!("../../tests/golden/report-night.jsonl");
-
-    pub(crate) fn night() -> Report {
-        let events = run_log::parse(NIGHT);
-        build(&runs(&events), &|_| false)
-    }
+    use crate::state::run_report::AttentionKind;
 
     #[test]
     fn every_fact_of_the_night_is_in_the_model() {

@@ -1,0 +1,91 @@
+//! The person's files a run reads: SPEC.md (present, UTF-8, valid) and the prompt templates
+//! (built in, or overrides in `.kern/prompts/` that parse).
+//!
+//! The decision a reader must know: a SPEC.md with errors shows only its first (with how many
+//! more); warnings do not fail the check, they are counted (`kern -n` shows them).
+
+use std::path::Path;
+
+use super::Check;
+use crate::prompt::Templates;
+use crate::settings::Settings;
+use crate::spec::{self, Document, Severity, SpecFile};
+use crate::stage::Stage;
+
+/// SPEC.md exists, is UTF-8 and validates; the first error is shown.
+pub(super) fn spec_check(settings: &Settings, top: &Path) -> Check {
+    let path = if settings.spec.is_absolute() {
+        settings.spec.clone()
+    } else {
+        top.join(&settings.spec)
+    };
+    let display = path
+        .strip_prefix(top)
+        .map_or_else(|_| path.display().to_string(), |p| p.display().to_string());
+    let doc: Document = match SpecFile::load(&path) {
+        Ok((_, doc)) => doc,
+        Err(e) => return Check::from_error(&display, &e, "fix the file"),
+    };
+    let diagnostics = spec::validate(&doc);
+    let errors: Vec<_> = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    if let Some(first) = errors.first() {
+        let more = match errors.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more)"),
+        };
+        let fix = if first.fix.is_empty() {
+            "fix the line shown".to_string()
+        } else {
+            first.fix.clone()
+        };
+        return Check::fail(
+            &display,
+            format!(
+                "`{display}:{}:{}`: {}{more}",
+                first.line, first.column, first.message
+            ),
+            fix,
+        );
+    }
+    let c = doc.counts();
+    let warnings = diagnostics.len();
+    let mut detail = format!(
+        "{} pending, {} in progress, {} done, {} blocked",
+        c.pending, c.in_progress, c.done, c.blocked
+    );
+    if warnings > 0 {
+        detail.push_str(&format!(
+            "; {warnings} warning{} (`kern -n` shows them)",
+            if warnings == 1 { "" } else { "s" }
+        ));
+    }
+    Check::pass(display, detail)
+}
+
+/// The templates load: built in, or overrides in `.kern/prompts/` that parse.
+pub(super) fn templates_check(top: &Path) -> Check {
+    const NAME: &str = "prompt templates";
+    match Templates::load(top) {
+        Ok(_) => {
+            let overrides: Vec<String> = Stage::ALL
+                .iter()
+                .map(|s| Path::new(".kern/prompts").join(s.template_name()))
+                .filter(|p| top.join(p).exists())
+                .map(|p| format!("`{}`", p.display()))
+                .collect();
+            if overrides.is_empty() {
+                Check::pass(NAME, "built in")
+            } else {
+                Check::pass(NAME, format!("overridden by {}", overrides.join(", ")))
+            }
+        }
+        Err(e) => Check::from_error(
+            NAME,
+            &e,
+            "fix the template, or delete it to use the built-in one",
+        ),
+    }
+}

@@ -1,0 +1,132 @@
+//! The state checks: the state root can take files, and the run lock of this project and
+//! branch is free (or whose it is).
+//!
+//! The decision a reader must know: doctor changes nothing — the state-root check creates and
+//! removes one temp file in the nearest existing folder of the root, never the project folder;
+//! the lock is only read.
+
+use std::path::{Path, PathBuf};
+
+use super::Check;
+use crate::repository::Repository;
+use crate::state::lock::RunLock;
+
+/// The state root can take files: a temp file is created and removed in it, or — when it does
+/// not exist yet — in its nearest existing folder (where a run would create it).
+pub(super) fn state_root_check(root: &Path) -> Check {
+    const NAME: &str = "state folder";
+    let fix = "set KERN_STATE_DIR to a writable folder";
+    let mut dir = root.to_path_buf();
+    loop {
+        match std::fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => break,
+            Ok(_) => {
+                return Check::fail(
+                    NAME,
+                    format!(
+                        "`{}` cannot be created: `{}` is not a folder",
+                        root.display(),
+                        dir.display()
+                    ),
+                    fix,
+                );
+            }
+            Err(_) => match dir.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => dir = parent.to_path_buf(),
+                _ => {
+                    dir = PathBuf::from(".");
+                    break;
+                }
+            },
+        }
+    }
+    match tempfile::Builder::new()
+        .prefix(".kern-doctor-")
+        .tempfile_in(&dir)
+    {
+        Ok(file) => {
+            let _ = file.close();
+            if dir == root {
+                Check::pass(NAME, format!("`{}` is writable", root.display()))
+            } else {
+                Check::pass(
+                    NAME,
+                    format!(
+                        "`{}` will be created (`{}` is writable)",
+                        root.display(),
+                        dir.display()
+                    ),
+                )
+            }
+        }
+        Err(e) => Check::fail(
+            NAME,
+            format!("`{}` is not writable: {e}", dir.display()),
+            fix,
+        ),
+    }
+}
+
+/// The run lock of this project and branch: free, stale, or held (then the holder).
+pub(super) fn lock_check(repo: &Repository) -> Check {
+    const NAME: &str = "run lock";
+    let path = repo.run_lock_path();
+    match RunLock::inspect(&path) {
+        None => Check::pass(NAME, format!("free (`{}`)", path.display())),
+        Some((record, false)) => Check::pass(
+            NAME,
+            format!(
+                "stale lock of pid {} (not running): the next run takes it over",
+                record.pid
+            ),
+        ),
+        Some((record, true)) => Check::fail(
+            NAME,
+            format!("held by another kern: {}", record.holder()),
+            format!(
+                "wait for that run to end, or stop it with `kill -INT {}` (its task resumes on the next run)",
+                record.pid
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Verdict;
+    use super::*;
+
+    #[test]
+    fn state_root_check_finds_the_nearest_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("a/b/state");
+        let c = state_root_check(&root);
+        assert_eq!(c.verdict, Verdict::Pass);
+        assert_eq!(
+            c.detail,
+            format!(
+                "`{}` will be created (`{}` is writable)",
+                root.display(),
+                dir.path().display()
+            )
+        );
+        assert!(!dir.path().join("a").exists(), "doctor creates nothing");
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let c = state_root_check(&file.join("state"));
+        assert!(c.failed());
+        assert_eq!(
+            c.detail,
+            format!(
+                "`{}/state` cannot be created: `{}` is not a folder",
+                file.display(),
+                file.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+    }
+}

@@ -1,0 +1,341 @@
+//! What `kern report` says, as data (here, beside `run_log`, because the loop uses it too: the
+//! run-ended notification carries the report's totals): one [`RunReport`] per run, built from that run's
+//! `run.jsonl` events alone by the pure [`build`] — never from memory, so the report of a run
+//! that crashed reads as honestly as one that finished. `--json` is this model serialised;
+//! the terminal page, Markdown and HTML (`command::report`) render it.
+//!
+//! This file owns the model's types; `build` folds events into it, `attention` writes what
+//! needs the person and the headline. The decision a reader must know: these types are the
+//! `--json` shape, so [`SCHEMA`] is raised when a field changes meaning or goes away.
+
+mod attention;
+mod build;
+
+pub(crate) use build::{build, first_line, runs};
+
+use serde::Serialize;
+
+use crate::stage::Stage;
+use crate::stage::record::Wait;
+use crate::state::run_log::LeftOutFile;
+use crate::timestamp::Timestamp;
+
+/// The version of the `--json` shape; raised when a field changes meaning or goes away.
+pub(crate) const SCHEMA: u32 = 1;
+
+/// The whole report: the runs chosen, oldest first, and their totals together.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Report {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    /// The runs.
+    pub runs: Vec<RunReport>,
+    /// All runs together.
+    pub totals: Totals,
+}
+
+/// How a run ended, as far as `run.jsonl` tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum EndState {
+    /// It ran to its end: nothing left, all iterations ran, or finished with a blocked task.
+    Finished,
+    /// It stopped before its end: the person is needed, the budget is spent, an error.
+    Stopped,
+    /// SIGINT or SIGTERM stopped it; the task resumes on the next run.
+    Interrupted,
+    /// It still holds its lock.
+    Running,
+    /// It has no end line and holds no lock: killed, or the machine went down.
+    Vanished,
+}
+
+/// One run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct RunReport {
+    /// The run id (`<pid>-<start>`).
+    pub run: String,
+    /// How it ended.
+    pub end: EndState,
+    /// The first line of the report: how the run ended, honestly.
+    pub headline: String,
+    /// Its exit code, when it ended.
+    pub exit_code: Option<u8>,
+    /// Why it ended, in full (kern's words).
+    pub ended: Option<String>,
+    /// Its first line's time.
+    pub started_at: Option<Timestamp>,
+    /// Its last line's time.
+    pub last_at: Option<Timestamp>,
+    /// The agent, as `--agent` named it.
+    pub agent: String,
+    /// Iterations asked for.
+    pub iterations_asked: u32,
+    /// Iterations started.
+    pub iterations_run: u32,
+    /// The `--max-cost` budget.
+    pub max_cost_usd: Option<f64>,
+    /// What needs the person, most urgent first.
+    pub needs_you: Vec<Attention>,
+    /// The tasks, in the order the run took them up.
+    pub tasks: Vec<TaskReport>,
+    /// The check run before any agent, when there was one.
+    pub baseline_check: Option<CheckInfo>,
+    /// Other things the run noticed (a lock taken over, the terminal lost).
+    pub notices: Vec<String>,
+    /// This run's totals.
+    pub totals: Totals,
+}
+
+/// Something for the person to look at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Attention {
+    /// What kind of thing.
+    pub kind: AttentionKind,
+    /// The task it concerns.
+    pub task: Option<String>,
+    /// What to look at, one sentence.
+    pub text: String,
+    /// The `refs/kern/…` ref that keeps the work, when there is one.
+    pub git_ref: Option<String>,
+}
+
+/// The kinds of [`Attention`], most urgent first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AttentionKind {
+    /// The run stopped for the person (exit 2, 5) or on an error.
+    Stopped,
+    /// The run has no end and holds no lock.
+    Vanished,
+    /// A task is blocked `[!]`.
+    Blocked,
+    /// A stage did what it may not; the change was taken out.
+    Violation,
+    /// A task's work was set aside under `refs/kern/attempts/…`.
+    SetAside,
+    /// Changed files kern left out of a commit (they stay in the tree).
+    LeftOut,
+    /// SPEC.md changed during a stage, not by kern.
+    HandEdit,
+    /// A task was marked done with nothing to commit.
+    NoCommit,
+    /// A task's commit waits on its branch for review (`--review`).
+    Review,
+}
+
+/// How a task ended in the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TaskEnd {
+    /// Committed.
+    Committed,
+    /// Done with nothing to commit.
+    DoneWithoutCommit,
+    /// Split into subtasks.
+    Decomposed,
+    /// Skipped: it comes back later.
+    Skipped,
+    /// Blocked `[!]`.
+    Blocked,
+    /// Its last attempt failed; it is retried on the next run.
+    Failed,
+    /// The person took it away (removed, renamed or re-marked it) during the run.
+    TakenAway,
+    /// Still in progress when the run ended or stopped.
+    InProgress,
+}
+
+/// One task in a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct TaskReport {
+    /// Its title.
+    pub title: String,
+    /// Its line in SPEC.md when the run first took it up.
+    pub line: usize,
+    /// How it ended.
+    pub end: TaskEnd,
+    /// The iterations that worked on it.
+    pub iterations: Vec<u32>,
+    /// kern's commit.
+    pub commit: Option<CommitInfo>,
+    /// The subtasks it was split into.
+    pub subtasks: Vec<String>,
+    /// Skip reasons, in order.
+    pub skipped: Vec<String>,
+    /// Why it is blocked.
+    pub blocked: Option<String>,
+    /// Failed attempts, in order.
+    pub attempts: Vec<AttemptInfo>,
+    /// Its stages, in order.
+    pub stages: Vec<StageInfo>,
+    /// The check gate's runs.
+    pub checks: Vec<CheckInfo>,
+    /// What the audits found.
+    pub violations: Vec<ViolationInfo>,
+    /// SPEC.md changes the person made during its stages.
+    pub hand_edits: Vec<String>,
+    /// Work set aside.
+    pub set_aside: Vec<SetAsideInfo>,
+    /// Why it was done without a commit.
+    pub no_commit: Option<String>,
+    /// What its stages cost.
+    pub cost_usd: f64,
+    /// Its stages' time without pauses.
+    pub agent_ms: u64,
+    /// Its stages' pauses (retry delays and usage-limit waits).
+    pub wait_ms: u64,
+}
+
+/// kern's commit of a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct CommitInfo {
+    /// The full sha.
+    pub sha: String,
+    /// The subject line.
+    pub subject: String,
+    /// Changed files left out of it.
+    pub left_out: Vec<LeftOutFile>,
+    /// `--review`: the task branch it waits on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_branch: Option<String>,
+}
+
+/// A failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct AttemptInfo {
+    /// Its number (the Attempt note's N).
+    pub attempt: u32,
+    /// The first line of its note.
+    pub reason: String,
+}
+
+/// One stage run (with its retries and waits).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct StageInfo {
+    /// The iteration it ran in.
+    pub iteration: u32,
+    /// Which stage.
+    pub stage: Stage,
+    /// The agent.
+    pub agent: String,
+    /// The model asked for or reported.
+    pub model: Option<String>,
+    /// When it started.
+    pub started_at: Option<Timestamp>,
+    /// How long it took, retries and waits included.
+    pub duration_ms: u64,
+    /// What it cost.
+    pub cost_usd: f64,
+    /// How it ended: `succeeded`, `failed`, `timed_out`, `interrupted`, `violated`, `error`
+    /// (the run stopped during it) or `unfinished` (no end line).
+    pub outcome: String,
+    /// kern's note when it failed, or the error that stopped the run.
+    pub note: Option<String>,
+    /// Transient failures retried.
+    pub retries: u32,
+    /// The agent's turns.
+    pub turns: Option<u64>,
+    /// Its pauses.
+    pub waits: Vec<Wait>,
+}
+
+/// One run of the check command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct CheckInfo {
+    /// The command.
+    pub command: String,
+    /// Whether it passed.
+    pub passed: bool,
+}
+
+/// What an audit found after a stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct ViolationInfo {
+    /// The stage.
+    pub stage: Stage,
+    /// What it did, one sentence each.
+    pub what: Vec<String>,
+    /// What kern put back.
+    pub reverted: Vec<String>,
+    /// Where what was taken out is kept.
+    pub saved: Vec<String>,
+}
+
+/// Work set aside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct SetAsideInfo {
+    /// The ref that keeps it.
+    pub git_ref: String,
+    /// The paths.
+    pub paths: Vec<String>,
+    /// Why.
+    pub why: String,
+}
+
+/// Totals of one run or of several.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub(crate) struct Totals {
+    /// Tasks taken up.
+    pub tasks: usize,
+    /// Tasks committed.
+    pub committed: usize,
+    /// Tasks whose commit waits on its branch for review (`--review`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub to_review: usize,
+    /// Tasks split into subtasks.
+    pub decomposed: usize,
+    /// Tasks skipped (counted once each).
+    pub skipped: usize,
+    /// Tasks blocked.
+    pub blocked: usize,
+    /// Failed attempts.
+    pub failed_attempts: usize,
+    /// Stage retries after transient failures.
+    pub retries: u32,
+    /// Usage-limit waits.
+    pub usage_limit_waits: usize,
+    /// Time in every pause (usage-limit waits and retry delays).
+    pub wait_ms: u64,
+    /// What the stages cost.
+    pub cost_usd: f64,
+    /// The stages' time without pauses.
+    pub agent_ms: u64,
+    /// From the first line to the last.
+    pub wall_ms: u64,
+    /// The most expensive stages, most expensive first.
+    pub most_expensive: Vec<Expensive>,
+}
+
+/// One of the most expensive stages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Expensive {
+    /// The run.
+    pub run: String,
+    /// The task.
+    pub task: String,
+    /// The stage.
+    pub stage: Stage,
+    /// The iteration.
+    pub iteration: u32,
+    /// What it cost.
+    pub cost_usd: f64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::state::run_log;
+
+    /// The fixture night: every kind of task end and every fact a report shows.
+    pub(crate) const NIGHT: &str = include_str!("../../../tests/golden/report-night.jsonl");
+
+    pub(crate) fn night() -> Report {
+        let events = run_log::parse(NIGHT);
+        build(&runs(&events), &|_| false)
+    }
+}
