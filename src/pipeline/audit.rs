@@ -15,19 +15,25 @@
 //!   may edit them at any moment.
 //! - SPEC.md is the person's: a change to it during a stage is never reverted; changes of
 //!   markers, Check notes and tasks kern did not make are reported by name ([`hand_edits`]).
+//! - Only a read-only stage gets a work-tree snapshot (the copies of what is dirty): the
+//!   implement stage may change anything, so before it kern records the refs and `.git` files
+//!   alone. What the tree looks like after a stage is the repository's status look, which
+//!   during a run costs what changed (repository/status.rs), and is what the next stage's
+//!   snapshot and the commit start from. Paths are bytes end to end.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::pipeline::{Run, TaskRun};
 use crate::reporter::text;
-use crate::repository::{GitFiles, INDEX_CHANGE, RefsSnapshot, WorkTreeSnapshot};
+use crate::repository::{GitFiles, RefsSnapshot, Timed, WorkTreeSnapshot};
 use crate::spec::Document;
 use crate::stage::Stage;
 
 /// What the audit needs from before a stage.
 pub(super) struct Before {
-    snapshot: WorkTreeSnapshot,
+    /// The work tree and the index, for a read-only stage.
+    snapshot: Option<WorkTreeSnapshot>,
     refs: RefsSnapshot,
     git_files: GitFiles,
     /// Where the log of SPEC.md changes that were not kern's stood as the stage began.
@@ -48,11 +54,19 @@ pub(super) struct Findings {
 }
 
 impl Run<'_> {
-    /// Takes what the audit compares against, right before a stage's agent starts.
-    pub(super) fn before_stage(&self) -> Result<Before> {
+    /// Takes what the audit of `stage` compares against, right before its agent starts.
+    pub(super) fn before_stage(&self, stage: Stage) -> Result<Before> {
+        let _timed = Timed::start("before_stage");
+        let (snapshot, refs) = if stage.tools().is_read_only() {
+            let snapshot = self.ws.repo.snapshot()?;
+            let refs = snapshot.refs().clone();
+            (Some(snapshot), refs)
+        } else {
+            (None, self.ws.repo.refs_snapshot()?)
+        };
         Ok(Before {
-            snapshot: self.ws.repo.snapshot()?,
-            refs: self.ws.repo.refs_snapshot()?,
+            snapshot,
+            refs,
             git_files: self.ws.repo.git_files()?,
             spec_mark: self.spec.mark(),
         })
@@ -65,6 +79,7 @@ impl Run<'_> {
         before: &Before,
         it: &TaskRun,
     ) -> Result<Findings> {
+        let _timed = Timed::start("audit");
         let mut found = Findings::default();
         let slug = text::slug(&it.title);
         // A kill while refs or the index are rewritten below must let the next run clean up.
@@ -118,7 +133,7 @@ impl Run<'_> {
                     self.spec.restore(&text)?;
                     found
                         .reverted
-                        .extend(paths.iter().map(|p| p.display().to_string()));
+                        .extend(paths.iter().map(|p| p.to_string_lossy().into_owned()));
                     found.saved.push(worktree);
                 }
                 found.saved.extend(repair.kept);
@@ -144,28 +159,21 @@ impl Run<'_> {
         }
 
         // The work tree, for a read-only stage.
-        if stage.tools().is_read_only() {
+        if let Some(snapshot) = &before.snapshot {
             let keep = self.untouchable(it);
-            let changed: Vec<String> = self
-                .ws
-                .repo
-                .changes_since(&before.snapshot)?
-                .into_iter()
-                .filter(|p| !keep.iter().any(|k| covers(k, p)))
-                .collect();
+            let mut changed = self.ws.repo.tree_changes_since(snapshot)?;
+            changed
+                .paths
+                .retain(|p| !keep.iter().any(|k| p.starts_with(k)));
             if !changed.is_empty() {
-                let files: Vec<PathBuf> = changed
-                    .iter()
-                    .filter(|p| p.as_str() != INDEX_CHANGE)
-                    .map(|p| PathBuf::from(p.trim_end_matches('/')))
-                    .collect();
+                let files = &changed.paths;
                 let mut note = String::new();
                 if !files.is_empty() {
                     let saved =
                         self.next_ref(&format!("refs/kern/saved/{slug}/{}-", stage.name()))?;
                     self.ws.repo.save_paths(
                         &saved,
-                        &files,
+                        files,
                         &format!(
                             "kern: what the read-only {} stage changed ({})\n",
                             stage.name(),
@@ -178,11 +186,11 @@ impl Run<'_> {
                 let keep_refs: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
                 found
                     .reverted
-                    .extend(self.ws.repo.revert_to(&before.snapshot, &keep_refs)?);
+                    .extend(self.ws.repo.revert(snapshot, &keep_refs)?.names());
                 found.violations.push(format!(
                     "{} stage is read-only but changed {} (reverted{note})",
                     stage.name(),
-                    changed.join(", ")
+                    changed.names().join(", ")
                 ));
             }
         }
@@ -202,13 +210,7 @@ impl Run<'_> {
     pub(super) fn changed_paths(&self, it: &TaskRun) -> Result<Vec<PathBuf>> {
         let keep = self.untouchable(it);
         let keep_refs: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
-        Ok(self
-            .ws
-            .repo
-            .dirty_paths(&keep_refs)?
-            .into_iter()
-            .map(|p| PathBuf::from(p.trim_end_matches('/')))
-            .collect())
+        self.ws.repo.dirty_files(&keep_refs)
     }
 
     /// The next free ref name `<prefix><n>` (n from 1).
@@ -224,12 +226,6 @@ impl Run<'_> {
             .unwrap_or(1);
         Ok(format!("{prefix}{n}"))
     }
-}
-
-/// True when `rule` names `path` itself or a folder holding it.
-fn covers(rule: &Path, path: &str) -> bool {
-    let path = Path::new(path.trim_end_matches('/'));
-    path.starts_with(rule)
 }
 
 /// The changes of SPEC.md between `before` and `after` that are not kern's: tasks added or

@@ -149,16 +149,20 @@ impl Run<'_> {
             let mut ignore = self.ws.own_files();
             ignore.extend(self.left_out.paths.iter().cloned());
             let ignore: Vec<&std::path::Path> = ignore.iter().map(PathBuf::as_path).collect();
-            let dirty = self.ws.repo.dirty_paths(&ignore)?;
+            let dirty = self.ws.repo.dirty_files(&ignore)?;
             if !dirty.is_empty() {
+                let names: Vec<String> = dirty
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
                 if !self.settings.allow_dirty {
-                    return Err(Error::DirtyTree { files: dirty });
+                    return Err(Error::DirtyTree { files: names });
                 }
                 self.reporter.warn(&format!(
                     "--allow-dirty: these paths stay out of kern's commits: {}",
-                    dirty.join(", ")
+                    names.join(", ")
                 ));
-                excluded = dirty.into_iter().map(PathBuf::from).collect();
+                excluded = dirty;
             }
         }
         let start = TaskStart {

@@ -207,6 +207,8 @@ async fn run_locked(
     takeover: Option<crate::state::lock::Takeover>,
     run_id: String,
 ) -> Result<()> {
+    // A run looks at the work tree many times: from here on each look costs what changed.
+    ws.repo.watch_work_tree();
     let spec = match SpecFile::load_as(&ws.spec_path, &ws.spec_display) {
         Ok((spec, _)) => spec,
         Err(e) => {

@@ -73,7 +73,7 @@ impl Run<'_> {
                 .map(|limit| limit - self.summary.cost_usd),
             protected: protected_files(self.ws),
         };
-        let before = self.before_stage()?;
+        let before = self.before_stage(stage)?;
         let ctx = StageContext {
             settings: self.settings,
             state_dir: &self.ws.state_dir,

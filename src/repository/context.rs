@@ -2,33 +2,45 @@
 //! the diff of the work, each within a byte budget.
 //!
 //! The one decision a reader must know: the diff is the work tree (untracked files included,
-//! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it;
+//! ignored ones not) against a base commit, as `git diff <base>` plus new files would show it,
+//! looking only at the paths that can differ — what status lists and what changed between the
+//! base and HEAD — so its cost grows with the change, not with the repository;
 //! the stat comes first and is never dropped for the patch, so a reviewer sees the whole shape
 //! of a change even when its patch is cut. Files over 1 MiB are diffed as binary, in the recent
-//! commits' stats too, so no large blob is ever loaded whole.
+//! commits' stats too, so no large blob is ever loaded whole; a commit touching more than
+//! [`STAT_MAX_FILES`] files (an import, a mass reformat) has only that many counted, with a
+//! line saying how many more it touched, so its cost never grows with the repository.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use git2::{DiffOptions, DiffStatsFormat, Patch, Sort};
 
+use super::tree_diff::Side;
 use super::{Repository, covers, fit, fit_prefix, short};
 use crate::error::{Error, Result};
 
 /// Files larger than this are shown as binary in a diff.
 const DIFF_MAX_FILE: i64 = 1 << 20;
 
+/// The most files a recent commit's stat counts: the whole text has a 4 KiB budget, so more
+/// lines than this could never be shown.
+pub(super) const STAT_MAX_FILES: usize = 40;
+
 impl Repository {
     /// The latest `count` commits on HEAD, each as `<sha7> <subject>` and its diff stat, cut to
     /// `budget` bytes with a note. An unborn branch gives `(no commits yet)`. Paths in
     /// `exclude` (kern's own SPEC.md and LEARNINGS.md, which every kern commit touches) are
     /// left out of the stats: diffing a large SPEC.md ten times per prompt was most of kern's
-    /// own time. The text is cached per HEAD, which cannot move between a task's stages.
+    /// own time. The text is cached per HEAD, which cannot move between a task's stages, and
+    /// each commit's stat per commit, so a new HEAD costs one commit's stat.
     pub fn recent_commits(
         &self,
         count: usize,
         exclude: &[&std::path::Path],
         budget: usize,
     ) -> Result<String> {
+        let _timed = super::Timed::start("recent_commits");
         let Some(head) = self.head_oid() else {
             return Ok(fit("(no commits yet)\n".to_string(), budget));
         };
@@ -45,46 +57,117 @@ impl Repository {
             .map_err(ctx)?;
         walk.push(head).map_err(ctx)?;
         let mut out = String::new();
-        for oid in walk.take(count) {
-            let commit = self.repo.find_commit(oid.map_err(ctx)?).map_err(ctx)?;
-            let tree = commit.tree().map_err(ctx)?;
-            let parent_tree = match commit.parents().next() {
-                Some(p) => Some(p.tree().map_err(ctx)?),
-                None => None,
-            };
-            // Which paths changed: a tree comparison, no file contents read.
-            let shape = self
-                .repo
-                .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)
-                .map_err(ctx)?;
-            let paths: Vec<String> = shape
-                .deltas()
-                .filter_map(|d| d.new_file().path().or(d.old_file().path()))
-                .map(|p| p.to_string_lossy().into_owned())
-                .filter(|p| !exclude.iter().any(|e| covers(e, p)))
-                .collect();
-            let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
-            let _ = writeln!(out, "{} {subject}", short(commit.id()));
-            if !paths.is_empty() {
-                let mut opts = DiffOptions::new();
-                // Without a limit libgit2 loads blobs up to 512 MiB whole to count lines.
-                opts.disable_pathspec_match(true).max_size(DIFF_MAX_FILE);
-                for path in &paths {
-                    opts.pathspec(path);
-                }
-                let diff = self
-                    .repo
-                    .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut opts))
-                    .map_err(ctx)?;
-                let stats = diff.stats().map_err(ctx)?;
-                let buf = stats.to_buf(DiffStatsFormat::FULL, 80).map_err(ctx)?;
-                out.push_str(&String::from_utf8_lossy(&buf));
-            }
-            out.push('\n');
+        let mut stats = self.commit_stats.borrow_mut();
+        if stats.0 != exclude {
+            *stats = (exclude.clone(), HashMap::new());
         }
+        let mut shown = Vec::new();
+        for oid in walk.take(count) {
+            let oid = oid.map_err(ctx)?;
+            shown.push(oid);
+            let text = match stats.1.get(&oid) {
+                Some(text) => text.clone(),
+                None => {
+                    let text = self.commit_stat(oid, &exclude).map_err(ctx)?;
+                    stats.1.insert(oid, text.clone());
+                    text
+                }
+            };
+            out.push_str(&text);
+        }
+        stats.1.retain(|oid, _| shown.contains(oid));
         let text = fit(out, budget);
         *self.recent_commits_cache.borrow_mut() = Some((key, text.clone()));
         Ok(text)
+    }
+
+    /// One commit as `<sha7> <subject>`, its diff stat (at most [`STAT_MAX_FILES`] files
+    /// counted, paths in `exclude` left out) and a blank line.
+    fn commit_stat(
+        &self,
+        oid: git2::Oid,
+        exclude: &[String],
+    ) -> std::result::Result<String, git2::Error> {
+        let commit = self.repo.find_commit(oid)?;
+        let tree = commit.tree()?;
+        let parent_tree = match commit.parents().next() {
+            Some(p) => Some(p.tree()?),
+            None => None,
+        };
+        let (paths, total) = self.commit_paths(parent_tree.as_ref(), &tree, exclude)?;
+        let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default());
+        let mut out = format!("{} {subject}\n", short(commit.id()));
+        if !paths.is_empty() {
+            let mut opts = DiffOptions::new();
+            // Without a limit libgit2 loads blobs up to 512 MiB whole to count lines.
+            opts.disable_pathspec_match(true).max_size(DIFF_MAX_FILE);
+            for path in &paths {
+                opts.pathspec(path);
+            }
+            let diff =
+                self.repo
+                    .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut opts))?;
+            let buf = diff.stats()?.to_buf(DiffStatsFormat::FULL, 80)?;
+            out.push_str(&String::from_utf8_lossy(&buf));
+            if total > paths.len() {
+                let _ = writeln!(
+                    out,
+                    " (and {} more files, not counted)",
+                    total - paths.len()
+                );
+            }
+        }
+        out.push('\n');
+        Ok(out)
+    }
+
+    /// The first [`STAT_MAX_FILES`] paths (in git's order) that differ between `old` and
+    /// `new`, leaving out `exclude`, and how many differ in all. Equal subtrees are skipped
+    /// (tree_diff.rs) and only the first paths kept: a commit of 100,000 files costs a walk,
+    /// not 10 MB.
+    fn commit_paths(
+        &self,
+        old: Option<&git2::Tree<'_>>,
+        new: &git2::Tree<'_>,
+        exclude: &[String],
+    ) -> std::result::Result<(Vec<Vec<u8>>, usize), git2::Error> {
+        struct Count<'a> {
+            exclude: &'a [String],
+            first: Vec<Vec<u8>>,
+            total: usize,
+        }
+        impl Count<'_> {
+            fn excluded(&self, path: &[u8]) -> bool {
+                let path = String::from_utf8_lossy(path);
+                self.exclude.iter().any(|e| covers(e, &path))
+            }
+        }
+        impl super::tree_diff::TreeVisitor for Count<'_> {
+            fn enter(&mut self, path: &[u8]) -> bool {
+                !self.excluded(path)
+            }
+            fn changed(&mut self, path: &[u8], _: Side, _: Side) -> bool {
+                if !self.excluded(path) {
+                    self.total += 1;
+                    if self.first.len() < STAT_MAX_FILES {
+                        self.first.push(path.to_vec());
+                    }
+                }
+                true
+            }
+        }
+        let mut count = Count {
+            exclude,
+            first: Vec::new(),
+            total: 0,
+        };
+        super::tree_diff::walk(
+            &self.repo,
+            old.map(git2::Tree::id),
+            Some(new.id()),
+            &mut count,
+        )?;
+        Ok((count.first, count.total))
     }
 
     /// True when the work tree (with untracked, not ignored files) differs from `base`
@@ -108,10 +191,9 @@ impl Repository {
             ),
             None => None,
         };
-        let mut opts = DiffOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_typechange(true);
+        let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
+            return Ok(false);
+        };
         let diff = self
             .repo
             .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
@@ -151,6 +233,31 @@ impl Repository {
         Ok(subjects)
     }
 
+    /// The options of a diff of the work tree (untracked files included) against `base`,
+    /// limited to the only paths that can differ from it: what status lists, and what changed
+    /// between `base` and HEAD (an agent's own commits). `None` when there are none.
+    fn work_diff_options(&self, base: Option<&git2::Tree<'_>>) -> Result<Option<DiffOptions>> {
+        let mut paths: std::collections::BTreeSet<std::path::PathBuf> =
+            self.status_paths()?.into_iter().collect();
+        let head_tree = self.head_tree_id();
+        let base_tree = base.map(git2::Tree::id);
+        if head_tree != base_tree {
+            paths.extend(self.tree_changes(base_tree, head_tree)?);
+        }
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        let mut opts = DiffOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_typechange(true)
+            .disable_pathspec_match(true);
+        for path in &paths {
+            opts.pathspec(path.as_path());
+        }
+        Ok(Some(opts))
+    }
+
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty
     /// tree), minus `exclude` (relative or absolute paths; a folder covers what it holds):
     /// the stat first, then the patch, the whole within `budget` bytes, cuts noted.
@@ -160,6 +267,7 @@ impl Repository {
         exclude: &[&std::path::Path],
         budget: usize,
     ) -> Result<String> {
+        let _timed = super::Timed::start("diff");
         let ctx = |e| Error::git("computing the diff of the work", e);
         let tree = match base {
             Some(oid) => Some(
@@ -170,12 +278,10 @@ impl Repository {
             ),
             None => None,
         };
-        let mut opts = DiffOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .show_untracked_content(true)
-            .include_typechange(true)
-            .max_size(DIFF_MAX_FILE);
+        let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
+            return Ok(fit("(no changes)\n".to_string(), budget));
+        };
+        opts.show_untracked_content(true).max_size(DIFF_MAX_FILE);
         let mut diff = self
             .repo
             .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))

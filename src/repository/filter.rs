@@ -92,11 +92,15 @@ pub(super) enum Cleaned {
 impl Repository {
     /// The driver `filter=<name>` names for `rel`, or `None` (no attribute, `-filter`, or a
     /// name with no configuration at all, which git ignores).
-    pub(super) fn filter_driver(&self, config: &Config, rel: &str) -> Result<Option<FilterDriver>> {
+    pub(super) fn filter_driver(
+        &self,
+        config: &Config,
+        rel: &Path,
+    ) -> Result<Option<FilterDriver>> {
         let value = self
             .repo
-            .get_attr_bytes(Path::new(rel), "filter", AttrCheckFlags::FILE_THEN_INDEX)
-            .map_err(|e| Error::git(format!("reading the attributes of `{rel}`"), e))?;
+            .get_attr_bytes(rel, "filter", AttrCheckFlags::FILE_THEN_INDEX)
+            .map_err(|e| Error::git(format!("reading the attributes of `{}`", rel.display()), e))?;
         let name = match AttrValue::from_bytes(value) {
             AttrValue::String(s) => s.to_string(),
             AttrValue::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
@@ -114,7 +118,7 @@ impl Repository {
     pub(super) fn clean(
         &self,
         driver: &FilterDriver,
-        rel: &str,
+        rel: &Path,
         timeout: Duration,
     ) -> Result<Cleaned> {
         let Some(command) = &driver.clean else {
@@ -135,12 +139,13 @@ impl Repository {
             Ok(()) => Ok(Cleaned::Blob(out)),
             Err(output) if driver.required => Err(Error::FilterFailed {
                 driver: driver.name.clone(),
-                path: rel.to_string(),
+                path: rel.display().to_string(),
                 output,
             }),
             Err(output) => Ok(Cleaned::AsIs(Some(format!(
-                "the `{}` clean filter failed on `{rel}`; stored as it is, as git does for a driver that is not required: {output}",
-                driver.name
+                "the `{}` clean filter failed on `{}`; stored as it is, as git does for a driver that is not required: {output}",
+                driver.name,
+                rel.display()
             )))),
         }
     }
@@ -151,7 +156,7 @@ impl Repository {
     pub(super) fn smudge(
         &self,
         driver: &FilterDriver,
-        rel: &str,
+        rel: &Path,
         blob: &[u8],
         timeout: Duration,
     ) -> Option<tempfile::NamedTempFile> {
@@ -170,7 +175,7 @@ impl Repository {
     pub(super) fn work_tree_blob_id(
         &self,
         config: &Config,
-        rel: &str,
+        rel: &Path,
         timeout: Duration,
     ) -> Option<git2::Oid> {
         let full = self.top.join(rel);
@@ -187,12 +192,13 @@ impl Repository {
     fn run_filter(
         &self,
         command: &str,
-        rel: &str,
+        rel: &Path,
         input: File,
         stdout: File,
         timeout: Duration,
     ) -> std::result::Result<(), String> {
-        let script = command.replace("%f", &sh_quote(rel));
+        // `%f` is text in the script: a name that is not UTF-8 reaches the filter lossily.
+        let script = command.replace("%f", &sh_quote(&rel.to_string_lossy()));
         let mut probe = Probe::shell(&script, &self.top, timeout);
         probe.stdin = Some(input);
         probe.stdout = Some(stdout);

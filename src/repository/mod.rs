@@ -15,6 +15,7 @@ mod context;
 mod filter;
 mod history;
 mod hooks;
+mod index_entries;
 mod own_files;
 mod preflight;
 mod refs;
@@ -23,6 +24,10 @@ pub(crate) mod sensitive;
 mod signing;
 mod snapshot;
 mod staging;
+mod status;
+mod timing;
+mod tree_diff;
+mod watch;
 mod worktree;
 
 use std::cell::RefCell;
@@ -30,7 +35,7 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use git2::{IndexEntry, RepositoryState, Status, StatusOptions};
+use git2::RepositoryState;
 
 use crate::error::{Error, Result};
 
@@ -40,7 +45,9 @@ pub(crate) use history::GitFiles;
 pub(crate) use own_files::OwnFiles;
 pub(crate) use refs::RefsSnapshot;
 pub(crate) use save::KERN_REFS;
-pub(crate) use snapshot::{INDEX_CHANGE, WorkTreeSnapshot};
+pub(crate) use snapshot::WorkTreeSnapshot;
+pub(crate) use status::Change;
+pub(crate) use timing::Timed;
 pub(crate) use worktree::{Applied, TASK_BRANCH_PREFIX};
 
 /// `--hook-timeout`'s default: the longest a hook, filter or signing program may run.
@@ -111,20 +118,16 @@ pub struct Repository {
     foreign_refs: RefFilter,
     /// `recent_commits` by (HEAD, count, budget, excluded paths): see context.rs.
     recent_commits_cache: RefCell<Option<(RecentCommitsKey, String)>>,
+    /// Each recent commit's stat text, for the excluded paths it was made with: see context.rs.
+    commit_stats: RefCell<CommitStats>,
     /// A filtered file's clean blob id by path, valid while its stamp is unchanged.
-    clean_ids: RefCell<HashMap<String, (snapshot::Stamp, git2::Oid)>>,
+    clean_ids: RefCell<HashMap<PathBuf, (snapshot::Stamp, git2::Oid)>>,
+    /// What the last status look found, and the work-tree watch: see status.rs.
+    status: RefCell<status::StatusCache>,
 }
 
 type RecentCommitsKey = (git2::Oid, usize, usize, Vec<String>);
-
-/// One path `git status` lists, with its status bits.
-#[derive(Debug, Clone)]
-pub(crate) struct Change {
-    /// Relative, `/`-separated; a nested repository ends with `/`.
-    pub(crate) path: String,
-    /// libgit2's status bits.
-    pub(crate) status: Status,
-}
+type CommitStats = (Vec<String>, HashMap<git2::Oid, String>);
 
 /// Where HEAD points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,7 +174,9 @@ impl Repository {
             max_file_size: options.max_file_size,
             foreign_refs: options.foreign_refs,
             recent_commits_cache: RefCell::new(None),
+            commit_stats: RefCell::new((Vec::new(), HashMap::new())),
             clean_ids: RefCell::new(HashMap::new()),
+            status: RefCell::new(status::StatusCache::default()),
         })
     }
 
@@ -284,148 +289,6 @@ impl Repository {
         )))
     }
 
-    /// Paths with uncommitted changes that a commit would take: tracked changes (staged or
-    /// not) and untracked files that `.gitignore` allows, minus `ignore` (relative to the top
-    /// or absolute), kern's own files and their editor artefacts, and what a commit would
-    /// leave out anyway (secrets, files over `--max-file-size`, a nested repository): those
-    /// stay in the tree and never block a start. Sorted, relative, `/`-separated.
-    pub fn dirty_paths(&self, ignore: &[&Path]) -> Result<Vec<String>> {
-        let ignore: Vec<String> = ignore.iter().filter_map(|p| self.relative(p)).collect();
-        let config = self.config_snapshot()?;
-        let mut paths = Vec::new();
-        for change in self.changes()? {
-            let rel = change.path.trim_end_matches('/');
-            if ignore.iter().any(|i| covers(i, rel))
-                || self.own.is_own(rel)
-                || self.own.is_artefact(rel)
-            {
-                continue;
-            }
-            if staging::would_leave_out(self, &config, &change)?.is_some() {
-                continue;
-            }
-            paths.push(change.path);
-        }
-        Ok(paths)
-    }
-
-    /// Every path `git status` would list (tracked changes and untracked, not ignored files),
-    /// sorted; submodules count as one path.
-    fn status_paths(&self) -> Result<Vec<String>> {
-        Ok(self.changes()?.into_iter().map(|c| c.path).collect())
-    }
-
-    /// What `git status` lists, sorted by path (see the module docs for what is not a change).
-    pub(crate) fn changes(&self) -> Result<Vec<Change>> {
-        let mut opts = StatusOptions::new();
-        // Ignored entries are asked for (folders not descended into) only because libgit2
-        // reports an untracked nested repository that has a commit as ignored, where git
-        // lists it as untracked; see `nested_repository`.
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_ignored(true)
-            .recurse_ignored_dirs(false)
-            .renames_head_to_index(false);
-        let statuses = self
-            .repo
-            .statuses(Some(&mut opts))
-            .map_err(|e| Error::git("reading the status of the work tree", e))?;
-        let mut index = self
-            .repo
-            .index()
-            .map_err(|e| Error::git("opening the index", e))?;
-        index
-            .read(false)
-            .map_err(|e| Error::git("reading the index", e))?;
-        let mut config = None;
-        let mut changes: Vec<Change> = Vec::new();
-        for entry in statuses.iter() {
-            let mut status = entry.status();
-            let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
-            if status.is_ignored() {
-                if !self.nested_repository(&path) {
-                    continue;
-                }
-                status = Status::WT_NEW;
-            }
-            let staged = index.get_path(Path::new(path.trim_end_matches('/')), 0);
-            if let Some(staged) = &staged
-                && !self.is_change(staged, status, &path, &mut config)?
-            {
-                continue;
-            }
-            changes.push(Change { path, status });
-        }
-        changes.sort_by(|a, b| a.path.cmp(&b.path));
-        changes.dedup_by(|a, b| a.path == b.path);
-        Ok(changes)
-    }
-
-    /// True for a folder libgit2 calls ignored that `.gitignore` does not ignore: a nested
-    /// repository with a commit, which `git status` lists as untracked.
-    fn nested_repository(&self, path: &str) -> bool {
-        path.ends_with('/')
-            && self.top.join(path).join(".git").exists()
-            && !self
-                .repo
-                .is_path_ignored(Path::new(path.trim_end_matches('/')))
-                .unwrap_or(true)
-    }
-
-    /// Whether a path status lists, with this index entry, is a change `git status` shows.
-    fn is_change(
-        &self,
-        staged: &IndexEntry,
-        status: Status,
-        path: &str,
-        config: &mut Option<git2::Config>,
-    ) -> Result<bool> {
-        if staged.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits() != 0 {
-            return Ok(false);
-        }
-        let index_side = Status::INDEX_NEW
-            | Status::INDEX_MODIFIED
-            | Status::INDEX_DELETED
-            | Status::INDEX_TYPECHANGE
-            | Status::INDEX_RENAMED;
-        if status.intersects(index_side) || !status.contains(Status::WT_MODIFIED) {
-            return Ok(true);
-        }
-        if staged.mode == staging::MODE_GITLINK {
-            // Only a moved checkout is a change; edits inside the submodule are its own.
-            let head = git2::Repository::open(self.top.join(path))
-                .ok()
-                .and_then(|sub| sub.head().ok().and_then(|h| h.target()));
-            return Ok(head.is_some_and(|h| h != staged.id));
-        }
-        if config.is_none() {
-            *config = Some(self.config_snapshot()?);
-        }
-        let Some(config) = config.as_ref() else {
-            return Ok(true);
-        };
-        if self.filter_driver(config, path)?.is_none() {
-            return Ok(true);
-        }
-        Ok(self.clean_id(config, path) != Some(staged.id))
-    }
-
-    /// The blob id of a filtered work-tree file, cached while the file is unchanged.
-    fn clean_id(&self, config: &git2::Config, rel: &str) -> Option<git2::Oid> {
-        let meta = std::fs::symlink_metadata(self.top.join(rel)).ok()?;
-        let stamp = snapshot::Stamp::of(&meta);
-        if let Some((s, id)) = self.clean_ids.borrow().get(rel)
-            && *s == stamp
-        {
-            return Some(*id);
-        }
-        let id = self.work_tree_blob_id(config, rel, self.hook_timeout)?;
-        self.clean_ids
-            .borrow_mut()
-            .insert(rel.to_string(), (stamp, id));
-        Some(id)
-    }
-
     /// A snapshot of the git config (files read once).
     fn config_snapshot(&self) -> Result<git2::Config> {
         self.repo
@@ -493,9 +356,9 @@ impl Repository {
         }
     }
 
-    /// `path` relative to the top, `/`-separated, without `.` parts; `None` when it lies
-    /// outside the work tree.
-    fn relative(&self, path: &Path) -> Option<String> {
+    /// `path` relative to the top, byte for byte, without `.` parts; `None` when it lies
+    /// outside the work tree or is the top itself.
+    fn relative_path(&self, path: &Path) -> Option<PathBuf> {
         let rel = if path.is_absolute() {
             path.strip_prefix(&self.top)
                 .ok()
@@ -513,14 +376,18 @@ impl Repository {
         } else {
             path.to_path_buf()
         };
-        let parts: Vec<String> = rel
+        let rel: PathBuf = rel
             .components()
-            .filter_map(|c| match c {
-                Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
-                _ => None,
-            })
+            .filter(|c| matches!(c, Component::Normal(_)))
             .collect();
-        (!parts.is_empty()).then(|| parts.join("/"))
+        (!rel.as_os_str().is_empty()).then_some(rel)
+    }
+
+    /// `path` relative to the top, `/`-separated, without `.` parts; `None` when it lies
+    /// outside the work tree.
+    fn relative(&self, path: &Path) -> Option<String> {
+        self.relative_path(path)
+            .map(|p| p.to_string_lossy().into_owned())
     }
 }
 

@@ -33,6 +33,16 @@ impl OwnFiles {
     pub(crate) fn is_artefact(&self, rel: &str) -> bool {
         self.files.iter().any(|own| artefact_of(own, rel))
     }
+
+    /// [`OwnFiles::is_own`] for a path of any bytes (one that is not UTF-8 is never own).
+    pub(super) fn is_own_path(&self, rel: &Path) -> bool {
+        rel.to_str().is_some_and(|r| self.is_own(r))
+    }
+
+    /// [`OwnFiles::is_artefact`] for a path of any bytes.
+    pub(super) fn is_artefact_path(&self, rel: &Path) -> bool {
+        rel.to_str().is_some_and(|r| self.is_artefact(r))
+    }
 }
 
 /// True when `candidate` (relative) is an editor artefact of `own` (relative).

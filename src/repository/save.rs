@@ -32,6 +32,7 @@ impl Repository {
     /// Saves the work tree's content of `paths` (relative to the top) as a commit on HEAD under
     /// `refname` (created or moved), and returns the commit. Nothing else changes.
     pub fn save_paths(&self, refname: &str, paths: &[PathBuf], message: &str) -> Result<Oid> {
+        let _timed = super::Timed::start("save");
         let git = |what: &str| {
             let what = what.to_string();
             move |e: git2::Error| Error::git(format!("saving under `{refname}`: {what}"), e)
@@ -82,6 +83,16 @@ impl Repository {
     /// Puts exactly `paths` back as HEAD has them, in the work tree and the index: a path HEAD
     /// lacks is removed (and the folders it needed, when now empty). Save them first.
     pub fn restore_paths(&self, paths: &[PathBuf]) -> Result<()> {
+        let _timed = super::Timed::start("restore");
+        self.restore_paths_in_index(paths).inspect_err(|_| {
+            // Half-done changes to the in-memory index are never written: read it again.
+            if let Ok(mut index) = self.repo.index() {
+                let _ = index.read(true);
+            }
+        })
+    }
+
+    fn restore_paths_in_index(&self, paths: &[PathBuf]) -> Result<()> {
         let head_tree = match self.head_oid() {
             Some(oid) => Some(
                 self.repo
@@ -96,7 +107,7 @@ impl Repository {
             .index()
             .map_err(|e| Error::git("opening the index", e))?;
         index
-            .read(true)
+            .read(false)
             .map_err(|e| Error::git("reading the index", e))?;
         for rel in paths {
             let full = self.top.join(rel);

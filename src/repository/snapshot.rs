@@ -1,32 +1,42 @@
 //! Work-tree snapshots: the audit of a read-only stage, and the undo of what it changed.
 //!
-//! The one decision a reader must know: a snapshot stores only what git status says differs
-//! from the index (dirty and untracked-not-ignored files, byte for byte, with mode and symlink
-//! target), plus the index file and a digest of its entries. A clean tracked file needs no copy:
-//! the index already holds its content, so any later change to it shows up in status and is
-//! restored from the index. Comparing is cheap: a dirty file whose size, mtime, ctime and inode
-//! are unchanged is not re-read (ctime cannot be set back by a program). Ignored files are
-//! outside the audit, like build output. Large dirty files (over 8 MiB) are kept in a temporary
-//! folder instead of memory. When a created file is removed, the folders above it that are now
-//! empty and hold no tracked file are removed too; an empty untracked folder that existed before
-//! the stage and received a file during it is therefore removed as well (git cannot see empty
-//! folders, so the snapshot cannot either). Editor artefacts of kern's own files (vim's swap
-//! file of SPEC.md) are the person's: never a change, never reverted. A clean file put back from
-//! the index goes through its filter driver's smudge command (a Git LFS file gets its content,
-//! not its pointer), and is compared through the clean command.
+//! The one decision a reader must know: a snapshot holds what differs from the index — the
+//! dirty and untracked-not-ignored files git status lists, byte for byte, with mode and
+//! symlink target — plus the index file and a digest of its entries; never the whole tree. A
+//! clean tracked file needs no copy: the index already holds its content, so any later change
+//! to it shows up in status and is restored from the index. Comparing is cheap: a dirty file
+//! whose size, mtime, ctime and inode are unchanged is not re-read (ctime cannot be set back by
+//! a program). Ignored files are outside the audit, like build output. A snapshot keeps at most
+//! [`INLINE_BUDGET`] bytes in memory; larger files, the rest, and an index over
+//! [`INDEX_INLINE`] go to a temporary folder. Paths are bytes end to end: a name that is not
+//! UTF-8 is saved, compared and reverted like any other. When a created file is removed, the
+//! folders above it that are now empty and hold no tracked file are removed too; an empty
+//! untracked folder that existed before the stage and received a file during it is therefore
+//! removed as well (git cannot see empty folders, so the snapshot cannot either). Editor
+//! artefacts of kern's own files (vim's swap file of SPEC.md) are the person's: never a change,
+//! never reverted. A clean file put back from the index goes through its filter driver's
+//! smudge command (a Git LFS file gets its content, not its pointer), and is compared through
+//! the clean command.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{RefsSnapshot, Repository};
 use crate::error::{Error, Result};
 
-/// Dirty files larger than this are copied to a temporary folder rather than kept in memory.
-const INLINE_LIMIT: u64 = 8 << 20;
+/// The most bytes of file content a snapshot keeps in memory; the rest is copied to a
+/// temporary folder. A single file larger than [`INLINE_FILE`] always is.
+const INLINE_BUDGET: u64 = 4 << 20;
+
+/// Files larger than this are never kept in memory.
+const INLINE_FILE: u64 = 1 << 20;
+
+/// An index file larger than this (about 10,000 entries) is copied, not kept in memory.
+const INDEX_INLINE: u64 = 1 << 20;
 
 /// The name under which a change of the index itself is reported.
 pub(crate) const INDEX_CHANGE: &str = "(index)";
@@ -34,10 +44,10 @@ pub(crate) const INDEX_CHANGE: &str = "(index)";
 /// The state of the work tree, the index and the refs at one moment.
 pub struct WorkTreeSnapshot {
     refs: RefsSnapshot,
-    index_bytes: Option<Vec<u8>>,
-    index_digest: u64,
-    files: BTreeMap<String, FileState>,
-    spill: Option<tempfile::TempDir>,
+    index: IndexCopy,
+    files: BTreeMap<PathBuf, FileState>,
+    /// Kept for the copies it holds: dropping the snapshot removes them.
+    _copies: Spill,
 }
 
 impl WorkTreeSnapshot {
@@ -46,10 +56,43 @@ impl WorkTreeSnapshot {
         &self.refs
     }
 
-    /// The relative paths whose content the snapshot holds (dirty or untracked then).
-    pub fn dirty_paths(&self) -> impl Iterator<Item = &str> {
-        self.files.keys().map(String::as_str)
+    /// The relative paths whose content the snapshot holds (dirty or untracked then), as text.
+    pub fn dirty_paths(&self) -> impl Iterator<Item = String> + '_ {
+        self.files.keys().map(|p| p.to_string_lossy().into_owned())
     }
+}
+
+/// What changed since a snapshot, or what a revert put back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeChanges {
+    /// The index entries changed.
+    pub index: bool,
+    /// Files created, changed or deleted, relative to the top, sorted by their bytes; a
+    /// folder listed as one path (a nested repository) ends with `/`.
+    pub paths: Vec<PathBuf>,
+}
+
+impl TreeChanges {
+    /// Nothing changed.
+    pub fn is_empty(&self) -> bool {
+        !self.index && self.paths.is_empty()
+    }
+
+    /// For the person and the records: [`INDEX_CHANGE`] first, then each path as text.
+    pub fn names(&self) -> Vec<String> {
+        self.index
+            .then(|| INDEX_CHANGE.to_string())
+            .into_iter()
+            .chain(self.paths.iter().map(|p| p.to_string_lossy().into_owned()))
+            .collect()
+    }
+}
+
+/// The index file as it was: its stamp and entry digest, and its bytes (none: no index).
+struct IndexCopy {
+    stamp: Option<Stamp>,
+    digest: u64,
+    content: Option<Content>,
 }
 
 /// One path as it was.
@@ -73,6 +116,53 @@ enum Content {
     Spilled(PathBuf),
 }
 
+impl Content {
+    fn read(&self) -> Result<Vec<u8>> {
+        match self {
+            Content::Inline(bytes) => Ok(bytes.clone()),
+            Content::Spilled(copy) => fs::read(copy).map_err(|e| Error::io(copy, e)),
+        }
+    }
+}
+
+/// The temporary folder for what a snapshot does not keep in memory, made when first needed,
+/// and how many bytes it keeps in memory.
+#[derive(Default)]
+struct Spill {
+    dir: Option<tempfile::TempDir>,
+    inline: u64,
+}
+
+impl Spill {
+    /// Where a copy named `name` goes.
+    fn path(&mut self, name: &str) -> Result<PathBuf> {
+        if self.dir.is_none() {
+            let dir = tempfile::Builder::new()
+                .prefix("kern-snapshot-")
+                .tempdir()
+                .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+            self.dir = Some(dir);
+        }
+        Ok(self
+            .dir
+            .as_ref()
+            .map(|d| d.path().join(name))
+            .unwrap_or_default())
+    }
+
+    /// Keeps `full` (of `len` bytes) in memory while the budget allows, else copies it.
+    fn keep(&mut self, full: &Path, len: u64, name: &str) -> Result<Content> {
+        if len <= INLINE_FILE && self.inline + len <= INLINE_BUDGET {
+            let bytes = fs::read(full).map_err(|e| Error::io(full, e))?;
+            self.inline += bytes.len() as u64;
+            return Ok(Content::Inline(bytes));
+        }
+        let copy = self.path(name)?;
+        fs::copy(full, &copy).map_err(|e| Error::io(full, e))?;
+        Ok(Content::Spilled(copy))
+    }
+}
+
 /// What changes whenever a file's content is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Stamp {
@@ -93,6 +183,14 @@ impl Stamp {
     }
 }
 
+/// The index file's bytes, to be written back if a commit fails: in memory when small, else
+/// copied aside (a large index is rewritten whole by every commit; its copy costs a file copy,
+/// not its size in memory).
+pub(super) struct IndexBackup {
+    content: Option<Content>,
+    _copies: Spill,
+}
+
 /// What a path must become on revert.
 enum Target<'a> {
     Snapshot(&'a FileState),
@@ -103,39 +201,41 @@ enum Target<'a> {
 impl Repository {
     /// Records HEAD, the refs, the index, and every dirty or untracked-not-ignored file.
     pub fn snapshot(&self) -> Result<WorkTreeSnapshot> {
+        let mut timed = super::Timed::start("snapshot");
         let refs = self.refs_snapshot()?;
-        let index_path = self.repo.path().join("index");
-        let index_bytes = match fs::read(&index_path) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io(&index_path, e)),
-        };
-        let index_digest = self.index_digest()?;
-        let mut snap = WorkTreeSnapshot {
-            refs,
-            index_bytes,
-            index_digest,
-            files: BTreeMap::new(),
-            spill: None,
-        };
-        for rel in self.status_paths()? {
-            let state = self.capture(&rel, &mut snap.spill)?;
-            snap.files.insert(rel, state);
+        let mut spill = Spill::default();
+        let index = self.copy_index(&mut spill)?;
+        let mut files = BTreeMap::new();
+        for change in self.changes()? {
+            let state = self.capture(&change.path, &mut spill)?;
+            files.insert(change.path, state);
         }
-        Ok(snap)
+        timed.count(files.len());
+        Ok(WorkTreeSnapshot {
+            refs,
+            index,
+            files,
+            _copies: spill,
+        })
     }
 
-    /// Files created, changed or deleted since `snap` (relative paths, sorted), and
-    /// [`INDEX_CHANGE`] when the index entries changed. HEAD and refs are compared by the
-    /// caller with [`WorkTreeSnapshot::refs`].
+    /// Files created, changed or deleted since `snap` and whether the index entries changed,
+    /// as text: see [`Repository::tree_changes_since`].
     pub fn changes_since(&self, snap: &WorkTreeSnapshot) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        if self.index_digest()? != snap.index_digest {
-            out.push(INDEX_CHANGE.to_string());
-        }
-        let now: BTreeSet<String> = self.status_paths()?.into_iter().collect();
-        for rel in now.iter().chain(snap.files.keys()).collect::<BTreeSet<_>>() {
-            if self.own.is_artefact(rel.trim_end_matches('/')) {
+        Ok(self.tree_changes_since(snap)?.names())
+    }
+
+    /// Files created, changed or deleted since `snap`, and whether the index entries changed.
+    /// HEAD and refs are compared by the caller with [`WorkTreeSnapshot::refs`].
+    pub fn tree_changes_since(&self, snap: &WorkTreeSnapshot) -> Result<TreeChanges> {
+        let _timed = super::Timed::start("changes_since");
+        let mut out = TreeChanges {
+            index: self.index_changed(&snap.index)?,
+            paths: Vec::new(),
+        };
+        let now = self.folders_now()?;
+        for rel in now.keys().chain(snap.files.keys()).collect::<BTreeSet<_>>() {
+            if self.own.is_artefact_path(rel) {
                 continue;
             }
             let changed = match snap.files.get(rel) {
@@ -143,53 +243,62 @@ impl Repository {
                 None => true,
             };
             if changed {
-                out.push(rel.clone());
+                out.paths.push(shown(rel, snap, &now));
             }
         }
+        sort_paths(&mut out.paths);
         Ok(out)
+    }
+
+    /// Puts the work tree and the index back as they were at `snap`, as text: see
+    /// [`Repository::revert`].
+    pub fn revert_to(&self, snap: &WorkTreeSnapshot, keep: &[&Path]) -> Result<Vec<String>> {
+        Ok(self.revert(snap, keep)?.names())
     }
 
     /// Puts the work tree and the index back as they were at `snap`: created files removed
     /// (and the folders they needed, when now empty), changed and deleted files restored —
-    /// dirty ones from the snapshot, clean ones from the index. Returns what was reverted
-    /// ([`INDEX_CHANGE`] for the index). HEAD and refs are not touched. Paths in `keep` are
-    /// left as they are now: kern's own SPEC.md, which a person may edit during any stage.
-    pub fn revert_to(&self, snap: &WorkTreeSnapshot, keep: &[&Path]) -> Result<Vec<String>> {
-        let mut reverted = Vec::new();
+    /// dirty ones from the snapshot, clean ones from the index. Returns what was reverted.
+    /// HEAD and refs are not touched. Paths in `keep` (relative to the top) and what they hold
+    /// are left as they are now: kern's own SPEC.md, which a person may edit during any stage,
+    /// and the person's `--allow-dirty` paths.
+    pub fn revert(&self, snap: &WorkTreeSnapshot, keep: &[&Path]) -> Result<TreeChanges> {
+        let _timed = super::Timed::start("revert");
+        let mut reverted = TreeChanges::default();
         let index_path = self.repo.path().join("index");
-        if self.index_digest()? != snap.index_digest {
-            match &snap.index_bytes {
-                Some(bytes) => crate::atomic_file::write(&index_path, bytes)?,
-                None => fs::remove_file(&index_path).map_err(|e| Error::io(&index_path, e))?,
-            }
-            reverted.push(INDEX_CHANGE.to_string());
-        }
         let mut index = self
             .repo
             .index()
             .map_err(|e| Error::git("opening the index", e))?;
-        index
-            .read(true)
-            .map_err(|e| Error::git("reading the index", e))?;
+        if self.index_changed(&snap.index)? {
+            match &snap.index.content {
+                Some(content) => crate::atomic_file::write(&index_path, &content.read()?)?,
+                None => fs::remove_file(&index_path).map_err(|e| Error::io(&index_path, e))?,
+            }
+            reverted.index = true;
+            index
+                .read(true)
+                .map_err(|e| Error::git("reading the index", e))?;
+        } else {
+            index
+                .read(false)
+                .map_err(|e| Error::git("reading the index", e))?;
+        }
 
-        let now: BTreeSet<String> = self.status_paths()?.into_iter().collect();
-        let candidates: BTreeSet<&String> = now.iter().chain(snap.files.keys()).collect();
+        let now = self.folders_now()?;
+        let candidates: BTreeSet<&PathBuf> = now.keys().chain(snap.files.keys()).collect();
         let mut removals = Vec::new();
         let mut writes = Vec::new();
         for rel in candidates {
-            if keep
-                .iter()
-                .any(|k| Path::new(rel.trim_end_matches('/')) == *k)
-                || self.own.is_artefact(rel.trim_end_matches('/'))
-                || keep.iter().any(|k| {
-                    super::own_files::artefact_of(&k.to_string_lossy(), rel.trim_end_matches('/'))
-                })
+            if keep.iter().any(|k| rel.starts_with(k))
+                || self.own.is_artefact_path(rel)
+                || keep.iter().any(|k| is_artefact_of(k, rel))
             {
                 continue;
             }
             let target = match snap.files.get(rel) {
                 Some(state) => Target::Snapshot(state),
-                None => match index.get_path(Path::new(rel.trim_end_matches('/')), 0) {
+                None => match index.get_path(rel, 0) {
                     Some(entry) => Target::Blob {
                         mode: entry.mode,
                         id: entry.id,
@@ -211,49 +320,134 @@ impl Repository {
             }
         }
         // Deepest first, so a created folder's files go before the folder itself.
-        removals.sort_by_key(|r| std::cmp::Reverse(r.matches('/').count()));
+        removals.sort_by_key(|r| std::cmp::Reverse(r.components().count()));
         for rel in removals {
-            let full = self.top.join(rel.trim_end_matches('/'));
+            let full = self.top.join(rel);
             remove_any(&full)?;
             self.prune_empty_parents(&full, &index);
-            reverted.push(rel.clone());
+            reverted.paths.push(shown(rel, snap, &now));
         }
         for (rel, target) in writes {
-            let full = self.top.join(rel.trim_end_matches('/'));
+            let full = self.top.join(rel);
             match target {
                 Target::Snapshot(state) => write_state(&full, state)?,
-                Target::Blob { mode, id } => self.write_blob(&full, mode, id)?,
+                Target::Blob { mode, id } => self.write_blob(rel, mode, id)?,
                 Target::Absent => {}
             }
-            reverted.push(rel.clone());
+            reverted.paths.push(shown(rel, snap, &now));
         }
-        reverted.sort();
-        reverted.dedup();
+        sort_paths(&mut reverted.paths);
+        reverted.paths.dedup();
         Ok(reverted)
     }
 
-    /// A digest of the index entries (path, mode, object, stage): stat data is left out, so
-    /// an index merely refreshed by `git status` is not a change.
-    fn index_digest(&self) -> Result<u64> {
+    /// Keeps the index file as it is now (see [`IndexBackup`]).
+    pub(super) fn back_up_index(&self) -> Result<IndexBackup> {
+        let path = self.repo.path().join("index");
+        let mut spill = Spill::default();
+        let content = match fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io(&path, e)),
+            Ok(meta) if meta.len() <= INDEX_INLINE => Some(Content::Inline(
+                fs::read(&path).map_err(|e| Error::io(&path, e))?,
+            )),
+            Ok(_) => {
+                let copy = spill.path("index")?;
+                fs::copy(&path, &copy).map_err(|e| Error::io(&path, e))?;
+                Some(Content::Spilled(copy))
+            }
+        };
+        Ok(IndexBackup {
+            content,
+            _copies: spill,
+        })
+    }
+
+    /// Writes `backup` back as the index (or removes the index when there was none), and
+    /// makes libgit2 read it again.
+    pub(super) fn restore_index_backup(&self, backup: &IndexBackup) -> Result<()> {
+        let path = self.repo.path().join("index");
+        match &backup.content {
+            Some(content) => crate::atomic_file::write(&path, &content.read()?)?,
+            None => match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            },
+        }
         let mut index = self
             .repo
             .index()
             .map_err(|e| Error::git("opening the index", e))?;
         index
             .read(true)
-            .map_err(|e| Error::git("reading the index", e))?;
-        let mut h = DefaultHasher::new();
-        for entry in index.iter() {
-            entry.path.hash(&mut h);
-            entry.mode.hash(&mut h);
-            entry.id.as_bytes().hash(&mut h);
-            (entry.flags & 0x3000).hash(&mut h);
-        }
-        Ok(h.finish())
+            .map_err(|e| Error::git("reading the index", e))
     }
 
-    fn capture(&self, rel: &str, spill: &mut Option<tempfile::TempDir>) -> Result<FileState> {
-        let full = self.top.join(rel.trim_end_matches('/'));
+    /// The paths status lists now, each with whether it is a folder listed as one path.
+    fn folders_now(&self) -> Result<BTreeMap<PathBuf, bool>> {
+        Ok(self
+            .changes()?
+            .into_iter()
+            .map(|c| (c.path, c.folder))
+            .collect())
+    }
+
+    /// True when the index entries differ from `copy`'s (an index merely refreshed by `git
+    /// status` does not).
+    fn index_changed(&self, copy: &IndexCopy) -> Result<bool> {
+        let (stamp, digest) = self.index_digest_now()?;
+        if stamp.is_none() || copy.stamp.is_none() {
+            return Ok(stamp.is_some() != copy.stamp.is_some() || digest != copy.digest);
+        }
+        Ok(stamp != copy.stamp && digest != copy.digest)
+    }
+
+    /// The index file as it is now: kept in memory when small, else copied.
+    fn copy_index(&self, spill: &mut Spill) -> Result<IndexCopy> {
+        let index_path = self.repo.path().join("index");
+        // The index is replaced whole (written aside, renamed over): a stamp that is the same
+        // before and after the copy means the copy and the digest belong together.
+        for _ in 0..3 {
+            let (stamp, digest) = self.index_digest_now()?;
+            let Some(before) = stamp else {
+                return Ok(IndexCopy {
+                    stamp,
+                    digest,
+                    content: None,
+                });
+            };
+            let content = if before.len <= INDEX_INLINE {
+                match fs::read(&index_path) {
+                    Ok(bytes) => Content::Inline(bytes),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(Error::io(&index_path, e)),
+                }
+            } else {
+                let copy = spill.path("index")?;
+                match fs::copy(&index_path, &copy) {
+                    Ok(_) => Content::Spilled(copy),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(Error::io(&index_path, e)),
+                }
+            };
+            let after = fs::metadata(&index_path).ok().map(|m| Stamp::of(&m));
+            if after == stamp {
+                return Ok(IndexCopy {
+                    stamp,
+                    digest,
+                    content: Some(content),
+                });
+            }
+        }
+        Err(Error::Repository(format!(
+            "`{}` kept changing while kern saved it before a stage — stop the program rewriting the index (an editor's git integration), then run kern again",
+            index_path.display()
+        )))
+    }
+
+    fn capture(&self, rel: &Path, spill: &mut Spill) -> Result<FileState> {
+        let full = self.top.join(rel);
         let Ok(meta) = fs::symlink_metadata(&full) else {
             return Ok(FileState::Missing);
         };
@@ -264,28 +458,10 @@ impl Repository {
         if meta.is_dir() {
             return Ok(FileState::Folder);
         }
-        let content = if meta.len() > INLINE_LIMIT {
-            if spill.is_none() {
-                let dir = tempfile::Builder::new()
-                    .prefix("kern-snapshot-")
-                    .tempdir()
-                    .map_err(|e| Error::io(std::env::temp_dir(), e))?;
-                *spill = Some(dir);
-            }
-            let dir = spill
-                .as_ref()
-                .map(|d| d.path().to_path_buf())
-                .unwrap_or_default();
-            let copy = dir.join(format!(
-                "{}",
-                git2::Oid::hash_object(git2::ObjectType::Blob, rel.as_bytes())
-                    .map_err(|e| Error::git("naming a snapshot copy", e))?
-            ));
-            fs::copy(&full, &copy).map_err(|e| Error::io(&full, e))?;
-            Content::Spilled(copy)
-        } else {
-            Content::Inline(fs::read(&full).map_err(|e| Error::io(&full, e))?)
-        };
+        let name = git2::Oid::hash_object(git2::ObjectType::Blob, rel.as_os_str().as_bytes())
+            .map_err(|e| Error::git("naming a snapshot copy", e))?
+            .to_string();
+        let content = spill.keep(&full, meta.len(), &name)?;
         Ok(FileState::File {
             mode: meta.permissions().mode() & 0o7777,
             stamp: Stamp::of(&meta),
@@ -294,8 +470,8 @@ impl Repository {
     }
 
     /// True when the path is now as `state` recorded it.
-    fn matches(&self, rel: &str, state: &FileState) -> Result<bool> {
-        let full = self.top.join(rel.trim_end_matches('/'));
+    fn matches(&self, rel: &Path, state: &FileState) -> Result<bool> {
+        let full = self.top.join(rel);
         let meta = fs::symlink_metadata(&full).ok();
         Ok(match (state, meta) {
             (FileState::Missing, None) => true,
@@ -320,19 +496,14 @@ impl Repository {
                     false
                 } else {
                     let now = fs::read(&full).map_err(|e| Error::io(&full, e))?;
-                    match content {
-                        Content::Inline(bytes) => now == *bytes,
-                        Content::Spilled(copy) => {
-                            fs::read(copy).map_err(|e| Error::io(copy, e))? == now
-                        }
-                    }
+                    content.read()? == now
                 }
             }
         })
     }
 
     /// True when the path now holds the staged object `id` with `mode`.
-    fn matches_blob(&self, rel: &str, mode: u32, id: git2::Oid) -> bool {
+    fn matches_blob(&self, rel: &Path, mode: u32, id: git2::Oid) -> bool {
         let full = self.top.join(rel);
         let Ok(meta) = fs::symlink_metadata(&full) else {
             return false;
@@ -342,7 +513,6 @@ impl Repository {
                 let Ok(target) = fs::read_link(&full) else {
                     return false;
                 };
-                use std::os::unix::ffi::OsStrExt;
                 git2::Oid::hash_object(git2::ObjectType::Blob, target.as_os_str().as_bytes())
                     .is_ok_and(|o| o == id)
             }
@@ -364,45 +534,41 @@ impl Repository {
         }
     }
 
-    fn write_blob(&self, full: &Path, mode: u32, id: git2::Oid) -> Result<()> {
+    fn write_blob(&self, rel: &Path, mode: u32, id: git2::Oid) -> Result<()> {
         if mode == 0o160000 {
             return Ok(());
         }
+        let full = self.top.join(rel);
         let blob = self
             .repo
             .find_blob(id)
             .map_err(|e| Error::git(format!("reading `{}` from the index", full.display()), e))?;
-        make_room(full)?;
+        make_room(&full)?;
         if mode == 0o120000 {
-            use std::os::unix::ffi::OsStrExt;
             let target = std::ffi::OsStr::from_bytes(blob.content());
-            return std::os::unix::fs::symlink(target, full).map_err(|e| Error::io(full, e));
+            return std::os::unix::fs::symlink(target, &full).map_err(|e| Error::io(&full, e));
         }
         // Created through the umask, as git checks files out.
         let perm = if mode == 0o100755 { 0o777 } else { 0o666 };
-        let rel = full
-            .strip_prefix(&self.top)
-            .map(|r| r.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let smudged = self
             .config_snapshot()
             .ok()
-            .and_then(|config| self.filter_driver(&config, &rel).ok().flatten())
-            .and_then(|driver| self.smudge(&driver, &rel, blob.content(), self.hook_timeout));
+            .and_then(|config| self.filter_driver(&config, rel).ok().flatten())
+            .and_then(|driver| self.smudge(&driver, rel, blob.content(), self.hook_timeout));
         match smudged {
             Some(content) => {
-                let mut from = fs::File::open(content.path()).map_err(|e| Error::io(full, e))?;
+                let mut from = fs::File::open(content.path()).map_err(|e| Error::io(&full, e))?;
                 let mut to = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .mode(perm)
-                    .open(full)
-                    .map_err(|e| Error::io(full, e))?;
+                    .open(&full)
+                    .map_err(|e| Error::io(&full, e))?;
                 std::io::copy(&mut from, &mut to)
                     .map(|_| ())
-                    .map_err(|e| Error::io(full, e))
+                    .map_err(|e| Error::io(&full, e))
             }
-            None => write_new(full, blob.content(), perm),
+            None => write_new(&full, blob.content(), perm),
         }
     }
 
@@ -413,18 +579,43 @@ impl Repository {
             if d == self.top || !d.starts_with(&self.top) {
                 break;
             }
-            let rel = d
-                .strip_prefix(&self.top)
-                .map(|r| r.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let prefix = format!("{rel}/");
-            let tracked = index.iter().any(|e| e.path.starts_with(prefix.as_bytes()));
+            let Ok(rel) = d.strip_prefix(&self.top) else {
+                break;
+            };
+            let mut prefix = rel.as_os_str().as_bytes().to_vec();
+            prefix.push(b'/');
+            let tracked = index.find_prefix(prefix).is_ok();
             if tracked || fs::remove_dir(d).is_err() {
                 break;
             }
             dir = d.parent();
         }
     }
+}
+
+/// True when `candidate` is an editor artefact of the own file `own` (both relative).
+fn is_artefact_of(own: &Path, candidate: &Path) -> bool {
+    match (own.to_str(), candidate.to_str()) {
+        (Some(own), Some(candidate)) => super::own_files::artefact_of(own, candidate),
+        _ => false,
+    }
+}
+
+/// `rel` as a change names it: with a trailing `/` for a folder listed as one path.
+fn shown(rel: &Path, snap: &WorkTreeSnapshot, now: &BTreeMap<PathBuf, bool>) -> PathBuf {
+    let folder = now.get(rel).copied().unwrap_or(false)
+        || matches!(snap.files.get(rel), Some(FileState::Folder));
+    if !folder {
+        return rel.to_path_buf();
+    }
+    let mut bytes = rel.as_os_str().as_bytes().to_vec();
+    bytes.push(b'/');
+    PathBuf::from(std::ffi::OsStr::from_bytes(&bytes))
+}
+
+/// Sorted by their bytes, as git sorts paths.
+fn sort_paths(paths: &mut [PathBuf]) {
+    paths.sort_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
 }
 
 /// Clears the way for a new file at `full`: removes what is there, creates its folders.

@@ -9,19 +9,21 @@
 //! Git LFS file's small pointer is fine), or a nested repository nobody registered. Editor
 //! artefacts of kern's own files and skip-worktree (sparse) entries are never touched. Content
 //! is read in bounded pieces, never whole. Then every difference between HEAD and the index —
-//! also one an agent staged itself — is judged again, and a left-out path gets HEAD's entry
-//! back. A deletion is committed even for a sensitive name: removing a file cannot leak it.
+//! also one an agent staged itself — is judged again (the index's tree is written and compared
+//! with HEAD's folder by folder, so this costs what changed), and a left-out path gets HEAD's
+//! entry back. A deletion is committed even for a sensitive name: removing a file cannot leak it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use git2::{Config, Delta, Index, IndexEntry, IndexTime, Oid, Tree};
 
 use super::filter::Cleaned;
 use super::sensitive::{self, Finding};
-use super::{Change, Repository, covers};
+use super::{Change, Repository};
 use crate::error::{Error, Result};
 
 pub(super) const MODE_LINK: u32 = 0o120000;
@@ -32,17 +34,17 @@ const DIRTY_BEFORE: &str = "dirty before the task (--allow-dirty)";
 pub(super) struct Staging<'r> {
     repo: &'r Repository,
     config: Config,
-    exclude: Vec<String>,
+    exclude: Vec<PathBuf>,
     /// Changed paths not committed, and why.
     pub(super) left_out: BTreeMap<String, String>,
     /// Things the person should hear (a filter that failed and was bypassed).
     pub(super) notes: Vec<String>,
     /// Path → the object kern staged after judging it.
-    judged: HashMap<String, Oid>,
+    judged: HashMap<PathBuf, Oid>,
 }
 
 impl<'r> Staging<'r> {
-    pub(super) fn new(repo: &'r Repository, config: Config, exclude: Vec<String>) -> Staging<'r> {
+    pub(super) fn new(repo: &'r Repository, config: Config, exclude: Vec<PathBuf>) -> Staging<'r> {
         Staging {
             repo,
             config,
@@ -55,6 +57,7 @@ impl<'r> Staging<'r> {
 
     /// Stages every path `git status` lists.
     pub(super) fn stage_all(&mut self, index: &mut Index) -> Result<()> {
+        let _timed = super::Timed::start("commit.stage");
         for change in self.repo.changes()? {
             self.stage_path(index, &change.path)?;
         }
@@ -62,7 +65,7 @@ impl<'r> Staging<'r> {
     }
 
     /// Stages `paths` as they are in the work tree now (a pre-commit hook's fixes).
-    pub(super) fn stage_paths(&mut self, index: &mut Index, paths: &[String]) -> Result<()> {
+    pub(super) fn stage_paths(&mut self, index: &mut Index, paths: &[PathBuf]) -> Result<()> {
         for path in paths {
             self.judged.remove(path);
             self.stage_path(index, path)?;
@@ -71,33 +74,32 @@ impl<'r> Staging<'r> {
     }
 
     /// Stages one path as the work tree has it, or leaves it out (see the module docs).
-    fn stage_path(&mut self, index: &mut Index, path: &str) -> Result<()> {
-        let rel = path.trim_end_matches('/');
+    fn stage_path(&mut self, index: &mut Index, rel: &Path) -> Result<()> {
         let repo = self.repo;
-        if self.exclude.iter().any(|e| covers(e, rel)) {
+        if self.exclude.iter().any(|e| rel.starts_with(e)) {
             self.leave_out(rel, DIRTY_BEFORE.into());
             return Ok(());
         }
-        if repo.own.is_artefact(rel) {
+        if repo.own.is_artefact_path(rel) {
             return Ok(());
         }
-        let entry = index.get_path(Path::new(rel), 0);
+        let entry = index.get_path(rel, 0);
         if entry.as_ref().is_some_and(skip_worktree) {
             return Ok(());
         }
         let full = repo.top.join(rel);
         let Ok(meta) = fs::symlink_metadata(&full) else {
             if entry.is_some() {
-                index
-                    .remove_path(Path::new(rel))
-                    .map_err(|e| Error::git(format!("staging the deletion of `{rel}`"), e))?;
+                index.remove_path(rel).map_err(|e| {
+                    Error::git(format!("staging the deletion of `{}`", rel.display()), e)
+                })?;
             }
             return Ok(());
         };
         if meta.is_dir() {
             return self.stage_folder(index, rel, entry.as_ref());
         }
-        if let Some(finding) = sensitive::sensitive_name(Path::new(rel)) {
+        if let Some(finding) = sensitive::sensitive_name(rel) {
             self.leave_out(rel, finding.to_string());
             return Ok(());
         }
@@ -122,7 +124,7 @@ impl<'r> Staging<'r> {
     fn stage_folder(
         &mut self,
         index: &mut Index,
-        rel: &str,
+        rel: &Path,
         entry: Option<&IndexEntry>,
     ) -> Result<()> {
         let Some(entry) = entry.filter(|e| e.mode == MODE_GITLINK) else {
@@ -138,20 +140,21 @@ impl<'r> Staging<'r> {
         };
         if head != entry.id {
             index
-                .add(&bare_entry(rel.as_bytes().to_vec(), MODE_GITLINK, head))
-                .map_err(|e| Error::git(format!("staging the submodule `{rel}`"), e))?;
+                .add(&bare_entry(bytes(rel).to_vec(), MODE_GITLINK, head))
+                .map_err(|e| Error::git(format!("staging the submodule `{}`", rel.display()), e))?;
         }
-        self.judged.insert(rel.to_string(), head);
+        self.judged.insert(rel.to_path_buf(), head);
         Ok(())
     }
 
     /// libgit2 stages the file: its own text/eol filters, the blob streamed, real stat data.
-    fn add_path(&mut self, index: &mut Index, rel: &str) -> Result<()> {
-        index
-            .add_path(Path::new(rel))
-            .map_err(|e| self.repo.index_error(&format!("staging `{rel}`"), e))?;
-        if let Some(entry) = index.get_path(Path::new(rel), 0) {
-            self.judged.insert(rel.to_string(), entry.id);
+    fn add_path(&mut self, index: &mut Index, rel: &Path) -> Result<()> {
+        index.add_path(rel).map_err(|e| {
+            self.repo
+                .index_error(&format!("staging `{}`", rel.display()), e)
+        })?;
+        if let Some(entry) = index.get_path(rel, 0) {
+            self.judged.insert(rel.to_path_buf(), entry.id);
         }
         Ok(())
     }
@@ -161,7 +164,7 @@ impl<'r> Staging<'r> {
     fn add_cleaned(
         &mut self,
         index: &mut Index,
-        rel: &str,
+        rel: &Path,
         meta: &fs::Metadata,
         blob: &Path,
     ) -> Result<()> {
@@ -174,8 +177,8 @@ impl<'r> Staging<'r> {
             .repo
             .repo
             .blob_path(blob)
-            .map_err(|e| Error::git(format!("storing the filtered `{rel}`"), e))?;
-        let mode = match index.get_path(Path::new(rel), 0) {
+            .map_err(|e| Error::git(format!("storing the filtered `{}`", rel.display()), e))?;
+        let mode = match index.get_path(rel, 0) {
             // Without core.fileMode the executable bit is not trusted: keep the staged mode.
             Some(entry) if !self.config.get_bool("core.filemode").unwrap_or(true) => entry.mode,
             _ if meta.mode() & 0o111 != 0 => 0o100755,
@@ -192,14 +195,14 @@ impl<'r> Staging<'r> {
             gid: meta.gid(),
             file_size: meta.len() as u32,
             id,
-            flags: rel.len().min(0xfff) as u16,
+            flags: bytes(rel).len().min(0xfff) as u16,
             flags_extended: 0,
-            path: rel.as_bytes().to_vec(),
+            path: bytes(rel).to_vec(),
         };
         index
             .add(&entry)
-            .map_err(|e| Error::git(format!("staging the filtered `{rel}`"), e))?;
-        self.judged.insert(rel.to_string(), id);
+            .map_err(|e| Error::git(format!("staging the filtered `{}`", rel.display()), e))?;
+        self.judged.insert(rel.to_path_buf(), id);
         Ok(())
     }
 
@@ -210,57 +213,53 @@ impl<'r> Staging<'r> {
         index: &mut Index,
         head_tree: Option<&Tree<'_>>,
     ) -> Result<()> {
+        let _timed = super::Timed::start("commit.judge");
         let repo = self.repo;
-        let diff = repo
-            .repo
-            .diff_tree_to_index(head_tree, Some(index), None)
-            .map_err(|e| Error::git("comparing the index with HEAD", e))?;
-        let mut reverts: Vec<(String, Option<String>)> = Vec::new();
-        for delta in diff.deltas() {
-            let file = delta.new_file();
-            let Some(path_bytes) = file.path_bytes().or(delta.old_file().path_bytes()) else {
-                continue;
-            };
-            let rel = String::from_utf8_lossy(path_bytes).into_owned();
-            if self.exclude.iter().any(|e| covers(e, &rel)) {
+        let mut reverts: Vec<(PathBuf, Option<String>)> = Vec::new();
+        for (rel, staged) in index_changes(repo, index, head_tree)? {
+            if self.exclude.iter().any(|e| rel.starts_with(e)) {
                 reverts.push((rel, Some(DIRTY_BEFORE.into())));
                 continue;
             }
-            if repo.own.is_artefact(&rel) {
+            if repo.own.is_artefact_path(&rel) {
                 reverts.push((rel, None));
                 continue;
             }
-            if delta.status() == Delta::Deleted || self.judged.get(&rel) == Some(&file.id()) {
+            let Some((id, mode)) = staged else {
+                continue;
+            };
+            if self.judged.get(&rel) == Some(&id) {
                 continue;
             }
-            let mode = u32::from(file.mode());
             let why = if mode == MODE_GITLINK {
                 None
-            } else if let Some(finding) = sensitive::sensitive_name(Path::new(&rel)) {
+            } else if let Some(finding) = sensitive::sensitive_name(&rel) {
                 Some(finding.to_string())
             } else if mode == MODE_LINK {
                 None
             } else {
-                judge_blob(repo, &rel, file.id())?
+                judge_blob(repo, &rel, id)?
             };
             match why {
                 Some(why) => reverts.push((rel, Some(why))),
                 None => {
-                    self.judged.insert(rel, file.id());
+                    self.judged.insert(rel, id);
                 }
             }
         }
-        let head_entry = |rel: &str| head_tree.and_then(|t| t.get_path(Path::new(rel)).ok());
+        let head_entry = |rel: &Path| head_tree.and_then(|t| t.get_path(rel).ok());
         for (rel, why) in reverts {
             let result = match head_entry(&rel) {
                 Some(entry) => index.add(&bare_entry(
-                    rel.as_bytes().to_vec(),
+                    bytes(&rel).to_vec(),
                     entry.filemode() as u32,
                     entry.id(),
                 )),
-                None => index.remove_path(Path::new(&rel)),
+                None => index.remove_path(&rel),
             };
-            result.map_err(|e| Error::git(format!("keeping `{rel}` out of the commit"), e))?;
+            result.map_err(|e| {
+                Error::git(format!("keeping `{}` out of the commit", rel.display()), e)
+            })?;
             if let Some(why) = why {
                 self.leave_out(&rel, why);
             }
@@ -268,9 +267,62 @@ impl<'r> Staging<'r> {
         Ok(())
     }
 
-    fn leave_out(&mut self, rel: &str, why: String) {
-        self.left_out.entry(rel.to_string()).or_insert(why);
+    fn leave_out(&mut self, rel: &Path, why: String) {
+        self.left_out
+            .entry(rel.to_string_lossy().into_owned())
+            .or_insert(why);
     }
+}
+
+/// A path's staged object and mode; `None`: deleted.
+type Staged = Option<(Oid, u32)>;
+
+/// The paths whose entries differ between HEAD's tree and `index`, each with its staged
+/// object and mode (`None`: deleted). The index's tree is written first — libgit2 writes only
+/// the folders that changed since the index was last written as a tree — and compared with
+/// HEAD's without descending into equal folders (tree_diff.rs), so the cost grows with the
+/// change. An index that cannot be written as a tree (unmerged entries) is compared entry by
+/// entry, as libgit2's diff does.
+fn index_changes(
+    repo: &Repository,
+    index: &mut Index,
+    head_tree: Option<&Tree<'_>>,
+) -> Result<Vec<(PathBuf, Staged)>> {
+    let ctx = |e| Error::git("comparing the index with HEAD", e);
+    let as_path = |p: &[u8]| PathBuf::from(std::ffi::OsStr::from_bytes(p));
+    if let Ok(tree) = index.write_tree() {
+        struct Found(Vec<(PathBuf, Staged)>);
+        impl super::tree_diff::TreeVisitor for Found {
+            fn changed(
+                &mut self,
+                path: &[u8],
+                _: super::tree_diff::Side,
+                new: super::tree_diff::Side,
+            ) -> bool {
+                let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+                self.0.push((path, new.map(|(id, mode)| (id, mode as u32))));
+                true
+            }
+        }
+        let mut staged = Found(Vec::new());
+        super::tree_diff::walk(&repo.repo, head_tree.map(Tree::id), Some(tree), &mut staged)
+            .map_err(ctx)?;
+        return Ok(staged.0);
+    }
+    let diff = repo
+        .repo
+        .diff_tree_to_index(head_tree, Some(index), None)
+        .map_err(ctx)?;
+    Ok(diff
+        .deltas()
+        .filter_map(|delta| {
+            let file = delta.new_file();
+            let rel = file.path_bytes().or(delta.old_file().path_bytes())?;
+            let staged =
+                (delta.status() != Delta::Deleted).then(|| (file.id(), u32::from(file.mode())));
+            Some((as_path(rel), staged))
+        })
+        .collect())
 }
 
 /// Why a path `git status` lists would be left out of a commit, judged from the work tree
@@ -281,7 +333,7 @@ pub(super) fn would_leave_out(
     config: &Config,
     change: &Change,
 ) -> Result<Option<String>> {
-    let rel = change.path.trim_end_matches('/');
+    let rel = change.path.as_path();
     let full = repo.top.join(rel);
     let Ok(meta) = fs::symlink_metadata(&full) else {
         return Ok(None);
@@ -290,7 +342,7 @@ pub(super) fn would_leave_out(
         // A registered submodule shows as modified; a nested repository nobody added as new.
         return Ok(change.status.is_wt_new().then(|| nested_repo_reason(rel)));
     }
-    if let Some(finding) = sensitive::sensitive_name(Path::new(rel)) {
+    if let Some(finding) = sensitive::sensitive_name(rel) {
         return Ok(Some(finding.to_string()));
     }
     if meta.file_type().is_symlink() || repo.filter_driver(config, rel)?.is_some() {
@@ -312,14 +364,14 @@ fn judge_content(repo: &Repository, full: &Path, size: u64) -> Option<String> {
 }
 
 /// The same judgement for a blob already in the object store (what an agent staged).
-fn judge_blob(repo: &Repository, rel: &str, id: Oid) -> Result<Option<String>> {
+fn judge_blob(repo: &Repository, rel: &Path, id: Oid) -> Result<Option<String>> {
     let odb = repo
         .repo
         .odb()
         .map_err(|e| Error::git("opening the object store", e))?;
     let (size, _) = odb
         .read_header(id)
-        .map_err(|e| Error::git(format!("reading the staged `{rel}`"), e))?;
+        .map_err(|e| Error::git(format!("reading the staged `{}`", rel.display()), e))?;
     if size as u64 > repo.max_file_size {
         return Ok(Some(too_large(size as u64, repo.max_file_size)));
     }
@@ -330,7 +382,7 @@ fn judge_blob(repo: &Repository, rel: &str, id: Oid) -> Result<Option<String>> {
             let blob = repo
                 .repo
                 .find_blob(id)
-                .map_err(|e| Error::git(format!("reading the staged `{rel}`"), e))?;
+                .map_err(|e| Error::git(format!("reading the staged `{}`", rel.display()), e))?;
             sensitive::sensitive_content(blob.content())
         }
     };
@@ -345,10 +397,16 @@ fn too_large(size: u64, limit: u64) -> String {
     )
 }
 
-fn nested_repo_reason(rel: &str) -> String {
+fn nested_repo_reason(rel: &Path) -> String {
+    let rel = rel.display();
     format!(
         "a nested git repository — register it with `git submodule add <url> {rel}`, or add `{rel}/` to .gitignore"
     )
+}
+
+/// A path's bytes, as the index stores them.
+fn bytes(path: &Path) -> &[u8] {
+    path.as_os_str().as_bytes()
 }
 
 /// `110.0 MiB`, `512 KiB`, `12 B`.

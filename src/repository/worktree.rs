@@ -158,16 +158,10 @@ impl Repository {
 
     /// The paths whose entries differ between the trees `from` and `to` (`/`-separated).
     pub fn paths_between(&self, from: Oid, to: Oid) -> Result<Vec<String>> {
-        let git = |e: git2::Error| Error::git("comparing two trees", e);
-        let a = self.repo.find_tree(from).map_err(git)?;
-        let b = self.repo.find_tree(to).map_err(git)?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&a), Some(&b), None)
-            .map_err(git)?;
-        let mut paths: Vec<String> = diff
-            .deltas()
-            .filter_map(|d| d.new_file().path_bytes().or(d.old_file().path_bytes()))
+        let paths = super::tree_diff::changed_paths(&self.repo, Some(from), Some(to))
+            .map_err(|e| Error::git("comparing two trees", e))?;
+        let mut paths: Vec<String> = paths
+            .iter()
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .collect();
         paths.sort();

@@ -464,3 +464,76 @@ fn status_counts_the_saved_refs_and_says_how_to_list_them() {
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["saved_refs"], 1);
 }
+
+/// `caf\xe9.txt`: a Latin-1 name, not UTF-8.
+const LATIN1_NAME: &[u8] = b"caf\xe9.txt";
+
+/// A shell command that writes `text` to the file named [`LATIN1_NAME`].
+fn write_latin1_file(text: &str) -> String {
+    format!("printf '{text}' > \"$(printf 'caf\\351.txt')\"")
+}
+
+/// The blob of `name` in the tree of `rev`, read with libgit2 (names as bytes).
+fn blob_in(p: &Project, rev: &str, name: &[u8]) -> Option<Vec<u8>> {
+    let repo = git2::Repository::open(p.path()).unwrap();
+    let tree = repo.revparse_single(rev).unwrap().peel_to_tree().unwrap();
+    let entry = tree.iter().find(|e| e.name_bytes() == name)?;
+    let blob = entry.to_object(&repo).unwrap().peel_to_blob().unwrap();
+    Some(blob.content().to_vec())
+}
+
+fn latin1_path(p: &Project) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    p.path().join(std::ffi::OsStr::from_bytes(LATIN1_NAME))
+}
+
+#[test]
+fn a_file_with_a_name_that_is_not_utf8_made_by_research_is_saved_and_reverted() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.scenario(&json!({"default": {
+        "research": [
+            {"shell": [write_latin1_file("made by research\\n")], "result": {"notes": ["n"]}},
+            {"result": {"notes": ["n"]}}
+        ],
+        "implement": {"write": {"out/alpha.txt": "a\n"}, "result": {"status": "SUCCESS", "summary": "s"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add alpha"}}
+    }}));
+    let out = p.kern().args(["2", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("violation"), "{err}");
+    assert!(!latin1_path(&p).exists(), "reverted: {err}");
+    let saved = refs(&p, "refs/kern/saved/");
+    assert_eq!(saved.len(), 1, "{err}");
+    assert_eq!(
+        blob_in(&p, &saved[0], LATIN1_NAME).as_deref(),
+        Some(&b"made by research\n"[..]),
+        "saved under its own bytes"
+    );
+    assert_eq!(blob_in(&p, "HEAD", LATIN1_NAME), None, "never committed");
+    assert_eq!(p.log()[0], "Add alpha");
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+}
+
+#[test]
+fn a_file_with_a_name_that_is_not_utf8_made_by_implement_is_committed_under_its_bytes() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.scenario(&json!({"default": {
+        "research": {"result": {"notes": ["n"]}},
+        "implement": {"shell": [write_latin1_file("made by implement\\n")], "result": {"status": "SUCCESS", "summary": "s"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add alpha"}}
+    }}));
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("violation"), "{err}");
+    assert_eq!(p.log()[0], "Add alpha", "{err}");
+    assert_eq!(
+        blob_in(&p, "HEAD", LATIN1_NAME).as_deref(),
+        Some(&b"made by implement\n"[..]),
+        "committed as git would: {err}"
+    );
+    assert!(latin1_path(&p).exists());
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+    assert!(refs(&p, "refs/kern/").is_empty(), "nothing set aside");
+}

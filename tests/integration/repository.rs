@@ -834,6 +834,37 @@ fn recent_commits_leave_kerns_own_files_out_of_the_stats() {
 }
 
 #[test]
+fn a_huge_commit_has_its_stat_capped_and_each_commit_is_diffed_once_per_run() {
+    let repo = TestRepo::new();
+    for i in 0..45 {
+        repo.write(&format!("f{i:02}.txt"), "x\n");
+    }
+    let import = repo.commit_all("Import");
+    let short = |o: git2::Oid| o.to_string()[..7].to_string();
+    // One repository for the whole test, as a run holds one: the second call sees a new HEAD
+    // and must still show the first commit exactly as a fresh look does.
+    let kern = repo.kern();
+    let text = kern.recent_commits(5, &[], 1 << 20).unwrap();
+    let mut want = format!("{} Import\n", short(import));
+    for i in 0..40 {
+        want.push_str(&format!(" f{i:02}.txt | 1 +\n"));
+    }
+    want.push_str(" 40 files changed, 40 insertions(+)\n (and 5 more files, not counted)\n\n");
+    assert_eq!(text, want);
+    repo.write("f00.txt", "y\n");
+    let next = repo.commit_all("Change f00");
+    let text = kern.recent_commits(5, &[], 1 << 20).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "{} Change f00\n f00.txt | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n\n{want}",
+            short(next)
+        )
+    );
+    assert_eq!(text, repo.kern().recent_commits(5, &[], 1 << 20).unwrap());
+}
+
+#[test]
 fn diff_since_shows_stat_then_patch_with_untracked_files_within_the_budget() {
     let repo = TestRepo::new();
     repo.write(".gitignore", "*.log\n");
@@ -886,6 +917,71 @@ fn diff_since_shows_stat_then_patch_with_untracked_files_within_the_budget() {
         .unwrap(),
         "(no changes)\n"
     );
+}
+
+#[test]
+fn diff_since_shows_what_was_committed_after_the_base_and_what_is_uncommitted() {
+    let repo = TestRepo::new();
+    for d in 0..20 {
+        repo.write(&format!("d{d}/untouched.txt"), "same\n");
+    }
+    repo.write("a.txt", "a\n");
+    repo.write("b.txt", "b\n");
+    let base = repo.commit_all("initial");
+    repo.write("b.txt", "b2\n");
+    repo.commit_all("an agent's own commit");
+    repo.write("a.txt", "a2\n");
+    let kern = repo.kern();
+    // The same repository as a run holds it: its status looks go through the watch.
+    kern.watch_work_tree();
+    assert_eq!(kern.dirty_paths(&[]).unwrap(), vec!["a.txt"]);
+    let diff = kern.diff_since(Some(base), &[], 24 * 1024).unwrap();
+    assert!(
+        diff.starts_with(
+            " a.txt | 2 +-\n b.txt | 2 +-\n 2 files changed, 2 insertions(+), 2 deletions(-)\n"
+        ),
+        "{diff}"
+    );
+    repo.write("a.txt", "a\n");
+    let diff = kern.diff_since(Some(base), &[], 24 * 1024).unwrap();
+    assert!(
+        diff.starts_with(" b.txt | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n"),
+        "{diff}"
+    );
+    let head = repo.git.head().unwrap().target().unwrap();
+    assert_eq!(
+        kern.diff_since(Some(head), &[], 1000).unwrap(),
+        "(no changes)\n"
+    );
+}
+
+#[test]
+fn changed_since_counts_committed_and_uncommitted_work_and_leaves_out_excluded_paths() {
+    let repo = TestRepo::new();
+    for d in 0..20 {
+        repo.write(&format!("d{d}/untouched.txt"), "same\n");
+    }
+    repo.write("a.txt", "a\n");
+    repo.write("notes/todo.txt", "t\n");
+    let base = repo.commit_all("initial");
+    let kern = repo.kern();
+    kern.watch_work_tree();
+    assert!(!kern.changed_since(Some(base), &[]).unwrap());
+    // Only an excluded path changed: no change.
+    repo.write("notes/todo.txt", "t2\n");
+    let notes = repo.path().join("notes");
+    assert!(!kern.changed_since(Some(base), &[&notes]).unwrap());
+    assert!(kern.changed_since(Some(base), &[]).unwrap());
+    repo.write("notes/todo.txt", "t\n");
+    assert!(!kern.changed_since(Some(base), &[]).unwrap());
+    // An agent's own commit on top of the base, with a clean tree: a change.
+    repo.write("d3/untouched.txt", "edited\n");
+    repo.commit_all("an agent's own commit");
+    assert!(kern.dirty_paths(&[]).unwrap().is_empty());
+    assert!(kern.changed_since(Some(base), &[]).unwrap());
+    // A new untracked file is a change.
+    repo.write("d3/new.txt", "n\n");
+    assert!(kern.changed_since(Some(base), &[]).unwrap());
 }
 
 // ---- snapshots --------------------------------------------------------------------------
