@@ -23,6 +23,7 @@ mod save;
 pub(crate) mod sensitive;
 mod signing;
 mod snapshot;
+mod spill;
 mod staging;
 mod status;
 mod timing;
