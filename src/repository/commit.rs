@@ -95,14 +95,7 @@ impl Repository {
             .collect();
         let ctx = |what: &'static str| move |e: git2::Error| self.index_error(what, e);
 
-        let head_commit = match self.head_oid() {
-            Some(oid) => Some(self.repo.find_commit(oid).map_err(ctx("reading HEAD"))?),
-            None => None,
-        };
-        let head_tree = match &head_commit {
-            Some(c) => Some(c.tree().map_err(ctx("reading HEAD's tree"))?),
-            None => None,
-        };
+        let (head_commit, head_tree) = self.head_commit_and_tree()?;
         let head_tree_id = head_tree.as_ref().map(Tree::id);
 
         self.wait_for_index_lock(req.notify)?;
@@ -228,14 +221,7 @@ impl Repository {
             .filter_map(|p| self.relative_path(p))
             .collect();
         let ctx = |what: &'static str| move |e: git2::Error| self.index_error(what, e);
-        let head_commit = match self.head_oid() {
-            Some(oid) => Some(self.repo.find_commit(oid).map_err(ctx("reading HEAD"))?),
-            None => None,
-        };
-        let head_tree = match &head_commit {
-            Some(c) => Some(c.tree().map_err(ctx("reading HEAD's tree"))?),
-            None => None,
-        };
+        let (head_commit, head_tree) = self.head_commit_and_tree()?;
         self.wait_for_index_lock(None)?;
         let mut index = self.repo.index().map_err(ctx("opening the index"))?;
         index.read(true).map_err(ctx("reading the index"))?;
@@ -496,6 +482,20 @@ impl Repository {
         index
             .write()
             .map_err(|e| self.index_error("writing the index", e))
+    }
+
+    /// HEAD's commit and tree; both `None` on an unborn branch.
+    fn head_commit_and_tree(&self) -> Result<(Option<git2::Commit<'_>>, Option<Tree<'_>>)> {
+        let ctx = |what: &'static str| move |e: git2::Error| self.index_error(what, e);
+        let head_commit = match self.head_oid() {
+            Some(oid) => Some(self.repo.find_commit(oid).map_err(ctx("reading HEAD"))?),
+            None => None,
+        };
+        let head_tree = match &head_commit {
+            Some(c) => Some(c.tree().map_err(ctx("reading HEAD's tree"))?),
+            None => None,
+        };
+        Ok((head_commit, head_tree))
     }
 
     /// A libgit2 error, with a held `index.lock` (or ref lock) turned into its own error.

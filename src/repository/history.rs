@@ -260,24 +260,13 @@ impl Repository {
                     .repo
                     .blob(&bytes)
                     .map_err(|e| Error::git("saving a .git file", e))?;
-                let entry = git2::IndexEntry {
-                    ctime: git2::IndexTime::new(0, 0),
-                    mtime: git2::IndexTime::new(0, 0),
-                    dev: 0,
-                    ino: 0,
-                    mode: if mode & 0o111 != 0 {
-                        0o100_755
-                    } else {
-                        0o100_644
-                    },
-                    uid: 0,
-                    gid: 0,
-                    file_size: 0,
-                    id,
-                    flags: 0,
-                    flags_extended: 0,
-                    path: rel.as_os_str().as_bytes().to_vec(),
+                let mode = if mode & 0o111 != 0 {
+                    0o100_755
+                } else {
+                    0o100_644
                 };
+                let entry =
+                    super::staging::bare_entry(rel.as_os_str().as_bytes().to_vec(), mode, id);
                 index
                     .add(&entry)
                     .map_err(|e| Error::git("saving a .git file", e))?;

@@ -16,9 +16,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use git2::{Index, IndexEntry, IndexTime, Oid};
+use git2::{Index, Oid};
 
 use super::Repository;
+use super::staging::bare_entry;
 use crate::error::{Error, Result};
 
 /// Where kern keeps what it set aside.
@@ -51,7 +52,7 @@ impl Repository {
             let full = self.top.join(rel);
             match self.blob_of(&full)? {
                 Some((mode, id)) => index
-                    .add(&entry(rel, mode, id))
+                    .add(&bare_entry(rel.as_os_str().as_bytes().to_vec(), mode, id))
                     .map_err(git("adding a file"))?,
                 None => {
                     // Gone from the work tree: a deletion (or a folder, which git only knows
@@ -213,24 +214,6 @@ impl Repository {
             }
             dir = d.parent();
         }
-    }
-}
-
-/// An index entry without stat data, for a tree that is never checked out.
-fn entry(rel: &Path, mode: u32, id: Oid) -> IndexEntry {
-    IndexEntry {
-        ctime: IndexTime::new(0, 0),
-        mtime: IndexTime::new(0, 0),
-        dev: 0,
-        ino: 0,
-        mode,
-        uid: 0,
-        gid: 0,
-        file_size: 0,
-        id,
-        flags: 0,
-        flags_extended: 0,
-        path: rel.as_os_str().as_bytes().to_vec(),
     }
 }
 
