@@ -269,7 +269,7 @@ pub enum Command {
     /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
     Report {
         /// Every run active since then: 12h, 90m, 2d, a date (2026-11-18) or a time.
-        #[arg(long, value_name = "WHEN", conflicts_with = "run", value_parser = crate::command::report::parse_since)]
+        #[arg(long, value_name = "WHEN", conflicts_with = "run", value_parser = crate::timestamp::parse_since)]
         since: Option<crate::timestamp::Timestamp>,
         /// One run, by its id (or the start of it), as `--json` shows it.
         #[arg(long, value_name = "ID")]

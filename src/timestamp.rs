@@ -89,9 +89,60 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+/// Parses `--since`: a duration back from now (`12h`, `90m`, `2d`), a date (`2026-11-18`, from
+/// its midnight UTC) or an RFC 3339 time.
+pub(crate) fn parse_since(text: &str) -> Result<Timestamp, String> {
+    parse_since_at(text, Timestamp::now())
+}
+
+fn parse_since_at(text: &str, now: Timestamp) -> Result<Timestamp, String> {
+    let text = text.trim();
+    if let Ok(t) = text.parse::<Timestamp>() {
+        return Ok(t);
+    }
+    if let Ok(date) = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        && let Some(midnight) = date.and_hms_opt(0, 0, 0)
+    {
+        return Ok(Timestamp::from_epoch_seconds(
+            midnight.and_utc().timestamp(),
+        ));
+    }
+    let back: std::time::Duration = humantime::parse_duration(text).map_err(|_| {
+        format!("`{text}` is neither a duration (12h, 90m, 2d) nor a date (2026-11-18) nor a time (2026-11-18T06:00:00Z)")
+    })?;
+    let secs = i64::try_from(back.as_secs()).unwrap_or(i64::MAX);
+    Ok(Timestamp::from_epoch_seconds(
+        now.epoch_seconds().saturating_sub(secs),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since_takes_a_duration_a_date_or_a_time() {
+        let now = Timestamp::from_epoch_seconds(1_795_000_000); // 2026-11-18T11:06:40Z
+        let table = [
+            ("12h", "2026-11-17T23:06:40Z"),
+            ("90m", "2026-11-18T09:36:40Z"),
+            ("2d", "2026-11-16T11:06:40Z"),
+            ("2026-11-18", "2026-11-18T00:00:00Z"),
+            ("2026-11-18T06:00:00+01:00", "2026-11-18T05:00:00Z"),
+        ];
+        for (text, expected) in table {
+            assert_eq!(
+                parse_since_at(text, now).unwrap().to_string(),
+                expected,
+                "{text}"
+            );
+        }
+        assert!(
+            parse_since_at("yesterday", now)
+                .unwrap_err()
+                .contains("neither a duration")
+        );
+    }
 
     #[test]
     fn writes_utc_and_reads_any_offset() {

@@ -17,52 +17,11 @@ use crate::agent::Agent;
 use crate::agent::reset_time::parse_reset_time;
 use crate::agent::stream::{AgentOutput, first_line};
 
+pub(crate) use crate::agent::failure_class::{FailureClass, not_logged_in};
+
 /// How much of the end of the result and of stderr is searched for failure texts: errors are
 /// printed last, and a long output may quote such texts in passing.
 const TEXT_WINDOW: usize = 4096;
-
-/// Why an agent run failed, and so what kern does next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FailureClass {
-    /// Worth retrying after a backoff delay: overload, rate limit, lost connection, a crash.
-    Transient(String),
-    /// A subscription limit: wait until it resets (`resets_at`, epoch seconds, when known).
-    UsageLimit {
-        /// When the limit resets, in seconds since the epoch.
-        resets_at: Option<i64>,
-        /// What the agent said.
-        message: String,
-    },
-    /// The person must act (log in, fix the model name…); the run stops. The message says
-    /// what to do.
-    NeedsUser(String),
-    /// The stage hit a limit a retry would hit again (turns, budget, prompt size): a failed
-    /// attempt.
-    StageLimit(String),
-}
-
-impl FailureClass {
-    /// The human message.
-    pub(crate) fn message(&self) -> &str {
-        match self {
-            FailureClass::Transient(m)
-            | FailureClass::NeedsUser(m)
-            | FailureClass::StageLimit(m)
-            | FailureClass::UsageLimit { message: m, .. } => m,
-        }
-    }
-}
-
-impl std::fmt::Display for FailureClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.message())
-    }
-}
-
-/// The message for an agent that is not logged in.
-pub(crate) fn not_logged_in(agent: &str, hint: &str) -> FailureClass {
-    FailureClass::NeedsUser(format!("{agent} is not logged in: {hint}"))
-}
 
 /// Classifies a finished run; `None` means the agent ran fine.
 ///

@@ -9,6 +9,7 @@ pub(crate) mod claude;
 pub(crate) mod codex;
 pub(crate) mod codex_provider;
 pub(crate) mod failure;
+mod failure_class;
 pub(crate) mod program;
 pub(crate) mod reset_time;
 pub(crate) mod stream;

@@ -13,7 +13,7 @@ use super::{
     AgentOutput, Common, Head, LineSignal, Progress, RateLimit, RateLimitWindow, TEXT_CAP,
     TailText, short_detail,
 };
-use crate::agent::failure::{self, FailureClass};
+use crate::agent::failure_class::{self as failure, FailureClass};
 
 /// What kern keeps of a Claude stream while it arrives.
 #[derive(Debug)]

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use super::{
     AgentOutput, Common, LineSignal, Progress, RESULT_CAP, TailText, first_line, short_detail,
 };
-use crate::agent::failure::{self, FailureClass};
+use crate::agent::failure_class::{self as failure, FailureClass};
 
 /// Codex `Reconnecting...` errors in a row after which the stream is given up as transient.
 pub(crate) const RECONNECT_LIMIT: u32 = 8;

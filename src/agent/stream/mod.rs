@@ -25,7 +25,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::agent::failure::FailureClass;
+use crate::agent::failure_class::FailureClass;
 
 /// The most of a plain-text output, or of a Codex final message, that is kept (the tail).
 pub(crate) const RESULT_CAP: usize = 1 << 20;
