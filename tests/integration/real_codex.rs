@@ -125,14 +125,7 @@ struct KernRun {
 impl RealCodex {
     fn new(codex: &Path, spec: &str) -> RealCodex {
         let project = Project::new(spec);
-        // Not under /tmp: codex-cli 0.169.0 refuses to create its helper binaries (among them
-        // `codex-linux-sandbox`, which its bubblewrap sandbox executes) under a temporary
-        // folder, and with bubblewrap installed every sandboxed command then fails with
-        // `bwrap: execvp codex-linux-sandbox: No such file or directory` (seen).
-        let codex_home = tempfile::Builder::new()
-            .prefix("codex-home-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .expect("temp CODEX_HOME");
+        let codex_home = crate::support::codex_home();
         let bin = tempfile::tempdir().expect("temp bin");
         std::os::unix::fs::symlink(codex, bin.path().join("codex")).expect("link codex");
         RealCodex {

@@ -95,11 +95,7 @@ impl TwoAgents {
     fn new(claude: &Path, codex: Option<&Path>, spec: &str) -> TwoAgents {
         let project = Project::new(spec);
         let home = tempfile::tempdir().expect("temp home");
-        // Not under /tmp: codex-cli 0.169.0 will not set up its sandbox helper there.
-        let codex_home = tempfile::Builder::new()
-            .prefix("codex-home-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .expect("temp CODEX_HOME");
+        let codex_home = crate::support::codex_home();
         let bin = tempfile::tempdir().expect("temp bin");
         std::os::unix::fs::symlink(claude, bin.path().join("claude")).expect("link claude");
         if let Some(codex) = codex {

@@ -104,3 +104,25 @@ pub(crate) fn kill(pid: i32) {
         nix::sys::signal::Signal::SIGKILL,
     );
 }
+
+/// A temporary `CODEX_HOME` that is not under a temporary folder: codex-cli 0.169.0 refuses to
+/// create its helper binaries (among them `codex-linux-sandbox`, which its bubblewrap sandbox
+/// executes) under one, and with bubblewrap installed every sandboxed command then fails with
+/// `bwrap: execvp codex-linux-sandbox: No such file or directory` — so the codex changes
+/// nothing. Cargo's target folder serves, unless the checkout itself is under `/tmp` (a CI
+/// clone there); then a folder under `~/.cache/kern`.
+pub(crate) fn codex_home() -> tempfile::TempDir {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let temporary = target.starts_with("/tmp") || target.starts_with(std::env::temp_dir());
+    let base = if temporary {
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+        home.join(".cache/kern/test-codex-homes")
+    } else {
+        target.to_path_buf()
+    };
+    std::fs::create_dir_all(&base).expect("a folder for CODEX_HOME");
+    tempfile::Builder::new()
+        .prefix("codex-home-")
+        .tempdir_in(&base)
+        .expect("temp CODEX_HOME")
+}
