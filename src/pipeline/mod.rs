@@ -303,34 +303,9 @@ impl Run<'_> {
                 )));
             }
             self.check_budget()?;
-            let fallback = self
-                .settings
-                .fallback_agent
-                .as_ref()
-                .map(std::string::ToString::to_string);
-            match decide::pace(
-                self.settings.pace,
-                self.rate_limit.as_ref(),
-                fallback.as_deref(),
-                Timestamp::now().epoch_seconds(),
-            ) {
-                None => {}
-                Some(decide::Pace::Stop(why)) => {
-                    self.reporter.info(&why);
-                    self.summary.ended = why;
-                    return Ok(());
-                }
-                Some(decide::Pace::HandOver {
-                    agent,
-                    until,
-                    message,
-                }) => {
-                    self.reporter.info(&message);
-                    self.summary.notes.push(message);
-                    self.limits.set(&agent, until);
-                    // Read again only when that agent reports anew.
-                    self.rate_limit = None;
-                }
+            if let Some(why) = self.judge_pace() {
+                self.summary.ended = why;
+                return Ok(());
             }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase(Phase::Sleeping)?;
@@ -514,6 +489,42 @@ impl Run<'_> {
             ));
         }
         Ok(written.document)
+    }
+}
+
+impl Run<'_> {
+    /// `--pace` after a task: `Some(why)` when no new task may be taken (said to the person);
+    /// a hand-over to the fallback agent is recorded and the run goes on.
+    fn judge_pace(&mut self) -> Option<String> {
+        let fallback = self
+            .settings
+            .fallback_agent
+            .as_ref()
+            .map(std::string::ToString::to_string);
+        match decide::pace(
+            self.settings.pace,
+            self.rate_limit.as_ref(),
+            fallback.as_deref(),
+            Timestamp::now().epoch_seconds(),
+        ) {
+            None => None,
+            Some(decide::Pace::Stop(why)) => {
+                self.reporter.info(&why);
+                Some(why)
+            }
+            Some(decide::Pace::HandOver {
+                agent,
+                until,
+                message,
+            }) => {
+                self.reporter.info(&message);
+                self.summary.notes.push(message);
+                self.limits.set(&agent, until);
+                // Read again only when that agent reports anew.
+                self.rate_limit = None;
+                None
+            }
+        }
     }
 }
 

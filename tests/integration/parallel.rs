@@ -611,3 +611,25 @@ fn status_during_a_parallel_run_names_each_task_its_stage_and_last_tool_call() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
 }
+
+#[test]
+fn pace_takes_no_new_task_once_a_parallel_task_reports_its_window_used_past_it() {
+    let p = Project::new("- [ ] First\n- [ ] Second\n- [ ] Third\n");
+    // Second finishes only once First is on the branch, so First's report of its usage is
+    // read before a slot frees for Third.
+    let wait_for_first = "i=0; until git log --format=%s master | grep -qx First || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done";
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "First", "research": {"usage": {"utilization": 0.95, "resets_in_secs": 7200}}},
+            {"match": "Second", "implement": {"write": {"out/second.txt": "done\n"}, "shell": [wait_for_first]}}
+        ],
+        "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}
+    }));
+    let ran = p.run(&["5", "0", "-j", "2", "--pace"]).expect(0);
+    let subjects: Vec<String> = history(&p).into_iter().map(|(s, _)| s).collect();
+    assert_eq!(subjects, vec!["Second", "First", "initial"]);
+    assert!(p.read("SPEC.md").contains("- [ ] Third"));
+    ran.stderr_has("five-hour window is 95% used");
+    ran.stderr_has("no new task taken; run kern again later, or raise --pace");
+    nothing_left_behind(&p);
+}

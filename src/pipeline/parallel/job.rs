@@ -139,7 +139,7 @@ impl<'a> Run<'a> {
             .then(|| format!("{TASK_BRANCH_PREFIX}{}", job.slug));
         Ok(Box::pin(async move {
             let labelled = reporter.for_job(&job.title);
-            let (end, summary, last_failed, agents) = {
+            let (end, summary, last_failed, agents, rate_limit) = {
                 let mut run = Run {
                     settings,
                     ws: &ws,
@@ -180,6 +180,7 @@ impl<'a> Run<'a> {
                     std::mem::take(&mut run.summary),
                     run.last_failed,
                     agents,
+                    run.rate_limit.take(),
                 )
             };
             JobDone {
@@ -189,6 +190,7 @@ impl<'a> Run<'a> {
                 summary,
                 last_failed,
                 agents,
+                rate_limit,
             }
         }))
     }

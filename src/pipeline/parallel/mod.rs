@@ -23,6 +23,8 @@
 //!   progress, with their worktrees and stage files: the next run picks them first and resumes
 //!   each where it stopped. A worktree whose task is no longer in progress is removed, what it
 //!   held saved first.
+//! - `--pace` is judged as each task ends, from the latest usage any task's agent reported:
+//!   once it says stop, no new task starts and the running ones finish.
 //! - The files: this one (the loop over the tasks running), `job` (a task's folder, worktree
 //!   and run), `integrate` (landing its work, or the conflict), `tidy` (worktrees going away).
 //! - Integration runs between the tasks' awaits: while kern commits, the other agents' output
@@ -62,6 +64,8 @@ struct JobDone {
     last_failed: bool,
     /// How many stages each agent ran, and how many moved to another agent.
     agents: (Vec<(String, u32)>, u32),
+    /// The latest subscription usage the task's agent reported, for `--pace`.
+    rate_limit: Option<(String, crate::agent::stream::RateLimit)>,
 }
 
 type JobFuture<'a> = Pin<Box<dyn Future<Output = JobDone> + 'a>>;
@@ -88,6 +92,8 @@ impl<'a> Run<'a> {
         let mut started = 0u32;
         let mut idle = 0u32;
         let mut stop: Option<Error> = None;
+        // Set once `--pace` says to take no new task: the running ones finish.
+        let mut paced: Option<String> = None;
         let mut next_start = Instant::now();
         let mut spec_mark = self.spec.mark();
         self.retire_idle_jobs(&[])?;
@@ -103,7 +109,8 @@ impl<'a> Run<'a> {
                 stop = Some(e);
             }
             let mut nothing_left = false;
-            if stop.is_none() && started < total && Instant::now() >= next_start {
+            if stop.is_none() && paced.is_none() && started < total && Instant::now() >= next_start
+            {
                 match self.start_jobs(&jobs, slots, started, total) {
                     Ok(new) if new.is_empty() && running.is_empty() => nothing_left = true,
                     Ok(new) => {
@@ -119,6 +126,10 @@ impl<'a> Run<'a> {
             if running.is_empty() {
                 if let Some(e) = stop {
                     return Err(e);
+                }
+                if let Some(why) = paced {
+                    self.summary.ended = why;
+                    return Ok(());
                 }
                 if nothing_left {
                     self.summary.ended = "nothing left to do".into();
@@ -143,8 +154,11 @@ impl<'a> Run<'a> {
                 }
                 continue;
             }
-            let done = next_done(&mut running).await;
+            let mut done = next_done(&mut running).await;
             jobs.retain(|j| *j != done.job.identity);
+            if let Some(limit) = done.rate_limit.take() {
+                self.rate_limit = Some(limit);
+            }
             self.summary.iterations = started;
             let end = self.job_ended(done, &mut spec_mark);
             match end {
@@ -161,6 +175,9 @@ impl<'a> Run<'a> {
                     "{idle} tasks in a row changed nothing (every task left was skipped) — read the Skipped notes in {} and edit the tasks",
                     self.ws.spec_display
                 )));
+            }
+            if stop.is_none() && paced.is_none() {
+                paced = self.judge_pace();
             }
             if !self.settings.delay.is_zero() {
                 next_start = Instant::now() + self.settings.delay;
