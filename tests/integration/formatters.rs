@@ -1,5 +1,5 @@
 //! SPEC.md through the formatters people run on every commit (issue 20): the real prettier 3
-//! (npm) and mdformat (PyPI), installed by `.ci/run`.
+//! (npm) and mdformat (PyPI), pinned by `.ci/install-test-tools`.
 //!
 //! - Every kind of edit kern makes (Research, Attempt, Skipped, Blocked, subtasks, markers,
 //!   after a person's Check), in tight and loose lists, is a fixed point of both: the file is
@@ -13,10 +13,11 @@
 //! - Edits apply to a file a formatter rewrote since kern read it (the task found again by
 //!   identity, also when the formatter re-spelled its title's emphasis).
 //!
-//! A missing formatter fails with the command that installs it; `KERN_SKIP_FORMATTERS=1` skips
-//! these tests instead.
+//! The tests install the pinned formatters themselves on first use (`.ci/install-test-tools`,
+//! into a cache outside the repository); a failed install fails them with the installer's
+//! message, and `KERN_SKIP_FORMATTERS=1` skips them instead.
 
-use crate::support::project;
+use crate::support::{project, tools};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,36 +51,23 @@ const MDFORMAT: Formatter = Formatter {
     args: &[],
 };
 
-/// True when the formatters are there; false when `KERN_SKIP_FORMATTERS=1` says to skip.
-/// Panics with the install command otherwise.
+/// True when the formatters are there (installed, pinned, on first use: `support::tools`);
+/// false when `KERN_SKIP_FORMATTERS=1` says to skip. Panics with the installer's message when
+/// they cannot be installed.
 fn formatters_present() -> bool {
     if std::env::var("KERN_SKIP_FORMATTERS").is_ok_and(|v| v == "1") {
         eprintln!("skipped: KERN_SKIP_FORMATTERS=1");
         return false;
     }
-    for (program, install) in [
-        ("prettier", "npm install -g prettier@3.10.1"),
-        ("mdformat", "python3 -m pip install mdformat==1.0.0"),
-    ] {
-        let found = Command::new(program)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        assert!(
-            found,
-            "`{program}` is not installed — run `{install}` (.ci/run does), or set KERN_SKIP_FORMATTERS=1 to skip these tests"
-        );
-    }
+    tools::registry_tools();
     true
 }
 
 /// Runs the formatter over the files, in place.
 fn format(formatter: &Formatter, files: &[PathBuf]) {
-    let out = Command::new(formatter.program)
-        .args(formatter.args)
-        .args(files)
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(formatter.program);
+    tools::registry_tools().apply(&mut cmd);
+    let out = cmd.args(formatter.args).args(files).output().unwrap();
     assert!(
         out.status.success(),
         "{} failed: {}{}",

@@ -5,9 +5,10 @@
 //!
 //! Every test runs git and kern with their own `HOME`, so the machine's global git config
 //! (identity, signing, hooks) cannot leak in. A tool a test needs and cannot find is a failure
-//! naming the install command, unless `KERN_SKIP_<TOOL>=1` says to skip it.
+//! naming the install command under `.ci/run`, a skipped test named on the terminal elsewhere,
+//! and skipped when `KERN_SKIP_<TOOL>=1` says so (`support::tools::system_tool`).
 
-use crate::support::project;
+use crate::support::{project, tools};
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -148,25 +149,6 @@ impl Fixture {
     }
 }
 
-/// True when `tool` can be used; false when it is missing and `KERN_SKIP_<var>=1` says to
-/// skip. Missing without that: a failure naming the install command.
-fn require(tool: &str, skip_var: &str, install: &str) -> bool {
-    let found = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if found {
-        return true;
-    }
-    if std::env::var(skip_var).is_ok_and(|v| v == "1") {
-        eprintln!("skipped: `{tool}` is missing and {skip_var}=1");
-        return false;
-    }
-    panic!("`{tool}` is not installed — `{install}` (or set {skip_var}=1 to skip this test)");
-}
-
 /// An agent whose implement stage runs `shell` and writes `files`.
 fn implementing(shell: &[&str], files: serde_json::Value) -> serde_json::Value {
     json!({"default": {"implement": {"shell": shell, "write": files}}})
@@ -176,7 +158,7 @@ fn implementing(shell: &[&str], files: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn lfs_files_are_committed_as_pointers_and_lfs_fsck_is_clean() {
-    if !require("git-lfs", "KERN_SKIP_GIT_LFS", "apt-get install git-lfs") {
+    if !tools::system_tool("git-lfs", "git-lfs", "KERN_SKIP_GIT_LFS") {
         return;
     }
     let f = Fixture::new("- [ ] Add the model\n- [ ] Add the docs\n");
@@ -390,7 +372,7 @@ fn a_submodule_bump_is_committed_and_an_unregistered_clone_stays_out() {
 
 #[test]
 fn gpg_signing_gives_a_good_signature() {
-    if !require("gpg", "KERN_SKIP_GPG", "apt-get install gnupg") {
+    if !tools::system_tool("gpg", "gnupg", "KERN_SKIP_GPG") {
         return;
     }
     let f = Fixture::new("- [ ] Signed work\n");
@@ -435,11 +417,7 @@ fn gpg_signing_gives_a_good_signature() {
 
 #[test]
 fn ssh_signing_gives_a_good_signature_and_x509_stops_before_any_agent() {
-    if !require(
-        "ssh-keygen",
-        "KERN_SKIP_SSH_KEYGEN",
-        "apt-get install openssh-client",
-    ) {
+    if !tools::system_tool("ssh-keygen", "openssh-client", "KERN_SKIP_SSH_KEYGEN") {
         return;
     }
     let f = Fixture::new("- [ ] Signed work\n- [ ] Never started\n");

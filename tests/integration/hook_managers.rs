@@ -1,8 +1,8 @@
 //! Commits through the hook managers and formatters people run (issue 20, items 3–5), with the
-//! real tools installed by `.ci/run`: husky 9, lint-staged (prettier over `*.md` and `*.js`)
+//! real tools, pinned and installed by the tests on first use (`.ci/install-test-tools`): husky 9, lint-staged (prettier over `*.md` and `*.js`)
 //! and commitlint with `@commitlint/config-conventional` from npm, and the pre-commit framework
 //! with pre-commit-hooks' fixers from PyPI. Every hook is configured in the test repository
-//! (`repo: local` and `language: system` for pre-commit; the global npm tools for husky), so
+//! (`repo: local` and `language: system` for pre-commit; the installed npm tools for husky), so
 //! nothing reaches the network while the tests run.
 //!
 //! - A message commitlint refuses goes back to the review for a new message, up to twice, the
@@ -18,10 +18,10 @@
 //! - A commit a dead run left behind whose message a hook refuses goes back to the review too.
 //!
 //! Every test runs git, the tools and kern with its own `HOME`, so the machine's git config
-//! cannot leak in. A missing tool fails with the command that installs it;
-//! `KERN_SKIP_HOOK_MANAGERS=1` skips these tests instead.
+//! cannot leak in, and with the pinned tools first on its `PATH`. A failed install fails the
+//! tests with the installer's message; `KERN_SKIP_HOOK_MANAGERS=1` skips them instead.
 
-use crate::support::project;
+use crate::support::{project, tools};
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
@@ -29,58 +29,16 @@ use std::process::{Command, Stdio};
 use project::{Project, texts};
 use serde_json::{Value, json};
 
-/// The tools of the husky tests and how to install them.
-const NODE_TOOLS: [(&str, &str); 4] = [
-    ("prettier", "npm install -g prettier@3.10.1"),
-    ("husky", "npm install -g husky@9.1.7"),
-    ("lint-staged", "npm install -g lint-staged@15.5.2"),
-    (
-        "commitlint",
-        "npm install -g @commitlint/cli@20.5.3 @commitlint/config-conventional@20.5.3",
-    ),
-];
-
-/// The tools of the pre-commit framework test and how to install them.
-const PYTHON_TOOLS: [(&str, &str); 3] = [
-    (
-        "pre-commit",
-        "python3 -m pip install pre-commit==4.7.0 pre-commit-hooks==6.0.0",
-    ),
-    (
-        "trailing-whitespace-fixer",
-        "python3 -m pip install pre-commit==4.7.0 pre-commit-hooks==6.0.0",
-    ),
-    (
-        "end-of-file-fixer",
-        "python3 -m pip install pre-commit==4.7.0 pre-commit-hooks==6.0.0",
-    ),
-];
-
-/// True when every tool runs; false when `KERN_SKIP_HOOK_MANAGERS=1` says to skip. Panics
-/// naming the install command otherwise.
-fn tools_present(tools: &[(&str, &str)]) -> bool {
+/// True when the tools run (installed, pinned, on first use: `support::tools`); false when
+/// `KERN_SKIP_HOOK_MANAGERS=1` says to skip. Panics with the installer's message when they
+/// cannot be installed.
+fn tools_present() -> bool {
     if std::env::var("KERN_SKIP_HOOK_MANAGERS").is_ok_and(|v| v == "1") {
         eprintln!("skipped: KERN_SKIP_HOOK_MANAGERS=1");
         return false;
     }
-    for (tool, install) in tools {
-        assert!(
-            on_path(tool),
-            "`{tool}` is not installed — run `{install}` (.ci/run does), or set KERN_SKIP_HOOK_MANAGERS=1 to skip these tests"
-        );
-    }
+    tools::registry_tools();
     true
-}
-
-/// True when `PATH` holds an executable `tool`. Looked up, never run: `husky --help` would
-/// set `core.hooksPath` of whatever repository the test binary runs in.
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(tool))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
 }
 
 /// A project with its own home folder (empty git config).
@@ -108,6 +66,7 @@ impl Hooked {
     }
 
     fn isolate(&self, cmd: &mut Command) {
+        tools::registry_tools().apply(cmd);
         cmd.env("HOME", self.home.path())
             .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
             .env("PRE_COMMIT_HOME", self.home.path().join("pre-commit"))
@@ -212,7 +171,7 @@ fn husky_project(spec: &str) -> Hooked {
     h.p.commit_all("chore: run lint-staged and commitlint through husky");
     assert!(
         h.commitlint("feat: check the set-up\n").is_ok(),
-        "commitlint cannot load @commitlint/config-conventional — run `npm install -g @commitlint/config-conventional@20.5.3`"
+        "commitlint cannot load @commitlint/config-conventional — remove the cache `.ci/install-test-tools` names and run it again"
     );
     h
 }
@@ -229,7 +188,7 @@ fn commit(subject: &str) -> Value {
 
 #[test]
 fn a_husky_lint_staged_commitlint_night_commits_three_tasks_with_subjects_commitlint_accepts() {
-    if !tools_present(&NODE_TOOLS) {
+    if !tools_present() {
         return;
     }
     // `*` bullets and no blank line under the heading: prettier rewrites both.
@@ -348,7 +307,7 @@ fn a_husky_lint_staged_commitlint_night_commits_three_tasks_with_subjects_commit
 
 #[test]
 fn a_message_still_refused_after_two_requests_is_one_failed_attempt_with_the_parent_open() {
-    if !tools_present(&NODE_TOOLS) {
+    if !tools_present() {
         return;
     }
     let h = husky_project("- [ ] Greetings\n  - [ ] Add the greeting module\n");
@@ -387,7 +346,7 @@ fn a_message_still_refused_after_two_requests_is_one_failed_attempt_with_the_par
 
 #[test]
 fn a_pre_commit_framework_night_commits_the_fixers_fixes_on_the_first_attempt() {
-    if !tools_present(&PYTHON_TOOLS) {
+    if !tools_present() {
         return;
     }
     let h = Hooked::new("- [ ] Add the greeting\n- [ ] Add the farewell\n");
@@ -438,7 +397,7 @@ fn a_pre_commit_framework_night_commits_the_fixers_fixes_on_the_first_attempt() 
 
 #[test]
 fn a_reformatting_pre_commit_hook_and_a_trailer_commit_msg_hook_in_a_relative_hooks_path() {
-    if !tools_present(&NODE_TOOLS[..1]) {
+    if !tools_present() {
         return;
     }
     let h = Hooked::new("- [ ] Add the greeting\n");

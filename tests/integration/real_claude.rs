@@ -14,6 +14,7 @@
 //! printed timings are only meaningful without contention. No network is needed.
 
 use crate::support::mock_model_api;
+use crate::support::tools;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
@@ -1338,12 +1339,10 @@ fn the_os_sandbox_confines_implements_shell_to_the_repository() {
         eprintln!("skipping: KERN_SKIP_CLAUDE_SANDBOX=1");
         return;
     }
-    for tool in ["bwrap", "socat"] {
-        assert!(
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-                .any(|dir| dir.join(tool).is_file()),
-            "`{tool}` not found — install bubblewrap and socat (`apt-get install bubblewrap socat`), or set KERN_SKIP_CLAUDE_SANDBOX=1"
-        );
+    for (tool, package) in [("bwrap", "bubblewrap"), ("socat", "socat")] {
+        if !tools::system_tool(tool, package, "KERN_SKIP_CLAUDE_SANDBOX") {
+            return;
+        }
     }
     let _serial = serial();
     let outside = tempfile::tempdir().expect("a folder outside the repository");

@@ -7,6 +7,7 @@ pub(crate) mod http_server;
 pub(crate) mod mock_model_api;
 pub(crate) mod mock_responses_api;
 pub(crate) mod project;
+pub(crate) mod tools;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
