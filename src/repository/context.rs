@@ -182,15 +182,7 @@ impl Repository {
         exclude: &[&std::path::Path],
     ) -> Result<bool> {
         let ctx = |e| Error::git("comparing the work with the task's start", e);
-        let tree = match base {
-            Some(oid) => Some(
-                self.repo
-                    .find_commit(oid)
-                    .and_then(|c| c.tree())
-                    .map_err(ctx)?,
-            ),
-            None => None,
-        };
+        let tree = self.tree_of(base, "comparing the work with the task's start")?;
         let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
             return Ok(false);
         };
@@ -269,15 +261,7 @@ impl Repository {
     ) -> Result<String> {
         let _timed = super::Timed::start("diff");
         let ctx = |e| Error::git("computing the diff of the work", e);
-        let tree = match base {
-            Some(oid) => Some(
-                self.repo
-                    .find_commit(oid)
-                    .and_then(|c| c.tree())
-                    .map_err(ctx)?,
-            ),
-            None => None,
-        };
+        let tree = self.tree_of(base, "computing the diff of the work")?;
         let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
             return Ok(fit("(no changes)\n".to_string(), budget));
         };

@@ -185,20 +185,13 @@ mod tests {
     use super::*;
 
     fn entry(path: &str, id: u8, mode: u32, flags: u16) -> git2::IndexEntry {
-        git2::IndexEntry {
-            ctime: git2::IndexTime::new(0, 0),
-            mtime: git2::IndexTime::new(0, 0),
-            dev: 0,
-            ino: 0,
+        let mut entry = super::super::staging::bare_entry(
+            path.as_bytes().to_vec(),
             mode,
-            uid: 0,
-            gid: 0,
-            file_size: 0,
-            id: git2::Oid::from_bytes(&[id; 20]).unwrap(),
-            flags: flags | path.len() as u16,
-            flags_extended: 0,
-            path: path.as_bytes().to_vec(),
-        }
+            git2::Oid::from_bytes(&[id; 20]).unwrap(),
+        );
+        entry.flags = flags | path.len() as u16;
+        entry
     }
 
     fn entries(list: &[(&str, u8, u32)]) -> IndexEntries {

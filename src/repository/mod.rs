@@ -200,6 +200,31 @@ impl Repository {
         &self.repo
     }
 
+    /// The index as it is on disk now; `force` reads it even when libgit2 believes its copy
+    /// is current (a file replaced within the same second).
+    fn index_from_disk(&self, force: bool) -> Result<git2::Index> {
+        let mut index = self
+            .repo
+            .index()
+            .map_err(|e| Error::git("opening the index", e))?;
+        index
+            .read(force)
+            .map_err(|e| Error::git("reading the index", e))?;
+        Ok(index)
+    }
+
+    /// The tree of the commit `oid`, none for none (an unborn branch); `context` names the
+    /// step in an error.
+    fn tree_of(&self, oid: Option<git2::Oid>, context: &str) -> Result<Option<git2::Tree<'_>>> {
+        oid.map(|oid| {
+            self.repo
+                .find_commit(oid)
+                .and_then(|c| c.tree())
+                .map_err(|e| Error::git(context, e))
+        })
+        .transpose()
+    }
+
     /// Where HEAD points.
     pub fn head(&self) -> Result<Head> {
         let head = self

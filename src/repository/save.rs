@@ -94,22 +94,8 @@ impl Repository {
     }
 
     fn restore_paths_in_index(&self, paths: &[PathBuf]) -> Result<()> {
-        let head_tree = match self.head_oid() {
-            Some(oid) => Some(
-                self.repo
-                    .find_commit(oid)
-                    .and_then(|c| c.tree())
-                    .map_err(|e| Error::git("reading HEAD's tree", e))?,
-            ),
-            None => None,
-        };
-        let mut index = self
-            .repo
-            .index()
-            .map_err(|e| Error::git("opening the index", e))?;
-        index
-            .read(false)
-            .map_err(|e| Error::git("reading the index", e))?;
+        let head_tree = self.tree_of(self.head_oid(), "reading HEAD's tree")?;
+        let mut index = self.index_from_disk(false)?;
         for rel in paths {
             let full = self.top.join(rel);
             let from_head = head_tree.as_ref().and_then(|t| t.get_path(rel).ok());

@@ -120,13 +120,7 @@ impl Repository {
                 Err(e) => return Err(Error::io(&path, e)),
             },
         }
-        let mut index = self
-            .repo
-            .index()
-            .map_err(|e| Error::git("opening the index", e))?;
-        index
-            .read(true)
-            .map_err(|e| Error::git("reading the index", e))
+        self.index_from_disk(true).map(drop)
     }
 }
 

@@ -320,13 +320,7 @@ impl Repository {
 
     /// The index's entries as they are on disk now.
     fn read_index_entries(&self) -> Result<IndexEntries> {
-        let mut index = self
-            .repo
-            .index()
-            .map_err(|e| Error::git("opening the index", e))?;
-        index
-            .read(false)
-            .map_err(|e| Error::git("reading the index", e))?;
+        let index = self.index_from_disk(false)?;
         Ok(IndexEntries::of(&index))
     }
 
@@ -406,13 +400,7 @@ impl Repository {
             .repo
             .statuses(Some(&mut opts))
             .map_err(|e| Error::git("reading the status of the work tree", e))?;
-        let mut index = self
-            .repo
-            .index()
-            .map_err(|e| Error::git("opening the index", e))?;
-        index
-            .read(false)
-            .map_err(|e| Error::git("reading the index", e))?;
+        let index = self.index_from_disk(false)?;
         let mut config = None;
         let mut changes: Vec<Change> = Vec::new();
         for entry in statuses.iter() {
