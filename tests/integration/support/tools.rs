@@ -7,9 +7,9 @@
 //!   Tests run them with [`RegistryTools::apply`], so the pinned versions are used whatever
 //!   else is on the machine's `PATH`. A failed install fails the test with the installer's
 //!   message; the callers keep their `KERN_SKIP_…=1` switches.
-//! - **System packages** (git-lfs, gnupg, ssh-keygen, chromium, bubblewrap and socat), which
-//!   only the machine's package manager installs: [`system_tool`]. `.ci/run` installs every
-//!   one and sets `KERN_REQUIRE_TEST_TOOLS=1`, under which a missing one fails its test with
+//! - **System packages** (tmux, jq, git-lfs, gnupg, ssh-keygen, chromium, bubblewrap, socat),
+//!   which only the machine's package manager installs: [`system_tool`]. `.ci/run` installs
+//!   every one and sets `KERN_REQUIRE_TEST_TOOLS=1`, under which a missing one fails its test with
 //!   the install command. Elsewhere (a newcomer's first `cargo test`) the test is skipped
 //!   with one line on the terminal that names the program and the command to install it.
 
