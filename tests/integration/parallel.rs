@@ -388,6 +388,78 @@ fn a_path_the_person_changed_is_never_written_over_by_a_parallel_task() {
 }
 
 #[test]
+fn hand_edits_of_spec_md_during_a_parallel_run_survive_and_kern_follows_them() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n");
+    let started_a = p.outside.path().join("started-a");
+    let started_b = p.outside.path().join("started-b");
+    let go = p.outside.path().join("go");
+    let wait_go = format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display());
+    p.scenario(&json!({
+        "default": {"implement": {"write": {"{slug}.txt": "work of {task}\n"}}},
+        "tasks": [
+            {"match": "Alpha", "implement": {"write": {"alpha.txt": "Alpha\n"},
+             "shell": [format!("touch '{}'", started_a.display()), wait_go.clone()]}},
+            {"match": "Beta", "implement": {"write": {"beta.txt": "Beta\n"},
+             "shell": [format!("touch '{}'", started_b.display()), wait_go]}}
+        ]
+    }));
+    let child = spawn(&p, &["10", "0", "-j", "2"]);
+    wait_for_file(&started_a);
+    wait_for_file(&started_b);
+    // Both tasks are in implement, each in its worktree. The person, in the main SPEC.md,
+    // rewords the one in flight and the one waiting, and appends a task with a description.
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [~] Beta\n"), "{spec}");
+    let edited = spec
+        .replace("- [~] Beta\n", "- [~] Beta, reworded\n")
+        .replace(
+            "- [ ] Gamma\n",
+            "- [ ] Gamma, reworded\n- [ ] Delta\n\n  Its description, kept as written.\n",
+        );
+    p.write("SPEC.md", &edited);
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = texts(&out).1;
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let spec = p.read("SPEC.md");
+    for line in [
+        "- [x] Alpha\n",
+        "- [x] Beta, reworded\n",
+        "- [x] Gamma, reworded\n",
+        "- [x] Delta\n",
+        "  Its description, kept as written.\n",
+    ] {
+        assert!(spec.contains(line), "`{line}` in:\n{spec}\n{err}");
+    }
+    assert!(
+        !spec.contains("- [x] Beta\n") && !spec.contains("Gamma\n"),
+        "{spec}"
+    );
+    assert!(err.contains("not by kern"), "the hand edit is named: {err}");
+    // The work Beta did before the person reworded it is kept, and the reworded task landed.
+    let r = git2::Repository::open(p.path()).unwrap();
+    let kept = r
+        .revparse_single("refs/kern/attempts/beta/1:beta.txt")
+        .unwrap();
+    assert_eq!(kept.as_blob().unwrap().content(), b"Beta\n");
+    let files = p.head_files();
+    for file in ["alpha.txt", "beta.txt", "gamma-reworded.txt", "delta.txt"] {
+        assert!(files.contains(&file.to_string()), "{file}: {files:?}");
+    }
+    assert!(
+        history(&p).iter().all(|(_, parents)| *parents <= 1),
+        "{:?}",
+        history(&p)
+    );
+    let committed = r.revparse_single("HEAD:SPEC.md").unwrap();
+    assert_eq!(
+        committed.as_blob().unwrap().content(),
+        spec.as_bytes(),
+        "SPEC.md committed as it is"
+    );
+}
+
+#[test]
 fn review_parks_each_commit_on_its_branch_and_accept_and_reject_settle_them() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     p.scenario(&json!({"default": {
