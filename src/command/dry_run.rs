@@ -84,7 +84,7 @@ fn report_with_warnings(
         );
         let titles: Vec<String> = together
             .iter()
-            .map(|s| format!("`{}`", doc.tasks()[s.task].title))
+            .map(|s| crate::spec::quote_title(&doc.tasks()[s.task].title))
             .collect();
         let _ = writeln!(
             out,

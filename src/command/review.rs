@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::repository::{Applied, CommitRequest, TASK_BRANCH_PREFIX};
 use crate::settings::Settings;
-use crate::spec::{Document, Edit, SpecFile, TaskState};
+use crate::spec::{Document, Edit, Quoted, SpecFile, TaskState};
 use crate::state::lock::RunLock;
 use crate::workspace::Workspace;
 
@@ -96,7 +96,7 @@ pub(crate) fn accept(settings: &Settings, queries: &[String]) -> Result<()> {
                 | Error::HookFailed { .. }
                 | Error::CommitMessageRefused { .. }),
             ) => {
-                eprintln!("kern: did not accept `{}`: {e}", task.title);
+                eprintln!("kern: did not accept {}: {e}", Quoted(&task.title));
                 refused.push(task.title.clone());
             }
             Err(e) => return Err(e),
@@ -157,8 +157,8 @@ pub(crate) fn reject(settings: &Settings, query: &str, reason: &str) -> Result<(
     )?;
     ws.repo.delete_task_branch(slug)?;
     eprintln!(
-        "kern: reopened `{}` [ ]: the next run takes it again; its rejected work is kept at `{keep}`",
-        task.title
+        "kern: reopened {} [ ]: the next run takes it again; its rejected work is kept at `{keep}`",
+        Quoted(&task.title)
     );
     Ok(())
 }
@@ -264,15 +264,15 @@ fn accept_one(ws: &Workspace, settings: &Settings, task: &Parked) -> Result<Stri
             let Some(sha) = outcome.sha else {
                 repo.delete_task_branch(slug)?;
                 return Ok(format!(
-                    "accepted `{}`: nothing left to commit (this branch has it already)",
-                    task.title
+                    "accepted {}: nothing left to commit (this branch has it already)",
+                    Quoted(&task.title)
                 ));
             };
             repo.delete_task_branch(slug)?;
             let sha = sha.to_string();
             Ok(format!(
-                "accepted `{}`: {} {}",
-                task.title,
+                "accepted {}: {} {}",
+                Quoted(&task.title),
                 crate::reporter::text::short_oid(&sha),
                 message.lines().next().unwrap_or("")
             ))

@@ -27,7 +27,7 @@ use crate::error::Result;
 use crate::pipeline::{Run, TaskRun};
 use crate::reporter::text;
 use crate::repository::{GitFiles, RefsSnapshot, Timed, WorkTreeSnapshot};
-use crate::spec::Document;
+use crate::spec::{Document, Quoted};
 use crate::stage::Stage;
 
 /// What the audit needs from before a stage.
@@ -237,21 +237,21 @@ pub(super) fn hand_edits(before: &Document, after: &Document) -> Vec<String> {
     for (index, task) in after.tasks().iter().enumerate() {
         let id = after.identity(index);
         match before.find(&id) {
-            None => out.push(format!("`{}` added", task.title)),
+            None => out.push(format!("{} added", Quoted(&task.title))),
             Some(old) => {
                 let was = &before.tasks()[old];
                 if was.state != task.state {
                     out.push(format!(
-                        "`{}` [{}] → [{}]",
-                        task.title,
+                        "{} [{}] → [{}]",
+                        Quoted(&task.title),
                         was.state.marker_char(),
                         task.state.marker_char()
                     ));
                 }
                 if was.check_command() != task.check_command() {
                     out.push(format!(
-                        "`{}` Check `{}` → `{}`",
-                        task.title,
+                        "{} Check `{}` → `{}`",
+                        Quoted(&task.title),
                         was.check_command().unwrap_or(""),
                         task.check_command().unwrap_or("")
                     ));
@@ -261,7 +261,7 @@ pub(super) fn hand_edits(before: &Document, after: &Document) -> Vec<String> {
     }
     for (index, task) in before.tasks().iter().enumerate() {
         if after.find(&before.identity(index)).is_none() {
-            out.push(format!("`{}` removed or renamed", task.title));
+            out.push(format!("{} removed or renamed", Quoted(&task.title)));
         }
     }
     out

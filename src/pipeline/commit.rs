@@ -30,7 +30,7 @@ use crate::pipeline::{Run, TaskRun};
 use crate::prompt::inputs::RefusedMessage;
 use crate::reporter::text;
 use crate::repository::CommitRequest;
-use crate::spec::{Edit, TaskIdentity, TaskState};
+use crate::spec::{Edit, Quoted, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
@@ -172,8 +172,8 @@ impl Run<'_> {
         journal::save(&self.ws.state_dir.pending_commit(), &pending)?;
         if edits.is_empty() {
             self.reporter.info(&format!(
-                "`{}` stays open: it has a pending subtask (added by hand), taken next",
-                it.title
+                "{} stays open: it has a pending subtask (added by hand), taken next",
+                Quoted(&it.title)
             ));
         }
         let before = self.spec.reload()?;
@@ -288,12 +288,13 @@ impl Run<'_> {
         let Some(sha) = outcome.sha else {
             let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();
             self.reporter.info(&format!(
-                "`{}` is done with nothing to commit: {why}",
-                it.title
+                "{} is done with nothing to commit: {why}",
+                Quoted(&it.title)
             ));
-            self.summary
-                .notes
-                .push(format!("`{}` was done without a commit: {why}", it.title));
+            self.summary.notes.push(format!(
+                "{} was done without a commit: {why}",
+                Quoted(&it.title)
+            ));
             self.log.event(RunEvent::NoCommit {
                 task: it.title.clone(),
                 why,
@@ -357,8 +358,8 @@ impl Run<'_> {
         // the next run removes only when the dead run's phase was `committing`.
         self.lock.set_phase(Phase::Committing)?;
         self.reporter.info(&format!(
-            "finishing the commit of `{}` that the last run could not make",
-            pending.title
+            "finishing the commit of {} that the last run could not make",
+            Quoted(&pending.title)
         ));
         let start = journal::load::<TaskStart>(&self.ws.state_dir.task_start())
             .filter(|s| s.covers(&pending.identity))
@@ -395,8 +396,8 @@ impl Run<'_> {
                 journal::remove(&path);
                 self.reopen(&mut it, &marked)?;
                 self.reporter.warn(&format!(
-                    "the `{hook}` hook refused that commit: `{}` is in progress again and goes on from its review",
-                    pending.title
+                    "the `{hook}` hook refused that commit: {} is in progress again and goes on from its review",
+                    Quoted(&pending.title)
                 ));
                 return Ok(());
             }

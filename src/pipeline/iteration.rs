@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::check;
 use crate::pipeline::decide::{self, Attempts, Decision, Next, TaskOutcome};
 use crate::pipeline::{Run, TaskRun};
-use crate::spec::{self, Document, Edit, TaskState};
+use crate::spec::{self, Document, Edit, Quoted, TaskState};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
 use crate::state::journal::{self, PendingEdits, TaskStart};
 use crate::state::lock::Phase;
@@ -90,10 +90,11 @@ impl Run<'_> {
         let files = StageFiles::read(&self.ws.state_dir, &identity);
         for (path, title) in &files.stale {
             self.reporter.info(&format!(
-                "ignoring stale `{}`: it belongs to task `{title}`",
+                "ignoring stale `{}`: it belongs to task {}",
                 path.file_name()
                     .map(|n| n.to_string_lossy())
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                Quoted(title)
             ));
             journal::remove(path);
         }
@@ -101,8 +102,8 @@ impl Run<'_> {
         tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, resume = point.name(), "selected");
         self.reporter.iteration(index, total, &task.title);
         self.reporter.info(&format!(
-            "task `{}` ({}:{}): {}; next stage: {}",
-            task.title,
+            "task {} ({}:{}): {}; next stage: {}",
+            Quoted(&task.title),
             self.ws.spec_display,
             task.line,
             selection.reason,
@@ -380,8 +381,8 @@ impl Run<'_> {
                 self.summary.failed_attempts += 1;
                 self.last_failed = true;
                 self.reporter.warn(&format!(
-                    "attempt {attempt} of `{}` failed: {}",
-                    it.title,
+                    "attempt {attempt} of {} failed: {}",
+                    Quoted(&it.title),
                     note.lines().next().unwrap_or("")
                 ));
                 self.log.event(RunEvent::AttemptFailed {
@@ -392,13 +393,13 @@ impl Run<'_> {
             }
             TaskOutcome::NeedsPerson { question } => {
                 self.reporter.warn(&format!(
-                    "blocked `{}`: it waits on you — {question}",
-                    it.title
+                    "blocked {}: it waits on you — {question}",
+                    Quoted(&it.title)
                 ));
                 self.reporter.notify(
                     crate::reporter::notify::EventKind::TaskBlocked,
                     serde_json::json!({
-                        "text": format!("`{}` is blocked [!]: it waits on you — {question}", it.title),
+                        "text": format!("{} is blocked [!]: it waits on you — {question}", Quoted(&it.title)),
                         "task": it.title,
                         "line": it.line,
                         "why": format!("needs a person: {question}"),
@@ -420,11 +421,11 @@ impl Run<'_> {
                 self.summary.failed_attempts += 1;
                 self.last_failed = true;
                 self.reporter
-                    .warn(&format!("blocked `{}`: {why}", it.title));
+                    .warn(&format!("blocked {}: {why}", Quoted(&it.title)));
                 self.reporter.notify(
                     crate::reporter::notify::EventKind::TaskBlocked,
                     serde_json::json!({
-                        "text": format!("`{}` is blocked [!]: {why}", it.title),
+                        "text": format!("{} is blocked [!]: {why}", Quoted(&it.title)),
                         "task": it.title,
                         "line": it.line,
                         "why": why,
@@ -465,7 +466,10 @@ impl Run<'_> {
                     if pending.is_empty() {
                         String::new()
                     } else {
-                        format!(" and keeps its own edit of `{}` for the next run", it.title)
+                        format!(
+                            " and keeps its own edit of {} for the next run",
+                            Quoted(&it.title)
+                        )
                     }
                 ),
             });
@@ -506,8 +510,8 @@ impl Run<'_> {
         };
         let saved = self.set_aside(it, "taken away by the person")?;
         self.reporter.warn(&format!(
-            "task `{}` {what}: kern follows the person{}",
-            it.title,
+            "task {} {what}: kern follows the person{}",
+            Quoted(&it.title),
             saved
                 .map(|r| format!(" — its work is saved at `{r}`"))
                 .unwrap_or_default()
@@ -529,12 +533,15 @@ impl Run<'_> {
         self.ws.repo.save_paths(
             &git_ref,
             &paths,
-            &format!("kern: the work of `{}`, set aside ({why})\n", it.title),
+            &format!(
+                "kern: the work of {}, set aside ({why})\n",
+                Quoted(&it.title)
+            ),
         )?;
         self.ws.repo.restore_paths(&paths)?;
         self.summary.notes.push(format!(
-            "the work of `{}` ({why}) is saved at `{git_ref}`",
-            it.title
+            "the work of {} ({why}) is saved at `{git_ref}`",
+            Quoted(&it.title)
         ));
         self.log.event(RunEvent::SetAside {
             task: it.title.clone(),
@@ -567,8 +574,8 @@ impl Run<'_> {
         self.ws.validate(&doc).map_err(|e| match e {
             Error::SpecInvalid { report } => Error::SpecInvalid {
                 report: format!(
-                    "{report}\n{} still does not validate — kern keeps its edit of `{}` until it does; fix the file and run kern again",
-                    self.ws.spec_display, pending.title
+                    "{report}\n{} still does not validate — kern keeps its edit of {} until it does; fix the file and run kern again",
+                    self.ws.spec_display, Quoted(&pending.title)
                 ),
             },
             other => other,
@@ -576,13 +583,15 @@ impl Run<'_> {
         if doc.find(&pending.identity).is_some() {
             self.edit(&pending.identity, &pending.edits)?;
             self.reporter.info(&format!(
-                "applied kern's edit of `{}` that waited for {} to be fixed",
-                pending.title, self.ws.spec_display
+                "applied kern's edit of {} that waited for {} to be fixed",
+                Quoted(&pending.title),
+                self.ws.spec_display
             ));
         } else {
             self.reporter.warn(&format!(
-                "dropped kern's waiting edit of `{}`: the task is no longer in {}",
-                pending.title, self.ws.spec_display
+                "dropped kern's waiting edit of {}: the task is no longer in {}",
+                Quoted(&pending.title),
+                self.ws.spec_display
             ));
         }
         journal::remove(&path);

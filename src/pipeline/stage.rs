@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::{Run, TaskRun, protected_files};
 use crate::prompt::inputs::{StageInputs, stage_agents};
 use crate::reporter::StageLine;
+use crate::spec::Quoted;
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
 use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
 use crate::stage::{ImplementReport, Report};
@@ -40,7 +41,7 @@ impl Run<'_> {
         let doc = self.spec.reload()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
             path: self.ws.spec_path.clone(),
-            message: format!("task `{}` is gone from the file", it.title),
+            message: format!("task {} is gone from the file", Quoted(&it.title)),
         })?;
         let mut inputs = StageInputs::gather(
             self.ws,

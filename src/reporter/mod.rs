@@ -262,8 +262,9 @@ impl Reporter {
             notify::EventKind::UsageLimitWait,
             serde_json::json!({
                 "text": format!(
-                    "usage limit hit in the {} stage of `{task}`: waiting {} (until {until})",
+                    "usage limit hit in the {} stage of {}: waiting {} (until {until})",
                     stage.name(),
+                    crate::spec::Quoted(task),
                     text::duration(wait)
                 ),
                 "stage": stage.name(),

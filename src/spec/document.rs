@@ -282,10 +282,21 @@ impl Task {
 /// A title quoted for output so that it shows as written: in backticks, or in double quotes
 /// when it holds a backtick itself (`` `run `gh` first` `` would read as two code spans).
 pub(crate) fn quote_title(title: &str) -> String {
-    if title.contains('`') {
-        format!("\"{title}\"")
-    } else {
-        format!("`{title}`")
+    Quoted(title).to_string()
+}
+
+/// A task title in a message, quoted as [`quote_title`] does: `format!("task {}",
+/// Quoted(&title))`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Quoted<'a>(pub(crate) &'a str);
+
+impl std::fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.contains('`') {
+            write!(f, "\"{}\"", self.0)
+        } else {
+            write!(f, "`{}`", self.0)
+        }
     }
 }
 

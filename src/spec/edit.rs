@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::document::{Document, NoteKind, TaskIdentity, TaskState};
+use super::document::{Document, NoteKind, Quoted, TaskIdentity, TaskState};
 use super::notes;
 use super::parse::normalise;
 use super::sanitise::{note_text, sanitise};
@@ -88,7 +88,7 @@ impl Edit {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EditError {
     /// No task has this identity any more.
-    #[error("task `{task}` is no longer in the file — was it renamed or removed by hand?")]
+    #[error("task {} is no longer in the file — was it renamed or removed by hand?", Quoted(.task))]
     TaskNotFound {
         /// The identity, displayed.
         task: String,
@@ -98,7 +98,7 @@ pub enum EditError {
     InvalidText(String),
     /// Re-parsing the result did not show exactly the intended change: the markdown around the
     /// task would read differently with kern's lines in it.
-    #[error("the edit of task `{task}` did not verify: {reason} — the file was left unchanged")]
+    #[error("the edit of task {} did not verify: {reason} — the file was left unchanged", Quoted(.task))]
     Verification {
         /// The task, displayed.
         task: String,

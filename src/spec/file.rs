@@ -39,7 +39,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::document::{Document, TaskIdentity, check_text};
+use super::document::{Document, Quoted, TaskIdentity, check_text};
 use super::edit::{Edit, EditError, apply_edits};
 use super::validate::{Diagnostic, Severity};
 use crate::atomic_file;
@@ -262,12 +262,13 @@ impl SpecFile {
                     line,
                     column,
                     message: format!(
-                        "kern cannot add its {} to task `{task}` without changing how the lines around it read",
+                        "kern cannot add its {} to task {} without changing how the lines around it read",
                         edits
                             .iter()
                             .map(Edit::describe)
                             .collect::<Vec<_>>()
-                            .join(" and ")
+                            .join(" and "),
+                        Quoted(&task)
                     ),
                     fix: "separate the task's own text (a table, a quote, a code block) from its first line with a blank line, close any code block left open (```), then run kern again".to_string(),
                 }],

@@ -27,8 +27,8 @@ mod verify;
 pub(crate) use dialect::TaskKind;
 #[cfg(test)]
 use document::LineEnding;
-pub(crate) use document::quote_title;
 pub use document::{Document, NoteKind, Task, TaskIdentity, TaskState};
+pub(crate) use document::{Quoted, quote_title};
 pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use super::document::{Document, TaskState};
+use super::document::{Document, Quoted, TaskState};
 
 /// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,8 +102,8 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
                 line: t.line,
                 column: t.column,
                 message: format!(
-                    "task `{}` is marked done but has unfinished subtasks",
-                    t.title
+                    "task {} is marked done but has unfinished subtasks",
+                    Quoted(&t.title)
                 ),
                 fix: "mark the subtasks [x], or the task [ ]".to_string(),
             });

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::document::{Document, NoteKind, TaskState};
+use super::document::{Document, NoteKind, Quoted, TaskState};
 use super::edit::Plan;
 
 pub(super) fn splice(text: &str, splices: &[(Range<usize>, String)]) -> String {
@@ -76,7 +76,7 @@ pub(super) fn verify(
     for t in ot {
         match by_marker.get(&shift(t.marker.start)) {
             Some(&k) => map.push(k),
-            None => return Err(format!("task `{}` moved or vanished", t.title)),
+            None => return Err(format!("task {} moved or vanished", Quoted(&t.title))),
         }
     }
     for (k, t) in ot.iter().enumerate() {
@@ -89,12 +89,12 @@ pub(super) fn verify(
             || n.parent != t.parent.map(|p| map[p])
         {
             return Err(format!(
-                "task `{}` changed its title, state or parent",
-                t.title
+                "task {} changed its title, state or parent",
+                Quoted(&t.title)
             ));
         }
         if n.free_text != t.free_text {
-            return Err(format!("the text of task `{}` changed", t.title));
+            return Err(format!("the text of task {} changed", Quoted(&t.title)));
         }
         let mut notes: Vec<(NoteKind, &str)> =
             t.notes.iter().map(|x| (x.kind, x.text.as_str())).collect();
@@ -105,8 +105,8 @@ pub(super) fn verify(
             n.notes.iter().map(|x| (x.kind, x.text.as_str())).collect();
         if found != notes {
             return Err(format!(
-                "the notes of task `{}` are not as intended",
-                t.title
+                "the notes of task {} are not as intended",
+                Quoted(&t.title)
             ));
         }
     }

@@ -362,6 +362,34 @@ fn status_json_on_a_refused_file_is_json_with_the_location() {
 }
 
 #[test]
+fn a_run_names_a_title_with_backticks_as_written() {
+    // The first task of `kern init`'s starter SPEC.md has backticks in its title.
+    let p = Project::new(
+        "- [ ] Add a `--json` flag to the `report` command\n- [ ] Run `gh repo create` first\n",
+    );
+    p.scenario(&json!({"default": {"implement": {"write": {"{slug}.txt": "done\n"}}}}));
+    let out = p.kern().args(["-n", "-j", "2"]).output().unwrap();
+    let (report, _) = texts(&out);
+    assert!(
+        report.contains(
+            "would run together (-j 2): \"Add a `--json` flag to the `report` command\", \"Run `gh repo create` first\""
+        ),
+        "{report}"
+    );
+    let out = p.kern().args(["1", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("task \"Add a `--json` flag to the `report` command\" (SPEC.md:1)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("`Add a `"),
+        "no title in backticks of its own: {err}"
+    );
+}
+
+#[test]
 fn titles_with_backticks_print_as_written_and_long_ones_are_cut() {
     let p = Project::new(
         "- [ ] Run `gh repo create` first\n- [ ] a very long title that keeps going well past the width of any narrow terminal window\n",

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::pipeline::{Run, TaskRun};
 use crate::repository::{Applied, TASK_BRANCH_PREFIX};
-use crate::spec::{Edit, TaskState};
+use crate::spec::{Edit, Quoted, TaskState};
 use crate::state::journal::{self, Conflicts, Integrating, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -32,8 +32,8 @@ impl Run<'_> {
         let files = StageFiles::read(&job_ws.state_dir, &job.identity);
         let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
             return Err(Error::Internal(format!(
-                "the task `{}` was ready, but its stage files in `{}` are not",
-                job.title,
+                "the task {} was ready, but its stage files in `{}` are not",
+                Quoted(&job.title),
                 job_ws.state_dir.dir().display()
             )));
         };
@@ -43,17 +43,20 @@ impl Run<'_> {
             .map(|s| s.excluded.clone())
             .unwrap_or_default();
         exclude.extend(job_ws.copies.iter().cloned());
-        let recorded = job_ws
-            .repo
-            .commit_work(&format!("kern: the work of `{}`\n", job.title), &exclude)?;
+        let recorded = job_ws.repo.commit_work(
+            &format!("kern: the work of {}\n", Quoted(&job.title)),
+            &exclude,
+        )?;
         for left in recorded
             .left_out
             .iter()
             .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
         {
             self.reporter.warn(&format!(
-                "left out of `{}`: `{}` ({}) — it stays in the task's worktree, saved when that goes",
-                job.title, left.path, left.reason
+                "left out of {}: `{}` ({}) — it stays in the task's worktree, saved when that goes",
+                Quoted(&job.title),
+                left.path,
+                left.reason
             ));
         }
         let work = job_ws.repo.head_oid();
@@ -64,8 +67,8 @@ impl Run<'_> {
         let tip = self.ws.repo.head_oid();
         let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
             return Err(Error::Internal(format!(
-                "the task `{}` has no commit to start from — parallel tasks need a branch with a commit",
-                job.title
+                "the task {} has no commit to start from — parallel tasks need a branch with a commit",
+                Quoted(&job.title)
             )));
         };
         let applied = if work == base {
@@ -175,8 +178,8 @@ impl Run<'_> {
                 &git_ref,
                 &ours,
                 &format!(
-                    "kern: the work of `{}`, taken back out of the work tree\n",
-                    job.title
+                    "kern: the work of {}, taken back out of the work tree\n",
+                    Quoted(&job.title)
                 ),
             )?;
             self.ws.repo.restore_paths(&ours)?;
@@ -213,8 +216,8 @@ impl Run<'_> {
         });
         let edits = if count >= 2 {
             self.reporter.warn(&format!(
-                "blocked `{}`: its work conflicts again in {files} ({how}) — it stays on `{branch}`",
-                job.title
+                "blocked {}: its work conflicts again in {files} ({how}) — it stays on `{branch}`",
+                Quoted(&job.title)
             ));
             self.summary.blocked.push(job.title.clone());
             self.log.event(RunEvent::Blocked {
@@ -236,8 +239,8 @@ impl Run<'_> {
             self.ws.repo.remove_task_worktree(&job.slug)?;
             self.ws.repo.fresh_task_branch(&job.slug, &keep)?;
             self.reporter.warn(&format!(
-                "`{}` conflicts with the branch in {files} ({how}): its work is kept at `{keep}`, and the task starts again on the new tip",
-                job.title
+                "{} conflicts with the branch in {files} ({how}): its work is kept at `{keep}`, and the task starts again on the new tip",
+                Quoted(&job.title)
             ));
             vec![Edit::AddAttempt(format!(
                 "its work conflicted with the branch in {files} ({how}) when kern applied it — kept at `{keep}`; start from the branch as it is now"

@@ -15,7 +15,7 @@ use crate::pipeline::{JobTarget, Run};
 use crate::reporter::{Reporter, Summary, text};
 use crate::repository::{RefFilter, TASK_BRANCH_PREFIX};
 use crate::settings::Settings;
-use crate::spec::{Document, TaskIdentity};
+use crate::spec::{Document, Quoted, TaskIdentity};
 use crate::state::journal::{self, JobRecord};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::run_log::{IterationEnd, RunLog};
@@ -44,7 +44,8 @@ impl<'a> Run<'a> {
             let keep = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
             if let Some(kept) = self.ws.repo.fresh_task_branch(&slug, &keep)? {
                 self.reporter.info(&format!(
-                    "the branch `{TASK_BRANCH_PREFIX}{slug}` held earlier work of `{title}`: kept at `{kept}`"
+                    "the branch `{TASK_BRANCH_PREFIX}{slug}` held earlier work of {}: kept at `{kept}`",
+                    Quoted(&title)
                 ));
             }
             std::fs::create_dir_all(dir.dir()).map_err(|e| Error::io(dir.dir(), e))?;

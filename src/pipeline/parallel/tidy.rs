@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::pipeline::Run;
 use crate::repository::RefFilter;
-use crate::spec::{TaskIdentity, TaskState};
+use crate::spec::{Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, Integrating, JobRecord, TaskStart};
 use crate::state::lock::Phase;
 use crate::workspace::Workspace;
@@ -63,13 +63,13 @@ impl Run<'_> {
                 &git_ref,
                 &left,
                 &format!(
-                    "kern: what the worktree of `{}` held when it was removed\n",
-                    job.title
+                    "kern: what the worktree of {} held when it was removed\n",
+                    Quoted(&job.title)
                 ),
             )?;
             self.reporter.info(&format!(
-                "the worktree of `{}` still held changes: saved at `{git_ref}`",
-                job.title
+                "the worktree of {} still held changes: saved at `{git_ref}`",
+                Quoted(&job.title)
             ));
         }
         let dir = ws.state_dir.dir();
@@ -163,8 +163,8 @@ impl Run<'_> {
             };
             self.take_back(&job, &pending.paths)?;
             self.reporter.warn(&format!(
-                "the last run stopped while it wrote the work of `{}` into the work tree: put back, it is applied again",
-                job.title
+                "the last run stopped while it wrote the work of {} into the work tree: put back, it is applied again",
+                Quoted(&job.title)
             ));
         }
         journal::remove(&path);

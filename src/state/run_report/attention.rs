@@ -8,6 +8,7 @@
 
 use super::build::first_line;
 use super::{Attention, AttentionKind, EndState, RunReport};
+use crate::spec::Quoted;
 
 /// Longest headline reason, in characters (the whole text is under "needs you").
 const HEADLINE_REASON: usize = 160;
@@ -47,8 +48,8 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
                 AttentionKind::Review,
                 Some(&t.title),
                 format!(
-                    "`{}` waits for your review on `{branch}`: `git log -p HEAD..{branch}`, then `kern accept` or `kern reject`",
-                    t.title
+                    "{} waits for your review on `{branch}`: `git log -p HEAD..{branch}`, then `kern accept` or `kern reject`",
+                    Quoted(&t.title)
                 ),
                 Some(branch),
             );
@@ -60,8 +61,8 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
                 AttentionKind::Blocked,
                 Some(&t.title),
                 format!(
-                    "`{}` is blocked [!]: {why} — read its Blocked note, fix, and set it back to [ ]",
-                    t.title
+                    "{} is blocked [!]: {why} — read its Blocked note, fix, and set it back to [ ]",
+                    Quoted(&t.title)
                 ),
                 None,
             );
@@ -92,9 +93,9 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
                 AttentionKind::Violation,
                 Some(&t.title),
                 format!(
-                    "the {} stage of `{}` did what it may not: {what}{saved}",
+                    "the {} stage of {} did what it may not: {what}{saved}",
                     v.stage.name(),
-                    t.title,
+                    Quoted(&t.title),
                 ),
                 v.saved.first().map(String::as_str),
             );
@@ -106,8 +107,8 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
                 AttentionKind::SetAside,
                 Some(&t.title),
                 format!(
-                    "the work of `{}` ({}) is set aside at `{}`: {} — see it with `git show --stat {}`",
-                    t.title,
+                    "the work of {} ({}) is set aside at `{}`: {} — see it with `git show --stat {}`",
+                    Quoted(&t.title),
                     s.why,
                     s.git_ref,
                     s.paths.join(", "),
@@ -130,8 +131,8 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
                 AttentionKind::LeftOut,
                 Some(&t.title),
                 format!(
-                    "left out of the commit of `{}`, still in the work tree: {}",
-                    t.title,
+                    "left out of the commit of {}, still in the work tree: {}",
+                    Quoted(&t.title),
                     files.join(", ")
                 ),
                 None,
@@ -144,8 +145,8 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
                 AttentionKind::HandEdit,
                 Some(&t.title),
                 format!(
-                    "SPEC.md changed during `{}`, not by kern: {}",
-                    t.title,
+                    "SPEC.md changed during {}, not by kern: {}",
+                    Quoted(&t.title),
                     t.hand_edits.join("; ")
                 ),
                 None,
@@ -155,7 +156,10 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
             add(
                 AttentionKind::NoCommit,
                 Some(&t.title),
-                format!("`{}` was marked done without a commit: {why}", t.title),
+                format!(
+                    "{} was marked done without a commit: {why}",
+                    Quoted(&t.title)
+                ),
                 None,
             );
         }
