@@ -30,8 +30,10 @@ A task is a list item whose text starts with a box. The box is the task's state:
     [ ]   pending: kern will take it
     [~]   in progress: kern is working on it, or was when a run stopped (it resumes there)
     [x]   done: kern committed it
-    [!]   blocked: kern gave up after repeated failed attempts; read its notes, fix what
-          they say, and set the box back to [ ]
+    [!]   blocked: kern gave up after repeated failed attempts, or the task waits on a
+          decision of yours; read its notes, do what they say, and set the box back to [ ]
+Other tools' boxes are read too ([-] and [/] are left alone, [ ]* is optional and taken
+last): the README's table says how.
 
 kern takes the first pending task from the top, runs the agent on it (research, implement,
 review) and commits the result. A task with subtasks (task items indented under it) is done
@@ -44,9 +46,11 @@ Notes are blockquote lines inside a task. kern writes these itself:
     > **Research:**     what the research stage found
     > **Attempt N:**    why attempt N failed
     > **Skipped:**      why the agent skipped the task
-    > **Blocked:**      why kern gave up
-You may write this one yourself, to give one task its own check:
+    > **Blocked:**      why kern gave up, or the question it waits on you for
+    > **Review:**       with --review: the branch the task's commit waits on
+You may write these yourself:
     > **Check:** cargo test     a command that must pass before the task is committed
+    > **After:** <a title>      with -j: start this task only once that one is done
 
 kern changes only the boxes and its own notes, byte for byte. Edit anything else freely,
 even while kern runs. `kern -n` shows what the next run would do, and changes nothing.
