@@ -182,12 +182,17 @@ pub(crate) fn stage_agents(
     templates: &super::Templates,
     stage: Stage,
 ) -> StageAgents {
+    // The model the agent is given, and so the one the records name: a program agent is given
+    // none (it chooses its own), Codex only an explicit one (the templates' are Claude's).
     let with_model = |agent: &Agent, explicit: Option<&String>| StageAgent {
         agent: agent.clone(),
-        model: explicit.cloned().or_else(|| match agent {
-            Agent::Codex => None,
-            _ => templates.get(stage).model.clone(),
-        }),
+        model: match agent {
+            Agent::Program(_) => None,
+            Agent::Codex => explicit.cloned(),
+            Agent::Claude => explicit
+                .cloned()
+                .or_else(|| templates.get(stage).model.clone()),
+        },
     };
     let primary = match (&settings.review_agent, stage) {
         (Some(agent), Stage::Review) => with_model(agent, settings.review_model.as_ref()),
@@ -392,7 +397,7 @@ mod tests {
                     "codex",
                 ],
                 Stage::Review,
-                on(program(), Some("sonnet")),
+                on(program(), None),
                 Some(on(Agent::Codex, None)),
             ),
         ];

@@ -413,12 +413,14 @@ fn the_review_runs_on_the_review_agent_and_the_records_name_both() {
         "{review}"
     );
     assert!(review.contains("greeting.txt"), "the diff: {review}");
+    // A program agent is given no model (not the templates' Claude aliases, not --review-model):
+    // the records name the one it reported itself.
     assert_eq!(
         stage_ends(&p),
         [
-            ("research".to_string(), main.clone(), json!("sonnet")),
-            ("implement".to_string(), main.clone(), json!("opus")),
-            ("commit".to_string(), reviewer.clone(), json!("o3")),
+            ("research".to_string(), main.clone(), json!("scripted")),
+            ("implement".to_string(), main.clone(), json!("scripted")),
+            ("commit".to_string(), reviewer.clone(), json!("scripted")),
         ]
     );
     assert!(
