@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::night::wait_for_file;
 use crate::support::project::{Project, texts};
 use crate::support::tools;
+use crate::support::wait_for_file;
 
 /// The five tasks of a mixed night, each meant to end its own way.
 const MIXED_SPEC: &str = "# Tasks

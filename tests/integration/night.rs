@@ -8,19 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::project::{Project, texts};
-
-/// Waits (up to a minute, a bound against a broken build only) for `path` to exist.
-pub(crate) fn wait_for_file(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use crate::support::wait_for_file;
 
 /// A scenario whose research (or `stage`) of the task matching `task` waits for `go`.
 fn waiting_in(stage: &str, task: &str, go: &Path) -> serde_json::Value {

@@ -7,8 +7,8 @@ use std::process::{Child, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::night::wait_for_file;
 use crate::support::project::{Project, texts};
+use crate::support::wait_for_file;
 
 /// A scenario where `stage` of every task waits for the file `go` (after its own actions).
 fn waiting(stage: &str, go: &Path, actions: Value) -> Value {

@@ -2,8 +2,8 @@
 //! `kern reject`): issue 17, DESIGN.md section 15. Events inside stages are ordered by files
 //! the agents and the test create, never by sleeps.
 
-use crate::night::wait_for_file;
 use crate::support::project::{Project, texts};
+use crate::support::wait_for_file;
 
 use std::path::Path;
 use std::process::{Child, Stdio};

@@ -1,7 +1,7 @@
 //! The loop end to end: the real `kern` binary in temporary repositories with the built-in
 //! scripted agent (DESIGN.md sections 1, 5, 6, 8, 11; issue "The loop").
 
-use crate::support::project;
+use crate::support::{project, wait_for_file};
 
 use std::time::Duration;
 
@@ -516,19 +516,6 @@ fn a_hand_append_to_a_replaced_spec_md_is_folded_in_at_the_next_write() {
         spec.contains("- [ ] Appended through the old file"),
         "the append through the replaced file was lost:\n{spec}"
     );
-}
-
-/// Waits (up to a minute, a bound against a broken build only) for `path` to exist.
-fn wait_for_file(path: &std::path::Path) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !path.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Issue 11: SPEC.md is parsed at most twice per iteration on the plain path (once to verify

@@ -1,5 +1,5 @@
-//! Small helpers shared by the integration tests: process liveness polling, `/proc` memory
-//! figures, and shorthands for invocations and limits.
+//! Small helpers shared by the integration tests: process liveness polling, waiting for a file,
+//! `/proc` memory figures, and shorthands for invocations and limits.
 #![allow(dead_code)]
 
 pub(crate) mod git;
@@ -126,4 +126,17 @@ pub(crate) fn codex_home() -> tempfile::TempDir {
         .prefix("codex-home-")
         .tempdir_in(&base)
         .expect("temp CODEX_HOME")
+}
+
+/// Waits (up to a minute, a bound against a broken build only) for `path` to exist.
+pub(crate) fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
