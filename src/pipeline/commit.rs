@@ -11,8 +11,11 @@
 //! to `[~]`. A refused *message* (`commit-msg`, `prepare-commit-msg`) is the review's to fix:
 //! the review is asked for a new message only (`decide::after_refused_message`), the work kept
 //! as it is, and the commit tried again with it; no implement stage and no Attempt note unless
-//! the message is still refused after that. A `pre-commit` refusal that is left after the git
-//! layer re-staged a fixer's fixes is a failed attempt.
+//! the message is still refused after that. A parallel task's integration cannot wait for an
+//! agent (the other tasks go on meanwhile): there the request is recorded in the task's folder
+//! and the task's own review answers it in its worktree, before the next integration
+//! ([`Run::commit_for_integration`]). A `pre-commit` refusal that is left after the git layer
+//! re-staged a fixer's fixes is a failed attempt.
 //!
 //! The person's SPEC.md wins over the plan: the commit applies the state the file has now — a
 //! pending subtask the person added keeps the task open (it is taken next), a task the person
@@ -50,28 +53,17 @@ enum Tried {
     },
 }
 
-impl Run<'_> {
-    /// COMMIT, one try: mark the task done, append the learnings, commit — journaled. A hook's
-    /// refusal, of the message too, is a failed attempt: the path of a caller that cannot ask
-    /// the review again: the integration of a parallel task, which must not hold every other
-    /// task's agent still while a review runs (the task's next attempt reads the hook's
-    /// output). The loop uses [`Run::commit_asking_review`].
-    pub(super) fn commit(
-        &mut self,
-        it: &mut TaskRun,
-        implement: &ImplementReport,
-        review: &ReviewReport,
-    ) -> Result<IterationEnd> {
-        match self.try_commit(it, implement, review)? {
-            Tried::Ended(end) => Ok(end),
-            Tried::HookFailed { hook, output } | Tried::MessageRefused { hook, output, .. } => {
-                self.refused(it, &hook, &output)
-            }
-        }
-    }
+/// How a parallel task's integration commit ended.
+pub(super) enum Integrated {
+    /// As the iteration ends (committed, nothing to commit, a failed attempt, …).
+    Ended(IterationEnd),
+    /// A hook refused the message: the task's review is asked for a new one.
+    ReviewAsked,
+}
 
-    /// COMMIT as [`Run::commit`], but a refused message goes back to the review for a new one
-    /// (see the module docs).
+impl Run<'_> {
+    /// COMMIT: mark the task done, append the learnings, commit — journaled; a refused
+    /// message goes back to the review for a new one (see the module docs).
     pub(super) async fn commit_asking_review(
         &mut self,
         it: &mut TaskRun,
@@ -129,6 +121,61 @@ impl Run<'_> {
                 Next::Go(report) => review = report,
             }
         }
+    }
+
+    /// COMMIT for a parallel task's integration (see the module docs): a message a hook
+    /// refuses goes back to the task's own review, which runs again in its worktree beside
+    /// the other tasks, asked for a new message — `refused_at` keeps the request until it is
+    /// answered. After [`MESSAGE_REQUESTS`] refused new messages, a failed attempt.
+    pub(super) fn commit_for_integration(
+        &mut self,
+        it: &mut TaskRun,
+        implement: &ImplementReport,
+        review: &ReviewReport,
+        refused_at: &std::path::Path,
+    ) -> Result<Integrated> {
+        let (hook, output, message) = match self.try_commit(it, implement, review)? {
+            Tried::Ended(end) => {
+                journal::remove(refused_at);
+                return Ok(Integrated::Ended(end));
+            }
+            Tried::HookFailed { hook, output } => {
+                journal::remove(refused_at);
+                return self.refused(it, &hook, &output).map(Integrated::Ended);
+            }
+            Tried::MessageRefused {
+                hook,
+                output,
+                message,
+            } => (hook, output, message),
+        };
+        let refusals = journal::load::<RefusedMessage>(refused_at).map_or(0, |r| r.request) + 1;
+        let attempts = self.attempts(it)?;
+        if let Next::End(decision) = decide::after_refused_message(
+            &hook,
+            &output,
+            refusals,
+            &attempts,
+            self.settings.max_attempts,
+        ) {
+            journal::remove(refused_at);
+            return self.end_task(it, decision).map(Integrated::Ended);
+        }
+        self.reporter.warn(&format!(
+            "the `{hook}` hook refused the message `{}` — asking the task's review for a new message ({refusals} of {MESSAGE_REQUESTS}); its work stays as it is on its branch",
+            message.lines().next().unwrap_or("")
+        ));
+        journal::save(
+            refused_at,
+            &RefusedMessage {
+                hook,
+                output,
+                message,
+                request: refusals,
+                requests: MESSAGE_REQUESTS,
+            },
+        )?;
+        Ok(Integrated::ReviewAsked)
     }
 
     /// A hook refused the commit for good: a failed attempt with its output.

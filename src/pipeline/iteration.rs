@@ -228,7 +228,15 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
-                let run = self.stage::<ReviewReport>(it, Some(&implement)).await?;
+                // A parallel task whose message a hook refused at integration: asked for a
+                // new message (see commit.rs).
+                let refused = self
+                    .job
+                    .as_ref()
+                    .and_then(|_| journal::load(&self.ws.state_dir.refused_message()));
+                let run = self
+                    .stage_with::<ReviewReport>(it, Some(&implement), refused.as_ref())
+                    .await?;
                 let attempts = self.attempts(it)?;
                 match decide::after_review(run.outcome, &attempts, self.settings.max_attempts) {
                     Next::End(decision) => return self.end_task(it, decision),

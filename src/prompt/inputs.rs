@@ -36,8 +36,9 @@ const CONVENTION_SUBJECTS: usize = 20;
 /// The most bytes of a refused message the request for a new one shows (its head).
 const REFUSED_MESSAGE_BYTES: usize = 320;
 
-/// A commit message that a hook refused: what the review's request for a new one shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A commit message that a hook refused: what the review's request for a new one shows. A
+/// parallel task keeps it in its folder (`refused-message.json`) until its review answers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RefusedMessage {
     /// The hook that refused it (`commit-msg`, `prepare-commit-msg`).
     pub hook: String,

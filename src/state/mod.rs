@@ -162,6 +162,12 @@ impl StateDir {
         self.dir().join("run.log")
     }
 
+    /// `refused-message.json`: a parallel task's commit message a hook refused at integration,
+    /// for its review to answer with a new one (an iteration file).
+    pub(crate) fn refused_message(&self) -> PathBuf {
+        self.dir().join("refused-message.json")
+    }
+
     /// `task.json`: what kern recorded when the current task started (outlives iterations).
     pub(crate) fn task_start(&self) -> PathBuf {
         self.dir().join("task.json")
@@ -234,6 +240,7 @@ impl StateDir {
             files.push(self.stage_prompt(stage));
         }
         files.push(self.check_log());
+        files.push(self.refused_message());
         files
     }
 

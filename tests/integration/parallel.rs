@@ -460,6 +460,68 @@ fn hand_edits_of_spec_md_during_a_parallel_run_survive_and_kern_follows_them() {
 }
 
 #[test]
+fn a_message_refused_at_integration_goes_back_to_the_tasks_review_not_to_implement() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    // A commit-msg hook of the commitlint kind: subjects must start with a type.
+    let hook = p.path().join(".git/hooks/commit-msg");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nhead -n 1 \"$1\" | grep -q '^feat: ' || { echo 'subject must start with feat:' >&2; exit 1; }\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &hook,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    // Each task's first review proposes a subject the hook refuses, its second one it accepts.
+    p.scenario(&json!({
+        "default": {
+            "implement": {"write": {"{slug}.txt": "work of {task}\n"}},
+            "commit": [
+                {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}},
+                {"result": {"verdict": "COMMIT", "subject": "feat: add {slug}"}}
+            ]
+        },
+        "tasks": [
+            {"match": "Alpha", "implement": {"write": {"alpha.txt": "Alpha\n"}},
+             "commit": [
+                {"result": {"verdict": "COMMIT", "subject": "Add alpha"}},
+                {"result": {"verdict": "COMMIT", "subject": "feat: add alpha"}}
+             ]},
+            {"match": "Beta", "implement": {"write": {"beta.txt": "Beta\n"}},
+             "commit": [
+                {"result": {"verdict": "COMMIT", "subject": "Add beta"}},
+                {"result": {"verdict": "COMMIT", "subject": "feat: add beta"}}
+             ]}
+        ]
+    }));
+    let ran = p.run(&["10", "0", "-j", "2"]).expect(0);
+    ran.stderr_has("asking the task's review for a new message (1 of 2)");
+    let mut subjects = p.log();
+    subjects.sort();
+    assert_eq!(subjects, ["feat: add alpha", "feat: add beta", "initial"]);
+    // Implement ran once per task; each review twice, the second asked for a message only.
+    assert_eq!(p.prompts("implement").len(), 2);
+    let reviews = p.prompts("commit");
+    assert_eq!(reviews.len(), 4, "two reviews per task");
+    let asked: Vec<&String> = reviews
+        .iter()
+        .filter(|r| r.contains("subject must start with feat:"))
+        .collect();
+    assert_eq!(asked.len(), 2, "each second review reads the hook's output");
+    assert!(asked.iter().any(|r| r.contains("Add alpha")), "{asked:?}");
+    assert!(asked.iter().any(|r| r.contains("Add beta")), "{asked:?}");
+    let spec = p.read("SPEC.md");
+    assert!(!spec.contains("Attempt"), "no failed attempt: {spec}");
+    assert!(
+        spec.contains("- [x] Alpha") && spec.contains("- [x] Beta"),
+        "{spec}"
+    );
+    assert_eq!(p.dirty(), Vec::<String>::new(), "a clean tree");
+}
+
+#[test]
 fn review_parks_each_commit_on_its_branch_and_accept_and_reject_settle_them() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     p.scenario(&json!({"default": {

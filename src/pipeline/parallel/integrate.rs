@@ -9,9 +9,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::pipeline::commit::Integrated;
 use crate::pipeline::{Run, TaskRun};
 use crate::repository::{Applied, TASK_BRANCH_PREFIX};
 use crate::spec::{Edit, Quoted, TaskState};
+use crate::stage::Stage;
 use crate::state::journal::{self, Conflicts, Integrating, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -137,7 +139,19 @@ impl Run<'_> {
             start: task_start,
             hand_edits: self.spec.changes_since(*spec_mark),
         };
-        let end = self.commit(&mut it, &implement, &review)?;
+        let refused_at = job_ws.state_dir.refused_message();
+        let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {
+            Integrated::Ended(end) => end,
+            Integrated::ReviewAsked => {
+                journal::remove(&self.ws.state_dir.integrating());
+                *spec_mark = self.spec.mark();
+                // What was written here goes back; the task's worktree keeps its work, and
+                // its next iteration starts at the review, asked for a new message.
+                self.take_back(job, &paths)?;
+                journal::remove(&job_ws.state_dir.stage_record(Stage::Review));
+                return Ok(IterationEnd::Progressed);
+            }
+        };
         journal::remove(&self.ws.state_dir.integrating());
         *spec_mark = self.spec.mark();
         if end == IterationEnd::Committed {
