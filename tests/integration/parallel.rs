@@ -522,6 +522,64 @@ fn a_message_refused_at_integration_goes_back_to_the_tasks_review_not_to_impleme
 }
 
 #[test]
+fn a_message_still_refused_after_two_new_ones_is_one_failed_attempt_of_a_parallel_task() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let hook = p.path().join(".git/hooks/commit-msg");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nhead -n 1 \"$1\" | grep -q '^feat: ' || { echo 'subject must start with feat:' >&2; exit 1; }\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &hook,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    // Alpha's review never learns; Beta's first subject passes.
+    p.scenario(&json!({
+        "default": {"implement": {"write": {"{slug}.txt": "work of {task}\n"}}},
+        "tasks": [
+            {"match": "Alpha", "commit": {"result": {"verdict": "COMMIT", "subject": "Add alpha"}}},
+            {"match": "Beta", "commit": {"result": {"verdict": "COMMIT", "subject": "feat: add beta"}}}
+        ]
+    }));
+    let ran = p
+        .run(&["10", "0", "-j", "2", "--max-attempts", "1"])
+        .expect(4);
+    ran.stderr_has("asking the task's review for a new message (2 of 2)");
+    assert_eq!(p.log(), ["feat: add beta", "initial"]);
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [!] Alpha"), "{spec}");
+    assert!(
+        spec.contains("the `commit-msg` hook refused the commit message 3 times"),
+        "{spec}"
+    );
+    let alpha = |stage: &str| {
+        p.prompts(stage)
+            .iter()
+            .filter(|r| r.contains("Alpha"))
+            .count()
+    };
+    assert_eq!(alpha("implement"), 1, "no implement stage for a message");
+    assert_eq!(
+        alpha("commit"),
+        3,
+        "the first review and two requests for a message"
+    );
+    // Its work is kept, and nothing of it is left in the tree.
+    let r = git2::Repository::open(p.path()).unwrap();
+    let kept = r
+        .revparse_single("refs/kern/attempts/alpha/1:alpha.txt")
+        .unwrap();
+    assert_eq!(kept.as_blob().unwrap().content(), b"work of Alpha\n");
+    assert_eq!(
+        p.dirty(),
+        vec!["SPEC.md".to_string()],
+        "only the Blocked note"
+    );
+}
+
+#[test]
 fn review_parks_each_commit_on_its_branch_and_accept_and_reject_settle_them() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     p.scenario(&json!({"default": {
