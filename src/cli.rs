@@ -3,6 +3,9 @@
 //! Every run option has a `KERN_*` environment variable and shows its default in `--help`.
 //! Durations are written `90s`, `15m`, `1h` or as plain seconds. Resolution (the agent kind,
 //! paths, budgets) happens in `settings.rs`, so this file stays a plain description.
+// The doc comments below are clap's help text, shown as written (`program:<path>`), not
+// markdown for rustdoc.
+#![allow(rustdoc::invalid_html_tags)]
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -24,7 +24,7 @@ pub(crate) const API_KEY_VAR: &str = "CODEX_API_KEY";
 /// What a provider needs before Codex can call it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
-    /// The OpenAI login (`codex login`) or an API key in [`API_KEY_VAR`].
+    /// The OpenAI login (`codex login`) or an API key in `CODEX_API_KEY` (`API_KEY_VAR`).
     OpenAiLogin,
     /// An API key in this environment variable (`env_key`).
     EnvKey(String),

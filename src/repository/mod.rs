@@ -71,7 +71,7 @@ pub struct GitOptions {
     pub max_file_size: u64,
     /// Refs other parts of kern move while this work tree's stage runs (a parallel task's
     /// view: the run's branch, `refs/kern/`, the other tasks' branches): left out of
-    /// [`RefsSnapshot`]s, so the audit neither reports nor puts them back.
+    /// the refs snapshots (`RefsSnapshot`), so the audit neither reports nor puts them back.
     pub foreign_refs: RefFilter,
 }
 
