@@ -272,7 +272,7 @@ pub enum Error {
     },
 
     /// SIGINT or SIGTERM stopped the run; the resume state is kept.
-    #[error("interrupted by {} — the task resumes where it stopped on the next run", crate::reporter::text::signal_name(*.signal))]
+    #[error("interrupted by {} — the task resumes where it stopped on the next run", signal_name(*.signal))]
     Interrupted {
         /// The signal number (2 or 15).
         signal: i32,
@@ -351,9 +351,27 @@ fn message_hook_fix(hook: &str) -> &'static str {
     }
 }
 
+/// The name of a signal kern reacts to (`SIGINT`, `SIGTERM`, `SIGHUP`).
+pub(crate) fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        15 => "SIGTERM",
+        _ => "a signal",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signals_by_name() {
+        assert_eq!(signal_name(1), "SIGHUP");
+        assert_eq!(signal_name(2), "SIGINT");
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert_eq!(signal_name(9), "a signal");
+    }
 
     #[test]
     fn exit_codes_follow_the_design_table() {

@@ -58,16 +58,6 @@ pub(crate) fn truncate(text: &str, width: usize) -> String {
     out
 }
 
-/// The name of a signal kern reacts to (`SIGINT`, `SIGTERM`, `SIGHUP`).
-pub(crate) fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        15 => "SIGTERM",
-        _ => "a signal",
-    }
-}
-
 /// Seven hex digits of an object id, as `git log --oneline` shows them.
 pub(crate) fn short_oid(oid: &str) -> &str {
     oid.get(..7).unwrap_or(oid)
@@ -148,7 +138,6 @@ mod tests {
         assert_eq!(clean("a\x1b[2Jb\nc\td"), "a [2Jb c d");
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(truncate("abc", 4), "abc");
-        assert_eq!(signal_name(15), "SIGTERM");
         assert_eq!(short_oid("0123456789abcdef"), "0123456");
         assert_eq!(short_oid("abc"), "abc");
     }

@@ -179,7 +179,7 @@ impl Interrupt {
             let _ = writeln!(
                 std::io::stderr(),
                 "kern: a second {} — the agent was killed at once; the task resumes where it stopped on the next run",
-                crate::reporter::text::signal_name(signal)
+                crate::error::signal_name(signal)
             );
             std::process::exit(128 + signal);
         }
