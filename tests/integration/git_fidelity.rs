@@ -294,6 +294,45 @@ fn a_sparse_checkout_resumes_and_starts_tasks_with_no_deletion() {
 }
 
 #[test]
+fn parallel_tasks_in_a_sparse_checkout_delete_nothing_outside_the_cone() {
+    let f = Fixture::new("- [ ] Alpha\n- [ ] Beta\n");
+    for dir in ["a", "b"] {
+        for n in 1..=3 {
+            f.p.write(&format!("{dir}/{n}.txt"), &format!("{dir}{n}\n"));
+        }
+    }
+    f.git_commit_all("six files");
+    f.git(&["sparse-checkout", "set", "a"]);
+    f.p.scenario(&json!({"tasks": [
+        {"match": "Alpha", "implement": {"write": {"a/alpha.txt": "alpha\n", "b/new.txt": "outside the cone\n"}}},
+        {"match": "Beta", "implement": {"write": {"a/beta.txt": "beta\n"}}}
+    ]}));
+    let (code, err) = f.run(&["5", "0", "-j", "2"]);
+    assert_eq!(code, Some(0), "{err}");
+    let files = f.git(&["ls-tree", "-r", "--name-only", "HEAD"]);
+    for file in [
+        "a/1.txt",
+        "a/2.txt",
+        "a/3.txt",
+        "b/1.txt",
+        "b/2.txt",
+        "b/3.txt",
+        "a/alpha.txt",
+        "a/beta.txt",
+        "b/new.txt",
+    ] {
+        assert!(files.lines().any(|l| l == file), "{file} in HEAD: {files}");
+    }
+    let flags = f.git(&["ls-files", "-t"]);
+    assert!(
+        flags.contains("S b/1.txt") && flags.contains("S b/3.txt"),
+        "still outside the cone: {flags}"
+    );
+    assert!(!f.p.path().join("b/1.txt").exists(), "never checked out");
+    assert_eq!(f.git(&["status", "--porcelain"]), "", "a clean tree");
+}
+
+#[test]
 fn a_sparse_index_stops_before_any_agent_with_the_fix() {
     let f = Fixture::new("- [ ] Anything\n");
     f.p.write("a/1.txt", "a\n");
