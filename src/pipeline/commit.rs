@@ -83,15 +83,8 @@ impl Run<'_> {
                 } => (hook, output, message),
             };
             refusals += 1;
-            let attempts = self.attempts(it)?;
-            if let Next::End(decision) = decide::after_refused_message(
-                &hook,
-                &output,
-                refusals,
-                &attempts,
-                self.settings.max_attempts,
-            ) {
-                return self.end_task(it, decision);
+            if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
+                return Ok(end);
             }
             self.reporter.warn(&format!(
                 "the `{hook}` hook refused the message `{}` — asking the review for a new message ({refusals} of {MESSAGE_REQUESTS}); the work stays as it is",
@@ -150,16 +143,9 @@ impl Run<'_> {
             } => (hook, output, message),
         };
         let refusals = journal::load::<RefusedMessage>(refused_at).map_or(0, |r| r.request) + 1;
-        let attempts = self.attempts(it)?;
-        if let Next::End(decision) = decide::after_refused_message(
-            &hook,
-            &output,
-            refusals,
-            &attempts,
-            self.settings.max_attempts,
-        ) {
+        if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
             journal::remove(refused_at);
-            return self.end_task(it, decision).map(Integrated::Ended);
+            return Ok(Integrated::Ended(end));
         }
         self.reporter.warn(&format!(
             "the `{hook}` hook refused the message `{}` — asking the task's review for a new message ({refusals} of {MESSAGE_REQUESTS}); its work stays as it is on its branch",
@@ -176,6 +162,28 @@ impl Run<'_> {
             },
         )?;
         Ok(Integrated::ReviewAsked)
+    }
+
+    /// The `refusals`-th refused message of this work: past [`MESSAGE_REQUESTS`] new messages,
+    /// the task's failed attempt (how the iteration ends); else none, and a new one is asked.
+    fn refused_too_often(
+        &mut self,
+        it: &mut TaskRun,
+        hook: &str,
+        output: &str,
+        refusals: u32,
+    ) -> Result<Option<IterationEnd>> {
+        let attempts = self.attempts(it)?;
+        match decide::after_refused_message(
+            hook,
+            output,
+            refusals,
+            &attempts,
+            self.settings.max_attempts,
+        ) {
+            Next::End(decision) => self.end_task(it, decision).map(Some),
+            Next::Go(()) => Ok(None),
+        }
     }
 
     /// A hook refused the commit for good: a failed attempt with its output.
