@@ -6,7 +6,10 @@
 //! (`git stash -u`), HEAD on another branch or detached (`git checkout -b x`). Before anything
 //! is put back, what the agent made is kept under `refs/kern/agent/…`, so every commit it made
 //! stays reachable. A branch the stage only moved forwards (it committed on top) is left as it
-//! is: history moved forwards, and the audit reports it.
+//! is: history moved forwards, and the audit reports it. Refs the rest of the run moves
+//! forwards meanwhile ([`super::RefFilter::forwards`]: the run's branch, seen from a parallel
+//! task's worktree) are taken where they moved to ([`Repository::forward_moves_taken`]) and
+//! put back only when moved any other way.
 //!
 //! [`GitFiles`] is the other half: the hooks outside the work tree (`.git/hooks`, or a
 //! `core.hooksPath` outside it), `.git/config` and `.git/info/exclude`, read before a stage and
@@ -35,6 +38,31 @@ pub struct HistoryRepair {
 }
 
 impl Repository {
+    /// `before` with the refs that others may move forwards ([`RefFilter::forwards`]) taken
+    /// as they are now where they only moved forwards: what the stage itself did is then the
+    /// difference to now.
+    pub fn forward_moves_taken(&self, before: &RefsSnapshot) -> Result<RefsSnapshot> {
+        let now = self.refs_snapshot()?;
+        let mut taken = before.clone();
+        for name in &self.foreign_refs.forwards {
+            let (Some(old), Some(new)) = (before.refs.get(name), now.refs.get(name)) else {
+                continue;
+            };
+            let (Ok(old_oid), Ok(new_oid)) = (Oid::from_str(old), Oid::from_str(new)) else {
+                continue;
+            };
+            if new_oid == old_oid
+                || self
+                    .repo
+                    .graph_descendant_of(new_oid, old_oid)
+                    .unwrap_or(false)
+            {
+                taken.refs.insert(name.clone(), new.clone());
+            }
+        }
+        Ok(taken)
+    }
+
     /// Puts back every ref the stage moved the wrong way (see the module docs), keeping what
     /// the agent made under `keep_prefix` (e.g. `refs/kern/agent/add-the-parser/2/`).
     pub fn restore_history(
@@ -58,9 +86,12 @@ impl Repository {
             let forwards = new_oid.is_some_and(|n| {
                 n == old_oid || self.repo.graph_descendant_of(n, old_oid).unwrap_or(false)
             });
-            // Only the run's own branch may move forwards (an agent that committed); a stash
-            // or any other ref moved by the agent is put back, kern's own refs included.
-            if forwards && Some(name) == branch.as_ref() {
+            // Only the run's own branch may move forwards (an agent that committed, or the run
+            // itself while a parallel task's stage ran); a stash or any other ref moved by the
+            // agent is put back, kern's own refs included.
+            if forwards
+                && (Some(name) == branch.as_ref() || self.foreign_refs.forwards.contains(name))
+            {
                 continue;
             }
             if let Some(n) = new_oid.filter(|_| !name.starts_with(super::KERN_REFS)) {

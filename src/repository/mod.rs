@@ -93,6 +93,10 @@ pub struct RefFilter {
     pub names: Vec<String>,
     /// Full ref names never covered.
     pub except: Vec<String>,
+    /// Full ref names that are audited, but that the rest of the run moves forwards meanwhile
+    /// (the run's branch while a parallel task's stage runs): moved forwards is no finding,
+    /// moved any other way is put back.
+    pub forwards: Vec<String>,
 }
 
 impl RefFilter {

@@ -580,6 +580,48 @@ fn a_message_still_refused_after_two_new_ones_is_one_failed_attempt_of_a_paralle
 }
 
 #[test]
+fn an_agent_that_moves_the_runs_branch_back_from_its_worktree_is_put_back() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    // Alpha's agent waits until Beta has landed, then rewinds the run's branch by name from its
+    // worktree (the one way there: git refuses to check out or force a branch checked out
+    // elsewhere), dropping Beta's commit from it.
+    let after_beta = "i=0; until git log --format=%s master | grep -qx Beta || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done";
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Alpha", "implement": [
+                {"write": {"alpha.txt": "Alpha\n"},
+                 "shell": [after_beta, "git update-ref refs/heads/master master~1"]},
+                {"write": {"alpha.txt": "Alpha\n"}}
+            ]},
+            {"match": "Beta", "implement": {"write": {"beta.txt": "Beta\n"}}}
+        ]
+    }));
+    let ran = p.run(&["10", "0", "-j", "2"]).expect(0);
+    ran.stderr_has("refs/heads/master put back");
+    assert_eq!(
+        history(&p),
+        [
+            ("Alpha".to_string(), 1),
+            ("Beta".to_string(), 1),
+            ("initial".to_string(), 0)
+        ],
+        "Beta stays on the branch and Alpha lands on top"
+    );
+    let files = p.head_files();
+    assert!(files.contains(&"beta.txt".to_string()) && files.contains(&"alpha.txt".to_string()));
+    // Where the agent had moved the branch is kept.
+    let r = git2::Repository::open(p.path()).unwrap();
+    let kept = r
+        .revparse_single("refs/kern/agent/alpha/branch-1")
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    assert_eq!(kept.summary_bytes(), Some(&b"initial"[..]));
+    assert!(p.read("SPEC.md").contains("- [x] Alpha"));
+    assert_eq!(p.dirty(), Vec::<String>::new(), "a clean tree");
+}
+
+#[test]
 fn review_parks_each_commit_on_its_branch_and_accept_and_reject_settle_them() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     p.scenario(&json!({"default": {

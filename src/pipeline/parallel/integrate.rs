@@ -166,6 +166,45 @@ impl Run<'_> {
         }
         Ok(end)
     }
+    /// History only moves forwards on the run's branch while parallel tasks run (DESIGN.md
+    /// section 8): a branch moved any other way since kern last saw it at `seen` (an agent's
+    /// `git update-ref` from its worktree; each task's own audit sees only its stages) is put
+    /// back before anything lands on it, where it was moved kept under `refs/kern/agent/`.
+    pub(super) fn keep_branch_forwards(
+        &mut self,
+        job: &Job,
+        seen: Option<git2::Oid>,
+    ) -> Result<()> {
+        let (Some(seen), Some(now)) = (seen, self.ws.repo.head_oid()) else {
+            return Ok(());
+        };
+        let git = self.ws.repo.git();
+        if now == seen || git.graph_descendant_of(now, seen).unwrap_or(false) {
+            return Ok(());
+        }
+        let Ok(crate::repository::Head::Branch(branch)) = self.ws.repo.head() else {
+            return Ok(());
+        };
+        self.lock.set_phase(Phase::Writing)?;
+        let keep = self.next_ref(&format!("refs/kern/agent/{}/branch-", job.slug))?;
+        self.ws
+            .repo
+            .set_ref(&keep, now, "kern: kept where the run's branch was moved")?;
+        self.ws.repo.set_ref(
+            &format!("refs/heads/{branch}"),
+            seen,
+            "kern: put back the run's branch",
+        )?;
+        let what = format!(
+            "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: put back (refs/heads/{branch} put back), where it was moved is kept at `{keep}`",
+            crate::reporter::text::short_oid(&seen.to_string()),
+            crate::reporter::text::short_oid(&now.to_string()),
+        );
+        self.reporter.warn(&what);
+        self.summary.notes.push(what);
+        Ok(())
+    }
+
     /// The tree of commit `oid`.
     pub(super) fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
         self.ws

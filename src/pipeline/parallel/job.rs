@@ -3,8 +3,10 @@
 //! iteration there as a [`Run`] of its own.
 //!
 //! The one decision a reader must know: the task's run sees the refs the rest of the run moves
-//! (the run's branch, `refs/kern/`, the other tasks' branches) as foreign, so its audit never
-//! reports or puts back what kern itself did elsewhere meanwhile.
+//! (`refs/kern/`, the other tasks' branches) as foreign, so its audit never reports or puts
+//! back what kern itself did elsewhere meanwhile; the run's branch it audits for moves other
+//! than forwards only (the run's own commits move it forwards while the task's stages run).
+//! The run itself checks the branch again whenever a task ends (`keep_branch_forwards`).
 
 use std::path::Path;
 use std::time::Instant;
@@ -106,16 +108,15 @@ impl<'a> Run<'a> {
             crate::repository::Head::Detached(_) => None,
         });
         // The rest of the run moves these while the task's stages run: not the task's doing.
+        // The run's branch only moves forwards by the run's commits: an agent that moves it
+        // any other way (`git update-ref` from its worktree) is put back like any history move.
         let foreign = RefFilter {
-            names: [
-                Some(crate::repository::KERN_REFS.to_string()),
-                Some(format!("refs/heads/{TASK_BRANCH_PREFIX}")),
-                run_branch,
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
+            names: vec![
+                crate::repository::KERN_REFS.to_string(),
+                format!("refs/heads/{TASK_BRANCH_PREFIX}"),
+            ],
             except: vec![branch],
+            forwards: run_branch.into_iter().collect(),
         };
         let ws = self
             .ws

@@ -96,6 +96,8 @@ impl<'a> Run<'a> {
         let mut paced: Option<String> = None;
         let mut next_start = Instant::now();
         let mut spec_mark = self.spec.mark();
+        // Where the run's branch is: only the run's commits and the person's move it, forwards.
+        let mut tip_seen = self.ws.repo.head_oid();
         self.retire_idle_jobs(&[])?;
         loop {
             if stop.is_none()
@@ -160,7 +162,7 @@ impl<'a> Run<'a> {
                 self.rate_limit = Some(limit);
             }
             self.summary.iterations = started;
-            let end = self.job_ended(done, &mut spec_mark);
+            let end = self.job_ended(done, &mut spec_mark, &mut tip_seen);
             match end {
                 Ok(IterationEnd::Skipped) => idle += 1,
                 Ok(_) => idle = 0,
@@ -226,7 +228,13 @@ impl<'a> Run<'a> {
     }
     /// A task's run ended: count it, integrate its work when it is ready, and tidy its
     /// worktree away when nothing is left in it.
-    fn job_ended(&mut self, done: JobDone, spec_mark: &mut usize) -> Result<IterationEnd> {
+    fn job_ended(
+        &mut self,
+        done: JobDone,
+        spec_mark: &mut usize,
+        tip_seen: &mut Option<git2::Oid>,
+    ) -> Result<IterationEnd> {
+        self.keep_branch_forwards(&done.job, *tip_seen)?;
         self.merge_summary(&done.summary);
         self.last_failed = done.last_failed;
         for (agent, n) in &done.agents.0 {
@@ -245,6 +253,7 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
         };
+        *tip_seen = self.ws.repo.head_oid();
         let ws = done.ws;
         self.retire_if_idle(&done.job, ws)?;
         end
