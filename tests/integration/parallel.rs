@@ -618,6 +618,9 @@ fn an_agent_that_moves_the_runs_branch_back_from_its_worktree_is_put_back() {
         .unwrap();
     assert_eq!(kept.summary_bytes(), Some(&b"initial"[..]));
     assert!(p.read("SPEC.md").contains("- [x] Alpha"));
+    let violations = p.run_events("violation");
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0]["saved"][0], "refs/kern/agent/alpha/branch-1");
     assert_eq!(p.dirty(), Vec::<String>::new(), "a clean tree");
 }
 
