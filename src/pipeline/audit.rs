@@ -86,9 +86,9 @@ impl Run<'_> {
         self.lock.set_phase(crate::state::lock::Phase::Writing)?;
 
         // History.
-        // A parallel task: the run's branch may have moved forwards by the run's own commits.
-        let before_refs = self.ws.repo.forward_moves_taken(&before.refs)?;
         let refs_after = self.ws.repo.refs_snapshot()?;
+        // A parallel task: the run's branch may have moved forwards by the run's own commits.
+        let before_refs = self.ws.repo.forward_moves_taken(&before.refs, &refs_after);
         let moved = before_refs.diff(&refs_after);
         if !moved.is_empty() {
             let prefix = self.next_ref(&format!("refs/kern/agent/{slug}/"))?;

@@ -119,7 +119,9 @@ impl Run<'_> {
     /// COMMIT for a parallel task's integration (see the module docs): a message a hook
     /// refuses goes back to the task's own review, which runs again in its worktree beside
     /// the other tasks, asked for a new message — `refused_at` keeps the request until it is
-    /// answered. After [`MESSAGE_REQUESTS`] refused new messages, a failed attempt.
+    /// answered (an iteration file: it goes with the task's folder once committed, or with its
+    /// other iteration files). After [`MESSAGE_REQUESTS`] refused new messages, a failed
+    /// attempt.
     pub(super) fn commit_for_integration(
         &mut self,
         it: &mut TaskRun,
@@ -128,12 +130,8 @@ impl Run<'_> {
         refused_at: &std::path::Path,
     ) -> Result<Integrated> {
         let (hook, output, message) = match self.try_commit(it, implement, review)? {
-            Tried::Ended(end) => {
-                journal::remove(refused_at);
-                return Ok(Integrated::Ended(end));
-            }
+            Tried::Ended(end) => return Ok(Integrated::Ended(end)),
             Tried::HookFailed { hook, output } => {
-                journal::remove(refused_at);
                 return self.refused(it, &hook, &output).map(Integrated::Ended);
             }
             Tried::MessageRefused {
@@ -144,7 +142,6 @@ impl Run<'_> {
         };
         let refusals = journal::load::<RefusedMessage>(refused_at).map_or(0, |r| r.request) + 1;
         if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
-            journal::remove(refused_at);
             return Ok(Integrated::Ended(end));
         }
         self.reporter.warn(&format!(
@@ -340,7 +337,7 @@ impl Run<'_> {
             })
             .collect();
         self.remember_left_out(&outcome.left_out)?;
-        let Some(sha) = outcome.sha else {
+        let Some(oid) = outcome.sha else {
             let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();
             self.reporter.info(&format!(
                 "{} is done with nothing to commit: {why}",
@@ -356,7 +353,7 @@ impl Run<'_> {
             });
             return Ok(IterationEnd::Progressed);
         };
-        let sha = sha.to_string();
+        let sha = oid.to_string();
         let short = text::short_oid(&sha).to_string();
         self.reporter.info(&format!(
             "committed {short} {}",
@@ -365,7 +362,10 @@ impl Run<'_> {
         let review_branch = self.review_branch();
         match &review_branch {
             Some(branch) => self.summary.review.push((it.title.clone(), branch.clone())),
-            None => self.summary.committed.push((it.title.clone(), short)),
+            None => {
+                self.summary.committed.push((it.title.clone(), short));
+                self.last_commit = Some(oid);
+            }
         }
         self.log.event(RunEvent::Commit {
             task: it.title.clone(),

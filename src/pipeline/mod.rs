@@ -84,6 +84,9 @@ pub(crate) struct Run<'a> {
     /// How many stages each agent ran, and how many stages moved to another agent.
     stages_by_agent: Vec<(String, u32)>,
     switches: u32,
+    /// The last commit kern made on the run's branch: with parallel tasks, the branch must keep
+    /// it (see `parallel::integrate::keep_branch_forwards`).
+    last_commit: Option<git2::Oid>,
 }
 
 /// A parallel task's run (`-j`, `--review`; DESIGN.md section 15): it works on exactly this
@@ -240,6 +243,7 @@ async fn run_locked(
         rate_limit: None,
         stages_by_agent: Vec::new(),
         switches: 0,
+        last_commit: None,
     };
     {
         let hook = reporter.hangup_hook();

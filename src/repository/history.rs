@@ -39,28 +39,21 @@ pub struct HistoryRepair {
 
 impl Repository {
     /// `before` with the refs that others may move forwards ([`RefFilter::forwards`]) taken
-    /// as they are now where they only moved forwards: what the stage itself did is then the
-    /// difference to now.
-    pub fn forward_moves_taken(&self, before: &RefsSnapshot) -> Result<RefsSnapshot> {
-        let now = self.refs_snapshot()?;
+    /// as they are in `now` where they only moved forwards: what the stage itself did is then
+    /// the difference from `before` to `now`.
+    pub fn forward_moves_taken(&self, before: &RefsSnapshot, now: &RefsSnapshot) -> RefsSnapshot {
         let mut taken = before.clone();
         for name in &self.foreign_refs.forwards {
             let (Some(old), Some(new)) = (before.refs.get(name), now.refs.get(name)) else {
                 continue;
             };
-            let (Ok(old_oid), Ok(new_oid)) = (Oid::from_str(old), Oid::from_str(new)) else {
-                continue;
-            };
-            if new_oid == old_oid
-                || self
-                    .repo
-                    .graph_descendant_of(new_oid, old_oid)
-                    .unwrap_or(false)
+            if let (Ok(old_oid), Ok(new_oid)) = (Oid::from_str(old), Oid::from_str(new))
+                && self.contains(new_oid, old_oid)
             {
                 taken.refs.insert(name.clone(), new.clone());
             }
         }
-        Ok(taken)
+        taken
     }
 
     /// Puts back every ref the stage moved the wrong way (see the module docs), keeping what
@@ -83,15 +76,10 @@ impl Repository {
             else {
                 continue; // a symbolic ref: HEAD-like, handled below
             };
-            let forwards = new_oid.is_some_and(|n| {
-                n == old_oid || self.repo.graph_descendant_of(n, old_oid).unwrap_or(false)
-            });
-            // Only the run's own branch may move forwards (an agent that committed, or the run
-            // itself while a parallel task's stage ran); a stash or any other ref moved by the
-            // agent is put back, kern's own refs included.
-            if forwards
-                && (Some(name) == branch.as_ref() || self.foreign_refs.forwards.contains(name))
-            {
+            let forwards = new_oid.is_some_and(|n| self.contains(n, old_oid));
+            // Only the run's own branch may move forwards (an agent that committed); a stash
+            // or any other ref moved by the agent is put back, kern's own refs included.
+            if forwards && Some(name) == branch.as_ref() {
                 continue;
             }
             if let Some(n) = new_oid.filter(|_| !name.starts_with(super::KERN_REFS)) {

@@ -204,6 +204,12 @@ impl Repository {
         &self.repo
     }
 
+    /// True when `commit` is in the history of `tip` (`tip` is `commit` or descends from it):
+    /// a ref that went from `commit` to `tip` only moved forwards.
+    pub fn contains(&self, tip: git2::Oid, commit: git2::Oid) -> bool {
+        tip == commit || self.repo.graph_descendant_of(tip, commit).unwrap_or(false)
+    }
+
     /// The index as it is on disk now; `force` reads it even when libgit2 believes its copy
     /// is current (a file replaced within the same second).
     fn index_from_disk(&self, force: bool) -> Result<git2::Index> {

@@ -127,7 +127,7 @@ impl Repository {
         let Some(tip) = self.task_branch(slug) else {
             return Ok(None);
         };
-        let contained = tip == head || self.repo.graph_descendant_of(head, tip).unwrap_or(false);
+        let contained = self.contains(head, tip);
         let kept = if contained {
             None
         } else {

@@ -33,6 +33,19 @@ fn event_log(p: &Project) -> Vec<String> {
         .collect()
 }
 
+/// A commit-msg hook of the commitlint kind: a subject must start with `feat: `, else the hook
+/// says `subject must start with feat:` and refuses.
+fn refuse_subjects_without_feat(p: &Project) {
+    use std::os::unix::fs::PermissionsExt;
+    let hook = p.path().join(".git/hooks/commit-msg");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nhead -n 1 \"$1\" | grep -q '^feat: ' || { echo 'subject must start with feat:' >&2; exit 1; }\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// Every commit of the branch, newest first: (subject, number of parents).
 fn history(p: &Project) -> Vec<(String, usize)> {
     let r = git2::Repository::open(p.path()).unwrap();
@@ -462,27 +475,10 @@ fn hand_edits_of_spec_md_during_a_parallel_run_survive_and_kern_follows_them() {
 #[test]
 fn a_message_refused_at_integration_goes_back_to_the_tasks_review_not_to_implement() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
-    // A commit-msg hook of the commitlint kind: subjects must start with a type.
-    let hook = p.path().join(".git/hooks/commit-msg");
-    std::fs::write(
-        &hook,
-        "#!/bin/sh\nhead -n 1 \"$1\" | grep -q '^feat: ' || { echo 'subject must start with feat:' >&2; exit 1; }\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &hook,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .unwrap();
-    // Each task's first review proposes a subject the hook refuses, its second one it accepts.
+    refuse_subjects_without_feat(&p);
+    // Each task's first review proposes a subject the hook refuses, its second one it accepts
+    // (one entry per task: the scripted agent counts invocations per entry).
     p.scenario(&json!({
-        "default": {
-            "implement": {"write": {"{slug}.txt": "work of {task}\n"}},
-            "commit": [
-                {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}},
-                {"result": {"verdict": "COMMIT", "subject": "feat: add {slug}"}}
-            ]
-        },
         "tasks": [
             {"match": "Alpha", "implement": {"write": {"alpha.txt": "Alpha\n"}},
              "commit": [
@@ -524,17 +520,7 @@ fn a_message_refused_at_integration_goes_back_to_the_tasks_review_not_to_impleme
 #[test]
 fn a_message_still_refused_after_two_new_ones_is_one_failed_attempt_of_a_parallel_task() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
-    let hook = p.path().join(".git/hooks/commit-msg");
-    std::fs::write(
-        &hook,
-        "#!/bin/sh\nhead -n 1 \"$1\" | grep -q '^feat: ' || { echo 'subject must start with feat:' >&2; exit 1; }\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &hook,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
-    )
-    .unwrap();
+    refuse_subjects_without_feat(&p);
     // Alpha's review never learns; Beta's first subject passes.
     p.scenario(&json!({
         "default": {"implement": {"write": {"{slug}.txt": "work of {task}\n"}}},
@@ -622,6 +608,44 @@ fn an_agent_that_moves_the_runs_branch_back_from_its_worktree_is_put_back() {
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert_eq!(violations[0]["saved"][0], "refs/kern/agent/alpha/branch-1");
     assert_eq!(p.dirty(), Vec::<String>::new(), "a clean tree");
+}
+
+#[test]
+fn the_runs_own_commits_during_a_tasks_stage_are_no_violation() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    // Beta lands while Alpha's implement runs: the run's branch moves forwards under it.
+    let after_beta = "i=0; until git log --format=%s master | grep -qx Beta || [ $i -ge 6000 ]; do sleep 0.01; i=$((i+1)); done";
+    p.scenario(&json!({"tasks": [
+        {"match": "Alpha", "implement": {"write": {"alpha.txt": "Alpha\n"}, "shell": [after_beta]}},
+        {"match": "Beta", "implement": {"write": {"beta.txt": "Beta\n"}}}
+    ]}));
+    p.run(&["10", "0", "-j", "2"]).expect(0);
+    assert_eq!(p.log(), ["Alpha", "Beta", "initial"]);
+    assert_eq!(p.run_events("violation"), Vec::<Value>::new());
+}
+
+#[test]
+fn an_agent_that_moves_the_runs_branch_back_during_its_stage_fails_that_attempt() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.write("earlier.txt", "earlier\n");
+    p.commit_all("earlier");
+    // Alpha's agent rewinds the run's branch below where its stage found it.
+    p.scenario(&json!({"tasks": [
+        {"match": "Alpha", "implement": [
+            {"write": {"alpha.txt": "Alpha\n"},
+             "shell": ["git update-ref refs/heads/master master~1"]},
+            {"write": {"alpha.txt": "Alpha\n"}}
+        ]}
+    ]}));
+    p.run(&["10", "0", "-j", "2"]).expect(0);
+    assert_eq!(p.log(), ["Alpha", "earlier", "initial"]);
+    let violations = p.run_events("violation");
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0]["stage"], "implement");
+    assert!(
+        p.read("SPEC.md").contains("moved history"),
+        "the attempt failed and says why"
+    );
 }
 
 #[test]

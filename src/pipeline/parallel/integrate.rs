@@ -178,8 +178,7 @@ impl Run<'_> {
         let (Some(seen), Some(now)) = (seen, self.ws.repo.head_oid()) else {
             return Ok(());
         };
-        let git = self.ws.repo.git();
-        if now == seen || git.graph_descendant_of(now, seen).unwrap_or(false) {
+        if self.ws.repo.contains(now, seen) {
             return Ok(());
         }
         let Ok(crate::repository::Head::Branch(branch)) = self.ws.repo.head() else {
@@ -196,7 +195,7 @@ impl Run<'_> {
             "kern: put back the run's branch",
         )?;
         let what = format!(
-            "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: put back (refs/heads/{branch} put back), where it was moved is kept at `{keep}`",
+            "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: refs/heads/{branch} put back, where it was moved kept at `{keep}`",
             crate::reporter::text::short_oid(&seen.to_string()),
             crate::reporter::text::short_oid(&now.to_string()),
         );

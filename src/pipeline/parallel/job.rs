@@ -168,6 +168,7 @@ impl<'a> Run<'a> {
                     rate_limit: None,
                     stages_by_agent: Vec::new(),
                     switches: 0,
+                    last_commit: None,
                 };
                 let end = match run.recover(takeover) {
                     Ok(()) => run.iteration(index, total).await,

@@ -96,7 +96,8 @@ impl<'a> Run<'a> {
         let mut paced: Option<String> = None;
         let mut next_start = Instant::now();
         let mut spec_mark = self.spec.mark();
-        // Where the run's branch is: only the run's commits and the person's move it, forwards.
+        // A commit the run's branch must keep: where it started, then kern's last commit on it
+        // (taken from the commit itself: the branch may move between kern's commit and a look).
         let mut tip_seen = self.ws.repo.head_oid();
         self.retire_idle_jobs(&[])?;
         loop {
@@ -253,7 +254,9 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
         };
-        *tip_seen = self.ws.repo.head_oid();
+        if let Some(commit) = self.last_commit.take() {
+            *tip_seen = Some(commit);
+        }
         let ws = done.ws;
         self.retire_if_idle(&done.job, ws)?;
         end

@@ -79,15 +79,7 @@ impl Run<'_> {
             let tip = self.ws.repo.task_branch(&job.slug);
             let head = self.ws.repo.head_oid();
             let contained = match (tip, head) {
-                (Some(t), Some(h)) => {
-                    t == h
-                        || self
-                            .ws
-                            .repo
-                            .git()
-                            .graph_descendant_of(h, t)
-                            .unwrap_or(false)
-                }
+                (Some(t), Some(h)) => self.ws.repo.contains(h, t),
                 _ => true,
             };
             if contained {
