@@ -2,6 +2,7 @@
 //! `/proc` memory figures, and shorthands for invocations and limits.
 #![allow(dead_code)]
 
+pub(crate) mod during;
 pub(crate) mod git;
 pub(crate) mod http_server;
 pub(crate) mod mock_model_api;
