@@ -2,11 +2,17 @@
 //! tool policy forbids, set aside and put back — never destroyed.
 //!
 //! Decisions a reader must know:
-//! - History only moves forwards: a ref the stage deleted or rewound, a changed `refs/stash`,
-//!   HEAD on another branch or detached are put back, and what the agent made is kept under
+//! - Whose ref is it (DESIGN.md section 4): only the run's own refs are judged — HEAD and the
+//!   branch it commits to (for a parallel task, its `kern/<task>` branch and the run's
+//!   branch). Their history only moves forwards: the branch deleted or rewound, HEAD on another
+//!   branch or detached are put back, and what the agent made is kept under
 //!   `refs/kern/agent/<task>/<n>/`. The work tree is then put back to HEAD too (saved under the
 //!   same prefix first), and the stage counts as failed. The run's branch moving forwards (the
 //!   agent committed) is reported and kept.
+//! - Every other ref is shared with the person and their tools (another worktree's commits,
+//!   an editor's fetch, a stash, a tag, a second kern): its creations and forward moves are no
+//!   finding; a rewind or deletion is named and its old tip kept under
+//!   `refs/kern/saved/<task>/<stage>-<n>/`, but never put back and never held against the task.
 //! - `.git` is audited: hooks outside the work tree, `config` and `info/exclude` are put back
 //!   when a stage changed them; the stage's versions are saved under `refs/kern/saved/`.
 //! - A read-only stage (research, review) must leave the work tree and the index as they
@@ -51,6 +57,11 @@ pub(super) struct Findings {
     pub saved: Vec<String>,
     /// The stage moved history the wrong way: its result cannot be used.
     pub history_moved: bool,
+    /// Shared refs moved back during the stage, one sentence each: kept and named, not held
+    /// against the task (whoever moved them, kern cannot tell the person from the agent).
+    pub shared: Vec<String>,
+    /// Where their old tips are kept.
+    pub shared_kept: Vec<String>,
 }
 
 impl Run<'_> {
@@ -85,11 +96,27 @@ impl Run<'_> {
         // A kill while refs or the index are rewritten below must let the next run clean up.
         self.lock.set_phase(crate::state::lock::Phase::Writing)?;
 
-        // History.
+        // History: the run's refs are put back when moved any way but forwards; a shared ref
+        // moved back is kept and named, never put back (see the module docs).
         let refs_after = self.ws.repo.refs_snapshot()?;
         // A parallel task: the run's branch may have moved forwards by the run's own commits.
         let before_refs = self.ws.repo.forward_moves_taken(&before.refs, &refs_after);
-        let moved = before_refs.diff(&refs_after);
+        let losses = self.ws.repo.shared_losses(&before_refs, &refs_after);
+        if !losses.is_empty() {
+            let prefix = self.next_ref(&format!("refs/kern/saved/{slug}/{}-", stage.name()))?;
+            let kept = self.ws.repo.keep_shared(&format!("{prefix}/"), &losses)?;
+            found.shared.extend(losses.iter().map(|l| {
+                format!(
+                    "{l} during the {} stage — not the run's ref, so left as it is; the old tip is kept under `{prefix}/`",
+                    stage.name()
+                )
+            }));
+            found.shared_kept.extend(kept);
+        }
+        let ownership = self.ws.repo.ownership(&before_refs);
+        let moved = before_refs
+            .runs_only(&ownership)
+            .diff(&refs_after.runs_only(&ownership));
         if !moved.is_empty() {
             let prefix = self.next_ref(&format!("refs/kern/agent/{slug}/"))?;
             let repair = self
@@ -99,7 +126,7 @@ impl Run<'_> {
             if repair.restored.is_empty() {
                 for m in moved {
                     found.violations.push(format!(
-                        "{} stage moved {m} (history kept: it only moved forwards)",
+                        "{} stage: {m} (history kept: it only moved forwards)",
                         stage.name()
                     ));
                 }

@@ -336,6 +336,13 @@ impl Run<'_> {
                 reason: l.reason.clone(),
             })
             .collect();
+        // The person's `--allow-dirty` paths are theirs, not files kern left out.
+        outcome.left_out.retain(|l| {
+            !it.start
+                .excluded
+                .iter()
+                .any(|p| p.as_os_str() == l.path.as_str())
+        });
         self.remember_left_out(&outcome.left_out)?;
         let Some(oid) = outcome.sha else {
             let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();

@@ -138,6 +138,7 @@ impl Run<'_> {
         let identity = doc.identity(task);
         let path = self.ws.state_dir.task_start();
         if let Some(start) = journal::load::<TaskStart>(&path).filter(|s| s.covers(&identity)) {
+            self.remember_persons(&start.excluded);
             return Ok(start);
         }
         let chain_started = doc
@@ -147,24 +148,38 @@ impl Run<'_> {
         let is_new = doc.tasks()[task].state == TaskState::Pending && !chain_started;
         let mut excluded = Vec::new();
         if is_new {
-            let mut ignore = self.ws.own_files();
-            ignore.extend(self.left_out.paths.iter().cloned());
-            let ignore: Vec<&std::path::Path> = ignore.iter().map(PathBuf::as_path).collect();
-            let dirty = self.ws.repo.dirty_files(&ignore)?;
-            if !dirty.is_empty() {
-                let names: Vec<String> = dirty
-                    .iter()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .collect();
-                if !self.settings.allow_dirty {
-                    return Err(Error::DirtyTree { files: names });
-                }
+            let own = self.ws.own_files();
+            let own: Vec<&std::path::Path> = own.iter().map(PathBuf::as_path).collect();
+            // Files kern left out of a commit (secrets, too large) never block a start; the
+            // person's own dirty paths always count, however often kern has left them out.
+            let dirty: Vec<PathBuf> = self
+                .ws
+                .repo
+                .dirty_files(&own)?
+                .into_iter()
+                .filter(|p| !self.left_out.paths.contains(p))
+                .collect();
+            if !dirty.is_empty() && !self.settings.allow_dirty {
+                return Err(Error::DirtyTree {
+                    files: dirty
+                        .iter()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .collect(),
+                });
+            }
+            let new: Vec<String> = dirty
+                .iter()
+                .filter(|p| !self.left_out.persons.contains(p))
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            if !new.is_empty() {
                 self.reporter.warn(&format!(
                     "--allow-dirty: these paths stay out of kern's commits: {}",
-                    names.join(", ")
+                    new.join(", ")
                 ));
-                excluded = dirty;
             }
+            self.remember_persons(&dirty);
+            excluded.clone_from(&self.left_out.persons);
         }
         let start = TaskStart {
             identity,
@@ -174,6 +189,15 @@ impl Run<'_> {
         };
         journal::save(&path, &start)?;
         Ok(start)
+    }
+
+    /// Adds `paths` to the person's `--allow-dirty` paths of this run.
+    fn remember_persons(&mut self, paths: &[PathBuf]) {
+        for path in paths {
+            if !self.left_out.persons.contains(path) {
+                self.left_out.persons.push(path.clone());
+            }
+        }
     }
 
     /// The stages that are left, from `point` on.

@@ -126,6 +126,17 @@ impl Run<'_> {
             });
         }
         let found = self.audit(stage, &before, it)?;
+        if !found.shared.is_empty() {
+            for s in &found.shared {
+                self.reporter.warn(s);
+            }
+            self.log.event(RunEvent::SharedRef {
+                task: Some(it.title.clone()),
+                stage,
+                moved: found.shared.clone(),
+                saved: found.shared_kept.clone(),
+            });
+        }
         if !found.violations.is_empty() {
             for v in &found.violations {
                 self.reporter.warn(&format!("violation: {v}"));

@@ -1,15 +1,21 @@
 //! History only moves forwards, and `.git` is part of the audit (DESIGN.md sections 4 and 8).
 //!
-//! After a stage, [`Repository::restore_history`] compares HEAD and every ref with the
-//! snapshot from before it and puts back what the stage moved the wrong way: a ref that was
-//! deleted or rewound (`git reset --hard HEAD~1`, `git branch -D`), a changed `refs/stash`
-//! (`git stash -u`), HEAD on another branch or detached (`git checkout -b x`). Before anything
-//! is put back, what the agent made is kept under `refs/kern/agent/…`, so every commit it made
-//! stays reachable. A branch the stage only moved forwards (it committed on top) is left as it
-//! is: history moved forwards, and the audit reports it. Refs the rest of the run moves
-//! forwards meanwhile ([`super::RefFilter::forwards`]: the run's branch, seen from a parallel
-//! task's worktree) are taken where they moved to ([`Repository::forward_moves_taken`]) and
-//! put back only when moved any other way.
+//! After a stage, [`Repository::restore_history`] compares HEAD and the run's refs
+//! ([`super::Ownership`]: its branch, and for a parallel task the run's branch too) with the
+//! snapshot from before it and puts back what the stage moved the wrong way: the branch
+//! rewound or deleted (`git reset --hard HEAD~1`, `git branch -D`), HEAD on another branch or
+//! detached (`git checkout -b x`). Before anything is put back, what the agent made is kept
+//! under `refs/kern/agent/…`, so every commit it made stays reachable. A branch the stage only
+//! moved forwards (it committed on top) is left as it is: history moved forwards, and the audit
+//! reports it. Refs the rest of the run moves forwards meanwhile ([`super::RefFilter::forwards`]:
+//! the run's branch, seen from a parallel task's worktree) are taken where they moved to
+//! ([`Repository::forward_moves_taken`]) and put back only when moved any other way.
+//!
+//! Every other ref is shared with the person and their tools (another worktree's branch, an
+//! editor's fetch, a stash, a tag, another kern): created or moved forwards it is no finding;
+//! rewound or deleted, [`Repository::shared_losses`] names it and the audit keeps its old tip
+//! under `refs/kern/saved/…` — never put back, because kern cannot tell the person from the
+//! agent there. A stash pushed on top of another is no loss: the older one is still listed.
 //!
 //! [`GitFiles`] is the other half: the hooks outside the work tree (`.git/hooks`, or a
 //! `core.hooksPath` outside it), `.git/config` and `.git/info/exclude`, read before a stage and
@@ -25,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use git2::Oid;
 
-use super::{RefsSnapshot, Repository};
+use super::{RefsSnapshot, Repository, short};
 use crate::error::{Error, Result};
 
 /// What [`Repository::restore_history`] found and did.
@@ -35,6 +41,32 @@ pub struct HistoryRepair {
     pub restored: Vec<String>,
     /// Where the agent's refs were kept (`refs/kern/agent/…`).
     pub kept: Vec<String>,
+}
+
+/// A shared ref a stage saw rewound, moved sideways or deleted (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedLoss {
+    /// The ref's full name.
+    pub name: String,
+    /// Where it pointed before the stage.
+    pub old: Oid,
+    /// Where it points now, none when deleted.
+    pub new: Option<Oid>,
+}
+
+impl std::fmt::Display for SharedLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.new {
+            Some(new) => write!(
+                f,
+                "`{}` moved back from {} to {}",
+                self.name,
+                short(self.old),
+                short(new)
+            ),
+            None => write!(f, "`{}` deleted (was {})", self.name, short(self.old)),
+        }
+    }
 }
 
 impl Repository {
@@ -56,14 +88,85 @@ impl Repository {
         taken
     }
 
-    /// Puts back every ref the stage moved the wrong way (see the module docs), keeping what
-    /// the agent made under `keep_prefix` (e.g. `refs/kern/agent/add-the-parser/2/`).
+    /// Whose each ref is during a stage that began at `before` (see [`super::Ownership`]).
+    pub fn ownership(&self, before: &RefsSnapshot) -> super::Ownership {
+        super::Ownership::new(before.head_target(), &self.foreign_refs.forwards)
+    }
+
+    /// The shared refs that went from `before` to `now` other than forwards: rewound, moved
+    /// sideways or deleted (see the module docs). Creations and forward moves are not listed.
+    pub fn shared_losses(&self, before: &RefsSnapshot, now: &RefsSnapshot) -> Vec<SharedLoss> {
+        let ownership = self.ownership(before);
+        let mut out = Vec::new();
+        for (name, old) in &before.refs {
+            let new = now.refs.get(name);
+            if new == Some(old) || ownership.whose(name) == super::refs::Whose::Run {
+                continue;
+            }
+            let Ok(old) = Oid::from_str(old) else {
+                continue; // a symbolic ref (`refs/remotes/origin/HEAD`): nothing to lose
+            };
+            let new = new.and_then(|n| Oid::from_str(n).ok());
+            if new.is_some_and(|new| self.only_added(name, old, new)) {
+                continue;
+            }
+            out.push(SharedLoss {
+                name: name.clone(),
+                old,
+                new,
+            });
+        }
+        out
+    }
+
+    /// True when a shared ref that went from `old` to `new` lost nothing: a commit (or a tag
+    /// of one) moved forwards, or a stash pushed on top of `old`, which its reflog still lists.
+    fn only_added(&self, name: &str, old: Oid, new: Oid) -> bool {
+        if name == "refs/stash" {
+            return self
+                .repo
+                .reflog(name)
+                .is_ok_and(|log| log.iter().any(|entry| entry.id_new() == old));
+        }
+        let commit = |oid: Oid| {
+            self.repo
+                .find_object(oid, None)
+                .and_then(|o| o.peel_to_commit())
+                .map(|c| c.id())
+        };
+        match (commit(old), commit(new)) {
+            (Ok(old), Ok(new)) => self.contains(new, old),
+            _ => false,
+        }
+    }
+
+    /// Keeps the old tips of `losses` under `prefix` (`refs/kern/saved/<task>/<stage>-<n>/`),
+    /// each at its own name there; returns the refs written.
+    pub fn keep_shared(&self, prefix: &str, losses: &[SharedLoss]) -> Result<Vec<String>> {
+        let mut kept = Vec::new();
+        for loss in losses {
+            let name = format!("{prefix}{}", loss.name.trim_start_matches("refs/"));
+            self.set_ref(
+                &name,
+                loss.old,
+                "kern: kept a shared ref's old tip (moved back during a stage)",
+            )?;
+            kept.push(name);
+        }
+        Ok(kept)
+    }
+
+    /// Puts back every ref of the run the stage moved the wrong way (see the module docs),
+    /// keeping what the agent made under `keep_prefix` (e.g.
+    /// `refs/kern/agent/add-the-parser/2/`). Shared refs are never touched here.
     pub fn restore_history(
         &self,
         before: &RefsSnapshot,
         keep_prefix: &str,
     ) -> Result<HistoryRepair> {
-        let after = self.refs_snapshot()?;
+        let ownership = self.ownership(before);
+        let before = before.runs_only(&ownership);
+        let after = self.refs_snapshot()?.runs_only(&ownership);
         let mut repair = HistoryRepair::default();
         let branch = before.head_target.clone();
         for (name, old) in &before.refs {
@@ -77,12 +180,11 @@ impl Repository {
                 continue; // a symbolic ref: HEAD-like, handled below
             };
             let forwards = new_oid.is_some_and(|n| self.contains(n, old_oid));
-            // Only the run's own branch may move forwards (an agent that committed); a stash
-            // or any other ref moved by the agent is put back, kern's own refs included.
+            // Only the run's own branch may move forwards (an agent that committed).
             if forwards && Some(name) == branch.as_ref() {
                 continue;
             }
-            if let Some(n) = new_oid.filter(|_| !name.starts_with(super::KERN_REFS)) {
+            if let Some(n) = new_oid {
                 let kept = format!("{keep_prefix}{}", name.trim_start_matches("refs/"));
                 self.set_ref(&kept, n, "kern: kept what an agent made")?;
                 repair.kept.push(kept);
@@ -99,27 +201,6 @@ impl Repository {
                     short_hex(old)
                 ),
             });
-        }
-        for (name, new) in &after.refs {
-            if before.refs.contains_key(name) || name.starts_with(super::KERN_REFS) {
-                continue;
-            }
-            if let Ok(oid) = Oid::from_str(new) {
-                let kept = format!("{keep_prefix}{}", name.trim_start_matches("refs/"));
-                self.set_ref(&kept, oid, "kern: kept a ref an agent made")?;
-                repair.kept.push(kept);
-                // A new branch or tag only adds history; a new stash took work out of the tree.
-                if name == "refs/stash" {
-                    self.repo
-                        .find_reference(name)
-                        .and_then(|mut r| r.delete())
-                        .map_err(|e| Error::git(format!("removing `{name}`"), e))?;
-                    repair.restored.push(format!(
-                        "{name} removed (the agent stashed work: {})",
-                        short_hex(new)
-                    ));
-                }
-            }
         }
         if after.head_target != before.head_target {
             if let Some(oid) = after.head_oid {
@@ -151,36 +232,54 @@ impl Repository {
 }
 
 impl Repository {
-    /// Removes the ref lock files (`refs/…/*.lock`, `HEAD.lock`, `packed-refs.lock`) written
-    /// since `stale_run_started`: a kern killed while it moved a ref leaves one, and libgit2
-    /// then refuses every later update of that ref. Older lock files are someone else's and
-    /// stay. Returns what was removed.
+    /// Removes the ref lock files (`refs/…/*.lock`, this worktree's `HEAD.lock`,
+    /// `packed-refs.lock`) written since `stale_run_started`: a kern killed while it moved a
+    /// ref leaves one, and libgit2 then refuses every later update of that ref. Older lock
+    /// files are someone else's and stay, and so does another worktree's `HEAD.lock`. The
+    /// repository is shared (another worktree's kern, the person's git): a lock file younger
+    /// than [`LIVE_REF_LOCK`] may be a live writer's, which holds it for milliseconds, so it
+    /// is waited for and removed only when it is still there, unchanged, after that.
+    /// Returns what was removed.
     pub fn recover_ref_locks(
         &self,
         stale_run_started: std::time::SystemTime,
     ) -> Result<Vec<PathBuf>> {
-        let mut candidates = Vec::new();
+        let mut candidates = vec![
+            self.repo.path().join("HEAD.lock"),
+            self.repo.commondir().join("packed-refs.lock"),
+        ];
         for dir in [self.repo.path(), self.repo.commondir()] {
-            candidates.push(dir.join("HEAD.lock"));
-            candidates.push(dir.join("packed-refs.lock"));
             collect_locks(&dir.join("refs"), &mut candidates);
         }
         candidates.sort();
         candidates.dedup();
         let mut removed = Vec::new();
         for path in candidates {
-            let Ok(meta) = fs::symlink_metadata(&path) else {
+            let Ok(modified) = fs::symlink_metadata(&path).and_then(|m| m.modified()) else {
                 continue;
             };
-            if meta.modified().is_ok_and(|m| m >= stale_run_started)
-                && fs::remove_file(&path).is_ok()
-            {
+            if modified < stale_run_started {
+                continue;
+            }
+            let age = modified.elapsed().unwrap_or_default();
+            if let Some(wait) = LIVE_REF_LOCK.checked_sub(age).filter(|w| !w.is_zero()) {
+                std::thread::sleep(wait);
+                let still = fs::symlink_metadata(&path).and_then(|m| m.modified());
+                if !still.is_ok_and(|m| m == modified) {
+                    continue;
+                }
+            }
+            if fs::remove_file(&path).is_ok() {
                 removed.push(path);
             }
         }
         Ok(removed)
     }
 }
+
+/// How long a ref lock file may be a live writer's (git and libgit2 hold one for the few
+/// milliseconds of one ref update): a younger one is not taken for a crashed kern's.
+const LIVE_REF_LOCK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Every `*.lock` file under `dir`, recursively.
 fn collect_locks(dir: &Path, out: &mut Vec<PathBuf>) {

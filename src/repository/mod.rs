@@ -44,7 +44,7 @@ pub use commit::{CommitRequest, LeftOut};
 pub(crate) use filter::FilterDriver;
 pub(crate) use history::GitFiles;
 pub(crate) use own_files::OwnFiles;
-pub(crate) use refs::RefsSnapshot;
+pub(crate) use refs::{Ownership, RefsSnapshot};
 pub(crate) use save::KERN_REFS;
 pub(crate) use snapshot::WorkTreeSnapshot;
 pub(crate) use status::Change;

@@ -1,9 +1,15 @@
-//! Snapshots of HEAD and every ref, to prove that a stage moved no history.
+//! Snapshots of HEAD and every ref, to prove that a stage moved no history, and whose each ref
+//! is ([`Ownership`]).
 //!
-//! The one decision a reader must know: refs are compared by name and target only (a symbolic
-//! ref by the name it points to, a direct ref by its object id); reflogs and packing do not
-//! count, so `git gc` or `git pack-refs` by an agent is not a change, but any commit, reset,
-//! branch, tag or stash is.
+//! Decisions a reader must know:
+//! - Refs are compared by name and target only (a symbolic ref by the name it points to, a
+//!   direct ref by its object id); reflogs and packing do not count, so `git gc` or `git
+//!   pack-refs` by an agent is not a change, but any commit, reset, branch, tag or stash is.
+//! - Whose a ref is (DESIGN.md section 4): HEAD, the branch HEAD named when the stage began and
+//!   the refs the rest of the run moves forwards are the run's. Everything else — branches
+//!   checked out in other worktrees, other branches, `refs/remotes/*`, `refs/stash`, tags,
+//!   notes, another kern's branch — is shared with the person and their tools, whom kern
+//!   cannot tell from the agent there.
 
 use std::collections::BTreeMap;
 
@@ -21,10 +27,65 @@ pub struct RefsSnapshot {
     pub(super) refs: BTreeMap<String, String>,
 }
 
+/// Whose a ref is during a stage (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whose {
+    /// The run's: moved any way but forwards by a stage, it is put back.
+    Run,
+    /// Shared with the person and their tools: never put back.
+    Shared,
+}
+
+/// The refs that are the run's during one stage (see the module docs): the branch HEAD named
+/// when the stage began and the refs the rest of the run moves forwards. HEAD itself is always
+/// the run's: it is the work tree's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ownership {
+    own: Vec<String>,
+}
+
+impl Ownership {
+    /// The run's refs: `branch` (HEAD's symbolic target as the stage began, none when
+    /// detached) and `forwards` (refs the run itself moves while the stage runs).
+    pub fn new(branch: Option<&str>, forwards: &[String]) -> Ownership {
+        let mut own: Vec<String> = branch.into_iter().map(str::to_string).collect();
+        own.extend(forwards.iter().cloned());
+        Ownership { own }
+    }
+
+    /// Whose the ref `name` is.
+    pub fn whose(&self, name: &str) -> Whose {
+        if name == "HEAD" || self.own.iter().any(|o| o == name) {
+            Whose::Run
+        } else {
+            Whose::Shared
+        }
+    }
+}
+
 impl RefsSnapshot {
     /// The commit HEAD resolved to.
     pub fn head_oid(&self) -> Option<git2::Oid> {
         self.head_oid
+    }
+
+    /// The branch HEAD names (`refs/heads/main`), none when detached.
+    pub fn head_target(&self) -> Option<&str> {
+        self.head_target.as_deref()
+    }
+
+    /// This snapshot with only the refs `ownership` calls the run's (HEAD is always kept).
+    pub fn runs_only(&self, ownership: &Ownership) -> RefsSnapshot {
+        RefsSnapshot {
+            head_target: self.head_target.clone(),
+            head_oid: self.head_oid,
+            refs: self
+                .refs
+                .iter()
+                .filter(|(name, _)| ownership.whose(name) == Whose::Run)
+                .map(|(n, t)| (n.clone(), t.clone()))
+                .collect(),
+        }
     }
 
     /// What moved from `self` to `other`, one sentence per change; empty when nothing did.
@@ -112,6 +173,34 @@ impl Repository {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_run_owns_head_its_branch_and_the_refs_it_moves_itself() {
+        let serial = Ownership::new(Some("refs/heads/main"), &[]);
+        let job = Ownership::new(
+            Some("refs/heads/kern/add-x"),
+            &["refs/heads/main".to_string()],
+        );
+        let detached = Ownership::new(None, &[]);
+        for (ownership, name, whose) in [
+            (&serial, "HEAD", Whose::Run),
+            (&serial, "refs/heads/main", Whose::Run),
+            (&serial, "refs/heads/feature", Whose::Shared),
+            (&serial, "refs/heads/main-2", Whose::Shared),
+            (&serial, "refs/remotes/origin/main", Whose::Shared),
+            (&serial, "refs/stash", Whose::Shared),
+            (&serial, "refs/tags/v1", Whose::Shared),
+            (&serial, "refs/notes/commits", Whose::Shared),
+            (&serial, "refs/kern/saved/x/research-1", Whose::Shared),
+            (&job, "refs/heads/kern/add-x", Whose::Run),
+            (&job, "refs/heads/main", Whose::Run),
+            (&job, "refs/heads/kern/other-task", Whose::Shared),
+            (&detached, "HEAD", Whose::Run),
+            (&detached, "refs/heads/main", Whose::Shared),
+        ] {
+            assert_eq!(ownership.whose(name), whose, "{name} in {ownership:?}");
+        }
+    }
 
     #[test]
     fn diff_names_every_kind_of_move() {

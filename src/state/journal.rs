@@ -107,6 +107,12 @@ pub(crate) struct PendingEdits {
 pub(crate) struct LeftOut {
     /// Paths relative to the top.
     pub paths: Vec<PathBuf>,
+    /// The person's paths under `--allow-dirty`, dirty before some task of this run: out of
+    /// every commit of the run, not only the first task's. Never written to `left-out.json`
+    /// (a later run judges its tree anew; a resumed task brings its own in `task.json`), and
+    /// never among `paths`, which would let them pass the clean-tree rule unnoticed later.
+    #[serde(skip)]
+    pub persons: Vec<PathBuf>,
 }
 
 /// Reads a journal file; `None` when it is missing or unreadable (see the module docs).

@@ -166,6 +166,20 @@ pub(crate) enum RunEvent {
         #[serde(default)]
         saved: Vec<String>,
     },
+    /// A ref that is not the run's (another worktree's branch, a remote-tracking ref, the
+    /// stash, a tag) was moved back or deleted during a stage: not undone and not held against
+    /// the task, its old tip kept (DESIGN.md section 4).
+    SharedRef {
+        /// The task whose stage saw it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// The stage.
+        stage: Stage,
+        /// One sentence per ref.
+        moved: Vec<String>,
+        /// Where the old tips are kept (`refs/kern/saved/…`).
+        saved: Vec<String>,
+    },
     /// SPEC.md changed during a stage in ways kern did not make: markers, Check notes, tasks.
     HandEdit {
         /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.

@@ -29,6 +29,7 @@ mod real_codex;
 mod real_two_agents;
 mod repository;
 mod scripted_agent;
+mod shared_repository;
 mod soak;
 mod spec_dialects;
 mod spec_file;
