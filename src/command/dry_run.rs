@@ -66,7 +66,7 @@ fn report_with_warnings(
     let Some(selection) = spec::select_with(&doc, &settings.select_options()) else {
         let _ = writeln!(
             out,
-            "\nNothing to do: every task is done, blocked or held elsewhere{}.",
+            "\nNothing to do: every task is done, blocked, held elsewhere or deferred{}.",
             if settings.skip_optional {
                 " (optional tasks left alone: --skip-optional)"
             } else {

@@ -160,7 +160,15 @@ fn add_dialects(json: &mut Value, doc: &Document, file: &str, skip_optional: boo
             .map(|d| diagnostic_json(d, file)),
     );
     let unlisted: Vec<usize> = doc.unlisted_tasks().iter().map(|d| d.line).collect();
+    let deferred: Vec<Value> = tasks
+        .iter()
+        .filter(|t| t.deferred && t.closed_by.is_none())
+        .map(|t| json!({"title": t.title, "line": t.line}))
+        .collect();
+    let not_taken = spec::why_not_taken(doc, &spec::SelectOptions { skip_optional });
     if let Value::Object(map) = json {
+        map.insert("deferred".into(), json!(deferred));
+        map.insert("not_taken".into(), json!(not_taken));
         map.insert("held_elsewhere".into(), json!(held));
         map.insert("optional".into(), json!(optional));
         map.insert("skip_optional".into(), json!(skip_optional));
@@ -375,6 +383,22 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
             held.len() - HELD_SHOWN
         ));
     }
+    let deferred = list("deferred");
+    for (k, t) in deferred.iter().take(HELD_SHOWN).enumerate() {
+        let label = if k == 0 { "deferred:" } else { "" };
+        let line = format!(
+            "{label:<11}line {} {{title}} (its title says it waits; kern leaves it)",
+            t["line"]
+        );
+        out.push_str(&fit_title(&line, t["title"].as_str().unwrap_or(""), width));
+        out.push('\n');
+    }
+    if deferred.len() > HELD_SHOWN {
+        out.push_str(&format!(
+            "           … and {} more (`kern status --json` lists them all)\n",
+            deferred.len() - HELD_SHOWN
+        ));
+    }
     let optional = list("optional");
     let open = optional
         .iter()
@@ -437,7 +461,24 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
         }
         None => {
             let unlisted = list("unlisted_tasks");
-            if unlisted.is_empty() {
+            let not_taken = list("not_taken");
+            let open = c["pending"].as_u64().unwrap_or(0) + c["in_progress"].as_u64().unwrap_or(0);
+            if unlisted.is_empty() && open > 0 && !not_taken.is_empty() {
+                out.push_str(&format!(
+                    "next:      nothing kern may take; {open} open task{} wait{}:\n",
+                    if open == 1 { "" } else { "s" },
+                    if open == 1 { "s" } else { "" }
+                ));
+                for why in not_taken.iter().take(HELD_SHOWN) {
+                    out.push_str(&format!("             {}\n", why.as_str().unwrap_or("")));
+                }
+                if not_taken.len() > HELD_SHOWN {
+                    out.push_str(&format!(
+                        "             … and {} more (`kern status --json` lists them all)\n",
+                        not_taken.len() - HELD_SHOWN
+                    ));
+                }
+            } else if unlisted.is_empty() {
                 out.push_str("next:      nothing left to do\n");
             } else {
                 let lines: Vec<String> = unlisted.iter().map(Value::to_string).collect();

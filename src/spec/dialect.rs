@@ -120,11 +120,163 @@ pub(crate) fn classify_box(rest: &str) -> BoxKind {
     }
 }
 
-/// True when the text of a heading closes its section: it ends with `[x]` (or `[X]`) or
-/// carries ✅ anywhere (`## Phase 13: Payments [x]`, `### 4.23 Verification ✅ COMPLETED`).
+/// True when the text of a heading says its section is done (DESIGN.md section 2): it ends
+/// with `[x]`, a check mark (✅ ✔ ☑), or a done word — `DONE`, `COMPLETE(D)`, `FINISHED` —
+/// written in capitals, in brackets or parentheses (`[Done]`, `(done)`), or after a separator
+/// (`— Completed`, `: done`, `✅ Done`). A check mark or word that only appears in the heading
+/// (`✅ Project tasks`, `Login (Partial ✅)`, `How it's done`, `NOT DONE`) does not close it.
 pub(crate) fn heading_closes(text: &str) -> bool {
     let text = text.trim_end();
-    text.ends_with("[x]") || text.ends_with("[X]") || text.contains('\u{2705}')
+    if text.ends_with("[x]") || text.ends_with("[X]") {
+        return true;
+    }
+    // The last status segment: the text without trailing closing brackets and punctuation.
+    let bracketed = text.ends_with([')', ']']);
+    let core = text.trim_end_matches([')', ']', '.', '!', ' ', '*', '_']);
+    let qualified = |before: &str| {
+        let prev = before
+            .trim_end_matches(|c: char| !c.is_alphanumeric())
+            .rsplit(|c: char| !c.is_alphanumeric() && c != '\'')
+            .next()
+            .unwrap_or("")
+            .to_lowercase();
+        matches!(
+            prev.as_str(),
+            "not" | "partial" | "partially" | "partly" | "mostly" | "almost" | "nearly" | "half"
+        )
+    };
+    for mark in ['\u{2705}', '\u{2714}', '\u{2611}'] {
+        let core = core.trim_end_matches('\u{fe0f}');
+        if let Some(before) = core.strip_suffix(mark) {
+            return !qualified(before) && !before.trim().is_empty();
+        }
+    }
+    let word_start = core.rfind(|c: char| !c.is_alphabetic()).map_or(0, |i| {
+        i + core[i..].chars().next().map_or(1, char::len_utf8)
+    });
+    let word = &core[word_start..];
+    if !matches!(
+        word.to_lowercase().as_str(),
+        "done" | "complete" | "completed" | "finished"
+    ) {
+        return false;
+    }
+    let before = &core[..word_start];
+    if qualified(before) {
+        return false;
+    }
+    let capitals = word.chars().all(char::is_uppercase);
+    let after_separator = before.trim_end().ends_with([
+        '\u{2014}', '\u{2013}', '-', ':', '|', '(', '[', '\u{2705}', '\u{2714}',
+    ]) || bracketed && before.trim_end().ends_with(['(', '[']);
+    (capitals && !before.trim().is_empty()) || after_separator
+}
+
+/// The words that, as a task title's label, say the task waits (see [`title_defers`]).
+const DEFER_WORDS: &[&str] = &[
+    "deferred",
+    "skipped",
+    "blocked",
+    "out of scope",
+    "waiting",
+    "later",
+    "on hold",
+    "postponed",
+    "wontfix",
+    "won't do",
+    "parked",
+];
+
+/// True when a task's title says the task is deferred, skipped, blocked, out of scope or
+/// waiting (DESIGN.md section 2): such a task is listed, never taken. Said as a label that
+/// starts the title (`BLOCKED: needs the API key`, `Later: …`), a bracketed or parenthesised
+/// word (`(deferred)`, `[later]`, `(waiting on design)`), or the segment after a dash at the end
+/// (`— SKIPPED (requires credentials)`, `- out of scope for v1`). The same words elsewhere in a
+/// title (`Handle blocked users`, `Retry the skipped tasks`) are ordinary text.
+pub(crate) fn title_defers(title: &str) -> bool {
+    let lower = title.to_lowercase();
+    let says = |segment: &str| {
+        let segment = segment.trim_start();
+        DEFER_WORDS.iter().any(|w| {
+            segment.strip_prefix(w).is_some_and(|rest| {
+                rest.is_empty()
+                    || [
+                        ":",
+                        " -",
+                        " \u{2014}",
+                        " \u{2013}",
+                        " (",
+                        " by ",
+                        " on ",
+                        " for ",
+                        " until ",
+                        " due",
+                        ",",
+                        ")",
+                        "]",
+                    ]
+                    .iter()
+                    .any(|f| rest.starts_with(f))
+                    || (*w == "out of scope" && rest.starts_with(' '))
+            })
+        })
+    };
+    // A label that starts the title.
+    if DEFER_WORDS
+        .iter()
+        .any(|w| lower.strip_prefix(w).is_some_and(|r| r.starts_with(':')))
+    {
+        return true;
+    }
+    // A bracketed or parenthesised word.
+    for (open, close) in [('(', ')'), ('[', ']')] {
+        let mut rest = lower.as_str();
+        while let Some(i) = rest.find(open) {
+            let inner = &rest[i + 1..];
+            let end = inner.find(close).unwrap_or(inner.len());
+            if says(&inner[..end]) && !inner[..end].contains(open) {
+                return true;
+            }
+            rest = &inner[end.min(inner.len())..];
+        }
+    }
+    // The segment after the last dash.
+    [" \u{2014} ", " \u{2013} ", " - ", " -- "]
+        .iter()
+        .any(|sep| {
+            lower
+                .rfind(sep)
+                .is_some_and(|i| says(&lower[i + sep.len()..]))
+        })
+}
+
+/// True when a heading's text names a legend (`## Status Legend`, `### Legend`): its section
+/// explains the markers and holds no tasks.
+pub(crate) fn heading_is_legend(text: &str) -> bool {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| w == "legend")
+}
+
+/// True when a paragraph is a legend's label (`Legend:`, `**Status legend:**`, `Key:`): the
+/// list right after it explains the markers and holds no tasks.
+pub(crate) fn label_is_legend(text: &str) -> bool {
+    let t = text
+        .trim()
+        .trim_matches(['*', '_'])
+        .trim_end_matches(['*', '_'])
+        .to_lowercase();
+    let Some(label) = t.strip_suffix(':') else {
+        return false;
+    };
+    let label = label.trim().trim_matches(['*', '_']);
+    label == "legend" || label == "key" || label.ends_with(" legend") || label == "markers"
+}
+
+/// True when a task's title carries spec-kit's `[P]` tag (`[P] T004 Write the model`): it may
+/// run beside its siblings under `-j`; untagged siblings run one after the other.
+pub(crate) fn title_is_parallel(title: &str) -> bool {
+    title.split_whitespace().take(3).any(|w| w == "[P]")
 }
 
 /// True when a line that is not a list item starts (after its indentation) with one of
@@ -220,13 +372,76 @@ mod tests {
             ("Phase 13: Payments [X]  ", true),
             ("4.23 Verification \u{2705} COMPLETED", true),
             ("\u{2705} Done", true),
+            ("Setup \u{2705}", true),
+            ("Setup \u{2714}\u{fe0f}", true),
+            ("Phase 15 [DONE]", true),
+            ("Phase 15 (DONE)", true),
+            ("Phase 15 (done)", true),
+            ("Phase 1 [Complete]", true),
+            ("Phase 15 \u{2014} COMPLETED", true),
+            ("Phase 15 \u{2014} Completed", true),
+            ("Phase 2: Done", true),
+            ("Phase 2 - finished", true),
+            ("Phase 3 DONE", true),
             ("Phase 14: Search [ ]", false),
             ("Phase [x] in the middle", false),
             ("Completed", false),
+            ("DONE", false),
+            ("\u{2705} Project tasks", false),
+            ("Login (Partial \u{2705})", false),
+            ("Login \u{2014} partially done", false),
+            ("How it's done", false),
+            ("Phase 3 \u{2014} NOT DONE", false),
+            ("Phase 4 (in progress)", false),
+            ("Definition of done", false),
         ];
         for (text, closes) in cases {
             assert_eq!(heading_closes(text), *closes, "{text:?}");
         }
+    }
+
+    #[test]
+    fn titles_that_say_the_task_waits() {
+        let cases: &[(&str, bool)] = &[
+            (
+                "Set up payments \u{2014} SKIPPED (requires credentials)",
+                true,
+            ),
+            ("Migrate the database (deferred)", true),
+            ("[later] Rewrite the parser", true),
+            ("BLOCKED: needs the API key", true),
+            ("Later: dark mode", true),
+            ("Wait for the lock (waiting on #12)", true),
+            ("Add pagination \u{2014} out of scope for v1", true),
+            ("Write docs (on hold)", true),
+            ("Search (blocked by the index task)", true),
+            ("Add caching - postponed", true),
+            ("Handle blocked users", false),
+            ("Show SKIPPED tests in the report", false),
+            ("Retry the skipped tasks", false),
+            ("Add retry (later versions only)", false),
+            ("Add a `--json` flag (waits for nothing)", false),
+            ("Parse dates - the later format too", false),
+            ("Add login", false),
+        ];
+        for (title, defers) in cases {
+            assert_eq!(title_defers(title), *defers, "{title:?}");
+        }
+    }
+
+    #[test]
+    fn legends_and_parallel_tags() {
+        assert!(heading_is_legend("Status Legend"));
+        assert!(heading_is_legend("Legend"));
+        assert!(!heading_is_legend("Legendary features"));
+        assert!(label_is_legend("Legend:"));
+        assert!(label_is_legend("**Status legend:**"));
+        assert!(label_is_legend("Key:"));
+        assert!(!label_is_legend("Legend of the tasks below"));
+        assert!(!label_is_legend("Tasks:"));
+        assert!(title_is_parallel("[P] T004 Write the model"));
+        assert!(title_is_parallel("T004 [P] Write the model"));
+        assert!(!title_is_parallel("Write the model [P]riority"));
     }
 
     #[test]

@@ -152,6 +152,9 @@ pub struct Task {
     /// The 1-based line of the heading that closed this task's section (`## Phase 2 [x]`,
     /// `### Done ✅`): the task is done by the heading, whatever its box says.
     pub closed_by: Option<usize>,
+    /// A pending task whose title says it waits (`(deferred)`, `BLOCKED:`, `— SKIPPED`):
+    /// listed by `status`, never taken, nor its subtasks.
+    pub deferred: bool,
     /// The rest of the first line after the box, whitespace-normalised.
     pub title: String,
     /// 1-based line of the box's `[`.
@@ -220,9 +223,23 @@ impl Task {
     }
 
     /// True when kern may take this task: its own or an optional one, in a section no heading
-    /// closed. Its state decides the rest.
+    /// closed, not deferred by its title. Its state decides the rest.
     pub fn is_takeable(&self) -> bool {
-        self.kind.is_kerns() && self.closed_by.is_none()
+        self.kind.is_kerns() && self.closed_by.is_none() && !self.deferred
+    }
+
+    /// The character in the task's box as written: kern's own state, or another tool's
+    /// marker (`-`, `/`).
+    pub fn state_marker_shown(&self) -> char {
+        match self.kind {
+            super::TaskKind::HeldElsewhere(c) => c,
+            _ => self.state.marker_char(),
+        }
+    }
+
+    /// True when the title carries spec-kit's `[P]` tag: it may run beside its siblings.
+    pub fn is_parallel(&self) -> bool {
+        super::dialect::title_is_parallel(&self.title)
     }
 
     /// True for an optional task (`[ ]*`).

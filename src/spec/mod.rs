@@ -33,6 +33,6 @@ pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
 pub use select::select;
-pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with};
+pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with, why_not_taken};
 pub use validate::validate;
 pub(crate) use validate::{Diagnostic, Severity};

@@ -13,8 +13,13 @@
 //! - Notes are the block quotes that are direct children of a task's item, read by
 //!   [`crate::spec::notes`] in whatever shape they have; a note runs to the next header or the
 //!   end of its block quote (lazy continuation lines included, as markdown says).
-//! - A heading that ends with `[x]` or carries ✅ closes its section: the tasks below it, to the
+//! - A heading that says its section is done (`[x]`, ✅, `DONE`, `COMPLETE(D)` at its end:
+//!   [`crate::spec::dialect::heading_closes`]) closes its section: the tasks below it, to the
 //!   next heading of the same or a higher level, are done by the heading.
+//! - What is not a task list: a legend — the section under a heading named one, or the list
+//!   right after a `Legend:` label — explains the markers, and its boxes are neither tasks nor
+//!   warnings. A pending task whose title says it waits (`(deferred)`, `BLOCKED:`) is a task,
+//!   listed but never taken ([`crate::spec::dialect::title_defers`]).
 //! - Malformed boxes are errors, other tools' one-character boxes and lines that look like
 //!   tasks without being list items are warnings; [`crate::spec::validate`] reports them.
 
@@ -74,6 +79,14 @@ pub(super) struct Builder<'a> {
     heading: Option<OpenHeading>,
     /// The innermost heading that closed its section: (level, line).
     closing: Option<(u8, usize)>,
+    /// The level of the legend heading whose section is being read: no tasks there.
+    legend: Option<u8>,
+    /// The text of the top-level paragraph being read, to tell a legend's label.
+    paragraph: Option<String>,
+    /// The block right before is a legend's label (`Legend:`).
+    after_label: bool,
+    /// The stack depth of the list a legend's label introduced: no tasks in it.
+    legend_list: Option<usize>,
 }
 
 impl<'a> Builder<'a> {
@@ -90,6 +103,10 @@ impl<'a> Builder<'a> {
             opaque: Vec::new(),
             heading: None,
             closing: None,
+            legend: None,
+            paragraph: None,
+            after_label: false,
+            legend_list: None,
         }
     }
 
@@ -171,6 +188,35 @@ impl<'a> Builder<'a> {
             {
                 h.text.push_str(s);
             }
+            if let Some(p) = &mut self.paragraph
+                && let Event::Text(s) | Event::Code(s) = &event
+            {
+                p.push_str(s);
+            }
+            let top_level = !stack
+                .iter()
+                .any(|f| matches!(f, Frame::Item(_) | Frame::Quote));
+            match &event {
+                Event::Start(Tag::List(_))
+                    if top_level && self.after_label && self.legend_list.is_none() =>
+                {
+                    self.after_label = false;
+                    self.legend_list = Some(stack.len());
+                }
+                Event::Start(Tag::Paragraph) if top_level => {
+                    self.after_label = false;
+                    self.paragraph = Some(String::new());
+                }
+                Event::End(TagEnd::Paragraph) if self.paragraph.is_some() => {
+                    let text = self.paragraph.take().unwrap_or_default();
+                    self.after_label = dialect::label_is_legend(&text);
+                }
+                Event::Start(_) if top_level => self.after_label = false,
+                Event::End(TagEnd::List(_)) if self.legend_list == stack.len().checked_sub(1) => {
+                    self.legend_list = None;
+                }
+                _ => {}
+            }
             match event {
                 Event::Start(Tag::Item) => {
                     let in_quote = stack.iter().any(|f| matches!(f, Frame::Quote));
@@ -237,6 +283,12 @@ impl<'a> Builder<'a> {
         if self.closing.is_some_and(|(level, _)| h.level <= level) {
             self.closing = None;
         }
+        if self.legend.is_some_and(|level| h.level <= level) {
+            self.legend = None;
+        }
+        if self.legend.is_none() && dialect::heading_is_legend(&h.text) {
+            self.legend = Some(h.level);
+        }
         if self.closing.is_none() && dialect::heading_closes(&h.text) {
             self.closing = Some((h.level, self.line_of(h.start)));
         }
@@ -259,6 +311,10 @@ impl<'a> Builder<'a> {
                 | Event::Start(Tag::Link { .. } | Tag::Image { .. })
         );
         if !inline || range.start != p.content_start || p.in_quote {
+            return;
+        }
+        // A legend explains the markers: its boxes are no tasks and no warnings.
+        if self.legend.is_some() || self.legend_list.is_some() {
             return;
         }
         let text = self.text;
@@ -309,11 +365,13 @@ impl<'a> Builder<'a> {
             .map(|c| if c == '\t' { '\t' } else { ' ' })
             .collect();
         let marker = p.content_start + 1..p.content_start + 2;
+        let title = normalise(&rest[title_at.min(rest.len())..]);
         self.tasks.push(Task {
             state,
             kind,
             closed_by: self.closing.map(|(_, line)| line),
-            title: normalise(&rest[title_at.min(rest.len())..]),
+            deferred: state == super::document::TaskState::Pending && dialect::title_defers(&title),
+            title,
             line: self.line_of(p.content_start),
             column: self.column(p.content_start),
             marker,

@@ -154,6 +154,58 @@ pub(crate) fn select_avoiding(
     Some(Selection { task, reason })
 }
 
+/// Why the unfinished tasks kern does not take are left (for `kern status` and `kern -n` when
+/// nothing is selected): one sentence per pending or in-progress task, with its line, naming
+/// what holds it — a title that says it waits, a done, blocked or held parent, a heading that
+/// closed its section, an After note, or `--skip-optional`. Tasks that are simply waiting for
+/// their own subtasks are left out.
+pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<String> {
+    let tasks = doc.tasks();
+    let waiting = waiting_for_after(doc);
+    let mut out = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        if !t.state.is_unfinished() || t.state == TaskState::Blocked || !t.kind.is_kerns() {
+            continue;
+        }
+        let q = super::document::quote_title(&t.title);
+        let line = t.line;
+        let why = if let Some(h) = t.closed_by {
+            format!("the heading at line {h} marks its section done")
+        } else if t.deferred {
+            "its title says it waits (deferred, skipped, blocked, later or out of scope)".into()
+        } else if let Some(&a) = doc.ancestors(i).iter().rev().find(|&&a| {
+            let p = &tasks[a];
+            p.deferred || !p.kind.is_kerns() || p.state == TaskState::Blocked || {
+                p.state == TaskState::Done && !is_optional(doc, i)
+            }
+        }) {
+            let p = &tasks[a];
+            let how = if p.deferred {
+                "whose title says it waits".to_string()
+            } else if !p.kind.is_kerns() {
+                format!("held by another tool ([{}])", p.state_marker_shown())
+            } else if p.state == TaskState::Blocked {
+                "blocked [!]".to_string()
+            } else {
+                "marked [x]".to_string()
+            };
+            format!(
+                "it is under {} (line {}), {how}",
+                super::document::quote_title(&p.title),
+                p.line
+            )
+        } else if waiting.contains(&i) {
+            format!("its After note waits for {}", t.after().join(", "))
+        } else if options.skip_optional && is_optional(doc, i) {
+            "it is optional and --skip-optional leaves it alone".into()
+        } else {
+            continue;
+        };
+        out.push(format!("line {line} {q}: {why}"));
+    }
+    out
+}
+
 /// Which tasks a walk may return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pass {
@@ -282,6 +334,57 @@ mod tests {
     fn selected(text: &str) -> Option<(String, String)> {
         let doc = Document::parse(text);
         select(&doc).map(|s| (doc.tasks()[s.task].title.clone(), s.reason.to_string()))
+    }
+
+    #[test]
+    fn what_holds_the_tasks_kern_does_not_take() {
+        let cases: &[(&str, &[&str])] = &[
+            ("- [ ] a\n", &[]),
+            (
+                "- [x] p\n  - [ ] c\n",
+                &["line 2 `c`: it is under `p` (line 1), marked [x]"],
+            ),
+            (
+                "- [-] p\n  - [ ] c\n",
+                &["line 2 `c`: it is under `p` (line 1), held by another tool ([-])"],
+            ),
+            (
+                "- [ ] Pay (deferred)\n",
+                &[
+                    "line 1 `Pay (deferred)`: its title says it waits (deferred, skipped, blocked, later or out of scope)",
+                ],
+            ),
+            (
+                "## Done \u{2705}\n\n- [ ] a\n",
+                &["line 3 `a`: the heading at line 1 marks its section done"],
+            ),
+            (
+                "- [ ] api\n  > **After:** schema\n- [!] schema\n",
+                &["line 1 `api`: its After note waits for schema"],
+            ),
+        ];
+        for (text, expected) in cases {
+            let doc = Document::parse(text);
+            assert_eq!(
+                why_not_taken(&doc, &SelectOptions::default()),
+                *expected,
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn legends_front_matter_and_deferred_titles_are_never_taken() {
+        let legend = "## Status Legend\n\n- [ ] Pending\n- [x] Done\n- [~] Future\n\n## Tasks\n\n- [ ] real\n";
+        assert_eq!(selected(legend).unwrap().0, "real");
+        assert_eq!(Document::parse(legend).tasks().len(), 1);
+        let label = "Legend:\n\n- [ ] Pending\n- [~] Future\n\nTasks:\n\n- [ ] real\n";
+        assert_eq!(selected(label).unwrap().0, "real");
+        let deferred =
+            "- [ ] Pay \u{2014} SKIPPED (requires credentials)\n- [ ] BLOCKED: keys\n- [ ] real\n";
+        assert_eq!(selected(deferred).unwrap().0, "real");
+        let heading = "## \u{2705} Project tasks\n\n- [ ] a\n";
+        assert_eq!(selected(heading).unwrap().0, "a");
     }
 
     #[test]

@@ -330,7 +330,7 @@ fn the_dry_run_says_so_when_there_is_nothing_to_do_and_exits_0() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     let err = report;
     assert!(
-        err.contains("Nothing to do: every task is done, blocked or held elsewhere."),
+        err.contains("Nothing to do: every task is done, blocked, held elsewhere or deferred."),
         "{err}"
     );
     assert!(!err.contains("would take"), "{err}");

@@ -21,6 +21,7 @@ mod night;
 mod nothing_lost;
 mod output;
 mod parallel;
+mod picks;
 mod pipeline;
 mod readme;
 mod real_agent;

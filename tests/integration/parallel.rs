@@ -743,13 +743,15 @@ fn review_parks_each_commit_on_its_branch_and_accept_and_reject_settle_them() {
 
 #[test]
 fn dry_run_shows_which_tasks_would_run_together() {
+    // Sibling subtasks are a sequence (`Child two` after `Child one`); `API` waits for
+    // `Schema` (its After note).
     let p = Project::new(
         "- [ ] Parent\n  - [ ] Child one\n  - [ ] Child two\n- [ ] API\n  > **After:** Schema\n- [ ] Schema\n",
     );
     let ran = p.run(&["-n", "-j", "3"]).expect(0);
     let text = format!("{}{}", ran.stdout, ran.stderr);
     assert!(
-        text.contains("would run together (-j 3): `Child one`, `Child two`, `Schema`"),
+        text.contains("would run together (-j 3): `Child one`, `Schema`"),
         "{text}"
     );
 }

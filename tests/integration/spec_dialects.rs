@@ -177,7 +177,14 @@ fn skip_optional_leaves_optional_tasks_alone() {
         report.contains("optional:  3 optional tasks ([ ]*), 3 open: left alone (--skip-optional)"),
         "{report}"
     );
-    assert!(report.contains("next:      nothing left to do"), "{report}");
+    assert!(
+        report.contains("next:      nothing kern may take; 3 open tasks wait:"),
+        "{report}"
+    );
+    assert!(
+        report.contains("it is optional and --skip-optional leaves it alone"),
+        "{report}"
+    );
 }
 
 #[test]
