@@ -54,6 +54,11 @@ pub struct Cli {
     /// Options every command takes.
     #[command(flatten)]
     pub global: GlobalOptions,
+
+    /// Where each setting that is not at its default came from (filled by
+    /// `settings::config::command_line`, which folds in `.kern/config.toml`).
+    #[arg(skip)]
+    pub origins: Vec<crate::settings::config::Origin>,
 }
 
 /// Options every command takes.
@@ -313,6 +318,9 @@ pub enum Command {
         /// Also copy the default prompt templates into `.kern/prompts/` for editing.
         #[arg(long)]
         prompts: bool,
+        /// Write only a commented `.kern/config.toml` (every setting, all commented out).
+        #[arg(long, conflicts_with = "prompts")]
+        config: bool,
     },
     /// Run the whole loop in a throw-away repository with a built-in scripted agent.
     Demo {

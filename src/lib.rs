@@ -119,6 +119,14 @@ use crate::reporter::diagnostics;
 use crate::settings::Settings;
 use crate::supervisor::interrupt;
 
+/// The command line this process was started with, with the project's `.kern/config.toml`
+/// folded in (flags and `KERN_*` variables win). Clap's own errors and `--help` end the
+/// process as clap does; a bad settings file is an error (exit 2).
+pub fn command_line() -> Result<Cli> {
+    let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+    settings::config::command_line(std::env::args_os().collect(), &cwd)
+}
+
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.
 pub async fn run(cli: Cli) -> Result<()> {
     let settings = match Settings::from_process(&cli) {
@@ -155,7 +163,15 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             command::run::run(settings, &reporter, &interrupt).await
         }
         Some(Command::Status { json, dir }) => status::run(settings, json, dir),
-        Some(Command::Init { prompts }) => {
+        Some(Command::Init { config: true, .. }) => {
+            let repo = repository::Repository::discover(&settings.cwd)?;
+            let written = settings::config::write_starter(repo.top())?;
+            if !settings.quiet {
+                eprintln!("kern: wrote {}", written.display());
+            }
+            Ok(())
+        }
+        Some(Command::Init { prompts, .. }) => {
             let repo = repository::Repository::discover(&settings.cwd)?;
             let written = init::run(repo.top(), &settings.spec, prompts)?;
             if !settings.quiet {

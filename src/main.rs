@@ -3,10 +3,14 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = kern::cli::Cli::parse();
+    let cli = match kern::command_line() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "kern: error: {error}");
+            return ExitCode::from(error.exit_code());
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

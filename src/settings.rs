@@ -8,6 +8,8 @@
 //! runs the real loop on its own repository and state root by passing other settings — no
 //! `chdir`, no `setenv` — and `kern::run` can be called twice in one process.
 
+pub(crate) mod config;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -91,6 +93,9 @@ pub struct Settings {
     pub cwd: PathBuf,
     /// kern's own command line, for the lock record.
     pub argv: Vec<String>,
+    /// Where each setting that is not at its default came from: the command line, a `KERN_*`
+    /// variable or `.kern/config.toml:LINE` (for `-n` and `doctor`).
+    pub origins: Vec<config::Origin>,
     /// What the environment says about output: `NO_COLOR`, `TERM=dumb`, `KERN_LOG`.
     pub output: OutputEnv,
     /// The `--notify` command.
@@ -201,6 +206,7 @@ impl Settings {
             state_root: StateDir::root_for(var("KERN_STATE_DIR"), var("TMPDIR")),
             cwd,
             argv,
+            origins: cli.origins.clone(),
             output: OutputEnv {
                 no_color: var("NO_COLOR").is_some(),
                 dumb_terminal: env("TERM").is_some_and(|t| t == "dumb"),

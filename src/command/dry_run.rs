@@ -44,6 +44,15 @@ fn report_with_warnings(
     let _ = writeln!(out, "project id:  {}", ws.state_dir.project_id());
     let _ = writeln!(out, "branch:      {}", ws.state_dir.branch());
     let _ = writeln!(out, "agent:       {}", settings.agent);
+    for origin in &settings.origins {
+        let _ = writeln!(
+            out,
+            "setting:     {} = {} ({})",
+            origin.name,
+            crate::reporter::text::clean(&origin.value),
+            origin.source
+        );
+    }
     for check in ws.repo.preflight() {
         let _ = match check.result {
             Ok(detail) => writeln!(out, "git:         ✓ {}: {detail}", check.name),

@@ -161,6 +161,7 @@ fn everything_in_place_passes_every_check_and_exits_0() {
          ✓ prompt templates: built in\n\
          ✓ agent: `claude` 2.1.197 (Claude Code) (`{bin}/claude`)\n\
          ✓ agent login: logged in (claude.ai, `claude auth status`)\n\
+         ✓ settings: retry-delay from KERN_RETRY_DELAY, agent from KERN_AGENT\n\
          ✓ state folder: `{root}` will be created (`{outside}` is writable)\n\
          ✓ run lock: free (`{lock}`)\n",
         bin = bin.path().display(),

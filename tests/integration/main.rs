@@ -7,6 +7,7 @@ mod support;
 
 mod agents;
 mod cli;
+mod config_file;
 mod crash;
 mod doctor;
 mod done;

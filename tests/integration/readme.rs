@@ -469,7 +469,7 @@ fn kern_doctor_passes_in_a_ready_project() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(
         err.lines().filter(|l| l.starts_with("✓ ")).count(),
-        13,
+        14,
         "{err}"
     );
 }

@@ -9,7 +9,8 @@
 //! for Codex, what its configured provider needs: the OpenAI login through `codex login
 //! status`, an `env_key` variable, or nothing; no network needed); the same two for
 //! `--review-agent` and `--fallback-agent` when given; with `--sandbox`, bubblewrap and socat
-//! for Claude Code's OS sandbox; the state root writable; the run lock free, or its holder. A
+//! for Claude Code's OS sandbox; where the settings came from (flags, `KERN_*`,
+//! `.kern/config.toml`); the state root writable; the run lock free, or its holder. A
 //! check that depends on a failed one is shown as
 //! skipped with the reason, and does not count.
 //!
@@ -133,6 +134,23 @@ pub(crate) async fn run(settings: &Settings) -> Result<()> {
     outcome(&checks)
 }
 
+/// Where the settings that are not at their defaults came from (`.kern/config.toml`, flags,
+/// `KERN_*` variables): informational, it always passes (a bad settings file stops kern
+/// before the doctor starts, naming its line).
+fn settings_check(settings: &Settings) -> Check {
+    let detail = if settings.origins.is_empty() {
+        "all at their defaults (no flags, no KERN_* variables, no .kern/config.toml)".to_string()
+    } else {
+        settings
+            .origins
+            .iter()
+            .map(|o| format!("{} from {}", o.name, o.source))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Check::pass("settings", detail)
+}
+
 /// The exit decision for a finished list of checks (see the module docs).
 pub(crate) fn outcome(checks: &[Check]) -> Result<()> {
     let failed: Vec<&Check> = checks.iter().filter(|c| c.failed()).collect();
@@ -194,6 +212,7 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     if settings.sandbox {
         checks.push(sandbox_check(settings).for_agent());
     }
+    checks.push(settings_check(settings));
     checks.push(state_root_check(&settings.state_root));
     checks.push(match &repo {
         Some(repo) => lock_check(repo),

@@ -1,0 +1,416 @@
+//! A project's settings file, `.kern/config.toml` (DESIGN.md section 11): every option that is
+//! not a one-off, under the long name of its flag, in the flag's own units.
+//!
+//! Decisions a reader must know:
+//! - Clap is the single source of names, values and checks: a key is an option's long name
+//!   (`stage-timeout`, or `stage_timeout`), and its value is handed to clap exactly as
+//!   `--stage-timeout=<value>` would be, so the file accepts what the flag accepts and nothing
+//!   else. Flags and `KERN_*` variables win: a key is applied only where clap found neither.
+//! - The file is found from the working folder as git finds the repository (the top of the
+//!   work tree); outside a repository there is none. An unknown key, a value of the wrong
+//!   shape or one clap refuses is exit 2 with `.kern/config.toml:LINE` and the fix, before
+//!   anything runs.
+//! - Where each setting came from ([`Origin`]) is kept for `kern -n` and `kern doctor`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use clap::{ArgAction, CommandFactory, FromArgMatches, parser::ValueSource};
+
+use crate::cli::Cli;
+use crate::error::{Error, Result};
+
+/// The settings file, relative to the work tree's top.
+pub(crate) const CONFIG_PATH: &str = ".kern/config.toml";
+
+/// Options that are one-offs (or not options at all): never read from the file.
+const ONE_OFFS: &[&str] = &[
+    "help",
+    "version",
+    "iterations",
+    "delay",
+    "dry_run",
+    "verbose",
+    "quiet",
+    "detach",
+    "detached",
+];
+
+/// Where a setting that is not at its default came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The option's long name (`stage-timeout`).
+    pub name: String,
+    /// The value as given.
+    pub value: String,
+    /// Where: `command line`, `KERN_STAGE_TIMEOUT`, or `.kern/config.toml:3`.
+    pub source: String,
+}
+
+/// The command line `args` (argv, the program first) with the settings file of the
+/// repository holding `cwd` folded in. Clap's own errors and `--help` end the process as clap
+/// does; a bad settings file is an [`Error::Usage`].
+pub(crate) fn command_line(args: Vec<OsString>, cwd: &Path) -> Result<Cli> {
+    let command = Cli::command();
+    let matches = command
+        .clone()
+        .try_get_matches_from(&args)
+        .unwrap_or_else(|e| e.exit());
+    let file = find(cwd);
+    let entries = match &file {
+        Some(path) => read(path)?,
+        None => Vec::new(),
+    };
+    let mut injected = Vec::new();
+    let mut from_file = Vec::new();
+    for entry in &entries {
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(entry.name.as_str()))
+            .filter(|a| !ONE_OFFS.contains(&a.get_id().as_str()) && !a.is_hide_set())
+            .ok_or_else(|| entry.error(&format!("unknown key `{}`", entry.key), &fix_unknown()))?;
+        let id = arg.get_id().as_str();
+        if matches!(
+            matches.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        let flag = matches!(arg.get_action(), ArgAction::SetTrue);
+        let given = match (&entry.value, flag) {
+            (toml::Value::Boolean(false), true) => continue,
+            (toml::Value::Boolean(true), true) => format!("--{}", entry.name),
+            (_, true) => {
+                return Err(entry.error(
+                    &format!("`{}` is a switch", entry.key),
+                    &format!("write `{} = true` or `{} = false`", entry.key, entry.key),
+                ));
+            }
+            (toml::Value::String(s), false) => format!("--{}={s}", entry.name),
+            (toml::Value::Integer(n), false) => format!("--{}={n}", entry.name),
+            (toml::Value::Float(x), false) => format!("--{}={x}", entry.name),
+            (_, false) => {
+                return Err(entry.error(
+                    &format!("`{}` takes one value", entry.key),
+                    &format!(
+                        "write it as on the command line, e.g. `{} = \"…\"`",
+                        entry.key
+                    ),
+                ));
+            }
+        };
+        // Each value alone first, so that a refusal names its own line.
+        if let Err(e) = command
+            .clone()
+            .try_get_matches_from([OsString::from("kern"), OsString::from(&given)])
+        {
+            let said = e.to_string();
+            let said = said
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+                .to_string();
+            return Err(entry.error(
+                &format!("`{}`: {said}", entry.key),
+                &format!(
+                    "write the value as `kern --{}` takes it (`kern --help`)",
+                    entry.name
+                ),
+            ));
+        }
+        let shown = given
+            .split_once('=')
+            .map_or_else(|| "true".to_string(), |(_, v)| v.to_string());
+        injected.push(OsString::from(given));
+        from_file.push((id.to_string(), entry.line, shown));
+    }
+    let mut all = args.clone();
+    all.splice(1.min(all.len())..1.min(all.len()), injected);
+    let matches = command
+        .clone()
+        .try_get_matches_from(&all)
+        .unwrap_or_else(|e| e.exit());
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    cli.origins = origins(&command, &matches, &from_file);
+    Ok(cli)
+}
+
+/// The settings file of the repository holding `cwd`, when it has one.
+fn find(cwd: &Path) -> Option<PathBuf> {
+    let repo = git2::Repository::discover(cwd).ok()?;
+    let path = repo.workdir()?.join(CONFIG_PATH);
+    path.is_file().then_some(path)
+}
+
+/// One `key = value` of the file.
+struct Entry {
+    /// As written.
+    key: String,
+    /// As a long option name (`_` read as `-`).
+    name: String,
+    value: toml::Value,
+    line: usize,
+}
+
+impl Entry {
+    fn error(&self, what: &str, fix: &str) -> Error {
+        Error::Usage(format!("`{CONFIG_PATH}:{}`: {what} — {fix}", self.line))
+    }
+}
+
+fn fix_unknown() -> String {
+    let names: Vec<String> = Cli::command()
+        .get_arguments()
+        .filter(|a| !ONE_OFFS.contains(&a.get_id().as_str()) && !a.is_hide_set())
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect();
+    format!(
+        "the keys are the long options of `kern --help`: {}",
+        names.join(", ")
+    )
+}
+
+/// The file's entries in order, each with its line.
+fn read(path: &Path) -> Result<Vec<Entry>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse(&text)
+}
+
+/// The entries of a settings file's text (see [`read`]).
+fn parse(text: &str) -> Result<Vec<Entry>> {
+    let line_of = |offset: usize| 1 + text[..offset.min(text.len())].matches('\n').count();
+    let table: std::collections::BTreeMap<toml::Spanned<String>, toml::Value> =
+        toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| line_of(s.start));
+            Error::Usage(format!(
+                "`{CONFIG_PATH}:{line}`: not valid TOML: {} — write one `key = value` a line, e.g. `stage-timeout = \"30m\"`",
+                e.message().trim_end()
+            ))
+        })?;
+    let mut entries: Vec<Entry> = table
+        .into_iter()
+        .map(|(key, value)| Entry {
+            line: line_of(key.span().start),
+            name: key.get_ref().replace('_', "-"),
+            key: key.into_inner(),
+            value,
+        })
+        .collect();
+    entries.sort_by_key(|e| e.line);
+    Ok(entries)
+}
+
+/// Where every setting that is not at its default came from.
+fn origins(
+    command: &clap::Command,
+    matches: &clap::ArgMatches,
+    from_file: &[(String, usize, String)],
+) -> Vec<Origin> {
+    let mut out = Vec::new();
+    for arg in command.get_arguments() {
+        let id = arg.get_id().as_str();
+        if ONE_OFFS.contains(&id) || arg.is_hide_set() {
+            continue;
+        }
+        let Some(name) = arg.get_long() else { continue };
+        let raw = || {
+            matches
+                .get_raw(id)
+                .map(|v| {
+                    v.map(|s| s.to_string_lossy().into_owned())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default()
+        };
+        let source = if let Some((_, line, value)) = from_file.iter().find(|(i, ..)| i == id) {
+            Some((format!("{CONFIG_PATH}:{line}"), value.clone()))
+        } else {
+            match matches.value_source(id) {
+                Some(ValueSource::CommandLine) => Some(("command line".to_string(), raw())),
+                Some(ValueSource::EnvVariable) => Some((
+                    arg.get_env()
+                        .map_or_else(String::new, |e| e.to_string_lossy().into_owned()),
+                    raw(),
+                )),
+                _ => None,
+            }
+        };
+        if let Some((source, value)) = source {
+            out.push(Origin {
+                name: name.to_string(),
+                value,
+                source,
+            });
+        }
+    }
+    out
+}
+
+/// The commented starter `kern init --config` writes: every key, its help and its default,
+/// all commented out, so the file changes nothing until a line is uncommented.
+pub(crate) fn starter() -> String {
+    let mut out = String::from(
+        "# kern's settings for this project (kern init --config). Each key is a long option of\n\
+         # `kern --help`, with the same values and units; a flag or KERN_* variable wins over the\n\
+         # file. Uncomment a line to use it. `kern -n` shows where each setting came from.\n",
+    );
+    for arg in Cli::command().get_arguments() {
+        let id = arg.get_id().as_str();
+        if ONE_OFFS.contains(&id) || arg.is_hide_set() {
+            continue;
+        }
+        let Some(name) = arg.get_long() else { continue };
+        let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        out.push('\n');
+        for line in wrap(&help, 94) {
+            out.push_str(&format!("# {line}\n"));
+        }
+        let example = if matches!(arg.get_action(), ArgAction::SetTrue) {
+            "false".to_string()
+        } else {
+            match arg.get_default_values().first() {
+                Some(d) => toml_string(&d.to_string_lossy()),
+                None => match name {
+                    "check" => toml_string("cargo test"),
+                    "notify" => toml_string("notify-send kern \"$KERN_EVENT\""),
+                    "max-cost" => "20".to_string(),
+                    "pace" => "90".to_string(),
+                    "model" | "fallback-model" | "review-model" => toml_string("sonnet"),
+                    "fallback-agent" | "review-agent" => toml_string("codex"),
+                    _ => toml_string("…"),
+                },
+            }
+        };
+        let example = match (name, arg.get_default_values().first()) {
+            ("retries" | "max-attempts" | "jobs", Some(d)) => d.to_string_lossy().into_owned(),
+            _ => example,
+        };
+        out.push_str(&format!("# {name} = {example}\n"));
+    }
+    out
+}
+
+/// `text` as a TOML basic string (JSON's escapes are TOML's).
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// `text` cut into lines of at most `width` characters, at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split_whitespace() {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_string());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines
+}
+
+/// Writes the starter settings file into the work tree at `top`; never overwrites.
+pub(crate) fn write_starter(top: &Path) -> Result<PathBuf> {
+    let path = top.join(CONFIG_PATH);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Err(Error::Usage(format!(
+            "`{CONFIG_PATH}` already exists — kern init never overwrites; edit it"
+        )));
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    crate::atomic_file::write(&path, starter().as_bytes())?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(config: &str, args: &[&str]) -> Result<Cli> {
+        let top = tempfile::tempdir().unwrap();
+        git2::Repository::init(top.path()).unwrap();
+        std::fs::create_dir_all(top.path().join(".kern")).unwrap();
+        std::fs::write(top.path().join(CONFIG_PATH), config).unwrap();
+        let mut argv = vec![OsString::from("kern")];
+        argv.extend(args.iter().map(OsString::from));
+        command_line(argv, top.path())
+    }
+
+    #[test]
+    fn keys_are_long_options_and_flags_win() {
+        let c = cli(
+            "stage-timeout = \"30m\"\nmax_attempts = 5\nallow-dirty = true\ncheck = \"make test\"\nmax-cost = 2.5\n",
+            &["--max-attempts", "7"],
+        )
+        .unwrap();
+        assert_eq!(c.run.stage_timeout, std::time::Duration::from_secs(1800));
+        assert_eq!(c.run.max_attempts, 7, "the flag wins");
+        assert!(c.run.allow_dirty);
+        assert_eq!(c.run.check.as_deref(), Some("make test"));
+        assert_eq!(c.run.max_cost, Some(2.5));
+        let sources: Vec<(String, String)> = c
+            .origins
+            .iter()
+            .map(|o| (o.name.clone(), o.source.clone()))
+            .collect();
+        assert!(sources.contains(&("stage-timeout".into(), ".kern/config.toml:1".into())));
+        assert!(sources.contains(&("max-attempts".into(), "command line".into())));
+        assert!(sources.contains(&("check".into(), ".kern/config.toml:4".into())));
+    }
+
+    #[test]
+    fn bad_files_name_the_line_and_the_fix() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "check = \"x\"\nstage-timout = \"30m\"\n",
+                "`.kern/config.toml:2`: unknown key `stage-timout` — the keys are the long options of `kern --help`:",
+            ),
+            (
+                "\n\nstage-timeout = \"forever\"\n",
+                "`.kern/config.toml:3`: `stage-timeout`: invalid value 'forever' for '--stage-timeout <DURATION>'",
+            ),
+            (
+                "allow-dirty = \"yes\"\n",
+                "`.kern/config.toml:1`: `allow-dirty` is a switch — write `allow-dirty = true` or `allow-dirty = false`",
+            ),
+            (
+                "check = [\"a\"]\n",
+                "`.kern/config.toml:1`: `check` takes one value",
+            ),
+            (
+                "dry-run = true\n",
+                "`.kern/config.toml:1`: unknown key `dry-run`",
+            ),
+            ("check = \n", "`.kern/config.toml:1`: not valid TOML"),
+        ];
+        for (text, start) in cases {
+            let e = cli(text, &[]).err().unwrap_or_else(|| panic!("{text:?}"));
+            assert!(e.to_string().starts_with(start), "{text:?}: {e}");
+            assert_eq!(e.exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn the_starter_changes_nothing_and_every_key_in_it_is_accepted() {
+        let text = starter();
+        assert!(cli(&text, &[]).unwrap().origins.is_empty());
+        let uncommented: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| l.contains(" = "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(
+            uncommented.contains("stage-timeout = \"60m\""),
+            "{uncommented}"
+        );
+        cli(&uncommented, &[]).unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
+    }
+}
