@@ -4,12 +4,15 @@
 //! is flushed with fsync, takes the permissions of the file it replaces, and is renamed over
 //! it; the folder is fsynced so the rename itself survives a crash. A reader therefore sees
 //! the old bytes or the new bytes, never a mix, and a kill -9 at any moment loses nothing.
-//! [`write_unsynced`] keeps the atomic rename but skips both fsyncs, for files kern rewrites
-//! before every use. A symlink is written through: its target is replaced and the link stays
-//! (a symlinked SPEC.md stays a link).
+//! A symlink is written through: its target is replaced and the link stays (a symlinked
+//! SPEC.md stays a link). The `_private` writes are for kern's state folder: the new file is
+//! `0600` whatever the file it replaces was, and a symlink there is replaced by the file, never
+//! written through (see `private_file`); [`write_unsynced_private`] keeps the atomic rename but
+//! skips both fsyncs, for files kern rewrites before every use.
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -24,15 +27,28 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     prepare(path, bytes)?.commit()
 }
 
-/// Like [`write`] (a reader still sees the old bytes or the new, never a mix) but without
-/// either fsync: for files kern rewrites before every use, such as a stage's prompt and
-/// schema, which a crash of the machine cannot make matter. Two fsyncs per file were most of
-/// kern's own time per stage on a slow disk (see `docs/benchmarks.md`).
-pub(crate) fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let prepared = prepare_with(path, bytes, false)?;
-    let Prepared { temp, path, .. } = prepared;
+/// Like [`write`], for a file of kern's state folder: `0600`, a symlink replaced, not followed.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    prepare_with(path, bytes, true, Access::Private)?.commit()
+}
+
+/// Like [`write_private`] (a reader still sees the old bytes or the new, never a mix) but
+/// without either fsync: for files kern rewrites before every use, such as a stage's prompt
+/// and schema, which a crash of the machine cannot make matter. Two fsyncs per file were most
+/// of kern's own time per stage on a slow disk (see `docs/benchmarks.md`).
+pub(crate) fn write_unsynced_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    let Prepared { temp, path, .. } = prepare_with(path, bytes, false, Access::Private)?;
     temp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
     Ok(())
+}
+
+/// Who may read the file a write makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// As the file it replaces, or as the umask makes a new one; written through a symlink.
+    AsBefore,
+    /// The owner only (`0600`); a symlink at the path is replaced.
+    Private,
 }
 
 /// A replacement written to its temp file and fsynced, not yet renamed over the target. Split
@@ -46,16 +62,22 @@ pub(crate) struct Prepared {
 
 /// Writes `bytes` to a fsynced temp file beside `path`, with `path`'s permissions.
 pub(crate) fn prepare(path: &Path, bytes: &[u8]) -> Result<Prepared> {
-    prepare_with(path, bytes, true)
+    prepare_with(path, bytes, true, Access::AsBefore)
 }
 
-fn prepare_with(path: &Path, bytes: &[u8], sync: bool) -> Result<Prepared> {
-    let path = &through_links(path);
+fn prepare_with(path: &Path, bytes: &[u8], sync: bool, access: Access) -> Result<Prepared> {
+    let path = &match access {
+        Access::AsBefore => through_links(path),
+        Access::Private => path.to_path_buf(),
+    };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let existing_permissions = fs::metadata(path).ok().map(|m| m.permissions());
+    let existing_permissions = match access {
+        Access::AsBefore => fs::metadata(path).ok().map(|m| m.permissions()),
+        Access::Private => Some(fs::Permissions::from_mode(crate::private_file::FILE_MODE)),
+    };
     let mut temp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .suffix(TEMP_SUFFIX)
@@ -72,7 +94,6 @@ fn prepare_with(path: &Path, bytes: &[u8], sync: bool) -> Result<Prepared> {
         fs::set_permissions(temp.path(), permissions).map_err(|e| Error::io(temp.path(), e))?;
     } else {
         // tempfile creates 0600; a new file should get the usual 0644-under-umask instead.
-        use std::os::unix::fs::PermissionsExt;
         let mode = 0o666 & !current_umask();
         fs::set_permissions(temp.path(), fs::Permissions::from_mode(mode))
             .map_err(|e| Error::io(temp.path(), e))?;
@@ -152,7 +173,6 @@ fn current_umask() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn remove_leftovers_takes_only_kerns_temp_files() {
@@ -183,33 +203,18 @@ mod tests {
 
     #[test]
     fn replaces_content_and_keeps_permissions() {
-        type Writer = fn(&Path, &[u8]) -> Result<()>;
-        let writers: [(&str, Writer); 2] = [("write", write), ("write_unsynced", write_unsynced)];
-        for (name, writer) in writers {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("SPEC.md");
-            fs::write(&path, "old").unwrap();
-            fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
-            writer(&path, b"new").unwrap();
-            assert_eq!(fs::read_to_string(&path).unwrap(), "new", "{name}");
-            assert_eq!(
-                fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-                0o640,
-                "{name}"
-            );
-            let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
-            assert_eq!(leftovers.len(), 1, "{name}: no temp file left behind");
-        }
-    }
-
-    #[test]
-    fn an_unsynced_write_creates_a_new_file_readable_by_others() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("stage1.prompt.md");
-        write_unsynced(&path, b"prompt").unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "prompt");
-        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode & 0o044, 0o044 & (0o666 & !current_umask()));
+        let path = dir.path().join("SPEC.md");
+        fs::write(&path, "old").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        write(&path, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp file left behind");
     }
 
     #[test]
@@ -219,5 +224,43 @@ mod tests {
         write(&path, b"{}").unwrap();
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode & 0o044, 0o044 & (0o666 & !current_umask()));
+    }
+
+    #[test]
+    fn a_private_write_is_0600_and_replaces_a_symlink() {
+        type Writer = fn(&Path, &[u8]) -> Result<()>;
+        let writers: [(&str, Writer); 2] = [
+            ("write_private", write_private),
+            ("write_unsynced_private", write_unsynced_private),
+        ];
+        for (name, writer) in writers {
+            let dir = tempfile::tempdir().unwrap();
+            let new = dir.path().join("task.json");
+            writer(&new, b"{}").unwrap();
+            let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode(&new), 0o600, "{name}");
+            let old = dir.path().join("edits.json");
+            fs::write(&old, "old").unwrap();
+            fs::set_permissions(&old, fs::Permissions::from_mode(0o644)).unwrap();
+            writer(&old, b"new").unwrap();
+            assert_eq!(
+                (fs::read_to_string(&old).unwrap().as_str(), mode(&old)),
+                ("new", 0o600)
+            );
+            let target = dir.path().join("elsewhere");
+            fs::write(&target, "kept").unwrap();
+            let link = dir.path().join("commit.json");
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            writer(&link, b"mine").unwrap();
+            assert!(
+                !fs::symlink_metadata(&link)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink(),
+                "{name}"
+            );
+            assert_eq!(fs::read_to_string(&target).unwrap(), "kept", "{name}");
+            assert_eq!(mode(&link), 0o600, "{name}");
+        }
     }
 }

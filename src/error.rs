@@ -211,6 +211,22 @@ pub enum Error {
         message: String,
     },
 
+    /// A folder of the state tree is not the user's alone (another owner, writable by others,
+    /// a symlink): kern stops before any agent runs (see `state::privacy`).
+    #[error("state folder `{}` {problem}: owner {owner}, mode {mode:04o} — {fix}", path.display())]
+    StateFolderUnsafe {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+        /// Its owner: `` `name` (uid N) ``.
+        owner: String,
+        /// Its permission bits.
+        mode: u32,
+        /// The fix.
+        fix: String,
+    },
+
     /// A file could not be read or written.
     #[error("`{}`: {source}", path.display())]
     Io {
@@ -296,7 +312,8 @@ impl Error {
             | Error::FilterUnusable { .. }
             | Error::FilterFailed { .. }
             | Error::SigningUnsupported { .. }
-            | Error::SigningFailed { .. } => EXIT_USAGE,
+            | Error::SigningFailed { .. }
+            | Error::StateFolderUnsafe { .. } => EXIT_USAGE,
             Error::LockHeld { .. } => EXIT_LOCKED,
             Error::Unfinished(_) => EXIT_UNFINISHED,
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
@@ -445,6 +462,16 @@ mod tests {
                 Error::SigningFailed {
                     format: "ssh".into(),
                     message: "m".into(),
+                },
+                2,
+            ),
+            (
+                Error::StateFolderUnsafe {
+                    path: "/s".into(),
+                    problem: "is not yours".into(),
+                    owner: "uid 1".into(),
+                    mode: 0o777,
+                    fix: "f".into(),
                 },
                 2,
             ),

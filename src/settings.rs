@@ -87,8 +87,12 @@ pub struct Settings {
     pub jobs: u32,
     /// `--review`: each task's commit stays on its branch `kern/<task>`.
     pub review: bool,
-    /// The state root (`$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern`).
+    /// The state root (`$KERN_STATE_DIR`, else `$XDG_STATE_HOME/kern`, else
+    /// `~/.local/state/kern`; see `state`).
     pub state_root: PathBuf,
+    /// Where versions before kept the state (`${TMPDIR:-/tmp}/claude/kern`): only named, by
+    /// `kern doctor`, when this project has a folder there.
+    pub old_state_root: PathBuf,
     /// The folder kern runs in (the repository is found from here).
     pub cwd: PathBuf,
     /// kern's own command line, for the lock record.
@@ -130,11 +134,20 @@ impl Settings {
         }
     }
 
-    /// The settings of this process: its command line, working folder and environment.
+    /// The settings of this process: its command line, working folder and environment (with
+    /// the home folder from the user database when `HOME` is not set: a service, a cron job).
     pub fn from_process(cli: &Cli) -> Result<Settings> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
         let argv = std::env::args().collect();
-        Settings::resolve(cli, cwd, argv, &|name| std::env::var_os(name))
+        let env = |name: &str| match std::env::var_os(name) {
+            Some(value) if !value.is_empty() => Some(value),
+            _ if name == "HOME" => nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map(|user| user.dir.into_os_string()),
+            value => value,
+        };
+        Settings::resolve(cli, cwd, argv, &env)
     }
 
     /// Resolves the command line against a working folder and an environment.
@@ -203,7 +216,12 @@ impl Settings {
             no_verify: run.no_verify,
             hook_timeout: run.hook_timeout,
             max_file_size: run.max_file_size,
-            state_root: StateDir::root_for(var("KERN_STATE_DIR"), var("TMPDIR")),
+            state_root: StateDir::root_for(
+                var("KERN_STATE_DIR"),
+                var("XDG_STATE_HOME"),
+                var("HOME"),
+            ),
+            old_state_root: StateDir::old_root(var("TMPDIR")),
             cwd,
             argv,
             origins: cli.origins.clone(),
@@ -241,16 +259,35 @@ mod tests {
 
     #[test]
     fn the_state_root_and_output_come_from_the_given_environment() {
-        let s = resolve(&["kern"], &[]);
-        assert_eq!(s.state_root, PathBuf::from("/tmp/claude/kern"));
+        let s = resolve(&["kern"], &[("HOME", "/home/me")]);
+        let home_state = if cfg!(target_os = "macos") {
+            "/home/me/Library/Application Support/kern"
+        } else {
+            "/home/me/.local/state/kern"
+        };
+        assert_eq!(s.state_root, PathBuf::from(home_state));
+        assert_eq!(s.old_state_root, PathBuf::from("/tmp/claude/kern"));
         assert_eq!(s.output, OutputEnv::default());
         assert_eq!(s.cwd, PathBuf::from("/work"));
         let s = resolve(
             &["kern"],
-            &[("TMPDIR", "/var/tmp"), ("NO_COLOR", "1"), ("TERM", "dumb")],
+            &[
+                ("HOME", "/home/me"),
+                ("XDG_STATE_HOME", "/home/me/state"),
+                ("TMPDIR", "/var/tmp"),
+                ("NO_COLOR", "1"),
+                ("TERM", "dumb"),
+            ],
         );
-        assert_eq!(s.state_root, PathBuf::from("/var/tmp/claude/kern"));
+        assert_eq!(s.state_root, PathBuf::from("/home/me/state/kern"));
+        assert_eq!(s.old_state_root, PathBuf::from("/var/tmp/claude/kern"));
         assert!(s.output.no_color && s.output.dumb_terminal);
+        // A relative XDG_STATE_HOME is invalid (the XDG spec): ignored.
+        let s = resolve(
+            &["kern"],
+            &[("HOME", "/home/me"), ("XDG_STATE_HOME", "state")],
+        );
+        assert_eq!(s.state_root, PathBuf::from(home_state));
         let s = resolve(
             &["kern"],
             &[

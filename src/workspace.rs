@@ -3,7 +3,9 @@
 //!
 //! The one decision a reader must know: opening a workspace only reads. `kern status`, `kern
 //! -n` and `kern doctor` open the same workspace a run does, so they describe exactly the run
-//! that would happen, and none of them writes a byte.
+//! that would happen, and none of them writes a byte. Opening one checks the state folder
+//! (`StateDir::locate`): one another user could write in stops every command here, before
+//! anything is read from it.
 
 use std::path::PathBuf;
 
@@ -35,8 +37,8 @@ pub(crate) struct Workspace {
 }
 
 impl Workspace {
-    /// Opens the repository holding `settings.cwd`, resolves SPEC.md and the state folder,
-    /// and loads the templates. Reads only.
+    /// Opens the repository holding `settings.cwd`, resolves SPEC.md and the state folder
+    /// (checked), and loads the templates. Reads only.
     pub(crate) fn open(settings: &Settings) -> Result<Workspace> {
         let mut repo = Repository::discover(&settings.cwd)?;
         let top = repo.top().to_path_buf();
@@ -56,7 +58,7 @@ impl Workspace {
             max_file_size: settings.max_file_size,
             ..GitOptions::default()
         });
-        let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?);
+        let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?)?;
         let templates = Templates::load(&top)?;
         Ok(Workspace {
             repo,

@@ -8,7 +8,6 @@
 //! `kern log -f` follows it. If it ends before it takes the lock (another kern runs, SPEC.md is
 //! invalid), this command says so and exits with its code.
 
-use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -26,14 +25,10 @@ const START_LIMIT: Duration = Duration::from_secs(10);
 /// Starts the run in the background.
 pub(crate) fn run(settings: &Settings) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
-    let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?);
-    state_dir.create(repo.top())?;
+    let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?)?;
+    state_dir.create()?;
     let log_path = state_dir.output_log();
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| Error::io(&log_path, e))?;
+    let log = crate::private_file::append(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let stderr = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("the kern executable", e))?;
     let args: Vec<&String> = settings

@@ -338,6 +338,11 @@ impl Run<'_> {
             self.interrupt,
         )
         .await?;
+        crate::stage::runner::remake_state_dir(
+            &self.ws.state_dir,
+            self.reporter,
+            "during the check",
+        )?;
         self.log.event(RunEvent::Check {
             task: Some(it.title.clone()),
             command,

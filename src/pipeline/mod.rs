@@ -121,7 +121,7 @@ pub(crate) async fn run(
 ) -> Result<()> {
     // Identity, signing key, operation in progress, filter drivers: before any agent runs.
     ws.repo.ensure_ready()?;
-    ws.state_dir.create(ws.repo.top())?;
+    ws.state_dir.create()?;
     // Orphans of agents are re-parented to kern, so none can outlive its stage unseen.
     if !crate::supervisor::reaper::become_subreaper() {
         tracing::debug!(

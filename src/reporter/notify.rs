@@ -256,11 +256,8 @@ impl Job {
             entry.push('\n');
         }
         let path = self.state_dir.join("notify.log");
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(entry.as_bytes()));
+        let written =
+            crate::private_file::append(&path).and_then(|mut f| f.write_all(entry.as_bytes()));
         if let Err(error) = written {
             tracing::warn!(path = %path.display(), %error, "cannot write notify.log");
         }

@@ -179,15 +179,15 @@ impl StageRecord {
         bytes
     }
 
-    /// Writes the record atomically.
+    /// Writes the record atomically, `0600`.
     pub(crate) fn write(&self, path: &Path) -> Result<()> {
-        crate::atomic_file::write(path, &self.to_json())
+        crate::atomic_file::write_private(path, &self.to_json())
     }
 
-    /// Reads a record; `None` when the file is missing, unreadable or not a record (resume
-    /// then treats the stage as not run).
+    /// Reads a record (never through a symlink); `None` when the file is missing, unreadable
+    /// or not a record (resume then treats the stage as not run).
     pub(crate) fn load(path: &Path) -> Option<StageRecord> {
-        let bytes = std::fs::read(path).ok()?;
+        let bytes = crate::private_file::read(path).ok()?;
         let mut agent_result: Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
         let kern: KernEnvelope = serde_json::from_value(agent_result.remove("kern")?).ok()?;
         if !agent_result.get("result").is_some_and(Value::is_string) {

@@ -115,16 +115,17 @@ pub(crate) struct LeftOut {
     pub persons: Vec<PathBuf>,
 }
 
-/// Reads a journal file; `None` when it is missing or unreadable (see the module docs).
+/// Reads a journal file (never through a symlink); `None` when it is missing or unreadable
+/// (see the module docs).
 pub(crate) fn load<T: DeserializeOwned>(path: &Path) -> Option<T> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    serde_json::from_slice(&crate::private_file::read(path).ok()?).ok()
 }
 
-/// Writes a journal file atomically (fsynced: it must survive a crash of the machine).
+/// Writes a journal file atomically (fsynced: it must survive a crash of the machine), `0600`.
 pub(crate) fn save<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(value)
         .map_err(|e| Error::Internal(format!("journal `{}`: {e}", path.display())))?;
-    crate::atomic_file::write(path, &bytes)
+    crate::atomic_file::write_private(path, &bytes)
 }
 
 /// Removes a journal file; a missing one is fine.

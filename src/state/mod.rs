@@ -1,10 +1,20 @@
 //! Every path under kern's state folder, and the project id that scopes it.
 //!
 //! Layout (DESIGN.md section 3): `<root>/<project-id>/<branch>/stageN.{json,jsonl,stderr,
-//! prompt.md}`, `check.log`, `run.jsonl`, `run.log`. The root is `$KERN_STATE_DIR`, else
-//! `${TMPDIR:-/tmp}/claude/kern`, as in the original script. The run lock is not here but in
-//! the work tree's git dir (see `lock.rs`), so it holds whatever the state root is. The branch
+//! prompt.md}`, `check.log`, `run.jsonl`, `run.log`. The root is `$KERN_STATE_DIR`, else the
+//! user's own state folder that survives a reboot (a night's `run.jsonl` is what `kern report`
+//! reads the morning after): `$XDG_STATE_HOME/kern`, else `~/.local/state/kern` (on macOS
+//! `~/Library/Application Support/kern`). Versions before put it under
+//! `${TMPDIR:-/tmp}/claude/kern`, where anyone could read it; nothing there is moved or read
+//! ([`StateDir::old_root`] is only named, by `doctor`). The run lock is not here but in the
+//! work tree's git dir (see `lock.rs`), so it holds whatever the state root is. The branch
 //! folder is the branch name escaped (`/` as `%2F`), and `HEAD` for a detached HEAD.
+//!
+//! The folders are the user's alone (`privacy.rs`): [`StateDir::locate`] checks the root, the
+//! project and the branch folders that exist and refuses any another user could write in, so
+//! every record kern reads back comes from a folder that passed; [`StateDir::create`] makes
+//! the missing ones `0700`. Files in them are `0600`, written through `private_file` and
+//! `atomic_file::write_private`.
 //!
 //! The project id is the basename of the work tree's top folder. Two different repositories
 //! with the same basename must not share a folder: the project folder records its owner's path
@@ -13,12 +23,14 @@
 
 pub(crate) mod journal;
 pub(crate) mod lock;
+pub(crate) mod privacy;
 pub(crate) mod resume;
 pub(crate) mod rotating;
 pub(crate) mod run_log;
 pub(crate) mod run_report;
 pub(crate) mod running;
 
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -33,18 +45,38 @@ pub(crate) struct StateDir {
     root: PathBuf,
     project_id: String,
     branch: String,
+    /// The work tree whose folder this is (recorded in `.owner`).
+    top: PathBuf,
 }
 
 impl StateDir {
-    /// The state root: `$KERN_STATE_DIR`, else `${TMPDIR:-/tmp}/claude/kern` (the values
-    /// given here, empty ones already dropped).
+    /// The state root: `$KERN_STATE_DIR`, else `$XDG_STATE_HOME/kern` (an absolute one), else
+    /// `<home>/.local/state/kern` — on macOS `<home>/Library/Application Support/kern` (the
+    /// values given here, empty ones already dropped).
     pub(crate) fn root_for(
-        kern_state_dir: Option<std::ffi::OsString>,
-        tmpdir: Option<std::ffi::OsString>,
+        kern_state_dir: Option<OsString>,
+        xdg_state_home: Option<OsString>,
+        home: Option<OsString>,
     ) -> PathBuf {
         if let Some(dir) = kern_state_dir {
             return PathBuf::from(dir);
         }
+        if let Some(state) = xdg_state_home
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+        {
+            return state.join("kern");
+        }
+        let home = home.map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        if cfg!(target_os = "macos") {
+            home.join("Library/Application Support/kern")
+        } else {
+            home.join(".local/state/kern")
+        }
+    }
+
+    /// Where kern kept its state before the root moved: `${TMPDIR:-/tmp}/claude/kern`.
+    pub(crate) fn old_root(tmpdir: Option<OsString>) -> PathBuf {
         tmpdir
             .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
             .join("claude")
@@ -52,37 +84,64 @@ impl StateDir {
     }
 
     /// Finds the state folder for the work tree at `worktree_top` on `branch_folder` (already
-    /// sanitised: no `/`), applying the collision rule. Reads only.
-    pub(crate) fn locate(root: &Path, worktree_top: &Path, branch_folder: &str) -> StateDir {
+    /// sanitised: no `/`), applying the collision rule, and checks the root, the project and
+    /// the branch folders that exist ([`privacy::inspect`]): one another user could write in is
+    /// [`Error::StateFolderUnsafe`]. Reads only.
+    pub(crate) fn locate(
+        root: &Path,
+        worktree_top: &Path,
+        branch_folder: &str,
+    ) -> Result<StateDir> {
         let base = worktree_top
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "root".to_string());
-        let owner_path = root.join(&base).join(OWNER_FILE);
-        let project_id = match fs::read_to_string(&owner_path) {
-            Ok(owner) if Path::new(owner.trim_end_matches('\n')) != worktree_top => {
-                format!("{base}-{}", path_hash8(worktree_top))
+        let mut project_id = base.clone();
+        if privacy::inspect(root)?.is_some() && privacy::inspect(&root.join(&base))?.is_some() {
+            let owner_path = root.join(&base).join(OWNER_FILE);
+            if let Ok(owner) = crate::private_file::read_to_string(&owner_path)
+                && Path::new(owner.trim_end_matches('\n')) != worktree_top
+            {
+                project_id = format!("{base}-{}", path_hash8(worktree_top));
+                privacy::inspect(&root.join(&project_id))?;
             }
-            _ => base,
-        };
-        StateDir {
+            privacy::inspect(&root.join(&project_id).join(branch_folder))?;
+        }
+        Ok(StateDir {
             root: root.to_path_buf(),
             project_id,
             branch: branch_folder.to_string(),
-        }
+            top: worktree_top.to_path_buf(),
+        })
     }
 
-    /// Creates the folder and claims the project id for this work tree.
-    pub(crate) fn create(&self, worktree_top: &Path) -> Result<()> {
-        let dir = self.dir();
-        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    /// Creates the folders (`0700`, each checked; see [`privacy::claim`]) and claims the
+    /// project id for this work tree.
+    pub(crate) fn create(&self) -> Result<()> {
+        privacy::claim(&self.root, privacy::Claim::Root)?;
+        let mut dir = self.project_dir();
+        privacy::claim(&dir, privacy::Claim::Own)?;
+        for part in Path::new(&self.branch).components() {
+            dir.push(part);
+            privacy::claim(&dir, privacy::Claim::Own)?;
+        }
         let owner = self.project_dir().join(OWNER_FILE);
-        if !owner.exists() {
-            let text = format!("{}\n", worktree_top.display());
-            crate::atomic_file::write(&owner, text.as_bytes())?;
+        if fs::symlink_metadata(&owner).is_err() {
+            let text = format!("{}\n", self.top.display());
+            crate::atomic_file::write_private(&owner, text.as_bytes())?;
         }
         Ok(())
+    }
+
+    /// Creates the folders again when they are gone (a tmp cleaner removed them while a stage
+    /// ran), as [`StateDir::create`] does: `0700`, each checked. True when it had to.
+    pub(crate) fn remake(&self) -> Result<bool> {
+        if fs::symlink_metadata(self.dir()).is_ok() {
+            return Ok(false);
+        }
+        self.create()?;
+        Ok(true)
     }
 
     /// The project id (basename, or basename plus hash on a collision).
@@ -200,6 +259,7 @@ impl StateDir {
             root: self.root.clone(),
             project_id: self.project_id.clone(),
             branch: format!("{}/jobs/{slug}", self.branch),
+            top: self.top.clone(),
         }
     }
 
@@ -288,7 +348,7 @@ mod tests {
 
     #[test]
     fn paths_follow_the_design_layout() {
-        let sd = StateDir::locate(Path::new("/s"), Path::new("/home/me/app"), "feature-x");
+        let sd = StateDir::locate(Path::new("/s"), Path::new("/home/me/app"), "feature-x").unwrap();
         assert_eq!(sd.project_id(), "app");
         assert_eq!(sd.dir(), Path::new("/s/app/feature-x"));
         assert_eq!(
@@ -312,15 +372,17 @@ mod tests {
     #[test]
     fn a_second_repository_with_the_same_name_gets_a_hashed_id() {
         let root = tempfile::tempdir().unwrap();
-        let first = StateDir::locate(root.path(), Path::new("/a/app"), "main");
-        first.create(Path::new("/a/app")).unwrap();
+        let first = StateDir::locate(root.path(), Path::new("/a/app"), "main").unwrap();
+        first.create().unwrap();
         assert_eq!(first.project_id(), "app");
         // The owner itself keeps the plain name.
         assert_eq!(
-            StateDir::locate(root.path(), Path::new("/a/app"), "main").project_id(),
+            StateDir::locate(root.path(), Path::new("/a/app"), "main")
+                .unwrap()
+                .project_id(),
             "app"
         );
-        let second = StateDir::locate(root.path(), Path::new("/b/app"), "main");
+        let second = StateDir::locate(root.path(), Path::new("/b/app"), "main").unwrap();
         assert_eq!(
             second.project_id(),
             format!("app-{}", path_hash8(Path::new("/b/app")))
@@ -328,7 +390,7 @@ mod tests {
         assert_eq!(second.project_id().len(), "app-".len() + 8);
         // Stable: the same path gives the same id again.
         assert_eq!(
-            StateDir::locate(root.path(), Path::new("/b/app"), "main"),
+            StateDir::locate(root.path(), Path::new("/b/app"), "main").unwrap(),
             second
         );
     }
@@ -336,8 +398,8 @@ mod tests {
     #[test]
     fn clearing_removes_stage_files_but_keeps_the_run_log() {
         let root = tempfile::tempdir().unwrap();
-        let sd = StateDir::locate(root.path(), Path::new("/a/app"), "main");
-        sd.create(Path::new("/a/app")).unwrap();
+        let sd = StateDir::locate(root.path(), Path::new("/a/app"), "main").unwrap();
+        sd.create().unwrap();
         fs::write(sd.stage_record(Stage::Research), "{}").unwrap();
         fs::write(sd.stage_schema(Stage::Research), "{}").unwrap();
         fs::write(sd.check_log(), "x").unwrap();

@@ -7,7 +7,7 @@
 //! between two files and a crash leaves whole lines. Readers that look back in time (`kern
 //! report --since`) read the rotated file first, then the current one ([`read_with_rotated`]).
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ pub(crate) fn rotated(path: &Path) -> PathBuf {
 /// it past `limit`. A file that is empty is never rotated, so a line larger than `limit` is
 /// still written.
 pub(crate) fn append(path: &Path, bytes: &[u8], limit: u64) -> io::Result<()> {
-    let open = || OpenOptions::new().create(true).append(true).open(path);
+    let open = || crate::private_file::append(path);
     let mut file = open()?;
     let len = file.metadata()?.len();
     if len > 0 && len + bytes.len() as u64 > limit {
@@ -46,7 +46,7 @@ pub(crate) fn read_with_rotated(path: &Path) -> io::Result<String> {
 }
 
 fn read_or_empty(path: &Path) -> io::Result<String> {
-    match fs::read(path) {
+    match crate::private_file::read(path) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
         Err(e) => Err(e),

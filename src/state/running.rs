@@ -185,7 +185,7 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
 /// long `run.jsonl` costs status only the current run's lines); the rotated file is read only
 /// when the run began there.
 fn run_events(path: &Path, prefix: &str) -> Vec<run_log::LoggedEvent> {
-    let Ok(mut file) = std::fs::File::open(path) else {
+    let Ok(mut file) = crate::private_file::open(path) else {
         return run_log::read_all(path).unwrap_or_default();
     };
     let len = file.metadata().map_or(0, |m| m.len());
@@ -219,7 +219,7 @@ fn run_events(path: &Path, prefix: &str) -> Vec<run_log::LoggedEvent> {
 
 /// The last tool call in the stream file at `path` (its last [`TAIL_BYTES`]).
 fn last_tool(path: &Path, mut parser: StreamParser) -> Option<String> {
-    let mut file = std::fs::File::open(path).ok()?;
+    let mut file = crate::private_file::open(path).ok()?;
     let len = file.metadata().ok()?.len();
     let start = len.saturating_sub(TAIL_BYTES);
     file.seek(SeekFrom::Start(start)).ok()?;
@@ -251,8 +251,8 @@ mod tests {
     #[test]
     fn the_stage_task_cost_and_last_tool_of_a_running_run() {
         let root = tempfile::tempdir().unwrap();
-        let sd = StateDir::locate(root.path(), Path::new("/a/app"), "main");
-        sd.create(Path::new("/a/app")).unwrap();
+        let sd = StateDir::locate(root.path(), Path::new("/a/app"), "main").unwrap();
+        sd.create().unwrap();
         let started: Timestamp = "2026-11-18T01:00:00Z".parse().unwrap();
         let lines = [
             r#"{"ts":"2026-11-17T01:00:00Z","run":"77-old","event":"run_start","iterations":1,"delay_s":0,"agent":"claude"}"#,

@@ -37,7 +37,7 @@ impl CappedFile {
         }
         Ok(CappedFile {
             path: path.to_path_buf(),
-            head: BufWriter::with_capacity(BUFFER, File::create(path)?),
+            head: BufWriter::with_capacity(BUFFER, crate::private_file::create(path)?),
             head_left: cap / 2,
             segment_cap: (cap / 4).max(1),
             tail: None,
@@ -99,7 +99,7 @@ impl CappedFile {
         order.push(current);
         // The kept tail starts at its first whole line.
         let mut first = Vec::new();
-        File::open(segment(&self.path, order[0]))?.read_to_end(&mut first)?;
+        crate::private_file::open(&segment(&self.path, order[0]))?.read_to_end(&mut first)?;
         let skip = first
             .iter()
             .position(|&b| b == b'\n')
@@ -112,7 +112,10 @@ impl CappedFile {
         self.head.write_all(&first[skip..])?;
         drop(first);
         for &i in &order[1..] {
-            io::copy(&mut File::open(segment(&self.path, i))?, &mut self.head)?;
+            io::copy(
+                &mut crate::private_file::open(&segment(&self.path, i))?,
+                &mut self.head,
+            )?;
         }
         self.head.flush()?;
         for i in 0..2 {
@@ -132,7 +135,10 @@ impl CappedFile {
         }
         self.dropped += self.in_tail[index];
         self.in_tail[index] = 0;
-        let file = BufWriter::with_capacity(BUFFER, File::create(segment(&self.path, index))?);
+        let file = BufWriter::with_capacity(
+            BUFFER,
+            crate::private_file::create(&segment(&self.path, index))?,
+        );
         self.tail = Some((index, file, 0));
         Ok(())
     }

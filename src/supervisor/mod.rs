@@ -25,6 +25,7 @@
 //!   that never reads it cannot block the run (a broken pipe is not an error).
 //! - stderr: only the last `stderr_cap` bytes are kept; they are written to
 //!   [`StreamFiles::stderr`] when the run ends, however it ends.
+//! - both files hold what the agent saw and did: they are created `0600` (`private_file`).
 //! - the idle timeout counts from the last stdout bytes (a long line still arriving is output).
 //!
 //! After the leader exits, the pipes are drained until every writer is gone; a descendant that
@@ -408,7 +409,9 @@ pub async fn run(
         tracing::warn!(path = %files.stdout.display(), error = %e, "cannot record the agent's stdout");
     }
     let tail_bytes = tail.into_bytes();
-    if let Err(e) = std::fs::write(&files.stderr, &tail_bytes) {
+    let written = crate::private_file::create(&files.stderr)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &tail_bytes));
+    if let Err(e) = written {
         tracing::warn!(path = %files.stderr.display(), error = %e, "cannot record the agent's stderr");
     }
     let status = exit_status.unwrap_or_else(|| ExitStatus::from_raw(0x7f00));

@@ -35,6 +35,7 @@ mod shared_repository;
 mod soak;
 mod spec_dialects;
 mod spec_file;
+mod state_privacy;
 mod status;
 mod supervisor;
 mod two_agents;

@@ -10,7 +10,9 @@
 //! status`, an `env_key` variable, or nothing; no network needed); the same two for
 //! `--review-agent` and `--fallback-agent` when given; with `--sandbox`, bubblewrap and socat
 //! for Claude Code's OS sandbox; where the settings came from (flags, `KERN_*`,
-//! `.kern/config.toml`); the state root writable; the run lock free, or its holder. A
+//! `.kern/config.toml`); the state folder the user's alone (the check every start
+//! makes) and writable; this project's folder where earlier versions kept the state, named with
+//! how to move it, when there is one; the run lock free, or its holder. A
 //! check that depends on a failed one is shown as
 //! skipped with the reason, and does not count.
 //!
@@ -42,7 +44,7 @@ use crate::settings::Settings;
 use agents::{agent_checks, agent_roles, sandbox_check};
 use git::{commit_checks, identity_check, repository_checks};
 use spec::{spec_check, templates_check};
-use state::{lock_check, state_root_check};
+use state::{lock_check, old_state_check, state_root_check};
 
 /// How one check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,7 +215,14 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
         checks.push(sandbox_check(settings).for_agent());
     }
     checks.push(settings_check(settings));
-    checks.push(state_root_check(&settings.state_root));
+    checks.push(state_root_check(&settings.state_root, repo.as_ref()));
+    if let Some(repo) = &repo {
+        checks.extend(old_state_check(
+            &settings.old_state_root,
+            &settings.state_root,
+            repo,
+        ));
+    }
     checks.push(match &repo {
         Some(repo) => lock_check(repo),
         None => Check::skipped("run lock", "no usable repository"),

@@ -50,7 +50,7 @@ impl<'a> Run<'a> {
                     Quoted(&title)
                 ));
             }
-            std::fs::create_dir_all(dir.dir()).map_err(|e| Error::io(dir.dir(), e))?;
+            dir.create()?;
             self.ws.repo.add_task_worktree(&slug, &tree)?;
             journal::save(
                 &dir.job_record(),
@@ -121,7 +121,7 @@ impl<'a> Run<'a> {
         let ws = self
             .ws
             .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
-        ws.state_dir.create(ws.repo.top())?;
+        ws.state_dir.create()?;
         let (lock, takeover) = RunLock::acquire(
             &ws.repo.run_lock_path(),
             &dir.dir().join("no-legacy-lock"),

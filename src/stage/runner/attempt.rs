@@ -149,6 +149,11 @@ pub(super) async fn run_once(
         // The group is gone now; a record of it would only mislead a later takeover.
         lock.set_agent_group(None)?;
     }
+    super::remake_state_dir(
+        state_dir,
+        ctx.reporter,
+        &format!("during the {stage} stage"),
+    )?;
     let finished = finished.map_err(|e| spawn_error(agent, e))?;
     if !finished.escaped.is_empty() {
         // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still

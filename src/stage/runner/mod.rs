@@ -53,6 +53,23 @@ pub(crate) struct StageContext<'a> {
     pub pause: &'a Pause,
 }
 
+/// Makes the state folder again when a tmp cleaner removed it (`StateDir::remake`) `when`
+/// (`during the implement stage`), and says so: kern's own records go on in a folder that
+/// passes the check, instead of a raw "No such file" from the next write.
+pub(crate) fn remake_state_dir(
+    state_dir: &StateDir,
+    reporter: &Reporter,
+    when: &str,
+) -> Result<()> {
+    if state_dir.remake()? {
+        reporter.warn(&format!(
+            "the state folder `{}` was removed {when} (a tmp cleaner?): kern made it again and goes on; what it held is lost",
+            state_dir.dir().display()
+        ));
+    }
+    Ok(())
+}
+
 /// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
 /// task (they share the account), so the others wait for the same reset instead of each
 /// hitting it in turn. Shared by the tasks of one run (one thread).
@@ -124,13 +141,21 @@ pub(crate) async fn run_stage<R: Report>(
     let settings = ctx.settings;
     let stage = R::STAGE;
     let state_dir = ctx.state_dir;
+    remake_state_dir(
+        ctx.state_dir,
+        ctx.reporter,
+        &format!("before the {stage} stage"),
+    )?;
     // Rewritten before every stage run, so no fsync: a crash cannot make them matter.
-    crate::atomic_file::write_unsynced(&state_dir.stage_prompt(stage), request.prompt.as_bytes())?;
+    crate::atomic_file::write_unsynced_private(
+        &state_dir.stage_prompt(stage),
+        request.prompt.as_bytes(),
+    )?;
     // The schema never changes: written once and kept across iterations (it is not a stage
     // file of DESIGN.md section 3), which spares three file creations per iteration.
     let schema_path = state_dir.stage_schema(stage);
-    if std::fs::read(&schema_path).ok().as_deref() != Some(stage.schema().as_bytes()) {
-        crate::atomic_file::write_unsynced(&schema_path, stage.schema().as_bytes())?;
+    if crate::private_file::read(&schema_path).ok().as_deref() != Some(stage.schema().as_bytes()) {
+        crate::atomic_file::write_unsynced_private(&schema_path, stage.schema().as_bytes())?;
     }
     lock.set_phase(Phase::Stage(stage))?;
 
