@@ -244,7 +244,8 @@ fn umask() -> u32 {
 }
 
 /// Every folder and file under `root` whose mode is not `0700` (folders) or `0600` (files),
-/// and how many of each there are.
+/// and how many of each there are; a parallel task's worktree (`jobs/<slug>/tree`) is the
+/// project's files, checked out as git does, and not looked into.
 fn not_private(root: &Path) -> (Vec<String>, usize, usize) {
     let (mut wrong, mut folders, mut files) = (Vec::new(), 0, 0);
     let mut stack = vec![root.to_path_buf()];
@@ -252,6 +253,13 @@ fn not_private(root: &Path) -> (Vec<String>, usize, usize) {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue; // removed while we looked (a stream's tail segment)
         };
+        let in_jobs = path
+            .parent()
+            .and_then(Path::parent)
+            .is_some_and(|p| p.ends_with("jobs"));
+        if in_jobs && path.ends_with("tree") {
+            continue;
+        }
         let want = if meta.is_dir() {
             folders += 1;
             stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
@@ -440,4 +448,86 @@ fn status_dir_prints_the_private_default_root_under_home() {
         ran.stdout,
         format!("{}/kern/{name}/master\n", xdg.display())
     );
+}
+
+#[test]
+fn parallel_tasks_folders_are_0700_and_their_worktrees_keep_normal_modes() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    let go = p.outside.path().join("go");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
+        "commit": {"shell": [format!("while [ ! -f '{}' ]; do sleep 0.01; done", go.display())]}
+    }}));
+    let child = p
+        .kern_std()
+        .args(["2", "0", "-j", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let jobs = p.state_dir().join("jobs");
+    for slug in ["alpha", "beta"] {
+        wait_for_file(&jobs.join(slug).join("stage3.jsonl"));
+    }
+    // The worktrees are the project's files, checked out as git does: their parent folders
+    // are kern's.
+    let trees: Vec<PathBuf> = ["alpha", "beta"]
+        .iter()
+        .map(|slug| jobs.join(slug).join("tree"))
+        .collect();
+    for tree in &trees {
+        assert_eq!(mode(&tree.join("README.md")), 0o666 & !umask());
+    }
+    let (wrong, folders, files) = not_private(&p.state_root());
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        wrong.is_empty(),
+        "not private during parallel tasks: {wrong:#?}"
+    );
+    assert!(
+        folders >= 5 && files > 10,
+        "{folders} folders, {files} files"
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert_eq!(p.log().len(), 3, "both tasks committed: {:?}", p.log());
+}
+
+#[test]
+fn doctor_names_an_old_state_folder_of_this_project_and_moves_nothing() {
+    let p = Project::new("- [ ] One\n");
+    let tmp = p.outside.path().join("tmp");
+    let name = p.path().file_name().unwrap().to_string_lossy().into_owned();
+    let old = tmp.join("claude/kern").join(&name);
+    std::fs::create_dir_all(old.join("master")).unwrap();
+    std::fs::write(old.join("master/run.jsonl"), "").unwrap();
+    let ran = p.run(&["doctor"]).env("TMPDIR", &tmp).expect(0);
+    let line = ran
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("✓ old state folder: "))
+        .unwrap_or_else(|| panic!("no old state folder line in {}", ran.stderr));
+    let root = p.state_root();
+    assert!(
+        line.contains(&format!(
+            "`{}` is from an earlier kern, which kept its state where others could read it; kern now keeps it in `{}`",
+            old.display(),
+            root.display()
+        )),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "mkdir -p -m 700 '{}' && mv '{}' '{}'",
+            root.display(),
+            old.display(),
+            root.join(&name).display()
+        )),
+        "{line}"
+    );
+    assert!(old.join("master/run.jsonl").exists(), "nothing moved");
+    assert!(!root.exists(), "doctor creates nothing");
+    // A run neither reads nor moves it either.
+    p.run(&["1", "0"]).env("TMPDIR", &tmp).expect(0);
+    assert!(old.join("master/run.jsonl").exists(), "nothing moved");
 }
