@@ -66,7 +66,10 @@ pub(crate) fn run(settings: &Settings) -> Result<()> {
             return Err(Error::DetachedRunEnded {
                 code,
                 log: log_path,
-                tail: tail(&std::fs::read_to_string(state_dir.output_log()).unwrap_or_default()),
+                tail: tail(
+                    &crate::private_file::read_to_string(&state_dir.output_log())
+                        .unwrap_or_default(),
+                ),
             });
         }
         if RunLock::inspect(&lock_path)

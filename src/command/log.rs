@@ -66,7 +66,7 @@ fn follow_file(
         if let Ok(meta) = std::fs::metadata(path) {
             let replaced = file.as_ref().is_none_or(|(_, ino)| *ino != meta.ino());
             if replaced || meta.len() < offset {
-                file = Some((File::open(path)?, meta.ino()));
+                file = Some((crate::private_file::open(path)?, meta.ino()));
                 offset = 0;
             }
         }
