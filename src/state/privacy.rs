@@ -12,7 +12,9 @@
 //! nothing in them can be read either. Every folder kern creates is `0700` from the start
 //! (set on the folder itself: the umask is the agents' too and stays as it is). The folders
 //! under a branch folder (a parallel task's `jobs/<slug>/`) need no check of their own: no one
-//! else can write in a folder that passed.
+//! else can write in a folder that passed. The folders above the root are not checked (ssh
+//! stops at the home folder too): the default root is in the user's home, and a root the person
+//! names in `/tmp` cannot be replaced by others there (the sticky bit).
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};

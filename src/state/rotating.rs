@@ -2,9 +2,10 @@
 //! [`ROTATE_BYTES`] — the full file becomes `<name>.1` (replacing an older one) and a new file
 //! starts. So each takes at most twice that on disk however long kern runs there.
 //!
-//! The decision a reader must know: every append opens the file, checks its size, and writes
-//! the whole line with one `write` on a file opened for appending, so a line is never split
-//! between two files and a crash leaves whole lines. Readers that look back in time (`kern
+//! The decision a reader must know: every append opens the file (`0600`, never through a
+//! symlink: `private_file`), checks its size, and writes the whole line with one `write` on a
+//! file opened for appending, so a line is never split between two files and a crash leaves
+//! whole lines. Readers that look back in time (`kern
 //! report --since`) read the rotated file first, then the current one ([`read_with_rotated`]).
 
 use std::fs;
