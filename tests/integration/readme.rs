@@ -16,7 +16,46 @@ use std::time::{Duration, Instant};
 use project::{Project, texts};
 use serde_json::{Value, json};
 
-const README: &str = include_str!("../../README.md");
+/// The README alone (its first lines are the set-up commands).
+const README_MD: &str = include_str!("../../README.md");
+
+/// Every page a newcomer reads, the README first, then `docs/` as the README links it: their
+/// commands and examples are tested as one text (`every_docs_page_is_read_here` keeps the list
+/// whole).
+const PAGES: &[(&str, &str)] = &[
+    ("README.md", README_MD),
+    (
+        "docs/spec-format.md",
+        include_str!("../../docs/spec-format.md"),
+    ),
+    ("docs/records.md", include_str!("../../docs/records.md")),
+    ("docs/parallel.md", include_str!("../../docs/parallel.md")),
+    ("docs/agents.md", include_str!("../../docs/agents.md")),
+    (
+        "docs/scripted-agent.md",
+        include_str!("../../docs/scripted-agent.md"),
+    ),
+    ("docs/git.md", include_str!("../../docs/git.md")),
+    ("docs/safety.md", include_str!("../../docs/safety.md")),
+    ("docs/options.md", include_str!("../../docs/options.md")),
+    (
+        "docs/development.md",
+        include_str!("../../docs/development.md"),
+    ),
+    (
+        "docs/benchmarks.md",
+        include_str!("../../docs/benchmarks.md"),
+    ),
+];
+
+/// The pages of [`PAGES`] as one text.
+static README: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    PAGES
+        .iter()
+        .map(|(_, text)| *text)
+        .collect::<Vec<_>>()
+        .join("\n")
+});
 const CARGO_TOML: &str = include_str!("../../Cargo.toml");
 
 /// How each README command is covered.
@@ -46,6 +85,9 @@ enum How {
     TwoAgents,
     /// The parallel-task and review commands: run in order on a scratch project.
     Parallel,
+    /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
+    /// are executable, the criterion bench is declared.
+    Bench,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -111,9 +153,16 @@ const KNOWN: &[(&str, How)] = &[
         "jq -c 'select(.event == \"agent_switch\")' \"$(kern status --dir)/run.jsonl\"",
         How::TwoAgents,
     ),
+    ("benches/run", How::Bench),
+    ("BENCH_RUNS=20 benches/run", How::Bench),
+    ("BENCH_ONLY=\"iteration large\" benches/run", How::Bench),
+    ("BENCH_BASELINE=/path/to/old/kern benches/run", How::Bench),
+    ("cargo bench --bench spec", How::Bench),
+    ("benches/parallel", How::Bench),
 ];
 
-/// The commands of every shell block (```sh, ```bash, ```shell, ```console), block by block.
+/// The commands of every shell block (```sh, ```shell, ```console), block by block. A ```bash
+/// or ```python block is a script (an agent program), run whole by its own test.
 fn shell_blocks(markdown: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<String>> = None;
@@ -121,7 +170,7 @@ fn shell_blocks(markdown: &str) -> Vec<Vec<String>> {
         let fence = line.trim_start().strip_prefix("```");
         match (&mut current, fence) {
             (None, Some(info)) => {
-                if ["sh", "bash", "shell", "console"].contains(&info.trim()) {
+                if ["sh", "shell", "console"].contains(&info.trim()) {
                     current = Some(Vec::new());
                 } else {
                     // Another language: skip to its closing fence.
@@ -161,7 +210,7 @@ fn strip_comment(line: &str) -> String {
 
 /// The README's commands covered by `how`, in README order.
 fn commands(how: How) -> Vec<String> {
-    shell_blocks(README)
+    shell_blocks(&README)
         .into_iter()
         .flatten()
         .filter(|c| KNOWN.iter().any(|(k, h)| k == c && *h == how))
@@ -185,7 +234,7 @@ fn fenced_languages(markdown: &str) -> Vec<String> {
 
 #[test]
 fn readme_commands_are_all_known() {
-    let all: Vec<String> = shell_blocks(README).into_iter().flatten().collect();
+    let all: Vec<String> = shell_blocks(&README).into_iter().flatten().collect();
     let unknown: Vec<&String> = all
         .iter()
         .filter(|c| !KNOWN.iter().any(|(k, _)| k == c))
@@ -203,9 +252,9 @@ fn readme_commands_are_all_known() {
         stale.is_empty(),
         "KNOWN lists commands the README no longer shows: {stale:?}"
     );
-    for language in fenced_languages(README) {
+    for language in fenced_languages(&README) {
         assert!(
-            ["sh", "markdown", "toml", ""].contains(&language.as_str()),
+            ["sh", "markdown", "toml", "json", "bash", "python", ""].contains(&language.as_str()),
             "a ```{language} block: use ```sh for commands (this test reads those) or extend the test"
         );
     }
@@ -215,9 +264,13 @@ fn readme_commands_are_all_known() {
 /// provider at its `base_url` that needs no login.
 #[test]
 fn the_readmes_codex_provider_is_what_doctor_reads() {
-    let start = README.find("```toml\n").expect("the config.toml example") + "```toml\n".len();
-    let end = start + README[start..].find("```").expect("its closing fence");
-    let provider = kern::testing::agent::codex_provider::provider(Some(&README[start..end]));
+    let block = README
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| &rest[..rest.find("```").expect("its closing fence")])
+        .find(|b| b.contains("[model_providers"))
+        .expect("the Codex config.toml example");
+    let provider = kern::testing::agent::codex_provider::provider(Some(block));
     assert_eq!(
         provider,
         Ok(kern::testing::agent::codex_provider::CodexProvider {
@@ -229,15 +282,41 @@ fn the_readmes_codex_provider_is_what_doctor_reads() {
 }
 
 #[test]
+fn every_docs_page_is_read_here() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    for entry in std::fs::read_dir(&docs).unwrap() {
+        let path = entry.unwrap().path();
+        let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+        {
+            assert!(
+                PAGES.iter().any(|(page, _)| *page == name),
+                "{name} is not in PAGES: its commands would go untested"
+            );
+        }
+    }
+    for (page, _) in PAGES.iter().skip(1) {
+        let name = &page["docs/".len()..];
+        let linked = PAGES.iter().any(|(other, text)| {
+            other != page
+                && (text.contains(&format!("]({page}")) || text.contains(&format!("]({name}")))
+        });
+        assert!(linked, "{page} is linked from no other page");
+    }
+}
+
+#[test]
 fn the_first_commands_are_the_demo_and_the_tests() {
-    let first_heading = README.find("\n## ").unwrap();
-    let first_block = README.find("```sh").unwrap();
+    let first_heading = README_MD.find("\n## ").unwrap();
+    let first_block = README_MD.find("```sh").unwrap();
     assert!(
         first_block < first_heading,
         "the two commands come before any section"
     );
     assert_eq!(
-        shell_blocks(README)[0],
+        shell_blocks(README_MD)[0],
         ["cargo run --release -- demo", "cargo test"],
         "`cargo test` is this very run; the demo is run by `demo_runs_offline_and_commits`"
     );
@@ -742,7 +821,7 @@ fn inline_kern_commands(markdown: &str) -> Vec<String> {
 #[test]
 fn inline_kern_commands_parse_with_the_real_command_line() {
     use clap::Parser;
-    let commands = inline_kern_commands(README);
+    let commands = inline_kern_commands(&README);
     assert!(
         commands.contains(&"kern demo --keep".to_string()),
         "{commands:?}"
@@ -770,9 +849,14 @@ fn comments_and_quotes() {
     ] {
         assert_eq!(strip_comment(line), command);
     }
-    let blocks =
-        shell_blocks("```sh\na # x\n\nb\n```\n```markdown\n- [ ] c\n```\n```bash\nd\n```\n");
-    assert_eq!(blocks, [vec!["a", "b"], vec!["d"]]);
+    let blocks = shell_blocks(
+        "```sh\na # x\n\nb\n```\n```markdown\n- [ ] c\n```\n```console\nd\n```\n```bash\ne\n```\n",
+    );
+    assert_eq!(
+        blocks,
+        [vec!["a", "b"], vec!["d"]],
+        "a bash block is a script"
+    );
 }
 
 #[test]
@@ -805,9 +889,69 @@ fn the_saved_refs_recipes_show_what_kern_set_aside() {
     assert!(outputs[1].contains("+fn parse() {}"), "{}", outputs[1]);
 }
 
+/// The bodies of the fenced blocks of `language` in `markdown`.
+fn code_blocks(markdown: &str, language: &str) -> Vec<String> {
+    markdown
+        .split(&format!("```{language}\n"))
+        .skip(1)
+        .map(|rest| rest[..rest.find("\n```").map_or(rest.len(), |i| i + 1)].to_string())
+        .collect()
+}
+
+#[test]
+fn the_program_agent_examples_in_two_languages_commit_a_task() {
+    let page = PAGES
+        .iter()
+        .find(|(page, _)| *page == "docs/agents.md")
+        .unwrap()
+        .1;
+    for language in ["bash", "python"] {
+        let blocks = code_blocks(page, language);
+        assert_eq!(blocks.len(), 1, "one {language} example");
+        let p = Project::new("- [ ] Write the first note\n");
+        let agent = p.outside.path().join(format!("agent-{language}"));
+        std::fs::write(&agent, &blocks[0]).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = p
+            .kern()
+            .env("KERN_AGENT", format!("program:{}", agent.display()))
+            .args(["1", "0"])
+            .output()
+            .unwrap();
+        let (_, err) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "{language}: {err}");
+        assert_eq!(p.log()[0], "Write the first note", "{language}: {err}");
+        assert_eq!(p.read("notes.txt"), "Write the first note\n", "{language}");
+    }
+}
+
+#[test]
+fn the_benchmark_commands_name_what_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for command in commands(How::Bench) {
+        if command == "cargo bench --bench spec" {
+            assert!(
+                CARGO_TOML.contains("[[bench]]\nname = \"spec\""),
+                "{command}"
+            );
+            continue;
+        }
+        let script = command.split_whitespace().last().unwrap();
+        let mode = std::fs::metadata(root.join(script))
+            .unwrap_or_else(|e| panic!("{command}: {e}"))
+            .permissions();
+        use std::os::unix::fs::PermissionsExt;
+        assert!(mode.mode() & 0o111 != 0, "{command}: not executable");
+    }
+}
+
 #[test]
 fn the_morning_after_commands_run_in_order() {
-    let morning = commands(How::Morning);
+    let mut morning = commands(How::Morning);
+    // The README shows `kern report` as the last step of a first night; docs/records.md again.
+    let mut seen = std::collections::HashSet::new();
+    morning.retain(|c| seen.insert(c.clone()));
     assert_eq!(morning.len(), 5, "{morning:?}");
     let p = Project::new("- [ ] Say hello\n- [ ] Say goodbye\n");
     let out = p.kern().args(["1", "0"]).output().unwrap();
