@@ -92,6 +92,18 @@ pub enum Error {
     #[error("{0}")]
     Repository(String),
 
+    /// The repository is in a format libgit2 (and so kern) cannot read: SHA-256 objects, the
+    /// reftable ref format, a split index.
+    #[error("`{}` {what}, which kern cannot read yet — {fix}", path.display())]
+    RepositoryFormat {
+        /// The repository's git folder.
+        path: PathBuf,
+        /// What it is, as a clause (`is a SHA-256 repository`).
+        what: String,
+        /// The exact fix.
+        fix: String,
+    },
+
     /// git's own `index.lock` is present and was not left by a dead kern.
     #[error(
         "`{}` exists: another git process may be running — if none is, remove the file and run kern again",
@@ -306,6 +318,7 @@ impl Error {
             | Error::Template { .. }
             | Error::DirtyTree { .. }
             | Error::Repository(_)
+            | Error::RepositoryFormat { .. }
             | Error::IndexLocked { .. }
             | Error::CheckFailsAtBaseline { .. }
             | Error::GitIdentity

@@ -76,14 +76,8 @@ impl Repository {
     /// [`Error::CommitMessageRefused`], no commit, and the index as it was before.
     pub fn commit(&self, req: &CommitRequest<'_>) -> Result<CommitOutcome> {
         let _timed = super::Timed::start("commit");
-        let author = self
-            .repo
-            .author_from_env()
-            .map_err(|_| Error::GitIdentity)?;
-        let committer = self
-            .repo
-            .committer_from_env()
-            .map_err(|_| Error::GitIdentity)?;
+        let author = self.author()?;
+        let committer = self.committer()?;
         self.ensure_no_operation_in_progress()?;
         // Read once: opening the config costs more than the rest of a small commit.
         let config = self.config_snapshot()?;

@@ -3,10 +3,12 @@
 //! and work-tree snapshots, kern's own files and the preflight live in the sub-modules, one
 //! concept each.
 //!
-//! The one decision a reader must know: kern never runs the `git` program. Every read and
-//! write goes through `git2`, so kern's behaviour does not depend on the installed git, its
-//! version, its aliases or its pager; only the person's own programs are run — hooks, filter
-//! drivers and signing programs, as git would run them. What counts as a change is what `git
+//! The one decision a reader must know: every read and write goes through `git2`, so kern's
+//! behaviour does not depend on the installed git, its version, its aliases or its pager; the
+//! programs kern runs are the person's own — hooks, filter drivers and signing programs, as git
+//! would run them — and `git var` alone, where only git can say who commits (`identity.rs`). A
+//! repository in a format libgit2 cannot read (SHA-256 objects, reftable refs, a split index) is
+//! refused at open with git's own fix ([`unreadable_format`]). What counts as a change is what `git
 //! status` shows: skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean
 //! output is the staged blob does not, and a submodule counts only when its checkout moved.
 
@@ -15,6 +17,7 @@ mod context;
 mod filter;
 mod history;
 mod hooks;
+mod identity;
 mod index_entries;
 mod own_files;
 mod preflight;
@@ -113,6 +116,67 @@ impl RefFilter {
     }
 }
 
+/// What a libgit2 error on opening or reading a repository says about a format it cannot read
+/// (Git 3.0's defaults among them), as the clause and the exact fix [`Error::RepositoryFormat`]
+/// shows; `None` for any other error.
+pub(crate) fn unreadable_format(message: &str) -> Option<(String, String)> {
+    if message.contains("extensions.refstorage") {
+        Some((
+            "stores its refs in the reftable format (`extensions.refStorage`, Git 3.0's default)".into(),
+            "convert it to files with `git refs migrate --ref-format=files` (git 2.46 or newer; your refs and history stay as they are), or run kern in a clone made with `git clone --ref-format=files`".into(),
+        ))
+    } else if message.contains("object format 'sha256'") || message.contains("objectformat") {
+        Some((
+            "is a SHA-256 repository (`extensions.objectFormat = sha256`, Git 3.0's default)".into(),
+            "run kern in a SHA-1 repository: git cannot convert one in place, so a SHA-256 project needs a SHA-1 mirror (`git init --object-format=sha1`, then `git fast-export --all | git fast-import` into it)".into(),
+        ))
+    } else if message.contains("mandatory extension: 'link'") {
+        Some((
+            "has a split index (`core.splitIndex`)".into(),
+            "merge it with `git update-index --no-split-index` and keep it off with `git config core.splitIndex false`".into(),
+        ))
+    } else {
+        None
+    }
+}
+
+/// The git folder holding `start`, for a message (the folder itself when none is found).
+fn git_dir_of(start: &Path) -> PathBuf {
+    start
+        .ancestors()
+        .map(|dir| dir.join(".git"))
+        .find(|git| git.exists())
+        .unwrap_or_else(|| start.to_path_buf())
+}
+
+/// A split index (`core.splitIndex`, a `sharedindex.*` file) is one libgit2 cannot read: say so
+/// at open, with git's own fix, instead of failing at the first read of the index.
+fn split_index_check(repo: &git2::Repository) -> Result<()> {
+    let split = repo
+        .config()
+        .and_then(|c| c.get_bool("core.splitindex"))
+        .unwrap_or(false)
+        || std::fs::read_dir(repo.path()).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("sharedindex."))
+        });
+    if !split {
+        return Ok(());
+    }
+    match repo.index().and_then(|mut i| i.read(true)) {
+        Err(e) => match unreadable_format(e.message()) {
+            Some((what, fix)) => Err(Error::RepositoryFormat {
+                path: repo.path().to_path_buf(),
+                what,
+                fix,
+            }),
+            None => Err(Error::git("reading the index", e)),
+        },
+        Ok(()) => Ok(()),
+    }
+}
+
 /// A repository with a work tree, opened through libgit2.
 pub struct Repository {
     repo: git2::Repository,
@@ -155,10 +219,17 @@ impl Repository {
                     "`{}` is not inside a git repository — run kern inside a git repository, or `git init` first",
                     start.display()
                 ))
+            } else if let Some((what, fix)) = unreadable_format(e.message()) {
+                Error::RepositoryFormat {
+                    path: git_dir_of(start),
+                    what,
+                    fix,
+                }
             } else {
                 Error::git(format!("opening the repository at `{}`", start.display()), e)
             }
         })?;
+        split_index_check(&repo)?;
         let workdir = match repo.workdir() {
             Some(w) if !repo.is_bare() => w.to_path_buf(),
             _ => {
@@ -484,6 +555,34 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
         i -= 1;
     }
     i
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    #[test]
+    fn formats_libgit2_cannot_read_are_named_with_their_fix() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "unsupported extension name extensions.refstorage",
+                Some("git refs migrate --ref-format=files"),
+            ),
+            ("unknown object format 'sha256'", Some("SHA-1 repository")),
+            (
+                "unsupported mandatory extension: 'link'",
+                Some("git update-index --no-split-index"),
+            ),
+            ("failed to resolve path", None),
+        ];
+        for (message, fix) in cases {
+            assert_eq!(
+                unreadable_format(message).map(|(_, f)| f.contains(fix.unwrap_or(""))),
+                fix.map(|_| true),
+                "{message}"
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -80,17 +80,15 @@ impl Repository {
 
     fn identity_check(&self) -> PreflightCheck {
         let result = self
-            .repo
-            .author_from_env()
-            .and_then(|author| self.repo.committer_from_env().map(|_| author))
+            .author()
+            .and_then(|author| self.committer().map(|_| author))
             .map(|me| {
                 format!(
                     "{} <{}>",
                     String::from_utf8_lossy(me.name_bytes()),
                     String::from_utf8_lossy(me.email_bytes())
                 )
-            })
-            .map_err(|_| Error::GitIdentity);
+            });
         PreflightCheck {
             name: "git identity",
             result,

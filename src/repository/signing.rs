@@ -214,8 +214,7 @@ impl Repository {
             .and_then(|mut c| c.snapshot())
             .map_err(|e| Error::git("reading the git config", e))?;
         let committer = self
-            .repo
-            .committer_from_env()
+            .committer()
             .map(|s| {
                 format!(
                     "{} <{}>",

@@ -14,6 +14,7 @@ mod done;
 mod dry_run;
 mod formatters;
 mod git_fidelity;
+mod git_formats;
 mod hook_managers;
 mod init;
 mod lock;

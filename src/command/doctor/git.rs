@@ -3,7 +3,7 @@
 //! filter drivers).
 //!
 //! The decision a reader must know: the identity and commit checks ask the repository what
-//! kern's own commit asks it (`author_from_env`, `Repository::preflight`), not a copy of
+//! kern's own commit asks it (`Repository::author`, `Repository::preflight`), not a copy of
 //! those rules.
 
 use std::path::Path;
@@ -21,6 +21,14 @@ pub(super) fn repository_checks(cwd: &Path, checks: &mut Vec<Check>) -> Option<R
                 (
                     format!("`{}` is not inside a git repository", cwd.display()),
                     "run kern inside a git repository, or `git init` first".to_string(),
+                )
+            } else if let Some((what, fix)) = crate::repository::unreadable_format(e.message()) {
+                (
+                    format!(
+                        "the repository at `{}` {what}, which kern cannot read yet",
+                        cwd.display()
+                    ),
+                    fix,
                 )
             } else {
                 (
@@ -85,15 +93,16 @@ pub(super) fn identity_check(repo: Option<&Repository>) -> Check {
     let fix = r#"git config --global user.name "Your Name" && git config --global user.email you@example.com"#;
     let signature = match repo {
         Some(repo) => repo
-            .git()
-            .author_from_env()
-            .and_then(|author| repo.git().committer_from_env().map(|_| author)),
-        None => git2::Config::open_default().and_then(|config| {
-            git2::Signature::now(
-                &config.get_string("user.name")?,
-                &config.get_string("user.email")?,
-            )
-        }),
+            .author()
+            .and_then(|author| repo.committer().map(|_| author)),
+        None => git2::Config::open_default()
+            .and_then(|config| {
+                git2::Signature::now(
+                    &config.get_string("user.name")?,
+                    &config.get_string("user.email")?,
+                )
+            })
+            .map_err(|_| crate::error::Error::GitIdentity),
     };
     match signature {
         Ok(me) => Check::pass(
