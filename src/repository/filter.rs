@@ -171,7 +171,8 @@ impl Repository {
     }
 
     /// The object id git would store for the work-tree file `rel`: its clean filter's output
-    /// when a driver applies, else its content.
+    /// when a driver applies, its UTF-8 form when it has a `working-tree-encoding`, else its
+    /// content.
     pub(super) fn work_tree_blob_id(
         &self,
         config: &Config,
@@ -183,6 +184,10 @@ impl Repository {
             && let Ok(Cleaned::Blob(out)) = self.clean(&driver, rel, timeout)
         {
             return git2::Oid::hash_file(git2::ObjectType::Blob, out.path()).ok();
+        }
+        if let Some(encoded) = self.encoded(config, rel) {
+            let utf8 = encoded.to_git(&std::fs::read(&full).ok()?).ok()?;
+            return git2::Oid::hash_object(git2::ObjectType::Blob, &utf8).ok();
         }
         git2::Oid::hash_file(git2::ObjectType::Blob, &full).ok()
     }

@@ -14,6 +14,7 @@
 
 mod commit;
 mod context;
+mod encoding;
 mod filter;
 mod history;
 mod hooks;

@@ -436,9 +436,15 @@ impl Repository {
         }
         // Created through the umask, as git checks files out.
         let perm = if mode == 0o100755 { 0o777 } else { 0o666 };
-        let smudged = self
-            .config_snapshot()
-            .ok()
+        let config = self.config_snapshot().ok();
+        if let Some(bytes) = config
+            .as_ref()
+            .and_then(|config| self.encoded(config, rel))
+            .and_then(|encoded| encoded.to_work_tree(blob.content()))
+        {
+            return write_new(&full, &bytes, perm);
+        }
+        let smudged = config
             .and_then(|config| self.filter_driver(&config, rel).ok().flatten())
             .and_then(|driver| self.smudge(&driver, rel, blob.content(), self.hook_timeout));
         match smudged {

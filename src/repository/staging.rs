@@ -4,7 +4,9 @@
 //! path itself — a deletion is removed, a file goes through its filter driver's clean command
 //! when `.gitattributes` names one (else through libgit2, which applies text/eol conversion
 //! and streams the blob from disk), a moved registered submodule gets its new commit id — after
-//! judging it: left out when it is dirty from before the task (`--allow-dirty`), sensitive by
+//! judging it — a file with a `working-tree-encoding` is stored as UTF-8, as git stores it
+//! (`encoding.rs`), or left out when it does not decode —: left out when it is dirty from
+//! before the task (`--allow-dirty`), sensitive by
 //! name or content, larger than `--max-file-size` (measured on what would be stored, so a big
 //! Git LFS file's small pointer is fine), or a nested repository nobody registered. Editor
 //! artefacts of kern's own files and skip-worktree (sparse) entries are never touched. Content
@@ -111,6 +113,28 @@ impl<'r> Staging<'r> {
                 Cleaned::Blob(out) => return self.add_cleaned(index, rel, &meta, out.path()),
                 Cleaned::AsIs(note) => self.notes.extend(note),
             }
+        }
+        if let Some(encoded) = repo.encoded(&self.config, rel) {
+            let bytes = fs::read(&full).map_err(|e| Error::io(&full, e))?;
+            return match encoded.to_git(&bytes) {
+                Ok(utf8) => {
+                    let mut out = tempfile::NamedTempFile::new()
+                        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+                    std::io::Write::write_all(&mut out, &utf8)
+                        .map_err(|e| Error::io(out.path(), e))?;
+                    self.add_cleaned(index, rel, &meta, out.path())
+                }
+                Err(why) => {
+                    self.leave_out(
+                        rel,
+                        format!(
+                            "its working-tree-encoding is {}, but it holds {why}; git refuses to add it too",
+                            encoded.encoding
+                        ),
+                    );
+                    Ok(())
+                }
+            };
         }
         if let Some(why) = judge_content(repo, &full, meta.len()) {
             self.leave_out(rel, why);
@@ -345,7 +369,10 @@ pub(super) fn would_leave_out(
     if let Some(finding) = sensitive::sensitive_name(rel) {
         return Ok(Some(finding.to_string()));
     }
-    if meta.file_type().is_symlink() || repo.filter_driver(config, rel)?.is_some() {
+    if meta.file_type().is_symlink()
+        || repo.filter_driver(config, rel)?.is_some()
+        || repo.encoded(config, rel).is_some()
+    {
         return Ok(None);
     }
     Ok(judge_content(repo, &full, meta.len()))

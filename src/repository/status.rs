@@ -471,7 +471,7 @@ impl Repository {
         let Some(config) = config.as_ref() else {
             return Ok(true);
         };
-        if self.filter_driver(config, path)?.is_none() {
+        if self.filter_driver(config, path)?.is_none() && self.encoded(config, path).is_none() {
             return Ok(true);
         }
         Ok(self.clean_id(config, path) != Some(staged.id))

@@ -126,3 +126,59 @@ fn git_3_formats_kern_cannot_read_stop_before_any_agent_with_gits_fix() {
         );
     }
 }
+
+#[test]
+fn a_utf16_working_tree_encoding_file_is_stored_as_git_stores_it_and_cloned_back_byte_for_byte() {
+    let p = Project::new("- [ ] Add the setup script\n");
+    p.write(
+        ".gitattributes",
+        "*.ps1 text working-tree-encoding=UTF-16LE-BOM eol=crlf\n",
+    );
+    p.commit_all("attributes");
+    let write = |name: &str, text: &str, cut: bool| {
+        format!(
+            "python3 -c \"b = '\\ufeff{text}'.encode('utf-16-le'); open('{name}', 'wb').write(b[:-1] if {cut} else b)\"",
+            cut = if cut { "True" } else { "False" }
+        )
+    };
+    p.scenario(&json!({"default": {
+        "implement": {"shell": [
+            write("setup.ps1", "Write-Host hi\\r\\nexit 0\\r\\n", false),
+            write("broken.ps1", "half\\r\\n", true),
+        ]},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add the setup script"}}
+    }}));
+    let err = p.run(&["1", "0"]).expect(0).stderr;
+    assert!(
+        err.contains("left out of the commit: `broken.ps1` (its working-tree-encoding is UTF-16LE-BOM, but it holds 11 bytes, not whole UTF-16LE-BOM characters; git refuses to add it too)"),
+        "{err}"
+    );
+    let ours = p.git(&["rev-parse", "HEAD:setup.ps1"]);
+    let gits = p.git(&["hash-object", "--path=setup.ps1", "setup.ps1"]);
+    assert_eq!(ours, gits, "the blob git would store");
+    assert_eq!(
+        p.git(&["show", "HEAD:setup.ps1"]),
+        "Write-Host hi\nexit 0\n"
+    );
+    assert!(p.git(&["ls-tree", "HEAD", "broken.ps1"]).is_empty());
+    assert_eq!(
+        p.git(&["status", "--porcelain", "setup.ps1"]),
+        "",
+        "git sees the file as committed"
+    );
+    let clone = p.outside.path().join("clone");
+    git_in(
+        p.outside.path(),
+        &[
+            "clone",
+            "-q",
+            &p.path().to_string_lossy(),
+            &clone.to_string_lossy(),
+        ],
+    );
+    assert_eq!(
+        std::fs::read(clone.join("setup.ps1")).unwrap(),
+        std::fs::read(p.path().join("setup.ps1")).unwrap(),
+        "a fresh clone checks out the same bytes"
+    );
+}
