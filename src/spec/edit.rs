@@ -551,6 +551,20 @@ mod tests {
                 "- [ ] a\n  more a\n\n  > **Attempt 1:** it broke\n\n  para\n- [ ] b\n",
             ),
             (
+                "front matter stays byte for byte",
+                "---\ntags:\n- [ ] meta\n---\n- [ ] a\n",
+                0,
+                Edit::AddAttempt("it broke".into()),
+                "---\ntags:\n- [ ] meta\n---\n- [ ] a\n  > **Attempt 1:** it broke\n",
+            ),
+            (
+                "front matter and a state",
+                "---\r\n- [ ] meta\r\n---\r\n- [ ] a\r\n",
+                0,
+                Edit::SetState(TaskState::Done),
+                "---\r\n- [ ] meta\r\n---\r\n- [x] a\r\n",
+            ),
+            (
                 "first note in a tight list",
                 "- [ ] a\n  - [ ] s\n- [ ] b\n",
                 0,

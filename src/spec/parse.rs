@@ -20,6 +20,10 @@
 //!   right after a `Legend:` label — explains the markers, and its boxes are neither tasks nor
 //!   warnings. A pending task whose title says it waits (`(deferred)`, `BLOCKED:`) is a task,
 //!   listed but never taken ([`crate::spec::dialect::title_defers`]).
+//! - YAML front matter (`---` on the first line, closed by `---` or `...`, as Obsidian, Jekyll
+//!   and docs tools write it) is metadata: nothing in it is a task, and since every edit is
+//!   byte-based it stays byte for byte. A `---` first line that is never closed is a thematic
+//!   break, as CommonMark reads it.
 //! - Malformed boxes are errors, other tools' one-character boxes and lines that look like
 //!   tasks without being list items are warnings; [`crate::spec::validate`] reports them.
 
@@ -155,11 +159,17 @@ impl<'a> Builder<'a> {
         let mut options = Options::empty();
         options.insert(Options::ENABLE_TASKLISTS);
         options.insert(Options::ENABLE_TABLES);
+        // YAML front matter is never parsed: not pulldown-cmark's metadata option, which
+        // takes a `---` … `---` pair anywhere in the file (thematic breaks around a list).
+        let start = bom + front_matter_len(&text[bom..]);
+        if start > bom {
+            self.opaque.push(bom..start);
+        }
         let mut stack: Vec<Frame> = Vec::new();
         let mut pending: Option<PendingItem> = None;
         let mut open: Vec<Open> = Vec::new();
-        for (event, range) in Parser::new_ext(&text[bom..], options).into_offset_iter() {
-            let range = range.start + bom..range.end + bom;
+        for (event, range) in Parser::new_ext(&text[start..], options).into_offset_iter() {
+            let range = range.start + start..range.end + start;
             if let Some(mut p) = pending.take() {
                 if matches!(event, Event::Start(Tag::Paragraph)) {
                     p.paragraph = true;
@@ -620,6 +630,33 @@ fn bullet_and_content(text: &str, item_start: usize) -> (usize, usize) {
     (bullet, i)
 }
 
+/// The length of the YAML front matter `text` starts with, its closing line included; 0 when
+/// there is none. Front matter opens with a first line `---` and closes with a later line `---`
+/// or `...` (trailing blanks allowed); its first line may be neither blank nor the closing one,
+/// as pulldown-cmark's metadata blocks have it, so a file that opens with a thematic break
+/// and a blank line reads as before.
+fn front_matter_len(text: &str) -> usize {
+    let is = |line: &str, marks: &[&str]| {
+        marks.contains(&line.trim_end_matches([' ', '\t', '\r', '\n']))
+    };
+    let mut lines = text.split_inclusive('\n');
+    let mut end = match lines.next() {
+        Some(first) if first.ends_with('\n') && is(first, &["---"]) => first.len(),
+        _ => return 0,
+    };
+    for (i, line) in lines.enumerate() {
+        let closing = is(line, &["---", "..."]);
+        if i == 0 && (closing || line.trim().is_empty()) {
+            return 0;
+        }
+        end += line.len();
+        if closing {
+            return end;
+        }
+    }
+    0
+}
+
 /// A title without the characters formatters re-spell, for [`Document::find`].
 pub(super) fn loose_title(title: &str) -> String {
     normalise(&title.replace(['*', '_', '\\'], ""))
@@ -691,6 +728,11 @@ mod tests {
             ("no box", "- a [ ] b\n"),
             ("plain paragraph", "[ ] a\n"),
             ("wiki link", "- [[x]] a\n"),
+            ("front matter", "---\ntags:\n- [ ] a\n---\n"),
+            (
+                "front matter closed by dots",
+                "---\nitems:\n  - [x] a\n...\n",
+            ),
             ("letter glued", "- [a]b\n"),
         ];
         for (name, text) in cases {
@@ -937,6 +979,45 @@ Setext done [X]
             ]
         );
         assert_eq!(doc.tasks().len(), 1);
+    }
+
+    #[test]
+    fn front_matter_is_metadata_and_only_at_the_very_top() {
+        /// Name, text, the tasks' titles and lines.
+        type Case = (&'static str, &'static str, Vec<(&'static str, usize)>);
+        let cases: &[Case] = &[
+            (
+                "closed by ---",
+                "---\ntitle: x\n- [ ] meta\n[ ] meta too\n---\n\n- [ ] real\n",
+                vec![("real", 7)],
+            ),
+            (
+                "closed by ...",
+                "---\n- [~] meta\n...\n- [ ] real\n",
+                vec![("real", 4)],
+            ),
+            // Not at the top: a thematic break, then a list.
+            ("not first", "# Plan\n---\n- [ ] a\n---\n", vec![("a", 3)]),
+            // Never closed: CommonMark's thematic break.
+            ("unclosed", "---\n- [ ] a\n", vec![("a", 2)]),
+            // A BOM before it changes nothing.
+            (
+                "bom",
+                "\u{feff}---\n- [ ] meta\n---\n- [ ] real\n",
+                vec![("real", 4)],
+            ),
+        ];
+        for (name, text, want) in cases {
+            let doc = Document::parse(text);
+            let got: Vec<(&str, usize)> = doc
+                .tasks()
+                .iter()
+                .map(|t| (t.title.as_str(), t.line))
+                .collect();
+            assert_eq!(&got, want, "{name}");
+            assert!(doc.problems().is_empty(), "{name}: {:?}", doc.problems());
+            assert!(doc.unlisted_tasks().is_empty(), "{name}");
+        }
     }
 
     #[test]
