@@ -3,10 +3,11 @@
 //! blocked. Nothing here reads a file or runs a process; the iteration applies what it decides.
 //!
 //! Decisions a reader must know:
-//! - Failed attempts: after `--max-attempts` failures the implement prompt demands
-//!   decomposition (see `prompt::inputs::attempts_text`); after twice that many, or when the
-//!   last `--max-attempts` failures share one error signature, the task is blocked `[!]` and
-//!   its parents that are left stuck with it.
+//! - Failed attempts, in tiers: after `--max-attempts` failures the implement prompt demands
+//!   decomposition (see `prompt::inputs::attempts_text`); only after that request is a task
+//!   blocked `[!]` (with its parents that are left stuck with it): after twice that many
+//!   failures, or when an attempt made under the request failed the same way as the ones
+//!   before it (the last `--max-attempts` failures, at least two, share one error signature).
 //! - A failure's note becomes an `Attempt N` note; blocking adds a `Blocked` note in the same
 //!   write, so SPEC.md never shows a blocked task without its reason.
 //! - A skip puts the task back to `[ ]` with a `Skipped` note; selection takes skipped tasks
@@ -327,22 +328,31 @@ fn tail(output: &str) -> String {
 }
 
 /// A failed attempt: an Attempt note, and the block when the attempts are exhausted.
+///
+/// The tiers come in order (DESIGN.md section 1): a different approach after each failure,
+/// decomposition demanded once `max_attempts` have failed, and a block only after that — when
+/// `max_attempts` more have failed, or when the last `max_attempts` failures share one error
+/// signature and the newest of them was made under the decomposition request. So no task is
+/// blocked before it was asked to decompose, however alike its failures are.
 pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Decision {
     let attempt = attempts.count.saturating_add(1);
     let mut signatures = attempts.signatures.clone();
     signatures.push(error_signature(note));
     let max = max_attempts as usize;
-    let repeated = signatures.len() >= max
-        && signatures[signatures.len() - max..]
+    // The attempt that just failed had the decomposition request in its prompt.
+    let decomposition_asked = attempt > max_attempts;
+    let repeated = signatures.len() >= max.max(2)
+        && signatures[signatures.len() - max.max(2)..]
             .windows(2)
             .all(|w| w[0] == w[1]);
     let why = if attempt >= max_attempts.saturating_mul(2) {
         Some(format!(
             "{attempt} failed attempts, decomposition included — a person must look"
         ))
-    } else if repeated {
+    } else if decomposition_asked && repeated {
         Some(format!(
-            "the last {max_attempts} attempts failed the same way — a person must look"
+            "the last {} failed the same way, decomposition included — a person must look",
+            crate::reporter::text::count(max.max(2), "attempt", "attempts")
         ))
     } else {
         None
@@ -721,12 +731,12 @@ mod tests {
                 "{report:?} changed={changed}"
             );
         }
-        // It counts toward blocking like any failed attempt.
-        let two = attempts(&[CHANGED_NOTHING, CHANGED_NOTHING]);
+        // It counts toward blocking like any failed attempt (after the decomposition request).
+        let three = attempts(&[CHANGED_NOTHING, CHANGED_NOTHING, CHANGED_NOTHING]);
         assert!(matches!(
-            after_implement(Ok(success), false, &two, 3),
+            after_implement(Ok(success), false, &three, 3),
             Next::End(Decision {
-                outcome: TaskOutcome::Blocked { attempt: 3, .. },
+                outcome: TaskOutcome::Blocked { attempt: 4, .. },
                 ..
             })
         ));
@@ -901,26 +911,62 @@ mod tests {
     }
 
     #[test]
-    fn blocking_after_twice_the_attempts_or_the_same_failure_repeated() {
-        let cases: Vec<(Vec<&str>, &str, Option<&str>)> = vec![
-            (vec![], "a", None),
-            (vec!["a"], "b", None),
-            // The same failure three times in a row blocks (max 3).
+    fn blocking_comes_after_the_decomposition_request() {
+        let same = "the build broke";
+        // (max attempts, notes before, this note, the block)
+        let cases: Vec<(u32, Vec<&str>, &str, Option<&str>)> = vec![
+            (3, vec![], "a", None),
+            (3, vec!["a"], "b", None),
+            // The same failure three times: decomposition is asked for next, no block yet.
             (
+                3,
                 vec!["timed out after 60m", "timed out after 61m"],
                 "Timed out after 62m",
-                Some("the last 3 attempts failed the same way — a person must look"),
+                None,
             ),
-            // Different failures: decomposition is asked for at 3, the block comes at 6.
-            (vec!["a", "b", "c", "d"], "e", None),
+            // ... and the attempt under that request failing the same way blocks.
             (
+                3,
+                vec![
+                    "timed out after 60m",
+                    "timed out after 61m",
+                    "timed out after 62m",
+                ],
+                "Timed out after 63m",
+                Some(
+                    "the last 3 attempts failed the same way, decomposition included — a person must look",
+                ),
+            ),
+            // A different failure under the request goes on, to twice the attempts.
+            (3, vec![same, same, same], "another", None),
+            (3, vec!["a", "b", "c", "d"], "e", None),
+            (
+                3,
                 vec!["a", "b", "c", "d", "e"],
                 "f",
                 Some("6 failed attempts, decomposition included — a person must look"),
             ),
+            // One attempt allowed: the first failure asks for decomposition, never blocks.
+            (1, vec![], same, None),
+            (
+                1,
+                vec![same],
+                same,
+                Some("2 failed attempts, decomposition included — a person must look"),
+            ),
+            (2, vec![same], same, None),
+            (
+                2,
+                vec![same, same],
+                same,
+                Some(
+                    "the last 2 attempts failed the same way, decomposition included — a person must look",
+                ),
+            ),
+            (2, vec![same, "a"], same, None),
         ];
-        for (before, note, want) in cases {
-            let decision = failed_attempt(&attempts(&before), note, 3);
+        for (max, before, note, want) in cases {
+            let decision = failed_attempt(&attempts(&before), note, max);
             let attempt = u32::try_from(before.len()).unwrap() + 1;
             match want {
                 None => {

@@ -216,11 +216,12 @@ pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
     match attempts {
         0 => "This is the first attempt at this task.".to_string(),
         n if n < max_attempts => format!(
-            "This task has failed {n} time{}. The Attempt notes in the task say what was tried and why it failed: do not repeat a failed approach.",
-            if n == 1 { "" } else { "s" }
+            "This task has failed {}. The Attempt notes in the task say what was tried and why it failed: do not repeat a failed approach.",
+            crate::reporter::text::count(n as usize, "time", "times")
         ),
         n => format!(
-            "This task has failed {n} times. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session."
+            "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session.",
+            crate::reporter::text::count(n as usize, "time", "times")
         ),
     }
 }
@@ -443,6 +444,7 @@ mod tests {
         assert!(attempts_text(2, 3).contains("do not repeat a failed approach"));
         assert!(attempts_text(3, 3).contains("Decomposition is required"));
         assert!(!attempts_text(2, 3).contains("Decomposition"));
+        assert!(attempts_text(1, 1).starts_with("This task has failed 1 time. Decomposition"));
     }
 
     fn refused(message: &str, output: &str) -> RefusedMessage {

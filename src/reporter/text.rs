@@ -27,6 +27,11 @@ pub(crate) fn cost(usd: f64) -> String {
     }
 }
 
+/// `1 attempt`, `3 attempts`: a count with its noun, plural only for many.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `text` as one shell word: unchanged when it is plain, else in single quotes.
 pub(crate) fn shell_quote(text: &str) -> String {
     let plain = !text.is_empty()
@@ -126,6 +131,13 @@ mod tests {
             (0.000001, "$0.000001"),
         ] {
             assert_eq!(cost(usd), text, "{usd}");
+        }
+    }
+
+    #[test]
+    fn counts_are_plural_only_for_many() {
+        for (n, text) in [(0, "0 attempts"), (1, "1 attempt"), (2, "2 attempts")] {
+            assert_eq!(count(n, "attempt", "attempts"), text);
         }
     }
 

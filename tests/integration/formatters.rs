@@ -8,7 +8,8 @@
 //!   it the same way; its next note rewrites the block in its layout, which is again a fixed
 //!   point.
 //! - A SPEC.md in the old layout, formatted by prettier: a task that fails every time is blocked
-//!   after `--max-attempts` attempts numbered 1, 2, 3, and the Check the formatter nested under
+//!   after `--max-attempts` attempts and the one under the decomposition request, numbered 1
+//!   to 4, and the Check the formatter nested under
 //!   a research bullet is enforced (end to end, prettier run again between the runs).
 //! - Edits apply to a file a formatter rewrote since kern read it (the task found again by
 //!   identity, also when the formatter re-spelled its title's emphasis).
@@ -366,7 +367,7 @@ fn prettier_in(p: &Project) {
 }
 
 #[test]
-fn an_old_layout_formatted_by_prettier_blocks_after_three_numbered_attempts_and_enforces_check() {
+fn an_old_layout_formatted_by_prettier_blocks_after_four_numbered_attempts_and_enforces_check() {
     if !formatters_present() {
         return;
     }
@@ -387,7 +388,8 @@ fn an_old_layout_formatted_by_prettier_blocks_after_three_numbered_attempts_and_
         "commit": {"result": {"verdict": "COMMIT", "subject": "Pass the gate"}}
     }}));
     let mut codes = Vec::new();
-    for _ in 0..3 {
+    // Three alike failures ask for decomposition; the fourth, under that request, blocks.
+    for _ in 0..4 {
         let out = p
             .kern()
             .args(["1", "0", "--max-attempts", "3"])
@@ -416,7 +418,8 @@ fn an_old_layout_formatted_by_prettier_blocks_after_three_numbered_attempts_and_
         [
             NoteKind::Attempt(1),
             NoteKind::Attempt(2),
-            NoteKind::Attempt(3)
+            NoteKind::Attempt(3),
+            NoteKind::Attempt(4)
         ],
         "{spec}"
     );

@@ -265,7 +265,8 @@ fn skipped_and_blocked_tasks_leave_their_work_aside_and_the_night_goes_on() {
     }));
     let out = p
         .kern()
-        .args(["3", "0", "--max-attempts", "1", "--allow-dirty"])
+        // Blocker fails twice: its first failure asks for decomposition, the second blocks.
+        .args(["4", "0", "--max-attempts", "1", "--allow-dirty"])
         .output()
         .unwrap();
     let (_, err) = texts(&out);

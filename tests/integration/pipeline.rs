@@ -191,7 +191,7 @@ fn three_failures_ask_for_decomposition_and_exhaustion_blocks_with_exit_4() {
 }
 
 #[test]
-fn the_same_failure_three_times_blocks_early() {
+fn the_same_failure_blocks_early_once_decomposition_was_asked_for() {
     let p = Project::new("- [ ] Stuck\n- [ ] Fine\n");
     let mut s = working_agent();
     s["tasks"] = json!([{"match": "Stuck", "implement": {"result": {"status": "FAILED", "summary": "no", "attempt_note": "npm is not installed"}}}]);
@@ -201,11 +201,24 @@ fn the_same_failure_three_times_blocks_early() {
     assert_eq!(out.status.code(), Some(4), "{err}");
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Stuck\n"), "{spec}");
+    // Three alike failures ask for decomposition; the fourth, under that request, blocks.
     assert!(
-        spec.contains("> **Attempt 3:** npm is not installed"),
+        spec.contains("> **Attempt 4:** npm is not installed"),
         "{spec}"
     );
-    assert!(!spec.contains("> **Attempt 4:**"), "{spec}");
+    assert!(!spec.contains("> **Attempt 5:**"), "{spec}");
+    assert!(
+        spec.contains("the last 3 attempts failed the same way, decomposition included"),
+        "{spec}"
+    );
+    assert!(
+        p.prompts("implement")
+            .iter()
+            .filter(|prompt| prompt.contains("Decomposition is required"))
+            .count()
+            == 1,
+        "one decomposition request"
+    );
     assert!(spec.contains("- [x] Fine"), "the loop moves on: {spec}");
 }
 
