@@ -78,6 +78,16 @@ pub enum Error {
         message: String,
     },
 
+    /// A prompt override that parses but cannot work: empty, without `{TASK}`, or a file in
+    /// `.kern/prompts/` kern would never read.
+    #[error("`{}`: {message}", path.display())]
+    TemplateUnusable {
+        /// The file in `.kern/prompts/`.
+        path: PathBuf,
+        /// What is wrong and the fix.
+        message: String,
+    },
+
     /// A new task may only start on a clean tree.
     #[error(
         "the work tree has uncommitted changes: {} — commit or stash them, or pass --allow-dirty to leave them out of kern's commits",
@@ -102,6 +112,20 @@ pub enum Error {
         what: String,
         /// The exact fix.
         fix: String,
+    },
+
+    /// The repository disappeared while kern ran (an agent deleted `.git`): nothing can be
+    /// committed or put back; the state folder still holds what the stages produced.
+    #[error(
+        "the repository is gone: `{}` no longer exists, so kern can neither commit nor put anything back — the state folder `{}` still holds the task's stage files (`stageN.json`, the prompts, the agents' output) and `run.jsonl`; restore `.git` (from a clone or a backup) and run kern again to resume the task",
+        git_dir.display(),
+        state_dir.display()
+    )]
+    RepositoryGone {
+        /// The repository's git folder, as it was when the run began.
+        git_dir: PathBuf,
+        /// The run's state folder.
+        state_dir: PathBuf,
     },
 
     /// git's own `index.lock` is present and was not left by a dead kern.
@@ -316,9 +340,11 @@ impl Error {
             | Error::SpecInvalid { .. }
             | Error::SpecRefused { .. }
             | Error::Template { .. }
+            | Error::TemplateUnusable { .. }
             | Error::DirtyTree { .. }
             | Error::Repository(_)
             | Error::RepositoryFormat { .. }
+            | Error::RepositoryGone { .. }
             | Error::IndexLocked { .. }
             | Error::CheckFailsAtBaseline { .. }
             | Error::GitIdentity
@@ -416,6 +442,20 @@ mod tests {
             (
                 Error::DirtyTree {
                     files: vec!["a".into()],
+                },
+                2,
+            ),
+            (
+                Error::TemplateUnusable {
+                    path: ".kern/prompts/research.md".into(),
+                    message: "m".into(),
+                },
+                2,
+            ),
+            (
+                Error::RepositoryGone {
+                    git_dir: "/r/.git".into(),
+                    state_dir: "/s".into(),
                 },
                 2,
             ),

@@ -11,7 +11,9 @@
 //! - The defaults `prompts/1_research.md`, `prompts/2_implement.md`, `prompts/3_commit.md` are
 //!   embedded in the binary; a repository overrides any of them with a file of the same name
 //!   in `.kern/prompts/`. Every template is parsed and checked when loaded, so a broken one
-//!   stops kern at start-up (and in `kern -n`) with the file and line, never mid-run.
+//!   stops kern at start-up (and in `kern -n` and `kern doctor`) with the file and line, never
+//!   mid-run. An override must hold text and use `{TASK}`, and a `.md` file there that is
+//!   none of the three names is an error (a misnamed override would be silently unused).
 //! - Front matter is optional: a first line `---`, lines `key: value`, a closing `---`. The
 //!   only key is `model` (a Claude model name; quotes around it are dropped). Blank lines and
 //!   `#` comment lines are allowed inside it.
@@ -279,6 +281,26 @@ impl Template {
         })
     }
 
+    /// An override that parses but cannot work: no text at all (the agent would get an empty
+    /// prompt), or no `{TASK}` (the agent would never learn its task).
+    fn usable_override(&self, path: &Path) -> Result<()> {
+        let blank = self.segments.iter().all(|segment| match segment {
+            Segment::Literal(text) => text.trim().is_empty(),
+            Segment::Slot(_) => false,
+        });
+        let problem = if blank {
+            "the template is empty — write a prompt that uses {TASK}, or delete the file to use the built-in one"
+        } else if !self.placeholders().contains(&Placeholder::Task) {
+            "the template never uses {TASK}, so the agent would never learn its task — put {TASK} where the task goes, or delete the file to use the built-in one"
+        } else {
+            return Ok(());
+        };
+        Err(Error::TemplateUnusable {
+            path: path.to_path_buf(),
+            message: problem.to_string(),
+        })
+    }
+
     /// The placeholders the template uses, each once, in order of first use.
     pub fn placeholders(&self) -> Vec<Placeholder> {
         let mut seen = Vec::new();
@@ -322,17 +344,20 @@ pub struct Templates {
 
 impl Templates {
     /// The built-in templates, each replaced by `<repo_top>/.kern/prompts/<name>.md` when that
-    /// file exists. Every template is checked; the first broken one is the error.
+    /// file exists. Every template is checked, and so is what an override cannot do without:
+    /// text, and `{TASK}`. A `.md` file in `.kern/prompts/` kern would not read (a misnamed
+    /// override) is an error too. The first problem found is the error.
     pub fn load(repo_top: &Path) -> Result<Templates> {
+        let folder = Path::new(".kern").join("prompts");
         let load = |stage: Stage| -> Result<Template> {
-            let relative = Path::new(".kern")
-                .join("prompts")
-                .join(stage.template_name());
+            let relative = folder.join(stage.template_name());
             let path = repo_top.join(&relative);
             match std::fs::read(&path) {
                 Ok(bytes) => {
                     let text = decode_utf8(&bytes, &path)?;
-                    Template::parse(stage, relative, &path, text)
+                    let template = Template::parse(stage, relative, &path, text)?;
+                    template.usable_override(&path)?;
+                    Ok(template)
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     let source =
@@ -342,11 +367,13 @@ impl Templates {
                 Err(e) => Err(Error::io(path, e)),
             }
         };
-        Ok(Templates {
+        let templates = Templates {
             research: load(Stage::Research)?,
             implement: load(Stage::Implement)?,
             commit: load(Stage::Review)?,
-        })
+        };
+        unknown_overrides(&repo_top.join(folder))?;
+        Ok(templates)
     }
 
     /// The template of `stage`.
@@ -365,6 +392,51 @@ impl Templates {
             Stage::Implement => BUILTIN_IMPLEMENT,
             Stage::Review => BUILTIN_COMMIT,
         }
+    }
+}
+
+/// A markdown file in `.kern/prompts/` (`folder`) that is none of the templates kern reads:
+/// almost always a misnamed override (`research.md`), which would otherwise be silently
+/// unused. Other files (hidden ones, an editor's backups, notes in `.txt`) are left alone.
+fn unknown_overrides(folder: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(folder, e)),
+    };
+    let mut unknown: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let markdown = path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("md"));
+            markdown
+                && name.is_some_and(|name| {
+                    !name.starts_with('.') && !Stage::ALL.iter().any(|s| s.template_name() == name)
+                })
+                && path.is_file()
+        })
+        .collect();
+    unknown.sort();
+    match unknown.into_iter().next() {
+        None => Ok(()),
+        Some(path) => Err(Error::TemplateUnusable {
+            path,
+            message: format!(
+                "kern reads no template of this name — it reads {} from .kern/prompts/; rename the file, or delete it",
+                template_names()
+            ),
+        }),
+    }
+}
+
+/// `1_research.md, 2_implement.md and 3_commit.md`.
+fn template_names() -> String {
+    let names: Vec<&str> = Stage::ALL.iter().map(|s| s.template_name()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
     }
 }
 
@@ -940,6 +1012,68 @@ mod tests {
                 );
             }
             other => panic!("expected a template error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn overrides_that_cannot_work_name_the_file_and_the_problem() {
+        let cases = [
+            (
+                "1_research.md",
+                "",
+                "the template is empty — write a prompt that uses {TASK}, or delete the file to use the built-in one",
+            ),
+            (
+                "1_research.md",
+                "---\nmodel: sonnet\n---\n\n  \n",
+                "the template is empty — write a prompt that uses {TASK}, or delete the file to use the built-in one",
+            ),
+            (
+                "2_implement.md",
+                "Do the work. {LEARNINGS}\n",
+                "the template never uses {TASK}, so the agent would never learn its task — put {TASK} where the task goes, or delete the file to use the built-in one",
+            ),
+            (
+                "3_commit.md",
+                "Review {{TASK}} literally.\n",
+                "the template never uses {TASK}, so the agent would never learn its task — put {TASK} where the task goes, or delete the file to use the built-in one",
+            ),
+            (
+                "research.md",
+                "Research {TASK}.\n",
+                "kern reads no template of this name — it reads 1_research.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
+            ),
+        ];
+        for (name, text, message) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let path = write_override(dir.path(), name, text);
+            match Templates::load(dir.path()) {
+                Err(Error::TemplateUnusable {
+                    path: p,
+                    message: m,
+                }) => {
+                    assert_eq!((p, m.as_str()), (path, message), "{name} {text:?}");
+                }
+                other => panic!("{name} {text:?}: expected an unusable template, got {other:?}"),
+            }
+        }
+        // What is left alone: hidden files, other extensions, folders, a good override.
+        let dir = tempfile::tempdir().unwrap();
+        write_override(dir.path(), "1_research.md", "Research {TASK}.\n");
+        write_override(dir.path(), ".notes.md", "x");
+        write_override(dir.path(), "1_research.md~", "x");
+        write_override(dir.path(), "README.txt", "x");
+        std::fs::create_dir(dir.path().join(".kern/prompts/old.md")).unwrap();
+        assert!(Templates::load(dir.path()).is_ok());
+        for stage in Stage::ALL {
+            assert!(
+                Templates::load(Path::new("/nonexistent-kern-test"))
+                    .unwrap()
+                    .get(stage)
+                    .placeholders()
+                    .contains(&Placeholder::Task),
+                "the built-in {stage} template uses {{TASK}}"
+            );
         }
     }
 
