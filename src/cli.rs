@@ -315,7 +315,8 @@ pub enum Command {
     },
     /// Write a starter SPEC.md and LEARNINGS.md (never overwrites).
     Init {
-        /// Also copy the default prompt templates into `.kern/prompts/` for editing.
+        /// Also copy the default prompt templates into `.kern/prompts/` for editing; in a
+        /// project that has its SPEC.md, only the templates are written.
         #[arg(long)]
         prompts: bool,
         /// Write only a commented `.kern/config.toml` (every setting, all commented out).

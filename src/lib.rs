@@ -176,8 +176,19 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             let repo = repository::Repository::discover(&settings.cwd)?;
             let written = init::run(repo.top(), &settings.spec, prompts)?;
             if !settings.quiet {
-                let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
-                eprintln!("kern: wrote {}", names.join(", "));
+                let names: Vec<String> = written
+                    .files
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                match &written.kept {
+                    Some(spec) => eprintln!(
+                        "kern: wrote {}; kept {} as it is",
+                        names.join(", "),
+                        spec.display()
+                    ),
+                    None => eprintln!("kern: wrote {}", names.join(", ")),
+                }
             }
             Ok(())
         }

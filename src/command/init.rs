@@ -1,6 +1,9 @@
 //! `kern init`: writes a starter SPEC.md and LEARNINGS.md (and, with `--prompts`, the built-in
 //! prompt templates into `.kern/prompts/` for editing).
 //!
+//! With `--prompts` in a project that already has its task list, only the templates are
+//! written: SPEC.md and LEARNINGS.md are the person's and stay exactly as they are.
+//!
 //! The one decision a reader must know: **init never overwrites, and never half-writes**. Every
 //! file it would write is checked up front; if any of them exists (a dangling symlink counts),
 //! nothing at all is written and the error names the file. The check and the writes are not one
@@ -73,31 +76,47 @@ pub const STARTER_LEARNINGS: &str = "# Learnings
 kern appends what the agents learn here, dated, one section per task; edit or prune it freely.
 ";
 
+/// What `kern init` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// The files written, relative to the top folder, in the order written.
+    pub files: Vec<PathBuf>,
+    /// The task list kept as it was (`--prompts` in a project that has one).
+    pub kept: Option<PathBuf>,
+}
+
 /// Writes the starter files into `top`, the repository's top folder. `spec` is the SPEC.md path
 /// as given by `--spec`, relative to `top`; LEARNINGS.md goes beside it. With `prompts`, the
-/// three built-in templates go to `top/.kern/prompts/`. Returns the files written, relative to
-/// `top`, in the order written.
+/// three built-in templates go to `top/.kern/prompts/` — and when the task list already
+/// exists, only they: the project is there, its SPEC.md and LEARNINGS.md are left as they are.
 ///
-/// If any of those files exists, nothing is written and the error (exit 2) names it.
-pub(crate) fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Vec<PathBuf>> {
+/// If any of the files to write exists, nothing is written and the error (exit 2) names it.
+pub(crate) fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Written> {
     if spec.file_name().is_none() {
         return Err(Error::Usage(format!(
             "`{}` is not a file name — pass --spec PATH naming the task list, e.g. --spec SPEC.md",
             spec.display()
         )));
     }
-    let mut files: Vec<(PathBuf, &'static str, String)> = vec![
-        (
+    let existing_project = prompts
+        && match std::fs::symlink_metadata(top.join(spec)) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(Error::io(top.join(spec), e)),
+        };
+    let mut files: Vec<(PathBuf, &'static str, String)> = Vec::new();
+    if !existing_project {
+        files.push((
             spec.to_path_buf(),
             STARTER_SPEC,
             "edit it, or pass --spec PATH to start another list".to_string(),
-        ),
-        (
+        ));
+        files.push((
             spec.with_file_name(LEARNINGS_NAME),
             STARTER_LEARNINGS,
             "edit it, or pass --spec PATH in another folder to start another list".to_string(),
-        ),
-    ];
+        ));
+    }
     if prompts {
         for stage in Stage::ALL {
             files.push((
@@ -131,7 +150,10 @@ pub(crate) fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Vec<PathBuf>
         atomic_file::write(&path, text.as_bytes())?;
         written.push(relative);
     }
-    Ok(written)
+    Ok(Written {
+        files: written,
+        kept: existing_project.then(|| spec.to_path_buf()),
+    })
 }
 
 #[cfg(test)]
@@ -170,7 +192,7 @@ mod tests {
         ];
         for (spec, learnings) in cases {
             let top = tempfile::tempdir().unwrap();
-            let written = run(top.path(), Path::new(spec), false).unwrap();
+            let written = run(top.path(), Path::new(spec), false).unwrap().files;
             assert_eq!(
                 written,
                 vec![PathBuf::from(spec), PathBuf::from(learnings)],
@@ -264,8 +286,9 @@ mod tests {
     fn prompts_are_written_and_load_back_as_overrides() {
         let top = tempfile::tempdir().unwrap();
         let written = run(top.path(), Path::new("SPEC.md"), true).unwrap();
+        assert_eq!(written.kept, None);
         assert_eq!(
-            written,
+            written.files,
             [
                 "SPEC.md",
                 "LEARNINGS.md",
@@ -281,6 +304,56 @@ mod tests {
             assert_eq!(read(top.path().join(&relative)), Templates::builtin(stage));
             assert_eq!(templates.get(stage).source, relative, "{stage}");
         }
+    }
+
+    #[test]
+    fn prompts_in_an_existing_project_write_the_templates_only() {
+        // (files there before, the task list kept)
+        let cases: [(&[&str], &str); 3] = [
+            (&["SPEC.md"], "SPEC.md"),
+            (&["SPEC.md", "LEARNINGS.md"], "SPEC.md"),
+            (&["docs/PLAN.md"], "docs/PLAN.md"),
+        ];
+        for (existing, spec) in cases {
+            let top = tempfile::tempdir().unwrap();
+            for name in existing {
+                let path = top.path().join(name);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, "mine\n").unwrap();
+            }
+            let written = run(top.path(), Path::new(spec), true).unwrap();
+            assert_eq!(
+                written,
+                Written {
+                    files: Stage::ALL
+                        .iter()
+                        .map(|s| Path::new(".kern/prompts").join(s.template_name()))
+                        .collect(),
+                    kept: Some(PathBuf::from(spec)),
+                },
+                "{existing:?}"
+            );
+            for name in existing {
+                assert_eq!(read(top.path().join(name)), "mine\n", "{name}");
+            }
+            let mut expected: Vec<String> = existing.iter().map(ToString::to_string).collect();
+            expected.extend(written.files.iter().map(|p| p.display().to_string()));
+            expected.sort();
+            assert_eq!(
+                tree(top.path()),
+                expected,
+                "{existing:?}: nothing else written"
+            );
+        }
+        // Without --prompts an existing SPEC.md is still refused.
+        let top = tempfile::tempdir().unwrap();
+        std::fs::write(top.path().join("SPEC.md"), "mine\n").unwrap();
+        assert_eq!(
+            run(top.path(), Path::new("SPEC.md"), false)
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
     }
 
     /// The source line of every task item a CommonMark reader finds, in order.
