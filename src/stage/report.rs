@@ -206,6 +206,16 @@ pub(crate) fn extract_report(
     }))
 }
 
+/// True when `text` is exactly one JSON object that is `stage`'s report — what
+/// [`extract_report`] reads from a plain-text program's whole output. A plain-text agent has
+/// reported its result once its output is this (`agent::stream::ReportCheck`).
+pub(crate) fn is_report(stage: Stage, text: &str) -> bool {
+    let trimmed = text.trim();
+    trimmed.starts_with('{')
+        && serde_json::from_str::<serde_json::Value>(trimmed)
+            .is_ok_and(|value| report_from_value(stage, value).is_ok())
+}
+
 /// `value` as `stage`'s report.
 fn report_from_value(stage: Stage, value: serde_json::Value) -> Result<StageReport, String> {
     let report = match stage {
@@ -276,6 +286,36 @@ fn last_status_word(text: &str) -> Option<ImplementStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_is_one_json_object_of_the_stage() {
+        let cases = [
+            (Stage::Research, r#"{"notes": ["a"]}"#, true),
+            (Stage::Research, "  {\"notes\": []}\n", true),
+            (
+                Stage::Research,
+                r#"{"status": "SUCCESS", "summary": "s"}"#,
+                false,
+            ),
+            (
+                Stage::Implement,
+                r#"{"status": "SUCCESS", "summary": "s"}"#,
+                true,
+            ),
+            (Stage::Implement, r#"{"status": "MAYBE"}"#, false),
+            (Stage::Implement, r#"{"status": "SUCCESS"} and more"#, false),
+            (Stage::Implement, "SUCCESS", false),
+            (
+                Stage::Review,
+                r#"{"verdict": "COMMIT", "subject": "Add x"}"#,
+                true,
+            ),
+            (Stage::Review, r#"{"verdict": "COMMIT", "subject": "#, false),
+        ];
+        for (stage, text, want) in cases {
+            assert_eq!(is_report(stage, text), want, "{stage} {text}");
+        }
+    }
 
     #[test]
     fn schemas_are_valid_json_objects() {

@@ -20,6 +20,8 @@ mod claude;
 mod codex;
 mod plain;
 
+pub(crate) use plain::ReportCheck;
+
 use std::borrow::Cow;
 
 use serde::Deserialize;
@@ -120,8 +122,8 @@ pub(crate) struct AgentOutput {
     pub exit_code: Option<i32>,
     /// The end of the process's stderr.
     pub stderr_tail: String,
-    /// A final result event arrived (Claude `result`, Codex `turn.completed`); never for plain
-    /// text, which has no such event.
+    /// A final result event arrived (Claude `result`, Codex `turn.completed`), or plain text
+    /// became the stage's finished report (`plain.rs`).
     pub saw_result: bool,
     /// The model the agent said it runs (Claude's `init` event).
     pub model: Option<String>,
@@ -306,6 +308,8 @@ enum Mode {
 pub(crate) struct StreamParser {
     common: Common,
     mode: Mode,
+    /// What a finished report looks like, for plain text (which has no result event).
+    report_check: Option<ReportCheck>,
 }
 
 impl StreamParser {
@@ -324,7 +328,15 @@ impl StreamParser {
                 malformed: 0,
             },
             mode,
+            report_check: None,
         }
+    }
+
+    /// Lets plain text report its result before the program exits: `check` says whether the
+    /// whole output is the stage's finished report (see `plain.rs`).
+    pub(crate) fn with_report_check(mut self, check: ReportCheck) -> StreamParser {
+        self.report_check = Some(check);
+        self
     }
 
     /// Reads one stdout line (with or without its line ending).
@@ -341,10 +353,7 @@ impl StreamParser {
             self.mode = detect(line, blank_lines);
         }
         match &mut self.mode {
-            Mode::Plain(plain) => {
-                plain.push_line(line);
-                LineSignal::Continue
-            }
+            Mode::Plain(plain) => plain.push_line(line, self.report_check.as_ref()),
             Mode::Claude(claude) => claude.push_line(line, &mut self.common),
             Mode::Codex(codex) => codex.push_line(line, &mut self.common),
             Mode::Undecided { .. } => LineSignal::Continue,
@@ -423,7 +432,7 @@ fn detect(line: &str, blank_lines: u64) -> Mode {
         _ => {
             let mut plain = plain::PlainText::new();
             for _ in 0..blank_lines {
-                plain.push_line("");
+                plain.push_line("", None);
             }
             Mode::Plain(plain)
         }

@@ -6,11 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::agent::stream::{AgentOutput, LineSignal, StreamParser};
+use crate::agent::stream::{AgentOutput, LineSignal, ReportCheck, StreamParser};
 use crate::agent::{Agent, InvocationRequest, StageAgent};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::stage::record::{KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord};
+use crate::stage::report::is_report;
 use crate::state::StateDir;
 use crate::state::lock::{AgentGroup, RunLock};
 use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
@@ -92,7 +93,9 @@ pub(super) async fn run_once(
     };
     let started_at = Timestamp::now();
     let clock = Instant::now();
-    let mut parser = StreamParser::new(agent.stream_format());
+    // A plain-text program has reported once its output is the stage's report.
+    let mut parser = StreamParser::new(agent.stream_format())
+        .with_report_check(ReportCheck::new(move |text| is_report(stage, text)));
     tracing::debug!(
         stage = stage.name(),
         program = %invocation.program.display(),
