@@ -10,7 +10,9 @@
 //! The task, the resume point and every prompt come from the code a run uses (the workspace,
 //! `spec::select_with`, `resume::infer`, `StageInputs::gather`, the templates), so what it
 //! shows is what the run would do. The report is the command's output and goes to stdout;
-//! warnings about SPEC.md go to stderr, as `kern status` prints them.
+//! warnings about SPEC.md go to stderr, as `kern status` prints them. Control characters in
+//! either (a title's escape sequence, a tab in a `-v` prompt) are shown escaped or as spaces
+//! (`reporter::text::clean`), never sent to the terminal raw.
 
 use std::fmt::Write as _;
 
@@ -27,9 +29,10 @@ use crate::state::resume::ResumePoint;
 pub(crate) fn run(settings: &Settings) -> Result<()> {
     let (report, warnings) = report_with_warnings(settings, status::terminal_width())?;
     for w in &warnings {
-        eprintln!("kern: {w}");
+        eprintln!("kern: {}", crate::reporter::text::clean(w));
     }
-    status::print_out(&report)
+    // Titles, the person's Check commands and prompts come from outside kern.
+    status::print_out(&crate::reporter::text::clean_lines(&report))
 }
 
 /// The dry-run report with titles cut to `width`, and the warnings about SPEC.md.

@@ -10,7 +10,8 @@
 //! "fix"}}` (and `diagnostics` with every problem of a refused SPEC.md), with the same exit code
 //! as without `--json`. Human output quotes titles so that their own backticks show
 //! ([`crate::spec::quote_title`]) and cuts them to the terminal's width with `…`; JSON keeps
-//! them whole.
+//! them whole. Control characters in human output (a title's `ESC]0;…BEL`) are shown escaped
+//! (`reporter::text::clean`), never sent to the terminal raw.
 
 use std::io::Write;
 
@@ -225,9 +226,12 @@ pub(crate) fn run(settings: &Settings, json: bool, dir: bool) -> Result<()> {
         Ok((_, report)) if json => print_out(&format!("{}\n", report.json)),
         Ok((_, report)) => {
             for w in &report.warnings {
-                eprintln!("kern: {w}");
+                eprintln!("kern: {}", crate::reporter::text::clean(w));
             }
-            print_out(&render_human(&report, terminal_width()))
+            print_out(&crate::reporter::text::clean_lines(&render_human(
+                &report,
+                terminal_width(),
+            )))
         }
         Err(e) => {
             if json {
@@ -264,6 +268,7 @@ pub(crate) fn terminal_width() -> Option<usize> {
 /// `line` with `title` (quoted, once) cut so that the whole line fits `width` columns; the cut
 /// ends in `…`. Without a width, or when even a short title would not fit, it is kept whole.
 pub(crate) fn fit_title(line: &str, title: &str, width: Option<usize>) -> String {
+    let title = &crate::reporter::text::clean(title);
     let quoted = spec::quote_title(title);
     let whole = line.replacen("{title}", &quoted, 1);
     let Some(width) = width else {

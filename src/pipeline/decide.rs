@@ -385,17 +385,16 @@ pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32)
 
 /// The commit message from the review: its subject (else the task's title), a blank line and
 /// its body when it has one; changes of SPEC.md kern did not make are named at the end, so
-/// they are never committed silently as kern's.
+/// they are never committed silently as kern's. Control characters and escape sequences
+/// (agent text, a title's `ESC]0;…BEL`) are stripped, so `git log` shows only text.
 pub(super) fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[String]) -> String {
-    let mut message = review.subject.trim().to_string();
+    use crate::reporter::text::strip_controls;
+    let mut message = strip_controls(&review.subject).trim().to_string();
     if message.is_empty() {
-        message = title.to_string();
+        message = strip_controls(title).trim().to_string();
     }
-    let mut body = review
-        .body
-        .as_deref()
-        .map(str::trim)
-        .unwrap_or_default()
+    let mut body = strip_controls(review.body.as_deref().unwrap_or_default())
+        .trim()
         .to_string();
     if !hand_edits.is_empty() {
         if !body.is_empty() {
@@ -403,7 +402,7 @@ pub(super) fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[S
         }
         body.push_str("SPEC.md changes not made by kern:\n");
         for change in hand_edits {
-            body.push_str(&format!("- {change}\n"));
+            body.push_str(&format!("- {}\n", strip_controls(change)));
         }
     }
     let body = body.trim_end();
@@ -1129,6 +1128,15 @@ mod tests {
         r.subject = " ".into();
         r.body = None;
         assert_eq!(commit_message(&r, "The task title", &[]), "The task title");
+        // Escape sequences and control characters never reach the commit.
+        r.subject = "\x1b]0;pwned\x07 \x1b[31mRed\x1b[0m fix\r".into();
+        r.body = Some("with \x1b[2J a clear\r\nscreen\x00".into());
+        assert_eq!(
+            commit_message(&r, "T", &["`\x1b[1mB\x1b[0m` [ ] → [x]".into()]),
+            "Red fix\n\nwith  a clear\nscreen\n\nSPEC.md changes not made by kern:\n- `B` [ ] → [x]\n"
+        );
+        r.subject = "\x1b[0m".into();
+        assert!(commit_message(&r, "Ti\x07tle", &[]).starts_with("Title\n"));
     }
 
     #[test]

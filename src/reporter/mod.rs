@@ -13,8 +13,9 @@
 //!
 //! `NO_COLOR` turns colour off but keeps the live status line: it asks for no colour, not for
 //! no cursor movement. `TERM=dumb` counts as no terminal. Text that comes from outside kern
-//! (task titles, agent tool calls, notes) has its control characters replaced by spaces before
-//! it is shown, so an agent cannot move the cursor or forge a timestamped line.
+//! (task titles, agent tool calls, notes) is cleaned before it is shown (`text::clean`: line
+//! breaks become spaces, other control characters are shown escaped, `\e[31m`), so an agent
+//! cannot move the cursor, set the window title or forge a timestamped line.
 //!
 //! Locking: the reporter is shared by reference (`Send + Sync`). The status text lives behind
 //! one mutex, the stage clock the spinner reads on every tick behind another; kern's own code
@@ -757,11 +758,13 @@ mod tests {
         let out = capture.contents();
         assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
         assert!(
-            out.contains(&format!("{STAMP} kern: [1/1] title [2J fake tab\n")),
+            out.contains(&format!("{STAMP} kern: [1/1] title\\e[2J fake tab\n")),
             "{out}"
         );
         assert!(
-            out.contains(&format!("{STAMP} kern: line one\n{STAMP} kern: line two\n")),
+            out.contains(&format!(
+                "{STAMP} kern: line one\n{STAMP} kern: line\\atwo\n"
+            )),
             "{out}"
         );
         assert!(
@@ -968,6 +971,6 @@ kern: run ended: nothing left to do
     fn truncation_counts_characters() {
         assert_eq!(text::truncate("héllo", 5), "héllo");
         assert_eq!(text::truncate("héllo wörld", 6), "héllo…");
-        assert_eq!(text::clean("a\nb\x1bc\u{7f}d"), "a b c d");
+        assert_eq!(text::clean("a\nb\x1bc\u{7f}d"), "a b\\ec\\x7fd");
     }
 }

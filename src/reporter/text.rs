@@ -45,12 +45,72 @@ pub(crate) fn shell_quote(text: &str) -> String {
     }
 }
 
-/// Control characters (newlines, escapes, carriage returns, tabs) become spaces: text from
-/// outside kern can then neither move the cursor nor forge a line of kern's own.
+/// Text from outside kern, safe on a terminal: line breaks and tabs become spaces, every other
+/// control character is shown escaped (`\e` for ESC, `\a` for BEL, `\x7f`, `\u{9b}`), so it
+/// can neither move the cursor, set the window title nor forge a line of kern's own — and the
+/// person still sees that it was there.
 pub(crate) fn clean(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' | '\u{b}' | '\u{c}' => out.push(' '),
+            '\u{1b}' => out.push_str("\\e"),
+            '\u{7}' => out.push_str("\\a"),
+            c if c.is_control() && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A report of several lines, each [`clean`]ed: its line breaks stay.
+pub(crate) fn clean_lines(text: &str) -> String {
+    text.split('\n').map(clean).collect::<Vec<_>>().join("\n")
+}
+
+/// Text for a commit message: escape sequences (`ESC [ … m`, `ESC ] … BEL`) and every other
+/// control character but the line break and the tab are removed, so that `git log` on a
+/// terminal shows only text; CRLF becomes LF.
+pub(crate) fn strip_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                // CSI: parameters and intermediates, up to a final byte `@`..`~`.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC, DCS and the like: up to BEL or ST (`ESC \`).
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' {
+                            break;
+                        }
+                        if c == '\u{1b}' {
+                            if chars.peek() == Some(&'\\') {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                // A two-character escape (`ESC c`, `ESC 7`): both go.
+                _ => {}
+            },
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// At most `width` characters, the last of them `…` when cut.
@@ -135,6 +195,30 @@ mod tests {
     }
 
     #[test]
+    fn control_characters_are_shown_escaped_or_stripped() {
+        let cases = [
+            // (text, cleaned for a terminal, stripped for a commit message)
+            ("plain", "plain", "plain"),
+            ("a\nb\r\nc\td", "a b  c d", "a\nb\nc\td"),
+            (
+                "Fix \x1b]0;pwned\x07 the \x1b[31mred\x1b[0m bug",
+                "Fix \\e]0;pwned\\a the \\e[31mred\\e[0m bug",
+                "Fix  the red bug",
+            ),
+            ("t\x1b]2;x\x1b\\itle", "t\\e]2;x\\e\\itle", "title"),
+            ("a\x1bcb", "a\\ecb", "ab"),
+            ("x\x00y\x7fz\u{9b}2J", "x\\x00y\\x7fz\\u{9b}2J", "xyz2J"),
+            ("é ✅", "é ✅", "é ✅"),
+        ];
+        for (text, cleaned, stripped) in cases {
+            assert_eq!(clean(text), cleaned, "{text:?}");
+            assert_eq!(strip_controls(text), stripped, "{text:?}");
+            assert!(!clean(text).chars().any(char::is_control), "{text:?}");
+        }
+        assert_eq!(clean_lines("a\x1b\nb\n"), "a\\e\nb\n");
+    }
+
+    #[test]
     fn counts_are_plural_only_for_many() {
         for (n, text) in [(0, "0 attempts"), (1, "1 attempt"), (2, "2 attempts")] {
             assert_eq!(count(n, "attempt", "attempts"), text);
@@ -147,7 +231,7 @@ mod tests {
         assert_eq!(shell_quote("Bash(git commit *)"), "'Bash(git commit *)'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(shell_quote(""), "''");
-        assert_eq!(clean("a\x1b[2Jb\nc\td"), "a [2Jb c d");
+        assert_eq!(clean("a\x1b[2Jb\nc\td"), "a\\e[2Jb c d");
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(truncate("abc", 4), "abc");
         assert_eq!(short_oid("0123456789abcdef"), "0123456");
