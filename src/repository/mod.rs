@@ -215,7 +215,13 @@ impl Repository {
     /// bare repository or a folder outside git is an [`Error::Repository`] with the fix.
     pub fn discover(start: &Path) -> Result<Repository> {
         let repo = git2::Repository::discover(start).map_err(|e| {
-            if e.code() == git2::ErrorCode::NotFound {
+            if let Some(path) = untrusted_path(&e, start) {
+                Error::Repository(format!(
+                    "`{}` is owned by another user, and git works in such a repository only when told it is safe (`safe.directory`) — if you trust it, run `{}`, then kern again",
+                    path.display(),
+                    safe_directory_fix(&path)
+                ))
+            } else if e.code() == git2::ErrorCode::NotFound {
                 Error::Repository(format!(
                     "`{}` is not inside a git repository — run kern inside a git repository, or `git init` first",
                     start.display()
@@ -558,6 +564,31 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
     i
 }
 
+/// The repository git refused to open because another user owns it (git's `safe.directory`
+/// check, which libgit2 makes too): its top folder, as git's own fix names it. `None` for any
+/// other error.
+pub(crate) fn untrusted_path(error: &git2::Error, start: &Path) -> Option<PathBuf> {
+    if error.code() != git2::ErrorCode::Owner {
+        return None;
+    }
+    // libgit2: "repository path '/x/' is not owned by current user".
+    let quoted = error.message().split('\'').nth(1).filter(|p| !p.is_empty());
+    let path = quoted.map_or_else(|| start.to_path_buf(), PathBuf::from);
+    let path = match path.file_name() {
+        Some(name) if name == ".git" => path.parent().map_or(path.clone(), Path::to_path_buf),
+        _ => path,
+    };
+    Some(path.components().collect())
+}
+
+/// git's own fix for an untrusted repository at `path`.
+pub(crate) fn safe_directory_fix(path: &Path) -> String {
+    format!(
+        "git config --global --add safe.directory {}",
+        crate::reporter::text::shell_quote(&path.display().to_string())
+    )
+}
+
 #[cfg(test)]
 mod format_tests {
     use super::*;
@@ -589,6 +620,41 @@ mod format_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_untrusted_repository_is_named_as_gits_fix_names_it() {
+        let owner = |message: &str| {
+            git2::Error::new(git2::ErrorCode::Owner, git2::ErrorClass::Config, message)
+        };
+        let cases = [
+            (
+                "repository path '/tmp/own/' is not owned by current user",
+                Some("/tmp/own"),
+            ),
+            (
+                "repository path '/tmp/own/.git/' is not owned by current user",
+                Some("/tmp/own"),
+            ),
+            ("not owned", Some("/start")),
+        ];
+        for (message, want) in cases {
+            assert_eq!(
+                untrusted_path(&owner(message), Path::new("/start")),
+                want.map(PathBuf::from),
+                "{message}"
+            );
+        }
+        let other = git2::Error::new(
+            git2::ErrorCode::NotFound,
+            git2::ErrorClass::Repository,
+            "repository path '/x' not found",
+        );
+        assert_eq!(untrusted_path(&other, Path::new("/start")), None);
+        assert_eq!(
+            safe_directory_fix(Path::new("/tmp/my repo")),
+            "git config --global --add safe.directory '/tmp/my repo'"
+        );
+    }
 
     #[test]
     fn covers_matches_the_path_or_a_folder_above_it() {

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use super::Check;
-use crate::repository::Repository;
+use crate::repository::{Repository, safe_directory_fix, untrusted_path};
 
 /// Inside a repository, not bare, no operation in progress. Returns the repository when it can
 /// be used.
@@ -17,7 +17,15 @@ pub(super) fn repository_checks(cwd: &Path, checks: &mut Vec<Check>) -> Option<R
     let git = match git2::Repository::discover(cwd) {
         Ok(git) => git,
         Err(e) => {
-            let (detail, fix) = if e.code() == git2::ErrorCode::NotFound {
+            let (detail, fix) = if let Some(path) = untrusted_path(&e, cwd) {
+                (
+                    format!(
+                        "`{}` is owned by another user, and git works in it only when told it is safe (`safe.directory`)",
+                        path.display()
+                    ),
+                    format!("if you trust it: `{}`", safe_directory_fix(&path)),
+                )
+            } else if e.code() == git2::ErrorCode::NotFound {
                 (
                     format!("`{}` is not inside a git repository", cwd.display()),
                     "run kern inside a git repository, or `git init` first".to_string(),
