@@ -18,6 +18,9 @@
 //! - The budget stops the run after the stage that crossed it: its result is applied, the next
 //!   stage does not start, and the stage files stay for the next run to resume from. Each
 //!   stage also gets what is left as Claude's own `--max-budget-usd`.
+//! - A repository deleted during the run (an agent removed `.git`) ends it with
+//!   [`Error::RepositoryGone`] (exit 2), whatever git read failed first: the message says
+//!   what the state folder still holds.
 //! - Two agents: the run remembers until when each agent is at its usage limit
 //!   (`AgentLimits`, shared by every task), so every stage starts on the one that can work (`--fallback-agent`),
 //!   and `--pace` is judged after each iteration from the latest usage an agent reported.
@@ -394,6 +397,16 @@ impl Run<'_> {
     /// Prints the summary, logs the end, and decides the exit.
     fn finish(mut self, result: Result<()>) -> Result<()> {
         self.summary.elapsed = self.started.elapsed();
+        // Whatever failed first (a read of HEAD, a status), the cause is the lost repository.
+        let result = match result {
+            Err(e) if !matches!(e, Error::Interrupted { .. }) && self.ws.repo.is_gone() => {
+                Err(Error::RepositoryGone {
+                    git_dir: self.ws.repo.git_dir(),
+                    state_dir: self.ws.state_dir.dir(),
+                })
+            }
+            other => other,
+        };
         if self.stages_by_agent.len() > 1 || self.switches > 0 {
             let counts: Vec<String> = self
                 .stages_by_agent

@@ -277,6 +277,18 @@ impl Repository {
         &self.top
     }
 
+    /// The repository's git folder (`<top>/.git`, or a worktree's own), without a trailing
+    /// slash.
+    pub fn git_dir(&self) -> PathBuf {
+        self.repo.path().components().collect()
+    }
+
+    /// True when the git folder no longer exists: something (an agent) deleted the repository
+    /// while kern held it open.
+    pub fn is_gone(&self) -> bool {
+        !self.repo.path().exists()
+    }
+
     /// The underlying libgit2 repository, for callers that need a read kern does not wrap.
     pub fn git(&self) -> &git2::Repository {
         &self.repo
