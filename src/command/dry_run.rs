@@ -6,7 +6,8 @@
 //! commit), lock holder, task counts, the task it would select and why, the resume point, and
 //! for each stage that would run: the exact argv, the model, the tool policy and the prompt
 //! size — for the stage's own agent and, with `--fallback-agent`, for the agent it would move
-//! to at a usage limit; with `-v` the rendered prompts themselves.
+//! to at a usage limit; with `-v` the rendered prompts themselves. A `program:` agent it would
+//! run must exist and be executable, else it stops as the run would (exit 5).
 //! The task, the resume point and every prompt come from the code a run uses (the workspace,
 //! `spec::select_with`, `resume::infer`, `StageInputs::gather`, the templates), so what it
 //! shows is what the run would do. The report is the command's output and goes to stdout;
@@ -153,6 +154,12 @@ fn report_with_warnings(
         let template = ws.templates.get(stage);
         let rendered = template.render(&inputs.prompt_inputs());
         let agents = stage_agents(settings, &ws.templates, stage);
+        // A program the run could not start stops the dry run the same way (exit 5).
+        for on in std::iter::once(&agents.primary).chain(agents.fallback.as_ref()) {
+            if let Agent::Program(path) = &on.agent {
+                crate::agent::program::locate(path, ws.repo.top())?;
+            }
+        }
         let _ = writeln!(out, "\nstage {} {}:", stage.number(), stage.name());
         let _ = writeln!(out, "  tools:   {}", stage.tools().as_str());
         let _ = writeln!(

@@ -212,25 +212,22 @@ pub(super) fn millis(d: Duration) -> u64 {
 
 fn spawn_error(agent: &Agent, error: SpawnError) -> Error {
     match error {
-        SpawnError::NotFound(program) => Error::AgentNeedsUser {
-            message: format!(
-                "`{}` not found on PATH — {}",
-                program.display(),
-                match agent {
-                    Agent::Claude =>
-                        "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or choose another agent with --agent",
-                    Agent::Codex =>
-                        "install Codex (`npm install -g @openai/codex`) or choose another agent with --agent",
-                    Agent::Program(_) => "check the path given to --agent program:<path>",
-                }
-            ),
+        SpawnError::NotFound(program) => match agent {
+            // A path was never looked up on PATH; a bare name was.
+            Agent::Program(path) => crate::agent::program::not_found(path),
+            Agent::Claude | Agent::Codex => Error::AgentNeedsUser {
+                message: format!(
+                    "`{}` not found on PATH — {}",
+                    program.display(),
+                    if matches!(agent, Agent::Claude) {
+                        "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or choose another agent with --agent"
+                    } else {
+                        "install Codex (`npm install -g @openai/codex`) or choose another agent with --agent"
+                    }
+                ),
+            },
         },
-        SpawnError::PermissionDenied(program) => Error::AgentNeedsUser {
-            message: format!(
-                "`{}` is not executable — `chmod +x` it or check --agent",
-                program.display()
-            ),
-        },
+        SpawnError::PermissionDenied(program) => crate::agent::program::not_executable(&program),
         SpawnError::Other(path, source) | SpawnError::Output(path, source) => {
             Error::io(path, source)
         }
