@@ -133,8 +133,8 @@ impl Workspace {
         Ok((file, doc, warnings))
     }
 
-    /// Validates a parsed SPEC.md: the rendered warnings, or [`Error::SpecInvalid`] holding
-    /// every error.
+    /// Validates a parsed SPEC.md: the warnings, rendered without their `warning: ` label
+    /// (the reporter's `warn` adds it), or [`Error::SpecInvalid`] holding every error.
     pub(crate) fn validate(&self, doc: &Document) -> Result<Vec<String>> {
         let diagnostics = spec::validate(doc);
         let errors: Vec<String> = diagnostics
@@ -150,7 +150,7 @@ impl Workspace {
         Ok(diagnostics
             .iter()
             .filter(|d| d.severity == Severity::Warning)
-            .map(|d| d.render(&self.spec_display))
+            .map(|d| d.render_unlabelled(&self.spec_display))
             .collect())
     }
 

@@ -18,13 +18,18 @@ pub(crate) fn duration(d: Duration) -> String {
     }
 }
 
-/// `$0.41`; amounts under a cent keep the digits they need (`$0.000001`).
+/// Money: `$0.41`, `$12.00`; an amount under a cent keeps two significant digits (`$0.006`,
+/// `$0.000001`), so a sum of float costs never shows its rounding error
+/// (`0.005999999999999999`).
 pub(crate) fn cost(usd: f64) -> String {
-    if usd >= 0.01 || usd == 0.0 {
-        format!("${usd:.2}")
-    } else {
-        format!("${usd}")
+    if usd >= 0.01 || usd <= 0.0 || !usd.is_finite() {
+        return format!("${:.2}", usd.max(0.0));
     }
+    // Two significant digits: 0.0059999 has its first at the third decimal, so four decimals.
+    let decimals = (-usd.log10()).ceil() as usize + 1;
+    let text = format!("{usd:.decimals$}");
+    let text = text.trim_end_matches('0');
+    format!("${text}")
 }
 
 /// `1 attempt`, `3 attempts`: a count with its noun, plural only for many.
@@ -189,6 +194,13 @@ mod tests {
             (2.5, "$2.50"),
             (12.0, "$12.00"),
             (0.000001, "$0.000001"),
+            (0.005999999999999999, "$0.006"),
+            (0.009000000000000001, "$0.009"),
+            (0.0045000000000000005, "$0.0045"),
+            (0.001, "$0.001"),
+            (0.00999, "$0.01"),
+            (0.0123456, "$0.01"),
+            (1.005, "$1.00"),
         ] {
             assert_eq!(cost(usd), text, "{usd}");
         }

@@ -43,9 +43,19 @@ impl Diagnostic {
     /// `SPEC.md:14:3: unknown task marker `[-]` — use [ ], [~], [x] or [!]`; warnings read
     /// `SPEC.md:3:1: warning: …`.
     pub fn render(&self, path: &str) -> String {
+        self.render_as(path, true)
+    }
+
+    /// [`Diagnostic::render`] without the `warning: ` label, for a caller that prints its own
+    /// (the run's reporter: `kern: warning: SPEC.md:3:1: …`, never the word twice).
+    pub fn render_unlabelled(&self, path: &str) -> String {
+        self.render_as(path, false)
+    }
+
+    fn render_as(&self, path: &str, labelled: bool) -> String {
         let level = match self.severity {
-            Severity::Error => "",
-            Severity::Warning => "warning: ",
+            Severity::Warning if labelled => "warning: ",
+            Severity::Error | Severity::Warning => "",
         };
         let mut out = format!(
             "{path}:{}:{}: {level}{}",
@@ -211,5 +221,27 @@ mod tests {
             d[0].to_string(),
             "SPEC.md:1:3: malformed task marker `[]` — write `[ ]` (a space inside) for a pending task"
         );
+    }
+
+    #[test]
+    fn the_warning_label_is_left_to_a_caller_that_prints_its_own() {
+        let d = validate(&Document::parse(
+            "- [P] a
+",
+        ));
+        let message = "`[P]` is not one of kern's task markers: kern leaves this item alone — make it `[ ]` for kern to take it";
+        assert_eq!(
+            d[0].render("SPEC.md"),
+            format!("SPEC.md:1:3: warning: {message}")
+        );
+        assert_eq!(
+            d[0].render_unlabelled("SPEC.md"),
+            format!("SPEC.md:1:3: {message}")
+        );
+        let e = validate(&Document::parse(
+            "- [] a
+",
+        ));
+        assert_eq!(e[0].render_unlabelled("SPEC.md"), e[0].render("SPEC.md"));
     }
 }

@@ -287,9 +287,9 @@ pub(crate) async fn run_stage<R: Report>(
             .filter(|left| goes_on && tries.cost >= *left)
         {
             let note = format!(
-                "{stage} stage stopped: the --max-cost budget is spent (${:.2} left when the stage started, ${:.2} spent by its tries) — {}",
-                left,
-                tries.cost,
+                "{stage} stage stopped: the --max-cost budget is spent ({} left when the stage started, {} spent by its tries) — {}",
+                text::cost(left),
+                text::cost(tries.cost),
                 class.message()
             );
             let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
