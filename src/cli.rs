@@ -47,6 +47,12 @@ pub struct Cli {
     #[arg(short = 'n', long)]
     pub dry_run: bool,
 
+    /// With -n: write the prompts and schemas of the stages it shows into DIR (created if
+    /// missing; nothing else is written), and name them in its command lines, so that a stage
+    /// can be run by hand. Default: not written.
+    #[arg(long = "prompts", value_name = "DIR", requires = "dry_run")]
+    pub prompts_dir: Option<std::path::PathBuf>,
+
     /// Options of a run.
     #[command(flatten)]
     pub run: RunOptions,

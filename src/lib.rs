@@ -146,7 +146,7 @@ pub async fn run(cli: Cli) -> Result<()> {
 pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
     diagnostics::init(settings.verbose, settings.color, &settings.output);
     match cli.command {
-        None if settings.dry_run => dry_run::run(settings),
+        None if settings.dry_run => dry_run::run(settings, cli.prompts_dir.as_deref()),
         None if settings.detach => command::detach::run(settings),
         None => {
             let reporter = if settings.detached {

@@ -1,5 +1,8 @@
 //! `kern -n`: what a run would do, with no side effects at all — no lock, no write to SPEC.md,
-//! LEARNINGS.md, the state folder or `.git`, no agent, no sleep.
+//! LEARNINGS.md, the state folder or `.git`, no agent, no sleep. Its command lines read the
+//! prompt and schema files a run writes to the state folder; `--prompts DIR` writes them to
+//! DIR instead (the one write it makes, where the person asked) and names those, so that one
+//! stage can be run by hand.
 //!
 //! It shows the repository, project id, branch, state folder, the git preflight (identity,
 //! signing, an operation in progress, `index.lock`, filter drivers: what would stop the run's
@@ -16,19 +19,23 @@
 //! (`reporter::text::clean`), never sent to the terminal raw.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use crate::agent::{Agent, InvocationRequest, StageAgent};
 use crate::command::status;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::prompt::inputs::{StageInputs, stage_agents};
 use crate::settings::Settings;
 use crate::spec;
 use crate::stage::Stage;
 use crate::state::resume::ResumePoint;
 
-/// `kern -n`: the report on stdout, warnings on stderr.
-pub(crate) fn run(settings: &Settings) -> Result<()> {
-    let (report, warnings) = report_with_warnings(settings, status::terminal_width())?;
+/// `kern -n`: the report on stdout, warnings on stderr; with `prompts_dir` (`--prompts DIR`)
+/// the prompts and schemas it shows written there.
+pub(crate) fn run(settings: &Settings, prompts_dir: Option<&Path>) -> Result<()> {
+    let prompts_dir = prompts_dir.map(|dir| settings.cwd.join(dir));
+    let (report, warnings) =
+        report_with_warnings(settings, status::terminal_width(), prompts_dir.as_deref())?;
     for w in &warnings {
         eprintln!("kern: {}", crate::reporter::text::clean(w));
     }
@@ -40,6 +47,7 @@ pub(crate) fn run(settings: &Settings) -> Result<()> {
 fn report_with_warnings(
     settings: &Settings,
     width: Option<usize>,
+    prompts_dir: Option<&Path>,
 ) -> Result<(String, Vec<String>)> {
     let (ws, doc, status) = status::compute_with_spec(settings)?;
     let mut out = String::new();
@@ -141,6 +149,14 @@ fn report_with_warnings(
             |c| format!("`{c}`")
         )
     );
+    if let Some(dir) = prompts_dir {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let _ = writeln!(
+            out,
+            "prompts:    written to {} (stageN.prompt.md, stageN.schema.json)",
+            dir.display()
+        );
+    }
     for stage in stages {
         let inputs = StageInputs::gather(
             &ws,
@@ -171,13 +187,28 @@ fn report_with_warnings(
         for cut in &rendered.cuts {
             let _ = writeln!(out, "           {cut}");
         }
+        // Where the command lines read the prompt and the schema: the state folder a run
+        // writes them to, or the folder `--prompts` wrote them to just now.
+        let (prompt_file, schema_path) = match prompts_dir {
+            Some(dir) => {
+                let prompt = dir.join(format!("stage{}.prompt.md", stage.number()));
+                let schema = dir.join(format!("stage{}.schema.json", stage.number()));
+                std::fs::write(&prompt, &rendered.text).map_err(|e| Error::io(&prompt, e))?;
+                std::fs::write(&schema, stage.schema()).map_err(|e| Error::io(&schema, e))?;
+                (prompt, schema)
+            }
+            None => (
+                ws.state_dir.stage_prompt(stage),
+                ws.state_dir.stage_schema(stage),
+            ),
+        };
         let invocation = |on: &StageAgent| {
             on.agent.invocation(InvocationRequest {
                 stage,
                 model: on.model.as_deref(),
                 prompt: Vec::new(),
                 cwd: ws.repo.top(),
-                schema_path: &ws.state_dir.stage_schema(stage),
+                schema_path: &schema_path,
                 state_dir: &ws.state_dir.dir(),
                 task_title: &task.title,
                 max_budget_usd: settings.max_cost,
@@ -185,7 +216,6 @@ fn report_with_warnings(
                 protected: &protected,
             })
         };
-        let prompt_file = ws.state_dir.stage_prompt(stage);
         agent_lines(
             &mut out,
             "  ",
