@@ -31,6 +31,7 @@ mod real_claude;
 mod real_codex;
 mod real_two_agents;
 mod repository;
+mod rough_edges;
 mod scripted_agent;
 mod shared_repository;
 mod soak;
