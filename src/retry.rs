@@ -210,7 +210,10 @@ pub(crate) fn next_step(
         FailureClass::Transient(reason) => match delays.get(retries as usize) {
             Some(delay) => Step::Retry(*delay),
             None if delays.is_empty() => Step::Fail(reason.clone()),
-            None => Step::Fail(format!("{reason} (after {} retries)", delays.len())),
+            None => Step::Fail(format!(
+                "{reason} (after {})",
+                crate::reporter::text::count(delays.len(), "retry", "retries")
+            )),
         },
         FailureClass::StageLimit(reason) => Step::Fail(reason.clone()),
         FailureClass::NeedsUser(message) => Step::Stop(message.clone()),

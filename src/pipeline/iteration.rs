@@ -407,8 +407,10 @@ impl Run<'_> {
                 });
             }
             TaskOutcome::Decomposed { subtasks } => {
-                self.reporter
-                    .info(&format!("decomposed into {} subtasks", subtasks.len()));
+                self.reporter.info(&format!(
+                    "decomposed into {}",
+                    crate::reporter::text::count(subtasks.len(), "subtask", "subtasks")
+                ));
                 self.log.event(RunEvent::Decomposed {
                     task: it.title.clone(),
                     subtasks,

@@ -184,6 +184,15 @@ fn notify_context(ws: &Workspace, run_id: &str) -> serde_json::Map<String, serde
     context
 }
 
+/// How a run that used every iteration ended: `all 10 iterations ran`, `1 iteration ran`.
+pub(super) fn all_ran(total: u32) -> String {
+    if total == 1 {
+        "1 iteration ran".to_string()
+    } else {
+        format!("all {total} iterations ran")
+    }
+}
+
 /// Tells the `--notify` command that the run stopped for the person, when `error` means that
 /// (exit 2: SPEC.md, the tree, the check; exit 5: the agent).
 fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
@@ -324,7 +333,7 @@ impl Run<'_> {
                 }
             }
         }
-        self.summary.ended = format!("all {total} iterations ran");
+        self.summary.ended = all_ran(total);
         Ok(())
     }
 

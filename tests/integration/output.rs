@@ -328,7 +328,7 @@ fn status_lines<'s>(screen: &'s str, stage: &str) -> Vec<&'s str> {
 fn assert_final_screen(screen: &str, p: &Project) {
     assert!(screen.contains("KERN-EXIT=0"), "{screen}");
     assert!(
-        screen.contains("kern: run ended: all 1 iterations ran"),
+        screen.contains("kern: run ended: 1 iteration ran"),
         "{screen}"
     );
     assert!(screen.contains("  ✓ implement  SUCCESS "), "{screen}");

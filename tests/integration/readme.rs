@@ -964,7 +964,7 @@ fn the_morning_after_commands_run_in_order() {
                 let (stdout, err) = texts(&out);
                 assert_eq!(out.status.code(), Some(0), "{err}");
                 assert!(
-                    stdout.contains("Finished — all 1 iterations ran: 1 committed"),
+                    stdout.contains("Finished — 1 iteration ran: 1 committed"),
                     "{stdout}"
                 );
             }

@@ -313,6 +313,8 @@ fn a_spec_warning_in_a_run_says_warning_once() {
         "{}",
         run.stderr
     );
+    // Plural only for many.
+    run.stderr_has(" kern: run ended: 1 iteration ran\n");
 }
 
 #[test]

@@ -139,7 +139,7 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 if started >= total {
-                    self.summary.ended = format!("all {total} iterations ran");
+                    self.summary.ended = super::all_ran(total);
                     return Ok(());
                 }
                 if !self.has_parallel_work()? {
