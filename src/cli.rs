@@ -64,7 +64,18 @@ pub struct Cli {
     /// Where each setting that is not at its default came from (filled by
     /// `settings::config::command_line`, which folds in `.kern/config.toml`).
     #[arg(skip)]
-    pub origins: Vec<crate::settings::config::Origin>,
+    pub origins: Vec<Origin>,
+}
+
+/// Where a setting that is not at its default came from (`kern -n`, `kern doctor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The option's long name (`stage-timeout`).
+    pub name: String,
+    /// The value as given.
+    pub value: String,
+    /// Where: `command line`, `KERN_STAGE_TIMEOUT`, or `.kern/config.toml:3`.
+    pub source: String,
 }
 
 /// Options every command takes.
@@ -198,6 +209,11 @@ pub struct RunOptions {
     /// Longest the check command may run (1s to 24h).
     #[arg(long, value_name = "DURATION", env = "KERN_CHECK_TIMEOUT", default_value = "10m", value_parser = duration_between::<1, DAY>)]
     pub check_timeout: Duration,
+
+    /// Every task's existing test files are read-only: a task that changes or deletes one fails
+    /// its attempt (new test files are fine), as a task's own `> **Tests:** read-only` note says.
+    #[arg(long, env = "KERN_TESTS_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
+    pub tests_read_only: bool,
 
     /// Start a task on a dirty tree; the paths dirty before it stay out of kern's commits.
     #[arg(long, env = "KERN_ALLOW_DIRTY")]

@@ -75,6 +75,8 @@ pub struct Settings {
     pub check_timeout: Duration,
     /// Start on a dirty tree, leaving those paths out of commits.
     pub allow_dirty: bool,
+    /// `--tests-read-only`: no task may change or delete an existing test file.
+    pub tests_read_only: bool,
     /// Skip git hooks.
     pub no_verify: bool,
     /// The longest a git hook, clean filter or signing program may run.
@@ -213,6 +215,7 @@ impl Settings {
             check_baseline: run.check_baseline,
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
+            tests_read_only: run.tests_read_only,
             no_verify: run.no_verify,
             hook_timeout: run.hook_timeout,
             max_file_size: run.max_file_size,

@@ -292,6 +292,7 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         max_cost: None,
         check: None,
         allow_dirty: false,
+        tests_read_only: false,
         no_verify: true,
         notify: None,
         detach: false,

@@ -141,6 +141,24 @@ fn report_with_warnings(
         .check_command()
         .map(str::to_string)
         .or_else(|| settings.check.clone());
+    let must = crate::spec::parse_must(&task.must_text());
+    if !must.is_empty() {
+        let shown: Vec<String> = must
+            .iter()
+            .filter_map(|m| m.as_ref().ok().map(ToString::to_string))
+            .collect();
+        let _ = writeln!(
+            out,
+            "must-haves: {} — kern checks them itself after implement, before the review",
+            shown.join("; ")
+        );
+    }
+    if task.tests_read_only() || settings.tests_read_only {
+        let _ = writeln!(
+            out,
+            "tests:      read-only — changing or deleting an existing test file fails the attempt"
+        );
+    }
     let _ = writeln!(
         out,
         "check gate: {}",

@@ -430,6 +430,8 @@ impl Run<'_> {
                 base_commit: None,
                 excluded: Vec::new(),
                 check: None,
+                must: Vec::new(),
+                tests_read_only: false,
             });
         let doc = self.spec.reload()?;
         let mut it = TaskRun {
@@ -439,6 +441,7 @@ impl Run<'_> {
             state: TaskState::InProgress,
             start,
             hand_edits: Vec::new(),
+            verified: Vec::new(),
         };
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress

@@ -122,6 +122,7 @@ impl Run<'_> {
             state: task.state,
             start: self.task_start(&doc, selection.task)?,
             hand_edits: Vec::new(),
+            verified: Vec::new(),
         };
         let end = self.run_task(&mut it, point).await?;
         self.log.event(RunEvent::IterationEnd {
@@ -186,6 +187,8 @@ impl Run<'_> {
             base_commit: self.ws.repo.head_oid().map(|o| o.to_string()),
             excluded,
             check: doc.tasks()[task].check_command().map(str::to_string),
+            must: super::verify::held_at_start(self.ws.repo.top(), &doc.tasks()[task].must_text()),
+            tests_read_only: doc.tasks()[task].tests_read_only(),
         };
         journal::save(&path, &start)?;
         Ok(start)
@@ -247,6 +250,9 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 if let Some(end) = self.check_gate(it).await? {
+                    return Ok(end);
+                }
+                if let Some(end) = self.verify_gate(it).await? {
                     return Ok(end);
                 }
                 if let Some(end) = self.still_ours(it)? {

@@ -35,6 +35,7 @@ mod recovery;
 pub(crate) mod schedule;
 mod shared;
 mod stage;
+mod verify;
 
 use std::time::Instant;
 
@@ -112,6 +113,8 @@ pub(crate) struct TaskRun {
     start: TaskStart,
     /// Changes of SPEC.md during this task's stages that kern did not make.
     hand_edits: Vec<String>,
+    /// What kern's own check of the must-haves found (`verify`), for the review.
+    verified: Vec<String>,
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see

@@ -55,6 +55,9 @@ impl Run<'_> {
         if let (crate::stage::Stage::Review, Some(refused)) = (stage, refused) {
             inputs.ask_for_message(refused);
         }
+        if stage == crate::stage::Stage::Review {
+            inputs.add_verified(&it.verified);
+        }
         let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
         for cut in &prompt.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");

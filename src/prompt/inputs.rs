@@ -141,6 +141,20 @@ impl StageInputs {
         self.attempts = Some(message_request(refused, &advice));
     }
 
+    /// Adds what kern's own check of the must-haves found (`pipeline::verify`) to what the
+    /// review reads of the implement stage: the review judges with kern's evidence beside the
+    /// implementer's word.
+    pub(crate) fn add_verified(&mut self, findings: &[String]) {
+        if findings.is_empty() {
+            return;
+        }
+        let prev = self.prev_result.take().unwrap_or_default();
+        self.prev_result = Some(format!(
+            "{prev}\n\nkern itself checked the task's must-haves on the work tree (this is kern's finding, not the implementer's):\n{}",
+            findings.join("\n")
+        ));
+    }
+
     /// The inputs as the template renders them.
     pub(crate) fn prompt_inputs(&self) -> PromptInputs<'_> {
         PromptInputs {

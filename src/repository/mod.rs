@@ -300,6 +300,15 @@ impl Repository {
         tip == commit || self.repo.graph_descendant_of(tip, commit).unwrap_or(false)
     }
 
+    /// True when the tree of commit `commit` holds a file at `rel`.
+    pub fn file_at(&self, commit: git2::Oid, rel: &Path) -> bool {
+        self.repo
+            .find_commit(commit)
+            .and_then(|c| c.tree())
+            .and_then(|t| t.get_path(rel))
+            .is_ok()
+    }
+
     /// The index as it is on disk now; `force` reads it even when libgit2 believes its copy
     /// is current (a file replaced within the same second).
     fn index_from_disk(&self, force: bool) -> Result<git2::Index> {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use clap::{ArgAction, CommandFactory, FromArgMatches, parser::ValueSource};
 
 use crate::cli::Cli;
+pub(crate) use crate::cli::Origin;
 use crate::error::{Error, Result};
 
 /// The settings file, relative to the work tree's top.
@@ -34,18 +35,8 @@ const ONE_OFFS: &[&str] = &[
     "quiet",
     "detach",
     "detached",
+    "prompts_dir",
 ];
-
-/// Where a setting that is not at its default came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    /// The option's long name (`stage-timeout`).
-    pub name: String,
-    /// The value as given.
-    pub value: String,
-    /// Where: `command line`, `KERN_STAGE_TIMEOUT`, or `.kern/config.toml:3`.
-    pub source: String,
-}
 
 /// The command line `args` (argv, the program first) with the settings file of the
 /// repository holding `cwd` folded in. Clap's own errors and `--help` end the process as clap

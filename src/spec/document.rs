@@ -109,6 +109,12 @@ pub enum NoteKind {
     /// `> **Review:** kern/<task>`, written by kern with `--review`: the task's commit waits on
     /// that branch for `kern accept` or `kern reject`. It stays as the record afterwards.
     Review,
+    /// `> **Must:**` and one must-have a line, written by a person: what kern itself checks
+    /// before the task can be done ([`crate::spec::must`]).
+    Must,
+    /// `> **Tests:** read-only`, written by a person: the task may add tests but never change
+    /// or delete an existing one.
+    Tests,
 }
 
 impl NoteKind {
@@ -122,6 +128,8 @@ impl NoteKind {
             NoteKind::Check => "Check".to_string(),
             NoteKind::After => "After".to_string(),
             NoteKind::Review => "Review".to_string(),
+            NoteKind::Must => "Must".to_string(),
+            NoteKind::Tests => "Tests".to_string(),
         }
     }
 }
@@ -283,6 +291,23 @@ impl Task {
             .map(|n| n.text.trim())
             .filter(|t| !t.is_empty())
             .collect()
+    }
+
+    /// The text of every Must note of the task, joined (one must-have a line).
+    pub fn must_text(&self) -> String {
+        self.notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::Must)
+            .map(|n| n.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// True when the task's Tests note says `read-only`.
+    pub fn tests_read_only(&self) -> bool {
+        self.notes
+            .iter()
+            .any(|n| n.kind == NoteKind::Tests && n.text.trim().eq_ignore_ascii_case("read-only"))
     }
 
     /// The command of the task's (last) Check note, if it has a non-empty one.

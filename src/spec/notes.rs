@@ -71,6 +71,8 @@ fn kind_word(s: &str) -> Option<(NoteKind, &str)> {
         ("Check", NoteKind::Check),
         ("After", NoteKind::After),
         ("Review", NoteKind::Review),
+        ("Must", NoteKind::Must),
+        ("Tests", NoteKind::Tests),
     ] {
         if let Some(rest) = s.strip_prefix(word) {
             return Some((kind, rest));
@@ -391,6 +393,8 @@ mod props {
             Just(NoteKind::Check),
             Just(NoteKind::After),
             Just(NoteKind::Review),
+            Just(NoteKind::Must),
+            Just(NoteKind::Tests),
         ]
     }
 

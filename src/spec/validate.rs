@@ -96,6 +96,24 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
             });
         }
     }
+    // A must-have kern cannot read would be skipped silently or fail every attempt: the
+    // person hears of it before any agent runs.
+    for t in tasks {
+        for note in t.notes.iter().filter(|n| n.kind == super::NoteKind::Must) {
+            for problem in super::must::parse(&note.text)
+                .into_iter()
+                .filter_map(Result::err)
+            {
+                out.push(Diagnostic {
+                    severity: Severity::Error,
+                    line: note.line,
+                    column: 1,
+                    message: format!("a Must note of task {}: {problem}", Quoted(&t.title)),
+                    fix: "one must-have a line: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>".to_string(),
+                });
+            }
+        }
+    }
     // Several tasks in progress are fine: parallel tasks (`-j`) leave one chain each, and a
     // run killed in the middle must not find its own file refused. kern resumes them in
     // document order.

@@ -57,6 +57,14 @@ pub(crate) struct TaskStart {
     /// file says later (an agent cannot rewrite its own gate).
     #[serde(default)]
     pub check: Option<String>,
+    /// The task's Must lines when it started, and for each `file`/`grep` one whether it
+    /// already held then (it proves nothing about this task): kern checks these, whatever the
+    /// file says later.
+    #[serde(default)]
+    pub must: Vec<(String, Option<bool>)>,
+    /// The task's Tests note said `read-only` when it started.
+    #[serde(default)]
+    pub tests_read_only: bool,
 }
 
 impl TaskStart {
@@ -151,6 +159,8 @@ mod tests {
             base_commit: None,
             excluded: Vec::new(),
             check: None,
+            must: Vec::new(),
+            tests_read_only: false,
         };
         assert!(start.covers(&id(&["Big"], 0)));
         assert!(start.covers(&id(&["Big", "Part one"], 0)));

@@ -180,6 +180,15 @@ pub(crate) enum RunEvent {
         /// Where the old tips are kept (`refs/kern/saved/…`).
         saved: Vec<String>,
     },
+    /// kern checked the task's must-haves and read-only tests itself (DESIGN.md section 16).
+    Must {
+        /// The task.
+        task: String,
+        /// One line per must-have: ✓ or ✗, what, what kern saw.
+        findings: Vec<String>,
+        /// Every one held.
+        passed: bool,
+    },
     /// SPEC.md changed during a stage in ways kern did not make: markers, Check notes, tasks.
     HandEdit {
         /// The task, with parallel tasks (`-j`) interleaving their events; older logs lack it.

@@ -41,3 +41,4 @@ mod state_privacy;
 mod status;
 mod supervisor;
 mod two_agents;
+mod verified_done;

@@ -129,6 +129,8 @@ impl Run<'_> {
             base_commit: Some(tip.to_string()),
             excluded: dirty.iter().map(PathBuf::from).collect(),
             check: None,
+            must: Vec::new(),
+            tests_read_only: false,
         };
         journal::save(&self.ws.state_dir.task_start(), &task_start)?;
         let mut it = TaskRun {
@@ -138,6 +140,7 @@ impl Run<'_> {
             state: doc.tasks()[task].state,
             start: task_start,
             hand_edits: self.spec.changes_since(*spec_mark),
+            verified: Vec::new(),
         };
         let refused_at = job_ws.state_dir.refused_message();
         let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {
@@ -214,7 +217,7 @@ impl Run<'_> {
     }
 
     /// The tree of commit `oid`.
-    pub(super) fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
+    pub(in crate::pipeline) fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
         self.ws
             .repo
             .git()

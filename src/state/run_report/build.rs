@@ -387,6 +387,7 @@ impl Builder {
                 }
             }
             RunEvent::SharedRef { moved, .. } => self.notices.extend(moved.iter().cloned()),
+            RunEvent::Must { .. } => {}
             RunEvent::HandEdit { task, changes, .. } => {
                 if let Some(i) = self.index_for(task.as_deref()) {
                     self.tasks[i].hand_edits.extend(changes.iter().cloned());

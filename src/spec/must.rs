@@ -1,0 +1,202 @@
+//! The person's mechanical must-haves (`> **Must:**`, DESIGN.md section 16): what kern itself
+//! checks before a task can be done, one per line.
+//!
+//! The one decision a reader must know: every must-have is mechanical — a file that exists or
+//! not, a pattern a file holds or not, a command that exits 0 — so kern checks it itself, for
+//! free, every attempt, and a model's word never stands in for it. A line that is none of these
+//! is an error in SPEC.md (found by `validate`, before any agent), never silently skipped.
+
+use std::fmt;
+
+/// One must-have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MustHave {
+    /// `file <path>`: the file exists; `file !<path>`: it does not.
+    File {
+        /// The path, relative to the work tree's top.
+        path: String,
+        /// True for `file !<path>`.
+        absent: bool,
+    },
+    /// `grep <path> <regex>`: the file holds a match; `grep! <path> <regex>`: it holds none.
+    Grep {
+        /// The path, relative to the work tree's top.
+        path: String,
+        /// The pattern (Rust regex syntax, as ripgrep's).
+        pattern: String,
+        /// True for `grep!`.
+        absent: bool,
+    },
+    /// `run <command>`: the command exits 0 (the check gate's runner).
+    Run {
+        /// The shell command.
+        command: String,
+    },
+}
+
+impl fmt::Display for MustHave {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MustHave::File { path, absent } => {
+                write!(f, "file {}{path}", if *absent { "!" } else { "" })
+            }
+            MustHave::Grep {
+                path,
+                pattern,
+                absent,
+            } => write!(f, "grep{} {path} {pattern}", if *absent { "!" } else { "" }),
+            MustHave::Run { command } => write!(f, "run {command}"),
+        }
+    }
+}
+
+/// The must-haves of a Must note's text, one per non-empty line (a leading `- ` bullet and
+/// backticks around the whole line are allowed, as formatters leave them), each parsed or the
+/// reason it cannot be.
+pub(crate) fn parse(text: &str) -> Vec<Result<MustHave, String>> {
+    text.lines()
+        .map(str::trim)
+        .map(|l| {
+            l.strip_prefix("- ")
+                .or_else(|| l.strip_prefix("* "))
+                .unwrap_or(l)
+        })
+        .map(|l| {
+            l.strip_prefix('`')
+                .and_then(|x| x.strip_suffix('`'))
+                .unwrap_or(l)
+                .trim()
+        })
+        .filter(|l| !l.is_empty())
+        .map(parse_line)
+        .collect()
+}
+
+/// One must-have line.
+fn parse_line(line: &str) -> Result<MustHave, String> {
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim();
+    let need = |what: &str| format!("`{line}`: `{word}` needs {what}");
+    match word {
+        "file" => {
+            let (absent, path) = match rest.strip_prefix('!') {
+                Some(p) => (true, p.trim()),
+                None => (false, rest),
+            };
+            if path.is_empty() {
+                return Err(need("a path"));
+            }
+            Ok(MustHave::File {
+                path: path.to_string(),
+                absent,
+            })
+        }
+        "grep" | "grep!" => {
+            let Some((path, pattern)) = rest.split_once(char::is_whitespace) else {
+                return Err(need("a path and a pattern"));
+            };
+            let pattern = pattern.trim();
+            regex::Regex::new(pattern)
+                .map_err(|e| format!("`{line}`: the pattern does not compile: {e}"))?;
+            Ok(MustHave::Grep {
+                path: path.to_string(),
+                pattern: pattern.to_string(),
+                absent: word == "grep!",
+            })
+        }
+        "run" if !rest.is_empty() => Ok(MustHave::Run {
+            command: rest.to_string(),
+        }),
+        "run" => Err(need("a command")),
+        _ => Err(format!(
+            "`{line}` is not a must-have — write `file <path>`, `file !<path>`, `grep <path> <regex>`, `grep! <path> <regex>` or `run <command>`, one a line"
+        )),
+    }
+}
+
+/// True when a test-file path is one kern treats as an existing test under `> **Tests:**
+/// read-only`: inside a `tests`/`test`/`__tests__`/`spec` folder, or named as test runners
+/// find tests (`*_test.*`, `*.test.*`, `*.spec.*`, `*_spec.*`, `test_*.py`, `*Test.java`,
+/// `*Tests.cs`).
+pub(crate) fn is_test_path(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    let (dirs, name) = parts.split_at(parts.len().saturating_sub(1));
+    let name = name.first().copied().unwrap_or("");
+    if dirs
+        .iter()
+        .any(|d| matches!(*d, "tests" | "test" | "__tests__" | "spec" | "specs"))
+    {
+        return true;
+    }
+    let stem = name.split('.').next().unwrap_or(name);
+    stem.ends_with("_test")
+        || stem.ends_with("_spec")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+        || (stem.starts_with("test_")
+            && std::path::Path::new(name)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("py")))
+        || ((stem.ends_with("Test") || stem.ends_with("Tests")) && stem.len() > 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn must_lines_parse_or_say_what_to_write() {
+        let parsed = parse(
+            "file src/lib.rs\n- file !src/old.rs\n`grep src/lib.rs pub fn parse`\ngrep! README.md TODO\nrun cargo test -q\n\n",
+        );
+        let shown: Vec<String> = parsed
+            .iter()
+            .map(|m| m.as_ref().map(ToString::to_string).unwrap())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "file src/lib.rs",
+                "file !src/old.rs",
+                "grep src/lib.rs pub fn parse",
+                "grep! README.md TODO",
+                "run cargo test -q"
+            ]
+        );
+        for (line, error) in [
+            ("file", "`file`: `file` needs a path"),
+            (
+                "grep src/a.rs",
+                "`grep src/a.rs`: `grep` needs a path and a pattern",
+            ),
+            ("grep a.rs (", "`grep a.rs (`: the pattern does not compile"),
+            ("run", "`run`: `run` needs a command"),
+            (
+                "exists src/a.rs",
+                "`exists src/a.rs` is not a must-have — write",
+            ),
+        ] {
+            let e = parse(line).remove(0).unwrap_err();
+            assert!(e.starts_with(error), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn test_paths() {
+        for (path, test) in [
+            ("tests/parse.rs", true),
+            ("src/__tests__/a.js", true),
+            ("pkg/spec/a_spec.rb", true),
+            ("src/parse_test.go", true),
+            ("web/app.test.ts", true),
+            ("test_parse.py", true),
+            ("src/ParserTest.java", true),
+            ("src/parse.rs", false),
+            ("src/testing.rs", false),
+            ("src/Test.java", false),
+            ("docs/testing.md", false),
+        ] {
+            assert_eq!(is_test_path(path), test, "{path}");
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Done means verified (issue 30): the person's must-haves (`> **Must:**`) and read-only tests
+//! (`> **Tests:** read-only`, `--tests-read-only`) are checked by kern itself after implement
+//! and before the review: an agent that reports SUCCESS without the work fails its attempt at
+//! no model cost, and the review reads kern's findings, not only the implementer's word.
+
+use serde_json::{Value, json};
+
+use crate::support::project::Project;
+
+const TASK: &str = "- [ ] Add the parser\n  > **Must:**\n  >\n  > - file src/parser.rs\n  > - grep src/parser.rs pub fn parse\n  > - file README.md\n  > - run test -f src/parser.rs\n";
+
+fn scenario(implement: Value) -> Value {
+    json!({"default": {
+        "implement": implement,
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add the parser"}}
+    }})
+}
+
+#[test]
+fn an_agent_that_says_success_without_the_work_fails_its_attempt_before_any_review() {
+    let p = Project::new(TASK);
+    p.scenario(&scenario(json!([
+        {"write": {"out/claim.txt": "I did it\n"}},
+        {"write": {"src/parser.rs": "pub fn parse() {}\n"}}
+    ])));
+    let err = p.run(&["1", "0"]).expect(4).stderr;
+    assert!(
+        err.contains("must: ✗ file src/parser.rs: no such file"),
+        "{err}"
+    );
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("> **Attempt 1:** kern's check of the must-haves failed: `file src/parser.rs` — no such file"),
+        "{spec}"
+    );
+    assert!(p.prompts("commit").is_empty(), "no review was paid for");
+    assert_eq!(p.log().len(), 1, "nothing committed");
+    let logged = p.run_events("must");
+    assert_eq!(logged.len(), 1);
+    assert_eq!(logged[0]["passed"], false);
+
+    // The honest attempt passes, and the review reads what kern found.
+    let err = p.run(&["1", "0"]).expect(0).stderr;
+    assert!(
+        err.contains("must: ✓ grep src/parser.rs pub fn parse"),
+        "{err}"
+    );
+    assert_eq!(p.log()[0], "Add the parser");
+    let review = p.prompts("commit").pop().unwrap();
+    assert!(
+        review.contains("kern itself checked the task's must-haves"),
+        "{review}"
+    );
+    assert!(
+        review.contains(
+            "✓ file README.md: the file exists (no evidence: it already held when the task started)"
+        ),
+        "{review}"
+    );
+    assert!(
+        review.contains("✓ run test -f src/parser.rs: exit 0"),
+        "{review}"
+    );
+}
+
+#[test]
+fn the_must_haves_are_held_as_of_the_tasks_start() {
+    let p = Project::new(TASK);
+    p.scenario(&scenario(json!({
+        "write": {"out/claim.txt": "x\n"},
+        "shell": ["sed -i 's|file src/parser.rs|file README.md|; s|grep src/parser.rs pub fn parse|grep README.md scratch|; s|run test -f src/parser.rs|run true|' SPEC.md"]
+    })));
+    let err = p.run(&["1", "0", "--max-attempts", "1"]).expect(4).stderr;
+    assert!(err.contains("must: ✗ file src/parser.rs"), "{err}");
+    assert!(p.prompts("commit").is_empty());
+}
+
+#[test]
+fn read_only_tests_may_grow_but_an_existing_one_may_not_change() {
+    let p = Project::new("- [ ] Fix the bug\n  > **Tests:** read-only\n");
+    p.write(
+        "tests/parse_test.rs",
+        "#[test] fn keeps() { assert!(true) }\n",
+    );
+    p.commit_all("a test");
+    p.scenario(&json!({"default": {
+        "implement": [
+            {"write": {"tests/parse_test.rs": "// weakened\n", "tests/new_test.rs": "// new\n"}},
+            {"write": {
+                "src/fix.rs": "// fixed\n",
+                "tests/parse_test.rs": "#[test] fn keeps() { assert!(true) }\n"
+            }}
+        ],
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Fix the bug"}}
+    }}));
+    let err = p.run(&["2", "0"]).expect(0).stderr;
+    assert!(
+        err.contains(
+            "must: ✗ tests read-only: existing test files changed or deleted: tests/parse_test.rs"
+        ),
+        "{err}"
+    );
+    assert!(
+        p.read("SPEC.md")
+            .contains("> **Attempt 1:** kern's check of the must-haves failed: `tests read-only`"),
+        "{}",
+        p.read("SPEC.md")
+    );
+    assert_eq!(p.log()[0], "Fix the bug");
+    assert_eq!(
+        p.git(&["show", "HEAD:tests/parse_test.rs"]),
+        "#[test] fn keeps() { assert!(true) }\n"
+    );
+    assert_eq!(p.git(&["show", "HEAD:tests/new_test.rs"]), "// new\n");
+}
+
+#[test]
+fn tests_read_only_as_a_flag_and_must_haves_in_the_dry_run() {
+    let p = Project::new(TASK);
+    let out = p.run(&["-n", "--tests-read-only"]).expect(0).stdout;
+    assert!(
+        out.contains("must-haves: file src/parser.rs; grep src/parser.rs pub fn parse; file README.md; run test -f src/parser.rs — kern checks them itself"),
+        "{out}"
+    );
+    assert!(out.contains("tests:      read-only"), "{out}");
+}
+
+#[test]
+fn a_must_have_kern_cannot_read_stops_before_any_agent_with_the_line() {
+    let p = Project::new("- [ ] Add the parser\n  > **Must:** exists src/parser.rs\n");
+    let err = p.run(&["1", "0"]).expect(2).stderr;
+    assert!(err.contains("SPEC.md:2:1"), "{err}");
+    assert!(
+        err.contains("`exists src/parser.rs` is not a must-have — write `file <path>`"),
+        "{err}"
+    );
+    assert!(p.prompts("research").is_empty());
+}
