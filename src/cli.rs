@@ -215,6 +215,12 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_TESTS_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub tests_read_only: bool,
 
+    /// What happens to a task's changes outside its `> **Scope:**`: set-aside (saved under
+    /// refs/kern/saved/, put back, named in an Out of scope note), strict (a failed attempt),
+    /// or off.
+    #[arg(long, value_enum, value_name = "MODE", env = "KERN_SCOPE", default_value_t = ScopeMode::SetAside)]
+    pub scope: ScopeMode,
+
     /// Start a task on a dirty tree; the paths dirty before it stay out of kern's commits.
     #[arg(long, env = "KERN_ALLOW_DIRTY")]
     pub allow_dirty: bool,
@@ -262,6 +268,17 @@ pub struct RunOptions {
     /// Set by `--detach` on the background run itself: no terminal, its lines go to run.log.
     #[arg(long, hide = true)]
     pub detached: bool,
+}
+
+/// What happens to changes outside a task's Scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScopeMode {
+    /// Saved under refs/kern/saved/, put back, named in an Out of scope note; no retry.
+    SetAside,
+    /// A failed attempt.
+    Strict,
+    /// Not checked.
+    Off,
 }
 
 /// Whether the check runs once before any agent.

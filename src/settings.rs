@@ -77,6 +77,8 @@ pub struct Settings {
     pub allow_dirty: bool,
     /// `--tests-read-only`: no task may change or delete an existing test file.
     pub tests_read_only: bool,
+    /// `--scope`: what happens to changes outside a task's Scope.
+    pub scope: crate::cli::ScopeMode,
     /// Skip git hooks.
     pub no_verify: bool,
     /// The longest a git hook, clean filter or signing program may run.
@@ -216,6 +218,7 @@ impl Settings {
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
             tests_read_only: run.tests_read_only,
+            scope: run.scope,
             no_verify: run.no_verify,
             hook_timeout: run.hook_timeout,
             max_file_size: run.max_file_size,

@@ -293,6 +293,7 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         check: None,
         allow_dirty: false,
         tests_read_only: false,
+        scope: crate::cli::ScopeMode::SetAside,
         no_verify: true,
         notify: None,
         detach: false,

@@ -153,6 +153,19 @@ fn report_with_warnings(
             shown.join("; ")
         );
     }
+    let scope = task.scope();
+    if !scope.is_empty() && settings.scope != crate::cli::ScopeMode::Off {
+        let _ = writeln!(
+            out,
+            "scope:      {} — changes outside it are {}",
+            scope.join(", "),
+            if settings.scope == crate::cli::ScopeMode::Strict {
+                "a failed attempt (--scope strict)"
+            } else {
+                "set aside under refs/kern/saved/ and left out of the commit"
+            }
+        );
+    }
     if task.tests_read_only() || settings.tests_read_only {
         let _ = writeln!(
             out,

@@ -210,6 +210,11 @@ impl Run<'_> {
         {
             edits.push(Edit::AddReview(branch));
         }
+        if let Some(note) = it.out_of_scope.clone()
+            && !edits.is_empty()
+        {
+            edits.push(Edit::AddOutOfScope(note));
+        }
         match self.task_now(it, &edits)? {
             TaskNow::Ours => {}
             other => return self.follow_person(it, &other).map(Tried::Ended),
@@ -432,6 +437,7 @@ impl Run<'_> {
                 check: None,
                 must: Vec::new(),
                 tests_read_only: false,
+                scope: Vec::new(),
             });
         let doc = self.spec.reload()?;
         let mut it = TaskRun {
@@ -442,6 +448,7 @@ impl Run<'_> {
             start,
             hand_edits: Vec::new(),
             verified: Vec::new(),
+            out_of_scope: None,
         };
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress

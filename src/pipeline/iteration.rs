@@ -123,6 +123,7 @@ impl Run<'_> {
             start: self.task_start(&doc, selection.task)?,
             hand_edits: Vec::new(),
             verified: Vec::new(),
+            out_of_scope: None,
         };
         let end = self.run_task(&mut it, point).await?;
         self.log.event(RunEvent::IterationEnd {
@@ -189,6 +190,7 @@ impl Run<'_> {
             check: doc.tasks()[task].check_command().map(str::to_string),
             must: super::verify::held_at_start(self.ws.repo.top(), &doc.tasks()[task].must_text()),
             tests_read_only: doc.tasks()[task].tests_read_only(),
+            scope: doc.tasks()[task].scope(),
         };
         journal::save(&path, &start)?;
         Ok(start)
@@ -253,6 +255,9 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 if let Some(end) = self.verify_gate(it).await? {
+                    return Ok(end);
+                }
+                if let Some(end) = self.scope_gate(it)? {
                     return Ok(end);
                 }
                 if let Some(end) = self.still_ours(it)? {

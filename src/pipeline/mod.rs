@@ -33,6 +33,7 @@ mod iteration;
 mod parallel;
 mod recovery;
 pub(crate) mod schedule;
+mod scope;
 mod shared;
 mod stage;
 mod verify;
@@ -115,6 +116,8 @@ pub(crate) struct TaskRun {
     hand_edits: Vec<String>,
     /// What kern's own check of the must-haves found (`verify`), for the review.
     verified: Vec<String>,
+    /// What the task changed outside its Scope, set aside (`scope`): its Out of scope note.
+    out_of_scope: Option<String>,
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see

@@ -115,6 +115,11 @@ pub enum NoteKind {
     /// `> **Tests:** read-only`, written by a person: the task may add tests but never change
     /// or delete an existing one.
     Tests,
+    /// `> **Scope:** <paths and globs>`, written by a person: what the task may change.
+    Scope,
+    /// `> **Out of scope:** …`, written by kern: what the task changed outside its Scope and
+    /// where it was set aside.
+    OutOfScope,
 }
 
 impl NoteKind {
@@ -130,6 +135,8 @@ impl NoteKind {
             NoteKind::Review => "Review".to_string(),
             NoteKind::Must => "Must".to_string(),
             NoteKind::Tests => "Tests".to_string(),
+            NoteKind::Scope => "Scope".to_string(),
+            NoteKind::OutOfScope => "Out of scope".to_string(),
         }
     }
 }
@@ -301,6 +308,15 @@ impl Task {
             .map(|n| n.text.as_str())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// The paths and globs of the task's Scope notes.
+    pub fn scope(&self) -> Vec<String> {
+        self.notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::Scope)
+            .flat_map(|n| super::must::scope_patterns(&n.text))
+            .collect()
     }
 
     /// True when the task's Tests note says `read-only`.

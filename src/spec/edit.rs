@@ -51,6 +51,8 @@ pub enum Edit {
     AddBlocked(String),
     /// Add a Review note naming the branch the task's commit waits on (`--review`).
     AddReview(String),
+    /// Add an `Out of scope` note: what the task changed outside its Scope, set aside.
+    AddOutOfScope(String),
     /// Append these pending subtasks (titles) at the end of the task's item.
     InsertSubtasks(Vec<String>),
     /// Mark `[~]` every pending ancestor: a task in progress puts its whole chain in progress
@@ -76,6 +78,7 @@ impl Edit {
             Edit::AddSkipped(_) => "Skipped note",
             Edit::AddBlocked(_) => "Blocked note",
             Edit::AddReview(_) => "Review note",
+            Edit::AddOutOfScope(_) => "Out of scope note",
             Edit::InsertSubtasks(_) => "subtasks",
             Edit::StartParents => "in-progress marks of the parents",
             Edit::CompleteParents => "done marks of the parents",
@@ -261,6 +264,7 @@ fn plan_one(
         Edit::AddReview(branch) => {
             notes.push((NoteKind::Review, note_text(&format!("`{branch}`"))));
         }
+        Edit::AddOutOfScope(text) => notes.push((NoteKind::OutOfScope, note_text(text))),
         Edit::InsertSubtasks(titles) => {
             let titles: Vec<String> = titles.iter().map(|t| normalise(t)).collect();
             if titles.iter().any(String::is_empty) {

@@ -140,6 +140,16 @@ pub(crate) fn is_test_path(path: &str) -> bool {
         || ((stem.ends_with("Test") || stem.ends_with("Tests")) && stem.len() > 4)
 }
 
+/// The paths and globs of a Scope note's `text` (`src/parser/**, tests/parser.rs`): split on
+/// commas, blanks and lines, bullets and backticks dropped.
+pub(crate) fn scope_patterns(text: &str) -> Vec<String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .map(|p| p.trim_matches('`'))
+        .filter(|p| !p.is_empty() && *p != "-" && *p != "*" && *p != "+")
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,6 +73,8 @@ fn kind_word(s: &str) -> Option<(NoteKind, &str)> {
         ("Review", NoteKind::Review),
         ("Must", NoteKind::Must),
         ("Tests", NoteKind::Tests),
+        ("Scope", NoteKind::Scope),
+        ("Out of scope", NoteKind::OutOfScope),
     ] {
         if let Some(rest) = s.strip_prefix(word) {
             return Some((kind, rest));
@@ -395,6 +397,8 @@ mod props {
             Just(NoteKind::Review),
             Just(NoteKind::Must),
             Just(NoteKind::Tests),
+            Just(NoteKind::Scope),
+            Just(NoteKind::OutOfScope),
         ]
     }
 

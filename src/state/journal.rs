@@ -65,6 +65,9 @@ pub(crate) struct TaskStart {
     /// The task's Tests note said `read-only` when it started.
     #[serde(default)]
     pub tests_read_only: bool,
+    /// The task's Scope (paths and globs) when it started; empty: no scope.
+    #[serde(default)]
+    pub scope: Vec<String>,
 }
 
 impl TaskStart {
@@ -161,6 +164,7 @@ mod tests {
             check: None,
             must: Vec::new(),
             tests_read_only: false,
+            scope: Vec::new(),
         };
         assert!(start.covers(&id(&["Big"], 0)));
         assert!(start.covers(&id(&["Big", "Part one"], 0)));

@@ -136,3 +136,70 @@ fn a_must_have_kern_cannot_read_stops_before_any_agent_with_the_line() {
     );
     assert!(p.prompts("research").is_empty());
 }
+
+const SCOPED: &str = "- [ ] Add the parser\n  > **Scope:** src/parser.rs\n";
+
+fn wanders() -> Value {
+    json!({"default": {
+        "implement": {"write": {
+            "src/parser.rs": "pub fn parse() {}\n",
+            "tests/parser_test.rs": "// the parser's test\n",
+            "src/unrelated.rs": "// while I was here\n",
+            "README.md": "# rewritten\n"
+        }},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add the parser"}}
+    }})
+}
+
+#[test]
+fn changes_outside_the_scope_are_set_aside_named_and_never_committed() {
+    let p = Project::new(SCOPED);
+    p.scenario(&wanders());
+    let err = p.run(&["1", "0"]).expect(0).stderr;
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(files.contains("src/parser.rs"), "{files}");
+    assert!(
+        files.contains("tests/parser_test.rs"),
+        "its test is a companion: {files}"
+    );
+    assert!(!files.contains("unrelated"), "{files}\n{err}");
+    assert!(!files.contains("README.md"), "{files}");
+    assert_eq!(p.read("README.md"), "# scratch\n", "put back in the tree");
+    assert!(!p.path().join("src/unrelated.rs").exists());
+    let saved = p.refs("refs/kern/saved/add-the-parser/");
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(
+        p.git(&["show", &format!("{}:src/unrelated.rs", saved[0])]),
+        "// while I was here\n"
+    );
+    assert_eq!(
+        p.git(&["show", &format!("{}:README.md", saved[0])]),
+        "# rewritten\n"
+    );
+    let spec = p.git(&["show", "HEAD:SPEC.md"]);
+    assert!(
+        spec.contains("> **Out of scope:** `README.md`, `src/unrelated.rs` set aside at `refs/kern/saved/add-the-parser/out-of-scope-1`"),
+        "in the task's own commit: {spec}"
+    );
+    assert_eq!(p.prompts("implement").len(), 1, "no paid retry");
+}
+
+#[test]
+fn scope_strict_fails_the_attempt_and_scope_off_commits_everything() {
+    let p = Project::new(SCOPED);
+    p.scenario(&wanders());
+    let err = p
+        .run(&["1", "0", "--scope", "strict", "--max-attempts", "1"])
+        .expect(4)
+        .stderr;
+    assert!(
+        p.read("SPEC.md").contains("> **Attempt 1:** changed paths outside the task's Scope (src/parser.rs): `README.md`, `src/unrelated.rs` (--scope strict)"),
+        "{}\n{err}",
+        p.read("SPEC.md")
+    );
+    let q = Project::new(SCOPED);
+    q.scenario(&wanders());
+    q.run(&["1", "0", "--scope", "off"]).expect(0);
+    let files = q.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(files.contains("src/unrelated.rs"), "{files}");
+}

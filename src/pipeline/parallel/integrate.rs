@@ -131,6 +131,7 @@ impl Run<'_> {
             check: None,
             must: Vec::new(),
             tests_read_only: false,
+            scope: Vec::new(),
         };
         journal::save(&self.ws.state_dir.task_start(), &task_start)?;
         let mut it = TaskRun {
@@ -141,6 +142,7 @@ impl Run<'_> {
             start: task_start,
             hand_edits: self.spec.changes_since(*spec_mark),
             verified: Vec::new(),
+            out_of_scope: None,
         };
         let refused_at = job_ws.state_dir.refused_message();
         let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {
