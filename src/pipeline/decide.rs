@@ -125,6 +125,7 @@ pub(super) fn after_research(
     outcome: Result<ResearchReport, String>,
     attempts: &Attempts,
     max_attempts: u32,
+    persons: Proposals,
 ) -> Next<Vec<Edit>> {
     let report = match outcome {
         Ok(report) => report,
@@ -141,11 +142,40 @@ pub(super) fn after_research(
     } else {
         report.notes
     };
-    Next::Go(vec![
-        Edit::AddResearch(notes),
-        Edit::SetState(TaskState::InProgress),
-        Edit::StartParents,
-    ])
+    let mut edits = vec![Edit::AddResearch(notes)];
+    // What research proposes becomes the task's Must and Scope notes, the person's to edit —
+    // unless the person wrote their own, and only what kern can read.
+    let must: Vec<String> = report
+        .must
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.trim().to_string())
+        .filter(|m| matches!(crate::spec::parse_must(m).first(), Some(Ok(_))))
+        .collect();
+    if !persons.must && !must.is_empty() {
+        edits.push(Edit::AddMust(must));
+    }
+    let scope: Vec<String> = report
+        .scope
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|s| crate::spec::scope_patterns(s))
+        .filter(|s| globset::Glob::new(s).is_ok())
+        .collect();
+    if !persons.scope && !scope.is_empty() {
+        edits.push(Edit::AddScope(scope));
+    }
+    edits.extend([Edit::SetState(TaskState::InProgress), Edit::StartParents]);
+    Next::Go(edits)
+}
+
+/// Which notes the person already wrote, that research's proposals never replace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Proposals {
+    /// The task has a Must note.
+    pub must: bool,
+    /// The task has a Scope note.
+    pub scope: bool,
 }
 
 /// Implement finished: SUCCESS goes on with the report — when `tree_changed` (a file differs
@@ -582,9 +612,11 @@ mod tests {
             notes: vec!["read src/lib.rs".into()],
             skip_reason: None,
             skip_kind: None,
+            must: None,
+            scope: None,
         };
         assert_eq!(
-            after_research(Ok(ok.clone()), &none, 3),
+            after_research(Ok(ok.clone()), &none, 3, Proposals::default()),
             Next::Go(vec![
                 Edit::AddResearch(vec!["read src/lib.rs".into()]),
                 Edit::SetState(TaskState::InProgress),
@@ -595,18 +627,22 @@ mod tests {
             notes: Vec::new(),
             skip_reason: Some("  ".into()),
             skip_kind: None,
+            must: None,
+            scope: None,
         };
         assert!(matches!(
-            after_research(Ok(empty), &none, 3),
+            after_research(Ok(empty), &none, 3, Proposals::default()),
             Next::Go(edits) if edits[0] == Edit::AddResearch(vec!["(the research stage returned no notes)".into()])
         ));
         let skip = ResearchReport {
             notes: Vec::new(),
             skip_reason: Some("already done upstream".into()),
             skip_kind: None,
+            must: None,
+            scope: None,
         };
         assert_eq!(
-            after_research(Ok(skip), &none, 3),
+            after_research(Ok(skip), &none, 3, Proposals::default()),
             Next::End(Decision {
                 edits: vec![
                     Edit::SetState(TaskState::Pending),
@@ -619,12 +655,61 @@ mod tests {
             })
         );
         assert!(matches!(
-            after_research(Err("research stage gave no usable result".into()), &none, 3),
+            after_research(
+                Err("research stage gave no usable result".into()),
+                &none,
+                3,
+                Proposals::default()
+            ),
             Next::End(Decision {
                 outcome: TaskOutcome::Failed { attempt: 1, .. },
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn research_proposes_must_and_scope_unless_the_person_wrote_them() {
+        let none = Attempts::default();
+        let report = ResearchReport {
+            notes: vec!["n".into()],
+            skip_reason: None,
+            skip_kind: None,
+            must: Some(vec![
+                "file src/parser.rs".into(),
+                "it should work".into(),
+                " run cargo test -q ".into(),
+            ]),
+            scope: Some(vec![
+                "src/parser.rs, tests/parser.rs".into(),
+                "src/[".into(),
+            ]),
+        };
+        let proposed = |persons| match after_research(Ok(report.clone()), &none, 3, persons) {
+            Next::Go(edits) => edits,
+            Next::End(_) => panic!("ends"),
+        };
+        assert_eq!(
+            proposed(Proposals::default())[1..3],
+            [
+                Edit::AddMust(vec![
+                    "file src/parser.rs".into(),
+                    "run cargo test -q".into()
+                ]),
+                Edit::AddScope(vec!["src/parser.rs".into(), "tests/parser.rs".into()]),
+            ],
+            "only what kern can read"
+        );
+        let mine = proposed(Proposals {
+            must: true,
+            scope: true,
+        });
+        assert!(
+            !mine
+                .iter()
+                .any(|e| matches!(e, Edit::AddMust(_) | Edit::AddScope(_))),
+            "the person's notes win: {mine:?}"
+        );
     }
 
     #[test]
@@ -748,6 +833,8 @@ mod tests {
             notes: vec!["read the code".into()],
             skip_reason: reason.map(str::to_string),
             skip_kind: kind,
+            must: None,
+            scope: None,
         };
         let question = "Which database should it use, Postgres or SQLite?";
         let table = [
@@ -783,7 +870,7 @@ mod tests {
         ];
         for (report, want) in table {
             assert_eq!(
-                after_research(Ok(report.clone()), &none, 3),
+                after_research(Ok(report.clone()), &none, 3, Proposals::default()),
                 want,
                 "{report:?}"
             );

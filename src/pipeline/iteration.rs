@@ -316,11 +316,40 @@ impl Run<'_> {
         outcome: std::result::Result<ResearchReport, String>,
     ) -> Result<Option<IterationEnd>> {
         let attempts = self.attempts(it)?;
-        match decide::after_research(outcome, &attempts, self.settings.max_attempts) {
+        let doc = self.spec.reload()?;
+        let persons = doc
+            .find(&it.identity)
+            .map(|t| {
+                let task = &doc.tasks()[t];
+                decide::Proposals {
+                    must: !task.must_text().trim().is_empty(),
+                    scope: !task.scope().is_empty(),
+                }
+            })
+            .unwrap_or_default();
+        match decide::after_research(outcome, &attempts, self.settings.max_attempts, persons) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(edits) => match self.task_now(it, &edits)? {
                 TaskNow::Ours => {
                     self.edit_task(it, &edits)?;
+                    // kern wrote research's proposals as the task's notes: they hold from now
+                    // as if the task had started with them.
+                    if edits
+                        .iter()
+                        .any(|e| matches!(e, Edit::AddMust(_) | Edit::AddScope(_)))
+                    {
+                        let doc = self.spec.reload()?;
+                        if let Some(t) = doc.find(&it.identity) {
+                            let task = &doc.tasks()[t];
+                            it.start.must =
+                                super::verify::held_at_start(self.ws.repo.top(), &task.must_text());
+                            it.start.scope = task.scope();
+                            crate::state::journal::save(
+                                &self.ws.state_dir.task_start(),
+                                &it.start,
+                            )?;
+                        }
+                    }
                     Ok(None)
                 }
                 other => self.follow_person(it, &other).map(Some),

@@ -123,6 +123,12 @@ pub enum NoteKind {
 }
 
 impl NoteKind {
+    /// True for the notes whose text is a bullet list, laid out as Research is: the header
+    /// alone, a blank `>` line, the bullets.
+    pub fn is_list(self) -> bool {
+        matches!(self, NoteKind::Research | NoteKind::Must)
+    }
+
     /// The header word(s) as written between `**` and `:**`.
     pub fn header(self) -> String {
         match self {

@@ -53,6 +53,10 @@ pub enum Edit {
     AddReview(String),
     /// Add an `Out of scope` note: what the task changed outside its Scope, set aside.
     AddOutOfScope(String),
+    /// Add a Must note with these must-haves (research proposed them), one a bullet.
+    AddMust(Vec<String>),
+    /// Add a Scope note with these paths and globs (research proposed them).
+    AddScope(Vec<String>),
     /// Append these pending subtasks (titles) at the end of the task's item.
     InsertSubtasks(Vec<String>),
     /// Mark `[~]` every pending ancestor: a task in progress puts its whole chain in progress
@@ -79,6 +83,8 @@ impl Edit {
             Edit::AddBlocked(_) => "Blocked note",
             Edit::AddReview(_) => "Review note",
             Edit::AddOutOfScope(_) => "Out of scope note",
+            Edit::AddMust(_) => "Must note",
+            Edit::AddScope(_) => "Scope note",
             Edit::InsertSubtasks(_) => "subtasks",
             Edit::StartParents => "in-progress marks of the parents",
             Edit::CompleteParents => "done marks of the parents",
@@ -265,6 +271,14 @@ fn plan_one(
             notes.push((NoteKind::Review, note_text(&format!("`{branch}`"))));
         }
         Edit::AddOutOfScope(text) => notes.push((NoteKind::OutOfScope, note_text(text))),
+        Edit::AddMust(lines) => {
+            let lines: Vec<String> = lines
+                .iter()
+                .map(|l| format!("- {}", note_text(l)))
+                .collect();
+            notes.push((NoteKind::Must, lines.join("\n")));
+        }
+        Edit::AddScope(patterns) => notes.push((NoteKind::Scope, note_text(&patterns.join(", ")))),
         Edit::InsertSubtasks(titles) => {
             let titles: Vec<String> = titles.iter().map(|t| normalise(t)).collect();
             if titles.iter().any(String::is_empty) {

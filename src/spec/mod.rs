@@ -33,7 +33,7 @@ pub(crate) use document::{Quoted, quote_title};
 pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
-pub(crate) use must::{MustHave, is_test_path, parse as parse_must};
+pub(crate) use must::{MustHave, is_test_path, parse as parse_must, scope_patterns};
 pub use select::select;
 pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with, why_not_taken};
 pub use validate::validate;

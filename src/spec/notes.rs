@@ -90,13 +90,13 @@ fn kind_word(s: &str) -> Option<(NoteKind, &str)> {
 }
 
 /// A note's text from the rest of its header line and its following lines' contents: each
-/// line trimmed; blank lines at either end dropped; for Research every blank line dropped and
-/// every bullet written `- `.
+/// line trimmed; blank lines at either end dropped; for a list note (Research, Must) every blank
+/// line dropped and every bullet written `- `.
 pub(crate) fn text(kind: NoteKind, lines: &[&str]) -> String {
     let mut out: Vec<String> = Vec::with_capacity(lines.len());
     for line in lines {
         let line = line.trim();
-        if kind == NoteKind::Research {
+        if kind.is_list() {
             if line.is_empty() {
                 continue;
             }
@@ -138,7 +138,7 @@ pub(crate) fn layout(kind: NoteKind, text: &str) -> Vec<String> {
         text.split('\n').collect()
     };
     let mut out = Vec::with_capacity(lines.len() + 2);
-    if kind != NoteKind::Research {
+    if !kind.is_list() {
         match lines.first() {
             Some(first) if !first.is_empty() => out.push(format!("{head} {first}")),
             _ => out.push(head),

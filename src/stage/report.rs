@@ -21,6 +21,14 @@ pub(crate) struct ResearchReport {
     /// What kind of skip: `needs_person` when it waits on a person (DESIGN.md section 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_kind: Option<SkipKind>,
+    /// Mechanical must-haves the researcher proposes (`file …`, `grep …`, `run …`): kern writes
+    /// the ones it can read as the task's Must note when the person wrote none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub must: Option<Vec<String>>,
+    /// The paths and globs the task will change: kern writes them as the task's Scope note
+    /// when the person wrote none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Vec<String>>,
 }
 
 /// Why a research skip cannot simply come back later.
@@ -356,6 +364,8 @@ mod tests {
             notes: notes.iter().map(std::string::ToString::to_string).collect(),
             skip_reason: None,
             skip_kind: None,
+            must: None,
+            scope: None,
         })
     }
 
@@ -560,6 +570,8 @@ mod tests {
                     notes: Vec::new(),
                     skip_reason: Some("who pays?".into()),
                     skip_kind: Some(SkipKind::NeedsPerson),
+                    must: None,
+                    scope: None,
                 }),
             ),
             (

@@ -139,6 +139,8 @@ mod tests {
             notes: vec!["n".into()],
             skip_reason: None,
             skip_kind: None,
+            must: None,
+            scope: None,
         };
         let ok = implement(ImplementStatus::Success);
         let files =

@@ -203,3 +203,39 @@ fn scope_strict_fails_the_attempt_and_scope_off_commits_everything() {
     let files = q.git(&["show", "--name-only", "--format=", "HEAD"]);
     assert!(files.contains("src/unrelated.rs"), "{files}");
 }
+
+#[test]
+fn research_proposes_must_haves_and_a_scope_that_kern_writes_as_the_persons_and_holds() {
+    let p = Project::new("- [ ] Add the parser\n");
+    p.scenario(&json!({"default": {
+        "research": {"result": {"notes": ["src/lib.rs is empty"], "skip_reason": null,
+            "skip_kind": null, "must": ["file src/parser.rs", "not a check"],
+            "scope": ["src/parser.rs"]}},
+        "implement": [
+            {"write": {"src/other.rs": "// not the parser\n"}},
+            {"write": {"src/parser.rs": "pub fn parse() {}\n"}}
+        ],
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add the parser"}}
+    }}));
+    let err = p.run(&["2", "0"]).expect(0).stderr;
+    let spec = p.read("SPEC.md");
+    assert!(
+        spec.contains("  > **Must:**\n  >\n  > - file src/parser.rs\n"),
+        "{spec}"
+    );
+    assert!(
+        !spec.contains("not a check"),
+        "only what kern can read: {spec}"
+    );
+    assert!(spec.contains("> **Scope:** src/parser.rs"), "{spec}");
+    assert!(
+        spec.contains("> **Attempt 1:** kern's check of the must-haves failed: `file src/parser.rs` — no such file"),
+        "{spec}\n{err}"
+    );
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(files.contains("src/parser.rs"), "{files}");
+    assert!(
+        !files.contains("src/other.rs"),
+        "outside the proposed scope: {files}"
+    );
+}
