@@ -12,6 +12,7 @@ mod crash;
 mod doctor;
 mod done;
 mod dry_run;
+mod first_hour;
 mod formatters;
 mod git_fidelity;
 mod git_formats;
