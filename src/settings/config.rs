@@ -10,6 +10,10 @@
 //!   work tree); outside a repository there is none. An unknown key, a value of the wrong
 //!   shape or one clap refuses is exit 2 with `.kern/config.toml:LINE` and the fix, before
 //!   anything runs.
+//! - An option whose value is optional (`--pace`, `num_args = 0..=1` with `require_equals`)
+//!   takes it only after `=`; followed by a separate number or value (`--pace 80`) it is exit 2
+//!   with the fix (`--pace=80`), checked on argv before clap reads it, since clap would take
+//!   the `80` as the next argument (the iterations) without a word.
 //! - Where each setting came from ([`Origin`]) is kept for `kern -n` and `kern doctor`.
 
 use std::ffi::OsString;
@@ -43,6 +47,9 @@ const ONE_OFFS: &[&str] = &[
 /// does; a bad settings file is an [`Error::Usage`].
 pub(crate) fn command_line(args: Vec<OsString>, cwd: &Path) -> Result<Cli> {
     let command = Cli::command();
+    if let Some(message) = value_after_a_space(&command, &args) {
+        return Err(Error::Usage(message));
+    }
     let matches = command
         .clone()
         .try_get_matches_from(&args)
@@ -125,6 +132,83 @@ pub(crate) fn command_line(args: Vec<OsString>, cwd: &Path) -> Result<Cli> {
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     cli.origins = origins(&command, &matches, &from_file);
     Ok(cli)
+}
+
+/// The usage error for an option whose value is optional (`num_args = 0..=1` with
+/// `require_equals`, such as `--pace`) followed by a separate word that is a valid value for
+/// it or a number: clap would read `--pace 80` as `--pace` alone and `80` as the next argument (the
+/// iterations, silently), so the person is told to write `--pace=80`. Found from the clap
+/// definition, for every such option of kern and its subcommands; nothing after `--`.
+fn value_after_a_space(command: &clap::Command, args: &[OsString]) -> Option<String> {
+    let mut optional: Vec<(Option<&str>, &clap::Arg)> = Vec::new();
+    let takes_optional = |a: &clap::Arg| {
+        a.is_require_equals_set() && a.get_num_args().is_some_and(|n| n.min_values() == 0)
+    };
+    optional.extend(
+        command
+            .get_arguments()
+            .filter(|a| takes_optional(a))
+            .map(|a| (None, a)),
+    );
+    for sub in command.get_subcommands() {
+        optional.extend(
+            sub.get_arguments()
+                .filter(|a| takes_optional(a))
+                .map(|a| (Some(sub.get_name()), a)),
+        );
+    }
+    let words: Vec<&str> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_str().unwrap_or(""))
+        .take_while(|a| *a != "--")
+        .collect();
+    for pair in words.windows(2) {
+        let (flag, value) = (pair[0], pair[1]);
+        let Some(long) = flag.strip_prefix("--") else {
+            continue;
+        };
+        if value.starts_with('-') {
+            continue;
+        }
+        for (sub, arg) in &optional {
+            if arg.get_long() != Some(long) {
+                continue;
+            }
+            let given = format!("--{long}={value}");
+            let probe: Vec<&str> = std::iter::once("kern")
+                .chain(*sub)
+                .chain(std::iter::once(given.as_str()))
+                .collect();
+            let number = value.parse::<f64>().is_ok();
+            if !number && command.clone().try_get_matches_from(probe).is_err() {
+                continue;
+            }
+            // What the option alone stands for, as clap fills it in.
+            let bare = format!("--{long}");
+            let alone = command
+                .clone()
+                .try_get_matches_from(
+                    std::iter::once("kern")
+                        .chain(*sub)
+                        .chain(std::iter::once(bare.as_str())),
+                )
+                .ok()
+                .and_then(|m| {
+                    let m = match sub {
+                        Some(name) => m.subcommand_matches(name)?.clone(),
+                        None => m,
+                    };
+                    let raw = m.get_raw(arg.get_id().as_str())?.next()?.to_string_lossy();
+                    Some(format!(" (`--{long}` alone means {raw})"))
+                })
+                .unwrap_or_default();
+            return Some(format!(
+                "`--{long} {value}`: --{long} takes its value only after `=` — write `--{long}={value}`{alone}"
+            ));
+        }
+    }
+    None
 }
 
 /// The settings file of the repository holding `cwd`, when it has one.
@@ -332,6 +416,37 @@ mod tests {
         let mut argv = vec![OsString::from("kern")];
         argv.extend(args.iter().map(OsString::from));
         command_line(argv, top.path())
+    }
+
+    #[test]
+    fn an_optional_value_after_a_space_is_refused_with_the_fix() {
+        let refused = "`--pace 80`: --pace takes its value only after `=` — write `--pace=80` (`--pace` alone means 90)";
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (&["--pace", "80"], Some(refused)),
+            (&["10", "30", "--pace", "80"], Some(refused)),
+            (&["-n", "--pace", "80", "--model", "x"], Some(refused)),
+            (&["--pace=80"], None),
+            (&["--pace", "-n"], None),
+            (&["--pace"], None),
+            (&["--pace", "7m"], None),
+            (
+                &["--pace", "101"],
+                Some(
+                    "`--pace 101`: --pace takes its value only after `=` — write `--pace=101` (`--pace` alone means 90)",
+                ),
+            ),
+            (&["--model", "80"], None),
+            (&["--", "--pace", "80"], None),
+        ];
+        for (args, wanted) in cases {
+            let mut argv = vec![OsString::from("kern")];
+            argv.extend(args.iter().map(OsString::from));
+            assert_eq!(
+                value_after_a_space(&Cli::command(), &argv).as_deref(),
+                *wanted,
+                "{args:?}"
+            );
+        }
     }
 
     #[test]
