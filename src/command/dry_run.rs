@@ -85,6 +85,14 @@ fn report_with_warnings(
     let warnings = status.warnings.clone();
 
     let Some(selection) = spec::select_with(&doc, &settings.select_options()) else {
+        if doc.has_pending_examples() {
+            let _ = writeln!(
+                out,
+                "\nNothing to do: replace the example tasks in {} with your own (kern never takes a task whose title starts with `Example:`).",
+                ws.spec_display
+            );
+            return Ok((out, warnings));
+        }
         let _ = writeln!(
             out,
             "\nNothing to do: every task is done, blocked, held elsewhere or deferred{}.",

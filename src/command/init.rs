@@ -11,7 +11,10 @@
 //! running two `kern init`s at once, and the price is losing a file they just wrote, so it is
 //! accepted rather than giving up [`atomic_file::write`]'s crash safety.
 //!
-//! The starter SPEC.md explains kern's format in an HTML comment at the top. The SPEC parser
+//! The starter SPEC.md explains kern's format in an HTML comment at the top, then shows two
+//! example tasks whose titles start with `Example:`: kern never takes those, and a run on a
+//! starter where they are all there is to take stops (exit 2) saying to replace them. The
+//! SPEC parser
 //! ignores HTML blocks, but the comment still holds no line that looks like a task item, so
 //! that `grep '^- \[ \]'` and other grep-style readers are not fooled either.
 
@@ -25,7 +28,8 @@ use crate::stage::Stage;
 /// The name of the learnings file, written beside SPEC.md.
 pub(crate) const LEARNINGS_NAME: &str = "LEARNINGS.md";
 
-/// The starter SPEC.md: the format explained in a comment, then two example tasks.
+/// The starter SPEC.md: the format explained in a comment, then two example tasks that kern
+/// never takes (their titles start with `Example:`; see `spec::dialect::title_is_example`).
 pub const STARTER_SPEC: &str = r#"<!--
 How kern reads this file. This comment is not a task; delete it whenever you like.
 
@@ -57,15 +61,19 @@ You may write these yourself:
 
 kern changes only the boxes and its own notes, byte for byte. Edit anything else freely,
 even while kern runs. `kern -n` shows what the next run would do, and changes nothing.
+
+The two tasks below are examples of the format. kern never takes a task whose title starts
+with "Example:" (nor its subtasks): replace them with your own tasks, then commit this file
+and LEARNINGS.md (git add SPEC.md LEARNINGS.md && git commit -m "Add the task list").
 -->
 
 # Tasks
 
-- [ ] Add a `--json` flag to the `report` command
+- [ ] Example: Add a `--json` flag to the `report` command
   Print the same report as one JSON object on stdout. Without the flag the text output stays
   exactly as it is. Add a test for each form.
 
-- [ ] Read the settings from a `config.toml` file
+- [ ] Example: Read the settings from a `config.toml` file
   - [ ] Load `config.toml` from the working folder when it exists, else keep today's defaults
   - [ ] Let the environment variables override the file, and document both in the README
 "#;
@@ -372,16 +380,24 @@ mod tests {
     }
 
     #[test]
-    fn starter_spec_holds_two_tasks_one_with_subtasks() {
+    fn starter_spec_holds_two_example_tasks_one_with_subtasks_that_kern_never_takes() {
         assert_eq!(
             task_lines(STARTER_SPEC),
             [
-                "- [ ] Add a `--json` flag to the `report` command",
-                "- [ ] Read the settings from a `config.toml` file",
+                "- [ ] Example: Add a `--json` flag to the `report` command",
+                "- [ ] Example: Read the settings from a `config.toml` file",
                 "  - [ ] Load `config.toml` from the working folder when it exists, else keep today's defaults",
                 "  - [ ] Let the environment variables override the file, and document both in the README",
             ]
         );
+        let doc = crate::spec::Document::parse(STARTER_SPEC);
+        assert_eq!(doc.tasks().len(), 4);
+        assert!(doc.has_pending_examples());
+        assert!(crate::spec::select(&doc).is_none());
+        let mine = format!("{STARTER_SPEC}\n- [ ] Say hello\n");
+        let doc = crate::spec::Document::parse(&mine);
+        let taken = crate::spec::select(&doc).map(|s| doc.tasks()[s.task].title.clone());
+        assert_eq!(taken.as_deref(), Some("Say hello"));
     }
 
     #[test]

@@ -218,6 +218,18 @@ fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
     }
 }
 
+/// Refuses (exit 2, before any agent) a task list whose only tasks kern could take are
+/// examples — `kern init`'s starter as it was written: the person is to replace them first.
+fn only_examples(settings: &Settings, ws: &Workspace, doc: &Document) -> Result<()> {
+    if doc.has_pending_examples() && spec::select_with(doc, &settings.select_options()).is_none() {
+        return Err(Error::Usage(format!(
+            "`{0}` holds only example tasks (their titles start with `Example:`), which kern never takes — replace the example tasks in {0} with your own",
+            ws.spec_display
+        )));
+    }
+    Ok(())
+}
+
 /// The run once the lock is held: everything after it, to the summary.
 async fn run_locked(
     settings: &Settings,
@@ -230,8 +242,10 @@ async fn run_locked(
 ) -> Result<()> {
     // A run looks at the work tree many times: from here on each look costs what changed.
     ws.repo.watch_work_tree();
-    let spec = match SpecFile::load_as(&ws.spec_path, &ws.spec_display) {
-        Ok((spec, _)) => spec,
+    let spec = match SpecFile::load_as(&ws.spec_path, &ws.spec_display)
+        .and_then(|(spec, doc)| only_examples(settings, ws, &doc).map(|()| spec))
+    {
+        Ok(spec) => spec,
         Err(e) => {
             notify_if_stopped_for_person(reporter, &e);
             return Err(e);
@@ -281,6 +295,12 @@ async fn run_locked(
             crate::reporter::text::short_oid(&oid.to_string())
         ));
         run.detached = true;
+    }
+    if ws.repo.is_untracked(&ws.spec_path) {
+        run.reporter.warn(&format!(
+            "`{}` is not committed yet: kern commits it, and LEARNINGS.md, with the first task",
+            ws.spec_display
+        ));
     }
     run.log.event(RunEvent::RunStart {
         iterations: settings.iterations,

@@ -84,6 +84,15 @@ struct Known {
 }
 
 impl Repository {
+    /// True when `path` (absolute, or relative to the top folder) is a file git does not track
+    /// yet and does not ignore: kern's commit of the first task will take it in.
+    pub fn is_untracked(&self, path: &Path) -> bool {
+        let relative = path.strip_prefix(&self.top).unwrap_or(path);
+        self.repo
+            .status_file(relative)
+            .is_ok_and(|s| s.contains(Status::WT_NEW))
+    }
+
     /// Keeps a watch on the work tree from the next status on, so that later looks cost what
     /// changed (see the module docs). For a run, which looks many times; a single look (a
     /// dry run, `kern status`) is cheaper without.

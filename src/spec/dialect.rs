@@ -172,6 +172,15 @@ pub(crate) fn heading_closes(text: &str) -> bool {
     (capitals && !before.trim().is_empty()) || after_separator
 }
 
+/// True when a task's title marks it as an example (`Example: Add a --json flag`, or
+/// `(example)` / `[example]` anywhere in it): such a task shows the format — `kern init`'s
+/// starter SPEC.md holds two — and is listed, never taken, like a deferred one. The word alone
+/// elsewhere (`Add an example to the README`) is ordinary text.
+pub(crate) fn title_is_example(title: &str) -> bool {
+    let lower = title.trim_start().to_lowercase();
+    lower.starts_with("example:") || lower.contains("(example)") || lower.contains("[example]")
+}
+
 /// The words that, as a task title's label, say the task waits (see [`title_defers`]).
 const DEFER_WORDS: &[&str] = &[
     "deferred",
@@ -426,6 +435,24 @@ mod tests {
         ];
         for (title, defers) in cases {
             assert_eq!(title_defers(title), *defers, "{title:?}");
+        }
+    }
+
+    #[test]
+    fn titles_that_mark_an_example() {
+        let cases: &[(&str, bool)] = &[
+            ("Example: Add a `--json` flag to the `report` command", true),
+            ("example: lower case too", true),
+            ("EXAMPLE: and capitals", true),
+            ("Add a `--json` flag (example)", true),
+            ("[Example] Read the settings", true),
+            ("Add an example to the README", false),
+            ("Examples: show three in the docs", false),
+            ("Fix the example: it crashes", false),
+            ("Add login", false),
+        ];
+        for (title, example) in cases {
+            assert_eq!(title_is_example(title), *example, "{title:?}");
         }
     }
 

@@ -173,8 +173,9 @@ pub struct Task {
     /// The 1-based line of the heading that closed this task's section (`## Phase 2 [x]`,
     /// `### Done ✅`): the task is done by the heading, whatever its box says.
     pub closed_by: Option<usize>,
-    /// A pending task whose title says it waits (`(deferred)`, `BLOCKED:`, `— SKIPPED`):
-    /// listed by `status`, never taken, nor its subtasks.
+    /// A pending task whose title says it waits (`(deferred)`, `BLOCKED:`, `— SKIPPED`) or
+    /// that it is an example (`Example:`, `(example)`): listed by `status`, never taken, nor
+    /// its subtasks.
     pub deferred: bool,
     /// The rest of the first line after the box, whitespace-normalised.
     pub title: String,
@@ -445,6 +446,17 @@ impl Document {
     /// task's descendants directly follow it.
     pub fn tasks(&self) -> &[Task] {
         &self.tasks
+    }
+
+    /// True when a pending task of the file is an example (its title says so, as the ones of
+    /// `kern init`'s starter do): with nothing else to take, the file is a starter whose
+    /// examples were never replaced.
+    pub(crate) fn has_pending_examples(&self) -> bool {
+        self.tasks.iter().any(|t| {
+            t.state == TaskState::Pending
+                && t.closed_by.is_none()
+                && super::dialect::title_is_example(&t.title)
+        })
     }
 
     /// Malformed boxes found while parsing (reported by `validate`).

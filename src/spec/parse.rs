@@ -19,7 +19,9 @@
 //! - What is not a task list: a legend — the section under a heading named one, or the list
 //!   right after a `Legend:` label — explains the markers, and its boxes are neither tasks nor
 //!   warnings. A pending task whose title says it waits (`(deferred)`, `BLOCKED:`) is a task,
-//!   listed but never taken ([`crate::spec::dialect::title_defers`]).
+//!   listed but never taken ([`crate::spec::dialect::title_defers`]); so is an example task
+//!   (`Example: …`, `(example)`: [`crate::spec::dialect::title_is_example`]), as `kern init`
+//!   writes them.
 //! - YAML front matter (`---` on the first line, closed by `---` or `...`, as Obsidian, Jekyll
 //!   and docs tools write it) is metadata: nothing in it is a task, and since every edit is
 //!   byte-based it stays byte for byte. A `---` first line that is never closed is a thematic
@@ -380,7 +382,8 @@ impl<'a> Builder<'a> {
             state,
             kind,
             closed_by: self.closing.map(|(_, line)| line),
-            deferred: state == super::document::TaskState::Pending && dialect::title_defers(&title),
+            deferred: state == super::document::TaskState::Pending
+                && (dialect::title_defers(&title) || dialect::title_is_example(&title)),
             title,
             line: self.line_of(p.content_start),
             column: self.column(p.content_start),

@@ -171,6 +171,8 @@ pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<Stri
         let line = t.line;
         let why = if let Some(h) = t.closed_by {
             format!("the heading at line {h} marks its section done")
+        } else if t.deferred && super::dialect::title_is_example(&t.title) {
+            "it is an example (its title says so): replace it with a task of your own".into()
         } else if t.deferred {
             "its title says it waits (deferred, skipped, blocked, later or out of scope)".into()
         } else if let Some(&a) = doc.ancestors(i).iter().rev().find(|&&a| {
@@ -352,6 +354,12 @@ mod tests {
                 "- [ ] Pay (deferred)\n",
                 &[
                     "line 1 `Pay (deferred)`: its title says it waits (deferred, skipped, blocked, later or out of scope)",
+                ],
+            ),
+            (
+                "- [ ] Example: Pay\n",
+                &[
+                    "line 1 `Example: Pay`: it is an example (its title says so): replace it with a task of your own",
                 ],
             ),
             (
