@@ -1,7 +1,8 @@
 //! `kern status`: tasks by state (and the tasks other tools hold, the optional ones, the ones a
 //! heading closed), the next task, the resume point, the lock holder and the state folder — for
-//! a person or, with `--json`, for a script. `--dir` prints only the state folder, so
-//! `jq .result "$(kern status --dir)/stage2.json"` works. Reads only: status never writes,
+//! a person or, with `--json`, for a script (with `last_dir` and `runs_dir`, where the ended
+//! iterations' records are kept). `--dir` prints only the state folder, so
+//! `jq .result "$(kern status --dir)/last/stage2.json"` works. Reads only: status never writes,
 //! locks or runs anything.
 //!
 //! The one decision a reader must know: the report is the command's output, so it goes to
@@ -103,6 +104,8 @@ pub(crate) fn compute_with_spec(
         "lock": lock,
         "running": running,
         "state_dir": ws.state_dir.dir().display().to_string(),
+        "last_dir": ws.state_dir.last_dir().display().to_string(),
+        "runs_dir": ws.state_dir.runs_dir().display().to_string(),
     });
     let mut warnings = warnings;
     warnings.extend(

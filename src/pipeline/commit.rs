@@ -477,7 +477,7 @@ impl Run<'_> {
         }
         journal::remove(&path);
         journal::remove(&self.ws.state_dir.task_start());
-        self.ws.state_dir.clear_iteration_files()?;
+        self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
         Ok(())
     }
 }

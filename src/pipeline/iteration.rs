@@ -536,7 +536,7 @@ impl Run<'_> {
                         edits: pending.to_vec(),
                     },
                 )?;
-                self.ws.state_dir.clear_iteration_files()?;
+                self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
             }
             return Err(Error::SpecInvalid {
                 report: format!(

@@ -326,7 +326,7 @@ impl Run<'_> {
             }
             self.summary.iterations = index;
             let end = self.iteration(index, total).await?;
-            self.ws.state_dir.clear_iteration_files()?;
+            self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
             match end {
                 IterationEnd::NothingLeft => {
                     self.summary.iterations = index - 1;

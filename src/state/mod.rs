@@ -1,7 +1,8 @@
 //! Every path under kern's state folder, and the project id that scopes it.
 //!
 //! Layout (DESIGN.md section 3): `<root>/<project-id>/<branch>/stageN.{json,jsonl,stderr,
-//! prompt.md}`, `check.log`, `run.jsonl`, `run.log`. The root is `$KERN_STATE_DIR`, else the
+//! prompt.md}`, `check.log` (the current iteration's, moved into `last/` and copied into
+//! `runs/<run-id>/<NN>-<task>/` when it ends: `records.rs`), `run.jsonl`, `run.log`. The root is `$KERN_STATE_DIR`, else the
 //! user's own state folder that survives a reboot (a night's `run.jsonl` is what `kern report`
 //! reads the morning after): `$XDG_STATE_HOME/kern`, else `~/.local/state/kern` (on macOS
 //! `~/Library/Application Support/kern`). Versions before put it under
@@ -24,6 +25,7 @@
 pub(crate) mod journal;
 pub(crate) mod lock;
 pub(crate) mod privacy;
+pub(crate) mod records;
 pub(crate) mod resume;
 pub(crate) mod rotating;
 pub(crate) mod run_log;
@@ -34,7 +36,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::stage::Stage;
 
 const OWNER_FILE: &str = ".owner";
@@ -86,7 +88,7 @@ impl StateDir {
     /// Finds the state folder for the work tree at `worktree_top` on `branch_folder` (already
     /// sanitised: no `/`), applying the collision rule, and checks the root, the project and
     /// the branch folders that exist ([`privacy::inspect`]): one another user could write in is
-    /// [`Error::StateFolderUnsafe`]. Reads only.
+    /// [`crate::error::Error::StateFolderUnsafe`]. Reads only.
     pub(crate) fn locate(
         root: &Path,
         worktree_top: &Path,
@@ -304,17 +306,30 @@ impl StateDir {
         files
     }
 
-    /// Removes the per-iteration files so the next iteration cannot take them for resume
-    /// state. Missing files are fine.
-    pub(crate) fn clear_iteration_files(&self) -> Result<()> {
-        for path in self.iteration_files() {
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, e)),
-            }
+    /// Moves the per-iteration files out of the way so the next iteration cannot take them for
+    /// resume state: into `last/` and `runs/<run_id>/` of the branch folder, where they stay
+    /// readable (see `records.rs`). Missing files are fine.
+    pub(crate) fn clear_iteration_files(&self, run_id: &str) -> Result<()> {
+        records::retire(self, run_id)
+    }
+
+    /// The branch folder whose `last/` and `runs/` keep this folder's records: the folder
+    /// itself, or for a parallel task's `jobs/<slug>/` the branch folder above it.
+    pub(crate) fn records_home(&self) -> PathBuf {
+        match self.branch.split_once("/jobs/") {
+            Some((branch, _)) => self.project_dir().join(branch),
+            None => self.dir(),
         }
-        Ok(())
+    }
+
+    /// `last/`: the stage files of the last iteration that ended.
+    pub(crate) fn last_dir(&self) -> PathBuf {
+        self.records_home().join(records::LAST)
+    }
+
+    /// `runs/`: each iteration's records and prompts, per run and task.
+    pub(crate) fn runs_dir(&self) -> PathBuf {
+        self.records_home().join(records::RUNS)
     }
 
     fn stage_file(&self, stage: Stage, extension: &str) -> PathBuf {
@@ -404,9 +419,13 @@ mod tests {
         fs::write(sd.stage_schema(Stage::Research), "{}").unwrap();
         fs::write(sd.check_log(), "x").unwrap();
         fs::write(sd.run_log(), "{}\n").unwrap();
-        sd.clear_iteration_files().unwrap();
+        sd.clear_iteration_files("run").unwrap();
         assert!(!sd.stage_record(Stage::Research).exists());
         assert!(!sd.check_log().exists());
+        assert!(sd.last_dir().join("stage1.json").exists());
+        assert_eq!(sd.last_dir(), Path::new(&sd.dir()).join("last"));
+        assert_eq!(sd.job("x").last_dir(), sd.last_dir());
+        assert_eq!(sd.job("x").runs_dir(), sd.dir().join("runs"));
         assert!(sd.run_log().exists());
         assert!(sd.stage_schema(Stage::Research).exists(), "schemas stay");
     }

@@ -142,8 +142,11 @@ fn the_stage_records_outlive_the_iteration_and_the_jq_recipes_work() {
 
     let (code, out, err) = shell(&p, r#"jq .result "$(kern status --dir)/last/stage2.json""#);
     assert_eq!(code, Some(0), "{err}");
+    // The agent's final result, as it wrote it: here the scripted agent's JSON text.
     let result: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(result["status"], "SUCCESS", "{out}");
+    let text = result.as_str().unwrap_or_else(|| panic!("{out}"));
+    let report: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(report["status"], "SUCCESS", "{out}");
     let (code, out, err) = shell(
         &p,
         r#"jq -r .kern.task.title "$(kern status --dir)/last/stage1.json""#,

@@ -162,12 +162,14 @@ impl Run<'_> {
         if end == IterationEnd::Committed {
             self.ws.repo.remove_task_worktree(&job.slug)?;
             self.ws.repo.delete_task_branch(&job.slug)?;
+            // Its records stay readable in the branch folder's last/ and runs/.
+            let _ = job_ws.state_dir.clear_iteration_files(self.log.run_id());
             let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
         } else {
             // Not committed (a hook refused it, the person took the task): what was written
             // here goes back, kept under refs/kern/; the task's worktree keeps its work.
             self.take_back(job, &paths)?;
-            let _ = job_ws.state_dir.clear_iteration_files();
+            let _ = job_ws.state_dir.clear_iteration_files(self.log.run_id());
         }
         Ok(end)
     }

@@ -175,7 +175,7 @@ impl<'a> Run<'a> {
                     Err(e) => Err(e),
                 };
                 if matches!(end, Ok(e) if e != IterationEnd::Ready) {
-                    let _ = run.ws.state_dir.clear_iteration_files();
+                    let _ = run.ws.state_dir.clear_iteration_files(run.log.run_id());
                 }
                 let agents = (std::mem::take(&mut run.stages_by_agent), run.switches);
                 (
