@@ -21,8 +21,10 @@
 //! - The person's run options that could break or slow the demo (`--check`, `--model`,
 //!   `--max-cost`, `--allow-dirty`, `--spec`) are replaced; hooks are skipped (`--no-verify`),
 //!   so a global `core.hooksPath` cannot refuse the demo's commits.
-//! - Stage files are cleared when an iteration ends, so after the demo only `run.jsonl` is left
-//!   to read with jq; the recipes printed point at it.
+//! - The demo's state root is its own (`state/` above), not the person's: the `kern status`,
+//!   `kern report` and `kern log` it prints for a kept repository name it with
+//!   `KERN_STATE_DIR=…`, so they work as printed from anywhere. The jq recipes read its
+//!   `run.jsonl`; the last iteration's stage records are in the state folder's `last/`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -407,6 +409,19 @@ pub(crate) fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String>
             state.display(),
             crate::reporter::text::shell_quote(&layout.repo.to_string_lossy()),
         );
+        // The demo's state root is its own, not the default one: each command names it.
+        let _ = writeln!(
+            out,
+            "\nfrom the kept repository (the demo keeps its own state root, so each command names it):"
+        );
+        let prefix = format!(
+            "cd {} && KERN_STATE_DIR={}",
+            crate::reporter::text::shell_quote(&layout.repo.to_string_lossy()),
+            crate::reporter::text::shell_quote(&layout.state_root.to_string_lossy()),
+        );
+        for command in ["kern status", "kern report", "kern log"] {
+            let _ = writeln!(out, "  {prefix} {command}");
+        }
     } else {
         let _ = writeln!(
             out,
@@ -415,7 +430,7 @@ pub(crate) fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String>
         );
     }
     out.push_str(
-        "\nin your own project, while a task is in progress: jq .result \"$(kern status --dir)/stage2.json\"\n",
+        "\nin your own project, after a task: jq .result \"$(kern status --dir)/last/stage2.json\"\n",
     );
     Ok(out)
 }
