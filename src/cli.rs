@@ -2,7 +2,9 @@
 //!
 //! Every run option has a `KERN_*` environment variable and shows its default in `--help`.
 //! Durations are written `90s`, `15m`, `1h` or as plain seconds. Resolution (the agent kind,
-//! paths, budgets) happens in `settings.rs`, so this file stays a plain description.
+//! paths, budgets) happens in `settings.rs`, so this file stays a plain description. The
+//! options every command accepts are shown in a subcommand's `--help` only where it uses them
+//! ([`command`]: `kern log --help` has no `--agent`); they are still accepted everywhere.
 // The doc comments below are clap's help text, shown as written (`program:<path>`), not
 // markdown for rustdoc.
 #![allow(rustdoc::invalid_html_tags)]
@@ -10,7 +12,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+#[cfg(test)]
+use clap::FromArgMatches;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -387,6 +391,89 @@ pub enum Command {
     },
 }
 
+/// The options every command accepts (`global = true`) that a subcommand ignores, by
+/// subcommand: hidden from that subcommand's `--help` (see [`command`]). Still accepted there,
+/// so a `KERN_*` variable or a habit (`kern status --agent codex`) never breaks it.
+const IGNORED_BY: &[(&str, &[&str])] = &[
+    (
+        "status",
+        &[
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+        ],
+    ),
+    (
+        "report",
+        &["spec", "agent", "fallback_agent", "review_agent", "sandbox"],
+    ),
+    (
+        "log",
+        &[
+            "quiet",
+            "spec",
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+        ],
+    ),
+    (
+        "accept",
+        &["agent", "fallback_agent", "review_agent", "sandbox"],
+    ),
+    (
+        "reject",
+        &["agent", "fallback_agent", "review_agent", "sandbox"],
+    ),
+    (
+        "init",
+        &[
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+        ],
+    ),
+    (
+        "demo",
+        &["spec", "agent", "fallback_agent", "review_agent", "sandbox"],
+    ),
+    (
+        "completions",
+        &[
+            "quiet",
+            "spec",
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+        ],
+    ),
+];
+
+/// kern's command line as clap parses it: [`Cli`]'s, with each subcommand's `--help` showing
+/// only the options it takes ([`IGNORED_BY`]). Clap copies a global option into every
+/// subcommand that lacks one of that id when it builds the command, so each ignored one is
+/// given to its subcommand beforehand as a hidden copy; its value still reaches [`Cli`].
+pub fn command() -> clap::Command {
+    let mut command = Cli::command();
+    for (name, ignored) in IGNORED_BY {
+        let copies: Vec<clap::Arg> = command
+            .get_arguments()
+            .filter(|a| ignored.contains(&a.get_id().as_str()))
+            .map(|a| a.clone().hide(true))
+            .collect();
+        command = command.mut_subcommand(*name, |sub| sub.args(copies));
+    }
+    command
+}
+
 /// Parses `90s`, `15m`, `1h`, `1h30m` or plain seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -592,7 +679,93 @@ mod tests {
 
     #[test]
     fn clap_definition_is_consistent() {
-        use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// The `--help` of `kern <sub>`, as the person sees it.
+    fn help(sub: &str) -> String {
+        let mut command = command();
+        command.build();
+        command
+            .find_subcommand_mut(sub)
+            .unwrap()
+            .render_help()
+            .to_string()
+    }
+
+    #[test]
+    fn every_ignored_option_is_a_global_one_of_a_subcommand() {
+        let command = Cli::command();
+        for (name, ignored) in IGNORED_BY {
+            assert!(command.find_subcommand(name).is_some(), "{name}");
+            for id in *ignored {
+                assert!(
+                    command
+                        .get_arguments()
+                        .any(|a| a.get_id() == *id && a.is_global_set()),
+                    "{name}: {id}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn subcommand_help_shows_only_the_options_it_takes() {
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (
+                "status",
+                &["--spec", "--json", "--dir"],
+                &["--agent", "--sandbox", "--color"],
+            ),
+            (
+                "report",
+                &["--since", "--color", "--quiet"],
+                &["--agent", "--spec", "--review-agent"],
+            ),
+            (
+                "log",
+                &["--follow", "--verbose"],
+                &["--agent", "--spec", "--quiet", "--color"],
+            ),
+            (
+                "init",
+                &["--spec", "--prompts"],
+                &["--agent", "--fallback-agent", "--color"],
+            ),
+            ("demo", &["--keep", "--color"], &["--agent", "--spec"]),
+            (
+                "doctor",
+                &[
+                    "--agent",
+                    "--fallback-agent",
+                    "--review-agent",
+                    "--sandbox",
+                    "--spec",
+                ],
+                &[],
+            ),
+        ];
+        for (sub, shown, hidden) in cases {
+            let text = help(sub);
+            for option in *shown {
+                assert!(
+                    text.contains(option),
+                    "`kern {sub} --help` lacks {option}:\n{text}"
+                );
+            }
+            for option in *hidden {
+                assert!(
+                    !text.contains(option),
+                    "`kern {sub} --help` lists {option}:\n{text}"
+                );
+            }
+        }
+        // Hidden, still accepted.
+        let matches = command()
+            .try_get_matches_from(["kern", "log", "--agent", "codex", "--spec", "X.md"])
+            .unwrap();
+        let cli = Cli::from_arg_matches(&matches).unwrap();
+        assert_eq!(cli.global.agent, "codex");
+        assert_eq!(cli.global.spec, PathBuf::from("X.md"));
     }
 }

@@ -46,7 +46,7 @@ const ONE_OFFS: &[&str] = &[
 /// repository holding `cwd` folded in. Clap's own errors and `--help` end the process as clap
 /// does; a bad settings file is an [`Error::Usage`].
 pub(crate) fn command_line(args: Vec<OsString>, cwd: &Path) -> Result<Cli> {
-    let command = Cli::command();
+    let command = crate::cli::command();
     if let Some(message) = value_after_a_space(&command, &args) {
         return Err(Error::Usage(message));
     }
