@@ -28,6 +28,7 @@ pub(crate) fn run(settings: &Settings) -> Result<()> {
     let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?)?;
     state_dir.create()?;
     let log_path = state_dir.output_log();
+    crate::state::rotating::mark_start(&log_path);
     let log = crate::private_file::append(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let stderr = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("the kern executable", e))?;

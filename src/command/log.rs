@@ -3,8 +3,9 @@
 //!
 //! The decision a reader must know: `-f` follows while a run holds the lock and returns once
 //! no run does and every line is printed, so `kern log -f` after `kern 10 30 --detach` ends
-//! with the run. A rotation (the file replaced by a new one) is followed from the new file's
-//! start. Reads only.
+//! with the run. `-f` starts where the latest run's lines begin (`run.log.start`, marked by
+//! each run), not at the first run's; plain `kern log` prints the whole file. A rotation (the
+//! file replaced by a new one) is followed from the new file's start. Reads only.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -36,7 +37,13 @@ pub(crate) fn run(settings: &Settings, follow: bool) -> Result<()> {
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    follow_file(&path, follow, &running, &mut out)
+    // Following starts at the latest run; printing once prints everything.
+    let start = if follow {
+        crate::state::rotating::run_start(&path)
+    } else {
+        0
+    };
+    follow_file(&path, start, follow, &running, &mut out)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::BrokenPipe => Error::Interrupted { signal: 13 },
             _ => Error::io(&path, e),
@@ -48,16 +55,19 @@ pub(crate) fn run(settings: &Settings, follow: bool) -> Result<()> {
         })
 }
 
-/// Copies `path` to `out`; with `follow`, keeps copying new bytes while `running()` is true,
-/// then copies what is left and returns.
+/// Copies `path` to `out` from byte `start` (of the file there now; a file that replaces it
+/// is copied from its beginning); with `follow`, keeps copying new bytes while `running()` is
+/// true, then copies what is left and returns.
 fn follow_file(
     path: &Path,
+    start: u64,
     follow: bool,
     running: &dyn Fn() -> bool,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let mut file: Option<(File, u64)> = None;
     let mut offset = 0u64;
+    let mut first = true;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // Whether a run holds the lock, asked before reading: a run that ends after this
@@ -67,8 +77,13 @@ fn follow_file(
             let replaced = file.as_ref().is_none_or(|(_, ino)| *ino != meta.ino());
             if replaced || meta.len() < offset {
                 file = Some((crate::private_file::open(path)?, meta.ino()));
-                offset = 0;
+                offset = if first && start <= meta.len() {
+                    start
+                } else {
+                    0
+                };
             }
+            first = false;
         }
         if let Some((f, _)) = file.as_mut() {
             f.seek(SeekFrom::Start(offset))?;
@@ -120,10 +135,24 @@ mod tests {
             }
         };
         let mut out = Vec::new();
-        follow_file(&path, true, &running, &mut out).unwrap();
+        follow_file(&path, 0, true, &running, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "one\ntwo\nthree\nfour\n");
         let mut out = Vec::new();
-        follow_file(&path, false, &|| true, &mut out).unwrap();
+        follow_file(&path, 0, false, &|| true, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "three\nfour\n");
+        let mut out = Vec::new();
+        follow_file(&path, 6, true, &|| false, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "four\n",
+            "from the run's start"
+        );
+        let mut out = Vec::new();
+        follow_file(&path, 99, true, &|| false, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "three\nfour\n",
+            "a start past the end"
+        );
     }
 }

@@ -137,6 +137,10 @@ pub(crate) async fn run(
             "cannot become a child subreaper: escaped agent processes may outlive their stage"
         );
     }
+    if !settings.detached {
+        // A detached run's start was marked by `kern --detach` before it began.
+        crate::state::rotating::mark_start(&ws.state_dir.output_log());
+    }
     reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));
     reporter.set_budget(settings.max_cost);
     let (lock, takeover) = RunLock::acquire(

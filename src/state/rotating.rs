@@ -7,6 +7,8 @@
 //! file opened for appending, so a line is never split between two files and a crash leaves
 //! whole lines. Readers that look back in time (`kern
 //! report --since`) read the rotated file first, then the current one ([`read_with_rotated`]).
+//! Each run marks where its lines begin in `run.log` (`run.log.start`: [`mark_start`]), so
+//! `kern log -f` follows the current run without replaying the earlier ones.
 
 use std::fs;
 use std::io::{self, Write};
@@ -21,6 +23,38 @@ pub(crate) fn rotated(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".1");
     PathBuf::from(name)
+}
+
+/// `<log>.start`: where the latest run's lines begin in `log` (`run.log.start`).
+pub(crate) fn start_mark(log: &Path) -> PathBuf {
+    let mut name = log.as_os_str().to_owned();
+    name.push(".start");
+    PathBuf::from(name)
+}
+
+/// Records that a run's lines begin at the end of `log` as it is now: its inode and length
+/// (nothing yet: where the next file begins), so `kern log -f` starts at this run instead of
+/// replaying the earlier ones. Best effort.
+pub(crate) fn mark_start(log: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let (ino, len) = fs::symlink_metadata(log).map_or((0, 0), |m| (m.ino(), m.len()));
+    let _ =
+        crate::atomic_file::write_private(&start_mark(log), format!("{ino} {len}\n").as_bytes());
+}
+
+/// Where the latest run's lines begin in `log`, when the mark is of the file there now (a
+/// rotation since makes it the start of the file): the byte offset.
+pub(crate) fn run_start(log: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::symlink_metadata(log) else {
+        return 0;
+    };
+    let mark = crate::private_file::read_to_string(&start_mark(log)).unwrap_or_default();
+    let mut parts = mark.split_whitespace().map(str::parse::<u64>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(ino)), Some(Ok(len))) if ino == meta.ino() && len <= meta.len() => len,
+        _ => 0,
+    }
 }
 
 /// Appends `bytes` (one or more whole lines) to `path`, rotating it first when they would take

@@ -325,3 +325,21 @@ fn subcommand_help_lists_only_what_the_subcommand_takes() {
     assert!(!err.contains("unexpected argument"), "{err}");
     assert!(err.contains("codex"), "{err}");
 }
+
+#[test]
+fn log_follow_starts_at_the_latest_run_and_plain_log_prints_them_all() {
+    let p = Project::new("- [ ] Say hello\n- [ ] Say bye\n");
+    p.run(&["1", "0"]).expect(0);
+    p.run(&["1", "0"]).expect(0);
+    let all = p.run(&["log"]).expect(0).stdout;
+    assert!(
+        all.contains("Say hello") && all.contains("Say bye"),
+        "{all}"
+    );
+    let follow = p.run(&["log", "-f"]).expect(0).stdout;
+    assert!(follow.contains("[1/1] Say bye"), "{follow}");
+    assert!(
+        !follow.contains("Say hello"),
+        "the earlier run is not replayed:\n{follow}"
+    );
+}
