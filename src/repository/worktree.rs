@@ -117,6 +117,17 @@ impl Repository {
             .and_then(|b| b.get().target())
     }
 
+    /// True when a ref under `prefix` (`refs/kern/attempts/<slug>/`) points at the commit
+    /// `sha`: `kern reject` kept that work there.
+    pub fn kept_under(&self, prefix: &str, sha: &str) -> bool {
+        let Ok(oid) = Oid::from_str(sha) else {
+            return false;
+        };
+        self.repo
+            .references_glob(&format!("{prefix}*"))
+            .is_ok_and(|mut refs| refs.any(|r| r.is_ok_and(|r| r.target() == Some(oid))))
+    }
+
     /// Points the task branch `kern/<slug>` at HEAD for a fresh start. What it held that HEAD
     /// lacks is kept first under `keep` (returned); a branch HEAD already contains is simply
     /// moved.

@@ -343,3 +343,52 @@ fn log_follow_starts_at_the_latest_run_and_plain_log_prints_them_all() {
         "the earlier run is not replayed:\n{follow}"
     );
 }
+
+#[test]
+fn the_report_shows_accepted_and_rejected_tasks_as_no_longer_waiting_for_review() {
+    let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"{slug}.txt": "work of {task}\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    p.run(&["10", "0", "--review"]).expect(0);
+    let report = |p: &Project| -> Value {
+        serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap()
+    };
+    let before = report(&p);
+    assert_eq!(before["runs"][0]["totals"]["to_review"], 2, "{before}");
+    assert_eq!(before["runs"][0]["totals"]["committed"], 0, "{before}");
+
+    p.run(&["reject", "Beta"]).expect(0);
+    p.run(&["accept"]).expect(0).stderr_has("accepted `Alpha`");
+    let after = report(&p);
+    let run = &after["runs"][0];
+    // A zero count is left out of the JSON.
+    let count = |v: &Value| v.as_u64().unwrap_or(0);
+    assert_eq!(count(&run["totals"]["to_review"]), 0, "{after}");
+    assert_eq!(count(&run["totals"]["committed"]), 1, "{after}");
+    assert_eq!(count(&after["totals"]["to_review"]), 0, "{after}");
+    let needs = run["needs_you"].to_string();
+    assert!(!needs.contains("waits for your review"), "{needs}");
+    let outcomes: Vec<(String, String)> = run["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["title"].as_str().unwrap().to_string(),
+                t["commit"]["review"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        outcomes.contains(&("Alpha".into(), "accepted".into())),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes.contains(&("Beta".into(), "rejected".into())),
+        "{outcomes:?}"
+    );
+    let text = p.run(&["report"]).expect(0).stdout;
+    assert!(!text.contains("waiting for review"), "{text}");
+}

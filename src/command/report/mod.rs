@@ -6,8 +6,11 @@
 //! Decisions a reader must know:
 //! - The report is the command's product, so it goes to stdout (`kern report | less`, `kern
 //!   report --markdown | pbcopy`); only `--html`'s "wrote FILE" goes to stderr.
-//! - It reads only: `run.jsonl` and the run lock's record (a run without an end line is
-//!   "running" only while its pid still holds the lock). It never writes the state folder.
+//! - It reads only: `run.jsonl`, the run lock's record (a run without an end line is
+//!   "running" only while its pid still holds the lock) and, for a task parked for review, the
+//!   repository's refs: its branch still there is waiting, gone with its commit kept under
+//!   `refs/kern/attempts/` is rejected, otherwise accepted (then it counts as committed). It
+//!   never writes the state folder.
 //! - The files: `text` (terminal and Markdown), `html` (the page); the model they render,
 //!   the pure fold of events into a report, is `state::run_report`.
 
@@ -24,7 +27,7 @@ use crate::settings::Settings;
 use crate::state::StateDir;
 use crate::state::lock::RunLock;
 use crate::state::run_log::{self, LoggedEvent};
-use crate::state::run_report;
+use crate::state::run_report::{self, ReviewOutcome};
 use crate::timestamp::Timestamp;
 
 /// What `kern report` was asked for.
@@ -55,6 +58,18 @@ pub(crate) fn run(settings: &Settings, request: &ReportRequest) -> Result<()> {
         })
     })
     .map_err(|message| Error::Usage(format!("`{}`: {message}", log_path.display())))?;
+    // A task parked for review may have been accepted or rejected since the run.
+    let mut report = report;
+    run_report::settle_reviews(&mut report, &|branch, sha| {
+        let slug = branch.strip_prefix("kern/").unwrap_or(branch);
+        if repo.task_branch(slug).is_some() {
+            ReviewOutcome::Waiting
+        } else if repo.kept_under(&format!("refs/kern/attempts/{slug}/"), sha) {
+            ReviewOutcome::Rejected
+        } else {
+            ReviewOutcome::Accepted
+        }
+    });
     let color = match settings.color {
         ColorChoice::Always => true,
         ColorChoice::Never => false,

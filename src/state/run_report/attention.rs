@@ -43,7 +43,12 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
         _ => {}
     }
     for t in &r.tasks {
-        if let Some(branch) = t.commit.as_ref().and_then(|c| c.review_branch.as_deref()) {
+        if let Some(branch) = t
+            .commit
+            .as_ref()
+            .filter(|c| c.waits_for_review())
+            .and_then(|c| c.review_branch.as_deref())
+        {
             add(
                 AttentionKind::Review,
                 Some(&t.title),

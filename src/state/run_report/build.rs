@@ -101,9 +101,9 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
         ..Totals::default()
     };
     for t in &b.tasks {
-        let review = t.commit.as_ref().is_some_and(|c| c.review_branch.is_some());
-        totals.committed += usize::from(t.commit.is_some() && !review);
-        totals.to_review += usize::from(review);
+        let (committed, review) = commit_counts(t);
+        totals.committed += committed;
+        totals.to_review += review;
         totals.decomposed += usize::from(!t.subtasks.is_empty());
         totals.skipped += usize::from(!t.skipped.is_empty());
         totals.blocked += usize::from(t.blocked.is_some());
@@ -148,6 +148,47 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
     report.needs_you = needs_you(&report);
     report.headline = headline(&report);
     report
+}
+
+/// What a task adds to the committed and the waiting-for-review counts: a parked commit
+/// waits until it is accepted (then it counts as committed) or rejected (then as neither).
+fn commit_counts(t: &TaskReport) -> (usize, usize) {
+    match &t.commit {
+        None => (0, 0),
+        Some(c) if c.waits_for_review() => (0, 1),
+        Some(c) if c.review == Some(super::ReviewOutcome::Rejected) => (0, 0),
+        Some(_) => (1, 0),
+    }
+}
+
+/// Says, for every commit `report` shows parked for review, what became of it since
+/// (`review(branch, sha)`: the shell asks the repository), and counts, the needs-you list and
+/// the headline again: an accepted task is committed, no longer waiting.
+pub(crate) fn settle_reviews(
+    report: &mut Report,
+    review: &dyn Fn(&str, &str) -> super::ReviewOutcome,
+) {
+    for run in &mut report.runs {
+        for task in &mut run.tasks {
+            if let Some(c) = task.commit.as_mut()
+                && let Some(branch) = &c.review_branch
+            {
+                c.review = Some(review(branch, &c.sha));
+            }
+        }
+        let (mut committed, mut to_review) = (0, 0);
+        for t in &run.tasks {
+            let (c, r) = commit_counts(t);
+            committed += c;
+            to_review += r;
+        }
+        run.totals.committed = committed;
+        run.totals.to_review = to_review;
+        run.needs_you = needs_you(run);
+        run.headline = headline(run);
+    }
+    report.totals.committed = report.runs.iter().map(|r| r.totals.committed).sum();
+    report.totals.to_review = report.runs.iter().map(|r| r.totals.to_review).sum();
 }
 
 /// How a task ended, from what happened to it last.
@@ -474,6 +515,7 @@ impl Builder {
                     subject: subject.clone(),
                     left_out: left_out.clone(),
                     review_branch: review_branch.clone(),
+                    review: None,
                 });
             }
             RunEvent::IterationEnd { task, .. } => {
@@ -563,6 +605,31 @@ fn most_expensive(runs: &[RunReport]) -> Vec<Expensive> {
 mod tests {
     use super::super::tests::night;
     use super::*;
+
+    #[test]
+    fn a_parked_commit_counts_as_waiting_until_accepted_or_rejected() {
+        use super::super::ReviewOutcome::{Accepted, Rejected, Waiting};
+        let commit = |branch: Option<&str>, review| CommitInfo {
+            sha: "0".repeat(40),
+            subject: "s".into(),
+            left_out: Vec::new(),
+            review_branch: branch.map(str::to_string),
+            review,
+        };
+        let cases = [
+            (None, (0, 0)),
+            (Some(commit(None, None)), (1, 0)),
+            (Some(commit(Some("kern/a"), None)), (0, 1)),
+            (Some(commit(Some("kern/a"), Some(Waiting))), (0, 1)),
+            (Some(commit(Some("kern/a"), Some(Accepted))), (1, 0)),
+            (Some(commit(Some("kern/a"), Some(Rejected))), (0, 0)),
+        ];
+        for (commit, counts) in cases {
+            let mut task = new_task("t", 1);
+            task.commit = commit.clone();
+            assert_eq!(commit_counts(&task), counts, "{commit:?}");
+        }
+    }
     use crate::state::run_log;
     use crate::state::run_report::AttentionKind;
 

@@ -11,7 +11,7 @@
 mod attention;
 mod build;
 
-pub(crate) use build::{build, first_line, runs};
+pub(crate) use build::{build, first_line, runs, settle_reviews};
 
 use serde::Serialize;
 
@@ -199,6 +199,30 @@ pub(crate) struct CommitInfo {
     /// `--review`: the task branch it waits on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub review_branch: Option<String>,
+    /// `--review`: what became of it since ([`settle_reviews`]); `None` when not known
+    /// (the report at a run's end) or not parked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewOutcome>,
+}
+
+/// What became of a commit parked for review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ReviewOutcome {
+    /// Its branch is still there: it waits for `kern accept` or `kern reject`.
+    Waiting,
+    /// Its branch is gone and its work is not kept as a rejected attempt: `kern accept`
+    /// landed it.
+    Accepted,
+    /// `kern reject` reopened the task; its work is kept under `refs/kern/attempts/`.
+    Rejected,
+}
+
+impl CommitInfo {
+    /// True while the commit waits on its branch for review.
+    pub(crate) fn waits_for_review(&self) -> bool {
+        self.review_branch.is_some() && matches!(self.review, None | Some(ReviewOutcome::Waiting))
+    }
 }
 
 /// A failed attempt.
