@@ -135,6 +135,7 @@ impl Settings {
     pub fn select_options(&self) -> crate::spec::SelectOptions {
         crate::spec::SelectOptions {
             skip_optional: self.skip_optional,
+            parked: Vec::new(),
         }
     }
 

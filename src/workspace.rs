@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::prompt::Templates;
 use crate::repository::{GitOptions, Repository};
 use crate::settings::Settings;
-use crate::spec::{self, Document, Severity, SpecFile};
+use crate::spec::{self, Document, SelectOptions, Severity, SpecFile, TaskState};
 use crate::state::StateDir;
 
 /// Everything fixed for the length of a run.
@@ -107,6 +107,23 @@ impl Workspace {
             templates: self.templates.clone(),
             copies,
         })
+    }
+
+    /// How selection runs here: `settings`' options, with the tasks of `doc` parked for review
+    /// (done with a Review note, their branch `kern/<task>` still there): a task whose After
+    /// note names one waits until `kern accept` lands it.
+    pub(crate) fn select_options(&self, settings: &Settings, doc: &Document) -> SelectOptions {
+        let mut options = settings.select_options();
+        options.parked = doc
+            .tasks()
+            .iter()
+            .filter(|t| t.state == TaskState::Done)
+            .filter_map(|t| {
+                let slug = t.review_branch()?.strip_prefix("kern/")?;
+                self.repo.task_branch(slug).map(|_| t.title.clone())
+            })
+            .collect();
+        options
     }
 
     /// Loads SPEC.md and validates it: warnings are returned, errors are

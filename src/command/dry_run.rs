@@ -84,7 +84,7 @@ fn report_with_warnings(
     out.push_str(&status::render_human(&status, width));
     let warnings = status.warnings.clone();
 
-    let Some(selection) = spec::select_with(&doc, &settings.select_options()) else {
+    let Some(selection) = spec::select_with(&doc, &ws.select_options(settings, &doc)) else {
         if doc.has_pending_examples() {
             let _ = writeln!(
                 out,
@@ -109,7 +109,7 @@ fn report_with_warnings(
             &doc,
             &[],
             settings.jobs as usize,
-            &settings.select_options(),
+            &ws.select_options(settings, &doc),
         );
         let titles: Vec<String> = together
             .iter()

@@ -52,7 +52,8 @@ pub(crate) fn compute_with_spec(
     let ws = Workspace::open(settings)?;
     let (_, doc, warnings) = ws.load_spec()?;
     let counts = doc.counts();
-    let selection = spec::select_with(&doc, &settings.select_options());
+    let options = ws.select_options(settings, &doc);
+    let selection = spec::select_with(&doc, &options);
     let next = selection.as_ref().map(|sel| {
         let task = &doc.tasks()[sel.task];
         let parents: Vec<&str> = doc
@@ -114,7 +115,7 @@ pub(crate) fn compute_with_spec(
             .map(|d| d.render(&ws.spec_display)),
     );
     let mut json = json;
-    add_dialects(&mut json, &doc, &ws.spec_display, settings.skip_optional);
+    add_dialects(&mut json, &doc, &ws.spec_display, &options);
     Ok((
         ws,
         doc,
@@ -130,7 +131,8 @@ pub(crate) fn compute_with_spec(
 /// Adds what other tools' markers and closing headings mean for this file: the tasks held
 /// elsewhere, the optional ones, the ones done by a heading, the warnings and the lines that
 /// look like tasks without being list items.
-fn add_dialects(json: &mut Value, doc: &Document, file: &str, skip_optional: bool) {
+fn add_dialects(json: &mut Value, doc: &Document, file: &str, options: &spec::SelectOptions) {
+    let skip_optional = options.skip_optional;
     let tasks = doc.tasks();
     let held: Vec<Value> = tasks
         .iter()
@@ -169,7 +171,7 @@ fn add_dialects(json: &mut Value, doc: &Document, file: &str, skip_optional: boo
         .filter(|t| t.deferred && t.closed_by.is_none())
         .map(|t| json!({"title": t.title, "line": t.line}))
         .collect();
-    let not_taken = spec::why_not_taken(doc, &spec::SelectOptions { skip_optional });
+    let not_taken = spec::why_not_taken(doc, options);
     if let Value::Object(map) = json {
         map.insert("deferred".into(), json!(deferred));
         map.insert("not_taken".into(), json!(not_taken));

@@ -59,7 +59,7 @@ impl Run<'_> {
         for w in self.ws.validate(&doc)? {
             self.reporter.warn(&w);
         }
-        let options = self.settings.select_options();
+        let options = self.ws.select_options(self.settings, &doc);
         let selection = match &self.job {
             None => spec::select_with(&doc, &options),
             // A parallel task's run takes its own task, when that is still workable.

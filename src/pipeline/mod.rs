@@ -225,7 +225,9 @@ fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
 /// Refuses (exit 2, before any agent) a task list whose only tasks kern could take are
 /// examples — `kern init`'s starter as it was written: the person is to replace them first.
 fn only_examples(settings: &Settings, ws: &Workspace, doc: &Document) -> Result<()> {
-    if doc.has_pending_examples() && spec::select_with(doc, &settings.select_options()).is_none() {
+    if doc.has_pending_examples()
+        && spec::select_with(doc, &ws.select_options(settings, doc)).is_none()
+    {
         return Err(Error::Usage(format!(
             "`{0}` holds only example tasks (their titles start with `Example:`), which kern never takes — replace the example tasks in {0} with your own",
             ws.spec_display
@@ -378,7 +380,8 @@ impl Run<'_> {
             return Ok(());
         }
         let doc = self.spec.reload()?;
-        let Some(selection) = spec::select_with(&doc, &self.settings.select_options()) else {
+        let Some(selection) = spec::select_with(&doc, &self.ws.select_options(self.settings, &doc))
+        else {
             return Ok(());
         };
         let resuming = doc.tasks()[selection.task].state != spec::TaskState::Pending
@@ -430,7 +433,7 @@ impl Run<'_> {
 
     fn has_work(&mut self) -> Result<bool> {
         let doc = self.spec.reload()?;
-        Ok(spec::select_with(&doc, &self.settings.select_options()).is_some())
+        Ok(spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some())
     }
 
     /// Prints the summary, logs the end, and decides the exit.
@@ -484,7 +487,7 @@ impl Run<'_> {
                     if blocked == 1 { "" } else { "s" },
                     self.ws.spec_display
                 )))
-            } else if self.last_failed && spec::select_with(&doc, &self.settings.select_options()).is_some() {
+            } else if self.last_failed && spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some() {
                 Err(Error::Unfinished("the last task failed; its Attempt note says why — run kern again to retry".into()))
             } else {
                 Ok(())

@@ -24,11 +24,15 @@ use std::fmt;
 
 use super::document::{Document, TaskState};
 
-/// How selection treats optional tasks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How selection treats optional tasks, and which done tasks are not landed yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SelectOptions {
     /// `--skip-optional`: never start an optional task (`[ ]*`).
     pub skip_optional: bool,
+    /// The titles of the tasks parked for review (`--review`: done with a Review note, their
+    /// branch `kern/<task>` still there): their work is not on the branch yet, so a task whose
+    /// After note names one waits until it is accepted.
+    pub parked: Vec<String>,
 }
 
 /// Why a task was selected, in words for `kern -n` and `kern status`.
@@ -104,7 +108,7 @@ pub(crate) fn select_avoiding(
     avoid: &dyn Fn(usize) -> bool,
 ) -> Option<Selection> {
     let tasks = doc.tasks();
-    let waiting = waiting_for_after(doc);
+    let waiting = waiting_for_after(doc, options);
     let avoid = |i: usize| {
         avoid(i) || waiting.contains(&i) || doc.ancestors(i).iter().any(|a| waiting.contains(a))
     };
@@ -161,7 +165,7 @@ pub(crate) fn select_avoiding(
 /// their own subtasks are left out.
 pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<String> {
     let tasks = doc.tasks();
-    let waiting = waiting_for_after(doc);
+    let waiting = waiting_for_after(doc, options);
     let mut out = Vec::new();
     for (i, t) in tasks.iter().enumerate() {
         if !t.state.is_unfinished() || t.state == TaskState::Blocked || !t.kind.is_kerns() {
@@ -197,7 +201,19 @@ pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<Stri
                 p.line
             )
         } else if waiting.contains(&i) {
-            format!("its After note waits for {}", t.after().join(", "))
+            let parked: Vec<&str> = t
+                .after()
+                .into_iter()
+                .filter(|a| options.parked.iter().any(|p| p == a))
+                .collect();
+            if parked.is_empty() {
+                format!("its After note waits for {}", t.after().join(", "))
+            } else {
+                format!(
+                    "its After note waits for {}, parked for review: its work lands with `kern accept`",
+                    parked.join(", ")
+                )
+            }
         } else if options.skip_optional && is_optional(doc, i) {
             "it is optional and --skip-optional leaves it alone".into()
         } else {
@@ -223,16 +239,17 @@ fn is_optional(doc: &Document, task: usize) -> bool {
     tasks[task].is_optional() || doc.ancestors(task).iter().any(|&a| tasks[a].is_optional())
 }
 
-/// The tasks whose `After` notes name a task that is not done (by title; a title no task has
-/// holds nothing back).
-fn waiting_for_after(doc: &Document) -> Vec<usize> {
+/// The tasks whose `After` notes name a task that is not done, or done and parked for review
+/// (by title; a title no task has holds nothing back).
+fn waiting_for_after(doc: &Document, options: &SelectOptions) -> Vec<usize> {
     let tasks = doc.tasks();
     (0..tasks.len())
         .filter(|&i| {
             tasks[i].after().iter().any(|title| {
-                tasks
-                    .iter()
-                    .any(|t| t.title == *title && t.state != TaskState::Done)
+                tasks.iter().any(|t| {
+                    t.title == *title
+                        && (t.state != TaskState::Done || options.parked.contains(&t.title))
+                })
             })
         })
         .collect()
@@ -396,6 +413,28 @@ mod tests {
     }
 
     #[test]
+    fn an_after_note_naming_a_task_parked_for_review_waits_until_it_is_accepted() {
+        let text = "- [x] schema\n  > **Review:** `kern/schema`\n- [ ] api\n  > **After:** schema\n- [ ] docs\n";
+        let doc = Document::parse(text);
+        let parked = SelectOptions {
+            parked: vec!["schema".into()],
+            ..SelectOptions::default()
+        };
+        let title = |s: Option<Selection>| s.map(|s| doc.tasks()[s.task].title.clone());
+        assert_eq!(title(select_with(&doc, &parked)).as_deref(), Some("docs"));
+        assert_eq!(
+            why_not_taken(&doc, &parked),
+            [
+                "line 3 `api`: its After note waits for schema, parked for review: its work lands with `kern accept`"
+            ]
+        );
+        // Accepted (its branch gone): the work is on the branch.
+        let landed = SelectOptions::default();
+        assert_eq!(title(select_with(&doc, &landed)).as_deref(), Some("api"));
+        assert!(why_not_taken(&doc, &landed).is_empty());
+    }
+
+    #[test]
     fn selection_table() {
         let first = "it is the first pending task";
         let resume = "it is in progress: resuming it";
@@ -536,6 +575,7 @@ mod tests {
     fn skip_optional_leaves_optional_tasks_alone() {
         let skip = SelectOptions {
             skip_optional: true,
+            ..SelectOptions::default()
         };
         let cases: &[(&str, Option<&str>)] = &[
             ("- [ ]* a\n- [x] b\n", None),

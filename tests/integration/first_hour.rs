@@ -392,3 +392,31 @@ fn the_report_shows_accepted_and_rejected_tasks_as_no_longer_waiting_for_review(
     let text = p.run(&["report"]).expect(0).stdout;
     assert!(!text.contains("waiting for review"), "{text}");
 }
+
+#[test]
+fn under_review_a_task_after_a_parked_one_waits_until_it_is_accepted() {
+    let p = Project::new("- [ ] Schema\n- [ ] API\n  > **After:** Schema\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"{slug}.txt": "work of {task}\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let ran = p.run(&["10", "0", "--review"]).expect(0);
+    assert_eq!(
+        p.prompts("research").len(),
+        1,
+        "only Schema ran:\n{}",
+        ran.stderr
+    );
+    let waits =
+        "its After note waits for Schema, parked for review: its work lands with `kern accept`";
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(status.contains(waits), "{status}");
+    let dry = p.run(&["-n", "--review"]).expect(0).stdout;
+    assert!(dry.contains(waits), "{dry}");
+
+    p.run(&["accept"]).expect(0).stderr_has("accepted `Schema`");
+    p.run(&["10", "0", "--review"]).expect(0);
+    let prompts = p.prompts("research");
+    assert_eq!(prompts.len(), 2, "API ran once Schema was accepted");
+    assert!(p.path().join("schema.txt").exists());
+}

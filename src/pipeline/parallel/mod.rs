@@ -209,7 +209,12 @@ impl<'a> Run<'a> {
             self.reporter.warn(&w);
         }
         let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
-        let picks = schedule::pick(&doc, &running_now, free, &self.settings.select_options());
+        let picks = schedule::pick(
+            &doc,
+            &running_now,
+            free,
+            &self.ws.select_options(self.settings, &doc),
+        );
         let mut out = Vec::new();
         for (k, selection) in picks.into_iter().enumerate() {
             let index = started + 1 + k as u32;
@@ -225,7 +230,7 @@ impl<'a> Run<'a> {
     /// True when a task could start now (nothing else runs).
     fn has_parallel_work(&mut self) -> Result<bool> {
         let doc = self.spec.reload()?;
-        Ok(!schedule::pick(&doc, &[], 1, &self.settings.select_options()).is_empty())
+        Ok(!schedule::pick(&doc, &[], 1, &self.ws.select_options(self.settings, &doc)).is_empty())
     }
     /// A task's run ended: count it, integrate its work when it is ready, and tidy its
     /// worktree away when nothing is left in it.
