@@ -10,7 +10,8 @@
 //! - `runs/` keeps copies of the `.json` records and the prompts only (the `stageN.jsonl`
 //!   streams and stderr can be large; `last/` has them for the last iteration). When `runs/`
 //!   holds more than [`RUNS_CAP`] bytes, the oldest runs' folders go (by modification time),
-//!   never the current run's.
+//!   never the current run's. Failing to copy into `runs/` never stops a run; failing to move
+//!   the files out of the branch folder does (as failing to remove them did).
 //! - A parallel task's iteration (`jobs/<slug>/`) keeps its records in the branch folder's
 //!   `last/` and `runs/` too, since its own folder goes once its work is integrated.
 //! - The folders are `0700` (made through [`privacy::claim`]) and the files `0600`: moved
@@ -56,7 +57,10 @@ pub(crate) fn retire(state_dir: &StateDir, run_id: &str) -> Result<()> {
             fs::rename(path, fresh.join(name)).map_err(|e| Error::io(path, e))?;
         }
     }
-    archive(&fresh, &home.join(RUNS), run_id)?;
+    // The copy is for reading later: a failure to make it never stops the run.
+    if let Err(e) = archive(&fresh, &home.join(RUNS), run_id) {
+        tracing::debug!(error = %e, "could not keep the iteration's records in runs/");
+    }
     let last = home.join(LAST);
     let old = home.join(format!(".last-old-{}", unique()));
     match fs::rename(&last, &old) {
