@@ -355,6 +355,11 @@ fn the_report_shows_accepted_and_rejected_tasks_as_no_longer_waiting_for_review(
     let report = |p: &Project| -> Value {
         serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap()
     };
+    let text = p.run(&["report"]).expect(0).stdout;
+    assert!(
+        text.contains("on `kern/alpha`, waiting for review"),
+        "{text}"
+    );
     let before = report(&p);
     assert_eq!(before["runs"][0]["totals"]["to_review"], 2, "{before}");
     assert_eq!(before["runs"][0]["totals"]["committed"], 0, "{before}");
@@ -391,6 +396,11 @@ fn the_report_shows_accepted_and_rejected_tasks_as_no_longer_waiting_for_review(
     );
     let text = p.run(&["report"]).expect(0).stdout;
     assert!(!text.contains("waiting for review"), "{text}");
+    assert!(text.contains("\"Add alpha\", accepted"), "{text}");
+    assert!(
+        text.contains("on `kern/beta`, rejected in review"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -10,8 +10,8 @@ use crate::reporter::text::{clean, cost, duration, short_oid, truncate};
 use crate::reporter::{BOLD, GREEN, RED, YELLOW, paint};
 use crate::stage::record::WaitKind;
 use crate::state::run_report::{
-    Attention, AttentionKind, EndState, Report, RunReport, StageInfo, TaskEnd, TaskReport, Totals,
-    first_line,
+    Attention, AttentionKind, EndState, Report, ReviewOutcome, RunReport, StageInfo, TaskEnd,
+    TaskReport, Totals, first_line,
 };
 
 /// Longest note shown on a line, in characters.
@@ -221,7 +221,17 @@ fn task_summary(t: &TaskReport) -> String {
 pub(super) fn task_summary_plain(t: &TaskReport) -> String {
     let text = match t.end {
         TaskEnd::Committed => match &t.commit {
-            Some(c) => format!("committed {} \"{}\"", short_oid(&c.sha), c.subject),
+            Some(c) => {
+                let review = match (&c.review_branch, c.review) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(ReviewOutcome::Accepted)) => ", accepted".into(),
+                    (Some(b), Some(ReviewOutcome::Rejected)) => {
+                        format!(" on `{b}`, rejected in review (reopened)")
+                    }
+                    (Some(b), _) => format!(" on `{b}`, waiting for review"),
+                };
+                format!("committed {} \"{}\"{review}", short_oid(&c.sha), c.subject)
+            }
             None => "committed".into(),
         },
         TaskEnd::DoneWithoutCommit => "done, nothing to commit".into(),
