@@ -75,6 +75,8 @@ enum How {
     Daily,
     /// The jq recipes: run in order on a real state folder.
     Jq,
+    /// The recipes for after a run: run on the state folder a finished run left.
+    JqAfter,
     /// The `git` commands on what kern set aside: run on a repository where it did.
     SavedRefs,
     /// The morning-after commands: run in order after a real run.
@@ -117,6 +119,11 @@ const KNOWN: &[(&str, How)] = &[
         "jq -c 'select(.event == \"commit\")' \"$d/run.jsonl\"",
         How::Jq,
     ),
+    (
+        "jq .result \"$(kern status --dir)/last/stage2.json\"",
+        How::JqAfter,
+    ),
+    ("ls \"$(kern status --dir)/runs/\"", How::JqAfter),
     ("git for-each-ref refs/kern", How::SavedRefs),
     (
         "git show refs/kern/attempts/add-the-parser/1",
@@ -597,8 +604,10 @@ fn daily_use_commands_run_in_order() {
                 let (code, report, err) = run_kern_report(&p, command);
                 assert_eq!(code, Some(0), "{err}");
                 assert!(
-                    report.contains("Add a `--json` flag"),
-                    "names the next task on stdout: {report}"
+                    report.contains(
+                        "Nothing to do: replace the example tasks in SPEC.md with your own"
+                    ),
+                    "the starter's examples are never taken, and -n says what to do: {report}"
                 );
                 assert_eq!(p.read("SPEC.md"), spec, "changes nothing");
                 assert!(!p.state_root().exists(), "writes no state folder");
@@ -703,6 +712,39 @@ fn every_option_in_the_table_exists_with_its_variable_and_default() {
         seen += 1;
     }
     assert!(seen >= 19, "the options table was not read: {seen} rows");
+}
+
+#[test]
+fn the_records_recipes_work_after_the_run_has_ended() {
+    if !tools::system_tool("jq", "jq", "KERN_SKIP_JQ") {
+        return;
+    }
+    let p = Project::new("- [ ] First\n");
+    p.run(&["1", "0"]).expect(0);
+    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        kern_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let recipes = commands(How::JqAfter);
+    assert_eq!(recipes.len(), 2, "{recipes:?}");
+    for recipe in &recipes {
+        let out = Command::new("sh")
+            .args(["-c", &format!("set -e\n{recipe}\n")])
+            .current_dir(p.path())
+            .env("PATH", &path)
+            .env("KERN_STATE_DIR", p.state_root())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = texts(&out);
+        assert!(out.status.success(), "`{recipe}` failed: {stderr}");
+        if recipe.starts_with("jq") {
+            assert!(stdout.contains("did First"), "{stdout}");
+        } else {
+            assert_eq!(stdout.lines().count(), 1, "one run: {stdout}");
+        }
+    }
 }
 
 #[test]
