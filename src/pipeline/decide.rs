@@ -452,6 +452,12 @@ pub(super) fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
         .any(|&c| doc.tasks()[c].state.is_unfinished());
     if open_child {
         Vec::new()
+    } else if doc.tasks()[task].criteria.iter().any(|c| !c.done) {
+        vec![
+            Edit::SetState(TaskState::Done),
+            Edit::TickCriteria,
+            Edit::CompleteParents,
+        ]
     } else {
         vec![Edit::SetState(TaskState::Done), Edit::CompleteParents]
     }

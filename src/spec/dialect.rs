@@ -282,6 +282,30 @@ pub(crate) fn label_is_legend(text: &str) -> bool {
     label == "legend" || label == "key" || label.ends_with(" legend") || label == "markers"
 }
 
+/// True when a heading or a paragraph label names a task's acceptance criteria
+/// (`Acceptance criteria`, `Success criteria`, `Definition of done`, `Done when`, with or
+/// without a trailing colon and emphasis): the checkbox list under it is criteria, not tasks.
+pub(crate) fn names_criteria(text: &str) -> bool {
+    let t = text
+        .trim()
+        .trim_matches(['*', '_'])
+        .trim_end_matches(['*', '_'])
+        .trim_end_matches(':')
+        .trim_matches(['*', '_'])
+        .trim()
+        .to_lowercase();
+    matches!(
+        t.as_str(),
+        "acceptance criteria"
+            | "success criteria"
+            | "definition of done"
+            | "done when"
+            | "done criteria"
+            | "acceptance"
+            | "criteria"
+    )
+}
+
 /// True when a task's title carries spec-kit's `[P]` tag (`[P] T004 Write the model`): it may
 /// run beside its siblings under `-j`; untagged siblings run one after the other.
 pub(crate) fn title_is_parallel(title: &str) -> bool {

@@ -163,6 +163,18 @@ pub struct Note {
     pub range: Range<usize>,
 }
 
+/// One acceptance criterion of a task: a checkbox item of a list under an `Acceptance
+/// criteria` label or heading, which is the task's, not a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Criterion {
+    /// Its text after the box, whitespace-normalised.
+    pub text: String,
+    /// Its box says done (`[x]`).
+    pub done: bool,
+    /// Byte range of the character inside its box.
+    pub marker: std::ops::Range<usize>,
+}
+
 /// One task: a list item whose first paragraph starts with a box.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
@@ -196,6 +208,8 @@ pub struct Task {
     pub children: Vec<usize>,
     /// The task's notes in document order.
     pub notes: Vec<Note>,
+    /// The task's acceptance criteria (see [`Criterion`]).
+    pub criteria: Vec<Criterion>,
     /// The person's own text in the item: every line after the first that is neither a note
     /// nor inside a subtask, dedented by the content indentation, blank ends trimmed and runs
     /// of blank lines made one.

@@ -57,6 +57,8 @@ pub enum Edit {
     AddMust(Vec<String>),
     /// Add a Scope note with these paths and globs (research proposed them).
     AddScope(Vec<String>),
+    /// Tick every acceptance criterion of the task (`[ ]` → `[x]`): it is done.
+    TickCriteria,
     /// Append these pending subtasks (titles) at the end of the task's item.
     InsertSubtasks(Vec<String>),
     /// Mark `[~]` every pending ancestor: a task in progress puts its whole chain in progress
@@ -85,6 +87,7 @@ impl Edit {
             Edit::AddOutOfScope(_) => "Out of scope note",
             Edit::AddMust(_) => "Must note",
             Edit::AddScope(_) => "Scope note",
+            Edit::TickCriteria => "ticked acceptance criteria",
             Edit::InsertSubtasks(_) => "subtasks",
             Edit::StartParents => "in-progress marks of the parents",
             Edit::CompleteParents => "done marks of the parents",
@@ -203,6 +206,8 @@ pub(super) struct Plan {
     pub(super) subtasks: Vec<String>,
     /// A notes block was rewritten in kern's layout.
     rewrote: bool,
+    /// The target's acceptance criteria were ticked.
+    pub(super) ticked: bool,
 }
 
 /// The plan of `edits`, applied in order to task `index`, as one set of splices: later edits
@@ -279,6 +284,12 @@ fn plan_one(
             notes.push((NoteKind::Must, lines.join("\n")));
         }
         Edit::AddScope(patterns) => notes.push((NoteKind::Scope, note_text(&patterns.join(", ")))),
+        Edit::TickCriteria => {
+            for c in task.criteria.iter().filter(|c| !c.done) {
+                plan.splices.push((c.marker.clone(), "x".to_string()));
+            }
+            plan.ticked = true;
+        }
         Edit::InsertSubtasks(titles) => {
             let titles: Vec<String> = titles.iter().map(|t| normalise(t)).collect();
             if titles.iter().any(String::is_empty) {
@@ -1434,5 +1445,26 @@ mod props {
                 }
             }
         }
+    }
+}
+#[cfg(test)]
+mod criteria_tests {
+    use super::*;
+
+    #[test]
+    fn notes_go_in_before_a_tasks_criteria_and_its_criteria_are_ticked() {
+        let text = "- [ ] Add login\n  Acceptance criteria:\n  - [ ] a user logs in\n  - [x] a wrong password is refused\n- [ ] Next\n";
+        let doc = Document::parse(text);
+        assert_eq!(doc.tasks().len(), 2);
+        assert_eq!(doc.tasks()[0].criteria.len(), 2);
+        let id = doc.identity(0);
+        let noted = apply(&doc, &id, &Edit::AddAttempt("x".into())).unwrap();
+        let doc = Document::parse(&noted);
+        assert_eq!(doc.tasks()[0].criteria.len(), 2, "{noted}");
+        let ticked = apply(&doc, &id, &Edit::TickCriteria).unwrap();
+        assert!(
+            ticked.contains("  - [x] a user logs in\n  - [x] a wrong"),
+            "{ticked}"
+        );
     }
 }

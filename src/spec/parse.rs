@@ -93,6 +93,10 @@ pub(super) struct Builder<'a> {
     after_label: bool,
     /// The stack depth of the list a legend's label introduced: no tasks in it.
     legend_list: Option<usize>,
+    /// The list of criteria being read: its stack depth and the task it belongs to.
+    criteria_list: Option<(usize, usize)>,
+    /// A criteria heading's section being read: its level and the task it belongs to.
+    criteria_section: Option<(u8, Option<usize>)>,
 }
 
 impl<'a> Builder<'a> {
@@ -113,6 +117,8 @@ impl<'a> Builder<'a> {
             paragraph: None,
             after_label: false,
             legend_list: None,
+            criteria_list: None,
+            criteria_section: None,
         }
     }
 
@@ -204,6 +210,40 @@ impl<'a> Builder<'a> {
                 && let Event::Text(s) | Event::Code(s) = &event
             {
                 p.push_str(s);
+            }
+            let owner = stack.iter().rev().find_map(|f| match f {
+                Frame::Item(Some(t)) => Some(*t),
+                _ => None,
+            });
+            let in_quote = stack.iter().any(|f| matches!(f, Frame::Quote));
+            match &event {
+                Event::Start(Tag::List(_)) if self.criteria_list.is_none() && !in_quote => {
+                    // The line right before a list inside a task names it (`Acceptance
+                    // criteria:`), in a tight list or a loose one alike.
+                    // kern's notes may stand between the label and its list: skipped.
+                    let by_label = owner.filter(|_| {
+                        let start = self.line_start(range.start);
+                        text[..start]
+                            .lines()
+                            .rev()
+                            .map(|l| l.trim_start_matches([' ', '\t']))
+                            .find(|l| !l.trim().is_empty() && !l.starts_with('>'))
+                            .is_some_and(dialect::names_criteria)
+                    });
+                    let by_heading = self
+                        .criteria_section
+                        .and_then(|(_, task)| task)
+                        .filter(|_| owner.is_none());
+                    if let Some(task) = by_label.or(by_heading) {
+                        self.criteria_list = Some((stack.len(), task));
+                    }
+                }
+                Event::End(TagEnd::List(_))
+                    if self.criteria_list.map(|(d, _)| d) == stack.len().checked_sub(1) =>
+                {
+                    self.criteria_list = None;
+                }
+                _ => {}
             }
             let top_level = !stack
                 .iter()
@@ -301,6 +341,17 @@ impl<'a> Builder<'a> {
         if self.legend.is_none() && dialect::heading_is_legend(&h.text) {
             self.legend = Some(h.level);
         }
+        if self
+            .criteria_section
+            .is_some_and(|(level, _)| h.level <= level)
+        {
+            self.criteria_section = None;
+        }
+        if self.criteria_section.is_none() && dialect::names_criteria(&h.text) {
+            // The criteria of the task right before the heading, when there is one.
+            let last_top = self.tasks.iter().rposition(|t| t.depth == 0);
+            self.criteria_section = Some((h.level, last_top));
+        }
         if self.closing.is_none() && dialect::heading_closes(&h.text) {
             self.closing = Some((h.level, self.line_of(h.start)));
         }
@@ -327,6 +378,27 @@ impl<'a> Builder<'a> {
         }
         // A legend explains the markers: its boxes are no tasks and no warnings.
         if self.legend.is_some() || self.legend_list.is_some() {
+            return;
+        }
+        // A task's acceptance criteria are the task's, not tasks.
+        let criteria_of = self.criteria_list.map(|(_, task)| task).or_else(|| {
+            self.criteria_section
+                .filter(|_| !stack.iter().any(|f| matches!(f, Frame::Item(Some(_)))))
+                .map(|_| usize::MAX)
+        });
+        if let Some(task) = criteria_of {
+            let rest = &self.text[p.content_start..self.line_end(p.content_start)];
+            if let BoxKind::Task {
+                state, title_at, ..
+            } = dialect::classify_box(rest)
+                && let Some(t) = self.tasks.get_mut(task)
+            {
+                t.criteria.push(super::document::Criterion {
+                    text: normalise(&rest[title_at.min(rest.len())..]),
+                    done: state == super::document::TaskState::Done,
+                    marker: p.content_start + 1..p.content_start + 2,
+                });
+            }
             return;
         }
         let text = self.text;
@@ -393,6 +465,7 @@ impl<'a> Builder<'a> {
             parent,
             children: Vec::new(),
             notes: Vec::new(),
+            criteria: Vec::new(),
             free_text: String::new(),
             content_indent,
             title_end: line_end,

@@ -93,7 +93,22 @@ pub(super) fn verify(
                 Quoted(&t.title)
             ));
         }
-        if n.free_text != t.free_text {
+        // Ticked criteria change the task's own text at their boxes only (every other byte is
+        // checked above): the criteria must read back all done, the same ones.
+        let ticked = k == index && plan.ticked;
+        if ticked {
+            let same = n.criteria.len() == t.criteria.len()
+                && n.criteria
+                    .iter()
+                    .zip(&t.criteria)
+                    .all(|(a, b)| a.text == b.text && a.done);
+            if !same {
+                return Err(format!(
+                    "the criteria of task {} are not as intended",
+                    Quoted(&t.title)
+                ));
+            }
+        } else if n.free_text != t.free_text {
             return Err(format!("the text of task {} changed", Quoted(&t.title)));
         }
         let mut notes: Vec<(NoteKind, &str)> =

@@ -239,3 +239,40 @@ fn research_proposes_must_haves_and_a_scope_that_kern_writes_as_the_persons_and_
         "outside the proposed scope: {files}"
     );
 }
+
+#[test]
+fn acceptance_criteria_are_the_tasks_never_tasks_and_kern_ticks_them_in_its_commit() {
+    let p = Project::new(
+        "- [ ] Add login\n  Acceptance criteria:\n  - [ ] a user logs in with a password\n  - [ ] a wrong password is refused\n- [ ] Add logout\n\n### Definition of done\n\n- [ ] the session ends\n\n## Later\n\n- [ ] Add sign-up\n",
+    );
+    let status: Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(status["counts"]["pending"], 3, "{status}");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    p.run(&["2", "0"]).expect(0);
+    let spec = p.git(&["show", "HEAD~1:SPEC.md"]);
+    assert!(
+        spec.starts_with("- [x] Add login\n  Acceptance criteria:\n"),
+        "{spec}"
+    );
+    assert!(
+        spec.contains("  - [x] a user logs in with a password\n  - [x] a wrong password is refused\n- [ ] Add logout"),
+        "ticked in the task's own commit: {spec}"
+    );
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("- [x] Add logout"), "{spec}");
+    assert!(
+        spec.contains("- [x] the session ends"),
+        "a heading's criteria belong to the task above: {spec}"
+    );
+    assert!(spec.contains("- [ ] Add sign-up"), "{spec}");
+    assert_eq!(p.log()[..2], ["Add add-logout", "Add add-login"]);
+    let review = p.prompts("commit").remove(0);
+    assert!(
+        review.contains("a wrong password is refused"),
+        "the review reads them: {review}"
+    );
+}
