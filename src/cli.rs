@@ -219,6 +219,11 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_TESTS_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub tests_read_only: bool,
 
+    /// Ask for decomposition before the first implement attempt when a task's Scope covers
+    /// more than N files (1 to 10000; default: off).
+    #[arg(long, value_name = "N", env = "KERN_MAX_TASK_FILES", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_task_files: Option<u32>,
+
     /// What happens to a task's changes outside its `> **Scope:**`: set-aside (saved under
     /// refs/kern/saved/, put back, named in an Out of scope note), strict (a failed attempt),
     /// or off.

@@ -79,6 +79,9 @@ pub struct Settings {
     pub tests_read_only: bool,
     /// `--scope`: what happens to changes outside a task's Scope.
     pub scope: crate::cli::ScopeMode,
+    /// `--max-task-files`: a task whose Scope covers more files is split before it is
+    /// implemented.
+    pub max_task_files: Option<u32>,
     /// Skip git hooks.
     pub no_verify: bool,
     /// The longest a git hook, clean filter or signing program may run.
@@ -220,6 +223,7 @@ impl Settings {
             allow_dirty: run.allow_dirty,
             tests_read_only: run.tests_read_only,
             scope: run.scope,
+            max_task_files: run.max_task_files,
             no_verify: run.no_verify,
             hook_timeout: run.hook_timeout,
             max_file_size: run.max_file_size,

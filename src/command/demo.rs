@@ -296,6 +296,7 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         allow_dirty: false,
         tests_read_only: false,
         scope: crate::cli::ScopeMode::SetAside,
+        max_task_files: None,
         no_verify: true,
         notify: None,
         detach: false,

@@ -149,32 +149,7 @@ fn report_with_warnings(
         .check_command()
         .map(str::to_string)
         .or_else(|| settings.check.clone());
-    let must = crate::spec::parse_must(&task.must_text());
-    if !must.is_empty() {
-        let shown: Vec<String> = must
-            .iter()
-            .filter_map(|m| m.as_ref().ok().map(ToString::to_string))
-            .collect();
-        let _ = writeln!(
-            out,
-            "must-haves: {} — kern checks them itself after implement, before the review",
-            shown.join("; ")
-        );
-    }
-    let scope = task.scope();
-    if !scope.is_empty() && settings.scope != crate::cli::ScopeMode::Off {
-        let _ = writeln!(
-            out,
-            "scope:      {} — changes outside it are {}",
-            scope.join(", "),
-            if settings.scope == crate::cli::ScopeMode::Strict {
-                "a failed attempt (--scope strict)"
-            } else {
-                "set aside under refs/kern/saved/ and left out of the commit"
-            }
-        );
-    }
-    if task.tests_read_only() || settings.tests_read_only {
+    if settings.tests_read_only {
         let _ = writeln!(
             out,
             "tests:      read-only — changing or deleting an existing test file fails the attempt"

@@ -62,12 +62,19 @@ pub(crate) fn compute_with_spec(
             .rev() // root first
             .map(|&a| doc.tasks()[a].title.as_str())
             .collect();
+        let must: Vec<String> = spec::parse_must(&task.must_text())
+            .into_iter()
+            .filter_map(|m| m.ok().map(|m| m.to_string()))
+            .collect();
         json!({
             "title": task.title,
             "line": task.line,
             "state": task.state.as_str(),
             "parents": parents,
             "reason": sel.reason.to_string(),
+            "must": must,
+            "scope": task.scope(),
+            "tests_read_only": task.tests_read_only(),
         })
     });
     // The loop's own inference, read-only: stale files are named by the run, not removed here.
@@ -464,6 +471,26 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
                 width,
             ));
             out.push('\n');
+            let joined = |key: &str| {
+                next[key]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                    .unwrap_or_default()
+            };
+            for (label, key) in [("must:", "must"), ("scope:", "scope")] {
+                let text = joined(key);
+                if !text.is_empty() {
+                    out.push_str(&format!("{label:<11}{text}\n"));
+                }
+            }
+            if next["tests_read_only"] == json!(true) {
+                out.push_str("tests:     read-only (its Tests note)\n");
+            }
             out.push_str(&format!(
                 "resume at: {}\n",
                 j["resume"].as_str().unwrap_or("research")

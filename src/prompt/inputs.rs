@@ -102,6 +102,29 @@ impl StageInputs {
                         .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
                 );
                 inputs.attempts = Some(attempts_text(t.attempts(), settings.max_attempts));
+                // A task too big for one session is split before it is implemented.
+                if let Some(limit) = settings.max_task_files
+                    && t.children.is_empty()
+                    && !t.scope().is_empty()
+                {
+                    let tracked: Vec<String> = ws
+                        .repo
+                        .git()
+                        .index()
+                        .map(|index| {
+                            index
+                                .iter()
+                                .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let files = scope_files(&t.scope(), &tracked);
+                    if files > limit as usize {
+                        inputs.attempts = Some(format!(
+                            "This task's Scope covers {files} files, more than --max-task-files {limit}: it is too big for one session, so decomposition is required before it is implemented. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each changing at most {limit} files."
+                        ));
+                    }
+                }
             }
             Stage::Review => {
                 let base = match start {
@@ -223,6 +246,26 @@ pub(crate) fn stage_agents(
         .filter(|agent| **agent != primary.agent)
         .map(|agent| with_model(agent, settings.fallback_model.as_ref()));
     StageAgents { primary, fallback }
+}
+
+/// How many files a Scope covers: the `tracked` paths its patterns match (a folder names
+/// everything below it), plus one for each plain path no tracked file has yet (a new file).
+pub(crate) fn scope_files(scope: &[String], tracked: &[String]) -> usize {
+    let mut count = 0;
+    for pattern in scope {
+        let plain = !pattern.contains(['*', '?', '[']);
+        let folder = format!("{}/", pattern.trim_end_matches('/'));
+        let matches = |path: &str| {
+            if plain {
+                path == pattern || path.starts_with(&folder)
+            } else {
+                globset::Glob::new(pattern).is_ok_and(|g| g.compile_matcher().is_match(path))
+            }
+        };
+        let n = tracked.iter().filter(|p| matches(p)).count();
+        count += if n == 0 && plain { 1 } else { n };
+    }
+    count
 }
 
 /// The `{ATTEMPTS}` text for a task with `attempts` failures.
@@ -446,6 +489,26 @@ mod tests {
             ..report
         };
         assert_eq!(implement_result(&no_reason, true), "Checked the parser.");
+    }
+
+    #[test]
+    fn a_scope_counts_the_files_it_covers() {
+        let tracked: Vec<String> = ["src/a.rs", "src/b.rs", "src/c/d.rs", "README.md"]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let count = |scope: &[&str]| {
+            let scope: Vec<String> = scope.iter().map(ToString::to_string).collect();
+            scope_files(&scope, &tracked)
+        };
+        assert_eq!(count(&["src"]), 3);
+        assert_eq!(count(&["src/*.rs"]), 3, "`*` crosses folders");
+        assert_eq!(
+            count(&["README.md", "src/new.rs"]),
+            2,
+            "a new file counts one"
+        );
+        assert_eq!(count(&["docs/*.md"]), 0);
     }
 
     #[test]

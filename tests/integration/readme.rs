@@ -166,6 +166,7 @@ const KNOWN: &[(&str, How)] = &[
     ("BENCH_BASELINE=/path/to/old/kern benches/run", How::Bench),
     ("cargo bench --bench spec", How::Bench),
     ("benches/parallel", How::Bench),
+    ("benches/phantom", How::Bench),
 ];
 
 /// The commands of every shell block (```sh, ```shell, ```console), block by block. A ```bash

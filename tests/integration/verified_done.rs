@@ -38,6 +38,16 @@ fn an_agent_that_says_success_without_the_work_fails_its_attempt_before_any_revi
     let logged = p.run_events("must");
     assert_eq!(logged.len(), 1);
     assert_eq!(logged[0]["passed"], false);
+    let report = p.run(&["report"]).expect(0).stdout;
+    assert!(
+        report.contains("must ✗ file src/parser.rs: no such file"),
+        "the morning report shows kern's findings: {report}"
+    );
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        status.contains("must:      file src/parser.rs; grep src/parser.rs pub fn parse"),
+        "{status}"
+    );
 
     // The honest attempt passes, and the review reads what kern found.
     let err = p.run(&["1", "0"]).expect(0).stderr;
@@ -119,7 +129,7 @@ fn tests_read_only_as_a_flag_and_must_haves_in_the_dry_run() {
     let p = Project::new(TASK);
     let out = p.run(&["-n", "--tests-read-only"]).expect(0).stdout;
     assert!(
-        out.contains("must-haves: file src/parser.rs; grep src/parser.rs pub fn parse; file README.md; run test -f src/parser.rs — kern checks them itself"),
+        out.contains("must:      file src/parser.rs; grep src/parser.rs pub fn parse; file README.md; run test -f src/parser.rs\n"),
         "{out}"
     );
     assert!(out.contains("tests:      read-only"), "{out}");
@@ -275,4 +285,26 @@ fn acceptance_criteria_are_the_tasks_never_tasks_and_kern_ticks_them_in_its_comm
         review.contains("a wrong password is refused"),
         "the review reads them: {review}"
     );
+}
+
+#[test]
+fn a_task_whose_scope_is_too_big_is_asked_to_decompose_before_its_first_attempt() {
+    let p = Project::new("- [ ] Rework the parser\n  > **Scope:** src\n");
+    for f in ["src/a.rs", "src/b.rs", "src/c.rs"] {
+        p.write(f, "// x\n");
+    }
+    p.commit_all("sources");
+    p.scenario(&json!({"default": {
+        "implement": {"result": {"status": "DECOMPOSED", "summary": "split",
+            "subtasks": ["Rework a.rs", "Rework b.rs and c.rs"]}}
+    }}));
+    p.run(&["1", "0", "--max-task-files", "2"]).expect(0);
+    let prompt = p.prompts("implement").remove(0);
+    assert!(
+        prompt.contains("This task's Scope covers 3 files, more than --max-task-files 2"),
+        "{prompt}"
+    );
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("  - [ ] Rework a.rs\n"), "{spec}");
+    assert!(!spec.contains("Attempt"), "no attempt was spent: {spec}");
 }

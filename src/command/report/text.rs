@@ -268,6 +268,9 @@ pub(super) fn task_details(t: &TaskReport) -> Vec<String> {
             if c.passed { "passed" } else { "failed" }
         ));
     }
+    for m in &t.must {
+        lines.push(format!("must {}", truncate(&clean(m), NOTE_WIDTH)));
+    }
     if !t.subtasks.is_empty() {
         lines.push(format!("subtasks: {}", clean(&t.subtasks.join("; "))));
     }

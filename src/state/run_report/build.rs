@@ -428,7 +428,9 @@ impl Builder {
                 }
             }
             RunEvent::SharedRef { moved, .. } => self.notices.extend(moved.iter().cloned()),
-            RunEvent::Must { .. } => {}
+            RunEvent::Must { task, findings, .. } => {
+                self.task_named(task).must.extend(findings.iter().cloned());
+            }
             RunEvent::HandEdit { task, changes, .. } => {
                 if let Some(i) = self.index_for(task.as_deref()) {
                     self.tasks[i].hand_edits.extend(changes.iter().cloned());
@@ -553,6 +555,7 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         attempts: Vec::new(),
         stages: Vec::new(),
         checks: Vec::new(),
+        must: Vec::new(),
         violations: Vec::new(),
         hand_edits: Vec::new(),
         set_aside: Vec::new(),

@@ -171,6 +171,10 @@ pub(crate) struct TaskReport {
     pub stages: Vec<StageInfo>,
     /// The check gate's runs.
     pub checks: Vec<CheckInfo>,
+    /// What kern's own check of the must-haves and read-only tests found, attempt by attempt
+    /// (one line each: ✓ or ✗, what, what kern saw).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub must: Vec<String>,
     /// What the audits found.
     pub violations: Vec<ViolationInfo>,
     /// SPEC.md changes the person made during its stages.
