@@ -199,6 +199,15 @@ impl Run<'_> {
             passed: failed.is_empty(),
         });
         it.verified = findings.iter().map(Finding::line).collect();
+        // The implement stage's record carries them too, for jq.
+        let record_path = self
+            .ws
+            .state_dir
+            .stage_record(crate::stage::Stage::Implement);
+        if let Some(mut record) = crate::stage::record::StageRecord::load(&record_path) {
+            record.kern.must.clone_from(&it.verified);
+            record.write(&record_path)?;
+        }
         if failed.is_empty() {
             return Ok(None);
         }

@@ -78,6 +78,10 @@ pub(crate) struct KernEnvelope {
     /// What kern reverted after a violation.
     #[serde(default)]
     pub reverted: Vec<String>,
+    /// What kern's own check of the task's must-haves and read-only tests found after this
+    /// implement stage (`jq .kern.must stage2.json`), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub must: Vec<String>,
     /// The size of the prompt sent on stdin.
     pub prompt_bytes: u64,
 }
@@ -286,6 +290,7 @@ mod tests {
             failure: None,
             violations: Vec::new(),
             reverted: Vec::new(),
+            must: Vec::new(),
             prompt_bytes: 1234,
         }
     }

@@ -38,6 +38,14 @@ fn an_agent_that_says_success_without_the_work_fails_its_attempt_before_any_revi
     let logged = p.run_events("must");
     assert_eq!(logged.len(), 1);
     assert_eq!(logged[0]["passed"], false);
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(p.state_dir().join("last/stage2.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        record["kern"]["must"][0], "✗ file src/parser.rs: no such file",
+        "jq .kern.must stage2.json"
+    );
     let report = p.run(&["report"]).expect(0).stdout;
     assert!(
         report.contains("must ✗ file src/parser.rs: no such file"),

@@ -190,6 +190,7 @@ pub(super) async fn run_once(
         failure: None,
         violations: Vec::new(),
         reverted: Vec::new(),
+        must: Vec::new(),
         prompt_bytes: request.prompt.len() as u64,
     };
     Ok(Attempt {
