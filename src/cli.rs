@@ -219,6 +219,12 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_TESTS_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub tests_read_only: bool,
 
+    /// Every task's discovery level (0 to 3) instead of the one kern rates from the task: 0
+    /// skips research, 1 keeps it short, 2 is the default, 3 researches and reviews with the
+    /// strongest model. A task's own `> **Level:**` note wins.
+    #[arg(long, value_name = "N", env = "KERN_LEVEL", value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub level: Option<u8>,
+
     /// Ask for decomposition before the first implement attempt when a task's Scope covers
     /// more than N files (1 to 10000; default: off).
     #[arg(long, value_name = "N", env = "KERN_MAX_TASK_FILES", value_parser = clap::value_parser!(u32).range(1..=10_000))]

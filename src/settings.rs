@@ -82,6 +82,8 @@ pub struct Settings {
     /// `--max-task-files`: a task whose Scope covers more files is split before it is
     /// implemented.
     pub max_task_files: Option<u32>,
+    /// `--level`: every task's discovery level, unless its own Level note says otherwise.
+    pub level: Option<u8>,
     /// Skip git hooks.
     pub no_verify: bool,
     /// The longest a git hook, clean filter or signing program may run.
@@ -224,6 +226,7 @@ impl Settings {
             tests_read_only: run.tests_read_only,
             scope: run.scope,
             max_task_files: run.max_task_files,
+            level: run.level,
             no_verify: run.no_verify,
             hook_timeout: run.hook_timeout,
             max_file_size: run.max_file_size,

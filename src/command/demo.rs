@@ -297,6 +297,7 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         tests_read_only: false,
         scope: crate::cli::ScopeMode::SetAside,
         max_task_files: None,
+        level: None,
         no_verify: true,
         notify: None,
         detach: false,

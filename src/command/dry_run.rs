@@ -128,7 +128,9 @@ fn report_with_warnings(
         );
     }
     let task = &doc.tasks()[selection.task];
+    let level0 = status.json["next"]["level"].as_u64() == Some(0);
     let stages: Vec<Stage> = match &status.resume {
+        None | Some(ResumePoint::Research) if level0 => vec![Stage::Implement, Stage::Review],
         None | Some(ResumePoint::Research) => Stage::ALL.to_vec(),
         Some(ResumePoint::ApplyResearch(_) | ResumePoint::Implement) => {
             vec![Stage::Implement, Stage::Review]

@@ -62,6 +62,13 @@ pub(crate) fn compute_with_spec(
             .rev() // root first
             .map(|&a| doc.tasks()[a].title.as_str())
             .collect();
+        let top = ws.repo.top().to_path_buf();
+        let level = crate::pipeline::discovery::level(
+            &doc,
+            sel.task,
+            &|p| top.join(p).exists(),
+            settings.level,
+        );
         let must: Vec<String> = spec::parse_must(&task.must_text())
             .into_iter()
             .filter_map(|m| m.ok().map(|m| m.to_string()))
@@ -75,6 +82,8 @@ pub(crate) fn compute_with_spec(
             "must": must,
             "scope": task.scope(),
             "tests_read_only": task.tests_read_only(),
+            "level": level.level,
+            "level_why": level.why,
         })
     });
     // The loop's own inference, read-only: stale files are named by the run, not removed here.
@@ -487,6 +496,18 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
                 if !text.is_empty() {
                     out.push_str(&format!("{label:<11}{text}\n"));
                 }
+            }
+            if let Some(level) = next["level"].as_u64() {
+                out.push_str(&format!(
+                    "level:     {level} — {}{}\n",
+                    next["level_why"].as_str().unwrap_or(""),
+                    match level {
+                        0 => "; no research stage",
+                        1 => "; a short research",
+                        3 => "; research and review go deep",
+                        _ => "",
+                    }
+                ));
             }
             if next["tests_read_only"] == json!(true) {
                 out.push_str("tests:     read-only (its Tests note)\n");

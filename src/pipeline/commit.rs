@@ -449,6 +449,10 @@ impl Run<'_> {
             hand_edits: Vec::new(),
             verified: Vec::new(),
             out_of_scope: None,
+            level: crate::pipeline::discovery::Level {
+                level: 2,
+                why: String::new(),
+            },
         };
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress

@@ -124,7 +124,25 @@ impl Run<'_> {
             hand_edits: Vec::new(),
             verified: Vec::new(),
             out_of_scope: None,
+            level: crate::pipeline::discovery::Level {
+                level: 2,
+                why: String::new(),
+            },
         };
+        let top = self.ws.repo.top().to_path_buf();
+        it.level = super::discovery::level(
+            &doc,
+            selection.task,
+            &|p| top.join(p).exists(),
+            self.settings.level,
+        );
+        self.reporter
+            .info(&format!("level {}: {}", it.level.level, it.level.why));
+        self.log.event(RunEvent::Level {
+            task: it.title.clone(),
+            level: it.level.level,
+            why: it.level.why.clone(),
+        });
         let end = self.run_task(&mut it, point).await?;
         self.log.event(RunEvent::IterationEnd {
             index,
@@ -208,6 +226,17 @@ impl Run<'_> {
     /// The stages that are left, from `point` on.
     async fn run_task(&mut self, it: &mut TaskRun, point: ResumePoint) -> Result<IterationEnd> {
         let (implement, review) = match point {
+            ResumePoint::Research if it.level.level == 0 => {
+                // Level 0: no research; the task starts as research would have started it.
+                self.reporter
+                    .info("research: skipped, level 0 (implement gets the task and the context)");
+                let edits = [Edit::SetState(TaskState::InProgress), Edit::StartParents];
+                match self.task_now(it, &edits)? {
+                    TaskNow::Ours => self.edit_task(it, &edits)?,
+                    other => return self.follow_person(it, &other),
+                }
+                (None, None)
+            }
             ResumePoint::Research => {
                 let run = self.stage::<ResearchReport>(it, None).await?;
                 if let Some(end) = self.research_done(it, run.outcome)? {

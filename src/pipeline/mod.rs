@@ -29,6 +29,7 @@ mod audit;
 pub(crate) mod check;
 mod commit;
 mod decide;
+pub(crate) mod discovery;
 mod iteration;
 mod parallel;
 mod recovery;
@@ -118,6 +119,8 @@ pub(crate) struct TaskRun {
     verified: Vec<String>,
     /// What the task changed outside its Scope, set aside (`scope`): its Out of scope note.
     out_of_scope: Option<String>,
+    /// The task's discovery level (`discovery`): how much research it earns.
+    level: discovery::Level,
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see

@@ -18,6 +18,9 @@ use crate::stage::{ImplementReport, Report};
 use crate::state::run_log::RunEvent;
 use std::time::Duration;
 
+/// The model a level-3 task's research and review get on Claude when no model was chosen.
+const STRONGEST_CLAUDE_MODEL: &str = "opus";
+
 impl Run<'_> {
     /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
     /// implement reported (for the review).
@@ -58,12 +61,35 @@ impl Run<'_> {
         if stage == crate::stage::Stage::Review {
             inputs.add_verified(&it.verified);
         }
-        let prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
+        let mut prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
+        // The discovery level asks research (and at level 3 the review) for less or more.
+        match (it.level.level, stage) {
+            (1, crate::stage::Stage::Research) => prompt.text.push_str(
+                "\n\nkern rates this task a small one (discovery level 1): keep the research short — at most 5 notes, read only what the task names and what it calls.\n",
+            ),
+            (3, crate::stage::Stage::Research | crate::stage::Stage::Review) => prompt.text.push_str(
+                "\n\nkern rates this task architectural (discovery level 3): go deep — read every module it touches and the ways they can break, before you answer.\n",
+            ),
+            _ => {}
+        }
         for cut in &prompt.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
         }
+        let mut agents = stage_agents(self.settings, &self.ws.templates, stage);
+        // Level 3: research and review on the strongest model, unless one was chosen.
+        if it.level.level == 3
+            && matches!(
+                stage,
+                crate::stage::Stage::Research | crate::stage::Stage::Review
+            )
+            && agents.primary.agent == crate::agent::Agent::Claude
+            && self.settings.model.is_none()
+            && !(stage == crate::stage::Stage::Review && self.settings.review_model.is_some())
+        {
+            agents.primary.model = Some(STRONGEST_CLAUDE_MODEL.to_string());
+        }
         let request = StageRequest {
-            agents: stage_agents(self.settings, &self.ws.templates, stage),
+            agents,
             prompt: prompt.text,
             task: TaskRef {
                 title: it.title.clone(),

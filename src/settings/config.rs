@@ -351,6 +351,7 @@ pub(crate) fn starter() -> String {
                     "check" => toml_string("cargo test"),
                     "notify" => toml_string("notify-send kern \"$KERN_EVENT\""),
                     "max-cost" => "20".to_string(),
+                    "level" => "2".to_string(),
                     "pace" => "90".to_string(),
                     "model" | "fallback-model" | "review-model" => toml_string("sonnet"),
                     "fallback-agent" | "review-agent" => toml_string("codex"),

@@ -117,6 +117,8 @@ pub enum NoteKind {
     Tests,
     /// `> **Scope:** <paths and globs>`, written by a person: what the task may change.
     Scope,
+    /// `> **Level:** 0-3`, written by a person: the task's discovery level.
+    Level,
     /// `> **Out of scope:** …`, written by kern: what the task changed outside its Scope and
     /// where it was set aside.
     OutOfScope,
@@ -142,6 +144,7 @@ impl NoteKind {
             NoteKind::Must => "Must".to_string(),
             NoteKind::Tests => "Tests".to_string(),
             NoteKind::Scope => "Scope".to_string(),
+            NoteKind::Level => "Level".to_string(),
             NoteKind::OutOfScope => "Out of scope".to_string(),
         }
     }

@@ -74,6 +74,7 @@ fn kind_word(s: &str) -> Option<(NoteKind, &str)> {
         ("Must", NoteKind::Must),
         ("Tests", NoteKind::Tests),
         ("Scope", NoteKind::Scope),
+        ("Level", NoteKind::Level),
         ("Out of scope", NoteKind::OutOfScope),
     ] {
         if let Some(rest) = s.strip_prefix(word) {
@@ -398,6 +399,7 @@ mod props {
             Just(NoteKind::Must),
             Just(NoteKind::Tests),
             Just(NoteKind::Scope),
+            Just(NoteKind::Level),
             Just(NoteKind::OutOfScope),
         ]
     }

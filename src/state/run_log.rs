@@ -180,6 +180,15 @@ pub(crate) enum RunEvent {
         /// Where the old tips are kept (`refs/kern/saved/…`).
         saved: Vec<String>,
     },
+    /// The task's discovery level, rated before its stages (DESIGN.md section 17).
+    Level {
+        /// The task.
+        task: String,
+        /// 0 to 3.
+        level: u8,
+        /// Why.
+        why: String,
+    },
     /// kern checked the task's must-haves and read-only tests itself (DESIGN.md section 16).
     Must {
         /// The task.

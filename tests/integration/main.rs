@@ -9,6 +9,7 @@ mod agents;
 mod cli;
 mod config_file;
 mod crash;
+mod discovery;
 mod doctor;
 mod done;
 mod dry_run;

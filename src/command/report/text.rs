@@ -268,6 +268,9 @@ pub(super) fn task_details(t: &TaskReport) -> Vec<String> {
             if c.passed { "passed" } else { "failed" }
         ));
     }
+    if let Some(level) = &t.level {
+        lines.push(format!("level {}", clean(level)));
+    }
     for m in &t.must {
         lines.push(format!("must {}", truncate(&clean(m), NOTE_WIDTH)));
     }

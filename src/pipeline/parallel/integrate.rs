@@ -143,6 +143,10 @@ impl Run<'_> {
             hand_edits: self.spec.changes_since(*spec_mark),
             verified: Vec::new(),
             out_of_scope: None,
+            level: crate::pipeline::discovery::Level {
+                level: 2,
+                why: String::new(),
+            },
         };
         let refused_at = job_ws.state_dir.refused_message();
         let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {

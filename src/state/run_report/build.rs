@@ -428,6 +428,9 @@ impl Builder {
                 }
             }
             RunEvent::SharedRef { moved, .. } => self.notices.extend(moved.iter().cloned()),
+            RunEvent::Level { task, level, why } => {
+                self.task_named(task).level = Some(format!("{level} ({why})"));
+            }
             RunEvent::Must { task, findings, .. } => {
                 self.task_named(task).must.extend(findings.iter().cloned());
             }
@@ -556,6 +559,7 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         stages: Vec::new(),
         checks: Vec::new(),
         must: Vec::new(),
+        level: None,
         violations: Vec::new(),
         hand_edits: Vec::new(),
         set_aside: Vec::new(),

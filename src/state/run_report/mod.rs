@@ -175,6 +175,9 @@ pub(crate) struct TaskReport {
     /// (one line each: ✓ or ✗, what, what kern saw).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub must: Vec<String>,
+    /// Its discovery level and why (`2 (no signal for less research)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
     /// What the audits found.
     pub violations: Vec<ViolationInfo>,
     /// SPEC.md changes the person made during its stages.

@@ -1,0 +1,97 @@
+//! Spend where it earns (issue 31): each task's discovery level, rated before research from
+//! its title, notes, named paths and size — 0 skips research, 1 keeps it short, 3 goes deep —
+//! with the person's `> **Level:**` and `--level` winning, and shown in `-n`, `status`,
+//! `run.jsonl` and the report.
+
+use serde_json::json;
+
+use crate::support::project::Project;
+
+fn committing() -> serde_json::Value {
+    json!({"default": {
+        "implement": [
+            {"write": {"README.md": "# scratch, no typo\n"}}
+        ],
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Fix the typo"}}
+    }})
+}
+
+#[test]
+fn a_level_0_task_is_committed_with_two_stages_and_says_why() {
+    let p = Project::new("- [ ] Fix a typo in README.md\n");
+    p.scenario(&committing());
+    let dry = p.run(&["-n"]).expect(0).stdout;
+    assert!(
+        dry.contains("level:     0 — a small mechanical change (`typo`); no research stage"),
+        "{dry}"
+    );
+    assert!(!dry.contains("stage 1 research"), "{dry}");
+    let err = p.run(&["1", "0"]).expect(0).stderr;
+    assert!(err.contains("research: skipped, level 0"), "{err}");
+    assert!(p.prompts("research").is_empty(), "no research was paid for");
+    assert_eq!(p.prompts("implement").len(), 1);
+    assert_eq!(p.prompts("commit").len(), 1, "the review is never skipped");
+    assert_eq!(p.log()[0], "Fix the typo");
+    let level = p.run_events("level");
+    assert_eq!(level[0]["level"], 0);
+    let report = p.run(&["report"]).expect(0).stdout;
+    assert!(
+        report.contains("level 0 (a small mechanical change (`typo`))"),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_persons_level_note_and_the_flag_win() {
+    let p = Project::new("- [ ] Fix a typo in README.md\n  > **Level:** 2\n");
+    p.scenario(&committing());
+    p.run(&["1", "0"]).expect(0);
+    assert_eq!(p.prompts("research").len(), 1, "Level 2 asked for research");
+    let q = Project::new("- [ ] Add the parser\n");
+    q.scenario(&committing());
+    q.run(&["1", "0", "--level", "0"]).expect(0);
+    assert!(q.prompts("research").is_empty(), "--level 0");
+}
+
+#[test]
+fn a_level_0_task_that_failed_gets_research_on_its_next_attempt() {
+    let p = Project::new("- [ ] Fix a typo in README.md\n");
+    p.scenario(&json!({"default": {
+        "implement": [
+            {"result": {"status": "FAILED", "summary": "no", "attempt_note": "could not find it"}},
+            {"write": {"README.md": "# fixed\n"}}
+        ],
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Fix the typo"}}
+    }}));
+    let err = p.run(&["2", "0"]).expect(0).stderr;
+    assert!(err.contains("level 2: it failed at level 0"), "{err}");
+    assert_eq!(p.prompts("research").len(), 1, "{err}");
+    assert_eq!(p.log()[0], "Fix the typo");
+}
+
+#[test]
+fn small_and_architectural_tasks_are_asked_for_less_and_more() {
+    let p =
+        Project::new("- [ ] Add a flag to README.md\n- [ ] Redesign the storage architecture\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Do {slug}"}}
+    }}));
+    p.run(&["2", "0"]).expect(0);
+    let research = p.prompts("research");
+    assert!(
+        research[0].contains("discovery level 1): keep the research short"),
+        "{}",
+        research[0]
+    );
+    assert!(
+        research[1].contains("discovery level 3): go deep"),
+        "{}",
+        research[1]
+    );
+    let reviews = p.prompts("commit");
+    assert!(
+        reviews[1].contains("discovery level 3"),
+        "the review goes deep too"
+    );
+}
