@@ -3,11 +3,12 @@
 //! (`kern status`, `kern log -f`, `--detach`), SIGHUP, and the sleep inhibitor.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::during::spawn;
 use crate::support::project::{Project, texts};
 use crate::support::tools;
 use crate::support::wait_for_file;
@@ -492,15 +493,6 @@ fn implement_waits_for(go: &Path) -> Value {
             "shell": [format!("while [ ! -f '{}' ]; do sleep 0.01; done", go.display())]
         }
     }})
-}
-
-fn spawn(p: &Project, args: &[&str]) -> Child {
-    p.kern_std()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// Polls `kern status --json` until `ready` holds (bounded against a broken build).

@@ -2,11 +2,11 @@
 //! `kern reject`): issue 17, DESIGN.md section 15. Events inside stages are ordered by files
 //! the agents and the test create, never by sleeps.
 
+use crate::support::during::spawn;
 use crate::support::project::{Project, texts};
 use crate::support::wait_for_file;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
 
 use serde_json::{Value, json};
 
@@ -84,15 +84,6 @@ fn nothing_left_behind(p: &Project) {
         .unwrap_or_default();
     assert!(left.is_empty(), "job folders left: {left:?}");
     assert!(p.dirty().is_empty(), "{:?}", p.dirty());
-}
-
-fn spawn(p: &Project, args: &[&str]) -> Child {
-    p.kern_std()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 #[test]

@@ -715,6 +715,30 @@ fn every_option_in_the_table_exists_with_its_variable_and_default() {
     assert!(seen >= 19, "the options table was not read: {seen} rows");
 }
 
+/// PATH with the built `kern` first, as a person's shell has it after `cargo install`.
+fn path_with_kern() -> String {
+    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    format!(
+        "{}:{}",
+        kern_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// Runs a README shell recipe (`set -e` first) in the project with `path` as PATH and the
+/// project's state root: whether it succeeded, its stdout and its stderr.
+fn run_recipe(p: &Project, path: &str, script: &str) -> (bool, String, String) {
+    let out = Command::new("sh")
+        .args(["-c", &format!("set -e\n{script}\n")])
+        .current_dir(p.path())
+        .env("PATH", path)
+        .env("KERN_STATE_DIR", p.state_root())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = texts(&out);
+    (out.status.success(), stdout, stderr)
+}
+
 #[test]
 fn the_records_recipes_work_after_the_run_has_ended() {
     if !tools::system_tool("jq", "jq", "KERN_SKIP_JQ") {
@@ -722,24 +746,12 @@ fn the_records_recipes_work_after_the_run_has_ended() {
     }
     let p = Project::new("- [ ] First\n");
     p.run(&["1", "0"]).expect(0);
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        kern_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_kern();
     let recipes = commands(How::JqAfter);
     assert_eq!(recipes.len(), 2, "{recipes:?}");
     for recipe in &recipes {
-        let out = Command::new("sh")
-            .args(["-c", &format!("set -e\n{recipe}\n")])
-            .current_dir(p.path())
-            .env("PATH", &path)
-            .env("KERN_STATE_DIR", p.state_root())
-            .output()
-            .unwrap();
-        let (stdout, stderr) = texts(&out);
-        assert!(out.status.success(), "`{recipe}` failed: {stderr}");
+        let (ok, stdout, stderr) = run_recipe(&p, &path, recipe);
+        assert!(ok, "`{recipe}` failed: {stderr}");
         if recipe.starts_with("jq") {
             assert!(stdout.contains("did First"), "{stdout}");
         } else {
@@ -794,24 +806,11 @@ fn jq_recipes_work_on_a_real_state_folder() {
         recipes[0], "d=\"$(kern status --dir)\"",
         "the recipes start by setting $d"
     );
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        kern_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_kern();
     let d = p.state_dir().display().to_string();
     for recipe in &recipes[1..] {
-        let script = format!("set -e\n{}\n{recipe}\n", recipes[0]);
-        let out = Command::new("sh")
-            .args(["-c", &script])
-            .current_dir(p.path())
-            .env("PATH", &path)
-            .env("KERN_STATE_DIR", p.state_root())
-            .output()
-            .unwrap();
-        let (stdout, stderr) = texts(&out);
-        assert!(out.status.success(), "`{recipe}` in `{d}` failed: {stderr}");
+        let (ok, stdout, stderr) = run_recipe(&p, &path, &format!("{}\n{recipe}", recipes[0]));
+        assert!(ok, "`{recipe}` in `{d}` failed: {stderr}");
         let lines: Vec<&str> = stdout.lines().collect();
         match recipe.as_str() {
             "jq .result \"$d/stage2.json\"" => {
@@ -1165,15 +1164,8 @@ fn two_agent_examples_run_as_the_readme_says() {
                 assert!(p.head_files().contains(&"codex.txt".to_string()));
                 // The jq recipe lists the moves.
                 let recipe = &examples[2];
-                let out = Command::new("sh")
-                    .args(["-c", &format!("set -e\n{recipe}\n")])
-                    .current_dir(p.path())
-                    .env("PATH", &path)
-                    .env("KERN_STATE_DIR", p.state_root())
-                    .output()
-                    .unwrap();
-                let (stdout, stderr) = texts(&out);
-                assert!(out.status.success(), "`{recipe}`: {stderr}");
+                let (ok, stdout, stderr) = run_recipe(&p, &path, recipe);
+                assert!(ok, "`{recipe}`: {stderr}");
                 let moves: Vec<Value> = stdout
                     .lines()
                     .map(|l| serde_json::from_str(l).unwrap())

@@ -275,9 +275,9 @@ fn not_private(root: &Path) -> (Vec<String>, usize, usize) {
     (wrong, folders, files)
 }
 
-#[test]
-fn a_fresh_runs_folders_are_0700_and_files_0600_and_the_agents_files_keep_the_umask() {
-    let p = Project::new("- [ ] One\n");
+/// kern ARGS in the background with every review stage waiting for the file it returns: the
+/// state tree is at its fullest while it waits.
+fn held_in_review(p: &Project, args: &[&str]) -> (std::path::PathBuf, std::process::Child) {
     let go = p.outside.path().join("go");
     p.scenario(&json!({"default": {
         "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
@@ -285,11 +285,18 @@ fn a_fresh_runs_folders_are_0700_and_files_0600_and_the_agents_files_keep_the_um
     }}));
     let child = p
         .kern_std()
-        .args(["1", "0", "--check", "true"])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    (go, child)
+}
+
+#[test]
+fn a_fresh_runs_folders_are_0700_and_files_0600_and_the_agents_files_keep_the_umask() {
+    let p = Project::new("- [ ] One\n");
+    let (go, child) = held_in_review(&p, &["1", "0", "--check", "true"]);
     // During the commit stage every kind of file is there: records, streams, prompts, stderr,
     // the check's log, the journal, the logs.
     wait_for_file(&p.state_dir().join("stage3.jsonl"));
@@ -453,18 +460,7 @@ fn status_dir_prints_the_private_default_root_under_home() {
 #[test]
 fn parallel_tasks_folders_are_0700_and_their_worktrees_keep_normal_modes() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
-    let go = p.outside.path().join("go");
-    p.scenario(&json!({"default": {
-        "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
-        "commit": {"shell": [format!("while [ ! -f '{}' ]; do sleep 0.01; done", go.display())]}
-    }}));
-    let child = p
-        .kern_std()
-        .args(["2", "0", "-j", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (go, child) = held_in_review(&p, &["2", "0", "-j", "2"]);
     let jobs = p.state_dir().join("jobs");
     for slug in ["alpha", "beta"] {
         wait_for_file(&jobs.join(slug).join("stage3.jsonl"));

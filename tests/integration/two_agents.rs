@@ -11,10 +11,10 @@
 //! "During a stage" is a scripted agent waiting for a file the test creates; the one wait on
 //! the clock (the switch back) waits for a reset time kern recorded, never for kern.
 
+use crate::support::during::{finish, spawn};
 use crate::support::project;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use project::{Project, texts};
@@ -78,20 +78,6 @@ fn stage_ends(p: &Project) -> Vec<(String, String, Value)> {
             )
         })
         .collect()
-}
-
-fn spawn(p: &Project, args: &[&str]) -> Child {
-    p.kern_std()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn finish(child: Child) -> (i32, String) {
-    let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), texts(&out).1)
 }
 
 /// Polls up to a minute for `ready` to give a value; the bound only keeps a broken build from
