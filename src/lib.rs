@@ -4,14 +4,17 @@
 //!
 //! The layers, top to bottom; a layer uses the ones below it, never one above:
 //!
-//! - [`cli`] (what the person typed) and `settings` (what a run will do, resolved once), then
+//! - [`cli`] (what the person typed) and `settings` (what a run will do, resolved once, with
+//!   `.kern/config.toml` folded in by `settings/config.rs`), then
 //!   `command/`: one file per subcommand (`run`, `status`, `report`, `log`, `review`, `doctor`,
 //!   `demo`, `init`, `dry_run`, `detach`, `completions`).
 //! - `pipeline/`: the loop. `mod.rs` takes the lock and runs the iterations; `iteration.rs`
 //!   runs one task as a straight sequence of stages over a typed resume point; `decide.rs`
 //!   holds the outcome policy as pure functions; `stage.rs` runs one stage and its `audit.rs`;
-//!   `commit.rs` the journaled commit; `recovery.rs` what a dead run left; `parallel/` runs
-//!   tasks side by side in worktrees (`-j`), with `schedule.rs` choosing them.
+//!   `commit.rs` the journaled commit; `recovery.rs` what a dead run left; `verify.rs` and
+//!   `scope.rs` what kern checks itself before a review (must-haves, read-only tests, a
+//!   declared scope); `discovery.rs` how much research a task earns; `parallel/` runs tasks
+//!   side by side in worktrees (`-j`), with `schedule.rs` choosing them.
 //! - `stage/`: the stage kinds, their reports and schemas, the record each writes, and the
 //!   `runner/` that runs one stage to a decision (retry, wait, switch agents, give up) using
 //!   `retry` (the pure `next_step`).
@@ -22,7 +25,8 @@
 //! parse with offsets, validate, select, edit and verify, other tools' dialects), `prompt/`
 //! (templates and `StageInputs::gather`, the one way stage inputs are built, for the loop and
 //! the dry run alike), `repository/` (everything git, through libgit2: status, snapshots,
-//! saves under `refs/kern/`, commits as git makes them, worktrees), `state/` (the state folder,
+//! saves under `refs/kern/`, commits as git makes them, worktrees, whose ref is whose, working-
+//! tree encodings, the identity git would use), `state/` (the state folder,
 //! the journal, the lock with its `Phase`, the typed `run.jsonl` and the report built from it,
 //! resume inference shared by the loop and `status`), `reporter/` (what the person sees, and
 //! `--notify`), `workspace`, `learnings`, `atomic_file`, `private_file`, `timestamp`, [`error`] (one enum, the

@@ -6,8 +6,10 @@
 //! [`decide`] turns reports into edits. The files: `iteration` (one task as a straight
 //! sequence of stages), `stage` (one stage: prompt, agent, audit, records), `decide` (the
 //! policy), `audit` (what a stage may not change), `commit` (the journaled commit),
-//! `recovery` (after a dead run), `check` (the check gate), `shared` (what every task of a run
-//! shares), `schedule` (which tasks run together) and `parallel` (tasks in worktrees, `-j`).
+//! `recovery` (after a dead run), `check` (the check gate), `verify` (the must-haves and
+//! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
+//! `discovery` (how much research a task earns), `shared` (what every task of a run shares),
+//! `schedule` (which tasks run together) and `parallel` (tasks in worktrees, `-j`).
 //!
 //! Decisions a reader must know:
 //! - One [`SpecFile`] is held for the whole run, shared by every task ([`SharedSpec`]): every
