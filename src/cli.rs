@@ -469,7 +469,7 @@ const IGNORED_BY: &[(&str, &[&str])] = &[
 ];
 
 /// kern's command line as clap parses it: [`Cli`]'s, with each subcommand's `--help` showing
-/// only the options it takes ([`IGNORED_BY`]). Clap copies a global option into every
+/// only the options it takes (`IGNORED_BY`). Clap copies a global option into every
 /// subcommand that lacks one of that id when it builds the command, so each ignored one is
 /// given to its subcommand beforehand as a hidden copy; its value still reaches [`Cli`].
 pub fn command() -> clap::Command {

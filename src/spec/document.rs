@@ -110,7 +110,7 @@ pub enum NoteKind {
     /// that branch for `kern accept` or `kern reject`. It stays as the record afterwards.
     Review,
     /// `> **Must:**` and one must-have a line, written by a person: what kern itself checks
-    /// before the task can be done ([`crate::spec::must`]).
+    /// before the task can be done (`spec::must`).
     Must,
     /// `> **Tests:** read-only`, written by a person: the task may add tests but never change
     /// or delete an existing one.
@@ -211,7 +211,7 @@ pub struct Task {
     pub children: Vec<usize>,
     /// The task's notes in document order.
     pub notes: Vec<Note>,
-    /// The task's acceptance criteria (see [`Criterion`]).
+    /// The task's acceptance criteria (see `Criterion`).
     pub criteria: Vec<Criterion>,
     /// The person's own text in the item: every line after the first that is neither a note
     /// nor inside a subtask, dedented by the content indentation, blank ends trimmed and runs
