@@ -4,7 +4,9 @@
 //!
 //! The one decision a reader must know: git's lock files are removed only when the dead run's
 //! phase was `committing` or `writing` and the lock file is younger than that run — only then
-//! can it be kern's. Any other `index.lock` is someone else's: the run stops with the fix.
+//! can it be kern's. Any other `index.lock` is someone else's: the run stops with the fix. A
+//! run killed while it cleans up hands the cleanup on (`recovering` in its lock record), so
+//! two kills in a row never leave a lock file no run will remove.
 
 use crate::error::{Error, Result};
 use crate::pipeline::Run;
@@ -24,8 +26,16 @@ impl Run<'_> {
                 if lock::stop_orphaned_agent(&record) {
                     self.reporter.warn("stopped the agent that run left behind");
                 }
-                if matches!(record.phase, Phase::Committing | Phase::Writing) {
-                    stale_started = Some(record.started_at.system_time());
+                // A run that died committing or writing left git's locks of its own; one that died
+                // while cleaning up after such a run hands that cleanup on.
+                let since = if matches!(record.phase, Phase::Committing | Phase::Writing) {
+                    Some(record.started_at)
+                } else {
+                    record.recovering
+                };
+                if let Some(since) = since {
+                    self.lock.set_recovering(Some(since))?;
+                    stale_started = Some(since.system_time());
                 }
                 self.log.event(RunEvent::LockRecovered {
                     pid: record.pid,
@@ -77,6 +87,9 @@ impl Run<'_> {
                     path.display()
                 ));
             }
+        }
+        if stale_started.is_some() {
+            self.lock.set_recovering(None)?;
         }
         Ok(())
     }

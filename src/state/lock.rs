@@ -54,6 +54,11 @@ pub struct LockRecord {
     pub phase: Phase,
     /// The agent's process group running at the moment, if any.
     pub agent_group: Option<AgentGroup>,
+    /// While this run cleans up after a run that died committing or writing: when that run
+    /// started. A run killed in the middle of that cleanup hands it on: the next one still
+    /// knows whose git lock files are left (DESIGN.md section 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovering: Option<Timestamp>,
 }
 
 /// An agent's process group, as recorded so a later run can stop it if kern died.
@@ -251,6 +256,7 @@ impl RunLock {
             argv: argv.to_vec(),
             phase: Phase::Starting,
             agent_group: None,
+            recovering: None,
         };
         let lock = RunLock {
             file,
@@ -277,6 +283,13 @@ impl RunLock {
             return Ok(());
         }
         self.record.phase = phase;
+        self.write()
+    }
+
+    /// Records that this run is cleaning up after a run that started at `since` and died
+    /// committing or writing (`None`: done), so a run that finds this lock stale goes on with it.
+    pub fn set_recovering(&mut self, since: Option<Timestamp>) -> Result<()> {
+        self.record.recovering = since;
         self.write()
     }
 
@@ -495,6 +508,7 @@ mod tests {
                 pgid: 77,
                 leader_start_time: Some(43),
             }),
+            recovering: None,
         }
     }
 
@@ -508,6 +522,7 @@ mod tests {
             argv: vec!["kern".into()],
             phase: Phase::Stage(Stage::Research),
             agent_group: None,
+            recovering: None,
         };
         let mut text = serde_json::to_string_pretty(&r).unwrap();
         text.push_str("\n  \"phase\": \"a much longer old phase\"\n}\n");

@@ -283,6 +283,7 @@ mod tests {
             argv: vec![],
             phase: Phase::Stage(Stage::Implement),
             agent_group: None,
+            recovering: None,
         };
         let r = read(&record, &sd);
         assert_eq!(r.run.as_deref(), Some("77-new"));

@@ -322,3 +322,61 @@ fn temp_file_left_by_a_killed_write_is_removed_not_committed() {
         assert!(p.dirty().is_empty(), "{stage}: {:?}", p.dirty());
     }
 }
+
+/// Regression (found by the crash soak in CI): a run killed while it cleaned up after a run
+/// that died committing left its own lock record in phase `starting`, so the next run did not
+/// know the `.git/index.lock` was kern's and refused every run with exit 2. The cleanup is now
+/// handed on through the lock record (`recovering`). The kill lands while the cleanup waits for
+/// a fresh ref lock to turn out stale.
+#[test]
+fn a_run_killed_while_it_cleans_up_after_a_crash_hands_the_cleanup_on() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+    let lock = p.path().join(".git/kern.lock");
+    let host = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    std::fs::write(
+        &lock,
+        json!({"pid": dead_pid, "start_time": null, "host": host,
+               "started_at": "2020-01-01T00:00:00Z", "argv": ["kern"],
+               "phase": "committing", "agent_group": null})
+        .to_string(),
+    )
+    .unwrap();
+    let index_lock = p.path().join(".git/index.lock");
+    std::fs::write(&index_lock, "").unwrap();
+    std::fs::write(p.path().join(".git/refs/heads/master.lock"), "").unwrap();
+    let mut child = spawn_kern(&p, &["5", "0"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&lock)
+        .unwrap_or_default()
+        .contains("\"recovering\"")
+    {
+        assert!(Instant::now() < deadline, "the cleanup never began");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    assert!(index_lock.exists(), "killed before it got there");
+    let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
+    let (_, err) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("index.lock` left by the crashed kern"),
+        "{err}"
+    );
+    assert!(!index_lock.exists());
+    assert_eq!(p.log(), vec!["Add alpha", "initial"]);
+}

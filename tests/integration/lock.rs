@@ -127,6 +127,7 @@ fn record_for(pid: i32, start_time: Option<u64>) -> LockRecord {
         argv: argv(),
         phase: "research".into(),
         agent_group: None,
+        recovering: None,
     }
 }
 
