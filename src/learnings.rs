@@ -1,7 +1,13 @@
 //! LEARNINGS.md: what the agents learned, appended by kern under a dated heading per task.
 //!
 //! kern only ever appends, re-reading the file first so a person's edits survive, in the
-//! file's own line endings, through an atomic write. The prompts read its tail (budgeted).
+//! file's own line endings, through an atomic write.
+//!
+//! What the prompts get is chosen ([`select`], pure), never edited in the file: an entry (a
+//! bullet) that names a path that no longer exists (`` `src/old.rs` ``) is stale and left out
+//! (and `kern status` names it); when the rest is over the budget, the entries that share most
+//! words and paths with the task go in first, the newer first among equals, shown in the
+//! file's order under their headings with a note of what was left out.
 
 use std::path::Path;
 
@@ -58,9 +64,181 @@ pub(crate) fn read(path: &Path) -> Result<String> {
     }
 }
 
+/// One bullet of LEARNINGS.md and the heading it stands under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// The heading line above it (empty before the first heading).
+    pub heading: String,
+    /// Its 1-based line.
+    pub line: usize,
+    /// The bullet line as written.
+    pub text: String,
+}
+
+impl Entry {
+    /// The paths the entry names: backticked words holding a `/`, without a `:line` suffix.
+    pub(crate) fn paths(&self) -> Vec<String> {
+        self.text
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.contains('/') && !w.contains("://") && !w.contains(char::is_whitespace))
+            .map(|w| {
+                w.split(':')
+                    .next()
+                    .unwrap_or(w)
+                    .trim_end_matches('/')
+                    .to_string()
+            })
+            .filter(|w| !w.is_empty())
+            .collect()
+    }
+}
+
+/// The entries (bullet lines) of LEARNINGS.md `text`, in order.
+pub(crate) fn entries(text: &str) -> Vec<Entry> {
+    let mut heading = String::new();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.starts_with('#') {
+            heading = line.to_string();
+        } else if line.starts_with("- ") || line.starts_with("* ") {
+            out.push(Entry {
+                heading: heading.clone(),
+                line: i + 1,
+                text: line.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// The entries of `text` that name a path `exists` says is gone.
+pub(crate) fn stale(text: &str, exists: &dyn Fn(&str) -> bool) -> Vec<Entry> {
+    entries(text)
+        .into_iter()
+        .filter(|e| e.paths().iter().any(|p| !exists(p)))
+        .collect()
+}
+
+/// What of LEARNINGS.md `text` a prompt gets for the task `task` (its text), within `budget`
+/// bytes (see the module docs).
+pub(crate) fn select(
+    text: &str,
+    task: &str,
+    exists: &dyn Fn(&str) -> bool,
+    budget: usize,
+) -> String {
+    let stale_lines: Vec<usize> = stale(text, exists).iter().map(|e| e.line).collect();
+    let kept: String = text
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| !stale_lines.contains(&(i + 1)))
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    let dropped = stale_lines.len();
+    let stale_note = if dropped == 0 {
+        String::new()
+    } else {
+        format!(
+            "[kern: {} left out: {} names a path that no longer exists]\n",
+            crate::reporter::text::count(dropped, "entry", "entries"),
+            if dropped == 1 { "it" } else { "each" }
+        )
+    };
+    if kept.len() + stale_note.len() <= budget {
+        return format!("{stale_note}{kept}");
+    }
+    let words = |t: &str| -> std::collections::BTreeSet<String> {
+        t.split(|c: char| !c.is_alphanumeric() && c != '/' && c != '_' && c != '.')
+            .filter(|w| w.len() > 3)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let task_words = words(task);
+    let mut candidates: Vec<(usize, Entry)> = entries(text)
+        .into_iter()
+        .filter(|e| !stale_lines.contains(&e.line))
+        .map(|e| (words(&e.text).intersection(&task_words).count(), e))
+        .collect();
+    // Most related first; the newer first among equals.
+    candidates.sort_by(|(a, x), (b, y)| b.cmp(a).then(y.line.cmp(&x.line)));
+    let room = budget.saturating_sub(stale_note.len() + 160);
+    let mut chosen: Vec<Entry> = Vec::new();
+    let mut used = 0;
+    for (_, e) in candidates {
+        let cost = e.text.len()
+            + 1
+            + if chosen.iter().any(|c| c.heading == e.heading) {
+                0
+            } else {
+                e.heading.len() + 2
+            };
+        if used + cost > room {
+            continue;
+        }
+        used += cost;
+        chosen.push(e);
+    }
+    let total = entries(text).len() - dropped;
+    chosen.sort_by_key(|e| e.line);
+    let mut out = stale_note;
+    out.push_str(&format!(
+        "[kern: {} of {} left out to stay within {} KiB: the ones most related to this task are kept, the newer first]\n",
+        total - chosen.len(),
+        crate::reporter::text::count(total, "entry", "entries"),
+        budget / 1024
+    ));
+    let mut heading: Option<&str> = None;
+    for e in &chosen {
+        if heading != Some(e.heading.as_str()) && !e.heading.is_empty() {
+            out.push_str(&format!("{}\n", e.heading));
+        }
+        heading = Some(e.heading.as_str());
+        out.push_str(&format!("{}\n", e.text));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_entries_are_left_out_and_the_related_ones_kept_within_the_budget() {
+        let text = "# Learnings\n\n## 2026-11-01 — Parser\n\n- `src/old.rs` holds the lexer\n- the parser uses serde\n\n## 2026-11-02 — Cache\n\n- the cache lives in `src/cache.rs`\n";
+        let exists = |p: &str| p == "src/cache.rs";
+        assert_eq!(
+            stale(text, &exists)
+                .iter()
+                .map(|e| e.line)
+                .collect::<Vec<_>>(),
+            vec![5]
+        );
+        let small = select(text, "Fix the parser", &exists, 8192);
+        assert!(
+            small.starts_with("[kern: 1 entry left out: it names a path that no longer exists]\n"),
+            "{small}"
+        );
+        assert!(!small.contains("src/old.rs"), "{small}");
+        assert!(small.contains("- the cache lives"), "{small}");
+        // Over the budget: the entry that shares words with the task is kept.
+        let many: String = (0..400)
+            .map(|i| format!("- unrelated learning number {i} about something else\n"))
+            .collect();
+        let text = format!(
+            "# Learnings\n\n## 2026-11-01 — Old\n\n- the parser keeps spans in `src/cache.rs`\n{many}"
+        );
+        let out = select(&text, "Fix the parser spans", &exists, 2048);
+        assert!(out.len() <= 2048, "{}", out.len());
+        assert!(out.contains("- the parser keeps spans"), "{out}");
+        assert!(
+            out.contains("- unrelated learning number 399"),
+            "the newer first: {out}"
+        );
+        assert!(!out.contains("number 0 "), "{out}");
+        assert!(out.contains("left out to stay within 2 KiB"), "{out}");
+    }
 
     #[test]
     fn appends_a_dated_section_and_keeps_what_was_there() {

@@ -132,6 +132,7 @@ pub(crate) fn compute_with_spec(
     );
     let mut json = json;
     add_dialects(&mut json, &doc, &ws.spec_display, &options);
+    add_stale_learnings(&mut json, ws.repo.top(), &ws.learnings_path);
     Ok((
         ws,
         doc,
@@ -147,6 +148,22 @@ pub(crate) fn compute_with_spec(
 /// Adds what other tools' markers and closing headings mean for this file: the tasks held
 /// elsewhere, the optional ones, the ones done by a heading, the warnings and the lines that
 /// look like tasks without being list items.
+/// Adds the LEARNINGS.md entries that name a path that no longer exists: they are left out of
+/// the prompts, never deleted from the file.
+fn add_stale_learnings(json: &mut Value, top: &std::path::Path, path: &std::path::Path) {
+    let stale: Vec<Value> = crate::learnings::read(path)
+        .map(|text| {
+            crate::learnings::stale(&text, &|p| top.join(p).exists())
+                .iter()
+                .map(|e| json!({"line": e.line, "text": e.text}))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Value::Object(map) = json {
+        map.insert("stale_learnings".into(), json!(stale));
+    }
+}
+
 fn add_dialects(json: &mut Value, doc: &Document, file: &str, options: &spec::SelectOptions) {
     let skip_optional = options.skip_optional;
     let tasks = doc.tasks();
@@ -407,6 +424,15 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
         out.push_str(&format!(
             "           … and {} more (`kern status --json` lists them all)\n",
             held.len() - HELD_SHOWN
+        ));
+    }
+    let stale = list("stale_learnings");
+    for (k, e) in stale.iter().take(HELD_SHOWN).enumerate() {
+        let label = if k == 0 { "stale:" } else { "" };
+        out.push_str(&format!(
+            "{label:<11}LEARNINGS.md:{} names a path that no longer exists; left out of prompts: {}\n",
+            e["line"],
+            e["text"].as_str().unwrap_or("")
         ));
     }
     let deferred = list("deferred");

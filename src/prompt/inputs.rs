@@ -91,12 +91,22 @@ impl StageInputs {
             attempts: None,
             spec_path: ws.spec_display.clone(),
         };
+        // What of LEARNINGS.md this task gets: no stale entry, the related ones first.
+        let learnings = || -> Result<String> {
+            let top = ws.repo.top();
+            Ok(crate::learnings::select(
+                &crate::learnings::read(&ws.learnings_path)?,
+                &inputs_task_text(doc, task),
+                &|p| top.join(p).exists(),
+                super::BUDGET_LEARNINGS,
+            ))
+        };
         match stage {
             Stage::Research => {
-                inputs.learnings = Some(crate::learnings::read(&ws.learnings_path)?);
+                inputs.learnings = Some(learnings()?);
             }
             Stage::Implement => {
-                inputs.learnings = Some(crate::learnings::read(&ws.learnings_path)?);
+                inputs.learnings = Some(learnings()?);
                 inputs.prev_result = Some(
                     t.research()
                         .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
@@ -246,6 +256,11 @@ pub(crate) fn stage_agents(
         .filter(|agent| **agent != primary.agent)
         .map(|agent| with_model(agent, settings.fallback_model.as_ref()));
     StageAgents { primary, fallback }
+}
+
+/// The task's title and block, for judging which learnings relate to it.
+fn inputs_task_text(doc: &Document, task: usize) -> String {
+    doc.task_block(task).to_string()
 }
 
 /// How many files a Scope covers: the `tracked` paths its patterns match (a folder names

@@ -95,3 +95,33 @@ fn small_and_architectural_tasks_are_asked_for_less_and_more() {
         "the review goes deep too"
     );
 }
+
+#[test]
+fn a_stale_learning_is_left_out_of_the_prompt_and_named_by_status() {
+    let p = Project::new("- [ ] Add the parser\n");
+    p.write("src/cache.rs", "// cache\n");
+    p.write(
+        "LEARNINGS.md",
+        "# Learnings\n\n## 2026-11-01 — Lexer\n\n- `src/lexer.rs` holds the tokens\n- the cache lives in `src/cache.rs`\n",
+    );
+    p.commit_all("learnings");
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        status.contains("stale:     LEARNINGS.md:5 names a path that no longer exists; left out of prompts: - `src/lexer.rs` holds the tokens"),
+        "{status}"
+    );
+    p.scenario(&committing());
+    p.run(&["1", "0"]).expect(0);
+    let research = p.prompts("research").remove(0);
+    assert!(!research.contains("src/lexer.rs"), "{research}");
+    assert!(
+        research.contains("the cache lives in `src/cache.rs`"),
+        "{research}"
+    );
+    assert!(research.contains("1 entry left out: it names a path that no longer exists"));
+    assert!(
+        p.read("LEARNINGS.md")
+            .contains("`src/lexer.rs` holds the tokens"),
+        "never deleted from the file"
+    );
+}
