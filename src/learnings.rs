@@ -76,6 +76,11 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// True when the entry names a path `exists` says is gone.
+    pub(crate) fn is_stale(&self, exists: &dyn Fn(&str) -> bool) -> bool {
+        self.paths().iter().any(|p| !exists(p))
+    }
+
     /// The paths the entry names: backticked words holding a `/`, without a `:line` suffix.
     pub(crate) fn paths(&self) -> Vec<String> {
         self.text
@@ -117,7 +122,7 @@ pub(crate) fn entries(text: &str) -> Vec<Entry> {
 pub(crate) fn stale(text: &str, exists: &dyn Fn(&str) -> bool) -> Vec<Entry> {
     entries(text)
         .into_iter()
-        .filter(|e| e.paths().iter().any(|p| !exists(p)))
+        .filter(|e| e.is_stale(exists))
         .collect()
 }
 
@@ -129,7 +134,12 @@ pub(crate) fn select(
     exists: &dyn Fn(&str) -> bool,
     budget: usize,
 ) -> String {
-    let stale_lines: Vec<usize> = stale(text, exists).iter().map(|e| e.line).collect();
+    let all = entries(text);
+    let stale_lines: Vec<usize> = all
+        .iter()
+        .filter(|e| e.is_stale(exists))
+        .map(|e| e.line)
+        .collect();
     let kept: String = text
         .lines()
         .enumerate()
@@ -156,7 +166,8 @@ pub(crate) fn select(
             .collect()
     };
     let task_words = words(task);
-    let mut candidates: Vec<(usize, Entry)> = entries(text)
+    let total = all.len() - dropped;
+    let mut candidates: Vec<(usize, Entry)> = all
         .into_iter()
         .filter(|e| !stale_lines.contains(&e.line))
         .map(|e| (words(&e.text).intersection(&task_words).count(), e))
@@ -180,7 +191,6 @@ pub(crate) fn select(
         used += cost;
         chosen.push(e);
     }
-    let total = entries(text).len() - dropped;
     chosen.sort_by_key(|e| e.line);
     let mut out = stale_note;
     out.push_str(&format!(

@@ -279,7 +279,11 @@ mod tests {
                 true,
                 "`src/lib.rs:2` holds `pub fn parse`",
             ),
-            ("grep! src/lib.rs TODO", true, "`src/lib.rs` holds no match"),
+            (
+                "grep! src/lib.rs unimplemented",
+                true,
+                "`src/lib.rs` holds no match",
+            ),
             (
                 "grep src/gone.rs x",
                 false,

@@ -96,7 +96,7 @@ impl StageInputs {
             let top = ws.repo.top();
             Ok(crate::learnings::select(
                 &crate::learnings::read(&ws.learnings_path)?,
-                &inputs_task_text(doc, task),
+                doc.task_block(task),
                 &|p| top.join(p).exists(),
                 super::BUDGET_LEARNINGS,
             ))
@@ -256,11 +256,6 @@ pub(crate) fn stage_agents(
         .filter(|agent| **agent != primary.agent)
         .map(|agent| with_model(agent, settings.fallback_model.as_ref()));
     StageAgents { primary, fallback }
-}
-
-/// The task's title and block, for judging which learnings relate to it.
-fn inputs_task_text(doc: &Document, task: usize) -> String {
-    doc.task_block(task).to_string()
 }
 
 /// How many files a Scope covers: the `tracked` paths its patterns match (a folder names

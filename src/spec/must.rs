@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn must_lines_parse_or_say_what_to_write() {
         let parsed = parse(
-            "file src/lib.rs\n- file !src/old.rs\n`grep src/lib.rs pub fn parse`\ngrep! README.md TODO\nrun cargo test -q\n\n",
+            "file src/lib.rs\n- file !src/old.rs\n`grep src/lib.rs pub fn parse`\ngrep! README.md unimplemented\nrun cargo test -q\n\n",
         );
         let shown: Vec<String> = parsed
             .iter()
@@ -169,7 +169,7 @@ mod tests {
                 "file src/lib.rs",
                 "file !src/old.rs",
                 "grep src/lib.rs pub fn parse",
-                "grep! README.md TODO",
+                "grep! README.md unimplemented",
                 "run cargo test -q"
             ]
         );

@@ -24,6 +24,22 @@ fn spawn_kern(p: &Project, args: &[&str]) -> Child {
 }
 
 /// Waits until `file` in the state folder exists and is not empty.
+/// Kills `child` with SIGKILL as soon as `reached` holds (polled up to a minute; the bound only
+/// keeps a broken build from hanging the suite) and reaps it.
+fn kill_9_once(mut child: Child, what: &str, reached: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reached() {
+        assert!(Instant::now() < deadline, "{what} was never reached");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
+
 fn wait_for(p: &Project, file: &str) {
     let path = p.state_dir().join(file);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -237,21 +253,11 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let index_lock = p.path().join(".git/index.lock");
     for run in 1..=2 {
-        let mut child = spawn_kern(&p, &["5", "0"]);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while std::fs::read_to_string(&marks).map_or(0, |t| t.lines().count()) < run {
-            assert!(
-                Instant::now() < deadline,
-                "run {run} never reached the hook"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .unwrap();
-        child.wait().unwrap();
+        kill_9_once(
+            spawn_kern(&p, &["5", "0"]),
+            &format!("run {run} in the hook"),
+            || std::fs::read_to_string(&marks).map_or(0, |t| t.lines().count()) >= run,
+        );
         let hook_pid: i32 = std::fs::read_to_string(&marks)
             .unwrap()
             .lines()
@@ -354,21 +360,11 @@ fn a_run_killed_while_it_cleans_up_after_a_crash_hands_the_cleanup_on() {
     let index_lock = p.path().join(".git/index.lock");
     std::fs::write(&index_lock, "").unwrap();
     std::fs::write(p.path().join(".git/refs/heads/master.lock"), "").unwrap();
-    let mut child = spawn_kern(&p, &["5", "0"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&lock)
-        .unwrap_or_default()
-        .contains("\"recovering\"")
-    {
-        assert!(Instant::now() < deadline, "the cleanup never began");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
+    kill_9_once(spawn_kern(&p, &["5", "0"]), "the cleanup", || {
+        std::fs::read_to_string(&lock)
+            .unwrap_or_default()
+            .contains("\"recovering\"")
+    });
     assert!(index_lock.exists(), "killed before it got there");
     let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
     let (_, err) = texts(&out);

@@ -13,17 +13,11 @@ use crate::support::during::{during_stage, finish, git_in, spawn, waiting};
 use crate::support::project::Project;
 use crate::support::wait_for_file;
 
-/// A second worktree of `p` on a new branch `feature`, as a person keeps one beside kern's.
-fn person_worktree(p: &Project) -> PathBuf {
-    let wt = p.outside.path().join("wt2");
-    p.git(&[
-        "worktree",
-        "add",
-        "-q",
-        &wt.to_string_lossy(),
-        "-b",
-        "feature",
-    ]);
+/// A second worktree of `p` in `folder` (beside the project) on a new branch `branch`, as a
+/// person keeps one beside kern's.
+fn worktree(p: &Project, folder: &str, branch: &str) -> PathBuf {
+    let wt = p.outside.path().join(folder);
+    p.git(&["worktree", "add", "-q", &wt.to_string_lossy(), "-b", branch]);
     wt
 }
 
@@ -39,7 +33,7 @@ fn no_violation(p: &Project, err: &str) {
 fn a_persons_commit_stash_and_tag_in_another_worktree_during_each_stage_stay_theirs() {
     for (stage, n) in [("research", 1), ("implement", 2), ("commit", 3)] {
         let p = Project::new("- [ ] Alpha\n");
-        let wt = person_worktree(&p);
+        let wt = worktree(&p, "wt2", "feature");
         let go = p.outside.path().join("go");
         p.scenario(&waiting(stage, &go, json!({})));
         let mut tip = String::new();
@@ -209,15 +203,7 @@ fn spawn_in(p: &Project, dir: &Path, scenario: &Path, args: &[&str]) -> Child {
 /// B1–B3, plus the scenario of the second run.
 fn two_worktrees() -> (Project, PathBuf, PathBuf) {
     let p = Project::new("- [ ] A1\n- [ ] A2\n- [ ] A3\n");
-    let wt = p.outside.path().join("other");
-    p.git(&[
-        "worktree",
-        "add",
-        "-q",
-        &wt.to_string_lossy(),
-        "-b",
-        "other",
-    ]);
+    let wt = worktree(&p, "other", "other");
     std::fs::write(wt.join("SPEC.md"), "- [ ] B1\n- [ ] B2\n- [ ] B3\n").unwrap();
     git_in(&wt, &["commit", "-q", "-am", "other tasks"]);
     let plain = json!({"default": {
