@@ -210,11 +210,6 @@ impl Run<'_> {
         {
             edits.push(Edit::AddReview(branch));
         }
-        if let Some(note) = it.out_of_scope.clone()
-            && !edits.is_empty()
-        {
-            edits.push(Edit::AddOutOfScope(note));
-        }
         match self.task_now(it, &edits)? {
             TaskNow::Ours => {}
             other => return self.follow_person(it, &other).map(Tried::Ended),
@@ -448,7 +443,6 @@ impl Run<'_> {
             start,
             hand_edits: Vec::new(),
             verified: Vec::new(),
-            out_of_scope: None,
             level: crate::pipeline::discovery::Level {
                 level: 2,
                 why: String::new(),

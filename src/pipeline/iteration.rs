@@ -123,7 +123,6 @@ impl Run<'_> {
             start: self.task_start(&doc, selection.task)?,
             hand_edits: Vec::new(),
             verified: Vec::new(),
-            out_of_scope: None,
             level: crate::pipeline::discovery::Level {
                 level: 2,
                 why: String::new(),

@@ -119,8 +119,6 @@ pub(crate) struct TaskRun {
     hand_edits: Vec<String>,
     /// What kern's own check of the must-haves found (`verify`), for the review.
     verified: Vec<String>,
-    /// What the task changed outside its Scope, set aside (`scope`): its Out of scope note.
-    out_of_scope: Option<String>,
     /// The task's discovery level (`discovery`): how much research it earns.
     level: discovery::Level,
 }

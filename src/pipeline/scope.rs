@@ -11,7 +11,8 @@
 //!   a snapshot of an in-scope file.
 //! - `--scope set-aside` (the default) saves what is outside under
 //!   `refs/kern/saved/<task>/out-of-scope-<n>`, puts those paths back to HEAD, and names them in
-//!   an `Out of scope` note in the task's commit; no paid retry for it. `--scope strict` makes
+//!   an `Out of scope` note it writes at once (so it lands in the task's commit, also for a
+//!   parallel task); no paid retry for it. `--scope strict` makes
 //!   it a failed attempt instead; `--scope off` turns it off.
 
 use std::path::PathBuf;
@@ -161,8 +162,16 @@ impl Run<'_> {
             paths: out,
             why: "outside the task's Scope".into(),
         });
-        it.out_of_scope = Some(note);
-        Ok(None)
+        // Written now, so that it lands in the task's own commit however the task gets there
+        // (a parallel task is committed by the run, from SPEC.md as it then is).
+        let edits = [crate::spec::Edit::AddOutOfScope(note)];
+        match self.task_now(it, &edits)? {
+            super::iteration::TaskNow::Ours => {
+                self.edit_task(it, &edits)?;
+                Ok(None)
+            }
+            other => self.follow_person(it, &other).map(Some),
+        }
     }
 }
 

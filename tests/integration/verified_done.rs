@@ -316,3 +316,19 @@ fn a_task_whose_scope_is_too_big_is_asked_to_decompose_before_its_first_attempt(
     assert!(spec.contains("  - [ ] Rework a.rs\n"), "{spec}");
     assert!(!spec.contains("Attempt"), "no attempt was spent: {spec}");
 }
+
+#[test]
+fn a_parallel_tasks_out_of_scope_note_lands_in_its_commit() {
+    // Found using the release binary: with -j the note was lost (the run commits a parallel
+    // task from SPEC.md as it is, and the note was only added at a serial commit).
+    let p = Project::new(SCOPED);
+    p.scenario(&wanders());
+    p.run(&["1", "0", "-j", "2"]).expect(0);
+    let spec = p.git(&["show", "HEAD:SPEC.md"]);
+    assert!(
+        spec.contains("> **Out of scope:** `README.md`, `src/unrelated.rs` set aside at `refs/kern/saved/add-the-parser/out-of-scope-1`"),
+        "{spec}"
+    );
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(!files.contains("unrelated"), "{files}");
+}

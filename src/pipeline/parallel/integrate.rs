@@ -142,7 +142,6 @@ impl Run<'_> {
             start: task_start,
             hand_edits: self.spec.changes_since(*spec_mark),
             verified: Vec::new(),
-            out_of_scope: None,
             level: crate::pipeline::discovery::Level {
                 level: 2,
                 why: String::new(),
