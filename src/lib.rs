@@ -129,7 +129,13 @@ use crate::supervisor::interrupt;
 /// process as clap does; a bad settings file is an error (exit 2).
 pub fn command_line() -> Result<Cli> {
     let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-    settings::config::command_line(std::env::args_os().collect(), &cwd)
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    settings::config::command_line(args.clone(), &cwd).inspect_err(|e| {
+        // `kern status --json` prints one JSON object, also when the settings file is bad.
+        if args.iter().any(|a| a == "status") && args.iter().any(|a| a == "--json") {
+            let _ = status::print_out(&format!("{}\n", status::error_json(e)));
+        }
+    })
 }
 
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.

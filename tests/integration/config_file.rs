@@ -98,6 +98,16 @@ fn an_unknown_key_or_a_bad_value_stops_kern_before_any_agent_with_the_line_and_t
             p.run(args).expect(2).stderr_has(said);
         }
         assert_eq!(agent_calls(&p), 0, "{text}");
+        // `kern status --json` keeps its promise of one JSON object, also on this error.
+        let json = p.run(&["status", "--json"]).expect(2).stdout;
+        let error: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(".kern/config.toml:"),
+            "{json}"
+        );
     }
 }
 
