@@ -19,17 +19,14 @@ use crate::support::mock_model_api;
 use crate::support::project;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kern::testing::stage::Stage;
 use mock_model_api::{
     Answer, CLAUDE_ENV_REMOVE, MockModelApi, RecordedRequest, Rule, Script, Turn,
     claude_executable, strict_report,
 };
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use project::Project;
 use serde_json::{Value, json};
 
@@ -83,13 +80,6 @@ struct RealAgent {
     bin: tempfile::TempDir,
 }
 
-/// How one kern run ended.
-struct KernRun {
-    code: Option<i32>,
-    stderr: String,
-    elapsed: Duration,
-}
-
 impl RealAgent {
     fn new(claude: &Path, spec: &str) -> RealAgent {
         let project = Project::new(spec);
@@ -109,74 +99,15 @@ impl RealAgent {
         self.root().join(name).display().to_string()
     }
 
-    /// Runs `kern args` with the real claude pointed at `mock`, `extra_env` added last; stops
-    /// it and fails the test when it runs past `timeout`.
-    fn kern(
-        &self,
-        mock: &MockModelApi,
-        args: &[&str],
-        extra_env: &[(&str, &str)],
-        timeout: Duration,
-    ) -> KernRun {
-        let out_dir = self.project.outside.path();
-        let stdout_path = out_dir.join("kern.stdout");
-        let stderr_path = out_dir.join("kern.stderr");
-        let mut command = self.project.kern_std();
-        command.env("KERN_AGENT", "claude");
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut paths = vec![self.bin.path().to_path_buf()];
-        paths.extend(std::env::split_paths(&path));
-        command.env("PATH", std::env::join_paths(paths).expect("PATH"));
-        for name in CLAUDE_ENV_REMOVE {
-            command.env_remove(name);
-        }
-        command
+    /// `kern args` with the real claude first on PATH, pointed at `mock`, the developer's own
+    /// Claude settings removed: a builder, to be given a `.timeout(…)` and run with `.expect(…)`.
+    fn kern<'a>(&'a self, mock: &MockModelApi, args: &[&str]) -> project::KernRun<'a> {
+        self.project
+            .run(args)
+            .env("KERN_AGENT", "claude")
+            .path_first(self.bin.path())
+            .env_remove(CLAUDE_ENV_REMOVE)
             .envs(mock.claude_env(self.home.path()))
-            .envs(extra_env.iter().copied())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
-            .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
-        let started = Instant::now();
-        let mut child = command.spawn().expect("spawn kern");
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for kern") {
-                break status;
-            }
-            if started.elapsed() > timeout {
-                stop(&mut child);
-                panic!(
-                    "kern ran past {timeout:?} and was stopped; stderr:\n{}\n{}",
-                    std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-                    self.stage_streams()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let run = KernRun {
-            code: status.code(),
-            stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-            elapsed: started.elapsed(),
-        };
-        eprintln!(
-            "kern {args:?}: exit {:?} after {} ms",
-            run.code,
-            run.elapsed.as_millis()
-        );
-        run
-    }
-
-    /// The stage streams still in the state folder, for failure messages.
-    fn stage_streams(&self) -> String {
-        (1..=3)
-            .filter_map(|n| {
-                let path = self.project.state_dir().join(format!("stage{n}.jsonl"));
-                std::fs::read_to_string(&path)
-                    .ok()
-                    .map(|text| format!("stage{n}.jsonl:\n{text}"))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
     }
 
     /// The files named `stage*` left in the state folder.
@@ -199,21 +130,6 @@ impl RealAgent {
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("`{}`: {e}", path.display()));
         serde_json::from_str(&text).expect("stage record is JSON")
     }
-}
-
-/// SIGTERM to kern (it stops its agent's process group), up to 10 s of grace, then SIGKILL
-/// (the agent then dies of its parent-death signal).
-fn stop(child: &mut std::process::Child) {
-    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32"));
-    let _ = kill(pid, Signal::SIGTERM);
-    for _ in 0..100 {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// The scripted requests the mock answered under rule `rule`.
@@ -347,10 +263,9 @@ fn two_tasks_go_through_the_real_claude_to_two_commits() {
         ],
     });
 
-    let run = env.kern(&mock, &["5", "0"], &[], RUN_TIMEOUT);
+    let run = env.kern(&mock, &["5", "0"]).timeout(RUN_TIMEOUT).expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(
         p.log(),
         ["Add farewell.txt", "Add greeting.txt", "initial"],
@@ -468,10 +383,9 @@ fn research_cannot_write_and_the_stage_record_lists_the_denied_sed() {
         ],
     });
 
-    let run = env.kern(&mock, &["5", "0"], &[], RUN_TIMEOUT);
+    let run = env.kern(&mock, &["5", "0"]).timeout(RUN_TIMEOUT).expect(5);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(5), "{}", run.stderr);
     assert!(run.stderr.contains(NOT_LOGGED_IN), "{}", run.stderr);
     assert_eq!(p.read("README.md"), "# scratch\n");
     assert!(!p.path().join("x.txt").exists());
@@ -551,15 +465,12 @@ fn max_cost_caps_the_real_claude_inside_its_stage() {
     // Any real cost spends this budget: the research stage gets it as --max-budget-usd, the
     // CLI stops at its first answer, and kern ends the run (exit 6) without holding it against
     // the task.
-    let run = env.kern(
-        &mock,
-        &["5", "0", "--max-cost", "0.000001"],
-        &[],
-        RUN_TIMEOUT,
-    );
+    let run = env
+        .kern(&mock, &["5", "0", "--max-cost", "0.000001"])
+        .timeout(RUN_TIMEOUT)
+        .expect(6);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(6), "{}", run.stderr);
     assert!(run.stderr.contains("--max-cost"), "{}", run.stderr);
     assert_eq!(
         p.read("SPEC.md"),
@@ -615,10 +526,9 @@ fn implement_cannot_commit_and_kern_commits_the_work_itself() {
         ],
     });
 
-    let run = env.kern(&mock, &["5", "0"], &[], RUN_TIMEOUT);
+    env.kern(&mock, &["5", "0"]).timeout(RUN_TIMEOUT).expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
     // One commit, kern's, with the reviewer's subject: the agent's `x` never happened.
     assert_eq!(p.log(), ["Append a line to README.md", "initial"]);
     assert_eq!(p.read("README.md"), "# scratch\nmore\n");
@@ -677,10 +587,12 @@ fn overloaded_529_is_retried_by_kern_and_the_task_completes() {
         ],
     });
 
-    let run = env.kern(&mock, &["5", "0", "--retry-delay", "1s"], &[], RUN_TIMEOUT);
+    let run = env
+        .kern(&mock, &["5", "0", "--retry-delay", "1s"])
+        .timeout(RUN_TIMEOUT)
+        .expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(p.log(), ["Add notes.txt", "initial"]);
     assert!(
         run.stderr.contains("research failed (") && run.stderr.contains("retry 1 of 3"),
@@ -738,10 +650,12 @@ fn unauthorized_401_stops_kern_at_once_with_exit_5_and_the_login_hint() {
 
     // kern stops the CLI at its first `api_retry` saying `authentication_failed` (and lowers
     // its retries anyway); the bounded wait fails the test if kern waits out the CLI.
-    let run = env.kern(&mock, &["5", "0"], &[], UNAUTHORIZED_TIMEOUT);
+    let run = env
+        .kern(&mock, &["5", "0"])
+        .timeout(UNAUTHORIZED_TIMEOUT)
+        .expect(5);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(5), "{}", run.stderr);
     assert!(run.stderr.contains(NOT_LOGGED_IN), "{}", run.stderr);
     assert_eq!(p.read("SPEC.md"), spec);
     assert_eq!(p.log(), ["initial"]);
@@ -778,11 +692,10 @@ fn invalid_request_400_stops_kern_with_exit_5_and_the_apis_message_without_a_ret
         )],
     });
 
-    let run = env.kern(&mock, &["5", "0"], &[], RUN_TIMEOUT);
+    let run = env.kern(&mock, &["5", "0"]).timeout(RUN_TIMEOUT).expect(5);
 
     let p = &env.project;
     let expected = "the model API rejected claude's request (HTTP 400): `tools.3.custom.input_schema: JSON schema is invalid` — a retry gets the same answer: check --model, and that `claude --version` is a version kern supports";
-    assert_eq!(run.code, Some(5), "{}", run.stderr);
     assert!(run.stderr.contains(expected), "{}", run.stderr);
     assert_eq!(p.read("SPEC.md"), spec);
     let record = env.stage_record(1);
@@ -824,15 +737,13 @@ fn a_refused_connection_ends_the_stage_within_seconds() {
 
     // No retry by kern: the failed research is a failed attempt and the run ends. The CLI's
     // own ten retries (minutes) are cut to kern's two by CLAUDE_CODE_MAX_RETRIES.
-    let run = env.kern(
-        &mock,
-        &["1", "0", "--retries", "0"],
-        &[("ANTHROPIC_VERTEX_BASE_URL", closed.as_str())],
-        UNAUTHORIZED_TIMEOUT,
-    );
+    let run = env
+        .kern(&mock, &["1", "0", "--retries", "0"])
+        .envs([("ANTHROPIC_VERTEX_BASE_URL", closed.as_str())])
+        .timeout(UNAUTHORIZED_TIMEOUT)
+        .expect(4);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(4), "{}", run.stderr);
     assert!(
         p.read("SPEC.md").contains("Connection refused"),
         "the Attempt note says why:\n{}",

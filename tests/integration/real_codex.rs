@@ -18,17 +18,14 @@ use crate::support::mock_responses_api;
 use crate::support::project;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mock_responses_api::{
     Answer, CODEX_ENV_REMOVE, MockResponsesApi, RecordedRequest, Rule, Script, Turn,
     codex_executable, write_codex_config,
 };
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use project::{Project, texts};
+use project::Project;
 use serde_json::{Value, json};
 
 /// The longest a whole kern run may take before it is stopped and the test fails.
@@ -116,12 +113,6 @@ struct RealCodex {
     bin: tempfile::TempDir,
 }
 
-struct KernRun {
-    code: Option<i32>,
-    stderr: String,
-    elapsed: Duration,
-}
-
 impl RealCodex {
     fn new(codex: &Path, spec: &str) -> RealCodex {
         let project = Project::new(spec);
@@ -135,65 +126,16 @@ impl RealCodex {
         }
     }
 
-    /// `kern args` with `--agent codex`, the real codex first on PATH and `CODEX_HOME` set;
-    /// stopped, and the test failed, past `timeout`.
-    fn kern(&self, args: &[&str], timeout: Duration) -> KernRun {
-        let out_dir = self.project.outside.path();
-        let stderr_path = out_dir.join("kern.stderr");
-        let mut command = self.project.kern_std();
-        command.env("KERN_AGENT", "codex");
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut paths = vec![self.bin.path().to_path_buf()];
-        paths.extend(std::env::split_paths(&path));
-        command.env("PATH", std::env::join_paths(paths).expect("PATH"));
-        for name in CODEX_ENV_REMOVE {
-            command.env_remove(name);
-        }
-        command
+    /// `kern args` with `--agent codex`, the real codex first on PATH, `CODEX_HOME` set and the
+    /// developer's own Codex settings removed: a builder, to be given a `.timeout(…)` and run
+    /// with `.expect(…)`.
+    fn kern<'a>(&'a self, args: &[&str]) -> project::KernRun<'a> {
+        self.project
+            .run(args)
+            .env("KERN_AGENT", "codex")
+            .path_first(self.bin.path())
+            .env_remove(CODEX_ENV_REMOVE)
             .env("CODEX_HOME", self.codex_home.path())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(out_dir.join("kern.stdout")).expect("stdout file"))
-            .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
-        let started = Instant::now();
-        let mut child = command.spawn().expect("spawn kern");
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for kern") {
-                break status;
-            }
-            if started.elapsed() > timeout {
-                stop(&mut child);
-                panic!(
-                    "kern ran past {timeout:?} and was stopped; stderr:\n{}\n{}",
-                    std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-                    self.stage_streams()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let run = KernRun {
-            code: status.code(),
-            stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-            elapsed: started.elapsed(),
-        };
-        eprintln!(
-            "kern {args:?}: exit {:?} after {} ms",
-            run.code,
-            run.elapsed.as_millis()
-        );
-        run
-    }
-
-    fn stage_streams(&self) -> String {
-        (1..=3)
-            .filter_map(|n| {
-                let path = self.project.state_dir().join(format!("stage{n}.jsonl"));
-                std::fs::read_to_string(&path)
-                    .ok()
-                    .map(|text| format!("stage{n}.jsonl:\n{text}"))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
     }
 
     fn stage_record(&self, n: u8) -> Value {
@@ -202,19 +144,6 @@ impl RealCodex {
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("`{}`: {e}", path.display()));
         serde_json::from_str(&text).expect("stage record is JSON")
     }
-}
-
-fn stop(child: &mut std::process::Child) {
-    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits i32"));
-    let _ = kill(pid, Signal::SIGTERM);
-    for _ in 0..100 {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// The scripted requests the mock answered under rule `rule`.
@@ -288,10 +217,9 @@ fn two_tasks_go_through_the_real_codex_to_two_commits() {
     });
     mock.write_codex_home(env.codex_home.path(), None);
 
-    let run = env.kern(&["5", "0"], RUN_TIMEOUT);
+    let run = env.kern(&["5", "0"]).timeout(RUN_TIMEOUT).expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}\n{}", run.stderr, env.stage_streams());
     assert_eq!(
         p.log(),
         ["Add farewell.txt", "Add greeting.txt", "initial"],
@@ -397,10 +325,9 @@ fn a_read_only_stage_that_tries_to_write_is_held_by_codexs_sandbox() {
     });
     mock.write_codex_home(env.codex_home.path(), None);
 
-    let run = env.kern(&["1", "0"], RUN_TIMEOUT);
+    env.kern(&["1", "0"]).timeout(RUN_TIMEOUT).expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}\n{}", run.stderr, env.stage_streams());
     assert_eq!(p.log(), ["Add notes.txt", "initial"]);
     assert_eq!(p.read("README.md"), "# scratch\n");
     assert!(!p.path().join("x.txt").exists());
@@ -453,10 +380,12 @@ fn transient_then_success(test: &str, status: u16, kind: &str, times: u32) {
     });
     mock.write_codex_home(env.codex_home.path(), Some(1));
 
-    let run = env.kern(&["1", "0", "--retry-delay", "1s"], RUN_TIMEOUT);
+    let run = env
+        .kern(&["1", "0", "--retry-delay", "1s"])
+        .timeout(RUN_TIMEOUT)
+        .expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}\n{}", run.stderr, env.stage_streams());
     assert_eq!(p.log(), ["Add notes.txt", "initial"]);
     assert!(
         run.stderr.contains("research failed (") && run.stderr.contains("retry 1 of 3"),
@@ -524,11 +453,10 @@ fn invalid_request_400_stops_kern_with_exit_5_and_the_apis_message_without_a_ret
     });
     mock.write_codex_home(env.codex_home.path(), None);
 
-    let run = env.kern(&["5", "0"], RUN_TIMEOUT);
+    let run = env.kern(&["5", "0"]).timeout(RUN_TIMEOUT).expect(5);
 
     let p = &env.project;
     let expected = "the model API rejected codex's request (HTTP 400): `Unsupported parameter: 'reasoning.summary' is not supported with this model.` — a retry gets the same answer: check --model, and that `codex --version` is a version kern supports";
-    assert_eq!(run.code, Some(5), "{}", run.stderr);
     assert!(run.stderr.contains(expected), "{}", run.stderr);
     assert_eq!(p.read("SPEC.md"), spec);
     assert_eq!(p.log(), ["initial"]);
@@ -568,10 +496,9 @@ fn unauthorized_401_stops_kern_at_the_first_sign_with_exit_5() {
     // Codex's default retries: alone it would try 6 times over about 7 s.
     mock.write_codex_home(env.codex_home.path(), None);
 
-    let run = env.kern(&["5", "0"], FIRST_SIGN_TIMEOUT);
+    let run = env.kern(&["5", "0"]).timeout(FIRST_SIGN_TIMEOUT).expect(5);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(5), "{}", run.stderr);
     assert!(run.stderr.contains(NOT_LOGGED_IN), "{}", run.stderr);
     assert_eq!(p.read("SPEC.md"), spec);
     let record = env.stage_record(1);
@@ -604,10 +531,12 @@ fn a_refused_connection_stops_codex_at_the_first_sign() {
     );
 
     // No retry: the one failed research is a failed attempt, and the run ends.
-    let run = env.kern(&["1", "0", "--retries", "0"], FIRST_SIGN_TIMEOUT);
+    let run = env
+        .kern(&["1", "0", "--retries", "0"])
+        .timeout(FIRST_SIGN_TIMEOUT)
+        .expect(4);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(4), "{}", run.stderr);
     assert!(
         run.stderr
             .contains("codex cannot reach the model API: Reconnecting..."),
@@ -631,21 +560,8 @@ fn doctor_passes_a_custom_provider_that_needs_no_login() {
     let _serial = serial();
     let env = RealCodex::new(&codex, "- [ ] One\n");
     write_codex_config(env.codex_home.path(), "http://127.0.0.1:9/v1", None);
-    let mut command = env.project.kern();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![env.bin.path().to_path_buf()];
-    paths.extend(std::env::split_paths(&path));
-    for name in CODEX_ENV_REMOVE {
-        command.env_remove(name);
-    }
-    let out = command
-        .arg("doctor")
-        .env("KERN_AGENT", "codex")
-        .env("PATH", std::env::join_paths(paths).expect("PATH"))
-        .env("CODEX_HOME", env.codex_home.path())
-        .output()
-        .expect("kern doctor");
-    let (_, err) = texts(&out);
+    let ran = env.kern(&["doctor"]).expect(0);
+    let err = ran.stderr;
     let config = env.codex_home.path().join("config.toml");
     let line = err
         .lines()

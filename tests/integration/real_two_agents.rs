@@ -21,16 +21,13 @@
 
 use crate::support::mock_model_api::{self, MockModelApi};
 use crate::support::mock_responses_api::{self, MockResponsesApi};
-use crate::support::project::Project;
+use crate::support::project::{self, Project};
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kern::testing::stage::Stage;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 
 /// The longest a whole kern run may take before it is stopped and the test fails.
@@ -86,11 +83,6 @@ struct TwoAgents {
     bin: tempfile::TempDir,
 }
 
-struct KernRun {
-    code: Option<i32>,
-    stderr: String,
-}
-
 impl TwoAgents {
     fn new(claude: &Path, codex: Option<&Path>, spec: &str) -> TwoAgents {
         let project = Project::new(spec);
@@ -120,59 +112,19 @@ impl TwoAgents {
             .to_string()
     }
 
-    /// Runs `kern args` with `claude_env` (the mock's environment for the CLI) and Codex's
-    /// home; stops it and fails the test past [`RUN_TIMEOUT`].
-    fn kern(&self, claude_env: &[(String, String)], args: &[&str]) -> KernRun {
-        let out_dir = self.project.outside.path();
-        let stderr_path = out_dir.join("kern.stderr");
-        let mut command = self.project.kern_std();
-        command.env("KERN_AGENT", "claude");
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut paths = vec![self.bin.path().to_path_buf()];
-        paths.extend(std::env::split_paths(&path));
-        command.env("PATH", std::env::join_paths(paths).expect("PATH"));
-        for name in mock_model_api::CLAUDE_ENV_REMOVE
-            .iter()
-            .chain(mock_responses_api::CODEX_ENV_REMOVE)
-        {
-            command.env_remove(name);
-        }
-        command
+    /// `kern args` with `claude_env` (the mock's environment for the CLI), Codex's home, both
+    /// CLIs first on PATH and the developer's own settings for them removed; run with
+    /// `.expect(…)`, stopped and failed past [`RUN_TIMEOUT`].
+    fn kern<'a>(&'a self, claude_env: &[(String, String)], args: &[&str]) -> project::KernRun<'a> {
+        self.project
+            .run(args)
+            .env("KERN_AGENT", "claude")
+            .path_first(self.bin.path())
+            .env_remove(mock_model_api::CLAUDE_ENV_REMOVE)
+            .env_remove(mock_responses_api::CODEX_ENV_REMOVE)
             .envs(claude_env.iter().map(|(k, v)| (k, v)))
             .env("CODEX_HOME", self.codex_home.path())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(out_dir.join("kern.stdout")).expect("stdout file"))
-            .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
-        let started = Instant::now();
-        let mut child = command.spawn().expect("spawn kern");
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for kern") {
-                break status;
-            }
-            if started.elapsed() > RUN_TIMEOUT {
-                let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-                let _ = kill(pid, Signal::SIGTERM);
-                std::thread::sleep(Duration::from_secs(5));
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "kern ran past {RUN_TIMEOUT:?} and was stopped; stderr:\n{}",
-                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let run = KernRun {
-            code: status.code(),
-            stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-        };
-        eprintln!(
-            "kern {args:?}: exit {:?} after {} ms",
-            run.code,
-            started.elapsed().as_millis()
-        );
-        run
+            .timeout(RUN_TIMEOUT)
     }
 }
 
@@ -284,10 +236,11 @@ fn a_claude_usage_limit_with_a_five_hour_reset_lets_codex_finish_the_task() {
     codex_api.write_codex_home(env.codex_home.path(), None);
     let claude_env = claude_api.claude_subscription_env(env.home.path());
 
-    let run = env.kern(&claude_env, &["1", "0", "--fallback-agent", "codex"]);
+    let run = env
+        .kern(&claude_env, &["1", "0", "--fallback-agent", "codex"])
+        .expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(p.log(), ["Add greeting.txt", "initial"], "{}", run.stderr);
     assert_eq!(p.read("greeting.txt"), "hello\n");
     assert!(p.head_files().iter().any(|f| f == "greeting.txt"));
@@ -383,10 +336,11 @@ fn implement_runs_on_claude_and_the_review_on_codex() {
     codex_api.write_codex_home(env.codex_home.path(), None);
     let claude_env = claude_api.claude_env(env.home.path());
 
-    let run = env.kern(&claude_env, &["1", "0", "--review-agent", "codex"]);
+    let run = env
+        .kern(&claude_env, &["1", "0", "--review-agent", "codex"])
+        .expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(p.log(), ["Add greeting.txt, reviewed by codex", "initial"]);
     assert_eq!(
         stage_agents(p),
@@ -476,9 +430,10 @@ fn the_real_claude_refuses_to_write_the_task_list_and_learnings_but_writes_elsew
     });
     let claude_env = claude_api.claude_env(env.home.path());
 
-    let run = env.kern(&claude_env, &["1", "0", "--spec", "docs/PLAN.md"]);
+    let run = env
+        .kern(&claude_env, &["1", "0", "--spec", "docs/PLAN.md"])
+        .expect(0);
 
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(p.log(), ["Add greeting.txt", "the plan", "initial"]);
     assert_eq!(
         p.read("greeting.txt"),
@@ -567,10 +522,9 @@ fn pace_stops_taking_tasks_when_the_real_claude_reports_its_usage() {
     claude_api.report_usage(Some(0.93));
     let claude_env = claude_api.claude_subscription_env(env.home.path());
 
-    let run = env.kern(&claude_env, &["5", "0", "--pace"]);
+    let run = env.kern(&claude_env, &["5", "0", "--pace"]).expect(0);
 
     let p = &env.project;
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(p.log(), ["Add greeting.txt", "initial"]);
     assert!(p.read("SPEC.md").contains(&format!("- [ ] {b}")));
     assert!(

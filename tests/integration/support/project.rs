@@ -252,6 +252,9 @@ impl Project {
             project: self,
             args: args.iter().map(|a| (*a).to_string()).collect(),
             env: Vec::new(),
+            env_remove: Vec::new(),
+            path_first: Vec::new(),
+            timeout: None,
         }
     }
 }
@@ -262,6 +265,9 @@ pub(crate) struct KernRun<'p> {
     project: &'p Project,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    env_remove: Vec<String>,
+    path_first: Vec<PathBuf>,
+    timeout: Option<std::time::Duration>,
 }
 
 impl KernRun<'_> {
@@ -274,29 +280,173 @@ impl KernRun<'_> {
         self
     }
 
+    /// Sets every variable of `vars` for the run.
+    pub(crate) fn envs<K: AsRef<str>, V: AsRef<std::ffi::OsStr>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        for (k, v) in vars {
+            self = self.env(k.as_ref(), v);
+        }
+        self
+    }
+
+    /// Removes environment variables from the run (a developer's own `ANTHROPIC_*`, say).
+    pub(crate) fn env_remove<S: AsRef<str>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.env_remove
+            .extend(names.into_iter().map(|n| n.as_ref().to_string()));
+        self
+    }
+
+    /// Puts `dir` first on kern's PATH (a folder holding the real `claude` or `codex`).
+    pub(crate) fn path_first(mut self, dir: &Path) -> Self {
+        self.path_first.push(dir.to_path_buf());
+        self
+    }
+
+    /// Stops kern (SIGTERM, then SIGKILL after 10 s) and fails the test when it runs past
+    /// `limit`: for runs of real agent CLIs, whose hang would otherwise hang the suite. Its
+    /// output goes to files then, not pipes, so a CLI's grandchild holding a pipe open cannot
+    /// keep the run from ending.
+    pub(crate) fn timeout(mut self, limit: std::time::Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
     /// Runs kern and checks its exit code; on a mismatch panics with everything a reader needs:
-    /// the command, the folder, the listing of the work tree, stdout and stderr.
+    /// the command, the folder, the listing of the work tree, stdout, stderr and the stage
+    /// streams left in the state folder.
     pub(crate) fn expect(self, code: i32) -> Ran {
+        let project = self.project;
+        let ran = self.finish();
+        if ran.code != Some(code) {
+            let dirty = std::panic::catch_unwind(|| project.dirty()).unwrap_or_default();
+            panic!(
+                "{}\n{}\nwanted exit {code}",
+                ran.describe(&dirty),
+                stage_streams(project)
+            );
+        }
+        ran
+    }
+
+    fn command(&self) -> std::process::Command {
         let mut cmd = self.project.kern_std();
-        cmd.args(&self.args);
+        cmd.args(&self.args).stdin(std::process::Stdio::null());
+        if !self.path_first.is_empty() {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut paths = self.path_first.clone();
+            paths.extend(std::env::split_paths(&path));
+            cmd.env("PATH", std::env::join_paths(paths).unwrap());
+        }
+        for name in &self.env_remove {
+            cmd.env_remove(name);
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        let out = cmd.output().unwrap();
+        cmd
+    }
+
+    fn finish(self) -> Ran {
+        let started = std::time::Instant::now();
+        let mut cmd = self.command();
+        let (code, stdout, stderr) = match self.timeout {
+            None => {
+                let out = cmd.output().unwrap();
+                (
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            }
+            Some(limit) => self.run_with_limit(&mut cmd, limit),
+        };
         let ran = Ran {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            code,
+            stdout,
+            stderr,
+            elapsed: started.elapsed(),
             command: format!("kern {}", self.args.join(" ")),
             cwd: self.project.path().to_path_buf(),
         };
-        assert!(
-            ran.code == Some(code),
-            "{}\nwanted exit {code}",
-            ran.describe(&self.project.dirty())
-        );
+        if self.timeout.is_some() {
+            eprintln!(
+                "{}: exit {:?} after {} ms",
+                ran.command,
+                ran.code,
+                ran.elapsed.as_millis()
+            );
+        }
         ran
     }
+
+    fn run_with_limit(
+        &self,
+        cmd: &mut std::process::Command,
+        limit: std::time::Duration,
+    ) -> (Option<i32>, String, String) {
+        let out = self.project.outside.path();
+        let (stdout_path, stderr_path) = (out.join("kern.stdout"), out.join("kern.stderr"));
+        cmd.stdout(std::fs::File::create(&stdout_path).unwrap())
+            .stderr(std::fs::File::create(&stderr_path).unwrap());
+        let started = std::time::Instant::now();
+        let mut child = cmd.spawn().unwrap();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > limit {
+                stop(&mut child);
+                panic!(
+                    "kern {} ran past {limit:?} and was stopped; stderr:\n{}\n{}",
+                    self.args.join(" "),
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+                    stage_streams(self.project)
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        (
+            status.code(),
+            std::fs::read_to_string(&stdout_path).unwrap_or_default(),
+            std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+        )
+    }
+}
+
+/// SIGTERM, up to 10 s to end, then SIGKILL.
+fn stop(child: &mut std::process::Child) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    for _ in 0..100 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The stage streams (`stageN.jsonl`) still in the project's state folder, each one's last
+/// 4 KiB, for failure messages (nothing when the repository is gone).
+fn stage_streams(project: &Project) -> String {
+    let Ok(state_dir) = std::panic::catch_unwind(|| project.state_dir()) else {
+        return String::new();
+    };
+    (1..=3)
+        .filter_map(|n| {
+            let text = std::fs::read_to_string(state_dir.join(format!("stage{n}.jsonl"))).ok()?;
+            let tail = text
+                .char_indices()
+                .rev()
+                .nth(4096)
+                .map_or(text.as_str(), |(i, _)| &text[i..]);
+            Some(format!("--- stage{n}.jsonl (tail) ---\n{tail}"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// What a [`KernRun`] printed.
@@ -308,6 +458,8 @@ pub(crate) struct Ran {
     pub stdout: String,
     /// Everything on stderr.
     pub stderr: String,
+    /// How long kern ran.
+    pub elapsed: std::time::Duration,
     command: String,
     cwd: PathBuf,
 }
