@@ -194,118 +194,52 @@ mod tests {
         }
     }
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(std::string::ToString::to_string).collect()
-    }
-
+    /// Each agent's argv is pinned by one table, beside the code that builds it
+    /// (`claude::tests::argv_per_stage_is_exact`, `codex::tests::argv_per_stage_is_exact`,
+    /// `program::tests`); here only what `invocation` adds: the program, the argv of the agent's
+    /// own module, its environment, the folder and the prompt on stdin.
     #[test]
-    fn every_agent_and_stage_has_its_exact_invocation() {
-        let claude_head = [
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--model",
-            "sonnet",
-            "--no-session-persistence",
-            "--permission-mode",
-            "dontAsk",
-        ];
-        let claude_policy: [(Stage, Vec<&str>); 3] = [
-            (
-                Stage::Research,
-                vec![
-                    "--tools=Read,Grep,Glob,Bash,WebSearch,WebFetch",
-                    "--allowedTools=WebSearch,WebFetch",
-                ],
-            ),
-            (
-                Stage::Implement,
-                vec![
-                    "--tools=default",
-                    "--allowedTools=Bash,Edit,Write,NotebookEdit,Read,Grep,Glob",
-                    "--disallowedTools=Bash(git commit *),Bash(git * commit *),Bash(git push *),Bash(git push),Bash(git * push *),Bash(git * push)",
-                ],
-            ),
-            (Stage::Review, vec!["--tools=Read,Grep,Glob,Bash"]),
-        ];
-        for (stage, policy) in claude_policy {
-            let mut args = strings(&claude_head);
-            args.extend(strings(&policy));
-            args.push(format!("--json-schema={}", stage.schema()));
-            assert_eq!(
-                Agent::Claude.invocation(request(stage, Some("sonnet"))),
-                Invocation {
-                    program: PathBuf::from("claude"),
-                    args,
-                    env: vec![("CLAUDE_CODE_MAX_RETRIES".to_string(), "2".to_string())],
-                    cwd: PathBuf::from("/home/user/project"),
-                    stdin: b"the prompt\n".to_vec(),
-                },
-                "claude {stage}"
-            );
-        }
-
-        for (stage, sandbox) in [
-            (Stage::Research, "read-only"),
-            (Stage::Implement, "workspace-write"),
-            (Stage::Review, "read-only"),
-        ] {
-            assert_eq!(
-                Agent::Codex.invocation(request(stage, None)),
-                Invocation {
-                    program: PathBuf::from("codex"),
-                    args: strings(&[
-                        "exec",
-                        "--json",
-                        "--ephemeral",
-                        "-C",
-                        "/home/user/project",
-                        "--sandbox",
-                        sandbox,
-                        "--output-schema",
-                        "/tmp/claude/kern/project/main/stage.schema.json",
-                        "-",
-                    ]),
-                    env: Vec::new(),
-                    cwd: PathBuf::from("/home/user/project"),
-                    stdin: b"the prompt\n".to_vec(),
-                },
-                "codex {stage}"
-            );
-        }
-
-        let program = Agent::Program(PathBuf::from("./agents/fake.sh"));
-        for (stage, tools) in [
-            (Stage::Research, "read-only"),
-            (Stage::Implement, "full"),
-            (Stage::Review, "git-read"),
-        ] {
-            let env: Vec<(String, String)> = [
-                ("KERN_STAGE", stage.name()),
-                ("KERN_TOOLS", tools),
+    fn every_agent_and_stage_is_invoked_through_its_own_table() {
+        let cwd = Path::new("/home/user/project");
+        let schema = Path::new("/tmp/claude/kern/project/main/stage.schema.json");
+        let state = Path::new("/tmp/claude/kern/project/main");
+        for stage in Stage::ALL {
+            let options = claude::Options {
+                max_budget_usd: None,
+                sandbox: false,
+                protected: &[],
+            };
+            let program = PathBuf::from("./agents/fake.sh");
+            for (agent, args, env) in [
                 (
-                    "KERN_SCHEMA",
-                    "/tmp/claude/kern/project/main/stage.schema.json",
+                    Agent::Claude,
+                    claude::args(stage, Some("sonnet"), options),
+                    claude::env(),
                 ),
-                ("KERN_STATE_DIR", "/tmp/claude/kern/project/main"),
-                ("KERN_TASK", "Write out-1.txt"),
-            ]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-            // The model never reaches a program: it has no arguments.
-            assert_eq!(
-                program.invocation(request(stage, Some("sonnet"))),
-                Invocation {
-                    program: PathBuf::from("./agents/fake.sh"),
-                    args: Vec::new(),
-                    env,
-                    cwd: PathBuf::from("/home/user/project"),
-                    stdin: b"the prompt\n".to_vec(),
-                },
-                "program {stage}"
-            );
+                (
+                    Agent::Codex,
+                    codex::args(stage, Some("sonnet"), cwd, schema),
+                    Vec::new(),
+                ),
+                // The model never reaches a program: it has no arguments.
+                (
+                    Agent::Program(program.clone()),
+                    Vec::new(),
+                    program::env(stage, schema, state, "Write out-1.txt"),
+                ),
+            ] {
+                assert_eq!(
+                    agent.invocation(request(stage, Some("sonnet"))),
+                    Invocation {
+                        program: agent.program(),
+                        args,
+                        env,
+                        cwd: cwd.to_path_buf(),
+                        stdin: b"the prompt\n".to_vec(),
+                    },
+                    "{agent} {stage}"
+                );
+            }
         }
     }
 

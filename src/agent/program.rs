@@ -96,6 +96,37 @@ pub(crate) fn not_executable(path: &Path) -> Error {
 mod tests {
     use super::*;
 
+    /// A program's whole interface per stage: five variables, in this order.
+    #[test]
+    fn env_per_stage_is_exact() {
+        for (stage, tools) in [
+            (Stage::Research, "read-only"),
+            (Stage::Implement, "full"),
+            (Stage::Review, "git-read"),
+        ] {
+            let expected: Vec<(String, String)> = [
+                ("KERN_STAGE", stage.name()),
+                ("KERN_TOOLS", tools),
+                ("KERN_SCHEMA", "/state/stage.schema.json"),
+                ("KERN_STATE_DIR", "/state"),
+                ("KERN_TASK", "Write out-1.txt"),
+            ]
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+            assert_eq!(
+                env(
+                    stage,
+                    Path::new("/state/stage.schema.json"),
+                    Path::new("/state"),
+                    "Write out-1.txt"
+                ),
+                expected,
+                "{stage}"
+            );
+        }
+    }
+
     #[test]
     fn programs_are_found_at_their_path_or_on_path_and_named_as_a_run_names_them() {
         let top = tempfile::tempdir().unwrap();
