@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use kern::testing::prompt::Templates;
 use kern::testing::stage::Stage;
-use project::{Project, texts};
+use project::Project;
 use serde_json::{Value, json};
 
 /// The `--tools=` flag of each stage and the stage it names, for the fakes.
@@ -175,14 +175,9 @@ fn fake_claude_on_path_receives_the_exact_argv_and_the_prompt_on_stdin() {
         )
         .unwrap();
     }
-    let out = p
-        .kern()
-        .args(["1", "0", "--agent", "claude"])
+    p.run(&["1", "0", "--agent", "claude"])
         .env("PATH", path_with(&bin))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
     assert_eq!(p.log()[0], "Add out.txt");
     assert!(p.head_files().contains(&"out.txt".to_string()));
 
@@ -248,14 +243,9 @@ fn fake_codex_on_path_receives_the_exact_argv_and_the_prompt_on_stdin() {
         let text: String = events.iter().map(|e| format!("{e}\n")).collect();
         std::fs::write(log.join(format!("{stage}.out")), text).unwrap();
     }
-    let out = p
-        .kern()
-        .args(["1", "0", "--agent", "codex"])
+    p.run(&["1", "0", "--agent", "codex"])
         .env("PATH", path_with(&bin))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
     assert_eq!(p.log()[0], "Add out.txt");
 
     let repo = git2::Repository::open(p.path()).unwrap();
@@ -295,7 +285,7 @@ fn fake_codex_on_path_receives_the_exact_argv_and_the_prompt_on_stdin() {
 
 /// Runs one task whose implement stage starts a grandchild `sleep` (pid in a file outside the
 /// repository) and then goes quiet; returns kern's output and the grandchild's pid.
-fn grandchild_then_silence(args: &[&str]) -> (Project, std::process::Output, i32) {
+fn grandchild_then_silence(args: &[&str]) -> (Project, project::Ran, i32) {
     let p = Project::new("- [ ] Hang around\n");
     let pid_file = p.outside.path().join("grandchild.pid");
     p.scenario(&json!({"default": {"implement": {
@@ -303,29 +293,22 @@ fn grandchild_then_silence(args: &[&str]) -> (Project, std::process::Output, i32
         "error": "silence"
     }}}));
     let out = p
-        .kern()
-        .args(["1", "0", "--retries", "0"])
+        .run(&["1", "0", "--retries", "0"])
         .args(args)
         .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+        .expect(4);
     let pid = support::read_pid(&pid_file);
     (p, out, pid)
 }
 
-fn assert_grandchild_dead_and_attempt_noted(
-    p: &Project,
-    out: &std::process::Output,
-    pid: i32,
-    note: &str,
-) {
-    let (_, err) = texts(out);
+fn assert_grandchild_dead_and_attempt_noted(p: &Project, out: &project::Ran, pid: i32, note: &str) {
+    let err = &out.stderr;
     let dead = support::wait_dead(pid);
     if !dead {
         support::kill(pid);
     }
     assert!(dead, "grandchild {pid} outlived the stage: {err}");
-    assert_eq!(out.status.code(), Some(4), "the last task failed: {err}");
+    assert_eq!(out.code, Some(4), "the last task failed: {err}");
     let spec = p.read("SPEC.md");
     assert!(spec.contains(&format!("> **Attempt 1:** {note}")), "{spec}");
 }
@@ -350,14 +333,9 @@ fn an_agent_that_hangs_after_its_result_is_stopped_and_the_stage_counts() {
                       "result": {"status": "SUCCESS", "summary": "wrote linger.txt"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add linger.txt"}}
     }}));
-    let out = p
-        .kern()
-        .args(["1", "0", "--result-grace", "1s"])
+    p.run(&["1", "0", "--result-grace", "1s"])
         .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
     assert_eq!(p.log()[0], "Add linger.txt");
     assert!(p.head_files().contains(&"linger.txt".to_string()));
     let end = run_log(&p)
@@ -379,13 +357,10 @@ fn a_transient_failure_is_retried_and_then_succeeds() {
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add flaky.txt"}}
     }}));
     let out = p
-        .kern()
-        .args(["1", "0", "--retry-delay", "1s"])
+        .run(&["1", "0", "--retry-delay", "1s"])
         .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let err = &out.stderr;
     assert_eq!(p.log()[0], "Add flaky.txt");
     assert_eq!(p.prompts("implement").len(), 2, "one retry");
     let end = run_log(&p)
@@ -405,14 +380,11 @@ fn auth_failure_of_claude_stops_at_once_with_exit_5_and_the_login_hint() {
     let bin = scripted_claude(&p);
     p.scenario(&json!({"default": {"research": {"error": "auth"}}}));
     let out = p
-        .kern()
-        .args(["3", "0", "--agent", "claude"])
+        .run(&["3", "0", "--agent", "claude"])
         .env("PATH", path_with(&bin))
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+        .expect(5);
+    let err = &out.stderr;
     assert!(
         err.contains(
             "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY"
@@ -436,13 +408,10 @@ fn auth_failure_of_a_program_names_its_own_documentation() {
     let p = Project::new("- [ ] T\n");
     p.scenario(&json!({"default": {"research": {"error": "auth"}}}));
     let out = p
-        .kern()
-        .args(["3", "0"])
+        .run(&["3", "0"])
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+        .expect(5);
+    let err = &out.stderr;
     assert!(
         err.contains(
             "is not logged in: see the agent program's own documentation for how to log in"
@@ -460,14 +429,11 @@ fn an_auth_retry_event_stops_the_waiting_agent_with_exit_5() {
     // stage and idle limits are far away, so only that recognition can end this run.
     p.scenario(&json!({"default": {"research": {"error": "auth_retry"}}}));
     let out = p
-        .kern()
-        .args(["3", "0", "--agent", "claude", "--idle-timeout", "10m"])
+        .run(&["3", "0", "--agent", "claude", "--idle-timeout", "10m"])
         .env("PATH", path_with(&bin))
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+        .expect(5);
+    let err = &out.stderr;
     assert!(
         err.contains(
             "claude is not logged in: run `claude` once to log in, or set ANTHROPIC_API_KEY"
@@ -492,14 +458,12 @@ fn a_missing_agent_binary_exits_5_with_the_install_hint() {
         let empty = p.outside.path().join("empty-bin");
         std::fs::create_dir_all(&empty).unwrap();
         let out = p
-            .kern()
+            .run(&[])
             .args(["1", "0", "--agent", agent])
             .env("PATH", &empty)
             .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(5), "{agent}: {err}");
+            .expect(5);
+        let err = &out.stderr;
         assert!(err.contains(hint), "{agent}: {err}");
         assert_eq!(p.read("SPEC.md"), "- [ ] T\n", "{agent}: nothing counted");
     }

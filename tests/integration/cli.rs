@@ -5,7 +5,7 @@ use crate::support::project;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
-use project::{Project, texts};
+use project::Project;
 
 fn kern() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kern"))
@@ -100,13 +100,11 @@ fn a_bare_repository_exits_2() {
 fn an_unwritable_state_folder_is_an_io_failure_exit_1_naming_the_path() {
     let p = Project::new("- [ ] T\n");
     let out = p
-        .kern()
+        .run(&[])
         .env("KERN_STATE_DIR", "/dev/null/kern")
         .args(["1", "0"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+        .expect(1);
+    let err = &out.stderr;
     assert!(err.contains("/dev/null/kern"), "{err}");
 }
 
@@ -121,9 +119,8 @@ fn a_merge_in_progress_is_refused_with_the_fix() {
         .target()
         .unwrap();
     std::fs::write(git_dir.join("MERGE_HEAD"), format!("{head}\n")).unwrap();
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let out = p.run(&["1", "0"]).expect(2);
+    let err = &out.stderr;
     assert!(err.contains("merge is in progress"), "{err}");
 }
 
@@ -131,9 +128,8 @@ fn a_merge_in_progress_is_refused_with_the_fix() {
 fn an_index_lock_not_left_by_kern_is_reported_with_advice() {
     let p = Project::new("- [ ] T\n");
     std::fs::write(p.path().join(".git/index.lock"), "").unwrap();
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let out = p.run(&["1", "0"]).expect(2);
+    let err = &out.stderr;
     assert!(
         err.contains("index.lock") && err.contains("remove the file"),
         "{err}"
@@ -150,8 +146,7 @@ fn a_detached_head_runs_with_its_own_state_folder() {
     let r = git2::Repository::open(p.path()).unwrap();
     let head = r.head().unwrap().target().unwrap();
     r.set_head_detached(head).unwrap();
-    let out = p.kern().args(["status", "--dir"]).output().unwrap();
-    let (dir, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["status", "--dir"]).expect(0);
+    let dir = &out.stdout;
     assert!(dir.trim_end().ends_with("/HEAD"), "{dir}");
 }

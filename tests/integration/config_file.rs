@@ -47,8 +47,8 @@ fn the_dry_run_and_the_doctor_name_where_each_setting_came_from() {
         "{out}"
     );
     assert!(out.contains("check gate: `test -f out/alpha.txt`"), "{out}");
-    let doctor = p.kern().arg("doctor").output().unwrap();
-    let err = String::from_utf8_lossy(&doctor.stderr);
+    let doctor = p.run(&["doctor"]).expect(0);
+    let err = doctor.stderr.clone();
     assert!(
         err.contains("✓ settings: ") && err.contains("check from .kern/config.toml:2"),
         "{err}"

@@ -6,7 +6,7 @@ use crate::support::project;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{Project, texts};
+use project::Project;
 use serde_json::json;
 
 /// The time zone the crash tests run kern in: not UTC, so that a time written in local time
@@ -82,13 +82,7 @@ fn kill_during(stage: &str, number: u8, signal: nix::sys::signal::Signal) {
         assert_eq!(record["kern"]["outcome"], "interrupted");
         assert!(record["result"].is_string());
     }
-    let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "restart after {signal} in {stage}: {err}"
-    );
+    p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
     let log = p.log();
     assert_eq!(
         log.iter().filter(|s| *s == "Add survive").count(),
@@ -138,13 +132,10 @@ fn second_run_on_same_branch_exits_3_naming_the_holder() {
     let mut first = spawn_kern(&p, &["1", "0"]);
     wait_for(&p, "stage1.jsonl");
     let out = p
-        .kern()
-        .args(["1", "0"])
+        .run(&["1", "0"])
         .timeout(Duration::from_secs(20))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+        .expect(3);
+    let err = &out.stderr;
     assert!(
         err.contains(&first.id().to_string()),
         "names the holder's pid: {err}"
@@ -276,9 +267,8 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
         );
         std::fs::write(&index_lock, "").unwrap();
     }
-    let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
+    let err = &out.stderr;
     assert!(
         err.contains("index.lock` left by the crashed kern"),
         "{err}"
@@ -308,9 +298,8 @@ fn temp_file_left_by_a_killed_write_is_removed_not_committed() {
         child.wait().unwrap();
         // What a kill inside `atomic_file::write` of SPEC.md leaves behind.
         p.write(".kern-Ab12Cd.tmp", "- [x] Survive\n");
-        let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(0), "{stage}: {err}");
+        let out = p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
+        let err = &out.stderr;
         assert!(
             err.contains(".kern-Ab12Cd.tmp` left by a kern killed while writing"),
             "{err}"
@@ -366,9 +355,8 @@ fn a_run_killed_while_it_cleans_up_after_a_crash_hands_the_cleanup_on() {
             .contains("\"recovering\"")
     });
     assert!(index_lock.exists(), "killed before it got there");
-    let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
+    let err = &out.stderr;
     assert!(
         err.contains("index.lock` left by the crashed kern"),
         "{err}"

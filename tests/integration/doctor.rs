@@ -589,17 +589,14 @@ fn an_unwritable_state_root_exits_2() {
     bin.claude(true);
     let cmd_root = file.join("state");
     let out = p
-        .kern()
-        .arg("doctor")
+        .run(&["doctor"])
         .env("PATH", bin.path())
         .env("KERN_AGENT", "claude")
         .env("KERN_STATE_DIR", &cmd_root)
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+        .expect(2);
+    let err = &out.stderr;
     assert_eq!(
-        check(&err, "state folder"),
+        check(err, "state folder"),
         (
             format!(
                 "✗ state folder: `{}` cannot be created: `{}` is not a folder",

@@ -6,7 +6,7 @@
 
 use crate::support::project;
 
-use project::{Project, texts};
+use project::Project;
 use serde_json::{Value, json};
 
 /// The files the newest commit changed.
@@ -39,9 +39,8 @@ fn a_success_that_changed_nothing_and_gives_no_reason_is_a_failed_attempt() {
     let p = Project::new("- [ ] Add the greeting\n");
     // The scripted agent's implement says SUCCESS and writes nothing.
     p.scenario(&json!({}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "the last task failed: {err}");
+    let out = p.run(&["1", "0"]).expect(4);
+    let err = &out.stderr;
     assert_eq!(p.log(), ["initial"]);
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [~] Add the greeting\n"), "{spec}");
@@ -57,8 +56,7 @@ fn a_success_that_changed_nothing_and_gives_no_reason_is_a_failed_attempt() {
         "{err}"
     );
     // The next attempt reads the note.
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(4));
+    p.run(&["1", "0"]).expect(4);
     let implement = p.prompts("implement");
     assert!(
         implement[1].contains("implement reported SUCCESS but changed nothing"),
@@ -74,9 +72,7 @@ fn a_change_of_only_kerns_own_files_or_an_allow_dirty_path_is_no_change() {
     p.scenario(&json!({"default": {"implement": {
         "append": {"LEARNINGS.md": "a note\n", "mine.txt": "more of the person's\n"}
     }}}));
-    let out = p.kern().args(["1", "0", "--allow-dirty"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    p.run(&["1", "0", "--allow-dirty"]).expect(4);
     assert!(
         p.read("SPEC.md")
             .contains("> **Attempt 1:** implement reported SUCCESS but changed nothing"),
@@ -95,9 +91,7 @@ fn a_success_with_a_reason_is_done_when_the_review_commits_it() {
             "no_change_reason": "greeting.txt already says hello (committed earlier)"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Confirm the greeting"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["1", "0"]).expect(0);
     assert_eq!(p.log()[0], "Confirm the greeting");
     assert_eq!(changed_in_head(&p), ["SPEC.md"], "only the box");
     assert!(p.read("SPEC.md").starts_with("- [x] Add the greeting\n"));
@@ -120,9 +114,7 @@ fn a_success_with_a_reason_the_review_rejects_is_a_failed_attempt() {
         "commit": {"result": {"verdict": "REJECT", "subject": "Add the greeting",
             "reason": "there is no greeting.txt: write it"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    p.run(&["1", "0"]).expect(4);
     assert_eq!(p.log(), ["initial"]);
     assert!(
         p.read("SPEC.md").contains(
@@ -143,9 +135,8 @@ fn a_task_that_needs_a_person_is_blocked_with_the_question_and_the_night_goes_on
             "skip_reason": question, "skip_kind": "needs_person"}}}],
         "default": {"implement": {"write": {"docs.md": "docs\n"}}}
     }));
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "a task is blocked: {err}");
+    let out = p.run(&["5", "0"]).expect(4);
+    let err = &out.stderr;
     let spec = p.read("SPEC.md");
     assert!(
         spec.starts_with(&format!(
@@ -175,8 +166,7 @@ fn a_task_that_needs_a_person_is_blocked_with_the_question_and_the_night_goes_on
             .count()
     };
     assert_eq!(researched(), 1);
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", texts(&out).1);
+    p.run(&["5", "0"]).expect(4);
     assert_eq!(researched(), 1, "a blocked task is not taken again");
 }
 
@@ -185,9 +175,7 @@ fn a_needs_person_subtask_blocks_its_parent_when_nothing_else_is_left() {
     let p = Project::new("- [ ] Ship it\n  - [x] Build\n  - [ ] Get the signing key\n");
     p.scenario(&json!({"default": {"research": {"result": {
         "notes": [], "skip_reason": "Where is the release signing key?", "skip_kind": "needs_person"}}}}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    p.run(&["1", "0"]).expect(4);
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Ship it\n"), "{spec}");
     assert!(spec.contains("  - [!] Get the signing key\n"), "{spec}");

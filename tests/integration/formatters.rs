@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kern::testing::spec::{Document, Edit, NoteKind, SpecFile, TaskIdentity, TaskState};
-use project::{Project, texts};
+use project::Project;
 use serde_json::json;
 
 /// A formatter: the program and the arguments before the files.
@@ -390,17 +390,13 @@ fn an_old_layout_formatted_by_prettier_blocks_after_four_numbered_attempts_and_e
     let mut codes = Vec::new();
     // Three alike failures ask for decomposition; the fourth, under that request, blocks.
     for _ in 0..4 {
-        let out = p
-            .kern()
-            .args(["1", "0", "--max-attempts", "3"])
-            .output()
-            .unwrap();
-        let (_, err) = texts(&out);
+        let out = p.run(&["1", "0", "--max-attempts", "3"]).expect(4);
+        let err = &out.stderr;
         assert!(
             err.contains("gate-never-written.txt"),
             "the Check ran: {err}"
         );
-        codes.push(out.status.code());
+        codes.push(out.code);
         // The person's formatter runs again over kern's notes.
         prettier_in(&p);
     }

@@ -54,21 +54,16 @@ fn mixed_scenario() -> Value {
 fn mixed_night() -> Project {
     let p = Project::new(MIXED_SPEC);
     p.scenario(&mixed_scenario());
-    let out = p
-        .kern()
+    p.run(&[])
         .env("KERN_RESET_MARGIN", "0")
         .args(["10", "0", "--max-attempts", "2", "--max-cost", "50"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+        .expect(4);
     p
 }
 
 fn report(p: &Project, args: &[&str]) -> (i32, String, String) {
-    let out = p.kern().arg("report").args(args).output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    (out.status.code().unwrap_or(-1), stdout, stderr)
+    let out = p.run(&["report"]).args(args).any_exit();
+    (out.code.unwrap_or(-1), out.stdout, out.stderr)
 }
 
 /// The JSON's shape: every key with the type of its value (arrays by their first element).
@@ -329,8 +324,7 @@ fn a_failed_night_says_so_in_its_first_line() {
         &json!({"tasks": [{"match": "Second", "research": {"error": "auth"}}],
         "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}}),
     );
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(5), "{}", texts(&out).1);
+    p.run(&["5", "0"]).expect(5);
     let (code, page, _) = report(&p, &[]);
     assert_eq!(code, 0);
     let first = page.lines().next().unwrap();
@@ -370,14 +364,11 @@ fn notify_receives_every_kind_of_event() {
                                                {"write": {"wait.txt": "done\n"}}]},
         {"match": "Block me", "implement": {"result": {"status": "FAILED", "summary": "no"}}}
     ]}));
-    let out = p
-        .kern()
+    p.run(&[])
         .env("KERN_RESET_MARGIN", "0")
         .env("KERN_NOTIFY", recorder(&file))
         .args(["5", "0", "--max-attempts", "1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", texts(&out).1);
+        .expect(4);
     let got = events(&file);
     let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
@@ -414,13 +405,10 @@ fn notify_receives_every_kind_of_event() {
     let q = Project::new("- [ ] Anything\n");
     q.scenario(&json!({"default": {"research": {"error": "auth"}}}));
     let file = q.outside.path().join("events.txt");
-    let out = q
-        .kern()
+    q.run(&[])
         .env("KERN_NOTIFY", recorder(&file))
         .args(["1", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(5));
+        .expect(5);
     let got = events(&file);
     let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(kinds, ["stopped_for_person", "run_ended"]);
@@ -436,13 +424,10 @@ fn notify_receives_every_kind_of_event() {
 
     q.write("SPEC.md", "- [] Broken\n");
     std::fs::remove_file(&file).unwrap();
-    let out = q
-        .kern()
+    q.run(&[])
         .env("KERN_NOTIFY", recorder(&file))
         .args(["1", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+        .expect(2);
     let got = events(&file);
     assert_eq!(got[0].0, "stopped_for_person", "{got:?}");
     assert_eq!(got[0].1["exit_code"], 2);
@@ -454,13 +439,12 @@ fn a_hanging_or_failing_notifier_changes_neither_the_exit_code_nor_the_run() {
     p.scenario(&json!({"default": {"implement": {"write": {"a.txt": "a\n"}}}}));
     let started = Instant::now();
     let out = p
-        .kern()
+        .run(&[])
         .env("KERN_NOTIFY", "cat > /dev/null; sleep 300")
         .args(["1", "0"])
-        .output()
-        .unwrap();
+        .expect(0);
     let took = started.elapsed();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     // Bound: 10 s, then SIGTERM, 2 s grace, SIGKILL; the run itself takes about a second.
     assert!(took < Duration::from_secs(30), "{took:?}");
     assert_eq!(p.log().len(), 2);
@@ -471,13 +455,10 @@ fn a_hanging_or_failing_notifier_changes_neither_the_exit_code_nor_the_run() {
     );
 
     let q = Project::new("- [ ] Alpha\n");
-    let out = q
-        .kern()
+    q.run(&[])
         .env("KERN_NOTIFY", "echo 'webhook down' >&2; exit 7")
         .args(["1", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+        .expect(0);
     let notify_log = std::fs::read_to_string(q.state_dir().join("notify.log")).unwrap();
     assert!(
         notify_log.contains(" run_ended: exit 7\nwebhook down\n"),
@@ -499,8 +480,8 @@ fn implement_waits_for(go: &Path) -> Value {
 fn status_until(p: &Project, ready: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = p.kern().args(["status", "--json"]).output().unwrap();
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let out = p.run(&["status", "--json"]).expect(0);
+        let v: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
         if ready(&v) {
             return v;
         }
@@ -532,8 +513,8 @@ fn status_during_a_run_names_the_task_the_stage_and_the_last_tool_call() {
         "research was paid: {v}"
     );
     assert_eq!(running["max_cost_usd"], 9.0);
-    let out = p.kern().arg("status").output().unwrap();
-    let (human, _) = texts(&out);
+    let out = p.run(&["status"]).expect(0);
+    let human = &out.stdout;
     assert!(human.contains("\n  task:    Alpha\n"), "{human}");
     assert!(human.contains("\n  stage:   implement, for "), "{human}");
     assert!(human.contains(" — last tool call: Write "), "{human}");
@@ -550,9 +531,8 @@ fn log_follow_follows_a_detached_run_to_its_end() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     let go = p.outside.path().join("go");
     p.scenario(&implement_waits_for(&go));
-    let out = p.kern().args(["3", "0", "--detach"]).output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let out = p.run(&["3", "0", "--detach"]).expect(0);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     let pid: i32 = stdout.trim().parse().unwrap_or_else(|_| panic!("{stdout}"));
     assert!(
         stderr.contains(&format!(
@@ -675,12 +655,10 @@ fn a_run_keeps_the_machine_awake_says_so_and_the_inhibitor_dies_with_it() {
 #[test]
 fn the_report_reads_the_rotated_run_jsonl() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    p.run(&["1", "0"]).expect(0);
     let dir = p.state_dir();
     std::fs::rename(dir.join("run.jsonl"), dir.join("run.jsonl.1")).unwrap();
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    p.run(&["1", "0"]).expect(0);
     let (code, json, err) = report(&p, &["--since", "1h", "--json"]);
     assert_eq!(code, 0, "{err}");
     let r: Value = serde_json::from_str(&json).unwrap();

@@ -48,13 +48,11 @@ fn two_runs_with_different_state_roots_on_one_work_tree_the_second_exits_3() {
     let first = spawn(&p, &first_root, &["1", "0"]);
     wait_for_file(&p.path().join(".git/kern.lock"));
     let out = p
-        .kern()
+        .run(&[])
         .env("KERN_STATE_DIR", &second_root)
         .args(["1", "0"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+        .expect(3);
+    let err = &out.stderr;
     assert!(err.contains("another kern is running"), "{err}");
     std::fs::write(&go, "").unwrap();
     let (code, err) = finish(first);
@@ -122,13 +120,11 @@ fn web_on_app_main_and_web_app_on_main_each_have_their_own_lock() {
     web_app.scenario(&waiting_in("research", "Nothing", &go));
     let first = spawn(&web, &root, &["1", "0"]);
     wait_for_file(&web.path().join(".git/kern.lock"));
-    let out = web_app
-        .kern()
+    web_app
+        .run(&[])
         .env("KERN_STATE_DIR", &root)
         .args(["1", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+        .expect(0);
     std::fs::write(&go, "").unwrap();
     let (code, err) = finish(first);
     assert_eq!(code, 0, "{err}");
@@ -146,9 +142,8 @@ fn branches_feature_slash_x_and_feature_dash_x_have_their_own_state_folders() {
     let mut dirs = Vec::new();
     for branch in ["feature/x", "feature-x"] {
         r.set_head(&format!("refs/heads/{branch}")).unwrap();
-        let out = p.kern().args(["status", "--dir"]).output().unwrap();
-        assert_eq!(out.status.code(), Some(0));
-        dirs.push(texts(&out).0.trim().to_string());
+        let out = p.run(&["status", "--dir"]).expect(0);
+        dirs.push(out.stdout.trim().to_string());
     }
     assert_ne!(dirs[0], dirs[1]);
     assert!(dirs[0].ends_with("/feature%2Fx"), "{dirs:?}");
@@ -178,9 +173,8 @@ fn numbers_out_of_range_are_refused_with_exit_2_naming_the_option_and_the_range(
         (&["10001"], "'[ITERATIONS]': 10001 is not in 1..=10000"),
     ];
     for (args, message) in cases {
-        let out = p.kern().args(args).output().unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let out = p.run(&[]).args(args).expect(2);
+        let err = &out.stderr;
         assert!(err.contains(message), "{args:?}: {err}");
     }
     assert!(p.log().len() == 1 && p.run_log().is_empty(), "nothing ran");
@@ -204,12 +198,8 @@ fn a_check_that_fails_at_baseline_stops_with_exit_2_before_any_agent() {
     assert_eq!(p.log(), vec!["initial"]);
     assert_eq!(p.read("SPEC.md"), "- [ ] Alpha\n- [ ] Beta\n");
     // Opting out runs the tasks (each then fails its gate, as the person asked).
-    let out = p
-        .kern()
-        .args(["1", "0", "--check", "exit 3", "--check-baseline", "skip"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", texts(&out).1);
+    p.run(&["1", "0", "--check", "exit 3", "--check-baseline", "skip"])
+        .expect(4);
     assert_eq!(p.prompts("research").len(), 1);
 }
 
@@ -222,12 +212,7 @@ fn a_passing_baseline_check_runs_once_and_the_night_goes_on() {
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
     let check = format!("echo run >> '{}'", count.display());
-    let out = p
-        .kern()
-        .args(["5", "0", "--check", &check])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&[]).args(["5", "0", "--check", &check]).expect(0);
     // Once before any agent, once as Alpha's gate.
     assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 2);
     assert_eq!(p.log(), vec!["Add alpha", "initial"]);
@@ -263,14 +248,11 @@ fn skipped_and_blocked_tasks_leave_their_work_aside_and_the_night_goes_on() {
             "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
         }
     }));
+    // Blocker fails twice: its first failure asks for decomposition, the second blocks.
     let out = p
-        .kern()
-        // Blocker fails twice: its first failure asks for decomposition, the second blocks.
-        .args(["4", "0", "--max-attempts", "1", "--allow-dirty"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "a task is blocked: {err}");
+        .run(&["4", "0", "--max-attempts", "1", "--allow-dirty"])
+        .expect(4);
+    let err = &out.stderr;
     assert!(p.log().contains(&"Add worker".to_string()), "{err}");
     let spec = p.read("SPEC.md");
     assert!(

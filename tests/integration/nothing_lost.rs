@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::support::during::{during_stage, waiting};
-use crate::support::project::{Project, texts};
+use crate::support::project::Project;
 use std::path::Path;
 
 #[test]
@@ -93,8 +93,8 @@ fn a_marker_typo_written_during_implement_keeps_the_file_and_exits_2_then_resume
     assert!(!kept.contains("Attempt 1"), "kern's edit waits: {kept}");
     // Fixed by the person: kern's waiting Attempt note goes in first.
     p.write("SPEC.md", &kept.replace("- [] typo", "- [ ] typo"));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
+    let out = p.run(&["1", "0"]).expect(0);
+    let err = &out.stderr;
     let spec = p.read("SPEC.md");
     assert!(
         spec.contains("> **Attempt 1:** the build broke"),
@@ -249,8 +249,8 @@ fn a_hook_and_an_exclude_planted_by_research_are_put_back_and_never_run() {
     }}));
     let exclude_before =
         std::fs::read_to_string(p.path().join(".git/info/exclude")).unwrap_or_default();
-    let out = p.kern().args(["2", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
+    let out = p.run(&["2", "0"]).expect(4);
+    let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     assert!(!p.path().join(".git/hooks/pre-commit").exists());
     assert!(!ran.exists(), "the planted hook ran inside kern's commit");
@@ -369,8 +369,8 @@ fn status_counts_the_saved_refs_and_says_how_to_list_them() {
         "implement": {"write": {"half.txt": "half\n"}, "result": {"status": "SKIPPED", "summary": "later"}}
     }}));
     p.run(&["1", "0"]).expect(0);
-    let out = p.kern().args(["status"]).output().unwrap();
-    let (stdout, stderr) = texts(&out);
+    let out = p.run(&["status"]).expect(0);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     let all = format!("{stdout}{stderr}");
     assert!(
         all.contains(
@@ -378,8 +378,8 @@ fn status_counts_the_saved_refs_and_says_how_to_list_them() {
         ),
         "{all}"
     );
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = p.run(&["status", "--json"]).expect(0);
+    let json: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(json["saved_refs"], 1);
 }
 
@@ -416,9 +416,8 @@ fn a_file_with_a_name_that_is_not_utf8_made_by_research_is_saved_and_reverted() 
         "implement": {"write": {"out/alpha.txt": "a\n"}, "result": {"status": "SUCCESS", "summary": "s"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add alpha"}}
     }}));
-    let out = p.kern().args(["2", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["2", "0"]).expect(0);
+    let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     assert!(!latin1_path(&p).exists(), "reverted: {err}");
     let saved = p.refs("refs/kern/saved/");
@@ -441,9 +440,8 @@ fn a_file_with_a_name_that_is_not_utf8_made_by_implement_is_committed_under_its_
         "implement": {"shell": [write_latin1_file("made by implement\\n")], "result": {"status": "SUCCESS", "summary": "s"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add alpha"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["1", "0"]).expect(0);
+    let err = &out.stderr;
     assert!(!err.contains("violation"), "{err}");
     assert_eq!(p.log()[0], "Add alpha", "{err}");
     assert_eq!(

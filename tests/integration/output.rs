@@ -62,19 +62,16 @@ fn assert_plain(err: &str) {
 fn piped_output_of_a_full_run_is_plain_timestamped_lines_without_control_characters() {
     let p = Project::new(EVENTFUL_SPEC);
     eventful(&p);
+    // With a margin the wait is never zero, so its line always shows.
     let out = p
-        .kern()
-        // With a margin the wait is never zero, so its line always shows.
-        .args(["3", "0", "--reset-margin", "1s"])
-        .env_remove("NO_COLOR")
-        .env_remove("KERN_COLOR")
+        .run(&["3", "0", "--reset-margin", "1s"])
+        .env_remove(["NO_COLOR"])
+        .env_remove(["KERN_COLOR"])
         .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let (stdout, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let (stdout, err) = (&out.stdout, &out.stderr);
     assert_eq!(stdout, "");
-    assert_plain(&err);
+    assert_plain(err);
     for expected in [
         "kern: [1/3] Flaky task\n",
         "kern: implement started\n",
@@ -97,13 +94,10 @@ fn quiet_prints_only_the_summary() {
     let p = Project::new(EVENTFUL_SPEC);
     eventful(&p);
     let out = p
-        .kern()
-        .args(["3", "0", "-q", "--reset-margin", "0"])
+        .run(&["3", "0", "-q", "--reset-margin", "0"])
         .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let (stdout, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let (stdout, err) = (&out.stdout, &out.stderr);
     assert_eq!(stdout, "");
     // DESIGN.md section 10: only errors and the summary. The run had a retry (a warning in the
     // other modes): nothing precedes the summary.
@@ -133,9 +127,8 @@ fn quiet_prints_only_the_summary() {
 fn quiet_still_prints_errors() {
     let p = Project::new("- [ ] T\n");
     p.scenario(&json!({"default": {"research": {"error": "auth"}}}));
-    let out = p.kern().args(["1", "0", "-q"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+    let out = p.run(&["1", "0", "-q"]).expect(5);
+    let err = &out.stderr;
     assert!(err.contains("kern: error: "), "{err}");
     assert!(err.contains("is not logged in"), "{err}");
 }
@@ -171,16 +164,13 @@ fn color_always_in_a_pipe_is_plain_lines_with_colour_codes_only() {
     let p = Project::new("- [ ] One\n");
     p.scenario(&json!({"default": {"implement": {"write": {"one.txt": "done\n"}}}}));
     let out = p
-        .kern()
-        .args(["1", "0", "--color", "always"])
-        .env_remove("NO_COLOR")
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .run(&["1", "0", "--color", "always"])
+        .env_remove(["NO_COLOR"])
+        .expect(0);
+    let err = &out.stderr;
     assert!(err.contains("\x1b[32m✓\x1b[0m commit"), "{err:?}");
     let sgr = Regex::new("\x1b\\[[0-9;]*m").unwrap();
-    let stripped = sgr.replace_all(&err, "");
+    let stripped = sgr.replace_all(err, "");
     assert!(!stripped.contains('\x1b'), "only SGR codes: {err:?}");
     assert!(!err.contains('\r'), "{err:?}");
     assert_plain(&stripped);
@@ -190,20 +180,17 @@ fn color_always_in_a_pipe_is_plain_lines_with_colour_codes_only() {
 fn a_usage_limit_is_waited_out_with_a_countdown_and_the_stage_then_succeeds() {
     let p = Project::new("- [ ] Limited task\n");
     eventful(&p);
+    // The reset is under a second away when kern reads it; the margin makes the wait 1-3 s.
     let out = p
-        .kern()
-        .args(["1", "0"])
-        // The reset is under a second away when kern reads it; the margin makes the wait 1-3 s.
+        .run(&["1", "0"])
         .env("KERN_RESET_MARGIN", "2s")
         .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let err = &out.stderr;
     assert!(
         Regex::new(r"kern: waiting [1-9]s — You've hit your session limit · resets ")
             .unwrap()
-            .is_match(&err),
+            .is_match(err),
         "the wait is shown: {err}"
     );
     assert_eq!(p.log()[0], "Add limited-task");
@@ -214,7 +201,7 @@ fn a_usage_limit_is_waited_out_with_a_countdown_and_the_stage_then_succeeds() {
     assert!(
         Regex::new(r"kern:   waits            1 \([1-9]s\)\n")
             .unwrap()
-            .is_match(&err),
+            .is_match(err),
         "{err}"
     );
 }

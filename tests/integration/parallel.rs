@@ -321,8 +321,7 @@ fn stop_three_jobs_then_resume(signal: nix::sys::signal::Signal) {
     assert_eq!(spec.matches("- [~]").count(), 3, "{spec}");
     assert!(p.head_files().iter().all(|f| !f.starts_with("out/")));
     std::fs::write(&go, "").unwrap();
-    let out = p.kern().args(["10", "0", "-j", "3"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["10", "0", "-j", "3"]).expect(0);
     let history = history(&p);
     for i in 1..=4 {
         let subject = format!("Task {i}");
@@ -697,8 +696,8 @@ fn review_parks_each_commit_on_its_branch_and_accept_and_reject_settle_them() {
     assert!(spec.contains("**Review:** `kern/alpha`"), "{spec}");
     assert!(spec.contains("- [x] Beta"), "{spec}");
     assert_eq!(r.worktrees().unwrap().len(), 0);
-    let report = p.kern().args(["report", "--json"]).output().unwrap();
-    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let report = p.run(&["report", "--json"]).expect(0);
+    let report: Value = serde_json::from_str(&report.stdout).unwrap();
     let needs = report["runs"][0]["needs_you"].to_string();
     assert!(
         needs.contains("kern/alpha") && needs.contains("kern/beta"),
@@ -804,8 +803,8 @@ fn the_report_of_a_parallel_night_gives_each_task_its_own_stages_and_cost() {
         }
     }));
     p.run(&["10", "0", "-j", "3"]).expect(0);
-    let out = p.kern().args(["report", "--json"]).output().unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = p.run(&["report", "--json"]).expect(0);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
     let tasks = report["runs"][0]["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 3, "{report}");
     for task in tasks {
@@ -838,8 +837,8 @@ fn status_during_a_parallel_run_names_each_task_its_stage_and_last_tool_call() {
     let child = spawn(&p, &["10", "0", "-j", "2"]);
     wait_for_file(&flags.join("alpha"));
     wait_for_file(&flags.join("beta"));
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = p.run(&["status", "--json"]).expect(0);
+    let status: Value = serde_json::from_str(&out.stdout).unwrap();
     let tasks = status["running"]["tasks"].as_array().unwrap();
     let mut titles: Vec<&str> = tasks.iter().map(|t| t["task"].as_str().unwrap()).collect();
     titles.sort_unstable();
@@ -853,8 +852,8 @@ fn status_during_a_parallel_run_names_each_task_its_stage_and_last_tool_call() {
             "{status}"
         );
     }
-    let out = p.kern().arg("status").output().unwrap();
-    let human = texts(&out).0;
+    let out = p.run(&["status"]).expect(0);
+    let human = out.stdout;
     assert!(
         human.contains("  task:    Alpha — implement, for "),
         "{human}"

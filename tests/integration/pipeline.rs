@@ -5,7 +5,7 @@ use crate::support::{project, wait_for_file};
 
 use std::time::Duration;
 
-use project::{Project, texts};
+use project::Project;
 use serde_json::json;
 
 const FIVE_TASKS: &str =
@@ -26,9 +26,8 @@ fn working_agent() -> serde_json::Value {
 fn five_tasks_become_five_commits_and_a_second_run_finds_nothing() {
     let p = Project::new(FIVE_TASKS);
     p.scenario(&working_agent());
-    let out = p.kern().args(["10", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["10", "0"]).expect(0);
+    let err = &out.stderr;
     let log = p.log();
     assert_eq!(
         log[..5],
@@ -78,9 +77,8 @@ fn five_tasks_become_five_commits_and_a_second_run_finds_nothing() {
         "summary names the commits: {err}"
     );
 
-    let again = p.kern().args(["3", "0"]).output().unwrap();
-    let (_, err) = texts(&again);
-    assert_eq!(again.status.code(), Some(0), "{err}");
+    let again = p.run(&["3", "0"]).expect(0);
+    let err = &again.stderr;
     assert!(err.contains("nothing left"), "{err}");
     assert_eq!(p.log().len(), 6);
 }
@@ -93,9 +91,7 @@ fn decomposed_task_gets_subtasks_and_the_parent_completes_with_the_last() {
         {"result": {"status": "DECOMPOSED", "summary": "too big", "subtasks": ["Part one", "Part two"]}}
     ]}]);
     p.scenario(&s);
-    let out = p.kern().args(["10", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["10", "0"]).expect(0);
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [x] Big thing\n"), "{spec}");
     assert!(spec.contains("  - [x] Part one\n"), "{spec}");
@@ -115,9 +111,7 @@ fn skipped_task_goes_back_to_pending_with_a_note_and_the_next_is_taken() {
     let mut s = working_agent();
     s["tasks"] = json!([{"match": "Later", "implement": {"result": {"status": "SKIPPED", "summary": "needs a decision from a person"}}}]);
     p.scenario(&s);
-    let out = p.kern().args(["2", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["2", "0"]).expect(0);
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [ ] Later\n"), "{spec}");
     assert!(
@@ -139,17 +133,7 @@ fn three_failures_ask_for_decomposition_and_exhaustion_blocks_with_exit_4() {
         "commit": {"result": {"verdict": "COMMIT", "subject": "x"}}
     }});
     p.scenario(&s);
-    let out = p
-        .kern()
-        .args(["3", "0", "--max-attempts", "3"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "the last task failed: {}",
-        texts(&out).1
-    );
+    p.run(&["3", "0", "--max-attempts", "3"]).expect(4);
     let spec = p.read("SPEC.md");
     assert!(
         spec.contains("> **Attempt 3:** approach number 3"),
@@ -157,12 +141,7 @@ fn three_failures_ask_for_decomposition_and_exhaustion_blocks_with_exit_4() {
     );
     assert!(spec.starts_with("- [~] Hard\n"), "{spec}");
     // The fourth implement prompt demands decomposition.
-    let out = p
-        .kern()
-        .args(["1", "0", "--max-attempts", "3"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", texts(&out).1);
+    p.run(&["1", "0", "--max-attempts", "3"]).expect(4);
     let prompts = p.prompts("implement");
     assert_eq!(prompts.len(), 4);
     assert!(
@@ -176,13 +155,8 @@ fn three_failures_ask_for_decomposition_and_exhaustion_blocks_with_exit_4() {
         prompts[2]
     );
     // Failing twice more exhausts the attempts: blocked, exit 4.
-    let out = p
-        .kern()
-        .args(["5", "0", "--max-attempts", "3"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    let out = p.run(&["5", "0", "--max-attempts", "3"]).expect(4);
+    let err = &out.stderr;
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Hard\n"), "{spec}");
     assert!(spec.contains("> **Attempt 6:**"), "{spec}");
@@ -196,9 +170,7 @@ fn the_same_failure_blocks_early_once_decomposition_was_asked_for() {
     let mut s = working_agent();
     s["tasks"] = json!([{"match": "Stuck", "implement": {"result": {"status": "FAILED", "summary": "no", "attempt_note": "npm is not installed"}}}]);
     p.scenario(&s);
-    let out = p.kern().args(["10", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    p.run(&["10", "0"]).expect(4);
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Stuck\n"), "{spec}");
     // Three alike failures ask for decomposition; the fourth, under that request, blocks.
@@ -231,21 +203,16 @@ fn check_gate_failure_is_an_attempt_and_a_pass_commits() {
         {"write": {"flag.txt": "good\n"}, "result": {"status": "SUCCESS", "summary": "second try"}}
     ]);
     p.scenario(&s);
-    let out = p
-        .kern()
-        .args([
-            "3",
-            "0",
-            "--check",
-            "grep -q good flag.txt || { echo flag is bad; exit 1; }",
-            // The flag is missing before the task: a baseline check would stop the run.
-            "--check-baseline",
-            "skip",
-        ])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    // The flag is missing before the task: a baseline check would stop the run.
+    p.run(&[
+        "3",
+        "0",
+        "--check",
+        "grep -q good flag.txt || { echo flag is bad; exit 1; }",
+        "--check-baseline",
+        "skip",
+    ])
+    .expect(0);
     let spec = p.read("SPEC.md");
     assert!(spec.contains("> **Attempt 1:** check `"), "{spec}");
     assert!(spec.contains("flag is bad"), "{spec}");
@@ -261,12 +228,8 @@ fn task_check_note_wins_over_the_flag() {
     s["default"]["implement"] =
         json!({"write": {"made.txt": "x"}, "result": {"status": "SUCCESS", "summary": "s"}});
     p.scenario(&s);
-    let out = p
-        .kern()
-        .args(["1", "0", "--check", "false", "--check-baseline", "skip"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["1", "0", "--check", "false", "--check-baseline", "skip"])
+        .expect(0);
     assert!(p.read("SPEC.md").contains("- [x] Own check"));
 }
 
@@ -279,8 +242,7 @@ fn review_reject_then_commit() {
         {"result": {"verdict": "COMMIT", "subject": "Add reviewed thing"}}
     ]);
     p.scenario(&s);
-    let out = p.kern().args(["3", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["3", "0"]).expect(0);
     let spec = p.read("SPEC.md");
     assert!(
         spec.contains("> **Attempt 1:** review rejected the change: remove the debug print"),
@@ -299,8 +261,8 @@ fn research_that_writes_is_reverted_and_recorded() {
         {"result": {"notes": ["n"]}}
     ]);
     p.scenario(&s);
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
+    let out = p.run(&["1", "0"]).expect(4);
+    let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     assert!(!p.path().join("sneaky.txt").exists());
     assert_eq!(p.read("README.md"), "# scratch\n");
@@ -321,9 +283,8 @@ fn implement_that_commits_is_a_violation_and_history_is_kept() {
         "result": {"status": "SUCCESS", "summary": "s"}
     });
     p.scenario(&s);
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["1", "0"]).expect(0);
+    let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     let log = p.log();
     assert_eq!(
@@ -347,8 +308,7 @@ fn a_hand_edit_during_a_stage_survives_and_the_new_task_is_done_later() {
         "result": {"status": "SUCCESS", "summary": "s"}
     }}]);
     p.scenario(&s);
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["5", "0"]).expect(0);
     let spec = p.read("SPEC.md");
     assert!(spec.contains("- [x] Added by hand"), "{spec}");
     assert!(spec.contains("personal note"), "{spec}");
@@ -361,13 +321,8 @@ fn max_cost_stops_after_the_stage_that_crosses_it_with_exit_6() {
     let mut s = working_agent();
     s["default"]["implement"]["cost_usd"] = json!(5.0);
     p.scenario(&s);
-    let out = p
-        .kern()
-        .args(["5", "0", "--max-cost", "1"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(6), "{err}");
+    let out = p.run(&["5", "0", "--max-cost", "1"]).expect(6);
+    let err = &out.stderr;
     assert!(err.contains("--max-cost"), "{err}");
     assert!(
         p.prompts("commit").is_empty(),
@@ -379,8 +334,7 @@ fn max_cost_stops_after_the_stage_that_crosses_it_with_exit_6() {
         "resume state kept"
     );
     // A later run with budget left resumes at the review, without implementing again.
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["1", "0"]).expect(0);
     assert_eq!(
         p.prompts("implement").len(),
         1,
@@ -397,13 +351,8 @@ fn max_cost_spent_in_research_stops_before_implement_and_the_next_run_resumes() 
     let mut s = working_agent();
     s["default"]["research"]["cost_usd"] = json!(5.0);
     p.scenario(&s);
-    let out = p
-        .kern()
-        .args(["5", "0", "--max-cost", "1"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(6), "{err}");
+    let out = p.run(&["5", "0", "--max-cost", "1"]).expect(6);
+    let err = &out.stderr;
     assert_eq!(p.prompts("research").len(), 1);
     assert_eq!(p.prompts("implement").len(), 0, "{err}");
     assert_eq!(p.log(), ["initial"]);
@@ -412,9 +361,7 @@ fn max_cost_spent_in_research_stops_before_implement_and_the_next_run_resumes() 
     assert!(spec.contains("look at out/"), "{spec}");
     assert!(p.state_dir().join("stage1.json").is_file());
 
-    let out = p.kern().args(["5", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["5", "0"]).expect(0);
     assert_eq!(p.prompts("research").len(), 1, "research ran again");
     assert_eq!(p.prompts("implement").len(), 1);
     assert_eq!(p.log(), ["Add one", "initial"]);
@@ -426,9 +373,8 @@ fn only_skips_in_a_row_end_the_run_instead_of_spinning() {
     let mut s = working_agent();
     s["default"]["implement"] = json!({"result": {"status": "SKIPPED", "summary": "not now"}});
     p.scenario(&s);
-    let out = p.kern().args(["20", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    let out = p.run(&["20", "0"]).expect(4);
+    let err = &out.stderr;
     assert!(err.contains("changed nothing"), "{err}");
 }
 
@@ -437,15 +383,13 @@ fn a_dirty_tree_refuses_a_new_task_with_exit_2_unless_allowed() {
     let p = Project::new("- [ ] Task\n");
     p.scenario(&working_agent());
     p.write("notes.txt", "mine\n");
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let out = p.run(&["1", "0"]).expect(2);
+    let err = &out.stderr;
     assert!(
         err.contains("notes.txt") && err.contains("--allow-dirty"),
         "{err}"
     );
-    let out = p.kern().args(["1", "0", "--allow-dirty"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["1", "0", "--allow-dirty"]).expect(0);
     assert!(
         !p.head_files().contains(&"notes.txt".to_string()),
         "dirty path must stay out"
@@ -456,9 +400,8 @@ fn a_dirty_tree_refuses_a_new_task_with_exit_2_unless_allowed() {
 #[test]
 fn malformed_spec_exits_2_with_the_line() {
     let p = Project::new("- [ ] fine\n- [ x] broken\n");
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let out = p.run(&["1", "0"]).expect(2);
+    let err = &out.stderr;
     assert!(err.contains("SPEC.md:2:3"), "{err}");
 }
 
@@ -467,13 +410,10 @@ fn auth_failure_stops_at_once_with_exit_5_and_the_fix() {
     let p = Project::new("- [ ] T\n");
     p.scenario(&json!({"default": {"research": {"error": "auth"}}}));
     let out = p
-        .kern()
-        .args(["3", "0"])
+        .run(&["3", "0"])
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+        .expect(5);
+    let err = &out.stderr;
     assert!(err.contains("log"), "{err}");
 }
 

@@ -546,14 +546,11 @@ fn kern_doctor_passes_in_a_ready_project() {
     let p = Project::new("- [ ] One\n");
     let bin = tempfile::tempdir().unwrap();
     let out = p
-        .kern()
-        .arg("doctor")
+        .run(&["doctor"])
         .env("KERN_AGENT", "claude")
         .env("PATH", fake_claude(bin.path()))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let err = &out.stderr;
     assert_eq!(
         err.lines().filter(|l| l.starts_with("✓ ")).count(),
         14,
@@ -571,9 +568,8 @@ fn run_kern(p: &Project, command: &str) -> (Option<i32>, String) {
 /// Runs a README command: its exit code, stdout (a report) and stderr.
 fn run_kern_report(p: &Project, command: &str) -> (Option<i32>, String, String) {
     let args: Vec<&str> = command.split_whitespace().skip(1).collect();
-    let out = p.kern().args(&args).output().unwrap();
-    let (stdout, err) = texts(&out);
-    (out.status.code(), stdout, err)
+    let out = p.run(&[]).args(&args).any_exit();
+    (out.code, out.stdout, out.stderr)
 }
 
 #[test]
@@ -651,10 +647,9 @@ fn the_spec_example_is_valid() {
     let start = README.find("```markdown\n").expect("the SPEC.md example") + "```markdown\n".len();
     let end = start + README[start..].find("```\n").unwrap();
     let p = Project::new(&README[start..end]);
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let (stdout, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let status: Value = serde_json::from_str(&stdout).unwrap();
+    let out = p.run(&["status", "--json"]).expect(0);
+    let stdout = &out.stdout;
+    let status: Value = serde_json::from_str(stdout).unwrap();
     assert_eq!(
         status["counts"],
         json!({"pending": 4, "in_progress": 1, "done": 1, "blocked": 1}),
@@ -910,8 +905,7 @@ fn the_saved_refs_recipes_show_what_kern_set_aside() {
         "implement": {"write": {"src/parser.rs": "fn parse() {}\n"},
                       "result": {"status": "SKIPPED", "summary": "the grammar is not settled"}}
     }}));
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["1", "0"]).expect(0);
     let mut outputs = Vec::new();
     for command in &commands {
         let out = Command::new("sh")
@@ -956,13 +950,11 @@ fn the_program_agent_examples_in_two_languages_commit_a_task() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
         let out = p
-            .kern()
+            .run(&[])
             .env("KERN_AGENT", format!("program:{}", agent.display()))
             .args(["1", "0"])
-            .output()
-            .unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(0), "{language}: {err}");
+            .expect(0);
+        let err = &out.stderr;
         assert_eq!(p.log()[0], "Write the first note", "{language}: {err}");
         assert_eq!(p.read("notes.txt"), "Write the first note\n", "{language}");
     }
@@ -996,15 +988,13 @@ fn the_morning_after_commands_run_in_order() {
     morning.retain(|c| seen.insert(c.clone()));
     assert_eq!(morning.len(), 5, "{morning:?}");
     let p = Project::new("- [ ] Say hello\n- [ ] Say goodbye\n");
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["1", "0"]).expect(0);
     for command in &morning {
         match command.as_str() {
             "kern report" | "kern report --since 12h --markdown" => {
                 let words: Vec<&str> = command.split(' ').skip(1).collect();
-                let out = p.kern().args(&words).output().unwrap();
-                let (stdout, err) = texts(&out);
-                assert_eq!(out.status.code(), Some(0), "{err}");
+                let out = p.run(&[]).args(&words).expect(0);
+                let stdout = &out.stdout;
                 assert!(
                     stdout.contains("Finished — 1 iteration ran: 1 committed"),
                     "{stdout}"
@@ -1017,15 +1007,13 @@ fn the_morning_after_commands_run_in_order() {
                 std::fs::remove_file(p.path().join("night.html")).unwrap();
             }
             "kern 10 30 --detach" => {
-                let out = p.kern().args(["10", "30", "--detach"]).output().unwrap();
-                let (stdout, err) = texts(&out);
-                assert_eq!(out.status.code(), Some(0), "{err}");
+                let out = p.run(&["10", "30", "--detach"]).expect(0);
+                let stdout = &out.stdout;
                 assert!(stdout.trim().parse::<u32>().is_ok(), "the pid: {stdout}");
             }
             "kern log -f" => {
-                let out = p.kern().args(["log", "-f"]).output().unwrap();
-                let (stdout, err) = texts(&out);
-                assert_eq!(out.status.code(), Some(0), "{err}");
+                let out = p.run(&["log", "-f"]).expect(0);
+                let stdout = &out.stdout;
                 assert!(stdout.contains(" kern: [1/10] Say goodbye\n"), "{stdout}");
                 assert!(
                     stdout.contains(" kern: run ended: nothing left to do\n"),
@@ -1072,14 +1060,11 @@ fn the_notify_recipes_send_the_events_text() {
         let _ = std::fs::remove_file(&sent);
         p.write("SPEC.md", &format!("- [ ] Say hello {i}\n"));
         p.commit_all("next task");
-        let out = p
-            .kern()
+        p.run(&[])
             .env("PATH", &path)
             .env("SLACK_WEBHOOK_URL", "https://hooks.example.invalid/x")
             .args(["10", "0", "--notify", notify])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+            .expect(0);
         let sent = std::fs::read_to_string(&sent).unwrap_or_default();
         let headline = "Finished — nothing left to do: 1 committed.";
         match i {
@@ -1157,9 +1142,7 @@ fn two_agent_examples_run_as_the_readme_says() {
                 // The main agent is at its usage limit for an hour: Codex does the task.
                 p.scenario(&json!({"default": {"research": {"error": "usage_limit", "resets_in_secs": 3600}}}));
                 let args: Vec<&str> = example.split_whitespace().skip(1).collect();
-                let out = p.kern().args(&args).env("PATH", &path).output().unwrap();
-                let (_, err) = texts(&out);
-                assert_eq!(out.status.code(), Some(0), "{err}");
+                p.run(&[]).args(&args).env("PATH", &path).expect(0);
                 assert_eq!(p.log()[0], "Reviewed by codex");
                 assert!(p.head_files().contains(&"codex.txt".to_string()));
                 // The jq recipe lists the moves.
@@ -1176,9 +1159,7 @@ fn two_agent_examples_run_as_the_readme_says() {
             "kern 10 30 --review-agent codex" => {
                 p.scenario(&json!({"default": {"implement": {"write": {"hello.txt": "hello\n"}}}}));
                 let args: Vec<&str> = example.split_whitespace().skip(1).collect();
-                let out = p.kern().args(&args).env("PATH", &path).output().unwrap();
-                let (_, err) = texts(&out);
-                assert_eq!(out.status.code(), Some(0), "{err}");
+                p.run(&[]).args(&args).env("PATH", &path).expect(0);
                 assert_eq!(p.log()[0], "Reviewed by codex");
                 assert!(
                     p.prompts("commit").is_empty(),

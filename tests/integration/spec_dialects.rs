@@ -22,15 +22,9 @@ fn fixture(name: &str) -> String {
 }
 
 fn status_json(p: &Project, extra: &[&str]) -> Value {
-    let out = p
-        .kern()
-        .args(extra)
-        .args(["status", "--json"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    let out = p.run(&[]).args(extra).args(["status", "--json"]).expect(0);
+    let stdout = &out.stdout;
+    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 /// `(line, marker)` of the tasks held elsewhere, `(line, title)` of the optional ones.
@@ -102,9 +96,8 @@ fn kiro_tasks_are_accepted_with_held_and_optional_tasks_listed() {
 fn a_kiro_night_takes_optional_tasks_last_and_never_touches_held_ones() {
     let p = Project::new(&fixture("kiro-tasks.md"));
     p.scenario(&working_agent());
-    let out = p.kern().args(["10", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["10", "0"]).expect(0);
+    let err = &out.stderr;
     let subjects: Vec<String> = p.log().into_iter().rev().skip(1).collect();
     assert_eq!(
         subjects,
@@ -148,13 +141,8 @@ fn a_kiro_night_takes_optional_tasks_last_and_never_touches_held_ones() {
 fn skip_optional_leaves_optional_tasks_alone() {
     let p = Project::new(&fixture("kiro-tasks.md"));
     p.scenario(&working_agent());
-    let out = p
-        .kern()
-        .args(["10", "0", "--skip-optional"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["10", "0", "--skip-optional"]).expect(0);
+    let err = &out.stderr;
     assert_eq!(p.log().len(), 1 + 3, "3.1, 3.3 and 5 only: {err}");
     let spec = p.read("SPEC.md");
     assert!(
@@ -166,13 +154,8 @@ fn skip_optional_leaves_optional_tasks_alone() {
         spec.contains("- [ ]* 4. Write the end-to-end tests"),
         "{spec}"
     );
-    let out = p
-        .kern()
-        .args(["status"])
-        .env("KERN_SKIP_OPTIONAL", "1")
-        .output()
-        .unwrap();
-    let (report, _) = texts(&out);
+    let out = p.run(&["status"]).env("KERN_SKIP_OPTIONAL", "1").expect(0);
+    let report = &out.stdout;
     assert!(
         report.contains("optional:  3 optional tasks ([ ]*), 3 open: left alone (--skip-optional)"),
         "{report}"
@@ -204,9 +187,8 @@ fn speckit_tasks_are_accepted_and_the_legend_line_is_a_warning() {
         json!([{"message": "`[P]` is not one of kern's task markers: kern leaves this item alone",
                 "file": "SPEC.md", "line": 30, "column": 3, "fix": "make it `[ ]` for kern to take it"}])
     );
-    let out = p.kern().arg("status").output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0));
+    let out = p.run(&["status"]).expect(0);
+    let err = &out.stderr;
     assert_eq!(
         err,
         "kern: SPEC.md:30:3: warning: `[P]` is not one of kern's task markers: kern leaves this item alone — make it `[ ]` for kern to take it\n"
@@ -232,8 +214,7 @@ fn obsidian_tasks_in_progress_and_cancelled_are_held_and_others_are_warnings() {
     assert_eq!(j["next"]["title"], "Fix the garden fence 📅 2024-05-01");
     // Taking the task writes kern's own marker and leaves the others as they are.
     p.scenario(&working_agent());
-    let out = p.kern().args(["10", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["10", "0"]).expect(0);
     assert_eq!(p.log().len(), 3);
     let spec = p.read("SPEC.md");
     for kept in [
@@ -272,8 +253,7 @@ fn ralph_fix_plan_sections_closed_by_a_heading_are_never_picked() {
     assert_eq!(j["unlisted_tasks"], json!([16, 17]));
 
     p.scenario(&working_agent());
-    let out = p.kern().args(["10", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+    p.run(&["10", "0"]).expect(0);
     assert_eq!(
         p.log().len(),
         3,
@@ -293,9 +273,8 @@ fn ralph_fix_plan_sections_closed_by_a_heading_are_never_picked() {
 #[test]
 fn lines_without_a_list_marker_are_named_with_the_fix() {
     let p = Project::new("# Todo\n\n[ ] Implement boolean search\n[ ] Add paging\n- [x] Done\n");
-    let out = p.kern().arg("status").output().unwrap();
-    let (report, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["status"]).expect(0);
+    let (report, err) = (&out.stdout, &out.stderr);
     assert_eq!(
         err,
         "kern: SPEC.md:3:1: warning: `[ ] Implement boolean search` looks like a task but is not a list item, so kern does not see it — write `- ` before the box\n\
@@ -307,9 +286,8 @@ fn lines_without_a_list_marker_are_named_with_the_fix() {
         ),
         "{report}"
     );
-    let out = p.kern().arg("-n").output().unwrap();
-    let (report, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["-n"]).expect(0);
+    let (report, err) = (&out.stdout, &out.stderr);
     assert!(err.contains("SPEC.md:3:1: warning:"), "{err}");
     assert!(report.contains("lines 3, 4 look like tasks"), "{report}");
 }
@@ -340,10 +318,9 @@ fn status_json_on_a_refused_file_is_json_with_the_location() {
     let mut text = fixture("kiro-tasks.md");
     text.push_str("- [ x] 6. A typo of a real task\n");
     let p = Project::new(&text);
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let j: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let out = p.run(&["status", "--json"]).expect(2);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    let j: Value = serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(
         j["error"],
         json!({"message": "malformed task marker `[ x]`", "file": "SPEC.md", "line": 38, "column": 3,
@@ -354,14 +331,9 @@ fn status_json_on_a_refused_file_is_json_with_the_location() {
         "the person still reads it on stderr: {stderr}"
     );
     // Errors outside SPEC.md are JSON too, with the same exit code.
-    let out = p
-        .kern()
-        .args(["--agent", "gpt", "status", "--json"])
-        .output()
-        .unwrap();
-    let (stdout, _) = texts(&out);
-    assert_eq!(out.status.code(), Some(2));
-    let j: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let out = p.run(&["--agent", "gpt", "status", "--json"]).expect(2);
+    let stdout = &out.stdout;
+    let j: Value = serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert!(
         j["error"]["message"].as_str().unwrap().contains("gpt"),
         "{j}"
@@ -375,17 +347,16 @@ fn a_run_names_a_title_with_backticks_as_written() {
         "- [ ] Add a `--json` flag to the `report` command\n- [ ] Run `gh repo create` first\n",
     );
     p.scenario(&json!({"default": {"implement": {"write": {"{slug}.txt": "done\n"}}}}));
-    let out = p.kern().args(["-n", "-j", "2"]).output().unwrap();
-    let (report, _) = texts(&out);
+    let out = p.run(&["-n", "-j", "2"]).expect(0);
+    let report = &out.stdout;
     assert!(
         report.contains(
             "would run together (-j 2): \"Add a `--json` flag to the `report` command\", \"Run `gh repo create` first\""
         ),
         "{report}"
     );
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["1", "0"]).expect(0);
+    let err = &out.stderr;
     assert!(
         err.contains("task \"Add a `--json` flag to the `report` command\" (SPEC.md:1)"),
         "{err}"
@@ -401,16 +372,16 @@ fn titles_with_backticks_print_as_written_and_long_ones_are_cut() {
     let p = Project::new(
         "- [ ] Run `gh repo create` first\n- [ ] a very long title that keeps going well past the width of any narrow terminal window\n",
     );
-    let out = p.kern().arg("status").output().unwrap();
-    let (report, _) = texts(&out);
+    let out = p.run(&["status"]).expect(0);
+    let report = &out.stdout;
     assert!(
         report.contains(
             "next:      line 1: \"Run `gh repo create` first\" — it is the first pending task\n"
         ),
         "{report}"
     );
-    let out = p.kern().arg("-n").output().unwrap();
-    let (report, _) = texts(&out);
+    let out = p.run(&["-n"]).expect(0);
+    let report = &out.stdout;
     assert!(
         report.contains("would take: \"Run `gh repo create` first\" (SPEC.md:1)"),
         "{report}"
@@ -421,13 +392,8 @@ fn titles_with_backticks_print_as_written_and_long_ones_are_cut() {
     let p = Project::new(
         "- [ ] a very long title that keeps going well past the width of any narrow terminal window\n",
     );
-    let out = p
-        .kern()
-        .arg("status")
-        .env("COLUMNS", "72")
-        .output()
-        .unwrap();
-    let (report, _) = texts(&out);
+    let out = p.run(&["status"]).env("COLUMNS", "72").expect(0);
+    let report = &out.stdout;
     let next = report.lines().find(|l| l.starts_with("next:")).unwrap();
     assert_eq!(
         next,
@@ -452,9 +418,8 @@ fn near_misses_of_kerns_markers_stay_errors_with_the_fix() {
         ("[]", "write `[ ]` (a space inside) for a pending task"),
     ] {
         let p = Project::new(&format!("- [ ] fine\n- {typo} broken\n"));
-        let out = p.kern().args(["1", "0"]).output().unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(2), "{typo}: {err}");
+        let out = p.run(&["1", "0"]).expect(2);
+        let err = &out.stderr;
         assert!(err.contains("SPEC.md:2:3: malformed task marker"), "{err}");
         assert!(err.contains(fix), "{err}");
     }
@@ -477,9 +442,8 @@ lazy line of the quote
 ";
     let p = Project::new(spec);
     p.scenario(&working_agent());
-    let out = p.kern().args(["10", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let out = p.run(&["10", "0"]).expect(0);
+    let err = &out.stderr;
     assert_eq!(p.log().len(), 4, "{err}");
     let text = p.read("SPEC.md");
     let doc = kern::testing::spec::Document::parse(&text);
@@ -506,9 +470,8 @@ fn an_edit_kern_cannot_verify_stops_with_exit_2_and_the_location() {
         "implement": {"result": {"status": "DECOMPOSED", "summary": "too big", "subtasks": ["one", "two"]}}
     }}));
     let before = p.read("SPEC.md");
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let out = p.run(&["1", "0"]).expect(2);
+    let err = &out.stderr;
     assert!(
         err.contains("SPEC.md:3:3: kern cannot add its subtasks to task `Split the work`"),
         "{err}"

@@ -4,19 +4,18 @@
 
 use crate::support::project;
 
-use project::{Project, texts};
+use project::Project;
 use serde_json::{Value, json};
 
 fn status_json(p: &Project) -> Value {
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let out = p.run(&["status", "--json"]).expect(0);
+    let stdout = &out.stdout;
     assert_eq!(
         stdout.lines().count(),
         1,
         "exactly one line of JSON: {stdout}"
     );
-    serde_json::from_str(&stdout).unwrap()
+    serde_json::from_str(stdout).unwrap()
 }
 
 #[test]
@@ -77,9 +76,8 @@ fn nothing_left_is_null_next() {
 #[test]
 fn human_summary_goes_to_stdout_and_stderr_stays_empty() {
     let p = Project::new("- [ ] Alpha\n- [x] Beta\n");
-    let out = p.kern().arg("status").output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(0));
+    let out = p.run(&["status"]).expect(0);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert_eq!(stderr, "");
     let stderr = stdout;
     assert!(
@@ -97,20 +95,19 @@ fn human_summary_goes_to_stdout_and_stderr_stays_empty() {
 #[test]
 fn dir_prints_only_the_state_folder() {
     let p = Project::new("- [ ] A\n");
-    let out = p.kern().args(["status", "--dir"]).output().unwrap();
-    let (stdout, _) = texts(&out);
-    assert_eq!(stdout, format!("{}\n", p.state_dir().display()));
+    let out = p.run(&["status", "--dir"]).expect(0);
+    let stdout = &out.stdout;
+    assert_eq!(*stdout, format!("{}\n", p.state_dir().display()));
 }
 
 #[test]
 fn missing_spec_exits_2_with_the_init_hint() {
     let p = Project::new("- [ ] A\n");
     std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(2));
+    let out = p.run(&["status", "--json"]).expect(2);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert!(stderr.contains("`kern init`"), "{stderr}");
-    let j: Value = serde_json::from_str(&stdout).unwrap();
+    let j: Value = serde_json::from_str(stdout).unwrap();
     assert_eq!(j["error"]["message"], "`SPEC.md` not found", "{stdout}");
     assert_eq!(j["error"]["file"], "SPEC.md", "{stdout}");
     assert!(
@@ -123,10 +120,9 @@ fn missing_spec_exits_2_with_the_init_hint() {
 fn malformed_spec_exits_2_with_each_diagnostic() {
     // Two tasks in progress are no error (parallel tasks leave them so): two diagnostics.
     let p = Project::new("- [ ] ok\n- [] empty\n- [ x] near miss\n- [~] a\n- [~] b\n");
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let j: Value = serde_json::from_str(&stdout).unwrap();
+    let out = p.run(&["status", "--json"]).expect(2);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    let j: Value = serde_json::from_str(stdout).unwrap();
     assert_eq!(
         j["error"],
         json!({"message": "malformed task marker `[]`", "file": "SPEC.md", "line": 2, "column": 3,
@@ -147,18 +143,16 @@ fn malformed_spec_exits_2_with_each_diagnostic() {
 fn binary_spec_exits_2_not_a_panic() {
     let p = Project::new("- [ ] A\n");
     std::fs::write(p.path().join("SPEC.md"), b"- [ ] A\n\xff\xfe\x00binary").unwrap();
-    let out = p.kern().args(["status"]).output().unwrap();
-    let (_, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let out = p.run(&["status"]).expect(2);
+    let stderr = &out.stderr;
     assert!(stderr.contains("SPEC.md:2:"), "{stderr}");
     assert!(
         stderr.starts_with("kern: error: SPEC.md:2:1: not valid UTF-8"),
         "named as given, not as an absolute path: {stderr}"
     );
-    let out = p.kern().args(["status", "--json"]).output().unwrap();
-    let (stdout, _) = texts(&out);
-    assert_eq!(out.status.code(), Some(2));
-    let j: Value = serde_json::from_str(&stdout).unwrap();
+    let out = p.run(&["status", "--json"]).expect(2);
+    let stdout = &out.stdout;
+    let j: Value = serde_json::from_str(stdout).unwrap();
     assert_eq!(
         (
             &j["error"]["file"],
@@ -175,13 +169,10 @@ fn spec_option_points_at_another_file() {
     let p = Project::new("- [ ] A\n");
     p.write("docs/TODO.md", "- [ ] From todo\n");
     let out = p
-        .kern()
-        .args(["--spec", "docs/TODO.md", "status", "--json"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let j: Value = serde_json::from_str(&stdout).unwrap();
+        .run(&["--spec", "docs/TODO.md", "status", "--json"])
+        .expect(0);
+    let stdout = &out.stdout;
+    let j: Value = serde_json::from_str(stdout).unwrap();
     assert_eq!(j["next"]["title"], "From todo");
 }
 

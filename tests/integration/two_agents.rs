@@ -17,7 +17,7 @@ use crate::support::project;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use project::{Project, texts};
+use project::Project;
 use serde_json::{Value, json};
 
 /// A second scripted agent with its own `scenario`; returns its `--agent` value.
@@ -279,7 +279,7 @@ fn a_near_usage_limit_is_waited_out_on_the_same_agent() {
     }}));
     let fallback = second_agent(&p, "fallback", &json!({}));
     let out = p
-        .kern()
+        .run(&[])
         .args([
             "1",
             "0",
@@ -288,10 +288,8 @@ fn a_near_usage_limit_is_waited_out_on_the_same_agent() {
             "--reset-margin",
             "0",
         ])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let err = &out.stderr;
     assert!(stages_called(&p, "fallback").is_empty(), "{err}");
     assert_eq!(
         stages_called(&p, "scenario"),
@@ -314,7 +312,7 @@ fn a_usage_limit_on_both_agents_waits_for_the_earlier_reset() {
         }}),
     );
     let out = p
-        .kern()
+        .run(&[])
         .args([
             "1",
             "0",
@@ -325,10 +323,8 @@ fn a_usage_limit_on_both_agents_waits_for_the_earlier_reset() {
             "--reset-margin",
             "0",
         ])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let err = &out.stderr;
     assert_eq!(stages_called(&p, "scenario"), ["research"]);
     assert_eq!(
         stages_called(&p, "fallback"),
@@ -348,12 +344,10 @@ fn a_usage_limit_on_both_agents_past_max_wait_stops_the_run_with_exit_5() {
         &json!({"default": {"research": {"error": "usage_limit", "resets_in_secs": 9000}}}),
     );
     let out = p
-        .kern()
+        .run(&[])
         .args(["1", "0", "--fallback-agent", &fallback, "--max-wait", "1h"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+        .expect(5);
+    let err = &out.stderr;
     assert!(
         err.contains("both agents are at their usage limits and the earlier reset is 2h")
             && err.contains(
@@ -377,7 +371,7 @@ fn the_review_runs_on_the_review_agent_and_the_records_name_both() {
     );
     let main = main_agent(&p);
     let out = p
-        .kern()
+        .run(&[])
         .args([
             "1",
             "0",
@@ -386,10 +380,8 @@ fn the_review_runs_on_the_review_agent_and_the_records_name_both() {
             "--review-model",
             "o3",
         ])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+        .expect(0);
+    let err = &out.stderr;
     assert_eq!(p.log()[0], "Add the greeting, reviewed");
     assert_eq!(stages_called(&p, "scenario"), ["research", "implement"]);
     assert_eq!(stages_called(&p, "reviewer"), ["commit"]);
@@ -424,11 +416,11 @@ fn pace_takes_no_new_task_once_a_usage_window_is_used_past_it() {
     });
     let p = Project::new(spec);
     p.scenario(&scenario);
-    let out = p.kern().args(["5", "0", "--pace"]).output().unwrap();
-    let (_, err) = texts(&out);
+    let out = p.run(&["5", "0", "--pace"]).expect(0);
+    let err = &out.stderr;
     // The agent said "in 7200 s"; kern reads it a moment later.
     let err = err.replace("resets in 1h 59m", "resets in 2h");
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(out.code, Some(0), "{err}");
     assert_eq!(p.log(), ["First", "initial"]);
     assert!(p.read("SPEC.md").contains("- [ ] Second"));
     let main = main_agent(&p);
@@ -445,9 +437,7 @@ fn pace_takes_no_new_task_once_a_usage_window_is_used_past_it() {
     for args in [vec!["5", "0", "--pace=96"], vec!["5", "0"]] {
         let p = Project::new(spec);
         p.scenario(&scenario);
-        let out = p.kern().args(&args).output().unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        p.run(&[]).args(&args).expect(0);
         assert_eq!(p.log(), ["Second", "First", "initial"], "{args:?}");
     }
 }
@@ -501,22 +491,17 @@ fn path_with(bin: &Path) -> String {
 fn each_claude_stage_gets_what_is_left_of_max_cost_and_implement_the_sandbox() {
     let p = Project::new("- [ ] Write the out file\n");
     let (bin, log) = fake_claude(&p);
-    let out = p
-        .kern()
-        .args([
-            "1",
-            "0",
-            "--agent",
-            "claude",
-            "--max-cost",
-            "2",
-            "--sandbox",
-        ])
-        .env("PATH", path_with(&bin))
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&[
+        "1",
+        "0",
+        "--agent",
+        "claude",
+        "--max-cost",
+        "2",
+        "--sandbox",
+    ])
+    .env("PATH", path_with(&bin))
+    .expect(0);
     let budget = |stage: &str| {
         let args = argv(&log, stage);
         let at = args.iter().position(|a| a == "--max-budget-usd").unwrap();
@@ -533,13 +518,9 @@ fn each_claude_stage_gets_what_is_left_of_max_cost_and_implement_the_sandbox() {
     // Without --max-cost there is no cap.
     let p = Project::new("- [ ] Write the out file\n");
     let (bin, log) = fake_claude(&p);
-    let out = p
-        .kern()
-        .args(["1", "0", "--agent", "claude"])
+    p.run(&["1", "0", "--agent", "claude"])
         .env("PATH", path_with(&bin))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
+        .expect(0);
     assert!(!argv(&log, "implement").contains(&"--max-budget-usd".to_string()));
 }
 
@@ -547,8 +528,7 @@ fn each_claude_stage_gets_what_is_left_of_max_cost_and_implement_the_sandbox() {
 fn the_dry_run_shows_the_fallback_and_review_agents_with_their_argv() {
     let p = Project::new("- [ ] Write the out file\n");
     let out = p
-        .kern()
-        .args([
+        .run(&[
             "-n",
             "--agent",
             "claude",
@@ -559,11 +539,10 @@ fn the_dry_run_shows_the_fallback_and_review_agents_with_their_argv() {
             "--review-agent",
             "codex",
         ])
-        .output()
-        .unwrap();
-    let (stdout, err) = texts(&out);
+        .expect(0);
+    let (stdout, err) = (&out.stdout, &out.stderr);
     let text = format!("{stdout}{err}");
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.code, Some(0), "{text}");
     assert!(text.contains("review by:   codex\n"), "{text}");
     assert!(
         text.contains(
@@ -604,9 +583,8 @@ fn bad_second_agents_are_usage_errors() {
             "--fallback-agent `codex` is the --agent itself",
         ),
     ] {
-        let out = p.kern().args(&args).output().unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let out = p.run(&[]).args(&args).expect(2);
+        let err = &out.stderr;
         assert!(err.contains(message), "{err}");
     }
     assert!(!p.state_root().exists(), "nothing ran");
@@ -619,8 +597,7 @@ fn the_doctor_checks_the_second_agents_and_the_sandbox() {
     let bin = p.outside.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let out = p
-        .kern()
-        .args([
+        .run(&[
             "doctor",
             "--agent",
             "program:/bin/true",
@@ -631,10 +608,8 @@ fn the_doctor_checks_the_second_agents_and_the_sandbox() {
             "--sandbox",
         ])
         .env("PATH", bin.display().to_string())
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(5), "only agent checks fail: {err}");
+        .expect(5);
+    let err = &out.stderr;
     assert!(
         err.contains("✗ review agent: `claude` not found on PATH"),
         "{err}"
@@ -660,12 +635,9 @@ fn a_stage_that_spent_what_was_left_of_max_cost_is_not_retried() {
         "research": [{"error": "overloaded", "cost_usd": 0.06}, {}],
     }}));
     let out = p
-        .kern()
-        .args(["1", "0", "--max-cost", "0.05", "--retries", "3"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(6), "the budget is spent: {err}");
+        .run(&["1", "0", "--max-cost", "0.05", "--retries", "3"])
+        .expect(6);
+    let err = &out.stderr;
     assert_eq!(
         stages_called(&p, "scenario"),
         ["research"],
@@ -700,13 +672,12 @@ fn pace_with_a_fallback_agent_hands_the_next_tasks_over_until_the_window_resets(
     );
     let main = main_agent(&p);
     let out = p
-        .kern()
+        .run(&[])
         .args(["5", "0", "--pace", "--fallback-agent", &fallback])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
+        .expect(0);
+    let err = &out.stderr;
     let err = err.replace("resets in 1h 59m", "resets in 2h");
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(out.code, Some(0), "{err}");
     assert_eq!(p.log(), ["Second", "First", "initial"]);
     assert_eq!(
         stages_called(&p, "scenario"),
@@ -735,13 +706,8 @@ fn an_agent_stopped_at_the_cap_kern_gave_ends_the_run_with_exit_6_and_no_attempt
     }});
     let p = Project::new(spec);
     p.scenario(&scenario);
-    let out = p
-        .kern()
-        .args(["5", "0", "--max-cost", "0.5"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(6), "{err}");
+    let out = p.run(&["5", "0", "--max-cost", "0.5"]).expect(6);
+    let err = &out.stderr;
     assert!(err.contains("--max-cost"), "{err}");
     assert_eq!(
         p.read("SPEC.md"),
@@ -752,21 +718,13 @@ fn an_agent_stopped_at_the_cap_kern_gave_ends_the_run_with_exit_6_and_no_attempt
     assert_eq!(record["subtype"], "error_max_budget_usd", "{record}");
     assert_eq!(record["kern"]["outcome"], "failed", "{record}");
     // The next run, with budget left, starts the stage again and finishes the task.
-    let out = p
-        .kern()
-        .args(["5", "0", "--max-cost", "5"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    p.run(&["5", "0", "--max-cost", "5"]).expect(0);
     assert_eq!(p.log()[0], "Write the out file");
 
     // Without --max-cost the cap is not kern's: the agent's own limit is a failed attempt.
     let p = Project::new(spec);
     p.scenario(&scenario);
-    let out = p.kern().args(["1", "0"]).output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    p.run(&["1", "0"]).expect(4);
     assert!(
         p.read("SPEC.md")
             .contains("> **Attempt 1:** research stage stopped: Reached maximum budget ($0.5)"),

@@ -255,6 +255,7 @@ impl Project {
             env_remove: Vec::new(),
             path_first: Vec::new(),
             timeout: None,
+            cwd: None,
         }
     }
 }
@@ -268,6 +269,7 @@ pub(crate) struct KernRun<'p> {
     env_remove: Vec<String>,
     path_first: Vec<PathBuf>,
     timeout: Option<std::time::Duration>,
+    cwd: Option<PathBuf>,
 }
 
 impl KernRun<'_> {
@@ -288,6 +290,13 @@ impl KernRun<'_> {
         for (k, v) in vars {
             self = self.env(k.as_ref(), v);
         }
+        self
+    }
+
+    /// Adds arguments after those given to [`Project::run`].
+    pub(crate) fn args<S: AsRef<str>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_string()));
         self
     }
 
@@ -330,9 +339,24 @@ impl KernRun<'_> {
         ran
     }
 
+    /// Runs kern whatever its exit code, for a helper whose callers check [`Ran::code`]
+    /// themselves (a table of commands, say); everywhere else, [`KernRun::expect`].
+    pub(crate) fn any_exit(self) -> Ran {
+        self.finish()
+    }
+
+    /// Runs kern from `dir` (a folder inside the repository, say) instead of the top folder.
+    pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cwd = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
     fn command(&self) -> std::process::Command {
         let mut cmd = self.project.kern_std();
         cmd.args(&self.args).stdin(std::process::Stdio::null());
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
         if !self.path_first.is_empty() {
             let path = std::env::var_os("PATH").unwrap_or_default();
             let mut paths = self.path_first.clone();
