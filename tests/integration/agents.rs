@@ -495,13 +495,7 @@ fn every_record_of_an_interrupted_run_reads_with_jq() {
         "research": {"result": {"notes": ["look"]}, "text": "research said \"so\"\nand more"},
         "implement": {"sleep_ms": 60_000}
     }}));
-    let mut child = p
-        .kern_std()
-        .args(["1", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = p.run(&["1", "0"]).spawn_with(Stdio::null(), Stdio::null());
     let stream = p.state_dir().join("stage2.jsonl");
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::metadata(&stream).map_or(0, |m| m.len()) == 0 {

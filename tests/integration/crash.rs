@@ -3,7 +3,7 @@
 
 use crate::support::project;
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use project::Project;
@@ -14,13 +14,7 @@ use serde_json::json;
 const ZONE: &str = "UTC-2";
 
 fn spawn_kern(p: &Project, args: &[&str]) -> Child {
-    p.kern_std()
-        .env("TZ", ZONE)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    p.run(&[]).env("TZ", ZONE).args(args).spawn()
 }
 
 /// Waits until `file` in the state folder exists and is not empty.
@@ -82,7 +76,7 @@ fn kill_during(stage: &str, number: u8, signal: nix::sys::signal::Signal) {
         assert_eq!(record["kern"]["outcome"], "interrupted");
         assert!(record["result"].is_string());
     }
-    p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
+    p.run(&["5", "0"]).env("TZ", ZONE).expect(0);
     let log = p.log();
     assert_eq!(
         log.iter().filter(|s| *s == "Add survive").count(),
@@ -165,11 +159,6 @@ fn two_worktrees_on_different_branches_both_run_at_once() {
     let mut first = spawn_kern(&p, &["1", "0"]);
     wait_for(&p, "stage1.jsonl");
     // The first run holds its lock and sleeps in research; the other worktree runs anyway.
-    let mut other = p.kern_std();
-    other.current_dir(&wt_path).env(
-        "KERN_AGENT",
-        format!("program:{}", p.outside.path().join("fast.sh").display()),
-    );
     std::fs::write(p.outside.path().join("fast.json"), serde_json::to_vec(&json!({"default": {
         "research": {"result": {"notes": ["n"]}},
         "implement": {"write": {"other.txt": "x"}, "result": {"status": "SUCCESS", "summary": "s"}},
@@ -190,13 +179,13 @@ fn two_worktrees_on_different_branches_both_run_at_once() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    let out = other.args(["1", "0"]).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    p.run(&["1", "0"])
+        .current_dir(&wt_path)
+        .env(
+            "KERN_AGENT",
+            format!("program:{}", p.outside.path().join("fast.sh").display()),
+        )
+        .expect(0);
     let wt_repo = git2::Repository::open(&wt_path).unwrap();
     let subject = wt_repo
         .head()
@@ -267,7 +256,7 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
         );
         std::fs::write(&index_lock, "").unwrap();
     }
-    let out = p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
+    let out = p.run(&["5", "0"]).env("TZ", ZONE).expect(0);
     let err = &out.stderr;
     assert!(
         err.contains("index.lock` left by the crashed kern"),
@@ -298,7 +287,7 @@ fn temp_file_left_by_a_killed_write_is_removed_not_committed() {
         child.wait().unwrap();
         // What a kill inside `atomic_file::write` of SPEC.md leaves behind.
         p.write(".kern-Ab12Cd.tmp", "- [x] Survive\n");
-        let out = p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
+        let out = p.run(&["5", "0"]).env("TZ", ZONE).expect(0);
         let err = &out.stderr;
         assert!(
             err.contains(".kern-Ab12Cd.tmp` left by a kern killed while writing"),
@@ -355,7 +344,7 @@ fn a_run_killed_while_it_cleans_up_after_a_crash_hands_the_cleanup_on() {
             .contains("\"recovering\"")
     });
     assert!(index_lock.exists(), "killed before it got there");
-    let out = p.run(&[]).env("TZ", ZONE).args(["5", "0"]).expect(0);
+    let out = p.run(&["5", "0"]).env("TZ", ZONE).expect(0);
     let err = &out.stderr;
     assert!(
         err.contains("index.lock` left by the crashed kern"),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use project::{Project, texts};
+use project::Project;
 use serde_json::json;
 
 const NOT_LOGGED_IN: &str =
@@ -86,31 +86,29 @@ fn doctor_with(
     let home = p.outside.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(codex_home(p)).unwrap();
-    let mut cmd = p.kern();
-    cmd.current_dir(cwd)
-        .arg("doctor")
+    let out = p
+        .run(&["doctor"])
+        .current_dir(cwd)
         .env("PATH", bin.path())
         .env("KERN_AGENT", agent)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", &home)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("CODEX_HOME", codex_home(p))
-        .env_remove("CODEX_API_KEY")
-        .envs(env.iter().copied());
-    for var in [
-        "GIT_AUTHOR_NAME",
-        "GIT_AUTHOR_EMAIL",
-        "GIT_COMMITTER_NAME",
-        "GIT_COMMITTER_EMAIL",
-        "EMAIL",
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-    ] {
-        cmd.env_remove(var);
-    }
-    let out = cmd.output().unwrap();
-    let (_, err) = texts(&out);
-    (out.status.code(), err)
+        .env_remove([
+            "CODEX_API_KEY",
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "GIT_COMMITTER_NAME",
+            "GIT_COMMITTER_EMAIL",
+            "EMAIL",
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+        ])
+        .envs(env.iter().copied())
+        // The callers check the code: every doctor outcome is a row of their tables.
+        .any_exit();
+    (out.code, out.stderr)
 }
 
 fn doctor(p: &Project, bin: &Bin, agent: &str) -> (Option<i32>, String) {
@@ -613,13 +611,7 @@ fn an_unwritable_state_root_exits_2() {
 fn a_live_lock_holder_is_shown_with_how_to_stop_it() {
     let p = Project::new("- [ ] One\n");
     p.scenario(&json!({"default": {"research": {"sleep_before_ms": 120_000}}}));
-    let mut run = p
-        .kern_std()
-        .args(["1", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = p.run(&["1", "0"]).spawn_with(Stdio::null(), Stdio::null());
     let lock = lock_path(&p);
     let deadline = Instant::now() + Duration::from_secs(60);
     // Wait for the last rewrite of the record before the agent's long sleep (the agent's

@@ -126,13 +126,7 @@ fn a_dry_run_mid_task_changes_no_byte_of_the_repository_or_the_state_folder() {
     // One task committed (run.jsonl, LEARNINGS.md exist), then a run interrupted in the
     // implement stage: stage records and prompt files are left for the resume.
     p.run(&["1", "0"]).expect(0);
-    let mut child = p
-        .kern_std()
-        .args(["1", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = p.run(&["1", "0"]).spawn_with(Stdio::null(), Stdio::null());
     wait_for_file(&p.state_dir().join("stage2.jsonl"));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -178,13 +172,7 @@ fn a_dry_run_takes_no_lock_reports_the_holder_and_does_not_disturb_the_run() {
         go.display()
     )]);
     p.scenario(&s);
-    let mut child = p
-        .kern_std()
-        .args(["1", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = p.run(&["1", "0"]).spawn();
     wait_for_file(&p.state_dir().join("stage1.jsonl"));
     let lock = p.path().join(".git/kern.lock");
     let lock_before = std::fs::read(&lock).unwrap();

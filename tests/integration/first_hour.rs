@@ -316,12 +316,9 @@ fn subcommand_help_lists_only_what_the_subcommand_takes() {
     p.write("TODO.md", "- [ ] Other\n");
     let status = p.run(&["status", "--spec", "TODO.md"]).expect(0).stdout;
     assert!(status.contains("Other"), "{status}");
-    let doctor = p
-        .kern_std()
-        .args(["doctor", "--agent", "codex"])
-        .output()
-        .unwrap();
-    let (_, err) = texts(&doctor);
+    // The code depends on whether this machine has codex logged in; the words do not.
+    let doctor = p.run(&["doctor", "--agent", "codex"]).any_exit();
+    let err = &doctor.stderr;
     assert!(!err.contains("unexpected argument"), "{err}");
     assert!(err.contains("codex"), "{err}");
 }

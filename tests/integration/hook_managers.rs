@@ -92,12 +92,26 @@ impl Hooked {
         self.run_ok("git", args)
     }
 
-    /// kern `args` to its end: (exit code, stderr).
-    fn kern(&self, args: &[&str]) -> (Option<i32>, String) {
-        let mut cmd = self.p.kern_std();
-        self.isolate(&mut cmd);
-        let out = cmd.args(args).output().unwrap();
-        (out.status.code(), texts(&out).1)
+    /// kern `args` with this home, the pinned tools and no system git config: a builder.
+    fn kern(&self, args: &[&str]) -> project::KernRun<'_> {
+        let tools = tools::registry_tools();
+        self.p
+            .run(args)
+            .env("PATH", tools.path())
+            .env("NPM_CONFIG_PREFIX", tools.npm_prefix())
+            .env("HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
+            .env("PRE_COMMIT_HOME", self.home.path().join("pre-commit"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            // Only the test repository: never one a surrounding hook or shell points at.
+            .env_remove([
+                "GIT_DIR",
+                "GIT_WORK_TREE",
+                "GIT_INDEX_FILE",
+                "GIT_COMMON_DIR",
+                "HUSKY",
+                "GNUPGHOME",
+            ])
     }
 
     /// The scripted agent's calls of `stage`.
@@ -207,8 +221,7 @@ fn a_husky_lint_staged_commitlint_night_commits_three_tasks_with_subjects_commit
          "commit": {"result": {"verdict": "COMMIT", "subject": "feat: add the shout helper",
                                "learnings": ["shout upper-cases"]}}}
     ]}));
-    let (code, err) = h.kern(&["5", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = h.kern(&["5", "0"]).expect(0).stderr;
 
     let log = h.p.log();
     assert_eq!(
@@ -317,8 +330,8 @@ fn a_message_still_refused_after_two_requests_is_one_failed_attempt_with_the_par
                               "learnings": ["never kept"]}}
     }}));
     let head = h.git(&["rev-parse", "HEAD"]);
-    let (code, err) = h.kern(&["1", "0"]);
-    assert_eq!(code, Some(4), "the last task failed: {err}");
+    // the last task failed
+    h.kern(&["1", "0"]).expect(4);
     assert_eq!(h.git(&["rev-parse", "HEAD"]), head, "nothing committed");
     assert_eq!(h.calls("implement").len(), 1);
     assert_eq!(h.calls("commit").len(), 3, "the review and two requests");
@@ -373,8 +386,7 @@ fn a_pre_commit_framework_night_commits_the_fixers_fixes_on_the_first_attempt() 
         {"match": "greeting", "implement": writes(json!({"src/greet.txt": "hello   \nworld\t\n\n\n"}))},
         {"match": "farewell", "implement": writes(json!({"src/bye.txt": "bye  \nnow"}))}
     ]}));
-    let (code, err) = h.kern(&["5", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = h.kern(&["5", "0"]).expect(0).stderr;
     assert_eq!(h.p.log()[..2], ["Add the farewell", "Add the greeting"]);
     assert_eq!(h.calls("implement").len(), 2, "each on its first attempt");
     for (path, fixed) in [
@@ -414,8 +426,7 @@ fn a_reformatting_pre_commit_hook_and_a_trailer_commit_msg_hook_in_a_relative_ho
     h.p.scenario(&json!({"default": {
         "implement": writes(json!({"src/greet.js": "export const greet=(n)=>\"hello \"+n\n"}))
     }}));
-    let (code, err) = h.kern(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    h.kern(&["1", "0"]).expect(0);
     assert_eq!(
         h.git(&["log", "-1", "--format=%B"]),
         "Add the greeting\n\nReviewed-by: the hook <hook@example.com>\n\n"
@@ -441,8 +452,7 @@ fn the_review_is_told_the_ticket_key_convention_and_the_tasks_key() {
         "implement": writes(json!({"wave.txt": "wave\n"})),
         "commit": commit("ABC-42: add the wave helper")
     }}));
-    let (code, err) = h.kern(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    h.kern(&["1", "0"]).expect(0);
     let prompt = h.calls("commit")[0]["prompt"].as_str().unwrap().to_string();
     assert!(
         prompt.contains("## The commit message\n\nThe recent subjects start with a ticket key of the `ABC` project, written `ABC-123: <description>`. The task names `ABC-42`: start yours with `ABC-42: `.\n"),
@@ -469,14 +479,7 @@ fn a_commit_a_dead_run_left_whose_message_is_refused_goes_back_to_the_review() {
         "implement": writes(json!({"greet.txt": "hello\n"})),
         "commit": [commit("Add the greeting"), commit("feat: add the greeting")]
     }}));
-    let mut cmd = h.p.kern_std();
-    h.isolate(&mut cmd);
-    let mut child = cmd
-        .args(["1", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = h.kern(&["1", "0"]).spawn_with(Stdio::null(), Stdio::null());
     let hook = crate::support::read_pid(&started);
     crate::support::kill(i32::try_from(child.id()).unwrap());
     child.wait().unwrap();
@@ -488,8 +491,7 @@ fn a_commit_a_dead_run_left_whose_message_is_refused_goes_back_to_the_review() {
     );
     assert!(h.p.read("SPEC.md").starts_with("- [x] Add the greeting\n"));
 
-    let (code, err) = h.kern(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = h.kern(&["1", "0"]).expect(0).stderr;
     assert!(
         err.contains("the `commit-msg` hook refused that commit: `Add the greeting` is in progress again and goes on from its review"),
         "{err}"

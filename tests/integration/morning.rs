@@ -544,12 +544,8 @@ fn log_follow_follows_a_detached_run_to_its_end() {
     let lock = std::fs::read_to_string(p.path().join(".git/kern.lock")).unwrap();
     assert!(lock.contains(&format!("\"pid\": {pid}")), "{lock}");
     let follower = p
-        .kern_std()
-        .args(["log", "-f"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .run(&["log", "-f"])
+        .spawn_with(Stdio::piped(), Stdio::piped());
     std::fs::write(&go, "").unwrap();
     let out = follower.wait_with_output().unwrap();
     let (followed, err) = texts(&out);
@@ -627,12 +623,9 @@ fn a_run_keeps_the_machine_awake_says_so_and_the_inhibitor_dies_with_it() {
         std::env::var("PATH").unwrap_or_default()
     );
     let child = p
-        .kern_std()
+        .run(&["1", "0"])
         .env("PATH", path)
-        .args(["1", "0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .spawn_with(Stdio::inherit(), Stdio::piped());
     let kern_pid = child.id();
     let out = child.wait_with_output().unwrap();
     let (_, err) = texts(&out);

@@ -2,7 +2,7 @@
 //! and no two runs on one work tree ever collide.
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -24,13 +24,10 @@ fn waiting_in(stage: &str, task: &str, go: &Path) -> serde_json::Value {
 }
 
 fn spawn(p: &Project, state_root: &Path, args: &[&str]) -> Child {
-    p.kern_std()
+    p.run(&[])
         .env("KERN_STATE_DIR", state_root)
         .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
-        .unwrap()
 }
 
 fn finish(child: Child) -> (i32, String) {

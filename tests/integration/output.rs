@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use project::{Project, texts};
+use project::Project;
 use regex::Regex;
 use serde_json::json;
 
@@ -142,16 +142,13 @@ fn no_color_and_color_never_print_no_escape_codes() {
     ] {
         let p = Project::new("- [ ] One\n");
         p.scenario(&json!({"default": {"implement": {"write": {"one.txt": "done\n"}}}}));
-        let mut cmd = p.kern();
-        cmd.args(["1", "0"]).args(&args);
-        if no_color {
-            cmd.env("NO_COLOR", "1");
+        let run = p.run(&["1", "0"]).args(&args);
+        let run = if no_color {
+            run.env("NO_COLOR", "1")
         } else {
-            cmd.env_remove("NO_COLOR");
-        }
-        let out = cmd.output().unwrap();
-        let (_, err) = texts(&out);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+            run.env_remove(["NO_COLOR"])
+        };
+        let err = run.expect(0).stderr;
         assert_plain(&err);
         assert!(err.contains("✓ commit"), "{err}");
     }

@@ -453,7 +453,10 @@ fn a_hand_append_to_a_replaced_spec_md_is_folded_in_at_the_next_write() {
         .spawn()
         .unwrap();
     wait_for_file(&opened);
-    let mut kern = p.kern_std().args(["1", "0"]).spawn().unwrap();
+    let mut kern = p.run(&["1", "0"]).spawn_with(
+        std::process::Stdio::inherit(),
+        std::process::Stdio::inherit(),
+    );
     // Implement runs: research's note was written (SPEC.md replaced while the editor held the
     // old file) and kern stopped waiting for the editor to close it. Only now does it append.
     wait_for_file(&p.state_dir().join("stage2.jsonl"));

@@ -766,13 +766,7 @@ fn jq_recipes_work_on_a_real_state_folder() {
         "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}},
         "tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]
     }));
-    let mut run = p
-        .kern_std()
-        .args(["2", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = p.run(&["2", "0"]).spawn_with(Stdio::null(), Stdio::null());
     // The scripted agent logs each call before it sleeps: the second review is running.
     let deadline = Instant::now() + Duration::from_secs(60);
     let calls = p.outside.path().join("scenario.calls.jsonl");

@@ -5,7 +5,7 @@
 //! every ref and file where they left it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 
 use serde_json::json;
 
@@ -189,14 +189,11 @@ fn spawn_in(p: &Project, dir: &Path, scenario: &Path, args: &[&str]) -> Child {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p.kern_std()
+    p.run(&[])
         .current_dir(dir)
         .env("KERN_AGENT", format!("program:{}", agent.display()))
         .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
-        .unwrap()
 }
 
 /// A project on `master` with tasks A1–A3 and a worktree `other` on its own branch with tasks

@@ -154,12 +154,8 @@ fn lock_phase(p: &Project) -> String {
 }
 
 fn spawn(p: &Project, stderr: &Path) -> Child {
-    p.kern_std()
-        .args(["100", "0"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(stderr).unwrap())
-        .spawn()
-        .unwrap()
+    p.run(&["100", "0"])
+        .spawn_with(Stdio::null(), std::fs::File::create(stderr).unwrap())
 }
 
 /// Waits for the child, at most [`RUN_LIMIT`]; a stuck kern is killed and the soak fails.

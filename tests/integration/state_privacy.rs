@@ -6,7 +6,6 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use serde_json::{Value, json};
 
@@ -283,13 +282,7 @@ fn held_in_review(p: &Project, args: &[&str]) -> (std::path::PathBuf, std::proce
         "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
         "commit": {"shell": [format!("while [ ! -f '{}' ]; do sleep 0.01; done", go.display())]}
     }}));
-    let child = p
-        .kern_std()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = p.run(&[]).args(args).spawn();
     (go, child)
 }
 
@@ -389,13 +382,7 @@ fn a_state_folder_removed_during_a_stage_is_made_again_and_the_run_goes_on() {
         let p = Project::new("- [ ] One\n");
         let go = p.outside.path().join("go");
         p.scenario(&waiting_implement(&go));
-        let child = p
-            .kern_std()
-            .args(["1", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = p.run(&["1", "0"]).spawn();
         wait_for_file(&p.state_dir().join("stage2.jsonl"));
         // A tmp cleaner: the whole folder goes, the stage's open files with it.
         let gone = match removed {

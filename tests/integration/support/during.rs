@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 
 use serde_json::{Value, json};
 
@@ -37,12 +37,7 @@ pub(crate) fn waiting(stage: &str, go: &Path, actions: Value) -> Value {
 
 /// `kern ARGS` in `p`, in the background, stderr captured.
 pub(crate) fn spawn(p: &Project, args: &[&str]) -> Child {
-    p.kern_std()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    p.run(&[]).args(args).spawn()
 }
 
 /// Waits for a spawned kern: its exit code and stderr.

@@ -345,6 +345,25 @@ impl KernRun<'_> {
         self.finish()
     }
 
+    /// Starts kern in the background (stdout to nothing, stderr piped) for a test that acts
+    /// while it runs: kills it, waits for a stage, runs another kern beside it.
+    pub(crate) fn spawn(self) -> std::process::Child {
+        self.spawn_with(std::process::Stdio::null(), std::process::Stdio::piped())
+    }
+
+    /// [`KernRun::spawn`] with the given stdout and stderr.
+    pub(crate) fn spawn_with(
+        self,
+        stdout: impl Into<std::process::Stdio>,
+        stderr: impl Into<std::process::Stdio>,
+    ) -> std::process::Child {
+        self.command()
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
     /// Runs kern from `dir` (a folder inside the repository, say) instead of the top folder.
     pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cwd = Some(dir.as_ref().to_path_buf());

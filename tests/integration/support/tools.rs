@@ -36,6 +36,11 @@ impl RegistryTools {
             .env("NPM_CONFIG_PREFIX", &self.npm_prefix);
     }
 
+    /// The npm prefix the pinned tools were installed under.
+    pub(crate) fn npm_prefix(&self) -> &Path {
+        &self.npm_prefix
+    }
+
     /// The folders the pinned tools are in, first on the returned `PATH`.
     pub(crate) fn path(&self) -> &OsString {
         &self.path
