@@ -31,7 +31,6 @@ use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
 use crate::pipeline::iteration::TaskNow;
 use crate::pipeline::{Run, TaskRun};
 use crate::prompt::inputs::RefusedMessage;
-use crate::reporter::text;
 use crate::repository::CommitRequest;
 use crate::spec::{Edit, Quoted, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
@@ -322,12 +321,6 @@ impl Run<'_> {
                 .iter()
                 .any(|c| std::path::Path::new(&l.path) == c)
         });
-        for left in &outcome.left_out {
-            self.reporter.warn(&format!(
-                "left out of the commit: `{}` ({})",
-                left.path, left.reason
-            ));
-        }
         let left_out: Vec<LeftOutFile> = outcome
             .left_out
             .iter()
@@ -336,6 +329,11 @@ impl Run<'_> {
                 reason: l.reason.clone(),
             })
             .collect();
+        if !left_out.is_empty() {
+            self.emit(RunEvent::LeftOutOfCommit {
+                files: left_out.clone(),
+            });
+        }
         // The person's `--allow-dirty` paths are theirs, not files kern left out.
         outcome.left_out.retain(|l| {
             !it.start
@@ -346,37 +344,19 @@ impl Run<'_> {
         self.remember_left_out(&outcome.left_out)?;
         let Some(oid) = outcome.sha else {
             let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();
-            self.reporter.info(&format!(
-                "{} is done with nothing to commit: {why}",
-                Quoted(&it.title)
-            ));
-            self.summary.notes.push(format!(
-                "{} was done without a commit: {why}",
-                Quoted(&it.title)
-            ));
-            self.log.event(RunEvent::NoCommit {
+            self.emit(RunEvent::NoCommit {
                 task: it.title.clone(),
                 why,
             });
             return Ok(IterationEnd::Progressed);
         };
-        let sha = oid.to_string();
-        let short = text::short_oid(&sha).to_string();
-        self.reporter.info(&format!(
-            "committed {short} {}",
-            message.lines().next().unwrap_or("")
-        ));
         let review_branch = self.review_branch();
-        match &review_branch {
-            Some(branch) => self.summary.review.push((it.title.clone(), branch.clone())),
-            None => {
-                self.summary.committed.push((it.title.clone(), short));
-                self.last_commit = Some(oid);
-            }
+        if review_branch.is_none() {
+            self.last_commit = Some(oid);
         }
-        self.log.event(RunEvent::Commit {
+        self.emit(RunEvent::Commit {
             task: it.title.clone(),
-            sha,
+            sha: oid.to_string(),
             subject: message.lines().next().unwrap_or("").to_string(),
             left_out,
             review_branch,

@@ -21,12 +21,13 @@ use crate::error::{Error, Result};
 use crate::pipeline::check;
 use crate::pipeline::decide::{self, Attempts, Decision, Next, TaskOutcome};
 use crate::pipeline::{Run, TaskRun};
+use crate::reporter::voice::NEEDS_PERSON;
 use crate::spec::{self, Document, Edit, Quoted, TaskState};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
 use crate::state::journal::{self, PendingEdits, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, RunEvent};
+use crate::state::run_log::{IterationEnd, RunEvent, TaskTaken};
 
 /// What SPEC.md allows kern to do with its task now.
 pub(super) enum TaskNow {
@@ -397,7 +398,9 @@ impl Run<'_> {
             return Ok(None);
         };
         self.lock.set_phase(Phase::Check)?;
-        self.reporter.info(&format!("check: `{command}`"));
+        self.emit(RunEvent::CheckStarted {
+            command: command.clone(),
+        });
         let result = check::run(
             &command,
             self.ws.repo.top(),
@@ -411,17 +414,15 @@ impl Run<'_> {
             self.reporter,
             "during the check",
         )?;
-        self.log.event(RunEvent::Check {
+        self.emit(RunEvent::Check {
             task: Some(it.title.clone()),
             command,
             passed: result == check::CheckResult::Passed,
+            output: match &result {
+                check::CheckResult::Failed(note) => Some(note.clone()),
+                check::CheckResult::Passed => None,
+            },
         });
-        if let check::CheckResult::Failed(note) = &result {
-            self.reporter
-                .warn(note.lines().next().unwrap_or("check failed"));
-        } else {
-            self.reporter.info("check passed");
-        }
         let attempts = self.attempts(it)?;
         match decide::after_check(result, &attempts, self.settings.max_attempts) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
@@ -466,85 +467,41 @@ impl Run<'_> {
             }
         }
         self.edit_task(it, &edits)?;
-        match decision.outcome {
-            TaskOutcome::Skipped { reason } => {
-                self.summary.skipped.push(it.title.clone());
-                self.log.event(RunEvent::Skipped {
-                    task: it.title.clone(),
-                    reason,
-                });
-            }
-            TaskOutcome::Decomposed { subtasks } => {
-                self.reporter.info(&format!(
-                    "decomposed into {}",
-                    crate::reporter::text::count(subtasks.len(), "subtask", "subtasks")
-                ));
-                self.log.event(RunEvent::Decomposed {
-                    task: it.title.clone(),
-                    subtasks,
-                });
-            }
-            TaskOutcome::Failed { attempt, note } => {
-                self.summary.failed_attempts += 1;
-                self.last_failed = true;
-                self.reporter.warn(&format!(
-                    "attempt {attempt} of {} failed: {}",
-                    Quoted(&it.title),
-                    note.lines().next().unwrap_or("")
-                ));
-                self.log.event(RunEvent::AttemptFailed {
-                    task: it.title.clone(),
-                    attempt,
-                    note,
-                });
-            }
+        let task = it.title.clone();
+        let blocked = |why| RunEvent::Blocked {
+            task: it.title.clone(),
+            why,
+            line: it.line,
+        };
+        let ended = match decision.outcome {
+            TaskOutcome::Skipped { reason } => vec![RunEvent::Skipped { task, reason }],
+            TaskOutcome::Decomposed { subtasks } => vec![RunEvent::Decomposed { task, subtasks }],
+            TaskOutcome::Failed { attempt, note } => vec![RunEvent::AttemptFailed {
+                task,
+                attempt,
+                note,
+                ends_task: false,
+            }],
             TaskOutcome::NeedsPerson { question } => {
-                self.reporter.warn(&format!(
-                    "blocked {}: it waits on you — {question}",
-                    Quoted(&it.title)
-                ));
-                self.reporter.notify(
-                    crate::reporter::notify::EventKind::TaskBlocked,
-                    serde_json::json!({
-                        "text": format!("{} is blocked [!]: it waits on you — {question}", Quoted(&it.title)),
-                        "task": it.title,
-                        "line": it.line,
-                        "why": format!("needs a person: {question}"),
-                    }),
-                );
-                self.summary.blocked.push(it.title.clone());
-                self.log.event(RunEvent::Blocked {
-                    task: it.title.clone(),
-                    why: format!("needs a person: {question}"),
-                });
-                journal::remove(&self.ws.state_dir.task_start());
+                vec![blocked(format!("{NEEDS_PERSON}{question}"))]
             }
-            TaskOutcome::Blocked { attempt, note, why } => {
-                self.log.event(RunEvent::AttemptFailed {
-                    task: it.title.clone(),
+            TaskOutcome::Blocked { attempt, note, why } => vec![
+                RunEvent::AttemptFailed {
+                    task,
                     attempt,
                     note,
-                });
-                self.summary.failed_attempts += 1;
-                self.last_failed = true;
-                self.reporter
-                    .warn(&format!("blocked {}: {why}", Quoted(&it.title)));
-                self.reporter.notify(
-                    crate::reporter::notify::EventKind::TaskBlocked,
-                    serde_json::json!({
-                        "text": format!("{} is blocked [!]: {why}", Quoted(&it.title)),
-                        "task": it.title,
-                        "line": it.line,
-                        "why": why,
-                    }),
-                );
-                self.summary.blocked.push(it.title.clone());
-                self.log.event(RunEvent::Blocked {
-                    task: it.title.clone(),
-                    why,
-                });
-                journal::remove(&self.ws.state_dir.task_start());
+                    ends_task: true,
+                },
+                blocked(why),
+            ],
+        };
+        for event in ended {
+            match &event {
+                RunEvent::AttemptFailed { .. } => self.last_failed = true,
+                RunEvent::Blocked { .. } => journal::remove(&self.ws.state_dir.task_start()),
+                _ => {}
             }
+            self.emit(event);
         }
         Ok(decision.end)
     }
@@ -607,22 +564,17 @@ impl Run<'_> {
         it: &mut TaskRun,
         now: &TaskNow,
     ) -> Result<IterationEnd> {
-        let what = match now {
-            TaskNow::Gone => "is no longer in SPEC.md (removed or renamed by hand)".to_string(),
-            TaskNow::SetByPerson(state) => format!(
-                "was set to [{}] by hand during the run",
-                state.marker_char()
-            ),
+        let how = match now {
+            TaskNow::Gone => TaskTaken::Gone,
+            TaskNow::SetByPerson(state) => TaskTaken::SetTo(state.marker_char()),
             TaskNow::Ours => return Ok(IterationEnd::Progressed),
         };
         let saved = self.set_aside(it, "taken away by the person")?;
-        self.reporter.warn(&format!(
-            "task {} {what}: kern follows the person{}",
-            Quoted(&it.title),
-            saved
-                .map(|r| format!(" — its work is saved at `{r}`"))
-                .unwrap_or_default()
-        ));
+        self.emit(RunEvent::TaskTaken {
+            task: it.title.clone(),
+            how,
+            saved,
+        });
         journal::remove(&self.ws.state_dir.task_start());
         Ok(IterationEnd::Progressed)
     }
@@ -646,11 +598,7 @@ impl Run<'_> {
             ),
         )?;
         self.ws.repo.restore_paths(&paths)?;
-        self.summary.notes.push(format!(
-            "the work of {} ({why}) is saved at `{git_ref}`",
-            Quoted(&it.title)
-        ));
-        self.log.event(RunEvent::SetAside {
+        self.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: git_ref.clone(),
             paths: paths.iter().map(|p| p.display().to_string()).collect(),
@@ -687,20 +635,15 @@ impl Run<'_> {
             },
             other => other,
         })?;
-        if doc.find(&pending.identity).is_some() {
+        let applied = doc.find(&pending.identity).is_some();
+        if applied {
             self.edit(&pending.identity, &pending.edits)?;
-            self.reporter.info(&format!(
-                "applied kern's edit of {} that waited for {} to be fixed",
-                Quoted(&pending.title),
-                self.ws.spec_display
-            ));
-        } else {
-            self.reporter.warn(&format!(
-                "dropped kern's waiting edit of {}: the task is no longer in {}",
-                Quoted(&pending.title),
-                self.ws.spec_display
-            ));
         }
+        self.emit(RunEvent::WaitingEdit {
+            task: pending.title.clone(),
+            spec: self.ws.spec_display.clone(),
+            applied,
+        });
         journal::remove(&path);
         Ok(())
     }

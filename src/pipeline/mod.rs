@@ -46,6 +46,7 @@ use std::time::Instant;
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
 use crate::reporter::notify::{EventKind, Notifier};
+use crate::reporter::voice;
 use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
@@ -393,15 +394,17 @@ impl Run<'_> {
                 .iter()
                 .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
         if resuming {
-            self.reporter.info(&format!(
-                "baseline check skipped: a task is in progress, its work is in the tree (`{command}` runs as its gate)"
-            ));
+            self.emit(RunEvent::BaselineCheck {
+                command,
+                skipped: true,
+            });
             return Ok(());
         }
         self.lock.set_phase(Phase::Check)?;
-        self.reporter.info(&format!(
-            "baseline check: `{command}` on the starting commit"
-        ));
+        self.emit(RunEvent::BaselineCheck {
+            command: command.clone(),
+            skipped: false,
+        });
         let result = check::run(
             &command,
             self.ws.repo.top(),
@@ -410,16 +413,33 @@ impl Run<'_> {
             self.interrupt,
         )
         .await?;
-        self.log.event(RunEvent::Check {
+        self.emit(RunEvent::Check {
             task: None,
             command: command.clone(),
             passed: result == check::CheckResult::Passed,
+            output: None,
         });
         match result {
             check::CheckResult::Passed => Ok(()),
             check::CheckResult::Failed(output) => {
                 Err(Error::CheckFailsAtBaseline { command, output })
             }
+        }
+    }
+
+    /// Says what happened, once: the person's line ([`voice::said`]), `--notify`
+    /// ([`voice::notice`]), the end-of-run summary ([`Summary::on`]) and `run.jsonl` all
+    /// listen to the one event.
+    pub(super) fn emit(&mut self, event: RunEvent) {
+        for said in voice::said(&event) {
+            self.reporter.tell(&said);
+        }
+        if let Some((kind, fields)) = voice::notice(&event) {
+            self.reporter.notify(kind, fields);
+        }
+        self.summary.on(&event);
+        if event.is_recorded() {
+            self.log.event(event);
         }
     }
 

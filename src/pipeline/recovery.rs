@@ -19,13 +19,7 @@ impl Run<'_> {
         let mut stale_started = None;
         match takeover {
             Some(Takeover::Stale { record, why }) => {
-                self.reporter.warn(&format!(
-                    "recovered a stale lock left by kern pid {} ({why})",
-                    record.pid
-                ));
-                if lock::stop_orphaned_agent(&record) {
-                    self.reporter.warn("stopped the agent that run left behind");
-                }
+                let orphan = lock::stop_orphaned_agent(&record);
                 // A run that died committing or writing left git's locks of its own; one that died
                 // while cleaning up after such a run hands that cleanup on.
                 let since = if matches!(record.phase, Phase::Committing | Phase::Writing) {
@@ -37,11 +31,14 @@ impl Run<'_> {
                     self.lock.set_recovering(Some(since))?;
                     stale_started = Some(since.system_time());
                 }
-                self.log.event(RunEvent::LockRecovered {
+                self.emit(RunEvent::LockRecovered {
                     pid: record.pid,
                     why,
                     phase: record.phase.to_string(),
                 });
+                if orphan {
+                    self.emit(RunEvent::OrphanStopped {});
+                }
             }
             Some(Takeover::Unreadable { path }) => {
                 self.reporter.warn(&format!(

@@ -28,10 +28,11 @@
 //! `--notify` command.
 
 pub(crate) mod diagnostics;
-mod lines;
+pub(crate) mod lines;
 pub(crate) mod notify;
 mod status_line;
 pub(crate) mod text;
+pub(crate) mod voice;
 
 pub(crate) use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
 use lines::{stage_line_text, summary_lines};
@@ -361,6 +362,14 @@ impl Reporter {
             Mode::Quiet => self.emit(None, &plain),
         }
         self.show(Some(Clock::Off));
+    }
+
+    /// Tells the person a line of [`voice`].
+    pub(crate) fn tell(&self, said: &voice::Said) {
+        match said {
+            voice::Said::Info(text) => self.info(text),
+            voice::Said::Warn(text) => self.warn(text),
+        }
     }
 
     /// Something the person should know; not shown with `-q`.

@@ -235,6 +235,9 @@ pub(crate) enum RunEvent {
         attempt: u32,
         /// The note (kern's reason, the agent's note, the check's or reviewer's words).
         note: String,
+        /// This attempt ends the task (blocked): its end is what the person is told.
+        #[serde(skip)]
+        ends_task: bool,
     },
     /// The terminal went away (SIGHUP): the run goes on, its lines continue in `run.log`.
     Hangup {},
@@ -254,6 +257,9 @@ pub(crate) enum RunEvent {
         command: String,
         /// Whether it passed.
         passed: bool,
+        /// What it printed when it failed, for the person's line (`check.log` keeps it).
+        #[serde(skip)]
+        output: Option<String>,
     },
     /// Implement split the task into subtasks.
     Decomposed {
@@ -266,8 +272,11 @@ pub(crate) enum RunEvent {
     Blocked {
         /// The task's title.
         task: String,
-        /// Why.
+        /// Why (`needs a person: …` when it waits on the person's answer).
         why: String,
+        /// Its line in SPEC.md, for `--notify`.
+        #[serde(skip)]
+        line: usize,
     },
     /// A parallel task's work conflicted with the branch when kern applied it: nothing was
     /// written; the task is retried (first time) or blocked.
@@ -305,6 +314,54 @@ pub(crate) enum RunEvent {
         /// How it ended.
         end: IterationEnd,
     },
+    /// The check gate is about to run `command` (told, not recorded: its `check` event says
+    /// how it ended).
+    #[serde(skip)]
+    CheckStarted {
+        /// The command.
+        command: String,
+    },
+    /// `--check` on the starting commit is about to run, or was skipped because a task in
+    /// progress has its work in the tree (told, not recorded).
+    #[serde(skip)]
+    BaselineCheck {
+        /// The command.
+        command: String,
+        /// Skipped rather than run.
+        skipped: bool,
+    },
+    /// Changed files a commit is about to leave out (told, not recorded: the `commit` event
+    /// lists them).
+    #[serde(skip)]
+    LeftOutOfCommit {
+        /// The files and why.
+        files: Vec<LeftOutFile>,
+    },
+    /// The person took kern's task away during the run; kern follows (told, not recorded:
+    /// `set_aside` records the work kept).
+    #[serde(skip)]
+    TaskTaken {
+        /// The task's title.
+        task: String,
+        /// What the person did.
+        how: TaskTaken,
+        /// Where its work is kept, when it left any.
+        saved: Option<String>,
+    },
+    /// An edit of kern's that waited for an invalid SPEC.md to be fixed was applied, or
+    /// dropped because its task is gone (told, not recorded).
+    #[serde(skip)]
+    WaitingEdit {
+        /// The task's title.
+        task: String,
+        /// The task file as the person names it.
+        spec: String,
+        /// Applied rather than dropped.
+        applied: bool,
+    },
+    /// The agent a dead run left running was stopped (told, not recorded).
+    #[serde(skip)]
+    OrphanStopped {},
     /// The run ended.
     RunEnd {
         /// How it ended, in words.
@@ -317,6 +374,30 @@ pub(crate) enum RunEvent {
         #[serde(default)]
         iterations: u32,
     },
+}
+
+/// What the person did to a task kern was working on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskTaken {
+    /// Removed it, or renamed it beyond recognition.
+    Gone,
+    /// Set its marker by hand (the marker's character).
+    SetTo(char),
+}
+
+impl RunEvent {
+    /// Whether `run.jsonl` records the event; the rest are only told.
+    pub(crate) fn is_recorded(&self) -> bool {
+        !matches!(
+            self,
+            RunEvent::CheckStarted { .. }
+                | RunEvent::BaselineCheck { .. }
+                | RunEvent::LeftOutOfCommit { .. }
+                | RunEvent::TaskTaken { .. }
+                | RunEvent::WaitingEdit { .. }
+                | RunEvent::OrphanStopped {}
+        )
+    }
 }
 
 /// One line of `run.jsonl` as read back.
@@ -497,6 +578,7 @@ mod tests {
                 task: "Hard".into(),
                 attempt: 2,
                 note: "the test `parse_empty` failed: expected Ok, got Err".into(),
+                ends_task: false,
             },
             RunEvent::Hangup {},
             RunEvent::NoCommit {
@@ -507,6 +589,7 @@ mod tests {
                 task: Some("Add the parser".into()),
                 command: "cargo test".into(),
                 passed: false,
+                output: None,
             },
             RunEvent::Decomposed {
                 task: "Big".into(),
@@ -515,6 +598,7 @@ mod tests {
             RunEvent::Blocked {
                 task: "Hard".into(),
                 why: "6 failed attempts".into(),
+                line: 0,
             },
             RunEvent::Commit {
                 task: "Add the parser".into(),
@@ -580,6 +664,7 @@ mod tests {
             task: None,
             command: "true".into(),
             passed: true,
+            output: None,
         });
         std::fs::OpenOptions::new()
             .append(true)
@@ -590,6 +675,7 @@ mod tests {
         log.event(RunEvent::Blocked {
             task: "t".into(),
             why: "w".into(),
+            line: 0,
         });
         let lines = parse(&std::fs::read_to_string(&path).unwrap());
         assert_eq!(lines.len(), 2);

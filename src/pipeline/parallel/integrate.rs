@@ -286,14 +286,14 @@ impl Run<'_> {
             attempt: count,
         });
         let edits = if count >= 2 {
-            self.reporter.warn(&format!(
-                "blocked {}: its work conflicts again in {files} ({how}) — it stays on `{branch}`",
-                Quoted(&job.title)
-            ));
-            self.summary.blocked.push(job.title.clone());
-            self.log.event(RunEvent::Blocked {
+            let doc = self.spec.reload()?;
+            let line = doc.find(&job.identity).map_or(0, |t| doc.tasks()[t].line);
+            self.emit(RunEvent::Blocked {
                 task: job.title.clone(),
-                why: format!("its work conflicted twice in {files}"),
+                why: format!(
+                    "its work conflicted twice in {files} ({how}) — it stays on `{branch}`"
+                ),
+                line,
             });
             conflicts.remove(&job.slug);
             journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;

@@ -315,6 +315,13 @@ impl Builder {
                 self.agent.clone_from(agent);
                 self.max_cost = *max_cost_usd;
             }
+            // Told, never recorded: a log holds none of them.
+            RunEvent::CheckStarted { .. }
+            | RunEvent::BaselineCheck { .. }
+            | RunEvent::LeftOutOfCommit { .. }
+            | RunEvent::TaskTaken { .. }
+            | RunEvent::WaitingEdit { .. }
+            | RunEvent::OrphanStopped {} => {}
             RunEvent::LockRecovered { pid, why, phase } => self.notices.push(format!(
                 "took over the lock of run {pid} ({why}; it was {phase})"
             )),
@@ -456,6 +463,7 @@ impl Builder {
                 task,
                 command,
                 passed,
+                ..
             } => {
                 let check = CheckInfo {
                     command: command.clone(),
@@ -481,6 +489,7 @@ impl Builder {
                 task,
                 attempt,
                 note,
+                ..
             } => {
                 let t = self.task_named(task);
                 t.attempts.push(AttemptInfo {
@@ -505,7 +514,7 @@ impl Builder {
                 });
                 t.end = TaskEnd::Failed;
             }
-            RunEvent::Blocked { task, why } => {
+            RunEvent::Blocked { task, why, .. } => {
                 self.task_named(task).blocked = Some(why.clone());
             }
             RunEvent::Commit {

@@ -1,0 +1,282 @@
+//! Every word the person reads about a happening of the run, in one `match` (git-absorb's
+//! announcer): the loop emits a [`RunEvent`] once, and the outputs listen — this module's
+//! [`said`] is the terminal's line, [`notice`] the `--notify` event, [`Summary::on`] the
+//! end-of-run summary's fold, and `run.jsonl` the record.
+//!
+//! The decision a reader must know: the events carry data, never prose. Where two happenings
+//! read differently (a task blocked because it waits on a person, or because it ran out of
+//! attempts), the event says which in a field, and the words are chosen here.
+
+use super::lines::Summary;
+use super::notify::EventKind;
+use super::text;
+use crate::spec::Quoted;
+use crate::state::run_log::{RunEvent, TaskTaken};
+
+/// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.
+pub(crate) const NEEDS_PERSON: &str = "needs a person: ";
+
+/// A line for the person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Said {
+    /// Something the person should know; not shown with `-q`.
+    Info(String),
+    /// Something that went wrong but does not stop the run; shown in every mode.
+    Warn(String),
+}
+
+/// The lines the terminal shows for `event`, in order; none when the event is told elsewhere
+/// (a stage's own line, the iteration's header) or only recorded.
+pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
+    use Said::{Info, Warn};
+    match event {
+        RunEvent::Decomposed { subtasks, .. } => vec![Info(format!(
+            "decomposed into {}",
+            text::count(subtasks.len(), "subtask", "subtasks")
+        ))],
+        RunEvent::AttemptFailed {
+            task,
+            attempt,
+            note,
+            ends_task: false,
+        } => vec![Warn(format!(
+            "attempt {attempt} of {} failed: {}",
+            Quoted(task),
+            note.lines().next().unwrap_or("")
+        ))],
+        RunEvent::Blocked { task, why, .. } => {
+            vec![Warn(format!(
+                "blocked {}: {}",
+                Quoted(task),
+                blocked_why(why)
+            ))]
+        }
+        RunEvent::CheckStarted { command } => vec![Info(format!("check: `{command}`"))],
+        RunEvent::Check {
+            task: Some(_),
+            passed,
+            output,
+            ..
+        } => vec![if *passed {
+            Info("check passed".into())
+        } else {
+            Warn(
+                output
+                    .as_deref()
+                    .and_then(|o| o.lines().next())
+                    .unwrap_or("check failed")
+                    .to_string(),
+            )
+        }],
+        RunEvent::BaselineCheck { command, skipped } => vec![Info(if *skipped {
+            format!(
+                "baseline check skipped: a task is in progress, its work is in the tree (`{command}` runs as its gate)"
+            )
+        } else {
+            format!("baseline check: `{command}` on the starting commit")
+        })],
+        RunEvent::LeftOutOfCommit { files } => files
+            .iter()
+            .map(|l| {
+                Warn(format!(
+                    "left out of the commit: `{}` ({})",
+                    l.path, l.reason
+                ))
+            })
+            .collect(),
+        RunEvent::NoCommit { task, why } => vec![Info(format!(
+            "{} is done with nothing to commit: {why}",
+            Quoted(task)
+        ))],
+        RunEvent::Commit { sha, subject, .. } => vec![Info(format!(
+            "committed {} {subject}",
+            text::short_oid(sha)
+        ))],
+        RunEvent::TaskTaken { task, how, saved } => {
+            let what = match how {
+                TaskTaken::Gone => "is no longer in SPEC.md (removed or renamed by hand)".into(),
+                TaskTaken::SetTo(marker) => {
+                    format!("was set to [{marker}] by hand during the run")
+                }
+            };
+            vec![Warn(format!(
+                "task {} {what}: kern follows the person{}",
+                Quoted(task),
+                saved
+                    .as_ref()
+                    .map(|r| format!(" — its work is saved at `{r}`"))
+                    .unwrap_or_default()
+            ))]
+        }
+        RunEvent::WaitingEdit {
+            task,
+            spec,
+            applied,
+        } => vec![if *applied {
+            Info(format!(
+                "applied kern's edit of {} that waited for {spec} to be fixed",
+                Quoted(task)
+            ))
+        } else {
+            Warn(format!(
+                "dropped kern's waiting edit of {}: the task is no longer in {spec}",
+                Quoted(task)
+            ))
+        }],
+        RunEvent::LockRecovered { pid, why, .. } => vec![Warn(format!(
+            "recovered a stale lock left by kern pid {pid} ({why})"
+        ))],
+        RunEvent::OrphanStopped {} => {
+            vec![Warn("stopped the agent that run left behind".into())]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Why a task is blocked, as the person reads it.
+fn blocked_why(why: &str) -> String {
+    match why.strip_prefix(NEEDS_PERSON) {
+        Some(question) => format!("it waits on you — {question}"),
+        None => why.to_string(),
+    }
+}
+
+/// The `--notify` event for `event`, when it is one of the moments a notifier hears about.
+pub(crate) fn notice(event: &RunEvent) -> Option<(EventKind, serde_json::Value)> {
+    match event {
+        RunEvent::Blocked { task, why, line } => Some((
+            EventKind::TaskBlocked,
+            serde_json::json!({
+                "text": format!("{} is blocked [!]: {}", Quoted(task), blocked_why(why)),
+                "task": task,
+                "line": line,
+                "why": why,
+            }),
+        )),
+        _ => None,
+    }
+}
+
+impl Summary {
+    /// Folds `event` into the end-of-run summary.
+    pub(crate) fn on(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::Skipped { task, .. } => self.skipped.push(task.clone()),
+            RunEvent::AttemptFailed { .. } => self.failed_attempts += 1,
+            RunEvent::Blocked { task, .. } => self.blocked.push(task.clone()),
+            RunEvent::NoCommit { task, why } => self
+                .notes
+                .push(format!("{} was done without a commit: {why}", Quoted(task))),
+            RunEvent::Commit {
+                task,
+                sha,
+                review_branch,
+                ..
+            } => match review_branch {
+                Some(branch) => self.review.push((task.clone(), branch.clone())),
+                None => self
+                    .committed
+                    .push((task.clone(), text::short_oid(sha).to_string())),
+            },
+            RunEvent::SetAside {
+                task, git_ref, why, ..
+            } => self.notes.push(format!(
+                "the work of {} ({why}) is saved at `{git_ref}`",
+                Quoted(task)
+            )),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocked(why: &str) -> RunEvent {
+        RunEvent::Blocked {
+            task: "Parse dates".into(),
+            why: why.into(),
+            line: 3,
+        }
+    }
+
+    #[test]
+    fn a_block_reads_as_its_cause_and_notifies_once() {
+        for (why, line) in [
+            (
+                "needs a person: which time zone?",
+                "blocked `Parse dates`: it waits on you — which time zone?",
+            ),
+            (
+                "6 failed attempts",
+                "blocked `Parse dates`: 6 failed attempts",
+            ),
+        ] {
+            assert_eq!(said(&blocked(why)), [Said::Warn(line.into())]);
+            let (kind, fields) = notice(&blocked(why)).unwrap();
+            assert_eq!(kind, EventKind::TaskBlocked);
+            assert_eq!(fields["why"], why);
+            assert_eq!(fields["line"], 3);
+        }
+    }
+
+    #[test]
+    fn the_attempt_that_ends_a_task_is_told_by_its_end_alone() {
+        let failed = |ends_task| RunEvent::AttemptFailed {
+            task: "T".into(),
+            attempt: 2,
+            note: "the build failed\nmore".into(),
+            ends_task,
+        };
+        assert_eq!(
+            said(&failed(false)),
+            [Said::Warn(
+                "attempt 2 of `T` failed: the build failed".into()
+            )]
+        );
+        assert_eq!(said(&failed(true)), []);
+        // Either way it is a failed attempt in the summary.
+        let mut summary = Summary::default();
+        summary.on(&failed(false));
+        summary.on(&failed(true));
+        assert_eq!(summary.failed_attempts, 2);
+    }
+
+    #[test]
+    fn the_summary_folds_what_the_run_did() {
+        let mut s = Summary::default();
+        for event in [
+            RunEvent::Commit {
+                task: "A".into(),
+                sha: "0123456789abcdef".into(),
+                subject: "Add a".into(),
+                left_out: Vec::new(),
+                review_branch: None,
+            },
+            RunEvent::Commit {
+                task: "B".into(),
+                sha: "fedcba9876543210".into(),
+                subject: "Add b".into(),
+                left_out: Vec::new(),
+                review_branch: Some("kern/b".into()),
+            },
+            RunEvent::Skipped {
+                task: "C".into(),
+                reason: "later".into(),
+            },
+            blocked("6 failed attempts"),
+            RunEvent::NoCommit {
+                task: "D".into(),
+                why: "nothing changed".into(),
+            },
+        ] {
+            s.on(&event);
+        }
+        assert_eq!(s.committed, [("A".to_string(), "0123456".to_string())]);
+        assert_eq!(s.review, [("B".to_string(), "kern/b".to_string())]);
+        assert_eq!(s.skipped, ["C"]);
+        assert_eq!(s.blocked, ["Parse dates"]);
+        assert_eq!(s.notes, ["`D` was done without a commit: nothing changed"]);
+    }
+}
