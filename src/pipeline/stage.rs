@@ -156,10 +156,7 @@ impl Run<'_> {
         }
         let found = self.audit(stage, &before, it)?;
         if !found.shared.is_empty() {
-            for s in &found.shared {
-                self.reporter.warn(s);
-            }
-            self.log.event(RunEvent::SharedRef {
+            self.emit(RunEvent::SharedRef {
                 task: Some(it.title.clone()),
                 stage,
                 moved: found.shared.clone(),
@@ -167,10 +164,7 @@ impl Run<'_> {
             });
         }
         if !found.violations.is_empty() {
-            for v in &found.violations {
-                self.reporter.warn(&format!("violation: {v}"));
-            }
-            self.log.event(RunEvent::Violation {
+            self.emit(RunEvent::Violation {
                 task: Some(it.title.clone()),
                 stage,
                 violations: found.violations.clone(),
@@ -245,16 +239,11 @@ impl Run<'_> {
         if changes.is_empty() {
             return Ok(());
         }
-        self.reporter.warn(&format!(
-            "{} changed during the {} stage, not by kern: {}",
-            self.ws.spec_display,
-            stage.name(),
-            changes.join("; ")
-        ));
-        self.log.event(RunEvent::HandEdit {
+        self.emit(RunEvent::HandEdit {
             task: Some(it.title.clone()),
             stage,
             changes: changes.clone(),
+            spec: self.ws.spec_display.clone(),
         });
         it.hand_edits.extend(changes);
         Ok(())

@@ -11,7 +11,7 @@ use super::lines::Summary;
 use super::notify::EventKind;
 use super::text;
 use crate::spec::Quoted;
-use crate::state::run_log::{RunEvent, TaskTaken};
+use crate::state::run_log::{Leftover, RunEvent, TaskTaken};
 
 /// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.
 pub(crate) const NEEDS_PERSON: &str = "needs a person: ";
@@ -129,6 +129,29 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
         RunEvent::OrphanStopped {} => {
             vec![Warn("stopped the agent that run left behind".into())]
         }
+        RunEvent::LeftoverRemoved { path, what } => vec![Warn(match what {
+            Leftover::UnreadableLock => format!(
+                "took over the lock `{path}`: it held no readable record (a run killed while writing it)"
+            ),
+            Leftover::ScriptLock => format!("removed the original script's stale lock `{path}`"),
+            Leftover::TempFile => format!("removed `{path}` left by a kern killed while writing"),
+            Leftover::GitLock => format!("removed `{path}` left by the crashed kern"),
+        })],
+        RunEvent::SharedRef { moved, .. } => moved.iter().map(|m| Warn(m.clone())).collect(),
+        RunEvent::Violation { violations, .. } => violations
+            .iter()
+            .map(|v| Warn(format!("violation: {v}")))
+            .collect(),
+        RunEvent::HandEdit {
+            stage,
+            changes,
+            spec,
+            ..
+        } => vec![Warn(format!(
+            "{spec} changed during the {} stage, not by kern: {}",
+            stage.name(),
+            changes.join("; ")
+        ))],
         _ => Vec::new(),
     }
 }

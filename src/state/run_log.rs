@@ -207,6 +207,9 @@ pub(crate) enum RunEvent {
         stage: Stage,
         /// One sentence per change.
         changes: Vec<String>,
+        /// The task file as the person names it, for their line.
+        #[serde(skip)]
+        spec: String,
     },
     /// A task ended without a commit and its work was set aside, so the next task starts on
     /// a clean tree.
@@ -362,6 +365,14 @@ pub(crate) enum RunEvent {
     /// The agent a dead run left running was stopped (told, not recorded).
     #[serde(skip)]
     OrphanStopped {},
+    /// Something a dead run left behind was removed (told, not recorded).
+    #[serde(skip)]
+    LeftoverRemoved {
+        /// Its path.
+        path: String,
+        /// What it was.
+        what: Leftover,
+    },
     /// The run ended.
     RunEnd {
         /// How it ended, in words.
@@ -374,6 +385,19 @@ pub(crate) enum RunEvent {
         #[serde(default)]
         iterations: u32,
     },
+}
+
+/// What a dead run can leave behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leftover {
+    /// A run lock without a readable record (a run killed while writing it).
+    UnreadableLock,
+    /// The original script's lock folder.
+    ScriptLock,
+    /// kern's temp file beside SPEC.md or LEARNINGS.md.
+    TempFile,
+    /// git's `index.lock` or a ref lock of a kern killed committing.
+    GitLock,
 }
 
 /// What the person did to a task kern was working on.
@@ -396,6 +420,7 @@ impl RunEvent {
                 | RunEvent::TaskTaken { .. }
                 | RunEvent::WaitingEdit { .. }
                 | RunEvent::OrphanStopped {}
+                | RunEvent::LeftoverRemoved { .. }
         )
     }
 }
@@ -563,6 +588,7 @@ mod tests {
                 task: Some("Add the parser".into()),
                 stage: Stage::Implement,
                 changes: vec!["`Other` [ ] → [x]".into()],
+                spec: String::new(),
             },
             RunEvent::SetAside {
                 task: "Hard".into(),

@@ -209,10 +209,9 @@ impl Run<'_> {
             crate::reporter::text::short_oid(&seen.to_string()),
             crate::reporter::text::short_oid(&now.to_string()),
         );
-        self.reporter.warn(&what);
         // In the morning report under the task that just ended: the one stage that may write
         // is implement, though any task's agent could have done it.
-        self.log.event(RunEvent::Violation {
+        self.emit(RunEvent::Violation {
             task: Some(job.title.clone()),
             stage: Stage::Implement,
             violations: vec![what.clone()],

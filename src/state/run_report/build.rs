@@ -321,7 +321,8 @@ impl Builder {
             | RunEvent::LeftOutOfCommit { .. }
             | RunEvent::TaskTaken { .. }
             | RunEvent::WaitingEdit { .. }
-            | RunEvent::OrphanStopped {} => {}
+            | RunEvent::OrphanStopped {}
+            | RunEvent::LeftoverRemoved { .. } => {}
             RunEvent::LockRecovered { pid, why, phase } => self.notices.push(format!(
                 "took over the lock of run {pid} ({why}; it was {phase})"
             )),
