@@ -158,6 +158,7 @@ impl Run<'_> {
                         ),
                     )?;
                     self.ws.repo.restore_paths(&paths)?;
+                    self.spec.next_step();
                     let text = self.spec.last_text();
                     self.spec.restore(&text)?;
                     found

@@ -309,7 +309,10 @@ impl Run<'_> {
             exclude: &exclude,
             no_verify: self.settings.no_verify,
             notify: Some(&|text: &str| reporter.warn(text)),
-        })?;
+        });
+        // Hooks and formatters may have rewritten SPEC.md.
+        self.spec.next_step();
+        let outcome = outcome?;
         for note in &outcome.notes {
             self.reporter.info(note);
         }

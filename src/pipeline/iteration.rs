@@ -43,9 +43,11 @@ impl Run<'_> {
     /// Runs iteration `index` of `total`.
     pub(super) async fn iteration(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         let parses_before = crate::spec::Document::parse_count();
+        let reads_before = spec::SpecFile::read_count();
         let end = self.iteration_inner(index, total).await;
         tracing::debug!(
             index,
+            spec_reads = spec::SpecFile::read_count() - reads_before,
             spec_parses = crate::spec::Document::parse_count() - parses_before,
             "iteration done"
         );
@@ -53,6 +55,7 @@ impl Run<'_> {
     }
 
     async fn iteration_inner(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
+        self.spec.next_step();
         self.lock.set_phase(Phase::Selecting)?;
         self.finish_pending_commit()?;
         self.apply_pending_edits()?;
@@ -409,6 +412,7 @@ impl Run<'_> {
             self.interrupt,
         )
         .await?;
+        self.spec.next_step();
         crate::stage::runner::remake_state_dir(
             &self.ws.state_dir,
             self.reporter,
@@ -598,6 +602,7 @@ impl Run<'_> {
             ),
         )?;
         self.ws.repo.restore_paths(&paths)?;
+        self.spec.next_step();
         self.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: git_ref.clone(),

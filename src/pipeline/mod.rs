@@ -413,6 +413,7 @@ impl Run<'_> {
             self.interrupt,
         )
         .await?;
+        self.spec.next_step();
         self.emit(RunEvent::Check {
             task: None,
             command: command.clone(),

@@ -153,6 +153,7 @@ impl Run<'_> {
             ),
         )?;
         self.ws.repo.restore_paths(&paths)?;
+        self.spec.next_step();
         let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
         self.reporter
             .warn(&format!("{}: {note}", crate::spec::Quoted(&it.title)));

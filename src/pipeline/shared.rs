@@ -7,6 +7,14 @@
 //! else — the person, or an agent against its orders — and is logged here as it is seen, so a
 //! stage reports exactly the changes that were not kern's, whichever task kern was writing
 //! for meanwhile.
+//!
+//! SPEC.md is read once per step, not once per question: [`SharedSpec::reload`] answers from
+//! the document kern last read or wrote until [`SharedSpec::next_step`] says something else may
+//! have written the file since — an agent's stage ended, the check or a commit's hooks ran,
+//! kern put paths of the work tree back. Every write still starts from the file as it is now
+//! ([`SpecFile::apply_reporting`]), so a step's view can make kern ask the person's file one
+//! question late, never lose their edit. Parallel tasks share the view: any task's new step
+//! drops it, so a view is never older than the latest step of any task.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -22,6 +30,8 @@ pub(crate) struct SharedSpec(Rc<RefCell<Inner>>);
 
 struct Inner {
     file: SpecFile,
+    /// The document as of the current step, when kern read or wrote it in this step.
+    view: Option<Document>,
     /// Changes that were not kern's, in the order they were seen.
     changes: Vec<String>,
 }
@@ -30,26 +40,48 @@ impl SharedSpec {
     pub(crate) fn new(file: SpecFile) -> SharedSpec {
         SharedSpec(Rc::new(RefCell::new(Inner {
             file,
+            view: None,
             changes: Vec::new(),
         })))
     }
 
-    /// Reads the file again; a change since kern last read or wrote it is logged.
+    /// The file as of this step: read again at the first question of a step (a change since
+    /// kern last read or wrote it is logged), answered from that reading after.
     pub(crate) fn reload(&self) -> Result<Document> {
         let mut inner = self.0.borrow_mut();
+        if let Some(view) = &inner.view {
+            return Ok(view.clone());
+        }
         let (doc, previous) = inner.file.reload_with_previous()?;
         if let Some(previous) = previous {
             let changes = audit::hand_edits(&previous, &doc);
             inner.changes.extend(changes);
         }
+        inner.view = Some(doc.clone());
         Ok(doc)
     }
 
+    /// Something else may have written SPEC.md since kern's last look (an agent, a hook, the
+    /// check, a put-back path): the next question reads the file again.
+    pub(crate) fn next_step(&self) {
+        self.0.borrow_mut().view = None;
+    }
+
     /// Applies kern's `edits` to `task` (see [`SpecFile::apply_reporting`]), after logging any
-    /// change that came before them.
+    /// change that came before them; the written document is this step's view.
     pub(crate) fn apply_reporting(&self, task: &TaskIdentity, edits: &[Edit]) -> Result<Written> {
-        self.reload()?;
-        self.0.borrow_mut().file.apply_reporting(task, edits)
+        let mut inner = self.0.borrow_mut();
+        let written = inner.file.apply_reporting(task, edits);
+        inner.view = written.as_ref().ok().map(|w| w.document.clone());
+        if let Ok(Written {
+            found_change: Some((seen, found)),
+            ..
+        }) = &written
+        {
+            let changes = audit::hand_edits(seen, found);
+            inner.changes.extend(changes);
+        }
+        written
     }
 
     /// The text kern last read or wrote.
@@ -59,6 +91,7 @@ impl SharedSpec {
 
     /// Writes `text` back (see [`SpecFile::restore`]).
     pub(crate) fn restore(&self, text: &str) -> Result<()> {
+        self.next_step();
         self.0.borrow_mut().file.restore(text)
     }
 
@@ -124,7 +157,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_changes_kern_did_not_make_are_logged() {
+    fn a_step_reads_the_file_once_and_only_changes_kern_did_not_make_are_logged() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("SPEC.md");
         std::fs::write(&path, "- [ ] a\n- [ ] b\n").unwrap();
@@ -141,6 +174,14 @@ mod tests {
             .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replace("- [ ] b", "- [x] b")).unwrap();
+        // Within kern's step the file is not read again: the view is what kern wrote.
+        assert_eq!(
+            spec.reload().unwrap().tasks()[1].state,
+            crate::spec::TaskState::Pending
+        );
+        assert!(spec.changes_since(mark).is_empty());
+        // The next step reads it, and names the person's change.
+        spec.next_step();
         spec.reload().unwrap();
         assert_eq!(spec.changes_since(mark), vec!["`b` [ ] → [x]"]);
         assert!(spec.changes_since(spec.mark()).is_empty());

@@ -122,6 +122,7 @@ impl Run<'_> {
         });
         let mut limits = self.limits.get();
         let ran = runner::run_stage::<R>(&ctx, &mut self.lock, &mut limits, &request).await;
+        self.spec.next_step();
         self.limits.merge(&limits);
         let mut run = match ran {
             Ok(run) => run,

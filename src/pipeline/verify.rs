@@ -150,6 +150,7 @@ impl Run<'_> {
                         self.interrupt,
                     )
                     .await?;
+                    self.spec.next_step();
                     match result {
                         CheckResult::Passed => (true, "exit 0".to_string()),
                         CheckResult::Failed(note) => (false, note),

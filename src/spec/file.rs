@@ -71,6 +71,9 @@ pub struct Written {
     /// its own layout (every note's text kept) before adding its note: worth telling the
     /// person once.
     pub rewrote_notes: bool,
+    /// When someone else wrote the file since kern last read or wrote it: what kern had seen,
+    /// and what it found before its write (their change is kept; this names it).
+    pub found_change: Option<(Document, Document)>,
 }
 
 /// A replaced file that a writer still held open when kern stopped waiting: checked again at
@@ -178,8 +181,12 @@ impl SpecFile {
         // (text to edit, the file content it was derived from): set when the file moved on
         // after kern built its text, so that the next round can carry that text forward.
         let mut carry: Option<(String, String)> = None;
+        let mut found_change = None;
         for _ in 0..MAX_ROUNDS {
             let (held, disk) = read_current(&self.path, &self.display)?;
+            if found_change.is_none() && disk != self.last_text {
+                found_change = Some((self.parse(&self.last_text), Document::parse(&disk)));
+            }
             let mut base = match carry.take() {
                 Some((base, was)) => match disk.strip_prefix(was.as_str()) {
                     Some(tail) => base + tail,
@@ -207,6 +214,7 @@ impl SpecFile {
             let written = |document: Document| Written {
                 document,
                 rewrote_notes,
+                found_change: found_change.clone(),
             };
             if text == disk {
                 self.last_text = text;
@@ -314,8 +322,20 @@ impl SpecFile {
     }
 }
 
+/// Reads of SPEC.md from disk in this process, for `-v`'s per-iteration count.
+static READS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl SpecFile {
+    /// How often this process has read SPEC.md from disk (loads, reloads and the re-reads of
+    /// every write): `-v` logs it per iteration, and a test holds it down.
+    pub fn read_count() -> u64 {
+        READS.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Opens SPEC.md read-only and reads it as text.
 fn read_current(path: &Path, display: &str) -> Result<(File, String)> {
+    READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut file = File::open(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::SpecMissing {
             path: PathBuf::from(display),

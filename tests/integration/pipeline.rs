@@ -493,3 +493,41 @@ fn spec_md_is_parsed_at_most_twice_per_plain_iteration() {
         "parses per iteration: {counts:?}"
     );
 }
+
+/// The reads of SPEC.md in each iteration, as `-v` logs them.
+fn spec_reads(stderr: &str) -> Vec<u64> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("iteration done"))
+        .map(|l| {
+            let at = l.find("spec_reads=").expect("-v logs spec_reads") + "spec_reads=".len();
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// SPEC.md is the person's file, open in their editor: kern reads it once per step it needs
+/// it for, not once per question (issue 28; 24 reads per iteration before). A plain task —
+/// research, implement, review, commit — reads it at the start, after each stage and at each
+/// of kern's two writes; a check gate adds the read after the check.
+#[test]
+fn a_plain_iteration_reads_spec_md_once_per_step_not_two_dozen_times() {
+    for (check, most) in [(None, 6), (Some("true"), 7)] {
+        let p = Project::new("- [ ] Add a greeting\n- [ ] Add a farewell\n");
+        p.scenario(&working_agent());
+        let mut args = vec!["2", "0", "-v"];
+        if let Some(command) = check {
+            args.extend(["--check", command]);
+        }
+        let ran = p.run(&args).env_remove(["KERN_LOG"]).expect(0);
+        let reads = spec_reads(&ran.stderr);
+        assert_eq!(reads.len(), 2, "{}", ran.stderr);
+        assert!(reads.iter().all(|&n| n <= most), "{check:?}: {reads:?}");
+        assert_eq!(p.log().len(), 3);
+    }
+}

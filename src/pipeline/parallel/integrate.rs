@@ -110,7 +110,9 @@ impl Run<'_> {
                 paths: paths.clone(),
             },
         )?;
-        if !self.ws.repo.checkout_paths(tree, &paths)? {
+        let checked_out = self.ws.repo.checkout_paths(tree, &paths);
+        self.spec.next_step();
+        if !checked_out? {
             journal::remove(&self.ws.state_dir.integrating());
             return self.conflicted(
                 job,
@@ -253,6 +255,7 @@ impl Run<'_> {
                 ),
             )?;
             self.ws.repo.restore_paths(&ours)?;
+            self.spec.next_step();
         }
         Ok(IterationEnd::Progressed)
     }
