@@ -509,7 +509,7 @@ const WEEK: u64 = 7 * DAY;
 fn duration_between<const MIN: u64, const MAX: u64>(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
     if d < Duration::from_secs(MIN) || d > Duration::from_secs(MAX) {
-        let show = |secs| crate::reporter::text::duration(Duration::from_secs(secs));
+        let show = |secs| crate::text::duration(Duration::from_secs(secs));
         return Err(format!(
             "`{}` is out of range — give {} to {}",
             text.trim(),

@@ -53,6 +53,7 @@ mod spec;
 mod stage;
 mod state;
 mod supervisor;
+mod text;
 mod timestamp;
 mod workspace;
 

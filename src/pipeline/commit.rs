@@ -31,13 +31,13 @@ use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
 use crate::pipeline::iteration::TaskNow;
 use crate::pipeline::{Run, TaskRun};
 use crate::prompt::inputs::RefusedMessage;
-use crate::reporter::text;
 use crate::repository::CommitRequest;
 use crate::spec::{Edit, Quoted, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent};
+use crate::text;
 
 /// How one try of kern's commit ended.
 enum Tried {

@@ -477,7 +477,7 @@ impl Run<'_> {
             TaskOutcome::Decomposed { subtasks } => {
                 self.reporter.info(&format!(
                     "decomposed into {}",
-                    crate::reporter::text::count(subtasks.len(), "subtask", "subtasks")
+                    crate::text::count(subtasks.len(), "subtask", "subtasks")
                 ));
                 self.log.event(RunEvent::Decomposed {
                     task: it.title.clone(),
@@ -635,7 +635,7 @@ impl Run<'_> {
             return Ok(None);
         }
         self.lock.set_phase(Phase::Writing)?;
-        let slug = crate::reporter::text::slug(&it.title);
+        let slug = crate::text::slug(&it.title);
         let git_ref = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
         self.ws.repo.save_paths(
             &git_ref,

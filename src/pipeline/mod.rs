@@ -301,7 +301,7 @@ async fn run_locked(
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
         run.reporter.warn(&format!(
             "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
-            crate::reporter::text::short_oid(&oid.to_string())
+            crate::text::short_oid(&oid.to_string())
         ));
         run.detached = true;
     }
@@ -477,7 +477,7 @@ impl Run<'_> {
                 .unwrap_or_default();
             self.summary.notes.push(format!(
                 "kern's commits are on no branch (HEAD is detached) — keep them with `git branch <name> {}`",
-                crate::reporter::text::short_oid(&head)
+                crate::text::short_oid(&head)
             ));
         }
         let result = result.and_then(|()| {

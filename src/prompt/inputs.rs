@@ -284,11 +284,11 @@ pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
         0 => "This is the first attempt at this task.".to_string(),
         n if n < max_attempts => format!(
             "This task has failed {}. The Attempt notes in the task say what was tried and why it failed: do not repeat a failed approach.",
-            crate::reporter::text::count(n as usize, "time", "times")
+            crate::text::count(n as usize, "time", "times")
         ),
         n => format!(
             "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session.",
-            crate::reporter::text::count(n as usize, "time", "times")
+            crate::text::count(n as usize, "time", "times")
         ),
     }
 }

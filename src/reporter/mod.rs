@@ -31,7 +31,6 @@ pub(crate) mod diagnostics;
 mod lines;
 pub(crate) mod notify;
 mod status_line;
-pub(crate) mod text;
 
 pub(crate) use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
 use lines::{stage_line_text, summary_lines};
@@ -48,6 +47,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget};
 use crate::cli::ColorChoice;
 use crate::settings::OutputEnv;
 use crate::stage::Stage;
+use crate::text;
 
 /// Longest tool-call detail shown in the status line, in characters.
 const TOOL_WIDTH: usize = 60;

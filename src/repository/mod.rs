@@ -606,7 +606,7 @@ pub(crate) fn untrusted_path(error: &git2::Error, start: &Path) -> Option<PathBu
 pub(crate) fn safe_directory_fix(path: &Path) -> String {
     format!(
         "git config --global --add safe.directory {}",
-        crate::reporter::text::shell_quote(&path.display().to_string())
+        crate::text::shell_quote(&path.display().to_string())
     )
 }
 

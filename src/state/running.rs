@@ -156,7 +156,7 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
             running.stage = Some(*stage);
             running.stage_elapsed_s = Some(since.elapsed().as_secs());
             let dir = if in_jobs {
-                state_dir.job(&crate::reporter::text::slug(task))
+                state_dir.job(&crate::text::slug(task))
             } else {
                 state_dir.clone()
             };
@@ -167,7 +167,7 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         running.tasks = open
             .iter()
             .map(|(task, stage_open)| {
-                let dir = state_dir.job(&crate::reporter::text::slug(task));
+                let dir = state_dir.job(&crate::text::slug(task));
                 RunningTask {
                     task: task.clone(),
                     stage: stage_open.map(|(s, _)| s),

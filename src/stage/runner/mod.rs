@@ -19,7 +19,6 @@ use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
-use crate::reporter::text;
 use crate::retry::{self, AgentLimits, Side, Step};
 use crate::settings::Settings;
 use crate::stage::record::{Outcome, StageRecord, Switch, TaskRef, Wait, WaitKind};
@@ -28,6 +27,7 @@ use crate::state::StateDir;
 use crate::state::lock::{Phase, RunLock};
 use crate::supervisor::EndReason;
 use crate::supervisor::interrupt::Interrupt;
+use crate::text;
 use crate::timestamp::Timestamp;
 
 mod attempt;
