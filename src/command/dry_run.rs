@@ -24,7 +24,7 @@ use std::path::Path;
 use crate::agent::{Agent, InvocationRequest, StageAgent};
 use crate::command::status;
 use crate::error::{Error, Result};
-use crate::prompt::inputs::{StageInputs, stage_agents};
+use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
 use crate::settings::Settings;
 use crate::spec;
 use crate::stage::Stage;

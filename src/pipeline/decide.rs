@@ -4,7 +4,7 @@
 //!
 //! Decisions a reader must know:
 //! - Failed attempts, in tiers: after `--max-attempts` failures the implement prompt demands
-//!   decomposition (see `prompt::inputs::attempts_text`); only after that request is a task
+//!   decomposition (see `pipeline::stage::inputs::attempts_text`); only after that request is a task
 //!   blocked `[!]` (with its parents that are left stuck with it): after twice that many
 //!   failures, or when an attempt made under the request failed the same way as the ones
 //!   before it (the last `--max-attempts` failures, at least two, share one error signature).

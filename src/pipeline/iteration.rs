@@ -406,7 +406,7 @@ impl Run<'_> {
             self.interrupt,
         )
         .await?;
-        crate::stage::runner::remake_state_dir(
+        crate::pipeline::stage::runner::remake_state_dir(
             &self.ws.state_dir,
             self.reporter,
             "during the check",

@@ -38,7 +38,7 @@ mod recovery;
 pub(crate) mod schedule;
 mod scope;
 mod shared;
-mod stage;
+pub(crate) mod stage;
 mod verify;
 
 use std::time::Instant;
@@ -76,7 +76,7 @@ pub(crate) struct Run<'a> {
     /// What the whole run has spent, every parallel task's stages counted (`--max-cost`).
     spent: Spent,
     /// The usage-limit pause every task of the run shares.
-    pause: crate::stage::runner::Pause,
+    pause: crate::pipeline::stage::runner::Pause,
     /// Set for a parallel task's run (`-j`, `--review`): see [`JobTarget`].
     job: Option<JobTarget>,
     summary: Summary,
@@ -269,7 +269,7 @@ async fn run_locked(
         log: RunLog::new(ws.state_dir.run_log(), run_id),
         spec: SharedSpec::new(spec),
         spent: Spent::default(),
-        pause: crate::stage::runner::Pause::default(),
+        pause: crate::pipeline::stage::runner::Pause::default(),
         job: None,
         summary: Summary {
             state_dir: ws.state_dir.dir(),

@@ -1,7 +1,7 @@
 //! One try of a stage: spawn the agent with its argv, follow its stream through the supervisor
 //! (timeouts, the lock's agent group, interrupts), and hand back what it said, not yet judged.
 //!
-//! The one decision a reader must know: a try never decides anything; [`super::run_stage`]
+//! The one decision a reader must know: a try never decides anything; [`super::runner::run_stage`]
 //! classifies how it ended and chooses to retry, wait, switch agents or give up.
 
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use crate::state::lock::{AgentGroup, RunLock};
 use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
 use crate::timestamp::Timestamp;
 
-use super::{STDERR_CAP, StageContext, StageRequest, StageRun, Tries};
+use super::runner::{STDERR_CAP, StageContext, StageRequest, StageRun, Tries};
 
 /// One run of the agent, not yet judged.
 pub(super) struct Attempt {
@@ -152,7 +152,7 @@ pub(super) async fn run_once(
         // The group is gone now; a record of it would only mislead a later takeover.
         lock.set_agent_group(None)?;
     }
-    super::remake_state_dir(
+    super::runner::remake_state_dir(
         state_dir,
         ctx.reporter,
         &format!("during the {stage} stage"),
