@@ -15,9 +15,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::prompt::{Keep, PromptInputs, convention, cut, escape_fence};
 use crate::agent::{Agent, StageAgent, StageAgents};
 use crate::error::Result;
+use crate::prompt::{Keep, PromptInputs, convention, cut, escape_fence};
 use crate::settings::Settings;
 use crate::spec::Document;
 use crate::stage::{ImplementReport, Stage};
@@ -79,7 +79,9 @@ impl StageInputs {
     ) -> Result<StageInputs> {
         let own = ws.own_files();
         let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let commits = ws.repo.recent_commits(10, &own, crate::prompt::BUDGET_COMMITS)?;
+        let commits = ws
+            .repo
+            .recent_commits(10, &own, crate::prompt::BUDGET_COMMITS)?;
         let t = &doc.tasks()[task];
         let mut inputs = StageInputs {
             task: task_text(doc, task),
@@ -144,7 +146,9 @@ impl StageInputs {
                 if let Some(start) = start {
                     exclude.extend(start.excluded.iter().map(PathBuf::as_path));
                 }
-                let diff = ws.repo.diff_since(base, &exclude, crate::prompt::BUDGET_DIFF)?;
+                let diff = ws
+                    .repo
+                    .diff_since(base, &exclude, crate::prompt::BUDGET_DIFF)?;
                 let unchanged = diff == "(no changes)\n";
                 inputs.diff = Some(if unchanged {
                     NO_CHANGES.to_string()
@@ -349,7 +353,8 @@ mod tests {
     use clap::Parser;
 
     fn agents(argv: &[&str], stage: Stage) -> StageAgents {
-        let templates = crate::prompt::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
+        let templates =
+            crate::prompt::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
         let cli = Cli::try_parse_from(argv).unwrap();
         let settings = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap();
         stage_agents(&settings, &templates, stage)

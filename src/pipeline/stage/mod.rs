@@ -10,20 +10,19 @@
 //! Children: `inputs.rs` gathers what the stage sees (shared with the dry run), `runner.rs`
 //! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
 
-
 mod attempt;
 pub(crate) mod inputs;
 pub(crate) mod runner;
 
 use crate::error::{Error, Result};
-use crate::pipeline::{Run, TaskRun, protected_files};
 use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
+use crate::pipeline::{Run, TaskRun, protected_files};
 use crate::reporter::StageLine;
 use crate::spec::Quoted;
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
-use runner::{StageContext, StageRequest, StageRun};
 use crate::stage::{ImplementReport, Report};
 use crate::state::run_log::RunEvent;
+use runner::{StageContext, StageRequest, StageRun};
 use std::time::Duration;
 
 /// The model a level-3 task's research and review get on Claude when no model was chosen.
