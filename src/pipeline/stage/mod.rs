@@ -10,7 +10,7 @@
 //! Children: `inputs.rs` gathers what the stage sees (shared with the dry run), `runner.rs`
 //! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
 
-mod attempt;
+pub(crate) mod attempt;
 pub(crate) mod inputs;
 pub(crate) mod runner;
 
