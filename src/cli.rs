@@ -16,6 +16,8 @@ use std::time::Duration;
 use clap::FromArgMatches;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+pub use crate::reporter::ColorChoice;
+
 const EXAMPLES: &str = "\
 Examples:
   kern 10 30          take up to 10 tasks, 30 s apart (run it before bed)
@@ -303,17 +305,6 @@ pub enum CheckBaseline {
     Run,
     /// Do not.
     Skip,
-}
-
-/// When to use colour and the live status line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    /// On a terminal, unless NO_COLOR is set.
-    Auto,
-    /// Always.
-    Always,
-    /// Never.
-    Never,
 }
 
 /// kern's subcommands.

@@ -20,8 +20,8 @@ mod text;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use crate::cli::ColorChoice;
 use crate::error::{Error, Result};
+use crate::reporter::ColorChoice;
 use crate::repository::Repository;
 use crate::settings::Settings;
 use crate::state::StateDir;
