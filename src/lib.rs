@@ -96,6 +96,7 @@ pub mod testing {
         pub use crate::stage::Stage;
     }
     pub mod state {
+        pub use crate::state::head_folder;
         pub mod lock {
             pub use crate::state::lock::{
                 AgentGroup, LockRecord, Phase, RunLock, Takeover, stop_orphaned_agent,

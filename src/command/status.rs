@@ -111,7 +111,7 @@ pub(crate) fn compute_with_spec(
     let running = inspected
         .as_ref()
         .filter(|(_, live)| *live)
-        .map(|(record, _)| crate::state::running::read(record, &ws.state_dir));
+        .map(|(record, _)| super::running::read(record, &ws.state_dir));
     let json = json!({
         "saved_refs": saved,
         "spec": ws.spec_display,

@@ -5,6 +5,9 @@
 //! The decision a reader must know: nothing here waits for or disturbs the run — the stream
 //! file is read from its last [`TAIL_BYTES`] only, through the same parser the run uses, so a
 //! 64 MB stream costs status no more than a short one.
+//!
+//! It lives beside `status` (its one user), not in `state/`: it parses agent streams, and the
+//! state folder sits below the agents.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
