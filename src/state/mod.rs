@@ -342,7 +342,7 @@ impl StateDir {
 pub(crate) const DETACHED_FOLDER: &str = "HEAD";
 
 /// The state-folder name of a HEAD on `branch` (from `Head::branch`): the branch escaped by
-/// [`branch_folder`] (an unborn branch uses its name too), a detached HEAD [`DETACHED_FOLDER`],
+/// `branch_folder` (an unborn branch uses its name too), a detached HEAD `DETACHED_FOLDER`,
 /// one stable folder per work tree. The workspace asks this; git does not know the naming.
 pub fn head_folder(branch: Option<&str>) -> String {
     branch.map_or_else(|| DETACHED_FOLDER.to_string(), branch_folder)
