@@ -7,7 +7,7 @@
 //! 64 MB stream costs status no more than a short one.
 //!
 //! It lives beside `status` (its one user), not in `state/`: it parses agent streams, and the
-//! state folder sits below the agents.
+//! state folder does not import the agents.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
