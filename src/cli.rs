@@ -16,6 +16,8 @@ use std::time::Duration;
 use clap::FromArgMatches;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+pub use crate::reporter::ColorChoice;
+
 const EXAMPLES: &str = "\
 Examples:
   kern 10 30          take up to 10 tasks, 30 s apart (run it before bed)
@@ -305,17 +307,6 @@ pub enum CheckBaseline {
     Skip,
 }
 
-/// When to use colour and the live status line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    /// On a terminal, unless NO_COLOR is set.
-    Auto,
-    /// Always.
-    Always,
-    /// Never.
-    Never,
-}
-
 /// kern's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -509,7 +500,7 @@ const WEEK: u64 = 7 * DAY;
 fn duration_between<const MIN: u64, const MAX: u64>(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
     if d < Duration::from_secs(MIN) || d > Duration::from_secs(MAX) {
-        let show = |secs| crate::reporter::text::duration(Duration::from_secs(secs));
+        let show = |secs| crate::text::duration(Duration::from_secs(secs));
         return Err(format!(
             "`{}` is out of range — give {} to {}",
             text.trim(),

@@ -292,7 +292,7 @@ pub enum Error {
     Unfinished(String),
 
     /// The `--max-cost` budget is spent.
-    #[error("the cost budget is spent: {} of {} — raise --max-cost to go on", crate::reporter::text::cost(*.spent), crate::reporter::text::cost(*.limit))]
+    #[error("the cost budget is spent: {} of {} — raise --max-cost to go on", crate::text::cost(*.spent), crate::text::cost(*.limit))]
     BudgetSpent {
         /// What the run cost so far, in USD.
         spent: f64,

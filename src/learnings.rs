@@ -152,7 +152,7 @@ pub(crate) fn select(
     } else {
         format!(
             "[kern: {} left out: {} names a path that no longer exists]\n",
-            crate::reporter::text::count(dropped, "entry", "entries"),
+            crate::text::count(dropped, "entry", "entries"),
             if dropped == 1 { "it" } else { "each" }
         )
     };
@@ -196,7 +196,7 @@ pub(crate) fn select(
     out.push_str(&format!(
         "[kern: {} of {} left out to stay within {} KiB: the ones most related to this task are kept, the newer first]\n",
         total - chosen.len(),
-        crate::reporter::text::count(total, "entry", "entries"),
+        crate::text::count(total, "entry", "entries"),
         budget / 1024
     ));
     let mut heading: Option<&str> = None;

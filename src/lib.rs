@@ -2,35 +2,27 @@
 //! agent, unattended. DESIGN.md is the contract between the parts; each module below owns one
 //! concept and says so in its opening doc comment.
 //!
-//! The layers, top to bottom; a layer uses the ones below it, never one above:
+//! The floors, top to bottom; a module uses only the ones below it, never one above
+//! (`docs/architecture.md`; `tests/integration/architecture.rs` fails on a use that points up):
+//! `command → pipeline → workspace → settings → cli → reporter → {prompt, repository, state,
+//! learnings, retry, scripted_agent} → agent → {stage, supervisor} → spec → atomic_file → error
+//! → {text, timestamp, private_file}`, the one exception `error → spec` (the error enum carries
+//! SPEC.md's diagnostics).
 //!
-//! - [`cli`] (what the person typed) and `settings` (what a run will do, resolved once, with
-//!   `.kern/config.toml` folded in by `settings/config.rs`), then
-//!   `command/`: one file per subcommand (`run`, `status`, `report`, `log`, `review`, `doctor`,
-//!   `demo`, `init`, `dry_run`, `detach`, `completions`).
-//! - `pipeline/`: the loop. `mod.rs` takes the lock and runs the iterations; `iteration.rs`
-//!   runs one task as a straight sequence of stages over a typed resume point; `decide.rs`
-//!   holds the outcome policy as pure functions; `stage.rs` runs one stage and its `audit.rs`;
-//!   `commit.rs` the journaled commit; `recovery.rs` what a dead run left; `verify.rs` and
-//!   `scope.rs` what kern checks itself before a review (must-haves, read-only tests, a
-//!   declared scope); `discovery.rs` how much research a task earns; `parallel/` runs tasks
-//!   side by side in worktrees (`-j`), with `schedule.rs` choosing them.
-//! - `stage/`: the stage kinds, their reports and schemas, the record each writes, and the
-//!   `runner/` that runs one stage to a decision (retry, wait, switch agents, give up) using
-//!   `retry` (the pure `next_step`).
-//! - `agent/` (argv per agent, the stream parsers, failure classification) and `supervisor/`
-//!   (process groups, timeouts, signals, the sleep inhibitor).
-//!
-//! Beside them, used by the layers above and using nothing above themselves: `spec/` (SPEC.md:
-//! parse with offsets, validate, select, edit and verify, other tools' dialects), `prompt/`
-//! (templates and `StageInputs::gather`, the one way stage inputs are built, for the loop and
-//! the dry run alike), `repository/` (everything git, through libgit2: status, snapshots,
-//! saves under `refs/kern/`, commits as git makes them, worktrees, whose ref is whose, working-
-//! tree encodings, the identity git would use), `state/` (the state folder,
-//! the journal, the lock with its `Phase`, the typed `run.jsonl` and the report built from it,
-//! resume inference shared by the loop and `status`), `reporter/` (what the person sees, and
-//! `--notify`), `workspace`, `learnings`, `atomic_file`, `private_file`, `timestamp`, [`error`] (one enum, the
-//! exit codes) and `scripted_agent` (the fake agent the tests and the demo drive).
+//! - `command/`: one file per subcommand, and `running.rs`, the live view `status` shows.
+//! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
+//!   journaled commit, recovery, `parallel/`), and `pipeline/stage/`: one stage as the loop
+//!   runs it — `inputs.rs` (what it sees, shared with the dry run), `runner.rs` (to a decision,
+//!   using the pure `retry::next_step`), `attempt.rs` (one try; agent output becomes the record).
+//! - `workspace`, `settings` (with `.kern/config.toml` folded in), [`cli`].
+//! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
+//! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
+//!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
+//!   `learnings`, `retry`, `scripted_agent`.
+//! - `agent/` (argv, stream parsers, failure classes); `stage/` (the stage vocabulary: kinds,
+//!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).
+//! - `spec/` (SPEC.md), `atomic_file`, [`error`], and the leaves `text`, `timestamp`,
+//!   `private_file`.
 //!
 //! The modules are private: the compiler reports what nothing uses. [`testing`] is the one seam
 //! the integration tests, the benchmarks and the fuzz target reach through.
@@ -53,6 +45,7 @@ mod spec;
 mod stage;
 mod state;
 mod supervisor;
+mod text;
 mod timestamp;
 mod workspace;
 
@@ -95,6 +88,7 @@ pub mod testing {
         pub use crate::stage::Stage;
     }
     pub mod state {
+        pub use crate::state::head_folder;
         pub mod lock {
             pub use crate::state::lock::{
                 AgentGroup, LockRecord, Phase, RunLock, Takeover, stop_orphaned_agent,

@@ -212,7 +212,7 @@ pub(crate) fn next_step(
             None if delays.is_empty() => Step::Fail(reason.clone()),
             None => Step::Fail(format!(
                 "{reason} (after {})",
-                crate::reporter::text::count(delays.len(), "retry", "retries")
+                crate::text::count(delays.len(), "retry", "retries")
             )),
         },
         FailureClass::StageLimit(reason) => Step::Fail(reason.clone()),
@@ -235,8 +235,8 @@ pub(crate) fn next_step(
                     } else {
                         "the reset is"
                     },
-                    crate::reporter::text::duration(wait),
-                    crate::reporter::text::duration(policy.max_wait)
+                    crate::text::duration(wait),
+                    crate::text::duration(policy.max_wait)
                 ))
             } else if switch {
                 Step::Switch(wait)

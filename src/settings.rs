@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::agent::Agent;
-use crate::cli::{CheckBaseline, Cli, ColorChoice};
+use crate::cli::{CheckBaseline, Cli};
 use crate::error::{Error, Result};
+use crate::reporter::{ColorChoice, OutputEnv};
 use crate::retry::RetryPolicy;
 use crate::state::StateDir;
 use crate::supervisor::invocation::Limits;
@@ -119,17 +120,6 @@ pub struct Settings {
     pub detached: bool,
     /// `PATH`, where the sleep inhibitor is looked for.
     pub path_var: Option<OsString>,
-}
-
-/// What the environment says about output.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OutputEnv {
-    /// `NO_COLOR` is set and not empty.
-    pub no_color: bool,
-    /// `TERM=dumb`: no cursor movement even on a terminal.
-    pub dumb_terminal: bool,
-    /// `KERN_LOG`, the diagnostics level.
-    pub kern_log: Option<String>,
 }
 
 /// Reads one environment variable (the process's, or a test's table).

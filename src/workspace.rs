@@ -58,7 +58,11 @@ impl Workspace {
             max_file_size: settings.max_file_size,
             ..GitOptions::default()
         });
-        let state_dir = StateDir::locate(&settings.state_root, &top, &repo.branch_folder()?)?;
+        let state_dir = StateDir::locate(
+            &settings.state_root,
+            &top,
+            &crate::state::head_folder(repo.head()?.branch()),
+        )?;
         let templates = Templates::load(&top)?;
         Ok(Workspace {
             repo,

@@ -343,8 +343,8 @@ pub(crate) fn build(layout: &Layout, kern: &Path) -> Result<()> {
     let wrapper = layout.wrapper();
     let script = format!(
         "#!/bin/sh\nexec {} scripted-agent {}\n",
-        crate::reporter::text::shell_quote(&kern.to_string_lossy()),
-        crate::reporter::text::shell_quote(&scenario_path.to_string_lossy())
+        crate::text::shell_quote(&kern.to_string_lossy()),
+        crate::text::shell_quote(&scenario_path.to_string_lossy())
     );
     std::fs::write(&wrapper, script).map_err(|e| Error::io(&wrapper, e))?;
     use std::os::unix::fs::PermissionsExt;
@@ -401,7 +401,7 @@ pub(crate) fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String>
         }
     }
     let state = layout.state_dir();
-    let run_log = crate::reporter::text::shell_quote(&state.join("run.jsonl").to_string_lossy());
+    let run_log = crate::text::shell_quote(&state.join("run.jsonl").to_string_lossy());
     if keep {
         let _ = writeln!(
             out,
@@ -409,7 +409,7 @@ pub(crate) fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String>
             layout.root.display(),
             layout.repo.display(),
             state.display(),
-            crate::reporter::text::shell_quote(&layout.repo.to_string_lossy()),
+            crate::text::shell_quote(&layout.repo.to_string_lossy()),
         );
         // The demo's state root is its own, not the default one: each command names it.
         let _ = writeln!(
@@ -418,8 +418,8 @@ pub(crate) fn ending(layout: &Layout, keep: bool, quiet: bool) -> Result<String>
         );
         let prefix = format!(
             "cd {} && KERN_STATE_DIR={}",
-            crate::reporter::text::shell_quote(&layout.repo.to_string_lossy()),
-            crate::reporter::text::shell_quote(&layout.state_root.to_string_lossy()),
+            crate::text::shell_quote(&layout.repo.to_string_lossy()),
+            crate::text::shell_quote(&layout.state_root.to_string_lossy()),
         );
         for command in ["kern status", "kern report", "kern log"] {
             let _ = writeln!(out, "  {prefix} {command}");
@@ -530,7 +530,7 @@ mod tests {
             ("it's", r"'it'\''s'"),
             ("", "''"),
         ] {
-            assert_eq!(crate::reporter::text::shell_quote(text), quoted, "{text}");
+            assert_eq!(crate::text::shell_quote(text), quoted, "{text}");
         }
     }
 

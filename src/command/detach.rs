@@ -25,7 +25,11 @@ const START_LIMIT: Duration = Duration::from_secs(10);
 /// Starts the run in the background.
 pub(crate) fn run(settings: &Settings) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
-    let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?)?;
+    let state_dir = StateDir::locate(
+        &settings.state_root,
+        repo.top(),
+        &crate::state::head_folder(repo.head()?.branch()),
+    )?;
     state_dir.create()?;
     let log_path = state_dir.output_log();
     crate::state::rotating::mark_start(&log_path);

@@ -16,7 +16,7 @@
 //! shows is what the run would do. The report is the command's output and goes to stdout;
 //! warnings about SPEC.md go to stderr, as `kern status` prints them. Control characters in
 //! either (a title's escape sequence, a tab in a `-v` prompt) are shown escaped or as spaces
-//! (`reporter::text::clean`), never sent to the terminal raw.
+//! (`text::clean`), never sent to the terminal raw.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -24,7 +24,7 @@ use std::path::Path;
 use crate::agent::{Agent, InvocationRequest, StageAgent};
 use crate::command::status;
 use crate::error::{Error, Result};
-use crate::prompt::inputs::{StageInputs, stage_agents};
+use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
 use crate::settings::Settings;
 use crate::spec;
 use crate::stage::Stage;
@@ -37,10 +37,10 @@ pub(crate) fn run(settings: &Settings, prompts_dir: Option<&Path>) -> Result<()>
     let (report, warnings) =
         report_with_warnings(settings, status::terminal_width(), prompts_dir.as_deref())?;
     for w in &warnings {
-        eprintln!("kern: {}", crate::reporter::text::clean(w));
+        eprintln!("kern: {}", crate::text::clean(w));
     }
     // Titles, the person's Check commands and prompts come from outside kern.
-    status::print_out(&crate::reporter::text::clean_lines(&report))
+    status::print_out(&crate::text::clean_lines(&report))
 }
 
 /// The dry-run report with titles cut to `width`, and the warnings about SPEC.md.
@@ -61,7 +61,7 @@ fn report_with_warnings(
             out,
             "setting:     {} = {} ({})",
             origin.name,
-            crate::reporter::text::clean(&origin.value),
+            crate::text::clean(&origin.value),
             origin.source
         );
     }
@@ -78,7 +78,7 @@ fn report_with_warnings(
         let _ = writeln!(
             out,
             "fallback:    {fallback}, for a stage whose agent hits a usage limit that resets later than {}",
-            crate::reporter::text::duration(settings.retry.fallback_after)
+            crate::text::duration(settings.retry.fallback_after)
         );
     }
     out.push_str(&status::render_human(&status, width));
@@ -283,12 +283,7 @@ fn agent_lines(
         }
     );
     let argv: Vec<String> = std::iter::once(invocation.program.display().to_string())
-        .chain(
-            invocation
-                .args
-                .iter()
-                .map(|a| crate::reporter::text::shell_quote(a)),
-        )
+        .chain(invocation.args.iter().map(|a| crate::text::shell_quote(a)))
         .collect();
     let _ = writeln!(
         out,
@@ -297,10 +292,6 @@ fn agent_lines(
         prompt_file.display()
     );
     for (k, v) in &invocation.env {
-        let _ = writeln!(
-            out,
-            "{indent}env:     {k}={}",
-            crate::reporter::text::shell_quote(v)
-        );
+        let _ = writeln!(out, "{indent}env:     {k}={}", crate::text::shell_quote(v));
     }
 }

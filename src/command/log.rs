@@ -25,7 +25,11 @@ const POLL: Duration = Duration::from_millis(200);
 /// Runs `kern log`.
 pub(crate) fn run(settings: &Settings, follow: bool) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
-    let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?)?;
+    let state_dir = StateDir::locate(
+        &settings.state_root,
+        repo.top(),
+        &crate::state::head_folder(repo.head()?.branch()),
+    )?;
     let path = state_dir.output_log();
     let lock = repo.run_lock_path();
     let running = || RunLock::inspect(&lock).is_some_and(|(_, live)| live);

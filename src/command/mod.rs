@@ -11,4 +11,5 @@ pub(crate) mod log;
 pub(crate) mod report;
 pub(crate) mod review;
 pub(crate) mod run;
+mod running;
 pub(crate) mod status;

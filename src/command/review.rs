@@ -273,7 +273,7 @@ fn accept_one(ws: &Workspace, settings: &Settings, task: &Parked) -> Result<Stri
             Ok(format!(
                 "accepted {}: {} {}",
                 Quoted(&task.title),
-                crate::reporter::text::short_oid(&sha),
+                crate::text::short_oid(&sha),
                 message.lines().next().unwrap_or("")
             ))
         }

@@ -12,7 +12,7 @@
 //! as without `--json`. Human output quotes titles so that their own backticks show
 //! ([`crate::spec::quote_title`]) and cuts them to the terminal's width with `…`; JSON keeps
 //! them whole. Control characters in human output (a title's `ESC]0;…BEL`) are shown escaped
-//! (`reporter::text::clean`), never sent to the terminal raw.
+//! (`text::clean`), never sent to the terminal raw.
 
 use std::io::Write;
 
@@ -111,7 +111,7 @@ pub(crate) fn compute_with_spec(
     let running = inspected
         .as_ref()
         .filter(|(_, live)| *live)
-        .map(|(record, _)| crate::state::running::read(record, &ws.state_dir));
+        .map(|(record, _)| super::running::read(record, &ws.state_dir));
     let json = json!({
         "saved_refs": saved,
         "spec": ws.spec_display,
@@ -264,9 +264,9 @@ pub(crate) fn run(settings: &Settings, json: bool, dir: bool) -> Result<()> {
         Ok((_, report)) if json => print_out(&format!("{}\n", report.json)),
         Ok((_, report)) => {
             for w in &report.warnings {
-                eprintln!("kern: {}", crate::reporter::text::clean(w));
+                eprintln!("kern: {}", crate::text::clean(w));
             }
-            print_out(&crate::reporter::text::clean_lines(&render_human(
+            print_out(&crate::text::clean_lines(&render_human(
                 &report,
                 terminal_width(),
             )))
@@ -306,7 +306,7 @@ pub(crate) fn terminal_width() -> Option<usize> {
 /// `line` with `title` (quoted, once) cut so that the whole line fits `width` columns; the cut
 /// ends in `…`. Without a width, or when even a short title would not fit, it is kept whole.
 pub(crate) fn fit_title(line: &str, title: &str, width: Option<usize>) -> String {
-    let title = &crate::reporter::text::clean(title);
+    let title = &crate::text::clean(title);
     let quoted = spec::quote_title(title);
     let whole = line.replacen("{title}", &quoted, 1);
     let Some(width) = width else {
@@ -327,7 +327,7 @@ const HELD_SHOWN: usize = 8;
 /// The running run's lines (empty when none runs): iteration, task, stage with its elapsed
 /// time and the agent's last tool call, cost so far.
 fn render_running(r: &Value) -> String {
-    use crate::reporter::text::{cost, duration};
+    use crate::text::{cost, duration};
     use std::time::Duration;
     if !r.is_object() {
         return String::new();
@@ -344,15 +344,12 @@ fn render_running(r: &Value) -> String {
             for t in tasks {
                 out.push_str(&format!(
                     "  task:    {}",
-                    crate::reporter::text::clean(t["task"].as_str().unwrap_or(""))
+                    crate::text::clean(t["task"].as_str().unwrap_or(""))
                 ));
                 if let Some(stage) = t["stage"].as_str() {
                     out.push_str(&format!(" — {stage}, for {}", secs(&t["stage_elapsed_s"])));
                     if let Some(tool) = t["last_tool"].as_str() {
-                        out.push_str(&format!(
-                            ", last tool call: {}",
-                            crate::reporter::text::clean(tool)
-                        ));
+                        out.push_str(&format!(", last tool call: {}", crate::text::clean(tool)));
                     }
                 }
                 out.push('\n');
@@ -360,10 +357,7 @@ fn render_running(r: &Value) -> String {
         }
         None => {
             if let Some(task) = r["task"].as_str() {
-                out.push_str(&format!(
-                    "  task:    {}\n",
-                    crate::reporter::text::clean(task)
-                ));
+                out.push_str(&format!("  task:    {}\n", crate::text::clean(task)));
             }
             match r["stage"].as_str() {
                 Some(stage) => {
@@ -372,10 +366,7 @@ fn render_running(r: &Value) -> String {
                         secs(&r["stage_elapsed_s"])
                     ));
                     if let Some(tool) = r["last_tool"].as_str() {
-                        out.push_str(&format!(
-                            " — last tool call: {}",
-                            crate::reporter::text::clean(tool)
-                        ));
+                        out.push_str(&format!(" — last tool call: {}", crate::text::clean(tool)));
                     }
                     out.push('\n');
                 }

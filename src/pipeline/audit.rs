@@ -31,10 +31,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::pipeline::{Run, TaskRun};
-use crate::reporter::text;
 use crate::repository::{GitFiles, RefsSnapshot, Timed, WorkTreeSnapshot};
 use crate::spec::{Document, Quoted};
 use crate::stage::Stage;
+use crate::text;
 
 /// What the audit needs from before a stage.
 pub(super) struct Before {

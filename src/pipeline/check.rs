@@ -83,7 +83,7 @@ pub(crate) async fn run(
         EndReason::Interrupted(signal) => return Err(Error::Interrupted { signal }),
         EndReason::StageTimeout | EndReason::IdleTimeout => Failed(format!(
             "check `{command}` timed out after {}; last output:\n{shown}",
-            crate::reporter::text::duration(timeout)
+            crate::text::duration(timeout)
         )),
         _ if finished.exit_code == Some(0) => CheckResult::Passed,
         _ => Failed(format!(

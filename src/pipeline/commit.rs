@@ -29,8 +29,8 @@
 use crate::error::{Error, Result};
 use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
 use crate::pipeline::iteration::TaskNow;
+use crate::pipeline::stage::inputs::RefusedMessage;
 use crate::pipeline::{Run, TaskRun};
-use crate::prompt::inputs::RefusedMessage;
 use crate::repository::CommitRequest;
 use crate::spec::{Edit, Quoted, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};

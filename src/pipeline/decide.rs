@@ -4,7 +4,7 @@
 //!
 //! Decisions a reader must know:
 //! - Failed attempts, in tiers: after `--max-attempts` failures the implement prompt demands
-//!   decomposition (see `prompt::inputs::attempts_text`); only after that request is a task
+//!   decomposition (see `pipeline::stage::inputs::attempts_text`); only after that request is a task
 //!   blocked `[!]` (with its parents that are left stuck with it): after twice that many
 //!   failures, or when an attempt made under the request failed the same way as the ones
 //!   before it (the last `--max-attempts` failures, at least two, share one error signature).
@@ -382,7 +382,7 @@ pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32)
     } else if decomposition_asked && repeated {
         Some(format!(
             "the last {} failed the same way, decomposition included — a person must look",
-            crate::reporter::text::count(max.max(2), "attempt", "attempts")
+            crate::text::count(max.max(2), "attempt", "attempts")
         ))
     } else {
         None
@@ -418,7 +418,7 @@ pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32)
 /// they are never committed silently as kern's. Control characters and escape sequences
 /// (agent text, a title's `ESC]0;…BEL`) are stripped, so `git log` shows only text.
 pub(super) fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[String]) -> String {
-    use crate::reporter::text::strip_controls;
+    use crate::text::strip_controls;
     let mut message = strip_controls(&review.subject).trim().to_string();
     if message.is_empty() {
         message = strip_controls(title).trim().to_string();
@@ -509,7 +509,7 @@ pub(super) fn pace(
     let resets = match resets_at {
         Some(at) => format!(
             ", resets in {}",
-            crate::reporter::text::duration(std::time::Duration::from_secs(
+            crate::text::duration(std::time::Duration::from_secs(
                 at.saturating_sub(now).unsigned_abs()
             ))
         ),

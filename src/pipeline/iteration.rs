@@ -413,7 +413,7 @@ impl Run<'_> {
         )
         .await?;
         self.spec.next_step();
-        crate::stage::runner::remake_state_dir(
+        crate::pipeline::stage::runner::remake_state_dir(
             &self.ws.state_dir,
             self.reporter,
             "during the check",
@@ -591,7 +591,7 @@ impl Run<'_> {
             return Ok(None);
         }
         self.lock.set_phase(Phase::Writing)?;
-        let slug = crate::reporter::text::slug(&it.title);
+        let slug = crate::text::slug(&it.title);
         let git_ref = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
         self.ws.repo.save_paths(
             &git_ref,

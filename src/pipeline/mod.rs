@@ -38,7 +38,7 @@ mod recovery;
 pub(crate) mod schedule;
 mod scope;
 mod shared;
-mod stage;
+pub(crate) mod stage;
 mod verify;
 
 use std::time::Instant;
@@ -77,7 +77,7 @@ pub(crate) struct Run<'a> {
     /// What the whole run has spent, every parallel task's stages counted (`--max-cost`).
     spent: Spent,
     /// The usage-limit pause every task of the run shares.
-    pause: crate::stage::runner::Pause,
+    pause: crate::pipeline::stage::runner::Pause,
     /// Set for a parallel task's run (`-j`, `--review`): see [`JobTarget`].
     job: Option<JobTarget>,
     summary: Summary,
@@ -270,7 +270,7 @@ async fn run_locked(
         log: RunLog::new(ws.state_dir.run_log(), run_id),
         spec: SharedSpec::new(spec),
         spent: Spent::default(),
-        pause: crate::stage::runner::Pause::default(),
+        pause: crate::pipeline::stage::runner::Pause::default(),
         job: None,
         summary: Summary {
             state_dir: ws.state_dir.dir(),
@@ -302,7 +302,7 @@ async fn run_locked(
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
         run.reporter.warn(&format!(
             "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
-            crate::reporter::text::short_oid(&oid.to_string())
+            crate::text::short_oid(&oid.to_string())
         ));
         run.detached = true;
     }
@@ -498,7 +498,7 @@ impl Run<'_> {
                 .unwrap_or_default();
             self.summary.notes.push(format!(
                 "kern's commits are on no branch (HEAD is detached) — keep them with `git branch <name> {}`",
-                crate::reporter::text::short_oid(&head)
+                crate::text::short_oid(&head)
             ));
         }
         let result = result.and_then(|()| {

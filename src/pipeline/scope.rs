@@ -22,8 +22,8 @@ use globset::{Glob, GlobSetBuilder};
 use super::{Run, TaskRun};
 use crate::cli::ScopeMode;
 use crate::error::{Error, Result};
-use crate::reporter::text;
 use crate::state::run_log::{IterationEnd, RunEvent};
+use crate::text;
 
 /// Lockfiles and the manifests they belong to.
 const LOCKFILES: &[(&str, &[&str])] = &[

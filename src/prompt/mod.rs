@@ -30,7 +30,7 @@
 //!   purpose. The caller must therefore put only kern-authored text into `attempts` — the
 //!   Attempt notes themselves travel inside the task block, which is fenced; the review's
 //!   request for a new commit message carries the refused message and the hook's output in
-//!   fences of their own (`inputs.rs`).
+//!   fences of their own (`pipeline/stage/inputs.rs`, which gathers what each stage sees).
 //! - Budgets (DESIGN.md section 9): LEARNINGS.md keeps its tail (the newest learnings are
 //!   appended last); everything else keeps its head (the diff's stat comes first). A cut
 //!   prefers a line boundary when that keeps at least half the budget, never splits a UTF-8
@@ -45,10 +45,11 @@
 //! failed attempt reruns the stage and often the review), so the stronger model is cheaper
 //! per committed task than the price difference suggests.
 
-mod convention;
-pub(crate) mod inputs;
+pub(crate) mod convention;
 mod parse;
 mod render;
+
+pub(crate) use render::{cut, escape_fence};
 
 use parse::{decode_utf8, parse_body, split_front_matter};
 use render::render_piece;
@@ -103,7 +104,7 @@ pub enum Placeholder {
 
 /// Which end of an over-budget input is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Keep {
+pub(crate) enum Keep {
     Head,
     Tail,
 }

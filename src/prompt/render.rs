@@ -74,7 +74,7 @@ pub(super) fn render_piece(
 
 /// Escapes every `</data` (any case, whitespace around the slash) as `<\/data`, so that data
 /// cannot close its fence.
-pub(super) fn escape_fence(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape_fence(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
     let mut out: Option<String> = None;
     let mut copied = 0;
@@ -111,7 +111,7 @@ pub(super) fn escape_fence(text: &str) -> Cow<'_, str> {
 /// Cuts `text` to at most `budget` bytes, keeping `keep`; returns the kept part and how many
 /// bytes were removed. Cuts on a char boundary, and on a line boundary when that still keeps
 /// at least half the budget.
-pub(super) fn cut(text: &str, budget: usize, keep: Keep) -> (&str, usize) {
+pub(crate) fn cut(text: &str, budget: usize, keep: Keep) -> (&str, usize) {
     if text.len() <= budget {
         return (text, 0);
     }

@@ -21,12 +21,12 @@ pub(crate) fn level(verbose: u8, kern_log: Option<&str>) -> LevelFilter {
 
 /// Installs the stderr subscriber once; later calls do nothing. Colour follows `--color`:
 /// `auto` means a terminal and no `NO_COLOR`.
-pub(crate) fn init(verbose: u8, color: crate::cli::ColorChoice, env: &crate::settings::OutputEnv) {
+pub(crate) fn init(verbose: u8, color: super::ColorChoice, env: &super::OutputEnv) {
     use std::io::IsTerminal;
     let ansi = match color {
-        crate::cli::ColorChoice::Always => true,
-        crate::cli::ColorChoice::Never => false,
-        crate::cli::ColorChoice::Auto => std::io::stderr().is_terminal() && !env.no_color,
+        super::ColorChoice::Always => true,
+        super::ColorChoice::Never => false,
+        super::ColorChoice::Auto => std::io::stderr().is_terminal() && !env.no_color,
     };
     let level = level(verbose, env.kern_log.as_deref());
     if level == LevelFilter::OFF {

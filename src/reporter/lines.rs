@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::text;
 use crate::stage::Stage;
+use crate::text;
 
 /// Longest note on a stage line, in characters.
 pub(super) const NOTE_WIDTH: usize = 120;

@@ -31,7 +31,6 @@ pub(crate) mod diagnostics;
 pub(crate) mod lines;
 pub(crate) mod notify;
 mod status_line;
-pub(crate) mod text;
 pub(crate) mod voice;
 
 pub(crate) use lines::{BOLD, GREEN, RED, StageLine, Summary, YELLOW, paint};
@@ -46,9 +45,30 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, SecondsFormat, Utc};
 use indicatif::{ProgressBar, ProgressDrawTarget};
 
-use crate::cli::ColorChoice;
-use crate::settings::OutputEnv;
 use crate::stage::Stage;
+use crate::text;
+
+/// When to use colour and the live status line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// What the environment says about output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutputEnv {
+    /// `NO_COLOR` is set and not empty.
+    pub no_color: bool,
+    /// `TERM=dumb`: no cursor movement even on a terminal.
+    pub dumb_terminal: bool,
+    /// `KERN_LOG`, the diagnostics level.
+    pub kern_log: Option<String>,
+}
 
 /// Longest tool-call detail shown in the status line, in characters.
 const TOOL_WIDTH: usize = 60;

@@ -230,7 +230,7 @@ impl Job {
                 let how = match f.end {
                     EndReason::StageTimeout | EndReason::IdleTimeout => format!(
                         "stopped after {} (the limit)",
-                        crate::reporter::text::duration(self.timeout)
+                        crate::text::duration(self.timeout)
                     ),
                     _ => match (f.exit_code, f.signal) {
                         (Some(code), _) => format!("exit {code}"),

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-use super::{Mode, Reporter, lock, text};
+use super::{Mode, Reporter, lock};
 use crate::stage::Stage;
+use crate::text;
 
 /// Longest task title shown in the status line, in characters.
 const TITLE_WIDTH: usize = 48;

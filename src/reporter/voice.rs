@@ -9,9 +9,9 @@
 
 use super::lines::Summary;
 use super::notify::EventKind;
-use super::text;
 use crate::spec::Quoted;
 use crate::state::run_log::{Leftover, RunEvent, TaskTaken};
+use crate::text;
 
 /// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.
 pub(crate) const NEEDS_PERSON: &str = "needs a person: ";

@@ -210,6 +210,16 @@ pub enum Head {
     Detached(git2::Oid),
 }
 
+impl Head {
+    /// The branch HEAD is on, born or unborn; `None` when detached.
+    pub fn branch(&self) -> Option<&str> {
+        match self {
+            Head::Branch(name) | Head::Unborn(name) => Some(name),
+            Head::Detached(_) => None,
+        }
+    }
+}
+
 impl Repository {
     /// Finds the repository holding `start`, walking up as git does. Linked worktrees work; a
     /// bare repository or a folder outside git is an [`Error::Repository`] with the fix.
@@ -358,15 +368,6 @@ impl Repository {
                 .map(Head::Detached)
                 .ok_or_else(|| Error::Internal("HEAD is neither symbolic nor direct".into())),
         }
-    }
-
-    /// The branch as a state-folder name (see `state::branch_folder`); a detached HEAD has
-    /// one stable folder per work tree; an unborn branch uses its name.
-    pub fn branch_folder(&self) -> Result<String> {
-        Ok(match self.head()? {
-            Head::Branch(name) | Head::Unborn(name) => crate::state::branch_folder(&name),
-            Head::Detached(_) => crate::state::DETACHED_FOLDER.to_string(),
-        })
     }
 
     /// The run lock of this work tree: `kern.lock` in its own git dir (`.git/kern.lock`, or
@@ -606,7 +607,7 @@ pub(crate) fn untrusted_path(error: &git2::Error, start: &Path) -> Option<PathBu
 pub(crate) fn safe_directory_fix(path: &Path) -> String {
     format!(
         "git config --global --add safe.directory {}",
-        crate::reporter::text::shell_quote(&path.display().to_string())
+        crate::text::shell_quote(&path.display().to_string())
     )
 }
 

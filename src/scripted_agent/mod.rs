@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
-pub(crate) use crate::reporter::text::slug;
+pub(crate) use crate::text::slug;
 use act::{Context, perform};
 pub(crate) use scenario::Scenario;
 

@@ -4,10 +4,13 @@
 //! (edit and shell, no git writes), commit review (read-only plus git read). The agent answers
 //! through structured output checked against the stage's schema (DESIGN.md section 5); kern,
 //! not the agent, turns the report into SPEC.md edits and commits.
+//!
+//! This folder is vocabulary only — the stage kinds, reports, schemas and the record — so the
+//! agents, the state folder and the reporter can name a stage without importing the loop.
+//! Running a stage lives in `pipeline/stage/` (the runner, one try, the inputs).
 
 pub(crate) mod record;
 pub(crate) mod report;
-pub(crate) mod runner;
 mod schema;
 
 pub(crate) use report::{

@@ -11,7 +11,6 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::stream::AgentOutput;
 use crate::error::Result;
 use crate::spec::TaskIdentity;
 use crate::stage::{Stage, StageReport};
@@ -157,15 +156,16 @@ pub(crate) enum Outcome {
 }
 
 impl StageRecord {
-    /// The record of a run: Claude's `result` event as the top level when there is one, else
-    /// the same shape built from `out`; `.result` is always a string.
-    pub(crate) fn from_output(out: &AgentOutput, kern: KernEnvelope) -> StageRecord {
-        let mut agent_result = match &out.result_event {
-            Some(Value::Object(event)) => event.clone(),
-            _ => built_result(out),
-        };
+    /// The record of a run from the agent's result object (Claude's `result` event, or the same
+    /// shape built from another agent's output: `pipeline/stage/attempt.rs`); `.result` is
+    /// always a string and the key `kern` is the envelope's.
+    pub(crate) fn new(
+        mut agent_result: Map<String, Value>,
+        kern: KernEnvelope,
+        result_text: &str,
+    ) -> StageRecord {
         if !agent_result.get("result").is_some_and(Value::is_string) {
-            agent_result.insert("result".into(), Value::String(out.result_text.clone()));
+            agent_result.insert("result".into(), Value::String(result_text.to_string()));
         }
         // The envelope owns this key; an agent field of that name would be overwritten.
         agent_result.remove("kern");
@@ -210,47 +210,10 @@ impl StageRecord {
     }
 }
 
-/// Claude's result shape, from what a non-Claude agent gave.
-fn built_result(out: &AgentOutput) -> Map<String, Value> {
-    let mut map = Map::new();
-    let mut put = |key: &str, value: Value| {
-        map.insert(key.to_string(), value);
-    };
-    put("type", Value::from("result"));
-    put("subtype", opt(out.subtype.clone()));
-    put("is_error", Value::from(out.is_error));
-    put("api_error_status", opt(out.api_error_status));
-    put("num_turns", opt(out.num_turns));
-    put("result", Value::from(out.result_text.clone()));
-    put("session_id", opt(out.session_id.clone()));
-    put("total_cost_usd", Value::from(out.cost_usd));
-    put("usage", out.usage.clone());
-    put("modelUsage", out.model_usage.clone());
-    put(
-        "permission_denials",
-        Value::Array(out.permission_denials.clone()),
-    );
-    put(
-        "structured_output",
-        out.structured_output.clone().unwrap_or(Value::Null),
-    );
-    put("terminal_reason", opt(out.terminal_reason.clone()));
-    if !out.errors.is_empty() {
-        put(
-            "errors",
-            Value::Array(out.errors.iter().cloned().map(Value::from).collect()),
-        );
-    }
-    map
-}
-
-fn opt<T: Into<Value>>(value: Option<T>) -> Value {
-    value.map_or(Value::Null, Into::into)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::stream::AgentOutput;
     use crate::agent::stream::StreamFormat;
     use crate::agent::stream::fixture::{parse, parse_lines};
     use crate::stage::{ImplementReport, ImplementStatus};
@@ -295,6 +258,10 @@ mod tests {
         }
     }
 
+    fn from_output(out: &AgentOutput, kern: KernEnvelope) -> StageRecord {
+        crate::pipeline::stage::attempt::record(out, kern)
+    }
+
     fn jq(args: &[&str], path: &Path) -> String {
         let out = std::process::Command::new("/usr/bin/jq")
             .args(args)
@@ -318,7 +285,7 @@ mod tests {
             &out.result_text,
         )
         .unwrap();
-        let record = StageRecord::from_output(
+        let record = from_output(
             &out,
             envelope(Stage::Implement, Outcome::Succeeded, Some(report.clone())),
         );
@@ -359,7 +326,7 @@ mod tests {
         assert!(out.result_event.as_ref().unwrap().get("result").is_none());
         let mut kern = envelope(Stage::Implement, Outcome::Failed, None);
         kern.failure = Some("Reached maximum number of turns (1)".into());
-        let record = StageRecord::from_output(&out, kern);
+        let record = from_output(&out, kern);
         assert_eq!(record.agent_result["result"], json!(""));
         assert_eq!(
             record.agent_result["errors"],
@@ -375,7 +342,7 @@ mod tests {
     #[test]
     fn other_agents_get_the_same_shape() {
         let (_, out) = parse_lines(["I did it.", "SUCCESS"], StreamFormat::Detect, Some(0), "");
-        let record = StageRecord::from_output(
+        let record = from_output(
             &out,
             envelope(
                 Stage::Implement,
@@ -439,8 +406,7 @@ mod tests {
             Some(0),
             "",
         );
-        let record =
-            StageRecord::from_output(&out, envelope(Stage::Research, Outcome::Succeeded, None));
+        let record = from_output(&out, envelope(Stage::Research, Outcome::Succeeded, None));
         let written: Value = serde_json::from_slice(&record.to_json()).unwrap();
         assert_eq!(written["kern"]["outcome"], "succeeded");
         assert_eq!(record.result(), "ok");

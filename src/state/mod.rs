@@ -30,7 +30,6 @@ pub(crate) mod resume;
 pub(crate) mod rotating;
 pub(crate) mod run_log;
 pub(crate) mod run_report;
-pub(crate) mod running;
 
 use std::ffi::OsString;
 use std::fs;
@@ -341,6 +340,13 @@ impl StateDir {
 /// The state folder of a detached HEAD: `HEAD` can never be a branch's name, and the folder is
 /// per work tree (the project folder is), so it is stable across the commits kern makes.
 pub(crate) const DETACHED_FOLDER: &str = "HEAD";
+
+/// The state-folder name of a HEAD on `branch` (from `Head::branch`): the branch escaped by
+/// `branch_folder` (an unborn branch uses its name too), a detached HEAD `DETACHED_FOLDER`,
+/// one stable folder per work tree. The workspace asks this; git does not know the naming.
+pub fn head_folder(branch: Option<&str>) -> String {
+    branch.map_or_else(|| DETACHED_FOLDER.to_string(), branch_folder)
+}
 
 /// A branch name as a folder name, escaped so that no two branches share a folder: `%`
 /// becomes `%25` and `/` becomes `%2F` (`feature/x` and `feature-x` differ).

@@ -98,7 +98,7 @@ fn archive(from: &Path, runs: &Path, run_id: &str) -> Result<()> {
         .iter()
         .find_map(|s| StageRecord::load(&from.join(format!("stage{}.json", s.number()))))
         .map(|r| r.kern.task.title);
-    let slug = crate::reporter::text::slug(title.as_deref().unwrap_or("task"));
+    let slug = crate::text::slug(title.as_deref().unwrap_or("task"));
     privacy::claim(runs, Claim::Own)?;
     let run = runs.join(run_id);
     privacy::claim(&run, Claim::Own)?;

@@ -6,6 +6,7 @@
 mod support;
 
 mod agents;
+mod architecture;
 mod cli;
 mod config_file;
 mod crash;

@@ -46,6 +46,10 @@ const PAGES: &[(&str, &str)] = &[
         "docs/benchmarks.md",
         include_str!("../../docs/benchmarks.md"),
     ),
+    (
+        "docs/architecture.md",
+        include_str!("../../docs/architecture.md"),
+    ),
 ];
 
 /// The pages of [`PAGES`] as one text.

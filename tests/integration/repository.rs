@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use git_support::{CHILD_MARKER, TestRepo, is_child, rerun_test};
 use kern::error::Error;
 use kern::testing::repository::{CommitRequest, Head, LeftOut, Repository};
+use kern::testing::state::head_folder;
 
 fn request(message: &str) -> CommitRequest<'_> {
     CommitRequest {
@@ -636,18 +637,21 @@ fn discovery_from_a_subfolder_finds_the_canonical_top() {
 fn branch_folders_follow_the_design() {
     let repo = repo_with_readme();
     let kern = repo.kern();
-    assert_eq!(kern.branch_folder().unwrap(), "main");
+    assert_eq!(head_folder(kern.head().unwrap().branch()), "main");
     let head = repo.git.head().unwrap().peel_to_commit().unwrap();
     repo.git.branch("feature/deep/x", &head, false).unwrap();
     repo.git.set_head("refs/heads/feature/deep/x").unwrap();
     assert_eq!(kern.head().unwrap(), Head::Branch("feature/deep/x".into()));
-    assert_eq!(kern.branch_folder().unwrap(), "feature%2Fdeep%2Fx");
+    assert_eq!(
+        head_folder(kern.head().unwrap().branch()),
+        "feature%2Fdeep%2Fx"
+    );
     repo.git.set_head_detached(head.id()).unwrap();
     assert_eq!(kern.head().unwrap(), Head::Detached(head.id()));
-    assert_eq!(kern.branch_folder().unwrap(), "HEAD");
+    assert_eq!(head_folder(kern.head().unwrap().branch()), "HEAD");
     repo.git.set_head("refs/heads/new/unborn").unwrap();
     assert_eq!(kern.head().unwrap(), Head::Unborn("new/unborn".into()));
-    assert_eq!(kern.branch_folder().unwrap(), "new%2Funborn");
+    assert_eq!(head_folder(kern.head().unwrap().branch()), "new%2Funborn");
 }
 
 #[test]
@@ -720,7 +724,7 @@ fn a_linked_worktree_is_discovered_and_commits_on_its_own_branch() {
     fs::create_dir_all(wt_path.join("src")).unwrap();
     let kern = Repository::discover(&wt_path.join("src")).unwrap();
     assert_eq!(kern.top(), wt_path.canonicalize().unwrap());
-    assert_eq!(kern.branch_folder().unwrap(), "wt-feature");
+    assert_eq!(head_folder(kern.head().unwrap().branch()), "wt-feature");
     fs::write(wt_path.join("src/w.rs"), "w\n").unwrap();
     let sha = kern.commit(&request("in worktree")).unwrap().sha.unwrap();
     assert_eq!(

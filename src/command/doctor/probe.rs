@@ -73,7 +73,7 @@ impl Probe {
             }
             Probe::TimedOut(limit) => format!(
                 "did not answer within {} and was stopped",
-                crate::reporter::text::duration(*limit)
+                crate::text::duration(*limit)
             ),
             Probe::Failed(why) => format!("could not be started: {why}"),
         }

@@ -22,9 +22,12 @@ use crate::state::privacy::{self, Verdict};
 pub(super) fn state_root_check(root: &Path, repo: Option<&Repository>) -> Check {
     const NAME: &str = "state folder";
     let checked = match repo {
-        Some(repo) => repo.branch_folder().map_or(Ok(()), |branch| {
-            StateDir::locate(root, repo.top(), &branch).map(drop)
-        }),
+        Some(repo) => repo
+            .head()
+            .map(|head| crate::state::head_folder(head.branch()))
+            .map_or(Ok(()), |branch| {
+                StateDir::locate(root, repo.top(), &branch).map(drop)
+            }),
         None => privacy::inspect(root).map(drop),
     };
     if let Err(e @ Error::StateFolderUnsafe { .. }) = checked {

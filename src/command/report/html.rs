@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::text::{self, html_escape};
-use crate::reporter::text::{cost, duration};
 use crate::stage::record::WaitKind;
 use crate::state::run_report::{Report, RunReport, TaskEnd};
+use crate::text::{cost, duration};
 
 /// Width of the task labels, in SVG units.
 const LABEL_W: f64 = 260.0;
@@ -214,7 +214,7 @@ fn timeline(out: &mut String, run: &RunReport) {
             out,
             "<text x=\"6\" y=\"{:.1}\">{}</text>",
             y + ROW_H / 2.0 + 4.0,
-            html_escape(&crate::reporter::text::truncate(&t.title, 36))
+            html_escape(&crate::text::truncate(&t.title, 36))
         );
         for (si, s) in t.stages.iter().enumerate() {
             let at = placed.get(&(row, si)).copied().unwrap_or(0);

@@ -20,8 +20,8 @@ mod text;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use crate::cli::ColorChoice;
 use crate::error::{Error, Result};
+use crate::reporter::ColorChoice;
 use crate::repository::Repository;
 use crate::settings::Settings;
 use crate::state::StateDir;
@@ -48,7 +48,11 @@ pub(crate) struct ReportRequest {
 /// Runs `kern report`.
 pub(crate) fn run(settings: &Settings, request: &ReportRequest) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
-    let state_dir = StateDir::locate(&settings.state_root, repo.top(), &repo.branch_folder()?)?;
+    let state_dir = StateDir::locate(
+        &settings.state_root,
+        repo.top(),
+        &crate::state::head_folder(repo.head()?.branch()),
+    )?;
     let log_path = state_dir.run_log();
     let events = run_log::read_all(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let lock = RunLock::inspect(&repo.run_lock_path());

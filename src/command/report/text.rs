@@ -6,13 +6,13 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::reporter::text::{clean, cost, duration, short_oid, truncate};
 use crate::reporter::{BOLD, GREEN, RED, YELLOW, paint};
 use crate::stage::record::WaitKind;
 use crate::state::run_report::{
     Attention, AttentionKind, EndState, Report, ReviewOutcome, RunReport, StageInfo, TaskEnd,
     TaskReport, Totals, first_line,
 };
+use crate::text::{clean, cost, duration, short_oid, truncate};
 
 /// Longest note shown on a line, in characters.
 const NOTE_WIDTH: usize = 140;

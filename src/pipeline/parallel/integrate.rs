@@ -208,8 +208,8 @@ impl Run<'_> {
         )?;
         let what = format!(
             "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: refs/heads/{branch} put back, where it was moved kept at `{keep}`",
-            crate::reporter::text::short_oid(&seen.to_string()),
-            crate::reporter::text::short_oid(&now.to_string()),
+            crate::text::short_oid(&seen.to_string()),
+            crate::text::short_oid(&now.to_string()),
         );
         // In the morning report under the task that just ended: the one stage that may write
         // is implement, though any task's agent could have done it.

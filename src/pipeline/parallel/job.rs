@@ -14,7 +14,7 @@ use std::time::Instant;
 use crate::error::{Error, Result};
 use crate::pipeline::shared::{SharedSpec, Spent};
 use crate::pipeline::{JobTarget, Run};
-use crate::reporter::{Reporter, Summary, text};
+use crate::reporter::{Reporter, Summary};
 use crate::repository::{RefFilter, TASK_BRANCH_PREFIX};
 use crate::settings::Settings;
 use crate::spec::{Document, Quoted, TaskIdentity};
@@ -22,6 +22,7 @@ use crate::state::journal::{self, JobRecord};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::run_log::{IterationEnd, RunLog};
 use crate::supervisor::interrupt::Interrupt;
+use crate::text;
 
 use super::{Job, JobDone, JobFuture};
 

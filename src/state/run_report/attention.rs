@@ -192,7 +192,7 @@ pub(super) fn headline(r: &RunReport) -> String {
         "at iteration {} of {}",
         r.iterations_run, r.iterations_asked
     );
-    let why = crate::reporter::text::truncate(
+    let why = crate::text::truncate(
         &first_line(r.ended.as_deref().unwrap_or("")),
         HEADLINE_REASON,
     );

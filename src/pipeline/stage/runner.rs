@@ -19,7 +19,6 @@ use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
 use crate::reporter::Reporter;
-use crate::reporter::text;
 use crate::retry::{self, AgentLimits, Side, Step};
 use crate::settings::Settings;
 use crate::stage::record::{Outcome, StageRecord, Switch, TaskRef, Wait, WaitKind};
@@ -28,14 +27,13 @@ use crate::state::StateDir;
 use crate::state::lock::{Phase, RunLock};
 use crate::supervisor::EndReason;
 use crate::supervisor::interrupt::Interrupt;
+use crate::text;
 use crate::timestamp::Timestamp;
 
-mod attempt;
-
-use attempt::{millis, run_once};
+use super::attempt::{millis, run_once};
 
 /// The stderr kept per stage (tail).
-const STDERR_CAP: usize = 64 * 1024;
+pub(super) const STDERR_CAP: usize = 64 * 1024;
 
 /// What the loop needs to run a stage: shared, read-only context.
 pub(crate) struct StageContext<'a> {
@@ -433,13 +431,13 @@ pub(crate) async fn run_stage<R: Report>(
 
 /// What the tries of one stage have added up to so far.
 #[derive(Default)]
-struct Tries {
-    retries: u32,
-    waits: Vec<Wait>,
-    waited: Duration,
-    cost: f64,
-    switches: Vec<Switch>,
-    rate_limit: Option<(String, RateLimit)>,
+pub(super) struct Tries {
+    pub(super) retries: u32,
+    pub(super) waits: Vec<Wait>,
+    pub(super) waited: Duration,
+    pub(super) cost: f64,
+    pub(super) switches: Vec<Switch>,
+    pub(super) rate_limit: Option<(String, RateLimit)>,
 }
 
 /// An epoch time as the local clock shows it (`14:05`, or the date when not today), for the

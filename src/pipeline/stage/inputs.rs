@@ -15,10 +15,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::render::{cut, escape_fence};
-use super::{Keep, PromptInputs, convention};
 use crate::agent::{Agent, StageAgent, StageAgents};
 use crate::error::Result;
+use crate::prompt::{Keep, PromptInputs, convention, cut, escape_fence};
 use crate::settings::Settings;
 use crate::spec::Document;
 use crate::stage::{ImplementReport, Stage};
@@ -80,7 +79,9 @@ impl StageInputs {
     ) -> Result<StageInputs> {
         let own = ws.own_files();
         let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let commits = ws.repo.recent_commits(10, &own, super::BUDGET_COMMITS)?;
+        let commits = ws
+            .repo
+            .recent_commits(10, &own, crate::prompt::BUDGET_COMMITS)?;
         let t = &doc.tasks()[task];
         let mut inputs = StageInputs {
             task: task_text(doc, task),
@@ -98,7 +99,7 @@ impl StageInputs {
                 &crate::learnings::read(&ws.learnings_path)?,
                 doc.task_block(task),
                 &|p| top.join(p).exists(),
-                super::BUDGET_LEARNINGS,
+                crate::prompt::BUDGET_LEARNINGS,
             ))
         };
         match stage {
@@ -145,7 +146,9 @@ impl StageInputs {
                 if let Some(start) = start {
                     exclude.extend(start.excluded.iter().map(PathBuf::as_path));
                 }
-                let diff = ws.repo.diff_since(base, &exclude, super::BUDGET_DIFF)?;
+                let diff = ws
+                    .repo
+                    .diff_since(base, &exclude, crate::prompt::BUDGET_DIFF)?;
                 let unchanged = diff == "(no changes)\n";
                 inputs.diff = Some(if unchanged {
                     NO_CHANGES.to_string()
@@ -227,7 +230,7 @@ fn implement_result(report: &ImplementReport, unchanged: bool) -> String {
 /// then uses its own default (DESIGN.md section 4).
 pub(crate) fn stage_agents(
     settings: &Settings,
-    templates: &super::Templates,
+    templates: &crate::prompt::Templates,
     stage: Stage,
 ) -> StageAgents {
     // The model the agent is given, and so the one the records name: a program agent is given
@@ -284,11 +287,11 @@ pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
         0 => "This is the first attempt at this task.".to_string(),
         n if n < max_attempts => format!(
             "This task has failed {}. The Attempt notes in the task say what was tried and why it failed: do not repeat a failed approach.",
-            crate::reporter::text::count(n as usize, "time", "times")
+            crate::text::count(n as usize, "time", "times")
         ),
         n => format!(
             "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session.",
-            crate::reporter::text::count(n as usize, "time", "times")
+            crate::text::count(n as usize, "time", "times")
         ),
     }
 }
@@ -309,7 +312,7 @@ pub(crate) fn message_request(refused: &RefusedMessage, advice: &str) -> String 
     );
     let fixed = format!("{head}\n\nThe refused message:\n{message}\n\nWhat the hook printed:\n");
     // What the output may take: the budget less everything else, its fence and cut note.
-    let room = super::BUDGET_ATTEMPTS.saturating_sub(fixed.len() + advice.len() + 120);
+    let room = crate::prompt::BUDGET_ATTEMPTS.saturating_sub(fixed.len() + advice.len() + 120);
     let source = format!("{} hook output", refused.hook);
     let output = fence(&source, &refused.output, room, Keep::Tail);
     format!("{fixed}{output}\n\n{advice}")
@@ -350,7 +353,8 @@ mod tests {
     use clap::Parser;
 
     fn agents(argv: &[&str], stage: Stage) -> StageAgents {
-        let templates = super::super::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
+        let templates =
+            crate::prompt::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
         let cli = Cli::try_parse_from(argv).unwrap();
         let settings = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap();
         stage_agents(&settings, &templates, stage)

@@ -6,16 +6,23 @@
 //! The one decision a reader must know: the audit runs after every stage, whatever its
 //! outcome, and a read-only stage or one that moved history cannot succeed, whatever its
 //! report says.
+//!
+//! Children: `inputs.rs` gathers what the stage sees (shared with the dry run), `runner.rs`
+//! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
+
+pub(crate) mod attempt;
+pub(crate) mod inputs;
+pub(crate) mod runner;
 
 use crate::error::{Error, Result};
+use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
 use crate::pipeline::{Run, TaskRun, protected_files};
-use crate::prompt::inputs::{StageInputs, stage_agents};
 use crate::reporter::StageLine;
 use crate::spec::Quoted;
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
-use crate::stage::runner::{self, StageContext, StageRequest, StageRun};
 use crate::stage::{ImplementReport, Report};
 use crate::state::run_log::RunEvent;
+use runner::{StageContext, StageRequest, StageRun};
 use std::time::Duration;
 
 /// The model a level-3 task's research and review get on Claude when no model was chosen.
@@ -37,7 +44,7 @@ impl Run<'_> {
         &mut self,
         it: &mut TaskRun,
         implement: Option<&ImplementReport>,
-        refused: Option<&crate::prompt::inputs::RefusedMessage>,
+        refused: Option<&crate::pipeline::stage::inputs::RefusedMessage>,
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;

@@ -1,7 +1,7 @@
 //! One try of a stage: spawn the agent with its argv, follow its stream through the supervisor
 //! (timeouts, the lock's agent group, interrupts), and hand back what it said, not yet judged.
 //!
-//! The one decision a reader must know: a try never decides anything; [`super::run_stage`]
+//! The one decision a reader must know: a try never decides anything; [`super::runner::run_stage`]
 //! classifies how it ended and chooses to retry, wait, switch agents or give up.
 
 use std::time::{Duration, Instant};
@@ -16,8 +16,9 @@ use crate::state::StateDir;
 use crate::state::lock::{AgentGroup, RunLock};
 use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
 use crate::timestamp::Timestamp;
+use serde_json::{Map, Value};
 
-use super::{STDERR_CAP, StageContext, StageRequest, StageRun, Tries};
+use super::runner::{STDERR_CAP, StageContext, StageRequest, StageRun, Tries};
 
 /// One run of the agent, not yet judged.
 pub(super) struct Attempt {
@@ -36,7 +37,7 @@ impl Attempt {
     ) -> Result<StageRecord> {
         self.envelope.outcome = outcome;
         self.envelope.failure = failure;
-        let record = StageRecord::from_output(&self.output, self.envelope.clone());
+        let record = record(&self.output, self.envelope.clone());
         record.write(&state_dir.stage_record(self.envelope.stage))?;
         Ok(record)
     }
@@ -152,7 +153,7 @@ pub(super) async fn run_once(
         // The group is gone now; a record of it would only mislead a later takeover.
         lock.set_agent_group(None)?;
     }
-    super::remake_state_dir(
+    super::runner::remake_state_dir(
         state_dir,
         ctx.reporter,
         &format!("during the {stage} stage"),
@@ -233,4 +234,52 @@ fn spawn_error(agent: &Agent, error: SpawnError) -> Error {
             Error::io(path, source)
         }
     }
+}
+
+/// The record of a run: Claude's `result` event as the top level when there is one, else the
+/// same shape built from `out` — the one place agent output meets the record's envelope.
+pub(crate) fn record(out: &AgentOutput, kern: KernEnvelope) -> StageRecord {
+    let agent_result = match &out.result_event {
+        Some(Value::Object(event)) => event.clone(),
+        _ => built_result(out),
+    };
+    StageRecord::new(agent_result, kern, &out.result_text)
+}
+
+/// Claude's result shape, from what a non-Claude agent gave.
+fn built_result(out: &AgentOutput) -> Map<String, Value> {
+    let mut map = Map::new();
+    let mut put = |key: &str, value: Value| {
+        map.insert(key.to_string(), value);
+    };
+    put("type", Value::from("result"));
+    put("subtype", opt(out.subtype.clone()));
+    put("is_error", Value::from(out.is_error));
+    put("api_error_status", opt(out.api_error_status));
+    put("num_turns", opt(out.num_turns));
+    put("result", Value::from(out.result_text.clone()));
+    put("session_id", opt(out.session_id.clone()));
+    put("total_cost_usd", Value::from(out.cost_usd));
+    put("usage", out.usage.clone());
+    put("modelUsage", out.model_usage.clone());
+    put(
+        "permission_denials",
+        Value::Array(out.permission_denials.clone()),
+    );
+    put(
+        "structured_output",
+        out.structured_output.clone().unwrap_or(Value::Null),
+    );
+    put("terminal_reason", opt(out.terminal_reason.clone()));
+    if !out.errors.is_empty() {
+        put(
+            "errors",
+            Value::Array(out.errors.iter().cloned().map(Value::from).collect()),
+        );
+    }
+    map
+}
+
+fn opt<T: Into<Value>>(value: Option<T>) -> Value {
+    value.map_or(Value::Null, Into::into)
 }

@@ -1,6 +1,7 @@
 //! Small text forms used wherever kern writes for a person: durations, money, shell words,
 //! and the cleaning of untrusted text. One function per form, so the same fact never reads
-//! two ways in two places.
+//! two ways in two places. A leaf: it imports nothing of the crate, so the reporter, the
+//! errors, the retry policy and the state folder all use it without reaching into each other.
 
 use std::time::Duration;
 

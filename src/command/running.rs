@@ -5,6 +5,9 @@
 //! The decision a reader must know: nothing here waits for or disturbs the run — the stream
 //! file is read from its last [`TAIL_BYTES`] only, through the same parser the run uses, so a
 //! 64 MB stream costs status no more than a short one.
+//!
+//! It lives beside `status` (its one user), not in `state/`: it parses agent streams, and the
+//! state folder does not import the agents.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -156,7 +159,7 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
             running.stage = Some(*stage);
             running.stage_elapsed_s = Some(since.elapsed().as_secs());
             let dir = if in_jobs {
-                state_dir.job(&crate::reporter::text::slug(task))
+                state_dir.job(&crate::text::slug(task))
             } else {
                 state_dir.clone()
             };
@@ -167,7 +170,7 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         running.tasks = open
             .iter()
             .map(|(task, stage_open)| {
-                let dir = state_dir.job(&crate::reporter::text::slug(task));
+                let dir = state_dir.job(&crate::text::slug(task));
                 RunningTask {
                     task: task.clone(),
                     stage: stage_open.map(|(s, _)| s),

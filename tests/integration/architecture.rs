@@ -1,0 +1,345 @@
+//! The floors of `src/` point one way (`docs/architecture.md`): every `use crate::…`, inline
+//! `crate::…` path and `super::` reaching out of a top-level folder in production code (outside
+//! `#[cfg(test)]` modules) names a top-level module on a lower floor than its own. The one
+//! exception is `error → spec` (the error enum carries SPEC.md diagnostics).
+
+use std::path::Path;
+
+/// The floors, top to bottom; a module uses only modules on floors below its own.
+const FLOORS: &[&[&str]] = &[
+    &["command"],
+    &["pipeline"],
+    &["workspace"],
+    &["settings"],
+    &["cli"],
+    &["reporter"],
+    &[
+        "prompt",
+        "repository",
+        "state",
+        "learnings",
+        "retry",
+        "scripted_agent",
+    ],
+    &["agent"],
+    &["stage", "supervisor"],
+    &["spec"],
+    &["atomic_file"],
+    &["error"],
+    &["text", "timestamp", "private_file"],
+];
+
+/// Uses that point up, allowed by name (each is a two-way pair too).
+const EXCEPTIONS: &[(&str, &str)] = &[("error", "spec")];
+
+/// One use of another top-level module: `(from, to, "file:line")`.
+type Use = (String, String, String);
+
+/// `text` with comments and string and char literals blanked (newlines kept, so offsets and
+/// line numbers stay), then every `#[cfg(test)]` module blanked.
+fn production(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let rest = |k: usize| chars.get(i + k).copied().unwrap_or(' ');
+        let end = if chars[i] == '/' && rest(1) == '/' {
+            (i..chars.len())
+                .find(|&j| chars[j] == '\n')
+                .unwrap_or(chars.len())
+        } else if chars[i] == '/' && rest(1) == '*' {
+            let (mut j, mut depth) = (i + 2, 1);
+            while j < chars.len() && depth > 0 {
+                match (chars[j], chars.get(j + 1)) {
+                    ('/', Some('*')) => (depth, j) = (depth + 1, j + 1),
+                    ('*', Some('/')) => (depth, j) = (depth - 1, j + 1),
+                    _ => {}
+                }
+                j += 1;
+            }
+            j
+        } else if chars[i] == 'r'
+            && (rest(1) == '"' || rest(1) == '#')
+            && !ident(rest_before(&chars, i))
+        {
+            let hashes = (1..).take_while(|&k| rest(k) == '#').count();
+            if rest(1 + hashes) != '"' {
+                out.push(chars[i]);
+                i += 1;
+                continue;
+            }
+            let close: Vec<char> = std::iter::once('"')
+                .chain("#".repeat(hashes).chars())
+                .collect();
+            let start = i + 2 + hashes;
+            (start..chars.len())
+                .find(|&j| chars[j..].starts_with(&close))
+                .map_or(chars.len(), |j| j + close.len())
+        } else if chars[i] == '"' {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '"' {
+                j += if chars[j] == '\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else if chars[i] == '\'' && (rest(1) == '\\' || rest(2) == '\'') {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '\'' {
+                j += if chars[j] == '\\' { 2 } else { 1 };
+            }
+            j + 1
+        } else {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        };
+        let end = end.min(chars.len());
+        out.extend(chars[i..end].iter().map(|&c| blank(c)));
+        i = end;
+    }
+    while let Some(at) = out.find("#[cfg(test)]") {
+        let open = at + out[at..].find('{').unwrap_or(out.len() - at);
+        let item: Vec<&str> = out[at + "#[cfg(test)]".len()..]
+            .split_whitespace()
+            .take(2)
+            .collect();
+        let is_mod = item.first() == Some(&"mod")
+            || (item.first().is_some_and(|w| w.starts_with("pub")) && item.get(1) == Some(&"mod"));
+        let close = if is_mod {
+            matching(&out, open)
+        } else {
+            at + "#[cfg(test)]".len()
+        };
+        let blanked: String = out[at..close].chars().map(blank).collect();
+        out.replace_range(at..close, &blanked);
+    }
+    out
+}
+
+fn rest_before(chars: &[char], i: usize) -> char {
+    if i == 0 { ' ' } else { chars[i - 1] }
+}
+
+fn ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The byte after the `}` that closes the `{` at `open`.
+fn matching(text: &str, open: usize) -> usize {
+    let mut depth = 0;
+    for (k, c) in text[open..].char_indices() {
+        depth += match c {
+            '{' => 1,
+            '}' => -1,
+            _ => 0,
+        };
+        if depth == 0 {
+            return open + k + 1;
+        }
+    }
+    text.len()
+}
+
+/// The module path of a file under `src/`: `pipeline/stage/mod.rs` → `[pipeline, stage]`.
+fn module_path(relative: &str) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(String::from)
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The first identifier of `text`.
+fn first_ident(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|&c| ident(c))
+        .collect()
+}
+
+/// Every use of another top-level module in one file's production code.
+fn uses(relative: &str, text: &str) -> Vec<Use> {
+    let path = module_path(relative);
+    let from = path[0].clone();
+    let code = production(text);
+    let line = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    let mut add = |to: String, at: usize| {
+        if !to.is_empty() && to != from && !["self", "super", "crate"].contains(&to.as_str()) {
+            found.push((from.clone(), to, format!("src/{relative}:{}", line(at))));
+        }
+    };
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].chars().next_back().is_some_and(ident) {
+            continue;
+        }
+        let after = at + "crate::".len();
+        if code[after..].starts_with('{') {
+            let group = &code[after + 1..matching(&code, after) - 1];
+            let mut depth = 0;
+            let mut start = 0;
+            for (k, c) in group
+                .char_indices()
+                .chain(std::iter::once((group.len(), ',')))
+            {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        add(first_ident(&group[start..k]), at);
+                        start = k + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            add(first_ident(&code[after..]), at);
+        }
+    }
+    for (at, _) in code.match_indices("super::") {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| ident(c) || c == ':')
+        {
+            continue;
+        }
+        let mut rest = &code[at..];
+        let mut ups = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            (rest, ups) = (r, ups + 1);
+        }
+        if ups >= path.len() {
+            add(first_ident(rest), at);
+        }
+    }
+    found
+}
+
+/// What breaks the floors among `uses`: an import up (or sideways) a floor, a module on no
+/// floor, a folder pair that uses each other both ways.
+fn violations(uses: &[Use]) -> Vec<String> {
+    let floor = |m: &str| FLOORS.iter().position(|f| f.contains(&m));
+    let allowed = |a: &str, b: &str| EXCEPTIONS.contains(&(a, b)) || EXCEPTIONS.contains(&(b, a));
+    let mut out = Vec::new();
+    for (from, to, at) in uses {
+        match (floor(from), floor(to)) {
+            (None, _) => out.push(format!(
+                "{at}: `{from}` is on no floor: add it to FLOORS and docs/architecture.md"
+            )),
+            (_, None) => out.push(format!(
+                "{at}: `{to}` is on no floor: add it to FLOORS and docs/architecture.md"
+            )),
+            (Some(a), Some(b)) if b <= a && !EXCEPTIONS.contains(&(from.as_str(), to.as_str())) => {
+                out.push(format!("{at}: `{from}` (floor {a}) uses `{to}` (floor {b}): imports point down the floors"));
+            }
+            _ => {}
+        }
+        // A two-way pair is named once, at one use each way.
+        let back = uses.iter().find(|(f, t, _)| f == to && t == from);
+        if let Some((_, _, there)) = back.filter(|_| from < to && !allowed(from, to)) {
+            out.push(format!(
+                "{at} and {there}: `{from}` and `{to}` use each other: a folder pair is one-way"
+            ));
+        }
+    }
+    out
+}
+
+/// Every `.rs` file under `src/` but the crate root (`lib.rs`, `main.rs`): (relative path, text).
+fn sources() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src.clone()];
+    let mut files = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path
+                    .strip_prefix(&src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if relative != "lib.rs" && relative != "main.rs" {
+                    files.push((relative, std::fs::read_to_string(&path).unwrap()));
+                }
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn every_import_points_down_a_floor() {
+    let all: Vec<Use> = sources().iter().flat_map(|(p, t)| uses(p, t)).collect();
+    assert!(all.len() > 100, "the scan found only {} uses", all.len());
+    let broken = violations(&all);
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn the_floors_are_the_ones_the_docs_draw() {
+    let line = FLOORS
+        .iter()
+        .map(|f| match f {
+            [one] => (*one).to_string(),
+            many => format!("{{{}}}", many.join(", ")),
+        })
+        .collect::<Vec<_>>()
+        .join(" → ");
+    let doc = include_str!("../../docs/architecture.md");
+    assert!(
+        doc.contains(&line),
+        "docs/architecture.md does not draw {line}"
+    );
+}
+
+#[test]
+fn a_planted_upward_import_fails_with_its_file_and_line() {
+    let spec = "//! `crate::pipeline` in a comment is no use.\nuse crate::error::Result;\nuse crate::{atomic_file, pipeline::Run};\n#[cfg(test)]\nmod tests {\n    use crate::command::x;\n}\n";
+    let found = uses("spec/plant.rs", spec);
+    assert_eq!(
+        found
+            .iter()
+            .map(|(_, to, at)| format!("{to} {at}"))
+            .collect::<Vec<_>>(),
+        [
+            "error src/spec/plant.rs:2",
+            "atomic_file src/spec/plant.rs:3",
+            "pipeline src/spec/plant.rs:3"
+        ]
+    );
+    assert_eq!(
+        violations(&found),
+        [
+            "src/spec/plant.rs:3: `spec` (floor 9) uses `pipeline` (floor 1): imports point down the floors"
+        ]
+    );
+    let reach = uses(
+        "stage/mod.rs",
+        "fn f() { super::state::x(); let s = \"crate::agent\"; }\n",
+    );
+    assert_eq!(
+        violations(&reach),
+        [
+            "src/stage/mod.rs:1: `stage` (floor 8) uses `state` (floor 6): imports point down the floors"
+        ]
+    );
+    let pair = [
+        ("agent".into(), "stage".into(), "src/agent/a.rs:1".into()),
+        ("stage".into(), "agent".into(), "src/stage/b.rs:2".into()),
+    ];
+    let both_ways = "src/agent/a.rs:1 and src/stage/b.rs:2: `agent` and `stage` use each other: a folder pair is one-way";
+    assert!(
+        violations(&pair).iter().any(|v| v == both_ways),
+        "{:?}",
+        violations(&pair)
+    );
+}
