@@ -13,7 +13,8 @@
 //!   holds the outcome policy as pure functions; `stage.rs` runs one stage and its `audit.rs`;
 //!   `commit.rs` the journaled commit; `recovery.rs` what a dead run left; `verify.rs` and
 //!   `scope.rs` what kern checks itself before a review (must-haves, read-only tests, a
-//!   declared scope); `discovery.rs` how much research a task earns; `parallel/` runs tasks
+//!   declared scope); `discovery.rs` how much research a task earns; `error_research.rs` what
+//!   the next attempt is told after a failure and when the approaches are exhausted; `parallel/` runs tasks
 //!   side by side in worktrees (`-j`), with `schedule.rs` choosing them.
 //! - `stage/`: the stage kinds, their reports and schemas, the record each writes, and the
 //!   `runner/` that runs one stage to a decision (retry, wait, switch agents, give up) using

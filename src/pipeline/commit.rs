@@ -447,6 +447,7 @@ impl Run<'_> {
                 level: 2,
                 why: String::new(),
             },
+            approach: None,
         };
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress
