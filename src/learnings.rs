@@ -1,7 +1,11 @@
-//! LEARNINGS.md: what the agents learned, appended by kern under a dated heading per task.
+//! LEARNINGS.md: what the agents learned, appended by kern under a dated heading per task, and
+//! kern's constraints ([`constraint`]) in a section of their own.
 //!
-//! kern only ever appends, re-reading the file first so a person's edits survive, in the
-//! file's own line endings, through an atomic write.
+//! kern writes the file only in a task's commit, re-reading it first so a person's edits
+//! survive, in the file's own line endings, through an atomic write. Every entry kern writes
+//! names its source: the task and the commit (`the commit after <sha>`: the entry is written
+//! before the commit that carries it, so it names the commit that one is made on), and a
+//! constraint the paths the task changed.
 //!
 //! What the prompts get is chosen ([`select`], pure), never edited in the file: an entry (a
 //! bullet) that names a path that no longer exists (`` `src/old.rs` ``) is stale and left out
@@ -13,22 +17,47 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-/// Appends `learnings` under `## <date> — <task>`; nothing when there are none.
-/// Returns the file's text before the append (to put back if the commit fails).
-pub(crate) fn append(
-    path: &Path,
-    date: &str,
-    task: &str,
-    learnings: &[String],
-) -> Result<Option<String>> {
-    let items: Vec<String> = learnings
+pub(crate) mod constraint;
+
+/// What a task's commit writes into LEARNINGS.md.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Record<'a> {
+    /// The day, `YYYY-MM-DD`.
+    pub date: &'a str,
+    /// The task's title.
+    pub task: &'a str,
+    /// What the stages learned, one entry each.
+    pub learnings: &'a [String],
+    /// Where they come from: `task "…", the commit after <sha>`.
+    pub source: &'a str,
+    /// The task's Attempt notes: what moves the constraints (`constraint::update`).
+    pub failures: &'a [String],
+    /// A constraint derived from this task (`constraint::derive`).
+    pub constraint: Option<String>,
+}
+
+/// The source an entry names: the task and the commit (see the module docs).
+pub(crate) fn source(task: &str, base: Option<&str>) -> String {
+    let title = task.split_whitespace().collect::<Vec<_>>().join(" ");
+    match base {
+        Some(sha) => format!(
+            "task \"{title}\", the commit after {}",
+            &sha[..sha.len().min(7)]
+        ),
+        None => format!("task \"{title}\", the repository's first commit"),
+    }
+}
+
+/// Writes `record` into the file at `path`: the learnings under `## <date> — <task>`, each
+/// naming its source, and the constraints moved and added. Returns the file's text before
+/// (to put back if the commit fails); `None` when nothing changed.
+pub(crate) fn record(path: &Path, record: &Record<'_>) -> Result<Option<String>> {
+    let items: Vec<String> = record
+        .learnings
         .iter()
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .filter(|l| !l.is_empty())
         .collect();
-    if items.is_empty() {
-        return Ok(None);
-    }
     let before = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -40,18 +69,46 @@ pub(crate) fn append(
         "\n"
     };
     let mut text = before.clone();
-    if text.is_empty() {
-        text.push_str(&format!("# Learnings{eol}"));
-    } else if !text.ends_with('\n') {
-        text.push_str(eol);
+    if !items.is_empty() {
+        if text.is_empty() {
+            text.push_str(&format!("# Learnings{eol}"));
+        } else if !text.ends_with('\n') {
+            text.push_str(eol);
+        }
+        let title = record.task.split_whitespace().collect::<Vec<_>>().join(" ");
+        text.push_str(&format!("{eol}## {} — {title}{eol}{eol}", record.date));
+        for item in items {
+            text.push_str(&format!("- {item} — source: {}{eol}", record.source));
+        }
     }
-    let title = task.split_whitespace().collect::<Vec<_>>().join(" ");
-    text.push_str(&format!("{eol}## {date} — {title}{eol}{eol}"));
-    for item in items {
-        text.push_str(&format!("- {item}{eol}"));
+    text = constraint::update(&text, record.failures, record.constraint.as_deref(), eol);
+    if text == before {
+        return Ok(None);
     }
     crate::atomic_file::write(path, text.as_bytes())?;
     Ok(Some(before))
+}
+
+/// Appends `learnings` under `## <date> — <task>`, each naming `source`; nothing when there
+/// are none. Returns the file's text before the append.
+#[cfg(test)]
+fn append(
+    path: &Path,
+    date: &str,
+    task: &str,
+    learnings: &[String],
+    source: &str,
+) -> Result<Option<String>> {
+    record(
+        path,
+        &Record {
+            date,
+            task,
+            learnings,
+            source,
+            ..Record::default()
+        },
+    )
 }
 
 /// The last `budget` bytes of LEARNINGS.md (the prompt cuts again with a note); empty when
@@ -260,12 +317,13 @@ mod tests {
             "2026-11-22",
             "Add  a\nparser",
             &["uses serde".into(), " ".into()],
+            "task \"Add a parser\", the commit after 1a2b3c4",
         )
         .unwrap();
         assert_eq!(before.as_deref(), Some("# Learnings\n\nhand written\n"));
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "# Learnings\n\nhand written\n\n## 2026-11-22 — Add a parser\n\n- uses serde\n"
+            "# Learnings\n\nhand written\n\n## 2026-11-22 — Add a parser\n\n- uses serde — source: task \"Add a parser\", the commit after 1a2b3c4\n"
         );
     }
 
@@ -273,17 +331,21 @@ mod tests {
     fn creates_the_file_and_keeps_crlf() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("LEARNINGS.md");
-        append(&path, "2026-11-22", "T", &["a".into()]).unwrap();
+        append(&path, "2026-11-22", "T", &["a".into()], "s").unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "# Learnings\n\n## 2026-11-22 — T\n\n- a\n"
+            "# Learnings\n\n## 2026-11-22 — T\n\n- a — source: s\n"
         );
         std::fs::write(&path, "# L\r\n").unwrap();
-        append(&path, "2026-11-22", "T", &["b".into()]).unwrap();
+        append(&path, "2026-11-22", "T", &["b".into()], "s").unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "# L\r\n\r\n## 2026-11-22 — T\r\n\r\n- b\r\n"
+            "# L\r\n\r\n## 2026-11-22 — T\r\n\r\n- b — source: s\r\n"
         );
-        assert_eq!(append(&path, "d", "T", &[]).unwrap(), None);
+        assert_eq!(append(&path, "d", "T", &[], "s").unwrap(), None);
+        assert_eq!(
+            source("Add  a", Some("1a2b3c4d5e")),
+            "task \"Add a\", the commit after 1a2b3c4"
+        );
     }
 }

@@ -30,7 +30,8 @@
 //! tree encodings, the identity git would use), `state/` (the state folder,
 //! the journal, the lock with its `Phase`, the typed `run.jsonl` and the report built from it,
 //! resume inference shared by the loop and `status`), `reporter/` (what the person sees, and
-//! `--notify`), `workspace`, `learnings`, `atomic_file`, `private_file`, `timestamp`, [`error`] (one enum, the
+//! `--notify`), `workspace`, `learnings` (with its
+//! `constraint` lifecycle), `atomic_file`, `private_file`, `timestamp`, [`error`] (one enum, the
 //! exit codes) and `scripted_agent` (the fake agent the tests and the demo drive).
 //!
 //! The modules are private: the compiler reports what nothing uses. [`testing`] is the one seam

@@ -239,8 +239,7 @@ impl Run<'_> {
             .collect();
         let date = chrono::Local::now().format("%Y-%m-%d").to_string();
         let learnings_existed = self.ws.learnings_path.exists();
-        let learnings_before =
-            crate::learnings::append(&self.ws.learnings_path, &date, &it.title, &learned)?;
+        let learnings_before = self.record_learnings(it, &date, &learned, &implement.summary)?;
         match self.make_commit(it, &message) {
             Ok(end) => {
                 journal::remove(&self.ws.state_dir.pending_commit());
@@ -274,6 +273,49 @@ impl Run<'_> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Writes the task's learnings into LEARNINGS.md, each naming its source, and moves and
+    /// adds the constraints (`learnings::constraint`): a task that succeeded after a failure
+    /// that carried an error gives a new hard one, `approach` (implement's summary) being what
+    /// worked. The file's text before, as
+    /// `learnings::record` returns it.
+    fn record_learnings(
+        &mut self,
+        it: &TaskRun,
+        date: &str,
+        learned: &[String],
+        approach: &str,
+    ) -> Result<Option<String>> {
+        let attempts = self.attempts(it)?;
+        let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
+        let constraint = match attempts.notes.last() {
+            Some(last) if crate::pipeline::error_research::classify(last).is_some() => {
+                let paths: Vec<String> = self
+                    .changed_paths(it)?
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
+                Some(crate::learnings::constraint::derive(
+                    crate::pipeline::error_research::error_part(last),
+                    approach,
+                    &source,
+                    &paths,
+                ))
+            }
+            _ => None,
+        };
+        crate::learnings::record(
+            &self.ws.learnings_path,
+            &crate::learnings::Record {
+                date,
+                task: &it.title,
+                learnings: learned,
+                source: &source,
+                failures: &attempts.notes,
+                constraint,
+            },
+        )
     }
 
     /// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then

@@ -94,3 +94,109 @@ fn the_dry_run_shows_the_error_research_the_next_attempt_gets() {
     );
     assert!(out.contains("1. Wrote the parser."), "{out}");
 }
+
+#[test]
+fn a_constraint_goes_hard_then_soft_then_hard_again_across_a_night() {
+    let p = Project::new(
+        "- [ ] Add alpha\n- [ ] Add beta\n- [ ] Add gamma\n- [ ] Add delta\n- [ ] Add epsilon\n",
+    );
+    p.write("LEARNINGS.md", "# Learnings\n\nhand written\n");
+    p.commit_all("learnings");
+    let broken_then_fixed = |slug: &str| {
+        json!([
+            {"write": {"broken": "x\n"}, "result": {"status": "SUCCESS", "summary": "Wrote it the quick way."}},
+            {"write": {format!("out/{slug}.txt"): "done\n"}, "delete": ["broken"],
+             "result": {"status": "SUCCESS", "summary": "Removed the stray file before the check."}}
+        ])
+    };
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "alpha", "implement": broken_then_fixed("alpha")},
+            {"match": "epsilon", "implement": broken_then_fixed("epsilon")}
+        ],
+        "default": {
+            "implement": {"write": {"out/{slug}.txt": "done\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+        }
+    }));
+    let err = p
+        .run(&["20", "0", "--check", "test ! -e broken"])
+        .expect(0)
+        .stderr;
+    assert_eq!(p.log().len(), 7, "five tasks committed: {err}");
+    let implement = p.prompts("implement");
+    let with = |title: &str| -> Vec<&String> {
+        implement
+            .iter()
+            .filter(|t| t.contains(&format!("- [~] {title}")))
+            .collect()
+    };
+    let hard = "- [hard] AVOID what failed: check `test ! -e broken` failed (exit 1); last output: — MUST Removed the stray file before the check.";
+    // Derived from alpha's success after its failure: hard, with its source and paths.
+    assert!(
+        with("Add beta")[0].contains(hard),
+        "{}",
+        with("Add beta")[0]
+    );
+    assert!(with("Add beta")[0].contains("honoured: 0 of 3"));
+    assert!(with("Add delta")[0].contains("honoured: 2 of 3"));
+    // Three later tasks committed without its error: soft when epsilon starts.
+    let soft = hard.replace("[hard]", "[soft]");
+    assert!(
+        with("Add epsilon")[0].contains(&soft),
+        "{}",
+        with("Add epsilon")[0]
+    );
+    assert!(with("Add epsilon")[0].contains("honoured: 3 of 3"));
+    assert!(
+        with("Add epsilon")[0].contains("[soft]: three later tasks were committed without breaking it — it may be reconsidered, with a reason in your summary"),
+        "the prompt says what soft means"
+    );
+    // Epsilon broke it and failed: hard again, and epsilon adds its own.
+    let learnings = p.read("LEARNINGS.md");
+    assert!(
+        learnings.starts_with("# Learnings\n\nhand written\n"),
+        "{learnings}"
+    );
+    let entries: Vec<&str> = learnings
+        .lines()
+        .filter(|l| l.starts_with("- [hard]") || l.starts_with("- [soft]"))
+        .collect();
+    assert_eq!(entries.len(), 2, "{learnings}");
+    assert!(entries[0].starts_with(hard), "{learnings}");
+    assert!(
+        entries[0].contains("— source: task \"Add alpha\", the commit after "),
+        "{learnings}"
+    );
+    assert!(
+        entries[0].contains("— paths: `out/alpha.txt`"),
+        "{learnings}"
+    );
+    assert!(entries[0].ends_with("— honoured: 0 of 3"), "{learnings}");
+    assert!(
+        entries[1].contains("source: task \"Add epsilon\""),
+        "{learnings}"
+    );
+    assert!(
+        p.head_files().contains(&"LEARNINGS.md".to_string()) && p.dirty().is_empty(),
+        "written in kern's commits"
+    );
+}
+
+#[test]
+fn a_pinned_constraint_never_moves_and_the_persons_words_stay() {
+    let p = Project::new("- [ ] Add alpha\n- [ ] Add beta\n- [ ] Add gamma\n");
+    let section = "## Constraints (kept by kern)\n\n- [hard, pinned] MUST keep my words — reason: check `x` failed (exit 1); last output: — honoured: 0 of 3\n- [hard] AVOID y — reason: check `y` failed (exit 1); last output: — honoured: 1 of 3\n";
+    p.write("LEARNINGS.md", &format!("# Learnings\n\n{section}"));
+    p.commit_all("learnings");
+    p.run(&["3", "0"]).expect(0);
+    let learnings = p.read("LEARNINGS.md");
+    assert!(
+        learnings.contains("- [hard, pinned] MUST keep my words — reason: check `x` failed (exit 1); last output: — honoured: 0 of 3\n"),
+        "{learnings}"
+    );
+    assert!(
+        learnings.contains("- [soft] AVOID y — reason: check `y` failed (exit 1); last output: — honoured: 3 of 3\n"),
+        "{learnings}"
+    );
+}
