@@ -9,9 +9,10 @@
 //!
 //! What the prompts get is chosen ([`select`], pure), never edited in the file: an entry (a
 //! bullet) that names a path that no longer exists (`` `src/old.rs` ``) is stale and left out
-//! (and `kern status` names it); when the rest is over the budget, the entries that share most
-//! words and paths with the task go in first, the newer first among equals, shown in the
-//! file's order under their headings with a note of what was left out.
+//! (and `kern status` names it); when the rest is over the budget, kern's constraints go in
+//! first, then the entries that share most words and paths with the task, the newer first
+//! among equals, shown in the file's order under their headings with a note of what was left
+//! out.
 
 use std::path::Path;
 
@@ -229,9 +230,15 @@ pub(crate) fn select(
         .filter(|e| !stale_lines.contains(&e.line))
         .map(|e| (words(&e.text).intersection(&task_words).count(), e))
         .collect();
-    // Most related first; the newer first among equals.
-    candidates.sort_by(|(a, x), (b, y)| b.cmp(a).then(y.line.cmp(&x.line)));
-    let room = budget.saturating_sub(stale_note.len() + 160);
+    // kern's constraints first, then the most related; the newer first among equals.
+    let is_constraint = |e: &Entry| e.heading.trim_end() == constraint::HEADING;
+    candidates.sort_by(|(a, x), (b, y)| {
+        is_constraint(y)
+            .cmp(&is_constraint(x))
+            .then(b.cmp(a))
+            .then(y.line.cmp(&x.line))
+    });
+    let room = budget.saturating_sub(stale_note.len() + 160 + constraint::LEGEND.len());
     let mut chosen: Vec<Entry> = Vec::new();
     let mut used = 0;
     for (_, e) in candidates {
@@ -260,6 +267,10 @@ pub(crate) fn select(
     for e in &chosen {
         if heading != Some(e.heading.as_str()) && !e.heading.is_empty() {
             out.push_str(&format!("{}\n", e.heading));
+            // What hard and soft mean goes with kern's constraints.
+            if is_constraint(e) {
+                out.push_str(&format!("{}\n", constraint::LEGEND));
+            }
         }
         heading = Some(e.heading.as_str());
         out.push_str(&format!("{}\n", e.text));
@@ -305,6 +316,23 @@ mod tests {
         );
         assert!(!out.contains("number 0 "), "{out}");
         assert!(out.contains("left out to stay within 2 KiB"), "{out}");
+        // kern's constraints go in first, with what hard and soft mean.
+        // (the oldest entry of all, sharing no word with the task)
+        let text = format!(
+            "# Learnings\n\n{}\n\n{}\n\n- [hard] AVOID x — reason: y — honoured: 0 of 3\n\n## 2026-11-01 — Old\n\n{many}",
+            constraint::HEADING,
+            constraint::LEGEND
+        );
+        let out = select(&text, "Fix the parser spans", &exists, 2048);
+        assert!(out.len() <= 2048, "{}", out.len());
+        assert!(
+            out.contains(&format!(
+                "{}\n{}\n- [hard] AVOID x",
+                constraint::HEADING,
+                constraint::LEGEND
+            )),
+            "{out}"
+        );
     }
 
     #[test]

@@ -172,12 +172,24 @@ fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// The constraints kern can read in its section of `lines`.
+fn section_entries(lines: &[String]) -> impl Iterator<Item = Constraint> + '_ {
+    let mut in_section = false;
+    lines.iter().filter_map(move |line| {
+        if line.starts_with('#') {
+            in_section = line.trim_end() == HEADING;
+            return None;
+        }
+        if in_section { parse(line) } else { None }
+    })
+}
+
 /// LEARNINGS.md `text` after a task's commit: each constraint kern can read moved by the
 /// task's `failures` (its Attempt notes), and `new` (a derived line) added to kern's section,
-/// which is made when missing. `eol` is the file's line ending.
+/// which is made when missing — unless the section has a constraint for the same error. `eol` is the file's line ending.
 pub(crate) fn update(text: &str, failures: &[String], new: Option<&str>, eol: &str) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let mut changed = new.is_some();
+    let mut changed = false;
     let mut in_section = false;
     let mut section_end = None;
     for (i, line) in lines.iter_mut().enumerate() {
@@ -200,14 +212,20 @@ pub(crate) fn update(text: &str, failures: &[String], new: Option<&str>, eol: &s
             }
         }
     }
-    if !changed {
-        return text.to_string();
-    }
     if in_section && section_end.is_none() {
         section_end = Some(lines.len());
     }
     let has_section = lines.iter().any(|l| l.trim_end() == HEADING);
-    if let Some(new) = new {
+    // A constraint for an error kern's section already has is not added twice: that one was
+    // just made hard again.
+    let known = |new: &str| {
+        parse(new).is_some_and(|n| {
+            section_entries(&lines).any(|c| {
+                crate::spec::error_signature(&c.reason) == crate::spec::error_signature(&n.reason)
+            })
+        })
+    };
+    if let Some(new) = new.filter(|n| !known(n)) {
         if has_section {
             // After the section's last non-empty line.
             let end = section_end.unwrap_or(lines.len());
@@ -231,6 +249,10 @@ pub(crate) fn update(text: &str, failures: &[String], new: Option<&str>, eol: &s
                 new.to_string(),
             ]);
         }
+        changed = true;
+    }
+    if !changed {
+        return text.to_string();
     }
     let mut out = lines.join(eol);
     if !out.is_empty() {
@@ -349,6 +371,9 @@ mod tests {
             ),
             "{two:?}"
         );
+        // The same error again adds nothing: the one there is hard again.
+        let again = update(&text, &hit, Some(new), "\n");
+        assert_eq!(again.matches("MUST a").count(), 1, "{again}");
         // Outside kern's section nothing is read as a constraint.
         let outside = "## Mine\n\n- [hard] MUST z — reason: r — honoured: 2 of 3\n";
         assert_eq!(update(outside, &[], None, "\n"), outside);

@@ -133,7 +133,19 @@ pub(crate) fn error_part(note: &str) -> &str {
 /// `note` with the approach that failed (`approach`: what implement said it did) recorded on
 /// its last line: the summary's first sentence, at most 200 characters.
 pub(crate) fn with_approach(note: &str, approach: Option<&str>) -> String {
-    let Some(approach) = approach.map(first_sentence).filter(|a| !a.is_empty()) else {
+    // A summary that names its approach as the research asked (`Approach: run-alone — …`)
+    // is recorded without the word twice.
+    let named = |a: &str| {
+        let a = a.trim_start();
+        match a.get(..APPROACH.len()) {
+            Some(head) if head.eq_ignore_ascii_case(APPROACH) => a[APPROACH.len()..].to_string(),
+            _ => a.to_string(),
+        }
+    };
+    let Some(approach) = approach
+        .map(|a| first_sentence(&named(a)))
+        .filter(|a| !a.is_empty())
+    else {
         return note.to_string();
     };
     format!("{note}\n{APPROACH}{approach}")
@@ -371,6 +383,10 @@ mod tests {
                 Some("Changed  src/a.rs\nto use x. Ran the tests.")
             ),
             "check failed\nApproach: Changed src/a.rs to use x."
+        );
+        assert_eq!(
+            with_approach("n", Some("Approach: run-alone — traced it. Then more.")),
+            "n\nApproach: run-alone — traced it."
         );
         assert_eq!(with_approach("n", None), "n");
         assert_eq!(with_approach("n", Some("  ")), "n");
