@@ -50,6 +50,18 @@ impl ErrorClass {
         }
     }
 
+    /// The class's short name, for `kern status --json`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Build => "build",
+            ErrorClass::Test => "test",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Check => "check",
+            ErrorClass::Must => "must",
+            ErrorClass::Hook => "hook",
+        }
+    }
+
     /// The standard approaches to this class of error, by name.
     pub(crate) fn approaches(self) -> &'static [(&'static str, &'static str)] {
         match self {
@@ -297,6 +309,18 @@ impl Research {
             .map(|(i, a)| format!("{}) {}", i + 1, a))
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    /// The research as `kern status --json` shows it (`next.error_research`).
+    pub(crate) fn status(&self) -> serde_json::Value {
+        serde_json::json!({
+            "class": self.class.name(),
+            "what": self.class.describe(),
+            "seen": self.seen,
+            "tried": self.tried,
+            "untried": self.untried.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+            "saturated": self.saturated,
+        })
     }
 
     /// The research as the implement prompt shows it (short: it shares `{ATTEMPTS}`'s 2 KiB).

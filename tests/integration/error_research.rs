@@ -213,3 +213,23 @@ fn a_pinned_constraint_never_moves_and_the_persons_words_stay() {
         "{learnings}"
     );
 }
+
+#[test]
+fn status_shows_the_next_tasks_error_research() {
+    let p = Project::new(
+        "- [~] Add the parser\n  > **Attempt 1:** kern's check of the must-haves failed: `file src/parser.rs` — no such file\n  > Approach: Wrote src/parse.rs.\n  >\n  > **Attempt 2:** kern's check of the must-haves failed: `file src/parser.rs` — no such file\n  > Approach: meet-literally — wrote src/parsers.rs.\n",
+    );
+    let out = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        out.contains("errors:    a must-have that does not hold, 2 attempts so far, 2 approaches tried — saturated: all standard approaches exhausted, decomposition next\n"),
+        "{out}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(
+        json["next"]["error_research"],
+        json!({"class": "must", "what": "a must-have that does not hold", "seen": 2,
+               "tried": ["Wrote src/parse.rs.", "meet-literally — wrote src/parsers.rs."],
+               "untried": ["check-names"], "saturated": true})
+    );
+}
