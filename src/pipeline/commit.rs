@@ -2,7 +2,8 @@
 //! commit — journaled so that a crash at any moment commits it exactly once.
 //!
 //! The order a reader must know: write `commit.json` (the message and HEAD before), mark the
-//! task done in SPEC.md, append the learnings, commit, remove `commit.json`. A run that finds
+//! task done in SPEC.md, write the learnings and move kern's constraints in LEARNINGS.md (one
+//! write, `learnings::record`), commit, remove `commit.json`. A run that finds
 //! `commit.json` at its next iteration finishes the commit when HEAD is still where the
 //! journal says, and drops the journal when HEAD moved (the commit landed).
 //!
@@ -278,8 +279,7 @@ impl Run<'_> {
     /// Writes the task's learnings into LEARNINGS.md, each naming its source, and moves and
     /// adds the constraints (`learnings::constraint`): a task that succeeded after a failure
     /// that carried an error gives a new hard one, `approach` (implement's summary) being what
-    /// worked. The file's text before, as
-    /// `learnings::record` returns it.
+    /// worked. Returns the file's text before, as `learnings::record` does.
     fn record_learnings(
         &mut self,
         it: &TaskRun,
