@@ -9,8 +9,8 @@
 //!
 //! What the prompts get is chosen ([`select`], pure), never edited in the file: an entry (a
 //! bullet) that names a path that no longer exists (`` `src/old.rs` ``) is stale and left out
-//! (and `kern status` names it); when the rest is over the budget, kern's constraints go in
-//! first, then the entries that share most words and paths with the task, the newer first
+//! (and `kern status` names it); when the rest is over the budget, kern's hard constraints go
+//! in first, then the entries that share most words and paths with the task, the newer first
 //! among equals, shown in the file's order under their headings with a note of what was left
 //! out.
 
@@ -31,7 +31,8 @@ pub(crate) struct Record<'a> {
     pub learnings: &'a [String],
     /// Where they come from: `task "…", the commit after <sha>`.
     pub source: &'a str,
-    /// The task's Attempt notes: what moves the constraints (`constraint::update`).
+    /// The errors of the task's failed attempts (its Attempt notes without kern's approach
+    /// line): what moves the constraints (`constraint::update`).
     pub failures: &'a [String],
     /// A constraint derived from this task (`constraint::derive`).
     pub constraint: Option<String>,
@@ -230,11 +231,12 @@ pub(crate) fn select(
         .filter(|e| !stale_lines.contains(&e.line))
         .map(|e| (words(&e.text).intersection(&task_words).count(), e))
         .collect();
-    // kern's constraints first, then the most related; the newer first among equals.
+    // kern's hard constraints first, then the most related; the newer first among equals.
     let is_constraint = |e: &Entry| e.heading.trim_end() == constraint::HEADING;
+    let is_hard = |e: &Entry| is_constraint(e) && e.text.starts_with("- [hard");
     candidates.sort_by(|(a, x), (b, y)| {
-        is_constraint(y)
-            .cmp(&is_constraint(x))
+        is_hard(y)
+            .cmp(&is_hard(x))
             .then(b.cmp(a))
             .then(y.line.cmp(&x.line))
     });
@@ -316,7 +318,7 @@ mod tests {
         );
         assert!(!out.contains("number 0 "), "{out}");
         assert!(out.contains("left out to stay within 2 KiB"), "{out}");
-        // kern's constraints go in first, with what hard and soft mean.
+        // kern's hard constraints go in first, with what hard and soft mean.
         // (the oldest entry of all, sharing no word with the task)
         let text = format!(
             "# Learnings\n\n{}\n\n{}\n\n- [hard] AVOID x — reason: y — honoured: 0 of 3\n\n## 2026-11-01 — Old\n\n{many}",

@@ -3,8 +3,10 @@
 //!
 //! Decisions a reader must know:
 //! - An entry is one bullet: `- [hard] AVOID … — MUST … — reason: … — source: … — paths: … —
-//!   honoured: N of 3`. kern derives it from the task's last failure (the error it avoids,
-//!   whose first line is the reason) and the approach that then worked.
+//!   honoured: N of 3`. kern derives it from the task's last failure — the approach that failed
+//!   (AVOID, when its note recorded one) and the error (the reason, on one line) — and the
+//!   approach that then worked (MUST). A later failure hits it when its error has the same
+//!   error signature as the reason, not merely the same check command.
 //! - The lifecycle is [`next`], pure: a constraint starts hard; each later task committed
 //!   without hitting its error counts as honouring it, and after three it is soft (the prompt
 //!   says it may be reconsidered, with a reason); a later task that hit its error (violated it
@@ -80,11 +82,16 @@ pub(crate) fn next(c: &Constraint, event: Event) -> Constraint {
     }
 }
 
-/// True when a failure whose note is `note` hit the error `reason` names (the same error
-/// signature as its first line).
-pub(crate) fn hits(reason: &str, note: &str) -> bool {
-    let first = note.lines().next().unwrap_or_default();
-    let sig = crate::spec::error_signature(first);
+/// What a constraint's `reason:` holds of an error (`error`: a failure's note without kern's
+/// approach line): the error on one line, at most 160 characters.
+pub(crate) fn reason_of(error: &str) -> String {
+    one_line(error, 160)
+}
+
+/// True when a failure whose error is `error` hit the one `reason` names: the same error
+/// signature (`spec::error_signature`) as the reason.
+pub(crate) fn hits(reason: &str, error: &str) -> bool {
+    let sig = crate::spec::error_signature(&reason_of(error));
     !sig.is_empty() && sig == crate::spec::error_signature(reason)
 }
 
@@ -142,14 +149,25 @@ pub(crate) fn rewrite(line: &str, c: &Constraint) -> String {
     format!("- [{tag}]{}", parts.join(" — "))
 }
 
-/// A new hard constraint's line: what failed (`error`: the failure's note), what worked
-/// (`approach`: implement's summary), its source and paths.
-pub(crate) fn derive(error: &str, approach: &str, source: &str, paths: &[String]) -> String {
-    let reason = one_line(error.lines().next().unwrap_or_default(), 160);
-    let worked = one_line(approach, 200);
-    let mut line = format!(
-        "- [hard] AVOID what failed: {reason} — MUST {worked} — reason: {reason} — source: {source}"
-    );
+/// A new hard constraint's line: what to avoid (`failed`: the approach that failed, when its
+/// note recorded one), what worked (`worked`: implement's summary), the reason (`error`: the
+/// failure's note without the approach), its source and paths.
+pub(crate) fn derive(
+    failed: Option<&str>,
+    worked: &str,
+    error: &str,
+    source: &str,
+    paths: &[String],
+) -> String {
+    let mut line = String::from("- [hard] ");
+    if let Some(failed) = failed.map(|f| one_line(f, 200)).filter(|f| !f.is_empty()) {
+        line.push_str(&format!("AVOID {failed} — "));
+    }
+    line.push_str(&format!(
+        "MUST {} — reason: {} — source: {source}",
+        one_line(worked, 200),
+        reason_of(error)
+    ));
     if !paths.is_empty() {
         let shown: Vec<String> = paths.iter().take(5).map(|p| format!("`{p}`")).collect();
         line.push_str(&format!(" — paths: {}", shown.join(", ")));
@@ -185,7 +203,7 @@ fn section_entries(lines: &[String]) -> impl Iterator<Item = Constraint> + '_ {
 }
 
 /// LEARNINGS.md `text` after a task's commit: each constraint kern can read moved by the
-/// task's `failures` (its Attempt notes), and `new` (a derived line) added to kern's section,
+/// task's `failures` (the errors of its failed attempts), and `new` (a derived line) added to kern's section,
 /// which is made when missing — unless the section has a constraint for the same error. `eol` is the file's line ending.
 pub(crate) fn update(text: &str, failures: &[String], new: Option<&str>, eol: &str) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
@@ -298,21 +316,31 @@ mod tests {
     #[test]
     fn entries_are_read_and_rewritten_keeping_the_persons_words() {
         let line = derive(
-            "check `test ! -e broken` failed (exit 1); last output:\n(no output)",
+            Some("Wrote it — the quick way."),
             "Removed the   broken file.",
+            "check `test ! -e broken` failed (exit 1); last output:\nbroken is there",
             "task \"Add a\", the commit after 1a2b3c4",
             &["src/a.rs".into()],
         );
         assert_eq!(
             line,
-            "- [hard] AVOID what failed: check `test ! -e broken` failed (exit 1); last output: — MUST Removed the broken file. — reason: check `test ! -e broken` failed (exit 1); last output: — source: task \"Add a\", the commit after 1a2b3c4 — paths: `src/a.rs` — honoured: 0 of 3"
+            "- [hard] AVOID Wrote it - the quick way. — MUST Removed the broken file. — reason: check `test ! -e broken` failed (exit 1); last output: broken is there — source: task \"Add a\", the commit after 1a2b3c4 — paths: `src/a.rs` — honoured: 0 of 3"
+        );
+        assert_eq!(
+            derive(None, "w", "e", "s", &[]),
+            "- [hard] MUST w — reason: e — source: s — honoured: 0 of 3"
         );
         let read = parse(&line).unwrap();
         assert_eq!(read.state, State::Hard);
         assert_eq!(read.honoured, 0);
+        // The same error — not merely the same check command — is a hit.
         assert!(hits(
             &read.reason,
-            "check `test ! -e broken` failed (exit 1); last output:\nx"
+            "check `test ! -e broken` failed (exit 2); last output:\nbroken is there"
+        ));
+        assert!(!hits(
+            &read.reason,
+            "check `test ! -e broken` failed (exit 1); last output:\nsomething else"
         ));
         assert!(!hits(
             &read.reason,
@@ -338,8 +366,7 @@ mod tests {
 
     #[test]
     fn update_makes_the_section_moves_entries_and_keeps_everything_else() {
-        let new =
-            "- [hard] MUST a — reason: check `x` failed (exit 1); last output: — honoured: 0 of 3";
+        let new = "- [hard] MUST a — reason: check `x` failed (exit 1); last output: (no output) — honoured: 0 of 3";
         let made = update("# Learnings\n\nmine\n", &[], Some(new), "\n");
         assert_eq!(
             made,

@@ -297,14 +297,20 @@ impl Run<'_> {
                     .map(|p| p.to_string_lossy().into_owned())
                     .collect();
                 Some(crate::learnings::constraint::derive(
-                    crate::pipeline::error_research::error_part(last),
+                    crate::pipeline::error_research::approach_of(last),
                     approach,
+                    crate::pipeline::error_research::error_part(last),
                     &source,
                     &paths,
                 ))
             }
             _ => None,
         };
+        let errors: Vec<String> = attempts
+            .notes
+            .iter()
+            .map(|n| crate::pipeline::error_research::error_part(n).to_string())
+            .collect();
         crate::learnings::record(
             &self.ws.learnings_path,
             &crate::learnings::Record {
@@ -312,7 +318,7 @@ impl Run<'_> {
                 task: &it.title,
                 learnings: learned,
                 source: &source,
-                failures: &attempts.notes,
+                failures: &errors,
                 constraint,
             },
         )

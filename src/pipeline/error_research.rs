@@ -142,6 +142,12 @@ pub(crate) fn error_part(note: &str) -> &str {
     }
 }
 
+/// The approach an Attempt note records on its `Approach:` line, if it has one.
+pub(crate) fn approach_of(note: &str) -> Option<&str> {
+    note.rfind(&format!("\n{APPROACH}"))
+        .map(|i| note[i + 1 + APPROACH.len()..].trim())
+}
+
 /// `note` with the approach that failed (`approach`: what implement said it did) recorded on
 /// its last line: the summary's first sentence, at most 200 characters.
 pub(crate) fn with_approach(note: &str, approach: Option<&str>) -> String {
@@ -260,10 +266,9 @@ pub(crate) fn analyse(notes: &[String]) -> Option<Research> {
     let mut seen = 0;
     for note in notes.iter().filter(|n| classify(n) == Some(class)) {
         seen += 1;
-        let approach = match note.rfind(&format!("\n{APPROACH}")) {
-            Some(i) => note[i + 1 + APPROACH.len()..].trim().to_string(),
-            None => "(the approach was not recorded)".to_string(),
-        };
+        let approach = approach_of(note)
+            .unwrap_or("(the approach was not recorded)")
+            .to_string();
         let lower = approach.to_lowercase();
         let name = standard
             .iter()

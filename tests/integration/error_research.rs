@@ -131,7 +131,7 @@ fn a_constraint_goes_hard_then_soft_then_hard_again_across_a_night() {
             .filter(|t| t.contains(&format!("- [~] {title}")))
             .collect()
     };
-    let hard = "- [hard] AVOID what failed: check `test ! -e broken` failed (exit 1); last output: — MUST Removed the stray file before the check.";
+    let hard = "- [hard] AVOID Wrote it the quick way. — MUST Removed the stray file before the check. — reason: check `test ! -e broken` failed (exit 1); last output: (no output) — source: task \"Add alpha\", the commit after ";
     // Derived from alpha's success after its failure: hard, with its source and paths.
     assert!(
         with("Add beta")[0].contains(hard),
