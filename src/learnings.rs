@@ -1,7 +1,7 @@
 //! LEARNINGS.md: what the agents learned, appended by kern under a dated heading per task, and
 //! kern's constraints ([`constraint`]) in a section of their own.
 //!
-//! kern writes the file only in a task's commit, re-reading it first so a person's edits
+//! A run writes the file only in a task's commit, re-reading it first so a person's edits
 //! survive, in the file's own line endings, through an atomic write. Every entry kern writes
 //! names its source: the task and the commit (`the commit after <sha>`: the entry is written
 //! before the commit that carries it, so it names the commit that one is made on), and a
