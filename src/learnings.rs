@@ -1,34 +1,65 @@
-//! LEARNINGS.md: what the agents learned, appended by kern under a dated heading per task.
+//! LEARNINGS.md: what the agents learned, appended by kern under a dated heading per task, and
+//! kern's constraints ([`constraint`]) in a section of their own.
 //!
-//! kern only ever appends, re-reading the file first so a person's edits survive, in the
-//! file's own line endings, through an atomic write.
+//! A run writes the file only in a task's commit, re-reading it first so a person's edits
+//! survive, in the file's own line endings, through an atomic write. Every entry kern writes
+//! names its source: the task and the commit (`the commit after <sha>`: the entry is written
+//! before the commit that carries it, so it names the commit that one is made on), and a
+//! constraint the paths the task changed.
 //!
 //! What the prompts get is chosen ([`select`], pure), never edited in the file: an entry (a
 //! bullet) that names a path that no longer exists (`` `src/old.rs` ``) is stale and left out
-//! (and `kern status` names it); when the rest is over the budget, the entries that share most
-//! words and paths with the task go in first, the newer first among equals, shown in the
-//! file's order under their headings with a note of what was left out.
+//! (and `kern status` names it); when the rest is over the budget, kern's hard constraints go
+//! in first, then the entries that share most words and paths with the task, the newer first
+//! among equals, shown in the file's order under their headings with a note of what was left
+//! out.
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
 
-/// Appends `learnings` under `## <date> — <task>`; nothing when there are none.
-/// Returns the file's text before the append (to put back if the commit fails).
-pub(crate) fn append(
-    path: &Path,
-    date: &str,
-    task: &str,
-    learnings: &[String],
-) -> Result<Option<String>> {
-    let items: Vec<String> = learnings
+pub(crate) mod constraint;
+
+/// What a task's commit writes into LEARNINGS.md.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Record<'a> {
+    /// The day, `YYYY-MM-DD`.
+    pub date: &'a str,
+    /// The task's title.
+    pub task: &'a str,
+    /// What the stages learned, one entry each.
+    pub learnings: &'a [String],
+    /// Where they come from: `task "…", the commit after <sha>`.
+    pub source: &'a str,
+    /// The errors of the task's failed attempts (its Attempt notes without kern's approach
+    /// line): what moves the constraints (`constraint::update`).
+    pub failures: &'a [String],
+    /// A constraint derived from this task (`constraint::derive`).
+    pub constraint: Option<String>,
+}
+
+/// The source an entry names: the task and the commit (see the module docs).
+pub(crate) fn source(task: &str, base: Option<&str>) -> String {
+    let title = task.split_whitespace().collect::<Vec<_>>().join(" ");
+    match base {
+        Some(sha) => format!(
+            "task \"{title}\", the commit after {}",
+            &sha[..sha.len().min(7)]
+        ),
+        None => format!("task \"{title}\", the repository's first commit"),
+    }
+}
+
+/// Writes `record` into the file at `path`: the learnings under `## <date> — <task>`, each
+/// naming its source, and the constraints moved and added. Returns the file's text before
+/// (to put back if the commit fails); `None` when nothing changed.
+pub(crate) fn record(path: &Path, record: &Record<'_>) -> Result<Option<String>> {
+    let items: Vec<String> = record
+        .learnings
         .iter()
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .filter(|l| !l.is_empty())
         .collect();
-    if items.is_empty() {
-        return Ok(None);
-    }
     let before = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -40,18 +71,46 @@ pub(crate) fn append(
         "\n"
     };
     let mut text = before.clone();
-    if text.is_empty() {
-        text.push_str(&format!("# Learnings{eol}"));
-    } else if !text.ends_with('\n') {
-        text.push_str(eol);
+    if !items.is_empty() {
+        if text.is_empty() {
+            text.push_str(&format!("# Learnings{eol}"));
+        } else if !text.ends_with('\n') {
+            text.push_str(eol);
+        }
+        let title = record.task.split_whitespace().collect::<Vec<_>>().join(" ");
+        text.push_str(&format!("{eol}## {} — {title}{eol}{eol}", record.date));
+        for item in items {
+            text.push_str(&format!("- {item} — source: {}{eol}", record.source));
+        }
     }
-    let title = task.split_whitespace().collect::<Vec<_>>().join(" ");
-    text.push_str(&format!("{eol}## {date} — {title}{eol}{eol}"));
-    for item in items {
-        text.push_str(&format!("- {item}{eol}"));
+    text = constraint::update(&text, record.failures, record.constraint.as_deref(), eol);
+    if text == before {
+        return Ok(None);
     }
     crate::atomic_file::write(path, text.as_bytes())?;
     Ok(Some(before))
+}
+
+/// Appends `learnings` under `## <date> — <task>`, each naming `source`; nothing when there
+/// are none. Returns the file's text before the append.
+#[cfg(test)]
+fn append(
+    path: &Path,
+    date: &str,
+    task: &str,
+    learnings: &[String],
+    source: &str,
+) -> Result<Option<String>> {
+    record(
+        path,
+        &Record {
+            date,
+            task,
+            learnings,
+            source,
+            ..Record::default()
+        },
+    )
 }
 
 /// The last `budget` bytes of LEARNINGS.md (the prompt cuts again with a note); empty when
@@ -172,9 +231,16 @@ pub(crate) fn select(
         .filter(|e| !stale_lines.contains(&e.line))
         .map(|e| (words(&e.text).intersection(&task_words).count(), e))
         .collect();
-    // Most related first; the newer first among equals.
-    candidates.sort_by(|(a, x), (b, y)| b.cmp(a).then(y.line.cmp(&x.line)));
-    let room = budget.saturating_sub(stale_note.len() + 160);
+    // kern's hard constraints first, then the most related; the newer first among equals.
+    let is_constraint = |e: &Entry| e.heading.trim_end() == constraint::HEADING;
+    let is_hard = |e: &Entry| is_constraint(e) && e.text.starts_with("- [hard");
+    candidates.sort_by(|(a, x), (b, y)| {
+        is_hard(y)
+            .cmp(&is_hard(x))
+            .then(b.cmp(a))
+            .then(y.line.cmp(&x.line))
+    });
+    let room = budget.saturating_sub(stale_note.len() + 160 + constraint::LEGEND.len());
     let mut chosen: Vec<Entry> = Vec::new();
     let mut used = 0;
     for (_, e) in candidates {
@@ -203,6 +269,10 @@ pub(crate) fn select(
     for e in &chosen {
         if heading != Some(e.heading.as_str()) && !e.heading.is_empty() {
             out.push_str(&format!("{}\n", e.heading));
+            // What hard and soft mean goes with kern's constraints.
+            if is_constraint(e) {
+                out.push_str(&format!("{}\n", constraint::LEGEND));
+            }
         }
         heading = Some(e.heading.as_str());
         out.push_str(&format!("{}\n", e.text));
@@ -248,6 +318,23 @@ mod tests {
         );
         assert!(!out.contains("number 0 "), "{out}");
         assert!(out.contains("left out to stay within 2 KiB"), "{out}");
+        // kern's hard constraints go in first, with what hard and soft mean.
+        // (the oldest entry of all, sharing no word with the task)
+        let text = format!(
+            "# Learnings\n\n{}\n\n{}\n\n- [hard] AVOID x — reason: y — honoured: 0 of 3\n\n## 2026-11-01 — Old\n\n{many}",
+            constraint::HEADING,
+            constraint::LEGEND
+        );
+        let out = select(&text, "Fix the parser spans", &exists, 2048);
+        assert!(out.len() <= 2048, "{}", out.len());
+        assert!(
+            out.contains(&format!(
+                "{}\n{}\n- [hard] AVOID x",
+                constraint::HEADING,
+                constraint::LEGEND
+            )),
+            "{out}"
+        );
     }
 
     #[test]
@@ -260,12 +347,13 @@ mod tests {
             "2026-11-22",
             "Add  a\nparser",
             &["uses serde".into(), " ".into()],
+            "task \"Add a parser\", the commit after 1a2b3c4",
         )
         .unwrap();
         assert_eq!(before.as_deref(), Some("# Learnings\n\nhand written\n"));
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "# Learnings\n\nhand written\n\n## 2026-11-22 — Add a parser\n\n- uses serde\n"
+            "# Learnings\n\nhand written\n\n## 2026-11-22 — Add a parser\n\n- uses serde — source: task \"Add a parser\", the commit after 1a2b3c4\n"
         );
     }
 
@@ -273,17 +361,21 @@ mod tests {
     fn creates_the_file_and_keeps_crlf() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("LEARNINGS.md");
-        append(&path, "2026-11-22", "T", &["a".into()]).unwrap();
+        append(&path, "2026-11-22", "T", &["a".into()], "s").unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "# Learnings\n\n## 2026-11-22 — T\n\n- a\n"
+            "# Learnings\n\n## 2026-11-22 — T\n\n- a — source: s\n"
         );
         std::fs::write(&path, "# L\r\n").unwrap();
-        append(&path, "2026-11-22", "T", &["b".into()]).unwrap();
+        append(&path, "2026-11-22", "T", &["b".into()], "s").unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "# L\r\n\r\n## 2026-11-22 — T\r\n\r\n- b\r\n"
+            "# L\r\n\r\n## 2026-11-22 — T\r\n\r\n- b — source: s\r\n"
         );
-        assert_eq!(append(&path, "d", "T", &[]).unwrap(), None);
+        assert_eq!(append(&path, "d", "T", &[], "s").unwrap(), None);
+        assert_eq!(
+            source("Add  a", Some("1a2b3c4d5e")),
+            "task \"Add a\", the commit after 1a2b3c4"
+        );
     }
 }

@@ -11,14 +11,15 @@
 //!
 //! - `command/`: one file per subcommand, and `running.rs`, the live view `status` shows.
 //! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
-//!   journaled commit, recovery, `parallel/`), and `pipeline/stage/`: one stage as the loop
+//!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
+//!   failure, and when the approaches are exhausted — `parallel/`), and `pipeline/stage/`: one stage as the loop
 //!   runs it — `inputs.rs` (what it sees, shared with the dry run), `runner.rs` (to a decision,
 //!   using the pure `retry::next_step`), `attempt.rs` (one try; agent output becomes the record).
 //! - `workspace`, `settings` (with `.kern/config.toml` folded in), [`cli`].
 //! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
 //! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
 //!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
-//!   `learnings`, `retry`, `scripted_agent`.
+//!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`.
 //! - `agent/` (argv, stream parsers, failure classes); `stage/` (the stage vocabulary: kinds,
 //!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).
 //! - `spec/` (SPEC.md), `atomic_file`, [`error`], and the leaves `text`, `timestamp`,

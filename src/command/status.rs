@@ -69,6 +69,13 @@ pub(crate) fn compute_with_spec(
             &|p| top.join(p).exists(),
             settings.level,
         );
+        let attempt_notes: Vec<String> = task
+            .notes
+            .iter()
+            .filter(|n| matches!(n.kind, spec::NoteKind::Attempt(_)))
+            .map(|n| n.text.clone())
+            .collect();
+        let research = crate::pipeline::error_research::analyse(&attempt_notes).map(|r| r.status());
         let must: Vec<String> = spec::parse_must(&task.must_text())
             .into_iter()
             .filter_map(|m| m.ok().map(|m| m.to_string()))
@@ -84,6 +91,7 @@ pub(crate) fn compute_with_spec(
             "tests_read_only": task.tests_read_only(),
             "level": level.level,
             "level_why": level.why,
+            "error_research": research,
         })
     });
     // The loop's own inference, read-only: stale files are named by the run, not removed here.
@@ -523,6 +531,21 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
                         1 => "; a short research",
                         3 => "; research and review go deep",
                         _ => "",
+                    }
+                ));
+            }
+            if let Some(r) = next["error_research"].as_object() {
+                let n = |key: &str| r.get(key).and_then(Value::as_u64).unwrap_or(0);
+                let tried = r.get("tried").and_then(Value::as_array).map_or(0, Vec::len);
+                out.push_str(&format!(
+                    "errors:    {}, {} so far, {} tried — {}\n",
+                    r.get("what").and_then(Value::as_str).unwrap_or(""),
+                    crate::text::count(n("seen") as usize, "attempt", "attempts"),
+                    crate::text::count(tried, "approach", "approaches"),
+                    if r.get("saturated") == Some(&json!(true)) {
+                        "saturated: all standard approaches exhausted, decomposition next"
+                    } else {
+                        "the next attempt is told which are not tried yet"
                     }
                 ));
             }

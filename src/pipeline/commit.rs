@@ -2,7 +2,8 @@
 //! commit — journaled so that a crash at any moment commits it exactly once.
 //!
 //! The order a reader must know: write `commit.json` (the message and HEAD before), mark the
-//! task done in SPEC.md, append the learnings, commit, remove `commit.json`. A run that finds
+//! task done in SPEC.md, write the learnings and move kern's constraints in LEARNINGS.md (one
+//! write, `learnings::record`), commit, remove `commit.json`. A run that finds
 //! `commit.json` at its next iteration finishes the commit when HEAD is still where the
 //! journal says, and drops the journal when HEAD moved (the commit landed).
 //!
@@ -238,8 +239,7 @@ impl Run<'_> {
             .collect();
         let date = chrono::Local::now().format("%Y-%m-%d").to_string();
         let learnings_existed = self.ws.learnings_path.exists();
-        let learnings_before =
-            crate::learnings::append(&self.ws.learnings_path, &date, &it.title, &learned)?;
+        let learnings_before = self.record_learnings(it, &date, &learned, &implement.summary)?;
         match self.make_commit(it, &message) {
             Ok(end) => {
                 journal::remove(&self.ws.state_dir.pending_commit());
@@ -273,6 +273,54 @@ impl Run<'_> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Writes the task's learnings into LEARNINGS.md, each naming its source, and moves and
+    /// adds the constraints (`learnings::constraint`): a task that succeeded after a failure
+    /// that carried an error gives a new hard one, `approach` (implement's summary) being what
+    /// worked. Returns the file's text before, as `learnings::record` does.
+    fn record_learnings(
+        &mut self,
+        it: &TaskRun,
+        date: &str,
+        learned: &[String],
+        approach: &str,
+    ) -> Result<Option<String>> {
+        let attempts = self.attempts(it)?;
+        let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
+        let constraint = match attempts.notes.last() {
+            Some(last) if crate::pipeline::error_research::classify(last).is_some() => {
+                let paths: Vec<String> = self
+                    .changed_paths(it)?
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
+                Some(crate::learnings::constraint::derive(
+                    crate::pipeline::error_research::approach_of(last),
+                    approach,
+                    crate::pipeline::error_research::error_part(last),
+                    &source,
+                    &paths,
+                ))
+            }
+            _ => None,
+        };
+        let errors: Vec<String> = attempts
+            .notes
+            .iter()
+            .map(|n| crate::pipeline::error_research::error_part(n).to_string())
+            .collect();
+        crate::learnings::record(
+            &self.ws.learnings_path,
+            &crate::learnings::Record {
+                date,
+                task: &it.title,
+                learnings: learned,
+                source: &source,
+                failures: &errors,
+                constraint,
+            },
+        )
     }
 
     /// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then
@@ -430,6 +478,7 @@ impl Run<'_> {
                 level: 2,
                 why: String::new(),
             },
+            approach: None,
         };
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress

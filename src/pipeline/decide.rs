@@ -8,6 +8,9 @@
 //!   blocked `[!]` (with its parents that are left stuck with it): after twice that many
 //!   failures, or when an attempt made under the request failed the same way as the ones
 //!   before it (the last `--max-attempts` failures, at least two, share one error signature).
+//! - Error research (`error_research`) moves the tiers forward: once a failure's error is
+//!   saturated (all its standard approaches failed), the next attempt is the decomposition
+//!   request, and a saturated failure under it blocks the task with the list of what was tried.
 //! - A failure's note becomes an `Attempt N` note; blocking adds a `Blocked` note in the same
 //!   write, so SPEC.md never shows a blocked task without its reason.
 //! - A skip puts the task back to `[ ]` with a `Skipped` note; selection takes skipped tasks
@@ -26,6 +29,8 @@
 
 use crate::agent::stream::RateLimit;
 use crate::pipeline::check::CheckResult;
+use crate::pipeline::error_research;
+pub(super) use crate::spec::error_signature;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
@@ -98,19 +103,30 @@ pub(super) struct Attempts {
     pub count: u32,
     /// The error signature of each Attempt note, in order.
     pub signatures: Vec<String>,
+    /// Each Attempt note's text, in order (what error research reads).
+    pub notes: Vec<String>,
+    /// What implement said it did in this attempt, when it reported SUCCESS: recorded in the
+    /// Attempt note of a failure after it, as the approach that failed (`error_research`).
+    pub approach: Option<String>,
 }
 
 impl Attempts {
     /// The attempts recorded in `task`'s notes.
     pub(super) fn of(task: &Task) -> Attempts {
+        let notes: Vec<String> = task
+            .notes
+            .iter()
+            .filter(|n| matches!(n.kind, NoteKind::Attempt(_)))
+            .map(|n| n.text.clone())
+            .collect();
         Attempts {
             count: task.attempts(),
-            signatures: task
-                .notes
+            signatures: notes
                 .iter()
-                .filter(|n| matches!(n.kind, NoteKind::Attempt(_)))
-                .map(|n| error_signature(&n.text))
+                .map(|n| error_signature(error_research::error_part(n)))
                 .collect(),
+            notes,
+            approach: None,
         }
     }
 }
@@ -357,20 +373,32 @@ fn tail(output: &str) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
-/// A failed attempt: an Attempt note, and the block when the attempts are exhausted.
+/// A failed attempt: an Attempt note (with the approach that failed, when implement said what
+/// it did), and the block when the attempts are exhausted.
 ///
 /// The tiers come in order (DESIGN.md section 1): a different approach after each failure,
 /// decomposition demanded once `max_attempts` have failed, and a block only after that — when
 /// `max_attempts` more have failed, or when the last `max_attempts` failures share one error
 /// signature and the newest of them was made under the decomposition request. So no task is
 /// blocked before it was asked to decompose, however alike its failures are.
+///
+/// Error research (section 17) moves the tiers forward: once a failure's error has had all its
+/// standard approaches fail (saturated), the next attempt is the decomposition request, and a
+/// saturated failure of an attempt made under it blocks the task with the list of what was
+/// tried.
 pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Decision {
+    let note = error_research::with_approach(note, attempts.approach.as_deref());
     let attempt = attempts.count.saturating_add(1);
     let mut signatures = attempts.signatures.clone();
-    signatures.push(error_signature(note));
+    signatures.push(error_signature(error_research::error_part(&note)));
+    let mut notes = attempts.notes.clone();
+    notes.push(note.clone());
     let max = max_attempts as usize;
-    // The attempt that just failed had the decomposition request in its prompt.
-    let decomposition_asked = attempt > max_attempts;
+    // The attempt that just failed had the decomposition request in its prompt: the attempts
+    // were used up, or the failure before it was saturated.
+    let saturated_before = error_research::analyse(&attempts.notes).is_some_and(|r| r.saturated);
+    let decomposition_asked = attempt > max_attempts || saturated_before;
+    let saturated = error_research::analyse(&notes).filter(|r| r.saturated);
     let repeated = signatures.len() >= max.max(2)
         && signatures[signatures.len() - max.max(2)..]
             .windows(2)
@@ -378,6 +406,13 @@ pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32)
     let why = if attempt >= max_attempts.saturating_mul(2) {
         Some(format!(
             "{attempt} failed attempts, decomposition included — a person must look"
+        ))
+    } else if let (true, Some(research)) = (decomposition_asked, &saturated) {
+        Some(format!(
+            "saturated: all standard approaches exhausted for {} ({}), decomposition included — a person must look. Tried: {}",
+            research.class.describe(),
+            crate::text::count(research.seen, "attempt", "attempts"),
+            research.tried_list()
         ))
     } else if decomposition_asked && repeated {
         Some(format!(
@@ -387,7 +422,7 @@ pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32)
     } else {
         None
     };
-    let mut edits = vec![Edit::AddAttempt(note.to_string())];
+    let mut edits = vec![Edit::AddAttempt(note.clone())];
     let outcome = match why {
         Some(why) => {
             edits.extend([
@@ -395,16 +430,9 @@ pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32)
                 Edit::AddBlocked(why.clone()),
                 Edit::BlockParents,
             ]);
-            TaskOutcome::Blocked {
-                attempt,
-                note: note.to_string(),
-                why,
-            }
+            TaskOutcome::Blocked { attempt, note, why }
         }
-        None => TaskOutcome::Failed {
-            attempt,
-            note: note.to_string(),
-        },
+        None => TaskOutcome::Failed { attempt, note },
     };
     Decision {
         edits,
@@ -562,19 +590,6 @@ fn skip(reason: String) -> Decision {
     }
 }
 
-/// The error signature of an attempt note: lower case, digits and punctuation folded, so that
-/// "timed out after 61m" and "timed out after 60m" are the same failure.
-pub(super) fn error_signature(note: &str) -> String {
-    note.chars()
-        .filter(|c| c.is_alphabetic() || c.is_whitespace())
-        .collect::<String>()
-        .split_whitespace()
-        .take(16)
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,6 +598,8 @@ mod tests {
         Attempts {
             count: u32::try_from(notes.len()).unwrap(),
             signatures: notes.iter().map(|n| error_signature(n)).collect(),
+            notes: notes.iter().map(ToString::to_string).collect(),
+            approach: None,
         }
     }
 
@@ -1093,6 +1110,59 @@ mod tests {
             }
             assert_eq!(decision.end, IterationEnd::Progressed);
         }
+    }
+
+    #[test]
+    fn a_saturated_error_asks_for_decomposition_early_then_blocks_with_what_was_tried() {
+        let must = "kern's check of the must-haves failed: `file src/a.rs` — missing";
+        let tried = |approach: &str| format!("{must}\nApproach: {approach}");
+        let with = |notes: &[String], approach: Option<&str>| Attempts {
+            count: u32::try_from(notes.len()).unwrap(),
+            signatures: notes
+                .iter()
+                .map(|n| error_signature(error_research::error_part(n)))
+                .collect(),
+            notes: notes.to_vec(),
+            approach: approach.map(str::to_string),
+        };
+        // The approach that failed is recorded in the note.
+        let first = failed_attempt(&with(&[], Some("Wrote src/b.rs. Ran it.")), must, 3);
+        assert_eq!(
+            first.edits,
+            vec![Edit::AddAttempt(tried("Wrote src/b.rs."))]
+        );
+        // The second distinct approach saturates a must-have (two standard ones): not blocked
+        // yet, the next prompt asks for decomposition.
+        let second = failed_attempt(&with(&[tried("one")], Some("two")), must, 3);
+        assert!(
+            matches!(second.outcome, TaskOutcome::Failed { attempt: 2, .. }),
+            "{second:?}"
+        );
+        // The attempt under that request failing the same way blocks at attempt 3 of 3, with
+        // the list of what was tried.
+        let third = failed_attempt(&with(&[tried("one"), tried("two")], Some("three")), must, 3);
+        assert_eq!(
+            third.outcome,
+            TaskOutcome::Blocked {
+                attempt: 3,
+                note: tried("three"),
+                why: "saturated: all standard approaches exhausted for a must-have that does not hold (3 attempts), decomposition included — a person must look. Tried: 1) one; 2) two; 3) three".into(),
+            }
+        );
+        // A failure without an error under the request is not saturated: the old tiers hold.
+        let agent = failed_attempt(&with(&[tried("one"), tried("two")], None), "could not", 3);
+        assert!(
+            matches!(agent.outcome, TaskOutcome::Failed { attempt: 3, .. }),
+            "{agent:?}"
+        );
+        // The same approach repeated is one approach: no saturation.
+        let same = failed_attempt(&with(&[tried("one")], Some("one")), must, 3);
+        assert!(matches!(same.outcome, TaskOutcome::Failed { .. }));
+        assert!(
+            !error_research::analyse(&[tried("one"), tried("one")])
+                .unwrap()
+                .saturated
+        );
     }
 
     #[test]

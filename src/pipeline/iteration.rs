@@ -131,6 +131,7 @@ impl Run<'_> {
                 level: 2,
                 why: String::new(),
             },
+            approach: None,
         };
         let top = self.ws.repo.top().to_path_buf();
         it.level = super::discovery::level(
@@ -333,12 +334,11 @@ impl Run<'_> {
             self.ws.repo.changed_since(it.start.base_oid(), &keep)?
         };
         let attempts = self.attempts(it)?;
-        Ok(decide::after_implement(
-            outcome,
-            changed,
-            &attempts,
-            self.settings.max_attempts,
-        ))
+        let next = decide::after_implement(outcome, changed, &attempts, self.settings.max_attempts);
+        if let Next::Go(report) = &next {
+            it.approach = Some(report.summary.clone());
+        }
+        Ok(next)
     }
 
     /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
@@ -437,10 +437,12 @@ impl Run<'_> {
     /// The task's failed attempts as SPEC.md records them now.
     pub(super) fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
         let doc = self.spec.reload()?;
-        Ok(doc
+        let mut attempts = doc
             .find(&it.identity)
             .map(|t| Attempts::of(&doc.tasks()[t]))
-            .unwrap_or_default())
+            .unwrap_or_default();
+        attempts.approach.clone_from(&it.approach);
+        Ok(attempts)
     }
 
     /// Ends the iteration as `decision` says: the person's file first, then the task's work

@@ -8,7 +8,8 @@
 //! policy), `audit` (what a stage may not change), `commit` (the journaled commit),
 //! `recovery` (after a dead run), `check` (the check gate), `verify` (the must-haves and
 //! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
-//! `discovery` (how much research a task earns), `shared` (what every task of a run shares),
+//! `discovery` (how much research a task earns), `error_research` (what the next attempt is
+//! told after a failure, and when a task's approaches are exhausted), `shared` (what every task of a run shares),
 //! `schedule` (which tasks run together) and `parallel` (tasks in worktrees, `-j`).
 //!
 //! Decisions a reader must know:
@@ -32,6 +33,7 @@ pub(crate) mod check;
 mod commit;
 mod decide;
 pub(crate) mod discovery;
+pub(crate) mod error_research;
 mod iteration;
 mod parallel;
 mod recovery;
@@ -122,6 +124,9 @@ pub(crate) struct TaskRun {
     verified: Vec<String>,
     /// The task's discovery level (`discovery`): how much research it earns.
     level: discovery::Level,
+    /// What implement said it did in this iteration, when it reported SUCCESS: the approach
+    /// a failure after it records (`error_research`).
+    approach: Option<String>,
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see

@@ -105,7 +105,11 @@ pub(super) fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32
         }))?;
     }
 
-    let cost = run.cost_usd;
+    let mut cost = run.cost_usd;
+    if let Some(tokens) = run.tokens {
+        stream.tokens = tokens.reported(prompt.len());
+        cost = cost.or(Some(super::scenario::Tokens::cost(stream.tokens)));
+    }
     let exit = |default: i32| -> Result<i32> { Ok(run.exit_code.unwrap_or(default)) };
     match run.error {
         None => {

@@ -18,6 +18,8 @@ pub(super) struct Stream {
     pub(super) turns: u64,
     pub(super) started: Instant,
     pub(super) written: u64,
+    /// The input and output tokens the result reports.
+    pub(super) tokens: (u64, u64),
 }
 
 impl Stream {
@@ -36,6 +38,7 @@ impl Stream {
             turns: 1,
             started: Instant::now(),
             written: 0,
+            tokens: (150, 60),
         }
     }
 
@@ -155,7 +158,7 @@ impl Stream {
             "type": "result", "subtype": "success", "is_error": false, "api_error_status": null,
             "duration_ms": self.duration_ms(), "duration_api_ms": 0, "num_turns": self.turns,
             "result": text, "stop_reason": "end_turn", "total_cost_usd": cost_json(cost),
-            "usage": usage(), "modelUsage": model_usage(cost),
+            "usage": usage(self.tokens), "modelUsage": model_usage(cost, self.tokens),
             "permission_denials": [], "structured_output": structured,
             "terminal_reason": "completed", "fast_mode_state": "off",
         });
@@ -179,8 +182,8 @@ impl Stream {
         let event = json!({
             "type": "result", "subtype": "error_max_turns", "duration_ms": self.duration_ms(),
             "duration_api_ms": 0, "is_error": true, "num_turns": turns + 1,
-            "stop_reason": "tool_use", "total_cost_usd": cost_json(cost), "usage": usage(),
-            "modelUsage": model_usage(cost), "permission_denials": [],
+            "stop_reason": "tool_use", "total_cost_usd": cost_json(cost), "usage": usage(self.tokens),
+            "modelUsage": model_usage(cost, self.tokens), "permission_denials": [],
             "terminal_reason": "max_turns", "fast_mode_state": "off",
             "errors": [format!("Reached maximum number of turns ({turns})")],
         });
@@ -195,8 +198,8 @@ impl Stream {
         let event = json!({
             "type": "result", "subtype": "error_max_budget_usd", "duration_ms": self.duration_ms(),
             "duration_api_ms": 0, "is_error": true, "num_turns": self.turns + 1,
-            "stop_reason": "tool_use", "total_cost_usd": cost_json(cost), "usage": usage(),
-            "modelUsage": model_usage(cost), "permission_denials": [],
+            "stop_reason": "tool_use", "total_cost_usd": cost_json(cost), "usage": usage(self.tokens),
+            "modelUsage": model_usage(cost, self.tokens), "permission_denials": [],
             "terminal_reason": "budget_exhausted", "fast_mode_state": "off",
             "errors": [message],
         });
@@ -204,10 +207,10 @@ impl Stream {
     }
 }
 
-pub(super) fn usage() -> Value {
+pub(super) fn usage((input, output): (u64, u64)) -> Value {
     json!({
-        "input_tokens": 150, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-        "output_tokens": 60, "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
+        "input_tokens": input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+        "output_tokens": output, "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
         "service_tier": "standard",
     })
 }
@@ -229,9 +232,9 @@ pub(super) fn zero_usage() -> Value {
     })
 }
 
-pub(super) fn model_usage(cost: f64) -> Value {
+pub(super) fn model_usage(cost: f64, (input, output): (u64, u64)) -> Value {
     json!({"scripted": {
-        "inputTokens": 150, "outputTokens": 60, "cacheReadInputTokens": 0,
+        "inputTokens": input, "outputTokens": output, "cacheReadInputTokens": 0,
         "cacheCreationInputTokens": 0, "webSearchRequests": 0, "costUSD": cost_json(cost),
         "contextWindow": 200000, "maxOutputTokens": 32000,
     }})

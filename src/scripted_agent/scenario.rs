@@ -102,6 +102,35 @@ pub(crate) struct Run {
     pub huge_bytes: Option<u64>,
     /// `spawn_grandchild`: where its pid goes.
     pub pid_file: Option<String>,
+    /// The tokens the result reports (the prompt's share added to `input`), and the cost
+    /// priced from them unless `cost_usd` is given.
+    pub tokens: Option<Tokens>,
+}
+
+/// The tokens a run reports (`tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Tokens {
+    /// Input tokens besides the prompt's (what the agent read: files, tool output).
+    #[serde(default)]
+    pub input: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output: u64,
+}
+
+impl Tokens {
+    /// Input and output tokens for a run that read `prompt_bytes` of prompt: the prompt counts
+    /// one token per 4 bytes.
+    pub(crate) fn reported(self, prompt_bytes: usize) -> (u64, u64) {
+        (self.input + (prompt_bytes as u64).div_ceil(4), self.output)
+    }
+
+    /// Their price at Claude Sonnet's list price ($3 per million input tokens, $15 per million
+    /// output tokens).
+    pub(crate) fn cost(reported: (u64, u64)) -> f64 {
+        (reported.0 as f64 * 3.0 + reported.1 as f64 * 15.0) / 1_000_000.0
+    }
 }
 
 /// The subscription usage a run reports (`usage`).

@@ -34,6 +34,7 @@ pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
 pub(crate) use must::{MustHave, is_test_path, parse as parse_must, scope_patterns};
+pub(crate) use notes::error_signature;
 pub use select::select;
 pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with, why_not_taken};
 pub use validate::validate;

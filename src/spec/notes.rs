@@ -238,6 +238,19 @@ pub(crate) fn rewrite(
     (wanted != now).then_some(wanted)
 }
 
+/// The error signature of an attempt note: lower case, digits and punctuation folded, so that
+/// "timed out after 61m" and "timed out after 60m" are the same failure.
+pub(crate) fn error_signature(note: &str) -> String {
+    note.chars()
+        .filter(|c| c.is_alphabetic() || c.is_whitespace())
+        .collect::<String>()
+        .split_whitespace()
+        .take(16)
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

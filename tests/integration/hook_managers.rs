@@ -311,10 +311,9 @@ fn a_husky_lint_staged_commitlint_night_commits_three_tasks_with_subjects_commit
         h.git(&["show", "HEAD:src/shout.js"]),
         "export const shout = (s) => s.toUpperCase();\n"
     );
-    assert!(
-        h.git(&["show", "HEAD:LEARNINGS.md"])
-            .contains("- shout upper-cases\n")
-    );
+    assert!(h.git(&["show", "HEAD:LEARNINGS.md"]).contains(
+        "- shout upper-cases — source: task \"Add the shout helper\", the commit after "
+    ));
     h.assert_clean();
 }
 

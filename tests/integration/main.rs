@@ -14,6 +14,7 @@ mod discovery;
 mod doctor;
 mod done;
 mod dry_run;
+mod error_research;
 mod first_hour;
 mod formatters;
 mod git_fidelity;

@@ -171,6 +171,7 @@ const KNOWN: &[(&str, How)] = &[
     ("cargo bench --bench spec", How::Bench),
     ("benches/parallel", How::Bench),
     ("benches/phantom", How::Bench),
+    ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
 ];
 
 /// The commands of every shell block (```sh, ```shell, ```console), block by block. A ```bash

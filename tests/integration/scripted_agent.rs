@@ -560,3 +560,27 @@ fn a_bad_scenario_or_a_missing_stage_is_a_usage_error() {
         "kern: error: KERN_STAGE is not research, implement or commit — the scripted agent runs under kern (--agent program:<path>)\n"
     );
 }
+
+#[test]
+fn tokens_are_reported_with_the_prompts_share_and_priced_unless_a_cost_is_given() {
+    let agent = Agent::new(json!({"default": {
+        "implement": [
+            {"tokens": {"input": 1000, "output": 200}},
+            {"tokens": {"input": 1000, "output": 200}, "cost_usd": 0.5}
+        ]
+    }}));
+    let prompt = "p".repeat(4001);
+    let result = |output: &Output| events(output).pop().unwrap();
+    let first = result(&agent.run("implement", "Add it", &prompt));
+    assert_eq!(
+        first["usage"]["input_tokens"], 2001,
+        "1000 + 4001 bytes / 4, rounded up"
+    );
+    assert_eq!(first["usage"]["output_tokens"], 200);
+    assert_eq!(first["modelUsage"]["scripted"]["inputTokens"], 2001);
+    // 2001 × $3 + 200 × $15 per million.
+    assert_eq!(first["total_cost_usd"], 0.009003);
+    let second = result(&agent.run("implement", "Add it", &prompt));
+    assert_eq!(second["total_cost_usd"], 0.5);
+    assert_eq!(second["usage"]["input_tokens"], 2001);
+}

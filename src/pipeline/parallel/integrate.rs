@@ -148,6 +148,7 @@ impl Run<'_> {
                 level: 2,
                 why: String::new(),
             },
+            approach: None,
         };
         let refused_at = job_ws.state_dir.refused_message();
         let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {

@@ -112,7 +112,7 @@ impl StageInputs {
                     t.research()
                         .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
                 );
-                inputs.attempts = Some(attempts_text(t.attempts(), settings.max_attempts));
+                inputs.attempts = Some(implement_attempts(t, settings.max_attempts));
                 // A task too big for one session is split before it is implemented.
                 if let Some(limit) = settings.max_task_files
                     && t.children.is_empty()
@@ -293,6 +293,27 @@ pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
             "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session.",
             crate::text::count(n as usize, "time", "times")
         ),
+    }
+}
+
+/// Implement's `{ATTEMPTS}` for task `t`: the attempt situation, and after a failure that
+/// carried an error, kern's error research (`pipeline::error_research`); once that is saturated,
+/// the decomposition request, however few attempts were made.
+fn implement_attempts(t: &crate::spec::Task, max_attempts: u32) -> String {
+    let notes: Vec<String> = t
+        .notes
+        .iter()
+        .filter(|n| matches!(n.kind, crate::spec::NoteKind::Attempt(_)))
+        .map(|n| n.text.clone())
+        .collect();
+    match crate::pipeline::error_research::analyse(&notes) {
+        Some(r) if r.saturated => format!("{}\n{}", r.text(), attempts_text(t.attempts(), 1)),
+        Some(r) => format!(
+            "{}\n\n{}",
+            attempts_text(t.attempts(), max_attempts),
+            r.text()
+        ),
+        None => attempts_text(t.attempts(), max_attempts),
     }
 }
 
