@@ -23,6 +23,7 @@ mod index_entries;
 mod own_files;
 mod preflight;
 mod refs;
+mod reftable;
 mod save;
 pub(crate) mod sensitive;
 mod signing;
@@ -141,6 +142,42 @@ pub(crate) fn unreadable_format(message: &str) -> Option<(String, String)> {
     }
 }
 
+/// Lets libgit2 open repositories whose refs are in the reftable format (`extensions.refStorage`):
+/// [`Repository::discover`] gives such a repository kern's reftable refs (`reftable.rs`). Called
+/// once, before the first repository is opened.
+pub(crate) fn accept_formats() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: libgit2 keeps the list in a global; `Once` makes this the only write, and it
+        // happens before this process opens a repository through kern.
+        if let Err(e) = unsafe { git2::opts::set_extensions(&["refstorage"]) } {
+            tracing::warn!("cannot accept the reftable extension: {}", e.message());
+        }
+    });
+}
+
+/// The commit checked out in the repository at `path` (a submodule), read as git reads it
+/// (a reftable submodule's refs through git); `None` when there is none.
+fn checked_out_commit(path: &Path) -> Option<git2::Oid> {
+    let sub = git2::Repository::open(path).ok()?;
+    if sub.config().is_ok_and(|c| reftable::is_reftable(&c)) {
+        reftable::install(&sub).ok()?;
+    }
+    sub.head().ok().and_then(|h| h.target())
+}
+
+/// An object id written as hex, in the object format its length says (64 digits: SHA-256,
+/// else SHA-1): ids kern wrote down (the journal, refs snapshots) come from either kind of
+/// repository.
+pub(crate) fn parse_oid(hex: &str) -> std::result::Result<git2::Oid, git2::Error> {
+    let format = if hex.len() == 64 {
+        git2::ObjectFormat::Sha256
+    } else {
+        git2::ObjectFormat::Sha1
+    };
+    git2::Oid::from_str_ext(hex, format)
+}
+
 /// The git folder holding `start`, for a message (the folder itself when none is found).
 fn git_dir_of(start: &Path) -> PathBuf {
     start
@@ -214,6 +251,7 @@ impl Repository {
     /// Finds the repository holding `start`, walking up as git does. Linked worktrees work; a
     /// bare repository or a folder outside git is an [`Error::Repository`] with the fix.
     pub fn discover(start: &Path) -> Result<Repository> {
+        accept_formats();
         let repo = git2::Repository::discover(start).map_err(|e| {
             if let Some(path) = untrusted_path(&e, start) {
                 Error::Repository(format!(
@@ -236,6 +274,13 @@ impl Repository {
                 Error::git(format!("opening the repository at `{}`", start.display()), e)
             }
         })?;
+        if repo.config().is_ok_and(|c| reftable::is_reftable(&c)) {
+            reftable::install(&repo).map_err(|e| Error::RepositoryFormat {
+                path: repo.path().components().collect(),
+                what: format!("stores its refs in the reftable format (`extensions.refStorage`, Git 3.0's default), which kern reads and writes through git, but git could not list them ({e})"),
+                fix: "install git 2.46 or newer and put it on the PATH, or convert the refs with `git refs migrate --ref-format=files`".into(),
+            })?;
+        }
         split_index_check(&repo)?;
         let workdir = match repo.workdir() {
             Some(w) if !repo.is_bare() => w.to_path_buf(),

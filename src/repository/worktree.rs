@@ -120,7 +120,7 @@ impl Repository {
     /// True when a ref under `prefix` (`refs/kern/attempts/<slug>/`) points at the commit
     /// `sha`: `kern reject` kept that work there.
     pub fn kept_under(&self, prefix: &str, sha: &str) -> bool {
-        let Ok(oid) = Oid::from_str(sha) else {
+        let Ok(oid) = super::parse_oid(sha) else {
             return false;
         };
         self.repo
