@@ -6,11 +6,15 @@
 //! The one decision a reader must know: every read and write goes through `git2`, so kern's
 //! behaviour does not depend on the installed git, its version, its aliases or its pager; the
 //! programs kern runs are the person's own — hooks, filter drivers and signing programs, as git
-//! would run them — and `git var` alone, where only git can say who commits (`identity.rs`). A
-//! repository in a format libgit2 cannot read (SHA-256 objects, reftable refs, a split index) is
-//! refused at open with git's own fix ([`unreadable_format`]). What counts as a change is what `git
-//! status` shows: skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean
-//! output is the staged blob does not, and a submodule counts only when its checkout moved.
+//! would run them — and git itself only where libgit2 cannot do what git does: `git var` where
+//! only git can say who commits (`identity.rs`), and the refs of a reftable repository
+//! (`reftable.rs`, a libgit2 refdb backend over `git for-each-ref` and `git update-ref`,
+//! installed at open). SHA-256 repositories are libgit2's own (git2's `unstable-sha256`); ids
+//! kern wrote down are read back in their format ([`parse_oid`]). A repository in a format kern
+//! cannot read (a split index; reftable refs with no git to read them) is refused at open with
+//! git's own fix ([`unreadable_format`]). What counts as a change is what `git status` shows:
+//! skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean output is the
+//! staged blob does not, and a submodule counts only when its checkout moved.
 
 mod commit;
 mod context;
@@ -118,9 +122,10 @@ impl RefFilter {
     }
 }
 
-/// What a libgit2 error on opening or reading a repository says about a format it cannot read
-/// (Git 3.0's defaults among them), as the clause and the exact fix [`Error::RepositoryFormat`]
-/// shows; `None` for any other error.
+/// What a libgit2 error on opening or reading a repository says about a format it cannot read,
+/// as the clause and the exact fix [`Error::RepositoryFormat`] shows; `None` for any other
+/// error. Reftable refs and SHA-256 objects are read since issue 27 (their clauses stay for a
+/// libgit2 that refuses them all the same).
 pub(crate) fn unreadable_format(message: &str) -> Option<(String, String)> {
     if message.contains("extensions.refstorage") {
         Some((
@@ -277,7 +282,7 @@ impl Repository {
         if repo.config().is_ok_and(|c| reftable::is_reftable(&c)) {
             reftable::install(&repo).map_err(|e| Error::RepositoryFormat {
                 path: repo.path().components().collect(),
-                what: format!("stores its refs in the reftable format (`extensions.refStorage`, Git 3.0's default), which kern reads and writes through git, but git could not list them ({e})"),
+                what: format!("stores its refs in the reftable format (`extensions.refStorage`, Git 3.0's default), and git, through which kern reads them, could not list them ({e})"),
                 fix: "install git 2.46 or newer and put it on the PATH, or convert the refs with `git refs migrate --ref-format=files`".into(),
             })?;
         }
