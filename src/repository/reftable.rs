@@ -710,4 +710,99 @@ mod tests {
             assert_eq!(write_command("r", new, force, old, old_target), want);
         }
     }
+
+    fn git(dir: &std::path::Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn libgit2_reads_and_writes_reftable_refs_through_git_with_compare_and_swap() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path();
+        git(top, &["init", "-q", "-b", "main", "--ref-format=reftable"]);
+        super::super::accept_formats();
+        let repo = git2::Repository::open(top).unwrap();
+        assert!(repo.config().is_ok_and(|c| is_reftable(&c)));
+        install(&repo).unwrap();
+        // Unborn: HEAD names main, which does not exist yet.
+        assert_eq!(
+            repo.find_reference("HEAD")
+                .unwrap()
+                .symbolic_target()
+                .unwrap(),
+            Some("refs/heads/main")
+        );
+        assert!(repo.head().is_err());
+        let sig = git2::Signature::now("T", "t@example.com").unwrap();
+        let tree = repo
+            .find_tree(repo.index().unwrap().write_tree().unwrap())
+            .unwrap();
+        let one = repo
+            .commit(Some("HEAD"), &sig, &sig, "one", &tree, &[])
+            .unwrap();
+        assert_eq!(git(top, &["rev-parse", "main"]).trim(), one.to_string());
+        let first = repo.find_commit(one).unwrap();
+        let two = repo
+            .commit(Some("HEAD"), &sig, &sig, "two", &tree, &[&first])
+            .unwrap();
+        assert_eq!(repo.head().unwrap().target(), Some(two));
+        assert_eq!(
+            git(top, &["reflog", "--format=%gs", "main"]),
+            "commit: two\ncommit (initial): one\n"
+        );
+        // Someone else moves main: a write expecting the old value is refused, not applied.
+        git(top, &["update-ref", "refs/heads/main", &one.to_string()]);
+        let stale = repo
+            .reference_matching("refs/heads/main", two, true, two, "stale")
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(stale.code(), git2::ErrorCode::Modified, "{stale}");
+        assert_eq!(git(top, &["rev-parse", "main"]).trim(), one.to_string());
+        // Creating what exists is refused; forcing it is not.
+        let exists = repo
+            .reference("refs/heads/main", two, false, "again")
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(exists.code(), git2::ErrorCode::Exists, "{exists}");
+        repo.reference("refs/kern/saved/a/x", two, true, "keep")
+            .unwrap();
+        repo.reference("refs/kern/saved/b", one, true, "keep")
+            .unwrap();
+        let names = |glob: &str| -> Vec<String> {
+            repo.references_glob(glob)
+                .unwrap()
+                .map(|r| r.unwrap().name().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            names("refs/kern/saved/*"),
+            ["refs/kern/saved/a/x", "refs/kern/saved/b"]
+        );
+        assert_eq!(
+            repo.references().unwrap().count(),
+            3,
+            "refs/ only, HEAD apart"
+        );
+        // Deleting checks the old value too.
+        let mut saved = repo.find_reference("refs/kern/saved/b").unwrap();
+        git(top, &["update-ref", "refs/kern/saved/b", &two.to_string()]);
+        assert!(saved.delete().is_err());
+        repo.find_reference("refs/kern/saved/b")
+            .unwrap()
+            .delete()
+            .unwrap();
+        assert_eq!(names("refs/kern/saved/*"), ["refs/kern/saved/a/x"]);
+        let fsck = Command::new("git")
+            .args(["fsck", "--strict", "--no-progress"])
+            .current_dir(top)
+            .output()
+            .unwrap();
+        assert!(fsck.status.success() && fsck.stderr.is_empty(), "{fsck:?}");
+    }
 }

@@ -121,12 +121,13 @@ const GIT_3_FORMATS: [&[&str]; 3] = [
     &["--object-format=sha256", "--ref-format=reftable"],
 ];
 
-/// What git itself says of the repository kern worked in: `git fsck --strict` finds nothing,
+/// What git itself says of the repository kern worked in: `git fsck --strict` finds nothing
+/// (dangling objects aside: a parallel task's own commits are, once applied),
 /// the work tree is committed, and HEAD's tree is the one `git add -A && git commit` would
 /// make of it (the index git builds from the work tree writes the same tree).
 fn git_agrees(p: &Project, formats: &[&str]) {
     let fsck = std::process::Command::new("git")
-        .args(["fsck", "--strict", "--no-progress"])
+        .args(["fsck", "--strict", "--no-dangling", "--no-progress"])
         .current_dir(p.path())
         .output()
         .unwrap();
@@ -207,6 +208,34 @@ fn two_tasks_are_committed_in_git_3_formats_and_the_refs_audit_puts_back_what_an
         let report = p.run(&["report"]).expect(0).stdout;
         assert!(report.contains("Beta"), "{formats:?}: {report}");
     }
+}
+
+#[test]
+fn parallel_tasks_run_in_worktrees_git_can_read_in_a_git_3_repository() {
+    let formats: &[&str] = &["--object-format=sha256", "--ref-format=reftable"];
+    let p = Project::made_by_git(formats, "- [ ] Alpha\n- [ ] Beta\n- [ ] Gamma\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"out/{slug}.txt": "done {task}\n"},
+                      "shell": ["git rev-parse --is-inside-work-tree > /dev/null"]},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    let err = p.run(&["-j", "2", "3", "0"]).expect(0).stderr;
+    let mut subjects: Vec<String> = p
+        .git(&["log", "--format=%s", "HEAD~3.."])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    subjects.sort();
+    assert_eq!(subjects, ["Add alpha", "Add beta", "Add gamma"], "{err}");
+    git_agrees(&p, formats);
+    assert_eq!(
+        p.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1,
+        "the task worktrees are gone"
+    );
+    assert!(p.refs("refs/heads/kern/").is_empty(), "{err}");
 }
 
 #[test]
