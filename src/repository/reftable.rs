@@ -26,7 +26,7 @@ use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use git2::{Binding, Oid};
 use libgit2_sys as raw;
@@ -65,7 +65,7 @@ enum Target {
 /// Every ref, as git listed it while the `tables.list` files held `key`.
 struct Listing {
     key: Vec<Option<Vec<u8>>>,
-    refs: BTreeMap<String, Target>,
+    refs: Arc<BTreeMap<String, Target>>,
 }
 
 /// The backend: libgit2's struct first (libgit2 hands back a pointer to it), then kern's.
@@ -101,7 +101,7 @@ impl Store {
     }
 
     /// Every ref now (HEAD and the root refs among them).
-    fn refs(&self) -> Result<BTreeMap<String, Target>, String> {
+    fn refs(&self) -> Result<Arc<BTreeMap<String, Target>>, String> {
         let key = self.key();
         let mut guard = self
             .listing
@@ -110,12 +110,12 @@ impl Store {
         if let Some(listing) = guard.as_ref()
             && listing.key == key
         {
-            return Ok(listing.refs.clone());
+            return Ok(Arc::clone(&listing.refs));
         }
-        let refs = self.list()?;
+        let refs = Arc::new(self.list()?);
         *guard = Some(Listing {
             key,
-            refs: refs.clone(),
+            refs: Arc::clone(&refs),
         });
         Ok(refs)
     }
@@ -414,10 +414,17 @@ extern "C" fn iterator(
         };
         // As the files backend: refs under `refs/`, not HEAD or the other root refs.
         let refs = refs
-            .into_iter()
-            .filter(|(name, _)| name.starts_with("refs/"))
+            .range::<str, _>((
+                std::ops::Bound::Included("refs/"),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(name, _)| name.starts_with("refs/"))
             .filter(|(name, _)| matcher.as_ref().is_none_or(|m| m.is_match(name)))
-            .filter_map(|(name, target)| CString::new(name).ok().map(|n| (n, target)))
+            .filter_map(|(name, target)| {
+                CString::new(name.as_str())
+                    .ok()
+                    .map(|n| (n, target.clone()))
+            })
             .collect();
         let iter = Box::new(Iter {
             parent: raw::git_reference_iterator {
