@@ -107,8 +107,10 @@ impl Store {
             .listing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A `tables.list` that cannot be read says nothing about change: ask git every time.
         if let Some(listing) = guard.as_ref()
             && listing.key == key
+            && key.iter().all(Option::is_some)
         {
             return Ok(Arc::clone(&listing.refs));
         }
