@@ -102,8 +102,8 @@ pub enum Error {
     #[error("{0}")]
     Repository(String),
 
-    /// The repository is in a format libgit2 (and so kern) cannot read: SHA-256 objects, the
-    /// reftable ref format, a split index.
+    /// The repository is in a format kern cannot read: a split index, reftable refs with no git
+    /// to read them.
     #[error("`{}` {what}, which kern cannot read yet — {fix}", path.display())]
     RepositoryFormat {
         /// The repository's git folder.

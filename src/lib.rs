@@ -123,6 +123,7 @@ use crate::supervisor::interrupt;
 /// folded in (flags and `KERN_*` variables win). Clap's own errors and `--help` end the
 /// process as clap does; a bad settings file is an error (exit 2).
 pub fn command_line() -> Result<Cli> {
+    repository::accept_formats();
     let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     settings::config::command_line(args.clone(), &cwd).inspect_err(|e| {

@@ -406,7 +406,7 @@ impl Repository {
             .map_err(|e| Error::Internal(format!("the commit to sign is not UTF-8: {e}")))?;
         let oid = self
             .repo
-            .commit_signed(content, &signature, Some("gpgsig"))
+            .commit_signed(content, &signature, Some(signature_header(&self.repo)))
             .map_err(|e| Error::git("storing the signed commit", e))?;
         let subject = message.lines().next().unwrap_or_default();
         let old = parents.first().map(|p| p.id());
@@ -537,4 +537,13 @@ fn into_left_out(map: BTreeMap<String, String>) -> Vec<LeftOut> {
     map.into_iter()
         .map(|(path, reason)| LeftOut { path, reason })
         .collect()
+}
+
+/// The commit header git keeps a signature in: `gpgsig` in a SHA-1 repository, `gpgsig-sha256`
+/// in a SHA-256 one (git's `gpg_sig_headers`), where `git verify-commit` looks for it.
+fn signature_header(repo: &git2::Repository) -> &'static str {
+    match repo.object_format() {
+        git2::ObjectFormat::Sha256 => "gpgsig-sha256",
+        git2::ObjectFormat::Sha1 => "gpgsig",
+    }
 }

@@ -180,16 +180,17 @@ impl Repository {
         timeout: Duration,
     ) -> Option<git2::Oid> {
         let full = self.top.join(rel);
+        let format = self.repo.object_format();
         if let Ok(Some(driver)) = self.filter_driver(config, rel)
             && let Ok(Cleaned::Blob(out)) = self.clean(&driver, rel, timeout)
         {
-            return git2::Oid::hash_file(git2::ObjectType::Blob, out.path()).ok();
+            return git2::Oid::hash_file_ext(git2::ObjectType::Blob, out.path(), format).ok();
         }
         if let Some(encoded) = self.encoded(config, rel) {
             let utf8 = encoded.to_git(&std::fs::read(&full).ok()?).ok()?;
-            return git2::Oid::hash_object(git2::ObjectType::Blob, &utf8).ok();
+            return git2::Oid::hash_object_ext(git2::ObjectType::Blob, &utf8, format).ok();
         }
-        git2::Oid::hash_file(git2::ObjectType::Blob, &full).ok()
+        git2::Oid::hash_file_ext(git2::ObjectType::Blob, &full, format).ok()
     }
 
     /// `sh -c <command with %f>` in the top, `input` on stdin, stdout into `stdout`; the

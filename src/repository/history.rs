@@ -79,7 +79,7 @@ impl Repository {
             let (Some(old), Some(new)) = (before.refs.get(name), now.refs.get(name)) else {
                 continue;
             };
-            if let (Ok(old_oid), Ok(new_oid)) = (Oid::from_str(old), Oid::from_str(new))
+            if let (Ok(old_oid), Ok(new_oid)) = (super::parse_oid(old), super::parse_oid(new))
                 && self.contains(new_oid, old_oid)
             {
                 taken.refs.insert(name.clone(), new.clone());
@@ -103,10 +103,10 @@ impl Repository {
             if new == Some(old) || ownership.whose(name) == super::refs::Whose::Run {
                 continue;
             }
-            let Ok(old) = Oid::from_str(old) else {
+            let Ok(old) = super::parse_oid(old) else {
                 continue; // a symbolic ref (`refs/remotes/origin/HEAD`): nothing to lose
             };
-            let new = new.and_then(|n| Oid::from_str(n).ok());
+            let new = new.and_then(|n| super::parse_oid(n).ok());
             if new.is_some_and(|new| self.only_added(name, old, new)) {
                 continue;
             }
@@ -174,9 +174,10 @@ impl Repository {
             if new == Some(old) {
                 continue;
             }
-            let (Ok(old_oid), new_oid) =
-                (Oid::from_str(old), new.and_then(|n| Oid::from_str(n).ok()))
-            else {
+            let (Ok(old_oid), new_oid) = (
+                super::parse_oid(old),
+                new.and_then(|n| super::parse_oid(n).ok()),
+            ) else {
                 continue; // a symbolic ref: HEAD-like, handled below
             };
             let forwards = new_oid.is_some_and(|n| self.contains(n, old_oid));
@@ -363,7 +364,8 @@ impl Repository {
         changed: &[PathBuf],
         refname: &str,
     ) -> Result<()> {
-        let mut index = git2::Index::new().map_err(|e| Error::git("a new index", e))?;
+        let mut index = git2::Index::new_ext(self.repo.object_format())
+            .map_err(|e| Error::git("a new index", e))?;
         let common = self.repo.commondir().to_path_buf();
         for path in changed {
             if let Some((mode, bytes)) = read_file(path)? {

@@ -6,11 +6,15 @@
 //! The one decision a reader must know: every read and write goes through `git2`, so kern's
 //! behaviour does not depend on the installed git, its version, its aliases or its pager; the
 //! programs kern runs are the person's own — hooks, filter drivers and signing programs, as git
-//! would run them — and `git var` alone, where only git can say who commits (`identity.rs`). A
-//! repository in a format libgit2 cannot read (SHA-256 objects, reftable refs, a split index) is
-//! refused at open with git's own fix ([`unreadable_format`]). What counts as a change is what `git
-//! status` shows: skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean
-//! output is the staged blob does not, and a submodule counts only when its checkout moved.
+//! would run them — and git itself only where libgit2 cannot do what git does: `git var` where
+//! only git can say who commits (`identity.rs`), and the refs of a reftable repository
+//! (`reftable.rs`, a libgit2 refdb backend over `git for-each-ref` and `git update-ref`,
+//! installed at open). SHA-256 repositories are libgit2's own (git2's `unstable-sha256`); ids
+//! kern wrote down are read back in their format ([`parse_oid`]). A repository in a format kern
+//! cannot read (a split index; reftable refs with no git to read them) is refused at open with
+//! git's own fix ([`unreadable_format`]). What counts as a change is what `git status` shows:
+//! skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean output is the
+//! staged blob does not, and a submodule counts only when its checkout moved.
 
 mod commit;
 mod context;
@@ -23,6 +27,7 @@ mod index_entries;
 mod own_files;
 mod preflight;
 mod refs;
+mod reftable;
 mod save;
 pub(crate) mod sensitive;
 mod signing;
@@ -117,9 +122,10 @@ impl RefFilter {
     }
 }
 
-/// What a libgit2 error on opening or reading a repository says about a format it cannot read
-/// (Git 3.0's defaults among them), as the clause and the exact fix [`Error::RepositoryFormat`]
-/// shows; `None` for any other error.
+/// What a libgit2 error on opening or reading a repository says about a format it cannot read,
+/// as the clause and the exact fix [`Error::RepositoryFormat`] shows; `None` for any other
+/// error. Reftable refs and SHA-256 objects are read since issue 27 (their clauses stay for a
+/// libgit2 that refuses them all the same).
 pub(crate) fn unreadable_format(message: &str) -> Option<(String, String)> {
     if message.contains("extensions.refstorage") {
         Some((
@@ -139,6 +145,42 @@ pub(crate) fn unreadable_format(message: &str) -> Option<(String, String)> {
     } else {
         None
     }
+}
+
+/// Lets libgit2 open repositories whose refs are in the reftable format (`extensions.refStorage`):
+/// [`Repository::discover`] gives such a repository kern's reftable refs (`reftable.rs`). Called
+/// once, before the first repository is opened.
+pub(crate) fn accept_formats() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: libgit2 keeps the list in a global; `Once` makes this the only write, and it
+        // happens before this process opens a repository through kern.
+        if let Err(e) = unsafe { git2::opts::set_extensions(&["refstorage"]) } {
+            tracing::warn!("cannot accept the reftable extension: {}", e.message());
+        }
+    });
+}
+
+/// The commit checked out in the repository at `path` (a submodule), read as git reads it
+/// (a reftable submodule's refs through git); `None` when there is none.
+fn checked_out_commit(path: &Path) -> Option<git2::Oid> {
+    let sub = git2::Repository::open(path).ok()?;
+    if sub.config().is_ok_and(|c| reftable::is_reftable(&c)) {
+        reftable::install(&sub).ok()?;
+    }
+    sub.head().ok().and_then(|h| h.target())
+}
+
+/// An object id written as hex, in the object format its length says (64 digits: SHA-256,
+/// else SHA-1): ids kern wrote down (the journal, refs snapshots) come from either kind of
+/// repository.
+pub(crate) fn parse_oid(hex: &str) -> std::result::Result<git2::Oid, git2::Error> {
+    let format = if hex.len() == 64 {
+        git2::ObjectFormat::Sha256
+    } else {
+        git2::ObjectFormat::Sha1
+    };
+    git2::Oid::from_str_ext(hex, format)
 }
 
 /// The git folder holding `start`, for a message (the folder itself when none is found).
@@ -224,6 +266,7 @@ impl Repository {
     /// Finds the repository holding `start`, walking up as git does. Linked worktrees work; a
     /// bare repository or a folder outside git is an [`Error::Repository`] with the fix.
     pub fn discover(start: &Path) -> Result<Repository> {
+        accept_formats();
         let repo = git2::Repository::discover(start).map_err(|e| {
             if let Some(path) = untrusted_path(&e, start) {
                 Error::Repository(format!(
@@ -246,6 +289,13 @@ impl Repository {
                 Error::git(format!("opening the repository at `{}`", start.display()), e)
             }
         })?;
+        if repo.config().is_ok_and(|c| reftable::is_reftable(&c)) {
+            reftable::install(&repo).map_err(|e| Error::RepositoryFormat {
+                path: repo.path().components().collect(),
+                what: format!("stores its refs in the reftable format (`extensions.refStorage`, Git 3.0's default), and git, through which kern reads them, could not list them ({e})"),
+                fix: "install git 2.46 or newer and put it on the PATH, or convert the refs with `git refs migrate --ref-format=files`".into(),
+            })?;
+        }
         split_index_check(&repo)?;
         let workdir = match repo.workdir() {
             Some(w) if !repo.is_bare() => w.to_path_buf(),

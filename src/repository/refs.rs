@@ -108,7 +108,7 @@ impl RefsSnapshot {
             ));
         }
         let shorten = |t: &str| {
-            if t.len() == 40 {
+            if t.len() == 40 || t.len() == 64 {
                 t[..7].to_string()
             } else {
                 t.to_string()

@@ -399,8 +399,12 @@ impl Repository {
                 let Ok(target) = fs::read_link(&full) else {
                     return false;
                 };
-                git2::Oid::hash_object(git2::ObjectType::Blob, target.as_os_str().as_bytes())
-                    .is_ok_and(|o| o == id)
+                git2::Oid::hash_object_ext(
+                    git2::ObjectType::Blob,
+                    target.as_os_str().as_bytes(),
+                    self.repo.object_format(),
+                )
+                .is_ok_and(|o| o == id)
             }
             0o160000 => true,
             _ => {
@@ -412,9 +416,12 @@ impl Repository {
                     Ok(config) => {
                         self.work_tree_blob_id(&config, rel, self.hook_timeout) == Some(id)
                     }
-                    Err(_) => {
-                        git2::Oid::hash_file(git2::ObjectType::Blob, &full).is_ok_and(|o| o == id)
-                    }
+                    Err(_) => git2::Oid::hash_file_ext(
+                        git2::ObjectType::Blob,
+                        &full,
+                        self.repo.object_format(),
+                    )
+                    .is_ok_and(|o| o == id),
                 }
             }
         }

@@ -156,10 +156,7 @@ impl<'r> Staging<'r> {
             return Ok(());
         };
         // Not checked out (an empty folder): nothing moved.
-        let Some(head) = git2::Repository::open(self.repo.top.join(rel))
-            .ok()
-            .and_then(|sub| sub.head().ok().and_then(|h| h.target()))
-        else {
+        let Some(head) = super::checked_out_commit(&self.repo.top.join(rel)) else {
             return Ok(());
         };
         if head != entry.id {

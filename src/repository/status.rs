@@ -469,9 +469,7 @@ impl Repository {
         }
         if staged.mode == staging::MODE_GITLINK {
             // Only a moved checkout is a change; edits inside the submodule are its own.
-            let head = git2::Repository::open(self.top.join(path))
-                .ok()
-                .and_then(|sub| sub.head().ok().and_then(|h| h.target()));
+            let head = super::checked_out_commit(&self.top.join(path));
             return Ok(head.is_some_and(|h| h != staged.id));
         }
         if config.is_none() {

@@ -2,8 +2,9 @@
 //! the run's branch in memory.
 //!
 //! Decisions a reader must know:
-//! - A task worktree is a linked git worktree created and removed through libgit2, on its own
-//!   branch `kern/<task>` from the branch tip. Removing one prunes the worktree's record and
+//! - A task worktree is a linked git worktree created and removed through libgit2 (created by
+//!   `git worktree add` in a reftable repository, whose worktrees keep their HEAD in their own
+//!   reftable), on its own branch `kern/<task>` from the branch tip. Removing one prunes the worktree's record and
 //!   deletes its folder; its branch is kept (that is where its work lives until integrated).
 //!   [`Repository::prune_task_worktrees`] removes the leftovers of a killed run, keeping the
 //!   branches.
@@ -50,6 +51,14 @@ impl Repository {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
+        if self
+            .repo
+            .config()
+            .is_ok_and(|c| super::reftable::is_reftable(&c))
+        {
+            // libgit2 would make the worktree's HEAD a file, which git cannot read there.
+            return self.git_worktree_add(&worktree_name(slug), path, &branch_name);
+        }
         let mut opts = WorktreeAddOptions::new();
         let reference = branch.into_reference();
         opts.reference(Some(&reference));
@@ -59,6 +68,47 @@ impl Repository {
             .worktree(&name, path, Some(&opts))
             .map_err(|e| Error::git(format!("adding the task worktree `{}`", path.display()), e))?;
         Ok(worktree.path().to_path_buf())
+    }
+
+    /// [`Repository::add_task_worktree`] in a reftable repository, by git itself: `git worktree
+    /// add` names a worktree after its folder, so it is made as `<name>` beside `path` and
+    /// moved there (the record keeps its name). No hook runs, as through libgit2.
+    fn git_worktree_add(&self, name: &str, path: &Path, branch: &str) -> Result<PathBuf> {
+        let made = path.with_file_name(name);
+        let run = |args: &[&std::ffi::OsStr]| -> Result<()> {
+            let out = std::process::Command::new("git")
+                .args(["-c", "core.hooksPath=/dev/null"])
+                .args(args)
+                .current_dir(&self.top)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| Error::io(Path::new("git"), e))?;
+            if out.status.success() {
+                return Ok(());
+            }
+            Err(Error::Repository(format!(
+                "git: adding the task worktree `{}`: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        };
+        let os = std::ffi::OsStr::new;
+        run(&[
+            os("worktree"),
+            os("add"),
+            os("--quiet"),
+            made.as_os_str(),
+            os(branch),
+        ])?;
+        if made != path {
+            run(&[
+                os("worktree"),
+                os("move"),
+                made.as_os_str(),
+                path.as_os_str(),
+            ])?;
+        }
+        path.canonicalize().map_err(|e| Error::io(path, e))
     }
 
     /// Removes the task worktree of `slug` (its folder and git's record of it); its branch stays.
@@ -120,7 +170,7 @@ impl Repository {
     /// True when a ref under `prefix` (`refs/kern/attempts/<slug>/`) points at the commit
     /// `sha`: `kern reject` kept that work there.
     pub fn kept_under(&self, prefix: &str, sha: &str) -> bool {
-        let Ok(oid) = Oid::from_str(sha) else {
+        let Ok(oid) = super::parse_oid(sha) else {
             return false;
         };
         self.repo

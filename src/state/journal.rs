@@ -83,7 +83,7 @@ impl TaskStart {
     pub(crate) fn base_oid(&self) -> Option<git2::Oid> {
         self.base_commit
             .as_deref()
-            .and_then(|s| git2::Oid::from_str(s).ok())
+            .and_then(|s| crate::repository::parse_oid(s).ok())
     }
 }
 

@@ -353,3 +353,71 @@ fn a_run_killed_while_it_cleans_up_after_a_crash_hands_the_cleanup_on() {
     assert!(!index_lock.exists());
     assert_eq!(p.log(), vec!["Add alpha", "initial"]);
 }
+
+/// Issue 27: a reftable repository (Git 3.0's default ref format), killed inside its commit —
+/// before the branch moved (in `pre-commit`) and after (in `post-commit`) — then run again:
+/// the task is committed once, the refs are git's (`git fsck`, `git status`), nothing is lost.
+#[test]
+fn kill_9_mid_commit_in_a_reftable_repository_then_restart_commits_once() {
+    for hook_name in ["pre-commit", "post-commit"] {
+        let p = Project::made_by_git(&["--ref-format=reftable"], "- [ ] Hooked\n- [ ] Next\n");
+        p.scenario(&json!({"default": {
+            "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+        }}));
+        let marks = p.outside.path().join("hook-runs");
+        let hook = p.path().join(".git/hooks").join(hook_name);
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        // The first commit hangs in the hook (and says so); later ones go through.
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\necho $$ >> '{m}'\n[ $(wc -l < '{m}') -le 1 ] && exec sleep 60\nexit 0\n",
+                m = marks.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        kill_9_once(spawn_kern(&p, &["5", "0"]), hook_name, || {
+            std::fs::read_to_string(&marks).is_ok_and(|t| !t.is_empty())
+        });
+        let hook_pid: i32 = std::fs::read_to_string(&marks)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(hook_pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        assert!(
+            p.state_dir().join("commit.json").exists(),
+            "{hook_name}: the commit is pending"
+        );
+        let out = p.kern().env("TZ", ZONE).args(["5", "0"]).output().unwrap();
+        let (_, err) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "{hook_name}: {err}");
+        assert_eq!(
+            p.git(&["log", "--format=%s"]),
+            "Add next\nAdd hooked\ninitial\n",
+            "{hook_name}: committed once: {err}"
+        );
+        assert_eq!(
+            p.git(&["fsck", "--strict", "--no-progress"]),
+            "",
+            "{hook_name}"
+        );
+        assert_eq!(p.git(&["status", "--porcelain"]), "", "{hook_name}");
+        let spec = p.read("SPEC.md");
+        assert!(
+            spec.contains("- [x] Hooked") && spec.contains("- [x] Next"),
+            "{hook_name}: {spec}"
+        );
+        assert!(!p.path().join(".git/kern.lock").exists(), "no stray lock");
+        assert!(
+            !p.path().join(".git/reftable/tables.list.lock").exists(),
+            "no stray reftable lock"
+        );
+    }
+}

@@ -7,6 +7,12 @@
 //! (identity, signing, hooks) cannot leak in. A tool a test needs and cannot find is a failure
 //! naming the install command under `.ci/run`, a skipped test named on the terminal elsewhere,
 //! and skipped when `KERN_SKIP_<TOOL>=1` says so (`support::tools::system_tool`).
+//!
+//! The "git 3 defaults" profile (issue 27): every test that compares kern's tree with git's
+//! runs again in `git_3_defaults::`, in a repository made with `git init
+//! --object-format=sha256 --ref-format=reftable`, with `safe.bareRepository=explicit` and
+//! `init.defaultObjectFormat`/`init.defaultRefFormat` in the home's git config (so the
+//! submodules and nested clones a test makes are Git 3.0's too).
 
 use crate::support::{project, tools};
 
@@ -19,6 +25,20 @@ use std::time::{Duration, Instant};
 use project::{Project, texts};
 use serde_json::json;
 
+/// The kind of repository a test's [`Fixture`] makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Profile {
+    /// What `git init` makes today: SHA-1 objects, refs as files.
+    Today,
+    /// Git 3.0's defaults: SHA-256 objects, reftable refs, `safe.bareRepository=explicit`.
+    Git3,
+}
+
+thread_local! {
+    /// The profile of the test running on this thread (each test has its own).
+    static PROFILE: std::cell::Cell<Profile> = const { std::cell::Cell::new(Profile::Today) };
+}
+
 /// A test's own home folder (empty git config) and the project in it.
 struct Fixture {
     p: Project,
@@ -28,11 +48,16 @@ struct Fixture {
 impl Fixture {
     fn new(spec: &str) -> Fixture {
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join(".gitconfig"), "").unwrap();
-        Fixture {
-            p: Project::new(spec),
-            home,
-        }
+        let (p, config) = match PROFILE.get() {
+            Profile::Today => (Project::new(spec), ""),
+            Profile::Git3 => (
+                Project::made_by_git(&["--object-format=sha256", "--ref-format=reftable"], spec),
+                // What `git init` makes under Git 3.0 (its submodules and nested clones too).
+                "[safe]\n\tbareRepository = explicit\n[init]\n\tdefaultObjectFormat = sha256\n\tdefaultRefFormat = reftable\n",
+            ),
+        };
+        std::fs::write(home.path().join(".gitconfig"), config).unwrap();
+        Fixture { p, home }
     }
 
     /// The real `git` in `dir` with this fixture's home; panics with its output on failure.
@@ -892,3 +917,36 @@ fn a_briefly_held_index_lock_is_waited_out() {
     assert_eq!(f.p.log()[0], "Commit while an editor runs git status");
     f.assert_tree_like_git(&[]);
 }
+
+/// The tests above that compare kern's tree with git's, in a repository made with Git 3.0's
+/// defaults (see the module docs).
+macro_rules! also_in_git_3_defaults {
+    ($($name:ident),* $(,)?) => {
+        mod git_3_defaults {
+            $(
+                #[test]
+                fn $name() {
+                    super::PROFILE.set(super::Profile::Git3);
+                    super::$name();
+                }
+            )*
+        }
+    };
+}
+
+also_in_git_3_defaults!(
+    lfs_files_are_committed_as_pointers_and_lfs_fsck_is_clean,
+    an_encrypting_filters_output_is_what_is_stored,
+    a_sparse_checkout_resumes_and_starts_tasks_with_no_deletion,
+    a_sparse_index_stops_before_any_agent_with_the_fix,
+    a_submodule_bump_is_committed_and_an_unregistered_clone_stays_out,
+    gpg_signing_gives_a_good_signature,
+    ssh_signing_gives_a_good_signature_and_x509_stops_before_any_agent,
+    all_four_hooks_run_with_gits_arguments_and_no_verify_skips_what_git_skips,
+    a_fixer_pre_commit_hooks_fix_is_committed,
+    editor_files_of_spec_and_learnings_neither_block_nor_get_committed,
+    editor_files_follow_the_spec_wherever_spec_puts_it,
+    every_listed_credential_is_left_out_while_the_tasks_real_file_is_committed,
+    a_file_over_max_file_size_is_left_out_and_the_rest_committed,
+    a_briefly_held_index_lock_is_waited_out,
+);

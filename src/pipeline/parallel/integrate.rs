@@ -65,7 +65,7 @@ impl Run<'_> {
         let base = start
             .as_ref()
             .and_then(|s| s.base_commit.as_deref())
-            .and_then(|b| git2::Oid::from_str(b).ok());
+            .and_then(|b| crate::repository::parse_oid(b).ok());
         let tip = self.ws.repo.head_oid();
         let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
             return Err(Error::Internal(format!(

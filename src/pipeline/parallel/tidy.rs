@@ -50,7 +50,7 @@ impl Run<'_> {
             .collect();
         let start = journal::load::<TaskStart>(&ws.state_dir.task_start())
             .and_then(|s| s.base_commit)
-            .and_then(|b| git2::Oid::from_str(&b).ok());
+            .and_then(|b| crate::repository::parse_oid(&b).ok());
         let moved = ws.repo.head_oid() != start && start.is_some();
         if keep_if_busy && (!left.is_empty() || moved) {
             // Work in progress: it stays for the task's next turn.
