@@ -6,7 +6,7 @@
 //! (`docs/architecture.md`; `tests/integration/architecture.rs` fails on a use that points up):
 //! `command → pipeline → workspace → settings → cli → reporter → {prompt, repository, state,
 //! learnings, retry, scripted_agent} → agent → {stage, supervisor} → spec → atomic_file → error
-//! → {text, timestamp, private_file}`, the one exception `error → spec` (the error enum carries
+//! → {text, timestamp, private_file, oid}`, the one exception `error → spec` (the error enum carries
 //! SPEC.md's diagnostics).
 //!
 //! - `command/`: one file per subcommand, and `running.rs`, the live view `status` shows.
@@ -34,6 +34,7 @@ pub mod cli;
 mod command;
 pub mod error;
 mod learnings;
+mod oid;
 mod pipeline;
 mod private_file;
 mod prompt;

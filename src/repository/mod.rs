@@ -171,17 +171,7 @@ fn checked_out_commit(path: &Path) -> Option<git2::Oid> {
     sub.head().ok().and_then(|h| h.target())
 }
 
-/// An object id written as hex, in the object format its length says (64 digits: SHA-256,
-/// else SHA-1): ids kern wrote down (the journal, refs snapshots) come from either kind of
-/// repository.
-pub(crate) fn parse_oid(hex: &str) -> std::result::Result<git2::Oid, git2::Error> {
-    let format = if hex.len() == 64 {
-        git2::ObjectFormat::Sha256
-    } else {
-        git2::ObjectFormat::Sha1
-    };
-    git2::Oid::from_str_ext(hex, format)
-}
+pub(crate) use crate::oid::parse as parse_oid;
 
 /// The git folder holding `start`, for a message (the folder itself when none is found).
 fn git_dir_of(start: &Path) -> PathBuf {

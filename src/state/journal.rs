@@ -83,7 +83,7 @@ impl TaskStart {
     pub(crate) fn base_oid(&self) -> Option<git2::Oid> {
         self.base_commit
             .as_deref()
-            .and_then(|s| crate::repository::parse_oid(s).ok())
+            .and_then(|s| crate::oid::parse(s).ok())
     }
 }
 

@@ -26,7 +26,7 @@ const FLOORS: &[&[&str]] = &[
     &["spec"],
     &["atomic_file"],
     &["error"],
-    &["text", "timestamp", "private_file"],
+    &["text", "timestamp", "private_file", "oid"],
 ];
 
 /// Uses that point up, allowed by name (each is a two-way pair too).

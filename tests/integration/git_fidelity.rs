@@ -19,7 +19,7 @@ use crate::support::{project, tools};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use project::{Project, texts};
@@ -87,21 +87,14 @@ impl Fixture {
         cmd
     }
 
-    /// kern in the project with the scripted agent and this fixture's home.
-    fn kern(&self) -> Command {
-        let mut cmd = self.p.kern_std();
-        cmd.env("HOME", self.home.path())
+    /// `kern args` in the project with the scripted agent and this fixture's home: a builder.
+    fn kern(&self, args: &[&str]) -> project::KernRun<'_> {
+        self.p
+            .run(args)
+            .env("HOME", self.home.path())
             .env("XDG_CONFIG_HOME", self.home.path().join(".config"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env_remove("GNUPGHOME");
-        cmd
-    }
-
-    /// Runs kern with `args` to its end: (exit code, stderr).
-    fn run(&self, args: &[&str]) -> (Option<i32>, String) {
-        let out = self.kern().args(args).output().unwrap();
-        let (_, err) = texts(&out);
-        (out.status.code(), err)
+            .env_remove(["GNUPGHOME"])
     }
 
     /// Commits the work tree with the real git (set-up).
@@ -194,8 +187,7 @@ fn lfs_files_are_committed_as_pointers_and_lfs_fsck_is_clean() {
         {"match": "model", "implement": {"shell": ["mkdir -p assets && head -c 300000 /dev/urandom > assets/model.bin"]}},
         {"match": "docs", "implement": {"write": {"docs.md": "# docs\n"}}}
     ]}));
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0"]).expect(0);
     let stored = f.git(&["cat-file", "-p", "HEAD:assets/model.bin"]);
     assert!(
         stored.starts_with("version https://git-lfs.github.com/spec/v1\noid sha256:"),
@@ -214,8 +206,7 @@ fn lfs_files_are_committed_as_pointers_and_lfs_fsck_is_clean() {
         .unwrap()
         .set_modified(later)
         .unwrap();
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0"]).expect(0);
     assert_eq!(f.p.log()[0], "Add the docs");
     f.assert_clean();
     assert!(f.git(&["lfs", "fsck"]).contains("Git LFS fsck OK"));
@@ -234,8 +225,7 @@ fn an_encrypting_filters_output_is_what_is_stored() {
         &[],
         json!({"secrets/prod.conf": "db_host = prod.internal\n", "app.txt": "plain\n"}),
     ));
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0"]).expect(0);
     assert_eq!(
         f.git(&["cat-file", "-p", "HEAD:secrets/prod.conf"]),
         "qo_ubfg = cebq.vagreany\n",
@@ -253,29 +243,24 @@ fn a_required_filter_kern_cannot_run_stops_before_any_agent() {
     f.git(&["config", "filter.big.required", "true"]);
     f.p.write(".gitattributes", "*.dat filter=big\n");
     f.git_commit_all("attributes");
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(2), "{err}");
+    let err = f.kern(&["1", "0"]).expect(2).stderr;
     assert!(
         err.contains("the `big` filter is required (`filter.big.required`) but kern cannot run it: it has only `filter.big.process`, which kern does not speak — set `filter.big.clean` too"),
         "{err}"
     );
     assert!(!f.agent_ran(), "no agent may run");
-    let out = f.kern().arg("doctor").output().unwrap();
+    let err = f.kern(&["doctor"]).expect(2).stderr;
     assert!(
-        texts(&out)
-            .1
-            .contains("✗ filter drivers: the `big` filter is required"),
-        "{}",
-        texts(&out).1
+        err.contains("✗ filter drivers: the `big` filter is required"),
+        "{err}"
     );
     // The dry run's report is its output: stdout.
-    let out = f.kern().arg("-n").output().unwrap();
+    let out = f.kern(&["-n"]).expect(0);
     assert!(
-        texts(&out)
-            .0
+        out.stdout
             .contains("git:         ✗ filter drivers: the `big` filter is required"),
         "{}",
-        texts(&out).1
+        out.stderr
     );
 }
 
@@ -296,8 +281,7 @@ fn a_sparse_checkout_resumes_and_starts_tasks_with_no_deletion() {
         "b/ is not checked out"
     );
     f.p.scenario(&implementing(&["echo more >> a/1.txt"], json!({})));
-    let (code, err) = f.run(&["2", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = f.kern(&["2", "0"]).expect(0).stderr;
     assert_eq!(
         f.p.log()[..2],
         ["Then the lexer", "Resume the parser"],
@@ -332,8 +316,7 @@ fn parallel_tasks_in_a_sparse_checkout_delete_nothing_outside_the_cone() {
         {"match": "Alpha", "implement": {"write": {"a/alpha.txt": "alpha\n", "b/new.txt": "outside the cone\n"}}},
         {"match": "Beta", "implement": {"write": {"a/beta.txt": "beta\n"}}}
     ]}));
-    let (code, err) = f.run(&["5", "0", "-j", "2"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["5", "0", "-j", "2"]).expect(0);
     let files = f.git(&["ls-tree", "-r", "--name-only", "HEAD"]);
     for file in [
         "a/1.txt",
@@ -366,16 +349,15 @@ fn a_sparse_index_stops_before_any_agent_with_the_fix() {
     f.git(&["sparse-checkout", "init", "--cone", "--sparse-index"]);
     f.git(&["sparse-checkout", "set", "a"]);
     f.p.scenario(&json!({"default": {"implement": {"write": {"a/2.txt": "a2\n"}}}}));
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(2), "{err}");
+    let err = f.kern(&["1", "0"]).expect(2).stderr;
     assert!(
         err.contains("the index is a sparse index (`index.sparse`), which libgit2 (and so kern) cannot read — run `git sparse-checkout init --no-sparse-index`"),
         "{err}"
     );
     assert!(!f.agent_ran());
     f.git(&["sparse-checkout", "init", "--no-sparse-index"]);
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "the fix works: {err}");
+    // The fix works.
+    f.kern(&["1", "0"]).expect(0);
     f.assert_tree_like_git(&[]);
 }
 
@@ -414,8 +396,7 @@ fn a_submodule_bump_is_committed_and_an_unregistered_clone_stays_out() {
             "git init -q vendor/clone && git -C vendor/clone -c user.name=L -c user.email=l@example.com commit -q --allow-empty -m cloned"
         ]}}], "default": {"implement": {"write": {"app.txt": "app\n"}}}}),
     );
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = f.kern(&["1", "0"]).expect(0).stderr;
     assert!(
         err.contains("left out of the commit: `vendor/clone` (a nested git repository — register it with `git submodule add <url> vendor/clone`, or add `vendor/clone/` to .gitignore)"),
         "{err}"
@@ -427,8 +408,7 @@ fn a_submodule_bump_is_committed_and_an_unregistered_clone_stays_out() {
     );
     f.assert_tree_like_git(&["vendor/clone"]);
     // Neither the bumped submodule nor the clone blocks the next task.
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0"]).expect(0);
     assert_eq!(f.p.log()[..2], ["Then the app", "Bump the library"]);
 }
 
@@ -464,12 +444,13 @@ fn gpg_signing_gives_a_good_signature() {
     f.git(&["config", "user.signingkey", &fingerprint]);
     f.git(&["config", "commit.gpgsign", "true"]);
     f.p.scenario(&implementing(&[], json!({"signed.txt": "s\n"})));
-    let (code, err) = f.run(&["1", "0"]);
+    let ran = f.kern(&["1", "0"]).any_exit();
     let _ = f
         .command("gpgconf", f.p.path())
         .args(["--kill", "gpg-agent"])
         .status();
-    assert_eq!(code, Some(0), "{err}");
+    // Checked after gpg's agent is stopped, so a failure leaves no agent behind.
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
     assert_eq!(f.git(&["log", "-1", "--format=%G? %s"]), "G Signed work\n");
     assert!(
         f.git(&["reflog", "-1"])
@@ -509,14 +490,12 @@ fn ssh_signing_gives_a_good_signature_and_x509_stops_before_any_agent() {
     ]);
     f.git(&["config", "commit.gpgsign", "true"]);
     f.p.scenario(&implementing(&[], json!({"signed.txt": "s\n"})));
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0"]).expect(0);
     assert_eq!(f.git(&["log", "-1", "--format=%G? %s"]), "G Signed work\n");
     f.assert_tree_like_git(&[]);
 
     f.git(&["config", "gpg.format", "x509"]);
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(2), "{err}");
+    let err = f.kern(&["1", "0"]).expect(2).stderr;
     assert!(
         err.contains("with `gpg.format` `x509`, which kern cannot sign with — use openpgp or ssh"),
         "{err}"
@@ -551,8 +530,7 @@ fn all_four_hooks_run_with_gits_arguments_and_no_verify_skips_what_git_skips() {
     );
     f.write_hook("post-commit", &logger("|$(git rev-parse HEAD)"));
     f.p.scenario(&implementing(&[], json!({"out/{slug}.txt": "{task}\n"})));
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0"]).expect(0);
     let git_dir = f.p.path().canonicalize().unwrap().join(".git");
     let msg = git_dir.join("COMMIT_EDITMSG");
     let index = git_dir.join("index");
@@ -572,8 +550,7 @@ fn all_four_hooks_run_with_gits_arguments_and_no_verify_skips_what_git_skips() {
     f.assert_tree_like_git(&[]);
 
     std::fs::remove_file(&log).unwrap();
-    let (code, err) = f.run(&["1", "0", "--no-verify"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0", "--no-verify"]).expect(0);
     let ran: Vec<String> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -604,14 +581,7 @@ fn a_hung_hook_is_killed_at_the_hook_timeout() {
         ),
     );
     f.p.scenario(&implementing(&[], json!({"work.txt": "w\n"})));
-    let mut child = f
-        .kern()
-        .args(["1", "0"])
-        .env("KERN_HOOK_TIMEOUT", "1s")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = f.kern(&["1", "0"]).env("KERN_HOOK_TIMEOUT", "1s").spawn();
     // A bound for a broken build only; the hook itself would sleep for 300 s.
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
@@ -660,8 +630,7 @@ fn a_fixer_pre_commit_hooks_fix_is_committed() {
         &[],
         json!({"src/greet.txt": "hello   \nworld \n"}),
     ));
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = f.kern(&["1", "0"]).expect(0).stderr;
     assert!(
         err.contains(
             "the pre-commit hook fixed `src/greet.txt`; kern staged its fixes and ran it again"
@@ -696,8 +665,7 @@ fn editor_files_of_spec_and_learnings_neither_block_nor_get_committed() {
         "research": {"shell": ["echo swap > .SPEC.md.swx"]},
         "implement": {"write": {"out/{slug}.txt": "{task}\n"}}
     }}));
-    let (code, err) = f.run(&["2", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = f.kern(&["2", "0"]).expect(0).stderr;
     assert!(
         !err.contains("violation"),
         "an artefact is not the agent's change: {err}"
@@ -733,8 +701,7 @@ fn editor_files_follow_the_spec_wherever_spec_puts_it() {
     f.p.write("docs/.PLAN.md.swp", "swap\n");
     f.p.write("docs/PLAN.md~", "backup\n");
     f.p.scenario(&implementing(&[], json!({"planned.txt": "p\n"})));
-    let (code, err) = f.run(&["1", "0", "--spec", "docs/PLAN.md"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0", "--spec", "docs/PLAN.md"]).expect(0);
     let files = f.git(&["ls-tree", "-r", "--name-only", "HEAD"]);
     assert!(files.contains("planned.txt"), "{files}");
     assert!(
@@ -788,8 +755,7 @@ fn every_listed_credential_is_left_out_while_the_tasks_real_file_is_committed() 
         {"match": "deployment", "implement": {"write": files}},
         {"match": "next", "implement": {"write": {"next.txt": "n\n"}}}
     ]}));
-    let (code, err) = f.run(&["2", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = f.kern(&["2", "0"]).expect(0).stderr;
     assert_eq!(
         f.p.log()[..2],
         ["Then the next task starts", "Wire up the deployment"],
@@ -823,8 +789,7 @@ fn a_file_over_max_file_size_is_left_out_and_the_rest_committed() {
             "write": {"src/export.rs": "pub fn export() {}\n"}}},
         {"match": "next", "implement": {"write": {"next.txt": "n\n"}}}
     ]}));
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    let err = f.kern(&["1", "0"]).expect(0).stderr;
     assert!(
         err.contains("left out of the commit: `data/export.bin` (larger than --max-file-size (110 MiB > 100 MiB))"),
         "{err}"
@@ -842,8 +807,7 @@ fn a_file_over_max_file_size_is_left_out_and_the_rest_committed() {
             .len(),
         115343360
     );
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(0), "{err}");
+    f.kern(&["1", "0"]).expect(0);
     assert_eq!(f.p.log()[0], "Then the next task starts");
 }
 
@@ -854,8 +818,7 @@ fn a_missing_identity_stops_before_any_agent_call() {
     let f = Fixture::new("- [ ] Anything\n");
     f.git(&["config", "--unset", "user.name"]);
     f.git(&["config", "--unset", "user.email"]);
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(2), "{err}");
+    let err = f.kern(&["1", "0"]).expect(2).stderr;
     assert!(
         err.contains("git has no author identity — run `git config --global user.name"),
         "{err}"
@@ -872,15 +835,12 @@ fn the_dry_run_names_a_merge_in_progress_and_a_run_stops_before_any_agent() {
     f.git_commit_all("other");
     f.git(&["checkout", "-q", main.trim()]);
     f.git(&["merge", "-q", "--no-ff", "--no-commit", "other"]);
-    let out = f.kern().arg("-n").output().unwrap();
-    let (report, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let report = f.kern(&["-n"]).expect(0).stdout;
     assert!(
         report.contains("git:         ✗ git operation: a merge is in progress — finish it (`git commit`) or abort it (`git merge --abort`), then run kern again"),
         "{report}"
     );
-    let (code, err) = f.run(&["1", "0"]);
-    assert_eq!(code, Some(2), "{err}");
+    f.kern(&["1", "0"]).expect(2);
     assert!(!f.agent_ran());
 }
 
@@ -891,13 +851,7 @@ fn a_briefly_held_index_lock_is_waited_out() {
         &["touch .git/index.lock"],
         json!({"work.txt": "w\n"}),
     ));
-    let mut child = f
-        .kern()
-        .args(["1", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = f.kern(&["1", "0"]).spawn();
     let lock: PathBuf = f.p.path().join(".git/index.lock");
     let mut lines = Vec::new();
     for line in BufReader::new(child.stderr.take().unwrap()).lines() {

@@ -94,14 +94,7 @@ fn a_split_index_kern_cannot_read_stops_before_any_agent_with_gits_fix() {
     git_in(&dir, &["config", "core.splitIndex", "true"]);
     git_in(&dir, &["update-index", "--split-index"]);
     for command in [&["1", "0"][..], &["-n"], &["doctor"]] {
-        let out = p
-            .kern_std()
-            .current_dir(&dir)
-            .args(command)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+        let err = p.run(command).current_dir(&dir).expect(2).stderr;
         assert!(
             err.contains("git update-index --no-split-index"),
             "{command:?}: {err}"
@@ -273,14 +266,11 @@ fn reftable_refs_without_a_git_to_read_them_stop_before_any_agent_with_the_fix()
     let p = Project::made_by_git(&["--ref-format=reftable"], "- [ ] Alpha\n");
     // No git on the PATH: kern reads reftable refs through git, so it cannot start.
     for command in [&["1", "0"][..], &["-n"], &["doctor"]] {
-        let out = p
-            .kern_std()
+        let err = p
+            .run(command)
             .env("PATH", p.outside.path().join("no-bin"))
-            .args(command)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+            .expect(2)
+            .stderr;
         assert!(
             err.contains("install git 2.46 or newer")
                 && err.contains("git refs migrate --ref-format=files"),
