@@ -33,10 +33,11 @@ use crate::pipeline::iteration::TaskNow;
 use crate::pipeline::stage::inputs::RefusedMessage;
 use crate::pipeline::{Run, TaskRun};
 use crate::repository::CommitRequest;
-use crate::spec::{Edit, Quoted, TaskIdentity, TaskState};
+use crate::spec::{Edit, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
+use crate::state::run_log::Told;
 use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent};
 
 /// How one try of kern's commit ended.
@@ -86,10 +87,13 @@ impl Run<'_> {
             if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
                 return Ok(end);
             }
-            self.reporter.warn(&format!(
-                "the `{hook}` hook refused the message `{}` — asking the review for a new message ({refusals} of {MESSAGE_REQUESTS}); the work stays as it is",
-                message.lines().next().unwrap_or("")
-            ));
+            self.emit(RunEvent::Told(Told::MessageRefused {
+                hook: hook.clone(),
+                subject: message.lines().next().unwrap_or("").to_string(),
+                refusals,
+                of: MESSAGE_REQUESTS,
+                on_branch: false,
+            }));
             if let Some(end) = self.still_ours(it)? {
                 return Ok(end);
             }
@@ -144,10 +148,13 @@ impl Run<'_> {
         if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
             return Ok(Integrated::Ended(end));
         }
-        self.reporter.warn(&format!(
-            "the `{hook}` hook refused the message `{}` — asking the task's review for a new message ({refusals} of {MESSAGE_REQUESTS}); its work stays as it is on its branch",
-            message.lines().next().unwrap_or("")
-        ));
+        self.emit(RunEvent::Told(Told::MessageRefused {
+            hook: hook.clone(),
+            subject: message.lines().next().unwrap_or("").to_string(),
+            refusals,
+            of: MESSAGE_REQUESTS,
+            on_branch: true,
+        }));
         journal::save(
             refused_at,
             &RefusedMessage {
@@ -223,10 +230,9 @@ impl Run<'_> {
         };
         journal::save(&self.ws.state_dir.pending_commit(), &pending)?;
         if edits.is_empty() {
-            self.reporter.info(&format!(
-                "{} stays open: it has a pending subtask (added by hand), taken next",
-                Quoted(&it.title)
-            ));
+            self.emit(RunEvent::Told(Told::StaysOpen {
+                task: it.title.clone(),
+            }));
         }
         let before = self.spec.reload()?;
         self.edit_task(it, &edits)?;
@@ -381,9 +387,9 @@ impl Run<'_> {
             })
             .collect();
         if !left_out.is_empty() {
-            self.emit(RunEvent::LeftOutOfCommit {
+            self.emit(RunEvent::Told(Told::LeftOutOfCommit {
                 files: left_out.clone(),
-            });
+            }));
         }
         // The person's `--allow-dirty` paths are theirs, not files kern left out.
         outcome.left_out.retain(|l| {
@@ -450,10 +456,9 @@ impl Run<'_> {
         // The lock must say so: a kill inside this commit can leave `.git/index.lock`, which
         // the next run removes only when the dead run's phase was `committing`.
         self.lock.set_phase(Phase::Committing)?;
-        self.reporter.info(&format!(
-            "finishing the commit of {} that the last run could not make",
-            Quoted(&pending.title)
-        ));
+        self.emit(RunEvent::Told(Told::FinishingCommit {
+            task: pending.title.clone(),
+        }));
         let start = journal::load::<TaskStart>(&self.ws.state_dir.task_start())
             .filter(|s| s.covers(&pending.identity))
             .unwrap_or(TaskStart {
@@ -497,10 +502,10 @@ impl Run<'_> {
                 // The task goes on from its stage files: a refused message back to the review.
                 journal::remove(&path);
                 self.reopen(&mut it, &marked)?;
-                self.reporter.warn(&format!(
-                    "the `{hook}` hook refused that commit: {} is in progress again and goes on from its review",
-                    Quoted(&pending.title)
-                ));
+                self.emit(RunEvent::Told(Told::PendingCommitRefused {
+                    hook,
+                    task: pending.title.clone(),
+                }));
                 return Ok(());
             }
             Err(e) => return Err(e),

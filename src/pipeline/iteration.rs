@@ -27,7 +27,7 @@ use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewRepor
 use crate::state::journal::{self, PendingEdits, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, RunEvent, TaskTaken};
+use crate::state::run_log::{IterationEnd, RunEvent, TaskTaken, Told};
 
 /// What SPEC.md allows kern to do with its task now.
 pub(super) enum TaskNow {
@@ -60,8 +60,9 @@ impl Run<'_> {
         self.finish_pending_commit()?;
         self.apply_pending_edits()?;
         let doc = self.spec.reload()?;
-        for w in self.ws.validate(&doc)? {
-            self.reporter.warn(&w);
+        let lines = self.ws.validate(&doc)?;
+        if !lines.is_empty() {
+            self.emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let options = self.ws.select_options(self.settings, &doc);
         let selection = match &self.job {
@@ -82,10 +83,7 @@ impl Run<'_> {
                     .iter()
                     .map(|d| d.render(&self.ws.spec_display))
                     .collect();
-                self.reporter.warn(&format!(
-                    "nothing left to do — but these lines look like tasks without being list items:\n{}",
-                    lines.join("\n")
-                ));
+                self.emit(RunEvent::Told(Told::Unlisted { lines }));
             }
             return Ok(IterationEnd::NothingLeft);
         };
@@ -93,26 +91,25 @@ impl Run<'_> {
         let identity = doc.identity(selection.task);
         let files = StageFiles::read(&self.ws.state_dir, &identity);
         for (path, title) in &files.stale {
-            self.reporter.info(&format!(
-                "ignoring stale `{}`: it belongs to task {}",
-                path.file_name()
-                    .map(|n| n.to_string_lossy())
+            self.emit(RunEvent::Told(Told::StaleStageFile {
+                file: path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
-                Quoted(title)
-            ));
+                task: title.clone(),
+            }));
             journal::remove(path);
         }
         let point = resume::infer(&files, task.research().is_some());
         tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, resume = point.name(), "selected");
         self.reporter.iteration(index, total, &task.title);
-        self.reporter.info(&format!(
-            "task {} ({}:{}): {}; next stage: {}",
-            Quoted(&task.title),
-            self.ws.spec_display,
-            task.line,
-            selection.reason,
-            point.name()
-        ));
+        self.emit(RunEvent::Told(Told::TaskSelected {
+            task: task.title.clone(),
+            spec: self.ws.spec_display.clone(),
+            line: task.line,
+            why: selection.reason.to_string(),
+            next: point.name().to_string(),
+        }));
         self.log.event(RunEvent::IterationStart {
             index,
             task: task.title.clone(),
@@ -197,10 +194,7 @@ impl Run<'_> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect();
             if !new.is_empty() {
-                self.reporter.warn(&format!(
-                    "--allow-dirty: these paths stay out of kern's commits: {}",
-                    new.join(", ")
-                ));
+                self.emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
             }
             self.remember_persons(&dirty);
             excluded.clone_from(&self.left_out.persons);
@@ -401,9 +395,9 @@ impl Run<'_> {
             return Ok(None);
         };
         self.lock.set_phase(Phase::Check)?;
-        self.emit(RunEvent::CheckStarted {
+        self.emit(RunEvent::Told(Told::CheckStarted {
             command: command.clone(),
-        });
+        }));
         let result = check::run(
             &command,
             self.ws.repo.top(),
@@ -576,11 +570,11 @@ impl Run<'_> {
             TaskNow::Ours => return Ok(IterationEnd::Progressed),
         };
         let saved = self.set_aside(it, "taken away by the person")?;
-        self.emit(RunEvent::TaskTaken {
+        self.emit(RunEvent::Told(Told::TaskTaken {
             task: it.title.clone(),
             how,
             saved,
-        });
+        }));
         journal::remove(&self.ws.state_dir.task_start());
         Ok(IterationEnd::Progressed)
     }
@@ -646,11 +640,11 @@ impl Run<'_> {
         if applied {
             self.edit(&pending.identity, &pending.edits)?;
         }
-        self.emit(RunEvent::WaitingEdit {
+        self.emit(RunEvent::Told(Told::WaitingEdit {
             task: pending.title.clone(),
             spec: self.ws.spec_display.clone(),
             applied,
-        });
+        }));
         journal::remove(&path);
         Ok(())
     }

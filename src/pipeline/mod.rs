@@ -55,7 +55,7 @@ use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
-use crate::state::run_log::{IterationEnd, RunEvent, RunLog};
+use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
 use crate::state::run_report;
 use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
@@ -172,10 +172,9 @@ pub(crate) async fn run(
         &format!("kern is running tasks in {}", ws.repo.top().display()),
     );
     if let Some(awake) = &awake {
-        reporter.info(&format!(
-            "keeping the machine awake while the run lasts ({})",
-            awake.tool
-        ));
+        reporter.hear(&RunEvent::Told(Told::Awake {
+            tool: awake.tool.to_string(),
+        }));
     }
     let result = run_locked(settings, ws, reporter, interrupt, lock, takeover, run_id).await;
     drop(awake);
@@ -305,17 +304,15 @@ async fn run_locked(
         return Err(e);
     }
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
-        run.reporter.warn(&format!(
-            "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
-            crate::text::short_oid(&oid.to_string())
-        ));
+        run.emit(RunEvent::Told(Told::Detached {
+            oid: oid.to_string(),
+        }));
         run.detached = true;
     }
     if ws.repo.is_untracked(&ws.spec_path) {
-        run.reporter.warn(&format!(
-            "`{}` is not committed yet: kern commits it, and LEARNINGS.md, with the first task",
-            ws.spec_display
-        ));
+        run.emit(RunEvent::Told(Told::SpecUntracked {
+            spec: ws.spec_display.clone(),
+        }));
     }
     run.log.event(RunEvent::RunStart {
         iterations: settings.iterations,
@@ -399,17 +396,17 @@ impl Run<'_> {
                 .iter()
                 .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
         if resuming {
-            self.emit(RunEvent::BaselineCheck {
+            self.emit(RunEvent::Told(Told::BaselineCheck {
                 command,
                 skipped: true,
-            });
+            }));
             return Ok(());
         }
         self.lock.set_phase(Phase::Check)?;
-        self.emit(RunEvent::BaselineCheck {
+        self.emit(RunEvent::Told(Told::BaselineCheck {
             command: command.clone(),
             skipped: false,
-        });
+        }));
         let result = check::run(
             &command,
             self.ws.repo.top(),
@@ -437,9 +434,7 @@ impl Run<'_> {
     /// ([`voice::notice`]), the end-of-run summary ([`Summary::on`]) and `run.jsonl` all
     /// listen to the one event.
     pub(super) fn emit(&mut self, event: RunEvent) {
-        for said in voice::said(&event) {
-            self.reporter.tell(&said);
-        }
+        self.reporter.hear(&event);
         if let Some((kind, fields)) = voice::notice(&event) {
             self.reporter.notify(kind, fields);
         }
@@ -571,10 +566,9 @@ impl Run<'_> {
     fn edit(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
         let written = self.spec.apply_reporting(task, edits)?;
         if written.rewrote_notes {
-            self.reporter.info(&format!(
-                "rewrote the notes of `{}` in kern's current layout (their words kept; a formatter or an older kern had written them another way)",
-                task.path.last().map_or("", String::as_str)
-            ));
+            self.emit(RunEvent::Told(Told::NotesRewritten {
+                task: task.path.last().cloned().unwrap_or_default(),
+            }));
         }
         Ok(written.document)
     }

@@ -11,7 +11,7 @@
 use crate::error::{Error, Result};
 use crate::pipeline::Run;
 use crate::state::lock::{self, Phase, Takeover};
-use crate::state::run_log::{Leftover, RunEvent};
+use crate::state::run_log::{Leftover, RunEvent, Told};
 
 impl Run<'_> {
     /// Cleans up after a stale lock (see the module docs).
@@ -37,35 +37,39 @@ impl Run<'_> {
                     phase: record.phase.to_string(),
                 });
                 if orphan {
-                    self.emit(RunEvent::OrphanStopped {});
+                    self.emit(RunEvent::Told(Told::OrphanStopped));
                 }
             }
-            Some(Takeover::Unreadable { path }) => self.emit(RunEvent::LeftoverRemoved {
-                path: path.display().to_string(),
-                what: Leftover::UnreadableLock,
-            }),
-            Some(Takeover::LegacyDir { path }) => self.emit(RunEvent::LeftoverRemoved {
-                path: path.display().to_string(),
-                what: Leftover::ScriptLock,
-            }),
+            Some(Takeover::Unreadable { path }) => {
+                self.emit(RunEvent::Told(Told::LeftoverRemoved {
+                    path: path.display().to_string(),
+                    what: Leftover::UnreadableLock,
+                }));
+            }
+            Some(Takeover::LegacyDir { path }) => {
+                self.emit(RunEvent::Told(Told::LeftoverRemoved {
+                    path: path.display().to_string(),
+                    what: Leftover::ScriptLock,
+                }));
+            }
             None => {}
         }
         // A kern killed while writing SPEC.md or LEARNINGS.md leaves its temp file beside
         // them: in the work tree, where it would block a new task or land in a commit.
         if let Some(dir) = self.ws.spec_path.parent() {
             for path in crate::atomic_file::remove_leftovers(dir) {
-                self.emit(RunEvent::LeftoverRemoved {
+                self.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::TempFile,
-                });
+                }));
             }
         }
         if let Some(started) = stale_started {
             for path in self.ws.repo.recover_ref_locks(started)? {
-                self.emit(RunEvent::LeftoverRemoved {
+                self.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::GitLock,
-                });
+                }));
             }
         }
         if self.ws.repo.index_lock_present() {
@@ -75,10 +79,10 @@ impl Run<'_> {
                 });
             };
             if let Some(path) = self.ws.repo.recover_index_lock(started)? {
-                self.emit(RunEvent::LeftoverRemoved {
+                self.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::GitLock,
-                });
+                }));
             }
         }
         if stale_started.is_some() {

@@ -22,7 +22,7 @@ use globset::{Glob, GlobSetBuilder};
 use super::{Run, TaskRun};
 use crate::cli::ScopeMode;
 use crate::error::{Error, Result};
-use crate::state::run_log::{IterationEnd, RunEvent};
+use crate::state::run_log::{IterationEnd, RunEvent, Told};
 use crate::text;
 
 /// Lockfiles and the manifests they belong to.
@@ -126,11 +126,11 @@ impl Run<'_> {
             .collect::<Vec<_>>()
             .join(", ");
         if self.settings.scope == ScopeMode::Strict {
-            let note = format!(
-                "changed paths outside the task's Scope ({}): {names} (--scope strict)",
-                it.start.scope.join(", ")
-            );
-            self.reporter.warn(&note);
+            let note = crate::reporter::voice::out_of_scope(&it.start.scope, &out);
+            self.emit(RunEvent::Told(Told::OutOfScope {
+                scope: it.start.scope.clone(),
+                paths: out.clone(),
+            }));
             let attempts = self.attempts(it)?;
             return match super::decide::after_check(
                 super::check::CheckResult::Failed(note),

@@ -186,18 +186,12 @@ impl Run<'_> {
                 no_evidence: false,
             });
         }
-        for f in &findings {
-            if f.passed {
-                self.reporter.info(&format!("must: {}", f.line()));
-            } else {
-                self.reporter.warn(&format!("must: {}", f.line()));
-            }
-        }
         let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
-        self.log.event(RunEvent::Must {
+        self.emit(RunEvent::Must {
             task: it.title.clone(),
             findings: findings.iter().map(Finding::line).collect(),
             passed: failed.is_empty(),
+            held: findings.iter().map(|f| f.passed).collect(),
         });
         it.verified = findings.iter().map(Finding::line).collect();
         // The implement stage's record carries them too, for jq.

@@ -384,6 +384,14 @@ impl Reporter {
         self.show(Some(Clock::Off));
     }
 
+    /// Tells the person what `event` says ([`voice::said`]): for the parts of a stage that
+    /// have no run of their own to emit through (the stage runner).
+    pub(crate) fn hear(&self, event: &crate::state::run_log::RunEvent) {
+        for said in voice::said(event) {
+            self.tell(&said);
+        }
+    }
+
     /// Tells the person a line of [`voice`].
     pub(crate) fn tell(&self, said: &voice::Said) {
         match said {

@@ -10,7 +10,7 @@
 use super::lines::Summary;
 use super::notify::EventKind;
 use crate::spec::Quoted;
-use crate::state::run_log::{Leftover, RunEvent, TaskTaken};
+use crate::state::run_log::{Leftover, RunEvent, TaskTaken, Told};
 use crate::text;
 
 /// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.
@@ -51,7 +51,6 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
                 blocked_why(why)
             ))]
         }
-        RunEvent::CheckStarted { command } => vec![Info(format!("check: `{command}`"))],
         RunEvent::Check {
             task: Some(_),
             passed,
@@ -68,22 +67,6 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
                     .to_string(),
             )
         }],
-        RunEvent::BaselineCheck { command, skipped } => vec![Info(if *skipped {
-            format!(
-                "baseline check skipped: a task is in progress, its work is in the tree (`{command}` runs as its gate)"
-            )
-        } else {
-            format!("baseline check: `{command}` on the starting commit")
-        })],
-        RunEvent::LeftOutOfCommit { files } => files
-            .iter()
-            .map(|l| {
-                Warn(format!(
-                    "left out of the commit: `{}` ({})",
-                    l.path, l.reason
-                ))
-            })
-            .collect(),
         RunEvent::NoCommit { task, why } => vec![Info(format!(
             "{} is done with nothing to commit: {why}",
             Quoted(task)
@@ -92,51 +75,33 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
             "committed {} {subject}",
             text::short_oid(sha)
         ))],
-        RunEvent::TaskTaken { task, how, saved } => {
-            let what = match how {
-                TaskTaken::Gone => "is no longer in SPEC.md (removed or renamed by hand)".into(),
-                TaskTaken::SetTo(marker) => {
-                    format!("was set to [{marker}] by hand during the run")
-                }
-            };
-            vec![Warn(format!(
-                "task {} {what}: kern follows the person{}",
-                Quoted(task),
-                saved
-                    .as_ref()
-                    .map(|r| format!(" — its work is saved at `{r}`"))
-                    .unwrap_or_default()
-            ))]
-        }
-        RunEvent::WaitingEdit {
-            task,
-            spec,
-            applied,
-        } => vec![if *applied {
-            Info(format!(
-                "applied kern's edit of {} that waited for {spec} to be fixed",
-                Quoted(task)
-            ))
-        } else {
-            Warn(format!(
-                "dropped kern's waiting edit of {}: the task is no longer in {spec}",
-                Quoted(task)
-            ))
-        }],
         RunEvent::LockRecovered { pid, why, .. } => vec![Warn(format!(
             "recovered a stale lock left by kern pid {pid} ({why})"
         ))],
-        RunEvent::OrphanStopped {} => {
-            vec![Warn("stopped the agent that run left behind".into())]
-        }
-        RunEvent::LeftoverRemoved { path, what } => vec![Warn(match what {
-            Leftover::UnreadableLock => format!(
-                "took over the lock `{path}`: it held no readable record (a run killed while writing it)"
-            ),
-            Leftover::ScriptLock => format!("removed the original script's stale lock `{path}`"),
-            Leftover::TempFile => format!("removed `{path}` left by a kern killed while writing"),
-            Leftover::GitLock => format!("removed `{path}` left by the crashed kern"),
-        })],
+        RunEvent::Told(told) => told_lines(told),
+        RunEvent::Conflict {
+            task,
+            paths,
+            how,
+            kept: Some(kept),
+            ..
+        } => vec![Warn(format!(
+            "{} conflicts with the branch in {} ({how}): its work is kept at `{kept}`, and the task starts again on the new tip",
+            Quoted(task),
+            paths
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))],
+        RunEvent::Must { findings, held, .. } => findings
+            .iter()
+            .zip(held)
+            .map(|(line, held)| {
+                let line = format!("must: {line}");
+                if *held { Info(line) } else { Warn(line) }
+            })
+            .collect(),
         RunEvent::SharedRef { moved, .. } => moved.iter().map(|m| Warn(m.clone())).collect(),
         RunEvent::Violation { violations, .. } => violations
             .iter()
@@ -154,6 +119,204 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
         ))],
         _ => Vec::new(),
     }
+}
+
+/// The lines of a happening that is told and not recorded.
+fn told_lines(told: &Told) -> Vec<Said> {
+    use Said::{Info, Warn};
+    match told {
+        Told::CheckStarted { command } => vec![Info(format!("check: `{command}`"))],
+        Told::BaselineCheck { command, skipped } => vec![Info(if *skipped {
+            format!(
+                "baseline check skipped: a task is in progress, its work is in the tree (`{command}` runs as its gate)"
+            )
+        } else {
+            format!("baseline check: `{command}` on the starting commit")
+        })],
+        Told::LeftOutOfCommit { files } => files
+            .iter()
+            .map(|l| {
+                Warn(format!(
+                    "left out of the commit: `{}` ({})",
+                    l.path, l.reason
+                ))
+            })
+            .collect(),
+        Told::TaskTaken { task, how, saved } => {
+            let what = match how {
+                TaskTaken::Gone => "is no longer in SPEC.md (removed or renamed by hand)".into(),
+                TaskTaken::SetTo(marker) => {
+                    format!("was set to [{marker}] by hand during the run")
+                }
+            };
+            vec![Warn(format!(
+                "task {} {what}: kern follows the person{}",
+                Quoted(task),
+                saved
+                    .as_ref()
+                    .map(|r| format!(" — its work is saved at `{r}`"))
+                    .unwrap_or_default()
+            ))]
+        }
+        Told::WaitingEdit {
+            task,
+            spec,
+            applied,
+        } => vec![if *applied {
+            Info(format!(
+                "applied kern's edit of {} that waited for {spec} to be fixed",
+                Quoted(task)
+            ))
+        } else {
+            Warn(format!(
+                "dropped kern's waiting edit of {}: the task is no longer in {spec}",
+                Quoted(task)
+            ))
+        }],
+        Told::OrphanStopped => {
+            vec![Warn("stopped the agent that run left behind".into())]
+        }
+        Told::LeftoverRemoved { path, what } => vec![Warn(match what {
+            Leftover::UnreadableLock => format!(
+                "took over the lock `{path}`: it held no readable record (a run killed while writing it)"
+            ),
+            Leftover::ScriptLock => format!("removed the original script's stale lock `{path}`"),
+            Leftover::TempFile => format!("removed `{path}` left by a kern killed while writing"),
+            Leftover::GitLock => format!("removed `{path}` left by the crashed kern"),
+        })],
+        Told::StateDirRemade { dir, when } => vec![Warn(format!(
+            "the state folder `{dir}` was removed {when} (a tmp cleaner?): kern made it again and goes on; what it held is lost"
+        ))],
+        Told::Retrying {
+            stage,
+            reason,
+            retry,
+            of,
+            delay,
+        } => vec![Warn(format!(
+            "{stage} failed ({reason}); retry {retry} of {of} in {}",
+            text::duration(*delay)
+        ))],
+        Told::Switching {
+            stage,
+            from,
+            to,
+            message,
+            until,
+            wait,
+        } => vec![Warn(format!(
+            "{stage}: {from} hit its usage limit ({message}), until {until}; running the stage on {to}{}",
+            if wait.is_zero() {
+                String::new()
+            } else {
+                format!(" once its own limit resets, in {}", text::duration(*wait))
+            }
+        ))],
+        Told::StrayProcesses { stage, pids } => vec![Warn(format!(
+            "stopped {} the {stage} stage left running outside its process group (pids {})",
+            text::count(pids.len(), "process", "processes"),
+            pids.iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))],
+        Told::SpecWarnings { lines } => lines.iter().map(|l| Warn(l.clone())).collect(),
+        Told::OutOfScope { scope, paths } => vec![Warn(out_of_scope(scope, paths))],
+        Told::Unlisted { lines } => vec![Warn(format!(
+            "nothing left to do — but these lines look like tasks without being list items:\n{}",
+            lines.join("\n")
+        ))],
+        Told::StaleStageFile { file, task } => vec![Info(format!(
+            "ignoring stale `{file}`: it belongs to task {}",
+            Quoted(task)
+        ))],
+        Told::TaskSelected {
+            task,
+            spec,
+            line,
+            why,
+            next,
+        } => vec![Info(format!(
+            "task {} ({spec}:{line}): {why}; next stage: {next}",
+            Quoted(task)
+        ))],
+        Told::PersonsPaths { paths } => vec![Warn(format!(
+            "--allow-dirty: these paths stay out of kern's commits: {}",
+            paths.join(", ")
+        ))],
+        Told::LeftInWorktree { task, file } => vec![Warn(format!(
+            "left out of {}: `{}` ({}) — it stays in the task's worktree, saved when that goes",
+            Quoted(task),
+            file.path,
+            file.reason
+        ))],
+        Told::WorktreeSaved { task, git_ref } => vec![Info(format!(
+            "the worktree of {} still held changes: saved at `{git_ref}`",
+            Quoted(task)
+        ))],
+        Told::ApplyingAgain { task } => vec![Warn(format!(
+            "the last run stopped while it wrote the work of {} into the work tree: put back, it is applied again",
+            Quoted(task)
+        ))],
+        Told::BranchKept { branch, task, kept } => vec![Info(format!(
+            "the branch `{branch}` held earlier work of {}: kept at `{kept}`",
+            Quoted(task)
+        ))],
+        Told::MessageRefused {
+            hook,
+            subject,
+            refusals,
+            of,
+            on_branch,
+        } => vec![Warn(if *on_branch {
+            format!(
+                "the `{hook}` hook refused the message `{subject}` — asking the task's review for a new message ({refusals} of {of}); its work stays as it is on its branch"
+            )
+        } else {
+            format!(
+                "the `{hook}` hook refused the message `{subject}` — asking the review for a new message ({refusals} of {of}); the work stays as it is"
+            )
+        })],
+        Told::StaysOpen { task } => vec![Info(format!(
+            "{} stays open: it has a pending subtask (added by hand), taken next",
+            Quoted(task)
+        ))],
+        Told::FinishingCommit { task } => vec![Info(format!(
+            "finishing the commit of {} that the last run could not make",
+            Quoted(task)
+        ))],
+        Told::PendingCommitRefused { hook, task } => vec![Warn(format!(
+            "the `{hook}` hook refused that commit: {} is in progress again and goes on from its review",
+            Quoted(task)
+        ))],
+        Told::Awake { tool } => vec![Info(format!(
+            "keeping the machine awake while the run lasts ({tool})"
+        ))],
+        Told::Detached { oid } => vec![Warn(format!(
+            "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
+            text::short_oid(oid)
+        ))],
+        Told::SpecUntracked { spec } => vec![Warn(format!(
+            "`{spec}` is not committed yet: kern commits it, and LEARNINGS.md, with the first task"
+        ))],
+        Told::NotesRewritten { task } => vec![Info(format!(
+            "rewrote the notes of `{task}` in kern's current layout (their words kept; a formatter or an older kern had written them another way)"
+        ))],
+    }
+}
+
+/// The words for changes outside a task's Scope under `--scope strict`: the person's line and
+/// the task's Attempt note alike.
+pub(crate) fn out_of_scope(scope: &[String], paths: &[String]) -> String {
+    format!(
+        "changed paths outside the task's Scope ({}): {} (--scope strict)",
+        scope.join(", "),
+        paths
+            .iter()
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// Why a task is blocked, as the person reads it.
@@ -185,7 +348,10 @@ impl Summary {
     pub(crate) fn on(&mut self, event: &RunEvent) {
         match event {
             RunEvent::Skipped { task, .. } => self.skipped.push(task.clone()),
-            RunEvent::AttemptFailed { .. } => self.failed_attempts += 1,
+            // A parallel task's conflict costs it an attempt too.
+            RunEvent::AttemptFailed { .. } | RunEvent::Conflict { .. } => {
+                self.failed_attempts += 1;
+            }
             RunEvent::Blocked { task, .. } => self.blocked.push(task.clone()),
             RunEvent::NoCommit { task, why } => self
                 .notes
@@ -264,6 +430,43 @@ mod tests {
         summary.on(&failed(false));
         summary.on(&failed(true));
         assert_eq!(summary.failed_attempts, 2);
+    }
+
+    #[test]
+    fn told_happenings_read_as_before_they_were_events() {
+        let stray = |pids: Vec<i32>| {
+            said(&RunEvent::Told(Told::StrayProcesses {
+                stage: crate::stage::Stage::Implement,
+                pids,
+            }))
+        };
+        assert_eq!(
+            stray(vec![7]),
+            [Said::Warn(
+                "stopped 1 process the implement stage left running outside its process group (pids 7)".into()
+            )]
+        );
+        assert_eq!(
+            stray(vec![7, 8]),
+            [Said::Warn(
+                "stopped 2 processes the implement stage left running outside its process group (pids 7, 8)".into()
+            )]
+        );
+        assert_eq!(
+            said(&RunEvent::Told(Told::Retrying {
+                stage: crate::stage::Stage::Research,
+                reason: "HTTP 500".into(),
+                retry: 1,
+                of: 3,
+                delay: std::time::Duration::from_secs(30),
+            })),
+            [Said::Warn(
+                "research failed (HTTP 500); retry 1 of 3 in 30s".into()
+            )]
+        );
+        // Recorded events stay recorded; told ones never reach run.jsonl.
+        assert!(!RunEvent::Told(Told::OrphanStopped).is_recorded());
+        assert!(blocked("x").is_recorded());
     }
 
     #[test]

@@ -197,6 +197,9 @@ pub(crate) enum RunEvent {
         findings: Vec<String>,
         /// Every one held.
         passed: bool,
+        /// Which of `findings` held, for the person's lines.
+        #[serde(skip)]
+        held: Vec<bool>,
     },
     /// SPEC.md changed during a stage in ways kern did not make: markers, Check notes, tasks.
     HandEdit {
@@ -292,6 +295,12 @@ pub(crate) enum RunEvent {
         branch: String,
         /// How often it conflicted so far.
         attempt: u32,
+        /// How the branch changed meanwhile, for the person's line.
+        #[serde(skip)]
+        how: String,
+        /// Where its work is kept when it starts again (a first conflict), for their line.
+        #[serde(skip)]
+        kept: Option<String>,
     },
     /// kern committed a task.
     Commit {
@@ -317,62 +326,9 @@ pub(crate) enum RunEvent {
         /// How it ended.
         end: IterationEnd,
     },
-    /// The check gate is about to run `command` (told, not recorded: its `check` event says
-    /// how it ended).
+    /// A happening the person is told of and `run.jsonl` does not record.
     #[serde(skip)]
-    CheckStarted {
-        /// The command.
-        command: String,
-    },
-    /// `--check` on the starting commit is about to run, or was skipped because a task in
-    /// progress has its work in the tree (told, not recorded).
-    #[serde(skip)]
-    BaselineCheck {
-        /// The command.
-        command: String,
-        /// Skipped rather than run.
-        skipped: bool,
-    },
-    /// Changed files a commit is about to leave out (told, not recorded: the `commit` event
-    /// lists them).
-    #[serde(skip)]
-    LeftOutOfCommit {
-        /// The files and why.
-        files: Vec<LeftOutFile>,
-    },
-    /// The person took kern's task away during the run; kern follows (told, not recorded:
-    /// `set_aside` records the work kept).
-    #[serde(skip)]
-    TaskTaken {
-        /// The task's title.
-        task: String,
-        /// What the person did.
-        how: TaskTaken,
-        /// Where its work is kept, when it left any.
-        saved: Option<String>,
-    },
-    /// An edit of kern's that waited for an invalid SPEC.md to be fixed was applied, or
-    /// dropped because its task is gone (told, not recorded).
-    #[serde(skip)]
-    WaitingEdit {
-        /// The task's title.
-        task: String,
-        /// The task file as the person names it.
-        spec: String,
-        /// Applied rather than dropped.
-        applied: bool,
-    },
-    /// The agent a dead run left running was stopped (told, not recorded).
-    #[serde(skip)]
-    OrphanStopped {},
-    /// Something a dead run left behind was removed (told, not recorded).
-    #[serde(skip)]
-    LeftoverRemoved {
-        /// Its path.
-        path: String,
-        /// What it was.
-        what: Leftover,
-    },
+    Told(Told),
     /// The run ended.
     RunEnd {
         /// How it ended, in words.
@@ -409,19 +365,226 @@ pub(crate) enum TaskTaken {
     SetTo(char),
 }
 
+/// What the person is told and `run.jsonl` does not record: the morning report has no use
+/// for it, or another event records the same happening.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Told {
+    /// The check gate is about to run `command` (its `check` event says how it ended).
+    CheckStarted {
+        /// The command.
+        command: String,
+    },
+    /// `--check` on the starting commit is about to run, or was skipped because a task in
+    /// progress has its work in the tree.
+    BaselineCheck {
+        /// The command.
+        command: String,
+        /// Skipped rather than run.
+        skipped: bool,
+    },
+    /// Changed files a commit is about to leave out (the `commit` event lists them).
+    LeftOutOfCommit {
+        /// The files and why.
+        files: Vec<LeftOutFile>,
+    },
+    /// A parallel task's commit left a changed file out: it stays in the task's worktree.
+    LeftInWorktree {
+        /// The task.
+        task: String,
+        /// The file and why.
+        file: LeftOutFile,
+    },
+    /// The person took kern's task away during the run; kern follows (`set_aside` records
+    /// the work kept).
+    TaskTaken {
+        /// The task's title.
+        task: String,
+        /// What the person did.
+        how: TaskTaken,
+        /// Where its work is kept, when it left any.
+        saved: Option<String>,
+    },
+    /// An edit of kern's that waited for an invalid SPEC.md to be fixed was applied, or
+    /// dropped because its task is gone.
+    WaitingEdit {
+        /// The task's title.
+        task: String,
+        /// The task file as the person names it.
+        spec: String,
+        /// Applied rather than dropped.
+        applied: bool,
+    },
+    /// The agent a dead run left running was stopped.
+    OrphanStopped,
+    /// Something a dead run left behind was removed.
+    LeftoverRemoved {
+        /// Its path.
+        path: String,
+        /// What it was.
+        what: Leftover,
+    },
+    /// Nothing is left to do, but some lines look like tasks without being list items.
+    Unlisted {
+        /// The lines, as diagnostics.
+        lines: Vec<String>,
+    },
+    /// A stage file of another task was found and ignored.
+    StaleStageFile {
+        /// The file's name.
+        file: String,
+        /// The task it belongs to.
+        task: String,
+    },
+    /// The iteration's task, where it is and why it was taken (`iteration_start` records it).
+    TaskSelected {
+        /// The task's title.
+        task: String,
+        /// The task file as the person names it.
+        spec: String,
+        /// Its line.
+        line: usize,
+        /// Why it was taken.
+        why: String,
+        /// The stage it goes on with.
+        next: String,
+    },
+    /// `--allow-dirty`: the person's changed paths that stay out of kern's commits.
+    PersonsPaths {
+        /// The paths.
+        paths: Vec<String>,
+    },
+    /// A parallel task's worktree still held changes when it was removed: kept.
+    WorktreeSaved {
+        /// The task.
+        task: String,
+        /// Where.
+        git_ref: String,
+    },
+    /// The last run stopped while writing a parallel task's work into the tree: put back, it
+    /// is applied again.
+    ApplyingAgain {
+        /// The task.
+        task: String,
+    },
+    /// A task branch held earlier work of the task: kept before the branch starts over.
+    BranchKept {
+        /// The branch.
+        branch: String,
+        /// The task.
+        task: String,
+        /// Where the work is kept.
+        kept: String,
+    },
+    /// A hook refused the commit message: the review is asked for a new one.
+    MessageRefused {
+        /// The hook.
+        hook: String,
+        /// The refused message's subject.
+        subject: String,
+        /// This refusal's number.
+        refusals: u32,
+        /// How many new messages kern asks for at most.
+        of: u32,
+        /// A parallel task's: its work waits on its branch.
+        on_branch: bool,
+    },
+    /// A task stays open: a pending subtask was added by hand, taken next.
+    StaysOpen {
+        /// The task.
+        task: String,
+    },
+    /// The commit the last run could not make is being finished.
+    FinishingCommit {
+        /// The task.
+        task: String,
+    },
+    /// A hook refused the finishing commit: the task goes on from its review.
+    PendingCommitRefused {
+        /// The hook.
+        hook: String,
+        /// The task.
+        task: String,
+    },
+    /// The machine is kept awake while the run lasts.
+    Awake {
+        /// The tool that does it.
+        tool: String,
+    },
+    /// HEAD is detached: kern's commits will be on no branch.
+    Detached {
+        /// HEAD's commit.
+        oid: String,
+    },
+    /// SPEC.md is not committed yet: kern commits it with the first task.
+    SpecUntracked {
+        /// The task file as the person names it.
+        spec: String,
+    },
+    /// The state folder was removed during the run (a tmp cleaner?) and made again.
+    StateDirRemade {
+        /// The folder.
+        dir: String,
+        /// When (`during the implement stage`).
+        when: String,
+    },
+    /// A stage failed in a way worth a retry: the next try starts after `delay`.
+    Retrying {
+        /// The stage.
+        stage: Stage,
+        /// Why it failed.
+        reason: String,
+        /// This retry's number.
+        retry: u32,
+        /// Retries at most.
+        of: usize,
+        /// The wait before it.
+        delay: std::time::Duration,
+    },
+    /// A stage's agent hit its usage limit; the stage runs on the other agent.
+    Switching {
+        /// The stage.
+        stage: Stage,
+        /// The agent at its limit.
+        from: String,
+        /// The one taking the stage over.
+        to: String,
+        /// What `from` said.
+        message: String,
+        /// Until when `from` is limited, as the person reads it.
+        until: String,
+        /// How long the other agent must itself wait first.
+        wait: std::time::Duration,
+    },
+    /// Processes a stage left running outside its process group were stopped.
+    StrayProcesses {
+        /// The stage.
+        stage: Stage,
+        /// Their pids.
+        pids: Vec<i32>,
+    },
+    /// SPEC.md validates, with warnings (the validator's diagnostics, rendered).
+    SpecWarnings {
+        /// One diagnostic each.
+        lines: Vec<String>,
+    },
+    /// A task changed paths outside its Scope and `--scope strict` holds that against it.
+    OutOfScope {
+        /// The task's Scope patterns.
+        scope: Vec<String>,
+        /// The paths outside it.
+        paths: Vec<String>,
+    },
+    /// A task's notes were rewritten in kern's current layout, their words kept.
+    NotesRewritten {
+        /// The task.
+        task: String,
+    },
+}
+
 impl RunEvent {
     /// Whether `run.jsonl` records the event; the rest are only told.
     pub(crate) fn is_recorded(&self) -> bool {
-        !matches!(
-            self,
-            RunEvent::CheckStarted { .. }
-                | RunEvent::BaselineCheck { .. }
-                | RunEvent::LeftOutOfCommit { .. }
-                | RunEvent::TaskTaken { .. }
-                | RunEvent::WaitingEdit { .. }
-                | RunEvent::OrphanStopped {}
-                | RunEvent::LeftoverRemoved { .. }
-        )
+        !matches!(self, RunEvent::Told(_))
     }
 }
 

@@ -17,7 +17,7 @@ use crate::stage::Stage;
 use crate::state::journal::{self, Conflicts, Integrating, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, RunEvent};
+use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::workspace::Workspace;
 
 use super::Job;
@@ -54,12 +54,13 @@ impl Run<'_> {
             .iter()
             .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
         {
-            self.reporter.warn(&format!(
-                "left out of {}: `{}` ({}) — it stays in the task's worktree, saved when that goes",
-                Quoted(&job.title),
-                left.path,
-                left.reason
-            ));
+            self.emit(RunEvent::Told(Told::LeftInWorktree {
+                task: job.title.clone(),
+                file: LeftOutFile {
+                    path: left.path.clone(),
+                    reason: left.reason.clone(),
+                },
+            }));
         }
         let work = job_ws.repo.head_oid();
         let base = start
@@ -282,13 +283,16 @@ impl Run<'_> {
             .join(", ");
         let how = why.unwrap_or("changed on the branch meanwhile");
         let branch = format!("{TASK_BRANCH_PREFIX}{}", job.slug);
-        self.log.event(RunEvent::Conflict {
+        let conflict = |kept| RunEvent::Conflict {
             task: job.title.clone(),
             paths: paths.to_vec(),
             branch: branch.clone(),
             attempt: count,
-        });
+            how: how.to_string(),
+            kept,
+        };
         let edits = if count >= 2 {
+            self.emit(conflict(None));
             let doc = self.spec.reload()?;
             let line = doc.find(&job.identity).map_or(0, |t| doc.tasks()[t].line);
             self.emit(RunEvent::Blocked {
@@ -312,10 +316,7 @@ impl Run<'_> {
             // The work is kept there; the branch starts over from the new tip.
             self.ws.repo.remove_task_worktree(&job.slug)?;
             self.ws.repo.fresh_task_branch(&job.slug, &keep)?;
-            self.reporter.warn(&format!(
-                "{} conflicts with the branch in {files} ({how}): its work is kept at `{keep}`, and the task starts again on the new tip",
-                Quoted(&job.title)
-            ));
+            self.emit(conflict(Some(keep.clone())));
             vec![Edit::AddAttempt(format!(
                 "its work conflicted with the branch in {files} ({how}) when kern applied it — kept at `{keep}`; start from the branch as it is now"
             ))]
@@ -324,7 +325,6 @@ impl Run<'_> {
         if doc.find(&job.identity).is_some() {
             self.edit(&job.identity, &edits)?;
         }
-        self.summary.failed_attempts += 1;
         self.ws.repo.remove_task_worktree(&job.slug)?;
         let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
         Ok(IterationEnd::Progressed)

@@ -17,10 +17,10 @@ use crate::pipeline::{JobTarget, Run};
 use crate::reporter::{Reporter, Summary};
 use crate::repository::{RefFilter, TASK_BRANCH_PREFIX};
 use crate::settings::Settings;
-use crate::spec::{Document, Quoted, TaskIdentity};
+use crate::spec::{Document, TaskIdentity};
 use crate::state::journal::{self, JobRecord};
 use crate::state::lock::{Phase, RunLock};
-use crate::state::run_log::{IterationEnd, RunLog};
+use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
 use crate::supervisor::interrupt::Interrupt;
 use crate::text;
 
@@ -46,10 +46,11 @@ impl<'a> Run<'a> {
             }
             let keep = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
             if let Some(kept) = self.ws.repo.fresh_task_branch(&slug, &keep)? {
-                self.reporter.info(&format!(
-                    "the branch `{TASK_BRANCH_PREFIX}{slug}` held earlier work of {}: kept at `{kept}`",
-                    Quoted(&title)
-                ));
+                self.emit(RunEvent::Told(Told::BranchKept {
+                    branch: format!("{TASK_BRANCH_PREFIX}{slug}"),
+                    task: title.clone(),
+                    kept,
+                }));
             }
             dir.create()?;
             self.ws.repo.add_task_worktree(&slug, &tree)?;

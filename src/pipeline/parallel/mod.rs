@@ -46,7 +46,7 @@ use crate::settings::Settings;
 use crate::spec::TaskIdentity;
 use crate::state::StateDir;
 use crate::state::lock::Phase;
-use crate::state::run_log::IterationEnd;
+use crate::state::run_log::{IterationEnd, RunEvent, Told};
 use crate::workspace::Workspace;
 
 struct Job {
@@ -205,8 +205,9 @@ impl<'a> Run<'a> {
         self.lock.set_phase(Phase::Selecting)?;
         self.apply_pending_edits()?;
         let doc = self.spec.reload()?;
-        for w in self.ws.validate(&doc)? {
-            self.reporter.warn(&w);
+        let lines = self.ws.validate(&doc)?;
+        if !lines.is_empty() {
+            self.emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
         let picks = schedule::pick(

@@ -13,6 +13,7 @@ use crate::repository::RefFilter;
 use crate::spec::{Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, Integrating, JobRecord, TaskStart};
 use crate::state::lock::Phase;
+use crate::state::run_log::{RunEvent, Told};
 use crate::workspace::Workspace;
 
 use super::Job;
@@ -67,10 +68,10 @@ impl Run<'_> {
                     Quoted(&job.title)
                 ),
             )?;
-            self.reporter.info(&format!(
-                "the worktree of {} still held changes: saved at `{git_ref}`",
-                Quoted(&job.title)
-            ));
+            self.emit(RunEvent::Told(Told::WorktreeSaved {
+                task: job.title.clone(),
+                git_ref,
+            }));
         }
         let dir = ws.state_dir.dir();
         drop(ws);
@@ -154,10 +155,9 @@ impl Run<'_> {
                 title: pending.identity.path.last().cloned().unwrap_or_default(),
             };
             self.take_back(&job, &pending.paths)?;
-            self.reporter.warn(&format!(
-                "the last run stopped while it wrote the work of {} into the work tree: put back, it is applied again",
-                Quoted(&job.title)
-            ));
+            self.emit(RunEvent::Told(Told::ApplyingAgain {
+                task: job.title.clone(),
+            }));
         }
         journal::remove(&path);
         Ok(())

@@ -14,6 +14,7 @@ use crate::stage::record::{KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord};
 use crate::stage::report::is_report;
 use crate::state::StateDir;
 use crate::state::lock::{AgentGroup, RunLock};
+use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
 use crate::timestamp::Timestamp;
 use serde_json::{Map, Value};
@@ -162,13 +163,10 @@ pub(super) async fn run_once(
     if !finished.escaped.is_empty() {
         // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still
         // be winding down when it exits, and nothing they do counts after this point.
-        let pids: Vec<String> = finished.escaped.iter().map(i32::to_string).collect();
-        ctx.reporter.warn(&format!(
-            "stopped {} process{} the {stage} stage left running outside its process group (pids {})",
-            pids.len(),
-            if pids.len() == 1 { "" } else { "es" },
-            pids.join(", ")
-        ));
+        ctx.reporter.hear(&RunEvent::Told(Told::StrayProcesses {
+            stage,
+            pids: finished.escaped.clone(),
+        }));
     }
     let output = parser.finish(finished.exit_code, &finished.stderr_tail);
     let envelope = KernEnvelope {

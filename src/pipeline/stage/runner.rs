@@ -25,6 +25,7 @@ use crate::stage::record::{Outcome, StageRecord, Switch, TaskRef, Wait, WaitKind
 use crate::stage::{Report, extract_report};
 use crate::state::StateDir;
 use crate::state::lock::{Phase, RunLock};
+use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::EndReason;
 use crate::supervisor::interrupt::Interrupt;
 use crate::text;
@@ -60,10 +61,10 @@ pub(crate) fn remake_state_dir(
     when: &str,
 ) -> Result<()> {
     if state_dir.remake()? {
-        reporter.warn(&format!(
-            "the state folder `{}` was removed {when} (a tmp cleaner?): kern made it again and goes on; what it held is lost",
-            state_dir.dir().display()
-        ));
+        reporter.hear(&RunEvent::Told(Told::StateDirRemade {
+            dir: state_dir.dir().display().to_string(),
+            when: when.to_string(),
+        }));
     }
     Ok(())
 }
@@ -318,12 +319,13 @@ pub(crate) async fn run_stage<R: Report>(
                     duration_ms: millis(delay),
                     resets_at: None,
                 });
-                ctx.reporter.warn(&format!(
-                    "{stage} failed ({reason}); retry {} of {} in {}",
-                    tries.retries,
-                    delays.len(),
-                    text::duration(delay)
-                ));
+                ctx.reporter.hear(&RunEvent::Told(Told::Retrying {
+                    stage,
+                    reason: reason.clone(),
+                    retry: tries.retries,
+                    of: delays.len(),
+                    delay,
+                }));
                 if countdown(ctx, &format!("retrying {stage}"), delay).await {
                     return Err(interrupted(ctx));
                 }
@@ -361,15 +363,14 @@ pub(crate) async fn run_stage<R: Report>(
                 let message = class.message().to_string();
                 let (from, to) = (name_of(side), name_of(side.other()));
                 let limited_until = limits.limited_until(&from, now);
-                ctx.reporter.warn(&format!(
-                    "{stage}: {from} hit its usage limit ({message}), until {}; running the stage on {to}{}",
-                    until_text(limited_until),
-                    if wait.is_zero() {
-                        String::new()
-                    } else {
-                        format!(" once its own limit resets, in {}", text::duration(wait))
-                    }
-                ));
+                ctx.reporter.hear(&RunEvent::Told(Told::Switching {
+                    stage,
+                    from: from.clone(),
+                    to: to.clone(),
+                    message: message.clone(),
+                    until: until_text(limited_until),
+                    wait,
+                }));
                 tries.switches.push(Switch {
                     from,
                     to,

@@ -316,13 +316,7 @@ impl Builder {
                 self.max_cost = *max_cost_usd;
             }
             // Told, never recorded: a log holds none of them.
-            RunEvent::CheckStarted { .. }
-            | RunEvent::BaselineCheck { .. }
-            | RunEvent::LeftOutOfCommit { .. }
-            | RunEvent::TaskTaken { .. }
-            | RunEvent::WaitingEdit { .. }
-            | RunEvent::OrphanStopped {}
-            | RunEvent::LeftoverRemoved { .. } => {}
+            RunEvent::Told(_) => {}
             RunEvent::LockRecovered { pid, why, phase } => self.notices.push(format!(
                 "took over the lock of run {pid} ({why}; it was {phase})"
             )),
