@@ -173,7 +173,17 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             let interrupt = interrupt::Interrupt::install()?;
             command::run::run(settings, &reporter, &interrupt).await
         }
-        Some(Command::Status { json, dir }) => status::run(settings, json, dir),
+        Some(Command::Status {
+            remote: Some(remote),
+            ..
+        }) => command::claims::status(settings, &remote),
+        Some(Command::Status { json, dir, .. }) => status::run(settings, json, dir),
+        Some(Command::Release { task, remote }) => {
+            command::claims::release(settings, &task, &remote)
+        }
+        Some(Command::Claim { key, remote }) => {
+            command::claims::claim_once(settings, &key, &remote)
+        }
         Some(Command::Init { config: true, .. }) => {
             let repo = repository::Repository::discover(&settings.cwd)?;
             let written = settings::config::write_starter(repo.top())?;

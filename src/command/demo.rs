@@ -302,6 +302,7 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         notify: None,
         detach: false,
         detached: false,
+        remote: None,
         state_root: layout.state_root.clone(),
         cwd: layout.repo.clone(),
         ..settings.clone()

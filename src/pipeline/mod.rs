@@ -35,6 +35,7 @@ pub(crate) mod discovery;
 mod iteration;
 mod parallel;
 mod recovery;
+pub(crate) mod remote;
 pub(crate) mod schedule;
 mod scope;
 mod shared;
@@ -95,6 +96,8 @@ pub(crate) struct Run<'a> {
     /// The last commit kern made on the run's branch: with parallel tasks, the branch must keep
     /// it (see `parallel::integrate::keep_branch_forwards`).
     last_commit: Option<git2::Oid>,
+    /// `--remote`: the remote the run claims its tasks on (the run's own, never a task's).
+    remote: Option<remote::Remote>,
 }
 
 /// A parallel task's run (`-j`, `--review`; DESIGN.md section 15): it works on exactly this
@@ -285,7 +288,16 @@ async fn run_locked(
         stages_by_agent: Vec::new(),
         switches: 0,
         last_commit: None,
+        remote: None,
     };
+    if let Some(name) = &settings.remote {
+        run.remote = Some(remote::Remote::new(
+            &ws.repo,
+            name,
+            settings.claim_ttl,
+            run.log.run_id(),
+        )?);
+    }
     {
         let hook = reporter.hangup_hook();
         let log = run.log.clone();

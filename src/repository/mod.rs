@@ -23,6 +23,7 @@ mod index_entries;
 mod own_files;
 mod preflight;
 mod refs;
+pub(crate) mod remote;
 mod save;
 pub(crate) mod sensitive;
 mod signing;

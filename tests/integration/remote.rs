@@ -1,0 +1,395 @@
+//! Many machines, one SPEC.md (`kern --remote`, issue 32, DESIGN.md section 18): one bare
+//! remote and N clones on this machine, each with its own `kern` process. No network; events
+//! inside stages are ordered by files the test creates, never by sleeps.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::during::git_in;
+use crate::support::project::{Project, texts};
+
+/// A bare remote made from a project, and clones of it ("machines").
+struct Fleet {
+    seed: Project,
+    remote: PathBuf,
+    clones: Vec<PathBuf>,
+}
+
+impl Fleet {
+    /// `machines` clones of a remote holding `spec` (and the seed's scripted agent).
+    fn new(spec: &str, machines: usize) -> Fleet {
+        let seed = Project::new(spec);
+        let remote = seed.outside.path().join("remote.git");
+        git_in(
+            seed.outside.path(),
+            &[
+                "clone",
+                "--quiet",
+                "--bare",
+                &seed.path().display().to_string(),
+                "remote.git",
+            ],
+        );
+        let clones = (0..machines)
+            .map(|i| {
+                let name = format!("machine-{i}");
+                git_in(
+                    seed.outside.path(),
+                    &["clone", "--quiet", &remote.display().to_string(), &name],
+                );
+                let dir = seed.outside.path().join(name);
+                git_in(&dir, &["config", "user.name", "Test Person"]);
+                git_in(&dir, &["config", "user.email", "test@example.com"]);
+                dir
+            })
+            .collect();
+        Fleet {
+            seed,
+            remote,
+            clones,
+        }
+    }
+
+    /// `kern ARGS` on machine `i`, with the seed's scripted agent and its own state root.
+    fn kern(&self, i: usize, args: &[&str]) -> Command {
+        let mut cmd = self.seed.kern_std();
+        cmd.current_dir(&self.clones[i])
+            .env(
+                "KERN_STATE_DIR",
+                self.seed.outside.path().join(format!("state-{i}")),
+            )
+            .args(args);
+        cmd
+    }
+
+    fn spawn(&self, i: usize, args: &[&str]) -> Child {
+        self.kern(i, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `git ARGS` in the bare remote.
+    fn remote_git(&self, args: &[&str]) -> String {
+        git_in(&self.remote, args)
+    }
+
+    /// The remote's master: (subject, parents) newest first.
+    fn history(&self) -> Vec<(String, usize)> {
+        self.remote_git(&["log", "--format=%s%x09%P", "master"])
+            .lines()
+            .map(|l| {
+                let (s, p) = l.split_once('\t').unwrap();
+                (s.to_string(), p.split_whitespace().count())
+            })
+            .collect()
+    }
+
+    fn remote_file(&self, path: &str) -> String {
+        self.remote_git(&["show", &format!("master:{path}")])
+    }
+
+    fn claims(&self) -> Vec<String> {
+        self.remote_git(&["for-each-ref", "--format=%(refname)", "refs/kern/claims/"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn finish(child: Child) -> Output {
+    child.wait_with_output().unwrap()
+}
+
+fn ok(out: &Output, what: &str) {
+    let (stdout, stderr) = texts(out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status.code()
+    );
+}
+
+/// Every task of `tasks` committed exactly once on the remote's master, linear history,
+/// SPEC.md all done, no claim left.
+fn all_landed_once(fleet: &Fleet, tasks: usize) {
+    let history = fleet.history();
+    assert!(
+        history.iter().all(|(_, parents)| *parents <= 1),
+        "linear: {history:?}"
+    );
+    for i in 1..=tasks {
+        let subject = format!("Task {i}");
+        assert_eq!(
+            history.iter().filter(|(s, _)| *s == subject).count(),
+            1,
+            "{subject} committed exactly once: {history:?}"
+        );
+        assert_eq!(
+            fleet.remote_file(&format!("out/task-{i}.txt")),
+            format!("done Task {i}\n")
+        );
+    }
+    let spec = fleet.remote_file("SPEC.md");
+    assert_eq!(spec.matches("- [x]").count(), tasks, "{spec}");
+    assert_eq!(fleet.claims(), Vec::<String>::new(), "no claim left");
+}
+
+fn tasks(n: usize) -> String {
+    (1..=n).map(|i| format!("- [ ] Task {i}\n")).collect()
+}
+
+#[test]
+fn two_machines_racing_for_one_task_a_hundred_times_one_wins_each_time() {
+    let fleet = Fleet::new(&tasks(1), 2);
+    for round in 0..100 {
+        let key = format!("race-{round}");
+        let children: Vec<Child> = (0..2)
+            .map(|i| {
+                fleet
+                    .kern(i, &["claim", &key, "--remote", "origin"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<Output> = children.into_iter().map(finish).collect();
+        for out in &outs {
+            ok(out, "kern claim");
+        }
+        let won = outs
+            .iter()
+            .filter(|o| String::from_utf8_lossy(&o.stdout) == "claimed\n")
+            .count();
+        assert_eq!(won, 1, "round {round}: {outs:?}");
+    }
+    assert_eq!(fleet.claims().len(), 100);
+}
+
+#[test]
+fn an_unknown_remote_is_exit_2_naming_the_flag_and_the_fix() {
+    let fleet = Fleet::new(&tasks(1), 1);
+    let out = fleet
+        .kern(0, &["1", "0", "--remote", "upstream"])
+        .output()
+        .unwrap();
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--remote `upstream`: this clone has no remote of that name (it has `origin`)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("git remote add upstream <url>"), "{stderr}");
+}
+
+#[test]
+fn an_unreachable_remote_is_exit_2_naming_the_flag() {
+    let fleet = Fleet::new(&tasks(1), 1);
+    std::fs::rename(&fleet.remote, fleet.seed.outside.path().join("gone.git")).unwrap();
+    let out = fleet
+        .kern(0, &["1", "0", "--remote", "origin"])
+        .output()
+        .unwrap();
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--remote `origin`: fetching the branch and the claims failed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn one_machine_lands_every_task_on_the_remote_and_leaves_no_claim() {
+    let fleet = Fleet::new(&tasks(3), 1);
+    let out = fleet
+        .kern(0, &["10", "0", "--remote", "origin"])
+        .output()
+        .unwrap();
+    ok(&out, "kern --remote");
+    all_landed_once(&fleet, 3);
+    let (_, stderr) = texts(&out);
+    assert!(stderr.contains("claimed `Task 1` on `origin`"), "{stderr}");
+    assert!(
+        stderr.contains("landed `Task 3` on `origin/master`"),
+        "{stderr}"
+    );
+}
+
+fn machines_share_twelve_tasks(machines: usize) {
+    let fleet = Fleet::new(&tasks(12), machines);
+    let children: Vec<Child> = (0..machines)
+        .map(|i| fleet.spawn(i, &["20", "0", "--remote", "origin"]))
+        .collect();
+    let outs: Vec<Output> = children.into_iter().map(finish).collect();
+    for (i, out) in outs.iter().enumerate() {
+        ok(out, &format!("machine {i}"));
+    }
+    all_landed_once(&fleet, 12);
+    // Each machine worked: the claims were shared out.
+    let working = outs
+        .iter()
+        .filter(|o| texts(o).1.contains("landed `Task"))
+        .count();
+    assert!(
+        working >= 2,
+        "only {working} machine(s) landed a task: {:#?}",
+        outs.iter().map(|o| texts(o).1).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn three_machines_share_twelve_tasks_each_landed_once() {
+    machines_share_twelve_tasks(3);
+}
+
+#[test]
+fn six_machines_share_twelve_tasks_each_landed_once() {
+    machines_share_twelve_tasks(6);
+}
+
+/// Waits (a minute at most, a bound against a broken build) until `reached`.
+fn wait_until(what: &str, reached: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reached() {
+        assert!(Instant::now() < deadline, "{what} was never reached");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A machine killed (kill -9) in `stage`: its claim lapses and another machine takes the task
+/// over and lands it; every task lands once.
+fn killed_in_stage_is_taken_over(stage: &str) {
+    let fleet = Fleet::new(&tasks(3), 2);
+    let marker = fleet.seed.outside.path().join("in-stage");
+    let never = fleet.seed.outside.path().join("never");
+    // Task 1's first time in `stage` says so and hangs; its second time (the takeover) works.
+    let mut first = json!({"shell": [
+        format!("touch '{}'", marker.display()),
+        format!("while [ ! -e '{}' ]; do sleep 0.05; done", never.display())
+    ]});
+    let plain = match stage {
+        "research" => json!({"result": {"notes": ["n"]}}),
+        "implement" => json!({"write": {"out/{slug}.txt": "done {task}\n"}}),
+        _ => json!({"result": {"verdict": "COMMIT", "subject": "{task}"}}),
+    };
+    for (k, v) in plain.as_object().unwrap() {
+        first[k] = v.clone();
+    }
+    let mut task1 = json!({"match": "Task 1"});
+    task1[stage] = json!([first, plain]);
+    fleet.seed.scenario(&json!({
+        "tasks": [task1],
+        "default": {"implement": {"write": {"out/{slug}.txt": "done {task}\n"}}}
+    }));
+    let ttl = ["--claim-ttl", "3s"];
+    let mut victim = fleet.spawn(
+        0,
+        &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
+    );
+    wait_until(&format!("task 1's {stage}"), || marker.exists());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    victim.wait().unwrap();
+    assert_eq!(fleet.claims(), vec!["refs/kern/claims/task-1".to_string()]);
+    let out = fleet
+        .kern(
+            1,
+            &[&["10", "0", "--remote", "origin"][..], &ttl[..]].concat(),
+        )
+        .output()
+        .unwrap();
+    ok(&out, "the other machine");
+    all_landed_once(&fleet, 3);
+    std::fs::write(&never, "").unwrap();
+}
+
+#[test]
+fn a_machine_killed_in_research_is_taken_over_after_its_claim_lapses() {
+    killed_in_stage_is_taken_over("research");
+}
+
+#[test]
+fn a_machine_killed_in_implement_is_taken_over_after_its_claim_lapses() {
+    killed_in_stage_is_taken_over("implement");
+}
+
+#[test]
+fn a_machine_killed_in_review_is_taken_over_after_its_claim_lapses() {
+    killed_in_stage_is_taken_over("commit");
+}
+
+#[test]
+fn a_remote_refusing_pushes_to_master_leaves_the_work_on_its_branch_and_says_so() {
+    let fleet = Fleet::new(&tasks(1), 1);
+    let hook = fleet.remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do\n  [ \"$ref\" = refs/heads/master ] && { echo 'master is protected' >&2; exit 1; }\ndone\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = fleet.remote_git(&["rev-parse", "master"]);
+    let out = fleet
+        .kern(0, &["1", "0", "--remote", "origin"])
+        .output()
+        .unwrap();
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("the remote `origin` refused the push to `master` ([remote rejected] (pre-receive hook declined)): the work of `Task 1` is on the branch `kern/task-1` here and on `origin`"),
+        "{stderr}"
+    );
+    assert_eq!(fleet.remote_git(&["rev-parse", "master"]), before);
+    assert_eq!(
+        fleet.remote_git(&["show", "kern/task-1:out/task-1.txt"]),
+        "done Task 1\n"
+    );
+    assert_eq!(fleet.claims(), Vec::<String>::new(), "its claim was freed");
+}
+
+#[test]
+fn status_lists_the_claims_and_release_frees_one() {
+    let fleet = Fleet::new(&tasks(2), 2);
+    let claim = fleet
+        .kern(0, &["claim", "task-1", "--remote", "origin"])
+        .output()
+        .unwrap();
+    ok(&claim, "kern claim");
+    let status = fleet.kern(1, &["status", "--remote"]).output().unwrap();
+    ok(&status, "kern status --remote");
+    let (stdout, _) = texts(&status);
+    assert!(
+        stdout.starts_with("claims on `origin` (refs/kern/claims/):\n  task-1: pid "),
+        "{stdout}"
+    );
+    assert!(stdout.contains(", attempt 1, expires "), "{stdout}");
+    let release = fleet.kern(1, &["release", "Task 1"]).output().unwrap();
+    ok(&release, "kern release");
+    assert!(
+        texts(&release)
+            .1
+            .contains("released `refs/kern/claims/task-1` on `origin`")
+    );
+    assert_eq!(fleet.claims(), Vec::<String>::new());
+    let again = fleet.kern(1, &["release", "Task 1"]).output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(texts(&again).1.contains("no claim on `Task 1` on `origin`"));
+}
+
+/// The clone folder of machine `i` (for debugging a failing test).
+#[allow(dead_code)]
+fn clone_of(fleet: &Fleet, i: usize) -> &Path {
+    &fleet.clones[i]
+}
