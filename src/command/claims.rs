@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::pipeline::remote::claim::ClaimRecord;
-use crate::pipeline::remote::{Remote, task_key};
+use crate::pipeline::remote::{Claimed, Remote, task_key};
 use crate::repository::Repository;
 use crate::repository::remote::{CLAIMS, Expected, Pushed, RefUpdate};
 use crate::settings::Settings;
@@ -99,6 +99,10 @@ pub(crate) fn claim_once(settings: &Settings, key: &str, remote: &str) -> Result
         path: vec![key.to_string()],
         occurrence: 0,
     };
-    let won = claims.claim(&repo, key, &identity)?;
-    super::status::print_out(if won { "claimed\n" } else { "held\n" })
+    let claimed = claims.claim(&repo, key, &identity)?;
+    super::status::print_out(if claimed == Claimed::No {
+        "held\n"
+    } else {
+        "claimed\n"
+    })
 }

@@ -223,11 +223,10 @@ fn one_machine_lands_every_task_on_the_remote_and_leaves_no_claim() {
     );
 }
 
-fn machines_share_twelve_tasks(machines: usize) {
+fn machines_share_twelve_tasks(machines: usize, more: &[&str]) {
     let fleet = Fleet::new(&tasks(12), machines);
-    let children: Vec<Child> = (0..machines)
-        .map(|i| fleet.spawn(i, &["20", "0", "--remote", "origin"]))
-        .collect();
+    let args = [&["20", "0", "--remote", "origin"][..], more].concat();
+    let children: Vec<Child> = (0..machines).map(|i| fleet.spawn(i, &args)).collect();
     let outs: Vec<Output> = children.into_iter().map(finish).collect();
     for (i, out) in outs.iter().enumerate() {
         ok(out, &format!("machine {i}"));
@@ -246,13 +245,13 @@ fn machines_share_twelve_tasks(machines: usize) {
 }
 
 #[test]
-fn three_machines_share_twelve_tasks_each_landed_once() {
-    machines_share_twelve_tasks(3);
+fn three_machines_with_two_jobs_each_share_twelve_tasks_each_landed_once() {
+    machines_share_twelve_tasks(3, &["-j", "2"]);
 }
 
 #[test]
 fn six_machines_share_twelve_tasks_each_landed_once() {
-    machines_share_twelve_tasks(6);
+    machines_share_twelve_tasks(6, &[]);
 }
 
 /// Waits (a minute at most, a bound against a broken build) until `reached`.
@@ -310,6 +309,12 @@ fn killed_in_stage_is_taken_over(stage: &str) {
         .output()
         .unwrap();
     ok(&out, "the other machine");
+    let (_, stderr) = texts(&out);
+    assert!(
+        stderr.contains("took over `Task 1` on `origin`: the claim of pid ")
+            && stderr.contains("lapsed (attempt 2;"),
+        "{stderr}"
+    );
     all_landed_once(&fleet, 3);
     std::fs::write(&never, "").unwrap();
 }
@@ -386,6 +391,181 @@ fn status_lists_the_claims_and_release_frees_one() {
     let again = fleet.kern(1, &["release", "Task 1"]).output().unwrap();
     assert_eq!(again.status.code(), Some(2));
     assert!(texts(&again).1.contains("no claim on `Task 1` on `origin`"));
+}
+
+/// A scenario where Task 1's implement says it began (touches `marker`) and waits for `go`
+/// the first time, and is plain the second time.
+fn task_1_waits_in_implement(fleet: &Fleet, marker: &Path, go: &Path) {
+    let plain = json!({"write": {"out/{slug}.txt": "done {task}\n"}});
+    fleet.seed.scenario(&json!({
+        "tasks": [{"match": "Task 1", "implement": [
+            {"shell": [
+                format!("touch '{}'", marker.display()),
+                format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display())
+            ], "write": {"out/{slug}.txt": "done {task}\n"}},
+            plain
+        ]}],
+        "default": {"implement": plain}
+    }));
+}
+
+/// The claim record's `field` on the remote, for `key`.
+fn claim_field(fleet: &Fleet, key: &str, field: &str) -> String {
+    fleet
+        .remote_git(&[
+            "log",
+            "-1",
+            "--format=%B",
+            &format!("refs/kern/claims/{key}"),
+        ])
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}: ")).map(str::to_string))
+        .unwrap()
+}
+
+fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+#[test]
+fn a_claim_is_renewed_while_its_task_runs_past_its_time() {
+    let fleet = Fleet::new(&tasks(1), 2);
+    let marker = fleet.seed.outside.path().join("in-implement");
+    let go = fleet.seed.outside.path().join("go");
+    task_1_waits_in_implement(&fleet, &marker, &go);
+    let worker = fleet.spawn(0, &["1", "0", "--remote", "origin", "--claim-ttl", "2s"]);
+    wait_until("task 1's implement", || marker.exists());
+    let first: i64 = claim_field(&fleet, "task-1", "expires").parse().unwrap();
+    // Past the first expiry (a time to reach, not an order of events).
+    wait_until("the first expiry", || now_s() > first + 1);
+    let other = fleet
+        .kern(1, &["claim", "task-1", "--remote", "origin"])
+        .output()
+        .unwrap();
+    ok(&other, "kern claim");
+    assert_eq!(texts(&other).0, "held\n", "the claim was renewed");
+    let renewed: i64 = claim_field(&fleet, "task-1", "expires").parse().unwrap();
+    assert!(renewed > first, "{renewed} > {first}");
+    assert_eq!(claim_field(&fleet, "task-1", "attempt"), "1");
+    std::fs::write(&go, "").unwrap();
+    ok(&finish(worker), "the worker");
+    all_landed_once(&fleet, 1);
+}
+
+#[test]
+fn a_machine_paused_past_its_claim_never_lands_the_task_another_took_over() {
+    use nix::sys::signal::{Signal, kill};
+    let fleet = Fleet::new(&tasks(1), 2);
+    let marker = fleet.seed.outside.path().join("in-implement");
+    let go = fleet.seed.outside.path().join("go");
+    task_1_waits_in_implement(&fleet, &marker, &go);
+    let paused = fleet.spawn(0, &["1", "0", "--remote", "origin", "--claim-ttl", "2s"]);
+    let pid = nix::unistd::Pid::from_raw(paused.id() as i32);
+    wait_until("task 1's implement", || marker.exists());
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let expires: i64 = claim_field(&fleet, "task-1", "expires").parse().unwrap();
+    wait_until("the claim's expiry", || now_s() > expires);
+    let other = fleet
+        .kern(1, &["1", "0", "--remote", "origin", "--claim-ttl", "2s"])
+        .output()
+        .unwrap();
+    ok(&other, "the machine taking over");
+    std::fs::write(&go, "").unwrap();
+    kill(pid, Signal::SIGCONT).unwrap();
+    let out = finish(paused);
+    let (_, stderr) = texts(&out);
+    assert!(
+        stderr.contains("lost the claim on `Task 1`")
+            || stderr.contains("`Task 1` was not landed: its claim lapsed"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("landed `Task 1`"), "{stderr}");
+    all_landed_once(&fleet, 1);
+}
+
+#[test]
+fn a_conflict_between_machines_is_retried_on_the_new_tip_and_both_land_once() {
+    let fleet = Fleet::new("- [ ] Alpha\n- [ ] Beta\n", 2);
+    std::fs::write(fleet.clones[0].join("shared.txt"), "one\ntwo\nthree\n").unwrap();
+    git_in(&fleet.clones[0], &["add", "shared.txt"]);
+    git_in(&fleet.clones[0], &["commit", "--quiet", "-m", "shared"]);
+    git_in(&fleet.clones[0], &["push", "--quiet", "origin", "master"]);
+    let beta_began = fleet.seed.outside.path().join("beta-began");
+    let remote = fleet.remote.display().to_string();
+    // Alpha waits until Beta began; Beta's first attempt waits until Alpha landed: they
+    // overlap, on two machines, and Beta's work conflicts.
+    fleet.seed.scenario(&json!({
+        "tasks": [
+            {"match": "Alpha", "implement": {
+                "shell": [format!("while [ ! -e '{}' ]; do sleep 0.05; done", beta_began.display())],
+                "write": {"shared.txt": "one by Alpha\ntwo\nthree\n"}}},
+            {"match": "Beta", "implement": [
+                {"shell": [
+                    format!("touch '{}'", beta_began.display()),
+                    format!("until git --git-dir='{remote}' log --format=%s master | grep -qx Alpha; do sleep 0.05; done")
+                ], "write": {"shared.txt": "one by Beta\ntwo\nthree\n"}},
+                {"write": {"shared.txt": "one by Alpha\ntwo by Beta\nthree\n"}}
+            ]}
+        ]
+    }));
+    let children: Vec<Child> = (0..2)
+        .map(|i| fleet.spawn(i, &["5", "0", "--remote", "origin"]))
+        .collect();
+    let outs: Vec<Output> = children.into_iter().map(finish).collect();
+    for (i, out) in outs.iter().enumerate() {
+        ok(out, &format!("machine {i}"));
+    }
+    let stderr: String = outs.iter().map(|o| texts(o).1).collect();
+    assert!(
+        stderr.contains("`Beta` conflicts with the branch in `shared.txt`"),
+        "{stderr}"
+    );
+    let subjects: Vec<String> = fleet.history().into_iter().map(|(s, _)| s).collect();
+    assert_eq!(
+        subjects.iter().filter(|s| *s == "Beta").count(),
+        1,
+        "{subjects:?}"
+    );
+    assert_eq!(subjects.iter().filter(|s| *s == "Alpha").count(), 1);
+    assert!(fleet.history().iter().all(|(_, p)| *p <= 1));
+    assert_eq!(
+        fleet.remote_file("shared.txt"),
+        "one by Alpha\ntwo by Beta\nthree\n"
+    );
+    let spec = fleet.remote_file("SPEC.md");
+    assert!(
+        spec.contains("**Attempt 1:** its work conflicted with the branch in `shared.txt`"),
+        "{spec}"
+    );
+    assert_eq!(spec.matches("- [x]").count(), 2, "{spec}");
+    assert_eq!(fleet.claims(), Vec::<String>::new());
+}
+
+#[test]
+fn review_parks_each_task_on_its_branch_on_the_remote_and_spec_md_says_so() {
+    let fleet = Fleet::new(&tasks(2), 1);
+    let before = fleet.remote_git(&["rev-parse", "master"]);
+    let out = fleet
+        .kern(0, &["5", "0", "--remote", "origin", "--review"])
+        .output()
+        .unwrap();
+    ok(&out, "kern --remote --review");
+    for i in 1..=2 {
+        assert_eq!(
+            fleet.remote_git(&["show", &format!("kern/task-{i}:out/task-{i}.txt")]),
+            format!("done Task {i}\n")
+        );
+    }
+    // master holds SPEC.md's notes only: no work landed.
+    let changed = fleet.remote_git(&["diff", "--name-only", before.trim(), "master"]);
+    assert_eq!(changed.trim(), "SPEC.md");
+    let spec = fleet.remote_file("SPEC.md");
+    assert_eq!(spec.matches("- [x]").count(), 2, "{spec}");
+    assert!(spec.contains("**Review:** `kern/task-1`"), "{spec}");
+    assert_eq!(fleet.claims(), Vec::<String>::new());
 }
 
 /// The clone folder of machine `i` (for debugging a failing test).

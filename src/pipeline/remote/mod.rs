@@ -71,6 +71,17 @@ pub(crate) enum Landing {
     Kept(crate::state::run_log::IterationEnd),
 }
 
+/// What a claim attempt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Claimed {
+    /// Another machine holds the task (or won the race for it).
+    No,
+    /// This run holds it now: a new claim, or its own kept.
+    Yes,
+    /// This run took over a lapsed claim: its holder and this attempt's number.
+    TookOver { holder: String, attempt: u32 },
+}
+
 /// The claim's key of a task: its titles' slugs, root first (`-N` for a repeated one).
 pub(crate) fn task_key(identity: &TaskIdentity) -> String {
     let mut key = identity
@@ -118,14 +129,13 @@ impl Remote {
         format!("{CLAIMS}{key}")
     }
 
-    /// Tries to claim the task `key` as the claims were last fetched: `Ok(true)` when this run
-    /// holds it now.
+    /// Tries to claim the task `key` as the claims were last fetched.
     pub(crate) fn claim(
         &mut self,
         repo: &Repository,
         key: &str,
         identity: &TaskIdentity,
-    ) -> Result<bool> {
+    ) -> Result<Claimed> {
         let claims = repo.fetched_claims(&self.name)?;
         let read = claims
             .iter()
@@ -133,8 +143,12 @@ impl Remote {
             .map(|(_, oid, m)| (*oid, ClaimRecord::parse(m)));
         let now = Timestamp::now().epoch_seconds();
         let step = claim::claim_step(read.as_ref().map(|(o, r)| (*o, r.as_ref())), &self.run, now);
+        let holder = read
+            .as_ref()
+            .and_then(|(_, r)| r.as_ref())
+            .map(|r| format!("pid {} on {}", r.pid, r.host));
         let (expected, attempt) = match step {
-            ClaimStep::HeldElsewhere { .. } => return Ok(false),
+            ClaimStep::HeldElsewhere { .. } => return Ok(Claimed::No),
             ClaimStep::Mine(oid) => {
                 if let Some((_, Some(record))) = read {
                     self.held.insert(
@@ -146,7 +160,7 @@ impl Remote {
                         },
                     );
                 }
-                return Ok(true);
+                return Ok(Claimed::Yes);
             }
             ClaimStep::Create => (Expected::Absent, 1),
             ClaimStep::TakeOver { stale, attempt } => (Expected::At(stale), attempt),
@@ -162,7 +176,7 @@ impl Remote {
             }],
         )?;
         if pushed != Pushed::Done {
-            return Ok(false);
+            return Ok(Claimed::No);
         }
         self.held.insert(
             key.to_string(),
@@ -172,7 +186,13 @@ impl Remote {
                 identity: identity.clone(),
             },
         );
-        Ok(true)
+        Ok(match expected {
+            Expected::At(_) => Claimed::TookOver {
+                holder: holder.unwrap_or_else(|| "a claim kern did not write".into()),
+                attempt,
+            },
+            _ => Claimed::Yes,
+        })
     }
 
     /// Renews each claim held that is due; returns the tasks whose claim was lost (taken over
@@ -429,15 +449,24 @@ impl Run<'_> {
         };
         let identity = doc.identity(task);
         let key = task_key(&identity);
-        let won = remote.claim(&self.ws.repo, &key, &identity)?;
-        if won {
-            self.reporter.info(&format!(
-                "claimed {} on `{}` (`{CLAIMS}{key}`)",
-                Quoted(&doc.tasks()[task].title),
-                remote.name
-            ));
+        let title = Quoted(&doc.tasks()[task].title);
+        match remote.claim(&self.ws.repo, &key, &identity)? {
+            Claimed::No => Ok(false),
+            Claimed::Yes => {
+                self.reporter.info(&format!(
+                    "claimed {title} on `{}` (`{CLAIMS}{key}`)",
+                    remote.name
+                ));
+                Ok(true)
+            }
+            Claimed::TookOver { holder, attempt } => {
+                self.reporter.info(&format!(
+                    "took over {title} on `{}`: the claim of {holder} lapsed (attempt {attempt}; it starts again from the branch `{}`)",
+                    remote.name, remote.branch
+                ));
+                Ok(true)
+            }
         }
-        Ok(won)
     }
 
     /// Renews the claims due; a claim lost is said.
@@ -641,7 +670,13 @@ impl Run<'_> {
             None => (false, 0),
         };
         match claim::after_refusal(policy.as_deref(), mine, round) {
-            AfterRefusal::Rebase => Ok(Landing::Again),
+            AfterRefusal::Rebase => {
+                self.reporter.info(&format!(
+                    "`{name}/{branch}` moved while {} landed: applying it again on the new tip",
+                    Quoted(title)
+                ));
+                Ok(Landing::Again)
+            }
             AfterRefusal::LostClaim => {
                 if let Some(r) = &mut self.remote {
                     r.held.remove(&key);
