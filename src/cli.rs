@@ -275,6 +275,11 @@ pub struct RunOptions {
     #[arg(long, value_name = "NAME", env = "KERN_REMOTE")]
     pub remote: Option<String>,
 
+    /// With --remote: park each task's commit on its branch `kern/<task>` on the remote (as
+    /// --review does) and open a pull request for it with the GitHub CLI `gh`, when installed.
+    #[arg(long, env = "KERN_PR", requires = "remote", value_parser = clap::builder::BoolishValueParser::new())]
+    pub pr: bool,
+
     /// With --remote: how long a claim holds unless its machine renews it (renewed while the
     /// task runs; a machine killed loses its tasks to another after this long).
     #[arg(long, hide = true, value_name = "DURATION", env = "KERN_CLAIM_TTL", default_value = "10m", value_parser = duration_between::<1, DAY>)]
@@ -661,6 +666,10 @@ mod tests {
         let cli = Cli::try_parse_from(["kern", "--remote", "origin", "-j", "2"]).unwrap();
         assert_eq!(cli.run.remote.as_deref(), Some("origin"));
         assert_eq!(cli.run.claim_ttl, Duration::from_secs(600));
+        assert!(
+            Cli::try_parse_from(["kern", "--pr"]).is_err(),
+            "--pr needs --remote"
+        );
         let cli = Cli::try_parse_from(["kern", "--spec", "PLAN.md", "status"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Status { .. })));
         assert_eq!(cli.global.spec, PathBuf::from("PLAN.md"));

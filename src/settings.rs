@@ -98,6 +98,8 @@ pub struct Settings {
     pub review: bool,
     /// `--remote`: the git remote the run claims tasks on and lands them through.
     pub remote: Option<String>,
+    /// `--pr`: each task parked as with `review`, and a pull request opened for it.
+    pub pr: bool,
     /// `--claim-ttl`: how long a claim holds unless renewed.
     pub claim_ttl: std::time::Duration,
     /// The state root (`$KERN_STATE_DIR`, else `$XDG_STATE_HOME/kern`, else
@@ -250,7 +252,8 @@ impl Settings {
             },
             skip_optional: run.skip_optional,
             jobs: run.jobs,
-            review: run.review,
+            review: run.review || run.pr,
+            pr: run.pr,
             remote: run.remote.clone().filter(|r| !r.trim().is_empty()),
             claim_ttl: run.claim_ttl,
             notify: run.notify.clone().filter(|c| !c.trim().is_empty()),

@@ -573,3 +573,79 @@ fn review_parks_each_task_on_its_branch_on_the_remote_and_spec_md_says_so() {
 fn clone_of(fleet: &Fleet, i: usize) -> &Path {
     &fleet.clones[i]
 }
+
+/// A folder for PATH holding only `git` and `sh` (and what `extra` names: name, script).
+fn bare_path(fleet: &Fleet, extra: &[(&str, &str)]) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = fleet.seed.outside.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["git", "sh"] {
+        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+            .unwrap();
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    for (name, script) in extra {
+        std::fs::write(bin.join(name), script).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin.display().to_string()
+}
+
+#[test]
+fn pr_parks_the_task_on_the_remote_and_opens_a_pull_request_with_gh() {
+    let fleet = Fleet::new(&tasks(1), 1);
+    let calls = fleet.seed.outside.path().join("gh-calls");
+    let gh = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\necho https://github.com/o/r/pull/7\n",
+        calls.display()
+    );
+    let path = bare_path(&fleet, &[("gh", &gh)]);
+    let out = fleet
+        .kern(0, &["1", "0", "--remote", "origin", "--pr"])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    ok(&out, "kern --remote --pr");
+    let (_, stderr) = texts(&out);
+    assert!(
+        stderr.contains("opened a pull request for `kern/task-1`: https://github.com/o/r/pull/7"),
+        "{stderr}"
+    );
+    let called = std::fs::read_to_string(&calls).unwrap();
+    assert!(
+        called.starts_with("pr create --base master --head kern/task-1 --title Task 1 --body "),
+        "{called}"
+    );
+    assert_eq!(
+        fleet.remote_git(&["show", "kern/task-1:out/task-1.txt"]),
+        "done Task 1\n"
+    );
+    assert!(
+        fleet
+            .remote_file("SPEC.md")
+            .contains("**Review:** `kern/task-1`")
+    );
+}
+
+#[test]
+fn pr_without_gh_says_so_and_leaves_the_branch_on_the_remote() {
+    let fleet = Fleet::new(&tasks(1), 1);
+    let path = bare_path(&fleet, &[]);
+    let out = fleet
+        .kern(0, &["1", "0", "--remote", "origin", "--pr"])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    ok(&out, "kern --remote --pr");
+    let (_, stderr) = texts(&out);
+    assert!(
+        stderr.contains("`gh` (the GitHub CLI) is not installed: open the pull request for `kern/task-1` yourself"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fleet.remote_git(&["show", "kern/task-1:out/task-1.txt"]),
+        "done Task 1\n"
+    );
+}

@@ -20,6 +20,7 @@
 //!   lapse after `--claim-ttl` and another machine takes the task over from the start.
 
 pub(crate) mod claim;
+mod pull_request;
 pub(crate) mod spec_merge;
 
 use std::collections::BTreeMap;
@@ -506,6 +507,20 @@ impl Run<'_> {
             if pushed == Pushed::Done {
                 self.reporter
                     .info(&format!("pushed `{branch}` to `{name}` for review"));
+                if self.settings.pr {
+                    let base = remote.branch.clone();
+                    let title = identity.path.last().map_or("", String::as_str);
+                    match pull_request::open(
+                        self.ws.repo.top(),
+                        self.settings.path_var.as_deref(),
+                        &base,
+                        &branch,
+                        title,
+                    ) {
+                        Ok(said) => self.reporter.info(&said),
+                        Err(said) => self.reporter.warn(&said),
+                    }
+                }
             } else {
                 self.reporter.warn(&format!(
                     "the remote `{name}` refused `{branch}`: it is here only"
