@@ -7,14 +7,15 @@
 //! - [`cli`] (what the person typed) and `settings` (what a run will do, resolved once, with
 //!   `.kern/config.toml` folded in by `settings/config.rs`), then
 //!   `command/`: one file per subcommand (`run`, `status`, `report`, `log`, `review`, `doctor`,
-//!   `demo`, `init`, `dry_run`, `detach`, `completions`).
+//!   `demo`, `init`, `dry_run`, `detach`, `completions`, `claims`).
 //! - `pipeline/`: the loop. `mod.rs` takes the lock and runs the iterations; `iteration.rs`
 //!   runs one task as a straight sequence of stages over a typed resume point; `decide.rs`
 //!   holds the outcome policy as pure functions; `stage.rs` runs one stage and its `audit.rs`;
 //!   `commit.rs` the journaled commit; `recovery.rs` what a dead run left; `verify.rs` and
 //!   `scope.rs` what kern checks itself before a review (must-haves, read-only tests, a
 //!   declared scope); `discovery.rs` how much research a task earns; `parallel/` runs tasks
-//!   side by side in worktrees (`-j`), with `schedule.rs` choosing them.
+//!   side by side in worktrees (`-j`), with `schedule.rs` choosing them; `remote/` claims them
+//!   on a git remote and lands them there, for many machines on one SPEC.md (`--remote`).
 //! - `stage/`: the stage kinds, their reports and schemas, the record each writes, and the
 //!   `runner/` that runs one stage to a decision (retry, wait, switch agents, give up) using
 //!   `retry` (the pure `next_step`).

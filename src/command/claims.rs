@@ -2,6 +2,9 @@
 //! expiry), `kern release <task>` frees one, and the hidden `kern claim <key>` claims once
 //! (the tests race two of it).
 //!
+//! Unlike `kern status`, these fetch: the remote's branch and claims land under
+//! `refs/kern/remote/<name>/` in the clone.
+//!
 //! The one decision a reader must know: each command fetches the claims first and acts on what
 //! it read — `release` deletes the claim expecting exactly the id it fetched, so a claim
 //! renewed or taken over meanwhile is left alone and the command says so.

@@ -9,7 +9,8 @@
 //! `recovery` (after a dead run), `check` (the check gate), `verify` (the must-haves and
 //! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
 //! `discovery` (how much research a task earns), `shared` (what every task of a run shares),
-//! `schedule` (which tasks run together) and `parallel` (tasks in worktrees, `-j`).
+//! `schedule` (which tasks run together), `parallel` (tasks in worktrees, `-j`) and `remote`
+//! (tasks claimed on a git remote and landed there, `--remote`).
 //!
 //! Decisions a reader must know:
 //! - One [`SpecFile`] is held for the whole run, shared by every task ([`SharedSpec`]): every

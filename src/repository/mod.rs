@@ -3,10 +3,12 @@
 //! and work-tree snapshots, kern's own files and the preflight live in the sub-modules, one
 //! concept each.
 //!
-//! The one decision a reader must know: every read and write goes through `git2`, so kern's
+//! The one decision a reader must know: every local read and write goes through `git2`, so kern's
 //! behaviour does not depend on the installed git, its version, its aliases or its pager; the
 //! programs kern runs are the person's own — hooks, filter drivers and signing programs, as git
-//! would run them — and `git var` alone, where only git can say who commits (`identity.rs`). A
+//! would run them — and git itself in two places only: `git var`, where only git can say who
+//! commits (`identity.rs`), and `git fetch`/`git push` for `--remote` (`remote.rs`: libgit2's
+//! push cannot state a ref's expected old value, which a claim needs). A
 //! repository in a format libgit2 cannot read (SHA-256 objects, reftable refs, a split index) is
 //! refused at open with git's own fix ([`unreadable_format`]). What counts as a change is what `git
 //! status` shows: skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean
