@@ -300,7 +300,8 @@ impl<'a> Run<'a> {
         }
         let ws = done.ws;
         self.retire_if_idle(&done.job, ws)?;
-        if end.is_ok() {
+        // A task that landed freed its claim in the same push; any other end publishes.
+        if end.is_ok() && !(matches!(end, Ok(IterationEnd::Committed)) && !self.settings.review) {
             self.remote_task_ended(&done.job.identity, &done.job.slug)?;
         }
         end
