@@ -462,7 +462,7 @@ impl Run<'_> {
             }
             Claimed::TookOver { holder, attempt } => {
                 self.reporter.info(&format!(
-                    "took over {title} on `{}`: the claim of {holder} lapsed (attempt {attempt}; it starts again from the branch `{}`)",
+                    "took over {title} on `{}`: the claim of {holder} lapsed (attempt {attempt}; the task starts again on the tip of `{}`)",
                     remote.name, remote.branch
                 ));
                 Ok(true)
