@@ -436,10 +436,12 @@ impl Run<'_> {
         Ok(chosen)
     }
 
-    /// How long a run waits before it looks again for tasks that other machines hold.
+    /// How long a run waits before it looks again for tasks that other machines hold: a second
+    /// at most, so that a machine ends soon after the last task lands (one fetch a second from
+    /// each waiting machine, at the end of a night only).
     pub(super) fn claim_poll(&self) -> Duration {
         self.remote.as_ref().map_or(Duration::ZERO, |r| {
-            (r.ttl / 20).clamp(Duration::from_millis(250), Duration::from_secs(5))
+            (r.ttl / 20).clamp(Duration::from_millis(250), Duration::from_secs(1))
         })
     }
 
