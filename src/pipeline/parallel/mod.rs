@@ -301,7 +301,8 @@ impl<'a> Run<'a> {
         let ws = done.ws;
         self.retire_if_idle(&done.job, ws)?;
         // A task that landed freed its claim in the same push; any other end publishes.
-        if end.is_ok() && !(matches!(end, Ok(IterationEnd::Committed)) && !self.settings.review) {
+        let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.settings.review;
+        if end.is_ok() && !landed {
             self.remote_task_ended(&done.job.identity, &done.job.slug)?;
         }
         end
