@@ -102,6 +102,25 @@ impl Repository {
             .map_err(|e| Error::git(format!("reading `{local}` after the fetch"), e))
     }
 
+    /// Fetches the work in progress a task's last claim holder pushed (`refs/kern/work/<key>`);
+    /// `None` when there is none.
+    pub(crate) fn fetch_work(&self, remote: &str, key: &str) -> Result<Option<Oid>> {
+        let local = format!("refs/kern/remote/{remote}/work/{key}");
+        let out = self.git_output(&[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            remote,
+            &format!("+refs/kern/work/{key}:{local}"),
+        ])?;
+        if !out.status.success() {
+            // The ref is not there: no work was pushed.
+            return Ok(None);
+        }
+        Ok(self.repo.refname_to_id(&local).ok())
+    }
+
     /// The claims as last fetched: task key, claim commit, its message.
     pub(crate) fn fetched_claims(&self, remote: &str) -> Result<Vec<(String, Oid, String)>> {
         let prefix = format!("refs/kern/remote/{remote}/claims/");

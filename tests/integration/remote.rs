@@ -138,6 +138,11 @@ fn all_landed_once(fleet: &Fleet, tasks: usize) {
     let spec = fleet.remote_file("SPEC.md");
     assert_eq!(spec.matches("- [x]").count(), tasks, "{spec}");
     assert_eq!(fleet.claims(), Vec::<String>::new(), "no claim left");
+    assert_eq!(
+        fleet.remote_git(&["for-each-ref", "refs/kern/work/"]),
+        "",
+        "no work in progress left"
+    );
 }
 
 fn tasks(n: usize) -> String {
@@ -312,7 +317,7 @@ fn killed_in_stage_is_taken_over(stage: &str) {
     let (_, stderr) = texts(&out);
     assert!(
         stderr.contains("took over `Task 1` on `origin`: the claim of pid ")
-            && stderr.contains("lapsed (attempt 2;"),
+            && stderr.contains("lapsed (attempt 2)"),
         "{stderr}"
     );
     all_landed_once(&fleet, 3);
@@ -648,4 +653,60 @@ fn pr_without_gh_says_so_and_leaves_the_branch_on_the_remote() {
         fleet.remote_git(&["show", "kern/task-1:out/task-1.txt"]),
         "done Task 1\n"
     );
+}
+
+#[test]
+fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
+    let fleet = Fleet::new(&tasks(1), 2);
+    let marker = fleet.seed.outside.path().join("in-implement");
+    let never = fleet.seed.outside.path().join("never");
+    let plain = json!({"write": {"out/{slug}.txt": "done {task}\n"}});
+    fleet.seed.scenario(&json!({
+        "tasks": [{"match": "Task 1", "implement": [
+            {"shell": [
+                "echo half > half.txt".to_string(),
+                format!("touch '{}'", marker.display()),
+                format!("while [ ! -e '{}' ]; do sleep 0.05; done", never.display())
+            ]},
+            plain
+        ]}],
+        "default": {"implement": plain}
+    }));
+    let ttl = ["--claim-ttl", "3s"];
+    let mut victim = fleet.spawn(
+        0,
+        &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
+    );
+    wait_until("task 1's implement", || marker.exists());
+    // Its work in progress reaches the remote at a renewal of its claim.
+    wait_until("the pushed work", || {
+        !fleet
+            .remote_git(&["for-each-ref", "refs/kern/work/task-1"])
+            .is_empty()
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    victim.wait().unwrap();
+    let out = fleet
+        .kern(
+            1,
+            &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
+        )
+        .output()
+        .unwrap();
+    ok(&out, "the machine taking over");
+    let (_, stderr) = texts(&out);
+    assert!(
+        stderr.contains(
+            "`Task 1` resumes from the work its last machine pushed (`refs/kern/work/task-1`: 1 path)"
+        ),
+        "{stderr}"
+    );
+    // The half-done work lands with the task: the taking machine's agent never wrote it.
+    assert_eq!(fleet.remote_file("half.txt"), "half\n");
+    all_landed_once(&fleet, 1);
+    std::fs::write(&never, "").unwrap();
 }

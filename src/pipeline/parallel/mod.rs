@@ -258,6 +258,7 @@ impl<'a> Run<'a> {
             let identity = doc.identity(selection.task);
             tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, "starting in its own worktree");
             let job = self.prepare_job(&doc, selection.task)?;
+            self.remote_job_prepared(&doc, selection.task, &job.slug)?;
             let future = self.job_future(job.clone_ids(), index, identity.clone())?;
             out.push((job, future));
         }

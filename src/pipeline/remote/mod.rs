@@ -17,8 +17,10 @@
 //!   the remote's tip is fetched and the branch moved to it (only paths that differ are
 //!   written, never over a change of the person's), SPEC.md merged by task.
 //! - A run ending any way but kill -9 releases every claim it holds; a killed run's claims
-//!   lapse after `--claim-ttl` and another machine takes the task over from the start.
+//!   lapse after `--claim-ttl` and another machine takes the task over, from the work in
+//!   progress the dead machine last pushed ([`checkpoint`]).
 
+mod checkpoint;
 pub(crate) mod claim;
 mod pull_request;
 pub(crate) mod spec_merge;
@@ -54,6 +56,10 @@ pub(crate) struct Remote {
     /// Set when the last pick found tasks left that only other machines hold: the run waits
     /// for them (done, released, or lapsed) instead of ending.
     pub(crate) waiting: bool,
+    /// The work in progress pushed for each task held (`refs/kern/work/<key>` there).
+    work: BTreeMap<String, Oid>,
+    /// Tasks taken over whose job has not started yet: their pushed work is brought in.
+    taken_over: Vec<TaskIdentity>,
 }
 
 struct Held {
@@ -111,6 +117,8 @@ impl Remote {
             held: BTreeMap::new(),
             rounds: 0,
             waiting: false,
+            work: BTreeMap::new(),
+            taken_over: Vec::new(),
         })
     }
 
@@ -229,6 +237,7 @@ impl Remote {
                     }
                 }
                 _ => {
+                    self.work.remove(&key);
                     if let Some(h) = self.held.remove(&key) {
                         lost.push(h.identity);
                     }
@@ -243,14 +252,19 @@ impl Remote {
     pub(crate) fn release(&mut self, repo: &Repository, identity: &TaskIdentity) -> Result<()> {
         let key = task_key(identity);
         if let Some(held) = self.held.remove(&key) {
-            repo.push_expecting(
-                &self.name,
-                &[RefUpdate {
-                    name: Self::claim_ref(&key),
-                    new: None,
-                    expected: Expected::At(held.oid),
-                }],
-            )?;
+            // Its work in progress goes with it: the task ended here.
+            let work = self.work.remove(&key).map(|w| RefUpdate {
+                name: format!("{}{key}", checkpoint::WORK),
+                new: None,
+                expected: Expected::At(w),
+            });
+            let claim = RefUpdate {
+                name: Self::claim_ref(&key),
+                new: None,
+                expected: Expected::At(held.oid),
+            };
+            let updates: Vec<RefUpdate> = [Some(claim), work].into_iter().flatten().collect();
+            repo.push_expecting(&self.name, &updates)?;
         }
         Ok(())
     }
@@ -311,7 +325,14 @@ impl Remote {
                     new: None,
                     expected: Expected::At(held.oid),
                 },
-            ],
+            ]
+            .into_iter()
+            .chain(self.work.get(key).map(|&w| RefUpdate {
+                name: format!("{}{key}", checkpoint::WORK),
+                new: None,
+                expected: Expected::At(w),
+            }))
+            .collect::<Vec<_>>(),
         )
     }
 
@@ -463,16 +484,50 @@ impl Run<'_> {
                 Ok(true)
             }
             Claimed::TookOver { holder, attempt } => {
+                remote.taken_over.push(identity.clone());
                 self.reporter.info(&format!(
-                    "took over {title} on `{}`: the claim of {holder} lapsed (attempt {attempt}; the task starts again on the tip of `{}`)",
-                    remote.name, remote.branch
+                    "took over {title} on `{}`: the claim of {holder} lapsed (attempt {attempt})",
+                    remote.name
                 ));
                 Ok(true)
             }
         }
     }
 
-    /// Renews the claims due; a claim lost is said.
+    /// A task's job was prepared: when this run took the task over, the work its last holder
+    /// pushed is brought into the fresh worktree, and said.
+    pub(super) fn remote_job_prepared(
+        &mut self,
+        doc: &Document,
+        task: usize,
+        slug: &str,
+    ) -> Result<()> {
+        let Some(remote) = &mut self.remote else {
+            return Ok(());
+        };
+        let identity = doc.identity(task);
+        let before = remote.taken_over.len();
+        remote.taken_over.retain(|t| *t != identity);
+        if remote.taken_over.len() == before {
+            return Ok(());
+        }
+        let title = Quoted(&doc.tasks()[task].title);
+        let key = task_key(&identity);
+        match self.resume_pushed_work(doc, task, slug)? {
+            0 => self.reporter.info(&format!(
+                "{title} starts again on the branch's tip (no work of its last machine to resume)"
+            )),
+            n => self.reporter.info(&format!(
+                "{title} resumes from the work its last machine pushed (`{}{key}`: {n} path{})",
+                checkpoint::WORK,
+                if n == 1 { "" } else { "s" }
+            )),
+        }
+        Ok(())
+    }
+
+    /// Renews the claims due (a claim lost is said) and pushes each held task's work in
+    /// progress.
     pub(super) fn remote_renew(&mut self) -> Result<()> {
         let Some(remote) = &mut self.remote else {
             return Ok(());
@@ -483,7 +538,7 @@ impl Run<'_> {
                 Quoted(lost.path.last().map_or("", String::as_str))
             ));
         }
-        Ok(())
+        self.remote_checkpoint()
     }
 
     /// The task `identity` ended here without landing: its branch goes to the remote when
@@ -666,6 +721,7 @@ impl Run<'_> {
             Pushed::Done => {
                 if let Some(r) = &mut self.remote {
                     r.held.remove(&key);
+                    r.work.remove(&key);
                     r.rounds = 0;
                 }
                 self.reporter
@@ -697,6 +753,7 @@ impl Run<'_> {
             AfterRefusal::LostClaim => {
                 if let Some(r) = &mut self.remote {
                     r.held.remove(&key);
+                    r.work.remove(&key);
                     r.rounds = 0;
                 }
                 self.reporter.warn(&format!(
