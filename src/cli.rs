@@ -271,6 +271,22 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_REVIEW", value_parser = clap::builder::BoolishValueParser::new())]
     pub review: bool,
 
+    /// Take tasks through the git remote NAME, with any number of other machines running kern on
+    /// clones of it: each task is claimed on the remote first (`refs/kern/claims/<task>`), runs
+    /// as a `-j` task does and lands on this branch there. Default: no remote, this clone only.
+    #[arg(long, value_name = "NAME", env = "KERN_REMOTE")]
+    pub remote: Option<String>,
+
+    /// With --remote: park each task's commit on its branch `kern/<task>` on the remote (as
+    /// --review does) and open a pull request for it with the GitHub CLI `gh`, when installed.
+    #[arg(long, env = "KERN_PR", requires = "remote", value_parser = clap::builder::BoolishValueParser::new())]
+    pub pr: bool,
+
+    /// With --remote: how long a claim holds unless its machine renews it (renewed while the
+    /// task runs; a machine killed loses its tasks to another after this long).
+    #[arg(long, hide = true, value_name = "DURATION", env = "KERN_CLAIM_TTL", default_value = "10m", value_parser = duration_between::<1, DAY>)]
+    pub claim_ttl: Duration,
+
     /// A command run (through `sh -c`) with a JSON event on stdin and KERN_EVENT set when the
     /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person;
     /// it gets 10 s, and never changes the run's outcome.
@@ -318,6 +334,27 @@ pub enum Command {
         /// Print only the state folder path.
         #[arg(long)]
         dir: bool,
+        /// List the claims on the remote NAME (default `origin`): task, holder, expiry.
+        #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "origin", conflicts_with_all = ["json", "dir"])]
+        remote: Option<String>,
+    },
+    /// Free a task's claim on the remote (`kern --remote`) by hand: another machine may take
+    /// the task at once.
+    Release {
+        /// The task, by title (or the start of it) or by its claim's key.
+        task: String,
+        /// The remote.
+        #[arg(long, value_name = "NAME", default_value = "origin")]
+        remote: String,
+    },
+    /// Claim a task's key on the remote once and print `claimed` or `held` (the tests' race).
+    #[command(hide = true)]
+    Claim {
+        /// The claim's key.
+        key: String,
+        /// The remote.
+        #[arg(long, value_name = "NAME", default_value = "origin")]
+        remote: String,
     },
     /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
     Report {
@@ -607,9 +644,23 @@ mod tests {
             cli.command,
             Some(Command::Status {
                 json: true,
-                dir: false
+                dir: false,
+                remote: None,
             })
         ));
+        let cli = Cli::try_parse_from(["kern", "status", "--remote"]).unwrap();
+        assert!(
+            matches!(cli.command, Some(Command::Status { remote: Some(r), .. }) if r == "origin")
+        );
+        let cli = Cli::try_parse_from(["kern", "status", "--remote", "up"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Status { remote: Some(r), .. }) if r == "up"));
+        let cli = Cli::try_parse_from(["kern", "--remote", "origin", "-j", "2"]).unwrap();
+        assert_eq!(cli.run.remote.as_deref(), Some("origin"));
+        assert_eq!(cli.run.claim_ttl, Duration::from_secs(600));
+        assert!(
+            Cli::try_parse_from(["kern", "--pr"]).is_err(),
+            "--pr needs --remote"
+        );
         let cli = Cli::try_parse_from(["kern", "--spec", "PLAN.md", "status"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Status { .. })));
         assert_eq!(cli.global.spec, PathBuf::from("PLAN.md"));

@@ -323,6 +323,19 @@ pub enum Error {
         tail: String,
     },
 
+    /// The git remote of `--remote` could not be read or written (unreachable, no such branch).
+    #[error(
+        "--remote `{remote}`: {what} failed: {detail} — check that `git fetch {remote}` works from this clone (network, credentials, the branch exists there), then run kern again"
+    )]
+    Remote {
+        /// The remote's name.
+        remote: String,
+        /// What kern was doing.
+        what: String,
+        /// git's own words.
+        detail: String,
+    },
+
     /// SIGINT or SIGTERM stopped the run; the resume state is kept.
     #[error("interrupted by {} — the task resumes where it stopped on the next run", signal_name(*.signal))]
     Interrupted {
@@ -352,7 +365,8 @@ impl Error {
             | Error::FilterFailed { .. }
             | Error::SigningUnsupported { .. }
             | Error::SigningFailed { .. }
-            | Error::StateFolderUnsafe { .. } => EXIT_USAGE,
+            | Error::StateFolderUnsafe { .. }
+            | Error::Remote { .. } => EXIT_USAGE,
             Error::LockHeld { .. } => EXIT_LOCKED,
             Error::Unfinished(_) => EXIT_UNFINISHED,
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
@@ -433,6 +447,14 @@ mod tests {
     fn exit_codes_follow_the_design_table() {
         let cases: Vec<(Error, u8)> = vec![
             (Error::Usage("x".into()), 2),
+            (
+                Error::Remote {
+                    remote: "origin".into(),
+                    what: "fetching".into(),
+                    detail: "unreachable".into(),
+                },
+                2,
+            ),
             (
                 Error::SpecMissing {
                     path: "SPEC.md".into(),

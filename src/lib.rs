@@ -9,11 +9,13 @@
 //! → {text, timestamp, private_file, oid}`, the one exception `error → spec` (the error enum carries
 //! SPEC.md's diagnostics).
 //!
-//! - `command/`: one file per subcommand, and `running.rs`, the live view `status` shows.
+//! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`), and
+//!   `running.rs`, the live view `status` shows.
 //! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
-//!   failure, and when the approaches are exhausted — `parallel/`), and `pipeline/stage/`: one stage as the loop
-//!   runs it — `inputs.rs` (what it sees, shared with the dry run), `runner.rs` (to a decision,
+//!   failure, and when the approaches are exhausted — `parallel/` (`-j`), `remote/` (tasks
+//!   claimed on a git remote and landed there, `--remote`)), and `pipeline/stage/`: one stage
+//!   as the loop runs it — `inputs.rs` (what it sees, shared with the dry run), `runner.rs` (to a decision,
 //!   using the pure `retry::next_step`), `attempt.rs` (one try; agent output becomes the record).
 //! - `workspace`, `settings` (with `.kern/config.toml` folded in), [`cli`].
 //! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
@@ -23,7 +25,7 @@
 //! - `agent/` (argv, stream parsers, failure classes); `stage/` (the stage vocabulary: kinds,
 //!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).
 //! - `spec/` (SPEC.md), `atomic_file`, [`error`], and the leaves `text`, `timestamp`,
-//!   `private_file`.
+//!   `private_file`, `oid`.
 //!
 //! The modules are private: the compiler reports what nothing uses. [`testing`] is the one seam
 //! the integration tests, the benchmarks and the fuzz target reach through.
@@ -170,7 +172,17 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             let interrupt = interrupt::Interrupt::install()?;
             command::run::run(settings, &reporter, &interrupt).await
         }
-        Some(Command::Status { json, dir }) => status::run(settings, json, dir),
+        Some(Command::Status {
+            remote: Some(remote),
+            ..
+        }) => command::claims::status(settings, &remote),
+        Some(Command::Status { json, dir, .. }) => status::run(settings, json, dir),
+        Some(Command::Release { task, remote }) => {
+            command::claims::release(settings, &task, &remote)
+        }
+        Some(Command::Claim { key, remote }) => {
+            command::claims::claim_once(settings, &key, &remote)
+        }
         Some(Command::Init { config: true, .. }) => {
             let repo = repository::Repository::discover(&settings.cwd)?;
             let written = settings::config::write_starter(repo.top())?;

@@ -97,6 +97,12 @@ pub struct Settings {
     pub jobs: u32,
     /// `--review`: each task's commit stays on its branch `kern/<task>`.
     pub review: bool,
+    /// `--remote`: the git remote the run claims tasks on and lands them through.
+    pub remote: Option<String>,
+    /// `--pr`: each task parked as with `review`, and a pull request opened for it.
+    pub pr: bool,
+    /// `--claim-ttl`: how long a claim holds unless renewed.
+    pub claim_ttl: std::time::Duration,
     /// The state root (`$KERN_STATE_DIR`, else `$XDG_STATE_HOME/kern`, else
     /// `~/.local/state/kern`; see `state`).
     pub state_root: PathBuf,
@@ -236,7 +242,10 @@ impl Settings {
             },
             skip_optional: run.skip_optional,
             jobs: run.jobs,
-            review: run.review,
+            review: run.review || run.pr,
+            pr: run.pr,
+            remote: run.remote.clone().filter(|r| !r.trim().is_empty()),
+            claim_ttl: run.claim_ttl,
             notify: run.notify.clone().filter(|c| !c.trim().is_empty()),
             detach: run.detach,
             detached: run.detached,

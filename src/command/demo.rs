@@ -302,6 +302,8 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         notify: None,
         detach: false,
         detached: false,
+        remote: None,
+        pr: false,
         state_root: layout.state_root.clone(),
         cwd: layout.repo.clone(),
         ..settings.clone()

@@ -1,6 +1,7 @@
 //! One file per subcommand: what each of kern's commands does, on top of the pipeline and the
 //! parts beside it. The run itself is `pipeline::run`.
 
+pub(crate) mod claims;
 pub(crate) mod completions;
 pub(crate) mod demo;
 pub(crate) mod detach;

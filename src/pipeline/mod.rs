@@ -9,8 +9,9 @@
 //! `recovery` (after a dead run), `check` (the check gate), `verify` (the must-haves and
 //! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
 //! `discovery` (how much research a task earns), `error_research` (what the next attempt is
-//! told after a failure, and when a task's approaches are exhausted), `shared` (what every task of a run shares),
-//! `schedule` (which tasks run together) and `parallel` (tasks in worktrees, `-j`).
+//! told after a failure, and when a task's approaches are exhausted), `shared` (what every task
+//! of a run shares), `schedule` (which tasks run together), `parallel` (tasks in worktrees,
+//! `-j`) and `remote` (tasks claimed on a git remote and landed there, `--remote`).
 //!
 //! Decisions a reader must know:
 //! - One [`SpecFile`] is held for the whole run, shared by every task ([`SharedSpec`]): every
@@ -37,6 +38,7 @@ pub(crate) mod error_research;
 mod iteration;
 mod parallel;
 mod recovery;
+pub(crate) mod remote;
 pub(crate) mod schedule;
 mod scope;
 mod shared;
@@ -98,6 +100,8 @@ pub(crate) struct Run<'a> {
     /// The last commit kern made on the run's branch: with parallel tasks, the branch must keep
     /// it (see `parallel::integrate::keep_branch_forwards`).
     last_commit: Option<git2::Oid>,
+    /// `--remote`: the remote the run claims its tasks on (the run's own, never a task's).
+    remote: Option<remote::Remote>,
 }
 
 /// A parallel task's run (`-j`, `--review`; DESIGN.md section 15): it works on exactly this
@@ -290,7 +294,16 @@ async fn run_locked(
         stages_by_agent: Vec::new(),
         switches: 0,
         last_commit: None,
+        remote: None,
     };
+    if let Some(name) = &settings.remote {
+        run.remote = Some(remote::Remote::new(
+            &ws.repo,
+            name,
+            settings.claim_ttl,
+            run.log.run_id(),
+        )?);
+    }
     {
         let hook = reporter.hangup_hook();
         let log = run.log.clone();

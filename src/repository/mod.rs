@@ -3,18 +3,20 @@
 //! and work-tree snapshots, kern's own files and the preflight live in the sub-modules, one
 //! concept each.
 //!
-//! The one decision a reader must know: every read and write goes through `git2`, so kern's
+//! The one decision a reader must know: every local read and write goes through `git2`, so kern's
 //! behaviour does not depend on the installed git, its version, its aliases or its pager; the
 //! programs kern runs are the person's own — hooks, filter drivers and signing programs, as git
 //! would run them — and git itself only where libgit2 cannot do what git does: `git var` where
-//! only git can say who commits (`identity.rs`), and the refs of a reftable repository
+//! only git can say who commits (`identity.rs`), the refs of a reftable repository
 //! (`reftable.rs`, a libgit2 refdb backend over `git for-each-ref` and `git update-ref`,
-//! installed at open). SHA-256 repositories are libgit2's own (git2's `unstable-sha256`); ids
-//! kern wrote down are read back in their format ([`parse_oid`]). A repository in a format kern
-//! cannot read (a split index; reftable refs with no git to read them) is refused at open with
-//! git's own fix ([`unreadable_format`]). What counts as a change is what `git status` shows:
-//! skip-worktree (sparse) entries never do, a filtered file (Git LFS) whose clean output is the
-//! staged blob does not, and a submodule counts only when its checkout moved.
+//! installed at open), and `git fetch`/`git push` for `--remote` (`remote.rs`: libgit2's push
+//! cannot state a ref's expected old value, which a claim needs). SHA-256 repositories are
+//! libgit2's own (git2's `unstable-sha256`); ids kern wrote down are read back in their format
+//! ([`parse_oid`]). A repository in a format kern cannot read (a split index; reftable refs with
+//! no git to read them) is refused at open with git's own fix ([`unreadable_format`]). What
+//! counts as a change is what `git status` shows: skip-worktree (sparse) entries never do, a
+//! filtered file (Git LFS) whose clean output is the staged blob does not, and a submodule
+//! counts only when its checkout moved.
 
 mod commit;
 mod context;
@@ -28,6 +30,7 @@ mod own_files;
 mod preflight;
 mod refs;
 mod reftable;
+pub(crate) mod remote;
 mod save;
 pub(crate) mod sensitive;
 mod signing;

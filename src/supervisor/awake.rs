@@ -100,7 +100,7 @@ fn plan(
 }
 
 /// `name` in the folders of `path_var`, when it is an executable file there.
-fn find(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+pub(crate) fn find(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))

@@ -34,6 +34,7 @@ mod real_agent;
 mod real_claude;
 mod real_codex;
 mod real_two_agents;
+mod remote;
 mod repository;
 mod rough_edges;
 mod scripted_agent;

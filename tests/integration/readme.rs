@@ -38,6 +38,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/git.md", include_str!("../../docs/git.md")),
     ("docs/safety.md", include_str!("../../docs/safety.md")),
     ("docs/options.md", include_str!("../../docs/options.md")),
+    ("docs/ci.md", include_str!("../../docs/ci.md")),
     (
         "docs/development.md",
         include_str!("../../docs/development.md"),
@@ -91,6 +92,8 @@ enum How {
     TwoAgents,
     /// The parallel-task and review commands: run in order on a scratch project.
     Parallel,
+    /// The many-machines commands: run in order on a clone of a bare remote.
+    Remote,
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
     /// are executable, the criterion bench is declared.
     Bench,
@@ -158,6 +161,9 @@ const KNOWN: &[(&str, How)] = &[
         How::Parallel,
     ),
     ("kern accept", How::Parallel),
+    ("kern 20 0 --remote origin", How::Remote),
+    ("kern status --remote", How::Remote),
+    ("kern release \"Add the parser\"", How::Remote),
     ("kern 10 30 --fallback-agent codex", How::TwoAgents),
     ("kern 10 30 --review-agent codex", How::TwoAgents),
     (
@@ -172,6 +178,7 @@ const KNOWN: &[(&str, How)] = &[
     ("benches/parallel", How::Bench),
     ("benches/phantom", How::Bench),
     ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
+    ("benches/remote", How::Bench),
 ];
 
 /// The commands of every shell block (```sh, ```shell, ```console), block by block. A ```bash
@@ -267,7 +274,10 @@ fn readme_commands_are_all_known() {
     );
     for language in fenced_languages(&README) {
         assert!(
-            ["sh", "markdown", "toml", "json", "bash", "python", ""].contains(&language.as_str()),
+            [
+                "sh", "markdown", "toml", "json", "bash", "python", "yaml", ""
+            ]
+            .contains(&language.as_str()),
             "a ```{language} block: use ```sh for commands (this test reads those) or extend the test"
         );
     }
@@ -1238,5 +1248,207 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
             }
             other => panic!("no step for the README command `{other}`"),
         }
+    }
+}
+
+/// A bare remote holding `spec` (made from a fresh project) and a clone of it at `clone`.
+fn remote_and_clone(spec: &str, clone: &Path) -> (Project, PathBuf) {
+    let seed = Project::new(spec);
+    let remote = seed.outside.path().join("remote.git");
+    let git = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", texts(&out).1);
+    };
+    git(
+        seed.outside.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            &seed.path().display().to_string(),
+            "remote.git",
+        ],
+    );
+    git(
+        seed.outside.path(),
+        &[
+            "clone",
+            "--quiet",
+            &remote.display().to_string(),
+            &clone.display().to_string(),
+        ],
+    );
+    git(clone, &["config", "user.name", "Test Person"]);
+    git(clone, &["config", "user.email", "test@example.com"]);
+    (seed, remote)
+}
+
+/// `sh -c STEP` in `dir` with the seed's kern environment and the built kern first on PATH.
+fn shell_step(
+    seed: &Project,
+    dir: &Path,
+    step: &str,
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new("sh");
+    for (k, v) in seed.kern_std().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.env("PATH", path_with_kern()).envs(env.iter().copied());
+    let out = cmd.args(["-c", step]).current_dir(dir).output().unwrap();
+    let (stdout, stderr) = texts(&out);
+    (out.status.code(), stdout, stderr)
+}
+
+#[test]
+fn the_many_machines_commands_run_as_the_docs_say() {
+    let steps = commands(How::Remote);
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    let place = tempfile::tempdir().unwrap();
+    let clone = place.path().join("machine");
+    let (seed, remote) = remote_and_clone("- [ ] Add the parser\n- [ ] Write the docs\n", &clone);
+    let state = seed
+        .outside
+        .path()
+        .join("state-machine")
+        .display()
+        .to_string();
+    let env = [("KERN_STATE_DIR", state.as_str())];
+    let log = || {
+        let out = Command::new("git")
+            .args(["log", "--format=%s", "master"])
+            .current_dir(&remote)
+            .output()
+            .unwrap();
+        texts(&out).0
+    };
+    for step in &steps {
+        if step.starts_with("kern release") {
+            // A claim to free: one a machine holds.
+            let (code, out, err) = shell_step(
+                &seed,
+                &clone,
+                "kern claim add-the-parser --remote origin",
+                &env,
+            );
+            assert_eq!((code, out.as_str()), (Some(0), "claimed\n"), "{err}");
+        }
+        let (code, stdout, stderr) = shell_step(&seed, &clone, step, &env);
+        assert_eq!(code, Some(0), "`{step}`: {stderr}");
+        match step.as_str() {
+            "kern 20 0 --remote origin" => {
+                assert_eq!(log(), "Write the docs\nAdd the parser\ninitial\n");
+            }
+            "kern status --remote" => {
+                assert_eq!(stdout, "claims on `origin` (refs/kern/claims/):\n  none\n");
+            }
+            s if s.starts_with("kern release") => {
+                assert!(
+                    stderr.contains("released `refs/kern/claims/add-the-parser` on `origin`"),
+                    "{stderr}"
+                );
+                let (_, listed, _) = shell_step(&seed, &clone, "kern status --remote", &env);
+                assert!(listed.ends_with("  none\n"), "{listed}");
+            }
+            other => panic!("no step for the docs' command `{other}`"),
+        }
+    }
+}
+
+/// The shell loop of docs/ci.md, with an `ssh` that runs the command on a "machine": a clone
+/// of its own (its HOME holds `project`) with a state folder of its own.
+#[test]
+fn the_shell_loop_on_n_machines_lands_every_task_once() {
+    let page = PAGES
+        .iter()
+        .find(|(page, _)| *page == "docs/ci.md")
+        .unwrap()
+        .1;
+    let blocks = code_blocks(page, "bash");
+    assert_eq!(blocks.len(), 1, "one shell loop");
+    let place = tempfile::tempdir().unwrap();
+    let hosts: Vec<&str> = blocks[0]
+        .split("for host in ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(hosts, ["build-1", "build-2", "build-3"]);
+    let spec: String = (1..=6).map(|i| format!("- [ ] Task {i}\n")).collect();
+    let first = place.path().join(hosts[0]).join("project");
+    std::fs::create_dir_all(first.parent().unwrap()).unwrap();
+    let (seed, remote) = remote_and_clone(&spec, &first);
+    for host in &hosts[1..] {
+        let dir = place.path().join(host);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new("git")
+            .args(["clone", "--quiet", &remote.display().to_string(), "project"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        for (k, v) in [
+            ("user.name", "Test Person"),
+            ("user.email", "test@example.com"),
+        ] {
+            Command::new("git")
+                .args(["config", k, v])
+                .current_dir(dir.join("project"))
+                .status()
+                .unwrap();
+        }
+    }
+    let bin = seed.outside.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ssh = bin.join("ssh");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\nhost=$1; shift\nHOME='{0}'/$host KERN_STATE_DIR='{0}'/$host/state exec sh -c \"$*\"\n",
+            place.path().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = seed.outside.path().join("loop.sh");
+    std::fs::write(&script, &blocks[0]).unwrap();
+    let mut cmd = Command::new("sh");
+    for (k, v) in seed.kern_std().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd
+        .env("PATH", format!("{}:{}", bin.display(), path_with_kern()))
+        .arg(&script)
+        .current_dir(place.path())
+        .output()
+        .unwrap();
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "master"])
+        .current_dir(&remote)
+        .output()
+        .unwrap();
+    let log = texts(&log).0;
+    for i in 1..=6 {
+        assert_eq!(
+            log.lines().filter(|l| *l == format!("Task {i}")).count(),
+            1,
+            "{log}\n{stderr}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::pipeline::commit::Integrated;
+use crate::pipeline::remote::Landing;
 use crate::pipeline::{Run, TaskRun};
 use crate::repository::{Applied, TASK_BRANCH_PREFIX};
 use crate::spec::{Edit, Quoted, TaskState};
@@ -31,6 +32,8 @@ impl Run<'_> {
         spec_mark: &mut usize,
     ) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Committing)?;
+        // `--remote`: the work lands on the remote's tip as it is now.
+        self.remote_sync()?;
         let files = StageFiles::read(&job_ws.state_dir, &job.identity);
         let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
             return Err(Error::Internal(format!(
@@ -166,6 +169,19 @@ impl Run<'_> {
         };
         journal::remove(&self.ws.state_dir.integrating());
         *spec_mark = self.spec.mark();
+        if end == IterationEnd::Committed {
+            match self.remote_land(&job.identity, &job.title, &job.slug, tip)? {
+                Landing::Landed => {}
+                Landing::Again => return self.integrate(job, job_ws, spec_mark),
+                Landing::Kept(end) => {
+                    // Its work stays on its branch; the task is another machine's now.
+                    self.ws.repo.remove_task_worktree(&job.slug)?;
+                    let _ = job_ws.state_dir.clear_iteration_files(self.log.run_id());
+                    let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
+                    return Ok(end);
+                }
+            }
+        }
         if end == IterationEnd::Committed {
             self.ws.repo.remove_task_worktree(&job.slug)?;
             self.ws.repo.delete_task_branch(&job.slug)?;

@@ -171,6 +171,7 @@ impl<'a> Run<'a> {
                     stages_by_agent: Vec::new(),
                     switches: 0,
                     last_commit: None,
+                    remote: None,
                 };
                 let end = match run.recover(takeover) {
                     Ok(()) => run.iteration(index, total).await,

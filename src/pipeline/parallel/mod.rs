@@ -73,7 +73,7 @@ type JobFuture<'a> = Pin<Box<dyn Future<Output = JobDone> + 'a>>;
 /// True when the run takes its tasks through worktrees: `-j` above 1, `--review`, or tasks a
 /// parallel run left in progress in their worktrees.
 pub(super) fn wanted(settings: &Settings, state_dir: &StateDir) -> bool {
-    settings.jobs > 1 || settings.review || has_jobs(state_dir)
+    settings.jobs > 1 || settings.review || settings.remote.is_some() || has_jobs(state_dir)
 }
 
 fn has_jobs(state_dir: &StateDir) -> bool {
@@ -81,12 +81,20 @@ fn has_jobs(state_dir: &StateDir) -> bool {
 }
 
 impl<'a> Run<'a> {
-    /// The iterations with tasks in worktrees (see the module docs).
+    /// The iterations with tasks in worktrees (see the module docs); with `--remote`, every
+    /// claim the run holds is freed when it ends.
     pub(super) async fn parallel(&mut self) -> Result<()> {
+        let result = self.parallel_loop().await;
+        self.remote_close();
+        result
+    }
+
+    async fn parallel_loop(&mut self) -> Result<()> {
         let slots = self.settings.jobs.max(1) as usize;
         let total = self.settings.iterations;
         self.finish_pending_commit()?;
         self.recover_integration()?;
+        self.remote_open()?;
         let mut running: Vec<JobFuture<'a>> = Vec::new();
         let mut jobs: Vec<TaskIdentity> = Vec::new();
         let mut started = 0u32;
@@ -115,6 +123,21 @@ impl<'a> Run<'a> {
             if stop.is_none() && paced.is_none() && started < total && Instant::now() >= next_start
             {
                 match self.start_jobs(&jobs, slots, started, total) {
+                    Ok(new)
+                        if new.is_empty()
+                            && running.is_empty()
+                            && self.remote.as_ref().is_some_and(|r| r.waiting) =>
+                    {
+                        // Tasks are left that other machines hold: wait for them to land, be
+                        // freed, or lapse.
+                        self.lock.set_phase(Phase::Sleeping)?;
+                        if self.interrupt.sleep_or_interrupt(self.claim_poll()).await {
+                            stop = Some(Error::Interrupted {
+                                signal: self.interrupt.requested().unwrap_or(2),
+                            });
+                        }
+                        continue;
+                    }
                     Ok(new) if new.is_empty() && running.is_empty() => nothing_left = true,
                     Ok(new) => {
                         for (job, future) in new {
@@ -157,7 +180,22 @@ impl<'a> Run<'a> {
                 }
                 continue;
             }
-            let mut done = next_done(&mut running).await;
+            let mut done = match self.remote.as_ref().map(|r| r.ttl / 3) {
+                None => next_done(&mut running).await,
+                Some(every) => {
+                    tokio::select! {
+                        done = next_done(&mut running) => done,
+                        () = tokio::time::sleep(every) => {
+                            if let Err(e) = self.remote_renew()
+                                && stop.is_none()
+                            {
+                                stop = Some(e);
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
             jobs.retain(|j| *j != done.job.identity);
             if let Some(limit) = done.rate_limit.take() {
                 self.rate_limit = Some(limit);
@@ -204,18 +242,16 @@ impl<'a> Run<'a> {
         }
         self.lock.set_phase(Phase::Selecting)?;
         self.apply_pending_edits()?;
+        self.remote_sync()?;
         let doc = self.spec.reload()?;
         let lines = self.ws.validate(&doc)?;
         if !lines.is_empty() {
             self.emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
-        let picks = schedule::pick(
-            &doc,
-            &running_now,
-            free,
-            &self.ws.select_options(self.settings, &doc),
-        );
+        let options = self.ws.select_options(self.settings, &doc);
+        // With `--remote`, only the tasks this run could claim.
+        let picks = self.claimed_picks(&doc, &running_now, free, &options)?;
         let mut out = Vec::new();
         for (k, selection) in picks.into_iter().enumerate() {
             let index = started + 1 + k as u32;
@@ -223,6 +259,7 @@ impl<'a> Run<'a> {
             let identity = doc.identity(selection.task);
             tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, "starting in its own worktree");
             let job = self.prepare_job(&doc, selection.task)?;
+            self.remote_job_prepared(&doc, selection.task, &job.slug)?;
             let future = self.job_future(job.clone_ids(), index, identity.clone())?;
             out.push((job, future));
         }
@@ -265,6 +302,11 @@ impl<'a> Run<'a> {
         }
         let ws = done.ws;
         self.retire_if_idle(&done.job, ws)?;
+        // A task that landed freed its claim in the same push; any other end publishes.
+        let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.settings.review;
+        if end.is_ok() && !landed {
+            self.remote_task_ended(&done.job.identity, &done.job.slug)?;
+        }
         end
     }
     /// Adds a task's totals to the run's.

@@ -1,0 +1,160 @@
+//! A task's work in progress on the remote (`refs/kern/work/<task>`), so that a machine that
+//! takes a lapsed claim over resumes from the work the dead machine had, not from nothing.
+//!
+//! The one decision a reader must know: while a task runs, the machine holding it saves what
+//! its worktree holds (a commit on the task's base, as `refs/kern/saved/` commits are made)
+//! and pushes it there at every renewal of its claim, so a machine killed loses at most a
+//! renewal period of work. The ref is the claim holder's alone; the landing push (or the
+//! release) deletes it with the claim. A machine taking the task over applies that commit onto
+//! the tip it starts from, as uncommitted work in the task's fresh worktree, and records the
+//! tip as the task's start: the work is the task's own, its stages start again over it.
+
+use std::path::{Path, PathBuf};
+
+use git2::Oid;
+
+use crate::error::Result;
+use crate::pipeline::Run;
+use crate::repository::Repository;
+use crate::repository::remote::{Expected, Pushed, RefUpdate};
+use crate::spec::{Document, TaskIdentity};
+use crate::state::journal::{self, JobRecord, TaskStart};
+
+use super::task_key;
+
+/// Where a task's work in progress lives on the remote.
+pub(crate) const WORK: &str = "refs/kern/work/";
+
+impl Run<'_> {
+    /// Pushes the work of each task this run holds, when it changed since the last push.
+    pub(in crate::pipeline) fn remote_checkpoint(&mut self) -> Result<()> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        let name = remote.name.clone();
+        for identity in remote.held_tasks() {
+            let key = task_key(&identity);
+            let Some(slug) = self.job_slug_of(&identity) else {
+                continue;
+            };
+            let Ok(job_repo) = Repository::discover(&self.ws.state_dir.job(&slug).job_tree())
+            else {
+                continue;
+            };
+            let own: Vec<PathBuf> = self
+                .ws
+                .own_files()
+                .into_iter()
+                .chain([PathBuf::from(&self.ws.spec_display)])
+                .collect();
+            let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+            let dirty: Vec<PathBuf> = job_repo
+                .dirty_paths(&own)?
+                .into_iter()
+                .map(|p| PathBuf::from(p.trim_end_matches('/')))
+                .collect();
+            if dirty.is_empty() {
+                continue;
+            }
+            let oid = job_repo.save_paths(
+                &format!("refs/kern/checkpoint/{slug}"),
+                &dirty,
+                &format!("kern: the work in progress of {key}\n"),
+            )?;
+            let last = self.remote.as_ref().and_then(|r| r.work.get(&key).copied());
+            if last.is_some_and(|l| self.same_tree(l, oid)) {
+                continue;
+            }
+            let pushed = self.ws.repo.push_expecting(
+                &name,
+                &[RefUpdate {
+                    name: format!("{WORK}{key}"),
+                    new: Some(oid),
+                    expected: last.map_or(Expected::Any, Expected::At),
+                }],
+            )?;
+            if pushed == Pushed::Done
+                && let Some(r) = &mut self.remote
+            {
+                r.work.insert(key, oid);
+            }
+        }
+        Ok(())
+    }
+
+    /// A task taken over: the work its last holder pushed, applied onto the tip in the task's
+    /// fresh worktree (uncommitted), the tip recorded as the task's start. Returns how many
+    /// paths it brought.
+    pub(in crate::pipeline) fn resume_pushed_work(
+        &mut self,
+        doc: &Document,
+        task: usize,
+        slug: &str,
+    ) -> Result<usize> {
+        let Some(remote) = &self.remote else {
+            return Ok(0);
+        };
+        let identity = doc.identity(task);
+        let key = task_key(&identity);
+        let Some(work) = self.ws.repo.fetch_work(&remote.name, &key)? else {
+            return Ok(0);
+        };
+        let Some(tip) = self.ws.repo.head_oid() else {
+            return Ok(0);
+        };
+        let Ok(base) = self
+            .ws
+            .repo
+            .git()
+            .find_commit(work)
+            .and_then(|c| c.parent_id(0))
+        else {
+            return Ok(0);
+        };
+        let crate::repository::Applied::Clean(tree) = self.ws.repo.apply_onto(base, work, tip)?
+        else {
+            return Ok(0);
+        };
+        let paths = self.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
+        let dir = self.ws.state_dir.job(slug);
+        let job_repo = Repository::discover(&dir.job_tree())?;
+        if paths.is_empty() || !job_repo.checkout_paths(tree, &paths)? {
+            return Ok(0);
+        }
+        // The task starts at the tip, with this work already in its tree.
+        let t = &doc.tasks()[task];
+        journal::save(
+            &dir.task_start(),
+            &TaskStart {
+                identity,
+                base_commit: Some(tip.to_string()),
+                excluded: Vec::new(),
+                check: t.check_command().map(str::to_string),
+                must: crate::pipeline::verify::held_at_start(self.ws.repo.top(), &t.must_text()),
+                tests_read_only: t.tests_read_only(),
+                scope: t.scope(),
+            },
+        )?;
+        if let Some(r) = &mut self.remote {
+            r.work.insert(key, work);
+        }
+        Ok(paths.len())
+    }
+
+    /// The folder name of the job running `identity`, from the job records.
+    fn job_slug_of(&self, identity: &TaskIdentity) -> Option<String> {
+        std::fs::read_dir(self.ws.state_dir.jobs_dir())
+            .ok()?
+            .flatten()
+            .find_map(|e| {
+                let slug = e.file_name().to_string_lossy().into_owned();
+                journal::load::<JobRecord>(&self.ws.state_dir.job(&slug).job_record())
+                    .filter(|r| r.identity == *identity)
+                    .map(|r| r.slug)
+            })
+    }
+
+    fn same_tree(&self, a: Oid, b: Oid) -> bool {
+        matches!((self.tree_of(a), self.tree_of(b)), (Ok(x), Ok(y)) if x == y)
+    }
+}

@@ -1,0 +1,815 @@
+//! Many machines, one SPEC.md (`kern --remote NAME`, DESIGN.md section 18): the run's side of
+//! the claims — keep the branch in step with the remote's, claim a task before it starts,
+//! renew the claims held, land a task's commit with a push that expects the tip it read, and
+//! publish SPEC.md's outcome of a task that did not land.
+//!
+//! Decisions a reader must know:
+//! - The loop sees only "claim, work as a `-j` task, land": tasks run exactly as `-j` tasks do
+//!   (`parallel/`); this file adds the remote around them. The rules are pure and tested in
+//!   [`claim`] (may this run take a task, what a refused push means) and [`spec_merge`] (SPEC.md
+//!   when the branch moves under the run); git's effects are `repository/remote.rs`.
+//! - Landing is one atomic push: the target branch (expected at the tip kern committed onto)
+//!   and the deletion of the task's claim (expected at the claim this run holds). A claim that
+//!   lapsed and was taken over makes the push fail, so work of a machine that lost its claim
+//!   never lands (the claim's id is the fencing token). A target that moved is fetched, the
+//!   local commit dropped, and the task integrated again on the new tip.
+//! - The run's branch follows the remote's: before tasks are picked and before each landing,
+//!   the remote's tip is fetched and the branch moved to it (only paths that differ are
+//!   written, never over a change of the person's), SPEC.md merged by task.
+//! - A run ending any way but kill -9 releases every claim it holds; a killed run's claims
+//!   lapse after `--claim-ttl` and another machine takes the task over, from the work in
+//!   progress the dead machine last pushed ([`checkpoint`]).
+
+mod checkpoint;
+pub(crate) mod claim;
+mod pull_request;
+pub(crate) mod spec_merge;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use git2::Oid;
+
+use crate::error::{Error, Result};
+use crate::pipeline::{Run, schedule};
+use crate::repository::Repository;
+use crate::repository::remote::{CLAIMS, Expected, Pushed, RefUpdate};
+use crate::spec::{Document, Quoted, SelectOptions, Selection, TaskIdentity};
+use crate::timestamp::Timestamp;
+use claim::{AfterRefusal, ClaimRecord, ClaimStep};
+
+/// The remote of a run and the claims it holds.
+pub(crate) struct Remote {
+    /// The remote's name (`origin`).
+    pub(crate) name: String,
+    /// The branch every task lands on (the run's branch, the same name there).
+    pub(crate) branch: String,
+    /// How long a claim lasts unless renewed.
+    pub(crate) ttl: Duration,
+    /// This run's id, written into its claims.
+    pub(crate) run: String,
+    /// The claims held, by task key.
+    held: BTreeMap<String, Held>,
+    /// Landing pushes refused in a row for the task being landed.
+    rounds: u32,
+    /// Set when the last pick found tasks left that only other machines hold: the run waits
+    /// for them (done, released, or lapsed) instead of ending.
+    pub(crate) waiting: bool,
+    /// The work in progress pushed for each task held (`refs/kern/work/<key>` there).
+    work: BTreeMap<String, Oid>,
+    /// Tasks taken over whose job has not started yet: their pushed work is brought in.
+    taken_over: Vec<TaskIdentity>,
+}
+
+struct Held {
+    oid: Oid,
+    record: ClaimRecord,
+    identity: TaskIdentity,
+}
+
+/// What came of a landing push.
+pub(crate) enum Landing {
+    /// The task's commit is the remote's tip; its claim is gone.
+    Landed,
+    /// The branch moved on: integrate again on the new tip.
+    Again,
+    /// It did not land and never will from here: the run goes on with this end.
+    Kept(crate::state::run_log::IterationEnd),
+}
+
+/// What a claim attempt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Claimed {
+    /// Another machine holds the task (or won the race for it).
+    No,
+    /// This run holds it now: a new claim, or its own kept.
+    Yes,
+    /// This run took over a lapsed claim: its holder and this attempt's number.
+    TookOver { holder: String, attempt: u32 },
+}
+
+/// The claim's key of a task: its titles' slugs, root first (`-N` for a repeated one).
+pub(crate) fn task_key(identity: &TaskIdentity) -> String {
+    let mut key = identity
+        .path
+        .iter()
+        .map(|t| crate::text::slug(t))
+        .collect::<Vec<_>>()
+        .join("--");
+    if identity.occurrence > 0 {
+        key.push_str(&format!("-{}", identity.occurrence + 1));
+    }
+    key
+}
+
+impl Remote {
+    /// The remote `name` for a run on `branch` (checked: a usage error when the clone has no
+    /// such remote).
+    pub(crate) fn new(repo: &Repository, name: &str, ttl: Duration, run: &str) -> Result<Remote> {
+        repo.check_remote(name)?;
+        let branch = repo.branch_name()?;
+        Ok(Remote {
+            name: name.to_string(),
+            branch,
+            ttl,
+            run: run.to_string(),
+            held: BTreeMap::new(),
+            rounds: 0,
+            waiting: false,
+            work: BTreeMap::new(),
+            taken_over: Vec::new(),
+        })
+    }
+
+    fn record(&self, task: &str, attempt: u32) -> ClaimRecord {
+        ClaimRecord {
+            task: task.to_string(),
+            host: nix::unistd::gethostname()
+                .map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into_owned()),
+            pid: std::process::id(),
+            run: self.run.clone(),
+            attempt,
+            expires: Timestamp::now().epoch_seconds() + self.ttl.as_secs() as i64,
+        }
+    }
+
+    fn claim_ref(key: &str) -> String {
+        format!("{CLAIMS}{key}")
+    }
+
+    /// Tries to claim the task `key` as the claims were last fetched.
+    pub(crate) fn claim(
+        &mut self,
+        repo: &Repository,
+        key: &str,
+        identity: &TaskIdentity,
+    ) -> Result<Claimed> {
+        let claims = repo.fetched_claims(&self.name)?;
+        let read = claims
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, oid, m)| (*oid, ClaimRecord::parse(m)));
+        let now = Timestamp::now().epoch_seconds();
+        let step = claim::claim_step(read.as_ref().map(|(o, r)| (*o, r.as_ref())), &self.run, now);
+        let holder = read
+            .as_ref()
+            .and_then(|(_, r)| r.as_ref())
+            .map(|r| format!("pid {} on {}", r.pid, r.host));
+        let (expected, attempt) = match step {
+            ClaimStep::HeldElsewhere { .. } => return Ok(Claimed::No),
+            ClaimStep::Mine(oid) => {
+                if let Some((_, Some(record))) = read {
+                    self.held.insert(
+                        key.to_string(),
+                        Held {
+                            oid,
+                            record,
+                            identity: identity.clone(),
+                        },
+                    );
+                }
+                return Ok(Claimed::Yes);
+            }
+            ClaimStep::Create => (Expected::Absent, 1),
+            ClaimStep::TakeOver { stale, attempt } => (Expected::At(stale), attempt),
+        };
+        let record = self.record(key, attempt);
+        let oid = repo.claim_commit(&record.message())?;
+        let pushed = repo.push_expecting(
+            &self.name,
+            &[RefUpdate {
+                name: Self::claim_ref(key),
+                new: Some(oid),
+                expected,
+            }],
+        )?;
+        if pushed != Pushed::Done {
+            return Ok(Claimed::No);
+        }
+        self.held.insert(
+            key.to_string(),
+            Held {
+                oid,
+                record,
+                identity: identity.clone(),
+            },
+        );
+        Ok(match expected {
+            Expected::At(_) => Claimed::TookOver {
+                holder: holder.unwrap_or_else(|| "a claim kern did not write".into()),
+                attempt,
+            },
+            _ => Claimed::Yes,
+        })
+    }
+
+    /// Renews each claim held that is due; returns the tasks whose claim was lost (taken over
+    /// after it lapsed).
+    pub(crate) fn renew(&mut self, repo: &Repository) -> Result<Vec<TaskIdentity>> {
+        let now = Timestamp::now().epoch_seconds();
+        let ttl = self.ttl.as_secs() as i64;
+        let due: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, h)| claim::renew_due(h.record.expires, ttl, now))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut lost = Vec::new();
+        for key in due {
+            let Some(held) = self.held.get(&key) else {
+                continue;
+            };
+            let record = self.record(&key, held.record.attempt);
+            let oid = repo.claim_commit(&record.message())?;
+            match repo.push_expecting(
+                &self.name,
+                &[RefUpdate {
+                    name: Self::claim_ref(&key),
+                    new: Some(oid),
+                    expected: Expected::At(held.oid),
+                }],
+            )? {
+                Pushed::Done => {
+                    if let Some(h) = self.held.get_mut(&key) {
+                        h.oid = oid;
+                        h.record = record;
+                    }
+                }
+                _ => {
+                    self.work.remove(&key);
+                    if let Some(h) = self.held.remove(&key) {
+                        lost.push(h.identity);
+                    }
+                }
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Frees the claim on `identity` when this run holds it (a claim taken over meanwhile is
+    /// left alone: the push expects the id this run holds).
+    pub(crate) fn release(&mut self, repo: &Repository, identity: &TaskIdentity) -> Result<()> {
+        let key = task_key(identity);
+        if let Some(held) = self.held.remove(&key) {
+            // Its work in progress goes with it: the task ended here.
+            let work = self.work.remove(&key).map(|w| RefUpdate {
+                name: format!("{}{key}", checkpoint::WORK),
+                new: None,
+                expected: Expected::At(w),
+            });
+            let claim = RefUpdate {
+                name: Self::claim_ref(&key),
+                new: None,
+                expected: Expected::At(held.oid),
+            };
+            let updates: Vec<RefUpdate> = [Some(claim), work].into_iter().flatten().collect();
+            repo.push_expecting(&self.name, &updates)?;
+        }
+        Ok(())
+    }
+
+    /// Frees every claim this run holds (the run ends).
+    pub(crate) fn release_all(&mut self, repo: &Repository) {
+        let ids: Vec<TaskIdentity> = self.held.values().map(|h| h.identity.clone()).collect();
+        for id in ids {
+            if let Err(e) = self.release(repo, &id) {
+                tracing::warn!(error = %e, "releasing a claim");
+            }
+        }
+    }
+
+    /// The tasks this run holds.
+    pub(crate) fn held_tasks(&self) -> Vec<TaskIdentity> {
+        self.held.values().map(|h| h.identity.clone()).collect()
+    }
+
+    /// The tasks of `doc` another run holds a live claim on (task indices).
+    pub(crate) fn held_elsewhere(&self, repo: &Repository, doc: &Document) -> Result<Vec<usize>> {
+        let now = Timestamp::now().epoch_seconds();
+        let claims = repo.fetched_claims(&self.name)?;
+        Ok((0..doc.tasks().len())
+            .filter(|&i| {
+                let key = task_key(&doc.identity(i));
+                claims.iter().any(|(k, oid, m)| {
+                    *k == key
+                        && matches!(
+                            claim::claim_step(
+                                Some((*oid, ClaimRecord::parse(m).as_ref())),
+                                &self.run,
+                                now
+                            ),
+                            ClaimStep::HeldElsewhere { .. }
+                        )
+                })
+            })
+            .collect())
+    }
+
+    /// The push that lands `commit` (made on `onto`) and frees the task's claim, all or
+    /// nothing; `Stale` also when this run holds no claim on it any more.
+    fn land(&self, repo: &Repository, key: &str, commit: Oid, onto: Oid) -> Result<Pushed> {
+        let Some(held) = self.held.get(key) else {
+            return Ok(Pushed::Stale);
+        };
+        repo.push_expecting(
+            &self.name,
+            &[
+                RefUpdate {
+                    name: format!("refs/heads/{}", self.branch),
+                    new: Some(commit),
+                    expected: Expected::At(onto),
+                },
+                RefUpdate {
+                    name: Self::claim_ref(key),
+                    new: None,
+                    expected: Expected::At(held.oid),
+                },
+            ]
+            .into_iter()
+            .chain(self.work.get(key).map(|&w| RefUpdate {
+                name: format!("{}{key}", checkpoint::WORK),
+                new: None,
+                expected: Expected::At(w),
+            }))
+            .collect::<Vec<_>>(),
+        )
+    }
+
+    /// True when the claim on `key`, as fetched now, is still the one this run holds.
+    fn still_mine(&self, repo: &Repository, key: &str) -> Result<bool> {
+        let Some(held) = self.held.get(key) else {
+            return Ok(false);
+        };
+        Ok(repo
+            .fetched_claims(&self.name)?
+            .iter()
+            .any(|(k, oid, _)| k == key && *oid == held.oid))
+    }
+}
+
+impl Run<'_> {
+    /// The run starts on the remote: the branch there must hold everything the local branch
+    /// has (kern never drops the person's commits); the branch is moved to its tip.
+    pub(super) fn remote_open(&mut self) -> Result<()> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        let (name, branch) = (remote.name.clone(), remote.branch.clone());
+        let tip = self.ws.repo.fetch_remote(&name, &branch)?;
+        if let Some(head) = self.ws.repo.head_oid()
+            && !self.ws.repo.contains(tip, head)
+        {
+            return Err(Error::Usage(format!(
+                "--remote `{name}`: the branch `{branch}` here has commits `{name}/{branch}` lacks — push them first (`git push {name} {branch}`), then run kern again"
+            )));
+        }
+        self.sync_to(tip)
+    }
+
+    /// Fetches the remote and moves the branch to its tip; returns the tip.
+    pub(super) fn remote_sync(&mut self) -> Result<Option<Oid>> {
+        let Some(remote) = &self.remote else {
+            return Ok(None);
+        };
+        let tip = self.ws.repo.fetch_remote(&remote.name, &remote.branch)?;
+        self.sync_to(tip)?;
+        Ok(Some(tip))
+    }
+
+    /// Moves the run's branch, index and work tree from HEAD to `tip`: exactly the paths that
+    /// differ are written (never over a change of the person's), SPEC.md merged by task.
+    fn sync_to(&mut self, tip: Oid) -> Result<()> {
+        let Some(head) = self.ws.repo.head_oid() else {
+            return Ok(());
+        };
+        if head == tip {
+            return Ok(());
+        }
+        let (base, theirs) = (self.spec_at(head), self.spec_at(tip));
+        self.spec.reload()?;
+        let ours = self.spec.last_text();
+        let held = self
+            .remote
+            .as_ref()
+            .map(Remote::held_tasks)
+            .unwrap_or_default();
+        let merged = spec_merge::merge(&base, &ours, &theirs, &held);
+        if ours != base {
+            self.spec.restore(&base)?;
+        }
+        let paths = self
+            .ws
+            .repo
+            .paths_between(self.tree_of(head)?, self.tree_of(tip)?)?;
+        if !self.ws.repo.checkout_paths(self.tree_of(tip)?, &paths)? {
+            self.spec.restore(&ours)?;
+            return Err(Error::Usage(format!(
+                "--remote: the branch moved on the remote, and a file it changes was changed here by hand ({}) — commit or undo your change, then run kern again",
+                paths.join(", ")
+            )));
+        }
+        let branch = self.ws.repo.branch_name()?;
+        self.ws.repo.set_ref(
+            &format!("refs/heads/{branch}"),
+            tip,
+            "kern: the remote's tip (--remote)",
+        )?;
+        self.spec.restore(&merged)?;
+        self.last_commit = Some(tip);
+        Ok(())
+    }
+
+    /// Up to `free` tasks to start beside the `running` ones ([`schedule::pick`]) — with
+    /// `--remote`, each claimed first: tasks other machines hold count as running (their
+    /// chains wait too), and a claim another machine won meanwhile sends the pick on to the
+    /// next task. Sets [`Remote::waiting`] when tasks are left that only others hold.
+    pub(super) fn claimed_picks(
+        &mut self,
+        doc: &Document,
+        running: &[usize],
+        free: usize,
+        options: &SelectOptions,
+    ) -> Result<Vec<Selection>> {
+        let Some(remote) = &mut self.remote else {
+            return Ok(schedule::pick(doc, running, free, options));
+        };
+        let elsewhere = remote.held_elsewhere(&self.ws.repo, doc)?;
+        remote.waiting =
+            !elsewhere.is_empty() && !schedule::pick(doc, running, 1, options).is_empty();
+        let mut taken: Vec<usize> = running.iter().chain(&elsewhere).copied().collect();
+        let mut chosen: Vec<Selection> = Vec::new();
+        while chosen.len() < free {
+            let picks = schedule::pick(doc, &taken, free - chosen.len(), options);
+            if picks.is_empty() {
+                break;
+            }
+            for selection in picks {
+                taken.push(selection.task);
+                if self.remote_claim(doc, selection.task)? {
+                    chosen.push(selection);
+                } else if let Some(remote) = &mut self.remote {
+                    // Another machine was faster: the next pick goes on past it.
+                    remote.waiting = true;
+                }
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// How long a run waits before it looks again for tasks that other machines hold: a second
+    /// at most, so that a machine ends soon after the last task lands (one fetch a second from
+    /// each waiting machine, at the end of a night only).
+    pub(super) fn claim_poll(&self) -> Duration {
+        self.remote.as_ref().map_or(Duration::ZERO, |r| {
+            (r.ttl / 20).clamp(Duration::from_millis(250), Duration::from_secs(1))
+        })
+    }
+
+    /// Claims the task `task` of `doc` on the remote: `Ok(true)` when this run holds it.
+    fn remote_claim(&mut self, doc: &Document, task: usize) -> Result<bool> {
+        let Some(remote) = &mut self.remote else {
+            return Ok(true);
+        };
+        let identity = doc.identity(task);
+        let key = task_key(&identity);
+        let title = Quoted(&doc.tasks()[task].title);
+        match remote.claim(&self.ws.repo, &key, &identity)? {
+            Claimed::No => Ok(false),
+            Claimed::Yes => {
+                self.reporter.info(&format!(
+                    "claimed {title} on `{}` (`{CLAIMS}{key}`)",
+                    remote.name
+                ));
+                Ok(true)
+            }
+            Claimed::TookOver { holder, attempt } => {
+                remote.taken_over.push(identity.clone());
+                self.reporter.info(&format!(
+                    "took over {title} on `{}`: the claim of {holder} lapsed (attempt {attempt})",
+                    remote.name
+                ));
+                Ok(true)
+            }
+        }
+    }
+
+    /// A task's job was prepared: when this run took the task over, the work its last holder
+    /// pushed is brought into the fresh worktree, and said.
+    pub(super) fn remote_job_prepared(
+        &mut self,
+        doc: &Document,
+        task: usize,
+        slug: &str,
+    ) -> Result<()> {
+        let Some(remote) = &mut self.remote else {
+            return Ok(());
+        };
+        let identity = doc.identity(task);
+        let before = remote.taken_over.len();
+        remote.taken_over.retain(|t| *t != identity);
+        if remote.taken_over.len() == before {
+            return Ok(());
+        }
+        let title = Quoted(&doc.tasks()[task].title);
+        let key = task_key(&identity);
+        match self.resume_pushed_work(doc, task, slug)? {
+            0 => self.reporter.info(&format!(
+                "{title} starts again on the branch's tip (no work of its last machine to resume)"
+            )),
+            n => self.reporter.info(&format!(
+                "{title} resumes from the work its last machine pushed (`{}{key}`: {n} path{})",
+                checkpoint::WORK,
+                if n == 1 { "" } else { "s" }
+            )),
+        }
+        Ok(())
+    }
+
+    /// Renews the claims due (a claim lost is said) and pushes each held task's work in
+    /// progress.
+    pub(super) fn remote_renew(&mut self) -> Result<()> {
+        let Some(remote) = &mut self.remote else {
+            return Ok(());
+        };
+        for lost in remote.renew(&self.ws.repo)? {
+            self.reporter.warn(&format!(
+                "lost the claim on {}: it lapsed and another machine took the task over — this run's work on it will not land",
+                Quoted(lost.path.last().map_or("", String::as_str))
+            ));
+        }
+        self.remote_checkpoint()
+    }
+
+    /// The task `identity` ended here without landing: its branch goes to the remote when
+    /// `--review` parked work on it, its SPEC.md lines to the remote's branch (a commit of
+    /// SPEC.md alone, when they changed), and its claim is freed.
+    pub(super) fn remote_task_ended(&mut self, identity: &TaskIdentity, slug: &str) -> Result<()> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        if self.settings.review
+            && let Some(oid) = self.ws.repo.task_branch(slug)
+        {
+            let name = remote.name.clone();
+            let branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
+            let pushed = self.ws.repo.push_expecting(
+                &name,
+                &[RefUpdate {
+                    name: format!("refs/heads/{branch}"),
+                    new: Some(oid),
+                    expected: Expected::Any,
+                }],
+            )?;
+            if pushed == Pushed::Done {
+                self.reporter
+                    .info(&format!("pushed `{branch}` to `{name}` for review"));
+                if self.settings.pr {
+                    let base = remote.branch.clone();
+                    let title = identity.path.last().map_or("", String::as_str);
+                    match pull_request::open(
+                        self.ws.repo.top(),
+                        self.settings.path_var.as_deref(),
+                        &base,
+                        &branch,
+                        title,
+                    ) {
+                        Ok(said) => self.reporter.info(&said),
+                        Err(said) => self.reporter.warn(&said),
+                    }
+                }
+            } else {
+                self.reporter.warn(&format!(
+                    "the remote `{name}` refused `{branch}`: it is here only"
+                ));
+            }
+        }
+        for _ in 0..claim::MAX_LANDING_ROUNDS {
+            let Some(tip) = self.remote_sync()? else {
+                return Ok(());
+            };
+            self.spec.reload()?;
+            let ours = self.spec.last_text();
+            let theirs = self.spec_at(tip);
+            let publish = spec_merge::merge(&ours, &ours, &theirs, std::slice::from_ref(identity));
+            if publish == theirs {
+                break;
+            }
+            let commit = self.spec_commit(tip, &publish, identity)?;
+            let (name, branch) = match &self.remote {
+                Some(r) => (r.name.clone(), r.branch.clone()),
+                None => return Ok(()),
+            };
+            match self.ws.repo.push_expecting(
+                &name,
+                &[RefUpdate {
+                    name: format!("refs/heads/{branch}"),
+                    new: Some(commit),
+                    expected: Expected::At(tip),
+                }],
+            )? {
+                Pushed::Done => {
+                    self.sync_to(commit)?;
+                    break;
+                }
+                Pushed::Refused(why) => {
+                    self.reporter.warn(&format!(
+                        "the remote `{name}` refused SPEC.md's note for {} ({why}): it stays in this clone's SPEC.md only",
+                        Quoted(identity.path.last().map_or("", String::as_str))
+                    ));
+                    break;
+                }
+                Pushed::Stale => {}
+            }
+        }
+        if let Some(remote) = &mut self.remote {
+            remote.release(&self.ws.repo, identity)?;
+        }
+        Ok(())
+    }
+
+    /// SPEC.md's path in the repository.
+    fn spec_rel(&self) -> PathBuf {
+        self.ws
+            .spec_path
+            .strip_prefix(self.ws.repo.top())
+            .map_or_else(|_| self.ws.spec_path.clone(), Path::to_path_buf)
+    }
+
+    /// SPEC.md's text at `commit` (empty when it has none).
+    fn spec_at(&self, commit: Oid) -> String {
+        let rel = self.spec_rel();
+        self.ws
+            .repo
+            .git()
+            .find_commit(commit)
+            .ok()
+            .and_then(|c| c.tree().ok())
+            .and_then(|t| t.get_path(&rel).ok())
+            .and_then(|e| self.ws.repo.git().find_blob(e.id()).ok())
+            .map(|b| String::from_utf8_lossy(b.content()).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// A commit on `parent` that changes SPEC.md alone, to `text`.
+    fn spec_commit(&self, parent: Oid, text: &str, identity: &TaskIdentity) -> Result<Oid> {
+        let git = |e: git2::Error| Error::git("committing SPEC.md's outcome of a task", e);
+        let repo = self.ws.repo.git();
+        let rel = self.spec_rel();
+        let parent = repo.find_commit(parent).map_err(git)?;
+        let blob = repo.blob(text.as_bytes()).map_err(git)?;
+        let mut index = git2::Index::new().map_err(git)?;
+        index.read_tree(&parent.tree().map_err(git)?).map_err(git)?;
+        let mode = parent
+            .tree()
+            .ok()
+            .and_then(|t| t.get_path(&rel).ok())
+            .map_or(0o100_644, |e| e.filemode() as u32);
+        index
+            .add(&git2::IndexEntry {
+                ctime: git2::IndexTime::new(0, 0),
+                mtime: git2::IndexTime::new(0, 0),
+                dev: 0,
+                ino: 0,
+                mode,
+                uid: 0,
+                gid: 0,
+                file_size: text.len() as u32,
+                id: blob,
+                flags: 0,
+                flags_extended: 0,
+                path: rel.to_string_lossy().as_bytes().to_vec(),
+            })
+            .map_err(git)?;
+        let tree = index.write_tree_to(repo).map_err(git)?;
+        let tree = repo.find_tree(tree).map_err(git)?;
+        let who = repo.signature().map_err(git)?;
+        repo.commit(
+            None,
+            &who,
+            &who,
+            &format!(
+                "kern: SPEC.md — {}\n",
+                identity.path.last().map_or("", String::as_str)
+            ),
+            &tree,
+            &[&parent],
+        )
+        .map_err(git)
+    }
+
+    /// The task's commit is on the run's branch: push it, with the release of its claim, all
+    /// or nothing (see the module docs).
+    pub(super) fn remote_land(
+        &mut self,
+        identity: &TaskIdentity,
+        title: &str,
+        slug: &str,
+        onto: Oid,
+    ) -> Result<Landing> {
+        let Some(remote) = &self.remote else {
+            return Ok(Landing::Landed);
+        };
+        let key = task_key(identity);
+        let task_branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
+        let Some(commit) = self.ws.repo.head_oid() else {
+            return Ok(Landing::Landed);
+        };
+        let (name, branch) = (remote.name.clone(), remote.branch.clone());
+        let pushed = remote.land(&self.ws.repo, &key, commit, onto)?;
+        let policy = match pushed {
+            Pushed::Done => {
+                if let Some(r) = &mut self.remote {
+                    r.held.remove(&key);
+                    r.work.remove(&key);
+                    r.rounds = 0;
+                }
+                self.reporter
+                    .info(&format!("landed {} on `{name}/{branch}`", Quoted(title)));
+                return Ok(Landing::Landed);
+            }
+            Pushed::Stale => None,
+            Pushed::Refused(why) => Some(why),
+        };
+        // Not landed: the local commit goes; the remote's tip comes.
+        let tip = self.ws.repo.fetch_remote(&name, &branch)?;
+        self.summary.committed.retain(|(t, _)| t != title);
+        self.sync_to(tip)?;
+        let (mine, round) = match &mut self.remote {
+            Some(r) => {
+                r.rounds += 1;
+                (r.still_mine(&self.ws.repo, &key)?, r.rounds)
+            }
+            None => (false, 0),
+        };
+        match claim::after_refusal(policy.as_deref(), mine, round) {
+            AfterRefusal::Rebase => {
+                self.reporter.info(&format!(
+                    "`{name}/{branch}` moved while {} landed: applying it again on the new tip",
+                    Quoted(title)
+                ));
+                Ok(Landing::Again)
+            }
+            AfterRefusal::LostClaim => {
+                if let Some(r) = &mut self.remote {
+                    r.held.remove(&key);
+                    r.work.remove(&key);
+                    r.rounds = 0;
+                }
+                self.reporter.warn(&format!(
+                    "{} was not landed: its claim lapsed and another machine took the task over — this run's work stays on `{task_branch}` here",
+                    Quoted(title)
+                ));
+                Ok(Landing::Kept(
+                    crate::state::run_log::IterationEnd::Progressed,
+                ))
+            }
+            AfterRefusal::Refused(why) => {
+                let pushed = self.ws.repo.task_branch(slug).map(|oid| {
+                    self.ws.repo.push_expecting(
+                        &name,
+                        &[RefUpdate {
+                            name: format!("refs/heads/{task_branch}"),
+                            new: Some(oid),
+                            expected: Expected::Any,
+                        }],
+                    )
+                });
+                let there = matches!(pushed, Some(Ok(Pushed::Done)));
+                if let Some(r) = &mut self.remote {
+                    r.rounds = 0;
+                    r.release(&self.ws.repo, identity)?;
+                }
+                Err(Error::Unfinished(format!(
+                    "the remote `{name}` refused the push to `{branch}` ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
+                    Quoted(title),
+                    if there {
+                        format!(" here and on `{name}`")
+                    } else {
+                        " here".to_string()
+                    }
+                )))
+            }
+            AfterRefusal::GiveUp => {
+                if let Some(r) = &mut self.remote {
+                    r.rounds = 0;
+                }
+                Err(Error::Remote {
+                    remote: name,
+                    what: format!("landing {}", Quoted(title)),
+                    detail: format!(
+                        "the branch `{branch}` moved {} times in a row while kern rebased onto it",
+                        claim::MAX_LANDING_ROUNDS
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Frees every claim the run holds (it ends).
+    pub(super) fn remote_close(&mut self) {
+        if let Some(remote) = &mut self.remote {
+            remote.release_all(&self.ws.repo);
+        }
+    }
+}
