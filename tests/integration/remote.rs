@@ -3,13 +3,13 @@
 //! inside stages are ordered by files the test creates, never by sleeps.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::support::during::git_in;
-use crate::support::project::{Project, texts};
+use crate::support::project::{self, Project, texts};
 
 /// A bare remote made from a project, and clones of it ("machines").
 struct Fleet {
@@ -54,23 +54,16 @@ impl Fleet {
     }
 
     /// `kern ARGS` on machine `i`, with the seed's scripted agent and its own state root.
-    fn kern(&self, i: usize, args: &[&str]) -> Command {
-        let mut cmd = self.seed.kern_std();
-        cmd.current_dir(&self.clones[i])
-            .env(
-                "KERN_STATE_DIR",
-                self.seed.outside.path().join(format!("state-{i}")),
-            )
-            .args(args);
-        cmd
+    fn kern(&self, i: usize, args: &[&str]) -> project::KernRun<'_> {
+        self.seed.run(args).current_dir(&self.clones[i]).env(
+            "KERN_STATE_DIR",
+            self.seed.outside.path().join(format!("state-{i}")),
+        )
     }
 
     fn spawn(&self, i: usize, args: &[&str]) -> Child {
         self.kern(i, args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+            .spawn_with(Stdio::piped(), Stdio::piped())
     }
 
     /// `git ARGS` in the bare remote.
@@ -158,10 +151,7 @@ fn two_machines_racing_for_one_task_a_hundred_times_one_wins_each_time() {
             .map(|i| {
                 fleet
                     .kern(i, &["claim", &key, "--remote", "origin"])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                    .spawn_with(Stdio::piped(), Stdio::piped())
             })
             .collect();
         let outs: Vec<Output> = children.into_iter().map(finish).collect();
@@ -180,12 +170,8 @@ fn two_machines_racing_for_one_task_a_hundred_times_one_wins_each_time() {
 #[test]
 fn an_unknown_remote_is_exit_2_naming_the_flag_and_the_fix() {
     let fleet = Fleet::new(&tasks(1), 1);
-    let out = fleet
-        .kern(0, &["1", "0", "--remote", "upstream"])
-        .output()
-        .unwrap();
-    let (_, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let out = fleet.kern(0, &["1", "0", "--remote", "upstream"]).expect(2);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains(
             "--remote `upstream`: this clone has no remote of that name (it has `origin`)"
@@ -199,12 +185,8 @@ fn an_unknown_remote_is_exit_2_naming_the_flag_and_the_fix() {
 fn an_unreachable_remote_is_exit_2_naming_the_flag() {
     let fleet = Fleet::new(&tasks(1), 1);
     std::fs::rename(&fleet.remote, fleet.seed.outside.path().join("gone.git")).unwrap();
-    let out = fleet
-        .kern(0, &["1", "0", "--remote", "origin"])
-        .output()
-        .unwrap();
-    let (_, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let out = fleet.kern(0, &["1", "0", "--remote", "origin"]).expect(2);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("--remote `origin`: fetching the branch and the claims failed"),
         "{stderr}"
@@ -214,13 +196,9 @@ fn an_unreachable_remote_is_exit_2_naming_the_flag() {
 #[test]
 fn one_machine_lands_every_task_on_the_remote_and_leaves_no_claim() {
     let fleet = Fleet::new(&tasks(3), 1);
-    let out = fleet
-        .kern(0, &["10", "0", "--remote", "origin"])
-        .output()
-        .unwrap();
-    ok(&out, "kern --remote");
+    let out = fleet.kern(0, &["10", "0", "--remote", "origin"]).expect(0);
     all_landed_once(&fleet, 3);
-    let (_, stderr) = texts(&out);
+    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
     assert!(stderr.contains("claimed `Task 1` on `origin`"), "{stderr}");
     assert!(
         stderr.contains("landed `Task 3` on `origin/master`"),
@@ -311,10 +289,8 @@ fn killed_in_stage_is_taken_over(stage: &str) {
             1,
             &[&["10", "0", "--remote", "origin"][..], &ttl[..]].concat(),
         )
-        .output()
-        .unwrap();
-    ok(&out, "the other machine");
-    let (_, stderr) = texts(&out);
+        .expect(0);
+    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
     assert!(
         stderr.contains("took over `Task 1` on `origin`: the claim of pid ")
             && stderr.contains("lapsed (attempt 2)"),
@@ -351,12 +327,8 @@ fn a_remote_refusing_pushes_to_master_leaves_the_work_on_its_branch_and_says_so(
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = fleet.remote_git(&["rev-parse", "master"]);
-    let out = fleet
-        .kern(0, &["1", "0", "--remote", "origin"])
-        .output()
-        .unwrap();
-    let (_, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    let out = fleet.kern(0, &["1", "0", "--remote", "origin"]).expect(4);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("the remote `origin` refused the push to `master` ([remote rejected] (pre-receive hook declined)): the work of `Task 1` is on the branch `kern/task-1` here and on `origin`"),
         "{stderr}"
@@ -372,30 +344,25 @@ fn a_remote_refusing_pushes_to_master_leaves_the_work_on_its_branch_and_says_so(
 #[test]
 fn status_lists_the_claims_and_release_frees_one() {
     let fleet = Fleet::new(&tasks(2), 2);
-    let claim = fleet
+    fleet
         .kern(0, &["claim", "task-1", "--remote", "origin"])
-        .output()
-        .unwrap();
-    ok(&claim, "kern claim");
-    let status = fleet.kern(1, &["status", "--remote"]).output().unwrap();
-    ok(&status, "kern status --remote");
-    let (stdout, _) = texts(&status);
+        .expect(0);
+    let status = fleet.kern(1, &["status", "--remote"]).expect(0);
+    let (stdout, _) = (status.stdout.clone(), status.stderr.clone());
     assert!(
         stdout.starts_with("claims on `origin` (refs/kern/claims/):\n  task-1: pid "),
         "{stdout}"
     );
     assert!(stdout.contains(", attempt 1, expires "), "{stdout}");
-    let release = fleet.kern(1, &["release", "Task 1"]).output().unwrap();
-    ok(&release, "kern release");
+    let release = fleet.kern(1, &["release", "Task 1"]).expect(0);
     assert!(
-        texts(&release)
+        (release.stdout.clone(), release.stderr.clone())
             .1
             .contains("released `refs/kern/claims/task-1` on `origin`")
     );
     assert_eq!(fleet.claims(), Vec::<String>::new());
-    let again = fleet.kern(1, &["release", "Task 1"]).output().unwrap();
-    assert_eq!(again.status.code(), Some(2));
-    assert!(texts(&again).1.contains("no claim on `Task 1` on `origin`"));
+    let again = fleet.kern(1, &["release", "Task 1"]).expect(2);
+    assert!(again.stderr.contains("no claim on `Task 1` on `origin`"));
 }
 
 /// A scenario where Task 1's implement says it began (touches `marker`) and waits for `go`
@@ -448,10 +415,12 @@ fn a_claim_is_renewed_while_its_task_runs_past_its_time() {
     wait_until("the first expiry", || now_s() > first + 1);
     let other = fleet
         .kern(1, &["claim", "task-1", "--remote", "origin"])
-        .output()
-        .unwrap();
-    ok(&other, "kern claim");
-    assert_eq!(texts(&other).0, "held\n", "the claim was renewed");
+        .expect(0);
+    assert_eq!(
+        (other.stdout.clone(), other.stderr.clone()).0,
+        "held\n",
+        "the claim was renewed"
+    );
     let renewed: i64 = claim_field(&fleet, "task-1", "expires").parse().unwrap();
     assert!(renewed > first, "{renewed} > {first}");
     assert_eq!(claim_field(&fleet, "task-1", "attempt"), "1");
@@ -473,11 +442,9 @@ fn a_machine_paused_past_its_claim_never_lands_the_task_another_took_over() {
     kill(pid, Signal::SIGSTOP).unwrap();
     let expires: i64 = claim_field(&fleet, "task-1", "expires").parse().unwrap();
     wait_until("the claim's expiry", || now_s() > expires);
-    let other = fleet
+    fleet
         .kern(1, &["1", "0", "--remote", "origin", "--claim-ttl", "2s"])
-        .output()
-        .unwrap();
-    ok(&other, "the machine taking over");
+        .expect(0);
     std::fs::write(&go, "").unwrap();
     kill(pid, Signal::SIGCONT).unwrap();
     let out = finish(paused);
@@ -553,11 +520,9 @@ fn a_conflict_between_machines_is_retried_on_the_new_tip_and_both_land_once() {
 fn review_parks_each_task_on_its_branch_on_the_remote_and_spec_md_says_so() {
     let fleet = Fleet::new(&tasks(2), 1);
     let before = fleet.remote_git(&["rev-parse", "master"]);
-    let out = fleet
+    fleet
         .kern(0, &["5", "0", "--remote", "origin", "--review"])
-        .output()
-        .unwrap();
-    ok(&out, "kern --remote --review");
+        .expect(0);
     for i in 1..=2 {
         assert_eq!(
             fleet.remote_git(&["show", &format!("kern/task-{i}:out/task-{i}.txt")]),
@@ -610,10 +575,8 @@ fn pr_parks_the_task_on_the_remote_and_opens_a_pull_request_with_gh() {
     let out = fleet
         .kern(0, &["1", "0", "--remote", "origin", "--pr"])
         .env("PATH", path)
-        .output()
-        .unwrap();
-    ok(&out, "kern --remote --pr");
-    let (_, stderr) = texts(&out);
+        .expect(0);
+    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
     assert!(
         stderr.contains("opened a pull request for `kern/task-1`: https://github.com/o/r/pull/7"),
         "{stderr}"
@@ -641,10 +604,8 @@ fn pr_without_gh_says_so_and_leaves_the_branch_on_the_remote() {
     let out = fleet
         .kern(0, &["1", "0", "--remote", "origin", "--pr"])
         .env("PATH", path)
-        .output()
-        .unwrap();
-    ok(&out, "kern --remote --pr");
-    let (_, stderr) = texts(&out);
+        .expect(0);
+    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
     assert!(
         stderr.contains("`gh` (the GitHub CLI) is not installed: open the pull request for `kern/task-1` yourself"),
         "{stderr}"
@@ -695,10 +656,8 @@ fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
             1,
             &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
         )
-        .output()
-        .unwrap();
-    ok(&out, "the machine taking over");
-    let (_, stderr) = texts(&out);
+        .expect(0);
+    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
     assert!(
         stderr.contains(
             "`Task 1` resumes from the work its last machine pushed (`refs/kern/work/task-1`: 1 path)"
