@@ -13,6 +13,25 @@ use serde_json::json;
 /// and read as UTC (the lock recovery once did) shows (issue 11, bug 1).
 const ZONE: &str = "UTC-2";
 
+/// Installs git hook `name`, whose first `hanging` runs write their pid to the returned file
+/// and then hang; later runs pass.
+fn hanging_hook(p: &Project, name: &str, hanging: usize) -> std::path::PathBuf {
+    let marks = p.outside.path().join("hook-runs");
+    let hook = p.path().join(".git/hooks").join(name);
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ >> '{m}'\n[ $(wc -l < '{m}') -le {hanging} ] && exec sleep 60\nexit 0\n",
+            m = marks.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    marks
+}
+
 fn spawn_kern(p: &Project, args: &[&str]) -> Child {
     p.run(&[]).env("TZ", ZONE).args(args).spawn()
 }
@@ -217,20 +236,8 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
         "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let marks = p.outside.path().join("hook-runs");
-    let hook = p.path().join(".git/hooks/pre-commit");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
     // The first two commit attempts hang in the hook (and say so); later ones go through.
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\necho $$ >> '{m}'\n[ $(wc -l < '{m}') -le 2 ] && exec sleep 60\nexit 0\n",
-            m = marks.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let marks = hanging_hook(&p, "pre-commit", 2);
     let index_lock = p.path().join(".git/index.lock");
     for run in 1..=2 {
         kill_9_once(
@@ -365,20 +372,8 @@ fn kill_9_mid_commit_in_a_reftable_repository_then_restart_commits_once() {
             "implement": {"write": {"out/{slug}.txt": "done {task}\n"}},
             "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
         }}));
-        let marks = p.outside.path().join("hook-runs");
-        let hook = p.path().join(".git/hooks").join(hook_name);
-        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
         // The first commit hangs in the hook (and says so); later ones go through.
-        std::fs::write(
-            &hook,
-            format!(
-                "#!/bin/sh\necho $$ >> '{m}'\n[ $(wc -l < '{m}') -le 1 ] && exec sleep 60\nexit 0\n",
-                m = marks.display()
-            ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let marks = hanging_hook(&p, hook_name, 1);
         kill_9_once(spawn_kern(&p, &["5", "0"]), hook_name, || {
             std::fs::read_to_string(&marks).is_ok_and(|t| !t.is_empty())
         });
