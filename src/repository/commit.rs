@@ -382,6 +382,37 @@ impl Repository {
     /// Makes the commit and moves HEAD: through libgit2 when unsigned; signed, through
     /// `commit_create_buffer`, the signer and `commit_signed`, then HEAD moved by kern with
     /// the reflog entry git writes.
+    /// A commit of `tree` on `parent` with `message`, made as git would make it — git's
+    /// identity, signed when git would sign — that moves no ref: for an outcome kern publishes
+    /// without a work tree (`--remote`'s SPEC.md-only commits). Hooks do not run: no work tree
+    /// is committed.
+    pub fn commit_tree(&self, tree: Oid, parent: Oid, message: &str) -> Result<Oid> {
+        let git = |e: git2::Error| Error::git("committing SPEC.md's outcome of a task", e);
+        let author = self.author()?;
+        let committer = self.committer()?;
+        let config = self.config_snapshot()?;
+        let signer = Signer::from_config(&config, &ident(&committer))?;
+        let message = git2::message_prettify(message, None).map_err(git)?;
+        let tree = self.repo.find_tree(tree).map_err(git)?;
+        let parent = self.repo.find_commit(parent).map_err(git)?;
+        let Some(signer) = signer else {
+            return self
+                .repo
+                .commit(None, &author, &committer, &message, &tree, &[&parent])
+                .map_err(git);
+        };
+        let buffer = self
+            .repo
+            .commit_create_buffer(&author, &committer, &message, &tree, &[&parent])
+            .map_err(git)?;
+        let signature = signer.sign(&buffer, &self.top, self.hook_timeout)?;
+        let content = std::str::from_utf8(&buffer)
+            .map_err(|e| Error::Internal(format!("the commit to sign is not UTF-8: {e}")))?;
+        self.repo
+            .commit_signed(content, &signature, Some(signature_header(&self.repo)))
+            .map_err(git)
+    }
+
     fn create_commit(
         &self,
         signer: Option<&Signer>,

@@ -38,7 +38,7 @@ impl Repository {
             let what = what.to_string();
             move |e: git2::Error| Error::git(format!("saving under `{refname}`: {what}"), e)
         };
-        let mut index = Index::new().map_err(git("a new index"))?;
+        let mut index = Index::new_ext(self.repo.object_format()).map_err(git("a new index"))?;
         let parent = match self.head_oid() {
             Some(oid) => Some(self.repo.find_commit(oid).map_err(git("reading HEAD"))?),
             None => None,

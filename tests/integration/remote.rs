@@ -669,3 +669,38 @@ fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
     all_landed_once(&fleet, 1);
     std::fs::write(&never, "").unwrap();
 }
+
+/// The SPEC.md-only commits `--remote` publishes (here `--review`'s notes) are made as git
+/// would make them: the clone's identity, signed when it signs.
+#[test]
+fn spec_md_outcome_commits_are_signed_with_the_persons_identity() {
+    let fleet = Fleet::new(&tasks(1), 1);
+    let key = fleet.seed.outside.path().join("signing-key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "kern-test", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let clone = &fleet.clones[0];
+    git_in(clone, &["config", "gpg.format", "ssh"]);
+    git_in(
+        clone,
+        &["config", "user.signingkey", &key.display().to_string()],
+    );
+    git_in(clone, &["config", "commit.gpgsign", "true"]);
+    let before = fleet.remote_git(&["rev-parse", "master"]);
+    fleet
+        .kern(0, &["5", "0", "--remote", "origin", "--review"])
+        .expect(0);
+    let new = fleet.remote_git(&["rev-list", &format!("{}..master", before.trim())]);
+    assert!(!new.trim().is_empty(), "SPEC.md's notes were published");
+    for commit in new.lines() {
+        let raw = fleet.remote_git(&["cat-file", "commit", commit]);
+        assert!(raw.contains("\ngpgsig "), "signed: {raw}");
+        assert!(
+            raw.contains("\nauthor Test Person <test@example.com>"),
+            "{raw}"
+        );
+    }
+}

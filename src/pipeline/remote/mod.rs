@@ -658,7 +658,7 @@ impl Run<'_> {
         let rel = self.spec_rel();
         let parent = repo.find_commit(parent).map_err(git)?;
         let blob = repo.blob(text.as_bytes()).map_err(git)?;
-        let mut index = git2::Index::new().map_err(git)?;
+        let mut index = git2::Index::new_ext(repo.object_format()).map_err(git)?;
         index.read_tree(&parent.tree().map_err(git)?).map_err(git)?;
         let mode = parent
             .tree()
@@ -682,20 +682,14 @@ impl Run<'_> {
             })
             .map_err(git)?;
         let tree = index.write_tree_to(repo).map_err(git)?;
-        let tree = repo.find_tree(tree).map_err(git)?;
-        let who = repo.signature().map_err(git)?;
-        repo.commit(
-            None,
-            &who,
-            &who,
+        self.ws.repo.commit_tree(
+            tree,
+            parent.id(),
             &format!(
                 "kern: SPEC.md — {}\n",
                 identity.path.last().map_or("", String::as_str)
             ),
-            &tree,
-            &[&parent],
         )
-        .map_err(git)
     }
 
     /// The task's commit is on the run's branch: push it, with the release of its claim, all
