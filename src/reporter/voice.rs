@@ -222,6 +222,58 @@ fn told_lines(told: &Told) -> Vec<Said> {
         ))],
         Told::SpecWarnings { lines } => lines.iter().map(|l| Warn(l.clone())).collect(),
         Told::OutOfScope { scope, paths } => vec![Warn(out_of_scope(scope, paths))],
+        Told::Claimed {
+            task,
+            remote,
+            claim,
+        } => vec![Info(format!(
+            "claimed {} on `{remote}` (`{claim}`)",
+            Quoted(task)
+        ))],
+        Told::TookOver {
+            task,
+            remote,
+            holder,
+            attempt,
+        } => vec![Info(format!(
+            "took over {} on `{remote}`: the claim of {holder} lapsed (attempt {attempt})",
+            Quoted(task)
+        ))],
+        Told::Resumed { task, work, paths } => vec![Info(match paths {
+            0 => format!(
+                "{} starts again on the branch's tip (no work of its last machine to resume)",
+                Quoted(task)
+            ),
+            n => format!(
+                "{} resumes from the work its last machine pushed (`{work}`: {})",
+                Quoted(task),
+                text::count(*n, "path", "paths")
+            ),
+        })],
+        Told::ClaimLost { task } => vec![Warn(format!(
+            "lost the claim on {}: it lapsed and another machine took the task over — this run's work on it will not land",
+            Quoted(task)
+        ))],
+        Told::PushedForReview { branch, remote } => {
+            vec![Info(format!("pushed `{branch}` to `{remote}` for review"))]
+        }
+        Told::RemoteRefused {
+            remote,
+            refused,
+            why,
+            stays,
+        } => vec![Warn(format!(
+            "the remote `{remote}` refused {refused}{}: {stays}",
+            why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default()
+        ))],
+        Told::Relanding { moved, task } => vec![Info(format!(
+            "`{moved}` moved while {} landed: applying it again on the new tip",
+            Quoted(task)
+        ))],
+        Told::NotLanded { task, branch } => vec![Warn(format!(
+            "{} was not landed: its claim lapsed and another machine took the task over — this run's work stays on `{branch}` here",
+            Quoted(task)
+        ))],
         Told::Unlisted { lines } => vec![Warn(format!(
             "nothing left to do — but these lines look like tasks without being list items:\n{}",
             lines.join("\n")

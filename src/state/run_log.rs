@@ -574,6 +574,73 @@ pub(crate) enum Told {
         /// The paths outside it.
         paths: Vec<String>,
     },
+    /// `--remote`: this machine claimed a task.
+    Claimed {
+        /// The task.
+        task: String,
+        /// The remote.
+        remote: String,
+        /// The claim's ref.
+        claim: String,
+    },
+    /// `--remote`: this machine took over a task whose claim lapsed.
+    TookOver {
+        /// The task.
+        task: String,
+        /// The remote.
+        remote: String,
+        /// Who held it.
+        holder: String,
+        /// The attempt this is.
+        attempt: u32,
+    },
+    /// `--remote`: a task taken over resumes from the work its last machine pushed (`paths` of
+    /// it), or starts again when there is none.
+    Resumed {
+        /// The task.
+        task: String,
+        /// The ref the work was pushed to.
+        work: String,
+        /// How many paths it brought back.
+        paths: usize,
+    },
+    /// `--remote`: a claim lapsed and another machine took the task over.
+    ClaimLost {
+        /// The task.
+        task: String,
+    },
+    /// `--remote --review`: a task's branch was pushed for review.
+    PushedForReview {
+        /// The branch.
+        branch: String,
+        /// The remote.
+        remote: String,
+    },
+    /// `--remote`: the remote refused a push.
+    RemoteRefused {
+        /// The remote.
+        remote: String,
+        /// What it refused, as the person reads it.
+        refused: String,
+        /// Why, when the remote said.
+        why: Option<String>,
+        /// What stays where.
+        stays: String,
+    },
+    /// `--remote`: the target branch moved while a task landed; it is applied again.
+    Relanding {
+        /// `remote/branch`.
+        moved: String,
+        /// The task.
+        task: String,
+    },
+    /// `--remote`: a task was not landed, its claim lapsed.
+    NotLanded {
+        /// The task.
+        task: String,
+        /// Its branch here.
+        branch: String,
+    },
     /// A task's notes were rewritten in kern's current layout, their words kept.
     NotesRewritten {
         /// The task.

@@ -36,6 +36,7 @@ use crate::pipeline::{Run, schedule};
 use crate::repository::Repository;
 use crate::repository::remote::{CLAIMS, Expected, Pushed, RefUpdate};
 use crate::spec::{Document, Quoted, SelectOptions, Selection, TaskIdentity};
+use crate::state::run_log::{RunEvent, Told};
 use crate::timestamp::Timestamp;
 use claim::{AfterRefusal, ClaimRecord, ClaimStep};
 
@@ -477,18 +478,21 @@ impl Run<'_> {
         match remote.claim(&self.ws.repo, &key, &identity)? {
             Claimed::No => Ok(false),
             Claimed::Yes => {
-                self.reporter.info(&format!(
-                    "claimed {title} on `{}` (`{CLAIMS}{key}`)",
-                    remote.name
-                ));
+                self.reporter.hear(&RunEvent::Told(Told::Claimed {
+                    task: title.0.to_string(),
+                    remote: remote.name.clone(),
+                    claim: format!("{CLAIMS}{key}"),
+                }));
                 Ok(true)
             }
             Claimed::TookOver { holder, attempt } => {
                 remote.taken_over.push(identity.clone());
-                self.reporter.info(&format!(
-                    "took over {title} on `{}`: the claim of {holder} lapsed (attempt {attempt})",
-                    remote.name
-                ));
+                self.reporter.hear(&RunEvent::Told(Told::TookOver {
+                    task: title.0.to_string(),
+                    remote: remote.name.clone(),
+                    holder,
+                    attempt,
+                }));
                 Ok(true)
             }
         }
@@ -513,16 +517,12 @@ impl Run<'_> {
         }
         let title = Quoted(&doc.tasks()[task].title);
         let key = task_key(&identity);
-        match self.resume_pushed_work(doc, task, slug)? {
-            0 => self.reporter.info(&format!(
-                "{title} starts again on the branch's tip (no work of its last machine to resume)"
-            )),
-            n => self.reporter.info(&format!(
-                "{title} resumes from the work its last machine pushed (`{}{key}`: {n} path{})",
-                checkpoint::WORK,
-                if n == 1 { "" } else { "s" }
-            )),
-        }
+        let paths = self.resume_pushed_work(doc, task, slug)?;
+        self.reporter.hear(&RunEvent::Told(Told::Resumed {
+            task: title.0.to_string(),
+            work: format!("{}{key}", checkpoint::WORK),
+            paths,
+        }));
         Ok(())
     }
 
@@ -533,10 +533,9 @@ impl Run<'_> {
             return Ok(());
         };
         for lost in remote.renew(&self.ws.repo)? {
-            self.reporter.warn(&format!(
-                "lost the claim on {}: it lapsed and another machine took the task over — this run's work on it will not land",
-                Quoted(lost.path.last().map_or("", String::as_str))
-            ));
+            self.reporter.hear(&RunEvent::Told(Told::ClaimLost {
+                task: lost.path.last().cloned().unwrap_or_default(),
+            }));
         }
         self.remote_checkpoint()
     }
@@ -562,8 +561,10 @@ impl Run<'_> {
                 }],
             )?;
             if pushed == Pushed::Done {
-                self.reporter
-                    .info(&format!("pushed `{branch}` to `{name}` for review"));
+                self.reporter.hear(&RunEvent::Told(Told::PushedForReview {
+                    branch: branch.clone(),
+                    remote: name.clone(),
+                }));
                 if self.settings.pr {
                     let base = remote.branch.clone();
                     let title = identity.path.last().map_or("", String::as_str);
@@ -579,9 +580,12 @@ impl Run<'_> {
                     }
                 }
             } else {
-                self.reporter.warn(&format!(
-                    "the remote `{name}` refused `{branch}`: it is here only"
-                ));
+                self.reporter.hear(&RunEvent::Told(Told::RemoteRefused {
+                    remote: name.clone(),
+                    refused: format!("`{branch}`"),
+                    why: None,
+                    stays: "it is here only".into(),
+                }));
             }
         }
         for _ in 0..claim::MAX_LANDING_ROUNDS {
@@ -613,10 +617,15 @@ impl Run<'_> {
                     break;
                 }
                 Pushed::Refused(why) => {
-                    self.reporter.warn(&format!(
-                        "the remote `{name}` refused SPEC.md's note for {} ({why}): it stays in this clone's SPEC.md only",
-                        Quoted(identity.path.last().map_or("", String::as_str))
-                    ));
+                    self.reporter.hear(&RunEvent::Told(Told::RemoteRefused {
+                        remote: name.clone(),
+                        refused: format!(
+                            "SPEC.md's note for {}",
+                            Quoted(identity.path.last().map_or("", String::as_str))
+                        ),
+                        why: Some(why),
+                        stays: "it stays in this clone's SPEC.md only".into(),
+                    }));
                     break;
                 }
                 Pushed::Stale => {}
@@ -738,10 +747,10 @@ impl Run<'_> {
         };
         match claim::after_refusal(policy.as_deref(), mine, round) {
             AfterRefusal::Rebase => {
-                self.reporter.info(&format!(
-                    "`{name}/{branch}` moved while {} landed: applying it again on the new tip",
-                    Quoted(title)
-                ));
+                self.reporter.hear(&RunEvent::Told(Told::Relanding {
+                    moved: format!("{name}/{branch}"),
+                    task: title.to_string(),
+                }));
                 Ok(Landing::Again)
             }
             AfterRefusal::LostClaim => {
@@ -750,10 +759,10 @@ impl Run<'_> {
                     r.work.remove(&key);
                     r.rounds = 0;
                 }
-                self.reporter.warn(&format!(
-                    "{} was not landed: its claim lapsed and another machine took the task over — this run's work stays on `{task_branch}` here",
-                    Quoted(title)
-                ));
+                self.reporter.hear(&RunEvent::Told(Told::NotLanded {
+                    task: title.to_string(),
+                    branch: task_branch.clone(),
+                }));
                 Ok(Landing::Kept(
                     crate::state::run_log::IterationEnd::Progressed,
                 ))
