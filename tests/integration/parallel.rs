@@ -213,8 +213,18 @@ fn a_second_conflict_blocks_the_task_and_leaves_its_work_on_its_branch() {
             ]}
         ]
     }));
-    let ran = p.run(&["10", "0", "-j", "2"]).expect(4);
+    let heard = p.outside.path().join("notified");
+    let ran = p
+        .run(&["10", "0", "-j", "2"])
+        .env("KERN_NOTIFY", format!("cat >> '{}'", heard.display()))
+        .expect(4);
     ran.stderr_has("blocked `Gamma`");
+    // Blocked like any task: `--notify` hears it.
+    let heard = std::fs::read_to_string(&heard).unwrap();
+    assert!(
+        heard.contains("\"event\":\"task_blocked\"") && heard.contains("Gamma"),
+        "{heard}"
+    );
     let spec = p.read("SPEC.md");
     assert!(spec.contains("- [!] Gamma"), "{spec}");
     assert!(spec.contains("`kern/gamma`"), "{spec}");

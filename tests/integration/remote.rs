@@ -198,7 +198,7 @@ fn one_machine_lands_every_task_on_the_remote_and_leaves_no_claim() {
     let fleet = Fleet::new(&tasks(3), 1);
     let out = fleet.kern(0, &["10", "0", "--remote", "origin"]).expect(0);
     all_landed_once(&fleet, 3);
-    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
+    let stderr = &out.stderr;
     assert!(stderr.contains("claimed `Task 1` on `origin`"), "{stderr}");
     assert!(
         stderr.contains("landed `Task 3` on `origin/master`"),
@@ -290,7 +290,7 @@ fn killed_in_stage_is_taken_over(stage: &str) {
             &[&["10", "0", "--remote", "origin"][..], &ttl[..]].concat(),
         )
         .expect(0);
-    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("took over `Task 1` on `origin`: the claim of pid ")
             && stderr.contains("lapsed (attempt 2)"),
@@ -348,7 +348,7 @@ fn status_lists_the_claims_and_release_frees_one() {
         .kern(0, &["claim", "task-1", "--remote", "origin"])
         .expect(0);
     let status = fleet.kern(1, &["status", "--remote"]).expect(0);
-    let (stdout, _) = (status.stdout.clone(), status.stderr.clone());
+    let stdout = &status.stdout;
     assert!(
         stdout.starts_with("claims on `origin` (refs/kern/claims/):\n  task-1: pid "),
         "{stdout}"
@@ -356,8 +356,8 @@ fn status_lists_the_claims_and_release_frees_one() {
     assert!(stdout.contains(", attempt 1, expires "), "{stdout}");
     let release = fleet.kern(1, &["release", "Task 1"]).expect(0);
     assert!(
-        (release.stdout.clone(), release.stderr.clone())
-            .1
+        release
+            .stderr
             .contains("released `refs/kern/claims/task-1` on `origin`")
     );
     assert_eq!(fleet.claims(), Vec::<String>::new());
@@ -416,11 +416,7 @@ fn a_claim_is_renewed_while_its_task_runs_past_its_time() {
     let other = fleet
         .kern(1, &["claim", "task-1", "--remote", "origin"])
         .expect(0);
-    assert_eq!(
-        (other.stdout.clone(), other.stderr.clone()).0,
-        "held\n",
-        "the claim was renewed"
-    );
+    assert_eq!(other.stdout, "held\n", "the claim was renewed");
     let renewed: i64 = claim_field(&fleet, "task-1", "expires").parse().unwrap();
     assert!(renewed > first, "{renewed} > {first}");
     assert_eq!(claim_field(&fleet, "task-1", "attempt"), "1");
@@ -576,7 +572,7 @@ fn pr_parks_the_task_on_the_remote_and_opens_a_pull_request_with_gh() {
         .kern(0, &["1", "0", "--remote", "origin", "--pr"])
         .env("PATH", path)
         .expect(0);
-    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("opened a pull request for `kern/task-1`: https://github.com/o/r/pull/7"),
         "{stderr}"
@@ -605,7 +601,7 @@ fn pr_without_gh_says_so_and_leaves_the_branch_on_the_remote() {
         .kern(0, &["1", "0", "--remote", "origin", "--pr"])
         .env("PATH", path)
         .expect(0);
-    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("`gh` (the GitHub CLI) is not installed: open the pull request for `kern/task-1` yourself"),
         "{stderr}"
@@ -657,7 +653,7 @@ fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
             &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
         )
         .expect(0);
-    let (_, stderr) = (out.stdout.clone(), out.stderr.clone());
+    let stderr = &out.stderr;
     assert!(
         stderr.contains(
             "`Task 1` resumes from the work its last machine pushed (`refs/kern/work/task-1`: 1 path)"

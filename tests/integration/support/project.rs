@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 /// A scratch project: repository, state folder, scenario.
@@ -191,12 +190,9 @@ impl Project {
             .collect()
     }
 
-    /// `kern` in this repository with the scripted agent, its own state root, no colour.
-    pub(crate) fn kern(&self) -> Command {
-        Command::from_std(self.kern_std())
-    }
-
-    /// The same as [`Project::kern`], as a plain std command (for spawning and signalling).
+    /// `kern` in this repository with the scripted agent, its own state root, no colour: the
+    /// command [`Project::run`]'s builder starts from. Tests run kern through that builder; this
+    /// is for the few that only need its environment (a README recipe run through `sh`).
     pub(crate) fn kern_std(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kern"));
         cmd.current_dir(self.path())
