@@ -7,7 +7,7 @@
 //! (`StateDir::locate`): one another user could write in stops every command here, before
 //! anything is read from it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::prompt::Templates;
@@ -42,11 +42,7 @@ impl Workspace {
     pub(crate) fn open(settings: &Settings) -> Result<Workspace> {
         let mut repo = Repository::discover(&settings.cwd)?;
         let top = repo.top().to_path_buf();
-        let spec_path = if settings.spec.is_absolute() {
-            settings.spec.clone()
-        } else {
-            top.join(&settings.spec)
-        };
+        let spec_path = spec_path(&settings.spec, &top, &settings.cwd);
         let spec_display = spec_path.strip_prefix(&top).map_or_else(
             |_| spec_path.display().to_string(),
             |p| p.display().to_string(),
@@ -191,5 +187,29 @@ impl Workspace {
             }
         }
         files
+    }
+}
+
+/// Where the task list is: an absolute path as given; a relative one from the repository's
+/// top folder (so `kern` finds `SPEC.md` from any folder of the repository), else — when no
+/// such file is there — from the folder kern runs in, as the shell would read it (`cd
+/// packages/app && kern --spec SPEC.md` in a monorepo).
+fn spec_path(spec: &Path, top: &Path, cwd: &Path) -> PathBuf {
+    if spec.is_absolute() {
+        return spec.to_path_buf();
+    }
+    let from_top = top.join(spec);
+    if from_top.exists() {
+        return from_top;
+    }
+    let inside = |p: &Path| {
+        let (p, top) = (p.canonicalize().ok(), top.canonicalize().ok());
+        p.zip(top)
+            .filter(|(p, top)| p.starts_with(top))
+            .map(|(p, _)| p)
+    };
+    match inside(&cwd.join(spec)) {
+        Some(found) if found.is_file() => found,
+        _ => from_top,
     }
 }

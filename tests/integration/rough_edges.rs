@@ -359,3 +359,32 @@ fn dry_run_prompts_writes_the_prompts_its_command_lines_read() {
         .expect(2)
         .stderr_has("--dry-run");
 }
+
+/// A monorepo: in `packages/app`, `kern --spec SPEC.md` means the package's task list, as the
+/// shell reads the path, when the repository's top folder has no file of that name; with one
+/// there, the top folder's wins, as before.
+#[test]
+fn a_relative_spec_is_found_from_the_folder_kern_runs_in_when_the_top_has_none() {
+    let p = Project::new("- [ ] Top task\n");
+    p.write(
+        "packages/app/PLAN.md",
+        "---\nowner: pat\n---\n\n- [ ] Package task\n",
+    );
+    p.commit_all("a package with its own plan");
+    let app = p.path().join("packages/app");
+    let ran = p
+        .run(&["1", "0", "--spec", "PLAN.md"])
+        .current_dir(&app)
+        .expect(0);
+    ran.stderr_has("task `Package task` (packages/app/PLAN.md:5)");
+    assert!(
+        p.read("packages/app/PLAN.md")
+            .contains("- [x] Package task")
+    );
+    assert_eq!(p.read("SPEC.md"), "- [ ] Top task\n");
+    // SPEC.md is at the top: the default still means that one, from any folder.
+    p.run(&["1", "0"])
+        .current_dir(&app)
+        .expect(0)
+        .stderr_has("task `Top task` (SPEC.md:1)");
+}
