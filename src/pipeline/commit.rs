@@ -212,7 +212,7 @@ impl Run<'_> {
             .find(&it.identity)
             .map(|t| decide::commit_edits(&doc, t))
             .unwrap_or_default();
-        if let Some(branch) = self.review_branch()
+        if let Some(branch) = self.target.review_branch().map(str::to_string)
             && !edits.is_empty()
         {
             edits.push(Edit::AddReview(branch));
@@ -250,7 +250,6 @@ impl Run<'_> {
             Ok(end) => {
                 journal::remove(&self.ws.state_dir.pending_commit());
                 journal::remove(&self.ws.state_dir.task_start());
-                self.last_failed = false;
                 Ok(Tried::Ended(end))
             }
             Err(e @ (Error::HookFailed { .. } | Error::CommitMessageRefused { .. })) => {
@@ -407,9 +406,9 @@ impl Run<'_> {
             });
             return Ok(IterationEnd::Progressed);
         };
-        let review_branch = self.review_branch();
-        if review_branch.is_none() {
-            self.last_commit = Some(oid);
+        let review_branch = self.target.review_branch().map(str::to_string);
+        if let Some(branch) = self.target.branch() {
+            branch.last_commit = Some(oid);
         }
         self.emit(RunEvent::Commit {
             task: it.title.clone(),
@@ -419,11 +418,6 @@ impl Run<'_> {
             review_branch,
         });
         Ok(IterationEnd::Committed)
-    }
-
-    /// `--review`: the task branch this run's commit goes to.
-    fn review_branch(&self) -> Option<String> {
-        self.job.as_ref().and_then(|j| j.review_branch.clone())
     }
 
     /// Remembers the changed files a commit left out (secrets, too large): they stay in the

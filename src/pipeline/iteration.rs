@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::pipeline::check;
 use crate::pipeline::decide::{self, Attempts, Decision, Next, TaskOutcome};
-use crate::pipeline::{Run, TaskRun};
+use crate::pipeline::{Run, Target, TaskRun};
 use crate::reporter::voice::NEEDS_PERSON;
 use crate::spec::{self, Document, Edit, Quoted, TaskState};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
@@ -65,16 +65,16 @@ impl Run<'_> {
             self.emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let options = self.ws.select_options(self.settings, &doc);
-        let selection = match &self.job {
+        let selection = match self.target.task() {
             None => spec::select_with(&doc, &options),
             // A parallel task's run takes its own task, when that is still workable.
-            Some(job) => doc.find(&job.identity).and_then(|target| {
+            Some(task) => doc.find(task).and_then(|target| {
                 spec::select_avoiding(&doc, &options, &|i| i != target).filter(|s| s.task == target)
             }),
         };
         let Some(selection) = selection else {
             journal::remove(&self.ws.state_dir.task_start());
-            if self.job.is_some() {
+            if self.target.task().is_some() {
                 return Ok(IterationEnd::NothingLeft);
             }
             let unlisted = doc.unlisted_tasks();
@@ -293,8 +293,8 @@ impl Run<'_> {
                 // A parallel task whose message a hook refused at integration: asked for a
                 // new message (see commit.rs).
                 let refused = self
-                    .job
-                    .as_ref()
+                    .target
+                    .task()
                     .and_then(|_| journal::load(&self.ws.state_dir.refused_message()));
                 let run = self
                     .stage_with::<ReviewReport>(it, Some(&implement), refused.as_ref())
@@ -306,9 +306,11 @@ impl Run<'_> {
                 }
             }
         };
-        match &self.job {
-            Some(job) if job.review_branch.is_none() => Ok(IterationEnd::Ready),
-            _ => self.commit_asking_review(it, &implement, review).await,
+        match self.target {
+            Target::Job(_) => Ok(IterationEnd::Ready),
+            Target::Branch(_) | Target::Review { .. } => {
+                self.commit_asking_review(it, &implement, review).await
+            }
         }
     }
 
@@ -496,10 +498,8 @@ impl Run<'_> {
             ],
         };
         for event in ended {
-            match &event {
-                RunEvent::AttemptFailed { .. } => self.last_failed = true,
-                RunEvent::Blocked { .. } => journal::remove(&self.ws.state_dir.task_start()),
-                _ => {}
+            if let RunEvent::Blocked { .. } = &event {
+                journal::remove(&self.ws.state_dir.task_start());
             }
             self.emit(event);
         }

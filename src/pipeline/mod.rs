@@ -9,8 +9,8 @@
 //! `recovery` (after a dead run), `check` (the check gate), `verify` (the must-haves and
 //! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
 //! `discovery` (how much research a task earns), `error_research` (what the next attempt is
-//! told after a failure, and when a task's approaches are exhausted), `shared` (what every task
-//! of a run shares), `schedule` (which tasks run together), `parallel` (tasks in worktrees,
+//! told after a failure, and when a task's approaches are exhausted), `shared` (SPEC.md as every task
+//! of a run shares it), `ledger` (what the run counts, shared by its tasks), `schedule` (which tasks run together), `parallel` (tasks in worktrees,
 //! `-j`) and `remote` (tasks claimed on a git remote and landed there, `--remote`).
 //!
 //! Decisions a reader must know:
@@ -26,7 +26,7 @@
 //!   [`Error::RepositoryGone`] (exit 2), whatever git read failed first: the message says
 //!   what the state folder still holds.
 //! - Two agents: the run remembers until when each agent is at its usage limit
-//!   (`AgentLimits`, shared by every task), so every stage starts on the one that can work (`--fallback-agent`),
+//!   (in the [`Ledger`] every task shares), so every stage starts on the one that can work (`--fallback-agent`),
 //!   and `--pace` is judged after each iteration from the latest usage an agent reported.
 
 mod audit;
@@ -36,6 +36,7 @@ mod decide;
 pub(crate) mod discovery;
 pub(crate) mod error_research;
 mod iteration;
+mod ledger;
 mod parallel;
 mod recovery;
 pub(crate) mod remote;
@@ -45,9 +46,6 @@ mod shared;
 pub(crate) mod stage;
 mod verify;
 
-use std::time::Instant;
-
-use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
 use crate::reporter::notify::{EventKind, Notifier};
 use crate::reporter::voice;
@@ -63,13 +61,14 @@ use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
-use shared::{SharedLimits, SharedSpec, Spent};
+use ledger::Ledger;
+use shared::SharedSpec;
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
 /// instead of spinning.
 pub(crate) const MAX_IDLE_ITERATIONS: u32 = 3;
 
-/// A run in progress: its counters and the things every iteration needs.
+/// A run in progress: what it was given, what it holds, and where its work goes.
 pub(crate) struct Run<'a> {
     settings: &'a Settings,
     ws: &'a Workspace,
@@ -78,40 +77,78 @@ pub(crate) struct Run<'a> {
     lock: RunLock,
     log: RunLog,
     spec: SharedSpec,
-    /// What the whole run has spent, every parallel task's stages counted (`--max-cost`).
-    spent: Spent,
-    /// The usage-limit pause every task of the run shares.
-    pause: crate::pipeline::stage::runner::Pause,
-    /// Set for a parallel task's run (`-j`, `--review`): see [`JobTarget`].
-    job: Option<JobTarget>,
-    summary: Summary,
-    last_failed: bool,
-    started: Instant,
-    detached: bool,
+    /// What the run counts, shared by every task of the run.
+    ledger: Ledger,
+    /// Where this run's work goes.
+    target: Target,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
-    /// Until when each agent is at its usage limit, for the whole run (every task's).
-    limits: SharedLimits,
-    /// The latest subscription usage an agent reported, for `--pace`.
-    rate_limit: Option<(String, RateLimit)>,
-    /// How many stages each agent ran, and how many stages moved to another agent.
-    stages_by_agent: Vec<(String, u32)>,
-    switches: u32,
-    /// The last commit kern made on the run's branch: with parallel tasks, the branch must keep
-    /// it (see `parallel::integrate::keep_branch_forwards`).
+}
+
+/// Where a run's work goes (DESIGN.md section 15).
+pub(crate) enum Target {
+    /// The run's own branch (or a detached HEAD): kern commits there.
+    Branch(BranchTarget),
+    /// A parallel task's run (`-j`): it works on exactly this task in the task's own worktree
+    /// and hands the work back ([`IterationEnd::Ready`]) for the run to integrate.
+    Job(TaskIdentity),
+    /// `--review`: the reviewed work of this task is committed on its task branch
+    /// (`kern/<task>`) and parked there.
+    Review { task: TaskIdentity, branch: String },
+}
+
+/// The run's own branch.
+#[derive(Default)]
+pub(crate) struct BranchTarget {
+    /// HEAD names no branch: kern's commits are on none (the summary says how to keep them).
+    detached: bool,
+    /// The last commit kern made on the branch: with parallel tasks, the branch must keep it
+    /// (see `parallel::integrate::keep_branch_forwards`).
     last_commit: Option<git2::Oid>,
-    /// `--remote`: the remote the run claims its tasks on (the run's own, never a task's).
+    /// `--remote`: the remote the run claims its tasks on.
     remote: Option<remote::Remote>,
 }
 
-/// A parallel task's run (`-j`, `--review`; DESIGN.md section 15): it works on exactly this
-/// task, in the task's own worktree, and does not commit on the run's branch.
-pub(crate) struct JobTarget {
-    identity: TaskIdentity,
-    /// `--review`: the reviewed work is committed on this task branch (`kern/<task>`) and
-    /// parked there. Without it the work is handed back ([`IterationEnd::Ready`]) for the run
-    /// to integrate.
-    review_branch: Option<String>,
+impl Target {
+    /// The one task a parallel task's run works on.
+    fn task(&self) -> Option<&TaskIdentity> {
+        match self {
+            Target::Branch(_) => None,
+            Target::Job(task) | Target::Review { task, .. } => Some(task),
+        }
+    }
+
+    /// `--review`: the task branch the commit goes to.
+    fn review_branch(&self) -> Option<&str> {
+        match self {
+            Target::Review { branch, .. } => Some(branch),
+            _ => None,
+        }
+    }
+
+    /// `--remote`: the remote the run claims its tasks on.
+    fn remote(&self) -> Option<&remote::Remote> {
+        match self {
+            Target::Branch(branch) => branch.remote.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// `--remote`, to change what the run holds there.
+    fn remote_mut(&mut self) -> Option<&mut remote::Remote> {
+        match self {
+            Target::Branch(branch) => branch.remote.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// The run's own branch, when this run commits there.
+    fn branch(&mut self) -> Option<&mut BranchTarget> {
+        match self {
+            Target::Branch(branch) => Some(branch),
+            _ => None,
+        }
+    }
 }
 
 /// The task an iteration works on.
@@ -269,6 +306,15 @@ async fn run_locked(
             return Err(e);
         }
     };
+    let remote = match &settings.remote {
+        Some(name) => Some(remote::Remote::new(
+            &ws.repo,
+            name,
+            settings.claim_ttl,
+            &run_id,
+        )?),
+        None => None,
+    };
     let mut run = Run {
         settings,
         ws,
@@ -277,33 +323,17 @@ async fn run_locked(
         lock,
         log: RunLog::new(ws.state_dir.run_log(), run_id),
         spec: SharedSpec::new(spec),
-        spent: Spent::default(),
-        pause: crate::pipeline::stage::runner::Pause::default(),
-        job: None,
-        summary: Summary {
+        ledger: Ledger::new(Summary {
             state_dir: ws.state_dir.dir(),
             max_cost: settings.max_cost,
             ..Summary::default()
-        },
-        last_failed: false,
-        started: Instant::now(),
-        detached: false,
+        }),
+        target: Target::Branch(BranchTarget {
+            remote,
+            ..BranchTarget::default()
+        }),
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
-        limits: SharedLimits::default(),
-        rate_limit: None,
-        stages_by_agent: Vec::new(),
-        switches: 0,
-        last_commit: None,
-        remote: None,
     };
-    if let Some(name) = &settings.remote {
-        run.remote = Some(remote::Remote::new(
-            &ws.repo,
-            name,
-            settings.claim_ttl,
-            run.log.run_id(),
-        )?);
-    }
     {
         let hook = reporter.hangup_hook();
         let log = run.log.clone();
@@ -320,7 +350,9 @@ async fn run_locked(
         run.emit(RunEvent::Told(Told::Detached {
             oid: oid.to_string(),
         }));
-        run.detached = true;
+        if let Some(branch) = run.target.branch() {
+            branch.detached = true;
+        }
     }
     if ws.repo.is_untracked(&ws.spec_path) {
         run.emit(RunEvent::Told(Told::SpecUntracked {
@@ -349,13 +381,14 @@ impl Run<'_> {
             if let Some(signal) = self.interrupt.requested() {
                 return Err(Error::Interrupted { signal });
             }
-            self.summary.iterations = index;
+            self.ledger.books().summary.iterations = index;
             let end = self.iteration(index, total).await?;
             self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
             match end {
                 IterationEnd::NothingLeft => {
-                    self.summary.iterations = index - 1;
-                    self.summary.ended = "nothing left to do".into();
+                    let mut books = self.ledger.books();
+                    books.summary.iterations = index - 1;
+                    books.summary.ended = "nothing left to do".into();
                     return Ok(());
                 }
                 IterationEnd::Skipped => idle += 1,
@@ -371,7 +404,7 @@ impl Run<'_> {
             }
             self.check_budget()?;
             if let Some(why) = self.judge_pace() {
-                self.summary.ended = why;
+                self.ledger.books().summary.ended = why;
                 return Ok(());
             }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
@@ -384,7 +417,7 @@ impl Run<'_> {
                 }
             }
         }
-        self.summary.ended = all_ran(total);
+        self.ledger.books().summary.ended = all_ran(total);
         Ok(())
     }
 
@@ -451,7 +484,7 @@ impl Run<'_> {
         if let Some((kind, fields)) = voice::notice(&event) {
             self.reporter.notify(kind, fields);
         }
-        self.summary.on(&event);
+        self.ledger.on(&event);
         if event.is_recorded() {
             self.log.event(event);
         }
@@ -460,8 +493,8 @@ impl Run<'_> {
     /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
     fn check_budget(&self) -> Result<()> {
         match self.settings.max_cost {
-            Some(limit) if self.spent.get() >= limit => Err(Error::BudgetSpent {
-                spent: self.spent.get(),
+            Some(limit) if self.ledger.spent() >= limit => Err(Error::BudgetSpent {
+                spent: self.ledger.spent(),
                 limit,
             }),
             _ => Ok(()),
@@ -475,7 +508,6 @@ impl Run<'_> {
 
     /// Prints the summary, logs the end, and decides the exit.
     fn finish(mut self, result: Result<()>) -> Result<()> {
-        self.summary.elapsed = self.started.elapsed();
         // Whatever failed first (a read of HEAD, a status), the cause is the lost repository.
         let result = match result {
             Err(e) if !matches!(e, Error::Interrupted { .. }) && self.ws.repo.is_gone() => {
@@ -486,34 +518,24 @@ impl Run<'_> {
             }
             other => other,
         };
-        if self.stages_by_agent.len() > 1 || self.switches > 0 {
-            let counts: Vec<String> = self
-                .stages_by_agent
-                .iter()
-                .map(|(agent, n)| format!("{agent} {n}"))
-                .collect();
-            self.summary.notes.push(format!(
-                "stages by agent: {}{}",
-                counts.join(", "),
-                match self.switches {
-                    0 => String::new(),
-                    1 => " (1 stage moved to the other agent at a usage limit)".to_string(),
-                    n => format!(" ({n} stages moved to the other agent at a usage limit)"),
-                }
-            ));
+        let detached = self.target.branch().is_some_and(|b| b.detached);
+        {
+            let mut books = self.ledger.books();
+            books.summary.elapsed = books.started.elapsed();
+            if let Some(note) = voice::stages_by_agent(&books.stages_by_agent, books.switches) {
+                books.summary.notes.push(note);
+            }
+            if detached && !books.summary.committed.is_empty() {
+                let head = self
+                    .ws
+                    .repo
+                    .head_oid()
+                    .map(|o| o.to_string())
+                    .unwrap_or_default();
+                books.summary.notes.push(voice::commits_on_no_branch(&head));
+            }
         }
-        if self.detached && !self.summary.committed.is_empty() {
-            let head = self
-                .ws
-                .repo
-                .head_oid()
-                .map(|o| o.to_string())
-                .unwrap_or_default();
-            self.summary.notes.push(format!(
-                "kern's commits are on no branch (HEAD is detached) — keep them with `git branch <name> {}`",
-                crate::text::short_oid(&head)
-            ));
-        }
+        let last_failed = self.ledger.books().last_failed;
         let result = result.and_then(|()| {
             let doc = self.spec.reload()?;
             let blocked = doc.counts().blocked;
@@ -524,25 +546,29 @@ impl Run<'_> {
                     if blocked == 1 { "" } else { "s" },
                     self.ws.spec_display
                 )))
-            } else if self.last_failed && spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some() {
+            } else if last_failed && spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some() {
                 Err(Error::Unfinished("the last task failed; its Attempt note says why — run kern again to retry".into()))
             } else {
                 Ok(())
             }
         });
-        if let Err(e) = &result
-            && self.summary.ended.is_empty()
-        {
-            self.summary.ended = e.to_string();
-        }
+        let summary = {
+            let mut books = self.ledger.books();
+            if let Err(e) = &result
+                && books.summary.ended.is_empty()
+            {
+                books.summary.ended = e.to_string();
+            }
+            std::mem::take(&mut books.summary)
+        };
         self.log.event(RunEvent::RunEnd {
-            ended: self.summary.ended.clone(),
-            cost_usd: self.summary.cost_usd,
+            ended: summary.ended.clone(),
+            cost_usd: summary.cost_usd,
             exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
-            iterations: self.summary.iterations,
+            iterations: summary.iterations,
         });
         self.reporter.finish();
-        self.reporter.summary(&self.summary);
+        self.reporter.summary(&summary);
         if let Err(e) = &result {
             notify_if_stopped_for_person(self.reporter, e);
         }
@@ -596,15 +622,19 @@ impl Run<'_> {
             .fallback_agent
             .as_ref()
             .map(std::string::ToString::to_string);
+        let rate_limit = self.ledger.books().rate_limit.clone();
         match decide::pace(
             self.settings.pace,
-            self.rate_limit.as_ref(),
+            rate_limit.as_ref(),
             fallback.as_deref(),
             Timestamp::now().epoch_seconds(),
         ) {
             None => None,
             Some(decide::Pace::Stop(why)) => {
-                self.reporter.info(&why);
+                self.emit(RunEvent::Told(Told::Paced {
+                    line: why.clone(),
+                    handed_over: false,
+                }));
                 Some(why)
             }
             Some(decide::Pace::HandOver {
@@ -612,11 +642,14 @@ impl Run<'_> {
                 until,
                 message,
             }) => {
-                self.reporter.info(&message);
-                self.summary.notes.push(message);
-                self.limits.set(&agent, until);
+                self.emit(RunEvent::Told(Told::Paced {
+                    line: message,
+                    handed_over: true,
+                }));
+                let mut books = self.ledger.books();
+                books.limits.set(&agent, until);
                 // Read again only when that agent reports anew.
-                self.rate_limit = None;
+                books.rate_limit = None;
                 None
             }
         }

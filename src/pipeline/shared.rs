@@ -1,5 +1,5 @@
-//! What every task of a run shares, also when several run at once (`-j`): SPEC.md, with the
-//! changes other people made to it, and the money spent.
+//! SPEC.md as every task of a run shares it, also when several run at once (`-j`), with the
+//! changes other people made to it (what the run counts is in `ledger`).
 //!
 //! The one decision a reader must know: kern alone writes SPEC.md, through one [`SpecFile`]
 //! shared by every task of the run (DESIGN.md section 2), so parallel tasks never race each
@@ -16,12 +16,11 @@
 //! question late, never lose their edit. Parallel tasks share the view: any task's new step
 //! drops it, so a view is never older than the latest step of any task.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::error::Result;
 use crate::pipeline::audit;
-use crate::retry::AgentLimits;
 use crate::spec::{Document, Edit, SpecFile, TaskIdentity, Written};
 
 /// SPEC.md, shared by every task of the run.
@@ -108,47 +107,6 @@ impl SharedSpec {
             .get(mark..)
             .unwrap_or_default()
             .to_vec()
-    }
-}
-
-/// Until when each agent is at its usage limit, known to every task of the run: a limit one
-/// task's agent hit moves the next stage of every task to the fallback agent.
-#[derive(Clone, Default)]
-pub(crate) struct SharedLimits(Rc<RefCell<AgentLimits>>);
-
-impl SharedLimits {
-    /// A copy for one stage to use and update (a borrow must not live across the stage's
-    /// await, when other tasks' stages run).
-    pub(crate) fn get(&self) -> AgentLimits {
-        self.0.borrow().clone()
-    }
-
-    /// Takes in what a stage learnt.
-    pub(crate) fn merge(&self, learnt: &AgentLimits) {
-        self.0.borrow_mut().merge(learnt);
-    }
-
-    /// Records that `agent` may be tried again from `until`.
-    pub(crate) fn set(&self, agent: &str, until: i64) {
-        self.0.borrow_mut().set(agent, until);
-    }
-}
-
-/// The money every task of the run has spent, for `--max-cost`.
-#[derive(Clone, Default)]
-pub(crate) struct Spent(Rc<Cell<f64>>);
-
-impl Spent {
-    /// Adds `usd`; returns the new total.
-    pub(crate) fn add(&self, usd: f64) -> f64 {
-        let total = self.0.get() + usd;
-        self.0.set(total);
-        total
-    }
-
-    /// The total.
-    pub(crate) fn get(&self) -> f64 {
-        self.0.get()
     }
 }
 

@@ -125,6 +125,7 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
 fn told_lines(told: &Told) -> Vec<Said> {
     use Said::{Info, Warn};
     match told {
+        Told::Paced { line, .. } => vec![Info(line.clone())],
         Told::CheckStarted { command } => vec![Info(format!("check: `{command}`"))],
         Told::BaselineCheck { command, skipped } => vec![Info(if *skipped {
             format!(
@@ -379,6 +380,36 @@ fn blocked_why(why: &str) -> String {
     }
 }
 
+/// The summary's note on how many stages each agent ran, when more than one agent ran or a
+/// stage moved: `stages by agent: claude 3, codex 1 (1 stage moved to the other agent at a
+/// usage limit)`.
+pub(crate) fn stages_by_agent(counts: &[(String, u32)], switches: u32) -> Option<String> {
+    if counts.len() <= 1 && switches == 0 {
+        return None;
+    }
+    let counts: Vec<String> = counts
+        .iter()
+        .map(|(agent, n)| format!("{agent} {n}"))
+        .collect();
+    Some(format!(
+        "stages by agent: {}{}",
+        counts.join(", "),
+        match switches {
+            0 => String::new(),
+            1 => " (1 stage moved to the other agent at a usage limit)".to_string(),
+            n => format!(" ({n} stages moved to the other agent at a usage limit)"),
+        }
+    ))
+}
+
+/// The summary's note when kern committed on a detached HEAD, now at `head`.
+pub(crate) fn commits_on_no_branch(head: &str) -> String {
+    format!(
+        "kern's commits are on no branch (HEAD is detached) — keep them with `git branch <name> {}`",
+        text::short_oid(head)
+    )
+}
+
 /// The `--notify` event for `event`, when it is one of the moments a notifier hears about.
 pub(crate) fn notice(event: &RunEvent) -> Option<(EventKind, serde_json::Value)> {
     match event {
@@ -425,6 +456,10 @@ impl Summary {
                 "the work of {} ({why}) is saved at `{git_ref}`",
                 Quoted(task)
             )),
+            RunEvent::Told(Told::Paced {
+                line,
+                handed_over: true,
+            }) => self.notes.push(line.clone()),
             _ => {}
         }
     }

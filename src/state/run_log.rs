@@ -369,6 +369,14 @@ pub(crate) enum TaskTaken {
 /// for it, or another event records the same happening.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Told {
+    /// `--pace`: an agent's usage window is past the pace. `handed_over`: the next stages
+    /// run on the fallback agent (the summary keeps the line); else no new task is taken.
+    Paced {
+        /// What the person reads.
+        line: String,
+        /// The run goes on, on the fallback agent.
+        handed_over: bool,
+    },
     /// The check gate is about to run `command` (its `check` event says how it ended).
     CheckStarted {
         /// The command.

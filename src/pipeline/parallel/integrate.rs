@@ -238,7 +238,7 @@ impl Run<'_> {
             reverted: vec![format!("refs/heads/{branch}")],
             saved: vec![keep],
         });
-        self.summary.notes.push(what);
+        self.ledger.books().summary.notes.push(what);
         Ok(())
     }
 

@@ -9,12 +9,12 @@
 //! The run itself checks the branch again whenever a task ends (`keep_branch_forwards`).
 
 use std::path::Path;
-use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::pipeline::shared::{SharedSpec, Spent};
-use crate::pipeline::{JobTarget, Run};
-use crate::reporter::{Reporter, Summary};
+use crate::pipeline::ledger::Ledger;
+use crate::pipeline::shared::SharedSpec;
+use crate::pipeline::{Run, Target};
+use crate::reporter::Reporter;
 use crate::repository::{RefFilter, TASK_BRANCH_PREFIX};
 use crate::settings::Settings;
 use crate::spec::{Document, TaskIdentity};
@@ -133,17 +133,20 @@ impl<'a> Run<'a> {
         let reporter: &'a Reporter = self.reporter;
         let interrupt: &'a Interrupt = self.interrupt;
         let spec: SharedSpec = self.spec.clone();
-        let spent: Spent = self.spent.clone();
-        let pause = self.pause.clone();
-        let limits = self.limits.clone();
+        let ledger: Ledger = self.ledger.clone();
         let log: RunLog = self.log.clone();
         let total = settings.iterations;
-        let review_branch = settings
-            .review
-            .then(|| format!("{TASK_BRANCH_PREFIX}{}", job.slug));
+        let target = if settings.review {
+            Target::Review {
+                task: identity,
+                branch: format!("{TASK_BRANCH_PREFIX}{}", job.slug),
+            }
+        } else {
+            Target::Job(identity)
+        };
         Ok(Box::pin(async move {
             let labelled = reporter.for_job(&job.title);
-            let (end, summary, last_failed, agents, rate_limit) = {
+            let end = {
                 let mut run = Run {
                     settings,
                     ws: &ws,
@@ -152,26 +155,9 @@ impl<'a> Run<'a> {
                     lock,
                     log,
                     spec,
-                    spent,
-                    pause,
-                    job: Some(JobTarget {
-                        identity,
-                        review_branch,
-                    }),
-                    summary: Summary {
-                        state_dir: ws.state_dir.dir(),
-                        ..Summary::default()
-                    },
-                    last_failed: false,
-                    started: Instant::now(),
-                    detached: false,
+                    ledger,
+                    target,
                     left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
-                    limits,
-                    rate_limit: None,
-                    stages_by_agent: Vec::new(),
-                    switches: 0,
-                    last_commit: None,
-                    remote: None,
                 };
                 let end = match run.recover(takeover) {
                     Ok(()) => run.iteration(index, total).await,
@@ -180,24 +166,9 @@ impl<'a> Run<'a> {
                 if matches!(end, Ok(e) if e != IterationEnd::Ready) {
                     let _ = run.ws.state_dir.clear_iteration_files(run.log.run_id());
                 }
-                let agents = (std::mem::take(&mut run.stages_by_agent), run.switches);
-                (
-                    end,
-                    std::mem::take(&mut run.summary),
-                    run.last_failed,
-                    agents,
-                    run.rate_limit.take(),
-                )
+                end
             };
-            JobDone {
-                job,
-                ws,
-                end,
-                summary,
-                last_failed,
-                agents,
-                rate_limit,
-            }
+            JobDone { job, ws, end }
         }))
     }
 }

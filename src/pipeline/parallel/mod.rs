@@ -41,7 +41,6 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::pipeline::{MAX_IDLE_ITERATIONS, Run, schedule};
-use crate::reporter::Summary;
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;
 use crate::state::StateDir;
@@ -55,17 +54,11 @@ struct Job {
     title: String,
 }
 
-/// What a task's run handed back when it ended.
+/// What a task's run handed back when it ended (its counts are in the run's ledger).
 struct JobDone {
     job: Job,
     ws: Workspace,
     end: Result<IterationEnd>,
-    summary: Summary,
-    last_failed: bool,
-    /// How many stages each agent ran, and how many moved to another agent.
-    agents: (Vec<(String, u32)>, u32),
-    /// The latest subscription usage the task's agent reported, for `--pace`.
-    rate_limit: Option<(String, crate::agent::stream::RateLimit)>,
 }
 
 type JobFuture<'a> = Pin<Box<dyn Future<Output = JobDone> + 'a>>;
@@ -126,7 +119,7 @@ impl<'a> Run<'a> {
                     Ok(new)
                         if new.is_empty()
                             && running.is_empty()
-                            && self.remote.as_ref().is_some_and(|r| r.waiting) =>
+                            && self.target.remote().is_some_and(|r| r.waiting) =>
                     {
                         // Tasks are left that other machines hold: wait for them to land, be
                         // freed, or lapse.
@@ -154,19 +147,19 @@ impl<'a> Run<'a> {
                     return Err(e);
                 }
                 if let Some(why) = paced {
-                    self.summary.ended = why;
+                    self.ledger.books().summary.ended = why;
                     return Ok(());
                 }
                 if nothing_left {
-                    self.summary.ended = "nothing left to do".into();
+                    self.ledger.books().summary.ended = "nothing left to do".into();
                     return Ok(());
                 }
                 if started >= total {
-                    self.summary.ended = super::all_ran(total);
+                    self.ledger.books().summary.ended = super::all_ran(total);
                     return Ok(());
                 }
                 if !self.has_parallel_work()? {
-                    self.summary.ended = "nothing left to do".into();
+                    self.ledger.books().summary.ended = "nothing left to do".into();
                     return Ok(());
                 }
                 // Only the delay between tasks is left to wait for.
@@ -180,7 +173,7 @@ impl<'a> Run<'a> {
                 }
                 continue;
             }
-            let mut done = match self.remote.as_ref().map(|r| r.ttl / 3) {
+            let done = match self.target.remote().map(|r| r.ttl / 3) {
                 None => next_done(&mut running).await,
                 Some(every) => {
                     tokio::select! {
@@ -197,10 +190,7 @@ impl<'a> Run<'a> {
                 }
             };
             jobs.retain(|j| *j != done.job.identity);
-            if let Some(limit) = done.rate_limit.take() {
-                self.rate_limit = Some(limit);
-            }
-            self.summary.iterations = started;
+            self.ledger.books().summary.iterations = started;
             let end = self.job_ended(done, &mut spec_mark, &mut tip_seen);
             match end {
                 Ok(IterationEnd::Skipped) => idle += 1,
@@ -279,15 +269,6 @@ impl<'a> Run<'a> {
         tip_seen: &mut Option<git2::Oid>,
     ) -> Result<IterationEnd> {
         self.keep_branch_forwards(&done.job, *tip_seen)?;
-        self.merge_summary(&done.summary);
-        self.last_failed = done.last_failed;
-        for (agent, n) in &done.agents.0 {
-            match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
-                Some(entry) => entry.1 += n,
-                None => self.stages_by_agent.push((agent.clone(), *n)),
-            }
-        }
-        self.switches += done.agents.1;
         let end = match done.end {
             Ok(IterationEnd::Ready) => self.integrate(&done.job, &done.ws, spec_mark),
             Ok(end) => Ok(end),
@@ -297,7 +278,7 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
         };
-        if let Some(commit) = self.last_commit.take() {
+        if let Some(commit) = self.target.branch().and_then(|b| b.last_commit.take()) {
             *tip_seen = Some(commit);
         }
         let ws = done.ws;
@@ -308,19 +289,6 @@ impl<'a> Run<'a> {
             self.remote_task_ended(&done.job.identity, &done.job.slug)?;
         }
         end
-    }
-    /// Adds a task's totals to the run's.
-    fn merge_summary(&mut self, s: &Summary) {
-        self.summary.cost_usd += s.cost_usd;
-        self.summary.retries += s.retries;
-        self.summary.waits += s.waits;
-        self.summary.wait_time += s.wait_time;
-        self.summary.failed_attempts += s.failed_attempts;
-        self.summary.committed.extend(s.committed.iter().cloned());
-        self.summary.review.extend(s.review.iter().cloned());
-        self.summary.skipped.extend(s.skipped.iter().cloned());
-        self.summary.blocked.extend(s.blocked.iter().cloned());
-        self.summary.notes.extend(s.notes.iter().cloned());
     }
 }
 

@@ -28,7 +28,7 @@ pub(crate) const WORK: &str = "refs/kern/work/";
 impl Run<'_> {
     /// Pushes the work of each task this run holds, when it changed since the last push.
     pub(in crate::pipeline) fn remote_checkpoint(&mut self) -> Result<()> {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = self.target.remote() else {
             return Ok(());
         };
         let name = remote.name.clone();
@@ -61,7 +61,7 @@ impl Run<'_> {
                 &dirty,
                 &format!("kern: the work in progress of {key}\n"),
             )?;
-            let last = self.remote.as_ref().and_then(|r| r.work.get(&key).copied());
+            let last = self.target.remote().and_then(|r| r.work.get(&key).copied());
             if last.is_some_and(|l| self.same_tree(l, oid)) {
                 continue;
             }
@@ -74,7 +74,7 @@ impl Run<'_> {
                 }],
             )?;
             if pushed == Pushed::Done
-                && let Some(r) = &mut self.remote
+                && let Some(r) = self.target.remote_mut()
             {
                 r.work.insert(key, oid);
             }
@@ -91,7 +91,7 @@ impl Run<'_> {
         task: usize,
         slug: &str,
     ) -> Result<usize> {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = self.target.remote() else {
             return Ok(0);
         };
         let identity = doc.identity(task);
@@ -135,7 +135,7 @@ impl Run<'_> {
                 scope: t.scope(),
             },
         )?;
-        if let Some(r) = &mut self.remote {
+        if let Some(r) = self.target.remote_mut() {
             r.work.insert(key, work);
         }
         Ok(paths.len())

@@ -353,7 +353,7 @@ impl Run<'_> {
     /// The run starts on the remote: the branch there must hold everything the local branch
     /// has (kern never drops the person's commits); the branch is moved to its tip.
     pub(super) fn remote_open(&mut self) -> Result<()> {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = self.target.remote() else {
             return Ok(());
         };
         let (name, branch) = (remote.name.clone(), remote.branch.clone());
@@ -370,7 +370,7 @@ impl Run<'_> {
 
     /// Fetches the remote and moves the branch to its tip; returns the tip.
     pub(super) fn remote_sync(&mut self) -> Result<Option<Oid>> {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = self.target.remote() else {
             return Ok(None);
         };
         let tip = self.ws.repo.fetch_remote(&remote.name, &remote.branch)?;
@@ -391,8 +391,8 @@ impl Run<'_> {
         self.spec.reload()?;
         let ours = self.spec.last_text();
         let held = self
-            .remote
-            .as_ref()
+            .target
+            .remote()
             .map(Remote::held_tasks)
             .unwrap_or_default();
         let merged = spec_merge::merge(&base, &ours, &theirs, &held);
@@ -417,7 +417,9 @@ impl Run<'_> {
             "kern: the remote's tip (--remote)",
         )?;
         self.spec.restore(&merged)?;
-        self.last_commit = Some(tip);
+        if let Some(branch) = self.target.branch() {
+            branch.last_commit = Some(tip);
+        }
         Ok(())
     }
 
@@ -432,7 +434,7 @@ impl Run<'_> {
         free: usize,
         options: &SelectOptions,
     ) -> Result<Vec<Selection>> {
-        let Some(remote) = &mut self.remote else {
+        let Some(remote) = self.target.remote_mut() else {
             return Ok(schedule::pick(doc, running, free, options));
         };
         let elsewhere = remote.held_elsewhere(&self.ws.repo, doc)?;
@@ -449,7 +451,7 @@ impl Run<'_> {
                 taken.push(selection.task);
                 if self.remote_claim(doc, selection.task)? {
                     chosen.push(selection);
-                } else if let Some(remote) = &mut self.remote {
+                } else if let Some(remote) = self.target.remote_mut() {
                     // Another machine was faster: the next pick goes on past it.
                     remote.waiting = true;
                 }
@@ -462,14 +464,14 @@ impl Run<'_> {
     /// at most, so that a machine ends soon after the last task lands (one fetch a second from
     /// each waiting machine, at the end of a night only).
     pub(super) fn claim_poll(&self) -> Duration {
-        self.remote.as_ref().map_or(Duration::ZERO, |r| {
+        self.target.remote().map_or(Duration::ZERO, |r| {
             (r.ttl / 20).clamp(Duration::from_millis(250), Duration::from_secs(1))
         })
     }
 
     /// Claims the task `task` of `doc` on the remote: `Ok(true)` when this run holds it.
     fn remote_claim(&mut self, doc: &Document, task: usize) -> Result<bool> {
-        let Some(remote) = &mut self.remote else {
+        let Some(remote) = self.target.remote_mut() else {
             return Ok(true);
         };
         let identity = doc.identity(task);
@@ -506,7 +508,7 @@ impl Run<'_> {
         task: usize,
         slug: &str,
     ) -> Result<()> {
-        let Some(remote) = &mut self.remote else {
+        let Some(remote) = self.target.remote_mut() else {
             return Ok(());
         };
         let identity = doc.identity(task);
@@ -529,7 +531,7 @@ impl Run<'_> {
     /// Renews the claims due (a claim lost is said) and pushes each held task's work in
     /// progress.
     pub(super) fn remote_renew(&mut self) -> Result<()> {
-        let Some(remote) = &mut self.remote else {
+        let Some(remote) = self.target.remote_mut() else {
             return Ok(());
         };
         for lost in remote.renew(&self.ws.repo)? {
@@ -544,7 +546,7 @@ impl Run<'_> {
     /// `--review` parked work on it, its SPEC.md lines to the remote's branch (a commit of
     /// SPEC.md alone, when they changed), and its claim is freed.
     pub(super) fn remote_task_ended(&mut self, identity: &TaskIdentity, slug: &str) -> Result<()> {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = self.target.remote() else {
             return Ok(());
         };
         if self.settings.review
@@ -600,7 +602,7 @@ impl Run<'_> {
                 break;
             }
             let commit = self.spec_commit(tip, &publish, identity)?;
-            let (name, branch) = match &self.remote {
+            let (name, branch) = match self.target.remote() {
                 Some(r) => (r.name.clone(), r.branch.clone()),
                 None => return Ok(()),
             };
@@ -631,7 +633,7 @@ impl Run<'_> {
                 Pushed::Stale => {}
             }
         }
-        if let Some(remote) = &mut self.remote {
+        if let Some(remote) = self.target.remote_mut() {
             remote.release(&self.ws.repo, identity)?;
         }
         Ok(())
@@ -710,7 +712,7 @@ impl Run<'_> {
         slug: &str,
         onto: Oid,
     ) -> Result<Landing> {
-        let Some(remote) = &self.remote else {
+        let Some(remote) = self.target.remote() else {
             return Ok(Landing::Landed);
         };
         let key = task_key(identity);
@@ -722,7 +724,7 @@ impl Run<'_> {
         let pushed = remote.land(&self.ws.repo, &key, commit, onto)?;
         let policy = match pushed {
             Pushed::Done => {
-                if let Some(r) = &mut self.remote {
+                if let Some(r) = self.target.remote_mut() {
                     r.held.remove(&key);
                     r.work.remove(&key);
                     r.rounds = 0;
@@ -736,9 +738,13 @@ impl Run<'_> {
         };
         // Not landed: the local commit goes; the remote's tip comes.
         let tip = self.ws.repo.fetch_remote(&name, &branch)?;
-        self.summary.committed.retain(|(t, _)| t != title);
+        self.ledger
+            .books()
+            .summary
+            .committed
+            .retain(|(t, _)| t != title);
         self.sync_to(tip)?;
-        let (mine, round) = match &mut self.remote {
+        let (mine, round) = match self.target.remote_mut() {
             Some(r) => {
                 r.rounds += 1;
                 (r.still_mine(&self.ws.repo, &key)?, r.rounds)
@@ -754,7 +760,7 @@ impl Run<'_> {
                 Ok(Landing::Again)
             }
             AfterRefusal::LostClaim => {
-                if let Some(r) = &mut self.remote {
+                if let Some(r) = self.target.remote_mut() {
                     r.held.remove(&key);
                     r.work.remove(&key);
                     r.rounds = 0;
@@ -779,7 +785,7 @@ impl Run<'_> {
                     )
                 });
                 let there = matches!(pushed, Some(Ok(Pushed::Done)));
-                if let Some(r) = &mut self.remote {
+                if let Some(r) = self.target.remote_mut() {
                     r.rounds = 0;
                     r.release(&self.ws.repo, identity)?;
                 }
@@ -794,7 +800,7 @@ impl Run<'_> {
                 )))
             }
             AfterRefusal::GiveUp => {
-                if let Some(r) = &mut self.remote {
+                if let Some(r) = self.target.remote_mut() {
                     r.rounds = 0;
                 }
                 Err(Error::Remote {
@@ -811,7 +817,7 @@ impl Run<'_> {
 
     /// Frees every claim the run holds (it ends).
     pub(super) fn remote_close(&mut self) {
-        if let Some(remote) = &mut self.remote {
+        if let Some(remote) = self.target.remote_mut() {
             remote.release_all(&self.ws.repo);
         }
     }

@@ -15,6 +15,7 @@ pub(crate) mod inputs;
 pub(crate) mod runner;
 
 use crate::error::{Error, Result};
+use crate::pipeline::ledger::StageCount;
 use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
 use crate::pipeline::{Run, TaskRun, protected_files};
 use crate::reporter::StageLine;
@@ -107,7 +108,7 @@ impl Run<'_> {
             budget_left: self
                 .settings
                 .max_cost
-                .map(|limit| limit - self.summary.cost_usd),
+                .map(|limit| limit - self.ledger.spent()),
             protected: protected_files(self.ws),
         };
         let before = self.before_stage(stage)?;
@@ -117,7 +118,7 @@ impl Run<'_> {
             cwd: self.ws.repo.top(),
             reporter: self.reporter,
             interrupt: self.interrupt,
-            pause: &self.pause,
+            pause: &self.ledger.pause,
         };
         self.log.event(RunEvent::StageStart {
             stage,
@@ -127,10 +128,10 @@ impl Run<'_> {
             model: request.agents.primary.model.clone(),
             attempt: request.attempt,
         });
-        let mut limits = self.limits.get();
+        let mut limits = self.ledger.limits();
         let ran = runner::run_stage::<R>(&ctx, &mut self.lock, &mut limits, &request).await;
         self.spec.next_step();
-        self.limits.merge(&limits);
+        self.ledger.merge_limits(&limits);
         let mut run = match ran {
             Ok(run) => run,
             Err(e) => {
@@ -228,8 +229,11 @@ impl Run<'_> {
             // Claude stopped at the cap kern gave it: the budget is spent, and the task is
             // not to blame — no Attempt note; the stage files stay for the next run.
             return Err(Error::BudgetSpent {
-                spent: self.summary.cost_usd,
-                limit: self.settings.max_cost.unwrap_or(self.summary.cost_usd),
+                spent: self.ledger.spent(),
+                limit: self
+                    .settings
+                    .max_cost
+                    .unwrap_or_else(|| self.ledger.spent()),
             });
         }
         Ok(run)
@@ -259,30 +263,17 @@ impl Run<'_> {
 
     /// Adds a stage's cost, retries, waits and agent to the run's totals.
     pub(super) fn count<R>(&mut self, run: &StageRun<R>) {
-        let agent = &run.record.kern.agent;
-        match self.stages_by_agent.iter_mut().find(|(a, _)| a == agent) {
-            Some(entry) => entry.1 += 1,
-            None => self.stages_by_agent.push((agent.clone(), 1)),
-        }
-        if !run.record.kern.switches.is_empty() {
-            self.switches += 1;
-        }
-        if let Some(limit) = &run.rate_limit {
-            self.rate_limit = Some(limit.clone());
-        }
-        self.summary.cost_usd += run.cost_usd;
-        let total = self.spent.add(run.cost_usd);
-        self.summary.retries += run.record.kern.retries;
-        for wait in run
-            .record
-            .kern
-            .waits
-            .iter()
-            .filter(|w| w.kind == WaitKind::UsageLimit)
-        {
-            self.summary.waits += 1;
-            self.summary.wait_time += Duration::from_millis(wait.duration_ms);
-        }
+        let kern = &run.record.kern;
+        let waits: Vec<(WaitKind, u64)> =
+            kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();
+        let total = self.ledger.count_stage(&StageCount {
+            agent: &kern.agent,
+            cost_usd: run.cost_usd,
+            retries: kern.retries,
+            switched: !kern.switches.is_empty(),
+            rate_limit: run.rate_limit.as_ref(),
+            waits: &waits,
+        });
         self.reporter.cost_so_far(total);
     }
 }

@@ -1,0 +1,196 @@
+//! What a run counts — money spent, the end-of-run summary, usage limits and the shared
+//! pause, stages by agent, whether the last task failed — in one ledger every task of the run
+//! holds (`-j` too).
+//!
+//! The decision a reader must know: a parallel task's run writes into the same ledger as the
+//! run that started it, as things happen (the summary folds the events `Run::emit` sends), so
+//! nothing is summed back by hand when a task ends, `--max-cost` and each stage's budget see
+//! every task's spending at once, and `--pace` judges the latest usage any task's agent
+//! reported. One thread runs every task, and no borrow of the ledger lives across an await.
+
+use std::cell::{RefCell, RefMut};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::agent::stream::RateLimit;
+use crate::pipeline::stage::runner::Pause;
+use crate::reporter::Summary;
+use crate::retry::AgentLimits;
+use crate::stage::record::WaitKind;
+use crate::state::run_log::RunEvent;
+
+/// The run's ledger; clones share it.
+#[derive(Clone)]
+pub(crate) struct Ledger {
+    /// No stage of any task starts before it ends (a usage limit with a known reset).
+    pub(crate) pause: Pause,
+    books: Rc<RefCell<Books>>,
+}
+
+/// The counts themselves.
+pub(crate) struct Books {
+    /// The end-of-run summary, folded from the run's events.
+    pub(crate) summary: Summary,
+    /// The last task to end failed its attempt (the exit says so when work is left).
+    pub(crate) last_failed: bool,
+    /// How many stages each agent ran, in the order the agents first ran one.
+    pub(crate) stages_by_agent: Vec<(String, u32)>,
+    /// Stages that moved to another agent at a usage limit.
+    pub(crate) switches: u32,
+    /// The latest subscription usage an agent reported, for `--pace`.
+    pub(crate) rate_limit: Option<(String, RateLimit)>,
+    /// Until when each agent is at its usage limit.
+    pub(crate) limits: AgentLimits,
+    /// When the run started.
+    pub(crate) started: Instant,
+}
+
+/// One stage's share of the ledger, as the stage runner reported it.
+pub(crate) struct StageCount<'a> {
+    pub(crate) agent: &'a str,
+    pub(crate) cost_usd: f64,
+    pub(crate) retries: u32,
+    /// Whether the stage moved to another agent at a usage limit.
+    pub(crate) switched: bool,
+    pub(crate) rate_limit: Option<&'a (String, RateLimit)>,
+    /// The usage-limit waits, how long each.
+    pub(crate) waits: &'a [(WaitKind, u64)],
+}
+
+impl Ledger {
+    /// A new run's ledger, its summary starting as `summary`.
+    pub(crate) fn new(summary: Summary) -> Ledger {
+        Ledger {
+            pause: Pause::default(),
+            books: Rc::new(RefCell::new(Books {
+                summary,
+                last_failed: false,
+                stages_by_agent: Vec::new(),
+                switches: 0,
+                rate_limit: None,
+                limits: AgentLimits::default(),
+                started: Instant::now(),
+            })),
+        }
+    }
+
+    /// The counts, to read or change; the borrow must end before the next await.
+    pub(crate) fn books(&self) -> RefMut<'_, Books> {
+        self.books.borrow_mut()
+    }
+
+    /// Folds `event` into the summary and the last task's outcome.
+    pub(crate) fn on(&self, event: &RunEvent) {
+        let mut books = self.books();
+        books.summary.on(event);
+        match event {
+            RunEvent::AttemptFailed { .. } => books.last_failed = true,
+            RunEvent::Commit { .. } | RunEvent::NoCommit { .. } => books.last_failed = false,
+            _ => {}
+        }
+    }
+
+    /// What every task of the run has spent, in USD.
+    pub(crate) fn spent(&self) -> f64 {
+        self.books().summary.cost_usd
+    }
+
+    /// Adds a stage's cost, retries, waits and agent; returns the run's total cost.
+    pub(crate) fn count_stage(&self, stage: &StageCount<'_>) -> f64 {
+        let mut books = self.books();
+        match books
+            .stages_by_agent
+            .iter_mut()
+            .find(|(a, _)| a == stage.agent)
+        {
+            Some(entry) => entry.1 += 1,
+            None => books.stages_by_agent.push((stage.agent.to_string(), 1)),
+        }
+        if stage.switched {
+            books.switches += 1;
+        }
+        if let Some(limit) = stage.rate_limit {
+            books.rate_limit = Some(limit.clone());
+        }
+        books.summary.cost_usd += stage.cost_usd;
+        books.summary.retries += stage.retries;
+        for (kind, ms) in stage.waits {
+            if *kind == WaitKind::UsageLimit {
+                books.summary.waits += 1;
+                books.summary.wait_time += Duration::from_millis(*ms);
+            }
+        }
+        books.summary.cost_usd
+    }
+
+    /// A copy of the usage limits for one stage to use and update (the stage awaits, and
+    /// other tasks' stages run meanwhile).
+    pub(crate) fn limits(&self) -> AgentLimits {
+        self.books().limits.clone()
+    }
+
+    /// Takes in what a stage learnt about the agents' usage limits.
+    pub(crate) fn merge_limits(&self, learnt: &AgentLimits) {
+        self.books().limits.merge(learnt);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_sharing_the_ledger_counts_into_the_runs_totals_as_it_goes() {
+        let run = Ledger::new(Summary::default());
+        let task = run.clone();
+        let waits = [(WaitKind::UsageLimit, 1500), (WaitKind::Retry, 9)];
+        task.count_stage(&StageCount {
+            agent: "claude",
+            cost_usd: 0.5,
+            retries: 1,
+            switched: false,
+            rate_limit: None,
+            waits: &waits,
+        });
+        let total = run.count_stage(&StageCount {
+            agent: "codex",
+            cost_usd: 0.25,
+            retries: 0,
+            switched: true,
+            rate_limit: None,
+            waits: &[],
+        });
+        assert!((total - 0.75).abs() < 1e-9);
+        assert!((run.spent() - 0.75).abs() < 1e-9);
+        let books = run.books();
+        assert_eq!(
+            books.stages_by_agent,
+            [("claude".to_string(), 1), ("codex".to_string(), 1)]
+        );
+        assert_eq!(books.switches, 1);
+        assert_eq!(books.summary.retries, 1);
+        assert_eq!(books.summary.waits, 1);
+        assert_eq!(books.summary.wait_time, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn the_last_task_failed_until_a_commit_says_otherwise() {
+        let ledger = Ledger::new(Summary::default());
+        ledger.on(&RunEvent::AttemptFailed {
+            task: "T".into(),
+            attempt: 1,
+            note: "no".into(),
+            ends_task: false,
+        });
+        assert!(ledger.books().last_failed);
+        assert_eq!(ledger.books().summary.failed_attempts, 1);
+        ledger.on(&RunEvent::Commit {
+            task: "T".into(),
+            sha: "abc1234".into(),
+            subject: "T".into(),
+            left_out: Vec::new(),
+            review_branch: None,
+        });
+        assert!(!ledger.books().last_failed);
+    }
+}
