@@ -361,13 +361,21 @@ impl Run<'_> {
             message,
             exclude: &exclude,
             no_verify: self.settings.no_verify,
-            notify: Some(&|text: &str| reporter.warn(text)),
+            notify: Some(&|line: &str| {
+                reporter.hear(&RunEvent::Told(Told::FromCommit {
+                    line: line.to_string(),
+                    warn: true,
+                }));
+            }),
         });
         // Hooks and formatters may have rewritten SPEC.md.
         self.spec.next_step();
         let outcome = outcome?;
-        for note in &outcome.notes {
-            self.reporter.info(note);
+        for line in &outcome.notes {
+            self.emit(RunEvent::Told(Told::FromCommit {
+                line: line.clone(),
+                warn: false,
+            }));
         }
         let mut outcome = outcome;
         outcome.left_out.retain(|l| {

@@ -137,9 +137,7 @@ impl Run<'_> {
             &|p| top.join(p).exists(),
             self.settings.level,
         );
-        self.reporter
-            .info(&format!("level {}: {}", it.level.level, it.level.why));
-        self.log.event(RunEvent::Level {
+        self.emit(RunEvent::Level {
             task: it.title.clone(),
             level: it.level.level,
             why: it.level.why.clone(),
@@ -226,8 +224,7 @@ impl Run<'_> {
         let (implement, review) = match point {
             ResumePoint::Research if it.level.level == 0 => {
                 // Level 0: no research; the task starts as research would have started it.
-                self.reporter
-                    .info("research: skipped, level 0 (implement gets the task and the context)");
+                self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
                 let edits = [Edit::SetState(TaskState::InProgress), Edit::StartParents];
                 match self.task_now(it, &edits)? {
                     TaskNow::Ours => self.edit_task(it, &edits)?,
@@ -249,8 +246,7 @@ impl Run<'_> {
                 (None, None)
             }
             ResumePoint::Implement => {
-                self.reporter
-                    .info("research: skipped, the task already has a Research note");
+                self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: false }));
                 (None, None)
             }
             ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {

@@ -155,8 +155,10 @@ impl Run<'_> {
         self.ws.repo.restore_paths(&paths)?;
         self.spec.next_step();
         let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
-        self.reporter
-            .warn(&format!("{}: {note}", crate::spec::Quoted(&it.title)));
+        self.emit(RunEvent::Told(Told::ScopeSetAside {
+            task: it.title.clone(),
+            note: note.clone(),
+        }));
         self.log.event(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: saved,

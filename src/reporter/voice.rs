@@ -30,6 +30,7 @@ pub(crate) enum Said {
 pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
     use Said::{Info, Warn};
     match event {
+        RunEvent::Level { level, why, .. } => vec![Info(format!("level {level}: {why}"))],
         RunEvent::Decomposed { subtasks, .. } => vec![Info(format!(
             "decomposed into {}",
             text::count(subtasks.len(), "subtask", "subtasks")
@@ -126,6 +127,34 @@ fn told_lines(told: &Told) -> Vec<Said> {
     use Said::{Info, Warn};
     match told {
         Told::Paced { line, .. } => vec![Info(line.clone())],
+        Told::ResearchSkipped { level_zero: true } => vec![Info(
+            "research: skipped, level 0 (implement gets the task and the context)".into(),
+        )],
+        Told::ResearchSkipped { level_zero: false } => vec![Info(
+            "research: skipped, the task already has a Research note".into(),
+        )],
+        Told::ScopeSetAside { task, note } => vec![Warn(format!("{}: {note}", Quoted(task)))],
+        Told::Landed {
+            task,
+            remote,
+            branch,
+        } => vec![Info(format!(
+            "landed {} on `{remote}/{branch}`",
+            Quoted(task)
+        ))],
+        Told::StartsOnOther { stage, reason, to } => {
+            vec![Info(format!("{stage}: {reason}; running it on {to}"))]
+        }
+        Told::FromCommit { line, warn: true }
+        | Told::PullRequest {
+            line,
+            opened: false,
+        } => {
+            vec![Warn(line.clone())]
+        }
+        Told::FromCommit { line, warn: false } | Told::PullRequest { line, opened: true } => {
+            vec![Info(line.clone())]
+        }
         Told::CheckStarted { command } => vec![Info(format!("check: `{command}`"))],
         Told::BaselineCheck { command, skipped } => vec![Info(if *skipped {
             format!(

@@ -369,6 +369,51 @@ pub(crate) enum TaskTaken {
 /// for it, or another event records the same happening.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Told {
+    /// Research is not run: `level_zero` — the task earns none; else its Research note is
+    /// already in SPEC.md.
+    ResearchSkipped {
+        /// Level 0 rather than a note already written.
+        level_zero: bool,
+    },
+    /// Changes outside the task's Scope were set aside: `note` is the task's SPEC.md note.
+    ScopeSetAside {
+        /// The task's title.
+        task: String,
+        /// The note written under the task.
+        note: String,
+    },
+    /// `--remote`: the task's commit landed on the remote's branch.
+    Landed {
+        /// The task's title.
+        task: String,
+        /// The remote's name.
+        remote: String,
+        /// The branch there.
+        branch: String,
+    },
+    /// A stage starts on the other agent: its own is at a usage limit seen earlier in the run.
+    StartsOnOther {
+        /// The stage.
+        stage: crate::stage::Stage,
+        /// Why, as the stage's record keeps it.
+        reason: String,
+        /// The agent that runs it.
+        to: String,
+    },
+    /// A line from making a commit (a hook's or formatter's doing, a file git treats apart).
+    FromCommit {
+        /// What the person reads.
+        line: String,
+        /// Said as a warning.
+        warn: bool,
+    },
+    /// `--pr`: what opening the pull request said.
+    PullRequest {
+        /// What the person reads.
+        line: String,
+        /// It was opened.
+        opened: bool,
+    },
     /// `--pace`: an agent's usage window is past the pace. `handed_over`: the next stages
     /// run on the fallback agent (the summary keeps the line); else no new task is taken.
     Paced {

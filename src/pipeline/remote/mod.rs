@@ -577,8 +577,13 @@ impl Run<'_> {
                         &branch,
                         title,
                     ) {
-                        Ok(said) => self.reporter.info(&said),
-                        Err(said) => self.reporter.warn(&said),
+                        Ok(line) => {
+                            self.emit(RunEvent::Told(Told::PullRequest { line, opened: true }))
+                        }
+                        Err(line) => self.emit(RunEvent::Told(Told::PullRequest {
+                            line,
+                            opened: false,
+                        })),
                     }
                 }
             } else {
@@ -729,8 +734,11 @@ impl Run<'_> {
                     r.work.remove(&key);
                     r.rounds = 0;
                 }
-                self.reporter
-                    .info(&format!("landed {} on `{name}/{branch}`", Quoted(title)));
+                self.emit(RunEvent::Told(Told::Landed {
+                    task: title.to_string(),
+                    remote: name.clone(),
+                    branch: branch.clone(),
+                }));
                 return Ok(Landing::Landed);
             }
             Pushed::Stale => None,

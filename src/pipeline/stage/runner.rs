@@ -179,8 +179,11 @@ pub(crate) async fn run_stage<R: Report>(
             "{from} is at its usage limit until {} (seen earlier in this run)",
             until_text(primary_until)
         );
-        ctx.reporter
-            .info(&format!("{stage}: {reason}; running it on {to}"));
+        ctx.reporter.hear(&RunEvent::Told(Told::StartsOnOther {
+            stage,
+            reason: reason.clone(),
+            to: to.clone(),
+        }));
         tries.switches.push(Switch {
             from,
             to,
