@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use crate::agent::Invocation;
 use crate::error::{Error, Result};
+use crate::pipeline::decide::{self, Next};
+use crate::pipeline::{Run, TaskRun};
+use crate::state::lock::Phase;
+use crate::state::run_log::{IterationEnd, RunEvent, Told};
 use crate::supervisor::Limits;
 use crate::supervisor::interrupt::Interrupt;
 use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
@@ -97,6 +101,53 @@ pub(crate) async fn run(
 }
 
 use CheckResult::Failed;
+
+impl Run<'_> {
+    /// Runs the check gate — the task's own Check command as it was when the task started,
+    /// else `--check`; `Some(end)` when it failed.
+    pub(super) async fn check_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+        let Some(command) = it
+            .start
+            .check
+            .clone()
+            .or_else(|| self.settings.check.clone())
+        else {
+            return Ok(None);
+        };
+        self.lock.set_phase(Phase::Check)?;
+        self.emit(RunEvent::Told(Told::CheckStarted {
+            command: command.clone(),
+        }));
+        let result = run(
+            &command,
+            self.ws.repo.top(),
+            self.settings.check_timeout,
+            &self.ws.state_dir.check_log(),
+            self.interrupt,
+        )
+        .await?;
+        self.spec.next_step();
+        crate::pipeline::stage::runner::remake_state_dir(
+            &self.ws.state_dir,
+            self.reporter,
+            "during the check",
+        )?;
+        self.emit(RunEvent::Check {
+            task: Some(it.title.clone()),
+            command,
+            passed: result == CheckResult::Passed,
+            output: match &result {
+                CheckResult::Failed(note) => Some(note.clone()),
+                CheckResult::Passed => None,
+            },
+        });
+        let attempts = self.attempts(it)?;
+        match decide::after_check(result, &attempts, self.settings.max_attempts) {
+            Next::End(decision) => self.end_task(it, decision).map(Some),
+            Next::Go(()) => Ok(None),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

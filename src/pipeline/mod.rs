@@ -3,15 +3,20 @@
 //!
 //! kern, not the agent, decides: it selects the task, writes every marker and note in SPEC.md,
 //! and makes every commit. The agents only report (structured output); the pure policy in
-//! [`decide`] turns reports into edits. The files: `iteration` (one task as a straight
-//! sequence of stages), `stage` (one stage: prompt, agent, audit, records), `decide` (the
-//! policy), `audit` (what a stage may not change), `commit` (the journaled commit),
-//! `recovery` (after a dead run), `check` (the check gate), `verify` (the must-haves and
+//! [`decide`] turns reports into edits. The files, in the order a task meets them: `start`
+//! (what a task starts from: its base commit, the person's files in the tree), `iteration`
+//! (one task as a straight sequence of stages), `discovery` (how much research a task earns),
+//! `stage` (one stage: inputs, runner, audit, records), `decide` (the policy), `guard` (is the
+//! task still kern's — ours, gone, or set by the person — and kern's edits of it), `audit`
+//! (what a stage may not change), `check` (the check gate), `verify` (the must-haves and
 //! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
-//! `discovery` (how much research a task earns), `error_research` (what the next attempt is
-//! told after a failure, and when a task's approaches are exhausted), `shared` (SPEC.md as every task
-//! of a run shares it), `ledger` (what the run counts, shared by its tasks), `schedule` (which tasks run together), `parallel` (tasks in worktrees,
-//! `-j`) and `remote` (tasks claimed on a git remote and landed there, `--remote`).
+//! `error_research` (what the next attempt is told after a failure, and when a task's
+//! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
+//! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
+//! a dead run). What every task of a run shares: `shared` (SPEC.md) and `ledger` (what the run
+//! counts). Where the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
+//! worktrees, `-j`), `schedule` (which tasks run together) and `remote` (tasks claimed on a git
+//! remote and landed there, `--remote`).
 //!
 //! Decisions a reader must know:
 //! - One [`SpecFile`] is held for the whole run, shared by every task ([`SharedSpec`]): every
@@ -34,7 +39,9 @@ pub(crate) mod check;
 mod commit;
 mod decide;
 pub(crate) mod discovery;
+mod end;
 pub(crate) mod error_research;
+mod guard;
 mod iteration;
 mod ledger;
 mod parallel;
@@ -44,6 +51,7 @@ pub(crate) mod schedule;
 mod scope;
 mod shared;
 pub(crate) mod stage;
+mod start;
 mod verify;
 
 use crate::error::{Error, Result};
@@ -51,7 +59,7 @@ use crate::reporter::notify::{EventKind, Notifier};
 use crate::reporter::voice;
 use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
-use crate::spec::{self, Document, Edit, SpecFile, TaskIdentity};
+use crate::spec::{self, Document, SpecFile, TaskIdentity};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
@@ -598,18 +606,6 @@ impl Run<'_> {
             None => serde_json::json!({}),
         };
         self.reporter.notify(EventKind::RunEnded, fields);
-    }
-
-    /// Applies `edits` to the task (re-read, re-located, verified, atomic) and returns the
-    /// document written.
-    fn edit(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
-        let written = self.spec.apply_reporting(task, edits)?;
-        if written.rewrote_notes {
-            self.emit(RunEvent::Told(Told::NotesRewritten {
-                task: task.path.last().cloned().unwrap_or_default(),
-            }));
-        }
-        Ok(written.document)
     }
 }
 

@@ -169,7 +169,7 @@ impl Run<'_> {
         // (a parallel task is committed by the run, from SPEC.md as it then is).
         let edits = [crate::spec::Edit::AddOutOfScope(note)];
         match self.task_now(it, &edits)? {
-            super::iteration::TaskNow::Ours => {
+            super::guard::TaskNow::Ours => {
                 self.edit_task(it, &edits)?;
                 Ok(None)
             }

@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use crate::pipeline::commit::Integrated;
 use crate::pipeline::remote::Landing;
 use crate::pipeline::{Run, TaskRun};
-use crate::repository::{Applied, TASK_BRANCH_PREFIX};
-use crate::spec::{Edit, Quoted, TaskState};
+use crate::repository::Applied;
+use crate::spec::Quoted;
 use crate::stage::Stage;
-use crate::state::journal::{self, Conflicts, Integrating, TaskStart};
+use crate::state::journal::{self, Integrating, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
 use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent, Told};
@@ -251,104 +251,10 @@ impl Run<'_> {
             .map(|c| c.tree_id())
             .map_err(|e| Error::git("reading a commit's tree", e))
     }
-    /// Puts `paths` of the work tree back to HEAD, saved first when they differ from it.
-    pub(super) fn take_back(&mut self, job: &Job, paths: &[String]) -> Result<IterationEnd> {
-        let own = self.ws.own_files();
-        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let dirty = self.ws.repo.dirty_paths(&own)?;
-        let ours: Vec<PathBuf> = paths
-            .iter()
-            .filter(|p| dirty.iter().any(|d| covers(d, p)))
-            .map(PathBuf::from)
-            .collect();
-        if !ours.is_empty() {
-            self.lock.set_phase(Phase::Writing)?;
-            let git_ref = self.next_ref(&format!("refs/kern/saved/{}/integration-", job.slug))?;
-            self.ws.repo.save_paths(
-                &git_ref,
-                &ours,
-                &format!(
-                    "kern: the work of {}, taken back out of the work tree\n",
-                    Quoted(&job.title)
-                ),
-            )?;
-            self.ws.repo.restore_paths(&ours)?;
-            self.spec.next_step();
-        }
-        Ok(IterationEnd::Progressed)
-    }
-    /// The task's work conflicts with the branch in `paths`: nothing is written; the work is
-    /// kept and the task retried on the new tip, or blocked at its second conflict.
-    pub(super) fn conflicted(
-        &mut self,
-        job: &Job,
-        job_ws: &Workspace,
-        paths: &[String],
-        why: Option<&str>,
-    ) -> Result<IterationEnd> {
-        let mut conflicts: Conflicts =
-            journal::load(&self.ws.state_dir.conflicts()).unwrap_or_default();
-        let count = conflicts.entry(job.slug.clone()).or_insert(0);
-        *count += 1;
-        let count = *count;
-        journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;
-        let files = paths
-            .iter()
-            .map(|p| format!("`{p}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let how = why.unwrap_or("changed on the branch meanwhile");
-        let branch = format!("{TASK_BRANCH_PREFIX}{}", job.slug);
-        let conflict = |kept| RunEvent::Conflict {
-            task: job.title.clone(),
-            paths: paths.to_vec(),
-            branch: branch.clone(),
-            attempt: count,
-            how: how.to_string(),
-            kept,
-        };
-        let edits = if count >= 2 {
-            self.emit(conflict(None));
-            let doc = self.spec.reload()?;
-            let line = doc.find(&job.identity).map_or(0, |t| doc.tasks()[t].line);
-            self.emit(RunEvent::Blocked {
-                task: job.title.clone(),
-                why: format!(
-                    "its work conflicted twice in {files} ({how}) — it stays on `{branch}`"
-                ),
-                line,
-            });
-            conflicts.remove(&job.slug);
-            journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;
-            vec![
-                Edit::SetState(TaskState::Blocked),
-                Edit::AddBlocked(format!(
-                    "its work conflicted twice with the branch in {files} ({how}) — it is on the branch `{branch}`: merge it by hand (`git merge {branch}`), or set the task back to [ ] to start over"
-                )),
-                Edit::BlockParents,
-            ]
-        } else {
-            let keep = self.next_ref(&format!("refs/kern/attempts/{}/", job.slug))?;
-            // The work is kept there; the branch starts over from the new tip.
-            self.ws.repo.remove_task_worktree(&job.slug)?;
-            self.ws.repo.fresh_task_branch(&job.slug, &keep)?;
-            self.emit(conflict(Some(keep.clone())));
-            vec![Edit::AddAttempt(format!(
-                "its work conflicted with the branch in {files} ({how}) when kern applied it — kept at `{keep}`; start from the branch as it is now"
-            ))]
-        };
-        let doc = self.spec.reload()?;
-        if doc.find(&job.identity).is_some() {
-            self.edit(&job.identity, &edits)?;
-        }
-        self.ws.repo.remove_task_worktree(&job.slug)?;
-        let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
-        Ok(IterationEnd::Progressed)
-    }
 }
 
 /// True when the dirty path `dirty` (a folder ends in `/`) is `path` or holds it.
-fn covers(dirty: &str, path: &str) -> bool {
+pub(super) fn covers(dirty: &str, path: &str) -> bool {
     let d = dirty.trim_end_matches('/');
     path == d || path.starts_with(&format!("{d}/"))
 }

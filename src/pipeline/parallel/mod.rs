@@ -30,6 +30,7 @@
 //! - Integration runs between the tasks' awaits: while kern commits, the other agents' output
 //!   waits in their pipes (the limits are minutes; a commit takes seconds).
 
+mod conflict;
 mod integrate;
 mod job;
 mod tidy;

@@ -9,14 +9,8 @@
 //!
 //! A hook that refuses the commit leaves no trace of the try: the journal is dropped, the
 //! learnings put back, and the done marks kern set (the task's and its parents') are set back
-//! to `[~]`. A refused *message* (`commit-msg`, `prepare-commit-msg`) is the review's to fix:
-//! the review is asked for a new message only (`decide::after_refused_message`), the work kept
-//! as it is, and the commit tried again with it; no implement stage and no Attempt note unless
-//! the message is still refused after that. A parallel task's integration cannot wait for an
-//! agent (the other tasks go on meanwhile): there the request is recorded in the task's folder
-//! and the task's own review answers it in its worktree, before the next integration
-//! ([`Run::commit_for_integration`]). A `pre-commit` refusal that is left after the git layer
-//! re-staged a fixer's fixes is a failed attempt.
+//! to `[~]`; what follows a refusal (a new message from the review, or a failed attempt) is
+//! `asking`'s.
 //!
 //! The person's SPEC.md wins over the plan: the commit applies the state the file has now — a
 //! pending subtask the person added keeps the task open (it is taken next), a task the person
@@ -27,13 +21,14 @@
 //! prettier) is the person's tooling: its result is committed, and kern's next edits apply to
 //! the formatted text (every write re-reads the file).
 
+mod asking;
+
 use crate::error::{Error, Result};
-use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
-use crate::pipeline::iteration::TaskNow;
-use crate::pipeline::stage::inputs::RefusedMessage;
+use crate::pipeline::decide::{self};
+use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, TaskRun};
 use crate::repository::CommitRequest;
-use crate::spec::{Edit, TaskIdentity, TaskState};
+use crate::spec::{Edit, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
@@ -55,7 +50,7 @@ enum Tried {
 }
 
 /// How a parallel task's integration commit ended.
-pub(super) enum Integrated {
+pub(in crate::pipeline) enum Integrated {
     /// As the iteration ends (committed, nothing to commit, a failed attempt, …).
     Ended(IterationEnd),
     /// A hook refused the message: the task's review is asked for a new one.
@@ -63,141 +58,6 @@ pub(super) enum Integrated {
 }
 
 impl Run<'_> {
-    /// COMMIT: mark the task done, append the learnings, commit — journaled; a refused
-    /// message goes back to the review for a new one (see the module docs).
-    pub(super) async fn commit_asking_review(
-        &mut self,
-        it: &mut TaskRun,
-        implement: &ImplementReport,
-        review: ReviewReport,
-    ) -> Result<IterationEnd> {
-        let mut review = review;
-        let mut refusals = 0u32;
-        loop {
-            let (hook, output, message) = match self.try_commit(it, implement, &review)? {
-                Tried::Ended(end) => return Ok(end),
-                Tried::HookFailed { hook, output } => return self.refused(it, &hook, &output),
-                Tried::MessageRefused {
-                    hook,
-                    output,
-                    message,
-                } => (hook, output, message),
-            };
-            refusals += 1;
-            if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
-                return Ok(end);
-            }
-            self.emit(RunEvent::Told(Told::MessageRefused {
-                hook: hook.clone(),
-                subject: message.lines().next().unwrap_or("").to_string(),
-                refusals,
-                of: MESSAGE_REQUESTS,
-                on_branch: false,
-            }));
-            if let Some(end) = self.still_ours(it)? {
-                return Ok(end);
-            }
-            let refused = RefusedMessage {
-                hook,
-                output,
-                message,
-                request: refusals,
-                requests: MESSAGE_REQUESTS,
-            };
-            let run = self
-                .stage_with::<ReviewReport>(it, Some(implement), Some(&refused))
-                .await?;
-            let attempts = self.attempts(it)?;
-            match decide::after_message_review(
-                run.outcome,
-                &review,
-                &attempts,
-                self.settings.max_attempts,
-            ) {
-                Next::End(decision) => return self.end_task(it, decision),
-                Next::Go(report) => review = report,
-            }
-        }
-    }
-
-    /// COMMIT for a parallel task's integration (see the module docs): a message a hook
-    /// refuses goes back to the task's own review, which runs again in its worktree beside
-    /// the other tasks, asked for a new message — `refused_at` keeps the request until it is
-    /// answered (an iteration file: it goes with the task's folder once committed, or with its
-    /// other iteration files). After [`MESSAGE_REQUESTS`] refused new messages, a failed
-    /// attempt.
-    pub(super) fn commit_for_integration(
-        &mut self,
-        it: &mut TaskRun,
-        implement: &ImplementReport,
-        review: &ReviewReport,
-        refused_at: &std::path::Path,
-    ) -> Result<Integrated> {
-        let (hook, output, message) = match self.try_commit(it, implement, review)? {
-            Tried::Ended(end) => return Ok(Integrated::Ended(end)),
-            Tried::HookFailed { hook, output } => {
-                return self.refused(it, &hook, &output).map(Integrated::Ended);
-            }
-            Tried::MessageRefused {
-                hook,
-                output,
-                message,
-            } => (hook, output, message),
-        };
-        let refusals = journal::load::<RefusedMessage>(refused_at).map_or(0, |r| r.request) + 1;
-        if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
-            return Ok(Integrated::Ended(end));
-        }
-        self.emit(RunEvent::Told(Told::MessageRefused {
-            hook: hook.clone(),
-            subject: message.lines().next().unwrap_or("").to_string(),
-            refusals,
-            of: MESSAGE_REQUESTS,
-            on_branch: true,
-        }));
-        journal::save(
-            refused_at,
-            &RefusedMessage {
-                hook,
-                output,
-                message,
-                request: refusals,
-                requests: MESSAGE_REQUESTS,
-            },
-        )?;
-        Ok(Integrated::ReviewAsked)
-    }
-
-    /// The `refusals`-th refused message of this work: past [`MESSAGE_REQUESTS`] new messages,
-    /// the task's failed attempt (how the iteration ends); else none, and a new one is asked.
-    fn refused_too_often(
-        &mut self,
-        it: &mut TaskRun,
-        hook: &str,
-        output: &str,
-        refusals: u32,
-    ) -> Result<Option<IterationEnd>> {
-        let attempts = self.attempts(it)?;
-        match decide::after_refused_message(
-            hook,
-            output,
-            refusals,
-            &attempts,
-            self.settings.max_attempts,
-        ) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(()) => Ok(None),
-        }
-    }
-
-    /// A hook refused the commit for good: a failed attempt with its output.
-    fn refused(&mut self, it: &mut TaskRun, hook: &str, output: &str) -> Result<IterationEnd> {
-        let attempts = self.attempts(it)?;
-        let decision =
-            decide::after_refused_commit(hook, output, &attempts, self.settings.max_attempts);
-        self.end_task(it, decision)
-    }
-
     /// One try of the commit with `review`'s message. A hook's refusal is undone here: the
     /// journal dropped, the learnings put back, kern's done marks set back to `[~]`.
     fn try_commit(
@@ -328,29 +188,6 @@ impl Run<'_> {
         )
     }
 
-    /// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then
-    /// `parents` (those kern marked, nearest first) — each only while it is still done.
-    fn reopen(&mut self, it: &mut TaskRun, parents: &[TaskIdentity]) -> Result<()> {
-        let reopen = [Edit::SetState(TaskState::InProgress)];
-        let doc = self.spec.reload()?;
-        if doc
-            .find(&it.identity)
-            .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
-        {
-            self.edit_task(it, &reopen)?;
-        }
-        for parent in parents {
-            let doc = self.spec.reload()?;
-            if doc
-                .find(parent)
-                .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
-            {
-                self.edit(parent, &reopen)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Commits the work tree as it is, with `message`; logs and reports the commit.
     fn make_commit(&mut self, it: &TaskRun, message: &str) -> Result<IterationEnd> {
         let reporter = self.reporter;
@@ -445,7 +282,7 @@ impl Run<'_> {
     }
 
     /// A crash between marking the task done and committing: finish the commit, exactly once.
-    pub(super) fn finish_pending_commit(&mut self) -> Result<()> {
+    pub(in crate::pipeline) fn finish_pending_commit(&mut self) -> Result<()> {
         let path = self.ws.state_dir.pending_commit();
         let Some(pending) = journal::load::<PendingCommit>(&path) else {
             return Ok(());

@@ -1,0 +1,179 @@
+//! The review's part in kern's commit: the approved work committed with the review's message,
+//! and a message a hook refused sent back to the review for a new one.
+//!
+//! The decision a reader must know: a refused *message* is the review's to fix, not a failed
+//! attempt — the review is asked for a new message only (`decide::after_refused_message`), the
+//! work kept as it is; a parallel task's integration, which cannot wait for an agent, records the
+//! request in the task's folder instead. A `pre-commit` refusal is a failed attempt, with the
+//! done marks kern set put back to `[~]`.
+
+use super::{Integrated, Tried};
+use crate::error::Result;
+use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
+use crate::pipeline::stage::inputs::RefusedMessage;
+use crate::pipeline::{Run, TaskRun};
+use crate::spec::{Edit, TaskIdentity, TaskState};
+use crate::stage::{ImplementReport, ReviewReport};
+use crate::state::journal::{self};
+use crate::state::run_log::Told;
+use crate::state::run_log::{IterationEnd, RunEvent};
+
+impl Run<'_> {
+    /// COMMIT: mark the task done, append the learnings, commit — journaled; a refused
+    /// message goes back to the review for a new one (see the module docs).
+    pub(in crate::pipeline) async fn commit_asking_review(
+        &mut self,
+        it: &mut TaskRun,
+        implement: &ImplementReport,
+        review: ReviewReport,
+    ) -> Result<IterationEnd> {
+        let mut review = review;
+        let mut refusals = 0u32;
+        loop {
+            let (hook, output, message) = match self.try_commit(it, implement, &review)? {
+                Tried::Ended(end) => return Ok(end),
+                Tried::HookFailed { hook, output } => return self.refused(it, &hook, &output),
+                Tried::MessageRefused {
+                    hook,
+                    output,
+                    message,
+                } => (hook, output, message),
+            };
+            refusals += 1;
+            if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
+                return Ok(end);
+            }
+            self.emit(RunEvent::Told(Told::MessageRefused {
+                hook: hook.clone(),
+                subject: message.lines().next().unwrap_or("").to_string(),
+                refusals,
+                of: MESSAGE_REQUESTS,
+                on_branch: false,
+            }));
+            if let Some(end) = self.still_ours(it)? {
+                return Ok(end);
+            }
+            let refused = RefusedMessage {
+                hook,
+                output,
+                message,
+                request: refusals,
+                requests: MESSAGE_REQUESTS,
+            };
+            let run = self
+                .stage_with::<ReviewReport>(it, Some(implement), Some(&refused))
+                .await?;
+            let attempts = self.attempts(it)?;
+            match decide::after_message_review(
+                run.outcome,
+                &review,
+                &attempts,
+                self.settings.max_attempts,
+            ) {
+                Next::End(decision) => return self.end_task(it, decision),
+                Next::Go(report) => review = report,
+            }
+        }
+    }
+
+    /// COMMIT for a parallel task's integration (see the module docs): a message a hook
+    /// refuses goes back to the task's own review, which runs again in its worktree beside
+    /// the other tasks, asked for a new message — `refused_at` keeps the request until it is
+    /// answered (an iteration file: it goes with the task's folder once committed, or with its
+    /// other iteration files). After [`MESSAGE_REQUESTS`] refused new messages, a failed
+    /// attempt.
+    pub(in crate::pipeline) fn commit_for_integration(
+        &mut self,
+        it: &mut TaskRun,
+        implement: &ImplementReport,
+        review: &ReviewReport,
+        refused_at: &std::path::Path,
+    ) -> Result<Integrated> {
+        let (hook, output, message) = match self.try_commit(it, implement, review)? {
+            Tried::Ended(end) => return Ok(Integrated::Ended(end)),
+            Tried::HookFailed { hook, output } => {
+                return self.refused(it, &hook, &output).map(Integrated::Ended);
+            }
+            Tried::MessageRefused {
+                hook,
+                output,
+                message,
+            } => (hook, output, message),
+        };
+        let refusals = journal::load::<RefusedMessage>(refused_at).map_or(0, |r| r.request) + 1;
+        if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
+            return Ok(Integrated::Ended(end));
+        }
+        self.emit(RunEvent::Told(Told::MessageRefused {
+            hook: hook.clone(),
+            subject: message.lines().next().unwrap_or("").to_string(),
+            refusals,
+            of: MESSAGE_REQUESTS,
+            on_branch: true,
+        }));
+        journal::save(
+            refused_at,
+            &RefusedMessage {
+                hook,
+                output,
+                message,
+                request: refusals,
+                requests: MESSAGE_REQUESTS,
+            },
+        )?;
+        Ok(Integrated::ReviewAsked)
+    }
+
+    /// The `refusals`-th refused message of this work: past [`MESSAGE_REQUESTS`] new messages,
+    /// the task's failed attempt (how the iteration ends); else none, and a new one is asked.
+    fn refused_too_often(
+        &mut self,
+        it: &mut TaskRun,
+        hook: &str,
+        output: &str,
+        refusals: u32,
+    ) -> Result<Option<IterationEnd>> {
+        let attempts = self.attempts(it)?;
+        match decide::after_refused_message(
+            hook,
+            output,
+            refusals,
+            &attempts,
+            self.settings.max_attempts,
+        ) {
+            Next::End(decision) => self.end_task(it, decision).map(Some),
+            Next::Go(()) => Ok(None),
+        }
+    }
+
+    /// A hook refused the commit for good: a failed attempt with its output.
+    fn refused(&mut self, it: &mut TaskRun, hook: &str, output: &str) -> Result<IterationEnd> {
+        let attempts = self.attempts(it)?;
+        let decision =
+            decide::after_refused_commit(hook, output, &attempts, self.settings.max_attempts);
+        self.end_task(it, decision)
+    }
+
+    /// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then
+    /// `parents` (those kern marked, nearest first) — each only while it is still done.
+    pub(super) fn reopen(&mut self, it: &mut TaskRun, parents: &[TaskIdentity]) -> Result<()> {
+        let reopen = [Edit::SetState(TaskState::InProgress)];
+        let doc = self.spec.reload()?;
+        if doc
+            .find(&it.identity)
+            .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
+        {
+            self.edit_task(it, &reopen)?;
+        }
+        for parent in parents {
+            let doc = self.spec.reload()?;
+            if doc
+                .find(parent)
+                .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
+            {
+                self.edit(parent, &reopen)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,301 @@
+//! A task's end on the remote: its commit landed with the release of its claim in one push, or
+//! — when it did not land — its `--review` branch parked there and its SPEC.md lines published
+//! in a commit of SPEC.md alone.
+//!
+//! The decision a reader must know: landing pushes the branch (expected at the tip kern
+//! committed onto) and deletes the claim (expected at the claim this run holds) all or nothing,
+//! so work of a machine whose claim lapsed never lands; a target that moved is fetched and the
+//! task integrated again on the new tip.
+
+use super::claim::{self, AfterRefusal};
+use super::{Landing, pull_request, spec_merge, task_key};
+use crate::error::{Error, Result};
+use crate::pipeline::Run;
+use crate::repository::remote::{Expected, Pushed, RefUpdate};
+use crate::spec::{Quoted, TaskIdentity};
+use crate::state::run_log::{RunEvent, Told};
+use git2::Oid;
+use std::path::{Path, PathBuf};
+
+impl Run<'_> {
+    /// The task `identity` ended here without landing: its branch goes to the remote when
+    /// `--review` parked work on it, its SPEC.md lines to the remote's branch (a commit of
+    /// SPEC.md alone, when they changed), and its claim is freed.
+    pub(in crate::pipeline) fn remote_task_ended(
+        &mut self,
+        identity: &TaskIdentity,
+        slug: &str,
+    ) -> Result<()> {
+        let Some(remote) = self.target.remote() else {
+            return Ok(());
+        };
+        if self.settings.review
+            && let Some(oid) = self.ws.repo.task_branch(slug)
+        {
+            let name = remote.name.clone();
+            let branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
+            let pushed = self.ws.repo.push_expecting(
+                &name,
+                &[RefUpdate {
+                    name: format!("refs/heads/{branch}"),
+                    new: Some(oid),
+                    expected: Expected::Any,
+                }],
+            )?;
+            if pushed == Pushed::Done {
+                self.reporter.hear(&RunEvent::Told(Told::PushedForReview {
+                    branch: branch.clone(),
+                    remote: name.clone(),
+                }));
+                if self.settings.pr {
+                    let base = remote.branch.clone();
+                    let title = identity.path.last().map_or("", String::as_str);
+                    let opened = pull_request::open(
+                        self.ws.repo.top(),
+                        self.settings.path_var.as_deref(),
+                        &base,
+                        &branch,
+                        title,
+                    );
+                    self.emit(RunEvent::Told(Told::PullRequest {
+                        opened: opened.is_ok(),
+                        line: opened.unwrap_or_else(|line| line),
+                    }));
+                }
+            } else {
+                self.reporter.hear(&RunEvent::Told(Told::RemoteRefused {
+                    remote: name.clone(),
+                    refused: format!("`{branch}`"),
+                    why: None,
+                    stays: "it is here only".into(),
+                }));
+            }
+        }
+        for _ in 0..claim::MAX_LANDING_ROUNDS {
+            let Some(tip) = self.remote_sync()? else {
+                return Ok(());
+            };
+            self.spec.reload()?;
+            let ours = self.spec.last_text();
+            let theirs = self.spec_at(tip);
+            let publish = spec_merge::merge(&ours, &ours, &theirs, std::slice::from_ref(identity));
+            if publish == theirs {
+                break;
+            }
+            let commit = self.spec_commit(tip, &publish, identity)?;
+            let (name, branch) = match self.target.remote() {
+                Some(r) => (r.name.clone(), r.branch.clone()),
+                None => return Ok(()),
+            };
+            match self.ws.repo.push_expecting(
+                &name,
+                &[RefUpdate {
+                    name: format!("refs/heads/{branch}"),
+                    new: Some(commit),
+                    expected: Expected::At(tip),
+                }],
+            )? {
+                Pushed::Done => {
+                    self.sync_to(commit)?;
+                    break;
+                }
+                Pushed::Refused(why) => {
+                    self.reporter.hear(&RunEvent::Told(Told::RemoteRefused {
+                        remote: name.clone(),
+                        refused: format!(
+                            "SPEC.md's note for {}",
+                            Quoted(identity.path.last().map_or("", String::as_str))
+                        ),
+                        why: Some(why),
+                        stays: "it stays in this clone's SPEC.md only".into(),
+                    }));
+                    break;
+                }
+                Pushed::Stale => {}
+            }
+        }
+        if let Some(remote) = self.target.remote_mut() {
+            remote.release(&self.ws.repo, identity)?;
+        }
+        Ok(())
+    }
+
+    /// SPEC.md's path in the repository.
+    fn spec_rel(&self) -> PathBuf {
+        self.ws
+            .spec_path
+            .strip_prefix(self.ws.repo.top())
+            .map_or_else(|_| self.ws.spec_path.clone(), Path::to_path_buf)
+    }
+
+    /// SPEC.md's text at `commit` (empty when it has none).
+    pub(super) fn spec_at(&self, commit: Oid) -> String {
+        let rel = self.spec_rel();
+        self.ws
+            .repo
+            .git()
+            .find_commit(commit)
+            .ok()
+            .and_then(|c| c.tree().ok())
+            .and_then(|t| t.get_path(&rel).ok())
+            .and_then(|e| self.ws.repo.git().find_blob(e.id()).ok())
+            .map(|b| String::from_utf8_lossy(b.content()).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// A commit on `parent` that changes SPEC.md alone, to `text`.
+    fn spec_commit(&self, parent: Oid, text: &str, identity: &TaskIdentity) -> Result<Oid> {
+        let git = |e: git2::Error| Error::git("committing SPEC.md's outcome of a task", e);
+        let repo = self.ws.repo.git();
+        let rel = self.spec_rel();
+        let parent = repo.find_commit(parent).map_err(git)?;
+        let blob = repo.blob(text.as_bytes()).map_err(git)?;
+        let mut index = git2::Index::new_ext(repo.object_format()).map_err(git)?;
+        index.read_tree(&parent.tree().map_err(git)?).map_err(git)?;
+        let mode = parent
+            .tree()
+            .ok()
+            .and_then(|t| t.get_path(&rel).ok())
+            .map_or(0o100_644, |e| e.filemode() as u32);
+        index
+            .add(&git2::IndexEntry {
+                ctime: git2::IndexTime::new(0, 0),
+                mtime: git2::IndexTime::new(0, 0),
+                dev: 0,
+                ino: 0,
+                mode,
+                uid: 0,
+                gid: 0,
+                file_size: text.len() as u32,
+                id: blob,
+                flags: 0,
+                flags_extended: 0,
+                path: rel.to_string_lossy().as_bytes().to_vec(),
+            })
+            .map_err(git)?;
+        let tree = index.write_tree_to(repo).map_err(git)?;
+        self.ws.repo.commit_tree(
+            tree,
+            parent.id(),
+            &format!(
+                "kern: SPEC.md — {}\n",
+                identity.path.last().map_or("", String::as_str)
+            ),
+        )
+    }
+
+    /// The task's commit is on the run's branch: push it, with the release of its claim, all
+    /// or nothing (see the module docs).
+    pub(in crate::pipeline) fn remote_land(
+        &mut self,
+        identity: &TaskIdentity,
+        title: &str,
+        slug: &str,
+        onto: Oid,
+    ) -> Result<Landing> {
+        let Some(remote) = self.target.remote() else {
+            return Ok(Landing::Landed);
+        };
+        let key = task_key(identity);
+        let task_branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
+        let Some(commit) = self.ws.repo.head_oid() else {
+            return Ok(Landing::Landed);
+        };
+        let (name, branch) = (remote.name.clone(), remote.branch.clone());
+        let pushed = remote.land(&self.ws.repo, &key, commit, onto)?;
+        let policy = match pushed {
+            Pushed::Done => {
+                if let Some(r) = self.target.remote_mut() {
+                    r.held.remove(&key);
+                    r.work.remove(&key);
+                    r.rounds = 0;
+                }
+                self.emit(RunEvent::Told(Told::Landed {
+                    task: title.to_string(),
+                    remote: name.clone(),
+                    branch: branch.clone(),
+                }));
+                return Ok(Landing::Landed);
+            }
+            Pushed::Stale => None,
+            Pushed::Refused(why) => Some(why),
+        };
+        // Not landed: the local commit goes; the remote's tip comes.
+        let tip = self.ws.repo.fetch_remote(&name, &branch)?;
+        self.ledger
+            .books()
+            .summary
+            .committed
+            .retain(|(t, _)| t != title);
+        self.sync_to(tip)?;
+        let (mine, round) = match self.target.remote_mut() {
+            Some(r) => {
+                r.rounds += 1;
+                (r.still_mine(&self.ws.repo, &key)?, r.rounds)
+            }
+            None => (false, 0),
+        };
+        match claim::after_refusal(policy.as_deref(), mine, round) {
+            AfterRefusal::Rebase => {
+                self.reporter.hear(&RunEvent::Told(Told::Relanding {
+                    moved: format!("{name}/{branch}"),
+                    task: title.to_string(),
+                }));
+                Ok(Landing::Again)
+            }
+            AfterRefusal::LostClaim => {
+                if let Some(r) = self.target.remote_mut() {
+                    r.held.remove(&key);
+                    r.work.remove(&key);
+                    r.rounds = 0;
+                }
+                self.reporter.hear(&RunEvent::Told(Told::NotLanded {
+                    task: title.to_string(),
+                    branch: task_branch.clone(),
+                }));
+                Ok(Landing::Kept(
+                    crate::state::run_log::IterationEnd::Progressed,
+                ))
+            }
+            AfterRefusal::Refused(why) => {
+                let pushed = self.ws.repo.task_branch(slug).map(|oid| {
+                    self.ws.repo.push_expecting(
+                        &name,
+                        &[RefUpdate {
+                            name: format!("refs/heads/{task_branch}"),
+                            new: Some(oid),
+                            expected: Expected::Any,
+                        }],
+                    )
+                });
+                let there = matches!(pushed, Some(Ok(Pushed::Done)));
+                if let Some(r) = self.target.remote_mut() {
+                    r.rounds = 0;
+                    r.release(&self.ws.repo, identity)?;
+                }
+                Err(Error::Unfinished(format!(
+                    "the remote `{name}` refused the push to `{branch}` ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
+                    Quoted(title),
+                    if there {
+                        format!(" here and on `{name}`")
+                    } else {
+                        " here".to_string()
+                    }
+                )))
+            }
+            AfterRefusal::GiveUp => {
+                if let Some(r) = self.target.remote_mut() {
+                    r.rounds = 0;
+                }
+                Err(Error::Remote {
+                    remote: name,
+                    what: format!("landing {}", Quoted(title)),
+                    detail: format!(
+                        "the branch `{branch}` moved {} times in a row while kern rebased onto it",
+                        claim::MAX_LANDING_ROUNDS
+                    ),
+                })
+            }
+        }
+    }
+}
