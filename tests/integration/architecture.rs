@@ -343,3 +343,49 @@ fn a_planted_upward_import_fails_with_its_file_and_line() {
         violations(&pair)
     );
 }
+
+/// The files among `sources` whose production code writes a stage record: a `.write(` whose
+/// argument names `stage_record(`, with the line of each.
+fn stage_record_writers(sources: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, text) in sources {
+        let code = production(text);
+        let flat: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+        let mut from = 0;
+        while let Some(at) = flat[from..].find(".write(&") {
+            let start = from + at;
+            let call = &flat[start..(start + 120).min(flat.len())];
+            let argument = &call[..call.find(')').map_or(call.len(), |c| c + 1)];
+            if argument.contains("stage_record(") {
+                out.push(format!("src/{path}"));
+            }
+            from = start + 1;
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A stage's record has one writer, the stage runner (HOUSE-REVIEW 6.3): each try's record is
+/// written once, the stage's last after the audit added what it found.
+#[test]
+fn only_the_stage_runner_writes_a_stage_record() {
+    let writers = stage_record_writers(&sources());
+    assert_eq!(
+        writers,
+        [
+            "src/pipeline/stage/attempt.rs",
+            "src/pipeline/stage/runner.rs"
+        ],
+        "stageN.json is written only by the stage runner (StageRun::write, Attempt::finish)"
+    );
+    let planted = [(
+        "pipeline/stage/mod.rs".to_string(),
+        "fn f() { run.record\n  .write(&self.ws.state_dir.stage_record(stage))?; }\n// x.write(&sd.stage_record(s))\n".to_string(),
+    )];
+    assert_eq!(
+        stage_record_writers(&planted),
+        ["src/pipeline/stage/mod.rs"]
+    );
+}

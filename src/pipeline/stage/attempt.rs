@@ -29,36 +29,36 @@ pub(super) struct Attempt {
 }
 
 impl Attempt {
-    /// Sets how the try ended, writes `stageN.json`, and returns the record.
+    /// Sets how the try ended and returns its record.
+    pub(super) fn close(&mut self, outcome: Outcome, failure: Option<String>) -> StageRecord {
+        self.envelope.outcome = outcome;
+        self.envelope.failure = failure;
+        record(&self.output, self.envelope.clone())
+    }
+
+    /// A try the stage goes on from (a retry, a wait, the other agent) or that stops the run:
+    /// its record is written now, so `stageN.json` says at once how the stage stands.
     pub(super) fn finish(
         &mut self,
         state_dir: &StateDir,
         outcome: Outcome,
         failure: Option<String>,
-    ) -> Result<StageRecord> {
-        self.envelope.outcome = outcome;
-        self.envelope.failure = failure;
-        let record = record(&self.output, self.envelope.clone());
-        record.write(&state_dir.stage_record(self.envelope.stage))?;
-        Ok(record)
+    ) -> Result<()> {
+        let record = self.close(outcome, failure);
+        record.write(&state_dir.stage_record(self.envelope.stage))
     }
 
-    /// The stage failed for good: its record, and kern's note for the Attempt.
-    pub(super) fn fail<R>(
-        mut self,
-        state_dir: &StateDir,
-        outcome: Outcome,
-        note: String,
-        tries: Tries,
-    ) -> Result<StageRun<R>> {
-        let record = self.finish(state_dir, outcome, Some(note.clone()))?;
-        Ok(StageRun {
+    /// The stage failed for good: its record (written by [`StageRun::write`], after the
+    /// audit), and kern's note for the Attempt.
+    pub(super) fn fail<R>(mut self, outcome: Outcome, note: String, tries: Tries) -> StageRun<R> {
+        let record = self.close(outcome, Some(note.clone()));
+        StageRun {
             record,
             outcome: Err(note),
             cost_usd: tries.cost,
             rate_limit: tries.rate_limit,
             budget_spent: false,
-        })
+        }
     }
 }
 

@@ -5,7 +5,8 @@
 //!
 //! The one decision a reader must know: the audit runs after every stage, whatever its
 //! outcome, and a read-only stage or one that moved history cannot succeed, whatever its
-//! report says.
+//! report says. The stage's record is written once, with the audit's findings in it
+//! ([`runner::StageRun::write`]).
 //!
 //! Children: `inputs.rs` gathers what the stage sees (shared with the dry run), `runner.rs`
 //! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
@@ -163,7 +164,14 @@ impl Run<'_> {
                 limited_until: switch.limited_until,
             });
         }
-        let found = self.audit(stage, &before, it)?;
+        let found = match self.audit(stage, &before, it) {
+            Ok(found) => found,
+            Err(e) => {
+                // The stage ended: its record stays for the next run, whatever stopped the audit.
+                run.write(&self.ws.state_dir)?;
+                return Err(e);
+            }
+        };
         if !found.shared.is_empty() {
             self.emit(RunEvent::SharedRef {
                 task: Some(it.title.clone()),
@@ -193,8 +201,8 @@ impl Run<'_> {
                 }
                 run.outcome = Err(note);
             }
-            run.record.write(&self.ws.state_dir.stage_record(stage))?;
         }
+        run.write(&self.ws.state_dir)?;
         self.notice_hand_edits(stage, before.spec_mark, it)?;
         let record = &run.record;
         let turns = record

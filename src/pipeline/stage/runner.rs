@@ -5,10 +5,12 @@
 //!
 //! This is where the agent layer (argv, stream parsing, classification), the supervisor
 //! (processes, timeouts, signals) and the stage record meet; the loop above only sees a
-//! [`StageRun`]: the stage's own report, typed, or kern's note saying why the stage failed. A
-//! stage record is written after every try, so `jq .kern.outcome stageN.json` is true at any
-//! moment; `kern.agent` names the agent of the last try and `kern.switches` every move between
-//! the two. A stage starts on the agent [`retry::choose_side`] picks from the run's
+//! [`StageRun`]: the stage's own report, typed, or kern's note saying why the stage failed.
+//! Each try's record is written once: a try the stage goes on from (retry, wait, the other
+//! agent) at once, so `jq .kern.outcome stageN.json` says how the stage stands while it runs;
+//! the stage's last try by [`StageRun::write`], after the loop's audit added what it found.
+//! `kern.agent` names the agent of the last try and `kern.switches` every move between the
+//! two. A stage starts on the agent [`retry::choose_side`] picks from the run's
 //! [`AgentLimits`], which the runner updates whenever an agent hits its usage limit.
 
 use std::path::{Path, PathBuf};
@@ -112,7 +114,8 @@ pub(crate) struct StageRequest {
 /// How a stage ended, once retries and waits are over.
 #[derive(Debug)]
 pub(crate) struct StageRun<R> {
-    /// The record, as written to `stageN.json`.
+    /// The record, for `stageN.json`: written once, by [`StageRun::write`], after the audit
+    /// has added what it found.
     pub record: StageRecord,
     /// The stage's report, or kern's note saying why there is none (e.g. "agent timed out
     /// after 1h (after 3 retries)").
@@ -125,6 +128,14 @@ pub(crate) struct StageRun<R> {
     /// The agent stopped at the `--max-budget-usd` kern gave it (what was left of
     /// `--max-cost`): the run's budget is spent, which is no failure of the task.
     pub budget_spent: bool,
+}
+
+impl<R> StageRun<R> {
+    /// Writes the stage's record to `stageN.json`: the one write of a stage's end.
+    pub(crate) fn write(&self, state_dir: &StateDir) -> Result<()> {
+        self.record
+            .write(&state_dir.stage_record(self.record.kern.stage))
+    }
 }
 
 /// Runs `request` as stage `R::STAGE` with retries, waits and switches between its agents;
@@ -246,7 +257,7 @@ pub(crate) async fn run_stage<R: Report>(
             return match report {
                 Ok(Some(report)) => {
                     attempt.envelope.report = Some(report.clone().into());
-                    let record = attempt.finish(state_dir, Outcome::Succeeded, None)?;
+                    let record = attempt.close(Outcome::Succeeded, None);
                     Ok(StageRun {
                         record,
                         outcome: Ok(report),
@@ -261,7 +272,7 @@ pub(crate) async fn run_stage<R: Report>(
                         .err()
                         .unwrap_or_else(|| "a report of another stage".into());
                     let note = format!("{stage} stage gave no usable result: {reason}");
-                    attempt.fail(state_dir, Outcome::Failed, note, tries)
+                    Ok(attempt.fail(Outcome::Failed, note, tries))
                 }
             };
         };
@@ -294,7 +305,7 @@ pub(crate) async fn run_stage<R: Report>(
                 text::cost(tries.cost),
                 class.message()
             );
-            let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+            let mut run = attempt.fail(Outcome::Failed, note, tries);
             run.budget_spent = true;
             return Ok(run);
         }
@@ -410,7 +421,7 @@ pub(crate) async fn run_stage<R: Report>(
                 if request.budget_left.is_some()
                     && attempt.output.subtype.as_deref() == Some("error_max_budget_usd")
                 {
-                    let mut run = attempt.fail(state_dir, Outcome::Failed, note, tries)?;
+                    let mut run = attempt.fail(Outcome::Failed, note, tries);
                     run.budget_spent = true;
                     return Ok(run);
                 }
@@ -419,7 +430,7 @@ pub(crate) async fn run_stage<R: Report>(
                 } else {
                     Outcome::Failed
                 };
-                return attempt.fail(state_dir, outcome, note, tries);
+                return Ok(attempt.fail(outcome, note, tries));
             }
             Step::Stop(message) => {
                 attempt.finish(
