@@ -36,43 +36,10 @@ impl Run<'_> {
         if let Some(why) = why
             && let Some(saved) = self.set_aside(it, why)?
         {
-            let where_ = format!(" — its work is saved at `{saved}`");
-            for edit in &mut edits {
-                if let Edit::AddSkipped(text) | Edit::AddBlocked(text) = edit {
-                    text.push_str(&where_);
-                }
-            }
+            name_saved_work(&mut edits, &saved);
         }
         self.edit_task(it, &edits)?;
-        let task = it.title.clone();
-        let blocked = |why| RunEvent::Blocked {
-            task: it.title.clone(),
-            why,
-            line: it.line,
-        };
-        let ended = match decision.outcome {
-            TaskOutcome::Skipped { reason } => vec![RunEvent::Skipped { task, reason }],
-            TaskOutcome::Decomposed { subtasks } => vec![RunEvent::Decomposed { task, subtasks }],
-            TaskOutcome::Failed { attempt, note } => vec![RunEvent::AttemptFailed {
-                task,
-                attempt,
-                note,
-                ends_task: false,
-            }],
-            TaskOutcome::NeedsPerson { question } => {
-                vec![blocked(format!("{NEEDS_PERSON}{question}"))]
-            }
-            TaskOutcome::Blocked { attempt, note, why } => vec![
-                RunEvent::AttemptFailed {
-                    task,
-                    attempt,
-                    note,
-                    ends_task: true,
-                },
-                blocked(why),
-            ],
-        };
-        for event in ended {
+        for event in ended(decision.outcome, &it.title, it.line) {
             if let RunEvent::Blocked { .. } = &event {
                 journal::remove(&self.ws.state_dir.task_start());
             }
@@ -130,5 +97,98 @@ impl Run<'_> {
             why: why.to_string(),
         });
         Ok(Some(git_ref))
+    }
+}
+
+/// Adds where the task's work was set aside to its Skipped or Blocked note.
+fn name_saved_work(edits: &mut [Edit], saved: &str) {
+    for edit in edits {
+        if let Edit::AddSkipped(text) | Edit::AddBlocked(text) = edit {
+            text.push_str(&format!(" — its work is saved at `{saved}`"));
+        }
+    }
+}
+
+/// What happened when task `task` (at `line`) ended with `outcome`, in the order it is told.
+fn ended(outcome: TaskOutcome, task: &str, line: usize) -> Vec<RunEvent> {
+    let task = task.to_string();
+    let blocked = |task: &String, why| RunEvent::Blocked {
+        task: task.clone(),
+        why,
+        line,
+    };
+    match outcome {
+        TaskOutcome::Skipped { reason } => vec![RunEvent::Skipped { task, reason }],
+        TaskOutcome::Decomposed { subtasks } => vec![RunEvent::Decomposed { task, subtasks }],
+        TaskOutcome::Failed { attempt, note } => vec![RunEvent::AttemptFailed {
+            task,
+            attempt,
+            note,
+            ends_task: false,
+        }],
+        TaskOutcome::NeedsPerson { question } => {
+            vec![blocked(&task, format!("{NEEDS_PERSON}{question}"))]
+        }
+        TaskOutcome::Blocked { attempt, note, why } => vec![
+            RunEvent::AttemptFailed {
+                task: task.clone(),
+                attempt,
+                note,
+                ends_task: true,
+            },
+            blocked(&task, why),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_after_a_last_failed_attempt_is_told_as_the_attempt_then_the_block() {
+        let events = ended(
+            TaskOutcome::Blocked {
+                attempt: 3,
+                note: "the test failed".into(),
+                why: "3 failed attempts".into(),
+            },
+            "Parse dates",
+            7,
+        );
+        assert!(matches!(
+            &events[..],
+            [
+                RunEvent::AttemptFailed { attempt: 3, ends_task: true, .. },
+                RunEvent::Blocked { line: 7, why, .. },
+            ] if why == "3 failed attempts"
+        ));
+        let asked = ended(
+            TaskOutcome::NeedsPerson {
+                question: "which zone?".into(),
+            },
+            "Parse dates",
+            7,
+        );
+        assert!(matches!(
+            &asked[..],
+            [RunEvent::Blocked { why, .. }] if why == &format!("{NEEDS_PERSON}which zone?")
+        ));
+    }
+
+    #[test]
+    fn the_saved_work_is_named_in_the_skipped_or_blocked_note_only() {
+        let mut edits = vec![
+            Edit::AddSkipped("too big".into()),
+            Edit::AddAttempt("failed".into()),
+        ];
+        name_saved_work(&mut edits, "refs/kern/attempts/t/1");
+        assert_eq!(
+            edits,
+            [
+                Edit::AddSkipped("too big — its work is saved at `refs/kern/attempts/t/1`".into()),
+                Edit::AddAttempt("failed".into()),
+            ]
+        );
     }
 }
