@@ -459,7 +459,10 @@ impl Summary {
     /// Folds `event` into the end-of-run summary.
     pub(crate) fn on(&mut self, event: &RunEvent) {
         match event {
-            RunEvent::Skipped { task, .. } => self.skipped.push(task.clone()),
+            // A task skipped again is one skipped task, as `kern report` counts it.
+            RunEvent::Skipped { task, .. } if !self.skipped.contains(task) => {
+                self.skipped.push(task.clone());
+            }
             // A parallel task's conflict costs it an attempt too.
             RunEvent::AttemptFailed { .. } | RunEvent::Conflict { .. } => {
                 self.failed_attempts += 1;
@@ -504,6 +507,18 @@ mod tests {
             why: why.into(),
             line: 3,
         }
+    }
+
+    #[test]
+    fn a_task_skipped_twice_is_one_skipped_task_in_the_summary() {
+        let mut summary = Summary::default();
+        for _ in 0..2 {
+            summary.on(&RunEvent::Skipped {
+                task: "Skip me".into(),
+                reason: "not settled".into(),
+            });
+        }
+        assert_eq!(summary.skipped, ["Skip me"]);
     }
 
     #[test]

@@ -666,3 +666,73 @@ fn the_report_reads_the_rotated_run_jsonl() {
     assert_eq!(code, 2);
     assert!(err.contains("no run `nope` — the last runs are "), "{err}");
 }
+
+/// The number on the live summary's line `label` (`  committed        2`), and the text after.
+fn summary_count(output: &str, label: &str) -> (u64, String) {
+    let line = output
+        .lines()
+        .map(|l| l.split_once("kern: ").map_or(l, |(_, rest)| rest))
+        .find_map(|l| {
+            l.strip_prefix("  ")
+                .and_then(|l| l.strip_prefix(label))
+                .filter(|rest| rest.starts_with("  "))
+        })
+        .unwrap_or_else(|| panic!("no `{label}` line in the summary:\n{output}"));
+    let rest = line.trim();
+    let number: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (number.parse().unwrap_or(0), rest.to_string())
+}
+
+/// The live summary and `kern report` are folds of the same events: one night, by one task at
+/// a time and with `-j 2`, reads the same in both.
+#[test]
+fn the_live_summary_and_the_morning_report_count_the_same_night() {
+    for jobs in ["1", "2"] {
+        let p = Project::new(MIXED_SPEC);
+        p.scenario(&mixed_scenario());
+        let ran = p
+            .run(&[])
+            .env("KERN_RESET_MARGIN", "0")
+            .args([
+                "10",
+                "0",
+                "--max-attempts",
+                "2",
+                "--max-cost",
+                "50",
+                "-j",
+                jobs,
+            ])
+            .expect(4);
+        let live = format!("{}{}", ran.stdout, ran.stderr);
+        let (code, out, err) = report(&p, &["--json"]);
+        assert_eq!(code, 0, "{err}");
+        let r: Value = serde_json::from_str(&out).unwrap();
+        let totals = &r["runs"][0]["totals"];
+        for (label, key) in [
+            ("committed", "committed"),
+            ("skipped", "skipped"),
+            ("blocked", "blocked"),
+            ("failed attempts", "failed_attempts"),
+            ("retries", "retries"),
+            ("waits", "usage_limit_waits"),
+        ] {
+            assert_eq!(
+                summary_count(&live, label).0,
+                totals[key].as_u64().unwrap(),
+                "-j {jobs}: `{label}` in the live summary against `{key}` in the report\n{live}\n{out}"
+            );
+        }
+        let cost = summary_count(&live, "cost").1;
+        assert!(
+            cost.starts_with(&format!("${:.2}", totals["cost_usd"].as_f64().unwrap())),
+            "-j {jobs}: {cost} against {}",
+            totals["cost_usd"]
+        );
+        assert!(
+            totals["committed"].as_u64().unwrap() >= 2,
+            "-j {jobs}: {out}"
+        );
+        assert_eq!(totals["blocked"], 1, "-j {jobs}: {out}");
+    }
+}
