@@ -23,10 +23,10 @@ impl Run<'_> {
         it: &mut TaskRun,
         decision: Decision,
     ) -> Result<IterationEnd> {
-        match self.task_now(it, &decision.edits)? {
-            TaskNow::Ours => {}
+        let ticket = match self.task_now(it, &decision.edits)? {
+            TaskNow::Ours(ticket) => ticket,
             other => return self.follow_person(it, &other),
-        }
+        };
         let why = match &decision.outcome {
             TaskOutcome::Skipped { .. } => Some("skipped"),
             TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
@@ -38,7 +38,7 @@ impl Run<'_> {
         {
             name_saved_work(&mut edits, &saved);
         }
-        self.edit_task(it, &edits)?;
+        self.edit_task(it, ticket, &edits)?;
         for event in ended(decision.outcome, &it.title, it.line) {
             if let RunEvent::Blocked { .. } = &event {
                 journal::remove(&self.ws.state_dir.task_start());
@@ -58,7 +58,7 @@ impl Run<'_> {
         let how = match now {
             TaskNow::Gone => TaskTaken::Gone,
             TaskNow::SetByPerson(state) => TaskTaken::SetTo(state.marker_char()),
-            TaskNow::Ours => return Ok(IterationEnd::Progressed),
+            TaskNow::Ours(_) => return Ok(IterationEnd::Progressed),
         };
         let saved = self.set_aside(it, "taken away by the person")?;
         self.emit(RunEvent::Told(Told::TaskTaken {

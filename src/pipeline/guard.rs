@@ -17,13 +17,19 @@ use crate::state::run_log::{IterationEnd, RunEvent, Told};
 /// What SPEC.md allows kern to do with its task now.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum TaskNow {
-    /// The task is there as kern left it: go on.
-    Ours,
+    /// The task is there as kern left it: go on, with the ticket kern's edit of it takes.
+    Ours(Ticket),
     /// The task is gone from the file, or renamed.
     Gone,
     /// The person set the task's marker to this.
     SetByPerson(TaskState),
 }
+
+/// Proof that the person's file was asked at this step and the task is still kern's: kern's
+/// edit of its task ([`Run::edit_task`]) takes one, and only [`ticket`] makes one, so no step
+/// can write the task without asking first.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Ticket(());
 
 /// Whether the task `identity`, which kern last left marked `left`, is still kern's in `doc`:
 /// gone when no task has its identity; set by the person when its marker is neither the one
@@ -36,7 +42,7 @@ pub(super) fn ticket(doc: &Document, identity: &TaskIdentity, left: TaskState) -
     if state != left && state != TaskState::InProgress {
         return TaskNow::SetByPerson(state);
     }
-    TaskNow::Ours
+    TaskNow::Ours(Ticket(()))
 }
 
 impl Run<'_> {
@@ -90,7 +96,7 @@ impl Run<'_> {
     /// follows), before the next stage starts.
     pub(super) fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
         match self.task_now(it, &[])? {
-            TaskNow::Ours => Ok(None),
+            TaskNow::Ours(_) => Ok(None),
             other => self.follow_person(it, &other).map(Some),
         }
     }
@@ -107,8 +113,14 @@ impl Run<'_> {
         Ok(written.document)
     }
 
-    /// Applies kern's `edits` to its task and remembers the marker kern left.
-    pub(super) fn edit_task(&mut self, it: &mut TaskRun, edits: &[Edit]) -> Result<()> {
+    /// Applies kern's `edits` to its task, which `_ticket` says is still kern's, and remembers
+    /// the marker kern left.
+    pub(super) fn edit_task(
+        &mut self,
+        it: &mut TaskRun,
+        _ticket: Ticket,
+        edits: &[Edit],
+    ) -> Result<()> {
         if edits.is_empty() {
             return Ok(());
         }
@@ -162,15 +174,15 @@ mod tests {
         // As kern left it, or under way.
         assert_eq!(
             ticket_in("- [~] Parse dates\n", TaskState::InProgress),
-            TaskNow::Ours
+            TaskNow::Ours(Ticket(()))
         );
         assert_eq!(
             ticket_in("- [~] Parse dates\n", TaskState::Pending),
-            TaskNow::Ours
+            TaskNow::Ours(Ticket(()))
         );
         assert_eq!(
             ticket_in("- [ ] Parse dates\n", TaskState::Pending),
-            TaskNow::Ours
+            TaskNow::Ours(Ticket(()))
         );
         // Removed, or renamed.
         assert_eq!(

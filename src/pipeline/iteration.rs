@@ -148,7 +148,7 @@ impl Run<'_> {
                 self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
                 let edits = [Edit::SetState(TaskState::InProgress), Edit::StartParents];
                 match self.task_now(it, &edits)? {
-                    TaskNow::Ours => self.edit_task(it, &edits)?,
+                    TaskNow::Ours(ticket) => self.edit_task(it, ticket, &edits)?,
                     other => return self.follow_person(it, &other),
                 }
                 (None, None)
@@ -275,8 +275,8 @@ impl Run<'_> {
         match decide::after_research(outcome, &attempts, self.settings.max_attempts, persons) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(edits) => match self.task_now(it, &edits)? {
-                TaskNow::Ours => {
-                    self.edit_task(it, &edits)?;
+                TaskNow::Ours(ticket) => {
+                    self.edit_task(it, ticket, &edits)?;
                     // kern wrote research's proposals as the task's notes: they hold from now
                     // as if the task had started with them.
                     if edits

@@ -169,8 +169,8 @@ impl Run<'_> {
         // (a parallel task is committed by the run, from SPEC.md as it then is).
         let edits = [crate::spec::Edit::AddOutOfScope(note)];
         match self.task_now(it, &edits)? {
-            super::guard::TaskNow::Ours => {
-                self.edit_task(it, &edits)?;
+            super::guard::TaskNow::Ours(ticket) => {
+                self.edit_task(it, ticket, &edits)?;
                 Ok(None)
             }
             other => self.follow_person(it, &other).map(Some),

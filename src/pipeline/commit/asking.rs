@@ -163,7 +163,11 @@ impl Run<'_> {
             .find(&it.identity)
             .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
         {
-            self.edit_task(it, &reopen)?;
+            // The undo of kern's own done mark, asked of the file just now.
+            let doc = self.edit(&it.identity, &reopen)?;
+            if let Some(task) = doc.find(&it.identity) {
+                it.state = doc.tasks()[task].state;
+            }
         }
         for parent in parents {
             let doc = self.spec.reload()?;

@@ -77,10 +77,10 @@ impl Run<'_> {
         {
             edits.push(Edit::AddReview(branch));
         }
-        match self.task_now(it, &edits)? {
-            TaskNow::Ours => {}
+        let ticket = match self.task_now(it, &edits)? {
+            TaskNow::Ours(ticket) => ticket,
             other => return self.follow_person(it, &other).map(Tried::Ended),
-        }
+        };
         let message = decide::commit_message(review, &it.title, &it.hand_edits);
         let pending = PendingCommit {
             identity: it.identity.clone(),
@@ -95,7 +95,7 @@ impl Run<'_> {
             }));
         }
         let before = self.spec.reload()?;
-        self.edit_task(it, &edits)?;
+        self.edit_task(it, ticket, &edits)?;
         let marked = decide::completed_parents(&before, &self.spec.reload()?, &it.identity);
         let learned: Vec<String> = implement
             .learnings
