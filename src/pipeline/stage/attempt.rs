@@ -13,13 +13,12 @@ use crate::stage::Stage;
 use crate::stage::record::{KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord};
 use crate::stage::report::is_report;
 use crate::state::StateDir;
-use crate::state::lock::{AgentGroup, RunLock};
 use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
 use crate::timestamp::Timestamp;
 use serde_json::{Map, Value};
 
-use super::runner::{STDERR_CAP, StageContext, StageRequest, StageRun, Tries};
+use super::runner::{STDERR_CAP, StageContext, StageRequest, StageRun, StageWatch, Tries};
 
 /// One run of the agent, not yet judged.
 pub(super) struct Attempt {
@@ -65,7 +64,7 @@ impl Attempt {
 /// Spawns `on`'s agent once and follows it to its end.
 pub(super) async fn run_once(
     ctx: &StageContext<'_>,
-    lock: &mut RunLock,
+    watch: &mut dyn StageWatch,
     request: &StageRequest,
     stage: Stage,
     on: &StageAgent,
@@ -108,13 +107,9 @@ pub(super) async fn run_once(
     );
     let mut spawned = false;
     let mut on_spawn = |g: supervisor::ProcessGroup| {
-        // Recorded in the lock so that a kern taking over after a crash can stop an
-        // orphaned agent before it resumes the task.
-        let group = AgentGroup {
-            pgid: g.pgid,
-            leader_start_time: g.leader.start_time,
-        };
-        if let Err(e) = lock.set_agent_group(Some(group)) {
+        // Recorded so that a kern taking over after a crash can stop an orphaned agent before
+        // it resumes the task.
+        if let Err(e) = watch.agent_group(Some(&g)) {
             tracing::warn!(error = %e, "cannot record the agent group in the lock");
         }
         spawned = true;
@@ -152,7 +147,7 @@ pub(super) async fn run_once(
     }
     if spawned {
         // The group is gone now; a record of it would only mislead a later takeover.
-        lock.set_agent_group(None)?;
+        watch.agent_group(None)?;
     }
     super::runner::remake_state_dir(
         state_dir,

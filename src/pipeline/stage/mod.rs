@@ -23,6 +23,7 @@ use crate::reporter::StageLine;
 use crate::spec::Quoted;
 use crate::stage::record::{Outcome, TaskRef, WaitKind};
 use crate::stage::{ImplementReport, Report};
+use crate::state::lock::{AgentGroup, Phase, RunLock};
 use crate::state::run_log::RunEvent;
 use runner::{StageContext, StageRequest, StageRun};
 use std::time::Duration;
@@ -311,5 +312,23 @@ fn outcome_word<R: Report>(run: &StageRun<R>) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
+    }
+}
+/// The run's lock listens to the stage runner: the phase `kern status` shows, and the agent's
+/// process group a kern taking over stops first.
+impl runner::StageWatch for RunLock {
+    fn running(&mut self, stage: crate::stage::Stage) -> Result<()> {
+        self.set_phase(Phase::Stage(stage))
+    }
+
+    fn waiting(&mut self, stage: crate::stage::Stage) -> Result<()> {
+        self.set_phase(Phase::Waiting(stage))
+    }
+
+    fn agent_group(&mut self, group: Option<&crate::supervisor::ProcessGroup>) -> Result<()> {
+        self.set_agent_group(group.map(|g| AgentGroup {
+            pgid: g.pgid,
+            leader_start_time: g.leader.start_time,
+        }))
     }
 }

@@ -26,7 +26,6 @@ use crate::settings::Settings;
 use crate::stage::record::{Outcome, StageRecord, Switch, TaskRef, Wait, WaitKind};
 use crate::stage::{Report, extract_report};
 use crate::state::StateDir;
-use crate::state::lock::{Phase, RunLock};
 use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::EndReason;
 use crate::supervisor::interrupt::Interrupt;
@@ -111,6 +110,17 @@ pub(crate) struct StageRequest {
     pub protected: Vec<PathBuf>,
 }
 
+/// What the runner tells the run as a stage goes, for the run to record where `kern status`
+/// and a kern taking over after a crash look (the run's lock listens: see `stage/mod.rs`).
+pub(crate) trait StageWatch {
+    /// `stage`'s agent is running (again).
+    fn running(&mut self, stage: crate::stage::Stage) -> Result<()>;
+    /// `stage` waits for a usage limit to reset.
+    fn waiting(&mut self, stage: crate::stage::Stage) -> Result<()>;
+    /// The agent's process group, while it lives: a kern taking over stops it first.
+    fn agent_group(&mut self, group: Option<&crate::supervisor::ProcessGroup>) -> Result<()>;
+}
+
 /// How a stage ended, once retries and waits are over.
 #[derive(Debug)]
 pub(crate) struct StageRun<R> {
@@ -144,7 +154,7 @@ impl<R> StageRun<R> {
 /// `interrupted`).
 pub(crate) async fn run_stage<R: Report>(
     ctx: &StageContext<'_>,
-    lock: &mut RunLock,
+    watch: &mut dyn StageWatch,
     limits: &mut AgentLimits,
     request: &StageRequest,
 ) -> Result<StageRun<R>> {
@@ -167,7 +177,7 @@ pub(crate) async fn run_stage<R: Report>(
     if crate::private_file::read(&schema_path).ok().as_deref() != Some(stage.schema().as_bytes()) {
         crate::atomic_file::write_unsynced_private(&schema_path, stage.schema().as_bytes())?;
     }
-    lock.set_phase(Phase::Stage(stage))?;
+    watch.running(stage)?;
 
     let delays = retry::retry_delays(&settings.retry);
     let mut tries = Tries::default();
@@ -214,17 +224,17 @@ pub(crate) async fn run_stage<R: Report>(
                 resets_at: None,
             });
             tries.waited += rest;
-            lock.set_phase(Phase::Waiting(stage))?;
+            watch.waiting(stage)?;
             if countdown(ctx, &reason, rest).await {
                 return Err(interrupted(ctx));
             }
-            lock.set_phase(Phase::Stage(stage))?;
+            watch.running(stage)?;
         }
         let current = match (side, &agents.fallback) {
             (Side::Fallback, Some(fallback)) => fallback,
             _ => &agents.primary,
         };
-        let mut attempt = run_once(ctx, lock, request, stage, current, &tries).await?;
+        let mut attempt = run_once(ctx, watch, request, stage, current, &tries).await?;
         tries.cost += attempt.output.cost_usd;
         if let Some(limit) = &attempt.output.rate_limit {
             tries.rate_limit = Some((current.agent.to_string(), limit.clone()));
@@ -367,11 +377,11 @@ pub(crate) async fn run_stage<R: Report>(
                     resets_at,
                     wait,
                 );
-                lock.set_phase(Phase::Waiting(stage))?;
+                watch.waiting(stage)?;
                 if countdown(ctx, &message, wait).await {
                     return Err(interrupted(ctx));
                 }
-                lock.set_phase(Phase::Stage(stage))?;
+                watch.running(stage)?;
             }
             Step::Switch(wait) => {
                 let message = class.message().to_string();
@@ -404,11 +414,11 @@ pub(crate) async fn run_stage<R: Report>(
                         resets_at: limits.limited_until(&name_of(side.other()), now),
                     });
                     tries.waited += wait;
-                    lock.set_phase(Phase::Waiting(stage))?;
+                    watch.waiting(stage)?;
                     if countdown(ctx, &message, wait).await {
                         return Err(interrupted(ctx));
                     }
-                    lock.set_phase(Phase::Stage(stage))?;
+                    watch.running(stage)?;
                 }
                 side = side.other();
             }
