@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{Project, texts};
+use project::{KernRun, Project, texts};
 use serde_json::{Value, json};
 
 /// The README alone (its first lines are the set-up commands).
@@ -1195,14 +1195,7 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
     );
     // As a shell runs it: the quoted titles are one word each.
     let run = |step: &str| {
-        let out = p
-            .kern_std()
-            .env("PATH", &path)
-            .get_envs()
-            .fold(&mut Command::new("sh"), |cmd, (k, v)| match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            })
+        let out = sh_as(&p.run(&[]).env("PATH", &path))
             .args(["-c", step])
             .current_dir(p.path())
             .output()
@@ -1287,6 +1280,19 @@ fn remote_and_clone(spec: &str, clone: &Path) -> (Project, PathBuf) {
     (seed, remote)
 }
 
+/// `sh` with the environment `run` would give kern, so that a `kern` the shell runs runs as
+/// that one would.
+fn sh_as(run: &KernRun<'_>) -> Command {
+    let mut cmd = Command::new("sh");
+    for (k, v) in run.command_env() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd
+}
+
 /// `sh -c STEP` in `dir` with the seed's kern environment and the built kern first on PATH.
 fn shell_step(
     seed: &Project,
@@ -1294,13 +1300,7 @@ fn shell_step(
     step: &str,
     env: &[(&str, &str)],
 ) -> (Option<i32>, String, String) {
-    let mut cmd = Command::new("sh");
-    for (k, v) in seed.kern_std().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
+    let mut cmd = sh_as(&seed.run(&[]));
     cmd.env("PATH", path_with_kern()).envs(env.iter().copied());
     let out = cmd.args(["-c", step]).current_dir(dir).output().unwrap();
     let (stdout, stderr) = texts(&out);
@@ -1423,14 +1423,7 @@ fn the_shell_loop_on_n_machines_lands_every_task_once() {
     std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
     let script = seed.outside.path().join("loop.sh");
     std::fs::write(&script, &blocks[0]).unwrap();
-    let mut cmd = Command::new("sh");
-    for (k, v) in seed.kern_std().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let out = cmd
+    let out = sh_as(&seed.run(&[]))
         .env("PATH", format!("{}:{}", bin.display(), path_with_kern()))
         .arg(&script)
         .current_dir(place.path())
