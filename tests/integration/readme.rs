@@ -7,7 +7,7 @@
 //! The jq recipes run against a real state folder (a run stopped with Ctrl-C during review, so
 //! its stage files are kept) with the `jq` on PATH; CI installs it (`.ci/run`).
 
-use crate::support::{project, tools};
+use crate::support::{kern_in, project, tools};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -401,25 +401,20 @@ fn cargo_install_path_installs_a_binary_named_kern() {
 /// `kern demo` with no git identity, no claude on PATH, no KERN_* settings, no colour.
 fn demo(args: &[&str]) -> (Option<i32>, String) {
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kern"));
-    cmd.arg("demo")
+    let identity = std::env::vars()
+        .map(|(key, _)| key)
+        .filter(|key| key.starts_with("GIT_AUTHOR") || key.starts_with("GIT_COMMITTER"));
+    let ran = kern_in(home.path())
+        .args(["demo"])
         .args(args)
         .env("HOME", home.path())
         .env("XDG_CONFIG_HOME", home.path())
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("PATH", "/usr/bin:/bin")
-        .env("NO_COLOR", "1");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("KERN_")
-            || key.starts_with("GIT_AUTHOR")
-            || key.starts_with("GIT_COMMITTER")
-        {
-            cmd.env_remove(key);
-        }
-    }
-    let out = cmd.output().unwrap();
-    let (_, err) = texts(&out);
-    (out.status.code(), err)
+        .env_remove(identity)
+        .env_remove(["KERN_STATE_DIR"])
+        .any_exit();
+    (ran.code, ran.stderr)
 }
 
 /// The value after `label` on the line that starts with it.
@@ -682,11 +677,9 @@ fn the_spec_example_is_valid() {
 
 #[test]
 fn every_option_in_the_table_exists_with_its_variable_and_default() {
-    let help = Command::new(env!("CARGO_BIN_EXE_kern"))
-        .arg("--help")
-        .output()
-        .unwrap();
-    let help = String::from_utf8(help.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = kern_in(dir.path()).args(["--help"]).expect(0);
+    let help = ran.utf8_stdout();
     let table = README
         .split("## Options")
         .nth(1)

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use kern::testing::agent::Invocation;
 use kern::testing::supervisor::Limits as StageLimits;
 
+pub(crate) use project::kern_in;
+
 /// The built `kern` binary.
 pub(crate) fn kern_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kern"))
