@@ -9,17 +9,17 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::kern_in;
 use crate::support::project::{Project, texts};
 use crate::support::tools::system_tool;
+use crate::support::{kern_bin, kern_in};
 
 /// The line a run and `kern -n` print on a starter whose example tasks are still all there is.
 const REPLACE: &str = "replace the example tasks in SPEC.md with your own";
 
 /// `PATH` with the folder of the kern under test first, so a printed `kern …` runs it.
 fn path_with_kern() -> std::ffi::OsString {
-    let bin = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
-    let mut path = bin.as_os_str().to_owned();
+    let kern = kern_bin();
+    let mut path = kern.parent().unwrap().as_os_str().to_owned();
     if let Some(rest) = std::env::var_os("PATH") {
         path.push(":");
         path.push(rest);

@@ -7,7 +7,7 @@
 //! The jq recipes run against a real state folder (a run stopped with Ctrl-C during review, so
 //! its stage files are kept) with the `jq` on PATH; CI installs it (`.ci/run`).
 
-use crate::support::{kern_in, project, tools};
+use crate::support::{kern_bin, kern_in, project, tools};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -395,7 +395,7 @@ fn cargo_install_path_installs_a_binary_named_kern() {
             .join("src/main.rs")
             .is_file()
     );
-    assert!(env!("CARGO_BIN_EXE_kern").ends_with("/kern"));
+    assert_eq!(kern_bin().file_name().unwrap(), "kern");
 }
 
 /// `kern demo` with no git identity, no claude on PATH, no KERN_* settings, no colour.
@@ -720,7 +720,8 @@ fn every_option_in_the_table_exists_with_its_variable_and_default() {
 
 /// PATH with the built `kern` first, as a person's shell has it after `cargo install`.
 fn path_with_kern() -> String {
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let kern = kern_bin();
+    let kern_dir = kern.parent().unwrap();
     format!(
         "{}:{}",
         kern_dir.display(),
@@ -1129,7 +1130,8 @@ fn fake_codex(p: &Project) -> PathBuf {
 fn two_agent_examples_run_as_the_readme_says() {
     let examples = commands(How::TwoAgents);
     assert_eq!(examples.len(), 3, "{examples:?}");
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let kern = kern_bin();
+    let kern_dir = kern.parent().unwrap();
     for example in &examples {
         let p = Project::new("- [ ] Say hello\n");
         let bin = fake_codex(&p);
@@ -1180,7 +1182,8 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
     let steps = commands(How::Parallel);
     assert_eq!(steps.len(), 5, "{steps:?}");
     let p = Project::new("- [ ] One\n- [ ] Two\n- [ ] Three\n");
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let kern = kern_bin();
+    let kern_dir = kern.parent().unwrap();
     let path = format!(
         "{}:{}",
         kern_dir.display(),
