@@ -80,7 +80,7 @@ fn scripted_claude(p: &Project) -> PathBuf {
     let script = format!(
         "#!/bin/sh\n{}KERN_STAGE=$stage\nexport KERN_STAGE\nexec '{}' scripted-agent '{}'\n",
         stage_from_args(true),
-        env!("CARGO_BIN_EXE_kern"),
+        support::kern_bin().display(),
         p.scenario_path().display()
     );
     fake(p, "claude", &script)

@@ -2,6 +2,12 @@
 //! `crate::…` path and `super::` reaching out of a top-level folder in production code (outside
 //! `#[cfg(test)]` modules) names a top-level module on a lower floor than its own. The one
 //! exception is `error → spec` (the error enum carries SPEC.md diagnostics).
+//!
+//! And the tests run kern through one door: outside `tests/integration/support/`, no file names
+//! the variable Cargo gives the built binary's path, calls assert_cmd's `cargo_bin` or hands
+//! kern's path to a `Command`. A run under test goes through `KernRun` (`Project::run`,
+//! `support::kern_in`); the binary as a program (an agent wrapper, a shell recipe) comes from
+//! `support::kern_bin()`. The scan reads comments too, so this file names none of them whole.
 
 use std::path::Path;
 
@@ -387,5 +393,142 @@ fn only_the_stage_runner_writes_a_stage_record() {
     assert_eq!(
         stage_record_writers(&planted),
         ["src/pipeline/stage/mod.rs"]
+    );
+}
+
+/// The side doors, spelled in pieces so that this file holds none of them.
+const BIN_ENV: &str = concat!("CARGO_BIN_", "EXE_kern");
+const CARGO_BIN: &str = concat!("cargo_", "bin(");
+const COMMAND_NEW: &str = concat!("Command::", "new(");
+
+/// Every place in the test file `relative` (under `tests/integration/`) that starts kern
+/// another way than through `support/`, as `file:line: what`. The raw text is scanned, strings
+/// and comments too: the binary's variable is itself named in a string (`env!`).
+fn side_doors(relative: &str, text: &str) -> Vec<String> {
+    let at = |offset: usize| {
+        format!(
+            "tests/integration/{relative}:{}",
+            text[..offset].matches('\n').count() + 1
+        )
+    };
+    let mut found = Vec::new();
+    for (offset, _) in text.match_indices(BIN_ENV) {
+        found.push((
+            offset,
+            format!(
+                "{}: names `{BIN_ENV}`: run kern through `Project::run` or `support::kern_in`; \
+                 as a program, take `support::kern_bin()`",
+                at(offset)
+            ),
+        ));
+    }
+    for (offset, _) in text.match_indices(CARGO_BIN) {
+        found.push((
+            offset,
+            format!(
+                "{}: `{CARGO_BIN}` starts kern outside the builder: run it through \
+                 `Project::run` or `support::kern_in`",
+                at(offset)
+            ),
+        ));
+    }
+    for (offset, _) in text.match_indices(COMMAND_NEW) {
+        let open = offset + COMMAND_NEW.len() - 1;
+        let argument = &text[open + 1..closing_paren(text, open)];
+        if argument.contains("kern") || argument.contains(BIN_ENV) {
+            let argument = argument.split_whitespace().collect::<Vec<_>>().join(" ");
+            found.push((
+                offset,
+                format!(
+                    "{}: `{COMMAND_NEW}{argument})` starts kern outside the builder: run it \
+                     through `Project::run` or `support::kern_in`",
+                    at(offset)
+                ),
+            ));
+        }
+    }
+    found.sort();
+    found.into_iter().map(|(_, what)| what).collect()
+}
+
+/// The offset of the `)` that closes the `(` at `open` (the end of `text` when none does).
+fn closing_paren(text: &str, open: usize) -> usize {
+    let mut depth = 0;
+    for (k, c) in text[open..].char_indices() {
+        depth += match c {
+            '(' => 1,
+            ')' => -1,
+            _ => 0,
+        };
+        if depth == 0 {
+            return open + k;
+        }
+    }
+    text.len()
+}
+
+/// Every `.rs` file under `tests/integration/` but those in `support/`: (relative path, text).
+fn test_sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration");
+    let mut stack = vec![root.clone()];
+    let mut files = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path != root.join("support") {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                files.push((relative, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn tests_run_kern_only_through_the_support_door() {
+    let files = test_sources();
+    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    assert!(
+        names.contains(&"cli.rs") && names.contains(&"readme.rs") && !names.contains(&"mod.rs"),
+        "the scan read {names:?}"
+    );
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|(name, text)| side_doors(name, text))
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn a_planted_side_door_fails_with_its_file_and_line() {
+    let planted = format!(
+        "fn f() {{\n    let a = env!(\"{BIN_ENV}\");\n    let b = assert_cmd::Command::{CARGO_BIN}\"kern\");\n    let c = std::process::{COMMAND_NEW}\n        kern_bin(),\n    );\n    let d = {COMMAND_NEW}\"sh\").arg(\"kern status\");\n    let e = Invocation {{ program: kern_bin() }};\n    let f = {COMMAND_NEW}p.path().join(\"x\"));\n}}\n"
+    );
+    let found = side_doors("plant.rs", &planted);
+    let bin_env = format!(
+        "tests/integration/plant.rs:2: names `{BIN_ENV}`: run kern through `Project::run` or \
+         `support::kern_in`; as a program, take `support::kern_bin()`"
+    );
+    let cargo_bin = format!(
+        "tests/integration/plant.rs:3: `{CARGO_BIN}` starts kern outside the builder: run it \
+         through `Project::run` or `support::kern_in`"
+    );
+    let command_new = format!(
+        "tests/integration/plant.rs:4: `{COMMAND_NEW}kern_bin(),)` starts kern outside the \
+         builder: run it through `Project::run` or `support::kern_in`"
+    );
+    assert_eq!(found, [bin_env, cargo_bin, command_new]);
+    assert_eq!(
+        side_doors("clean.rs", "let d = p.run(&[\"status\"]).expect(0);\n"),
+        Vec::<String>::new()
     );
 }

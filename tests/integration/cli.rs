@@ -1,18 +1,13 @@
 //! The command line: what parses, what is refused (exit 2 with clap's message), the help
 //! text's defaults and examples, and the exit codes that no other test file owns.
 
-use crate::support::project;
+use crate::support::{kern_in, project};
 
-use assert_cmd::Command;
-use predicates::prelude::*;
 use project::Project;
-
-fn kern() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kern"))
-}
 
 #[test]
 fn invalid_iterations_delay_or_flag_exit_2_with_clap_message() {
+    let dir = tempfile::tempdir().unwrap();
     for (args, needle) in [
         (vec!["abc"], "invalid value 'abc' for '[ITERATIONS]'"),
         (vec!["10", "-5"], "unexpected argument '-5'"),
@@ -20,19 +15,15 @@ fn invalid_iterations_delay_or_flag_exit_2_with_clap_message() {
         (vec!["10", "soon"], "`soon` is not a duration"),
         (vec!["0"], "invalid value '0'"),
     ] {
-        kern()
-            .args(&args)
-            .assert()
-            .code(2)
-            .stderr(predicate::str::contains(needle));
+        kern_in(dir.path()).args(&args).expect(2).stderr_has(needle);
     }
 }
 
 #[test]
 fn help_shows_the_defaults_and_the_examples() {
-    let out = kern().arg("--help").output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let help = String::from_utf8(out.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = kern_in(dir.path()).args(["--help"]).expect(0);
+    let help = out.utf8_stdout();
     for needle in [
         "[default: 5]",
         "[default: 10]",
@@ -52,48 +43,41 @@ fn help_shows_the_defaults_and_the_examples() {
 
 #[test]
 fn version_prints_the_crate_version() {
-    kern()
-        .arg("-V")
-        .assert()
-        .code(0)
-        .stdout(format!("kern {}\n", env!("CARGO_PKG_VERSION")));
+    let dir = tempfile::tempdir().unwrap();
+    let out = kern_in(dir.path()).args(["-V"]).expect(0);
+    assert_eq!(out.stdout, format!("kern {}\n", env!("CARGO_PKG_VERSION")));
 }
 
 #[test]
 fn an_unknown_agent_is_a_usage_error() {
-    kern()
+    let dir = tempfile::tempdir().unwrap();
+    let out = kern_in(dir.path())
         .args(["--agent", "gpt", "status"])
-        .assert()
-        .code(2)
-        .stderr(
-            "kern: error: --agent: unknown agent `gpt` — use claude, codex or program:<path>\n",
-        );
+        .expect(2);
+    assert_eq!(
+        out.stderr,
+        "kern: error: --agent: unknown agent `gpt` — use claude, codex or program:<path>\n"
+    );
 }
 
 #[test]
 fn outside_a_repository_exits_2_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    kern()
-        .current_dir(dir.path())
+    kern_in(dir.path())
         .args(["1", "0"])
-        .assert()
-        .code(2)
-        .stderr(
-            predicate::str::contains("is not inside a git repository")
-                .and(predicate::str::contains("git init")),
-        );
+        .expect(2)
+        .stderr_has("is not inside a git repository")
+        .stderr_has("git init");
 }
 
 #[test]
 fn a_bare_repository_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     git2::Repository::init_bare(dir.path()).unwrap();
-    kern()
-        .current_dir(dir.path())
+    kern_in(dir.path())
         .args(["status"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("bare repository"));
+        .expect(2)
+        .stderr_has("bare repository");
 }
 
 #[test]

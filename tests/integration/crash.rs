@@ -1,7 +1,7 @@
 //! kill -9 and Ctrl-C at any stage, then `kern` again: the task completes exactly once and
 //! nothing is lost (DESIGN.md sections 6, 7, 12).
 
-use crate::support::project;
+use crate::support::{kern_bin, project};
 
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -187,7 +187,7 @@ fn two_worktrees_on_different_branches_both_run_at_once() {
         p.outside.path().join("fast.sh"),
         format!(
             "#!/bin/sh\nexec '{}' scripted-agent '{}'\n",
-            env!("CARGO_BIN_EXE_kern"),
+            kern_bin().display(),
             p.outside.path().join("fast.json").display()
         ),
     )

@@ -11,14 +11,15 @@ use serde_json::{Value, json};
 
 use crate::support::project::{Project, texts};
 use crate::support::tools::system_tool;
+use crate::support::{kern_bin, kern_in};
 
 /// The line a run and `kern -n` print on a starter whose example tasks are still all there is.
 const REPLACE: &str = "replace the example tasks in SPEC.md with your own";
 
 /// `PATH` with the folder of the kern under test first, so a printed `kern …` runs it.
 fn path_with_kern() -> std::ffi::OsString {
-    let bin = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
-    let mut path = bin.as_os_str().to_owned();
+    let kern = kern_bin();
+    let mut path = kern.parent().unwrap().as_os_str().to_owned();
     if let Some(rest) = std::env::var_os("PATH") {
         path.push(":");
         path.push(rest);
@@ -207,22 +208,16 @@ fn the_stage_records_outlive_the_iteration_and_the_jq_recipes_work() {
     assert_eq!(out.lines().count(), 2, "two runs: {out}");
 }
 
-/// `kern demo --keep` with no KERN_* settings and no colour; its stderr.
+/// `kern demo --keep` from `home`, a fresh machine's (no KERN_* settings, not even a state
+/// root, and no colour); its stderr.
 fn demo_keep(home: &Path) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kern"));
-    cmd.args(["demo", "--keep"])
+    kern_in(home)
+        .args(["demo", "--keep"])
         .env("HOME", home)
         .env("XDG_STATE_HOME", home.join("state"))
-        .env("NO_COLOR", "1");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("KERN_") {
-            cmd.env_remove(key);
-        }
-    }
-    let out = cmd.output().unwrap();
-    let (_, err) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    err
+        .env_remove(["KERN_STATE_DIR"])
+        .expect(0)
+        .stderr
 }
 
 #[test]

@@ -3,8 +3,10 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use kern::testing::command::init::{STARTER_LEARNINGS, STARTER_SPEC};
+
+use crate::support::kern_in;
+use crate::support::project::Ran;
 
 const SPEC_EXISTS: &str = "kern: error: `SPEC.md` already exists — kern init never overwrites; \
                            edit it, or pass --spec PATH to start another list\n";
@@ -17,15 +19,12 @@ fn repository() -> tempfile::TempDir {
     dir
 }
 
-/// `kern <args>` in `cwd`, with no `KERN_*` setting inherited from the caller.
-fn kern(cwd: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
-    let mut command = Command::cargo_bin("kern").unwrap();
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("KERN_") {
-            command.env_remove(name);
-        }
-    }
-    command.current_dir(cwd).args(args).assert()
+/// `kern <args>` in `cwd` (no `KERN_*` setting inherited from the caller), which must exit
+/// with `code` and print `stderr`.
+fn kern(cwd: &Path, args: &[&str], code: i32, stderr: &str) -> Ran {
+    let ran = kern_in(cwd).args(args).expect(code);
+    assert_eq!(ran.stderr, stderr, "kern {}", args.join(" "));
+    ran
 }
 
 /// Every file below `root` except git's own, relative to it, sorted, with its content.
@@ -61,10 +60,13 @@ fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 fn init_writes_spec_and_learnings_at_the_top_and_exits_0() {
     for cwd in [".", "sub"] {
         let repo = repository();
-        kern(&repo.path().join(cwd), &["init"])
-            .code(0)
-            .stdout("")
-            .stderr("kern: wrote SPEC.md, LEARNINGS.md\n");
+        let ran = kern(
+            &repo.path().join(cwd),
+            &["init"],
+            0,
+            "kern: wrote SPEC.md, LEARNINGS.md\n",
+        );
+        assert_eq!(ran.stdout, "");
         assert_eq!(
             files(repo.path()),
             owned(&[
@@ -79,13 +81,11 @@ fn init_writes_spec_and_learnings_at_the_top_and_exits_0() {
 #[test]
 fn second_init_exits_2_naming_spec_and_changes_nothing() {
     let repo = repository();
-    kern(repo.path(), &["init"]).code(0);
+    kern_in(repo.path()).args(["init"]).expect(0);
     std::fs::write(repo.path().join("SPEC.md"), "- [ ] my own task\n").unwrap();
     let before = files(repo.path());
-    kern(repo.path(), &["init"])
-        .code(2)
-        .stdout("")
-        .stderr(SPEC_EXISTS);
+    let ran = kern(repo.path(), &["init"], 2, SPEC_EXISTS);
+    assert_eq!(ran.stdout, "");
     assert_eq!(files(repo.path()), before);
     // With --prompts the templates are written and the lists kept (rough_edges.rs).
 }
@@ -96,11 +96,9 @@ fn init_with_prompts_and_a_spec_path_writes_all_five() {
     kern(
         repo.path(),
         &["init", "--prompts", "--spec", "docs/TODO.md"],
-    )
-    .code(0)
-    .stderr(
+        0,
         "kern: wrote docs/TODO.md, docs/LEARNINGS.md, .kern/prompts/1_research.md, \
-             .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
+         .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
     );
     let names: Vec<String> = files(repo.path()).into_iter().map(|(n, _)| n).collect();
     assert_eq!(
@@ -119,24 +117,24 @@ fn init_with_prompts_and_a_spec_path_writes_all_five() {
 fn init_outside_a_repository_exits_2_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().canonicalize().unwrap();
-    kern(&cwd, &["init"]).code(2).stderr(format!(
-        "kern: error: `{}` is not inside a git repository — run kern inside a git repository, \
-         or `git init` first\n",
-        cwd.display()
-    ));
+    kern(
+        &cwd,
+        &["init"],
+        2,
+        &format!(
+            "kern: error: `{}` is not inside a git repository — run kern inside a git \
+             repository, or `git init` first\n",
+            cwd.display()
+        ),
+    );
     assert_eq!(files(&cwd), vec![]);
 }
 
 #[test]
 fn completions_bash_exits_0_with_a_script() {
     let repo = repository();
-    let output = kern(repo.path(), &["completions", "bash"])
-        .code(0)
-        .stderr("")
-        .get_output()
-        .stdout
-        .clone();
-    let script = String::from_utf8(output).unwrap();
+    let ran = kern(repo.path(), &["completions", "bash"], 0, "");
+    let script = ran.utf8_stdout();
     assert!(script.contains("complete -F _kern"), "{script}");
     assert!(script.contains("--dry-run"), "{script}");
 }
@@ -144,13 +142,8 @@ fn completions_bash_exits_0_with_a_script() {
 #[test]
 fn man_exits_0_with_the_page() {
     let repo = repository();
-    let output = kern(repo.path(), &["man"])
-        .code(0)
-        .stderr("")
-        .get_output()
-        .stdout
-        .clone();
-    let page = String::from_utf8(output).unwrap();
+    let ran = kern(repo.path(), &["man"], 0, "");
+    let page = ran.utf8_stdout();
     assert!(page.contains(".TH kern 1"), "{page}");
     assert!(page.contains(r"\-\-max\-attempts"), "{page}");
 }

@@ -8,7 +8,7 @@
 //! for the text it expects with a generous deadline: the deadline only keeps a broken build
 //! from hanging the suite, it is not a timing assertion.
 
-use crate::support::{project, tools};
+use crate::support::{kern_bin, project, tools};
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -284,7 +284,7 @@ fn kern_in_tmux(p: &Project, no_color: bool) -> String {
         p.path().display(),
         p.state_root().display(),
         agent.display(),
-        env!("CARGO_BIN_EXE_kern"),
+        kern_bin().display(),
     )
 }
 

@@ -7,13 +7,13 @@
 //! The jq recipes run against a real state folder (a run stopped with Ctrl-C during review, so
 //! its stage files are kept) with the `jq` on PATH; CI installs it (`.ci/run`).
 
-use crate::support::{project, tools};
+use crate::support::{kern_bin, kern_in, project, tools};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use project::{Project, texts};
+use project::{KernRun, Project, texts};
 use serde_json::{Value, json};
 
 /// The README alone (its first lines are the set-up commands).
@@ -395,31 +395,26 @@ fn cargo_install_path_installs_a_binary_named_kern() {
             .join("src/main.rs")
             .is_file()
     );
-    assert!(env!("CARGO_BIN_EXE_kern").ends_with("/kern"));
+    assert_eq!(kern_bin().file_name().unwrap(), "kern");
 }
 
 /// `kern demo` with no git identity, no claude on PATH, no KERN_* settings, no colour.
 fn demo(args: &[&str]) -> (Option<i32>, String) {
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kern"));
-    cmd.arg("demo")
+    let identity = std::env::vars()
+        .map(|(key, _)| key)
+        .filter(|key| key.starts_with("GIT_AUTHOR") || key.starts_with("GIT_COMMITTER"));
+    let ran = kern_in(home.path())
+        .args(["demo"])
         .args(args)
         .env("HOME", home.path())
         .env("XDG_CONFIG_HOME", home.path())
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("PATH", "/usr/bin:/bin")
-        .env("NO_COLOR", "1");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("KERN_")
-            || key.starts_with("GIT_AUTHOR")
-            || key.starts_with("GIT_COMMITTER")
-        {
-            cmd.env_remove(key);
-        }
-    }
-    let out = cmd.output().unwrap();
-    let (_, err) = texts(&out);
-    (out.status.code(), err)
+        .env_remove(identity)
+        .env_remove(["KERN_STATE_DIR"])
+        .any_exit();
+    (ran.code, ran.stderr)
 }
 
 /// The value after `label` on the line that starts with it.
@@ -682,11 +677,9 @@ fn the_spec_example_is_valid() {
 
 #[test]
 fn every_option_in_the_table_exists_with_its_variable_and_default() {
-    let help = Command::new(env!("CARGO_BIN_EXE_kern"))
-        .arg("--help")
-        .output()
-        .unwrap();
-    let help = String::from_utf8(help.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = kern_in(dir.path()).args(["--help"]).expect(0);
+    let help = ran.utf8_stdout();
     let table = README
         .split("## Options")
         .nth(1)
@@ -727,7 +720,8 @@ fn every_option_in_the_table_exists_with_its_variable_and_default() {
 
 /// PATH with the built `kern` first, as a person's shell has it after `cargo install`.
 fn path_with_kern() -> String {
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let kern = kern_bin();
+    let kern_dir = kern.parent().unwrap();
     format!(
         "{}:{}",
         kern_dir.display(),
@@ -1136,7 +1130,8 @@ fn fake_codex(p: &Project) -> PathBuf {
 fn two_agent_examples_run_as_the_readme_says() {
     let examples = commands(How::TwoAgents);
     assert_eq!(examples.len(), 3, "{examples:?}");
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let kern = kern_bin();
+    let kern_dir = kern.parent().unwrap();
     for example in &examples {
         let p = Project::new("- [ ] Say hello\n");
         let bin = fake_codex(&p);
@@ -1187,7 +1182,8 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
     let steps = commands(How::Parallel);
     assert_eq!(steps.len(), 5, "{steps:?}");
     let p = Project::new("- [ ] One\n- [ ] Two\n- [ ] Three\n");
-    let kern_dir = Path::new(env!("CARGO_BIN_EXE_kern")).parent().unwrap();
+    let kern = kern_bin();
+    let kern_dir = kern.parent().unwrap();
     let path = format!(
         "{}:{}",
         kern_dir.display(),
@@ -1195,14 +1191,7 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
     );
     // As a shell runs it: the quoted titles are one word each.
     let run = |step: &str| {
-        let out = p
-            .kern_std()
-            .env("PATH", &path)
-            .get_envs()
-            .fold(&mut Command::new("sh"), |cmd, (k, v)| match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            })
+        let out = sh_as(&p.run(&[]).env("PATH", &path))
             .args(["-c", step])
             .current_dir(p.path())
             .output()
@@ -1287,6 +1276,19 @@ fn remote_and_clone(spec: &str, clone: &Path) -> (Project, PathBuf) {
     (seed, remote)
 }
 
+/// `sh` with the environment `run` would give kern, so that a `kern` the shell runs runs as
+/// that one would.
+fn sh_as(run: &KernRun<'_>) -> Command {
+    let mut cmd = Command::new("sh");
+    for (k, v) in run.command_env() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd
+}
+
 /// `sh -c STEP` in `dir` with the seed's kern environment and the built kern first on PATH.
 fn shell_step(
     seed: &Project,
@@ -1294,13 +1296,7 @@ fn shell_step(
     step: &str,
     env: &[(&str, &str)],
 ) -> (Option<i32>, String, String) {
-    let mut cmd = Command::new("sh");
-    for (k, v) in seed.kern_std().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
+    let mut cmd = sh_as(&seed.run(&[]));
     cmd.env("PATH", path_with_kern()).envs(env.iter().copied());
     let out = cmd.args(["-c", step]).current_dir(dir).output().unwrap();
     let (stdout, stderr) = texts(&out);
@@ -1423,14 +1419,7 @@ fn the_shell_loop_on_n_machines_lands_every_task_once() {
     std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
     let script = seed.outside.path().join("loop.sh");
     std::fs::write(&script, &blocks[0]).unwrap();
-    let mut cmd = Command::new("sh");
-    for (k, v) in seed.kern_std().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let out = cmd
+    let out = sh_as(&seed.run(&[]))
         .env("PATH", format!("{}:{}", bin.display(), path_with_kern()))
         .arg(&script)
         .current_dir(place.path())

@@ -5,9 +5,10 @@ use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
 use serde_json::{Value, json};
+use support::project::{KernRun, Ran};
 use support::*;
 
 const FIXTURES: &str = "/work/shared/fixtures/claude-2.1.197";
@@ -44,36 +45,21 @@ impl Agent {
         self.dir.path()
     }
 
-    fn command(&self, stage: &str, task: &str) -> Command {
-        let mut command = Command::new(kern_bin());
-        command
-            .arg("scripted-agent")
-            .arg(self.path().join("scenario.json"))
-            .current_dir(self.path())
+    /// `kern scripted-agent` with this scenario, as kern starts an agent for `stage` of `task`.
+    fn command(&self, stage: &str, task: &str) -> KernRun<'static> {
+        let scenario = self.path().join("scenario.json");
+        kern_in(self.path())
+            .args(["scripted-agent", scenario.to_str().unwrap()])
             .env("KERN_STAGE", stage)
             .env("KERN_TASK", task)
             .env("KERN_TOOLS", "full")
             .env("KERN_SCHEMA", "/schemas/implement.json")
-            .env("KERN_STATE_DIR", "/state");
-        command
+            .env("KERN_STATE_DIR", "/state")
     }
 
-    fn run(&self, stage: &str, task: &str, prompt: &str) -> Output {
-        let mut child = self
-            .command(stage, task)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(prompt.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+    /// Runs the agent with `prompt` on stdin, whatever its exit code (the tests check it).
+    fn run(&self, stage: &str, task: &str, prompt: &str) -> Ran {
+        self.command(stage, task).stdin(prompt).any_exit()
     }
 
     /// Starts an agent that will not exit, reads `count` lines, kills it, and returns the
@@ -81,11 +67,7 @@ impl Agent {
     fn run_hanging(&self, stage: &str, count: usize) -> (Vec<Value>, String) {
         let mut child = self
             .command(stage, "Hang")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .spawn_with(Stdio::piped(), Stdio::null());
         let mut reader = BufReader::new(child.stdout.take().unwrap());
         let mut events = Vec::new();
         for _ in 0..count {
@@ -104,9 +86,9 @@ impl Agent {
 
 /// The events of a stream-json stdout; every line must be a JSON object that starts with its
 /// `type` (and `subtype`, when it has one), as the real CLI prints them.
-fn events(output: &Output) -> Vec<Value> {
-    String::from_utf8(output.stdout.clone())
-        .unwrap()
+fn events(output: &Ran) -> Vec<Value> {
+    output
+        .utf8_stdout()
         .lines()
         .map(|line| {
             let event: Value =
@@ -188,7 +170,7 @@ fn each_stage_succeeds_by_default_with_a_real_shaped_result() {
     ];
     for (stage, expected) in cases {
         let output = agent.run(stage, "Add a README", "prompt");
-        assert_eq!(output.status.code(), Some(0), "{stage}");
+        assert_eq!(output.code, Some(0), "{stage}");
         let events = events(&output);
         assert_eq!(kinds(&events), vec!["system/init", "result"], "{stage}");
         let result = &events[1];
@@ -218,7 +200,7 @@ fn each_stage_succeeds_by_default_with_a_real_shaped_result() {
 fn auth_imitates_not_logged_in() {
     let agent = Agent::new(json!({"default": {"research": {"error": "auth"}}}));
     let output = agent.run("research", "T", "");
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.code, Some(1));
     let events = events(&output);
     assert_like_fixture(
         &events,
@@ -255,7 +237,7 @@ fn overloaded_and_rate_limit_imitate_the_api_errors() {
     for (kind, fixture_name) in cases {
         let agent = Agent::new(json!({"default": {"implement": {"error": kind}}}));
         let output = agent.run("implement", "T", "");
-        assert_eq!(output.status.code(), Some(1), "{kind}");
+        assert_eq!(output.code, Some(1), "{kind}");
         let events = events(&output);
         assert_like_fixture(&events, fixture_name, &fields);
         assert_result_shape(events.last().unwrap());
@@ -270,7 +252,7 @@ fn usage_limit_reports_a_rejected_rate_limit_event_with_the_reset() {
     let now = chrono::Utc::now().timestamp();
     let output = agent.run("implement", "T", "");
     let after = chrono::Utc::now().timestamp();
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.code, Some(1));
     let events = events(&output);
     assert_eq!(
         kinds(&events),
@@ -293,7 +275,7 @@ fn usage_limit_reports_a_rejected_rate_limit_event_with_the_reset() {
 fn max_turns_ends_with_an_error_subtype_and_no_result_text() {
     let agent = Agent::new(json!({"default": {"implement": {"error": "max_turns"}}}));
     let output = agent.run("implement", "T", "");
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.code, Some(1));
     let result = events(&output).pop().unwrap();
     let real = fixture("implement-max-turns.jsonl").pop().unwrap();
     for field in ["type", "subtype", "is_error", "terminal_reason"] {
@@ -312,10 +294,10 @@ fn max_turns_ends_with_an_error_subtype_and_no_result_text() {
 fn no_result_exits_1_with_a_message_and_no_result_line() {
     let agent = Agent::new(json!({"default": {"implement": {"error": "no_result"}}}));
     let output = agent.run("implement", "T", "");
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.code, Some(1));
     assert_eq!(kinds(&events(&output)), vec!["system/init"]);
     assert_eq!(
-        String::from_utf8_lossy(&output.stderr),
+        output.stderr,
         "Error: the scripted agent stopped without a result\n"
     );
 }
@@ -324,8 +306,8 @@ fn no_result_exits_1_with_a_message_and_no_result_line() {
 fn garbage_mixes_non_json_lines_into_a_stream_with_one_result() {
     let agent = Agent::new(json!({"default": {"implement": {"error": "garbage"}}}));
     let output = agent.run("implement", "T", "");
-    assert_eq!(output.status.code(), Some(0));
-    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(output.code, Some(0));
+    let stdout = output.utf8_stdout();
     let parsed: Vec<Option<Value>> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).ok())
@@ -346,8 +328,9 @@ fn huge_output_prints_at_least_the_asked_bytes_then_the_result() {
         json!({"default": {"implement": {"error": "huge_output", "huge_bytes": 3_000_000}}}),
     );
     let output = agent.run("implement", "T", "");
-    assert_eq!(output.status.code(), Some(0));
-    assert!(output.stdout.len() >= 3_000_000, "{}", output.stdout.len());
+    assert_eq!(output.code, Some(0));
+    let bytes = output.utf8_stdout().len();
+    assert!(bytes >= 3_000_000, "{bytes}");
     let events = events(&output);
     assert_eq!(events.last().unwrap()["type"], "result");
     assert!(events.len() > 100);
@@ -384,11 +367,7 @@ fn spawn_grandchild_leaves_a_sleeping_grandchild_and_writes_its_pid() {
     );
     let mut child = agent
         .command("implement", "Grand Child")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn_with(Stdio::piped(), Stdio::null());
     let mut reader = BufReader::new(child.stdout.take().unwrap());
     let mut lines = Vec::new();
     loop {
@@ -422,7 +401,7 @@ fn invocation_counts_persist_and_the_last_run_repeats() {
             let output = agent.run("implement", "Some task", "");
             let result = events(&output).pop().unwrap();
             (
-                output.status.code(),
+                output.code,
                 result["structured_output"]["status"].clone(),
                 result["result"].clone(),
             )
@@ -440,10 +419,7 @@ fn invocation_counts_persist_and_the_last_run_repeats() {
             (Some(0), json!("SUCCESS"), json!("second")),
         ]
     );
-    assert_eq!(
-        agent.run("implement", "a special one", "").status.code(),
-        Some(7)
-    );
+    assert_eq!(agent.run("implement", "a special one", "").code, Some(7));
     let counts: Value = serde_json::from_str(
         &std::fs::read_to_string(agent.path().join("scenario.counts.json")).unwrap(),
     )
@@ -471,7 +447,7 @@ fn placeholders_actions_and_the_call_log() {
     std::fs::write(agent.path().join("log.txt"), "before\n").unwrap();
     let prompt = "the prompt\n<data>ünïcode</data>\n";
     let output = agent.run("commit", "Add a README", prompt);
-    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.code, Some(0));
     let read = |name: &str| std::fs::read_to_string(agent.path().join(name)).unwrap();
     assert_eq!(read("out/add-a-readme.txt"), "task=Add a README\n");
     assert_eq!(read("log.txt"), "before\nappended add-a-readme\n");
@@ -531,10 +507,7 @@ fn plain_prints_only_the_text_and_a_null_result_has_no_structured_output() {
         "research": {"result": null, "text": "```json\n{\"notes\": []}\n```"},
     }}));
     let output = agent.run("implement", "T", "");
-    assert_eq!(
-        String::from_utf8(output.stdout).unwrap(),
-        "all done\nSUCCESS\n"
-    );
+    assert_eq!(output.utf8_stdout(), "all done\nSUCCESS\n");
     let output = agent.run("research", "T", "");
     let result = events(&output).pop().unwrap();
     assert_eq!(result["structured_output"], Value::Null);
@@ -545,8 +518,8 @@ fn plain_prints_only_the_text_and_a_null_result_has_no_structured_output() {
 fn a_bad_scenario_or_a_missing_stage_is_a_usage_error() {
     let agent = Agent::new(json!({"default": {"implement": {"eror": "auth"}}}));
     let output = agent.run("implement", "T", "");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.code, Some(2));
+    let stderr = output.stderr;
     assert!(
         stderr.contains("not a valid scenario") && stderr.contains("eror"),
         "{stderr}"
@@ -554,9 +527,9 @@ fn a_bad_scenario_or_a_missing_stage_is_a_usage_error() {
 
     let agent = Agent::new(json!({}));
     let output = agent.run("deploy", "T", "");
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.code, Some(2));
     assert_eq!(
-        String::from_utf8_lossy(&output.stderr),
+        output.stderr,
         "kern: error: KERN_STAGE is not research, implement or commit — the scripted agent runs under kern (--agent program:<path>)\n"
     );
 }
@@ -570,7 +543,7 @@ fn tokens_are_reported_with_the_prompts_share_and_priced_unless_a_cost_is_given(
         ]
     }}));
     let prompt = "p".repeat(4001);
-    let result = |output: &Output| events(output).pop().unwrap();
+    let result = |output: &Ran| events(output).pop().unwrap();
     let first = result(&agent.run("implement", "Add it", &prompt));
     assert_eq!(
         first["usage"]["input_tokens"], 2001,

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::support::during::{during_stage, finish, git_in, spawn, waiting};
 use crate::support::project::Project;
-use crate::support::wait_for_file;
+use crate::support::{kern_bin, wait_for_file};
 
 /// A second worktree of `p` in `folder` (beside the project) on a new branch `branch`, as a
 /// person keeps one beside kern's.
@@ -182,7 +182,7 @@ fn spawn_in(p: &Project, dir: &Path, scenario: &Path, args: &[&str]) -> Child {
         &agent,
         format!(
             "#!/bin/sh\nexec '{}' scripted-agent '{}'\n",
-            env!("CARGO_BIN_EXE_kern"),
+            kern_bin().display(),
             scenario.display()
         ),
     )

@@ -7,7 +7,7 @@
 //! every error, titles with backticks shown as written). Also the person's own markdown right
 //! under a task (a table, a quote, a lazy line: issue 14) stays out of kern's notes.
 
-use crate::support::project;
+use crate::support::{kern_bin, project};
 
 use std::process::Command;
 
@@ -298,7 +298,7 @@ fn status_pipes_into_grep() {
     let out = Command::new("sh")
         .args([
             "-c",
-            &format!("'{}' status | grep next", env!("CARGO_BIN_EXE_kern")),
+            &format!("'{}' status | grep next", kern_bin().display()),
         ])
         .current_dir(p.path())
         .env("KERN_STATE_DIR", p.state_root())

@@ -12,7 +12,7 @@
 //! the clock (the switch back) waits for a reset time kern recorded, never for kern.
 
 use crate::support::during::{finish, spawn};
-use crate::support::project;
+use crate::support::{kern_bin, project};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ fn second_agent(p: &Project, name: &str, scenario: &Value) -> String {
         &wrapper,
         format!(
             "#!/bin/sh\nexec '{}' scripted-agent '{}'\n",
-            env!("CARGO_BIN_EXE_kern"),
+            kern_bin().display(),
             scenario_path.display()
         ),
     )

@@ -16,7 +16,12 @@ use std::time::{Duration, Instant};
 use kern::testing::agent::Invocation;
 use kern::testing::supervisor::Limits as StageLimits;
 
-/// The built `kern` binary.
+pub(crate) use project::kern_in;
+
+/// The built `kern` binary, for a test that uses it as a program rather than as the command
+/// under test: an agent wrapper script (`exec kern scripted-agent …`), a shell recipe, a tmux
+/// pane, an `Invocation` for the supervisor. The one place that names `CARGO_BIN_EXE_kern`;
+/// a run of kern under test goes through [`project::KernRun`] (`architecture.rs` checks both).
 pub(crate) fn kern_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kern"))
 }

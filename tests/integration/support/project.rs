@@ -1,6 +1,8 @@
-//! A temporary git repository with a SPEC.md, a scripted agent and its own state folder, and a
-//! builder for running the real `kern` binary in it. Shared by the integration tests through
-//! `#[path = "support/project.rs"] mod project;`.
+//! A temporary git repository with a SPEC.md, a scripted agent and its own state folder, and
+//! [`KernRun`], the one builder through which the integration tests run the real `kern` binary:
+//! in a project ([`Project::run`]) or in a folder outside any ([`kern_in`]). Where a test needs
+//! the binary as a program instead (an agent wrapper script, a shell recipe, a tmux pane), it
+//! takes its path from [`crate::support::kern_bin`].
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -170,7 +172,7 @@ impl Project {
             &wrapper,
             format!(
                 "#!/bin/sh\nexec '{}' scripted-agent '{}'\n",
-                env!("CARGO_BIN_EXE_kern"),
+                crate::support::kern_bin().display(),
                 self.scenario_path().display()
             ),
         )
@@ -188,24 +190,6 @@ impl Project {
             .filter(|c| c["stage"] == stage)
             .map(|c| c["prompt"].as_str().unwrap_or("").to_string())
             .collect()
-    }
-
-    /// `kern` in this repository with the scripted agent, its own state root, no colour: the
-    /// command [`Project::run`]'s builder starts from. Tests run kern through that builder; this
-    /// is for the few that only need its environment (a README recipe run through `sh`).
-    pub(crate) fn kern_std(&self) -> std::process::Command {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kern"));
-        cmd.current_dir(self.path())
-            .env("KERN_STATE_DIR", self.state_root())
-            .env(
-                "KERN_AGENT",
-                format!("program:{}", self.outside.path().join("agent.sh").display()),
-            )
-            .env("KERN_RETRY_DELAY", "0")
-            .env("NO_COLOR", "1")
-            .env_remove("KERN_MODEL")
-            .env_remove("KERN_CHECK");
-        cmd
     }
 
     /// The events of `run.jsonl`, in order (empty when there is none).
@@ -294,7 +278,7 @@ impl Project {
     }
 }
 
-/// stdout and stderr of an assert_cmd output as strings.
+/// stdout and stderr of a process's output as strings.
 pub(crate) fn texts(out: &std::process::Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -303,30 +287,54 @@ pub(crate) fn texts(out: &std::process::Output) -> (String, String) {
 }
 
 impl Project {
-    /// `kern ARGS` in this project, as a builder: nothing runs until [`KernRun::expect`].
+    /// `kern ARGS` in this repository with the scripted agent, its own state root, no retry
+    /// delay and no colour, as a builder: nothing runs until [`KernRun::expect`].
     pub(crate) fn run(&self, args: &[&str]) -> KernRun<'_> {
-        KernRun {
-            project: self,
-            args: args.iter().map(|a| (*a).to_string()).collect(),
-            env: Vec::new(),
-            env_remove: Vec::new(),
-            path_first: Vec::new(),
-            timeout: None,
-            cwd: None,
-        }
+        KernRun::new(Some(self), self.path(), args)
     }
 }
 
-/// A `kern` command about to run in a [`Project`]; see [`Project::run`].
+/// `kern` in `dir`, a folder outside any [`Project`] (an empty one, a repository `git init`
+/// made, a fresh machine's home): no `KERN_*` variable of the caller's, no colour, and no state
+/// root — `KERN_STATE_DIR` names a path under `/dev/null`, so a run that writes state fails
+/// instead of writing into the home folder. Arguments come with [`KernRun::args`].
+pub(crate) fn kern_in(dir: &Path) -> KernRun<'static> {
+    KernRun::new(None, dir, &[])
+}
+
+/// Where a run outside any project would keep state: nowhere (see [`kern_in`]).
+const NO_STATE_ROOT: &str = "/dev/null/kern-in-has-no-state-root";
+
+/// A `kern` command about to run in a [`Project`] ([`Project::run`]) or a folder ([`kern_in`]).
 #[must_use = "a KernRun does nothing until .expect(code)"]
 pub(crate) struct KernRun<'p> {
-    project: &'p Project,
+    /// The project it runs in, whose environment it takes; `None` for [`kern_in`].
+    project: Option<&'p Project>,
+    /// The folder it runs in unless [`KernRun::current_dir`] names another.
+    dir: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
     path_first: Vec<PathBuf>,
     timeout: Option<std::time::Duration>,
     cwd: Option<PathBuf>,
+    stdin: Option<Vec<u8>>,
+}
+
+impl<'p> KernRun<'p> {
+    fn new(project: Option<&'p Project>, dir: &Path, args: &[&str]) -> KernRun<'p> {
+        KernRun {
+            project,
+            dir: dir.to_path_buf(),
+            args: args.iter().map(|a| (*a).to_string()).collect(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            path_first: Vec::new(),
+            timeout: None,
+            cwd: None,
+            stdin: None,
+        }
+    }
 }
 
 impl KernRun<'_> {
@@ -379,21 +387,40 @@ impl KernRun<'_> {
         self
     }
 
+    /// Feeds `bytes` to kern's stdin (otherwise it reads nothing): a prompt for
+    /// `kern scripted-agent`.
+    pub(crate) fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
     /// Runs kern and checks its exit code; on a mismatch panics with everything a reader needs:
     /// the command, the folder, the listing of the work tree, stdout, stderr and the stage
-    /// streams left in the state folder.
+    /// streams left in the state folder (the last two for a run in a project).
     pub(crate) fn expect(self, code: i32) -> Ran {
         let project = self.project;
         let ran = self.finish();
         if ran.code != Some(code) {
-            let dirty = std::panic::catch_unwind(|| project.dirty()).unwrap_or_default();
+            let dirty = project
+                .map(|p| std::panic::catch_unwind(|| p.dirty()).unwrap_or_default())
+                .unwrap_or_default();
             panic!(
                 "{}\n{}\nwanted exit {code}",
                 ran.describe(&dirty),
-                stage_streams(project)
+                project.map(stage_streams).unwrap_or_default()
             );
         }
         ran
+    }
+
+    /// The environment this run gives kern — each variable set (`Some`) or removed (`None`)
+    /// over the test's own — for a shell recipe that runs `kern` itself (a README's `sh -c`), so
+    /// that kern runs as this one would.
+    pub(crate) fn command_env(&self) -> Vec<(std::ffi::OsString, Option<std::ffi::OsString>)> {
+        self.command()
+            .get_envs()
+            .map(|(k, v)| (k.to_owned(), v.map(std::ffi::OsStr::to_owned)))
+            .collect()
     }
 
     /// Runs kern whatever its exit code, for a helper whose callers check [`Ran::code`]
@@ -414,11 +441,9 @@ impl KernRun<'_> {
         stdout: impl Into<std::process::Stdio>,
         stderr: impl Into<std::process::Stdio>,
     ) -> std::process::Child {
-        self.command()
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .unwrap()
+        let mut cmd = self.command();
+        cmd.stdout(stdout).stderr(stderr);
+        self.start(&mut cmd)
     }
 
     /// Runs kern from `dir` (a folder inside the repository, say) instead of the top folder.
@@ -427,8 +452,35 @@ impl KernRun<'_> {
         self
     }
 
+    /// The command with everything set but stdout and stderr.
     fn command(&self) -> std::process::Command {
-        let mut cmd = self.project.kern_std();
+        let mut cmd = std::process::Command::new(crate::support::kern_bin());
+        cmd.current_dir(&self.dir);
+        match self.project {
+            Some(project) => {
+                cmd.env("KERN_STATE_DIR", project.state_root())
+                    .env(
+                        "KERN_AGENT",
+                        format!(
+                            "program:{}",
+                            project.outside.path().join("agent.sh").display()
+                        ),
+                    )
+                    .env("KERN_RETRY_DELAY", "0")
+                    .env("NO_COLOR", "1")
+                    .env_remove("KERN_MODEL")
+                    .env_remove("KERN_CHECK");
+            }
+            None => {
+                for (name, _) in std::env::vars_os() {
+                    if name.to_string_lossy().starts_with("KERN_") {
+                        cmd.env_remove(name);
+                    }
+                }
+                cmd.env("KERN_STATE_DIR", NO_STATE_ROOT)
+                    .env("NO_COLOR", "1");
+            }
+        }
         cmd.args(&self.args).stdin(std::process::Stdio::null());
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
@@ -448,27 +500,49 @@ impl KernRun<'_> {
         cmd
     }
 
+    /// Spawns `cmd` and, when the run has stdin, writes it from a thread (kern may fill its
+    /// stdout pipe before it reads) and closes it.
+    fn start(&self, cmd: &mut std::process::Command) -> std::process::Child {
+        if self.stdin.is_some() {
+            cmd.stdin(std::process::Stdio::piped());
+        }
+        let mut child = cmd.spawn().unwrap();
+        if let Some(bytes) = self.stdin.clone() {
+            let mut pipe = child.stdin.take().unwrap();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                // kern may exit without reading it all; what it read is what it got.
+                let _ = pipe.write_all(&bytes);
+            });
+        }
+        child
+    }
+
+    /// The folder kern runs in.
+    fn cwd(&self) -> &Path {
+        self.cwd.as_deref().unwrap_or(&self.dir)
+    }
+
     fn finish(self) -> Ran {
         let started = std::time::Instant::now();
         let mut cmd = self.command();
         let (code, stdout, stderr) = match self.timeout {
             None => {
-                let out = cmd.output().unwrap();
-                (
-                    out.status.code(),
-                    String::from_utf8_lossy(&out.stdout).into_owned(),
-                    String::from_utf8_lossy(&out.stderr).into_owned(),
-                )
+                cmd.stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                let out = self.start(&mut cmd).wait_with_output().unwrap();
+                (out.status.code(), out.stdout, out.stderr)
             }
             Some(limit) => self.run_with_limit(&mut cmd, limit),
         };
         let ran = Ran {
             code,
-            stdout,
-            stderr,
+            stdout_utf8: std::str::from_utf8(&stdout).is_ok(),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
             elapsed: started.elapsed(),
             command: format!("kern {}", self.args.join(" ")),
-            cwd: self.project.path().to_path_buf(),
+            cwd: self.cwd().to_path_buf(),
         };
         if self.timeout.is_some() {
             eprintln!(
@@ -485,13 +559,20 @@ impl KernRun<'_> {
         &self,
         cmd: &mut std::process::Command,
         limit: std::time::Duration,
-    ) -> (Option<i32>, String, String) {
-        let out = self.project.outside.path();
+    ) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+        let scratch;
+        let out = match self.project {
+            Some(project) => project.outside.path(),
+            None => {
+                scratch = tempfile::tempdir().unwrap();
+                scratch.path()
+            }
+        };
         let (stdout_path, stderr_path) = (out.join("kern.stdout"), out.join("kern.stderr"));
         cmd.stdout(std::fs::File::create(&stdout_path).unwrap())
             .stderr(std::fs::File::create(&stderr_path).unwrap());
         let started = std::time::Instant::now();
-        let mut child = cmd.spawn().unwrap();
+        let mut child = self.start(cmd);
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;
@@ -502,15 +583,15 @@ impl KernRun<'_> {
                     "kern {} ran past {limit:?} and was stopped; stderr:\n{}\n{}",
                     self.args.join(" "),
                     std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-                    stage_streams(self.project)
+                    self.project.map(stage_streams).unwrap_or_default()
                 );
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         };
         (
             status.code(),
-            std::fs::read_to_string(&stdout_path).unwrap_or_default(),
-            std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+            std::fs::read(&stdout_path).unwrap_or_default(),
+            std::fs::read(&stderr_path).unwrap_or_default(),
         )
     }
 }
@@ -554,7 +635,7 @@ fn stage_streams(project: &Project) -> String {
 pub(crate) struct Ran {
     /// The exit code (`None`: killed by a signal).
     pub code: Option<i32>,
-    /// Everything on stdout.
+    /// Everything on stdout (bytes that are not UTF-8 replaced; see [`Ran::utf8_stdout`]).
     pub stdout: String,
     /// Everything on stderr.
     pub stderr: String,
@@ -562,6 +643,8 @@ pub(crate) struct Ran {
     pub elapsed: std::time::Duration,
     command: String,
     cwd: PathBuf,
+    /// Whether stdout was valid UTF-8 before [`Ran::stdout`] was made of it.
+    stdout_utf8: bool,
 }
 
 impl Ran {
@@ -573,6 +656,17 @@ impl Ran {
             self.describe(&[])
         );
         self
+    }
+
+    /// stdout, panicking (showing the whole run) unless kern printed valid UTF-8: for output
+    /// whose bytes matter and not only its text (a stream of JSON lines, a completion script).
+    pub(crate) fn utf8_stdout(&self) -> &str {
+        assert!(
+            self.stdout_utf8,
+            "stdout is not UTF-8\n{}",
+            self.describe(&[])
+        );
+        &self.stdout
     }
 
     fn describe(&self, dirty: &[String]) -> String {
