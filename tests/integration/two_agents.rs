@@ -461,7 +461,7 @@ fn fake_claude(p: &Project) -> (PathBuf, PathBuf) {
         std::fs::write(log.join(format!("{stage}.out")), format!("{result}\n")).unwrap();
     }
     let script = format!(
-        "#!/bin/sh\nstage=unknown\nfor a in \"$@\"; do\n  case \"$a\" in\n    --tools=Read,Grep,Glob,Bash,WebSearch,WebFetch) stage=research ;;\n    --tools=default) stage=implement ;;\n    --tools=Read,Grep,Glob,Bash) stage=commit ;;\n  esac\ndone\nlog='{}'\nprintf '%s\\n' \"$@\" > \"$log/$stage.argv\"\ncat > /dev/null\nif [ \"$stage\" = implement ]; then echo made > out.txt; fi\ncat \"$log/$stage.out\"\n",
+        "#!/bin/sh\nstage=unknown\nfor a in \"$@\"; do\n  case \"$a\" in\n    --tools=Read,Grep,Glob,Bash,WebSearch,WebFetch) stage=research ;;\n    --tools=default) stage=implement ;;\n    --tools=Read,Grep,Glob,Bash) stage=commit ;;\n  esac\ndone\nlog='{}'\nprintf '%s\\n' \"$@\" > \"$log/$stage.argv\"\nprintf '%s\\n' \"$@\" >> \"$log/all.argv\"\ncat > /dev/null\nif [ \"$stage\" = implement ]; then echo made > out.txt; fi\ncat \"$log/$stage.out\"\n",
         log.display()
     );
     let path = bin.join("claude");
@@ -522,6 +522,30 @@ fn each_claude_stage_gets_what_is_left_of_max_cost_and_implement_the_sandbox() {
         .env("PATH", path_with(&bin))
         .expect(0);
     assert!(!argv(&log, "implement").contains(&"--max-budget-usd".to_string()));
+}
+
+/// Parallel tasks spend one budget: each stage gets what is left of `--max-cost` after every
+/// task's stages so far, not only its own task's.
+#[test]
+fn parallel_tasks_give_each_stage_what_the_whole_run_left_of_max_cost() {
+    let p = Project::new("- [ ] Write the out file\n- [ ] Write the out file again\n");
+    let (bin, log) = fake_claude(&p);
+    p.run(&["2", "0", "-j", "2", "--agent", "claude", "--max-cost", "10"])
+        .env("PATH", path_with(&bin))
+        .expect(0);
+    let all = std::fs::read_to_string(log.join("all.argv")).unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    let budgets: Vec<f64> = lines
+        .windows(2)
+        .filter(|w| w[0] == "--max-budget-usd")
+        .map(|w| w[1].parse().unwrap())
+        .collect();
+    assert_eq!(budgets.len(), 6, "{all}");
+    // The stage that starts last comes after both tasks' first two stages ended ($0.25
+    // each): it is given at most $10 - $1.00. Counting only its own task's stages, every
+    // stage would be given $9.50 or more.
+    let least = budgets.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(least <= 9.0 + 1e-9, "{budgets:?}");
 }
 
 #[test]
