@@ -20,7 +20,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::error::Result;
-use crate::pipeline::audit;
 use crate::spec::{Document, Edit, SpecFile, TaskIdentity, Written};
 
 /// SPEC.md, shared by every task of the run.
@@ -53,7 +52,7 @@ impl SharedSpec {
         }
         let (doc, previous) = inner.file.reload_with_previous()?;
         if let Some(previous) = previous {
-            let changes = audit::hand_edits(&previous, &doc);
+            let changes = crate::spec::changes(&previous, &doc);
             inner.changes.extend(changes);
         }
         inner.view = Some(doc.clone());
@@ -77,7 +76,7 @@ impl SharedSpec {
             ..
         }) = &written
         {
-            let changes = audit::hand_edits(seen, found);
+            let changes = crate::spec::changes(seen, found);
             inner.changes.extend(changes);
         }
         written

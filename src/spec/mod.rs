@@ -10,9 +10,11 @@
 //! document: the pulldown-cmark walk), `dialect` (other tools' markers: Kiro, Obsidian Tasks,
 //! spec-kit), `notes` (the one reader and writer of kern's note layout), `validate` (errors
 //! and warnings with `FILE:LINE:COL`), `select` (the next task and why), `edit` (the splices of
-//! an edit), `sanitise` (agent text made safe to splice), `verify` (the re-parse check) and
-//! `file` (reading and atomically writing SPEC.md without losing a concurrent hand edit).
+//! an edit), `sanitise` (agent text made safe to splice), `verify` (the re-parse check),
+//! `changes` (what changed between two readings, one sentence each) and `file` (reading and
+//! atomically writing SPEC.md without losing a concurrent hand edit).
 
+mod changes;
 mod dialect;
 mod document;
 mod edit;
@@ -25,6 +27,7 @@ mod select;
 mod validate;
 mod verify;
 
+pub(crate) use changes::changes;
 pub(crate) use dialect::TaskKind;
 #[cfg(test)]
 use document::LineEnding;
