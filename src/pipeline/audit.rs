@@ -20,7 +20,7 @@
 //!   kern's own files and the person's `--allow-dirty` paths are outside every revert: a person
 //!   may edit them at any moment.
 //! - SPEC.md is the person's: a change to it during a stage is never reverted; changes of
-//!   markers, Check notes and tasks kern did not make are reported by name ([`hand_edits`]).
+//!   markers, Check notes and tasks kern did not make are reported by name ([`crate::spec::changes`]).
 //! - Only a read-only stage gets a work-tree snapshot (the copies of what is dirty): the
 //!   implement stage may change anything, so before it kern records the refs and `.git` files
 //!   alone. What the tree looks like after a stage is the repository's status look, which
