@@ -30,10 +30,14 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::{Run, TaskRun};
-use crate::repository::{GitFiles, RefsSnapshot, Timed, WorkTreeSnapshot};
+use crate::repository::{GitFiles, RefsSnapshot, Repository, Timed, WorkTreeSnapshot};
+#[cfg(test)]
+use crate::spec::SpecFile;
 use crate::stage::Stage;
 use crate::text;
+use crate::workspace::Workspace;
 
 /// What the audit needs from before a stage.
 pub(super) struct Before {
@@ -66,164 +70,21 @@ pub(super) struct Findings {
 impl Run<'_> {
     /// Takes what the audit of `stage` compares against, right before its agent starts.
     pub(super) fn before_stage(&self, stage: Stage) -> Result<Before> {
-        let _timed = Timed::start("before_stage");
-        let (snapshot, refs) = if stage.tools().is_read_only() {
-            let snapshot = self.ws.repo.snapshot()?;
-            let refs = snapshot.refs().clone();
-            (Some(snapshot), refs)
-        } else {
-            (None, self.ws.repo.refs_snapshot()?)
-        };
-        Ok(Before {
-            snapshot,
-            refs,
-            git_files: self.ws.repo.git_files()?,
-            spec_mark: self.spec.mark(),
-        })
+        before(self.ws, &self.spec, stage)
     }
 
-    /// Audits `stage` against `before` (see the module docs).
+    /// Audits `stage` of task `it` against `before` (see the module docs), the lock's phase
+    /// saying that kern writes.
     pub(super) fn audit(
         &mut self,
         stage: Stage,
         before: &Before,
         it: &TaskRun,
     ) -> Result<Findings> {
-        let _timed = Timed::start("audit");
-        let mut found = Findings::default();
-        let slug = text::slug(&it.title);
-        // A kill while refs or the index are rewritten below must let the next run clean up.
+        // A kill while refs or the index are rewritten must let the next run clean up.
         self.lock.set_phase(crate::state::lock::Phase::Writing)?;
-
-        // History: the run's refs are put back when moved any way but forwards; a shared ref
-        // moved back is kept and named, never put back (see the module docs).
-        let refs_after = self.ws.repo.refs_snapshot()?;
-        // A parallel task: the run's branch may have moved forwards by the run's own commits.
-        let before_refs = self.ws.repo.forward_moves_taken(&before.refs, &refs_after);
-        let losses = self.ws.repo.shared_losses(&before_refs, &refs_after);
-        if !losses.is_empty() {
-            let prefix = self.next_ref(&format!("refs/kern/saved/{slug}/{}-", stage.name()))?;
-            let kept = self.ws.repo.keep_shared(&format!("{prefix}/"), &losses)?;
-            found.shared.extend(losses.iter().map(|l| {
-                format!(
-                    "{l} during the {} stage — not the run's ref, so left as it is; the old tip is kept under `{prefix}/`",
-                    stage.name()
-                )
-            }));
-            found.shared_kept.extend(kept);
-        }
-        let ownership = self.ws.repo.ownership(&before_refs);
-        let moved = before_refs
-            .runs_only(&ownership)
-            .diff(&refs_after.runs_only(&ownership));
-        if !moved.is_empty() {
-            let prefix = self.next_ref(&format!("refs/kern/agent/{slug}/"))?;
-            let repair = self
-                .ws
-                .repo
-                .restore_history(&before_refs, &format!("{prefix}/"))?;
-            if repair.restored.is_empty() {
-                for m in moved {
-                    found.violations.push(format!(
-                        "{} stage: {m} (history kept: it only moved forwards)",
-                        stage.name()
-                    ));
-                }
-            } else {
-                found.history_moved = true;
-                found.violations.push(format!(
-                    "{} stage moved history: {}",
-                    stage.name(),
-                    repair.restored.join("; ")
-                ));
-                // Moving history rewrote tracked files, kern's own among them: everything goes
-                // back to HEAD, SPEC.md to the text kern last saw (each saved first).
-                let mut paths = self.changed_paths(it)?;
-                let dirty = self.ws.repo.dirty_paths(&[])?;
-                paths.extend(
-                    self.ws
-                        .own_files()
-                        .into_iter()
-                        .filter(|p| dirty.iter().any(|x| Path::new(x) == p)),
-                );
-                if !paths.is_empty() {
-                    let worktree = format!("{prefix}/worktree");
-                    self.ws.repo.save_paths(
-                        &worktree,
-                        &paths,
-                        &format!(
-                            "kern: the work tree an agent left after moving history ({})\n",
-                            it.title
-                        ),
-                    )?;
-                    self.ws.repo.restore_paths(&paths)?;
-                    self.spec.next_step();
-                    let text = self.spec.last_text();
-                    self.spec.restore(&text)?;
-                    found
-                        .reverted
-                        .extend(paths.iter().map(|p| p.to_string_lossy().into_owned()));
-                    found.saved.push(worktree);
-                }
-                found.saved.extend(repair.kept);
-            }
-        }
-
-        // `.git` files.
-        let git_now = self.ws.repo.git_files()?;
-        let changed = before.git_files.changed(&git_now);
-        if !changed.is_empty() {
-            let saved = self.next_ref(&format!("refs/kern/saved/{slug}/{}-git-", stage.name()))?;
-            self.ws
-                .repo
-                .restore_git_files(&before.git_files, &changed, &saved)?;
-            let names: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
-            found.violations.push(format!(
-                "{} stage changed {} (put back; its version is kept at `{saved}`)",
-                stage.name(),
-                names.join(", ")
-            ));
-            found.reverted.extend(names);
-            found.saved.push(saved);
-        }
-
-        // The work tree, for a read-only stage.
-        if let Some(snapshot) = &before.snapshot {
-            let keep = self.untouchable(it);
-            let mut changed = self.ws.repo.tree_changes_since(snapshot)?;
-            changed
-                .paths
-                .retain(|p| !keep.iter().any(|k| p.starts_with(k)));
-            if !changed.is_empty() {
-                let files = &changed.paths;
-                let mut note = String::new();
-                if !files.is_empty() {
-                    let saved =
-                        self.next_ref(&format!("refs/kern/saved/{slug}/{}-", stage.name()))?;
-                    self.ws.repo.save_paths(
-                        &saved,
-                        files,
-                        &format!(
-                            "kern: what the read-only {} stage changed ({})\n",
-                            stage.name(),
-                            it.title
-                        ),
-                    )?;
-                    note = format!("; saved at `{saved}`");
-                    found.saved.push(saved);
-                }
-                let keep_refs: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
-                found
-                    .reverted
-                    .extend(self.ws.repo.revert(snapshot, &keep_refs)?.names());
-                found.violations.push(format!(
-                    "{} stage is read-only but changed {} (reverted{note})",
-                    stage.name(),
-                    changed.names().join(", ")
-                ));
-            }
-        }
-        Ok(found)
+        let keep = self.untouchable(it);
+        audit(self.ws, &self.spec, &keep, stage, before, &it.title)
     }
 
     /// Paths no audit, revert or set-aside may touch: kern's own files, the person's
@@ -237,22 +98,277 @@ impl Run<'_> {
 
     /// The paths that differ from HEAD in the work tree, except the untouchable ones.
     pub(super) fn changed_paths(&self, it: &TaskRun) -> Result<Vec<PathBuf>> {
-        let keep = self.untouchable(it);
-        let keep_refs: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
-        self.ws.repo.dirty_files(&keep_refs)
+        changed_paths(&self.ws.repo, &self.untouchable(it))
     }
 
     /// The next free ref name `<prefix><n>` (n from 1).
     pub(super) fn next_ref(&self, prefix: &str) -> Result<String> {
-        let taken = self.ws.repo.refs_under(prefix)?;
-        let n = (1..)
-            .find(|n| {
-                let name = format!("{prefix}{n}");
-                !taken
-                    .iter()
-                    .any(|t| t == &name || t.starts_with(&format!("{name}/")))
-            })
-            .unwrap_or(1);
-        Ok(format!("{prefix}{n}"))
+        next_ref(&self.ws.repo, prefix)
+    }
+}
+
+/// What the audit of `stage` compares against, taken right before its agent starts.
+pub(super) fn before(ws: &Workspace, spec: &SharedSpec, stage: Stage) -> Result<Before> {
+    let _timed = Timed::start("before_stage");
+    let (snapshot, refs) = if stage.tools().is_read_only() {
+        let snapshot = ws.repo.snapshot()?;
+        let refs = snapshot.refs().clone();
+        (Some(snapshot), refs)
+    } else {
+        (None, ws.repo.refs_snapshot()?)
+    };
+    Ok(Before {
+        snapshot,
+        refs,
+        git_files: ws.repo.git_files()?,
+        spec_mark: spec.mark(),
+    })
+}
+
+/// Audits `stage` of the task `title` against `before` (see the module docs): `ws`'s
+/// repository, SPEC.md through `spec`, and nothing under the `keep` paths.
+pub(super) fn audit(
+    ws: &Workspace,
+    spec: &SharedSpec,
+    keep: &[PathBuf],
+    stage: Stage,
+    before: &Before,
+    title: &str,
+) -> Result<Findings> {
+    let _timed = Timed::start("audit");
+    let mut found = Findings::default();
+    let slug = text::slug(title);
+
+    // History: the run's refs are put back when moved any way but forwards; a shared ref
+    // moved back is kept and named, never put back (see the module docs).
+    let refs_after = ws.repo.refs_snapshot()?;
+    // A parallel task: the run's branch may have moved forwards by the run's own commits.
+    let before_refs = ws.repo.forward_moves_taken(&before.refs, &refs_after);
+    let losses = ws.repo.shared_losses(&before_refs, &refs_after);
+    if !losses.is_empty() {
+        let prefix = next_ref(
+            &ws.repo,
+            &format!("refs/kern/saved/{slug}/{}-", stage.name()),
+        )?;
+        let kept = ws.repo.keep_shared(&format!("{prefix}/"), &losses)?;
+        found.shared.extend(losses.iter().map(|l| {
+            format!(
+                "{l} during the {} stage — not the run's ref, so left as it is; the old tip is kept under `{prefix}/`",
+                stage.name()
+            )
+        }));
+        found.shared_kept.extend(kept);
+    }
+    let ownership = ws.repo.ownership(&before_refs);
+    let moved = before_refs
+        .runs_only(&ownership)
+        .diff(&refs_after.runs_only(&ownership));
+    if !moved.is_empty() {
+        let prefix = next_ref(&ws.repo, &format!("refs/kern/agent/{slug}/"))?;
+        let repair = ws
+            .repo
+            .restore_history(&before_refs, &format!("{prefix}/"))?;
+        if repair.restored.is_empty() {
+            for m in moved {
+                found.violations.push(format!(
+                    "{} stage: {m} (history kept: it only moved forwards)",
+                    stage.name()
+                ));
+            }
+        } else {
+            found.history_moved = true;
+            found.violations.push(format!(
+                "{} stage moved history: {}",
+                stage.name(),
+                repair.restored.join("; ")
+            ));
+            // Moving history rewrote tracked files, kern's own among them: everything goes
+            // back to HEAD, SPEC.md to the text kern last saw (each saved first).
+            let mut paths = changed_paths(&ws.repo, keep)?;
+            let dirty = ws.repo.dirty_paths(&[])?;
+            paths.extend(
+                ws.own_files()
+                    .into_iter()
+                    .filter(|p| dirty.iter().any(|x| Path::new(x) == p)),
+            );
+            if !paths.is_empty() {
+                let worktree = format!("{prefix}/worktree");
+                ws.repo.save_paths(
+                    &worktree,
+                    &paths,
+                    &format!("kern: the work tree an agent left after moving history ({title})\n"),
+                )?;
+                ws.repo.restore_paths(&paths)?;
+                spec.next_step();
+                let text = spec.last_text();
+                spec.restore(&text)?;
+                found
+                    .reverted
+                    .extend(paths.iter().map(|p| p.to_string_lossy().into_owned()));
+                found.saved.push(worktree);
+            }
+            found.saved.extend(repair.kept);
+        }
+    }
+
+    // `.git` files.
+    let git_now = ws.repo.git_files()?;
+    let changed = before.git_files.changed(&git_now);
+    if !changed.is_empty() {
+        let saved = next_ref(
+            &ws.repo,
+            &format!("refs/kern/saved/{slug}/{}-git-", stage.name()),
+        )?;
+        ws.repo
+            .restore_git_files(&before.git_files, &changed, &saved)?;
+        let names: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
+        found.violations.push(format!(
+            "{} stage changed {} (put back; its version is kept at `{saved}`)",
+            stage.name(),
+            names.join(", ")
+        ));
+        found.reverted.extend(names);
+        found.saved.push(saved);
+    }
+
+    // The work tree, for a read-only stage.
+    if let Some(snapshot) = &before.snapshot {
+        let mut changed = ws.repo.tree_changes_since(snapshot)?;
+        changed
+            .paths
+            .retain(|p| !keep.iter().any(|k| p.starts_with(k)));
+        if !changed.is_empty() {
+            let files = &changed.paths;
+            let mut note = String::new();
+            if !files.is_empty() {
+                let saved = next_ref(
+                    &ws.repo,
+                    &format!("refs/kern/saved/{slug}/{}-", stage.name()),
+                )?;
+                ws.repo.save_paths(
+                    &saved,
+                    files,
+                    &format!(
+                        "kern: what the read-only {} stage changed ({title})\n",
+                        stage.name()
+                    ),
+                )?;
+                note = format!("; saved at `{saved}`");
+                found.saved.push(saved);
+            }
+            let keep_refs: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
+            found
+                .reverted
+                .extend(ws.repo.revert(snapshot, &keep_refs)?.names());
+            found.violations.push(format!(
+                "{} stage is read-only but changed {} (reverted{note})",
+                stage.name(),
+                changed.names().join(", ")
+            ));
+        }
+    }
+    Ok(found)
+}
+
+/// The paths that differ from HEAD in the work tree, except those under `keep`.
+fn changed_paths(repo: &Repository, keep: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let keep: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
+    repo.dirty_files(&keep)
+}
+
+/// The next free ref name `<prefix><n>` (n from 1).
+fn next_ref(repo: &Repository, prefix: &str) -> Result<String> {
+    let taken = repo.refs_under(prefix)?;
+    let n = (1..)
+        .find(|n| {
+            let name = format!("{prefix}{n}");
+            !taken
+                .iter()
+                .any(|t| t == &name || t.starts_with(&format!("{name}/")))
+        })
+        .unwrap_or(1);
+    Ok(format!("{prefix}{n}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use crate::settings::Settings;
+    use clap::Parser;
+
+    /// A repository in `dir` with `files` committed, and its workspace (state under `state`).
+    fn workspace(dir: &Path, state: &Path, files: &[(&str, &str)]) -> Workspace {
+        let repo = git2::Repository::init(dir).unwrap();
+        let mut index = repo.index().unwrap();
+        for (path, text) in files {
+            std::fs::write(dir.join(path), text).unwrap();
+            index.add_path(Path::new(path)).unwrap();
+        }
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("P", "p@p").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+            .unwrap();
+        let cli = Cli::try_parse_from(["kern"]).unwrap();
+        let state = state.as_os_str().to_os_string();
+        let settings = Settings::resolve(&cli, dir.to_path_buf(), Vec::new(), &|k| {
+            (k == "KERN_STATE_DIR").then(|| state.clone())
+        })
+        .unwrap();
+        Workspace::open(&settings).unwrap()
+    }
+
+    #[test]
+    fn a_read_only_stage_s_changes_are_saved_and_put_back_and_kept_paths_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let ws = workspace(
+            dir.path(),
+            state.path(),
+            &[("SPEC.md", "- [ ] T\n"), ("a.txt", "a\n")],
+        );
+        let spec = SharedSpec::new(SpecFile::load(&ws.spec_path).unwrap().0);
+        std::fs::write(dir.path().join("person.txt"), "the person's\n").unwrap();
+        let start = before(&ws, &spec, Stage::Research).unwrap();
+        // The stage changes a tracked file, adds one, and touches the person's file.
+        std::fs::write(dir.path().join("a.txt"), "changed\n").unwrap();
+        std::fs::write(dir.path().join("b.txt"), "new\n").unwrap();
+        std::fs::write(dir.path().join("person.txt"), "the person's, edited\n").unwrap();
+        let keep = [PathBuf::from("person.txt")];
+        let found = audit(&ws, &spec, &keep, Stage::Research, &start, "T").unwrap();
+        assert_eq!(found.violations.len(), 1, "{found:?}");
+        assert!(
+            found.violations[0].starts_with("research stage is read-only but changed"),
+            "{found:?}"
+        );
+        assert!(!found.history_moved);
+        assert_eq!(found.saved, ["refs/kern/saved/t/research-1"]);
+        let read = |p: &str| std::fs::read_to_string(dir.path().join(p)).ok();
+        assert_eq!(read("a.txt").as_deref(), Some("a\n"));
+        assert_eq!(read("b.txt"), None);
+        assert_eq!(
+            read("person.txt").as_deref(),
+            Some("the person's, edited\n")
+        );
+        // What it changed is kept, not destroyed.
+        let git = git2::Repository::open(dir.path()).unwrap();
+        let saved = git
+            .find_reference("refs/kern/saved/t/research-1")
+            .unwrap()
+            .peel_to_tree()
+            .unwrap();
+        let blob = |p: &str| {
+            let entry = saved.get_path(Path::new(p)).unwrap();
+            String::from_utf8(git.find_blob(entry.id()).unwrap().content().to_vec()).unwrap()
+        };
+        assert_eq!(blob("a.txt"), "changed\n");
+        assert_eq!(blob("b.txt"), "new\n");
+        // A second audit of an unchanged tree finds nothing.
+        let again = before(&ws, &spec, Stage::Research).unwrap();
+        let clean = audit(&ws, &spec, &keep, Stage::Research, &again, "T").unwrap();
+        assert!(
+            clean.violations.is_empty() && clean.saved.is_empty(),
+            "{clean:?}"
+        );
     }
 }
