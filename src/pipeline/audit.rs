@@ -101,6 +101,11 @@ impl Run<'_> {
         changed_paths(&self.ws.repo, &self.untouchable(it))
     }
 
+    /// Sets `paths` aside under `git_ref` and puts them back to HEAD ([`put_aside`]).
+    pub(super) fn put_aside(&self, git_ref: &str, paths: &[PathBuf], message: &str) -> Result<()> {
+        put_aside(self.ws, &self.spec, git_ref, paths, message)
+    }
+
     /// The next free ref name `<prefix><n>` (n from 1).
     pub(super) fn next_ref(&self, prefix: &str) -> Result<String> {
         next_ref(&self.ws.repo, prefix)
@@ -193,13 +198,13 @@ pub(super) fn audit(
             );
             if !paths.is_empty() {
                 let worktree = format!("{prefix}/worktree");
-                ws.repo.save_paths(
+                put_aside(
+                    ws,
+                    spec,
                     &worktree,
                     &paths,
                     &format!("kern: the work tree an agent left after moving history ({title})\n"),
                 )?;
-                ws.repo.restore_paths(&paths)?;
-                spec.next_step();
                 let text = spec.last_text();
                 spec.restore(&text)?;
                 found
@@ -268,6 +273,22 @@ pub(super) fn audit(
         }
     }
     Ok(found)
+}
+
+/// Saves `paths` of the work tree under `git_ref` (a commit saying `message`), then puts
+/// exactly those paths back to HEAD: set aside, never destroyed. SPEC.md may have been among
+/// them, so the shared view reads it again.
+pub(super) fn put_aside(
+    ws: &Workspace,
+    spec: &SharedSpec,
+    git_ref: &str,
+    paths: &[PathBuf],
+    message: &str,
+) -> Result<()> {
+    ws.repo.save_paths(git_ref, paths, message)?;
+    ws.repo.restore_paths(paths)?;
+    spec.next_step();
+    Ok(())
 }
 
 /// The paths that differ from HEAD in the work tree, except those under `keep`.

@@ -80,7 +80,7 @@ impl Run<'_> {
         self.lock.set_phase(Phase::Writing)?;
         let slug = crate::text::slug(&it.title);
         let git_ref = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
-        self.ws.repo.save_paths(
+        self.put_aside(
             &git_ref,
             &paths,
             &format!(
@@ -88,8 +88,6 @@ impl Run<'_> {
                 Quoted(&it.title)
             ),
         )?;
-        self.ws.repo.restore_paths(&paths)?;
-        self.spec.next_step();
         self.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: git_ref.clone(),

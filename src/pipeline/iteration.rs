@@ -105,20 +105,12 @@ impl Run<'_> {
             line: task.line,
             resume: point.name().to_string(),
         });
-        let mut it = TaskRun {
-            title: task.title.clone(),
-            identity: identity.clone(),
-            line: task.line,
-            state: task.state,
-            start: self.task_start(&doc, selection.task)?,
-            hand_edits: Vec::new(),
-            verified: Vec::new(),
-            level: crate::pipeline::discovery::Level {
-                level: 2,
-                why: String::new(),
-            },
-            approach: None,
-        };
+        let mut it = TaskRun::new(
+            task.title.clone(),
+            identity.clone(),
+            (task.line, task.state),
+            self.task_start(&doc, selection.task)?,
+        );
         let top = self.ws.repo.top().to_path_buf();
         it.level = super::discovery::level(
             &doc,

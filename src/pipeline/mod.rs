@@ -178,6 +178,32 @@ pub(crate) struct TaskRun {
     approach: Option<String>,
 }
 
+impl TaskRun {
+    /// The task `title` (`identity`) at its `(line, marker)` as kern last saw them, started
+    /// as `start` says: nothing heard of it yet, at the default discovery level.
+    fn new(
+        title: String,
+        identity: TaskIdentity,
+        (line, state): (usize, crate::spec::TaskState),
+        start: TaskStart,
+    ) -> TaskRun {
+        TaskRun {
+            title,
+            identity,
+            line,
+            state,
+            start,
+            hand_edits: Vec::new(),
+            verified: Vec::new(),
+            level: discovery::Level {
+                level: 2,
+                why: String::new(),
+            },
+            approach: None,
+        }
+    }
+}
+
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see
 /// `error.rs`).
 pub(crate) async fn run(

@@ -144,7 +144,7 @@ impl Run<'_> {
         let slug = text::slug(&it.title);
         let saved = self.next_ref(&format!("refs/kern/saved/{slug}/out-of-scope-"))?;
         let paths: Vec<PathBuf> = out.iter().map(PathBuf::from).collect();
-        self.ws.repo.save_paths(
+        self.put_aside(
             &saved,
             &paths,
             &format!(
@@ -152,8 +152,6 @@ impl Run<'_> {
                 crate::spec::Quoted(&it.title)
             ),
         )?;
-        self.ws.repo.restore_paths(&paths)?;
-        self.spec.next_step();
         let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
         self.emit(RunEvent::Told(Told::ScopeSetAside {
             task: it.title.clone(),

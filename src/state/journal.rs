@@ -71,6 +71,24 @@ pub(crate) struct TaskStart {
 }
 
 impl TaskStart {
+    /// A start of `identity` at `base_commit` with none of the task's notes: what a commit
+    /// kern finishes or integrates knows of a task (its gate, Must and Scope are behind it).
+    pub(crate) fn bare(
+        identity: TaskIdentity,
+        base_commit: Option<String>,
+        excluded: Vec<PathBuf>,
+    ) -> TaskStart {
+        TaskStart {
+            identity,
+            base_commit,
+            excluded,
+            check: None,
+            must: Vec::new(),
+            tests_read_only: false,
+            scope: Vec::new(),
+        }
+    }
+
     /// True when this start record belongs to `task`: the task itself, or the task it is a
     /// subtask of (decomposition keeps the start of the task that was decomposed).
     pub(crate) fn covers(&self, task: &TaskIdentity) -> bool {
@@ -157,15 +175,7 @@ mod tests {
 
     #[test]
     fn a_start_covers_its_task_and_the_subtasks_of_a_decomposed_task() {
-        let start = TaskStart {
-            identity: id(&["Big"], 0),
-            base_commit: None,
-            excluded: Vec::new(),
-            check: None,
-            must: Vec::new(),
-            tests_read_only: false,
-            scope: Vec::new(),
-        };
+        let start = TaskStart::bare(id(&["Big"], 0), None, Vec::new());
         assert!(start.covers(&id(&["Big"], 0)));
         assert!(start.covers(&id(&["Big", "Part one"], 0)));
         assert!(start.covers(&id(&["Big", "Part one"], 1)));

@@ -132,18 +132,23 @@ fn ident(c: char) -> bool {
 
 /// The byte after the `}` that closes the `{` at `open`.
 fn matching(text: &str, open: usize) -> usize {
+    closing(text, open, ('{', '}')).map_or(text.len(), |at| at + 1)
+}
+
+/// The offset of the `close` that closes the `open` bracket at `at`, when one does.
+fn closing(text: &str, at: usize, (open, close): (char, char)) -> Option<usize> {
     let mut depth = 0;
-    for (k, c) in text[open..].char_indices() {
-        depth += match c {
-            '{' => 1,
-            '}' => -1,
-            _ => 0,
-        };
+    for (k, c) in text[at..].char_indices() {
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+        }
         if depth == 0 {
-            return open + k + 1;
+            return Some(at + k);
         }
     }
-    text.len()
+    None
 }
 
 /// The module path of a file under `src/`: `pipeline/stage/mod.rs` → `[pipeline, stage]`.
@@ -258,8 +263,16 @@ fn violations(uses: &[Use]) -> Vec<String> {
 
 /// Every `.rs` file under `src/` but the crate root (`lib.rs`, `main.rs`): (relative path, text).
 fn sources() -> Vec<(String, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![src.clone()];
+    rs_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &|relative| relative != "lib.rs" && relative != "main.rs",
+    )
+}
+
+/// Every `.rs` file under `root` whose path relative to it `keep` accepts: (relative path,
+/// text), sorted.
+fn rs_files(root: &Path, keep: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
+    let mut stack = vec![root.to_path_buf()];
     let mut files = Vec::new();
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -268,11 +281,11 @@ fn sources() -> Vec<(String, String)> {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let relative = path
-                    .strip_prefix(&src)
+                    .strip_prefix(root)
                     .unwrap()
                     .to_string_lossy()
                     .into_owned();
-                if relative != "lib.rs" && relative != "main.rs" {
+                if keep(&relative) {
                     files.push((relative, std::fs::read_to_string(&path).unwrap()));
                 }
             }
@@ -453,44 +466,15 @@ fn side_doors(relative: &str, text: &str) -> Vec<String> {
 
 /// The offset of the `)` that closes the `(` at `open` (the end of `text` when none does).
 fn closing_paren(text: &str, open: usize) -> usize {
-    let mut depth = 0;
-    for (k, c) in text[open..].char_indices() {
-        depth += match c {
-            '(' => 1,
-            ')' => -1,
-            _ => 0,
-        };
-        if depth == 0 {
-            return open + k;
-        }
-    }
-    text.len()
+    closing(text, open, ('(', ')')).unwrap_or(text.len())
 }
 
 /// Every `.rs` file under `tests/integration/` but those in `support/`: (relative path, text).
 fn test_sources() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration");
-    let mut stack = vec![root.clone()];
-    let mut files = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                if path != root.join("support") {
-                    stack.push(path);
-                }
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let relative = path
-                    .strip_prefix(&root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                files.push((relative, std::fs::read_to_string(&path).unwrap()));
-            }
-        }
-    }
-    files.sort();
-    files
+    rs_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration"),
+        &|relative| !relative.starts_with("support/"),
+    )
 }
 
 #[test]

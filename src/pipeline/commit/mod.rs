@@ -300,30 +300,14 @@ impl Run<'_> {
         }));
         let start = journal::load::<TaskStart>(&self.ws.state_dir.task_start())
             .filter(|s| s.covers(&pending.identity))
-            .unwrap_or(TaskStart {
-                identity: pending.identity.clone(),
-                base_commit: None,
-                excluded: Vec::new(),
-                check: None,
-                must: Vec::new(),
-                tests_read_only: false,
-                scope: Vec::new(),
-            });
+            .unwrap_or_else(|| TaskStart::bare(pending.identity.clone(), None, Vec::new()));
         let doc = self.spec.reload()?;
-        let mut it = TaskRun {
-            title: pending.title.clone(),
-            identity: pending.identity.clone(),
-            line: 0,
-            state: TaskState::InProgress,
+        let mut it = TaskRun::new(
+            pending.title.clone(),
+            pending.identity.clone(),
+            (0, TaskState::InProgress),
             start,
-            hand_edits: Vec::new(),
-            verified: Vec::new(),
-            level: crate::pipeline::discovery::Level {
-                level: 2,
-                why: String::new(),
-            },
-            approach: None,
-        };
+        );
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress
         {

@@ -8,7 +8,6 @@
 //! `refs/kern/saved/`.
 
 use super::Job;
-use super::integrate::covers;
 use crate::error::Result;
 use crate::pipeline::Run;
 use crate::repository::TASK_BRANCH_PREFIX;
@@ -17,23 +16,21 @@ use crate::state::journal::{self, Conflicts};
 use crate::state::lock::Phase;
 use crate::state::run_log::{IterationEnd, RunEvent};
 use crate::workspace::Workspace;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 impl Run<'_> {
     /// Puts `paths` of the work tree back to HEAD, saved first when they differ from it.
     pub(super) fn take_back(&mut self, job: &Job, paths: &[String]) -> Result<IterationEnd> {
-        let own = self.ws.own_files();
-        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let dirty = self.ws.repo.dirty_paths(&own)?;
-        let ours: Vec<PathBuf> = paths
-            .iter()
-            .filter(|p| dirty.iter().any(|d| covers(d, p)))
+        let ours: Vec<PathBuf> = self
+            .dirty_among(paths)?
+            .1
+            .into_iter()
             .map(PathBuf::from)
             .collect();
         if !ours.is_empty() {
             self.lock.set_phase(Phase::Writing)?;
             let git_ref = self.next_ref(&format!("refs/kern/saved/{}/integration-", job.slug))?;
-            self.ws.repo.save_paths(
+            self.put_aside(
                 &git_ref,
                 &ours,
                 &format!(
@@ -41,8 +38,6 @@ impl Run<'_> {
                     Quoted(&job.title)
                 ),
             )?;
-            self.ws.repo.restore_paths(&ours)?;
-            self.spec.next_step();
         }
         Ok(IterationEnd::Progressed)
     }

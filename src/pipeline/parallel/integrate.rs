@@ -24,6 +24,20 @@ use crate::workspace::Workspace;
 use super::Job;
 
 impl Run<'_> {
+    /// The paths of the work tree that differ from HEAD (kern's own files aside), and those
+    /// of `paths` that they are or hold.
+    pub(super) fn dirty_among(&self, paths: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+        let own = self.ws.own_files();
+        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+        let dirty = self.ws.repo.dirty_paths(&own)?;
+        let among = paths
+            .iter()
+            .filter(|p| dirty.iter().any(|d| covers(d, p)))
+            .cloned()
+            .collect();
+        Ok((dirty, among))
+    }
+
     /// Integrates a task whose work passed its review (see the module docs).
     pub(super) fn integrate(
         &mut self,
@@ -89,14 +103,7 @@ impl Run<'_> {
         let paths = self.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
         // Every changed path counts here, also one an earlier commit left out (a person's file
         // left out once is still the person's): only kern's own files are not the person's.
-        let own = self.ws.own_files();
-        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let dirty = self.ws.repo.dirty_paths(&own)?;
-        let touched: Vec<String> = paths
-            .iter()
-            .filter(|p| dirty.iter().any(|d| covers(d, p)))
-            .cloned()
-            .collect();
+        let (dirty, touched) = self.dirty_among(&paths)?;
         if !touched.is_empty() {
             return self.conflicted(
                 job,
@@ -130,30 +137,19 @@ impl Run<'_> {
             journal::remove(&self.ws.state_dir.integrating());
             return self.take_back(job, &paths);
         };
-        let task_start = TaskStart {
-            identity: job.identity.clone(),
-            base_commit: Some(tip.to_string()),
-            excluded: dirty.iter().map(PathBuf::from).collect(),
-            check: None,
-            must: Vec::new(),
-            tests_read_only: false,
-            scope: Vec::new(),
-        };
+        let task_start = TaskStart::bare(
+            job.identity.clone(),
+            Some(tip.to_string()),
+            dirty.iter().map(PathBuf::from).collect(),
+        );
         journal::save(&self.ws.state_dir.task_start(), &task_start)?;
-        let mut it = TaskRun {
-            title: job.title.clone(),
-            identity: job.identity.clone(),
-            line: doc.tasks()[task].line,
-            state: doc.tasks()[task].state,
-            start: task_start,
-            hand_edits: self.spec.changes_since(*spec_mark),
-            verified: Vec::new(),
-            level: crate::pipeline::discovery::Level {
-                level: 2,
-                why: String::new(),
-            },
-            approach: None,
-        };
+        let mut it = TaskRun::new(
+            job.title.clone(),
+            job.identity.clone(),
+            (doc.tasks()[task].line, doc.tasks()[task].state),
+            task_start,
+        );
+        it.hand_edits = self.spec.changes_since(*spec_mark);
         let refused_at = job_ws.state_dir.refused_message();
         let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {
             Integrated::Ended(end) => end,
@@ -254,7 +250,7 @@ impl Run<'_> {
 }
 
 /// True when the dirty path `dirty` (a folder ends in `/`) is `path` or holds it.
-pub(super) fn covers(dirty: &str, path: &str) -> bool {
+fn covers(dirty: &str, path: &str) -> bool {
     let d = dirty.trim_end_matches('/');
     path == d || path.starts_with(&format!("{d}/"))
 }
