@@ -550,6 +550,12 @@ impl Run<'_> {
                     state_dir: self.ws.state_dir.dir(),
                 })
             }
+            // Tasks still in their stage when the budget was found spent finished it: the end
+            // names what the run spent in all, as the summary does.
+            Err(Error::BudgetSpent { limit, .. }) => Err(Error::BudgetSpent {
+                spent: self.ledger.spent(),
+                limit,
+            }),
             other => other,
         };
         let detached = self.target.branch().is_some_and(|b| b.detached);

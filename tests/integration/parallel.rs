@@ -288,6 +288,10 @@ fn the_budget_stops_new_stages_in_every_job_and_the_next_run_finishes_each_task_
         .sum();
     // Three jobs may each finish the stage they were in when the budget was crossed: no more.
     assert!(spent <= 2.0 + 3.0 * 0.5 + 1e-9, "spent {spent}");
+    // The end names what the run spent in all, as the summary does.
+    let said = format!("${spent:.2} of $2.00");
+    ran.stderr_has(&format!("the cost budget is spent: {said}"));
+    ran.stderr_has(&format!("cost             {said}"));
     p.run(&["10", "0", "-j", "3"]).expect(0);
     let history = history(&p);
     for i in 1..=6 {
