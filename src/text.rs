@@ -129,6 +129,15 @@ pub(crate) fn truncate(text: &str, width: usize) -> String {
     out
 }
 
+/// The first non-empty line of `text`, trimmed.
+pub(crate) fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Seven hex digits of an object id, as `git log --oneline` shows them.
 pub(crate) fn short_oid(oid: &str) -> &str {
     oid.get(..7).unwrap_or(oid)

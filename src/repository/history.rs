@@ -386,7 +386,7 @@ impl Repository {
                     0o100_644
                 };
                 let entry =
-                    super::staging::bare_entry(rel.as_os_str().as_bytes().to_vec(), mode, id);
+                    super::index_entries::bare_entry(rel.as_os_str().as_bytes().to_vec(), mode, id);
                 index
                     .add(&entry)
                     .map_err(|e| Error::git("saving a .git file", e))?;

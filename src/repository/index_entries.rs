@@ -13,6 +13,11 @@ use std::path::Path;
 
 use git2::IndexEntryExtendedFlag;
 
+/// The file mode of a symbolic link in the index.
+pub(super) const MODE_LINK: u32 = 0o120_000;
+/// The file mode of a submodule's commit in the index.
+pub(super) const MODE_GITLINK: u32 = 0o160_000;
+
 /// The index stage bits and assume-valid, as git writes them.
 const FLAGS_KEPT: u16 = 0x3000 | 0x8000;
 
@@ -52,7 +57,7 @@ impl IndexEntries {
             (entry.flags_extended & kept_extended).hash(&mut h);
             let start = arena.len() as u32;
             arena.extend_from_slice(&entry.path);
-            let gitlink = entry.mode == super::staging::MODE_GITLINK;
+            let gitlink = entry.mode == MODE_GITLINK;
             items.push(Item {
                 print: h.finish(),
                 start,
@@ -180,12 +185,31 @@ fn as_path(bytes: &[u8]) -> &Path {
     Path::new(OsStr::from_bytes(bytes))
 }
 
+/// An index entry without stat data: git re-hashes the file on the next status, which is
+/// exactly right for an entry whose work-tree file may differ.
+pub(super) fn bare_entry(path: Vec<u8>, mode: u32, id: git2::Oid) -> git2::IndexEntry {
+    git2::IndexEntry {
+        ctime: git2::IndexTime::new(0, 0),
+        mtime: git2::IndexTime::new(0, 0),
+        dev: 0,
+        ino: 0,
+        mode,
+        uid: 0,
+        gid: 0,
+        file_size: 0,
+        id,
+        flags: 0,
+        flags_extended: 0,
+        path,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn entry(path: &str, id: u8, mode: u32, flags: u16) -> git2::IndexEntry {
-        let mut entry = super::super::staging::bare_entry(
+        let mut entry = super::bare_entry(
             path.as_bytes().to_vec(),
             mode,
             git2::Oid::from_bytes(&[id; 20]).unwrap(),

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use git2::{Index, Oid};
 
 use super::Repository;
-use super::staging::bare_entry;
+use super::index_entries::{MODE_LINK, bare_entry};
 use crate::error::{Error, Result};
 
 /// Where kern keeps what it set aside.
@@ -27,7 +27,6 @@ pub(crate) const KERN_REFS: &str = "refs/kern/";
 
 const MODE_FILE: u32 = 0o100_644;
 const MODE_EXEC: u32 = 0o100_755;
-const MODE_LINK: u32 = 0o120_000;
 
 impl Repository {
     /// Saves the work tree's content of `paths` (relative to the top) as a commit on HEAD under

@@ -24,12 +24,11 @@ use std::path::{Path, PathBuf};
 use git2::{Config, Delta, Index, IndexEntry, IndexTime, Oid, Tree};
 
 use super::filter::Cleaned;
+use super::index_entries::{MODE_GITLINK, MODE_LINK, bare_entry};
 use super::sensitive::{self, Finding};
 use super::{Change, Repository};
 use crate::error::{Error, Result};
 
-pub(super) const MODE_LINK: u32 = 0o120000;
-pub(super) const MODE_GITLINK: u32 = 0o160000;
 const DIRTY_BEFORE: &str = "dirty before the task (--allow-dirty)";
 
 /// One commit's staging: what it left out and what it has judged.
@@ -454,25 +453,6 @@ pub(super) fn human_size(bytes: u64) -> String {
 
 fn skip_worktree(entry: &IndexEntry) -> bool {
     entry.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits() != 0
-}
-
-/// An index entry without stat data: git re-hashes the file on the next status, which is
-/// exactly right for an entry whose work-tree file may differ.
-pub(super) fn bare_entry(path: Vec<u8>, mode: u32, id: Oid) -> IndexEntry {
-    IndexEntry {
-        ctime: IndexTime::new(0, 0),
-        mtime: IndexTime::new(0, 0),
-        dev: 0,
-        ino: 0,
-        mode,
-        uid: 0,
-        gid: 0,
-        file_size: 0,
-        id,
-        flags: 0,
-        flags_extended: 0,
-        path,
-    }
 }
 
 #[cfg(test)]

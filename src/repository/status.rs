@@ -467,7 +467,7 @@ impl Repository {
         if status.intersects(index_side) || !status.contains(Status::WT_MODIFIED) {
             return Ok(true);
         }
-        if staged.mode == staging::MODE_GITLINK {
+        if staged.mode == super::index_entries::MODE_GITLINK {
             // Only a moved checkout is a change; edits inside the submodule are its own.
             let head = super::checked_out_commit(&self.top.join(path));
             return Ok(head.is_some_and(|h| h != staged.id));
@@ -635,7 +635,7 @@ mod tests {
         let mut index = git.index().unwrap();
         let head = sub.head().unwrap().target().unwrap();
         index
-            .add(&crate::repository::staging::bare_entry(
+            .add(&crate::repository::index_entries::bare_entry(
                 b"sub".to_vec(),
                 0o160000,
                 head,

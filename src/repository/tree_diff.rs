@@ -125,7 +125,7 @@ mod tests {
                 .is_some_and(|e| e.eq_ignore_ascii_case("sh"));
             let mode = if exec { 0o100755 } else { 0o100644 };
             index
-                .add(&crate::repository::staging::bare_entry(
+                .add(&crate::repository::index_entries::bare_entry(
                     path.as_bytes().to_vec(),
                     mode,
                     id,
@@ -217,7 +217,7 @@ mod tests {
             let id = repo.blob(b"s").unwrap();
             let mut index = git2::Index::new().unwrap();
             index
-                .add(&crate::repository::staging::bare_entry(
+                .add(&crate::repository::index_entries::bare_entry(
                     b"a.sh".to_vec(),
                     0o100644,
                     id,

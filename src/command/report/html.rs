@@ -234,10 +234,7 @@ fn timeline(out: &mut String, run: &RunReport) {
                 cost(s.cost_usd),
                 s.note
                     .as_deref()
-                    .map(|n| format!(
-                        " — {}",
-                        html_escape(&crate::state::run_report::first_line(n))
-                    ))
+                    .map(|n| format!(" — {}", html_escape(&crate::text::first_line(n))))
                     .unwrap_or_default()
             );
             for w in &s.waits {

@@ -10,9 +10,9 @@ use crate::reporter::{BOLD, GREEN, RED, YELLOW, paint};
 use crate::stage::record::WaitKind;
 use crate::state::run_report::{
     Attention, AttentionKind, EndState, Report, ReviewOutcome, RunReport, StageInfo, TaskEnd,
-    TaskReport, Totals, first_line,
+    TaskReport, Totals,
 };
-use crate::text::{clean, cost, duration, short_oid, truncate};
+use crate::text::{clean, cost, duration, first_line, short_oid, truncate};
 
 /// Longest note shown on a line, in characters.
 const NOTE_WIDTH: usize = 140;

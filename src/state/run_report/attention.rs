@@ -6,7 +6,6 @@
 //! either still holds its lock (running) or vanished (killed, machine down), as the caller
 //! said. What needs the person is sorted by [`AttentionKind`], most urgent first.
 
-use super::build::first_line;
 use super::{Attention, AttentionKind, EndState, RunReport};
 use crate::spec::Quoted;
 
@@ -193,7 +192,7 @@ pub(super) fn headline(r: &RunReport) -> String {
         r.iterations_run, r.iterations_asked
     );
     let why = crate::text::truncate(
-        &first_line(r.ended.as_deref().unwrap_or("")),
+        &crate::text::first_line(r.ended.as_deref().unwrap_or("")),
         HEADLINE_REASON,
     );
     match (r.end, r.exit_code) {

@@ -18,6 +18,7 @@ use super::{
 use crate::stage::Stage;
 use crate::stage::record::{Outcome, WaitKind};
 use crate::state::run_log::{LoggedEvent, RunEvent};
+use crate::text;
 use crate::timestamp::Timestamp;
 
 /// How many of the most expensive stages the totals name.
@@ -489,7 +490,7 @@ impl Builder {
                 let t = self.task_named(task);
                 t.attempts.push(AttemptInfo {
                     attempt: *attempt,
-                    reason: first_line(note),
+                    reason: text::first_line(note),
                 });
                 t.end = TaskEnd::Failed;
             }
@@ -579,15 +580,6 @@ fn outcome_name(outcome: Outcome) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-/// The first non-empty line of `text`, trimmed.
-pub(crate) fn first_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
-        .to_string()
 }
 
 /// The most expensive stages of `runs`, most expensive first.

@@ -11,7 +11,7 @@
 mod attention;
 mod build;
 
-pub(crate) use build::{build, first_line, runs, settle_reviews};
+pub(crate) use build::{build, runs, settle_reviews};
 
 use serde::Serialize;
 
