@@ -4,6 +4,9 @@
 //!
 //! The one decision a reader must know: stat data is left out. An index merely refreshed by
 //! `git status` changes no path's status, so it touches nothing and is no change of the index.
+//!
+//! It also holds the index-entry vocabulary the other files of `repository/` share: the link
+//! and gitlink modes, and [`bare_entry`] (an entry without stat data).
 
 use std::collections::hash_map::DefaultHasher;
 use std::ffi::OsStr;
