@@ -102,6 +102,9 @@ pub enum Phase {
     Writing,
     /// The pause between iterations.
     Sleeping,
+    /// Parallel tasks run in their worktrees (each task's own lock says its stage); the run
+    /// itself writes nothing meanwhile.
+    Tasks,
     /// A phase this kern does not know (written by another version); shown as it is.
     Other(String),
 }
@@ -117,6 +120,7 @@ impl fmt::Display for Phase {
             Phase::Committing => f.write_str("committing"),
             Phase::Writing => f.write_str("writing"),
             Phase::Sleeping => f.write_str("sleeping"),
+            Phase::Tasks => f.write_str("tasks in their worktrees"),
             Phase::Other(text) => f.write_str(text),
         }
     }
@@ -131,6 +135,7 @@ impl From<&str> for Phase {
             Phase::Committing,
             Phase::Writing,
             Phase::Sleeping,
+            Phase::Tasks,
         ]
         .into_iter()
         .chain(Stage::ALL.into_iter().map(Phase::Stage))
@@ -553,6 +558,7 @@ mod tests {
             Phase::Committing,
             Phase::Writing,
             Phase::Sleeping,
+            Phase::Tasks,
             Phase::Other("from a newer kern".into()),
         ] {
             let json = serde_json::to_string(&phase).unwrap();

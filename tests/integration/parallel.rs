@@ -349,6 +349,60 @@ fn stop_three_jobs_then_resume(signal: nix::sys::signal::Signal) {
     nothing_left_behind(&p);
 }
 
+/// While its tasks run in their worktrees the run itself writes nothing: a run killed then
+/// did not die writing, so the next run leaves a git lock taken since (the person's `git
+/// commit` waiting on its editor) alone and says so, instead of removing it as its own.
+#[test]
+fn a_run_killed_while_its_tasks_run_leaves_the_persons_index_lock_alone() {
+    let p = Project::new("- [ ] Task 1\n- [ ] Task 2\n");
+    let go = p.outside.path().join("go");
+    let flags = p.outside.path().join("flags");
+    std::fs::create_dir_all(&flags).unwrap();
+    p.scenario(&json!({"default": {
+        "implement": {
+            "write": {"out/{slug}.txt": "{task}\n"},
+            "shell": [
+                format!("touch '{}/{{slug}}'", flags.display()),
+                format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display())
+            ]
+        }
+    }}));
+    let mut child = spawn(&p, &["10", "0", "-j", "2"]);
+    for i in 1..=2 {
+        wait_for_file(&flags.join(format!("task-{i}")));
+    }
+    let status = p.run(&["status"]).expect(0);
+    assert!(
+        !status.stdout.contains("phase: writing"),
+        "the run writes nothing while its tasks run:\n{}",
+        status.stdout
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    std::fs::write(&go, "").unwrap();
+    // The person's `git commit`, waiting on their editor, holds the index lock.
+    let lock = p.path().join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let ran = p.run(&["10", "0", "-j", "2"]).expect(2);
+    ran.stderr_has("index.lock");
+    assert!(lock.exists(), "the person's index.lock was removed");
+    std::fs::remove_file(&lock).unwrap();
+    p.run(&["10", "0", "-j", "2"]).expect(0);
+    let history = history(&p);
+    for i in 1..=2 {
+        let subject = format!("Task {i}");
+        assert_eq!(
+            history.iter().filter(|(s, _)| *s == subject).count(),
+            1,
+            "{history:?}"
+        );
+    }
+}
+
 #[test]
 fn ctrl_c_with_three_jobs_in_flight_resumes_each_task_exactly_once() {
     stop_three_jobs_then_resume(nix::sys::signal::Signal::SIGINT);

@@ -174,6 +174,9 @@ impl<'a> Run<'a> {
                 }
                 continue;
             }
+            // The run writes nothing while its tasks run: a kill now is no death mid-write
+            // (the next run must not take git's locks taken meanwhile for its own).
+            self.lock.set_phase(Phase::Tasks)?;
             let done = match self.target.remote().map(|r| r.ttl / 3) {
                 None => next_done(&mut running).await,
                 Some(every) => {
