@@ -293,8 +293,14 @@ fn the_budget_stops_new_stages_in_every_job_and_the_next_run_finishes_each_task_
     ran.stderr_has(&format!("the cost budget is spent: {said}"));
     ran.stderr_has(&format!("cost             {said}"));
     p.run(&["10", "0", "-j", "3"]).expect(0);
-    let history = history(&p);
-    for i in 1..=6 {
+    each_task_landed_once(&p, 6);
+    nothing_left_behind(&p);
+}
+
+/// `Task 1` … `Task n` each landed exactly once.
+fn each_task_landed_once(p: &Project, n: usize) {
+    let history = history(p);
+    for i in 1..=n {
         let subject = format!("Task {i}");
         assert_eq!(
             history.iter().filter(|(s, _)| *s == subject).count(),
@@ -302,14 +308,11 @@ fn the_budget_stops_new_stages_in_every_job_and_the_next_run_finishes_each_task_
             "{history:?}"
         );
     }
-    nothing_left_behind(&p);
 }
 
-/// Three jobs in flight (each implement waits for `go` after announcing itself), then
-/// `signal`; then `go` and a plain second run finish every task exactly once.
-fn stop_three_jobs_then_resume(signal: nix::sys::signal::Signal) {
-    let spec: String = (1..=4).map(|i| format!("- [ ] Task {i}\n")).collect();
-    let p = Project::new(&spec);
+/// Starts `kern 10 0 -j jobs` with every implement waiting for the file `go` (returned) after
+/// announcing itself; returns once `jobs` tasks (`Task 1` …) are in their implement stage.
+fn jobs_in_flight(p: &Project, jobs: usize) -> (std::process::Child, std::path::PathBuf) {
     let go = p.outside.path().join("go");
     let flags = p.outside.path().join("flags");
     std::fs::create_dir_all(&flags).unwrap();
@@ -322,10 +325,19 @@ fn stop_three_jobs_then_resume(signal: nix::sys::signal::Signal) {
             ]
         }
     }}));
-    let mut child = spawn(&p, &["10", "0", "-j", "3"]);
-    for i in 1..=3 {
+    let child = spawn(p, &["10", "0", "-j", &jobs.to_string()]);
+    for i in 1..=jobs {
         wait_for_file(&flags.join(format!("task-{i}")));
     }
+    (child, go)
+}
+
+/// Three jobs in flight (each implement waits for `go` after announcing itself), then
+/// `signal`; then `go` and a plain second run finish every task exactly once.
+fn stop_three_jobs_then_resume(signal: nix::sys::signal::Signal) {
+    let spec: String = (1..=4).map(|i| format!("- [ ] Task {i}\n")).collect();
+    let p = Project::new(&spec);
+    let (mut child, go) = jobs_in_flight(&p, 3);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     let status = child.wait().unwrap();
     if signal == nix::sys::signal::Signal::SIGINT {
@@ -355,22 +367,7 @@ fn stop_three_jobs_then_resume(signal: nix::sys::signal::Signal) {
 #[test]
 fn a_run_killed_while_its_tasks_run_leaves_the_persons_index_lock_alone() {
     let p = Project::new("- [ ] Task 1\n- [ ] Task 2\n");
-    let go = p.outside.path().join("go");
-    let flags = p.outside.path().join("flags");
-    std::fs::create_dir_all(&flags).unwrap();
-    p.scenario(&json!({"default": {
-        "implement": {
-            "write": {"out/{slug}.txt": "{task}\n"},
-            "shell": [
-                format!("touch '{}/{{slug}}'", flags.display()),
-                format!("while [ ! -e '{}' ]; do sleep 0.01; done", go.display())
-            ]
-        }
-    }}));
-    let mut child = spawn(&p, &["10", "0", "-j", "2"]);
-    for i in 1..=2 {
-        wait_for_file(&flags.join(format!("task-{i}")));
-    }
+    let (mut child, go) = jobs_in_flight(&p, 2);
     let status = p.run(&["status"]).expect(0);
     assert!(
         !status.stdout.contains("phase: writing"),
@@ -392,15 +389,7 @@ fn a_run_killed_while_its_tasks_run_leaves_the_persons_index_lock_alone() {
     assert!(lock.exists(), "the person's index.lock was removed");
     std::fs::remove_file(&lock).unwrap();
     p.run(&["10", "0", "-j", "2"]).expect(0);
-    let history = history(&p);
-    for i in 1..=2 {
-        let subject = format!("Task {i}");
-        assert_eq!(
-            history.iter().filter(|(s, _)| *s == subject).count(),
-            1,
-            "{history:?}"
-        );
-    }
+    each_task_landed_once(&p, 2);
 }
 
 #[test]
