@@ -379,14 +379,45 @@ impl Repository {
             .map_err(|e| self.index_error("writing the tree", e))
     }
 
-    /// Makes the commit and moves HEAD: through libgit2 when unsigned; signed, through
-    /// `commit_create_buffer`, the signer and `commit_signed`, then HEAD moved by kern with
-    /// the reflog entry git writes.
-    /// A commit of `tree` on `parent` with `message`, made as git would make it — git's
-    /// identity, signed when git would sign — that moves no ref: for an outcome kern publishes
-    /// without a work tree (`--remote`'s SPEC.md-only commits). Hooks do not run: no work tree
-    /// is committed.
-    pub fn commit_tree(&self, tree: Oid, parent: Oid, message: &str) -> Result<Oid> {
+    /// A commit on `parent` that changes the file `path` (relative to the top) alone, to
+    /// `text`, with `message`, made as git would make it — git's identity, signed when git
+    /// would sign — that moves no ref: for an outcome kern publishes without a work tree
+    /// (`--remote`'s SPEC.md-only commits). Hooks do not run: no work tree is committed.
+    pub fn commit_file(&self, parent: Oid, path: &Path, text: &str, message: &str) -> Result<Oid> {
+        let git = |e: git2::Error| Error::git("committing SPEC.md's outcome of a task", e);
+        let parent_commit = self.repo.find_commit(parent).map_err(git)?;
+        let parent_tree = parent_commit.tree().map_err(git)?;
+        let blob = self.repo.blob(text.as_bytes()).map_err(git)?;
+        let mut index = git2::Index::new_ext(self.repo.object_format()).map_err(git)?;
+        index.read_tree(&parent_tree).map_err(git)?;
+        let mode = parent_tree
+            .get_path(path)
+            .map_or(0o100_644, |e| e.filemode().cast_unsigned());
+        index
+            .add(&super::index_entries::bare_entry(
+                path.as_os_str().as_bytes().to_vec(),
+                mode,
+                blob,
+            ))
+            .map_err(git)?;
+        let tree = index.write_tree_to(&self.repo).map_err(git)?;
+        self.commit_tree(tree, parent, message)
+    }
+
+    /// `path`'s text at `commit` (empty when it has none there).
+    pub fn text_at(&self, commit: Oid, path: &Path) -> String {
+        self.repo
+            .find_commit(commit)
+            .ok()
+            .and_then(|c| c.tree().ok())
+            .and_then(|t| t.get_path(path).ok())
+            .and_then(|e| self.repo.find_blob(e.id()).ok())
+            .map(|b| String::from_utf8_lossy(b.content()).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// A commit of `tree` on `parent` with `message`, as git would make it; it moves no ref.
+    fn commit_tree(&self, tree: Oid, parent: Oid, message: &str) -> Result<Oid> {
         let git = |e: git2::Error| Error::git("committing SPEC.md's outcome of a task", e);
         let author = self.author()?;
         let committer = self.committer()?;
@@ -413,6 +444,9 @@ impl Repository {
             .map_err(git)
     }
 
+    /// Makes the commit and moves HEAD: through libgit2 when unsigned; signed, through
+    /// `commit_create_buffer`, the signer and `commit_signed`, then HEAD moved by kern with
+    /// the reflog entry git writes.
     fn create_commit(
         &self,
         signer: Option<&Signer>,

@@ -130,53 +130,15 @@ impl Run<'_> {
 
     /// SPEC.md's text at `commit` (empty when it has none).
     pub(super) fn spec_at(&self, commit: Oid) -> String {
-        let rel = self.spec_rel();
-        self.ws
-            .repo
-            .git()
-            .find_commit(commit)
-            .ok()
-            .and_then(|c| c.tree().ok())
-            .and_then(|t| t.get_path(&rel).ok())
-            .and_then(|e| self.ws.repo.git().find_blob(e.id()).ok())
-            .map(|b| String::from_utf8_lossy(b.content()).into_owned())
-            .unwrap_or_default()
+        self.ws.repo.text_at(commit, &self.spec_rel())
     }
 
     /// A commit on `parent` that changes SPEC.md alone, to `text`.
     fn spec_commit(&self, parent: Oid, text: &str, identity: &TaskIdentity) -> Result<Oid> {
-        let git = |e: git2::Error| Error::git("committing SPEC.md's outcome of a task", e);
-        let repo = self.ws.repo.git();
-        let rel = self.spec_rel();
-        let parent = repo.find_commit(parent).map_err(git)?;
-        let blob = repo.blob(text.as_bytes()).map_err(git)?;
-        let mut index = git2::Index::new_ext(repo.object_format()).map_err(git)?;
-        index.read_tree(&parent.tree().map_err(git)?).map_err(git)?;
-        let mode = parent
-            .tree()
-            .ok()
-            .and_then(|t| t.get_path(&rel).ok())
-            .map_or(0o100_644, |e| e.filemode() as u32);
-        index
-            .add(&git2::IndexEntry {
-                ctime: git2::IndexTime::new(0, 0),
-                mtime: git2::IndexTime::new(0, 0),
-                dev: 0,
-                ino: 0,
-                mode,
-                uid: 0,
-                gid: 0,
-                file_size: text.len() as u32,
-                id: blob,
-                flags: 0,
-                flags_extended: 0,
-                path: rel.to_string_lossy().as_bytes().to_vec(),
-            })
-            .map_err(git)?;
-        let tree = index.write_tree_to(repo).map_err(git)?;
-        self.ws.repo.commit_tree(
-            tree,
-            parent.id(),
+        self.ws.repo.commit_file(
+            parent,
+            &self.spec_rel(),
+            text,
             &format!(
                 "kern: SPEC.md — {}\n",
                 identity.path.last().map_or("", String::as_str)
