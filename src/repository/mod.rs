@@ -18,6 +18,7 @@
 //! filtered file (Git LFS) whose clean output is the staged blob does not, and a submodule
 //! counts only when its checkout moved.
 
+mod change;
 mod commit;
 mod context;
 mod encoding;
@@ -52,6 +53,7 @@ use git2::RepositoryState;
 
 use crate::error::{Error, Result};
 
+pub(crate) use change::Change;
 pub use commit::{CommitRequest, LeftOut};
 pub(crate) use filter::FilterDriver;
 pub(crate) use history::GitFiles;
@@ -59,7 +61,6 @@ pub(crate) use own_files::OwnFiles;
 pub(crate) use refs::{Ownership, RefsSnapshot};
 pub(crate) use save::KERN_REFS;
 pub(crate) use snapshot::WorkTreeSnapshot;
-pub(crate) use status::Change;
 pub(crate) use timing::Timed;
 pub(crate) use worktree::{Applied, TASK_BRANCH_PREFIX};
 

@@ -22,33 +22,12 @@ use std::path::{Path, PathBuf};
 
 use git2::{IndexEntry, Oid, Status, StatusOptions};
 
+use super::change::Change;
 use super::index_entries::IndexEntries;
 use super::snapshot::Stamp;
 use super::watch::Watch;
 use super::{Repository, Timed, staging};
 use crate::error::{Error, Result};
-
-/// One path `git status` lists, with its status bits.
-#[derive(Debug, Clone)]
-pub(crate) struct Change {
-    /// Relative to the top, without a trailing `/`.
-    pub(crate) path: PathBuf,
-    /// A folder listed as one path: a nested repository, or a submodule whose checkout moved.
-    pub(crate) folder: bool,
-    /// libgit2's status bits.
-    pub(crate) status: Status,
-}
-
-impl Change {
-    /// The path as `git status` sorts it (a folder with its trailing `/`).
-    fn sort_key(&self) -> Vec<u8> {
-        let mut key = self.path.as_os_str().as_bytes().to_vec();
-        if self.folder {
-            key.push(b'/');
-        }
-        key
-    }
-}
 
 /// What a run's status looks remember between looks.
 #[derive(Default)]
