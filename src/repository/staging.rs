@@ -29,7 +29,9 @@ use super::sensitive::{self, Finding};
 use super::{Change, Repository};
 use crate::error::{Error, Result};
 
-const DIRTY_BEFORE: &str = "dirty before the task (--allow-dirty)";
+/// Why a path the person changed (`--allow-dirty`: before the task, or beside a parallel task
+/// in the work tree) is left out of kern's commit.
+const PERSONS_OWN: &str = "the person's own change (--allow-dirty)";
 
 /// One commit's staging: what it left out and what it has judged.
 pub(super) struct Staging<'r> {
@@ -78,7 +80,7 @@ impl<'r> Staging<'r> {
     fn stage_path(&mut self, index: &mut Index, rel: &Path) -> Result<()> {
         let repo = self.repo;
         if self.exclude.iter().any(|e| rel.starts_with(e)) {
-            self.leave_out(rel, DIRTY_BEFORE.into());
+            self.leave_out(rel, PERSONS_OWN.into());
             return Ok(());
         }
         if repo.own.is_artefact_path(rel) {
@@ -238,7 +240,7 @@ impl<'r> Staging<'r> {
         let mut reverts: Vec<(PathBuf, Option<String>)> = Vec::new();
         for (rel, staged) in index_changes(repo, index, head_tree)? {
             if self.exclude.iter().any(|e| rel.starts_with(e)) {
-                reverts.push((rel, Some(DIRTY_BEFORE.into())));
+                reverts.push((rel, Some(PERSONS_OWN.into())));
                 continue;
             }
             if repo.own.is_artefact_path(&rel) {

@@ -326,8 +326,8 @@ fn allow_dirty_paths_are_left_out_and_their_staging_is_kept() {
     assert_eq!(
         outcome.left_out,
         vec![
-            left("docs/a.md", "dirty before the task (--allow-dirty)"),
-            left("mine.txt", "dirty before the task (--allow-dirty)"),
+            left("docs/a.md", "the person's own change (--allow-dirty)"),
+            left("mine.txt", "the person's own change (--allow-dirty)"),
         ]
     );
     // The person's staged version is still staged.
