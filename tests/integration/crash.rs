@@ -13,6 +13,17 @@ use serde_json::json;
 /// and read as UTC (the lock recovery once did) shows (issue 11, bug 1).
 const ZONE: &str = "UTC-2";
 
+/// Kills the hook that last wrote its pid to `marks` (see [`hanging_hook`]), as a killed
+/// terminal leaves it: kern is gone already.
+fn kill_hanging_hook(marks: &std::path::Path) {
+    let text = std::fs::read_to_string(marks).unwrap();
+    let pid: i32 = text.lines().last().unwrap().trim().parse().unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
 /// Installs git hook `name`, whose first `hanging` runs write their pid to the returned file
 /// and then hang; later runs pass.
 fn hanging_hook(p: &Project, name: &str, hanging: usize) -> std::path::PathBuf {
@@ -245,18 +256,7 @@ fn kill_9_while_finishing_a_pending_commit_then_restart_recovers_the_index_lock(
             &format!("run {run} in the hook"),
             || std::fs::read_to_string(&marks).map_or(0, |t| t.lines().count()) >= run,
         );
-        let hook_pid: i32 = std::fs::read_to_string(&marks)
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(hook_pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        kill_hanging_hook(&marks);
         assert!(
             p.state_dir().join("commit.json").exists(),
             "run {run}: the commit is pending"
@@ -377,15 +377,7 @@ fn kill_9_mid_commit_in_a_reftable_repository_then_restart_commits_once() {
         kill_9_once(spawn_kern(&p, &["5", "0"]), hook_name, || {
             std::fs::read_to_string(&marks).is_ok_and(|t| !t.is_empty())
         });
-        let hook_pid: i32 = std::fs::read_to_string(&marks)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(hook_pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        kill_hanging_hook(&marks);
         assert!(
             p.state_dir().join("commit.json").exists(),
             "{hook_name}: the commit is pending"

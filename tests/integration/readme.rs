@@ -1245,12 +1245,7 @@ fn remote_and_clone(spec: &str, clone: &Path) -> (Project, PathBuf) {
     let seed = Project::new(spec);
     let remote = seed.outside.path().join("remote.git");
     let git = |dir: &Path, args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", texts(&out).1);
+        crate::support::during::git_in(dir, args);
     };
     git(
         seed.outside.path(),

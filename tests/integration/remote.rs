@@ -171,14 +171,8 @@ fn two_machines_racing_for_one_task_a_hundred_times_one_wins_each_time() {
 fn an_unknown_remote_is_exit_2_naming_the_flag_and_the_fix() {
     let fleet = Fleet::new(&tasks(1), 1);
     let out = fleet.kern(0, &["1", "0", "--remote", "upstream"]).expect(2);
-    let stderr = &out.stderr;
-    assert!(
-        stderr.contains(
-            "--remote `upstream`: this clone has no remote of that name (it has `origin`)"
-        ),
-        "{stderr}"
-    );
-    assert!(stderr.contains("git remote add upstream <url>"), "{stderr}");
+    out.stderr_has("--remote `upstream`: this clone has no remote of that name (it has `origin`)");
+    out.stderr_has("git remote add upstream <url>");
 }
 
 #[test]
@@ -186,11 +180,7 @@ fn an_unreachable_remote_is_exit_2_naming_the_flag() {
     let fleet = Fleet::new(&tasks(1), 1);
     std::fs::rename(&fleet.remote, fleet.seed.outside.path().join("gone.git")).unwrap();
     let out = fleet.kern(0, &["1", "0", "--remote", "origin"]).expect(2);
-    let stderr = &out.stderr;
-    assert!(
-        stderr.contains("--remote `origin`: fetching the branch and the claims failed"),
-        "{stderr}"
-    );
+    out.stderr_has("--remote `origin`: fetching the branch and the claims failed");
 }
 
 #[test]
@@ -198,12 +188,8 @@ fn one_machine_lands_every_task_on_the_remote_and_leaves_no_claim() {
     let fleet = Fleet::new(&tasks(3), 1);
     let out = fleet.kern(0, &["10", "0", "--remote", "origin"]).expect(0);
     all_landed_once(&fleet, 3);
-    let stderr = &out.stderr;
-    assert!(stderr.contains("claimed `Task 1` on `origin`"), "{stderr}");
-    assert!(
-        stderr.contains("landed `Task 3` on `origin/master`"),
-        "{stderr}"
-    );
+    out.stderr_has("claimed `Task 1` on `origin`");
+    out.stderr_has("landed `Task 3` on `origin/master`");
 }
 
 fn machines_share_twelve_tasks(machines: usize, more: &[&str]) {
@@ -290,12 +276,8 @@ fn killed_in_stage_is_taken_over(stage: &str) {
             &[&["10", "0", "--remote", "origin"][..], &ttl[..]].concat(),
         )
         .expect(0);
-    let stderr = &out.stderr;
-    assert!(
-        stderr.contains("took over `Task 1` on `origin`: the claim of pid ")
-            && stderr.contains("lapsed (attempt 2)"),
-        "{stderr}"
-    );
+    out.stderr_has("took over `Task 1` on `origin`: the claim of pid ")
+        .stderr_has("lapsed (attempt 2)");
     all_landed_once(&fleet, 3);
     std::fs::write(&never, "").unwrap();
 }
@@ -328,11 +310,7 @@ fn a_remote_refusing_pushes_to_master_leaves_the_work_on_its_branch_and_says_so(
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = fleet.remote_git(&["rev-parse", "master"]);
     let out = fleet.kern(0, &["1", "0", "--remote", "origin"]).expect(4);
-    let stderr = &out.stderr;
-    assert!(
-        stderr.contains("the remote `origin` refused the push to `master` ([remote rejected] (pre-receive hook declined)): the work of `Task 1` is on the branch `kern/task-1` here and on `origin`"),
-        "{stderr}"
-    );
+    out.stderr_has("the remote `origin` refused the push to `master` ([remote rejected] (pre-receive hook declined)): the work of `Task 1` is on the branch `kern/task-1` here and on `origin`");
     assert_eq!(fleet.remote_git(&["rev-parse", "master"]), before);
     assert_eq!(
         fleet.remote_git(&["show", "kern/task-1:out/task-1.txt"]),
@@ -355,14 +333,10 @@ fn status_lists_the_claims_and_release_frees_one() {
     );
     assert!(stdout.contains(", attempt 1, expires "), "{stdout}");
     let release = fleet.kern(1, &["release", "Task 1"]).expect(0);
-    assert!(
-        release
-            .stderr
-            .contains("released `refs/kern/claims/task-1` on `origin`")
-    );
+    release.stderr_has("released `refs/kern/claims/task-1` on `origin`");
     assert_eq!(fleet.claims(), Vec::<String>::new());
     let again = fleet.kern(1, &["release", "Task 1"]).expect(2);
-    assert!(again.stderr.contains("no claim on `Task 1` on `origin`"));
+    again.stderr_has("no claim on `Task 1` on `origin`");
 }
 
 /// A scenario where Task 1's implement says it began (touches `marker`) and waits for `go`
@@ -572,11 +546,7 @@ fn pr_parks_the_task_on_the_remote_and_opens_a_pull_request_with_gh() {
         .kern(0, &["1", "0", "--remote", "origin", "--pr"])
         .env("PATH", path)
         .expect(0);
-    let stderr = &out.stderr;
-    assert!(
-        stderr.contains("opened a pull request for `kern/task-1`: https://github.com/o/r/pull/7"),
-        "{stderr}"
-    );
+    out.stderr_has("opened a pull request for `kern/task-1`: https://github.com/o/r/pull/7");
     let called = std::fs::read_to_string(&calls).unwrap();
     assert!(
         called.starts_with("pr create --base master --head kern/task-1 --title Task 1 --body "),
@@ -601,10 +571,8 @@ fn pr_without_gh_says_so_and_leaves_the_branch_on_the_remote() {
         .kern(0, &["1", "0", "--remote", "origin", "--pr"])
         .env("PATH", path)
         .expect(0);
-    let stderr = &out.stderr;
-    assert!(
-        stderr.contains("`gh` (the GitHub CLI) is not installed: open the pull request for `kern/task-1` yourself"),
-        "{stderr}"
+    out.stderr_has(
+        "`gh` (the GitHub CLI) is not installed: open the pull request for `kern/task-1` yourself",
     );
     assert_eq!(
         fleet.remote_git(&["show", "kern/task-1:out/task-1.txt"]),
@@ -653,12 +621,8 @@ fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
             &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
         )
         .expect(0);
-    let stderr = &out.stderr;
-    assert!(
-        stderr.contains(
-            "`Task 1` resumes from the work its last machine pushed (`refs/kern/work/task-1`: 1 path)"
-        ),
-        "{stderr}"
+    out.stderr_has(
+        "`Task 1` resumes from the work its last machine pushed (`refs/kern/work/task-1`: 1 path)",
     );
     // The half-done work lands with the task: the taking machine's agent never wrote it.
     assert_eq!(fleet.remote_file("half.txt"), "half\n");
