@@ -607,6 +607,35 @@ fn an_unwritable_state_root_exits_2() {
     );
 }
 
+/// The stage runner tells the run's lock where a stage stands (`StageWatch`): waiting out a
+/// usage limit, then running again, is what `kern status` reads from it.
+#[test]
+fn the_lock_says_a_stage_waits_for_its_usage_limit_then_runs_again() {
+    let p = Project::new("- [ ] One\n");
+    p.scenario(&json!({"default": {"implement": [
+        {"error": "usage_limit", "resets_in_secs": 2},
+        {"write": {"out.txt": "done\n"}}
+    ]}}));
+    let mut run = p
+        .run(&["1", "0"])
+        .env("KERN_RESET_MARGIN", "0")
+        .spawn_with(Stdio::null(), Stdio::null());
+    let lock = lock_path(&p);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let phase =
+        || kern::testing::state::lock::RunLock::inspect(&lock).map(|(r, _)| r.phase.to_string());
+    while phase().as_deref() != Some("implement: waiting for usage limit reset") {
+        assert!(
+            Instant::now() < deadline,
+            "the lock never said the stage waits: {:?}",
+            phase()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(run.wait().unwrap().success());
+    assert_eq!(p.read("out.txt"), "done\n");
+}
+
 #[test]
 fn a_live_lock_holder_is_shown_with_how_to_stop_it() {
     let p = Project::new("- [ ] One\n");
