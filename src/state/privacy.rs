@@ -86,7 +86,7 @@ pub(crate) fn inspect(path: &Path) -> Result<Option<Verdict>> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, e)),
+        Err(e) => return Err(unusable(path, &e)),
     };
     let found = Found {
         symlink: meta.file_type().is_symlink(),
@@ -125,7 +125,7 @@ pub(crate) fn claim(path: &Path, claim: Claim) -> Result<()> {
                 Ok(()) => set_private(path)?,
                 // Made by someone else just now: the check below judges it.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io(path, e)),
+                Err(e) => return Err(unusable(path, &e)),
             }
             inspect(path)?.ok_or_else(|| {
                 Error::io(path, std::io::Error::from(std::io::ErrorKind::NotFound))
@@ -136,6 +136,15 @@ pub(crate) fn claim(path: &Path, claim: Claim) -> Result<()> {
         set_private(path)?;
     }
     Ok(())
+}
+
+/// A state folder kern can neither read nor make (a `HOME` it cannot write, as a service
+/// account has; a path through a file): the folder, why, and the fix — exit 2.
+fn unusable(path: &Path, e: &std::io::Error) -> Error {
+    Error::Usage(format!(
+        "kern cannot make or read its state folder `{}` ({e}) — point KERN_STATE_DIR (or XDG_STATE_HOME) at a folder you own and can write, then run kern again",
+        path.display()
+    ))
 }
 
 fn set_private(path: &Path) -> Result<()> {

@@ -118,6 +118,23 @@ fn unsafe_folders() -> Vec<Unsafe> {
     ]
 }
 
+/// A state root kern cannot make (a service account's `HOME` it cannot write; here a path
+/// through a file, which stops root too) is exit 2 naming the folder and the fix, before any
+/// agent, for a run and for the commands that only read.
+#[test]
+fn a_state_folder_kern_cannot_make_exits_2_naming_it_and_the_fix() {
+    let p = Project::new("- [ ] One\n");
+    for args in [&["1", "0"][..], &["-n"], &["status"]] {
+        let ran = p
+            .run(args)
+            .env("KERN_STATE_DIR", "/dev/null/state")
+            .expect(2);
+        ran.stderr_has("kern cannot make or read its state folder `/dev/null/state`")
+            .stderr_has("point KERN_STATE_DIR (or XDG_STATE_HOME) at a folder you own");
+    }
+    assert_eq!(agent_calls(&p), "", "no agent ran");
+}
+
 #[test]
 fn an_unsafe_state_folder_exits_2_with_the_fix_before_any_agent() {
     for case in unsafe_folders() {
