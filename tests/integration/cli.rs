@@ -81,15 +81,14 @@ fn a_bare_repository_exits_2() {
 }
 
 #[test]
-fn an_unwritable_state_folder_is_an_io_failure_exit_1_naming_the_path() {
+fn an_unwritable_state_folder_is_exit_2_naming_the_path_and_the_fix() {
     let p = Project::new("- [ ] T\n");
-    let out = p
-        .run(&[])
+    p.run(&[])
         .env("KERN_STATE_DIR", "/dev/null/kern")
         .args(["1", "0"])
-        .expect(1);
-    let err = &out.stderr;
-    assert!(err.contains("/dev/null/kern"), "{err}");
+        .expect(2)
+        .stderr_has("`/dev/null/kern`")
+        .stderr_has("point KERN_STATE_DIR");
 }
 
 #[test]
