@@ -15,7 +15,8 @@
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
 //!   failure, and when the approaches are exhausted — `parallel/` (`-j`), `remote/` (tasks
 //!   claimed on a git remote and landed there, `--remote`)), and `pipeline/stage/`: one stage
-//!   as the loop runs it — `inputs.rs` (what it sees, shared with the dry run), `runner.rs` (to a decision,
+//!   as the loop runs it — `plan.rs` (the one `StagePlan` the run carries out and the dry run
+//!   prints), `inputs.rs` (what it sees), `runner.rs` (to a decision,
 //!   using the pure `retry::next_step`), `attempt.rs` (one try; agent output becomes the record).
 //! - `workspace`, `settings` (with `.kern/config.toml` folded in), [`cli`].
 //! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
