@@ -132,6 +132,17 @@ pub struct Settings {
 pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 impl Settings {
+    /// How long the run's own limits let each kind of silence last, for its heartbeat: an
+    /// agent `--idle-timeout`, the check `--check-timeout`, a commit four hooks of
+    /// `--hook-timeout` each (pre-commit, prepare-commit-msg, commit-msg, post-commit).
+    pub(crate) fn quiet_limits(&self) -> crate::state::lock::QuietLimits {
+        crate::state::lock::QuietLimits {
+            agent: self.limits.idle_timeout,
+            check: self.check_timeout,
+            commit: self.hook_timeout.saturating_mul(4),
+        }
+    }
+
     /// How task selection treats optional tasks.
     pub fn select_options(&self) -> crate::spec::SelectOptions {
         crate::spec::SelectOptions {

@@ -18,7 +18,7 @@ use crate::agent::Agent;
 use crate::agent::stream::{LineSignal, StreamParser};
 use crate::stage::Stage;
 use crate::state::StateDir;
-use crate::state::lock::LockRecord;
+use crate::state::lock::{Heartbeat, LockRecord};
 use crate::state::run_log::{self, RunEvent};
 use crate::timestamp::Timestamp;
 
@@ -54,6 +54,10 @@ pub(crate) struct RunningRun {
     pub cost_usd: f64,
     /// The `--max-cost` budget.
     pub max_cost_usd: Option<f64>,
+    /// The run's last sign of progress, as its lock's heartbeat says (DESIGN.md section 20).
+    pub beat: Option<Heartbeat>,
+    /// Seconds since then.
+    pub moved_s: Option<u64>,
     /// With parallel tasks (`-j`): every task running now, in the order they started.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<RunningTask>,
@@ -88,6 +92,8 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         last_tool: None,
         cost_usd: 0.0,
         max_cost_usd: None,
+        beat: record.beat.as_deref().cloned(),
+        moved_s: record.beat.as_ref().map(|b| b.at.elapsed().as_secs()),
         tasks: Vec::new(),
     };
     let prefix = format!("{}-", record.pid);
@@ -287,8 +293,21 @@ mod tests {
             phase: Phase::Stage(Stage::Implement),
             agent_group: None,
             recovering: None,
+            beat: Some(Box::new(Heartbeat {
+                at: Timestamp::now(),
+                moved: crate::state::lock::Moved::Output {
+                    stage: Stage::Implement,
+                    bytes: 2048,
+                },
+                quiet_until: None,
+            })),
         };
         let r = read(&record, &sd);
+        assert_eq!(r.moved_s, Some(0));
+        assert_eq!(
+            r.beat.map(|b| b.moved.to_string()).as_deref(),
+            Some("the implement agent's output (2.0 KiB so far)")
+        );
         assert_eq!(r.run.as_deref(), Some("77-new"));
         assert_eq!(r.iteration, Some(2));
         assert_eq!(r.iterations, Some(10));

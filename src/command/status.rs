@@ -385,6 +385,16 @@ fn render_running(r: &Value) -> String {
             }
         }
     }
+    if let Some(beat) = r["beat"].as_object() {
+        let moved =
+            serde_json::from_value::<crate::state::lock::Heartbeat>(Value::Object(beat.clone()))
+                .map(|b| b.moved.to_string())
+                .unwrap_or_default();
+        out.push_str(&format!(
+            "  moved:   {} ago: {moved}\n",
+            secs(&r["moved_s"])
+        ));
+    }
     let spent = cost(r["cost_usd"].as_f64().unwrap_or(0.0));
     match r["max_cost_usd"].as_f64() {
         Some(limit) => out.push_str(&format!("  cost:    {spent} so far, of {}\n", cost(limit))),

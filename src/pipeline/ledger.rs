@@ -1,6 +1,7 @@
 //! What a run counts — money spent, the end-of-run summary, usage limits and the shared
 //! pause, stages by agent, whether the last task failed — in one ledger every task of the run
-//! holds (`-j` too).
+//! holds (`-j` too), with the [`Beat`] through which every task tells the run's lock that it
+//! moved (its heartbeat of progress, DESIGN.md section 20).
 //!
 //! The decision a reader must know: a parallel task's run writes into the same ledger as the
 //! run that started it, as things happen (the summary folds the events `Run::emit` sends), so
@@ -17,6 +18,7 @@ use crate::pipeline::stage::runner::Pause;
 use crate::reporter::Summary;
 use crate::retry::AgentLimits;
 use crate::stage::record::WaitKind;
+use crate::state::lock::Beat;
 use crate::state::run_log::RunEvent;
 
 /// The run's ledger; clones share it.
@@ -24,6 +26,9 @@ use crate::state::run_log::RunEvent;
 pub(crate) struct Ledger {
     /// No stage of any task starts before it ends (a usage limit with a known reset).
     pub(crate) pause: Pause,
+    /// Tells the run's own lock that a task moved (with `-j`, each task has a lock of its own
+    /// in its worktree; a watchdog reads the run's).
+    pub(crate) beat: Beat,
     books: Rc<RefCell<Books>>,
 }
 
@@ -58,10 +63,11 @@ pub(crate) struct StageCount<'a> {
 }
 
 impl Ledger {
-    /// A new run's ledger, its summary starting as `summary`.
-    pub(crate) fn new(summary: Summary) -> Ledger {
+    /// A new run's ledger, its summary starting as `summary`; `beat` tells the run's lock.
+    pub(crate) fn new(summary: Summary, beat: Beat) -> Ledger {
         Ledger {
             pause: Pause::default(),
+            beat,
             books: Rc::new(RefCell::new(Books {
                 summary,
                 last_failed: false,
@@ -141,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_task_sharing_the_ledger_counts_into_the_runs_totals_as_it_goes() {
-        let run = Ledger::new(Summary::default());
+        let run = Ledger::new(Summary::default(), Beat::default());
         let task = run.clone();
         let waits = [(WaitKind::UsageLimit, 1500), (WaitKind::Retry, 9)];
         task.count_stage(&StageCount {
@@ -175,7 +181,7 @@ mod tests {
 
     #[test]
     fn the_last_task_failed_until_a_commit_says_otherwise() {
-        let ledger = Ledger::new(Summary::default());
+        let ledger = Ledger::new(Summary::default(), Beat::default());
         ledger.on(&RunEvent::AttemptFailed {
             task: "T".into(),
             attempt: 1,

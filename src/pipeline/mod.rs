@@ -14,7 +14,8 @@
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
 //! a dead run). What every task of a run shares: `shared` (SPEC.md) and `ledger` (what the run
-//! counts). Where the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
+//! counts, with the heartbeat every task tells), `clock` (the run's pauses, told to the
+//! heartbeat). Where the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
 //! worktrees, `-j`), `schedule` (which tasks run together) and `remote` (tasks claimed on a git
 //! remote and landed there, `--remote`).
 //!
@@ -36,6 +37,7 @@
 
 mod audit;
 pub(crate) mod check;
+pub(crate) mod clock;
 mod commit;
 mod decide;
 pub(crate) mod discovery;
@@ -61,7 +63,7 @@ use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, SpecFile, TaskIdentity};
 use crate::state::journal::{self, LeftOut, TaskStart};
-use crate::state::lock::{Phase, RunLock};
+use crate::state::lock::{Moved, Phase, RunLock};
 use crate::state::rotating::RotatingFile;
 use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
 use crate::state::run_report;
@@ -349,6 +351,9 @@ async fn run_locked(
         )?),
         None => None,
     };
+    let mut lock = lock;
+    lock.set_quiet_limits(settings.quiet_limits());
+    let beat = lock.beat();
     let mut run = Run {
         settings,
         ws,
@@ -357,11 +362,14 @@ async fn run_locked(
         lock,
         log: RunLog::new(ws.state_dir.run_log(), run_id),
         spec: SharedSpec::new(spec),
-        ledger: Ledger::new(Summary {
-            state_dir: ws.state_dir.dir(),
-            max_cost: settings.max_cost,
-            ..Summary::default()
-        }),
+        ledger: Ledger::new(
+            Summary {
+                state_dir: ws.state_dir.dir(),
+                max_cost: settings.max_cost,
+                ..Summary::default()
+            },
+            beat,
+        ),
         target: Target::Branch(BranchTarget {
             remote,
             ..BranchTarget::default()
@@ -444,7 +452,7 @@ impl Run<'_> {
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.reporter.waiting("next iteration", self.settings.delay);
-                if self.interrupt.sleep_or_interrupt(self.settings.delay).await {
+                if self.pause(self.settings.delay).await {
                     return Err(Error::Interrupted {
                         signal: self.interrupt.requested().unwrap_or(2),
                     });
@@ -514,6 +522,12 @@ impl Run<'_> {
     /// ([`voice::notice`]), the end-of-run summary ([`Summary::on`]) and `run.jsonl` all
     /// listen to the one event.
     pub(super) fn emit(&mut self, event: RunEvent) {
+        self.ledger.beat.moved(
+            Moved::Event {
+                event: event.name(),
+            },
+            None,
+        );
         self.reporter.hear(&event);
         if let Some((kind, fields)) = voice::notice(&event) {
             self.reporter.notify(kind, fields);

@@ -706,6 +706,17 @@ impl RunEvent {
     pub(crate) fn is_recorded(&self) -> bool {
         !matches!(self, RunEvent::Told(_))
     }
+
+    /// The event's name in `run.jsonl` (`stage_end`); `told` for one only told.
+    pub(crate) fn name(&self) -> String {
+        if !self.is_recorded() {
+            return "told".into();
+        }
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("event")?.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
 }
 
 /// One line of `run.jsonl` as read back.
@@ -962,6 +973,16 @@ mod tests {
             read.into_iter().map(|l| l.event).collect::<Vec<_>>(),
             every_event()
         );
+    }
+
+    #[test]
+    fn every_event_has_its_name() {
+        let names: Vec<String> = every_event().iter().map(RunEvent::name).collect();
+        assert_eq!(names[0], "run_start");
+        assert_eq!(names[4], "stage_end");
+        assert_eq!(names.last().map(String::as_str), Some("run_end"));
+        assert!(names.iter().all(|n| !n.is_empty()), "{names:?}");
+        assert_eq!(RunEvent::Told(Told::OrphanStopped).name(), "told");
     }
 
     #[test]

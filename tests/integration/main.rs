@@ -48,3 +48,4 @@ mod status;
 mod supervisor;
 mod two_agents;
 mod verified_done;
+mod watch;

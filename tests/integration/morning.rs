@@ -519,6 +519,12 @@ fn status_during_a_run_names_the_task_the_stage_and_the_last_tool_call() {
     assert!(human.contains("\n  stage:   implement, for "), "{human}");
     assert!(human.contains(" — last tool call: Write "), "{human}");
     assert!(human.contains(" so far, of $9.00\n"), "{human}");
+    // What moved last, from the lock's heartbeat.
+    assert!(
+        human.contains("\n  moved:   ") && human.contains(" ago: "),
+        "{human}"
+    );
+    assert!(running["beat"]["moved"].is_string(), "{v}");
     std::fs::write(&go, "").unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);

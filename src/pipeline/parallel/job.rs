@@ -124,11 +124,12 @@ impl<'a> Run<'a> {
             .ws
             .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
         ws.state_dir.create()?;
-        let (lock, takeover) = RunLock::acquire(
+        let (mut lock, takeover) = RunLock::acquire(
             &ws.repo.run_lock_path(),
             &dir.dir().join("no-legacy-lock"),
             &self.settings.argv,
         )?;
+        lock.set_quiet_limits(self.settings.quiet_limits());
         let settings: &'a Settings = self.settings;
         let reporter: &'a Reporter = self.reporter;
         let interrupt: &'a Interrupt = self.interrupt;

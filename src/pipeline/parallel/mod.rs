@@ -167,7 +167,7 @@ impl<'a> Run<'a> {
                 self.lock.set_phase(Phase::Sleeping)?;
                 let wait = next_start.saturating_duration_since(Instant::now());
                 self.reporter.waiting("next iteration", wait);
-                if self.interrupt.sleep_or_interrupt(wait).await {
+                if self.pause(wait).await {
                     stop = Some(Error::Interrupted {
                         signal: self.interrupt.requested().unwrap_or(2),
                     });

@@ -93,13 +93,18 @@ impl Pause {
     }
 }
 
-/// What the runner tells the run as a stage goes, for the run to record where `kern status`
-/// and a kern taking over after a crash look (the run's lock listens: see `stage/mod.rs`).
+/// What the runner tells the run as a stage goes, for the run to record where `kern status`,
+/// a watchdog and a kern taking over after a crash look (the run's lock listens: see
+/// `stage/mod.rs`). Output and the ticks of a wait are the run's heartbeat of progress.
 pub(crate) trait StageWatch {
     /// `stage`'s agent is running (again).
     fn running(&mut self, stage: crate::stage::Stage) -> Result<()>;
     /// `stage` waits for a usage limit to reset.
     fn waiting(&mut self, stage: crate::stage::Stage) -> Result<()>;
+    /// A wait (a usage limit's, a retry delay) goes on; it ends at `until`.
+    fn ticking(&mut self, until: Timestamp);
+    /// `stage`'s agent printed: `bytes` so far in this try.
+    fn output(&mut self, stage: crate::stage::Stage, bytes: u64);
     /// The agent's process group, while it lives: a kern taking over stops it first.
     fn agent_group(&mut self, group: Option<&crate::supervisor::ProcessGroup>) -> Result<()>;
 }
@@ -208,7 +213,7 @@ pub(crate) async fn run_stage<R: Report>(
             });
             tries.waited += rest;
             watch.waiting(stage)?;
-            if countdown(ctx, &reason, rest).await {
+            if countdown(ctx, watch, &reason, rest).await {
                 return Err(interrupted(ctx));
             }
             watch.running(stage)?;
@@ -333,7 +338,7 @@ pub(crate) async fn run_stage<R: Report>(
                     of: delays.len(),
                     delay,
                 }));
-                if countdown(ctx, &format!("retrying {stage}"), delay).await {
+                if countdown(ctx, watch, &format!("retrying {stage}"), delay).await {
                     return Err(interrupted(ctx));
                 }
             }
@@ -361,7 +366,7 @@ pub(crate) async fn run_stage<R: Report>(
                     wait,
                 );
                 watch.waiting(stage)?;
-                if countdown(ctx, &message, wait).await {
+                if countdown(ctx, watch, &message, wait).await {
                     return Err(interrupted(ctx));
                 }
                 watch.running(stage)?;
@@ -398,7 +403,7 @@ pub(crate) async fn run_stage<R: Report>(
                     });
                     tries.waited += wait;
                     watch.waiting(stage)?;
-                    if countdown(ctx, &message, wait).await {
+                    if countdown(ctx, watch, &message, wait).await {
                         return Err(interrupted(ctx));
                     }
                     watch.running(stage)?;
@@ -462,15 +467,23 @@ fn until_text(epoch: Option<i64>) -> String {
     }
 }
 
-/// Waits `total`, showing a countdown; true when interrupted.
-async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> bool {
+/// Waits `total`, showing a countdown, each tick told to `watch` (a wait that states its end
+/// is progress); true when interrupted.
+async fn countdown(
+    ctx: &StageContext<'_>,
+    watch: &mut dyn StageWatch,
+    reason: &str,
+    total: Duration,
+) -> bool {
     let end = Instant::now() + total;
+    let until = crate::pipeline::clock::after(Timestamp::now(), total);
     loop {
         let now = Instant::now();
         if now >= end {
             return false;
         }
         let remaining = end - now;
+        watch.ticking(until);
         ctx.reporter.waiting(reason, remaining);
         let step = remaining.min(Duration::from_secs(1));
         if ctx.interrupt.sleep_or_interrupt(step).await {
