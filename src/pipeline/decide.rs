@@ -28,13 +28,13 @@
 //!   message still refused after that is a failed attempt.
 
 use crate::agent::stream::RateLimit;
+use crate::event::IterationEnd;
 use crate::pipeline::check::CheckResult;
 use crate::pipeline::error_research;
 pub(super) use crate::spec::error_signature;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
-use crate::state::run_log::IterationEnd;
 
 /// How many times kern asks the review for a new message after a hook refused one.
 pub(super) const MESSAGE_REQUESTS: u32 = 2;

@@ -18,6 +18,7 @@
 use std::path::PathBuf;
 
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::decide::{self, Next};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, Target, TaskRun};
@@ -26,7 +27,6 @@ use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewRepor
 use crate::state::journal::{self};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 
 impl Run<'_> {
     /// Runs iteration `index` of `total`.

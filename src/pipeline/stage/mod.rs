@@ -18,6 +18,7 @@ pub(crate) mod plan;
 pub(crate) mod runner;
 
 use crate::error::{Error, Result};
+use crate::event::RunEvent;
 use crate::pipeline::ledger::StageCount;
 use crate::pipeline::{Run, TaskRun};
 use crate::reporter::StageLine;
@@ -25,7 +26,6 @@ use crate::spec::Quoted;
 use crate::stage::record::{Outcome, WaitKind};
 use crate::stage::{ImplementReport, Report};
 use crate::state::lock::{AgentGroup, Phase, RunLock};
-use crate::state::run_log::RunEvent;
 use plan::{PlanFor, StagePlan};
 use runner::{StageContext, StageRun};
 use std::time::Duration;
