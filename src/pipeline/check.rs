@@ -115,7 +115,7 @@ impl Run<'_> {
             return Ok(None);
         };
         self.lock.set_phase(Phase::Check)?;
-        self.emit(RunEvent::Told(Told::CheckStarted {
+        self.teller.emit(RunEvent::Told(Told::CheckStarted {
             command: command.clone(),
         }));
         let result = run(
@@ -129,10 +129,10 @@ impl Run<'_> {
         self.spec.next_step();
         crate::pipeline::stage::runner::remake_state_dir(
             &self.ws.state_dir,
-            self.reporter,
+            &self.teller,
             "during the check",
         )?;
-        self.emit(RunEvent::Check {
+        self.teller.emit(RunEvent::Check {
             task: Some(it.title.clone()),
             command,
             passed: result == CheckResult::Passed,

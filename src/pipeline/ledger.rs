@@ -3,7 +3,7 @@
 //! holds (`-j` too).
 //!
 //! The decision a reader must know: a parallel task's run writes into the same ledger as the
-//! run that started it, as things happen (the summary folds the events `Run::emit` sends), so
+//! run that started it, as things happen (the summary folds the events the run's `Teller` hears), so
 //! nothing is summed back by hand when a task ends, `--max-cost` and each stage's budget see
 //! every task's spending at once, and `--pace` judges the latest usage any task's agent
 //! reported. One thread runs every task, and no borrow of the ledger lives across an await.

@@ -127,7 +127,7 @@ impl Run<'_> {
             .join(", ");
         if self.settings.scope == ScopeMode::Strict {
             let note = crate::reporter::voice::out_of_scope(&it.start.scope, &out);
-            self.emit(RunEvent::Told(Told::OutOfScope {
+            self.teller.emit(RunEvent::Told(Told::OutOfScope {
                 scope: it.start.scope.clone(),
                 paths: out.clone(),
             }));
@@ -153,11 +153,11 @@ impl Run<'_> {
             ),
         )?;
         let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
-        self.emit(RunEvent::Told(Told::ScopeSetAside {
+        self.teller.emit(RunEvent::Told(Told::ScopeSetAside {
             task: it.title.clone(),
             note: note.clone(),
         }));
-        self.log.event(RunEvent::SetAside {
+        self.teller.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: saved,
             paths: out,

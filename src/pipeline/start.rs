@@ -55,7 +55,8 @@ impl Run<'_> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect();
             if !new.is_empty() {
-                self.emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
+                self.teller
+                    .emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
             }
             self.remember_persons(&dirty);
             excluded.clone_from(&self.left_out.persons);

@@ -187,7 +187,7 @@ impl Run<'_> {
             });
         }
         let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
-        self.emit(RunEvent::Must {
+        self.teller.emit(RunEvent::Must {
             task: it.title.clone(),
             findings: findings.iter().map(Finding::line).collect(),
             passed: failed.is_empty(),
