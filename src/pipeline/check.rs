@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::agent::Invocation;
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
-use crate::pipeline::decide::{self, Next};
+use crate::pipeline::decide::{self, CheckResult, Next};
 use crate::pipeline::{Run, TaskRun};
 use crate::state::lock::Phase;
 use crate::supervisor::Limits;
@@ -21,15 +21,6 @@ use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
 
 /// Lines of output kept for the Attempt note.
 const TAIL_LINES: usize = 20;
-
-/// How the check ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CheckResult {
-    /// Exit 0.
-    Passed,
-    /// Anything else; the note says what and shows the last lines.
-    Failed(String),
-}
 
 /// Runs `command` in `cwd` with `timeout`, output to `log`.
 pub(crate) async fn run(

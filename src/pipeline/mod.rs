@@ -507,12 +507,12 @@ impl Run<'_> {
         self.teller.emit(RunEvent::Check {
             task: None,
             command: command.clone(),
-            passed: result == check::CheckResult::Passed,
+            passed: result == decide::CheckResult::Passed,
             output: None,
         });
         match result {
-            check::CheckResult::Passed => Ok(()),
-            check::CheckResult::Failed(output) => {
+            decide::CheckResult::Passed => Ok(()),
+            decide::CheckResult::Failed(output) => {
                 Err(Error::CheckFailsAtBaseline { command, output })
             }
         }

@@ -133,7 +133,7 @@ impl Run<'_> {
             }));
             let attempts = self.attempts(it)?;
             return match super::decide::after_check(
-                super::check::CheckResult::Failed(note),
+                super::decide::CheckResult::Failed(note),
                 &attempts,
                 self.settings.max_attempts,
             ) {

@@ -15,7 +15,8 @@
 
 use std::path::Path;
 
-use super::check::{self, CheckResult};
+use super::check;
+use super::decide::CheckResult;
 use super::decide::{self, Next};
 use super::{Run, TaskRun};
 use crate::error::Result;

@@ -20,6 +20,7 @@ use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
+use crate::pipeline::ledger::Pause;
 use crate::pipeline::teller::Teller;
 use crate::reporter::Reporter;
 use crate::retry::{self, AgentLimits, Side, Step};
@@ -71,29 +72,6 @@ pub(crate) fn remake_state_dir(
         }));
     }
     Ok(())
-}
-
-/// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
-/// task (they share the account), so the others wait for the same reset instead of each
-/// hitting it in turn. Shared by the tasks of one run (one thread).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
-
-impl Pause {
-    /// No stage starts before `until` (a later pause wins).
-    pub(crate) fn until(&self, until: Instant) {
-        if self.0.get().is_none_or(|t| t < until) {
-            self.0.set(Some(until));
-        }
-    }
-
-    /// How long from now the pause lasts, if it does.
-    pub(crate) fn remaining(&self) -> Option<Duration> {
-        self.0
-            .get()
-            .map(|t| t.saturating_duration_since(Instant::now()))
-            .filter(|d| !d.is_zero())
-    }
 }
 
 /// What the runner tells the run as a stage goes, for the run to record where `kern status`
