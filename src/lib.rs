@@ -5,7 +5,7 @@
 //! The floors, top to bottom; a module uses only the ones below it, never one above
 //! (`docs/architecture.md`; `tests/integration/architecture.rs` fails on a use that points up):
 //! `command → pipeline → workspace → settings → cli → reporter → {prompt, repository, state,
-//! learnings, retry, scripted_agent} → agent → {stage, supervisor} → spec → atomic_file → error
+//! learnings, retry, scripted_agent} → {agent, event} → {stage, supervisor} → spec → atomic_file → error
 //! → {text, timestamp, private_file, oid}`, the one exception `error → spec` (the error enum carries
 //! SPEC.md's diagnostics).
 //!
@@ -23,7 +23,8 @@
 //! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
 //!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
 //!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`.
-//! - `agent/` (argv, stream parsers, failure classes); `stage/` (the stage vocabulary: kinds,
+//! - `agent/` (argv, stream parsers, failure classes) and `event/` (what happens in a run: the
+//!   `RunEvent` and `Told` every listener hears); `stage/` (the stage vocabulary: kinds,
 //!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).
 //! - `spec/` (SPEC.md), `atomic_file`, [`error`], and the leaves `text`, `timestamp`,
 //!   `private_file`, `oid`.
@@ -36,6 +37,7 @@ mod atomic_file;
 pub mod cli;
 mod command;
 pub mod error;
+mod event;
 mod learnings;
 mod oid;
 mod pipeline;

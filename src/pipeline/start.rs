@@ -7,10 +7,10 @@
 //! out of a commit (secrets, too large) never block a start.
 
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::spec::{Document, TaskState};
 use crate::state::journal::{self, TaskStart};
-use crate::state::run_log::{RunEvent, Told};
 use std::path::PathBuf;
 
 impl Run<'_> {
@@ -55,7 +55,8 @@ impl Run<'_> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect();
             if !new.is_empty() {
-                self.emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
+                self.teller
+                    .emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
             }
             self.remember_persons(&dirty);
             excluded.clone_from(&self.left_out.persons);

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use crate::agent::stream::{AgentOutput, LineSignal, ReportCheck, StreamParser};
 use crate::agent::{Agent, StageAgent};
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::stage::Stage;
 use crate::stage::record::{KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord};
 use crate::stage::report::is_report;
 use crate::state::StateDir;
-use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
 use crate::timestamp::Timestamp;
 use serde_json::{Map, Value};
@@ -74,7 +74,10 @@ pub(super) async fn run_once(
     let settings = ctx.settings;
     let state_dir = ctx.state_dir;
     let agent = &on.agent;
-    ctx.reporter.stage_started(stage, &request.task.title);
+    ctx.teller.emit(RunEvent::Told(Told::StageTry {
+        stage,
+        task: request.task.title.clone(),
+    }));
     let invocation = request.invocation(
         on,
         &PlanFiles {
@@ -154,16 +157,12 @@ pub(super) async fn run_once(
         // The group is gone now; a record of it would only mislead a later takeover.
         watch.borrow_mut().agent_group(None)?;
     }
-    super::runner::remake_state_dir(
-        state_dir,
-        ctx.reporter,
-        &format!("during the {stage} stage"),
-    )?;
+    super::runner::remake_state_dir(state_dir, ctx.teller, &format!("during the {stage} stage"))?;
     let finished = finished.map_err(|e| spawn_error(agent, e))?;
     if !finished.escaped.is_empty() {
         // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still
         // be winding down when it exits, and nothing they do counts after this point.
-        ctx.reporter.hear(&RunEvent::Told(Told::StrayProcesses {
+        ctx.teller.emit(RunEvent::Told(Told::StrayProcesses {
             stage,
             pids: finished.escaped.clone(),
         }));
