@@ -301,6 +301,28 @@ pub struct RunOptions {
     /// Set by `--detach` on the background run itself: no terminal, its lines go to run.log.
     #[arg(long, hide = true)]
     pub detached: bool,
+
+    /// With `kern watch` (and `--detach`): how long a run may show no sign of progress — no
+    /// event, no agent output, no tick of a wait — beyond the silences its own limits bound
+    /// (--idle-timeout, --check-timeout, --hook-timeout) before the watchdog stops it and
+    /// starts it again (3s to 24h).
+    #[arg(long, value_name = "DURATION", env = "KERN_STALL_AFTER", default_value = "15m", value_parser = duration_between::<3, DAY>)]
+    pub stall_after: Duration,
+
+    /// With `kern watch`: how many times in a row (without a task finished between them) the
+    /// watchdog starts a run that died or stalled before it leaves it stopped (0 to 100).
+    #[arg(long, value_name = "N", env = "KERN_MAX_RESTARTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_restarts: u32,
+
+    /// With `kern watch`: the wait before a run is started again; each restart in a row doubles
+    /// it, up to 10 min (0 to 1h).
+    #[arg(long, value_name = "DURATION", env = "KERN_RESTART_DELAY", default_value = "30s", value_parser = duration_between::<0, HOUR>)]
+    pub restart_delay: Duration,
+
+    /// Set by `kern watch` on the run it starts: the watch's id, which the run's `run.jsonl`
+    /// lines name.
+    #[arg(long, hide = true, value_name = "ID")]
+    pub watched_by: Option<String>,
 }
 
 /// What happens to changes outside a task's Scope.
@@ -355,6 +377,21 @@ pub enum Command {
         /// The remote.
         #[arg(long, value_name = "NAME", default_value = "origin")]
         remote: String,
+    },
+    /// Keep a night going: start the run, start it again when it dies or stalls, end with it.
+    ///
+    /// The run is started with ARGS, as `kern ARGS` takes them; one that dies, or shows no
+    /// progress for --stall-after, is started again, at most --max-restarts times in a row;
+    /// the watchdog ends with the run's exit code. A live run whose watchdog is gone is
+    /// adopted.
+    Watch {
+        /// The run's arguments: ITERATIONS, DELAY and options, as `kern` takes them.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
     },
     /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
     Report {
@@ -511,6 +548,42 @@ pub fn command() -> clap::Command {
         command = command.mut_subcommand(*name, |sub| sub.args(copies));
     }
     command
+}
+
+/// The run's arguments in `argv` (the program first) of a `kern watch` command line: every
+/// argument but the program and the word `watch` itself (global options may stand before it:
+/// `kern -v watch 10 30`). `None` when `argv` is no `kern watch`.
+pub fn watch_args(argv: &[String]) -> Option<Vec<String>> {
+    let command = command();
+    let mut expects_value = false;
+    for (i, arg) in argv.iter().enumerate().skip(1) {
+        if expects_value {
+            expects_value = false;
+            continue;
+        }
+        if arg == "--" {
+            return None;
+        }
+        if arg == "watch" {
+            let mut args: Vec<String> = argv[1..i].to_vec();
+            args.extend(argv[i + 1..].iter().cloned());
+            return Some(args);
+        }
+        // An option that takes its value as the next argument (`--spec watch`).
+        expects_value = !arg.contains('=')
+            && command.get_arguments().any(|a| {
+                let named = match arg.strip_prefix("--") {
+                    Some(long) => a.get_long() == Some(long),
+                    None => arg.len() == 2 && a.get_short().is_some_and(|c| arg.ends_with(c)),
+                };
+                named && a.get_action().takes_values()
+            });
+        if !arg.starts_with('-') {
+            // ITERATIONS or another subcommand: no `kern watch`.
+            return None;
+        }
+    }
+    None
 }
 
 /// Parses `90s`, `15m`, `1h`, `1h30m` or plain seconds.
@@ -728,6 +801,47 @@ mod tests {
         assert_eq!(cli.run.fallback_after, Duration::ZERO);
         let cli = Cli::try_parse_from(["kern"]).unwrap();
         assert_eq!(cli.run.fallback_after, Duration::from_secs(900));
+    }
+
+    #[test]
+    fn a_watch_hands_the_run_every_argument_but_its_own_word() {
+        let argv =
+            |words: &[&str]| -> Vec<String> { words.iter().map(|w| (*w).to_string()).collect() };
+        let cases: &[(&[&str], Option<&[&str]>)] = &[
+            (&["kern", "watch", "10", "30"], Some(&["10", "30"])),
+            (
+                &["kern", "watch", "10", "--check", "watch"],
+                Some(&["10", "--check", "watch"]),
+            ),
+            (
+                &["kern", "-v", "watch", "--agent", "codex"],
+                Some(&["-v", "--agent", "codex"]),
+            ),
+            (
+                &["kern", "--spec", "watch", "watch", "3"],
+                Some(&["--spec", "watch", "3"]),
+            ),
+            (&["kern", "--spec=x.md", "watch"], Some(&["--spec=x.md"])),
+            (&["kern", "watch"], Some(&[])),
+            (&["kern", "10", "watch"], None),
+            (&["kern", "status"], None),
+            (&["kern", "--", "watch"], None),
+            (&["kern"], None),
+        ];
+        for (words, want) in cases {
+            assert_eq!(watch_args(&argv(words)), want.map(&argv), "{words:?}");
+        }
+        let cli = Cli::try_parse_from(["kern", "watch", "10", "--stall-after", "3"]).unwrap();
+        assert!(
+            matches!(&cli.command, Some(Command::Watch { args }) if args == &["10", "--stall-after", "3"]),
+            "{:?}",
+            cli.command
+        );
+        let cli =
+            Cli::try_parse_from(["kern", "--stall-after", "20m", "--max-restarts", "0"]).unwrap();
+        assert_eq!(cli.run.stall_after, Duration::from_secs(1200));
+        assert_eq!(cli.run.max_restarts, 0);
+        assert!(Cli::try_parse_from(["kern", "--stall-after", "2"]).is_err());
     }
 
     #[test]

@@ -312,6 +312,37 @@ pub enum Error {
         agent_only: bool,
     },
 
+    /// Another `kern watch` watches this project and branch.
+    #[error(
+        "another kern watch is watching this project and branch ({holder}) — stop it with `kill {pid}`, or let it go on; `{}`",
+        path.display()
+    )]
+    WatchHeld {
+        /// Its `watch.lock`.
+        path: PathBuf,
+        /// Its pid.
+        pid: i32,
+        /// Who it is: pid, since when, its run.
+        holder: String,
+    },
+
+    /// The run `kern watch` watched ended by itself with a code other than 0: the watchdog
+    /// ends with it.
+    #[error("the watched run ended with exit {code}: {ended}")]
+    WatchEnded {
+        /// The run's exit code, which the watchdog exits with too.
+        code: u8,
+        /// How the run said it ended.
+        ended: String,
+    },
+
+    /// `kern watch` gave up on a run that kept dying or stalling and left it stopped.
+    #[error("{why}")]
+    WatchGaveUp {
+        /// What happened, with where to look.
+        why: String,
+    },
+
     /// The run `--detach` started in the background ended before it took the lock.
     #[error("the background run ended at once (exit {code}) — `{}` says why:\n{tail}", log.display())]
     DetachedRunEnded {
@@ -367,12 +398,12 @@ impl Error {
             | Error::SigningFailed { .. }
             | Error::StateFolderUnsafe { .. }
             | Error::Remote { .. } => EXIT_USAGE,
-            Error::LockHeld { .. } => EXIT_LOCKED,
+            Error::LockHeld { .. } | Error::WatchHeld { .. } => EXIT_LOCKED,
             Error::Unfinished(_) => EXIT_UNFINISHED,
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
             Error::BudgetSpent { .. } => EXIT_BUDGET,
             Error::Interrupted { signal } => (128 + signal) as u8,
-            Error::DetachedRunEnded { code, .. } => *code,
+            Error::DetachedRunEnded { code, .. } | Error::WatchEnded { code, .. } => *code,
             Error::DoctorFound { agent_only, .. } => {
                 if *agent_only {
                     EXIT_AGENT_NEEDS_USER
@@ -381,6 +412,7 @@ impl Error {
                 }
             }
             Error::SpecEdit { .. }
+            | Error::WatchGaveUp { .. }
             | Error::Git { .. }
             | Error::HookFailed { .. }
             | Error::CommitMessageRefused { .. }
@@ -487,6 +519,22 @@ mod tests {
                     holder: "pid 1".into(),
                 },
                 3,
+            ),
+            (
+                Error::WatchHeld {
+                    path: "w".into(),
+                    pid: 1,
+                    holder: "pid 1".into(),
+                },
+                3,
+            ),
+            (Error::WatchGaveUp { why: "w".into() }, 1),
+            (
+                Error::WatchEnded {
+                    code: 4,
+                    ended: "blocked".into(),
+                },
+                4,
             ),
             (Error::Unfinished("blocked".into()), 4),
             (

@@ -9,8 +9,9 @@
 //! → {text, timestamp, private_file, oid}`, the one exception `error → spec` (the error enum carries
 //! SPEC.md's diagnostics).
 //!
-//! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`), and
-//!   `running.rs`, the live view `status` shows.
+//! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`; `watch/`,
+//!   the watchdog above a night, with its pure decisions in `decide.rs`), and `running.rs`,
+//!   the live view `status` shows.
 //! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
 //!   failure, and when the approaches are exhausted — `parallel/` (`-j`), `remote/` (tasks
@@ -21,7 +22,8 @@
 //! - `workspace`, `settings` (with `.kern/config.toml` folded in), [`cli`].
 //! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
 //! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
-//!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
+//!   folder and its naming, the journal, the lock with its heartbeat, `run.jsonl`, the report,
+//!   `watch.json`, resume inference),
 //!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`.
 //! - `agent/` (argv, stream parsers, failure classes) and `event/` (what happens in a run: the
 //!   `RunEvent` and `Told` every listener hears); `stage/` (the stage vocabulary: kinds,
@@ -231,6 +233,7 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             },
         ),
         Some(Command::Log { follow }) => command::log::run(settings, follow),
+        Some(Command::Watch { .. }) => command::watch::run(settings),
         Some(Command::Accept { tasks }) => command::review::accept(settings, &tasks),
         Some(Command::Reject { task, reason }) => command::review::reject(settings, &task, &reason),
         Some(Command::Demo { keep }) => demo::run(settings, keep).await,

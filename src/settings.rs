@@ -126,6 +126,22 @@ pub struct Settings {
     pub detached: bool,
     /// `PATH`, where the sleep inhibitor is looked for.
     pub path_var: Option<OsString>,
+    /// What `kern watch` does with a run that dies or stalls.
+    pub watch: WatchPolicy,
+    /// The `kern watch` that started this run (`--watched-by`), for `run.jsonl`.
+    pub watched_by: Option<String>,
+}
+
+/// How `kern watch` keeps a night going (DESIGN.md section 20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchPolicy {
+    /// No progress for this long, beyond the silences the run's own limits bound, is a stall.
+    pub stall_after: Duration,
+    /// Restarts in a row (without a task finished between them) before the run is left
+    /// stopped.
+    pub max_restarts: u32,
+    /// The wait before the first restart in a row (doubled for each next one).
+    pub restart_delay: Duration,
 }
 
 /// Reads one environment variable (the process's, or a test's table).
@@ -154,8 +170,13 @@ impl Settings {
     /// The settings of this process: its command line, working folder and environment (with
     /// the home folder from the user database when `HOME` is not set: a service, a cron job).
     pub fn from_process(cli: &Cli) -> Result<Settings> {
+        Settings::from_process_as(cli, std::env::args().collect())
+    }
+
+    /// [`Settings::from_process`] for a command line `argv` this process was not started
+    /// with (the run `kern watch` starts: its settings are the ones that run will have).
+    pub(crate) fn from_process_as(cli: &Cli, argv: Vec<String>) -> Result<Settings> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-        let argv = std::env::args().collect();
         let env = |name: &str| match std::env::var_os(name) {
             Some(value) if !value.is_empty() => Some(value),
             _ if name == "HOME" => nix::unistd::User::from_uid(nix::unistd::geteuid())
@@ -261,6 +282,12 @@ impl Settings {
             detach: run.detach,
             detached: run.detached,
             path_var: var("PATH"),
+            watch: WatchPolicy {
+                stall_after: run.stall_after,
+                max_restarts: run.max_restarts,
+                restart_delay: run.restart_delay,
+            },
+            watched_by: run.watched_by.clone().filter(|w| !w.trim().is_empty()),
         })
     }
 }

@@ -14,3 +14,4 @@ pub(crate) mod review;
 pub(crate) mod run;
 mod running;
 pub(crate) mod status;
+pub(crate) mod watch;

@@ -128,6 +128,7 @@ pub(crate) fn compute_with_spec(
         "resume": resume.as_ref().map(ResumePoint::name),
         "lock": lock,
         "running": running,
+        "watch": super::running::watch(&ws.state_dir),
         "state_dir": ws.state_dir.dir().display().to_string(),
         "last_dir": ws.state_dir.last_dir().display().to_string(),
         "runs_dir": ws.state_dir.runs_dir().display().to_string(),
@@ -613,6 +614,10 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
         None => out.push_str("lock:      free\n"),
     }
     out.push_str(&render_running(&j["running"]));
+    out.push_str(&super::running::watch_line(
+        &j["watch"],
+        &super::running::local_clock,
+    ));
     out.push_str(&format!(
         "state:     {}\n",
         j["state_dir"].as_str().unwrap_or("")

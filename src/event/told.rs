@@ -20,6 +20,22 @@ pub(crate) enum Told {
         /// USD.
         usd: f64,
     },
+    /// The watchdog lost its run (it died, or stalled and was stopped); it starts it again
+    /// after `delay` (the `--notify` command hears it).
+    RunLost {
+        /// Why.
+        why: super::Lost,
+        /// The run's pid.
+        run_pid: i32,
+        /// What the watchdog saw.
+        detail: String,
+        /// The wait before the run starts again.
+        delay: std::time::Duration,
+        /// The restart this will be, in a row.
+        restart: u32,
+        /// Restarts in a row at most (`--max-restarts`).
+        of: u32,
+    },
     /// A countdown goes on: a usage-limit wait, a retry delay, the pause between iterations
     /// (told again as it goes on).
     Waiting {

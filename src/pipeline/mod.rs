@@ -402,6 +402,7 @@ async fn run_locked<'a>(
         delay_s: settings.delay.as_secs(),
         agent: settings.agent.to_string(),
         max_cost_usd: settings.max_cost,
+        watch: settings.watched_by.clone(),
     });
     let result = match run.baseline_check().await {
         Ok(()) if parallel::wanted(settings, &ws.state_dir) => run.parallel().await,

@@ -30,6 +30,7 @@ pub(crate) mod resume;
 pub(crate) mod rotating;
 pub(crate) mod run_log;
 pub(crate) mod run_report;
+pub(crate) mod watch;
 
 use std::ffi::OsString;
 use std::fs;
@@ -215,6 +216,17 @@ impl StateDir {
     /// `run.jsonl`: the event log, kept across iterations and runs.
     pub(crate) fn run_log(&self) -> PathBuf {
         self.dir().join("run.jsonl")
+    }
+
+    /// `watch.json`: the `kern watch` of this folder's nights — its pid, its run, every
+    /// restart and gap (see `watch.rs`).
+    pub(crate) fn watch_record(&self) -> PathBuf {
+        self.dir().join("watch.json")
+    }
+
+    /// `watch.lock`: held (flock) by the live `kern watch` of this folder: one at a time.
+    pub(crate) fn watch_lock(&self) -> PathBuf {
+        self.dir().join("watch.lock")
     }
 
     /// `run.log`: the run's output lines, as the plain output shows them (rotates).

@@ -39,6 +39,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/safety.md", include_str!("../../docs/safety.md")),
     ("docs/options.md", include_str!("../../docs/options.md")),
     ("docs/ci.md", include_str!("../../docs/ci.md")),
+    ("docs/nights.md", include_str!("../../docs/nights.md")),
     (
         "docs/development.md",
         include_str!("../../docs/development.md"),
@@ -94,6 +95,8 @@ enum How {
     Parallel,
     /// The many-machines commands: run in order on a clone of a bare remote.
     Remote,
+    /// The watched, scheduled and timed nights: run in order on a scratch project.
+    Nights,
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
     /// are executable, the criterion bench is declared.
     Bench,
@@ -161,6 +164,7 @@ const KNOWN: &[(&str, How)] = &[
         How::Parallel,
     ),
     ("kern accept", How::Parallel),
+    ("kern watch 10 30", How::Nights),
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
@@ -1234,6 +1238,30 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
             "kern accept" => {
                 assert_eq!(p.log()[0], "Add the parser");
                 assert_eq!(p.read("out/add-the-parser.txt"), "done Add the parser\n");
+            }
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
+}
+
+#[test]
+fn the_nights_commands_run_as_the_docs_say() {
+    let steps = commands(How::Nights);
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    let p = Project::new("- [ ] Add the parser\n");
+    for step in &steps {
+        let words: Vec<&str> = step.split_whitespace().skip(1).collect();
+        match step.as_str() {
+            "kern watch 10 30" => {
+                p.run(&words)
+                    .expect(0)
+                    .stderr_has("[watch] started the run (pid ");
+                assert_eq!(p.log()[0], "Add the parser");
+                let watch: Value = serde_json::from_slice(
+                    &std::fs::read(p.state_dir().join("watch.json")).unwrap(),
+                )
+                .unwrap();
+                assert_eq!(watch["ended"]["exit_code"], 0, "{watch}");
             }
             other => panic!("no step for the README command `{other}`"),
         }

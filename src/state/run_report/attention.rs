@@ -215,6 +215,7 @@ pub(super) fn headline(r: &RunReport) -> String {
             code.unwrap_or(1)
         ),
         (EndState::Running, _) => format!("Still running, {at} ({counts} so far)."),
+        (EndState::Restarted, _) => format!("Restarted by kern watch {at} — {why} ({counts})."),
         (EndState::Vanished, _) => format!(
             "Did not finish: the run vanished {at} without an end (killed, or the machine went down) ({counts})."
         ),

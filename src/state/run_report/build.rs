@@ -41,16 +41,23 @@ pub(crate) fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
     runs
 }
 
-/// The report of `runs` (each with its events); `running` tells whether a run without an end
-/// line still holds its lock.
+/// The report of `runs` (each with its events; a watchdog's lines become one of the report's
+/// `watches`); `running` tells whether a run without an end line still holds its lock.
 pub(crate) fn build(
     runs: &[(String, Vec<&LoggedEvent>)],
     running: &dyn Fn(&str) -> bool,
 ) -> Report {
-    let reports: Vec<RunReport> = runs
+    let watches: Vec<super::WatchReport> = runs
         .iter()
+        .filter(|(_, events)| super::is_watch(events))
+        .map(|(id, events)| super::watch::build_watch(id, events))
+        .collect();
+    let mut reports: Vec<RunReport> = runs
+        .iter()
+        .filter(|(_, events)| !super::is_watch(events))
         .map(|(id, events)| build_run(id, events, running(id)))
         .collect();
+    super::watch::settle_restarts(&mut reports, &watches);
     let mut totals = Totals::default();
     for r in &reports {
         add_totals(&mut totals, &r.totals);
@@ -60,6 +67,7 @@ pub(crate) fn build(
         schema: SCHEMA,
         runs: reports,
         totals,
+        watches,
     }
 }
 
@@ -319,6 +327,11 @@ impl Builder {
             }
             // Told, never recorded: a log holds none of them.
             RunEvent::Told(_) => {}
+            // A watchdog's lines are its own run's (`watch.rs` reads them).
+            RunEvent::WatchStart { .. }
+            | RunEvent::WatchRun { .. }
+            | RunEvent::WatchRestart { .. }
+            | RunEvent::WatchEnd { .. } => {}
             RunEvent::LockRecovered { pid, why, phase } => self.notices.push(format!(
                 "took over the lock of run {pid} ({why}; it was {phase})"
             )),
