@@ -53,7 +53,10 @@ impl Workspace {
     pub(crate) fn take_lock(
         &self,
         settings: &Settings,
-    ) -> Result<(crate::state::lock::RunLock, Option<crate::state::lock::Takeover>)> {
+    ) -> Result<(
+        crate::state::lock::RunLock,
+        Option<crate::state::lock::Takeover>,
+    )> {
         crate::state::lock::RunLock::acquire(
             &self.repo.run_lock_path(),
             Some(

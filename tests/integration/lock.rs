@@ -27,7 +27,8 @@ fn lock_holder_child() {
     }
     let path = PathBuf::from(std::env::var_os(LOCK_ENV).unwrap());
     let legacy = PathBuf::from(std::env::var_os(LEGACY_ENV).unwrap());
-    let (mut lock, _) = RunLock::acquire(&path, Some(&legacy), &["kern".into(), "3".into()]).unwrap();
+    let (mut lock, _) =
+        RunLock::acquire(&path, Some(&legacy), &["kern".into(), "3".into()]).unwrap();
     lock.set_phase(kern::testing::state::lock::Phase::from("implement"))
         .unwrap();
     println!("locked {}", std::process::id());
