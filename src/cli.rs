@@ -319,6 +319,23 @@ pub struct RunOptions {
     #[arg(long, value_name = "DURATION", env = "KERN_RESTART_DELAY", default_value = "30s", value_parser = duration_between::<0, HOUR>)]
     pub restart_delay: Duration,
 
+    /// End the night by TIME: a time of day (07:00: its next coming by the local clock) or a
+    /// moment (2026-11-19T07:00:00+01:00). No stage starts that could not finish before it, a
+    /// stage still running then is stopped (it resumes on the next run), and the run ends with
+    /// exit 0; with --deadline too, the earlier one holds. Default: no deadline.
+    #[arg(long, value_name = "TIME", env = "KERN_UNTIL", value_parser = crate::timestamp::parse_until)]
+    pub until: Option<crate::timestamp::Until>,
+
+    /// End the night this long after it starts (5h45m), as --until does (1s to 7 days).
+    /// Default: no deadline.
+    #[arg(long, value_name = "DURATION", env = "KERN_DEADLINE", value_parser = duration_between::<1, WEEK>)]
+    pub deadline: Option<Duration>,
+
+    /// Set by `kern watch` on the run it starts: the night's deadline as one moment, so that a
+    /// run started again keeps it.
+    #[arg(long, hide = true, value_name = "TIME", value_parser = clap::value_parser!(crate::timestamp::Timestamp))]
+    pub deadline_at: Option<crate::timestamp::Timestamp>,
+
     /// Set by `kern watch` on the run it starts: the watch's id, which the run's `run.jsonl`
     /// lines name.
     #[arg(long, hide = true, value_name = "ID")]

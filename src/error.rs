@@ -367,6 +367,19 @@ pub enum Error {
         detail: String,
     },
 
+    /// The night's deadline (`--until`, `--deadline`) ends the run: a planned end, which the
+    /// loop turns into an exit 0 with `why` as how it ended (DESIGN.md section 20); the task
+    /// in progress resumes on the next run.
+    #[error("the deadline {shown} ends the night: {why}")]
+    DeadlineReached {
+        /// The deadline.
+        at: crate::timestamp::Timestamp,
+        /// It as the person reads it (`07:00`).
+        shown: String,
+        /// Why no more is done: what would have crossed it, or what was stopped at it.
+        why: String,
+    },
+
     /// SIGINT or SIGTERM stopped the run; the resume state is kept.
     #[error("interrupted by {} — the task resumes where it stopped on the next run", signal_name(*.signal))]
     Interrupted {
@@ -403,6 +416,7 @@ impl Error {
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
             Error::BudgetSpent { .. } => EXIT_BUDGET,
             Error::Interrupted { signal } => (128 + signal) as u8,
+            Error::DeadlineReached { .. } => EXIT_OK,
             Error::DetachedRunEnded { code, .. } | Error::WatchEnded { code, .. } => *code,
             Error::DoctorFound { agent_only, .. } => {
                 if *agent_only {
@@ -549,6 +563,14 @@ mod tests {
                     limit: 1.0,
                 },
                 6,
+            ),
+            (
+                Error::DeadlineReached {
+                    at: crate::timestamp::Timestamp::from_epoch_seconds(0),
+                    shown: "07:00".into(),
+                    why: "w".into(),
+                },
+                0,
             ),
             (Error::Interrupted { signal: 2 }, 130),
             (Error::Interrupted { signal: 15 }, 143),

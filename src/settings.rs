@@ -130,6 +130,55 @@ pub struct Settings {
     pub watch: WatchPolicy,
     /// The `kern watch` that started this run (`--watched-by`), for `run.jsonl`.
     pub watched_by: Option<String>,
+    /// The night's deadline (`--until`, `--deadline`, or the watchdog's `--deadline-at`).
+    pub deadline: Option<Deadline>,
+}
+
+/// When the night ends (DESIGN.md section 20): no stage starts that cannot finish before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deadline {
+    /// The moment.
+    pub at: crate::timestamp::Timestamp,
+    /// It as the person reads it: the local time of day (`07:00`), with the date when it is
+    /// not today.
+    pub shown: String,
+}
+
+impl Deadline {
+    /// The deadline a command line asks for, seen at `now` (local time): `--deadline-at` (a
+    /// watchdog's, kept across restarts), else the earlier of `--until` and `--deadline`.
+    pub(crate) fn resolve<Tz: chrono::TimeZone>(
+        deadline_at: Option<crate::timestamp::Timestamp>,
+        until: Option<crate::timestamp::Until>,
+        after: Option<Duration>,
+        now: &chrono::DateTime<Tz>,
+    ) -> Option<Deadline>
+    where
+        Tz::Offset: std::fmt::Display,
+    {
+        let start = crate::timestamp::Timestamp::from_epoch_seconds(now.timestamp());
+        let until = until.map(|u| u.next_after(now));
+        let after = after.map(|d| {
+            crate::timestamp::Timestamp::from_epoch_seconds(
+                start
+                    .epoch_seconds()
+                    .saturating_add(i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2)),
+            )
+        });
+        let earlier = match (until, after) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let at = deadline_at.or(earlier)?;
+        let local =
+            chrono::DateTime::<chrono::Utc>::from(at.system_time()).with_timezone(&now.timezone());
+        let shown = if local.date_naive() == now.date_naive() {
+            local.format("%H:%M").to_string()
+        } else {
+            local.format("%Y-%m-%d %H:%M").to_string()
+        };
+        Some(Deadline { at, shown })
+    }
 }
 
 /// How `kern watch` keeps a night going (DESIGN.md section 20).
@@ -288,6 +337,12 @@ impl Settings {
                 restart_delay: run.restart_delay,
             },
             watched_by: run.watched_by.clone().filter(|w| !w.trim().is_empty()),
+            deadline: Deadline::resolve(
+                run.deadline_at,
+                run.until,
+                run.deadline,
+                &chrono::Local::now(),
+            ),
         })
     }
 }
@@ -296,6 +351,50 @@ impl Settings {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn a_deadline_is_one_moment_the_watchdogs_first() {
+        let zone = chrono::FixedOffset::east_opt(3600).unwrap();
+        let now = chrono::TimeZone::with_ymd_and_hms(&zone, 2026, 11, 18, 23, 0, 0).unwrap();
+        let until = Some(crate::timestamp::Until::Clock { hour: 7, minute: 0 });
+        let at: crate::timestamp::Timestamp = "2026-11-19T05:00:00Z".parse().unwrap();
+        let cases = [
+            (None, None, None, None),
+            (
+                None,
+                until,
+                None,
+                Some(("2026-11-19T06:00:00Z", "2026-11-19 07:00")),
+            ),
+            (
+                None,
+                None,
+                Some(Duration::from_secs(1800)),
+                Some(("2026-11-18T22:30:00Z", "23:30")),
+            ),
+            (
+                Some(at),
+                until,
+                None,
+                Some(("2026-11-19T05:00:00Z", "2026-11-19 06:00")),
+            ),
+            // Both: the earlier one holds.
+            (
+                None,
+                until,
+                Some(Duration::from_secs(3600)),
+                Some(("2026-11-18T23:00:00Z", "2026-11-19 00:00")),
+            ),
+        ];
+        for (deadline_at, until, after, want) in cases {
+            let got = Deadline::resolve(deadline_at, until, after, &now);
+            assert_eq!(
+                got.as_ref().map(|d| (d.at.to_string(), d.shown.clone())),
+                want.map(|(a, s)| (a.to_string(), s.to_string())),
+                "{deadline_at:?} {until:?} {after:?}"
+            );
+        }
+    }
 
     /// The settings for `argv` in `/work` with exactly the environment `vars`.
     fn resolve(argv: &[&str], vars: &[(&str, &str)]) -> Settings {

@@ -318,11 +318,23 @@ impl Watchdog {
                     seen.record.as_ref().map(|r| r.phase.to_string()).as_deref(),
                 )
             });
-            match decide::after(seen.ending, in_a_row, &self.night.watch) {
+            let past_deadline = self
+                .night
+                .deadline
+                .as_ref()
+                .is_some_and(|d| Timestamp::now() >= d.at);
+            match decide::after(seen.ending, in_a_row, &self.night.watch, past_deadline) {
                 Next::End(code) => {
-                    let ended = self
-                        .run_ended(pid, started)
-                        .unwrap_or_else(|| format!("the run ended with exit {code}"));
+                    let ended = self.run_ended(pid, started).unwrap_or_else(|| {
+                        match self.night.deadline.as_ref().filter(|_| past_deadline) {
+                            Some(d) => format!(
+                                "the run {} ({detail}) after the deadline {}: it is not started again",
+                                decide::lost_word(seen.ending),
+                                d.shown
+                            ),
+                            None => format!("the run ended with exit {code}"),
+                        }
+                    });
                     return self.end(code, ended, false);
                 }
                 Next::GiveUp(why) => {
@@ -376,8 +388,13 @@ impl Watchdog {
     /// output where the watchdog's goes.
     fn spawn(&self) -> Result<Child> {
         let exe = std::env::current_exe().map_err(|e| Error::io("the kern executable", e))?;
-        Command::new(&exe)
-            .arg(format!("--watched-by={}", self.id))
+        let mut command = Command::new(&exe);
+        command.arg(format!("--watched-by={}", self.id));
+        if let Some(deadline) = &self.night.deadline {
+            // One moment for the whole night: a run started again keeps it.
+            command.arg(format!("--deadline-at={}", deadline.at));
+        }
+        command
             .args(&self.args)
             .current_dir(&self.night.cwd)
             .stdin(Stdio::null())

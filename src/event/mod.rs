@@ -353,6 +353,9 @@ pub(crate) enum RunEvent {
         /// Iterations run.
         #[serde(default)]
         iterations: u32,
+        /// The night's deadline, when the run ended at it (`--until`, `--deadline`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<Timestamp>,
     },
     /// `kern watch` began to watch the night (a watchdog's lines carry its own id as `run`).
     WatchStart {

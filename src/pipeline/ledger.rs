@@ -17,6 +17,7 @@ use crate::agent::stream::RateLimit;
 use crate::event::RunEvent;
 use crate::reporter::Summary;
 use crate::retry::AgentLimits;
+use crate::stage::Stage;
 use crate::stage::record::WaitKind;
 use crate::state::lock::Beat;
 
@@ -70,6 +71,9 @@ pub(crate) struct Books {
     pub(crate) limits: AgentLimits,
     /// When the run started.
     pub(crate) started: Instant,
+    /// How long each stage that succeeded took (its last try), by kind: a deadline judges by
+    /// their median whether the next one of a kind fits.
+    pub(crate) durations: Vec<(Stage, u64)>,
 }
 
 /// One stage's share of the ledger, as the stage runner reported it.
@@ -82,6 +86,8 @@ pub(crate) struct StageCount<'a> {
     pub(crate) rate_limit: Option<&'a (String, RateLimit)>,
     /// The usage-limit waits, how long each.
     pub(crate) waits: &'a [(WaitKind, u64)],
+    /// The stage and how long its last try took, when it succeeded.
+    pub(crate) succeeded: Option<(Stage, u64)>,
 }
 
 impl Ledger {
@@ -98,6 +104,7 @@ impl Ledger {
                 rate_limit: None,
                 limits: AgentLimits::default(),
                 started: Instant::now(),
+                durations: Vec::new(),
             })),
         }
     }
@@ -140,6 +147,7 @@ impl Ledger {
         if let Some(limit) = stage.rate_limit {
             books.rate_limit = Some(limit.clone());
         }
+        books.durations.extend(stage.succeeded);
         books.summary.cost_usd += stage.cost_usd;
         books.summary.retries += stage.retries;
         for (kind, ms) in stage.waits {
@@ -149,6 +157,21 @@ impl Ledger {
             }
         }
         books.summary.cost_usd
+    }
+
+    /// The median time a stage of kind `stage` took in this run, and of how many, when one
+    /// succeeded.
+    pub(crate) fn median_ms(&self, stage: Stage) -> Option<(u64, usize)> {
+        let books = self.books();
+        let mut times: Vec<u64> = books
+            .durations
+            .iter()
+            .filter(|(s, _)| *s == stage)
+            .map(|(_, ms)| *ms)
+            .collect();
+        times.sort_unstable();
+        let n = times.len();
+        (n > 0).then(|| (times[n / 2], n))
     }
 
     /// A copy of the usage limits for one stage to use and update (the stage awaits, and
@@ -179,6 +202,7 @@ mod tests {
             switched: false,
             rate_limit: None,
             waits: &waits,
+            succeeded: Some((Stage::Implement, 3000)),
         });
         let total = run.count_stage(&StageCount {
             agent: "codex",
@@ -187,6 +211,7 @@ mod tests {
             switched: true,
             rate_limit: None,
             waits: &[],
+            succeeded: None,
         });
         assert!((total - 0.75).abs() < 1e-9);
         assert!((run.spent() - 0.75).abs() < 1e-9);
@@ -199,6 +224,9 @@ mod tests {
         assert_eq!(books.summary.retries, 1);
         assert_eq!(books.summary.waits, 1);
         assert_eq!(books.summary.wait_time, Duration::from_millis(1500));
+        drop(books);
+        assert_eq!(run.median_ms(Stage::Implement), Some((3000, 1)));
+        assert_eq!(run.median_ms(Stage::Research), None);
     }
 
     #[test]

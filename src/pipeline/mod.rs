@@ -449,6 +449,7 @@ impl Run<'_> {
                 return Ok(());
             }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
+                self.check_pause(self.settings.delay)?;
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.teller.emit(RunEvent::Told(Told::Waiting {
                     reason: "next iteration".into(),
@@ -554,6 +555,16 @@ impl Run<'_> {
             }),
             other => other,
         };
+        // The deadline is a planned end: said as how the run ended, exit 0 (or 4, as any end
+        // with a blocked task).
+        let (result, deadline) = match result {
+            Err(Error::DeadlineReached { at, shown, why }) => {
+                let mut books = self.ledger.books();
+                books.summary.ended = format!("the deadline {shown} ends the night: {why}");
+                (Ok(()), Some(at))
+            }
+            other => (other, None),
+        };
         let detached = self.target.branch().is_some_and(|b| b.detached);
         {
             let mut books = self.ledger.books();
@@ -606,6 +617,7 @@ impl Run<'_> {
                 cost_usd: summary.cost_usd,
                 exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
                 iterations: summary.iterations,
+                deadline,
             },
             &summary,
         );

@@ -355,6 +355,8 @@ pub(crate) fn starter() -> String {
                     "pace" => "90".to_string(),
                     "model" | "fallback-model" | "review-model" => toml_string("sonnet"),
                     "fallback-agent" | "review-agent" => toml_string("codex"),
+                    "until" => toml_string("07:00"),
+                    "deadline" => toml_string("5h45m"),
                     _ if arg
                         .get_value_names()
                         .is_some_and(|n| n.iter().any(|v| v.as_str() == "N")) =>

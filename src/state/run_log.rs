@@ -244,6 +244,14 @@ mod tests {
                 cost_usd: 0.5,
                 exit_code: 0,
                 iterations: 1,
+                deadline: None,
+            },
+            RunEvent::RunEnd {
+                ended: "the deadline 07:00 ends the night: it came during the implement stage, which resumes on the next run".into(),
+                cost_usd: 0.5,
+                exit_code: 0,
+                iterations: 1,
+                deadline: Some(Timestamp::from_epoch_seconds(1_795_010_000)),
             },
             RunEvent::WatchStart {
                 pid: 4100,

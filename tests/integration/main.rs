@@ -10,6 +10,7 @@ mod architecture;
 mod cli;
 mod config_file;
 mod crash;
+mod deadline;
 mod discovery;
 mod doctor;
 mod done;

@@ -165,6 +165,7 @@ const KNOWN: &[(&str, How)] = &[
     ),
     ("kern accept", How::Parallel),
     ("kern watch 10 30", How::Nights),
+    ("kern 20 30 --until 07:00", How::Nights),
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
@@ -1247,7 +1248,7 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
 #[test]
 fn the_nights_commands_run_as_the_docs_say() {
     let steps = commands(How::Nights);
-    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps.len(), 2, "{steps:?}");
     let p = Project::new("- [ ] Add the parser\n");
     for step in &steps {
         let words: Vec<&str> = step.split_whitespace().skip(1).collect();
@@ -1262,6 +1263,24 @@ fn the_nights_commands_run_as_the_docs_say() {
                 )
                 .unwrap();
                 assert_eq!(watch["ended"]["exit_code"], 0, "{watch}");
+            }
+            "kern 20 30 --until 07:00" => {
+                // A night that ends by 07:00, started in a time zone where it is about 19:00
+                // now, so the stages fit (each may take its hour); it ends when nothing is left.
+                p.write(
+                    "SPEC.md",
+                    &format!("{}- [ ] Write the docs\n", p.read("SPEC.md")),
+                );
+                p.commit_all("one more task");
+                let hour = (std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+                    / 3600
+                    % 24) as i64;
+                let east = (19 - hour + 36) % 24 - 12;
+                p.run(&words).env("TZ", format!("KRN{}", -east)).expect(0);
+                assert_eq!(p.log()[0], "Write the docs");
             }
             other => panic!("no step for the README command `{other}`"),
         }

@@ -397,3 +397,29 @@ fn a_watchdog_killed_and_started_again_adopts_the_live_run() {
     assert_eq!(committed(&p, "Alpha"), 1);
     assert!(err.contains(&format!("adopted the run pid {run}")), "{err}");
 }
+
+#[test]
+fn a_watched_night_keeps_one_deadline_across_its_restarts() {
+    let p = Project::new("- [ ] Alpha\n");
+    let gate = Gate::new(&p);
+    gate.hold("research", 0);
+    let child = watch(&p, &gate, &["3", "0", "--deadline", "2h"]);
+    wait_for_file(&gate.started("research", 0));
+    let deadline_of = |record: &Value| {
+        record["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|a| a.starts_with("--deadline-at="))
+            .map(str::to_string)
+    };
+    let first = lock_until(&p, |r| r["pid"].is_i64());
+    let deadline = deadline_of(&first).expect("the run is given the night's deadline");
+    signal(first["pid"].as_i64().unwrap() as i32, Signal::SIGKILL);
+    let second = lock_until(&p, |r| r["pid"].is_i64() && r["pid"] != first["pid"]);
+    assert_eq!(deadline_of(&second).as_deref(), Some(deadline.as_str()));
+    let (code, err) = finish(&p, child);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(committed(&p, "Alpha"), 1);
+}

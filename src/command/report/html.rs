@@ -84,9 +84,14 @@ pub(super) fn page(report: &Report) -> String {
 
 fn run_section(out: &mut String, run: &RunReport) {
     let class = match (run.end, run.exit_code) {
-        (crate::state::run_report::EndState::Finished, Some(0)) => "finished",
         (
             crate::state::run_report::EndState::Finished
+            | crate::state::run_report::EndState::AtDeadline,
+            Some(0),
+        ) => "finished",
+        (
+            crate::state::run_report::EndState::Finished
+            | crate::state::run_report::EndState::AtDeadline
             | crate::state::run_report::EndState::Running
             | crate::state::run_report::EndState::Restarted,
             _,

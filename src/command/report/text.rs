@@ -40,8 +40,10 @@ pub(super) fn terminal(report: &Report, color: bool) -> String {
             out.push('\n');
         }
         let sgr = match run.end {
-            EndState::Finished if run.exit_code == Some(0) => GREEN,
-            EndState::Finished | EndState::Running | EndState::Restarted => YELLOW,
+            EndState::Finished | EndState::AtDeadline if run.exit_code == Some(0) => GREEN,
+            EndState::Finished | EndState::AtDeadline | EndState::Running | EndState::Restarted => {
+                YELLOW
+            }
             _ => RED,
         };
         let _ = writeln!(out, "{}", p(&clean(&run.headline), sgr));

@@ -96,14 +96,23 @@ pub(crate) enum Next {
 
 /// What comes after `ending`, with `in_a_row` restarts already made since the last task the
 /// run finished. A run that ended by itself ends the night with its code (nothing left, a
-/// limit, a stop for the person, Ctrl-C); one that died or stalled is started again unless
-/// the restarts in a row are used up.
-pub(crate) fn after(ending: Ending, in_a_row: u32, policy: &WatchPolicy) -> Next {
+/// limit, the deadline, a stop for the person, Ctrl-C); one that died or stalled is started
+/// again unless the restarts in a row are used up — or the night's deadline has passed
+/// (`past_deadline`): then the night is over, as the run would have ended it.
+pub(crate) fn after(
+    ending: Ending,
+    in_a_row: u32,
+    policy: &WatchPolicy,
+    past_deadline: bool,
+) -> Next {
     let why = match ending {
         Ending::Exited(PANIC_EXIT) | Ending::Killed(_) | Ending::Vanished => Lost::Died,
         Ending::Exited(code) => return Next::End(code),
         Ending::Stopped => Lost::Stalled,
     };
+    if past_deadline {
+        return Next::End(0);
+    }
     if in_a_row >= policy.max_restarts {
         return Next::GiveUp(why);
     }
@@ -148,6 +157,15 @@ pub(crate) fn ending_text(ending: Ending, phase: Option<&str>) -> String {
     match phase {
         Some(phase) => format!("{how} in {phase}"),
         None => format!("{how} before it took its lock"),
+    }
+}
+
+/// `died` or `stalled`, for a run that was lost; `ended` for one that ended by itself.
+pub(crate) fn lost_word(ending: Ending) -> &'static str {
+    match ending {
+        Ending::Exited(code) if code != PANIC_EXIT => "ended",
+        Ending::Stopped => "stalled",
+        _ => "died",
     }
 }
 
@@ -247,17 +265,21 @@ mod tests {
         ];
         for (ending, in_a_row, next) in cases {
             assert_eq!(
-                after(ending, in_a_row, &policy),
+                after(ending, in_a_row, &policy, false),
                 next,
                 "{ending:?} {in_a_row}"
             );
         }
+        // Past the deadline a lost run is not started again; one that ended says how.
+        assert_eq!(after(Ending::Killed(9), 0, &policy, true), Next::End(0));
+        assert_eq!(after(Ending::Stopped, 9, &policy, true), Next::End(0));
+        assert_eq!(after(Ending::Exited(4), 0, &policy, true), Next::End(4));
         let never = WatchPolicy {
             max_restarts: 0,
             ..policy
         };
         assert_eq!(
-            after(Ending::Killed(9), 0, &never),
+            after(Ending::Killed(9), 0, &never, false),
             Next::GiveUp(Lost::Died)
         );
     }

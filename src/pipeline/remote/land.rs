@@ -71,6 +71,16 @@ impl Run<'_> {
                 }));
             }
         }
+        self.remote_publish(identity)?;
+        if let Some(remote) = self.target.remote_mut() {
+            remote.release(&self.ws.repo, identity)?;
+        }
+        Ok(())
+    }
+
+    /// Publishes the SPEC.md lines of the task `identity` on the remote's branch (a commit of
+    /// SPEC.md alone, when they changed), expecting the tip it read; a refusal is said.
+    pub(in crate::pipeline) fn remote_publish(&mut self, identity: &TaskIdentity) -> Result<()> {
         for _ in 0..claim::MAX_LANDING_ROUNDS {
             let Some(tip) = self.remote_sync()? else {
                 return Ok(());
@@ -113,9 +123,6 @@ impl Run<'_> {
                 }
                 Pushed::Stale => {}
             }
-        }
-        if let Some(remote) = self.target.remote_mut() {
-            remote.release(&self.ws.repo, identity)?;
         }
         Ok(())
     }

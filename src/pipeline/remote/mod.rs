@@ -16,9 +16,11 @@
 //! - The run's branch follows the remote's: before tasks are picked and before each landing,
 //!   the remote's tip is fetched and the branch moved to it (only paths that differ are
 //!   written, never over a change of the person's), SPEC.md merged by task.
-//! - A run ending any way but kill -9 releases every claim it holds; a killed run's claims
-//!   lapse after `--claim-ttl` and another machine takes the task over, from the work in
-//!   progress the dead machine last pushed ([`checkpoint`]).
+//! - A run ending any way but kill -9 releases every claim it holds — at its deadline after
+//!   pushing each held task's work and publishing its SPEC.md lines, leaving the work for the
+//!   machine that claims the task next; a killed run's claims lapse after `--claim-ttl` and
+//!   another machine takes the task over, from the work in progress the dead machine last
+//!   pushed ([`checkpoint`]).
 
 mod checkpoint;
 pub(crate) mod claim;
@@ -270,6 +272,25 @@ impl Remote {
         Ok(())
     }
 
+    /// Frees the claim on `identity` and leaves its pushed work on the remote: the run stops
+    /// at its deadline with the task unfinished, and the machine that claims it next resumes
+    /// from that work.
+    pub(crate) fn hand_over(&mut self, repo: &Repository, identity: &TaskIdentity) -> Result<()> {
+        let key = task_key(identity);
+        if let Some(held) = self.held.remove(&key) {
+            self.work.remove(&key);
+            repo.push_expecting(
+                &self.name,
+                &[RefUpdate {
+                    name: Self::claim_ref(&key),
+                    new: None,
+                    expected: Expected::At(held.oid),
+                }],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Frees every claim this run holds (the run ends).
     pub(crate) fn release_all(&mut self, repo: &Repository) {
         let ids: Vec<TaskIdentity> = self.held.values().map(|h| h.identity.clone()).collect();
@@ -485,6 +506,10 @@ impl Run<'_> {
                     remote: remote.name.clone(),
                     claim: format!("{CLAIMS}{key}"),
                 }));
+                // A task in progress that its last machine handed over at its deadline.
+                if doc.tasks()[task].state == crate::spec::TaskState::InProgress {
+                    self.adopt_pushed_work(&identity, &key)?;
+                }
                 Ok(true)
             }
             Claimed::TookOver { holder, attempt } => {
@@ -540,6 +565,29 @@ impl Run<'_> {
             }));
         }
         self.remote_checkpoint()
+    }
+
+    /// The night's deadline came with tasks in progress (DESIGN.md section 20): each one's
+    /// work is pushed, its SPEC.md lines published, and its claim freed, its work left on the
+    /// remote for whichever machine claims it next. What fails is traced: the claims lapse.
+    pub(super) fn remote_hand_over(&mut self) {
+        let Some(remote) = self.target.remote() else {
+            return;
+        };
+        let held = remote.held_tasks();
+        if let Err(e) = self.remote_checkpoint() {
+            tracing::warn!(error = %e, "pushing the work in progress at the deadline");
+        }
+        for identity in held {
+            if let Err(e) = self.remote_publish(&identity) {
+                tracing::warn!(error = %e, "publishing a task's SPEC.md lines at the deadline");
+            }
+            if let Some(remote) = self.target.remote_mut()
+                && let Err(e) = remote.hand_over(&self.ws.repo, &identity)
+            {
+                tracing::warn!(error = %e, "freeing a claim at the deadline");
+            }
+        }
     }
 
     /// Frees every claim the run holds (it ends).

@@ -132,9 +132,11 @@ pub(super) async fn run_once(
             LineSignal::StopNow(class) => LineAction::StopNow(class.message().to_string()),
         }
     };
+    // No try runs past the night's deadline.
+    let limits = crate::pipeline::clock::clip(&settings.limits, settings.deadline.as_ref());
     let finished = supervisor::run(
         &invocation,
-        &settings.limits,
+        &limits,
         &files,
         ctx.interrupt,
         &mut on_spawn,

@@ -48,6 +48,7 @@ impl Run<'_> {
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
+        self.check_deadline(stage)?;
         let doc = self.spec.reload()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
             path: self.ws.spec_path.clone(),
@@ -238,6 +239,8 @@ impl Run<'_> {
             switched: !kern.switches.is_empty(),
             rate_limit: run.rate_limit.as_ref(),
             waits: &waits,
+            succeeded: (kern.outcome == Outcome::Succeeded && run.outcome.is_ok())
+                .then_some((kern.stage, kern.duration_ms)),
         });
         self.teller
             .emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));

@@ -193,15 +193,21 @@ pub(crate) async fn run_stage<R: Report>(
             });
             tries.waited += rest;
             watch.waiting(stage)?;
-            if countdown(ctx, &reason, rest).await {
-                return Err(interrupted(ctx));
-            }
+            countdown(ctx, &reason, rest).await?;
             watch.running(stage)?;
         }
         let current = match (side, &agents.fallback) {
             (Side::Fallback, Some(fallback)) => fallback,
             _ => &agents.primary,
         };
+        if let Some(deadline) = &settings.deadline
+            && crate::pipeline::clock::time_left(deadline).is_zero()
+        {
+            return Err(crate::pipeline::clock::came(
+                deadline,
+                &format!("the {stage} stage"),
+            ));
+        }
         let mut attempt = run_once(ctx, watch, request, stage, current, &tries).await?;
         tries.cost += attempt.output.cost_usd;
         if let Some(limit) = &attempt.output.rate_limit {
@@ -212,6 +218,28 @@ pub(crate) async fn run_stage<R: Report>(
                 let signal = *signal;
                 attempt.finish(state_dir, Outcome::Interrupted, Some("interrupted".into()))?;
                 return Err(Error::Interrupted { signal });
+            }
+            // Each try gets no more than the time left: stopped at the deadline, the stage
+            // resumes on the next run.
+            EndReason::StageTimeout
+                if settings
+                    .deadline
+                    .as_ref()
+                    .is_some_and(|d| crate::pipeline::clock::time_left(d).is_zero()) =>
+            {
+                let deadline = settings
+                    .deadline
+                    .as_ref()
+                    .map_or(String::new(), |d| d.shown.clone());
+                attempt.finish(
+                    state_dir,
+                    Outcome::Interrupted,
+                    Some(format!("stopped at the deadline {deadline}")),
+                )?;
+                return Err(crate::pipeline::clock::came_at(
+                    settings.deadline.as_ref(),
+                    &format!("the {stage} stage"),
+                ));
             }
             EndReason::StageTimeout => Some(FailureClass::Transient(format!(
                 "agent timed out after {}",
@@ -318,9 +346,7 @@ pub(crate) async fn run_stage<R: Report>(
                     of: delays.len(),
                     delay,
                 }));
-                if countdown(ctx, &format!("retrying {stage}"), delay).await {
-                    return Err(interrupted(ctx));
-                }
+                countdown(ctx, &format!("retrying {stage}"), delay).await?;
             }
             Step::Wait(wait) => {
                 let message = class.message().to_string();
@@ -346,9 +372,7 @@ pub(crate) async fn run_stage<R: Report>(
                     wait,
                 }));
                 watch.waiting(stage)?;
-                if countdown(ctx, &message, wait).await {
-                    return Err(interrupted(ctx));
-                }
+                countdown(ctx, &message, wait).await?;
                 watch.running(stage)?;
             }
             Step::Switch(wait) => {
@@ -383,9 +407,7 @@ pub(crate) async fn run_stage<R: Report>(
                     });
                     tries.waited += wait;
                     watch.waiting(stage)?;
-                    if countdown(ctx, &message, wait).await {
-                        return Err(interrupted(ctx));
-                    }
+                    countdown(ctx, &message, wait).await?;
                     watch.running(stage)?;
                 }
                 side = side.other();
@@ -447,13 +469,19 @@ fn until_text(epoch: Option<i64>) -> String {
     }
 }
 
-/// Waits `total`, showing a countdown; true when interrupted.
-async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> bool {
+/// Waits `total`, showing a countdown: `Err(Interrupted)` when a stop is asked for meanwhile,
+/// `Err(DeadlineReached)` at once when the wait would end after the night's deadline.
+async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> Result<()> {
+    if let Some(deadline) = &ctx.settings.deadline
+        && let Some(past) = crate::pipeline::clock::wait_past(deadline, reason, total)
+    {
+        return Err(past);
+    }
     let end = Instant::now() + total;
     loop {
         let now = Instant::now();
         if now >= end {
-            return false;
+            return Ok(());
         }
         let remaining = end - now;
         ctx.teller.emit(RunEvent::Told(Told::Waiting {
@@ -462,7 +490,7 @@ async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> boo
         }));
         let step = remaining.min(Duration::from_secs(1));
         if ctx.interrupt.sleep_or_interrupt(step).await {
-            return true;
+            return Err(interrupted(ctx));
         }
     }
 }

@@ -97,6 +97,7 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
     let started_at = events.first().map(|e| e.ts);
     let last_at = events.last().map(|e| e.ts);
     let end = match b.exit_code {
+        Some(0 | 4) if b.deadline.is_some() => EndState::AtDeadline,
         Some(0 | 4) => EndState::Finished,
         Some(130 | 143) => EndState::Interrupted,
         Some(_) => EndState::Stopped,
@@ -142,6 +143,7 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
         headline: String::new(),
         exit_code: b.exit_code,
         ended: b.ended.clone(),
+        deadline: b.deadline,
         started_at,
         last_at,
         agent: b.agent.clone(),
@@ -238,6 +240,7 @@ struct Builder {
     max_cost: Option<f64>,
     exit_code: Option<u8>,
     ended: Option<String>,
+    deadline: Option<Timestamp>,
     baseline_check: Option<CheckInfo>,
     notices: Vec<String>,
 }
@@ -554,11 +557,13 @@ impl Builder {
                 ended,
                 exit_code,
                 iterations,
+                deadline,
                 ..
             } => {
                 self.close_open_stages();
                 self.exit_code = Some(*exit_code);
                 self.ended = Some(ended.clone());
+                self.deadline = *deadline;
                 self.iterations_run = self.iterations_run.max(*iterations);
             }
         }

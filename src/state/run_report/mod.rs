@@ -58,6 +58,8 @@ pub(crate) enum EndState {
     Vanished,
     /// It died or stalled, and the `kern watch` above it started it again.
     Restarted,
+    /// It ended at the night's deadline (`--until`, `--deadline`), as planned.
+    AtDeadline,
 }
 
 /// One run.
@@ -73,6 +75,9 @@ pub(crate) struct RunReport {
     pub exit_code: Option<u8>,
     /// Why it ended, in full (kern's words).
     pub ended: Option<String>,
+    /// The night's deadline, when the run ended at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
     /// Its first line's time.
     pub started_at: Option<Timestamp>,
     /// Its last line's time.
