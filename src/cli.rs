@@ -24,6 +24,7 @@ Examples:
   kern -n             dry run: show what would happen, change nothing
   kern status         tasks by state, the next task, the state folder
   kern report         the morning after: how the last run ended, what needs you
+  kern watch 10 30    kern 10 30, started again if it dies or stalls (--detach: in the background)
   kern demo           watch the whole loop in a throw-away repository";
 
 /// kern takes the next task from SPEC.md and drives a coding agent through research,
@@ -353,6 +354,19 @@ pub enum ScopeMode {
     Off,
 }
 
+/// The scheduler `kern schedule` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scheduler {
+    /// systemd where it runs, launchd on macOS, else cron.
+    Auto,
+    /// A systemd user timer and service.
+    Systemd,
+    /// A launchd agent.
+    Launchd,
+    /// The crontab line, printed.
+    Cron,
+}
+
 /// Whether the check runs once before any agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CheckBaseline {
@@ -408,6 +422,33 @@ pub enum Command {
             allow_hyphen_values = true,
             value_name = "ARGS"
         )]
+        args: Vec<String>,
+    },
+    /// Start a night every day with the system's scheduler (systemd, launchd, or a crontab line).
+    ///
+    /// Every day at --at, `kern watch` starts the run with ARGS (after `--`) in this repository,
+    /// ending it by --until: a systemd user timer and service, a launchd agent on macOS, or,
+    /// where neither is, the crontab line to add. --list shows the nights scheduled, --remove
+    /// takes this repository's away.
+    Schedule {
+        /// When the night starts, every day: a time of day (23:00).
+        #[arg(long, value_name = "HH:MM", value_parser = crate::timestamp::parse_clock, required_unless_present_any = ["list", "remove"])]
+        at: Option<crate::timestamp::Until>,
+        /// When the night ends: a time of day (07:00), the run's --until.
+        #[arg(long, value_name = "HH:MM", value_parser = crate::timestamp::parse_clock)]
+        until: Option<crate::timestamp::Until>,
+        /// The scheduler: auto (systemd where it runs, launchd on macOS, else cron), systemd,
+        /// launchd or cron.
+        #[arg(long, value_enum, value_name = "WHICH", default_value_t = Scheduler::Auto)]
+        scheduler: Scheduler,
+        /// List the nights kern has scheduled (for every repository).
+        #[arg(long, conflicts_with_all = ["at", "until", "remove"])]
+        list: bool,
+        /// Remove this repository's night from the scheduler, leaving nothing behind.
+        #[arg(long, conflicts_with_all = ["at", "until"])]
+        remove: bool,
+        /// The run's arguments (after `--`): ITERATIONS, DELAY and options, as `kern` takes them.
+        #[arg(last = true, value_name = "ARGS")]
         args: Vec<String>,
     },
     /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
@@ -535,6 +576,18 @@ const IGNORED_BY: &[(&str, &[&str])] = &[
     (
         "demo",
         &["spec", "agent", "fallback_agent", "review_agent", "sandbox"],
+    ),
+    // The night's own options go after `--`.
+    (
+        "schedule",
+        &[
+            "spec",
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+        ],
     ),
     (
         "completions",

@@ -10,8 +10,9 @@
 //! SPEC.md's diagnostics).
 //!
 //! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`; `watch/`,
-//!   the watchdog above a night, with its pure decisions in `decide.rs`), and `running.rs`,
-//!   the live view `status` shows.
+//!   the watchdog above a night, with its pure decisions in `decide.rs`; `schedule.rs`, the
+//!   night installed with the system's scheduler, its unit texts in `schedule/units.rs`), and
+//!   `running.rs`, the live view `status` shows.
 //! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
 //!   failure, and when the approaches are exhausted — `parallel/` (`-j`), `remote/` (tasks
@@ -234,6 +235,24 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
         ),
         Some(Command::Log { follow }) => command::log::run(settings, follow),
         Some(Command::Watch { .. }) => command::watch::run(settings),
+        Some(Command::Schedule {
+            at,
+            until,
+            scheduler,
+            list,
+            remove,
+            args,
+        }) => command::schedule::run(
+            settings,
+            &command::schedule::Request {
+                at,
+                until,
+                scheduler,
+                list,
+                remove,
+                args,
+            },
+        ),
         Some(Command::Accept { tasks }) => command::review::accept(settings, &tasks),
         Some(Command::Reject { task, reason }) => command::review::reject(settings, &task, &reason),
         Some(Command::Demo { keep }) => demo::run(settings, keep).await,

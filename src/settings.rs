@@ -132,6 +132,11 @@ pub struct Settings {
     pub watched_by: Option<String>,
     /// The night's deadline (`--until`, `--deadline`, or the watchdog's `--deadline-at`).
     pub deadline: Option<Deadline>,
+    /// The home folder (`HOME`), where launchd's agents are.
+    pub home: PathBuf,
+    /// `$XDG_CONFIG_HOME` (an absolute one), else `<home>/.config`: where systemd's user units
+    /// are.
+    pub config_home: PathBuf,
 }
 
 /// When the night ends (DESIGN.md section 20): no stage starts that cannot finish before it.
@@ -337,6 +342,15 @@ impl Settings {
                 restart_delay: run.restart_delay,
             },
             watched_by: run.watched_by.clone().filter(|w| !w.trim().is_empty()),
+            home: var("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
+            config_home: var("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .unwrap_or_else(|| {
+                    var("HOME")
+                        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
+                        .join(".config")
+                }),
             deadline: Deadline::resolve(
                 run.deadline_at,
                 run.until,

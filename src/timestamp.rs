@@ -151,6 +151,17 @@ pub(crate) fn parse_until(text: &str) -> Result<Until, String> {
     })
 }
 
+/// Parses a time of day only (`kern schedule --at 23:00`).
+pub(crate) fn parse_clock(text: &str) -> Result<Until, String> {
+    match parse_until(text) {
+        Ok(clock @ Until::Clock { .. }) => Ok(clock),
+        _ => Err(format!(
+            "`{}` is not a time of day — write it as 23:00",
+            text.trim()
+        )),
+    }
+}
+
 impl Until {
     /// The moment meant, seen at `now`: a time of day's next coming strictly after `now` (on a
     /// day the clock skips it, the first moment after the skip).

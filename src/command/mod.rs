@@ -13,5 +13,6 @@ pub(crate) mod report;
 pub(crate) mod review;
 pub(crate) mod run;
 mod running;
+pub(crate) mod schedule;
 pub(crate) mod status;
 pub(crate) mod watch;

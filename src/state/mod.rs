@@ -368,7 +368,7 @@ pub(crate) fn branch_folder(branch: &str) -> String {
 
 /// Eight hex digits of a stable hash of a path (SHA-1 through libgit2; stable across versions
 /// and runs, unlike std's hasher).
-fn path_hash8(path: &Path) -> String {
+pub(crate) fn path_hash8(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let oid = git2::Oid::hash_object(git2::ObjectType::Blob, path.as_os_str().as_bytes())
         .map_or_else(|_| "00000000".to_string(), |o| o.to_string());

@@ -38,6 +38,7 @@ mod real_two_agents;
 mod remote;
 mod repository;
 mod rough_edges;
+mod schedule;
 mod scripted_agent;
 mod shared_repository;
 mod soak;

@@ -166,6 +166,12 @@ const KNOWN: &[(&str, How)] = &[
     ("kern accept", How::Parallel),
     ("kern watch 10 30", How::Nights),
     ("kern 20 30 --until 07:00", How::Nights),
+    (
+        "kern schedule --at 23:00 --until 07:00 -- 20 30 --check 'cargo test'",
+        How::Nights,
+    ),
+    ("kern schedule --list", How::Nights),
+    ("kern schedule --remove", How::Nights),
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
@@ -1248,11 +1254,56 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
 #[test]
 fn the_nights_commands_run_as_the_docs_say() {
     let steps = commands(How::Nights);
-    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!(steps.len(), 5, "{steps:?}");
     let p = Project::new("- [ ] Add the parser\n");
+    // `kern schedule` with a home of its own, and fakes of the schedulers' commands first on
+    // PATH: whichever scheduler this machine has, nothing of the person's is touched.
+    let home = p.outside.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut bin = PathBuf::new();
+    for name in ["systemctl", "launchctl"] {
+        bin = crate::support::fakes::fake(&p, name, "#!/bin/sh\nexit 0\n");
+    }
+    let kern = kern_bin();
+    let path = format!(
+        "{}:{}:{}",
+        bin.display(),
+        kern.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let shell = |step: &str| {
+        let out = sh_as(
+            &p.run(&[])
+                .env("HOME", &home)
+                .env("XDG_CONFIG_HOME", home.join(".config"))
+                .env("PATH", &path),
+        )
+        .args(["-c", step])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+        let (stdout, stderr) = texts(&out);
+        assert_eq!(out.status.code(), Some(0), "`{step}`: {stderr}");
+        format!("{stdout}{stderr}")
+    };
     for step in &steps {
         let words: Vec<&str> = step.split_whitespace().skip(1).collect();
         match step.as_str() {
+            s if s.starts_with("kern schedule --at") => {
+                let said = shell(s);
+                assert!(
+                    said.contains(" watch --until 07:00 20 30 --check"),
+                    "{said}"
+                );
+            }
+            "kern schedule --list" => {
+                shell(step);
+            }
+            "kern schedule --remove" => {
+                shell(step);
+                let left: Vec<_> = walk(&home);
+                assert!(left.is_empty(), "{left:?}");
+            }
             "kern watch 10 30" => {
                 p.run(&words)
                     .expect(0)
@@ -1285,6 +1336,20 @@ fn the_nights_commands_run_as_the_docs_say() {
             other => panic!("no step for the README command `{other}`"),
         }
     }
+}
+
+/// Every file under `dir`, however deep.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }
 
 /// A bare remote holding `spec` (made from a fresh project) and a clone of it at `clone`.
