@@ -210,10 +210,14 @@ pub(crate) fn watch(state_dir: &StateDir) -> serde_json::Value {
 }
 
 /// The status line of a watchdog (`watch` of [`watch`]): `watched by pid 4100, 1 restart
-/// (stalled 23:14–23:29)` while it runs; a watchdog gone while its run goes on is said, as
-/// the way to watch it again; an ended one is history (`kern report` has it). Times are
-/// shown by `clock` (the local time of day).
-pub(crate) fn watch_line(watch: &serde_json::Value, clock: &dyn Fn(Timestamp) -> String) -> String {
+/// (stalled 23:14–23:29)` while it runs; a watchdog gone while a run goes on (`running`) is
+/// said, with the way to watch it again; an ended one is history (`kern report` has it).
+/// Times are shown by `clock` (the local time of day).
+pub(crate) fn watch_line(
+    watch: &serde_json::Value,
+    running: bool,
+    clock: &dyn Fn(Timestamp) -> String,
+) -> String {
     let Ok(record) = serde_json::from_value::<WatchRecord>(watch.clone()) else {
         return String::new();
     };
@@ -221,6 +225,9 @@ pub(crate) fn watch_line(watch: &serde_json::Value, clock: &dyn Fn(Timestamp) ->
         return String::new();
     }
     if watch["live"] != serde_json::Value::Bool(true) {
+        if !running {
+            return String::new();
+        }
         return format!(
             "watch:     its watchdog (pid {}) is gone: the night goes on unwatched — `kern watch {}` watches it again\n",
             record.pid,
@@ -426,7 +433,7 @@ mod tests {
         let line = |record: &WatchRecord, live: bool| {
             let mut v = serde_json::to_value(record).unwrap();
             v["live"] = live.into();
-            watch_line(&v, &clock)
+            watch_line(&v, true, &clock)
         };
         assert_eq!(
             line(&record, true),
@@ -450,7 +457,15 @@ mod tests {
             gave_up: false,
         });
         assert_eq!(line(&record, true), "");
-        assert_eq!(watch_line(&serde_json::Value::Null, &clock), "");
+        assert_eq!(watch_line(&serde_json::Value::Null, true, &clock), "");
+        record.ended = None;
+        let mut gone = serde_json::to_value(&record).unwrap();
+        gone["live"] = false.into();
+        assert_eq!(
+            watch_line(&gone, false, &clock),
+            "",
+            "nothing runs: history"
+        );
     }
 
     #[test]

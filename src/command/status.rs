@@ -616,6 +616,7 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
     out.push_str(&render_running(&j["running"]));
     out.push_str(&super::running::watch_line(
         &j["watch"],
+        j["lock"]["live"] == json!(true),
         &super::running::local_clock,
     ));
     out.push_str(&format!(

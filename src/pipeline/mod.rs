@@ -226,8 +226,9 @@ pub(crate) async fn run(
             "cannot become a child subreaper: escaped agent processes may outlive their stage"
         );
     }
-    if !settings.detached {
-        // A detached run's start was marked by `kern --detach` before it began.
+    if !settings.detached && settings.watched_by.is_none() {
+        // A detached run's start was marked by `kern --detach` before it began, a watched
+        // run's by its watchdog: `kern log -f` follows the whole night from there.
         crate::state::rotating::mark_start(&ws.state_dir.output_log());
     }
     reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));

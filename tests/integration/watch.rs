@@ -378,6 +378,15 @@ fn a_watchdog_killed_and_started_again_adopts_the_live_run() {
     signal(first.id() as i32, Signal::SIGKILL);
     first.wait().unwrap();
     assert!(!is_dead(run), "the run goes on without its watchdog");
+    let status = p.run(&["status"]).expect(0);
+    assert!(
+        status.stdout.contains(&format!(
+            "watch:     its watchdog (pid {}) is gone: the night goes on unwatched — `kern watch 3 0` watches it again\n",
+            first.id()
+        )),
+        "{}",
+        status.stdout
+    );
     let second = watch(&p, &gate, &["3", "0"]);
     let pid = i64::from(second.id());
     let deadline = Instant::now() + Duration::from_secs(60);
