@@ -17,6 +17,9 @@ use clap::FromArgMatches;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 pub use crate::reporter::ColorChoice;
+pub use night::{NightOptions, ScheduleArgs, Scheduler, watch_args};
+
+mod night;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -63,6 +66,10 @@ pub struct Cli {
     /// Options of a run.
     #[command(flatten)]
     pub run: RunOptions,
+
+    /// Options of a night: its deadline, its watchdog.
+    #[command(flatten)]
+    pub night: NightOptions,
 
     /// Options every command takes.
     #[command(flatten)]
@@ -302,45 +309,6 @@ pub struct RunOptions {
     /// Set by `--detach` on the background run itself: no terminal, its lines go to run.log.
     #[arg(long, hide = true)]
     pub detached: bool,
-
-    /// With `kern watch` (and `--detach`): how long a run may show no sign of progress — no
-    /// event, no agent output, no tick of a wait — beyond the silences its own limits bound
-    /// (--idle-timeout, --check-timeout, --hook-timeout) before the watchdog stops it and
-    /// starts it again (3s to 24h).
-    #[arg(long, value_name = "DURATION", env = "KERN_STALL_AFTER", default_value = "15m", value_parser = duration_between::<3, DAY>)]
-    pub stall_after: Duration,
-
-    /// With `kern watch`: how many times in a row (without a task finished between them) the
-    /// watchdog starts a run that died or stalled before it leaves it stopped (0 to 100).
-    #[arg(long, value_name = "N", env = "KERN_MAX_RESTARTS", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub max_restarts: u32,
-
-    /// With `kern watch`: the wait before a run is started again; each restart in a row doubles
-    /// it, up to 10 min (0 to 1h).
-    #[arg(long, value_name = "DURATION", env = "KERN_RESTART_DELAY", default_value = "30s", value_parser = duration_between::<0, HOUR>)]
-    pub restart_delay: Duration,
-
-    /// End the night by TIME: a time of day (07:00: its next coming by the local clock) or a
-    /// moment (2026-11-19T07:00:00+01:00). No stage starts that could not finish before it, a
-    /// stage still running then is stopped (it resumes on the next run), and the run ends with
-    /// exit 0; with --deadline too, the earlier one holds. Default: no deadline.
-    #[arg(long, value_name = "TIME", env = "KERN_UNTIL", value_parser = crate::timestamp::parse_until)]
-    pub until: Option<crate::timestamp::Until>,
-
-    /// End the night this long after it starts (5h45m), as --until does (1s to 7 days).
-    /// Default: no deadline.
-    #[arg(long, value_name = "DURATION", env = "KERN_DEADLINE", value_parser = duration_between::<1, WEEK>)]
-    pub deadline: Option<Duration>,
-
-    /// Set by `kern watch` on the run it starts: the night's deadline as one moment, so that a
-    /// run started again keeps it.
-    #[arg(long, hide = true, value_name = "TIME", value_parser = clap::value_parser!(crate::timestamp::Timestamp))]
-    pub deadline_at: Option<crate::timestamp::Timestamp>,
-
-    /// Set by `kern watch` on the run it starts: the watch's id, which the run's `run.jsonl`
-    /// lines name.
-    #[arg(long, hide = true, value_name = "ID")]
-    pub watched_by: Option<String>,
 }
 
 /// What happens to changes outside a task's Scope.
@@ -352,19 +320,6 @@ pub enum ScopeMode {
     Strict,
     /// Not checked.
     Off,
-}
-
-/// The scheduler `kern schedule` writes for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Scheduler {
-    /// systemd where it runs, launchd on macOS, else cron.
-    Auto,
-    /// A systemd user timer and service.
-    Systemd,
-    /// A launchd agent.
-    Launchd,
-    /// The crontab line, printed.
-    Cron,
 }
 
 /// Whether the check runs once before any agent.
@@ -430,27 +385,7 @@ pub enum Command {
     /// ending it by --until: a systemd user timer and service, a launchd agent on macOS, or,
     /// where neither is, the crontab line to add. --list shows the nights scheduled, --remove
     /// takes this repository's away.
-    Schedule {
-        /// When the night starts, every day: a time of day (23:00).
-        #[arg(long, value_name = "HH:MM", value_parser = crate::timestamp::parse_clock, required_unless_present_any = ["list", "remove"])]
-        at: Option<crate::timestamp::Until>,
-        /// When the night ends: a time of day (07:00), the run's --until.
-        #[arg(long, value_name = "HH:MM", value_parser = crate::timestamp::parse_clock)]
-        until: Option<crate::timestamp::Until>,
-        /// The scheduler: auto (systemd where it runs, launchd on macOS, else cron), systemd,
-        /// launchd or cron.
-        #[arg(long, value_enum, value_name = "WHICH", default_value_t = Scheduler::Auto)]
-        scheduler: Scheduler,
-        /// List the nights kern has scheduled (for every repository).
-        #[arg(long, conflicts_with_all = ["at", "until", "remove"])]
-        list: bool,
-        /// Remove this repository's night from the scheduler, leaving nothing behind.
-        #[arg(long, conflicts_with_all = ["at", "until"])]
-        remove: bool,
-        /// The run's arguments (after `--`): ITERATIONS, DELAY and options, as `kern` takes them.
-        #[arg(last = true, value_name = "ARGS")]
-        args: Vec<String>,
-    },
+    Schedule(ScheduleArgs),
     /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
     Report {
         /// Every run active since then: 12h, 90m, 2d, a date (2026-11-18) or a time.
@@ -618,42 +553,6 @@ pub fn command() -> clap::Command {
         command = command.mut_subcommand(*name, |sub| sub.args(copies));
     }
     command
-}
-
-/// The run's arguments in `argv` (the program first) of a `kern watch` command line: every
-/// argument but the program and the word `watch` itself (global options may stand before it:
-/// `kern -v watch 10 30`). `None` when `argv` is no `kern watch`.
-pub fn watch_args(argv: &[String]) -> Option<Vec<String>> {
-    let command = command();
-    let mut expects_value = false;
-    for (i, arg) in argv.iter().enumerate().skip(1) {
-        if expects_value {
-            expects_value = false;
-            continue;
-        }
-        if arg == "--" {
-            return None;
-        }
-        if arg == "watch" {
-            let mut args: Vec<String> = argv[1..i].to_vec();
-            args.extend(argv[i + 1..].iter().cloned());
-            return Some(args);
-        }
-        // An option that takes its value as the next argument (`--spec watch`).
-        expects_value = !arg.contains('=')
-            && command.get_arguments().any(|a| {
-                let named = match arg.strip_prefix("--") {
-                    Some(long) => a.get_long() == Some(long),
-                    None => arg.len() == 2 && a.get_short().is_some_and(|c| arg.ends_with(c)),
-                };
-                named && a.get_action().takes_values()
-            });
-        if !arg.starts_with('-') {
-            // ITERATIONS or another subcommand: no `kern watch`.
-            return None;
-        }
-    }
-    None
 }
 
 /// Parses `90s`, `15m`, `1h`, `1h30m` or plain seconds.
@@ -909,8 +808,8 @@ mod tests {
         );
         let cli =
             Cli::try_parse_from(["kern", "--stall-after", "20m", "--max-restarts", "0"]).unwrap();
-        assert_eq!(cli.run.stall_after, Duration::from_secs(1200));
-        assert_eq!(cli.run.max_restarts, 0);
+        assert_eq!(cli.night.stall_after, Duration::from_secs(1200));
+        assert_eq!(cli.night.max_restarts, 0);
         assert!(Cli::try_parse_from(["kern", "--stall-after", "2"]).is_err());
     }
 

@@ -337,11 +337,15 @@ impl Settings {
             detached: run.detached,
             path_var: var("PATH"),
             watch: WatchPolicy {
-                stall_after: run.stall_after,
-                max_restarts: run.max_restarts,
-                restart_delay: run.restart_delay,
+                stall_after: cli.night.stall_after,
+                max_restarts: cli.night.max_restarts,
+                restart_delay: cli.night.restart_delay,
             },
-            watched_by: run.watched_by.clone().filter(|w| !w.trim().is_empty()),
+            watched_by: cli
+                .night
+                .watched_by
+                .clone()
+                .filter(|w| !w.trim().is_empty()),
             home: var("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
             config_home: var("XDG_CONFIG_HOME")
                 .map(PathBuf::from)
@@ -352,9 +356,9 @@ impl Settings {
                         .join(".config")
                 }),
             deadline: Deadline::resolve(
-                run.deadline_at,
-                run.until,
-                run.deadline,
+                cli.night.deadline_at,
+                cli.night.until,
+                cli.night.deadline,
                 &chrono::Local::now(),
             ),
         })

@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::Phase;
+use std::cell::RefCell;
+use std::rc::Weak;
+
+use super::{Held, Phase};
 use crate::stage::Stage;
 use crate::timestamp::Timestamp;
 
@@ -133,6 +136,43 @@ impl Heartbeat {
             moved,
             quiet_until: promised.max(kept),
         }
+    }
+}
+
+/// Tells a run's lock that the run moved (`beat.rs`): cheap to clone, handed to every task of
+/// the run. It does not keep the lock alive; once the lock is released it does nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Beat(pub(super) Weak<RefCell<Held>>);
+
+impl Beat {
+    /// The run moved: `moved`, with a silence of up to `quiet` that its own limits end. The
+    /// record is written when the last write is [`BEAT_EVERY`] old.
+    pub fn moved(&self, moved: Moved, quiet: Option<Duration>) {
+        let Some(held) = self.0.upgrade() else {
+            return;
+        };
+        // A borrow in progress is the lock writing the record itself: it says as much.
+        let Ok(mut held) = held.try_borrow_mut() else {
+            return;
+        };
+        held.beat(moved, quiet);
+        if held.written.elapsed() >= BEAT_EVERY
+            && let Err(e) = held.write()
+        {
+            tracing::warn!(error = %e, "cannot write the heartbeat into the lock");
+        }
+    }
+}
+
+impl Held {
+    /// The run moved: the heartbeat says so (written with the record's next write).
+    pub(super) fn beat(&mut self, moved: Moved, quiet: Option<Duration>) {
+        self.record.beat = Some(Box::new(Heartbeat::after(
+            self.record.beat.as_deref(),
+            moved,
+            quiet,
+            Timestamp::now(),
+        )));
     }
 }
 

@@ -25,7 +25,7 @@
 
 mod beat;
 
-pub(crate) use beat::{BEAT_EVERY, QuietLimits};
+pub(crate) use beat::{BEAT_EVERY, Beat, QuietLimits};
 pub(crate) use beat::{Heartbeat, Moved};
 
 use std::cell::RefCell;
@@ -34,7 +34,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use nix::unistd::{Pid, getpgrp};
@@ -211,31 +211,6 @@ struct Held {
     written: Instant,
     /// How long the run's own limits let each kind of silence last.
     quiet: QuietLimits,
-}
-
-/// Tells a run's lock that the run moved (`beat.rs`): cheap to clone, handed to every task of
-/// the run. It does not keep the lock alive; once the lock is released it does nothing.
-#[derive(Debug, Clone, Default)]
-pub struct Beat(Weak<RefCell<Held>>);
-
-impl Beat {
-    /// The run moved: `moved`, with a silence of up to `quiet` that its own limits end. The
-    /// record is written when the last write is [`BEAT_EVERY`] old.
-    pub fn moved(&self, moved: Moved, quiet: Option<Duration>) {
-        let Some(held) = self.0.upgrade() else {
-            return;
-        };
-        // A borrow in progress is the lock writing the record itself: it says as much.
-        let Ok(mut held) = held.try_borrow_mut() else {
-            return;
-        };
-        held.beat(moved, quiet);
-        if held.written.elapsed() >= BEAT_EVERY
-            && let Err(e) = held.write()
-        {
-            tracing::warn!(error = %e, "cannot write the heartbeat into the lock");
-        }
-    }
 }
 
 impl RunLock {
@@ -424,16 +399,6 @@ impl RunLock {
 }
 
 impl Held {
-    /// The run moved: the heartbeat says so (written with the record's next write).
-    fn beat(&mut self, moved: Moved, quiet: Option<Duration>) {
-        self.record.beat = Some(Box::new(Heartbeat::after(
-            self.record.beat.as_deref(),
-            moved,
-            quiet,
-            Timestamp::now(),
-        )));
-    }
-
     /// Rewrites the locked file through the locked handle. Never a rename: the
     /// flock belongs to this inode. Never an fsync either: readers see the page cache, and
     /// after a crash of the machine every holder is dead and the record only says whose lock
