@@ -8,9 +8,10 @@
 //!
 //! The files: `document` (the [`Document`] of [`Task`]s and its queries), `parse` (text ->
 //! document: the pulldown-cmark walk), `dialect` (other tools' markers: Kiro, Obsidian Tasks,
-//! spec-kit), `notes` (the one reader and writer of kern's note layout), `validate` (errors
-//! and warnings with `FILE:LINE:COL`), `select` (the next task and why), `edit` (the splices of
-//! an edit), `sanitise` (agent text made safe to splice), `verify` (the re-parse check),
+//! spec-kit), `notes` (the one reader and writer of kern's note layout), `must` (the
+//! must-haves) and `grep` (how a `grep` must-have reads a file), `validate` (errors and
+//! warnings with `FILE:LINE:COL`), `select` (the next task and why), `edit` (the splices of an
+//! edit), `sanitise` (agent text made safe to splice), `verify` (the re-parse check),
 //! `changes` (what changed between two readings, one sentence each) and `file` (reading and
 //! atomically writing SPEC.md without losing a concurrent hand edit).
 
@@ -19,6 +20,7 @@ mod dialect;
 mod document;
 mod edit;
 mod file;
+mod grep;
 mod must;
 mod notes;
 mod parse;
@@ -36,6 +38,7 @@ pub(crate) use document::{Quoted, quote_title};
 pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
+pub(crate) use grep::{compile as compile_grep, grep_file};
 pub(crate) use must::{MustHave, is_test_path, parse as parse_must, scope_patterns};
 pub(crate) use notes::error_signature;
 pub use select::select;

@@ -22,7 +22,8 @@ pub(crate) enum MustHave {
     Grep {
         /// The path, relative to the work tree's top.
         path: String,
-        /// The pattern (Rust regex syntax, as ripgrep's).
+        /// The pattern: the rest of the line, taken whole (the regex crate's syntax, matched
+        /// line by line as grep does: `spec/grep.rs`).
         pattern: String,
         /// True for `grep!`.
         absent: bool,
@@ -96,7 +97,7 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
                 return Err(need("a path and a pattern"));
             };
             let pattern = pattern.trim();
-            regex::Regex::new(pattern)
+            super::grep::compile(pattern)
                 .map_err(|e| format!("`{line}`: the pattern does not compile: {e}"))?;
             Ok(MustHave::Grep {
                 path: path.to_string(),
