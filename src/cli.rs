@@ -172,8 +172,8 @@ pub struct RunOptions {
     #[arg(long, value_name = "DURATION", env = "KERN_RESET_MARGIN", default_value = "60s", value_parser = duration_between::<0, HOUR>)]
     pub reset_margin: Duration,
 
-    /// Failed attempts before kern asks for decomposition, and again before it blocks the task
-    /// (1 to 100).
+    /// Failed attempts before kern asks for decomposition, once; an attempt under that request
+    /// that fails too blocks the task (1 to 100).
     #[arg(long, value_name = "N", env = "KERN_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_attempts: u32,
 

@@ -64,7 +64,7 @@ pub struct Settings {
     pub limits: Limits,
     /// Retries and waits.
     pub retry: RetryPolicy,
-    /// Failed attempts before decomposition is asked for, and again before blocking.
+    /// Failed attempts before decomposition is asked for (once: a failure under it blocks).
     pub max_attempts: u32,
     /// The cost budget in USD.
     pub max_cost: Option<f64>,

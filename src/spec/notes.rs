@@ -444,4 +444,16 @@ mod props {
             prop_assert_eq!(back, notes);
         }
     }
+
+    #[test]
+    fn error_signatures_fold_numbers() {
+        assert_eq!(
+            error_signature("agent timed out after 60m"),
+            error_signature("Agent timed out after 61m")
+        );
+        assert_ne!(
+            error_signature("tests fail: parser"),
+            error_signature("tests fail: lexer")
+        );
+    }
 }

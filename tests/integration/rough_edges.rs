@@ -120,7 +120,7 @@ fn one_allowed_attempt_asks_for_decomposition_before_blocking() {
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Hard task"), "{spec}");
     assert!(
-        spec.contains("> **Blocked:** 2 failed attempts, decomposition included"),
+        spec.contains("> **Blocked:** the decomposition request was answered: the build broke — after 1 failed attempt; a person must look. Tried: 1) the build broke"),
         "{spec}"
     );
 }
@@ -138,7 +138,7 @@ fn three_identical_failures_ask_for_decomposition_instead_of_blocking() {
     let spec = p.read("SPEC.md");
     assert!(
         spec.contains(
-            "> **Blocked:** the last 3 attempts failed the same way, decomposition included"
+            "> **Blocked:** the decomposition request was answered: the build broke — after 3 failed attempts; a person must look. Tried: 1) the build broke (3 attempts)"
         ),
         "{spec}"
     );

@@ -290,7 +290,7 @@ pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
             crate::text::count(n as usize, "time", "times")
         ),
         n => format!(
-            "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session.",
+            "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session. If it cannot be split, return FAILED with an `attempt_note` that says why: this is the task's last attempt, and kern blocks it for a person.",
             crate::text::count(n as usize, "time", "times")
         ),
     }
@@ -555,6 +555,10 @@ mod tests {
         assert!(attempts_text(1, 3).starts_with("This task has failed 1 time."));
         assert!(attempts_text(2, 3).contains("do not repeat a failed approach"));
         assert!(attempts_text(3, 3).contains("Decomposition is required"));
+        assert!(
+            attempts_text(3, 3)
+                .ends_with("this is the task's last attempt, and kern blocks it for a person.")
+        );
         assert!(!attempts_text(2, 3).contains("Decomposition"));
         assert!(attempts_text(1, 1).starts_with("This task has failed 1 time. Decomposition"));
     }
