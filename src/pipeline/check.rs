@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use crate::agent::Invocation;
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::decide::{self, Next};
 use crate::pipeline::{Run, TaskRun};
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 use crate::supervisor::Limits;
 use crate::supervisor::interrupt::Interrupt;
 use crate::supervisor::{self, EndReason, LineAction, StreamFiles};

@@ -29,12 +29,12 @@
 //!   message still refused after that is a failed attempt.
 
 use crate::agent::stream::RateLimit;
+use crate::event::IterationEnd;
 use crate::pipeline::check::CheckResult;
 use crate::pipeline::error_research;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
-use crate::state::run_log::IterationEnd;
 
 /// How many times kern asks the review for a new message after a hook refused one.
 pub(super) const MESSAGE_REQUESTS: u32 = 2;

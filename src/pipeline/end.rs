@@ -6,6 +6,7 @@
 //! under `refs/kern/attempts/<task>/<n>` and exactly those paths put back to HEAD.
 
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent, TaskTaken, Told};
 use crate::pipeline::decide::{Decision, TaskOutcome};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, TaskRun};
@@ -13,7 +14,6 @@ use crate::reporter::voice::NEEDS_PERSON;
 use crate::spec::{Edit, Quoted};
 use crate::state::journal;
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent, TaskTaken, Told};
 
 impl Run<'_> {
     /// Ends the iteration as `decision` says: the person's file first, then the task's work

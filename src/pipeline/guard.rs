@@ -8,11 +8,11 @@
 //! longer validates is left exactly as it is and kern's edit waits in a journal for the next run.
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::decide::Attempts;
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::{Document, Edit, Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, PendingEdits};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 
 /// What SPEC.md allows kern to do with its task now.
 #[derive(Debug, PartialEq, Eq)]

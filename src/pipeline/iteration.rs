@@ -18,15 +18,15 @@
 use std::path::PathBuf;
 
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::decide::{self, Next};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, Target, TaskRun};
-use crate::spec::{self, Edit, TaskState};
+use crate::spec::{self, Edit};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
 use crate::state::journal::{self};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 
 impl Run<'_> {
     /// Runs iteration `index` of `total`.
@@ -135,10 +135,13 @@ impl Run<'_> {
     /// The stages that are left, from `point` on.
     async fn run_task(&mut self, it: &mut TaskRun, point: ResumePoint) -> Result<IterationEnd> {
         let (implement, review) = match point {
-            ResumePoint::Research if it.level.level == 0 => {
+            ResumePoint::Research
+                if !super::stage::plan::stages_left(Some(&point), it.level.level)
+                    .contains(&crate::stage::Stage::Research) =>
+            {
                 // Level 0: no research; the task starts as research would have started it.
                 self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
-                let edits = [Edit::SetState(TaskState::InProgress), Edit::StartParents];
+                let edits = super::stage::plan::start_without_research();
                 match self.task_now(it, &edits)? {
                     TaskNow::Ours(ticket) => self.edit_task(it, ticket, &edits)?,
                     other => return self.follow_person(it, &other),

@@ -13,11 +13,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::agent::stream::RateLimit;
+use crate::event::RunEvent;
 use crate::pipeline::stage::runner::Pause;
 use crate::reporter::Summary;
 use crate::retry::AgentLimits;
 use crate::stage::record::WaitKind;
-use crate::state::run_log::RunEvent;
 
 /// The run's ledger; clones share it.
 #[derive(Clone)]

@@ -55,6 +55,7 @@ mod start;
 mod verify;
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::reporter::notify::{EventKind, Notifier};
 use crate::reporter::voice;
 use crate::reporter::{Reporter, Summary};
@@ -63,7 +64,7 @@ use crate::spec::{self, Document, SpecFile, TaskIdentity};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
-use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
+use crate::state::run_log::RunLog;
 use crate::state::run_report;
 use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;

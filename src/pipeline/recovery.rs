@@ -9,9 +9,9 @@
 //! two kills in a row never leave a lock file no run will remove.
 
 use crate::error::{Error, Result};
+use crate::event::{Leftover, RunEvent, Told};
 use crate::pipeline::Run;
 use crate::state::lock::{self, Phase, Takeover};
-use crate::state::run_log::{Leftover, RunEvent, Told};
 
 impl Run<'_> {
     /// Cleans up after a stale lock (see the module docs).

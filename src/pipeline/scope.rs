@@ -22,7 +22,7 @@ use globset::{Glob, GlobSetBuilder};
 use super::{Run, TaskRun};
 use crate::cli::ScopeMode;
 use crate::error::{Error, Result};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::text;
 
 /// Lockfiles and the manifests they belong to.

@@ -7,10 +7,10 @@
 //! out of a commit (secrets, too large) never block a start.
 
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::spec::{Document, TaskState};
 use crate::state::journal::{self, TaskStart};
-use crate::state::run_log::{RunEvent, Told};
 use std::path::PathBuf;
 
 impl Run<'_> {

@@ -19,9 +19,9 @@ use super::check::{self, CheckResult};
 use super::decide::{self, Next};
 use super::{Run, TaskRun};
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent};
 use crate::spec::MustHave;
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent};
 
 /// What kern found for one must-have.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -386,7 +386,7 @@ impl Reporter {
 
     /// Tells the person what `event` says ([`voice::said`]): for the parts of a stage that
     /// have no run of their own to emit through (the stage runner).
-    pub(crate) fn hear(&self, event: &crate::state::run_log::RunEvent) {
+    pub(crate) fn hear(&self, event: &crate::event::RunEvent) {
         for said in voice::said(event) {
             self.tell(&said);
         }

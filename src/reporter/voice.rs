@@ -9,8 +9,8 @@
 
 use super::lines::Summary;
 use super::notify::EventKind;
+use crate::event::{Leftover, RunEvent, TaskTaken, Told};
 use crate::spec::Quoted;
-use crate::state::run_log::{Leftover, RunEvent, TaskTaken, Told};
 use crate::text;
 
 /// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.

@@ -157,7 +157,7 @@ pub fn apply_edit(doc: &Document, task: &TaskIdentity, edit: &Edit) -> Result<Ap
 }
 
 /// Applies `edits` in order to the task as one change: one splice set, one parse to verify.
-pub(super) fn apply_edits(
+pub(crate) fn apply_edits(
     doc: &Document,
     task: &TaskIdentity,
     edits: &[Edit],

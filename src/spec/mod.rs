@@ -35,6 +35,7 @@ pub(crate) use dialect::TaskKind;
 use document::LineEnding;
 pub use document::{Document, NoteKind, Task, TaskIdentity, TaskState};
 pub(crate) use document::{Quoted, quote_title};
+pub(crate) use edit::apply_edits;
 pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;

@@ -27,7 +27,7 @@ const FLOORS: &[&[&str]] = &[
         "retry",
         "scripted_agent",
     ],
-    &["agent"],
+    &["agent", "event"],
     &["stage", "supervisor"],
     &["spec"],
     &["atomic_file"],

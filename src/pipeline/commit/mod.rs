@@ -24,6 +24,8 @@
 mod asking;
 
 use crate::error::{Error, Result};
+use crate::event::Told;
+use crate::event::{IterationEnd, LeftOutFile, RunEvent};
 use crate::pipeline::decide::{self};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, TaskRun};
@@ -32,8 +34,6 @@ use crate::spec::{Edit, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
-use crate::state::run_log::Told;
-use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent};
 
 /// How one try of kern's commit ended.
 enum Tried {

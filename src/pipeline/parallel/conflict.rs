@@ -9,12 +9,12 @@
 
 use super::Job;
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent};
 use crate::pipeline::Run;
 use crate::repository::TASK_BRANCH_PREFIX;
 use crate::spec::{Edit, Quoted, TaskState};
 use crate::state::journal::{self, Conflicts};
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent};
 use crate::workspace::Workspace;
 use std::path::PathBuf;
 

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::pipeline::commit::Integrated;
 use crate::pipeline::remote::Landing;
 use crate::pipeline::{Run, TaskRun};
@@ -18,7 +19,6 @@ use crate::stage::Stage;
 use crate::state::journal::{self, Integrating, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::workspace::Workspace;
 
 use super::Job;

@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::ledger::Ledger;
 use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::{Run, Target};
@@ -20,7 +21,7 @@ use crate::settings::Settings;
 use crate::spec::{Document, TaskIdentity};
 use crate::state::journal::{self, JobRecord};
 use crate::state::lock::{Phase, RunLock};
-use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
+use crate::state::run_log::RunLog;
 use crate::supervisor::interrupt::Interrupt;
 use crate::text;
 

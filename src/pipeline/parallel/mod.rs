@@ -41,12 +41,12 @@ use std::task::Poll;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::{MAX_IDLE_ITERATIONS, Run, schedule};
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;
 use crate::state::StateDir;
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 use crate::workspace::Workspace;
 
 struct Job {

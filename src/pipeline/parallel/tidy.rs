@@ -8,12 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::repository::RefFilter;
 use crate::spec::{Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, Integrating, JobRecord, TaskStart};
 use crate::state::lock::Phase;
-use crate::state::run_log::{RunEvent, Told};
 use crate::workspace::Workspace;
 
 use super::Job;

@@ -10,10 +10,10 @@
 use super::claim::{self, AfterRefusal};
 use super::{Landing, pull_request, spec_merge, task_key};
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::repository::remote::{Expected, Pushed, RefUpdate};
 use crate::spec::{Quoted, TaskIdentity};
-use crate::state::run_log::{RunEvent, Told};
 use git2::Oid;
 use std::path::{Path, PathBuf};
 
@@ -215,9 +215,7 @@ impl Run<'_> {
                     task: title.to_string(),
                     branch: task_branch.clone(),
                 }));
-                Ok(Landing::Kept(
-                    crate::state::run_log::IterationEnd::Progressed,
-                ))
+                Ok(Landing::Kept(crate::event::IterationEnd::Progressed))
             }
             AfterRefusal::Refused(why) => {
                 let pushed = self.ws.repo.task_branch(slug).map(|oid| {

@@ -32,11 +32,11 @@ use std::time::Duration;
 use git2::Oid;
 
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::{Run, schedule};
 use crate::repository::Repository;
 use crate::repository::remote::{CLAIMS, Expected, Pushed, RefUpdate};
 use crate::spec::{Document, Quoted, SelectOptions, Selection, TaskIdentity};
-use crate::state::run_log::{RunEvent, Told};
 use crate::timestamp::Timestamp;
 use claim::{ClaimRecord, ClaimStep};
 
@@ -76,7 +76,7 @@ pub(crate) enum Landing {
     /// The branch moved on: integrate again on the new tip.
     Again,
     /// It did not land and never will from here: the run goes on with this end.
-    Kept(crate::state::run_log::IterationEnd),
+    Kept(crate::event::IterationEnd),
 }
 
 /// What a claim attempt came to.

@@ -8,28 +8,27 @@
 //! report says. The stage's record is written once, with the audit's findings in it
 //! ([`runner::StageRun::write`]).
 //!
-//! Children: `inputs.rs` gathers what the stage sees (shared with the dry run), `runner.rs`
+//! Children: `plan.rs` is the stage's plan (agents, prompt, budget — the one the dry run
+//! prints), `inputs.rs` gathers what the stage sees for it, `runner.rs`
 //! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
 
 pub(crate) mod attempt;
 pub(crate) mod inputs;
+pub(crate) mod plan;
 pub(crate) mod runner;
 
 use crate::error::{Error, Result};
+use crate::event::RunEvent;
 use crate::pipeline::ledger::StageCount;
-use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
-use crate::pipeline::{Run, TaskRun, protected_files};
+use crate::pipeline::{Run, TaskRun};
 use crate::reporter::StageLine;
 use crate::spec::Quoted;
-use crate::stage::record::{Outcome, TaskRef, WaitKind};
+use crate::stage::record::{Outcome, WaitKind};
 use crate::stage::{ImplementReport, Report};
 use crate::state::lock::{AgentGroup, Phase, RunLock};
-use crate::state::run_log::RunEvent;
-use runner::{StageContext, StageRequest, StageRun};
+use plan::{PlanFor, StagePlan};
+use runner::{StageContext, StageRun};
 use std::time::Duration;
-
-/// The model a level-3 task's research and review get on Claude when no model was chosen.
-const STRONGEST_CLAUDE_MODEL: &str = "opus";
 
 impl Run<'_> {
     /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
@@ -56,63 +55,24 @@ impl Run<'_> {
             path: self.ws.spec_path.clone(),
             message: format!("task {} is gone from the file", Quoted(&it.title)),
         })?;
-        let mut inputs = StageInputs::gather(
+        let request = StagePlan::new(
             self.ws,
             self.settings,
-            &doc,
-            task,
-            stage,
-            Some(&it.start),
-            implement,
+            &PlanFor {
+                doc: &doc,
+                task,
+                stage,
+                level: it.level.level,
+                start: Some(&it.start),
+                implement,
+                refused,
+                verified: &it.verified,
+                spent: self.ledger.spent(),
+            },
         )?;
-        if let (crate::stage::Stage::Review, Some(refused)) = (stage, refused) {
-            inputs.ask_for_message(refused);
-        }
-        if stage == crate::stage::Stage::Review {
-            inputs.add_verified(&it.verified);
-        }
-        let mut prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
-        // The discovery level asks research (and at level 3 the review) for less or more.
-        match (it.level.level, stage) {
-            (1, crate::stage::Stage::Research) => prompt.text.push_str(
-                "\n\nkern rates this task a small one (discovery level 1): keep the research short — at most 5 notes, read only what the task names and what it calls.\n",
-            ),
-            (3, crate::stage::Stage::Research | crate::stage::Stage::Review) => prompt.text.push_str(
-                "\n\nkern rates this task architectural (discovery level 3): go deep — read every module it touches and the ways they can break, before you answer.\n",
-            ),
-            _ => {}
-        }
-        for cut in &prompt.cuts {
+        for cut in &request.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
         }
-        let mut agents = stage_agents(self.settings, &self.ws.templates, stage);
-        // Level 3: research and review on the strongest model, unless one was chosen.
-        if it.level.level == 3
-            && matches!(
-                stage,
-                crate::stage::Stage::Research | crate::stage::Stage::Review
-            )
-            && agents.primary.agent == crate::agent::Agent::Claude
-            && self.settings.model.is_none()
-            && !(stage == crate::stage::Stage::Review && self.settings.review_model.is_some())
-        {
-            agents.primary.model = Some(STRONGEST_CLAUDE_MODEL.to_string());
-        }
-        let request = StageRequest {
-            agents,
-            prompt: prompt.text,
-            task: TaskRef {
-                title: it.title.clone(),
-                identity: it.identity.clone(),
-                line: it.line,
-            },
-            attempt: doc.tasks()[task].attempts() + 1,
-            budget_left: self
-                .settings
-                .max_cost
-                .map(|limit| limit - self.ledger.spent()),
-            protected: protected_files(self.ws),
-        };
         let before = self.before_stage(stage)?;
         let ctx = StageContext {
             settings: self.settings,

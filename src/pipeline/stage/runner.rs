@@ -13,26 +13,26 @@
 //! two. A stage starts on the agent [`retry::choose_side`] picks from the run's
 //! [`AgentLimits`], which the runner updates whenever an agent hits its usage limit.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::agent::StageAgents;
 use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::reporter::Reporter;
 use crate::retry::{self, AgentLimits, Side, Step};
 use crate::settings::Settings;
-use crate::stage::record::{Outcome, StageRecord, Switch, TaskRef, Wait, WaitKind};
+use crate::stage::record::{Outcome, StageRecord, Switch, Wait, WaitKind};
 use crate::stage::{Report, extract_report};
 use crate::state::StateDir;
-use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::EndReason;
 use crate::supervisor::interrupt::Interrupt;
 use crate::text;
 use crate::timestamp::Timestamp;
 
 use super::attempt::{millis, run_once};
+use super::plan::StagePlan;
 
 /// The stderr kept per stage (tail).
 pub(super) const STDERR_CAP: usize = 64 * 1024;
@@ -93,23 +93,6 @@ impl Pause {
     }
 }
 
-/// One stage's prompt and task.
-pub(crate) struct StageRequest {
-    /// The agents the stage may run on, with their models.
-    pub agents: StageAgents,
-    /// The rendered prompt.
-    pub prompt: String,
-    /// The task, for the record and `KERN_TASK`.
-    pub task: TaskRef,
-    /// Which attempt at the task this is (1-based).
-    pub attempt: u32,
-    /// What is left of `--max-cost` when the stage starts (USD); each try gets what is left
-    /// then as Claude's `--max-budget-usd`.
-    pub budget_left: Option<f64>,
-    /// Absolute paths the implement stage may not edit: SPEC.md and LEARNINGS.md.
-    pub protected: Vec<PathBuf>,
-}
-
 /// What the runner tells the run as a stage goes, for the run to record where `kern status`
 /// and a kern taking over after a crash look (the run's lock listens: see `stage/mod.rs`).
 pub(crate) trait StageWatch {
@@ -148,7 +131,7 @@ impl<R> StageRun<R> {
     }
 }
 
-/// Runs `request` as stage `R::STAGE` with retries, waits and switches between its agents;
+/// Runs the plan `request` as stage `R::STAGE` with retries, waits and switches between its agents;
 /// `limits` is the run's memory of which agent is at its usage limit until when. `Err` means
 /// the run must stop: the agent needs the person, or the run was interrupted (the record says
 /// `interrupted`).
@@ -156,7 +139,7 @@ pub(crate) async fn run_stage<R: Report>(
     ctx: &StageContext<'_>,
     watch: &mut dyn StageWatch,
     limits: &mut AgentLimits,
-    request: &StageRequest,
+    request: &StagePlan,
 ) -> Result<StageRun<R>> {
     let settings = ctx.settings;
     let stage = R::STAGE;
