@@ -217,7 +217,7 @@ impl Run<'_> {
     }
 
     /// The paths the task changed since its base commit: its commits' and the work tree's.
-    fn changed_since_start(&self, it: &TaskRun) -> Result<Vec<String>> {
+    pub(super) fn changed_since_start(&self, it: &TaskRun) -> Result<Vec<String>> {
         let mut changed: Vec<String> = self
             .changed_paths(it)?
             .iter()
