@@ -221,6 +221,13 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_TESTS_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub tests_read_only: bool,
 
+    /// Every task is tested first, with its check (`--check` or its `> **Check:**` note) as the
+    /// command, as a task's own `> **Tests:** first` note says: a tests step writes the task's
+    /// tests before implement; they must fail on the base commit, are then held read-only,
+    /// and must pass after implement.
+    #[arg(long, env = "KERN_TESTS_FIRST", value_parser = clap::builder::BoolishValueParser::new())]
+    pub tests_first: bool,
+
     /// Every task's discovery level (0 to 3) instead of the one kern rates from the task: 0
     /// skips research, 1 keeps it short, 2 is the default, 3 researches and reviews with the
     /// strongest model. A task's own `> **Level:**` note wins.

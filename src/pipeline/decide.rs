@@ -34,7 +34,10 @@ use crate::pipeline::check::CheckResult;
 use crate::pipeline::error_research;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
-use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
+use crate::stage::{
+    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, TestsReport, TestsStatus,
+    Verdict,
+};
 
 /// How many times kern asks the review for a new message after a hook refused one.
 pub(super) const MESSAGE_REQUESTS: u32 = 2;
@@ -367,6 +370,38 @@ fn tail(output: &str) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
+/// True when the next attempt of a task with `attempts` is the decomposition request
+/// (`stage::inputs` asks for it by the same rule): the attempts are used up, or the last
+/// failure's error is saturated.
+pub(super) fn decomposition_due(attempts: &Attempts, max_attempts: u32) -> bool {
+    attempts.count >= max_attempts
+        || error_research::analyse(&attempts.notes).is_some_and(|r| r.saturated)
+}
+
+/// The tests step finished (`Tests: first`): SUCCESS goes on with the report (kern then sorts
+/// and runs the tests); FAILED (or no usable report) is a failed attempt.
+pub(super) fn after_tests(
+    outcome: Result<TestsReport, String>,
+    attempts: &Attempts,
+    max_attempts: u32,
+) -> Next<TestsReport> {
+    match outcome {
+        Ok(report) if report.status == TestsStatus::Success => Next::Go(report),
+        Ok(report) => {
+            let note = report
+                .attempt_note
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or(report.summary);
+            Next::End(failed_attempt(
+                attempts,
+                &format!("the tests step wrote no test: {note}"),
+                max_attempts,
+            ))
+        }
+        Err(note) => Next::End(failed_attempt(attempts, &note, max_attempts)),
+    }
+}
+
 /// A failed attempt: an Attempt note (with the approach that failed, when implement said what
 /// it did), and the block when the attempts are exhausted.
 ///
@@ -392,10 +427,8 @@ fn fail(attempts: &Attempts, note: &str, max_attempts: u32, answered: bool) -> D
     let attempt = attempts.count.saturating_add(1);
     let mut notes = attempts.notes.clone();
     notes.push(note.clone());
-    // The attempt that just failed had the decomposition request in its prompt: the attempts
-    // were used up, or the failure before it was saturated (`stage::inputs`, the same rule).
-    let saturated_before = error_research::analyse(&attempts.notes).is_some_and(|r| r.saturated);
-    let decomposition_asked = attempt > max_attempts || saturated_before;
+    // The attempt that just failed had the decomposition request in its prompt.
+    let decomposition_asked = decomposition_due(attempts, max_attempts);
     let why = decomposition_asked.then(|| {
         let saturated = error_research::analyse(&notes).filter(|r| r.saturated);
         let (reason, tried) = if answered {

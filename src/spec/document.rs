@@ -13,6 +13,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::dialect::TaskKind;
+use super::must::TestsNote;
 use super::parse::{Builder, loose_title};
 use super::validate::{Diagnostic, Severity};
 
@@ -112,8 +113,8 @@ pub enum NoteKind {
     /// `> **Must:**` and one must-have a line, written by a person: what kern itself checks
     /// before the task can be done (`spec::must`).
     Must,
-    /// `> **Tests:** read-only`, written by a person: the task may add tests but never change
-    /// or delete an existing one.
+    /// `> **Tests:** read-only` (the task may add tests but never change or delete an existing
+    /// one) or `> **Tests:** first [<command>]` (red, then green), written by a person.
     Tests,
     /// `> **Scope:** <paths and globs>`, written by a person: what the task may change.
     Scope,
@@ -345,9 +346,22 @@ impl Task {
 
     /// True when the task's Tests note says `read-only`.
     pub fn tests_read_only(&self) -> bool {
+        self.notes.iter().any(|n| {
+            n.kind == NoteKind::Tests && super::must::tests_note(&n.text) == TestsNote::ReadOnly
+        })
+    }
+
+    /// The task's (last) `> **Tests:** first [<command>]` note: its command, empty when it
+    /// names none (the task's Check is the command then).
+    pub fn tests_first(&self) -> Option<String> {
         self.notes
             .iter()
-            .any(|n| n.kind == NoteKind::Tests && n.text.trim().eq_ignore_ascii_case("read-only"))
+            .rev()
+            .filter(|n| n.kind == NoteKind::Tests)
+            .find_map(|n| match super::must::tests_note(&n.text) {
+                TestsNote::First(command) => Some(command),
+                _ => None,
+            })
     }
 
     /// The command of the task's (last) Check note, if it has a non-empty one.

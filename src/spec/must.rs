@@ -115,10 +115,40 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
     }
 }
 
+/// What a `> **Tests:**` note says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TestsNote {
+    /// `read-only`: existing test files may not change.
+    ReadOnly,
+    /// `first [<command>]`: red, then green; the command, empty when none is named.
+    First(String),
+    /// Anything else: words for the agent, nothing kern enforces.
+    Other,
+}
+
+/// Reads a Tests note's text (`read-only`, `first cargo test -q`, `` first `npm test` ``).
+pub(crate) fn tests_note(text: &str) -> TestsNote {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("read-only") {
+        return TestsNote::ReadOnly;
+    }
+    let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    if !word.eq_ignore_ascii_case("first") {
+        return TestsNote::Other;
+    }
+    let rest = rest.trim();
+    let command = rest
+        .strip_prefix('`')
+        .and_then(|r| r.strip_suffix('`'))
+        .unwrap_or(rest)
+        .trim();
+    TestsNote::First(command.to_string())
+}
+
 /// True when a test-file path is one kern treats as an existing test under `> **Tests:**
 /// read-only`: inside a `tests`/`test`/`__tests__`/`spec` folder, or named as test runners
 /// find tests (`*_test.*`, `*.test.*`, `*.spec.*`, `*_spec.*`, `test_*.py`, `*Test.java`,
-/// `*Tests.cs`).
+/// `*Tests.cs`), or a file named `tests` or `test` (Rust's `src/parser/tests.rs`).
 pub(crate) fn is_test_path(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').collect();
     let (dirs, name) = parts.split_at(parts.len().saturating_sub(1));
@@ -130,7 +160,9 @@ pub(crate) fn is_test_path(path: &str) -> bool {
         return true;
     }
     let stem = name.split('.').next().unwrap_or(name);
-    stem.ends_with("_test")
+    stem == "tests"
+        || stem == "test"
+        || stem.ends_with("_test")
         || stem.ends_with("_spec")
         || name.contains(".test.")
         || name.contains(".spec.")
@@ -193,6 +225,24 @@ mod tests {
     }
 
     #[test]
+    fn tests_notes() {
+        for (text, note) in [
+            ("read-only", TestsNote::ReadOnly),
+            (" Read-Only ", TestsNote::ReadOnly),
+            ("first", TestsNote::First(String::new())),
+            (
+                "first cargo test -q parser",
+                TestsNote::First("cargo test -q parser".into()),
+            ),
+            ("First `npm test`", TestsNote::First("npm test".into())),
+            ("firstly, cover the empty input", TestsNote::Other),
+            ("cover the empty input", TestsNote::Other),
+        ] {
+            assert_eq!(tests_note(text), note, "{text}");
+        }
+    }
+
+    #[test]
     fn test_paths() {
         for (path, test) in [
             ("tests/parse.rs", true),
@@ -202,6 +252,8 @@ mod tests {
             ("web/app.test.ts", true),
             ("test_parse.py", true),
             ("src/ParserTest.java", true),
+            ("src/parser/tests.rs", true),
+            ("test.py", true),
             ("src/parse.rs", false),
             ("src/testing.rs", false),
             ("src/Test.java", false),

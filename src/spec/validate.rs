@@ -114,6 +114,24 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
             }
         }
     }
+    // A Tests note kern does not read enforces nothing: say so, the words still reach the
+    // agent with the task.
+    for t in tasks {
+        for note in t.notes.iter().filter(|n| n.kind == super::NoteKind::Tests) {
+            if super::must::tests_note(&note.text) == super::must::TestsNote::Other {
+                out.push(Diagnostic {
+                    severity: Severity::Warning,
+                    line: note.line,
+                    column: 1,
+                    message: format!(
+                        "the Tests note of task {} is neither `read-only` nor `first`: kern enforces nothing of it",
+                        Quoted(&t.title)
+                    ),
+                    fix: "write `> **Tests:** read-only` or `> **Tests:** first <command>`".to_string(),
+                });
+            }
+        }
+    }
     // Several tasks in progress are fine: parallel tasks (`-j`) leave one chain each, and a
     // run killed in the middle must not find its own file refused. kern resumes them in
     // document order.
@@ -222,6 +240,13 @@ mod tests {
                 ],
             ),
             ("code block is not checked", "```\n- [-] x\n```\n", &[]),
+            (
+                "Tests notes kern reads, and one it does not",
+                "- [ ] a\n  > **Tests:** read-only\n- [ ] b\n  > **Tests:** first cargo test\n- [ ] c\n  > **Tests:** cover the empty input\n",
+                &[
+                    "SPEC.md:6:1: warning: the Tests note of task `c` is neither `read-only` nor `first`: kern enforces nothing of it — write `> **Tests:** read-only` or `> **Tests:** first <command>`",
+                ],
+            ),
         ];
         for (name, text, expected) in cases {
             assert_eq!(rendered(text), *expected, "{name}");

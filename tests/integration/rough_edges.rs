@@ -64,7 +64,7 @@ fn prompt_overrides_that_cannot_work_exit_2_before_any_agent() {
         (
             "research.md",
             "Research {TASK}.\n",
-            "research.md`: kern reads no template of this name — it reads 1_research.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
+            "research.md`: kern reads no template of this name — it reads 1_research.md, 2_tests.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
         ),
     ];
     for (name, text, message) in cases {
@@ -89,7 +89,7 @@ fn init_prompts_in_an_existing_project_writes_the_templates_only() {
     let run = p.run(&["init", "--prompts"]).expect(0);
     assert_eq!(
         run.stderr,
-        "kern: wrote .kern/prompts/1_research.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md; kept SPEC.md as it is\n"
+        "kern: wrote .kern/prompts/1_research.md, .kern/prompts/2_tests.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md; kept SPEC.md as it is\n"
     );
     assert_eq!(p.read("SPEC.md"), "- [ ] Mine\n");
     assert!(!p.path().join("LEARNINGS.md").exists());

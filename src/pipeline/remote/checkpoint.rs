@@ -133,6 +133,8 @@ impl Run<'_> {
                 must: crate::pipeline::verify::held_at_start(self.ws.repo.top(), &t.must_text()),
                 tests_read_only: t.tests_read_only(),
                 scope: t.scope(),
+                tests_first: crate::pipeline::tests_first::command_of(t, self.settings).command(),
+                red: None,
             },
         )?;
         if let Some(r) = self.target.remote_mut() {

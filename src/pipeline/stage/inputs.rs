@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+use crate::pipeline::tests_first;
 use crate::prompt::{Keep, PromptInputs, convention, cut, escape_fence};
 use crate::settings::Settings;
 use crate::spec::Document;
@@ -100,9 +101,27 @@ impl StageInputs {
                 crate::prompt::BUDGET_LEARNINGS,
             ))
         };
+        // A task tested first: its command as of its start (else as the file says now), and
+        // its tests once they were seen red.
+        let identity = doc.identity(task);
+        let tests_first = start
+            .and_then(|s| s.tests_first.clone())
+            .or_else(|| tests_first::command_of(t, settings).command());
+        let red = start.and_then(|s| s.red_of(&identity));
         match stage {
             Stage::Research => {
                 inputs.learnings = Some(learnings()?);
+            }
+            Stage::Tests => {
+                inputs.learnings = Some(learnings()?);
+                inputs.prev_result = Some(
+                    t.research()
+                        .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
+                );
+                inputs.attempts = Some(tests_first::step_text(
+                    tests_first.as_deref().unwrap_or_default(),
+                    &attempts_text(t.attempts(), settings.max_attempts),
+                ));
             }
             Stage::Implement => {
                 inputs.learnings = Some(learnings()?);
@@ -111,6 +130,13 @@ impl StageInputs {
                         .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
                 );
                 inputs.attempts = Some(implement_attempts(t, settings.max_attempts));
+                if let (Some(command), Some(red)) = (&tests_first, red) {
+                    inputs.attempts = Some(format!(
+                        "{}\n\n{}",
+                        tests_first::implement_text(command, red),
+                        inputs.attempts.take().unwrap_or_default()
+                    ));
+                }
                 // A task too big for one session is split before it is implemented.
                 if let Some(limit) = settings.max_task_files
                     && t.children.is_empty()
@@ -157,6 +183,11 @@ impl StageInputs {
                     Some(report) => implement_result(report, unchanged),
                     None => SUMMARY_PLACEHOLDER.to_string(),
                 });
+                if let (Some(command), Some(red), Some(prev)) =
+                    (&tests_first, red, inputs.prev_result.as_mut())
+                {
+                    prev.push_str(&tests_first::review_text(command, red));
+                }
                 let subjects = ws.repo.recent_subjects(CONVENTION_SUBJECTS)?;
                 inputs.attempts = Some(convention::advice(
                     convention::detect(&subjects).as_ref(),
@@ -299,7 +330,7 @@ pub(crate) fn message_request(refused: &RefusedMessage, advice: &str) -> String 
 }
 
 /// `text` as a data fence named `source`, escaped, cut to `max` bytes keeping `keep`.
-fn fence(source: &str, text: &str, max: usize, keep: Keep) -> String {
+pub(crate) fn fence(source: &str, text: &str, max: usize, keep: Keep) -> String {
     let escaped = escape_fence(text.trim());
     let (kept, removed) = cut(&escaped, max, keep);
     let body = match (removed, keep) {

@@ -13,7 +13,7 @@
 use super::attention::{headline, needs_you};
 use super::{
     AttemptInfo, CheckInfo, CommitInfo, EndState, Expensive, Report, RunReport, SCHEMA,
-    SetAsideInfo, StageInfo, TaskEnd, TaskReport, Totals, ViolationInfo,
+    SetAsideInfo, StageInfo, TaskEnd, TaskReport, TestsFirstInfo, Totals, ViolationInfo,
 };
 use crate::event::RunEvent;
 use crate::stage::Stage;
@@ -438,6 +438,38 @@ impl Builder {
             RunEvent::Must { task, findings, .. } => {
                 self.task_named(task).must.extend(findings.iter().cloned());
             }
+            RunEvent::TestsRed {
+                task,
+                command,
+                tests,
+                failed,
+                ..
+            } => {
+                self.task_named(task).tests_first = Some(TestsFirstInfo {
+                    command: command.clone(),
+                    tests: tests.clone(),
+                    red: Some(*failed),
+                    green: None,
+                });
+            }
+            RunEvent::TestsGreen {
+                task,
+                command,
+                tests,
+                passed,
+                ..
+            } => {
+                let info =
+                    self.task_named(task)
+                        .tests_first
+                        .get_or_insert_with(|| TestsFirstInfo {
+                            command: command.clone(),
+                            tests: tests.clone(),
+                            red: None,
+                            green: None,
+                        });
+                info.green = Some(*passed);
+            }
             RunEvent::HandEdit { task, changes, .. } => {
                 if let Some(i) = self.index_for(task.as_deref()) {
                     self.tasks[i].hand_edits.extend(changes.iter().cloned());
@@ -565,6 +597,7 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         stages: Vec::new(),
         checks: Vec::new(),
         must: Vec::new(),
+        tests_first: None,
         level: None,
         violations: Vec::new(),
         hand_edits: Vec::new(),
