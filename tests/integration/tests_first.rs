@@ -256,3 +256,138 @@ fn tests_first_without_a_command_stops_before_any_agent_with_the_fix() {
         "{err}"
     );
 }
+
+/// A test that counts its runs in `runs` and, while `hold` exists, writes its pid to `pid` and
+/// waits: the red check can be caught running.
+fn holding_test(outside: &std::path::Path) -> String {
+    let o = outside.display();
+    format!(
+        "echo run >> '{o}/runs'\nif [ -f '{o}/hold' ]; then echo $$ > '{o}/pid'; while [ -f '{o}/hold' ]; do sleep 0.02; done; fi\n{TEST}"
+    )
+}
+
+#[test]
+fn kill_9_during_the_red_check_keeps_the_tests_and_checks_them_again_before_implement() {
+    let p = Project::new(TASK);
+    let test = holding_test(p.outside.path());
+    let mut s = honest();
+    s["default"]["tests"]["write"]["tests/parser_test.sh"] = json!(test);
+    p.scenario(&s);
+    let o = p.outside.path();
+    std::fs::write(o.join("hold"), "").unwrap();
+    let mut child = p.run(&["1", "0"]).spawn();
+    let pid = crate::support::read_pid(&o.join("pid"));
+    crate::support::kill(child.id() as i32);
+    child.wait().unwrap();
+    std::fs::remove_file(o.join("hold")).unwrap();
+    assert!(
+        crate::support::wait_dead(pid),
+        "the orphaned red check ends"
+    );
+    assert_eq!(
+        p.read("tests/parser_test.sh"),
+        test,
+        "the tests are not lost"
+    );
+    assert!(!p.path().join("src/parser.rs").exists());
+
+    p.run(&["1", "0"]).expect(0);
+    assert_eq!(
+        p.prompts("tests").len(),
+        1,
+        "the tests step is not paid twice"
+    );
+    assert_eq!(p.prompts("implement").len(), 1);
+    // Red ran again before implement (killed, then again), then green: three runs.
+    assert_eq!(
+        std::fs::read_to_string(o.join("runs"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    let red = p.run_events("tests_red");
+    assert_eq!(red.last().unwrap()["failed"], true, "{red:?}");
+    assert_eq!(p.log()[0], "Add the parser");
+    assert_eq!(p.git(&["show", "HEAD:tests/parser_test.sh"]), test);
+}
+
+#[test]
+fn kill_9_during_implement_resumes_implement_without_running_red_again() {
+    let p = Project::new(TASK);
+    let test = holding_test(p.outside.path());
+    let go = p.outside.path().join("go");
+    let mut s = honest();
+    s["default"]["tests"]["write"]["tests/parser_test.sh"] = json!(test);
+    let implementing = p.outside.path().join("implementing");
+    s["default"]["implement"] = json!([
+        {"write": {"src/parser.rs": "pub fn parse() {}\n"},
+         "shell": [format!(
+             "touch '{}'; while [ ! -f '{}' ]; do sleep 0.01; done",
+             implementing.display(),
+             go.display()
+         )]},
+        {"write": {"src/parser.rs": "pub fn parse() {}\n"}}
+    ]);
+    p.scenario(&s);
+    let mut child = p.run(&["1", "0"]).spawn();
+    crate::support::wait_for_file(&implementing);
+    crate::support::kill(child.id() as i32);
+    child.wait().unwrap();
+    // The killed run's agent may outlive it: it ends when `go` is there, whoever stops it.
+    std::fs::write(&go, "").unwrap();
+    p.run(&["1", "0"]).expect(0);
+    assert_eq!(p.prompts("tests").len(), 1);
+    assert_eq!(
+        p.run_events("tests_red").len(),
+        1,
+        "red once, before the crash"
+    );
+    // Red once, green once.
+    assert_eq!(
+        std::fs::read_to_string(p.outside.path().join("runs"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    assert_eq!(p.log()[0], "Add the parser");
+}
+
+#[test]
+fn parallel_tasks_tested_first_each_prove_red_then_green_in_their_worktrees() {
+    let p = Project::new(
+        "- [ ] Add the parser\n  > **Tests:** first sh tests/parser_test.sh\n- [ ] Add the lexer\n  > **Tests:** first sh tests/lexer_test.sh\n",
+    );
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "lexer",
+             "tests": {"write": {"tests/lexer_test.sh": "grep -q '^pub fn lex' src/lexer.rs || { echo 'FAIL: no lex'; exit 1; }\n"}},
+             "implement": {"write": {"src/lexer.rs": "pub fn lex() {}\n"}}}
+        ],
+        "default": {
+            "tests": {"write": {"tests/parser_test.sh": TEST}},
+            "implement": {"write": {"src/parser.rs": "pub fn parse() {}\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "{task}"}}
+        }
+    }));
+    p.run(&["2", "0", "-j", "2"]).expect(0);
+    let mut log = p.log();
+    log.truncate(2);
+    log.sort();
+    assert_eq!(log, ["Add the lexer", "Add the parser"]);
+    let red = p.run_events("tests_red");
+    assert_eq!(red.len(), 2, "{red:?}");
+    assert!(red.iter().all(|e| e["failed"] == true), "{red:?}");
+    let green = p.run_events("tests_green");
+    assert_eq!(green.len(), 2, "{green:?}");
+    assert!(green.iter().all(|e| e["passed"] == true), "{green:?}");
+    for f in [
+        "tests/lexer_test.sh",
+        "tests/parser_test.sh",
+        "src/lexer.rs",
+        "src/parser.rs",
+    ] {
+        assert!(p.head_files().contains(&f.to_string()), "{f}");
+    }
+}
