@@ -391,3 +391,71 @@ fn parallel_tasks_tested_first_each_prove_red_then_green_in_their_worktrees() {
         assert!(p.head_files().contains(&f.to_string()), "{f}");
     }
 }
+
+#[test]
+fn the_red_tests_are_in_the_tasks_scope_wherever_they_are() {
+    let p = Project::new(
+        "- [ ] Add the parser\n  > **Tests:** first sh tests/grammar_test.sh\n  > **Scope:** src/parser.rs\n",
+    );
+    let mut s = honest();
+    s["default"]["tests"] = json!({"write": {"tests/grammar_test.sh": TEST}});
+    p.scenario(&s);
+    p.run(&["1", "0"]).expect(0);
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(files.contains("tests/grammar_test.sh"), "{files}");
+    assert!(p.refs("refs/kern/saved/").is_empty());
+}
+
+#[test]
+fn a_task_split_after_its_tests_were_red_leaves_them_at_their_ref() {
+    let p = Project::new(TASK);
+    let mut s = honest();
+    s["default"]["implement"] = json!({"result": {"status": "DECOMPOSED", "summary": "too big",
+        "subtasks": ["Add the parser's types", "Add parse()"]}});
+    p.scenario(&s);
+    p.run(&["1", "0"]).expect(0);
+    let spec = p.read("SPEC.md");
+    assert!(spec.contains("  - [ ] Add the parser's types\n"), "{spec}");
+    assert!(
+        !p.path().join("tests/parser_test.sh").exists(),
+        "the first subtask starts without the whole task's tests"
+    );
+    let saved = p.refs("refs/kern/tests/add-the-parser/");
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(
+        p.git(&["show", &format!("{}:tests/parser_test.sh", saved[0])]),
+        TEST
+    );
+    let set_aside = p.run_events("set_aside");
+    assert_eq!(set_aside.len(), 1, "{set_aside:?}");
+    assert_eq!(set_aside[0]["git_ref"], saved[0]);
+}
+
+#[test]
+fn the_decomposition_request_comes_without_a_tests_step_and_an_unsplit_task_is_blocked() {
+    let p = Project::new(TASK);
+    let mut s = honest();
+    s["default"]["tests"] = json!({"write": {"tests/parser_test.sh": "echo 'ok: nothing'\n"}});
+    s["default"]["implement"] = json!({"result": {"status": "FAILED", "summary": "no",
+        "attempt_note": "cannot be split: the parser is one function"}});
+    p.scenario(&s);
+    p.run(&["2", "0", "--max-attempts", "1"]).expect(4);
+    assert_eq!(
+        p.prompts("tests").len(),
+        1,
+        "no tests step under the request"
+    );
+    let implement = p.prompts("implement");
+    assert_eq!(implement.len(), 1);
+    assert!(
+        implement[0].contains("Decomposition is required"),
+        "{}",
+        implement[0]
+    );
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [!] Add the parser"), "{spec}");
+    assert!(
+        spec.contains("> **Blocked:** the decomposition request was answered: cannot be split: the parser is one function — after 1 failed attempt;"),
+        "{spec}"
+    );
+}
