@@ -166,8 +166,10 @@ fn add_tests_first(
     settings: &Settings,
 ) {
     let identity = doc.identity(task);
-    use crate::pipeline::tests_first::{TestsFirst, command_of};
-    let command = match (start, command_of(&doc.tasks()[task], settings)) {
+    use crate::spec::TestsFirst;
+    let how =
+        doc.tasks()[task].tests_first_command(settings.tests_first, settings.check.as_deref());
+    let command = match (start, how) {
         (Some(start), _) => match &start.tests_first {
             Some(command) => Some(command.clone()),
             None => return,

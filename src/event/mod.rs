@@ -72,6 +72,9 @@ pub(crate) enum RunEvent {
     IterationStart {
         /// 1-based iteration number.
         index: u32,
+        /// Of how many the run was asked for (absent in older logs).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        of: u32,
         /// The task's title.
         task: String,
         /// Its line in SPEC.md.
@@ -134,6 +137,10 @@ pub(crate) enum RunEvent {
         /// The pauses in the stage: retry delays and usage-limit waits.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         waits: Vec<Wait>,
+        /// What the stage's line shows of its report: `SUCCESS`, `COMMIT`, `4 notes`, or the
+        /// outcome (absent in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        said: Option<String>,
     },
     /// A stage moved to the other agent: its agent hit a usage limit that resets later than
     /// `--fallback-after` (or was already at one).
@@ -397,6 +404,11 @@ pub(crate) enum TaskTaken {
     Gone,
     /// Set its marker by hand (the marker's character).
     SetTo(char),
+}
+
+/// Whether a count is 0 (a field older logs lack is not written as 0).
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RunEvent {

@@ -8,6 +8,48 @@ use crate::stage::Stage;
 /// for it, or another event records the same happening.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Told {
+    /// A try of a stage's agent starts (again, after a retry or a wait).
+    StageTry {
+        /// The stage.
+        stage: Stage,
+        /// The task's title.
+        task: String,
+    },
+    /// What the run has cost so far, after a stage (the live status line shows it).
+    CostSoFar {
+        /// USD.
+        usd: f64,
+    },
+    /// A countdown goes on: a usage-limit wait, a retry delay, the pause between iterations
+    /// (told again as it goes on).
+    Waiting {
+        /// What is waited for.
+        reason: String,
+        /// How long from now.
+        remaining: std::time::Duration,
+    },
+    /// The run stopped for the person (exit 2 or 5): the `--notify` command hears it; the
+    /// error itself is the run's last line.
+    StoppedForPerson {
+        /// The exit code.
+        code: u8,
+        /// The error, whole.
+        message: String,
+    },
+    /// A usage-limit wait begins (the `--notify` command hears it; the countdown is
+    /// [`Told::Waiting`]).
+    UsageLimitWait {
+        /// The stage.
+        stage: Stage,
+        /// The task's title.
+        task: String,
+        /// The agent's words.
+        reason: String,
+        /// When the limit resets, if the agent said (epoch seconds).
+        resets_at: Option<i64>,
+        /// How long kern waits.
+        wait: std::time::Duration,
+    },
     /// Research is not run: `level_zero` — the task earns none; else its Research note is
     /// already in SPEC.md.
     ResearchSkipped {

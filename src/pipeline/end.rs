@@ -46,7 +46,7 @@ impl Run<'_> {
             if let RunEvent::Blocked { .. } = &event {
                 journal::remove(&self.ws.state_dir.task_start());
             }
-            self.emit(event);
+            self.teller.emit(event);
         }
         Ok(decision.end)
     }
@@ -64,7 +64,7 @@ impl Run<'_> {
             TaskNow::Ours(_) => return Ok(IterationEnd::Progressed),
         };
         let saved = self.set_aside(it, "taken away by the person")?;
-        self.emit(RunEvent::Told(Told::TaskTaken {
+        self.teller.emit(RunEvent::Told(Told::TaskTaken {
             task: it.title.clone(),
             how,
             saved,
@@ -91,7 +91,7 @@ impl Run<'_> {
                 Quoted(&it.title)
             ),
         )?;
-        self.emit(RunEvent::SetAside {
+        self.teller.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: git_ref.clone(),
             paths: paths.iter().map(|p| p.display().to_string()).collect(),

@@ -52,7 +52,8 @@ impl Run<'_> {
         let doc = self.spec.reload()?;
         let lines = self.ws.validate(&doc)?;
         if !lines.is_empty() {
-            self.emit(RunEvent::Told(Told::SpecWarnings { lines }));
+            self.teller
+                .emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let options = self.ws.select_options(self.settings, &doc);
         let selection = match self.target.task() {
@@ -73,7 +74,7 @@ impl Run<'_> {
                     .iter()
                     .map(|d| d.render(&self.ws.spec_display))
                     .collect();
-                self.emit(RunEvent::Told(Told::Unlisted { lines }));
+                self.teller.emit(RunEvent::Told(Told::Unlisted { lines }));
             }
             return Ok(IterationEnd::NothingLeft);
         };
@@ -81,7 +82,7 @@ impl Run<'_> {
         let identity = doc.identity(selection.task);
         let files = StageFiles::read(&self.ws.state_dir, &identity);
         for (path, title) in &files.stale {
-            self.emit(RunEvent::Told(Told::StaleStageFile {
+            self.teller.emit(RunEvent::Told(Told::StaleStageFile {
                 file: path
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
@@ -92,20 +93,20 @@ impl Run<'_> {
         }
         let point = resume::infer(&files, task.research().is_some());
         tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, resume = point.name(), "selected");
-        self.reporter.iteration(index, total, &task.title);
-        self.emit(RunEvent::Told(Told::TaskSelected {
+        self.teller.emit(RunEvent::IterationStart {
+            index,
+            of: total,
+            task: task.title.clone(),
+            line: task.line,
+            resume: point.name().to_string(),
+        });
+        self.teller.emit(RunEvent::Told(Told::TaskSelected {
             task: task.title.clone(),
             spec: self.ws.spec_display.clone(),
             line: task.line,
             why: selection.reason.to_string(),
             next: point.name().to_string(),
         }));
-        self.log.event(RunEvent::IterationStart {
-            index,
-            task: task.title.clone(),
-            line: task.line,
-            resume: point.name().to_string(),
-        });
         let mut it = TaskRun::new(
             task.title.clone(),
             identity.clone(),
@@ -119,13 +120,13 @@ impl Run<'_> {
             &|p| top.join(p).exists(),
             self.settings.level,
         );
-        self.emit(RunEvent::Level {
+        self.teller.emit(RunEvent::Level {
             task: it.title.clone(),
             level: it.level.level,
             why: it.level.why.clone(),
         });
         let end = self.run_task(&mut it, point).await?;
-        self.log.event(RunEvent::IterationEnd {
+        self.teller.emit(RunEvent::IterationEnd {
             index,
             task: it.title.clone(),
             end,
@@ -142,7 +143,8 @@ impl Run<'_> {
                     .contains(&crate::stage::Stage::Research) =>
             {
                 // Level 0: no research; the task starts as research would have started it.
-                self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
+                self.teller
+                    .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
                 let edits = super::stage::plan::start_without_research();
                 match self.task_now(it, &edits)? {
                     TaskNow::Ours(ticket) => self.edit_task(it, ticket, &edits)?,
@@ -164,7 +166,8 @@ impl Run<'_> {
                 (None, None)
             }
             ResumePoint::Implement => {
-                self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: false }));
+                self.teller
+                    .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: false }));
                 (None, None)
             }
             ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {

@@ -9,7 +9,7 @@
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
-use crate::pipeline::tests_first::TestsFirst;
+use crate::spec::TestsFirst;
 use crate::spec::{Document, TaskState};
 use crate::state::journal::{self, TaskStart};
 use std::path::PathBuf;
@@ -56,13 +56,16 @@ impl Run<'_> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect();
             if !new.is_empty() {
-                self.emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
+                self.teller
+                    .emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
             }
             self.remember_persons(&dirty);
             excluded.clone_from(&self.left_out.persons);
         }
         let t = &doc.tasks()[task];
-        let tests_first = match super::tests_first::command_of(t, self.settings) {
+        let tests_first = match t
+            .tests_first_command(self.settings.tests_first, self.settings.check.as_deref())
+        {
             TestsFirst::NoCommand => {
                 return Err(Error::TestsFirstCommand {
                     title: t.title.clone(),

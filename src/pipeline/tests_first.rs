@@ -23,16 +23,19 @@
 //! - When the attempt due is the decomposition request and no red was seen, there is no tests
 //!   step: implement gets the request; a task not split then has no red, fails green, and is
 //!   blocked (`decide::failed_attempt`).
+//!
+//! How a task is tested first is the task's (`spec::Task::tests_first_command`); what the tests
+//! step, implement and the review read of it is `stage::inputs`'.
 
 use std::path::PathBuf;
 
-use super::check::{self, CheckResult};
-use super::decide::{self, Next};
+use super::check;
+use super::decide::{self, CheckResult, Next};
 use super::{Run, TaskRun};
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent};
 use crate::settings::Settings;
-use crate::spec::Task;
+use crate::spec::{Task, TestsFirst};
 use crate::stage::TestsReport;
 use crate::state::journal::{self, Red};
 use crate::state::lock::Phase;
@@ -40,55 +43,6 @@ use crate::state::resume::StageFiles;
 
 /// Lines of the command's output kept for the record, the review and the next prompt.
 const OUTPUT_LINES: usize = 20;
-
-/// Whether, and with which command, a task is tested first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TestsFirst {
-    /// It is not: no `Tests: first` note and no `--tests-first`.
-    No,
-    /// It is, with this command.
-    With(String),
-    /// It is, and no command was found.
-    NoCommand,
-}
-
-impl TestsFirst {
-    /// The command, when the task is tested first with one.
-    pub(crate) fn command(self) -> Option<String> {
-        match self {
-            TestsFirst::With(command) => Some(command),
-            TestsFirst::No | TestsFirst::NoCommand => None,
-        }
-    }
-}
-
-/// How a task is tested first: with its Tests note's own command, else its Check (`check`),
-/// else `--check` (`fallback`) — when it has a `Tests: first` note (`note`: its command, empty
-/// when it names none) or the run has `--tests-first` (`flag`).
-pub(crate) fn command(
-    note: Option<&str>,
-    flag: bool,
-    check: Option<&str>,
-    fallback: Option<&str>,
-) -> TestsFirst {
-    if note.is_none() && !flag {
-        return TestsFirst::No;
-    }
-    match note.filter(|c| !c.trim().is_empty()).or(check).or(fallback) {
-        Some(command) => TestsFirst::With(command.to_string()),
-        None => TestsFirst::NoCommand,
-    }
-}
-
-/// [`command`] for `task` as SPEC.md has it now, with the run's settings.
-pub(crate) fn command_of(task: &Task, settings: &Settings) -> TestsFirst {
-    command(
-        task.tests_first().as_deref(),
-        settings.tests_first,
-        task.check_command(),
-        settings.check.as_deref(),
-    )
-}
 
 /// What the tests step left, sorted: the test files kern holds (the changed ones, and those
 /// the report names, that are test files and exist) and the changed paths that are not tests
@@ -167,46 +121,6 @@ fn printed(note: &str) -> String {
         .to_string()
 }
 
-/// The tests step's `{ATTEMPTS}`: what kern does with the tests and `command`, then the
-/// attempt situation (`attempts`).
-pub(crate) fn step_text(command: &str, attempts: &str) -> String {
-    format!(
-        "The test command: `{command}`, run in the repository's top folder. kern runs it on the commit the task started from with only your test files added: it must fail there. Then an implement session does the task, your test files held read-only, and the same command must pass.\n\n{attempts}"
-    )
-}
-
-/// What implement is told of the task's tests, seen red (their output is data, fenced).
-pub(crate) fn implement_text(command: &str, red: &Red) -> String {
-    format!(
-        "This task is tested first. Its tests, {}, failed on the commit the task started from (kern ran `{command}` with only them added). Make `{command}` pass by doing the task. kern holds those test files read-only, and every test file the task started with: changing or deleting one fails the attempt. What the command printed then:\n{}",
-        red.tests.join(", "),
-        super::stage::inputs::fence(
-            "red test output",
-            &red.output,
-            600,
-            crate::prompt::Keep::Tail
-        )
-    )
-}
-
-/// What the review reads of the task's tests: red before implement, green after (kern's
-/// evidence beside the implementer's word; the whole is inside the summary's data fence).
-pub(crate) fn review_text(command: &str, red: &Red) -> String {
-    let output = |text: &str| {
-        let (kept, _) = crate::prompt::cut(text.trim(), 1536, crate::prompt::Keep::Tail);
-        kept.to_string()
-    };
-    let green = match &red.green {
-        Some(green) => format!("green — after implement it passed:\n{}", output(green)),
-        None => "green — not run yet".to_string(),
-    };
-    format!(
-        "\n\nkern ran the task's tests first (this is kern's finding, not the implementer's): `{command}` with {}.\nred — before implement, on the commit the task started from plus only these tests, it failed:\n{}\n{green}",
-        red.tests.join(", "),
-        output(&red.output)
-    )
-}
-
 /// True when the task's next attempt starts with the tests step: it is tested first, its tests
 /// were not seen red yet, and the attempt is not the decomposition request.
 pub(crate) fn step_due(
@@ -217,7 +131,10 @@ pub(crate) fn step_due(
 ) -> bool {
     let tested_first = match start {
         Some(start) => start.tests_first.is_some(),
-        None => command_of(task, settings) != TestsFirst::No,
+        None => {
+            task.tests_first_command(settings.tests_first, settings.check.as_deref())
+                != TestsFirst::No
+        }
     };
     tested_first
         && start.and_then(|s| s.red_of(identity)).is_none()
@@ -268,7 +185,7 @@ impl Run<'_> {
                     crate::spec::Quoted(&it.title)
                 ),
             )?;
-            self.emit(RunEvent::Violation {
+            self.teller.emit(RunEvent::Violation {
                 task: Some(it.title.clone()),
                 stage: crate::stage::Stage::Tests,
                 violations: vec![format!(
@@ -307,7 +224,7 @@ impl Run<'_> {
             CheckResult::Passed => tail(&read_lossy(&self.ws.state_dir.red_log())),
             CheckResult::Failed(note) => printed(&note),
         };
-        self.emit(RunEvent::TestsRed {
+        self.teller.emit(RunEvent::TestsRed {
             task: it.title.clone(),
             command: command.clone(),
             tests: held.clone(),
@@ -354,7 +271,7 @@ impl Run<'_> {
             .cloned()
             .collect();
         self.ws.repo.put_back_from(commit, &differ)?;
-        self.emit(RunEvent::TestsGreen {
+        self.teller.emit(RunEvent::TestsGreen {
             task: it.title.clone(),
             command: command.clone(),
             tests: red.tests.clone(),
@@ -405,7 +322,7 @@ impl Run<'_> {
             CheckResult::Failed(note) => printed(note),
         };
         let passed = result == CheckResult::Passed;
-        self.emit(RunEvent::TestsGreen {
+        self.teller.emit(RunEvent::TestsGreen {
             task: it.title.clone(),
             command: command.clone(),
             tests: red.tests.clone(),
@@ -435,7 +352,7 @@ impl Run<'_> {
         let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
         self.ws.repo.restore_paths(&paths)?;
         self.spec.next_step();
-        self.emit(RunEvent::SetAside {
+        self.teller.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: red.saved.clone(),
             paths: red.tests.clone(),
@@ -477,50 +394,6 @@ impl Run<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_command_is_the_notes_else_the_tasks_check_else_the_runs() {
-        use TestsFirst::{No, NoCommand, With};
-        let with = |c: &str| With(c.to_string());
-        // (note, --tests-first, the task's check, --check, how it is tested first)
-        let cases = [
-            (None, false, Some("make test"), Some("cargo test"), No),
-            (
-                Some("npm test"),
-                false,
-                Some("make test"),
-                None,
-                with("npm test"),
-            ),
-            (Some(""), false, Some("make test"), None, with("make test")),
-            (
-                Some(" "),
-                false,
-                None,
-                Some("cargo test"),
-                with("cargo test"),
-            ),
-            (
-                None,
-                true,
-                Some("make test"),
-                Some("cargo test"),
-                with("make test"),
-            ),
-            (None, true, None, Some("cargo test"), with("cargo test")),
-            (None, true, None, None, NoCommand),
-            (Some(""), false, None, None, NoCommand),
-        ];
-        for (note, flag, check, fallback, want) in cases {
-            assert_eq!(
-                command(note, flag, check, fallback),
-                want,
-                "{note:?} {flag} {check:?} {fallback:?}"
-            );
-        }
-        assert_eq!(with("x").command().as_deref(), Some("x"));
-        assert_eq!(NoCommand.command(), None);
-    }
 
     #[test]
     fn the_tests_step_leaves_test_files_to_hold_and_the_rest_to_set_aside() {

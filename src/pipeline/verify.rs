@@ -15,7 +15,8 @@
 
 use std::path::Path;
 
-use super::check::{self, CheckResult};
+use super::check;
+use super::decide::CheckResult;
 use super::decide::{self, Next};
 use super::{Run, TaskRun};
 use crate::error::Result;
@@ -189,7 +190,7 @@ impl Run<'_> {
             });
         }
         let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
-        self.emit(RunEvent::Must {
+        self.teller.emit(RunEvent::Must {
             task: it.title.clone(),
             findings: findings.iter().map(Finding::line).collect(),
             passed: failed.is_empty(),

@@ -145,6 +145,45 @@ pub(crate) fn tests_note(text: &str) -> TestsNote {
     TestsNote::First(command.to_string())
 }
 
+/// Whether, and with which command, a task is tested first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TestsFirst {
+    /// It is not: no `Tests: first` note and no `--tests-first`.
+    No,
+    /// It is, with this command.
+    With(String),
+    /// It is, and no command was found.
+    NoCommand,
+}
+
+impl TestsFirst {
+    /// The command, when the task is tested first with one.
+    pub(crate) fn command(self) -> Option<String> {
+        match self {
+            TestsFirst::With(command) => Some(command),
+            TestsFirst::No | TestsFirst::NoCommand => None,
+        }
+    }
+}
+
+/// How a task is tested first: with its Tests note's own command, else its Check (`check`),
+/// else `--check` (`fallback`) — when it has a `Tests: first` note (`note`: its command, empty
+/// when it names none) or the run has `--tests-first` (`flag`).
+pub(crate) fn tests_first(
+    note: Option<&str>,
+    flag: bool,
+    check: Option<&str>,
+    fallback: Option<&str>,
+) -> TestsFirst {
+    if note.is_none() && !flag {
+        return TestsFirst::No;
+    }
+    match note.filter(|c| !c.trim().is_empty()).or(check).or(fallback) {
+        Some(command) => TestsFirst::With(command.to_string()),
+        None => TestsFirst::NoCommand,
+    }
+}
+
 /// True when a test-file path is one kern treats as an existing test under `> **Tests:**
 /// read-only`: inside a `tests`/`test`/`__tests__`/`spec` folder, or named as test runners
 /// find tests (`*_test.*`, `*.test.*`, `*.spec.*`, `*_spec.*`, `test_*.py`, `*Test.java`,
@@ -222,6 +261,50 @@ mod tests {
             let e = parse(line).remove(0).unwrap_err();
             assert!(e.starts_with(error), "{line}: {e}");
         }
+    }
+
+    #[test]
+    fn the_command_is_the_notes_else_the_tasks_check_else_the_runs() {
+        use TestsFirst::{No, NoCommand, With};
+        let with = |c: &str| With(c.to_string());
+        // (note, --tests-first, the task's check, --check, how it is tested first)
+        let cases = [
+            (None, false, Some("make test"), Some("cargo test"), No),
+            (
+                Some("npm test"),
+                false,
+                Some("make test"),
+                None,
+                with("npm test"),
+            ),
+            (Some(""), false, Some("make test"), None, with("make test")),
+            (
+                Some(" "),
+                false,
+                None,
+                Some("cargo test"),
+                with("cargo test"),
+            ),
+            (
+                None,
+                true,
+                Some("make test"),
+                Some("cargo test"),
+                with("make test"),
+            ),
+            (None, true, None, Some("cargo test"), with("cargo test")),
+            (None, true, None, None, NoCommand),
+            (Some(""), false, None, None, NoCommand),
+        ];
+        for (note, flag, check, fallback, want) in cases {
+            assert_eq!(
+                tests_first(note, flag, check, fallback),
+                want,
+                "{note:?} {flag} {check:?} {fallback:?}"
+            );
+        }
+        assert_eq!(with("x").command().as_deref(), Some("x"));
+        assert_eq!(NoCommand.command(), None);
     }
 
     #[test]

@@ -45,13 +45,15 @@ impl RunLog {
         &self.run_id
     }
 
-    /// Appends one event, stamped now.
-    pub(crate) fn event(&self, event: RunEvent) {
-        self.append(&LoggedEvent {
+    /// Appends one event, stamped now; returns the line as written.
+    pub(crate) fn event(&self, event: RunEvent) -> LoggedEvent {
+        let line = LoggedEvent {
             ts: Timestamp::now(),
             run: self.run_id.clone(),
             event,
-        });
+        };
+        self.append(&line);
+        line
     }
 
     fn append(&self, line: &LoggedEvent) {
@@ -106,6 +108,7 @@ mod tests {
             },
             RunEvent::IterationStart {
                 index: 1,
+                of: 0,
                 task: "Add the parser".into(),
                 line: 3,
                 resume: "research".into(),
@@ -130,6 +133,7 @@ mod tests {
                 agent: "claude".into(),
                 model: Some("claude-opus-4-5".into()),
                 turns: Some(12),
+                said: None,
                 waits: vec![
                     Wait {
                         kind: WaitKind::Retry,
@@ -160,6 +164,7 @@ mod tests {
                 model: None,
                 turns: None,
                 waits: Vec::new(),
+                said: None,
             },
             RunEvent::AgentSwitch {
                 task: Some("Add the parser".into()),

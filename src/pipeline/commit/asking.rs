@@ -43,7 +43,7 @@ impl Run<'_> {
             if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
                 return Ok(end);
             }
-            self.emit(RunEvent::Told(Told::MessageRefused {
+            self.teller.emit(RunEvent::Told(Told::MessageRefused {
                 hook: hook.clone(),
                 subject: message.lines().next().unwrap_or("").to_string(),
                 refusals,
@@ -104,7 +104,7 @@ impl Run<'_> {
         if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
             return Ok(Integrated::Ended(end));
         }
-        self.emit(RunEvent::Told(Told::MessageRefused {
+        self.teller.emit(RunEvent::Told(Told::MessageRefused {
             hook: hook.clone(),
             subject: message.lines().next().unwrap_or("").to_string(),
             refusals,

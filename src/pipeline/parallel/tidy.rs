@@ -68,7 +68,7 @@ impl Run<'_> {
                     Quoted(&job.title)
                 ),
             )?;
-            self.emit(RunEvent::Told(Told::WorktreeSaved {
+            self.teller.emit(RunEvent::Told(Told::WorktreeSaved {
                 task: job.title.clone(),
                 git_ref,
             }));
@@ -155,7 +155,7 @@ impl Run<'_> {
                 title: pending.identity.path.last().cloned().unwrap_or_default(),
             };
             self.take_back(&job, &pending.paths)?;
-            self.emit(RunEvent::Told(Told::ApplyingAgain {
+            self.teller.emit(RunEvent::Told(Told::ApplyingAgain {
                 task: job.title.clone(),
             }));
         }

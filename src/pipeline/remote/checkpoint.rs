@@ -133,7 +133,9 @@ impl Run<'_> {
                 must: crate::pipeline::verify::held_at_start(self.ws.repo.top(), &t.must_text()),
                 tests_read_only: t.tests_read_only(),
                 scope: t.scope(),
-                tests_first: crate::pipeline::tests_first::command_of(t, self.settings).command(),
+                tests_first: t
+                    .tests_first_command(self.settings.tests_first, self.settings.check.as_deref())
+                    .command(),
                 red: None,
             },
         )?;

@@ -480,7 +480,7 @@ impl Run<'_> {
         match remote.claim(&self.ws.repo, &key, &identity)? {
             Claimed::No => Ok(false),
             Claimed::Yes => {
-                self.reporter.hear(&RunEvent::Told(Told::Claimed {
+                self.teller.emit(RunEvent::Told(Told::Claimed {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     claim: format!("{CLAIMS}{key}"),
@@ -489,7 +489,7 @@ impl Run<'_> {
             }
             Claimed::TookOver { holder, attempt } => {
                 remote.taken_over.push(identity.clone());
-                self.reporter.hear(&RunEvent::Told(Told::TookOver {
+                self.teller.emit(RunEvent::Told(Told::TookOver {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     holder,
@@ -520,7 +520,7 @@ impl Run<'_> {
         let title = Quoted(&doc.tasks()[task].title);
         let key = task_key(&identity);
         let paths = self.resume_pushed_work(doc, task, slug)?;
-        self.reporter.hear(&RunEvent::Told(Told::Resumed {
+        self.teller.emit(RunEvent::Told(Told::Resumed {
             task: title.0.to_string(),
             work: format!("{}{key}", checkpoint::WORK),
             paths,
@@ -535,7 +535,7 @@ impl Run<'_> {
             return Ok(());
         };
         for lost in remote.renew(&self.ws.repo)? {
-            self.reporter.hear(&RunEvent::Told(Told::ClaimLost {
+            self.teller.emit(RunEvent::Told(Told::ClaimLost {
                 task: lost.path.last().cloned().unwrap_or_default(),
             }));
         }

@@ -74,7 +74,10 @@ pub(super) async fn run_once(
     let settings = ctx.settings;
     let state_dir = ctx.state_dir;
     let agent = &on.agent;
-    ctx.reporter.stage_started(stage, &request.task.title);
+    ctx.teller.emit(RunEvent::Told(Told::StageTry {
+        stage,
+        task: request.task.title.clone(),
+    }));
     let invocation = request.invocation(
         on,
         &PlanFiles {
@@ -147,16 +150,12 @@ pub(super) async fn run_once(
         // The group is gone now; a record of it would only mislead a later takeover.
         watch.agent_group(None)?;
     }
-    super::runner::remake_state_dir(
-        state_dir,
-        ctx.reporter,
-        &format!("during the {stage} stage"),
-    )?;
+    super::runner::remake_state_dir(state_dir, ctx.teller, &format!("during the {stage} stage"))?;
     let finished = finished.map_err(|e| spawn_error(agent, e))?;
     if !finished.escaped.is_empty() {
         // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still
         // be winding down when it exits, and nothing they do counts after this point.
-        ctx.reporter.hear(&RunEvent::Told(Told::StrayProcesses {
+        ctx.teller.emit(RunEvent::Told(Told::StrayProcesses {
             stage,
             pids: finished.escaped.clone(),
         }));

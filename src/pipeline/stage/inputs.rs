@@ -15,7 +15,6 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::pipeline::tests_first;
 use crate::prompt::{Keep, PromptInputs, convention, cut, escape_fence};
 use crate::settings::Settings;
 use crate::spec::Document;
@@ -104,9 +103,10 @@ impl StageInputs {
         // A task tested first: its command as of its start (else as the file says now), and
         // its tests once they were seen red.
         let identity = doc.identity(task);
-        let tests_first = start
-            .and_then(|s| s.tests_first.clone())
-            .or_else(|| tests_first::command_of(t, settings).command());
+        let tests_first = start.and_then(|s| s.tests_first.clone()).or_else(|| {
+            t.tests_first_command(settings.tests_first, settings.check.as_deref())
+                .command()
+        });
         let red = start.and_then(|s| s.red_of(&identity));
         match stage {
             Stage::Research => {
@@ -118,7 +118,7 @@ impl StageInputs {
                     t.research()
                         .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
                 );
-                inputs.attempts = Some(tests_first::step_text(
+                inputs.attempts = Some(tests_step_text(
                     tests_first.as_deref().unwrap_or_default(),
                     &attempts_text(t.attempts(), settings.max_attempts),
                 ));
@@ -133,7 +133,7 @@ impl StageInputs {
                 if let (Some(command), Some(red)) = (&tests_first, red) {
                     inputs.attempts = Some(format!(
                         "{}\n\n{}",
-                        tests_first::implement_text(command, red),
+                        tests_implement_text(command, red),
                         inputs.attempts.take().unwrap_or_default()
                     ));
                 }
@@ -186,7 +186,7 @@ impl StageInputs {
                 if let (Some(command), Some(red), Some(prev)) =
                     (&tests_first, red, inputs.prev_result.as_mut())
                 {
-                    prev.push_str(&tests_first::review_text(command, red));
+                    prev.push_str(&tests_review_text(command, red));
                 }
                 let subjects = ws.repo.recent_subjects(CONVENTION_SUBJECTS)?;
                 inputs.attempts = Some(convention::advice(
@@ -327,6 +327,46 @@ pub(crate) fn message_request(refused: &RefusedMessage, advice: &str) -> String 
     let source = format!("{} hook output", refused.hook);
     let output = fence(&source, &refused.output, room, Keep::Tail);
     format!("{fixed}{output}\n\n{advice}")
+}
+
+/// The tests step's `{ATTEMPTS}`: what kern does with the tests and `command`, then the
+/// attempt situation (`attempts`).
+fn tests_step_text(command: &str, attempts: &str) -> String {
+    format!(
+        "The test command: `{command}`, run in the repository's top folder. kern runs it on the commit the task started from with only your test files added: it must fail there. Then an implement session does the task, your test files held read-only, and the same command must pass.\n\n{attempts}"
+    )
+}
+
+/// What implement is told of the task's tests, seen red (their output is data, fenced).
+fn tests_implement_text(command: &str, red: &crate::state::journal::Red) -> String {
+    format!(
+        "This task is tested first. Its tests, {}, failed on the commit the task started from (kern ran `{command}` with only them added). Make `{command}` pass by doing the task. kern holds those test files read-only, and every test file the task started with: changing or deleting one fails the attempt. What the command printed then:\n{}",
+        red.tests.join(", "),
+        fence(
+            "red test output",
+            &red.output,
+            600,
+            crate::prompt::Keep::Tail
+        )
+    )
+}
+
+/// What the review reads of the task's tests: red before implement, green after (kern's
+/// evidence beside the implementer's word; the whole is inside the summary's data fence).
+fn tests_review_text(command: &str, red: &crate::state::journal::Red) -> String {
+    let output = |text: &str| {
+        let (kept, _) = crate::prompt::cut(text.trim(), 1536, crate::prompt::Keep::Tail);
+        kept.to_string()
+    };
+    let green = match &red.green {
+        Some(green) => format!("green — after implement it passed:\n{}", output(green)),
+        None => "green — not run yet".to_string(),
+    };
+    format!(
+        "\n\nkern ran the task's tests first (this is kern's finding, not the implementer's): `{command}` with {}.\nred — before implement, on the commit the task started from plus only these tests, it failed:\n{}\n{green}",
+        red.tests.join(", "),
+        output(&red.output)
+    )
 }
 
 /// `text` as a data fence named `source`, escaped, cut to `max` bytes keeping `keep`.

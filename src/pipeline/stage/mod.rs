@@ -21,14 +21,12 @@ use crate::error::{Error, Result};
 use crate::event::RunEvent;
 use crate::pipeline::ledger::StageCount;
 use crate::pipeline::{Run, TaskRun};
-use crate::reporter::StageLine;
 use crate::spec::Quoted;
 use crate::stage::record::{Outcome, WaitKind};
 use crate::stage::{ImplementReport, Report};
 use crate::state::lock::{AgentGroup, Phase, RunLock};
 use plan::{PlanFor, StagePlan};
 use runner::{StageContext, StageRun};
-use std::time::Duration;
 
 impl Run<'_> {
     /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
@@ -79,10 +77,11 @@ impl Run<'_> {
             state_dir: &self.ws.state_dir,
             cwd: self.ws.repo.top(),
             reporter: self.reporter,
+            teller: &self.teller,
             interrupt: self.interrupt,
             pause: &self.ledger.pause,
         };
-        self.log.event(RunEvent::StageStart {
+        self.teller.emit(RunEvent::StageStart {
             stage,
             task: it.title.clone(),
             prompt_bytes: request.prompt.len() as u64,
@@ -97,7 +96,7 @@ impl Run<'_> {
         let mut run = match ran {
             Ok(run) => run,
             Err(e) => {
-                self.log.event(RunEvent::StageEnd {
+                self.teller.emit(RunEvent::StageEnd {
                     task: Some(it.title.clone()),
                     stage,
                     outcome: None,
@@ -110,13 +109,14 @@ impl Run<'_> {
                     model: request.agents.primary.model.clone(),
                     turns: None,
                     waits: Vec::new(),
+                    said: None,
                 });
                 return Err(e);
             }
         };
         self.count(&run);
         for switch in &run.record.kern.switches {
-            self.log.event(RunEvent::AgentSwitch {
+            self.teller.emit(RunEvent::AgentSwitch {
                 task: Some(it.title.clone()),
                 stage,
                 from: switch.from.clone(),
@@ -134,7 +134,7 @@ impl Run<'_> {
             }
         };
         if !found.shared.is_empty() {
-            self.emit(RunEvent::SharedRef {
+            self.teller.emit(RunEvent::SharedRef {
                 task: Some(it.title.clone()),
                 stage,
                 moved: found.shared.clone(),
@@ -142,7 +142,7 @@ impl Run<'_> {
             });
         }
         if !found.violations.is_empty() {
-            self.emit(RunEvent::Violation {
+            self.teller.emit(RunEvent::Violation {
                 task: Some(it.title.clone()),
                 stage,
                 violations: found.violations.clone(),
@@ -170,17 +170,7 @@ impl Run<'_> {
             .agent_result
             .get("num_turns")
             .and_then(serde_json::Value::as_u64);
-        self.reporter.stage_finished(
-            stage,
-            &StageLine {
-                outcome: outcome_word(&run),
-                duration: Duration::from_millis(record.kern.duration_ms),
-                cost_usd: run.cost_usd,
-                turns,
-                note: run.outcome.as_ref().err().cloned(),
-            },
-        );
-        self.log.event(RunEvent::StageEnd {
+        self.teller.emit(RunEvent::StageEnd {
             task: Some(it.title.clone()),
             stage,
             outcome: Some(record.kern.outcome),
@@ -193,6 +183,7 @@ impl Run<'_> {
             model: record.kern.model.clone().or_else(|| reported_model(record)),
             turns,
             waits: record.kern.waits.clone(),
+            said: Some(outcome_word(&run)),
         });
         if run.budget_spent {
             // Claude stopped at the cap kern gave it: the budget is spent, and the task is
@@ -220,7 +211,7 @@ impl Run<'_> {
         if changes.is_empty() {
             return Ok(());
         }
-        self.emit(RunEvent::HandEdit {
+        self.teller.emit(RunEvent::HandEdit {
             task: Some(it.title.clone()),
             stage,
             changes: changes.clone(),
@@ -243,7 +234,8 @@ impl Run<'_> {
             rate_limit: run.rate_limit.as_ref(),
             waits: &waits,
         });
-        self.reporter.cost_so_far(total);
+        self.teller
+            .emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
     }
 }
 

@@ -20,6 +20,8 @@ use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
+use crate::pipeline::ledger::Pause;
+use crate::pipeline::teller::Teller;
 use crate::reporter::Reporter;
 use crate::retry::{self, AgentLimits, Side, Step};
 use crate::settings::Settings;
@@ -45,8 +47,10 @@ pub(crate) struct StageContext<'a> {
     pub state_dir: &'a StateDir,
     /// The repository's top folder (the agent's working folder).
     pub cwd: &'a Path,
-    /// What the person sees.
+    /// What the person sees (the agent's latest tool call on the status line).
     pub reporter: &'a Reporter,
+    /// The one door for telling what happens.
+    pub teller: &'a Teller<'a>,
     /// Ctrl-C / SIGTERM.
     pub interrupt: &'a Interrupt,
     /// The usage-limit pause every task of the run shares (`-j`).
@@ -58,39 +62,16 @@ pub(crate) struct StageContext<'a> {
 /// passes the check, instead of a raw "No such file" from the next write.
 pub(crate) fn remake_state_dir(
     state_dir: &StateDir,
-    reporter: &Reporter,
+    teller: &Teller<'_>,
     when: &str,
 ) -> Result<()> {
     if state_dir.remake()? {
-        reporter.hear(&RunEvent::Told(Told::StateDirRemade {
+        teller.emit(RunEvent::Told(Told::StateDirRemade {
             dir: state_dir.dir().display().to_string(),
             when: when.to_string(),
         }));
     }
     Ok(())
-}
-
-/// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
-/// task (they share the account), so the others wait for the same reset instead of each
-/// hitting it in turn. Shared by the tasks of one run (one thread).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
-
-impl Pause {
-    /// No stage starts before `until` (a later pause wins).
-    pub(crate) fn until(&self, until: Instant) {
-        if self.0.get().is_none_or(|t| t < until) {
-            self.0.set(Some(until));
-        }
-    }
-
-    /// How long from now the pause lasts, if it does.
-    pub(crate) fn remaining(&self) -> Option<Duration> {
-        self.0
-            .get()
-            .map(|t| t.saturating_duration_since(Instant::now()))
-            .filter(|d| !d.is_zero())
-    }
 }
 
 /// What the runner tells the run as a stage goes, for the run to record where `kern status`
@@ -146,7 +127,7 @@ pub(crate) async fn run_stage<R: Report>(
     let state_dir = ctx.state_dir;
     remake_state_dir(
         ctx.state_dir,
-        ctx.reporter,
+        ctx.teller,
         &format!("before the {stage} stage"),
     )?;
     // Rewritten before every stage run, so no fsync: a crash cannot make them matter.
@@ -183,7 +164,7 @@ pub(crate) async fn run_stage<R: Report>(
             "{from} is at its usage limit until {} (seen earlier in this run)",
             until_text(primary_until)
         );
-        ctx.reporter.hear(&RunEvent::Told(Told::StartsOnOther {
+        ctx.teller.emit(RunEvent::Told(Told::StartsOnOther {
             stage,
             reason: reason.clone(),
             to: to.clone(),
@@ -326,7 +307,7 @@ pub(crate) async fn run_stage<R: Report>(
                     duration_ms: millis(delay),
                     resets_at: None,
                 });
-                ctx.reporter.hear(&RunEvent::Told(Told::Retrying {
+                ctx.teller.emit(RunEvent::Told(Told::Retrying {
                     stage,
                     reason: reason.clone(),
                     retry: tries.retries,
@@ -353,13 +334,13 @@ pub(crate) async fn run_stage<R: Report>(
                 });
                 tries.waited += wait;
                 ctx.pause.until(Instant::now() + wait);
-                ctx.reporter.usage_limit_wait(
+                ctx.teller.emit(RunEvent::Told(Told::UsageLimitWait {
                     stage,
-                    &request.task.title,
-                    &message,
+                    task: request.task.title.clone(),
+                    reason: message.clone(),
                     resets_at,
                     wait,
-                );
+                }));
                 watch.waiting(stage)?;
                 if countdown(ctx, &message, wait).await {
                     return Err(interrupted(ctx));
@@ -370,7 +351,7 @@ pub(crate) async fn run_stage<R: Report>(
                 let message = class.message().to_string();
                 let (from, to) = (name_of(side), name_of(side.other()));
                 let limited_until = limits.limited_until(&from, now);
-                ctx.reporter.hear(&RunEvent::Told(Told::Switching {
+                ctx.teller.emit(RunEvent::Told(Told::Switching {
                     stage,
                     from: from.clone(),
                     to: to.clone(),
@@ -471,7 +452,10 @@ async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> boo
             return false;
         }
         let remaining = end - now;
-        ctx.reporter.waiting(reason, remaining);
+        ctx.teller.emit(RunEvent::Told(Told::Waiting {
+            reason: reason.to_string(),
+            remaining,
+        }));
         let step = remaining.min(Duration::from_secs(1));
         if ctx.interrupt.sleep_or_interrupt(step).await {
             return true;

@@ -382,6 +382,7 @@ impl Builder {
                 model,
                 turns,
                 waits,
+                ..
             } => {
                 let Some(index) = self.index_for(task.as_deref()) else {
                     return;
