@@ -334,6 +334,16 @@ fn kill_9_during_implement_resumes_implement_without_running_red_again() {
     crate::support::wait_for_file(&implementing);
     crate::support::kill(child.id() as i32);
     child.wait().unwrap();
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        status.contains("tests:     first `sh tests/parser_test.sh` — red seen on the base commit with tests/parser_test.sh, held read-only"),
+        "{status}"
+    );
+    let json: Value = serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(
+        json["next"]["tests_first"]["red"]["tests"],
+        json!(["tests/parser_test.sh"])
+    );
     // The killed run's agent may outlive it: it ends when `go` is there, whoever stops it.
     std::fs::write(&go, "").unwrap();
     p.run(&["1", "0"]).expect(0);
