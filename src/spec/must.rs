@@ -115,6 +115,18 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
     }
 }
 
+/// The pattern of a `grep`/`grep!` must-have without the quotes around it, when it is wholly
+/// in one pair of `"` or `'` (as a shell would want it, and kern does not strip).
+pub(crate) fn quoted_pattern(must: &MustHave) -> Option<String> {
+    let MustHave::Grep { pattern, .. } = must else {
+        return None;
+    };
+    ['"', '\''].into_iter().find_map(|q| {
+        let inner = pattern.strip_prefix(q)?.strip_suffix(q)?;
+        (!inner.is_empty() && !inner.contains(q)).then(|| inner.to_string())
+    })
+}
+
 /// What a `> **Tests:**` note says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TestsNote {
