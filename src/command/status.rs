@@ -140,7 +140,12 @@ pub(crate) fn compute_with_spec(
     );
     let mut json = json;
     if let Some(sel) = &selection {
-        add_tests_first(&mut json, &doc, sel.task, start.as_ref(), settings);
+        let (task, identity) = (&doc.tasks()[sel.task], doc.identity(sel.task));
+        let tested =
+            crate::pipeline::tests_first::status(task, &identity, start.as_ref(), settings);
+        if let (Some(tested), Some(next)) = (tested, json["next"].as_object_mut()) {
+            next.insert("tests_first".into(), tested);
+        }
     }
     add_dialects(&mut json, &doc, &ws.spec_display, &options);
     add_stale_learnings(&mut json, ws.repo.top(), &ws.learnings_path);
@@ -154,38 +159,6 @@ pub(crate) fn compute_with_spec(
             start,
         },
     ))
-}
-
-/// Adds the next task's `Tests: first` to `next`: its command (as of its start, else as the
-/// file and the settings say now; `null` when it has none), and its tests once seen red.
-fn add_tests_first(
-    json: &mut Value,
-    doc: &Document,
-    task: usize,
-    start: Option<&TaskStart>,
-    settings: &Settings,
-) {
-    let identity = doc.identity(task);
-    use crate::spec::TestsFirst;
-    let how =
-        doc.tasks()[task].tests_first_command(settings.tests_first, settings.check.as_deref());
-    let command = match (start, how) {
-        (Some(start), _) => match &start.tests_first {
-            Some(command) => Some(command.clone()),
-            None => return,
-        },
-        (None, TestsFirst::No) => return,
-        (None, how) => how.command(),
-    };
-    let red = start
-        .and_then(|s| s.red_of(&identity))
-        .map(|r| json!({"tests": r.tests, "saved": r.saved, "green": r.green.is_some()}));
-    if let Some(next) = json.get_mut("next").and_then(Value::as_object_mut) {
-        next.insert(
-            "tests_first".into(),
-            json!({"command": command, "red": red}),
-        );
-    }
 }
 
 /// Adds what other tools' markers and closing headings mean for this file: the tasks held
@@ -587,26 +560,8 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
             if next["tests_read_only"] == json!(true) {
                 out.push_str("tests:     read-only (its Tests note)\n");
             }
-            if let Some(tf) = next.get("tests_first") {
-                let red = match tf["red"]["tests"].as_array() {
-                    Some(tests) => format!(
-                        " — red seen on the base commit with {}, held read-only",
-                        tests
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    None => " — a tests step writes the task's tests; they must fail on the base commit, are then held read-only, and must pass after implement".to_string(),
-                };
-                match tf["command"].as_str() {
-                    Some(command) => {
-                        out.push_str(&format!("tests:     first `{command}`{red}\n"));
-                    }
-                    None => out.push_str(
-                        "tests:     first, with no command — write `> **Tests:** first <command>`, add a `> **Check:** <command>` note, or pass --check\n",
-                    ),
-                }
+            if let Some(tested) = next.get("tests_first") {
+                out.push_str(&crate::pipeline::tests_first::status_line(tested));
             }
             out.push_str(&format!(
                 "resume at: {}\n",

@@ -33,10 +33,7 @@ use crate::event::IterationEnd;
 use crate::pipeline::error_research;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
-use crate::stage::{
-    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, TestsReport, TestsStatus,
-    Verdict,
-};
+use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
 
 /// How a check ended (the check gate's, a `run` must-have's): what the policy judges.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -386,30 +383,6 @@ pub(super) fn decomposition_due(attempts: &Attempts, max_attempts: u32) -> bool 
         || error_research::analyse(&attempts.notes).is_some_and(|r| r.saturated)
 }
 
-/// The tests step finished (`Tests: first`): SUCCESS goes on with the report (kern then sorts
-/// and runs the tests); FAILED (or no usable report) is a failed attempt.
-pub(super) fn after_tests(
-    outcome: Result<TestsReport, String>,
-    attempts: &Attempts,
-    max_attempts: u32,
-) -> Next<TestsReport> {
-    match outcome {
-        Ok(report) if report.status == TestsStatus::Success => Next::Go(report),
-        Ok(report) => {
-            let note = report
-                .attempt_note
-                .filter(|n| !n.trim().is_empty())
-                .unwrap_or(report.summary);
-            Next::End(failed_attempt(
-                attempts,
-                &format!("the tests step wrote no test: {note}"),
-                max_attempts,
-            ))
-        }
-        Err(note) => Next::End(failed_attempt(attempts, &note, max_attempts)),
-    }
-}
-
 /// A failed attempt: an Attempt note (with the approach that failed, when implement said what
 /// it did), and the block when the attempts are exhausted.
 ///
@@ -438,38 +411,14 @@ fn fail(attempts: &Attempts, note: &str, max_attempts: u32, answered: bool) -> D
     // The attempt that just failed had the decomposition request in its prompt.
     let decomposition_asked = decomposition_due(attempts, max_attempts);
     let why = decomposition_asked.then(|| {
-        let saturated = error_research::analyse(&notes).filter(|r| r.saturated);
-        let (reason, tried) = if answered {
-            (
-                format!(
-                    "the decomposition request was answered: {} — after {}; a person must look",
-                    crate::text::first_line(&note),
-                    crate::text::count(attempts.count as usize, "failed attempt", "failed attempts")
-                ),
-                &attempts.notes[..],
-            )
-        } else if let Some(research) = saturated {
-            (
-                format!(
-                    "saturated: all standard approaches exhausted for {} ({}), decomposition included — a person must look",
-                    research.class.describe(),
-                    crate::text::count(research.seen, "attempt", "attempts"),
-                ),
-                &notes[..],
-            )
-        } else {
-            (
-                format!(
-                    "{attempt} failed attempts, decomposition included — a person must look"
-                ),
-                &notes[..],
-            )
-        };
-        let tried = error_research::tried_and_hit(tried);
-        if tried.is_empty() {
-            reason
-        } else {
-            format!("{reason}. {tried}")
+        let prior = &attempts.notes;
+        match (
+            answered,
+            error_research::analyse(&notes).filter(|r| r.saturated),
+        ) {
+            (true, _) => error_research::blocked_answered(&note, prior),
+            (false, Some(research)) => error_research::blocked_saturated(&research, &notes),
+            (false, None) => error_research::blocked_after(attempt, &notes),
         }
     });
     let mut edits = vec![Edit::AddAttempt(note.clone())];

@@ -342,6 +342,51 @@ impl Research {
     }
 }
 
+/// The Blocked note of a task whose decomposition request implement answered with its own
+/// FAILED ("cannot be split", `note`) after the failed attempts `before`.
+pub(crate) fn blocked_answered(note: &str, before: &[String]) -> String {
+    with_tried(
+        format!(
+            "the decomposition request was answered: {} — after {}; a person must look",
+            crate::text::first_line(note),
+            crate::text::count(before.len(), "failed attempt", "failed attempts")
+        ),
+        before,
+    )
+}
+
+/// The Blocked note of a saturated task whose attempt under the decomposition request failed
+/// (`notes`: every Attempt note, that one last).
+pub(crate) fn blocked_saturated(research: &Research, notes: &[String]) -> String {
+    with_tried(
+        format!(
+            "saturated: all standard approaches exhausted for {} ({}), decomposition included — a person must look",
+            research.class.describe(),
+            crate::text::count(research.seen, "attempt", "attempts"),
+        ),
+        notes,
+    )
+}
+
+/// The Blocked note of a task whose attempt number `attempt`, made under the decomposition
+/// request, failed (`notes`: every Attempt note, that one last).
+pub(crate) fn blocked_after(attempt: u32, notes: &[String]) -> String {
+    with_tried(
+        format!("{attempt} failed attempts, decomposition included — a person must look"),
+        notes,
+    )
+}
+
+/// `reason`, then what `notes` tried and hit ([`tried_and_hit`]), when there is any.
+fn with_tried(reason: String, notes: &[String]) -> String {
+    let tried = tried_and_hit(notes);
+    if tried.is_empty() {
+        reason
+    } else {
+        format!("{reason}. {tried}")
+    }
+}
+
 /// What a Blocked note says the attempts of `notes` (in order) tried and the error each hit:
 /// one entry per approach (its note's `Approach:` line, else the note's own words), the same
 /// approach hitting the same error once with how many attempts it took; the error named once

@@ -36,13 +36,37 @@ use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent};
 use crate::settings::Settings;
 use crate::spec::{Task, TestsFirst};
-use crate::stage::TestsReport;
+use crate::stage::{TestsReport, TestsStatus};
 use crate::state::journal::{self, Red};
 use crate::state::lock::Phase;
 use crate::state::resume::StageFiles;
 
 /// Lines of the command's output kept for the record, the review and the next prompt.
 const OUTPUT_LINES: usize = 20;
+
+/// The tests step finished (`Tests: first`): SUCCESS goes on with the report (kern then sorts
+/// and runs the tests); FAILED (or no usable report) is a failed attempt.
+fn after_tests(
+    outcome: Result<TestsReport, String>,
+    attempts: &decide::Attempts,
+    max_attempts: u32,
+) -> Next<TestsReport> {
+    match outcome {
+        Ok(report) if report.status == TestsStatus::Success => Next::Go(report),
+        Ok(report) => {
+            let note = report
+                .attempt_note
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or(report.summary);
+            Next::End(decide::failed_attempt(
+                attempts,
+                &format!("the tests step wrote no test: {note}"),
+                max_attempts,
+            ))
+        }
+        Err(note) => Next::End(decide::failed_attempt(attempts, &note, max_attempts)),
+    }
+}
 
 /// What the tests step left, sorted: the test files kern holds (the changed ones, and those
 /// the report names, that are test files and exist) and the changed paths that are not tests
@@ -121,6 +145,47 @@ fn printed(note: &str) -> String {
         .to_string()
 }
 
+/// `kern status`'s view of a task tested first (`next.tests_first`): its command as of its
+/// start (else as the file and the settings say now; `null` when it has none), and its tests
+/// once seen red. `None` when it is not tested first.
+pub(crate) fn status(
+    task: &Task,
+    identity: &crate::spec::TaskIdentity,
+    start: Option<&crate::state::journal::TaskStart>,
+    settings: &Settings,
+) -> Option<serde_json::Value> {
+    let command = match start {
+        Some(start) => Some(start.tests_first.clone()?),
+        None => match task.tests_first_command(settings.tests_first, settings.check.as_deref()) {
+            TestsFirst::No => return None,
+            how => how.command(),
+        },
+    };
+    let red = start.and_then(|s| s.red_of(identity)).map(
+        |r| serde_json::json!({"tests": r.tests, "saved": r.saved, "green": r.green.is_some()}),
+    );
+    Some(serde_json::json!({"command": command, "red": red}))
+}
+
+/// The line `kern status` prints of [`status`].
+pub(crate) fn status_line(tested: &serde_json::Value) -> String {
+    let Some(command) = tested["command"].as_str() else {
+        return "tests:     first, with no command — write `> **Tests:** first <command>`, add a `> **Check:** <command>` note, or pass --check\n".to_string();
+    };
+    let how = match tested["red"]["tests"].as_array() {
+        Some(tests) => format!(
+            "red seen on the base commit with {}, held read-only",
+            tests
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "a tests step writes the task's tests; they must fail on the base commit, are then held read-only, and must pass after implement".to_string(),
+    };
+    format!("tests:     first `{command}` — {how}\n")
+}
+
 /// True when the task's next attempt starts with the tests step: it is tested first, its tests
 /// were not seen red yet, and the attempt is not the decomposition request.
 pub(crate) fn step_due(
@@ -166,7 +231,7 @@ impl Run<'_> {
             }
         };
         let attempts = self.attempts(it)?;
-        let report = match decide::after_tests(outcome, &attempts, self.settings.max_attempts) {
+        let report = match after_tests(outcome, &attempts, self.settings.max_attempts) {
             Next::End(decision) => return self.end_task(it, decision).map(Some),
             Next::Go(report) => report,
         };

@@ -446,12 +446,10 @@ impl Builder {
                 failed,
                 ..
             } => {
-                self.task_named(task).tests_first = Some(TestsFirstInfo {
-                    command: command.clone(),
-                    tests: tests.clone(),
-                    red: Some(*failed),
-                    green: None,
-                });
+                let info =
+                    TestsFirstInfo::heard(&mut self.task_named(task).tests_first, command, tests);
+                info.red = Some(*failed);
+                info.green = None;
             }
             RunEvent::TestsGreen {
                 task,
@@ -461,14 +459,7 @@ impl Builder {
                 ..
             } => {
                 let info =
-                    self.task_named(task)
-                        .tests_first
-                        .get_or_insert_with(|| TestsFirstInfo {
-                            command: command.clone(),
-                            tests: tests.clone(),
-                            red: None,
-                            green: None,
-                        });
+                    TestsFirstInfo::heard(&mut self.task_named(task).tests_first, command, tests);
                 info.green = Some(*passed);
             }
             RunEvent::HandEdit { task, changes, .. } => {

@@ -210,6 +210,22 @@ pub(crate) struct TestsFirstInfo {
     pub green: Option<bool>,
 }
 
+impl TestsFirstInfo {
+    /// The task's `slot`, made for `command` and `tests` when nothing was heard of it yet.
+    pub(crate) fn heard<'a>(
+        slot: &'a mut Option<TestsFirstInfo>,
+        command: &str,
+        tests: &[String],
+    ) -> &'a mut TestsFirstInfo {
+        slot.get_or_insert_with(|| TestsFirstInfo {
+            command: command.to_string(),
+            tests: tests.to_vec(),
+            red: None,
+            green: None,
+        })
+    }
+}
+
 /// kern's commit of a task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct CommitInfo {
