@@ -5,7 +5,7 @@
 //!
 //! Decisions a reader must know:
 //! - The tests step writes only tests: what it changed that is not a test file
-//!   (`spec::is_test_path`) is set aside under `refs/kern/saved/<task>/tests-<n>` before the
+//!   (`spec::is_test_path`), and a test it deleted, is set aside under `refs/kern/saved/<task>/tests-<n>` before the
 //!   red check, which so runs on the base commit plus only the test files (and the person's
 //!   own `--allow-dirty` files, as every check does), in the work tree itself.
 //! - Tests that pass there prove nothing: a failed attempt that says so; the next attempt
@@ -69,8 +69,8 @@ fn after_tests(
 }
 
 /// What the tests step left, sorted: the test files kern holds (the changed ones, and those
-/// the report names, that are test files and exist) and the changed paths that are not tests
-/// (set aside). `changed` is what differs from the base commit.
+/// the report names, that are test files and exist) and the changed paths that are not tests,
+/// or tests it deleted (set aside). `changed` is what differs from the base commit.
 pub(crate) fn sort_changes(
     changed: &[String],
     reported: &[String],
@@ -79,11 +79,12 @@ pub(crate) fn sort_changes(
     let mut held: Vec<String> = Vec::new();
     let mut outside: Vec<String> = Vec::new();
     for path in changed {
-        if crate::spec::is_test_path(path) {
-            if exists(path) && !held.contains(path) {
+        if crate::spec::is_test_path(path) && exists(path) {
+            if !held.contains(path) {
                 held.push(path.clone());
             }
         } else {
+            // Not a test, or a test the step deleted: neither is the step's to change.
             outside.push(path.clone());
         }
     }
@@ -254,7 +255,7 @@ impl Run<'_> {
                 task: Some(it.title.clone()),
                 stage: crate::stage::Stage::Tests,
                 violations: vec![format!(
-                    "the tests step changed files that are not tests: {} (set aside at `{saved}` before the red check)",
+                    "the tests step changed files that are not tests (or deleted tests): {} (set aside at `{saved}` before the red check)",
                     outside.join(", ")
                 )],
                 reverted: outside,
@@ -474,7 +475,8 @@ mod tests {
                 &["tests/parse_test.rs"],
                 &["src/parser.rs", "Cargo.toml"],
             ),
-            // An existing test named, not changed; a name that is no test file; a deleted test.
+            // An existing test named, not changed; a name that is no test file; a deleted test
+            // (put back).
             (
                 &["tests/gone_test.rs"],
                 &[
@@ -483,7 +485,7 @@ mod tests {
                     "tests/gone_test.rs",
                 ],
                 &["tests/lexer_test.rs"],
-                &[],
+                &["tests/gone_test.rs"],
             ),
             (
                 &["src/parser.rs"],

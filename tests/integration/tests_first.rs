@@ -194,7 +194,7 @@ fn the_tests_step_writes_only_tests_the_rest_is_set_aside_before_the_red_check()
         "pub fn parse() {}\n"
     );
     assert!(
-        err.contains("violation: the tests step changed files that are not tests: src/parser.rs (set aside at `refs/kern/saved/add-the-parser/tests-1` before the red check)"),
+        err.contains("violation: the tests step changed files that are not tests (or deleted tests): src/parser.rs (set aside at `refs/kern/saved/add-the-parser/tests-1` before the red check)"),
         "{err}"
     );
     assert_eq!(p.log()[0], "Add the parser");
