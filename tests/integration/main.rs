@@ -48,6 +48,7 @@ mod stage_plan;
 mod state_privacy;
 mod status;
 mod supervisor;
+mod tests_first;
 mod two_agents;
 mod verified_done;
 mod watch;
