@@ -12,15 +12,15 @@ use crate::support::during::git_in;
 use crate::support::project::{self, Project, texts};
 
 /// A bare remote made from a project, and clones of it ("machines").
-struct Fleet {
-    seed: Project,
+pub(crate) struct Fleet {
+    pub(crate) seed: Project,
     remote: PathBuf,
     clones: Vec<PathBuf>,
 }
 
 impl Fleet {
     /// `machines` clones of a remote holding `spec` (and the seed's scripted agent).
-    fn new(spec: &str, machines: usize) -> Fleet {
+    pub(crate) fn new(spec: &str, machines: usize) -> Fleet {
         let seed = Project::new(spec);
         let remote = seed.outside.path().join("remote.git");
         git_in(
@@ -54,7 +54,7 @@ impl Fleet {
     }
 
     /// `kern ARGS` on machine `i`, with the seed's scripted agent and its own state root.
-    fn kern(&self, i: usize, args: &[&str]) -> project::KernRun<'_> {
+    pub(crate) fn kern(&self, i: usize, args: &[&str]) -> project::KernRun<'_> {
         self.seed.run(args).current_dir(&self.clones[i]).env(
             "KERN_STATE_DIR",
             self.seed.outside.path().join(format!("state-{i}")),
@@ -67,7 +67,7 @@ impl Fleet {
     }
 
     /// `git ARGS` in the bare remote.
-    fn remote_git(&self, args: &[&str]) -> String {
+    pub(crate) fn remote_git(&self, args: &[&str]) -> String {
         git_in(&self.remote, args)
     }
 
@@ -82,11 +82,11 @@ impl Fleet {
             .collect()
     }
 
-    fn remote_file(&self, path: &str) -> String {
+    pub(crate) fn remote_file(&self, path: &str) -> String {
         self.remote_git(&["show", &format!("master:{path}")])
     }
 
-    fn claims(&self) -> Vec<String> {
+    pub(crate) fn claims(&self) -> Vec<String> {
         self.remote_git(&["for-each-ref", "--format=%(refname)", "refs/kern/claims/"])
             .lines()
             .map(str::to_string)
@@ -110,7 +110,7 @@ fn ok(out: &Output, what: &str) {
 
 /// Every task of `tasks` committed exactly once on the remote's master, linear history,
 /// SPEC.md all done, no claim left.
-fn all_landed_once(fleet: &Fleet, tasks: usize) {
+pub(crate) fn all_landed_once(fleet: &Fleet, tasks: usize) {
     let history = fleet.history();
     assert!(
         history.iter().all(|(_, parents)| *parents <= 1),
@@ -138,7 +138,7 @@ fn all_landed_once(fleet: &Fleet, tasks: usize) {
     );
 }
 
-fn tasks(n: usize) -> String {
+pub(crate) fn tasks(n: usize) -> String {
     (1..=n).map(|i| format!("- [ ] Task {i}\n")).collect()
 }
 
@@ -675,65 +675,4 @@ fn spec_md_outcome_commits_are_signed_with_the_persons_identity() {
             "{raw}"
         );
     }
-}
-
-/// At its deadline a machine pushes the work of the task it holds, publishes its SPEC.md lines
-/// and frees its claim (DESIGN.md section 20): nothing dangles, and the next machine to claim
-/// the task resumes from that work.
-#[test]
-fn at_its_deadline_a_machine_pushes_its_work_frees_its_claim_and_the_next_resumes_it() {
-    let fleet = Fleet::new(&tasks(2), 2);
-    let never = fleet.seed.outside.path().join("never");
-    let plain = json!({"write": {"out/{slug}.txt": "done {task}\n"}});
-    fleet.seed.scenario(&json!({
-        "tasks": [{"match": "Task 2", "implement": [
-            {"shell": [
-                "echo half > half.txt".to_string(),
-                format!(
-                    "while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done",
-                    never.display(),
-                    fleet.seed.outside.path().display()
-                )
-            ]},
-            plain
-        ]}],
-        "default": {"implement": plain}
-    }));
-    // Task 1's stages fit (10 s each, started well before 15 s); after the 14 s pause Task 2's
-    // start by this run's medians, and its implement is cut at the deadline.
-    let out = fleet
-        .kern(
-            0,
-            &[
-                "3",
-                "14",
-                "--remote",
-                "origin",
-                "--deadline",
-                "25",
-                "--stage-timeout",
-                "10",
-            ],
-        )
-        .expect(0);
-    out.stderr_has("it came during the implement stage, which resumes on the next run");
-    assert_eq!(fleet.claims(), Vec::<String>::new(), "the claim is freed");
-    assert_eq!(
-        fleet.remote_git(&["show", "refs/kern/work/task-2:half.txt"]),
-        "half\n",
-        "the work in progress is on the remote"
-    );
-    assert!(
-        fleet.remote_file("SPEC.md").contains("- [~] Task 2"),
-        "{}",
-        fleet.remote_file("SPEC.md")
-    );
-    // Another machine claims Task 2 and goes on from that work.
-    let out = fleet.kern(1, &["3", "0", "--remote", "origin"]).expect(0);
-    out.stderr_has(
-        "`Task 2` resumes from the work its last machine pushed (`refs/kern/work/task-2`: 1 path)",
-    );
-    assert_eq!(fleet.remote_file("half.txt"), "half\n");
-    all_landed_once(&fleet, 2);
-    std::fs::write(&never, "").unwrap();
 }

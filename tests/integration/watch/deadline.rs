@@ -1,12 +1,16 @@
 //! A night's deadline (`--until`, `--deadline`; DESIGN.md section 20): no stage starts that
 //! could not finish before it, a stage still running then is stopped and resumes on the next
-//! run, and the run ends as planned (exit 0), its report's first line saying so. The `--remote`
-//! side (work pushed, claims freed) is in `remote.rs`.
+//! run, and the run ends as planned (exit 0), its report's first line saying so; with
+//! `--remote` the work in progress is pushed and the claims freed first (on `remote.rs`'s
+//! fleet of clones).
 //!
 //! The deadlines here are seconds away because the deadline is what is tested; each test
 //! leaves several seconds of slack around every step a loaded machine could delay, and asserts
 //! what happened, never how long it took.
 
+use serde_json::json;
+
+use crate::remote::{Fleet, all_landed_once, tasks};
 use crate::support::gate::Gate;
 use crate::support::project::Project;
 
@@ -81,4 +85,65 @@ fn a_stage_still_running_at_the_deadline_is_stopped_and_resumes_on_the_next_run(
     let resumed = starts.last().unwrap();
     assert_eq!(resumed["task"], "Beta");
     assert_eq!(resumed["resume"], "implement", "{resumed}");
+}
+
+/// At its deadline a machine pushes the work of the task it holds, publishes its SPEC.md lines
+/// and frees its claim (DESIGN.md section 20): nothing dangles, and the next machine to claim
+/// the task resumes from that work.
+#[test]
+fn at_its_deadline_a_machine_pushes_its_work_frees_its_claim_and_the_next_resumes_it() {
+    let fleet = Fleet::new(&tasks(2), 2);
+    let never = fleet.seed.outside.path().join("never");
+    let plain = json!({"write": {"out/{slug}.txt": "done {task}\n"}});
+    fleet.seed.scenario(&json!({
+        "tasks": [{"match": "Task 2", "implement": [
+            {"shell": [
+                "echo half > half.txt".to_string(),
+                format!(
+                    "while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done",
+                    never.display(),
+                    fleet.seed.outside.path().display()
+                )
+            ]},
+            plain
+        ]}],
+        "default": {"implement": plain}
+    }));
+    // Task 1's stages fit (10 s each, started well before 15 s); after the 14 s pause Task 2's
+    // start by this run's medians, and its implement is cut at the deadline.
+    let out = fleet
+        .kern(
+            0,
+            &[
+                "3",
+                "14",
+                "--remote",
+                "origin",
+                "--deadline",
+                "25",
+                "--stage-timeout",
+                "10",
+            ],
+        )
+        .expect(0);
+    out.stderr_has("it came during the implement stage, which resumes on the next run");
+    assert_eq!(fleet.claims(), Vec::<String>::new(), "the claim is freed");
+    assert_eq!(
+        fleet.remote_git(&["show", "refs/kern/work/task-2:half.txt"]),
+        "half\n",
+        "the work in progress is on the remote"
+    );
+    assert!(
+        fleet.remote_file("SPEC.md").contains("- [~] Task 2"),
+        "{}",
+        fleet.remote_file("SPEC.md")
+    );
+    // Another machine claims Task 2 and goes on from that work.
+    let out = fleet.kern(1, &["3", "0", "--remote", "origin"]).expect(0);
+    out.stderr_has(
+        "`Task 2` resumes from the work its last machine pushed (`refs/kern/work/task-2`: 1 path)",
+    );
+    assert_eq!(fleet.remote_file("half.txt"), "half\n");
+    all_landed_once(&fleet, 2);
+    std::fs::write(&never, "").unwrap();
 }

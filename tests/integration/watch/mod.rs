@@ -4,6 +4,13 @@
 //! gate in front of the scripted agent (`support/gate.rs`), never by sleeps; `--stall-after`
 //! is given in seconds because the stall is what is measured, and each test asserts what
 //! happened (noticed, restarted, committed once), never how long it took.
+//!
+//! The other parts live beside it, so `cargo test --test integration -- watch` runs
+//! them all: `deadline.rs` (`--until`, `--deadline`, with `--remote`) and `schedule.rs`
+//! (`kern schedule`).
+
+mod deadline;
+mod schedule;
 
 use std::path::Path;
 use std::process::{Child, Stdio};
