@@ -315,7 +315,9 @@ fn remove(kind: Scheduler, dirs: &Dirs, top: &Path) -> Result<()> {
                 }
                 let _ = systemctl(&["daemon-reload"], top);
             }
+            // The folders kern made for them go too, when nothing else is in them.
             remove_empty(&dirs.systemd.join("timers.target.wants"), &dirs.config_home);
+            remove_empty(&dirs.systemd, &dirs.config_home);
         }
         Scheduler::Launchd => {
             for (label, plist) in files(&dirs.launch_agents, "dev.kern-", ".plist") {

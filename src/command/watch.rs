@@ -290,7 +290,8 @@ impl Watchdog {
                                 decide::lost_word(seen.ending),
                                 d.shown
                             ),
-                            None => format!("the run ended with exit {code}"),
+                            None => "it stopped before its night began (its own message says why)"
+                                .to_string(),
                         }
                     });
                     return self.end(code, ended, false);

@@ -75,7 +75,12 @@ pub(super) fn watch_lines(w: &WatchReport) -> Vec<(&'static str, String)> {
     match (&w.ended, w.gave_up) {
         (Some(ended), true) => lines.push(("✗", format!("gave up: {}", clean(ended)))),
         (Some(ended), false) => lines.push((
-            "✓",
+            // A run that ended with another code (blocked, a usage error) is no success.
+            if w.exit_code.unwrap_or(0) == 0 {
+                "✓"
+            } else {
+                "•"
+            },
             format!(
                 "ended (exit {}): {}",
                 w.exit_code.unwrap_or(0),
@@ -125,6 +130,28 @@ mod tests {
                 ),
                 ("✓", "ended (exit 0): nothing left to do".to_string()),
             ]
+        );
+    }
+
+    #[test]
+    fn a_watchdog_ended_with_another_code_is_no_tick() {
+        let w = WatchReport {
+            watch: "watch-8-x".into(),
+            pid: Some(8),
+            stall_after_s: Some(900),
+            runs: vec![50],
+            adopted: vec![],
+            restarts: vec![],
+            exit_code: Some(2),
+            ended: Some("it stopped before its night began".into()),
+            gave_up: false,
+        };
+        assert_eq!(
+            watch_lines(&w)[1],
+            (
+                "•",
+                "ended (exit 2): it stopped before its night began".to_string()
+            )
         );
     }
 }

@@ -231,7 +231,9 @@ fn killed_in(stage: &str) {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     let gate = Gate::new(&p);
     gate.hold(stage, 0);
-    let child = watch(&p, &gate, &["5", "0"]);
+    let notified = p.outside.path().join("notified.jsonl");
+    let notify = format!("cat >> '{}'", notified.display());
+    let child = watch(&p, &gate, &["5", "0", "--notify", &notify]);
     wait_for_file(&gate.started(stage, 0));
     let killed = run_pid(&p);
     signal(killed, Signal::SIGKILL);
@@ -261,6 +263,23 @@ fn killed_in(stage: &str) {
         .unwrap();
     assert_eq!(resumed["task"], "Alpha");
     assert_eq!(resumed["resume"], stage, "{resumed}");
+    // Said (--notify, the run log) and kept for the morning.
+    let told = notifications(&notified);
+    let died: Vec<&Value> = told.iter().filter(|n| n["event"] == "run_died").collect();
+    assert_eq!(died.len(), 1, "{told:?}");
+    assert!(
+        died[0]["text"].as_str().unwrap().contains("SIGKILL"),
+        "{told:?}"
+    );
+    let logged = p.run_events("watch_restart");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["why"], "died", "{logged:?}");
+    let report = p.run(&["report"]).expect(0);
+    assert!(
+        report.stdout.contains("↻ died ") && report.stdout.contains(&format!("run pid {killed}")),
+        "{}",
+        report.stdout
+    );
 }
 
 #[test]
@@ -276,6 +295,44 @@ fn a_run_killed_in_implement_is_restarted_and_resumed() {
 #[test]
 fn a_run_killed_in_review_is_restarted_and_resumed() {
     killed_in("commit");
+}
+
+#[test]
+fn a_detached_night_is_watched_and_its_killed_run_started_again() {
+    let p = Project::new("- [ ] Alpha\n");
+    let gate = Gate::new(&p);
+    gate.hold("implement", 0);
+    let out = p
+        .run(&["3", "0", "--detach"])
+        .env("KERN_AGENT", gate.agent())
+        .env("KERN_RESTART_DELAY", "0")
+        .expect(0);
+    let watchdog: i32 = out
+        .stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{out:?}"));
+    wait_for_file(&gate.started("implement", 0));
+    let killed = run_pid(&p);
+    assert_ne!(killed, watchdog, "the pid printed is the watchdog's");
+    signal(killed, Signal::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let record = loop {
+        let record = watch_record(&p);
+        if !record["ended"].is_null() {
+            break record;
+        }
+        assert!(Instant::now() < deadline, "the night never ended: {record}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(wait_dead(watchdog), "the watchdog ends with its night");
+    assert_eq!(record["pid"], watchdog, "{record}");
+    assert_eq!(record["ended"]["exit_code"], 0, "{record}");
+    let restarts = record["restarts"].as_array().unwrap();
+    assert_eq!(restarts.len(), 1, "{record}");
+    assert_eq!(restarts[0]["why"], "died", "{record}");
+    assert_eq!(restarts[0]["run_pid"], killed, "{record}");
+    assert_eq!(committed(&p, "Alpha"), 1, "{:?}", p.log());
 }
 
 #[test]

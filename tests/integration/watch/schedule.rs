@@ -155,6 +155,11 @@ fn a_systemd_timer_and_service_are_written_taken_listed_and_removed_without_a_tr
         s.logged()
     );
     assert_eq!(files_under(&s.home), Vec::<PathBuf>::new(), "nothing left");
+    let left: Vec<PathBuf> = std::fs::read_dir(&s.config)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left, Vec::<PathBuf>::new(), "no empty folder left");
     let listed = s.schedule(&["--scheduler", "systemd", "--list"]).expect(0);
     assert_eq!(listed.stdout, "");
     listed.stderr_has("no night is scheduled");
@@ -173,6 +178,16 @@ fn without_a_user_session_the_units_are_written_and_the_commands_to_run_said() {
         .expect(0);
     out.stderr_has("systemd did not take it here (`systemctl --user daemon-reload`: Failed to connect to bus: No medium found) — in a session of yours, run: systemctl --user daemon-reload && systemctl --user enable --now kern-my-app.timer");
     assert!(s.config.join("systemd/user/kern-my-app.timer").exists());
+    // Taken away again without a session: the files and the folders made for them go.
+    let removed = s
+        .schedule(&["--scheduler", "systemd", "--remove"])
+        .expect(0);
+    removed.stderr_has("systemd could not stop it here");
+    let left: Vec<PathBuf> = std::fs::read_dir(&s.config)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left, Vec::<PathBuf>::new(), "nothing left");
 }
 
 #[test]
