@@ -397,3 +397,38 @@ pub(crate) enum Told {
         task: String,
     },
 }
+
+impl Told {
+    /// Its kind in snake case (`stage_try`): what a run's heartbeat names when the last thing
+    /// that moved was only told.
+    pub(crate) fn kind(&self) -> String {
+        let debug = format!("{self:?}");
+        let variant = debug.split([' ', '{', '(']).next().unwrap_or_default();
+        let mut kind = String::with_capacity(variant.len() + 4);
+        for (i, c) in variant.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                kind.push('_');
+            }
+            kind.push(c.to_ascii_lowercase());
+        }
+        kind
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_told_happening_is_named_by_its_kind() {
+        assert_eq!(Told::OrphanStopped.kind(), "orphan_stopped");
+        assert_eq!(
+            Told::StageTry {
+                stage: Stage::Implement,
+                task: "Alpha { beta }".into()
+            }
+            .kind(),
+            "stage_try"
+        );
+    }
+}

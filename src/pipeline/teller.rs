@@ -121,12 +121,13 @@ impl<'a> Teller<'a> {
 }
 
 /// What `event` tells the run's heartbeat: a countdown states its end, any other happening is
-/// named.
+/// named (by its `run.jsonl` name, or its kind when it is only told).
 fn moved_by(event: &RunEvent) -> Moved {
     match event {
         RunEvent::Told(Told::Waiting { remaining, .. }) => Moved::Waiting {
             until: super::clock::after(crate::timestamp::Timestamp::now(), *remaining),
         },
+        RunEvent::Told(told) => Moved::Event { event: told.kind() },
         e => Moved::Event { event: e.name() },
     }
 }

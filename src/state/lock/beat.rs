@@ -48,7 +48,8 @@ pub enum Moved {
     Started,
     /// The run entered the phase its record names.
     Phase,
-    /// The run emitted an event (its `run.jsonl` name, or `told` for one it only tells).
+    /// The run emitted an event (its `run.jsonl` name, or the kind of one it only tells:
+    /// `stage_try`).
     Event {
         /// The event's name.
         event: String,
