@@ -11,13 +11,16 @@ use std::path::PathBuf;
 /// kern's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Exit code: done, nothing left or all iterations ran.
+/// Exit code: done, nothing left or all iterations ran, or the night's deadline came (a planned
+/// end, not a new code: a CI job ended by `--deadline` stays green).
 pub const EXIT_OK: u8 = 0;
-/// Exit code: internal or I/O failure.
+/// Exit code: internal or I/O failure; `kern watch` gave up on a run that kept dying or
+/// stalling.
 pub const EXIT_FAILURE: u8 = 1;
 /// Exit code: usage error, invalid SPEC.md or template, dirty tree, unusable repository.
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code: another kern holds the lock for this project and branch.
+/// Exit code: another kern holds the lock for this project and branch (or, for `kern watch`,
+/// another watchdog watches it).
 pub const EXIT_LOCKED: u8 = 3;
 /// Exit code: finished, but a task is blocked or the last task failed.
 pub const EXIT_UNFINISHED: u8 = 4;
