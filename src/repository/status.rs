@@ -19,7 +19,8 @@
 //!   in one list.
 //! - A watched run also bounds its process's memory (`bound_memory`): no libgit2 object
 //!   cache, large buffers returned to the system when freed, pack files mapped a little at
-//!   a time, free heap pages given back after a walk, a read of the index and a commit.
+//!   a time, free heap pages given back after a walk, a read of the index, a look that
+//!   asked libgit2 and a commit.
 
 use std::collections::BTreeSet;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -264,6 +265,9 @@ impl Repository {
             known.changes.retain(|c| !covered(&paths, &c.path));
             known.changes.extend(fresh);
             sort(&mut known.changes);
+            // libgit2's status copies the index's entry list twice and reads trees: what
+            // it freed goes back before the next stage.
+            trim_memory();
         }
         Ok(Look::Changes(known.changes.clone()))
     }
@@ -580,8 +584,8 @@ const PACK_WINDOW: usize = 256 * 1024;
 const PACK_MAPPED: usize = 1024 * 1024;
 
 /// Gives the pages glibc holds free back to the system, after the moments a run's process
-/// allocates most and frees it (a whole walk, a read of the index, a commit): glibc keeps
-/// them otherwise, for the rest of the run.
+/// allocates most and frees it (a whole walk, a read of the index, a look that asked
+/// libgit2, a commit): glibc keeps them otherwise, for the rest of the run.
 pub(super) fn trim_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of glibc's heaps to the system; any
