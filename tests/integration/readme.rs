@@ -1266,27 +1266,14 @@ fn the_nights_commands_run_as_the_docs_say() {
     for name in ["systemctl", "launchctl"] {
         bin = crate::support::fakes::fake(&p, name, "#!/bin/sh\nexit 0\n");
     }
-    let kern = kern_bin();
-    let path = format!(
-        "{}:{}:{}",
-        bin.display(),
-        kern.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let shell = |step: &str| {
-        let out = sh_as(
-            &p.run(&[])
-                .env("HOME", &home)
-                .env("XDG_CONFIG_HOME", home.join(".config"))
-                .env("PATH", &path),
-        )
-        .args(["-c", step])
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-        let (stdout, stderr) = texts(&out);
-        assert_eq!(out.status.code(), Some(0), "`{step}`: {stderr}");
-        format!("{stdout}{stderr}")
+        let ran = p
+            .shell(step)
+            .path_first(&bin)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .expect(0);
+        format!("{}{}", ran.stdout, ran.stderr)
     };
     for step in &steps {
         let words: Vec<&str> = step.split_whitespace().skip(1).collect();
