@@ -336,6 +336,21 @@ fn a_detached_night_is_watched_and_its_killed_run_started_again() {
 }
 
 #[test]
+fn a_run_that_stops_for_the_person_ends_the_watchdog_with_its_code_and_is_not_restarted() {
+    let p = Project::new("- [ ] Alpha\n");
+    p.scenario(&json!({"default": {"research": {"error": "auth"}}}));
+    let child = watch_with(p.run(&["watch"]), &p, &["3", "0", "--max-restarts", "3"]);
+    let (code, err) = finish(&p, child);
+    assert_eq!(code, 5, "the agent needs the person: {err}");
+    assert_eq!(p.run_events("run_start").len(), 1, "never started again");
+    let record = watch_record(&p);
+    assert_eq!(record["restarts"], json!([]), "{record}");
+    assert_eq!(record["ended"]["exit_code"], 5, "{record}");
+    assert_eq!(record["ended"]["gave_up"], false, "{record}");
+    assert!(err.contains("[watch] the night ends (exit 5)"), "{err}");
+}
+
+#[test]
 fn a_run_that_dies_at_start_every_time_is_left_stopped_after_max_restarts_and_named() {
     let p = Project::new("- [ ] Alpha\n");
     // An agent that kills the run that started it (read from the lock), every time.
