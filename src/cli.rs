@@ -303,7 +303,8 @@ pub struct RunOptions {
     pub claim_ttl: Duration,
 
     /// A command run (through `sh -c`) with a JSON event on stdin and KERN_EVENT set when the
-    /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person;
+    /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person
+    /// (under `kern watch` also when the run died or stalled, and when the watchdog gives up);
     /// it gets 10 s, and never changes the run's outcome.
     #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
     pub notify: Option<String>,
