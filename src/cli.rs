@@ -293,6 +293,10 @@ pub struct RunOptions {
     #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
     pub notify: Option<String>,
 
+    /// How long one call of the tracker's CLI (`gh`) may take before it is stopped.
+    #[arg(long, hide = true, value_name = "DURATION", env = "KERN_TRACKER_TIMEOUT", default_value = "60s", value_parser = duration_between::<1, HOUR>)]
+    pub tracker_timeout: Duration,
+
     /// Run in the background: print the pid and how to follow it (`kern log -f`), then return;
     /// the run's output goes to `run.log` in the state folder.
     #[arg(long, conflicts_with = "dry_run")]
@@ -312,6 +316,13 @@ pub enum ScopeMode {
     Strict,
     /// Not checked.
     Off,
+}
+
+/// An issue tracker kern reads tasks from and tells what became of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Tracker {
+    /// GitHub issues, through the GitHub CLI `gh` (logged in: `gh auth login`).
+    Github,
 }
 
 /// Whether the check runs once before any agent.
@@ -385,6 +396,36 @@ pub enum Command {
     Accept {
         /// Tasks by title (or the start of it) or by branch (`kern/<task>`); none: every one.
         tasks: Vec<String>,
+    },
+    /// Bring open issues into SPEC.md as tasks, each once, with an Issue note that names it (its
+    /// text under it, its checklist as the task's criteria); SPEC.md is written, not
+    /// committed, unless --commit.
+    Import {
+        /// Where the issues are: github (through the GitHub CLI `gh`).
+        #[arg(value_enum)]
+        tracker: Tracker,
+        /// Only issues with this label (repeat it for issues with all of them).
+        #[arg(long, value_name = "LABEL")]
+        label: Vec<String>,
+        /// Only issues in this milestone (its title or number).
+        #[arg(long, value_name = "NAME")]
+        milestone: Option<String>,
+        /// Only issues assigned to this login (`@me`: you).
+        #[arg(long, value_name = "LOGIN")]
+        assignee: Option<String>,
+        /// The repository, OWNER/REPO (default: the one `gh` finds from this clone's remote).
+        #[arg(long, value_name = "OWNER/REPO")]
+        repo: Option<String>,
+        /// At most this many issues (1 to 1000).
+        #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
+        /// Show what would come in; write nothing.
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+        /// Commit SPEC.md with the new tasks (and nothing else); refused while SPEC.md has
+        /// changes of yours that are not committed.
+        #[arg(long, conflicts_with = "dry_run")]
+        commit: bool,
     },
     /// Reopen a task parked with `--review`: it goes back to `[ ]` with the reason as an
     /// Attempt note; its branch is kept under `refs/kern/attempts/` and deleted.
@@ -467,6 +508,16 @@ const IGNORED_BY: &[(&str, &[&str])] = &[
     (
         "reject",
         &["agent", "fallback_agent", "review_agent", "sandbox"],
+    ),
+    (
+        "import",
+        &[
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+        ],
     ),
     (
         "init",

@@ -120,6 +120,8 @@ pub struct Settings {
     pub output: OutputEnv,
     /// The `--notify` command.
     pub notify: Option<String>,
+    /// How long one call of the tracker's CLI may take.
+    pub tracker_timeout: Duration,
     /// `--detach`: start the run in the background and return.
     pub detach: bool,
     /// This is the background run `--detach` started: no terminal; its lines go to run.log.
@@ -247,6 +249,7 @@ impl Settings {
             remote: run.remote.clone().filter(|r| !r.trim().is_empty()),
             claim_ttl: run.claim_ttl,
             notify: run.notify.clone().filter(|c| !c.trim().is_empty()),
+            tracker_timeout: run.tracker_timeout,
             detach: run.detach,
             detached: run.detached,
             path_var: var("PATH"),

@@ -7,6 +7,7 @@ pub(crate) mod demo;
 pub(crate) mod detach;
 pub(crate) mod doctor;
 pub(crate) mod dry_run;
+pub(crate) mod import;
 pub(crate) mod init;
 pub(crate) mod log;
 pub(crate) mod report;

@@ -46,5 +46,6 @@ mod stage_plan;
 mod state_privacy;
 mod status;
 mod supervisor;
+mod tracker;
 mod two_agents;
 mod verified_done;

@@ -39,6 +39,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/safety.md", include_str!("../../docs/safety.md")),
     ("docs/options.md", include_str!("../../docs/options.md")),
     ("docs/ci.md", include_str!("../../docs/ci.md")),
+    ("docs/tracker.md", include_str!("../../docs/tracker.md")),
     (
         "docs/development.md",
         include_str!("../../docs/development.md"),
@@ -94,6 +95,8 @@ enum How {
     Parallel,
     /// The many-machines commands: run in order on a clone of a bare remote.
     Remote,
+    /// The tracker commands: run in order with a fake `gh` on PATH.
+    Tracker,
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
     /// are executable, the criterion bench is declared.
     Bench,
@@ -164,6 +167,8 @@ const KNOWN: &[(&str, How)] = &[
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
+    ("kern import github --label kern -n", How::Tracker),
+    ("kern import github --label kern", How::Tracker),
     ("kern 10 30 --fallback-agent codex", How::TwoAgents),
     ("kern 10 30 --review-agent codex", How::TwoAgents),
     (
@@ -1351,6 +1356,37 @@ fn the_many_machines_commands_run_as_the_docs_say() {
             other => panic!("no step for the docs' command `{other}`"),
         }
     }
+}
+
+#[test]
+fn the_tracker_commands_run_as_the_docs_say() {
+    let steps = commands(How::Tracker);
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    let p = Project::new("- [ ] Mine\n");
+    let (bin, log) = crate::support::fakes::fake_gh(&p);
+    let path = format!("{}:{}", bin.display(), path_with_kern());
+    for step in &steps {
+        let before = p.read("SPEC.md");
+        let (ok, _, stderr) = run_recipe(&p, &path, step);
+        assert!(ok, "`{step}` failed: {stderr}");
+        if step.ends_with(" -n") {
+            assert_eq!(p.read("SPEC.md"), before);
+            assert!(stderr.contains("4 new tasks would come in"), "{stderr}");
+        } else {
+            assert!(
+                stderr.contains("imported 4 issues into SPEC.md"),
+                "{stderr}"
+            );
+            assert!(p.read("SPEC.md").contains("> **Issue:** acme/app#12"));
+        }
+    }
+    let calls = crate::support::fakes::gh_calls(&log);
+    assert!(
+        calls
+            .iter()
+            .all(|(args, _)| args.join(" ").ends_with("--label kern")),
+        "{calls:?}"
+    );
 }
 
 /// The shell loop of docs/ci.md, with an `ssh` that runs the command on a "machine": a clone

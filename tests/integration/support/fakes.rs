@@ -69,3 +69,64 @@ pub(crate) fn scripted_claude(p: &Project) -> PathBuf {
     );
     fake(p, "claude", &script)
 }
+
+/// A fake GitHub CLI: the answers the real `gh` 2.23.0 gave (`tests/fixtures/gh-2.23.0/`,
+/// stdout, stderr and exit code of each), chosen by the command and by the mode in
+/// `<log>/mode` (`ok` when absent; `not-logged-in`, `offline`, `rate-limited`, or `hang`:
+/// it never answers). Each call is logged: its arguments one per line in `<log>/<n>.args`,
+/// its stdin in `<log>/<n>.stdin` (n from 1). Returns the `bin` folder to put first on PATH
+/// and the log folder.
+pub(crate) fn fake_gh(p: &Project) -> (PathBuf, PathBuf) {
+    let log = p.outside.path().join("gh-log");
+    std::fs::create_dir_all(&log).unwrap();
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gh-2.23.0");
+    let script = format!(
+        r#"#!/bin/sh
+fixtures='{fixtures}'
+log='{log}'
+n=1
+while [ -e "$log/$n.args" ]; do n=$((n + 1)); done
+: > "$log/$n.args"
+for a in "$@"; do printf '%s\n' "$a" >> "$log/$n.args"; done
+cat > "$log/$n.stdin"
+mode=$(cat "$log/mode" 2>/dev/null || echo ok)
+case "$1 $2 $3" in
+  "issue list "*) name=issue-list ;;
+  "issue comment "*) name=issue-comment ;;
+  "api --method POST") name=label-add ;;
+  *) name=label-remove ;;
+esac
+case "$mode" in
+  hang) exec sleep 600 ;;
+  not-logged-in) name=issue-list-not-logged-in ;;
+  offline) name=issue-list-offline ;;
+  rate-limited)
+    case "$name" in
+      issue-list) name=issue-list-rate-limited ;;
+      issue-comment) name=issue-comment-rate-limited ;;
+      *) name=label-add-rate-limited ;;
+    esac ;;
+esac
+cat "$fixtures/$name.stdout"
+cat "$fixtures/$name.stderr" >&2
+exit $(cat "$fixtures/$name.exit")
+"#,
+        fixtures = fixtures.display(),
+        log = log.display()
+    );
+    (fake(p, "gh", &script), log)
+}
+
+/// The calls a [`fake_gh`] logged, in order: each one's arguments and stdin.
+pub(crate) fn gh_calls(log: &std::path::Path) -> Vec<(Vec<String>, String)> {
+    let mut calls = Vec::new();
+    for n in 1.. {
+        let Ok(args) = std::fs::read_to_string(log.join(format!("{n}.args"))) else {
+            break;
+        };
+        let stdin = std::fs::read_to_string(log.join(format!("{n}.stdin"))).unwrap_or_default();
+        calls.push((args.lines().map(str::to_string).collect(), stdin));
+    }
+    calls
+}
