@@ -293,6 +293,14 @@ pub struct RunOptions {
     #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
     pub notify: Option<String>,
 
+    /// Tell the tracker what happens to tasks that came from it (`kern import`): a task with an
+    /// Issue note closes its issue by a `Closes owner/repo#N` trailer in its commit, and leaves
+    /// a comment when it is taken, skipped or blocked; with --remote its issue is labelled with
+    /// the machine that holds it. Through the GitHub CLI `gh`; a failure is a warning. Default:
+    /// off.
+    #[arg(long, value_enum, value_name = "TRACKER", env = "KERN_TRACKER")]
+    pub tracker: Option<Tracker>,
+
     /// How long one call of the tracker's CLI (`gh`) may take before it is stopped.
     #[arg(long, hide = true, value_name = "DURATION", env = "KERN_TRACKER_TIMEOUT", default_value = "60s", value_parser = duration_between::<1, HOUR>)]
     pub tracker_timeout: Duration,

@@ -126,6 +126,12 @@ impl IssueRef {
             self.number
         )
     }
+
+    /// How a commit message names it for GitHub to close (`owner/repo#N`: the server is the
+    /// one the commit is pushed to).
+    pub(crate) fn short(&self) -> String {
+        format!("{}/{}#{}", self.owner, self.repo, self.number)
+    }
 }
 
 impl fmt::Display for IssueRef {
@@ -210,12 +216,14 @@ mod tests {
         assert_eq!(IssueRef::parse(&a.to_string()), Some(a.clone()));
         assert_eq!(a.url(), "https://github.com/Acme/App/issues/12");
         assert_eq!(a.repo_arg(), "Acme/App");
+        assert_eq!(a.short(), "Acme/App#12");
         assert!(a.same(&issue(None, "acme", "app", 12)));
         assert!(!a.same(&issue(None, "acme", "app", 13)));
         assert!(!a.same(&issue(Some("ghe.example.com"), "acme", "app", 12)));
         let ghe = issue(Some("ghe.example.com"), "team", "tool", 3);
         assert_eq!(ghe.to_string(), "ghe.example.com/team/tool#3");
         assert_eq!(ghe.url(), "https://ghe.example.com/team/tool/issues/3");
+        assert_eq!(ghe.short(), "team/tool#3");
         assert_eq!(
             IssueRef::from_url("https://github.com/acme/app/issues/12"),
             Some(issue(None, "acme", "app", 12))

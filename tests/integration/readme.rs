@@ -169,6 +169,7 @@ const KNOWN: &[(&str, How)] = &[
     ("kern release \"Add the parser\"", How::Remote),
     ("kern import github --label kern -n", How::Tracker),
     ("kern import github --label kern", How::Tracker),
+    ("kern 10 30 --tracker github", How::Tracker),
     ("kern 10 30 --fallback-agent codex", How::TwoAgents),
     ("kern 10 30 --review-agent codex", How::TwoAgents),
     (
@@ -1361,17 +1362,34 @@ fn the_many_machines_commands_run_as_the_docs_say() {
 #[test]
 fn the_tracker_commands_run_as_the_docs_say() {
     let steps = commands(How::Tracker);
-    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!(steps.len(), 3, "{steps:?}");
     let p = Project::new("- [ ] Mine\n");
     let (bin, log) = crate::support::fakes::fake_gh(&p);
     let path = format!("{}:{}", bin.display(), path_with_kern());
     for step in &steps {
+        if step.contains("--tracker") {
+            // One task, so that the 30 s pause never comes: nothing is left after it.
+            p.write(
+                "SPEC.md",
+                "- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n",
+            );
+            p.commit_all("one task from an issue");
+        }
         let before = p.read("SPEC.md");
-        let (ok, _, stderr) = run_recipe(&p, &path, step);
-        assert!(ok, "`{step}` failed: {stderr}");
+        let out = sh_as(&p.run(&[]))
+            .env("PATH", &path)
+            .args(["-c", step])
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        let (_, stderr) = texts(&out);
+        assert!(out.status.success(), "`{step}` failed: {stderr}");
         if step.ends_with(" -n") {
             assert_eq!(p.read("SPEC.md"), before);
             assert!(stderr.contains("4 new tasks would come in"), "{stderr}");
+        } else if step.contains("--tracker") {
+            let log = crate::support::during::git_in(p.path(), &["log", "-1", "--format=%B"]);
+            assert!(log.ends_with("\n\nCloses acme/app#12\n\n"), "{log:?}");
         } else {
             assert!(
                 stderr.contains("imported 4 issues into SPEC.md"),

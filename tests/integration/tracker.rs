@@ -210,3 +210,81 @@ fn imported_tasks_keep_their_criteria_and_kern_ticks_them_at_commit() {
     );
     assert!(!prompt.contains("Line 56 of"), "{prompt}");
 }
+
+/// The full messages of the branch's commits, newest first.
+fn messages(p: &Project) -> Vec<String> {
+    crate::support::during::git_in(p.path(), &["log", "--format=%B%x00"])
+        .split('\0')
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+#[test]
+fn with_the_tracker_a_task_from_an_issue_closes_it_by_its_commit_and_only_then() {
+    let spec = "- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n- [ ] Mine\n";
+    let p = Project::new(spec);
+    let (bin, _) = with_gh(&p);
+    p.run(&["2", "0", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(0);
+    let all = messages(&p);
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(all[1].starts_with("Add a dark mode"), "{all:?}");
+    assert!(all[1].ends_with("\n\nCloses acme/app#12"), "{}", all[1]);
+    assert!(!all[0].contains("Closes"), "{}", all[0]);
+    // Without the tracker, no trailer: the issue is the person's to close.
+    let q = Project::new(spec);
+    q.run(&["1", "0"]).expect(0);
+    assert!(!messages(&q)[0].contains("Closes"), "{:?}", messages(&q));
+    // The settings file turns it on as the flag does.
+    let r = Project::new(spec);
+    r.write(".kern/config.toml", "tracker = \"github\"\n");
+    r.commit_all("settings");
+    let (bin, _) = with_gh(&r);
+    r.run(&["1", "0"]).path_first(&bin).expect(0);
+    assert!(
+        messages(&r)[0].ends_with("\n\nCloses acme/app#12"),
+        "{:?}",
+        messages(&r)
+    );
+}
+
+#[test]
+fn a_parent_from_an_issue_closes_with_the_commit_of_its_last_subtask() {
+    let p = Project::new(
+        "- [ ] Paginate the list\n  > **Issue:** acme/app#9\n  - [ ] Part one\n  - [ ] Part two\n",
+    );
+    let (bin, _) = with_gh(&p);
+    p.run(&["2", "0", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(0);
+    let all = messages(&p);
+    assert!(
+        all[1].starts_with("Part one") && !all[1].contains("Closes"),
+        "{all:?}"
+    );
+    assert!(all[0].starts_with("Part two"), "{all:?}");
+    assert!(all[0].ends_with("\n\nCloses acme/app#9"), "{}", all[0]);
+    assert!(p.read("SPEC.md").starts_with("- [x] Paginate the list"));
+}
+
+#[test]
+fn parallel_tasks_from_issues_close_each_its_own() {
+    let p = Project::new(
+        "- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n- [ ] Show the version\n  > **Issue:** acme/app#20\n",
+    );
+    let (bin, _) = with_gh(&p);
+    p.run(&["2", "0", "-j", "2", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(0);
+    let all = messages(&p);
+    let closing = |subject: &str| {
+        all.iter()
+            .find(|m| m.starts_with(subject))
+            .unwrap_or_else(|| panic!("{subject}: {all:?}"))
+            .clone()
+    };
+    assert!(closing("Add a dark mode").ends_with("Closes acme/app#12"));
+    assert!(closing("Show the version").ends_with("Closes acme/app#20"));
+}

@@ -50,12 +50,21 @@ impl Run<'_> {
                 if self.settings.pr {
                     let base = remote.branch.clone();
                     let title = identity.path.last().map_or("", String::as_str);
+                    let closes = match self.settings.tracker {
+                        Some(_) => {
+                            let doc = self.spec.reload()?;
+                            let issue = doc.find(identity).and_then(|t| doc.tasks()[t].issue());
+                            crate::tracker::closes(&issue.into_iter().collect::<Vec<_>>())
+                        }
+                        None => Vec::new(),
+                    };
                     let opened = pull_request::open(
                         self.ws.repo.top(),
                         self.settings.path_var.as_deref(),
                         &base,
                         &branch,
                         title,
+                        &closes,
                     );
                     self.teller.emit(RunEvent::Told(Told::PullRequest {
                         opened: opened.is_ok(),
