@@ -10,7 +10,7 @@
 //! (the error enum carries SPEC.md's diagnostics).
 //!
 //! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`), and
-//!   `running.rs`, the live view `status` shows.
+//!   `running.rs`, the live view `status` shows, and `tracked.rs`, the tasks from the tracker.
 //! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
 //!   failure, and when the approaches are exhausted — `parallel/` (`-j`), `remote/` (tasks
@@ -23,7 +23,7 @@
 //! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
 //!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
 //!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`, `tracker` (GitHub
-//!   issues in and out of SPEC.md through `gh`: `kern import`).
+//!   issues in and out of SPEC.md through `gh`: `kern import`, and `--tracker`'s listener).
 //! - `agent/` (argv, stream parsers, failure classes) and `event/` (what happens in a run: the
 //!   `RunEvent` and `Told` every listener hears); `stage/` (the stage vocabulary: kinds,
 //!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).

@@ -15,3 +15,4 @@ pub(crate) mod review;
 pub(crate) mod run;
 mod running;
 pub(crate) mod status;
+mod tracked;

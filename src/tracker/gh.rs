@@ -16,6 +16,7 @@ use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::spec::IssueRef;
 use crate::supervisor::probe::{self, Probe, ProbeEnd};
 
 /// The most of gh's stdout kern reads: an issue list of a few hundred issues is far less.
@@ -70,6 +71,24 @@ impl GhFailure {
         } else {
             GhFailure::Failed(words)
         }
+    }
+
+    /// The kind, for counting and for warning once per kind: `not installed`, `not logged
+    /// in`, `rate-limited`, `offline`, `timed out`, `failed`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            GhFailure::NotInstalled => "not installed",
+            GhFailure::NotLoggedIn(_) => "not logged in",
+            GhFailure::RateLimited(_) => "rate-limited",
+            GhFailure::Offline(_) => "offline",
+            GhFailure::TimedOut(_) => "timed out",
+            GhFailure::Failed(_) => "failed",
+        }
+    }
+
+    /// True when only the person can mend it (install gh, log in): no later call can succeed.
+    pub(crate) fn needs_person(&self) -> bool {
+        matches!(self, GhFailure::NotInstalled | GhFailure::NotLoggedIn(_))
     }
 
     /// What went wrong, in kern's words, with gh's own when it said something.
@@ -240,20 +259,73 @@ pub(crate) fn list_args(filter: &ListFilter) -> Vec<String> {
     args
 }
 
+/// `gh issue comment` on `issue`, the comment's text on stdin.
+pub(crate) fn comment_args(issue: &IssueRef) -> Vec<String> {
+    vec![
+        "issue".into(),
+        "comment".into(),
+        issue.number.to_string(),
+        "--repo".into(),
+        issue.repo_arg(),
+        "--body-file".into(),
+        "-".into(),
+    ]
+}
+
+/// `gh api` adding a label to `issue`, its JSON body ([`label_body`]) on stdin: GitHub makes
+/// the label when the repository lacks it.
+pub(crate) fn label_args(issue: &IssueRef) -> Vec<String> {
+    let mut args = api_args(issue, "POST", "/labels");
+    args.extend(["--input".into(), "-".into()]);
+    args
+}
+
+/// The body of [`label_args`].
+pub(crate) fn label_body(label: &str) -> String {
+    serde_json::json!({ "labels": [label] }).to_string()
+}
+
+/// `gh api` taking the label `label` off `issue`.
+pub(crate) fn unlabel_args(issue: &IssueRef, label: &str) -> Vec<String> {
+    api_args(issue, "DELETE", &format!("/labels/{}", path_segment(label)))
+}
+
+/// `api --method METHOD repos/<owner>/<repo>/issues/<n><tail>` (and `--hostname` off
+/// github.com).
+fn api_args(issue: &IssueRef, method: &str, tail: &str) -> Vec<String> {
+    let mut args = vec![
+        "api".to_string(),
+        "--method".into(),
+        method.into(),
+        format!(
+            "repos/{}/{}/issues/{}{tail}",
+            path_segment(&issue.owner),
+            path_segment(&issue.repo),
+            issue.number
+        ),
+    ];
+    if let Some(host) = &issue.host {
+        args.extend(["--hostname".into(), host.clone()]);
+    }
+    args
+}
+
+/// `text` as one segment of a URL path: everything but unreserved characters percent-encoded.
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn kind_of(f: &GhFailure) -> &'static str {
-        match f {
-            GhFailure::NotInstalled => "not installed",
-            GhFailure::NotLoggedIn(_) => "not logged in",
-            GhFailure::RateLimited(_) => "rate-limited",
-            GhFailure::Offline(_) => "offline",
-            GhFailure::TimedOut(_) => "timed out",
-            GhFailure::Failed(_) => "failed",
-        }
-    }
 
     fn fixture(name: &str) -> (Option<i32>, String) {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gh-2.23.0");
@@ -277,10 +349,11 @@ mod tests {
             ("label-remove-missing", "failed"),
         ] {
             let (code, said) = fixture(name);
-            assert_eq!(kind_of(&GhFailure::classify(code, &said)), kind, "{name}");
+            assert_eq!(GhFailure::classify(code, &said).kind(), kind, "{name}");
         }
         let (code, said) = fixture("issue-list-not-logged-in");
         let failure = GhFailure::classify(code, &said);
+        assert!(failure.needs_person());
         assert_eq!(
             failure.why(),
             "`gh` is not logged in (gh: To get started with GitHub CLI, please run: gh auth login Alternatively, populate the GH_TOKEN environment variable with a GitHub API authentication token.)"
@@ -320,12 +393,22 @@ mod tests {
             (Some(2), "", "failed"),
         ];
         for (code, said, kind) in cases {
-            assert_eq!(kind_of(&GhFailure::classify(*code, said)), *kind, "{said}");
+            assert_eq!(GhFailure::classify(*code, said).kind(), *kind, "{said}");
         }
+        assert!(!GhFailure::Offline(String::new()).needs_person());
         assert_eq!(
             GhFailure::TimedOut(Duration::from_secs(30)).why(),
             "`gh` did not answer within 30s and was stopped"
         );
+    }
+
+    fn issue(host: Option<&str>) -> IssueRef {
+        IssueRef {
+            host: host.map(str::to_string),
+            owner: "acme".into(),
+            repo: "app".into(),
+            number: 12,
+        }
     }
 
     #[test]
@@ -366,6 +449,47 @@ mod tests {
                 "--assignee",
                 "@me"
             ]
+        );
+        assert_eq!(
+            comment_args(&issue(None)),
+            [
+                "issue",
+                "comment",
+                "12",
+                "--repo",
+                "acme/app",
+                "--body-file",
+                "-"
+            ]
+        );
+        assert_eq!(
+            comment_args(&issue(Some("ghe.example.com")))[4],
+            "ghe.example.com/acme/app"
+        );
+        assert_eq!(
+            label_args(&issue(None)),
+            [
+                "api",
+                "--method",
+                "POST",
+                "repos/acme/app/issues/12/labels",
+                "--input",
+                "-"
+            ]
+        );
+        assert_eq!(label_body("kern:builder"), r#"{"labels":["kern:builder"]}"#);
+        assert_eq!(
+            unlabel_args(&issue(None), "kern:my box"),
+            [
+                "api",
+                "--method",
+                "DELETE",
+                "repos/acme/app/issues/12/labels/kern%3Amy%20box"
+            ]
+        );
+        assert_eq!(
+            unlabel_args(&issue(Some("ghe.example.com")), "kern:b")[4..],
+            ["--hostname", "ghe.example.com"]
         );
     }
 }

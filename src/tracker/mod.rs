@@ -7,11 +7,16 @@
 //! from then on the task is the person's like any other, and kern only tells the issue what
 //! happened to it: the task's commit carries a `Closes owner/repo#N` trailer ([`closes`]), so
 //! GitHub closes the issue when the commit reaches its default branch — whatever route it
-//! takes there (a push, `kern accept`, a pull request). `gh.rs` is the one caller of `gh`: its
-//! command lines, one bounded call, and what a failure means.
+//! takes there (a push, `kern accept`, a pull request) — and `listener.rs` hears the run's
+//! events to comment on the issue (taken, skipped, blocked) and label it with the machine that
+//! holds its claim (`--remote`). `gh.rs` is the one caller of `gh`: its command lines, one
+//! bounded call, and what a failure means — a warning and an event, never the end of a night.
 
 pub(crate) mod gh;
 pub(crate) mod issues;
+mod listener;
+
+pub(crate) use listener::Tracker;
 
 use crate::spec::IssueRef;
 

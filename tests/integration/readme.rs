@@ -1398,13 +1398,17 @@ fn the_tracker_commands_run_as_the_docs_say() {
             assert!(p.read("SPEC.md").contains("> **Issue:** acme/app#12"));
         }
     }
-    let calls = crate::support::fakes::gh_calls(&log);
+    // The two imports asked for the label; the night commented on the issue it took.
+    let calls: Vec<String> = crate::support::fakes::gh_calls(&log)
+        .iter()
+        .map(|(args, _)| args.join(" "))
+        .collect();
+    assert_eq!(calls.len(), 3, "{calls:?}");
     assert!(
-        calls
-            .iter()
-            .all(|(args, _)| args.join(" ").ends_with("--label kern")),
+        calls[..2].iter().all(|c| c.ends_with("--label kern")),
         "{calls:?}"
     );
+    assert!(calls[2].starts_with("issue comment 12 "), "{calls:?}");
 }
 
 /// The shell loop of docs/ci.md, with an `ssh` that runs the command on a "machine": a clone

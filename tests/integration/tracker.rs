@@ -288,3 +288,361 @@ fn parallel_tasks_from_issues_close_each_its_own() {
     assert!(closing("Add a dark mode").ends_with("Closes acme/app#12"));
     assert!(closing("Show the version").ends_with("Closes acme/app#20"));
 }
+
+/// The tracker's comments so far: (issue number, its text), in order.
+fn comments(log: &Path) -> Vec<(String, String)> {
+    gh_calls(log)
+        .into_iter()
+        .filter(|(args, _)| args[..2] == ["issue", "comment"])
+        .map(|(args, stdin)| {
+            assert_eq!(
+                args[3..],
+                ["--repo", "acme/app", "--body-file", "-"],
+                "{args:?}"
+            );
+            (args[2].clone(), stdin)
+        })
+        .collect()
+}
+
+#[test]
+fn the_issue_hears_when_its_task_is_taken_skipped_and_blocked_once_each() {
+    let p = Project::new(
+        "- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n- [ ] Crash fix\n  > **Issue:** acme/app#17\n- [ ] Mine\n",
+    );
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Add a dark mode", "research": [
+                {"result": {"notes": [], "skip_reason": "the palette is not chosen yet"}},
+                {}
+            ]},
+            {"match": "Crash fix", "research": {"result": {
+                "notes": [], "skip_reason": "which config format wins?", "skip_kind": "needs_person"
+            }}}
+        ],
+        "default": {"implement": {"write": {"out/{slug}.txt": "done {task}\n"}}}
+    }));
+    let (bin, log) = with_gh(&p);
+    let out = p
+        .run(&["5", "0", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(4);
+    let said: Vec<(String, String)> = comments(&log);
+    let kinds: Vec<(&str, &str)> = said
+        .iter()
+        .map(|(n, text)| {
+            let kind = if text.starts_with("kern took this up") {
+                "taken"
+            } else if text.starts_with("kern skipped") {
+                "skipped"
+            } else if text.starts_with("kern stopped") {
+                "blocked"
+            } else {
+                "?"
+            };
+            (n.as_str(), kind)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("12", "taken"),
+            ("12", "skipped"),
+            ("17", "taken"),
+            ("17", "blocked"),
+            ("12", "taken"),
+        ],
+        "{said:?}"
+    );
+    assert!(
+        said[1].1.contains("the palette is not chosen yet"),
+        "{}",
+        said[1].1
+    );
+    assert!(
+        said[3]
+            .1
+            .contains("> **Blocked:** needs you: which config format wins?"),
+        "{}",
+        said[3].1
+    );
+    out.stderr_has("kern: commented (taken) on acme/app#12");
+    assert!(messages(&p)[0].starts_with("Add a dark mode"));
+    assert!(messages(&p)[0].ends_with("Closes acme/app#12"));
+    // Only comments: no label without --remote.
+    assert_eq!(gh_calls(&log).len(), 5);
+}
+
+#[test]
+fn a_task_taken_up_again_in_the_next_run_is_not_announced_twice() {
+    let p = Project::new("- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n");
+    p.scenario(&json!({
+        "tasks": [{"match": "Add a dark mode", "implement": [
+            {"result": {"status": "FAILED", "summary": "tried", "attempt_note": "the build broke"}},
+            {"write": {"out/dark.txt": "dark\n"}}
+        ]}]
+    }));
+    let (bin, log) = with_gh(&p);
+    p.run(&["1", "0", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(4);
+    assert!(p.read("SPEC.md").starts_with("- [~] Add a dark mode"));
+    p.run(&["1", "0", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(0);
+    assert_eq!(comments(&log).len(), 1, "{:?}", comments(&log));
+    assert!(messages(&p)[0].ends_with("Closes acme/app#12"));
+}
+
+#[test]
+fn each_gh_failure_is_one_warning_and_an_event_and_the_night_goes_on() {
+    let spec = "- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n- [ ] Crash fix\n  > **Issue:** acme/app#17\n";
+    // (mode, what the warning says, events recorded, the tracker off after the first)
+    let cases: &[(&str, &str, usize, bool)] = &[
+        (
+            "not-installed",
+            "`gh` (the GitHub CLI) is not installed — install the GitHub CLI (https://cli.github.com) and log in with `gh auth login`",
+            1,
+            true,
+        ),
+        (
+            "not-logged-in",
+            "`gh` is not logged in (gh: To get started with GitHub CLI, please run: gh auth login Alternatively, populate the GH_TOKEN environment variable with a GitHub API authentication token.) — log in with `gh auth login` (or set GH_TOKEN)",
+            1,
+            true,
+        ),
+        (
+            "offline",
+            "`gh` cannot reach GitHub (gh: error connecting to api.github.com check your internet connection or https://githubstatus.com) — check the network (`gh auth status` tells whether GitHub answers)",
+            2,
+            false,
+        ),
+        (
+            "rate-limited",
+            "GitHub's rate limit is reached (gh: GraphQL: API rate limit exceeded for user ID 1234.) — wait for the limit to reset (`gh api rate_limit`)",
+            2,
+            false,
+        ),
+        (
+            "hang",
+            "`gh` did not answer within 1s and was stopped — check the network",
+            2,
+            false,
+        ),
+    ];
+    for (mode, said, recorded, off) in cases {
+        let p = Project::new(spec);
+        let (bin, log) = with_gh(&p);
+        let run = p
+            .run(&["2", "0", "--tracker", "github"])
+            .env("KERN_TRACKER_TIMEOUT", "1s");
+        let run = if *mode == "not-installed" {
+            run.env("PATH", path_without_gh(&p))
+        } else {
+            set_mode(&log, mode);
+            run.path_first(&bin)
+        };
+        let out = run.expect(0);
+        // The night went on: both tasks committed, each closing its issue.
+        let all = messages(&p);
+        assert!(all[0].ends_with("Closes acme/app#17"), "{mode}: {all:?}");
+        assert!(all[1].ends_with("Closes acme/app#12"), "{mode}: {all:?}");
+        // One warning, with gh's words and the fix.
+        assert_eq!(
+            out.stderr.matches("warning: the tracker:").count(),
+            1,
+            "{mode}: {}",
+            out.stderr
+        );
+        out.stderr_has(&format!(
+            "warning: the tracker: comment (taken) on acme/app#12 failed: {said}"
+        ));
+        out.stderr_has(if *off {
+            "the tracker is off for the rest of the run, the night goes on"
+        } else {
+            "the night goes on (the next failures like it are only recorded in run.jsonl)"
+        });
+        let events = p.run_events("tracker_failed");
+        assert_eq!(events.len(), *recorded, "{mode}: {events:?}");
+        assert_eq!(events[0]["issue"], "acme/app#12", "{mode}");
+        assert_eq!(events[0]["action"], "comment (taken)", "{mode}");
+        assert_eq!(events[0]["off"], json!(*off), "{mode}");
+        if !off {
+            assert_eq!(events[1]["issue"], "acme/app#17", "{mode}");
+        }
+        // The morning report names it once.
+        let report = p.run(&["report"]).expect(0);
+        assert_eq!(
+            report
+                .stdout
+                .matches("the tracker: comment (taken)")
+                .count(),
+            1,
+            "{mode}: {}",
+            report.stdout
+        );
+    }
+}
+
+/// A bare remote made from `p` and a clone of it ("a machine"): the clone's folder.
+fn machine(p: &Project) -> PathBuf {
+    let git = crate::support::during::git_in;
+    let outside = p.outside.path();
+    git(
+        outside,
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            &p.path().display().to_string(),
+            "remote.git",
+        ],
+    );
+    let remote = outside.join("remote.git").display().to_string();
+    git(outside, &["clone", "--quiet", &remote, "machine"]);
+    let clone = outside.join("machine");
+    git(&clone, &["config", "user.name", "Test Person"]);
+    git(&clone, &["config", "user.email", "test@example.com"]);
+    clone
+}
+
+#[test]
+fn with_remote_a_claim_labels_the_issue_with_the_machine_and_the_landing_takes_it_off() {
+    let p = Project::new("- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n");
+    let clone = machine(&p);
+    let (bin, log) = with_gh(&p);
+    p.run(&["1", "0", "--remote", "origin", "--tracker", "github"])
+        .current_dir(&clone)
+        .env("KERN_STATE_DIR", p.outside.path().join("state-machine"))
+        .path_first(&bin)
+        .expect(0);
+    let host = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let label = format!("kern:{host}");
+    let calls = gh_calls(&log);
+    let asked: Vec<String> = calls.iter().map(|(a, _)| a[..3].join(" ")).collect();
+    assert_eq!(
+        asked,
+        [
+            "api --method POST",
+            "issue comment 12",
+            "api --method DELETE"
+        ],
+        "{calls:?}"
+    );
+    assert_eq!(calls[0].0[3], "repos/acme/app/issues/12/labels");
+    assert_eq!(calls[0].1.trim(), format!("{{\"labels\":[\"{label}\"]}}"));
+    assert!(
+        calls[2].0[3].starts_with("repos/acme/app/issues/12/labels/kern%3A"),
+        "{:?}",
+        calls[2]
+    );
+    let landed = crate::support::during::git_in(
+        &p.outside.path().join("remote.git"),
+        &["log", "-1", "--format=%B", "master"],
+    );
+    assert!(
+        landed.trim_end().ends_with("Closes acme/app#12"),
+        "{landed}"
+    );
+}
+
+#[test]
+fn with_pr_the_pull_request_says_it_closes_the_issue() {
+    let p = Project::new("- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n");
+    let clone = machine(&p);
+    let (bin, log) = with_gh(&p);
+    p.run(&[
+        "1",
+        "0",
+        "--remote",
+        "origin",
+        "--pr",
+        "--tracker",
+        "github",
+    ])
+    .current_dir(&clone)
+    .env("KERN_STATE_DIR", p.outside.path().join("state-machine"))
+    .path_first(&bin)
+    .expect(0)
+    .stderr_has(
+        "opened a pull request for `kern/add-a-dark-mode`: https://github.com/acme/app/pull/7",
+    );
+    let calls = gh_calls(&log);
+    let pr = calls
+        .iter()
+        .find(|(a, _)| a[..2] == ["pr", "create"])
+        .unwrap_or_else(|| panic!("{calls:?}"));
+    // The log holds an argument a line: the body's lines follow `--body`.
+    let args = pr.0.join("\n");
+    let body = args.split("\n--body\n").nth(1).unwrap();
+    assert!(body.ends_with("\n\nCloses acme/app#12"), "{body}");
+    // The claim's label came off when the task was parked and its claim freed.
+    assert_eq!(
+        calls.last().unwrap().0[..3].join(" "),
+        "api --method DELETE",
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn status_shows_each_tasks_issue_and_the_report_links_them() {
+    let p = Project::new(
+        "- [x] Old\n  > **Issue:** acme/app#3\n- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n- [ ] Mine\n",
+    );
+    let status = p.run(&["status"]).expect(0);
+    assert!(
+        status
+            .stdout
+            .contains("issues:    line 3 [ ] acme/app#12 `Add a dark mode`\n           line 1 [x] acme/app#3 `Old`\n"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status
+            .stdout
+            .contains("issue:     acme/app#12 (https://github.com/acme/app/issues/12)\n"),
+        "{}",
+        status.stdout
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(
+        json["next"]["issue"],
+        json!({"name": "acme/app#12", "url": "https://github.com/acme/app/issues/12"})
+    );
+    assert_eq!(json["issues"].as_array().unwrap().len(), 2, "{json}");
+    let (bin, _) = with_gh(&p);
+    p.run(&["2", "0", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(0);
+    let report = p.run(&["report"]).expect(0).stdout;
+    assert!(
+        report.contains("      issue acme/app#12: https://github.com/acme/app/issues/12\n"),
+        "{report}"
+    );
+    let markdown = p.run(&["report", "--markdown"]).expect(0).stdout;
+    assert!(
+        markdown
+            .contains("| Add a dark mode ([acme/app#12](https://github.com/acme/app/issues/12)) |"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| Mine |"), "{markdown}");
+    let html = p.outside.path().join("night.html");
+    p.run(&["report", "--html", html.to_str().unwrap()])
+        .expect(0);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Add a dark mode <a class=\"issue\" href=\"https://github.com/acme/app/issues/12\">acme/app#12</a>"),
+        "{page}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(
+        json["runs"][0]["tasks"][0]["issue"],
+        json!({"name": "acme/app#12", "url": "https://github.com/acme/app/issues/12"})
+    );
+    assert!(json["runs"][0]["tasks"][1].get("issue").is_none(), "{json}");
+}

@@ -332,12 +332,29 @@ impl Builder {
                 "the {} stage moved from {from} to {to}: {reason}",
                 stage.name()
             )),
+            RunEvent::TrackerFailed {
+                issue, action, why, ..
+            } => {
+                // One notice per cause: a rate limit hit by every call is one line.
+                if !self
+                    .notices
+                    .iter()
+                    .any(|n| n.starts_with("the tracker: ") && n.ends_with(why.as_str()))
+                {
+                    self.notices
+                        .push(format!("the tracker: {action} on {issue} failed: {why}"));
+                }
+            }
             RunEvent::Hangup {} => self.notices.push(format!(
                 "the terminal went away at {} (SIGHUP); the run went on, its output is in run.log",
                 e.ts
             )),
             RunEvent::IterationStart {
-                index, task, line, ..
+                index,
+                task,
+                line,
+                issue,
+                ..
             } => {
                 self.iterations_run = self.iterations_run.max(*index);
                 let i = match self.tasks.iter().position(|t| t.title == *task) {
@@ -347,6 +364,12 @@ impl Builder {
                         self.tasks.len() - 1
                     }
                 };
+                if let Some(found) = issue.as_deref().and_then(crate::spec::IssueRef::parse) {
+                    self.tasks[i].issue = Some(super::IssueInfo {
+                        name: found.to_string(),
+                        url: found.url(),
+                    });
+                }
                 self.close_open_stage(i);
                 self.tasks[i].iterations.push(*index);
                 self.iteration_of.retain(|(t, _)| *t != i);
@@ -478,7 +501,7 @@ impl Builder {
                 t.subtasks.extend(subtasks.iter().cloned());
                 t.end = TaskEnd::Decomposed;
             }
-            RunEvent::Skipped { task, reason } => {
+            RunEvent::Skipped { task, reason, .. } => {
                 let t = self.task_named(task);
                 t.skipped.push(reason.clone());
                 t.end = TaskEnd::Skipped;
@@ -567,6 +590,7 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         checks: Vec::new(),
         must: Vec::new(),
         level: None,
+        issue: None,
         violations: Vec::new(),
         hand_edits: Vec::new(),
         set_aside: Vec::new(),
