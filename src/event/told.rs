@@ -183,6 +183,8 @@ pub(crate) enum Told {
         why: String,
         /// The stage it goes on with.
         next: String,
+        /// The tracker issue its Issue note names, when it has one.
+        issue: Option<String>,
     },
     /// `--allow-dirty`: the person's changed paths that stay out of kern's commits.
     PersonsPaths {

@@ -107,6 +107,7 @@ impl Run<'_> {
             line: task.line,
             why: selection.reason.to_string(),
             next: point.name().to_string(),
+            issue: issue.clone(),
         }));
         let mut it = TaskRun::new(
             task.title.clone(),

@@ -344,9 +344,13 @@ fn told_lines(told: &Told) -> Vec<Said> {
             line,
             why,
             next,
+            issue,
         } => vec![Info(format!(
-            "task {} ({spec}:{line}): {why}; next stage: {next}",
-            Quoted(task)
+            "task {} ({spec}:{line}{}): {why}; next stage: {next}",
+            Quoted(task),
+            issue
+                .as_deref()
+                .map_or_else(String::new, |i| format!(", issue {i}"))
         ))],
         Told::PersonsPaths { paths } => vec![Warn(format!(
             "--allow-dirty: these paths stay out of kern's commits: {}",

@@ -8,8 +8,9 @@
 //!   means here. The teller hands every event to [`Tracker::on`] and tells what comes back.
 //! - Each happening is said once: "taken" is said when the task is taken up and not again
 //!   while it stays taken — a resumed task, a run killed and started again — because what kern
-//!   last said on each issue is kept in the state folder (`tracker.json`); a skip or a block
-//!   is said each time it happens (the task was taken again in between).
+//!   last said on each issue is kept in the state folder (`tracker.json`, forgotten when the
+//!   task is committed); a skip or a block is said each time it happens (the task was taken
+//!   again in between).
 //! - A failed call is one event ([`RunEvent::TrackerFailed`]) and one warning for the first of
 //!   its kind; the run goes on. When only the person can mend it (`gh` missing, not logged
 //!   in), the tracker stays quiet for the rest of the run instead of failing at every task.
@@ -120,7 +121,7 @@ pub(crate) fn asks(event: &RunEvent, label: &str) -> Vec<Ask> {
     let on = |issue: &Option<String>| issue.as_deref().and_then(IssueRef::parse);
     let comment = |issue: IssueRef, said: Said, text: String| Ask::Comment { issue, said, text };
     match event {
-        RunEvent::IterationStart { task, issue, .. } => on(issue)
+        RunEvent::Told(Told::TaskSelected { task, issue, .. }) => on(issue)
             .map(|i| comment(i, Said::Taken, taken_text(task)))
             .into_iter()
             .collect(),
@@ -248,6 +249,9 @@ pub(crate) struct Tracker {
     off: bool,
     /// The kinds of failure the person was warned of.
     warned: Vec<&'static str>,
+    /// The issues of the tasks taken up in this run, by title: a committed task's issue is
+    /// forgotten, so that a task from it later (a reopened issue imported again) is announced.
+    taken: BTreeMap<String, String>,
 }
 
 impl Tracker {
@@ -265,6 +269,7 @@ impl Tracker {
             memory,
             off: false,
             warned: Vec::new(),
+            taken: BTreeMap::new(),
         }
     }
 
@@ -284,6 +289,23 @@ impl Tracker {
     /// Hears `event`: asks the tracker what it means, and returns what to tell of it (what was
     /// done, what failed).
     pub(crate) fn on(&mut self, event: &RunEvent) -> Vec<RunEvent> {
+        match event {
+            RunEvent::Told(Told::TaskSelected {
+                task,
+                issue: Some(issue),
+                ..
+            }) => {
+                self.taken.insert(task.clone(), issue.clone());
+            }
+            RunEvent::Commit { task, .. } => {
+                if let Some(issue) = self.taken.remove(task)
+                    && self.memory.said.remove(&issue).is_some()
+                {
+                    self.save();
+                }
+            }
+            _ => {}
+        }
         let mut told = Vec::new();
         for ask in asks(event, &self.label) {
             if self.off {
@@ -372,13 +394,15 @@ mod tests {
     fn what_each_event_asks_of_the_tracker() {
         let some = |n: u64| Some(format!("acme/app#{n}"));
         let label = "kern:builder";
-        let start = |i: Option<String>| RunEvent::IterationStart {
-            index: 1,
-            of: 1,
-            task: "Add a dark mode".into(),
-            line: 3,
-            resume: "research".into(),
-            issue: i,
+        let start = |i: Option<String>| {
+            RunEvent::Told(Told::TaskSelected {
+                task: "Add a dark mode".into(),
+                spec: "SPEC.md".into(),
+                line: 3,
+                why: "it is the first pending task".into(),
+                next: "research".into(),
+                issue: i,
+            })
         };
         assert_eq!(
             asks(&start(some(12)), label),

@@ -366,7 +366,16 @@ fn the_issue_hears_when_its_task_is_taken_skipped_and_blocked_once_each() {
         "{}",
         said[3].1
     );
-    out.stderr_has("kern: commented (taken) on acme/app#12");
+    // The task's line names its issue; the comment is told after it.
+    let selected = out
+        .stderr
+        .find("task `Add a dark mode` (SPEC.md:1, issue acme/app#12): it is the first pending task")
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    let commented = out
+        .stderr
+        .find("kern: commented (taken) on acme/app#12")
+        .unwrap();
+    assert!(selected < commented, "{}", out.stderr);
     assert!(messages(&p)[0].starts_with("Add a dark mode"));
     assert!(messages(&p)[0].ends_with("Closes acme/app#12"));
     // Only comments: no label without --remote.
@@ -392,6 +401,20 @@ fn a_task_taken_up_again_in_the_next_run_is_not_announced_twice() {
         .expect(0);
     assert_eq!(comments(&log).len(), 1, "{:?}", comments(&log));
     assert!(messages(&p)[0].ends_with("Closes acme/app#12"));
+    // Done, the issue reopened and its task imported again: a new take is told again.
+    p.write(
+        "SPEC.md",
+        &format!(
+            "{}- [ ] Dark mode, again\n  > **Issue:** acme/app#12\n",
+            p.read("SPEC.md")
+        ),
+    );
+    p.commit_all("the issue again");
+    // (The scenario's implement changes nothing for this task: a failed attempt, exit 4.)
+    p.run(&["1", "0", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(4);
+    assert_eq!(comments(&log).len(), 2, "{:?}", comments(&log));
 }
 
 #[test]
