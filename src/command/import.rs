@@ -5,7 +5,7 @@
 //!
 //! The one decision a reader must know: the import writes SPEC.md as a person would — under a
 //! running kern too (the run re-reads the file before each write and follows hand edits) —
-//! and commits only when asked. `--commit` takes the run lock (a run's commit and this one
+//! and commits only when asked. Without a SPEC.md it starts one (`# Tasks`, then the tasks). `--commit` takes the run lock (a run's commit and this one
 //! never cross) and is refused while SPEC.md holds changes of the person's, which kern would
 //! otherwise commit as its own.
 
@@ -33,9 +33,15 @@ pub(crate) struct ImportRequest {
 /// Runs `kern import github` in the repository of `settings`.
 pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
     let ws = Workspace::open(settings)?;
-    let (mut file, doc, _) = ws.load_spec()?;
+    // No task list yet: the import starts one (after the list is read, so that a failing
+    // `gh` leaves nothing behind).
+    let missing = !ws.spec_path.exists();
+    if !missing {
+        // A task list kern cannot read stops the import before `gh` is asked.
+        ws.load_spec()?;
+    }
     let lock = if request.commit {
-        if ws.repo.has_changes(&ws.spec_path) {
+        if !missing && ws.repo.has_changes(&ws.spec_path) {
             return Err(Error::Usage(format!(
                 "--commit: `{}` has changes that are not committed — commit them first, or import without --commit and commit it yourself",
                 ws.spec_display
@@ -68,12 +74,34 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
         why,
         fix: "run the same `gh issue list` by hand to see what it prints".to_string(),
     })?;
-    let plan = issues::plan(&doc, &found);
     let say = |text: &str| {
         if !settings.quiet {
             eprintln!("kern: {text}");
         }
     };
+    if missing && request.dry_run {
+        let plan = issues::plan(&crate::spec::Document::parse(NEW_SPEC), &found);
+        say(&format!(
+            "{} does not exist: it would be made, with a `# Tasks` heading",
+            ws.spec_display
+        ));
+        say(&dry_run_text(&plan, found.len(), &ws.spec_display));
+        return Ok(());
+    }
+    if missing {
+        if found.is_empty() {
+            say(&format!(
+                "nothing to import: {} — {} is not made",
+                listed_text(0),
+                ws.spec_display
+            ));
+            return Ok(());
+        }
+        crate::atomic_file::write(&ws.spec_path, NEW_SPEC.as_bytes())?;
+        say(&format!("made {} for the imported tasks", ws.spec_display));
+    }
+    let (mut file, doc, _) = ws.load_spec()?;
+    let plan = issues::plan(&doc, &found);
     if request.dry_run {
         say(&dry_run_text(&plan, found.len(), &ws.spec_display));
         return Ok(());
@@ -115,6 +143,9 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
     drop(lock);
     Ok(())
 }
+
+/// The task list an import starts when there is none.
+const NEW_SPEC: &str = "# Tasks\n";
 
 /// What `-n` says: the tasks that would come in, and the issues SPEC.md has already.
 fn dry_run_text(plan: &ImportPlan, listed: usize, spec: &str) -> String {

@@ -76,6 +76,26 @@ pub(crate) fn render(json: &Value, fit: &dyn Fn(&str, &str) -> String) -> String
     out
 }
 
+/// What `kern -n --tracker github` says the tracker will hear of the next task: whether its
+/// commit closes an issue, and whether `gh` (found at `gh`, or not) can comment on it.
+pub(crate) fn dry_run_line(
+    issue: Option<&crate::spec::IssueRef>,
+    gh: Option<&std::path::Path>,
+) -> String {
+    let Some(issue) = issue else {
+        return "github — the task names no issue (no Issue note): nothing to tell".to_string();
+    };
+    match gh {
+        Some(gh) => format!(
+            "github — its commit closes {issue}; `gh` ({}) comments on it when it is taken, skipped or blocked",
+            gh.display()
+        ),
+        None => format!(
+            "github — its commit closes {issue}; `gh` is not installed, so no comment: install the GitHub CLI and log in (`gh auth login`)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +124,14 @@ mod tests {
             json!({"name": "acme/app#12", "url": "https://github.com/acme/app/issues/12"})
         );
         assert_eq!(issue_json(&doc.tasks()[2]), Value::Null);
+        let issue = doc.tasks()[1].issue();
+        assert_eq!(
+            dry_run_line(issue.as_ref(), Some(std::path::Path::new("/usr/bin/gh"))),
+            "github — its commit closes acme/app#12; `gh` (/usr/bin/gh) comments on it when it is taken, skipped or blocked"
+        );
+        assert!(
+            dry_run_line(issue.as_ref(), None).contains("`gh` is not installed, so no comment")
+        );
+        assert!(dry_run_line(None, None).contains("the task names no issue"));
     }
 }

@@ -669,3 +669,39 @@ fn status_shows_each_tasks_issue_and_the_report_links_them() {
     );
     assert!(json["runs"][0]["tasks"][1].get("issue").is_none(), "{json}");
 }
+
+#[test]
+fn without_a_task_list_the_import_starts_one_and_the_dry_run_names_the_tracker() {
+    let p = Project::new("- [ ] Mine\n");
+    std::fs::remove_file(p.path().join("SPEC.md")).unwrap();
+    p.commit_all("no task list");
+    let (bin, _) = with_gh(&p);
+    p.run(&["import", "github", "-n"])
+        .path_first(&bin)
+        .expect(0)
+        .stderr_has("kern: SPEC.md does not exist: it would be made, with a `# Tasks` heading")
+        .stderr_has("4 new tasks would come in");
+    assert!(!p.path().join("SPEC.md").exists());
+    p.run(&["import", "github", "--commit"])
+        .path_first(&bin)
+        .expect(0)
+        .stderr_has("kern: made SPEC.md for the imported tasks");
+    assert!(
+        p.read("SPEC.md")
+            .starts_with("# Tasks\n\n- [ ] Paginate `list` output\n")
+    );
+    assert_eq!(p.log()[0], "SPEC.md: 4 tasks from the tracker");
+    // The dry run of a night says what the tracker will hear of the next task.
+    let out = p
+        .run(&["-n", "--tracker", "github"])
+        .path_first(&bin)
+        .expect(0);
+    assert!(
+        out.stdout.contains(&format!(
+            "tracker:    github — its commit closes acme/app#9; `gh` ({}) comments on it when it is taken, skipped or blocked",
+            bin.join("gh").display()
+        )),
+        "{}",
+        out.stdout
+    );
+}
