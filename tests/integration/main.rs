@@ -46,6 +46,7 @@ mod stage_plan;
 mod state_privacy;
 mod status;
 mod supervisor;
+mod tests_first;
 mod tracker;
 mod two_agents;
 mod verified_done;
