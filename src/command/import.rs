@@ -85,14 +85,19 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
             "{} does not exist: it would be made, with a `# Tasks` heading",
             ws.spec_display
         ));
-        say(&dry_run_text(&plan, found.len(), &ws.spec_display));
+        say(&dry_run_text(
+            &plan,
+            found.len(),
+            &request.filter,
+            &ws.spec_display,
+        ));
         return Ok(());
     }
     if missing {
         if found.is_empty() {
             say(&format!(
                 "nothing to import: {} — {} is not made",
-                listed_text(0),
+                listed_text(0, &request.filter),
                 ws.spec_display
             ));
             return Ok(());
@@ -103,7 +108,12 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
     let (mut file, doc, _) = ws.load_spec()?;
     let plan = issues::plan(&doc, &found);
     if request.dry_run {
-        say(&dry_run_text(&plan, found.len(), &ws.spec_display));
+        say(&dry_run_text(
+            &plan,
+            found.len(),
+            &request.filter,
+            &ws.spec_display,
+        ));
         return Ok(());
     }
     let (written, added) = file.append(&plan.new)?;
@@ -112,6 +122,7 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
         &added,
         &plan,
         found.len(),
+        &request.filter,
         &ws.spec_display,
     ));
     if request.commit && !added.is_empty() {
@@ -148,11 +159,11 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
 const NEW_SPEC: &str = "# Tasks\n";
 
 /// What `-n` says: the tasks that would come in, and the issues SPEC.md has already.
-fn dry_run_text(plan: &ImportPlan, listed: usize, spec: &str) -> String {
+fn dry_run_text(plan: &ImportPlan, listed: usize, filter: &ListFilter, spec: &str) -> String {
     let mut out = if plan.new.is_empty() {
         format!(
             "nothing would come in: {} — {spec} is not changed (-n)",
-            listed_text(listed)
+            listed_text(listed, filter)
         )
     } else {
         format!(
@@ -178,12 +189,13 @@ fn imported_text(
     added: &[NewTask],
     plan: &ImportPlan,
     listed: usize,
+    filter: &ListFilter,
     spec: &str,
 ) -> String {
     if added.is_empty() {
         return format!(
             "nothing to import: {} — {spec} is unchanged{}",
-            listed_text(listed),
+            listed_text(listed, filter),
             present_text(plan)
         );
     }
@@ -233,15 +245,36 @@ fn details(task: &NewTask) -> String {
     }
 }
 
-/// `3 open issues, all in SPEC.md already`-style count of what gh listed.
-fn listed_text(listed: usize) -> String {
+/// `3 open issues, all in SPEC.md already`-style count of what gh listed, or which filters
+/// matched no open issue.
+fn listed_text(listed: usize, filter: &ListFilter) -> String {
+    let flags = filter_flags(filter);
     match listed {
-        0 => "no open issue matches".to_string(),
+        0 if flags.is_empty() => "no issue is open".to_string(),
+        0 => format!("no open issue matches {flags}"),
         n => format!(
             "{} open, all in the task list already",
             crate::text::count(n, "issue is", "issues are")
         ),
     }
+}
+
+/// The filters of `filter` as the person gave them: `--label kern --assignee @me`.
+fn filter_flags(filter: &ListFilter) -> String {
+    let mut flags: Vec<String> = Vec::new();
+    for label in &filter.labels {
+        flags.push(format!("--label {}", crate::text::shell_quote(label)));
+    }
+    for (flag, value) in [
+        ("--milestone", &filter.milestone),
+        ("--assignee", &filter.assignee),
+        ("--repo", &filter.repo),
+    ] {
+        if let Some(value) = value {
+            flags.push(format!("{flag} {}", crate::text::shell_quote(value)));
+        }
+    }
+    flags.join(" ")
 }
 
 /// The issues that are in SPEC.md already, one line each after a heading line.
@@ -300,7 +333,7 @@ mod tests {
             present: vec![(IssueRef::parse("acme/app#12").unwrap(), "Dark mode".into())],
         };
         assert_eq!(
-            dry_run_text(&plan, 3, "SPEC.md"),
+            dry_run_text(&plan, 3, &ListFilter::default(), "SPEC.md"),
             "2 new tasks would come in at the end of SPEC.md (-n: nothing is written):\n  acme/app#9     `Paginate` (2 criteria)\n  acme/app#20    `Footer`\n  in the task list already (1 issue):\n  acme/app#12    as `Dark mode`"
         );
         let none = ImportPlan {
@@ -308,9 +341,19 @@ mod tests {
             present: plan.present.clone(),
         };
         assert_eq!(
-            dry_run_text(&none, 1, "SPEC.md"),
+            dry_run_text(&none, 1, &ListFilter::default(), "SPEC.md"),
             "nothing would come in: 1 issue is open, all in the task list already — SPEC.md is not changed (-n)\n  in the task list already (1 issue):\n  acme/app#12    as `Dark mode`"
         );
+        let filter = ListFilter {
+            labels: vec!["kern".into(), "good first issue".into()],
+            assignee: Some("@me".into()),
+            ..ListFilter::default()
+        };
+        assert_eq!(
+            listed_text(0, &filter),
+            "no open issue matches --label kern --label 'good first issue' --assignee @me"
+        );
+        assert_eq!(listed_text(0, &ListFilter::default()), "no issue is open");
         assert_eq!(
             commit_message(&plan.new, "SPEC.md"),
             "SPEC.md: 2 tasks from the tracker\n\n- acme/app#9 Paginate\n- acme/app#20 Footer\n"

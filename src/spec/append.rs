@@ -15,6 +15,9 @@
 //!   `Check` that would run), a heading that closes a section, or a block left open. Its
 //!   criteria, one line each, become the task's `Acceptance criteria:` checklist.
 
+use pulldown_cmark::{Event, Options, Parser};
+
+use super::diagnostic::{Diagnostic, Severity};
 use super::document::{Document, LineEnding, normalise};
 use super::issue::IssueRef;
 use super::marker::TaskState;
@@ -37,8 +40,9 @@ pub(crate) struct NewTask {
 /// What goes between the file's last line and the new tasks, tried in this order.
 const SEPARATORS: [&str; 4] = ["", "\n", "\n## Issues\n\n", "\n# Issues\n\n"];
 
-/// `doc`'s text with `tasks` appended and its parse, verified; else why it cannot be done.
-pub(crate) fn append(doc: &Document, tasks: &[NewTask]) -> Result<(String, Document), String> {
+/// `doc`'s text with `tasks` appended and its parse, verified; else why it cannot be done,
+/// pointing at the line where the block that runs to the end of the file starts.
+pub(crate) fn append(doc: &Document, tasks: &[NewTask]) -> Result<(String, Document), Diagnostic> {
     let text = doc.text();
     let le = doc.line_ending();
     let at = insertion_point(text);
@@ -74,7 +78,38 @@ pub(crate) fn append(doc: &Document, tasks: &[NewTask]) -> Result<(String, Docum
             Err(why) => last = why,
         }
     }
-    Err(last)
+    tracing::debug!(%last, "no way to append the tasks");
+    Err(Diagnostic {
+        severity: Severity::Error,
+        line: last_block_line(text),
+        column: 1,
+        message: "kern cannot add the imported tasks at the end of the file: the block that starts here runs to its end and would swallow them".to_string(),
+        fix: "close what is left open (a code block's fence, an HTML block's `-->`), then import again".to_string(),
+    })
+}
+
+/// The line (1-based) where the last top-level block of `text` starts: the one the appended
+/// tasks would join.
+fn last_block_line(text: &str) -> usize {
+    let mut options = Options::empty();
+    options.insert(Options::ENABLE_TASKLISTS);
+    options.insert(Options::ENABLE_TABLES);
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (event, range) in Parser::new_ext(text, options).into_offset_iter() {
+        match event {
+            Event::Start(_) => {
+                if depth == 0 {
+                    start = range.start;
+                }
+                depth += 1;
+            }
+            Event::End(_) => depth = depth.saturating_sub(1),
+            _ if depth == 0 => start = range.start,
+            _ => {}
+        }
+    }
+    text[..start].matches('\n').count() + 1
 }
 
 /// The byte offset just past the file's last line that is not blank (0 for a blank file).
@@ -355,7 +390,15 @@ mod tests {
         // A code block left open at the end swallows whatever follows.
         let open = Document::parse("- [ ] Next\n\n```\nsome code\n");
         let e = append(&open, &[task(9, "One", &[], &[])]).unwrap_err();
-        assert!(e.contains("would read 0 tasks instead of 1"), "{e}");
+        assert_eq!(
+            e.render("SPEC.md"),
+            "SPEC.md:3:1: kern cannot add the imported tasks at the end of the file: the block that starts here runs to its end and would swallow them — close what is left open (a code block's fence, an HTML block's `-->`), then import again"
+        );
+        let html = Document::parse("# Tasks\n\n- [ ] Next\n\n<!-- notes\n\nmore\n");
+        assert_eq!(
+            append(&html, &[task(9, "One", &[], &[])]).unwrap_err().line,
+            5
+        );
         // Criteria without text stay out of the note's quote.
         let (text, parsed) = append(&doc, &[task(3, "Three", &[], &[(false, "z")])]).unwrap();
         assert!(

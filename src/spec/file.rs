@@ -194,7 +194,8 @@ impl SpecFile {
     /// Appends `tasks` at the end of the file as it is now (`kern import`), leaving out those
     /// whose issue a task of the file names by then (the person, or another import, added it
     /// meanwhile); returns the document written and the tasks appended. A file whose end cannot
-    /// take them as tasks is [`Error::SpecEdit`], nothing written.
+    /// take them as tasks is [`Error::SpecRefused`] (exit 2) naming the line where the block
+    /// that would swallow them starts; nothing is written.
     pub(crate) fn append(&mut self, tasks: &[NewTask]) -> Result<(Document, Vec<NewTask>)> {
         let display = self.display.clone();
         let (written, added) = self.write_with(|base, base_doc| {
@@ -211,12 +212,11 @@ impl SpecFile {
             if fresh.is_empty() {
                 return Ok((base.to_string(), base_doc, false, fresh));
             }
-            let (text, doc) = append(&base_doc, &fresh).map_err(|why| Error::SpecEdit {
-                path: PathBuf::from(&display),
-                message: format!(
-                    "kern cannot add the new tasks at its end: {why} — close what is left open at the end of the file (a code block, an HTML block), then import again"
-                ),
-            })?;
+            let (text, doc) =
+                append(&base_doc, &fresh).map_err(|diagnostic| Error::SpecRefused {
+                    file: display.clone(),
+                    diagnostics: vec![diagnostic],
+                })?;
             Ok((text, doc, false, fresh))
         })?;
         Ok((written.document, added))

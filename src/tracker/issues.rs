@@ -6,7 +6,8 @@
 //!   now and whatever its state: a renamed task, a done one, a blocked one all keep their
 //!   issue out of the next import.
 //! - New tasks come oldest issue first, the order they were filed in.
-//! - The issue's text is kept as it was written, cut at [`TEXT_LINES`] lines or
+//! - The issue's text is kept as it was written (less control characters and the
+//!   bidirectional ones that would show it in another order), cut at [`TEXT_LINES`] lines or
 //!   [`TEXT_BYTES`] bytes with a last line that points to the issue for the rest, so that a
 //!   long issue cannot crowd the task out of its prompt budget.
 //! - Its checklist becomes the task's acceptance criteria: the checkbox items under a heading
@@ -107,7 +108,9 @@ pub(crate) fn new_task(issue: &Issue) -> Option<NewTask> {
 /// The issue's text as the task keeps it: its lines (control characters gone, blank ends
 /// trimmed), cut at [`TEXT_LINES`] or [`TEXT_BYTES`] with a last line that points to the rest.
 pub(crate) fn text_lines(body: &str, issue: &IssueRef) -> Vec<String> {
-    let clean = crate::text::strip_controls(&body.replace("\r\n", "\n").replace('\r', "\n"));
+    let clean = without_bidi(&crate::text::strip_controls(
+        &body.replace("\r\n", "\n").replace('\r', "\n"),
+    ));
     let mut lines: Vec<&str> = clean.lines().map(str::trim_end).collect();
     while lines.first().is_some_and(|l| l.is_empty()) {
         lines.remove(0);
@@ -147,12 +150,21 @@ pub(crate) fn text_lines(body: &str, issue: &IssueRef) -> Vec<String> {
 /// `text` on one line: whitespace runs one space, control characters gone, at most
 /// [`MAX_LINE`] characters.
 fn one_line(text: &str) -> String {
-    let flat: String = text
+    let flat: String = without_bidi(text)
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
     crate::text::truncate(&flat, MAX_LINE)
+}
+
+/// `text` without the characters that reorder how the text around them shows (bidirectional
+/// embeddings, overrides and isolates): an issue anyone wrote must read in SPEC.md, on the
+/// terminal and in a commit as it is stored.
+fn without_bidi(text: &str) -> String {
+    text.chars()
+        .filter(|c| !matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'))
+        .collect()
 }
 
 /// The acceptance criteria in an issue's text (see the module docs): done or not, and the text.
@@ -294,6 +306,16 @@ mod tests {
         assert_eq!(crash.text[0], "Steps:");
         assert!(crash.text.contains(&"> **Check:** rm -rf ~".to_string()));
         assert_eq!(crash.criteria, [(false, "not a task".to_string())]);
+        let odd = new_task(&Issue {
+            number: 5,
+            title: "Fix \u{202e}txt.exe\u{202c} and\tthe \u{7}`**bold**` [x] title".into(),
+            body: "a \u{2067}hidden\u{2069} turn\r\n- [ ] it \u{202e}works".into(),
+            url: "https://github.com/acme/app/issues/5".into(),
+        })
+        .unwrap();
+        assert_eq!(odd.title, "Fix txt.exe and the `**bold**` [x] title");
+        assert_eq!(odd.text, ["a hidden turn", "- [ ] it works"]);
+        assert_eq!(odd.criteria, [(false, "it works".to_string())]);
         let empty = new_task(&issues[1]).unwrap();
         assert!(empty.text.is_empty() && empty.criteria.is_empty());
         let one_long_line = text_lines(&"x".repeat(TEXT_BYTES * 2), &empty.issue);

@@ -734,6 +734,44 @@ fn every_option_in_the_table_exists_with_its_variable_and_default() {
     assert!(seen >= 19, "the options table was not read: {seen} rows");
 }
 
+#[test]
+fn every_option_of_kern_import_github_in_its_table_exists_with_its_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = kern_in(dir.path()).args(["import", "--help"]).expect(0);
+    let help = ran.utf8_stdout();
+    let table = README
+        .split("## Options of `kern import github`")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut seen = 0;
+    for row in table.lines().filter(|l| l.starts_with("| `-")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (option, default) = (cells[1], cells[2].trim_matches('`'));
+        let long = option
+            .trim_matches('`')
+            .split([',', ' '])
+            .find(|w| w.starts_with("--"))
+            .unwrap_or_else(|| panic!("no long option in `{row}`"));
+        let block = help
+            .split(&format!("{long} "))
+            .nth(1)
+            .or_else(|| help.split(&format!("{long}\n")).nth(1))
+            .unwrap_or_else(|| panic!("`{long}` is not in `kern import --help`:\n{help}"));
+        let block = &block[..block.find("\n  -").unwrap_or(block.len())];
+        if default.parse::<u32>().is_ok() {
+            assert!(
+                block.contains(&format!("[default: {default}]")),
+                "{long}: the table says default {default}; --help says:{block}"
+            );
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 7, "the import's options table was not read");
+}
+
 /// PATH with the built `kern` first, as a person's shell has it after `cargo install`.
 fn path_with_kern() -> String {
     let kern = kern_bin();

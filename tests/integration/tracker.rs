@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::support::fakes::{fake_gh, gh_calls};
+use crate::support::fakes::{fake_gh, gh_calls, gh_left_running};
 use crate::support::project::Project;
 
 /// SPEC.md after importing the recorded issues into `- [ ] Mine`: oldest issue first, the text
@@ -75,6 +75,83 @@ fn a_renamed_or_finished_task_keeps_its_issue_out_of_the_next_import() {
         !text.contains("- [ ] Crash on an empty config file"),
         "{text}"
     );
+}
+
+#[test]
+fn odd_issues_come_in_as_text_under_front_matter_and_no_line_of_theirs_becomes_a_task() {
+    let spec = "---\ntitle: Roadmap\n---\n\n# Tasks\n\n- [ ] Mine\n";
+    let p = Project::new(spec);
+    let (bin, log) = with_gh(&p);
+    set_mode(&log, "odd");
+    p.run(&["import", "github"])
+        .path_first(&bin)
+        .expect(0)
+        .stderr_has("imported 3 issues")
+        .stderr_has("acme/app#30    \"Fix **bold** [link](http://x) `code` <b>html</b> & \\ | # [x] txt.exe\" (2 criteria)\n")
+        .stderr_has("acme/app#31    `- [ ] A title that looks like a task`\n")
+        .stderr_has("acme/app#32    `A huge log` (1 criterion; its text cut at 60 lines or 6 KiB)");
+    let text = p.read("SPEC.md");
+    // The person's lines, front matter first, are as they were; the tasks come after them.
+    assert!(text.starts_with(spec), "{text}");
+    // The right-to-left override is gone: the title reads as it shows.
+    assert!(
+        !text.contains('\u{202e}') && !text.contains('\u{202c}'),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n- [ ] Fix **bold** [link](http://x) `code` <b>html</b> & \\ | # [x] txt.exe\n  > **Issue:** acme/app#30\n  `````\n  - [ ] Looks like a task\n"),
+        "{text}"
+    );
+    // The checkboxes outside code and comments are its criteria, the rest text.
+    assert!(
+        text.contains("  `````\n  Acceptance criteria:\n  - [ ] Looks like a task\n  - [x] Looks done\n- [ ] - [ ] A title that looks like a task\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  ````\n  ```rust\n  fn main() {\n  - [ ] in an unclosed fence\n  ````\n- [ ] A huge log\n"),
+        "{text}"
+    );
+    // The long text is cut; its criteria come from all of it.
+    assert!(
+        text.ends_with("  [… cut here: the whole issue is at https://github.com/acme/app/issues/32]\n  ```\n  Acceptance criteria:\n  - [ ] past the cut\n"),
+        "{text}"
+    );
+    assert!(text.len() < spec.len() + 10 * 1024, "{}", text.len());
+    // Three tasks came in, no more: no line of an issue reads as a task of SPEC.md.
+    let pending = |p: &Project| {
+        let status = p.run(&["status", "--json"]).expect(0);
+        let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+        status["counts"]["pending"].clone()
+    };
+    assert_eq!(pending(&p), 4);
+    // A task written after them by hand is a task too: nothing of theirs is left open.
+    p.write("SPEC.md", &format!("{text}- [ ] Later, by hand\n"));
+    assert_eq!(pending(&p), 5);
+}
+
+#[test]
+fn an_import_that_brings_nothing_or_cannot_write_says_why_and_writes_nothing() {
+    let p = Project::new("- [ ] Mine\n\n```\nsome code left open\n");
+    let (bin, log) = with_gh(&p);
+    p.run(&["import", "github", "--label", "kern"])
+        .path_first(&bin)
+        .expect(2)
+        .stderr_has("kern: error: SPEC.md:3:1: kern cannot add the imported tasks at the end of the file: the block that starts here runs to its end and would swallow them — close what is left open (a code block's fence, an HTML block's `-->`), then import again");
+    assert_eq!(
+        p.read("SPEC.md"),
+        "- [ ] Mine\n\n```\nsome code left open\n"
+    );
+    // A label no open issue carries: gh lists none, and the message names the filter.
+    set_mode(&log, "none");
+    p.run(&["import", "github", "--label", "no such label"])
+        .path_first(&bin)
+        .expect(0)
+        .stderr_has("kern: nothing to import: no open issue matches --label 'no such label' — SPEC.md is unchanged");
+    assert_eq!(
+        p.read("SPEC.md"),
+        "- [ ] Mine\n\n```\nsome code left open\n"
+    );
+    assert!(p.dirty().is_empty());
 }
 
 #[test]
@@ -178,6 +255,10 @@ fn import_says_what_gh_could_not_do_and_writes_nothing() {
             .stderr_has("listing the open issues of `acme/app` (`gh issue list`): ")
             .stderr_has(said);
         assert_eq!(p.read("SPEC.md"), "- [ ] Mine\n", "{mode}");
+        if mode == "hang" {
+            // The call that hung was stopped, with the child it started.
+            assert_eq!(gh_left_running(&log), Vec::<String>::new());
+        }
     }
 }
 
@@ -485,6 +566,10 @@ fn each_gh_failure_is_one_warning_and_an_event_and_the_night_goes_on() {
         } else {
             "the night goes on (the next failures like it are only recorded in run.jsonl)"
         });
+        if *mode == "hang" {
+            // Every call that hung was stopped, with the child it started.
+            assert_eq!(gh_left_running(&log), Vec::<String>::new());
+        }
         let events = p.run_events("tracker_failed");
         assert_eq!(events.len(), *recorded, "{mode}: {events:?}");
         assert_eq!(events[0]["issue"], "acme/app#12", "{mode}");

@@ -72,8 +72,10 @@ pub(crate) fn scripted_claude(p: &Project) -> PathBuf {
 
 /// A fake GitHub CLI: the answers the real `gh` 2.23.0 gave (`tests/fixtures/gh-2.23.0/`,
 /// stdout, stderr and exit code of each), chosen by the command and by the mode in
-/// `<log>/mode` (`ok` when absent; `not-logged-in`, `offline`, `rate-limited`, or `hang`:
-/// it never answers). Each call is logged: its arguments one per line in `<log>/<n>.args`,
+/// `<log>/mode` (`ok` when absent; `odd` or `none`: other issues to list;
+/// `not-logged-in`, `offline`, `rate-limited`, or `hang`:
+/// it never answers, its processes' ids in `<log>/<n>.pid` and `<n>.child` for
+/// [`gh_left_running`]). Each call is logged: its arguments one per line in `<log>/<n>.args`,
 /// its stdin in `<log>/<n>.stdin` (n from 1). Returns the `bin` folder to put first on PATH
 /// and the log folder.
 pub(crate) fn fake_gh(p: &Project) -> (PathBuf, PathBuf) {
@@ -99,7 +101,16 @@ case "$1 $2 $3" in
   *) name=label-remove ;;
 esac
 case "$mode" in
-  hang) exec sleep 600 ;;
+  hang)
+    # Waits for a file no test makes (a minute at most, then says it was never stopped),
+    # in a child of its own: kern must stop the call and what it started.
+    echo $$ > "$log/$n.pid"
+    (i=0; while [ ! -e "$log/release" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done) &
+    echo $! > "$log/$n.child"
+    wait
+    echo "fake gh: never stopped" >&2
+    exit 1 ;;
+  odd|none) [ "$name" = issue-list ] && name=issue-list-$mode ;;
   not-logged-in) name=issue-list-not-logged-in ;;
   offline) name=issue-list-offline ;;
   rate-limited)
@@ -117,6 +128,32 @@ exit $(cat "$fixtures/$name.exit")
         log = log.display()
     );
     (fake(p, "gh", &script), log)
+}
+
+/// The processes of the calls of a [`fake_gh`] in mode `hang` (the call and the child it
+/// started) that still run: none once kern stopped them.
+pub(crate) fn gh_left_running(log: &std::path::Path) -> Vec<String> {
+    let mut running = Vec::new();
+    let mut hung = 0;
+    for entry in std::fs::read_dir(log).unwrap() {
+        let path = entry.unwrap().path();
+        if !matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("pid" | "child")
+        ) {
+            continue;
+        }
+        hung += 1;
+        let pid = std::fs::read_to_string(&path).unwrap().trim().to_string();
+        // A zombie (stopped, its parent gone, not yet reaped by init) runs no more.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = state.rsplit(')').next().unwrap_or("").trim_start();
+        if !state.is_empty() && !state.starts_with('Z') && !state.starts_with('X') {
+            running.push(format!("{}: {pid}", path.display()));
+        }
+    }
+    assert!(hung > 0, "no call of gh hung: {}", log.display());
+    running
 }
 
 /// The calls a [`fake_gh`] logged, in order: each one's arguments and stdin.
