@@ -420,16 +420,16 @@ pub enum Command {
         #[arg(value_enum)]
         tracker: Tracker,
         /// Only issues with this label (repeat it for issues with all of them).
-        #[arg(long, value_name = "LABEL")]
+        #[arg(long, value_name = "LABEL", value_parser = filter_value)]
         label: Vec<String>,
         /// Only issues in this milestone (its title or number).
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", value_parser = filter_value)]
         milestone: Option<String>,
         /// Only issues assigned to this login (`@me`: you).
-        #[arg(long, value_name = "LOGIN")]
+        #[arg(long, value_name = "LOGIN", value_parser = filter_value)]
         assignee: Option<String>,
         /// The repository, OWNER/REPO (default: the one `gh` finds from this clone's remote).
-        #[arg(long, value_name = "OWNER/REPO")]
+        #[arg(long, value_name = "OWNER/REPO", value_parser = filter_value)]
         repo: Option<String>,
         /// At most this many issues (1 to 1000).
         #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -639,6 +639,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     }
 }
 
+/// A filter of `kern import` (a label, a milestone, a login, a repository): not empty, since
+/// `gh` drops an empty one and lists every issue.
+fn filter_value(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err(
+            "it is empty, and gh would list every open issue for it — give a value, or leave the option out".to_string(),
+        );
+    }
+    Ok(text.to_string())
+}
+
 fn parse_cost(text: &str) -> Result<f64, String> {
     match text.trim().trim_start_matches('$').parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 100_000.0 => Ok(v),
@@ -670,6 +681,17 @@ mod tests {
         }
         for bad in ["", "-5", "abc", "5x"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn import_filters_are_not_empty() {
+        assert_eq!(
+            filter_value("good first issue").as_deref(),
+            Ok("good first issue")
+        );
+        for bad in ["", "  "] {
+            assert!(filter_value(bad).unwrap_err().contains("every open issue"));
         }
     }
 

@@ -152,6 +152,14 @@ fn an_import_that_brings_nothing_or_cannot_write_says_why_and_writes_nothing() {
         "- [ ] Mine\n\n```\nsome code left open\n"
     );
     assert!(p.dirty().is_empty());
+    // An empty label (an unset variable in a script) is refused: gh would drop it and list
+    // every open issue.
+    let calls = gh_calls(&log).len();
+    p.run(&["import", "github", "--label", ""])
+        .path_first(&bin)
+        .expect(2)
+        .stderr_has("invalid value '' for '--label <LABEL>': it is empty, and gh would list every open issue for it — give a value, or leave the option out");
+    assert_eq!(gh_calls(&log).len(), calls);
 }
 
 #[test]
