@@ -191,7 +191,7 @@ pub(crate) fn asks(event: &RunEvent, label: &str) -> Vec<Ask> {
 /// The comment on an issue whose task kern took up.
 fn taken_text(task: &str) -> String {
     format!(
-        "kern took this up: the task {} is in progress in SPEC.md. The commit that finishes it will close this issue.",
+        "kern took this up: the task {} is in progress in SPEC.md. The commit that finishes it closes this issue once it reaches the default branch.",
         Quoted(&clean(task))
     )
 }
@@ -409,7 +409,7 @@ mod tests {
             [Ask::Comment {
                 issue: issue(12),
                 said: Said::Taken,
-                text: "kern took this up: the task `Add a dark mode` is in progress in SPEC.md. The commit that finishes it will close this issue.".into(),
+                text: "kern took this up: the task `Add a dark mode` is in progress in SPEC.md. The commit that finishes it closes this issue once it reaches the default branch.".into(),
             }]
         );
         assert!(asks(&start(None), label).is_empty());
