@@ -63,6 +63,7 @@ pub(crate) use own_files::OwnFiles;
 pub(crate) use refs::{Ownership, RefsSnapshot};
 pub(crate) use save::KERN_REFS;
 pub(crate) use snapshot::WorkTreeSnapshot;
+pub(crate) use status::StatusCounts;
 pub(crate) use timing::Timed;
 pub(crate) use worktree::{Applied, TASK_BRANCH_PREFIX};
 

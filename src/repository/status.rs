@@ -13,12 +13,19 @@
 //! - A whole walk watches each folder before libgit2 reads it, and skips ignored folders
 //!   without descending; folders holding tracked files are watched even when ignored.
 //! - Paths are bytes end to end: a name that is not UTF-8 is a path like any other.
+//! - A look through the watch asks libgit2 about a few paths one by one, each as a pathspec
+//!   (libgit2 then reads only that path's index entries; a list of paths costs a pass over
+//!   the whole index), and about many paths, or a path a pathspec would read as a pattern,
+//!   in one list.
 //! - A watched run also bounds its process's memory (`bound_memory`): no libgit2 object
-//!   cache, large buffers returned to the system when freed.
+//!   cache, large buffers returned to the system when freed, pack files mapped a little at
+//!   a time, free heap pages given back after a walk, a read of the index, a look that
+//!   asked libgit2 and a commit.
 
 use std::collections::BTreeSet;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use git2::{IndexEntry, Oid, Status, StatusOptions};
 
@@ -28,6 +35,46 @@ use super::snapshot::Stamp;
 use super::watch::Watch;
 use super::{Repository, Timed, staging};
 use crate::error::{Error, Result};
+
+/// This process's status looks, the whole walks among them, and the looks through the watch
+/// that had something to ask libgit2: `-v` logs them per iteration, and a test holds them
+/// down.
+static LOOKS: AtomicU64 = AtomicU64::new(0);
+static WALKS: AtomicU64 = AtomicU64::new(0);
+static ASKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many status looks this process has made so far (see [`Repository::changes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatusCounts {
+    /// Looks: each a whole walk or a look through the watch.
+    pub(crate) looks: u64,
+    /// Whole walks among them.
+    pub(crate) walks: u64,
+    /// Looks through the watch that asked libgit2 about some paths; the others found nothing
+    /// changed since the look before and answered from it.
+    pub(crate) asks: u64,
+}
+
+impl StatusCounts {
+    /// The counts so far.
+    pub(crate) fn now() -> StatusCounts {
+        StatusCounts {
+            looks: LOOKS.load(Ordering::Relaxed),
+            walks: WALKS.load(Ordering::Relaxed),
+            asks: ASKS.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What was counted since `before`.
+    #[must_use]
+    pub(crate) fn since(self, before: StatusCounts) -> StatusCounts {
+        StatusCounts {
+            looks: self.looks - before.looks,
+            walks: self.walks - before.walks,
+            asks: self.asks - before.asks,
+        }
+    }
+}
 
 /// What a run's status looks remember between looks.
 #[derive(Default)]
@@ -135,6 +182,7 @@ impl Repository {
     /// What `git status` lists, sorted by path (see the module docs of `repository` for what
     /// is not a change).
     pub(crate) fn changes(&self) -> Result<Vec<Change>> {
+        LOOKS.fetch_add(1, Ordering::Relaxed);
         let mut cache = self.status.borrow_mut();
         if cache.wanted && cache.known.is_some() {
             let mut timed = Timed::start("status.watched");
@@ -153,6 +201,7 @@ impl Repository {
         }
         let mut timed = Timed::start("status.full");
         cache.walks += 1;
+        WALKS.fetch_add(1, Ordering::Relaxed);
         let changes = if cache.wanted {
             self.rescan(&mut cache)?
         } else {
@@ -171,7 +220,8 @@ impl Repository {
         {
             return Ok((stamp, known.digest));
         }
-        Ok((stamp, self.read_index_entries()?.digest()))
+        let index = self.index_from_disk(false)?;
+        Ok((stamp, IndexEntries::digest_of(&index)))
     }
 
     /// A look through the watch (see the module docs).
@@ -194,22 +244,22 @@ impl Repository {
         let mut paths = touched.paths;
         let index_stamp = self.index_stamp();
         if index_stamp != known.index_stamp || index_stamp.is_none() {
-            let entries = self.read_index_entries()?;
-            paths.extend(
-                known
-                    .entries
-                    .changed(&entries)
-                    .into_iter()
-                    .map(Path::to_path_buf),
-            );
+            let index = self.index_from_disk(false)?;
+            let old = std::mem::take(&mut known.entries);
+            let Some((entries, changed)) = old.update(&index) else {
+                return Ok(Look::Rescan);
+            };
+            drop(index);
+            paths.extend(changed);
             for folder in entries.folders() {
-                if !watch.watches(folder) && watch.add(&self.top, folder).is_err() {
+                if !watch.watches(&folder) && watch.add(&self.top, &folder).is_err() {
                     return Ok(Look::GiveUp);
                 }
             }
             known.digest = entries.digest();
             known.entries = entries;
             known.index_stamp = index_stamp;
+            trim_memory();
         }
         let head_tree = self.head_tree_id();
         if head_tree != known.head_tree {
@@ -219,10 +269,14 @@ impl Repository {
         // A submodule's checkout moves inside its own repository, which is not watched.
         paths.extend(known.entries.gitlinks().map(Path::to_path_buf));
         if !paths.is_empty() {
+            ASKS.fetch_add(1, Ordering::Relaxed);
             let fresh = self.status_of(Some(&paths))?;
             known.changes.retain(|c| !covered(&paths, &c.path));
             known.changes.extend(fresh);
             sort(&mut known.changes);
+            // libgit2's status copies the index's entry list twice and reads trees: what
+            // it freed goes back before the next stage.
+            trim_memory();
         }
         Ok(Look::Changes(known.changes.clone()))
     }
@@ -253,7 +307,7 @@ impl Repository {
             && entries
                 .folders()
                 .into_iter()
-                .all(|f| watch.watches(f) || watch.add(&self.top, f).is_ok());
+                .all(|f| watch.watches(&f) || watch.add(&self.top, &f).is_ok());
         if !watched {
             cache.gave_up = true;
             cache.watch = None;
@@ -269,6 +323,7 @@ impl Repository {
             head_tree,
             rules,
         });
+        trim_memory();
         Ok(changes)
     }
 
@@ -377,25 +432,42 @@ impl Repository {
 
     /// libgit2's status, of the whole tree or of exactly `only` (a folder stands for what it
     /// holds), with what git does not count as a change taken out.
+    ///
+    /// libgit2 reads every index entry to answer a list of paths (it filters the whole
+    /// index by the list), but only the entries under one path when it is asked about that
+    /// path as a pathspec: a few paths are asked about one by one (100,000 index entries:
+    /// milliseconds for each look). A path a pathspec would read as a pattern is never
+    /// asked that way.
     fn status_of(&self, only: Option<&BTreeSet<PathBuf>>) -> Result<Vec<Change>> {
-        let mut opts = StatusOptions::new();
-        // Ignored entries are asked for (folders not descended into) only because libgit2
-        // reports an untracked nested repository that has a commit as ignored, where git
-        // lists it as untracked; see `nested_repository`.
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_ignored(true)
-            .recurse_ignored_dirs(false)
-            .renames_head_to_index(false);
-        if let Some(paths) = only {
-            opts.disable_pathspec_match(true);
-            for path in paths {
-                opts.pathspec(path.as_path());
+        let one_by_one = only.is_some_and(one_by_one);
+        let mut changes = Vec::new();
+        match only {
+            Some(paths) if one_by_one => {
+                for path in paths {
+                    let mut opts = status_options();
+                    opts.pathspec(path.as_path());
+                    changes.extend(self.statuses_with(&mut opts)?);
+                }
             }
+            Some(paths) => {
+                let mut opts = status_options();
+                opts.disable_pathspec_match(true);
+                for path in paths {
+                    opts.pathspec(path.as_path());
+                }
+                changes = self.statuses_with(&mut opts)?;
+            }
+            None => changes = self.statuses_with(&mut status_options())?,
         }
+        sort(&mut changes);
+        Ok(changes)
+    }
+
+    /// libgit2's status with `opts`, what git does not count as a change taken out; unsorted.
+    fn statuses_with(&self, opts: &mut StatusOptions) -> Result<Vec<Change>> {
         let statuses = self
             .repo
-            .statuses(Some(&mut opts))
+            .statuses(Some(opts))
             .map_err(|e| Error::git("reading the status of the work tree", e))?;
         let index = self.index_from_disk(false)?;
         let mut config = None;
@@ -425,7 +497,6 @@ impl Repository {
                 status,
             });
         }
-        sort(&mut changes);
         Ok(changes)
     }
 
@@ -499,12 +570,73 @@ impl Repository {
 ///   index's entry lists, rebuilt after each commit) from a heap that only grows.
 fn bound_memory() {
     git2::opts::enable_caching(false);
+    // SAFETY: these only set two of libgit2's global sizes, read when a pack window is
+    // mapped; a run sets them once, before its first look, and no other thread uses libgit2
+    // then (the runtime runs the loop on one thread). A refusal changes nothing.
+    unsafe {
+        let _ = git2::opts::set_mwindow_size(PACK_WINDOW);
+        let _ = git2::opts::set_mwindow_mapped_limit(PACK_MAPPED);
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets one of glibc's allocator parameters; any thread may call it
     // at any time, and a refusal (a zero return) changes nothing.
     unsafe {
         nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
+}
+
+/// How much of a pack file libgit2 maps at a time, and in all, during a run: reading every
+/// tree of HEAD touches most of a pack, and the pages mapped count as the run's memory
+/// (libgit2's defaults, 1 GiB windows up to 8 GiB, keep the whole pack mapped: 2.5 MB of a
+/// 4.5 MB pack on 100,000 files). Older windows are unmapped when the limit is reached.
+const PACK_WINDOW: usize = 256 * 1024;
+const PACK_MAPPED: usize = 1024 * 1024;
+
+/// Gives the pages glibc holds free back to the system, after the moments a run's process
+/// allocates most and frees it (a whole walk, a read of the index, a look that asked
+/// libgit2, a commit): glibc keeps them otherwise, for the rest of the run.
+pub(super) fn trim_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of glibc's heaps to the system; any
+    // thread may call it at any time.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
+/// At most this many paths are asked about one by one (see `status_of`); more are asked
+/// about in one list, which costs one pass over the index.
+const ONE_BY_ONE: usize = 16;
+
+/// True when `paths` are few and each means exactly itself as a pathspec: asked about one
+/// by one, each reads only its own index entries (see `status_of`).
+pub(super) fn one_by_one(paths: &BTreeSet<PathBuf>) -> bool {
+    !paths.is_empty() && paths.len() <= ONE_BY_ONE && paths.iter().all(|p| literal_pathspec(p))
+}
+
+/// What kern asks libgit2's status for. Ignored entries are asked for (folders not descended
+/// into) only because libgit2 reports an untracked nested repository that has a commit as
+/// ignored, where git lists it as untracked; see `nested_repository`.
+fn status_options() -> StatusOptions {
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(true)
+        .recurse_ignored_dirs(false)
+        .renames_head_to_index(false);
+    opts
+}
+
+/// True when `path` means exactly itself (and what it holds) as a pathspec: not empty, and
+/// none of the bytes a pathspec reads as a pattern, a negation, a comment or an escape.
+fn literal_pathspec(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_bytes();
+    !bytes.is_empty()
+        && !bytes.starts_with(b"/")
+        && !bytes.ends_with(b"/")
+        && bytes
+            .iter()
+            .all(|&b| b >= 0x80 || b.is_ascii_alphanumeric() || b"._-/+,=@~%:".contains(&b))
 }
 
 /// Sorted as `git status` sorts, one entry per path.
@@ -537,6 +669,29 @@ mod tests {
         ];
         for (path, want) in cases {
             assert_eq!(covered(&paths, Path::new(path)), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn only_plain_paths_are_asked_about_as_pathspecs() {
+        let cases = [
+            ("SPEC.md", true),
+            ("d0000/f000.txt", true),
+            ("a-b_c/v1.2+x,y=z@h~1%:q", true),
+            ("d\u{e9}j\u{e0}/vu.txt", true),
+            ("", false),
+            ("*.txt", false),
+            ("a?b", false),
+            ("[ab]", false),
+            ("a\\b", false),
+            ("!neg", false),
+            ("#note", false),
+            ("with space", false),
+            ("trailing ", false),
+            ("tab\tname", false),
+        ];
+        for (path, want) in cases {
+            assert_eq!(literal_pathspec(Path::new(path)), want, "{path:?}");
         }
     }
 
