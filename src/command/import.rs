@@ -5,7 +5,8 @@
 //!
 //! The one decision a reader must know: the import writes SPEC.md as a person would — under a
 //! running kern too (the run re-reads the file before each write and follows hand edits) —
-//! and commits only when asked. Without a SPEC.md it starts one (`# Tasks`, then the tasks). `--commit` takes the run lock (a run's commit and this one
+//! and commits only when asked. Without a SPEC.md it starts one (`# Tasks`, then the tasks; its
+//! folder made when missing). `--commit` takes the run lock (a run's commit and this one
 //! never cross) and is refused while SPEC.md holds changes of the person's, which kern would
 //! otherwise commit as its own.
 
@@ -101,6 +102,10 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
                 ws.spec_display
             ));
             return Ok(());
+        }
+        // In a folder that is not there yet too, as `kern init` makes it.
+        if let Some(folder) = ws.spec_path.parent() {
+            std::fs::create_dir_all(folder).map_err(|e| Error::io(folder, e))?;
         }
         crate::atomic_file::write(&ws.spec_path, NEW_SPEC.as_bytes())?;
         say(&format!("made {} for the imported tasks", ws.spec_display));

@@ -784,6 +784,16 @@ fn without_a_task_list_the_import_starts_one_and_the_dry_run_names_the_tracker()
             .starts_with("# Tasks\n\n- [ ] Paginate `list` output\n")
     );
     assert_eq!(p.log()[0], "SPEC.md: 4 tasks from the tracker");
+    // A task list in a folder that is not there yet: the folder is made, as `kern init` does.
+    p.run(&["import", "github", "--spec", "plans/next/TODO.md"])
+        .path_first(&bin)
+        .expect(0)
+        .stderr_has("kern: made plans/next/TODO.md for the imported tasks");
+    assert!(
+        p.read("plans/next/TODO.md")
+            .starts_with("# Tasks\n\n- [ ] Paginate `list` output\n")
+    );
+    std::fs::remove_dir_all(p.path().join("plans")).unwrap();
     // The dry run of a night says what the tracker will hear of the next task.
     let out = p
         .run(&["-n", "--tracker", "github"])
