@@ -38,8 +38,14 @@ pub(crate) fn run(settings: &Settings, request: &ImportRequest) -> Result<()> {
     // `gh` leaves nothing behind).
     let missing = !ws.spec_path.exists();
     if !missing {
-        // A task list kern cannot read stops the import before `gh` is asked.
-        ws.load_spec()?;
+        // A task list kern cannot read stops the import before `gh` is asked; its warnings
+        // are said (an Issue note that names no issue lets that issue in again).
+        let (_, _, warnings) = ws.load_spec()?;
+        if !settings.quiet {
+            for warning in warnings {
+                eprintln!("kern: {warning}");
+            }
+        }
     }
     let lock = if request.commit {
         if !missing && ws.repo.has_changes(&ws.spec_path) {

@@ -60,16 +60,18 @@ fn import_brings_each_open_issue_in_once_as_a_task_written_not_committed() {
 
 #[test]
 fn a_renamed_or_finished_task_keeps_its_issue_out_of_the_next_import() {
-    let spec = "- [x] Dark theme, done my way\n  > **Issue:** ACME/App#12\n- [ ] Crash fix (renamed)\n  > **Issue:** https://github.com/acme/app/issues/17\n";
+    let spec = "- [x] Dark theme, done my way\n  > **Issue:** ACME/App#12\n- [ ] Crash fix (renamed)\n  > **Issue:** https://github.com/acme/app/issues/17\n- [ ] Footer\n  > **Issue:** the footer one\n";
     let p = Project::new(spec);
     let (bin, _) = with_gh(&p);
     let out = p.run(&["import", "github"]).path_first(&bin).expect(0);
-    out.stderr_has("imported 2 issues")
+    // An Issue note that names no issue keeps none out: the import says so first.
+    out.stderr_has("kern: SPEC.md:6:1: warning: the Issue note of task `Footer` names no issue: `the footer one` — write it as `owner/repo#N` or the issue's address")
+        .stderr_has("imported 2 issues")
         .stderr_has("ACME/App#12    as `Dark theme, done my way`")
         .stderr_has("acme/app#17    as `Crash fix (renamed)`");
     let text = p.read("SPEC.md");
     assert!(text.starts_with(spec), "{text}");
-    assert_eq!(text.matches("**Issue:**").count(), 4, "{text}");
+    assert_eq!(text.matches("**Issue:**").count(), 5, "{text}");
     assert!(!text.contains("- [ ] Add a dark mode"), "{text}");
     assert!(
         !text.contains("- [ ] Crash on an empty config file"),
