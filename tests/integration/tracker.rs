@@ -599,6 +599,13 @@ fn each_gh_failure_is_one_warning_and_an_event_and_the_night_goes_on() {
             "{mode}: {}",
             report.stdout
         );
+        // With how many more calls failed so.
+        assert_eq!(
+            report.stdout.contains(" (and 1 more call like it)"),
+            !off,
+            "{mode}: {}",
+            report.stdout
+        );
     }
 }
 

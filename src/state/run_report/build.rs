@@ -232,6 +232,9 @@ struct Builder {
     ended: Option<String>,
     baseline_check: Option<CheckInfo>,
     notices: Vec<String>,
+    /// The tracker's failures by cause: gh's words, where its notice is among `notices`, what
+    /// the notice says of the first call, and how many more calls failed so.
+    tracker_failures: Vec<(String, usize, String, usize)>,
 }
 
 /// A stage that started: its kind, start, agent and model.
@@ -335,14 +338,26 @@ impl Builder {
             RunEvent::TrackerFailed {
                 issue, action, why, ..
             } => {
-                // One notice per cause: a rate limit hit by every call is one line.
-                if !self
-                    .notices
-                    .iter()
-                    .any(|n| n.starts_with("the tracker: ") && n.ends_with(why.as_str()))
-                {
-                    self.notices
-                        .push(format!("the tracker: {action} on {issue} failed: {why}"));
+                // One notice per cause, naming the first call and counting the rest: a rate
+                // limit hit by every call is one line.
+                match self.tracker_failures.iter_mut().find(|(w, ..)| w == why) {
+                    Some((_, at, first, more)) => {
+                        *more += 1;
+                        let calls = if *more == 1 { "call" } else { "calls" };
+                        if let Some(notice) = self.notices.get_mut(*at) {
+                            *notice = format!("{first} (and {more} more {calls} like it)");
+                        }
+                    }
+                    None => {
+                        let first = format!("the tracker: {action} on {issue} failed: {why}");
+                        self.tracker_failures.push((
+                            why.clone(),
+                            self.notices.len(),
+                            first.clone(),
+                            0,
+                        ));
+                        self.notices.push(first);
+                    }
                 }
             }
             RunEvent::Hangup {} => self.notices.push(format!(
