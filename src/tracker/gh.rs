@@ -94,6 +94,8 @@ impl GhFailure {
     /// What went wrong, in kern's words, with gh's own when it said something.
     pub(crate) fn why(&self) -> String {
         let with = |what: &str, said: &String| {
+            // gh starts some of its messages with its own name.
+            let said = said.strip_prefix("gh: ").unwrap_or(said);
             if said.is_empty() {
                 what.to_string()
             } else {
@@ -357,6 +359,11 @@ mod tests {
         assert_eq!(
             failure.why(),
             "`gh` is not logged in (gh: To get started with GitHub CLI, please run: gh auth login Alternatively, populate the GH_TOKEN environment variable with a GitHub API authentication token.)"
+        );
+        let (code, said) = fixture("label-add-rate-limited");
+        assert_eq!(
+            GhFailure::classify(code, &said).why(),
+            "GitHub's rate limit is reached (gh: API rate limit exceeded for user ID 1234. (HTTP 403))"
         );
         let (code, said) = fixture("issue-list-offline");
         assert_eq!(

@@ -675,6 +675,54 @@ fn with_remote_a_claim_labels_the_issue_with_the_machine_and_the_landing_takes_i
 }
 
 #[test]
+fn with_remote_a_label_gh_cannot_set_is_a_warning_and_the_task_lands() {
+    let p = Project::new("- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n");
+    let clone = machine(&p);
+    let (bin, log) = with_gh(&p);
+    set_mode(&log, "rate-limited");
+    let out = p
+        .run(&["1", "0", "--remote", "origin", "--tracker", "github"])
+        .current_dir(&clone)
+        .env("KERN_STATE_DIR", p.outside.path().join("state-machine"))
+        .path_first(&bin)
+        .expect(0);
+    // The label, the comment and the label's removal were each asked once and failed.
+    let asked: Vec<String> = gh_calls(&log)
+        .iter()
+        .map(|(a, _)| a[..3].join(" "))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "api --method POST",
+            "issue comment 12",
+            "api --method DELETE"
+        ]
+    );
+    let host = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    out.stderr_has(&format!("warning: the tracker: label `kern:{host}` on acme/app#12 failed: GitHub's rate limit is reached (gh: API rate limit exceeded for user ID 1234. (HTTP 403)) — wait for the limit to reset (`gh api rate_limit`); the night goes on"));
+    // One warning: the comment's and the removal's failures of the same kind are only recorded.
+    assert_eq!(
+        out.stderr.matches("warning: the tracker:").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    // The task landed on the remote all the same, closing its issue.
+    let landed = crate::support::during::git_in(
+        &p.outside.path().join("remote.git"),
+        &["log", "-1", "--format=%B", "master"],
+    );
+    assert!(
+        landed.trim_end().ends_with("Closes acme/app#12"),
+        "{landed}"
+    );
+}
+
+#[test]
 fn with_pr_the_pull_request_says_it_closes_the_issue() {
     let p = Project::new("- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n");
     let clone = machine(&p);
