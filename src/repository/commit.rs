@@ -77,7 +77,7 @@ impl Repository {
     pub fn commit(&self, req: &CommitRequest<'_>) -> Result<CommitOutcome> {
         let out = self.commit_inner(req);
         // The commit read and wrote the whole index: what it freed goes back.
-        super::status::trim_memory();
+        super::memory::trim_memory();
         out
     }
 

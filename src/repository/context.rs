@@ -191,7 +191,7 @@ impl Repository {
         };
         // A few paths one by one, each a pathspec: libgit2 then reads only the index entries
         // under it, where a list of paths costs a pass over the whole index (status.rs).
-        let lists: Vec<DiffOptions> = if super::status::one_by_one(&paths) {
+        let lists: Vec<DiffOptions> = if super::status_ask::one_by_one(&paths) {
             paths
                 .iter()
                 .map(|path| {

@@ -13,25 +13,27 @@
 //! - A whole walk watches each folder before libgit2 reads it, and skips ignored folders
 //!   without descending; folders holding tracked files are watched even when ignored.
 //! - Paths are bytes end to end: a name that is not UTF-8 is a path like any other.
-//! - A look through the watch asks libgit2 about a few paths one by one, each as a pathspec
-//!   (libgit2 then reads only that path's index entries; a list of paths costs a pass over
-//!   the whole index), and about many paths, or a path a pathspec would read as a pattern,
-//!   in one list.
-//! - A watched run also bounds its process's memory (`bound_memory`): no libgit2 object
+//! - A look through the watch asks libgit2 (status_ask.rs) about a few paths one by one,
+//!   each as a pathspec (libgit2 then reads only that path's index entries; a list of paths
+//!   costs a pass over the whole index), and about many paths, or a path a pathspec would
+//!   read as a pattern, in one list.
+//! - A watched run also bounds its process's memory (memory.rs): no libgit2 object
 //!   cache, large buffers returned to the system when freed, pack files mapped a little at
 //!   a time, free heap pages given back after a walk, a read of the index, a look that
 //!   asked libgit2 and a commit.
 
 use std::collections::BTreeSet;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use git2::{IndexEntry, Oid, Status, StatusOptions};
+use git2::{Oid, Status};
 
 use super::change::Change;
 use super::index_entries::IndexEntries;
+use super::memory::{bound_memory, trim_memory};
 use super::snapshot::Stamp;
+use super::status_ask::sort;
 use super::watch::Watch;
 use super::{Repository, Timed, staging};
 use crate::error::{Error, Result};
@@ -117,6 +119,15 @@ impl Repository {
         self.repo
             .status_file(relative)
             .is_ok_and(|s| s.contains(Status::WT_NEW))
+    }
+
+    /// True when `path` (absolute, or relative to the top folder) differs from HEAD in the
+    /// index or the work tree, or is a file git does not track yet (and does not ignore).
+    pub fn has_changes(&self, path: &Path) -> bool {
+        let relative = path.strip_prefix(&self.top).unwrap_or(path);
+        self.repo
+            .status_file(relative)
+            .is_ok_and(|s| !s.is_empty() && !s.contains(Status::IGNORED))
     }
 
     /// Keeps a watch on the work tree from the next status on, so that later looks cost what
@@ -420,220 +431,6 @@ impl Repository {
             .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p)))
             .collect())
     }
-
-    /// libgit2's status, of the whole tree or of exactly `only` (a folder stands for what it
-    /// holds), with what git does not count as a change taken out.
-    ///
-    /// libgit2 reads every index entry to answer a list of paths (it filters the whole
-    /// index by the list), but only the entries under one path when it is asked about that
-    /// path as a pathspec: a few paths are asked about one by one (100,000 index entries:
-    /// milliseconds for each look). A path a pathspec would read as a pattern is never
-    /// asked that way.
-    fn status_of(&self, only: Option<&BTreeSet<PathBuf>>) -> Result<Vec<Change>> {
-        let one_by_one = only.is_some_and(one_by_one);
-        let mut changes = Vec::new();
-        match only {
-            Some(paths) if one_by_one => {
-                for path in paths {
-                    let mut opts = status_options();
-                    opts.pathspec(path.as_path());
-                    changes.extend(self.statuses_with(&mut opts)?);
-                }
-            }
-            Some(paths) => {
-                let mut opts = status_options();
-                opts.disable_pathspec_match(true);
-                for path in paths {
-                    opts.pathspec(path.as_path());
-                }
-                changes = self.statuses_with(&mut opts)?;
-            }
-            None => changes = self.statuses_with(&mut status_options())?,
-        }
-        sort(&mut changes);
-        Ok(changes)
-    }
-
-    /// libgit2's status with `opts`, what git does not count as a change taken out; unsorted.
-    fn statuses_with(&self, opts: &mut StatusOptions) -> Result<Vec<Change>> {
-        let statuses = self
-            .repo
-            .statuses(Some(opts))
-            .map_err(|e| Error::git("reading the status of the work tree", e))?;
-        let index = self.index_from_disk(false)?;
-        let mut config = None;
-        let mut changes: Vec<Change> = Vec::new();
-        for entry in statuses.iter() {
-            let mut status = entry.status();
-            let bytes = entry.path_bytes();
-            let folder = bytes.ends_with(b"/");
-            let path = PathBuf::from(std::ffi::OsStr::from_bytes(
-                bytes.strip_suffix(b"/").unwrap_or(bytes),
-            ));
-            if status.is_ignored() {
-                if !(folder && self.nested_repository(&path)) {
-                    continue;
-                }
-                status = Status::WT_NEW;
-            }
-            let staged = index.get_path(&path, 0);
-            if let Some(staged) = &staged
-                && !self.is_change(staged, status, &path, &mut config)?
-            {
-                continue;
-            }
-            changes.push(Change {
-                path,
-                folder,
-                status,
-            });
-        }
-        Ok(changes)
-    }
-
-    /// True for a folder libgit2 calls ignored that `.gitignore` does not ignore: a nested
-    /// repository with a commit, which `git status` lists as untracked.
-    fn nested_repository(&self, path: &Path) -> bool {
-        self.top.join(path).join(".git").exists()
-            && !self.repo.is_path_ignored(path).unwrap_or(true)
-    }
-
-    /// Whether a path status lists, with this index entry, is a change `git status` shows.
-    fn is_change(
-        &self,
-        staged: &IndexEntry,
-        status: Status,
-        path: &Path,
-        config: &mut Option<git2::Config>,
-    ) -> Result<bool> {
-        if staged.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits() != 0 {
-            return Ok(false);
-        }
-        let index_side = Status::INDEX_NEW
-            | Status::INDEX_MODIFIED
-            | Status::INDEX_DELETED
-            | Status::INDEX_TYPECHANGE
-            | Status::INDEX_RENAMED;
-        if status.intersects(index_side) || !status.contains(Status::WT_MODIFIED) {
-            return Ok(true);
-        }
-        if staged.mode == super::index_entries::MODE_GITLINK {
-            // Only a moved checkout is a change; edits inside the submodule are its own.
-            let head = super::checked_out_commit(&self.top.join(path));
-            return Ok(head.is_some_and(|h| h != staged.id));
-        }
-        if config.is_none() {
-            *config = Some(self.config_snapshot()?);
-        }
-        let Some(config) = config.as_ref() else {
-            return Ok(true);
-        };
-        if self.filter_driver(config, path)?.is_none() && self.encoded(config, path).is_none() {
-            return Ok(true);
-        }
-        Ok(self.clean_id(config, path) != Some(staged.id))
-    }
-
-    /// The blob id of a filtered work-tree file, cached while the file is unchanged.
-    fn clean_id(&self, config: &git2::Config, rel: &Path) -> Option<Oid> {
-        let meta = std::fs::symlink_metadata(self.top.join(rel)).ok()?;
-        let stamp = Stamp::of(&meta);
-        if let Some((s, id)) = self.clean_ids.borrow().get(rel)
-            && *s == stamp
-        {
-            return Some(*id);
-        }
-        let id = self.work_tree_blob_id(config, rel, self.hook_timeout)?;
-        self.clean_ids
-            .borrow_mut()
-            .insert(rel.to_path_buf(), (stamp, id));
-        Some(id)
-    }
-}
-
-/// Process-wide settings that keep a long run's memory near what it holds, not near what its
-/// largest moment needed (on 100,000 files: 48 MB of peak RSS without them, 36 MB with):
-/// - libgit2's object cache off: the first whole walk reads every tree of HEAD (7 MB) and the
-///   cache would keep them all for the run, while every later look reads only the trees on
-///   the changed paths (tree_diff.rs);
-/// - with glibc, allocations of 128 KiB and more always mapped and returned when freed: after
-///   the first read of a large index glibc would otherwise serve every buffer under 8 MB (the
-///   index's entry lists, rebuilt after each commit) from a heap that only grows.
-fn bound_memory() {
-    git2::opts::enable_caching(false);
-    // SAFETY: these only set two of libgit2's global sizes, read when a pack window is
-    // mapped; a run sets them once, before its first look, and no other thread uses libgit2
-    // then (the runtime runs the loop on one thread). A refusal changes nothing.
-    unsafe {
-        let _ = git2::opts::set_mwindow_size(PACK_WINDOW);
-        let _ = git2::opts::set_mwindow_mapped_limit(PACK_MAPPED);
-    }
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets one of glibc's allocator parameters; any thread may call it
-    // at any time, and a refusal (a zero return) changes nothing.
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
-}
-
-/// How much of a pack file libgit2 maps at a time, and in all, during a run: reading every
-/// tree of HEAD touches most of a pack, and the pages mapped count as the run's memory
-/// (libgit2's defaults, 1 GiB windows up to 8 GiB, keep the whole pack mapped: 2.5 MB of a
-/// 4.5 MB pack on 100,000 files). Older windows are unmapped when the limit is reached.
-const PACK_WINDOW: usize = 256 * 1024;
-const PACK_MAPPED: usize = 1024 * 1024;
-
-/// Gives the pages glibc holds free back to the system, after the moments a run's process
-/// allocates most and frees it (a whole walk, a read of the index, a look that asked
-/// libgit2, a commit): glibc keeps them otherwise, for the rest of the run.
-pub(super) fn trim_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of glibc's heaps to the system; any
-    // thread may call it at any time.
-    unsafe {
-        nix::libc::malloc_trim(0);
-    }
-}
-
-/// At most this many paths are asked about one by one (see `status_of`); more are asked
-/// about in one list, which costs one pass over the index.
-const ONE_BY_ONE: usize = 16;
-
-/// True when `paths` are few and each means exactly itself as a pathspec: asked about one
-/// by one, each reads only its own index entries (see `status_of`).
-pub(super) fn one_by_one(paths: &BTreeSet<PathBuf>) -> bool {
-    !paths.is_empty() && paths.len() <= ONE_BY_ONE && paths.iter().all(|p| literal_pathspec(p))
-}
-
-/// What kern asks libgit2's status for. Ignored entries are asked for (folders not descended
-/// into) only because libgit2 reports an untracked nested repository that has a commit as
-/// ignored, where git lists it as untracked; see `nested_repository`.
-fn status_options() -> StatusOptions {
-    let mut opts = StatusOptions::new();
-    opts.include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .include_ignored(true)
-        .recurse_ignored_dirs(false)
-        .renames_head_to_index(false);
-    opts
-}
-
-/// True when `path` means exactly itself (and what it holds) as a pathspec: not empty, and
-/// none of the bytes a pathspec reads as a pattern, a negation, a comment or an escape.
-fn literal_pathspec(path: &Path) -> bool {
-    let bytes = path.as_os_str().as_bytes();
-    !bytes.is_empty()
-        && !bytes.starts_with(b"/")
-        && !bytes.ends_with(b"/")
-        && bytes
-            .iter()
-            .all(|&b| b >= 0x80 || b.is_ascii_alphanumeric() || b"._-/+,=@~%:".contains(&b))
-}
-
-/// Sorted as `git status` sorts, one entry per path.
-fn sort(changes: &mut Vec<Change>) {
-    changes.sort_by_cached_key(Change::sort_key);
-    changes.dedup_by(|a, b| a.path == b.path);
 }
 
 /// True when `path` or a folder holding it is in `paths`.
@@ -660,29 +457,6 @@ mod tests {
         ];
         for (path, want) in cases {
             assert_eq!(covered(&paths, Path::new(path)), want, "{path}");
-        }
-    }
-
-    #[test]
-    fn only_plain_paths_are_asked_about_as_pathspecs() {
-        let cases = [
-            ("SPEC.md", true),
-            ("d0000/f000.txt", true),
-            ("a-b_c/v1.2+x,y=z@h~1%:q", true),
-            ("d\u{e9}j\u{e0}/vu.txt", true),
-            ("", false),
-            ("*.txt", false),
-            ("a?b", false),
-            ("[ab]", false),
-            ("a\\b", false),
-            ("!neg", false),
-            ("#note", false),
-            ("with space", false),
-            ("trailing ", false),
-            ("tab\tname", false),
-        ];
-        for (path, want) in cases {
-            assert_eq!(literal_pathspec(Path::new(path)), want, "{path:?}");
         }
     }
 

@@ -357,6 +357,7 @@ pub(crate) fn starter() -> String {
                     "fallback-agent" | "review-agent" => toml_string("codex"),
                     "until" => toml_string("07:00"),
                     "deadline" => toml_string("5h45m"),
+                    "tracker" => toml_string("github"),
                     _ if arg
                         .get_value_names()
                         .is_some_and(|n| n.iter().any(|v| v.as_str() == "N")) =>

@@ -69,6 +69,17 @@ struct Held {
     oid: Oid,
     record: ClaimRecord,
     identity: TaskIdentity,
+    /// The tracker issue the task's Issue note names, for the events the tracker hears.
+    issue: Option<String>,
+}
+
+/// A claim this run no longer holds (freed, or lost to another machine): the task and its
+/// issue.
+pub(crate) struct Freed {
+    /// The task's title.
+    pub(crate) task: String,
+    /// The tracker issue its Issue note names.
+    pub(crate) issue: Option<String>,
 }
 
 /// What came of a landing push.
@@ -88,8 +99,13 @@ pub(crate) enum Claimed {
     No,
     /// This run holds it now: a new claim, or its own kept.
     Yes,
-    /// This run took over a lapsed claim: its holder and this attempt's number.
-    TookOver { holder: String, attempt: u32 },
+    /// This run took over a lapsed claim: its holder (and the holder's host, when its claim
+    /// said) and this attempt's number.
+    TookOver {
+        holder: String,
+        host: Option<String>,
+        attempt: u32,
+    },
 }
 
 /// The claim's key of a task: its titles' slugs, root first (`-N` for a repeated one).
@@ -147,6 +163,7 @@ impl Remote {
         repo: &Repository,
         key: &str,
         identity: &TaskIdentity,
+        issue: Option<String>,
     ) -> Result<Claimed> {
         let claims = repo.fetched_claims(&self.name)?;
         let read = claims
@@ -159,6 +176,10 @@ impl Remote {
             .as_ref()
             .and_then(|(_, r)| r.as_ref())
             .map(|r| format!("pid {} on {}", r.pid, r.host));
+        let host = read
+            .as_ref()
+            .and_then(|(_, r)| r.as_ref())
+            .map(|r| r.host.clone());
         let (expected, attempt) = match step {
             ClaimStep::HeldElsewhere { .. } => return Ok(Claimed::No),
             ClaimStep::Mine(oid) => {
@@ -169,6 +190,7 @@ impl Remote {
                             oid,
                             record,
                             identity: identity.clone(),
+                            issue,
                         },
                     );
                 }
@@ -196,11 +218,13 @@ impl Remote {
                 oid,
                 record,
                 identity: identity.clone(),
+                issue,
             },
         );
         Ok(match expected {
             Expected::At(_) => Claimed::TookOver {
                 holder: holder.unwrap_or_else(|| "a claim kern did not write".into()),
+                host,
                 attempt,
             },
             _ => Claimed::Yes,
@@ -209,7 +233,7 @@ impl Remote {
 
     /// Renews each claim held that is due; returns the tasks whose claim was lost (taken over
     /// after it lapsed).
-    pub(crate) fn renew(&mut self, repo: &Repository) -> Result<Vec<TaskIdentity>> {
+    pub(crate) fn renew(&mut self, repo: &Repository) -> Result<Vec<Freed>> {
         let now = Timestamp::now().epoch_seconds();
         let ttl = self.ttl.as_secs() as i64;
         let due: Vec<String> = self
@@ -242,7 +266,10 @@ impl Remote {
                 _ => {
                     self.work.remove(&key);
                     if let Some(h) = self.held.remove(&key) {
-                        lost.push(h.identity);
+                        lost.push(Freed {
+                            task: h.identity.path.last().cloned().unwrap_or_default(),
+                            issue: h.issue,
+                        });
                     }
                 }
             }
@@ -251,8 +278,12 @@ impl Remote {
     }
 
     /// Frees the claim on `identity` when this run holds it (a claim taken over meanwhile is
-    /// left alone: the push expects the id this run holds).
-    pub(crate) fn release(&mut self, repo: &Repository, identity: &TaskIdentity) -> Result<()> {
+    /// left alone: the push expects the id this run holds): the claim freed, if one was.
+    pub(crate) fn release(
+        &mut self,
+        repo: &Repository,
+        identity: &TaskIdentity,
+    ) -> Result<Option<Freed>> {
         let key = task_key(identity);
         if let Some(held) = self.held.remove(&key) {
             // Its work in progress goes with it: the task ended here.
@@ -268,37 +299,52 @@ impl Remote {
             };
             let updates: Vec<RefUpdate> = [Some(claim), work].into_iter().flatten().collect();
             repo.push_expecting(&self.name, &updates)?;
+            return Ok(Some(Freed {
+                task: held.identity.path.last().cloned().unwrap_or_default(),
+                issue: held.issue,
+            }));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Frees the claim on `identity` and leaves its pushed work on the remote: the run stops
     /// at its deadline with the task unfinished, and the machine that claims it next resumes
-    /// from that work.
-    pub(crate) fn hand_over(&mut self, repo: &Repository, identity: &TaskIdentity) -> Result<()> {
+    /// from that work. The claim freed, if this run held one.
+    pub(crate) fn hand_over(
+        &mut self,
+        repo: &Repository,
+        identity: &TaskIdentity,
+    ) -> Result<Option<Freed>> {
         let key = task_key(identity);
-        if let Some(held) = self.held.remove(&key) {
-            self.work.remove(&key);
-            repo.push_expecting(
-                &self.name,
-                &[RefUpdate {
-                    name: Self::claim_ref(&key),
-                    new: None,
-                    expected: Expected::At(held.oid),
-                }],
-            )?;
-        }
-        Ok(())
+        let Some(held) = self.held.remove(&key) else {
+            return Ok(None);
+        };
+        self.work.remove(&key);
+        repo.push_expecting(
+            &self.name,
+            &[RefUpdate {
+                name: Self::claim_ref(&key),
+                new: None,
+                expected: Expected::At(held.oid),
+            }],
+        )?;
+        Ok(Some(Freed {
+            task: held.identity.path.last().cloned().unwrap_or_default(),
+            issue: held.issue,
+        }))
     }
 
-    /// Frees every claim this run holds (the run ends).
-    pub(crate) fn release_all(&mut self, repo: &Repository) {
+    /// Frees every claim this run holds (the run ends): the claims freed.
+    pub(crate) fn release_all(&mut self, repo: &Repository) -> Vec<Freed> {
         let ids: Vec<TaskIdentity> = self.held.values().map(|h| h.identity.clone()).collect();
+        let mut freed = Vec::new();
         for id in ids {
-            if let Err(e) = self.release(repo, &id) {
-                tracing::warn!(error = %e, "releasing a claim");
+            match self.release(repo, &id) {
+                Ok(released) => freed.extend(released),
+                Err(e) => tracing::warn!(error = %e, "releasing a claim"),
             }
         }
+        freed
     }
 
     /// The tasks this run holds.
@@ -498,13 +544,15 @@ impl Run<'_> {
         let identity = doc.identity(task);
         let key = task_key(&identity);
         let title = Quoted(&doc.tasks()[task].title);
-        match remote.claim(&self.ws.repo, &key, &identity)? {
+        let issue = doc.tasks()[task].issue().map(|i| i.to_string());
+        match remote.claim(&self.ws.repo, &key, &identity, issue.clone())? {
             Claimed::No => Ok(false),
             Claimed::Yes => {
                 self.teller.emit(RunEvent::Told(Told::Claimed {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     claim: format!("{CLAIMS}{key}"),
+                    issue,
                 }));
                 // A task in progress that its last machine handed over at its deadline.
                 if doc.tasks()[task].state == crate::spec::TaskState::InProgress {
@@ -512,13 +560,19 @@ impl Run<'_> {
                 }
                 Ok(true)
             }
-            Claimed::TookOver { holder, attempt } => {
+            Claimed::TookOver {
+                holder,
+                host,
+                attempt,
+            } => {
                 remote.taken_over.push(identity.clone());
                 self.teller.emit(RunEvent::Told(Told::TookOver {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     holder,
                     attempt,
+                    issue,
+                    from_host: host,
                 }));
                 Ok(true)
             }
@@ -561,7 +615,8 @@ impl Run<'_> {
         };
         for lost in remote.renew(&self.ws.repo)? {
             self.teller.emit(RunEvent::Told(Told::ClaimLost {
-                task: lost.path.last().cloned().unwrap_or_default(),
+                task: lost.task,
+                issue: lost.issue,
             }));
         }
         self.remote_checkpoint()
@@ -582,10 +637,17 @@ impl Run<'_> {
             if let Err(e) = self.remote_publish(&identity) {
                 tracing::warn!(error = %e, "publishing a task's SPEC.md lines at the deadline");
             }
-            if let Some(remote) = self.target.remote_mut()
-                && let Err(e) = remote.hand_over(&self.ws.repo, &identity)
-            {
-                tracing::warn!(error = %e, "freeing a claim at the deadline");
+            let freed = match self.target.remote_mut() {
+                Some(remote) => remote.hand_over(&self.ws.repo, &identity),
+                None => Ok(None),
+            };
+            match freed {
+                Ok(Some(freed)) => self.teller.emit(RunEvent::Told(Told::Released {
+                    task: freed.task,
+                    issue: freed.issue,
+                })),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "freeing a claim at the deadline"),
             }
         }
     }
@@ -593,7 +655,12 @@ impl Run<'_> {
     /// Frees every claim the run holds (it ends).
     pub(super) fn remote_close(&mut self) {
         if let Some(remote) = self.target.remote_mut() {
-            remote.release_all(&self.ws.repo);
+            for freed in remote.release_all(&self.ws.repo) {
+                self.teller.emit(RunEvent::Told(Told::Released {
+                    task: freed.task,
+                    issue: freed.issue,
+                }));
+            }
         }
     }
 }
