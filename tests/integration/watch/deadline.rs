@@ -11,6 +11,7 @@
 use serde_json::json;
 
 use crate::remote::{Fleet, all_landed_once, tasks};
+use crate::support::fakes::{fake_gh, gh_calls};
 use crate::support::gate::Gate;
 use crate::support::project::Project;
 
@@ -146,4 +147,66 @@ fn at_its_deadline_a_machine_pushes_its_work_frees_its_claim_and_the_next_resume
     assert_eq!(fleet.remote_file("half.txt"), "half\n");
     all_landed_once(&fleet, 2);
     std::fs::write(&never, "").unwrap();
+}
+
+/// With `--tracker github` too, the claim freed at the deadline takes the machine's label off
+/// the task's issue, as a claim freed at the run's end does: nothing dangles on the issue.
+#[test]
+fn at_its_deadline_a_machine_takes_its_label_off_the_issue_of_the_task_it_leaves() {
+    let fleet = Fleet::new("- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n", 1);
+    let never = fleet.seed.outside.path().join("never");
+    fleet
+        .seed
+        .scenario(&json!({"default": {"implement": {"shell": [format!(
+            "while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done",
+            never.display(),
+            fleet.seed.outside.path().display()
+        )]}}}));
+    let (bin, log) = fake_gh(&fleet.seed);
+    // Research fits and implement starts (each by its 5 s timeout), then every try of
+    // implement is cut, by its timeout or at the deadline, until none fits.
+    fleet
+        .kern(
+            0,
+            &[
+                "1",
+                "0",
+                "--remote",
+                "origin",
+                "--tracker",
+                "github",
+                "--deadline",
+                "20",
+                "--stage-timeout",
+                "5",
+            ],
+        )
+        .path_first(&bin)
+        .expect(0)
+        .stderr_has("deadline");
+    std::fs::write(&never, "").unwrap();
+    assert_eq!(fleet.claims(), Vec::<String>::new(), "the claim is freed");
+    let calls = gh_calls(&log);
+    let asked: Vec<String> = calls.iter().map(|(a, _)| a[..3].join(" ")).collect();
+    assert_eq!(
+        asked.first().map(String::as_str),
+        Some("api --method POST"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        asked.last().map(String::as_str),
+        Some("api --method DELETE"),
+        "the label comes off: {calls:?}"
+    );
+    assert!(
+        calls.last().unwrap().0[3].starts_with("repos/acme/app/issues/12/labels/kern%3A"),
+        "{calls:?}"
+    );
+    assert!(
+        fleet
+            .remote_file("SPEC.md")
+            .contains("- [~] Add a dark mode"),
+        "{}",
+        fleet.remote_file("SPEC.md")
+    );
 }
