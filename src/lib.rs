@@ -188,6 +188,8 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             let written = settings::config::write_starter(repo.top())?;
             if !settings.quiet {
                 eprintln!("kern: wrote {}", written.display());
+                let relative = written.strip_prefix(repo.top()).unwrap_or(&written);
+                eprintln!("{}", init::commit_advice(relative, 1));
             }
             Ok(())
         }
@@ -207,6 +209,15 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
                         spec.display()
                     ),
                     None => eprintln!("kern: wrote {}", names.join(", ")),
+                }
+                if prompts {
+                    eprintln!(
+                        "{}",
+                        init::commit_advice(
+                            std::path::Path::new(".kern/prompts"),
+                            crate::stage::Stage::ALL.len(),
+                        )
+                    );
                 }
             }
             Ok(())

@@ -164,6 +164,17 @@ pub(crate) fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Written> {
     })
 }
 
+/// What to do with the `files` that `kern init --config` or `--prompts` wrote under `add`:
+/// commit them, because they are not kern's own files (as SPEC.md and LEARNINGS.md are) and a
+/// new task starts only on a clean tree — a run would stop on them (exit 2).
+pub(crate) fn commit_advice(add: &Path, files: usize) -> String {
+    format!(
+        "kern: commit {} before a run (`git add {} && git commit`): a new task starts only on a clean tree",
+        if files == 1 { "it" } else { "them" },
+        add.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +278,18 @@ mod tests {
                 assert_eq!(read(top.path().join(name)), "mine\n", "{name}");
             }
         }
+    }
+
+    #[test]
+    fn the_advice_names_what_to_add() {
+        assert_eq!(
+            commit_advice(Path::new(".kern/config.toml"), 1),
+            "kern: commit it before a run (`git add .kern/config.toml && git commit`): a new task starts only on a clean tree"
+        );
+        assert_eq!(
+            commit_advice(Path::new(".kern/prompts"), 3),
+            "kern: commit them before a run (`git add .kern/prompts && git commit`): a new task starts only on a clean tree"
+        );
     }
 
     #[test]

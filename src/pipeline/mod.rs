@@ -51,7 +51,7 @@ pub(crate) mod schedule;
 mod scope;
 mod shared;
 pub(crate) mod stage;
-mod start;
+pub(crate) mod start;
 mod verify;
 
 use crate::error::{Error, Result};

@@ -5,7 +5,8 @@
 //! identity (as kern's commit reads it: `author_from_env`); commit signing (the key found when
 //! `commit.gpgsign` is on), git's index (`index.lock`, a sparse index), filter drivers (the
 //! repository's preflight); SPEC.md present and valid (the first diagnostic); prompt overrides
-//! valid; the agent binary found and its version; the agent logged in (`claude auth status`;
+//! valid; the tree the next task starts on (uncommitted changes named, and a failure only where
+//! the run would stop on them: a new task without `--allow-dirty`); the agent binary found and its version; the agent logged in (`claude auth status`;
 //! for Codex, what its configured provider needs: the OpenAI login through `codex login
 //! status`, an `env_key` variable, or nothing; no network needed); the same two for
 //! `--review-agent` and `--fallback-agent` when given; with `--sandbox`, bubblewrap and socat
@@ -43,7 +44,7 @@ use crate::settings::Settings;
 
 use agents::{agent_checks, agent_roles, sandbox_check};
 use git::{commit_checks, identity_check, repository_checks};
-use spec::{spec_check, templates_check};
+use spec::{clean_tree_check, spec_check, templates_check};
 use state::{lock_check, old_state_check, state_root_check};
 
 /// How one check ended.
@@ -192,6 +193,7 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
         Some(repo) => {
             checks.push(spec_check(settings, repo.top()));
             checks.push(templates_check(repo.top()));
+            checks.push(clean_tree_check(settings));
         }
         None => {
             checks.push(Check::skipped(
@@ -199,6 +201,7 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
                 "no usable repository",
             ));
             checks.push(Check::skipped("prompt templates", "no usable repository"));
+            checks.push(Check::skipped("clean tree", "no usable repository"));
         }
     }
     let top = repo.as_ref().map(|r| r.top().to_path_buf());

@@ -1,0 +1,88 @@
+//! Issue 43's rough edges, second round, each as a newcomer or a careful user met it with the
+//! real binary: a dirty tree that passed every check, the scripted agent's counts in the tree,
+//! subcommand typos read as a count, what the docs said that the program did not, a report in a
+//! fenced block thrown away at the idle timeout, a commit during implement told twice, the
+//! set-aside that did not wait for git's lock, an agent's `git stash`, the rest of `--remote`,
+//! criteria headings and deferred titles, the commit message as git cleans it, and tasks that
+//! wait for each other.
+
+use crate::support::project;
+
+use project::Project;
+
+// 1. A dirty tree is named, with the fix, before a night stops on it.
+
+#[test]
+fn a_dirty_tree_is_named_with_its_fix_by_doctor_and_the_dry_run() {
+    let p = Project::new("- [ ] One\n");
+    p.write("README.md", "# changed by hand\n");
+    p.write("notes.txt", "mine\n");
+    let stop = "the work tree has uncommitted changes: README.md, notes.txt";
+    let fix = "commit or stash them, or pass --allow-dirty to leave them out of kern's commits";
+    let doctor = p.run(&["doctor"]).expect(2);
+    doctor.stderr_has(&format!("✗ clean tree: {stop}\n    fix: {fix}\n"));
+    let dry = p.run(&["-n"]).expect(0);
+    assert!(
+        dry.stdout.contains(&format!(
+            "would stop: {stop} — {fix} (exit 2, before any agent)\n"
+        )),
+        "{}",
+        dry.stdout
+    );
+    // What they said is what the run does.
+    p.run(&["1", "0"]).expect(2).stderr_has(stop);
+    assert!(p.prompts("research").is_empty(), "no agent ran");
+
+    // With --allow-dirty the paths are named as left out, and nothing fails.
+    let allowed =
+        "uncommitted changes: README.md, notes.txt, left out of kern's commits (--allow-dirty)";
+    p.run(&["doctor"])
+        .env("KERN_ALLOW_DIRTY", "true")
+        .expect(0)
+        .stderr_has(&format!("✓ clean tree: {allowed}\n"));
+    let dry = p.run(&["-n", "--allow-dirty"]).expect(0);
+    assert!(
+        dry.stdout.contains(
+            "left out:   README.md, notes.txt — uncommitted before the task, so never in kern's commits (--allow-dirty)\n"
+        ),
+        "{}",
+        dry.stdout
+    );
+
+    // Committed, the tree is clean for both.
+    p.commit_all("my changes");
+    p.run(&["doctor"])
+        .expect(0)
+        .stderr_has("✓ clean tree: no uncommitted changes\n");
+    let dry = p.run(&["-n"]).expect(0);
+    assert!(!dry.stdout.contains("would stop:"), "{}", dry.stdout);
+}
+
+#[test]
+fn a_task_that_resumes_on_a_dirty_tree_passes_the_doctor() {
+    let p = Project::new("- [~] One\n");
+    p.write("half.txt", "the agent's half-done work\n");
+    p.run(&["doctor"]).expect(0).stderr_has(
+        "✓ clean tree: `One` resumes, on the tree as it is (a new task needs a clean one)\n",
+    );
+    let dry = p.run(&["-n"]).expect(0);
+    assert!(!dry.stdout.contains("would stop:"), "{}", dry.stdout);
+}
+
+#[test]
+fn init_config_and_prompts_say_to_commit_what_they_wrote() {
+    let p = Project::new("- [ ] One\n");
+    p.run(&["init", "--config"]).expect(0).stderr_has(
+        "kern: commit it before a run (`git add .kern/config.toml && git commit`): a new task starts only on a clean tree\n",
+    );
+    p.run(&["doctor"])
+        .expect(2)
+        .stderr_has("✗ clean tree: the work tree has uncommitted changes: .kern/config.toml\n");
+    p.commit_all("kern settings");
+    p.run(&["init", "--prompts"]).expect(0).stderr_has(
+        "kern: commit them before a run (`git add .kern/prompts && git commit`): a new task starts only on a clean tree\n",
+    );
+    p.run(&["doctor"]).expect(2).stderr_has(
+        "✗ clean tree: the work tree has uncommitted changes: .kern/prompts/1_research.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
+    );
+}
