@@ -6,7 +6,7 @@
 //! criteria headings and deferred titles, the commit message as git cleans it, and tasks that
 //! wait for each other.
 
-use crate::support::project;
+use crate::support::{kern_in, project};
 
 use project::Project;
 
@@ -85,4 +85,42 @@ fn init_config_and_prompts_say_to_commit_what_they_wrote() {
     p.run(&["doctor"]).expect(2).stderr_has(
         "✗ clean tree: the work tree has uncommitted changes: .kern/prompts/1_research.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
     );
+}
+
+// 3. A word where the count goes: the nearest subcommand, or help.
+
+#[test]
+fn a_subcommand_typo_names_the_nearest_command_and_help_is_help() {
+    let dir = tempfile::tempdir().unwrap();
+    for (typed, meant) in [
+        ("stauts", "status"),
+        ("dcotor", "doctor"),
+        ("reprot", "report"),
+    ] {
+        let ran = kern_in(dir.path()).args([typed]).expect(2);
+        assert_eq!(
+            ran.stderr,
+            format!(
+                "kern: error: `{typed}` is not a command, nor a number of tasks — did you mean `kern {meant}`?\n"
+            )
+        );
+    }
+    let help = kern_in(dir.path()).args(["--help"]).expect(0).stdout;
+    assert_eq!(kern_in(dir.path()).args(["help"]).expect(0).stdout, help);
+    let status_help = kern_in(dir.path())
+        .args(["status", "--help"])
+        .expect(0)
+        .stdout;
+    assert_eq!(
+        kern_in(dir.path())
+            .args(["help", "status"])
+            .expect(0)
+            .stdout,
+        status_help
+    );
+    // A number out of range keeps clap's own words.
+    kern_in(dir.path())
+        .args(["0"])
+        .expect(2)
+        .stderr_has("invalid value '0' for '[ITERATIONS]'");
 }
