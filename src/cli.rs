@@ -561,6 +561,7 @@ pub fn word_for_count(error: &clap::Error, args: &[std::ffi::OsString]) -> Optio
     // A typo (two edits, or a third of a long name) or the start of a name (`comp`).
     let nearest = names
         .iter()
+        .chain(std::iter::once(&"help"))
         .map(|name| {
             let started = word.len() >= 3 && name.starts_with(word);
             let distance = if started {
@@ -801,6 +802,7 @@ mod tests {
             (&["kern", "reprot"], Some("report")),
             (&["kern", "-v", "inti"], Some("init")),
             (&["kern", "compl"], Some("completions")),
+            (&["kern", "helo"], Some("help")),
         ];
         for (argv, name) in cases {
             match read(argv) {
