@@ -97,6 +97,8 @@ enum How {
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
     /// are executable, the criterion bench is declared.
     Bench,
+    /// The first night without an account (docs/scripted-agent.md): run in order on a project.
+    ScriptedNight,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -179,6 +181,24 @@ const KNOWN: &[(&str, How)] = &[
     ("benches/phantom", How::Bench),
     ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
     ("benches/remote", How::Bench),
+    (
+        r"printf '#!/bin/sh\nexec kern scripted-agent .kern/scenario.json\n' > .kern/agent.sh",
+        How::ScriptedNight,
+    ),
+    ("chmod +x .kern/agent.sh", How::ScriptedNight),
+    (
+        "git add .kern && git commit -m \"A scripted agent for a night without an account\"",
+        How::ScriptedNight,
+    ),
+    (
+        "kern doctor --agent program:.kern/agent.sh",
+        How::ScriptedNight,
+    ),
+    ("kern -n --agent program:.kern/agent.sh", How::ScriptedNight),
+    (
+        "kern 10 30 --agent program:.kern/agent.sh",
+        How::ScriptedNight,
+    ),
 ];
 
 /// The commands of every shell block (```sh, ```shell, ```console), block by block. A ```bash
@@ -871,7 +891,14 @@ fn inline_kern_commands_parse_with_the_real_command_line() {
         let kern_part = command.split('|').next().unwrap_or(command);
         let words: Vec<&str> = kern_part.split_whitespace().collect();
         if let Err(e) = kern::cli::Cli::try_parse_from(&words) {
-            panic!("README.md shows `{command}`, which kern rejects: {e}");
+            // `kern help status` is read before clap's verdict, as kern reads it.
+            let args: Vec<std::ffi::OsString> = words.iter().map(Into::into).collect();
+            if !matches!(
+                kern::cli::word_for_count(&e, &args),
+                Some(kern::cli::WordForCount::Help(_))
+            ) {
+                panic!("README.md shows `{command}`, which kern rejects: {e}");
+            }
         }
     }
 }
@@ -1435,4 +1462,45 @@ fn the_shell_loop_on_n_machines_lands_every_task_once() {
             "{log}\n{stderr}"
         );
     }
+}
+
+/// docs/scripted-agent.md's first night without an account, step by step on a project: the
+/// scenario its JSON block shows, then each command of its shell blocks in order.
+#[test]
+fn the_first_night_without_an_account_runs_as_its_page_says() {
+    let steps = commands(How::ScriptedNight);
+    assert_eq!(steps.len(), 6, "{steps:?}");
+    let page = PAGES
+        .iter()
+        .find(|(name, _)| *name == "docs/scripted-agent.md")
+        .unwrap()
+        .1;
+    let section = page
+        .split("# A first night without an account\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n# ").next())
+        .expect("the section");
+    let scenario = section
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the scenario's JSON block");
+    let p = Project::new("# Tasks\n\n- [ ] Add the greeting\n");
+    p.write(".kern/scenario.json", scenario.trim());
+    for step in &steps {
+        let (code, stdout, stderr) = shell_step(&p, p.path(), step, &[]);
+        assert_eq!(code, Some(0), "`{step}`:\n{stdout}\n{stderr}");
+    }
+    assert_eq!(p.log()[0], "Add the greeting");
+    assert_eq!(
+        p.read("notes/add-the-greeting.md"),
+        "# Add the greeting\n\nDone by the scripted agent.\n"
+    );
+    assert!(p.read("SPEC.md").contains("- [x] Add the greeting"));
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+    assert!(
+        p.state_dir()
+            .join("scripted-agent/scenario.counts.json")
+            .is_file()
+    );
 }

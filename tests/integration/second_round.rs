@@ -124,3 +124,48 @@ fn a_subcommand_typo_names_the_nearest_command_and_help_is_help() {
         .expect(2)
         .stderr_has("invalid value '0' for '[ITERATIONS]'");
 }
+
+// 2. The scripted agent with its scenario committed in the repository.
+
+#[test]
+fn the_scripted_agent_with_its_scenario_in_the_repository_counts_in_the_state_folder() {
+    let p = Project::new("- [ ] Add the greeting\n- [ ] Add the farewell\n");
+    p.write(
+        ".kern/scenario.json",
+        r##"{"default": {"implement": {"write": {"notes/{slug}.md": "# {task}\n"}}}}"##,
+    );
+    p.write(
+        ".kern/agent.sh",
+        &format!(
+            "#!/bin/sh\nexec '{}' scripted-agent .kern/scenario.json\n",
+            crate::support::kern_bin().display()
+        ),
+    );
+    std::fs::set_permissions(
+        p.path().join(".kern/agent.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    p.commit_all("a scripted agent");
+    let run = p
+        .run(&["2", "0", "--agent", "program:.kern/agent.sh"])
+        .expect(0);
+    assert_eq!(
+        p.log()[..2],
+        ["Add the farewell", "Add the greeting"],
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("violation"), "{}", run.stderr);
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+    let books = p.state_dir().join("scripted-agent");
+    let counts: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(books.join("scenario.counts.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        counts,
+        serde_json::json!({"default/research": 2, "default/implement": 2, "default/commit": 2})
+    );
+    let calls = std::fs::read_to_string(books.join("scenario.calls.jsonl")).unwrap();
+    assert_eq!(calls.lines().count(), 6);
+}
