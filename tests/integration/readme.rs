@@ -72,7 +72,8 @@ enum How {
     CargoTest,
     /// `cargo test --test integration -- A B`: part of this run; each named module must exist.
     TestTargets,
-    /// `cargo install --path .`: not run; the package and its binary are checked.
+    /// `cargo install --locked --path .`: not run; the package, its binary and the lock that
+    /// lets it reuse the demo's build are checked.
     CargoInstall,
     /// `kern doctor`: run with a fake, logged-in `claude`.
     Doctor,
@@ -99,6 +100,8 @@ enum How {
     Bench,
     /// The first night without an account (docs/scripted-agent.md): run in order on a project.
     ScriptedNight,
+    /// The first night with Codex: run with a fake, logged-in `codex` on PATH.
+    CodexNight,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -109,7 +112,7 @@ const KNOWN: &[(&str, How)] = &[
         "cargo test --test integration -- real_agent real_claude real_codex real_two_agents",
         How::TestTargets,
     ),
-    ("cargo install --path .", How::CargoInstall),
+    ("cargo install --locked --path .", How::CargoInstall),
     ("kern doctor", How::Doctor),
     ("kern init", How::Daily),
     ("kern -n", How::Daily),
@@ -166,6 +169,8 @@ const KNOWN: &[(&str, How)] = &[
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
+    ("kern doctor --agent codex", How::CodexNight),
+    ("kern 10 30 --agent codex", How::CodexNight),
     ("kern 10 30 --fallback-agent codex", How::TwoAgents),
     ("kern 10 30 --review-agent codex", How::TwoAgents),
     (
@@ -398,7 +403,17 @@ fn test_targets_named_in_the_readme_exist() {
 
 #[test]
 fn cargo_install_path_installs_a_binary_named_kern() {
-    assert_eq!(commands(How::CargoInstall), ["cargo install --path ."]);
+    // `--locked`: without it cargo resolves the dependencies anew, to newer versions than
+    // Cargo.lock's, and compiles every one a second time after the demo's build.
+    assert_eq!(
+        commands(How::CargoInstall),
+        ["cargo install --locked --path ."]
+    );
+    assert!(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("Cargo.lock")
+            .is_file()
+    );
     let package = CARGO_TOML
         .split("\n[")
         .next()
@@ -1146,6 +1161,12 @@ fn fake_codex(p: &Project) -> PathBuf {
     let script = format!(
         "#!/bin/sh\nout=''\nfor a in \"$@\"; do\n  case \"$a\" in\n{cases}  esac\ndone\ncat > /dev/null\ncase \"$out\" in *stage2*) echo 'by codex' > codex.txt ;; esac\ncat \"$out\"\n"
     );
+    // What `kern doctor` asks: the version, and the login (on stderr, as codex-cli 0.169.0).
+    let script = script.replacen(
+        "#!/bin/sh\n",
+        "#!/bin/sh\ncase \"$*\" in\n  --version) echo 'codex-cli 0.169.0'; exit 0 ;;\n  'login status') echo 'Logged in using ChatGPT' >&2; exit 0 ;;\nesac\n",
+        1,
+    );
     let path = bin.join("codex");
     std::fs::write(&path, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -1503,4 +1524,77 @@ fn the_first_night_without_an_account_runs_as_its_page_says() {
             .join("scripted-agent/scenario.counts.json")
             .is_file()
     );
+}
+
+/// The README's first night with Codex: the doctor passes with a logged-in `codex`, and the
+/// night runs every stage on it.
+#[test]
+fn the_first_night_with_codex_runs_as_the_readme_says() {
+    let steps = commands(How::CodexNight);
+    assert_eq!(
+        steps,
+        ["kern doctor --agent codex", "kern 10 30 --agent codex"]
+    );
+    let p = Project::new("- [ ] Say hello\n");
+    let bin = fake_codex(&p);
+    let home = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for step in &steps {
+        let args: Vec<&str> = step.split_whitespace().skip(1).collect();
+        let ran = p
+            .run(&[])
+            .args(&args)
+            .env("PATH", &path)
+            .env("CODEX_HOME", home.path())
+            .env_remove(["CODEX_API_KEY", "OPENAI_API_KEY"])
+            .expect(0);
+        if step.contains("doctor") {
+            ran.stderr_has("✓ agent: `codex` codex-cli 0.169.0");
+        }
+    }
+    assert_eq!(p.log()[0], "Reviewed by codex");
+    assert!(p.head_files().contains(&"codex.txt".to_string()));
+    assert!(
+        p.prompts("research").is_empty(),
+        "the scripted agent ran no stage"
+    );
+}
+
+#[test]
+fn the_license_cargo_toml_names_is_there() {
+    assert!(CARGO_TOML.contains("\nlicense = \"MIT\"\n"), "{CARGO_TOML}");
+    let license = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("LICENSE"))
+        .expect("the LICENSE file Cargo.toml's `license` names");
+    assert!(
+        license.starts_with("MIT License\n\nCopyright (c) "),
+        "{license}"
+    );
+    assert!(
+        license
+            .lines()
+            .nth(2)
+            .unwrap()
+            .ends_with(" the kern authors"),
+        "{license}"
+    );
+    assert!(license.contains("THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND"));
+    assert!(README_MD.contains("[LICENSE](LICENSE)"));
+}
+
+/// Where completions come from is said, and what it names works.
+#[test]
+fn the_readme_says_where_completions_come_from() {
+    assert!(README_MD.contains("`kern completions bash`"), "{README_MD}");
+    let dir = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let named = README_MD.contains(&format!("`{shell}`"))
+            || README_MD.contains(&format!("`kern completions {shell}`"));
+        assert!(named, "the README names {shell}");
+        let ran = kern_in(dir.path()).args(["completions", shell]).expect(0);
+        assert!(!ran.utf8_stdout().is_empty(), "{shell}");
+    }
 }
