@@ -370,7 +370,8 @@ pub enum Command {
         /// Print the report as Markdown, for a pull request or a chat.
         #[arg(long)]
         markdown: bool,
-        /// Also write the report as one self-contained HTML page with a timeline.
+        /// Write the report to FILE as one self-contained HTML page with a timeline, instead of
+        /// printing it (with --json or --markdown, besides printing that).
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },

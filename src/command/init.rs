@@ -40,7 +40,7 @@ A task is a list item whose text starts with a box. The box is the task's state:
     [!]   blocked: kern gave up after repeated failed attempts, or the task waits on a
           decision of yours; read its notes, do what they say, and set the box back to [ ]
 Other tools' boxes are read too ([-] and [/] are left alone, [ ]* is optional and taken
-last): the README's table says how.
+last): docs/spec-format.md in kern's repository says how.
 
 kern takes the first pending task from the top, runs the agent on it (research, implement,
 review) and commits the result. A task with subtasks (task items indented under it) is done

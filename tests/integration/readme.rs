@@ -1598,3 +1598,59 @@ fn the_readme_says_where_completions_come_from() {
         assert!(!ran.utf8_stdout().is_empty(), "{shell}");
     }
 }
+
+/// The `tEXt` chunk `key` of a PNG file.
+fn png_text(png: &[u8], key: &str) -> Option<String> {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    let mut at = 8;
+    while at + 8 <= png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        let kind = &png[at + 4..at + 8];
+        let body = &png[at + 8..at + 8 + len];
+        if kind == b"tEXt"
+            && let Some(text) = body.strip_prefix(format!("{key}\0").as_bytes())
+        {
+            return Some(String::from_utf8_lossy(text).into_owned());
+        }
+        at += 12 + len;
+    }
+    None
+}
+
+/// The README's screenshot is of the demo as it is: its `Comment` names the models the page
+/// shows (written when it was taken), and they are the models the demo's report names now.
+#[test]
+fn the_readmes_screenshot_shows_the_models_the_demo_prints() {
+    let png = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/morning-report.png"))
+        .unwrap();
+    let comment = png_text(&png, "Comment").expect("the screenshot says what it shows");
+    let shown: Vec<&str> = comment
+        .split("models: ")
+        .nth(1)
+        .expect("the models it shows")
+        .split(", ")
+        .collect();
+    let (code, err) = demo(&["--keep"]);
+    assert_eq!(code, Some(0), "{err}");
+    let root = PathBuf::from(after(&err, "kept: "));
+    let report = kern_in(&root.join("greet"))
+        .args(["report", "--json"])
+        .env("KERN_STATE_DIR", root.join("state"))
+        .expect(0);
+    std::fs::remove_dir_all(&root).unwrap();
+    let report: Value = serde_json::from_str(&report.stdout).unwrap();
+    let mut printed: Vec<String> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["tasks"].as_array().unwrap())
+        .flat_map(|t| t["stages"].as_array().unwrap())
+        .map(|s| s["model"].as_str().unwrap_or("").to_string())
+        .collect();
+    printed.sort();
+    printed.dedup();
+    assert_eq!(
+        printed, shown,
+        "retake docs/morning-report.png from `kern demo --keep`'s report --html"
+    );
+}

@@ -169,3 +169,138 @@ fn the_scripted_agent_with_its_scenario_in_the_repository_counts_in_the_state_fo
     let calls = std::fs::read_to_string(books.join("scenario.calls.jsonl")).unwrap();
     assert_eq!(calls.lines().count(), 6);
 }
+
+// 5. The docs behind the program.
+
+#[test]
+fn a_short_runs_html_time_axis_never_repeats_a_label() {
+    let p = Project::new("- [ ] One\n");
+    p.run(&["1", "0"]).expect(0);
+    // The run as a fast machine records it: every event in one second, each stage 10 ms.
+    let log = p.state_dir().join("run.jsonl");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first = events[0]["ts"].clone();
+    let text: String = events
+        .into_iter()
+        .map(|mut e| {
+            e["ts"] = first.clone();
+            if e.get("duration_ms").is_some() {
+                e["duration_ms"] = 10.into();
+            }
+            format!("{e}\n")
+        })
+        .collect();
+    std::fs::write(&log, text).unwrap();
+    let page = p.outside.path().join("night.html");
+    let ran = p
+        .run(&["report", "--html", page.to_str().unwrap()])
+        .expect(0);
+    assert_eq!(
+        ran.stdout, "",
+        "--html writes the page, and prints no report"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    let doc = scraper::Html::parse_document(&html);
+    let selector = scraper::Selector::parse("svg.timeline text.axis").unwrap();
+    let labels: Vec<String> = doc
+        .select(&selector)
+        .map(|t| t.text().collect::<String>())
+        .filter(|t| t != "cost")
+        .collect();
+    let mut unique = labels.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(labels.len(), unique.len(), "{labels:?}");
+    assert_eq!(labels, ["0", "0.01s", "0.02s", "0.03s"]);
+}
+
+#[test]
+fn report_help_says_what_html_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = kern_in(dir.path())
+        .args(["report", "--help"])
+        .expect(0)
+        .stdout;
+    assert!(!help.contains("Also write"), "{help}");
+    assert!(
+        help.contains(
+            "Write the report to FILE as one self-contained HTML page with a timeline, instead of"
+        ),
+        "{help}"
+    );
+}
+
+#[test]
+fn the_starter_spec_points_at_the_page_that_has_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::during::git_in(dir.path(), &["init", "-q"]);
+    kern_in(dir.path()).args(["init"]).expect(0);
+    let spec = std::fs::read_to_string(dir.path().join("SPEC.md")).unwrap();
+    assert!(!spec.contains("README's table"), "{spec}");
+    assert!(spec.contains("docs/spec-format.md"), "{spec}");
+    let page = include_str!("../../docs/spec-format.md");
+    assert!(page.contains("| Kiro, Obsidian Tasks | `[-]`, `[/]`"));
+}
+
+#[test]
+fn spec_format_says_max_task_files_splits_a_large_task_first() {
+    let page = include_str!("../../docs/spec-format.md");
+    assert!(
+        !page.contains("Still to come: a task\n  split before it is implemented"),
+        "docs/spec-format.md still calls it to come"
+    );
+    assert!(page.contains("--max-task-files"), "its option is named");
+}
+
+#[test]
+fn a_program_agents_partial_reports_are_read_as_docs_agents_md_says() {
+    let page = include_str!("../../docs/agents.md");
+    assert!(
+        page.contains(
+            "A report needs only `notes` (research), `status` (implement) or `verdict`\n(commit)"
+        ),
+        "docs/agents.md says what kern reads"
+    );
+    assert!(
+        !page.contains("**every** property"),
+        "not what kern requires"
+    );
+    let p = Project::new("- [ ] Add out\n");
+    let agent = p.outside.path().join("partial.sh");
+    std::fs::write(
+        &agent,
+        r#"#!/bin/sh
+cat > /dev/null
+case "$KERN_STAGE" in
+  research) echo '{"notes": []}' ;;
+  implement) echo done > out.txt; echo '{"status": "SUCCESS", "mood": "ignored"}' ;;
+  commit) echo '{"verdict": "COMMIT"}' ;;
+esac
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p.run(&["1", "0"])
+        .env("KERN_AGENT", format!("program:{}", agent.display()))
+        .expect(0);
+    assert_eq!(
+        p.log()[0],
+        "Add out",
+        "an empty subject commits with the title"
+    );
+    // Without the one property it needs, a report is none: the attempt fails.
+    let p = Project::new("- [ ] Add out\n");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\ncat > /dev/null\necho '{\"summary\": \"no status\"}'\n",
+    )
+    .unwrap();
+    p.run(&["1", "0", "--max-attempts", "1", "--level", "0"])
+        .env("KERN_AGENT", format!("program:{}", agent.display()))
+        .expect(4)
+        .stderr_has("implement stage gave no usable result");
+}
