@@ -28,13 +28,21 @@
 //!   message still refused after that is a failed attempt.
 
 use crate::agent::stream::RateLimit;
-use crate::pipeline::check::CheckResult;
+use crate::event::IterationEnd;
 use crate::pipeline::error_research;
 pub(super) use crate::spec::error_signature;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
-use crate::state::run_log::IterationEnd;
+
+/// How a check ended (the check gate's, a `run` must-have's): what the policy judges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CheckResult {
+    /// Exit 0.
+    Passed,
+    /// Anything else; the note says what and shows the last lines.
+    Failed(String),
+}
 
 /// How many times kern asks the review for a new message after a hook refused one.
 pub(super) const MESSAGE_REQUESTS: u32 = 2;

@@ -22,7 +22,7 @@ use globset::{Glob, GlobSetBuilder};
 use super::{Run, TaskRun};
 use crate::cli::ScopeMode;
 use crate::error::{Error, Result};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::text;
 
 /// Lockfiles and the manifests they belong to.
@@ -127,13 +127,13 @@ impl Run<'_> {
             .join(", ");
         if self.settings.scope == ScopeMode::Strict {
             let note = crate::reporter::voice::out_of_scope(&it.start.scope, &out);
-            self.emit(RunEvent::Told(Told::OutOfScope {
+            self.teller.emit(RunEvent::Told(Told::OutOfScope {
                 scope: it.start.scope.clone(),
                 paths: out.clone(),
             }));
             let attempts = self.attempts(it)?;
             return match super::decide::after_check(
-                super::check::CheckResult::Failed(note),
+                super::decide::CheckResult::Failed(note),
                 &attempts,
                 self.settings.max_attempts,
             ) {
@@ -153,11 +153,11 @@ impl Run<'_> {
             ),
         )?;
         let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
-        self.emit(RunEvent::Told(Told::ScopeSetAside {
+        self.teller.emit(RunEvent::Told(Told::ScopeSetAside {
             task: it.title.clone(),
             note: note.clone(),
         }));
-        self.log.event(RunEvent::SetAside {
+        self.teller.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: saved,
             paths: out,

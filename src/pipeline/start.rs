@@ -8,10 +8,10 @@
 //! the same rule ([`tree_at_start`]) so that they name the paths before a night stops on them.
 
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::spec::{Document, TaskState};
 use crate::state::journal::{self, LeftOut, TaskStart};
-use crate::state::run_log::{RunEvent, Told};
 use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
 
@@ -93,7 +93,8 @@ impl Run<'_> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect();
             if !new.is_empty() {
-                self.emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
+                self.teller
+                    .emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
             }
             self.remember_persons(&dirty);
             excluded.clone_from(&self.left_out.persons);

@@ -15,13 +15,14 @@
 
 use std::path::Path;
 
-use super::check::{self, CheckResult};
+use super::check;
+use super::decide::CheckResult;
 use super::decide::{self, Next};
 use super::{Run, TaskRun};
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent};
 use crate::spec::MustHave;
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent};
 
 /// What kern found for one must-have.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,7 +188,7 @@ impl Run<'_> {
             });
         }
         let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
-        self.emit(RunEvent::Must {
+        self.teller.emit(RunEvent::Must {
             task: it.title.clone(),
             findings: findings.iter().map(Finding::line).collect(),
             passed: failed.is_empty(),

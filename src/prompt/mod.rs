@@ -60,6 +60,20 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
+/// What kern adds to a prompt for a task's discovery level (DESIGN.md section 17): research
+/// kept short at level 1; research and review asked to go deep at level 3.
+pub(crate) fn level_note(level: u8, stage: Stage) -> Option<&'static str> {
+    match (level, stage) {
+        (1, Stage::Research) => Some(
+            "\n\nkern rates this task a small one (discovery level 1): keep the research short — at most 5 notes, read only what the task names and what it calls.\n",
+        ),
+        (3, Stage::Research | Stage::Review) => Some(
+            "\n\nkern rates this task architectural (discovery level 3): go deep — read every module it touches and the ways they can break, before you answer.\n",
+        ),
+        _ => None,
+    }
+}
+
 /// Budget of `{LEARNINGS}`: the tail of LEARNINGS.md is kept.
 pub const BUDGET_LEARNINGS: usize = 8 * 1024;
 /// Budget of `{COMMITS}`: the head (newest commits) is kept.

@@ -9,8 +9,8 @@
 
 use super::lines::Summary;
 use super::notify::EventKind;
+use crate::event::{Leftover, RunEvent, TaskTaken, Told};
 use crate::spec::Quoted;
-use crate::state::run_log::{Leftover, RunEvent, TaskTaken, Told};
 use crate::text;
 
 /// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.
@@ -126,6 +126,12 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
 fn told_lines(told: &Told) -> Vec<Said> {
     use Said::{Info, Warn};
     match told {
+        // The live status shows these (`Reporter::hear`); `--notify` hears the last two.
+        Told::StageTry { .. }
+        | Told::CostSoFar { .. }
+        | Told::Waiting { .. }
+        | Told::UsageLimitWait { .. }
+        | Told::StoppedForPerson { .. } => Vec::new(),
         Told::Paced { line, .. } => vec![Info(line.clone())],
         Told::ResearchSkipped { level_zero: true } => vec![Info(
             "research: skipped, level 0 (implement gets the task and the context)".into(),
@@ -442,6 +448,46 @@ pub(crate) fn commits_on_no_branch(head: &str) -> String {
 /// The `--notify` event for `event`, when it is one of the moments a notifier hears about.
 pub(crate) fn notice(event: &RunEvent) -> Option<(EventKind, serde_json::Value)> {
     match event {
+        RunEvent::Told(Told::UsageLimitWait {
+            stage,
+            task,
+            reason,
+            resets_at,
+            wait,
+        }) => {
+            let until = crate::timestamp::Timestamp::from_epoch_seconds(
+                crate::timestamp::Timestamp::now().epoch_seconds()
+                    + i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2),
+            );
+            Some((
+                EventKind::UsageLimitWait,
+                serde_json::json!({
+                    "text": format!(
+                        "usage limit hit in the {} stage of {}: waiting {} (until {until})",
+                        stage.name(),
+                        Quoted(task),
+                        text::duration(*wait)
+                    ),
+                    "stage": stage.name(),
+                    "task": task,
+                    "reason": reason,
+                    "resets_at": resets_at.map(crate::timestamp::Timestamp::from_epoch_seconds),
+                    "wait_s": wait.as_secs(),
+                    "until": until,
+                }),
+            ))
+        }
+        RunEvent::Told(Told::StoppedForPerson { code, message }) => Some((
+            EventKind::StoppedForPerson,
+            serde_json::json!({
+                "text": format!(
+                    "kern stopped (exit {code}): {}",
+                    message.lines().next().unwrap_or("")
+                ),
+                "exit_code": code,
+                "message": message,
+            }),
+        )),
         RunEvent::Blocked { task, why, line } => Some((
             EventKind::TaskBlocked,
             serde_json::json!({

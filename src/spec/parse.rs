@@ -33,10 +33,10 @@ use std::ops::Range;
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
+use super::diagnostic::{Diagnostic, Severity};
 use super::dialect::{self, BoxKind};
-use super::document::{Document, LineEnding, Note, NotesBlock, Task, quote_title};
+use super::document::{Document, LineEnding, Note, NotesBlock, Task, normalise, quote_title};
 use super::notes;
-use super::validate::{Diagnostic, Severity};
 
 /// One open container while walking the events.
 enum Frame {
@@ -71,6 +71,24 @@ struct OpenHeading {
     start: usize,
     level: u8,
     text: String,
+}
+
+/// Parses made by [`Document::parse`] in this process.
+static PARSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Document {
+    /// Parses SPEC.md text. Never fails and never panics: whatever is not a well-formed task is
+    /// either ordinary text or a problem that [`crate::spec::validate`] reports.
+    pub fn parse(text: &str) -> Document {
+        PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Builder::new(text).build()
+    }
+
+    /// How many times this process has parsed a SPEC.md: the loop reports it per iteration in
+    /// its diagnostics (`-v`), so that a regression in how often it re-reads shows.
+    pub fn parse_count() -> u64 {
+        PARSES.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 pub(super) struct Builder<'a> {
@@ -731,16 +749,6 @@ fn front_matter_len(text: &str) -> usize {
         }
     }
     0
-}
-
-/// A title without the characters formatters re-spell, for [`Document::find`].
-pub(super) fn loose_title(title: &str) -> String {
-    normalise(&title.replace(['*', '_', '\\'], ""))
-}
-
-/// Collapses every run of whitespace to one space and trims.
-pub(crate) fn normalise(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Removes up to `indent`'s worth of leading blanks.

@@ -99,11 +99,13 @@ pub(crate) fn infer(files: &StageFiles, has_research: bool) -> ResumePoint {
         .review
         .clone()
         .filter(|r| r.verdict == Verdict::Commit);
+    // A finished implement is resumed from whatever SPEC.md shows of research: a level-0 task
+    // never had a Research note, and implement only ran once research was done or skipped.
     match (has_research, &files.research, implemented, approved) {
-        (false, Some(r), _, _) => ResumePoint::ApplyResearch(r.clone()),
-        (false, None, _, _) => ResumePoint::Research,
-        (true, _, Some(i), Some(c)) => ResumePoint::Commit(i, c),
-        (true, _, Some(i), None) => ResumePoint::Review(i),
+        (_, _, Some(i), Some(c)) => ResumePoint::Commit(i, c),
+        (_, _, Some(i), None) => ResumePoint::Review(i),
+        (false, Some(r), None, _) => ResumePoint::ApplyResearch(r.clone()),
+        (false, None, None, _) => ResumePoint::Research,
         (true, _, None, _) => ResumePoint::Implement,
     }
 }
@@ -179,6 +181,18 @@ mod tests {
                 files(None, Some(ok.clone()), Some(review(Verdict::Reject))),
                 true,
                 ResumePoint::Review(ok.clone()),
+            ),
+            // A level-0 task (no Research note, none needed) whose implement finished goes on
+            // to its review: implement is never paid twice.
+            (
+                files(None, Some(ok.clone()), None),
+                false,
+                ResumePoint::Review(ok.clone()),
+            ),
+            (
+                files(None, Some(ok.clone()), Some(review(Verdict::Commit))),
+                false,
+                ResumePoint::Commit(ok.clone(), review(Verdict::Commit)),
             ),
             // A review without a successful implement is not resumed from.
             (

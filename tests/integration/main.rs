@@ -43,6 +43,7 @@ mod shared_repository;
 mod soak;
 mod spec_dialects;
 mod spec_file;
+mod stage_plan;
 mod state_privacy;
 mod status;
 mod supervisor;

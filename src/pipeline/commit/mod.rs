@@ -24,6 +24,8 @@
 mod asking;
 
 use crate::error::{Error, Result};
+use crate::event::Told;
+use crate::event::{IterationEnd, LeftOutFile, RunEvent};
 use crate::pipeline::decide::{self};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, TaskRun};
@@ -32,8 +34,6 @@ use crate::spec::{Edit, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
-use crate::state::run_log::Told;
-use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent};
 
 /// How one try of kern's commit ended.
 enum Tried {
@@ -90,7 +90,7 @@ impl Run<'_> {
         };
         journal::save(&self.ws.state_dir.pending_commit(), &pending)?;
         if edits.is_empty() {
-            self.emit(RunEvent::Told(Told::StaysOpen {
+            self.teller.emit(RunEvent::Told(Told::StaysOpen {
                 task: it.title.clone(),
             }));
         }
@@ -190,7 +190,7 @@ impl Run<'_> {
 
     /// Commits the work tree as it is, with `message`; logs and reports the commit.
     fn make_commit(&mut self, it: &TaskRun, message: &str) -> Result<IterationEnd> {
-        let reporter = self.reporter;
+        let teller = &self.teller;
         // A parallel task's worktree holds copies of SPEC.md and LEARNINGS.md: nobody's work.
         let mut exclude = it.start.excluded.clone();
         exclude.extend(self.ws.copies.iter().cloned());
@@ -199,7 +199,7 @@ impl Run<'_> {
             exclude: &exclude,
             no_verify: self.settings.no_verify,
             notify: Some(&|line: &str| {
-                reporter.hear(&RunEvent::Told(Told::FromCommit {
+                teller.emit(RunEvent::Told(Told::FromCommit {
                     line: line.to_string(),
                     warn: true,
                 }));
@@ -209,7 +209,7 @@ impl Run<'_> {
         self.spec.next_step();
         let outcome = outcome?;
         for line in &outcome.notes {
-            self.emit(RunEvent::Told(Told::FromCommit {
+            self.teller.emit(RunEvent::Told(Told::FromCommit {
                 line: line.clone(),
                 warn: false,
             }));
@@ -231,7 +231,7 @@ impl Run<'_> {
             })
             .collect();
         if !left_out.is_empty() {
-            self.emit(RunEvent::Told(Told::LeftOutOfCommit {
+            self.teller.emit(RunEvent::Told(Told::LeftOutOfCommit {
                 files: left_out.clone(),
             }));
         }
@@ -245,7 +245,7 @@ impl Run<'_> {
         self.remember_left_out(&outcome.left_out)?;
         let Some(oid) = outcome.sha else {
             let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();
-            self.emit(RunEvent::NoCommit {
+            self.teller.emit(RunEvent::NoCommit {
                 task: it.title.clone(),
                 why,
             });
@@ -255,7 +255,7 @@ impl Run<'_> {
         if let Some(branch) = self.target.branch() {
             branch.last_commit = Some(oid);
         }
-        self.emit(RunEvent::Commit {
+        self.teller.emit(RunEvent::Commit {
             task: it.title.clone(),
             sha: oid.to_string(),
             subject: message.lines().next().unwrap_or("").to_string(),
@@ -295,7 +295,7 @@ impl Run<'_> {
         // The lock must say so: a kill inside this commit can leave `.git/index.lock`, which
         // the next run removes only when the dead run's phase was `committing`.
         self.lock.set_phase(Phase::Committing)?;
-        self.emit(RunEvent::Told(Told::FinishingCommit {
+        self.teller.emit(RunEvent::Told(Told::FinishingCommit {
             task: pending.title.clone(),
         }));
         let start = journal::load::<TaskStart>(&self.ws.state_dir.task_start())
@@ -325,7 +325,7 @@ impl Run<'_> {
                 // The task goes on from its stage files: a refused message back to the review.
                 journal::remove(&path);
                 self.reopen(&mut it, &marked)?;
-                self.emit(RunEvent::Told(Told::PendingCommitRefused {
+                self.teller.emit(RunEvent::Told(Told::PendingCommitRefused {
                     hook,
                     task: pending.title.clone(),
                 }));
@@ -335,7 +335,9 @@ impl Run<'_> {
         }
         journal::remove(&path);
         journal::remove(&self.ws.state_dir.task_start());
-        self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
+        self.ws
+            .state_dir
+            .clear_iteration_files(self.teller.run_id())?;
         Ok(())
     }
 }

@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::ledger::Ledger;
 use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::{Run, Target};
@@ -20,7 +21,6 @@ use crate::settings::Settings;
 use crate::spec::{Document, TaskIdentity};
 use crate::state::journal::{self, JobRecord};
 use crate::state::lock::{Phase, RunLock};
-use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
 use crate::supervisor::interrupt::Interrupt;
 use crate::text;
 
@@ -46,7 +46,7 @@ impl<'a> Run<'a> {
             }
             let keep = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
             if let Some(kept) = self.ws.repo.fresh_task_branch(&slug, &keep)? {
-                self.emit(RunEvent::Told(Told::BranchKept {
+                self.teller.emit(RunEvent::Told(Told::BranchKept {
                     branch: format!("{TASK_BRANCH_PREFIX}{slug}"),
                     task: title.clone(),
                     kept,
@@ -134,7 +134,7 @@ impl<'a> Run<'a> {
         let interrupt: &'a Interrupt = self.interrupt;
         let spec: SharedSpec = self.spec.clone();
         let ledger: Ledger = self.ledger.clone();
-        let log: RunLog = self.log.clone();
+        let teller = self.teller.clone();
         let total = settings.iterations;
         let target = if settings.review {
             Target::Review {
@@ -146,6 +146,7 @@ impl<'a> Run<'a> {
         };
         Ok(Box::pin(async move {
             let labelled = reporter.for_job(&job.title);
+            let teller = teller.for_job(&labelled);
             let end = {
                 let mut run = Run {
                     settings,
@@ -153,7 +154,7 @@ impl<'a> Run<'a> {
                     reporter: &labelled,
                     interrupt,
                     lock,
-                    log,
+                    teller,
                     spec,
                     ledger,
                     target,
@@ -164,7 +165,7 @@ impl<'a> Run<'a> {
                     Err(e) => Err(e),
                 };
                 if matches!(end, Ok(e) if e != IterationEnd::Ready) {
-                    let _ = run.ws.state_dir.clear_iteration_files(run.log.run_id());
+                    let _ = run.ws.state_dir.clear_iteration_files(run.teller.run_id());
                 }
                 end
             };

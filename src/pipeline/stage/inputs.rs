@@ -1,11 +1,10 @@
 //! What each stage sees (DESIGN.md section 9), gathered in one place: the task block, the
-//! learnings, recent commits, the diff, the previous stage's result and the attempt situation,
-//! and the agents and models each stage runs with.
+//! learnings, recent commits, the diff, the previous stage's result and the attempt situation.
 //!
-//! The one decision a reader must know: the loop and the dry run both call
-//! [`StageInputs::gather`], so `kern -n` shows the prompt a run would send, not a look-alike.
-//! What only a run can know (the implement summary, research notes not yet written) renders as
-//! a placeholder naming it.
+//! The one decision a reader must know: only the stage plan (`plan.rs`) calls
+//! [`StageInputs::gather`], and the loop and the dry run both build that plan, so `kern -n`
+//! shows the prompt a run would send, not a look-alike. What only a run can know (the
+//! implement summary, research notes not yet written) renders as a placeholder naming it.
 //!
 //! The review's `{ATTEMPTS}` is kern's word on the commit message: the convention the recent
 //! subjects follow (`convention.rs`), and, when a hook refused kern's message, the request for
@@ -15,7 +14,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::agent::{Agent, StageAgent, StageAgents};
 use crate::error::Result;
 use crate::prompt::{Keep, PromptInputs, convention, cut, escape_fence};
 use crate::settings::Settings;
@@ -222,45 +220,6 @@ fn implement_result(report: &ImplementReport, unchanged: bool) -> String {
     }
 }
 
-/// The agents of a stage and their models. The stage's own agent is `--agent`, or for the
-/// review `--review-agent`; its fallback is `--fallback-agent`, unless that is the stage's own
-/// agent. Models: `--model` for `--agent`, `--review-model` for the review (and `--model` when
-/// the review runs on `--agent`), `--fallback-model` for the fallback; without one, the
-/// template's front matter — which names a Claude model and means nothing to Codex, so Codex
-/// then uses its own default (DESIGN.md section 4).
-pub(crate) fn stage_agents(
-    settings: &Settings,
-    templates: &crate::prompt::Templates,
-    stage: Stage,
-) -> StageAgents {
-    // The model the agent is given, and so the one the records name: a program agent is given
-    // none (it chooses its own), Codex only an explicit one (the templates' are Claude's).
-    let with_model = |agent: &Agent, explicit: Option<&String>| StageAgent {
-        agent: agent.clone(),
-        model: match agent {
-            Agent::Program(_) => None,
-            Agent::Codex => explicit.cloned(),
-            Agent::Claude => explicit
-                .cloned()
-                .or_else(|| templates.get(stage).model.clone()),
-        },
-    };
-    let primary = match (&settings.review_agent, stage) {
-        (Some(agent), Stage::Review) => with_model(agent, settings.review_model.as_ref()),
-        (None, Stage::Review) => with_model(
-            &settings.agent,
-            settings.review_model.as_ref().or(settings.model.as_ref()),
-        ),
-        _ => with_model(&settings.agent, settings.model.as_ref()),
-    };
-    let fallback = settings
-        .fallback_agent
-        .as_ref()
-        .filter(|agent| **agent != primary.agent)
-        .map(|agent| with_model(agent, settings.fallback_model.as_ref()));
-    StageAgents { primary, fallback }
-}
-
 /// How many files a Scope covers: the `tracked` paths its patterns match (a folder names
 /// everything below it), plus one for each plain path no tracked file has yet (a new file).
 pub(crate) fn scope_files(scope: &[String], tracked: &[String]) -> usize {
@@ -370,139 +329,6 @@ pub(crate) fn task_text(doc: &Document, task: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Cli;
-    use clap::Parser;
-
-    fn agents(argv: &[&str], stage: Stage) -> StageAgents {
-        let templates =
-            crate::prompt::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
-        let cli = Cli::try_parse_from(argv).unwrap();
-        let settings = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap();
-        stage_agents(&settings, &templates, stage)
-    }
-
-    fn on(agent: Agent, model: Option<&str>) -> StageAgent {
-        StageAgent {
-            agent,
-            model: model.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn codex_gets_a_model_only_from_the_command_line() {
-        for (argv, expected) in [
-            (vec!["kern"], Some("opus")),
-            (vec!["kern", "--agent", "codex"], None),
-            (
-                vec!["kern", "--agent", "codex", "--model", "o3"],
-                Some("o3"),
-            ),
-            (vec!["kern", "--model", "haiku"], Some("haiku")),
-        ] {
-            assert_eq!(
-                agents(&argv, Stage::Implement).primary.model.as_deref(),
-                expected,
-                "{argv:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn each_stage_has_its_agents_and_their_models() {
-        let program = || Agent::Program(PathBuf::from("/bin/r"));
-        // (argv, stage, primary, fallback); the built-in templates say opus for implement and
-        // sonnet for review.
-        let table: Vec<(Vec<&str>, Stage, StageAgent, Option<StageAgent>)> = vec![
-            (
-                vec!["kern", "--fallback-agent", "codex"],
-                Stage::Implement,
-                on(Agent::Claude, Some("opus")),
-                Some(on(Agent::Codex, None)),
-            ),
-            (
-                vec![
-                    "kern",
-                    "--fallback-agent",
-                    "codex",
-                    "--fallback-model",
-                    "o3",
-                    "--model",
-                    "haiku",
-                ],
-                Stage::Research,
-                on(Agent::Claude, Some("haiku")),
-                Some(on(Agent::Codex, Some("o3"))),
-            ),
-            (
-                vec!["kern", "--agent", "codex", "--fallback-agent", "claude"],
-                Stage::Implement,
-                on(Agent::Codex, None),
-                Some(on(Agent::Claude, Some("opus"))),
-            ),
-            (
-                vec!["kern", "--review-agent", "codex", "--model", "haiku"],
-                Stage::Review,
-                on(Agent::Codex, None),
-                None,
-            ),
-            (
-                vec!["kern", "--review-agent", "codex", "--review-model", "o3"],
-                Stage::Review,
-                on(Agent::Codex, Some("o3")),
-                None,
-            ),
-            (
-                vec!["kern", "--review-agent", "codex"],
-                Stage::Implement,
-                on(Agent::Claude, Some("opus")),
-                None,
-            ),
-            (
-                vec!["kern", "--review-model", "haiku", "--model", "opus"],
-                Stage::Review,
-                on(Agent::Claude, Some("haiku")),
-                None,
-            ),
-            (
-                vec!["kern", "--model", "opus"],
-                Stage::Review,
-                on(Agent::Claude, Some("opus")),
-                None,
-            ),
-            // The review's fallback is the fallback agent unless that is the review agent.
-            (
-                vec![
-                    "kern",
-                    "--review-agent",
-                    "codex",
-                    "--fallback-agent",
-                    "codex",
-                ],
-                Stage::Review,
-                on(Agent::Codex, None),
-                None,
-            ),
-            (
-                vec![
-                    "kern",
-                    "--review-agent",
-                    "program:/bin/r",
-                    "--fallback-agent",
-                    "codex",
-                ],
-                Stage::Review,
-                on(program(), None),
-                Some(on(Agent::Codex, None)),
-            ),
-        ];
-        for (argv, stage, primary, fallback) in table {
-            assert_eq!(
-                agents(&argv, stage),
-                StageAgents { primary, fallback },
-                "{argv:?} {stage}"
-            );
-        }
-    }
 
     #[test]
     fn the_review_reads_why_nothing_changed() {

@@ -15,9 +15,10 @@ use super::{
     AttemptInfo, CheckInfo, CommitInfo, EndState, Expensive, Report, RunReport, SCHEMA,
     SetAsideInfo, StageInfo, TaskEnd, TaskReport, Totals, ViolationInfo,
 };
+use crate::event::RunEvent;
 use crate::stage::Stage;
 use crate::stage::record::{Outcome, WaitKind};
-use crate::state::run_log::{LoggedEvent, RunEvent};
+use crate::state::run_log::LoggedEvent;
 use crate::text;
 use crate::timestamp::Timestamp;
 
@@ -381,6 +382,7 @@ impl Builder {
                 model,
                 turns,
                 waits,
+                ..
             } => {
                 let Some(index) = self.index_for(task.as_deref()) else {
                     return;

@@ -15,9 +15,9 @@ pub(crate) use build::{build, runs, settle_reviews};
 
 use serde::Serialize;
 
+use crate::event::LeftOutFile;
 use crate::stage::Stage;
 use crate::stage::record::Wait;
-use crate::state::run_log::LeftOutFile;
 use crate::timestamp::Timestamp;
 
 /// The version of the `--json` shape; raised when a field changes meaning or goes away.
