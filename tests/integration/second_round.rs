@@ -304,3 +304,53 @@ esac
         .expect(4)
         .stderr_has("implement stage gave no usable result");
 }
+
+// 6. A reported result is the stage's result, in every form.
+
+#[test]
+fn a_report_in_a_fenced_block_survives_the_idle_timeout_of_an_agent_that_lingers() {
+    let p = Project::new("- [ ] Add out\n");
+    let agent = p.outside.path().join("talker.sh");
+    std::fs::write(
+        &agent,
+        r#"#!/bin/sh
+cat > /dev/null
+report() { printf 'Here is what I found.\n\n```json\n%s\n```\n' "$1"; }
+case "$KERN_STAGE" in
+  research) report '{"notes": ["read it"]}' ;;
+  implement) echo done > out.txt; report '{"status": "SUCCESS", "summary": "wrote out.txt"}' ;;
+  commit) report '{"verdict": "COMMIT", "subject": "Add out.txt"}' ;;
+esac
+sleep 60 &
+wait
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = p
+        .run(&["1", "0", "--idle-timeout", "1", "--retries", "0"])
+        .env("KERN_AGENT", format!("program:{}", agent.display()))
+        .expect(0);
+    assert_eq!(p.log()[0], "Add out.txt", "{}", run.stderr);
+    assert!(p.read("SPEC.md").contains("read it"), "the research notes");
+    // A lingering agent whose text holds no report still times out, as before.
+    let p = Project::new("- [ ] Add out\n");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\ncat > /dev/null\necho 'thinking about it'\nsleep 60 &\nwait\n",
+    )
+    .unwrap();
+    p.run(&[
+        "1",
+        "0",
+        "--idle-timeout",
+        "1",
+        "--retries",
+        "0",
+        "--max-attempts",
+        "1",
+    ])
+    .env("KERN_AGENT", format!("program:{}", agent.display()))
+    .expect(4)
+    .stderr_has("agent printed nothing for 1s");
+}
