@@ -354,3 +354,40 @@ wait
     .expect(4)
     .stderr_has("agent printed nothing for 1s");
 }
+
+// 7. Say it once, say it right.
+
+#[test]
+fn a_commit_during_implement_is_told_once_with_its_subject_and_is_no_violation() {
+    let p = Project::new("- [ ] One\n");
+    p.scenario(&serde_json::json!({"default": {"implement": {
+        "shell": ["echo mine > mine.txt", "git add mine.txt", "git commit -qm 'My own commit'"],
+        "write": {"out/{slug}.txt": "done\n"}
+    }}}));
+    let run = p.run(&["1", "0"]).expect(0);
+    assert_eq!(p.log()[..3], ["One", "My own commit", "initial"]);
+    let said: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("My own commit"))
+        .collect();
+    assert_eq!(said.len(), 1, "told once: {}", run.stderr);
+    assert!(
+        said[0].ends_with(
+            "\"My own commit\" was committed on `master` during the implement stage — kept in history, not part of the task's commit"
+        ),
+        "{}",
+        said[0]
+    );
+    assert!(!run.stderr.contains("violation"), "{}", run.stderr);
+    assert!(!run.stderr.contains("HEAD moved"), "{}", run.stderr);
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(p.state_dir().join("last/stage2.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["kern"]["violations"], serde_json::json!([]));
+    assert_eq!(record["kern"]["outcome"], "succeeded");
+    let events = p.run_events("branch_moved");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["stage"], "implement");
+}

@@ -433,6 +433,7 @@ impl Builder {
                 }
             }
             RunEvent::SharedRef { moved, .. } => self.notices.extend(moved.iter().cloned()),
+            RunEvent::BranchMoved { commits, .. } => self.notices.extend(commits.iter().cloned()),
             RunEvent::Level { task, level, why } => {
                 self.task_named(task).level = Some(format!("{level} ({why})"));
             }
