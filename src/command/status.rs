@@ -125,7 +125,13 @@ pub(crate) fn compute_with_spec(
         "spec": ws.spec_display,
         "counts": counts,
         "next": next,
-        "resume": resume.as_ref().map(ResumePoint::name),
+        // The stage that runs next, as the run's plan has it: a level-0 task skips research.
+        "resume": resume.as_ref().map(|r| {
+            let level = next.as_ref().and_then(|n| n["level"].as_u64()).unwrap_or(2);
+            crate::pipeline::stage::plan::stages_left(Some(r), u8::try_from(level).unwrap_or(2))
+                .first()
+                .map_or(r.name(), |s| s.name())
+        }),
         "lock": lock,
         "running": running,
         "state_dir": ws.state_dir.dir().display().to_string(),

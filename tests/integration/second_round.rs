@@ -391,3 +391,20 @@ fn a_commit_during_implement_is_told_once_with_its_subject_and_is_no_violation()
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["stage"], "implement");
 }
+
+#[test]
+fn status_resumes_a_level_0_task_at_implement() {
+    let p = Project::new("- [ ] Fix the typo in the README\n  > **Level:** 0\n");
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(status.contains("resume at: implement\n"), "{status}");
+    let json: serde_json::Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(json["resume"], "implement");
+    // What the run then does.
+    let run = p.run(&["1", "0"]).expect(0);
+    assert!(p.prompts("research").is_empty(), "{}", run.stderr);
+    // A task of level 2 starts at research, as before.
+    let p = Project::new("- [ ] Fix the typo in the README\n  > **Level:** 2\n");
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(status.contains("resume at: research\n"), "{status}");
+}
