@@ -408,3 +408,19 @@ fn status_resumes_a_level_0_task_at_implement() {
     let status = p.run(&["status"]).expect(0).stdout;
     assert!(status.contains("resume at: research\n"), "{status}");
 }
+
+#[test]
+fn a_task_rejected_in_review_ends_rejected_in_the_reports_json() {
+    let p = Project::new("- [ ] One\n");
+    p.run(&["1", "0", "--review"]).expect(0);
+    p.run(&["reject", "One", "--reason", "not like this"])
+        .expect(0);
+    let json: serde_json::Value =
+        serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap();
+    let task = &json["runs"][0]["tasks"][0];
+    assert_eq!(task["title"], "One");
+    assert_eq!(task["end"], "rejected", "{task}");
+    assert_eq!(json["runs"][0]["totals"]["committed"], 0);
+    let page = p.run(&["report"]).expect(0).stdout;
+    assert!(page.contains("rejected in review"), "{page}");
+}

@@ -176,6 +176,9 @@ pub(crate) fn settle_reviews(
                 && let Some(branch) = &c.review_branch
             {
                 c.review = Some(review(branch, &c.sha));
+                if c.review == Some(super::ReviewOutcome::Rejected) {
+                    task.end = TaskEnd::Rejected;
+                }
             }
         }
         let (mut committed, mut to_review) = (0, 0);
