@@ -3,10 +3,12 @@
 //!
 //! The one decision a reader must know: nothing here is written by hand, so the completions and
 //! the man page cannot drift from the real command line; a new flag appears in both by itself.
+//! The completions come from [`crate::cli::completion_command`], so a subcommand offers only
+//! the options it takes (`kern log --<TAB>` has no `--agent`), as its `--help` shows them.
 
 use clap::CommandFactory;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, completion_command};
 
 /// The name the completions are registered under: the binary's name.
 const BIN_NAME: &str = "kern";
@@ -19,7 +21,7 @@ pub(crate) fn completions(
     // clap_complete::generate panics on a write error; generating into memory first turns a
     // closed pipe (`kern completions bash | head`) into an ordinary error for the caller.
     let mut buffer = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut buffer);
+    clap_complete::generate(shell, &mut completion_command(), BIN_NAME, &mut buffer);
     out.write_all(&buffer)?;
     out.flush()
 }

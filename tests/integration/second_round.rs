@@ -424,3 +424,44 @@ fn a_task_rejected_in_review_ends_rejected_in_the_reports_json() {
     let page = p.run(&["report"]).expect(0).stdout;
     assert!(page.contains("rejected in review"), "{page}");
 }
+
+#[test]
+fn completions_offer_under_each_subcommand_only_the_options_it_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let fish = kern_in(dir.path())
+        .args(["completions", "fish"])
+        .expect(0)
+        .utf8_stdout()
+        .to_string();
+    let offered = |sub: &str, long: &str| {
+        fish.lines().any(|l| {
+            l.contains(&format!("__fish_kern_using_subcommand {sub}\""))
+                && l.contains(&format!(" -l {long} "))
+        })
+    };
+    for (sub, takes, ignores) in [
+        (
+            "log",
+            &["follow", "verbose"][..],
+            &["agent", "spec", "sandbox", "quiet"][..],
+        ),
+        (
+            "status",
+            &["json", "spec"],
+            &["agent", "review-agent", "color"],
+        ),
+        ("completions", &[][..], &["agent", "spec", "color"]),
+        ("doctor", &["agent", "fallback-agent", "spec"], &[]),
+    ] {
+        for long in takes {
+            assert!(offered(sub, long), "kern {sub} --{long} is offered");
+        }
+        for long in ignores {
+            assert!(!offered(sub, long), "kern {sub} --{long} is not offered");
+        }
+    }
+    // Still accepted where it is not offered.
+    kern_in(dir.path())
+        .args(["completions", "bash", "--agent", "codex"])
+        .expect(0);
+}
