@@ -363,15 +363,7 @@ impl Repository {
     /// Writes the index (waiting out a briefly held `index.lock`) and its tree.
     fn write_tree(&self, index: &mut Index, notify: Option<&dyn Fn(&str)>) -> Result<Oid> {
         let timed = super::Timed::start("commit.write_index");
-        if let Err(e) = index.write() {
-            if e.code() != ErrorCode::Locked {
-                return Err(self.index_error("writing the index", e));
-            }
-            self.wait_for_index_lock(notify)?;
-            index
-                .write()
-                .map_err(|e| self.index_error("writing the index", e))?;
-        }
+        self.write_index(index, "writing the index", notify)?;
         drop(timed);
         let _timed = super::Timed::start("commit.write_tree");
         index

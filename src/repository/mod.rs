@@ -512,6 +512,25 @@ impl Repository {
         Ok(())
     }
 
+    /// Writes `index` to disk, waiting out an `index.lock` held for a moment by someone else
+    /// (an editor's background `git status`) as the commit does ([`Self::wait_for_index_lock`],
+    /// telling `notify`); `what` names the step in an error. Every index kern writes in the
+    /// work tree goes through here.
+    pub(crate) fn write_index(
+        &self,
+        index: &mut git2::Index,
+        what: &str,
+        notify: Option<&dyn Fn(&str)>,
+    ) -> Result<()> {
+        match index.write() {
+            Err(e) if e.code() == git2::ErrorCode::Locked => {
+                self.wait_for_index_lock(notify)?;
+                index.write().map_err(|e| self.index_error(what, e))
+            }
+            other => other.map_err(|e| self.index_error(what, e)),
+        }
+    }
+
     /// Deals with an `index.lock` found when taking over the lock of a dead kern run that
     /// started at `stale_run_started`. A lock file written since that run started may be the
     /// one that run left while committing: it is removed and its path returned so the caller

@@ -8,7 +8,8 @@
 //! the person's index, stash or branches. Its parent is HEAD, so `git diff <ref>^ <ref>` shows
 //! exactly what was set aside. Paths are bytes end to end: a name that is not UTF-8 is saved
 //! and restored like any other. Blobs are written from the files directly (no clean filter):
-//! what is saved is the bytes that were in the work tree.
+//! what is saved is the bytes that were in the work tree. Putting the paths back writes the
+//! person's index, so it waits out an `index.lock` held for a moment, as the commit does.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -128,9 +129,7 @@ impl Repository {
                 }
             }
         }
-        index
-            .write()
-            .map_err(|e| Error::git("writing the index", e))
+        self.write_index(&mut index, "writing the index", None)
     }
 
     /// The refs under `prefix` (e.g. `refs/kern/attempts/add-the-parser/`), sorted.

@@ -465,3 +465,44 @@ fn completions_offer_under_each_subcommand_only_the_options_it_takes() {
         .args(["completions", "bash", "--agent", "codex"])
         .expect(0);
 }
+
+// 8. The set-aside waits for git's lock as the commit does.
+
+#[test]
+fn the_set_aside_waits_for_an_index_lock_held_for_a_moment() {
+    let p = Project::new("- [ ] One\n");
+    // Implement leaves work and is skipped; as it ends, an editor's `git status` takes the index.
+    p.scenario(&serde_json::json!({"default": {"implement": {
+        "write": {"leftover.txt": "half done\n"},
+        "shell": ["touch .git/index.lock"],
+        "result": {"status": "SKIPPED", "summary": "not now"}
+    }}}));
+    // The editor lets go a moment after kern began setting the work aside (its ref is saved
+    // first, then the index is written).
+    let git_dir = p.path().join(".git");
+    let editor = std::thread::spawn(move || {
+        let saved = git_dir.join("refs/kern/attempts");
+        crate::support::wait_for_file(&saved);
+        // Long enough that the old code met the lock, short against the wait kern allows.
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        std::fs::remove_file(git_dir.join("index.lock")).unwrap();
+    });
+    let run = p.run(&["1", "0"]).expect(0);
+    editor.join().unwrap();
+    assert_eq!(
+        p.dirty(),
+        ["SPEC.md"],
+        "the work set aside, the Skipped note kern's own\n{}",
+        run.stderr
+    );
+    let kept = crate::support::during::git_in(
+        p.path(),
+        &["show", "refs/kern/attempts/one/1:leftover.txt"],
+    );
+    assert_eq!(kept, "half done\n");
+    assert!(
+        p.read("SPEC.md").contains("> **Skipped:**"),
+        "{}",
+        p.read("SPEC.md")
+    );
+}
