@@ -230,12 +230,7 @@ pub(crate) async fn run(
     }
     reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));
     reporter.set_budget(settings.max_cost);
-    let (lock, takeover) = RunLock::acquire(
-        &ws.repo.run_lock_path(),
-        &ws.state_dir
-            .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
-        &settings.argv,
-    )?;
+    let (lock, takeover) = ws.take_lock(settings)?;
     let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
     let ledger = Ledger::new(Summary {
         state_dir: ws.state_dir.dir(),

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::diagnostic::{Diagnostic, Severity};
 use super::dialect::TaskKind;
+use super::lines::LineIndex;
 pub use super::marker::TaskState;
 pub use super::notes::NoteKind;
 
@@ -307,7 +308,7 @@ pub struct Counts {
 #[derive(Debug, Clone)]
 pub struct Document {
     pub(super) text: String,
-    pub(super) line_starts: Vec<usize>,
+    pub(super) lines: LineIndex,
     pub(super) line_ending: LineEnding,
     pub(super) tasks: Vec<Task>,
     pub(super) problems: Vec<Diagnostic>,
@@ -442,22 +443,18 @@ impl Document {
 
     /// 1-based line of a byte offset.
     pub fn line_of(&self, offset: usize) -> usize {
-        self.line_starts.partition_point(|&s| s <= offset)
+        self.lines.line_of(offset)
     }
 
     /// Byte offset of the start of the line holding `offset`.
     pub(crate) fn line_start(&self, offset: usize) -> usize {
-        self.line_starts[self.line_of(offset) - 1]
+        self.lines.line_start(offset)
     }
 
     /// Byte offset just past the line ending of the line holding `offset` (the text's end for
     /// a last line without one).
     pub(crate) fn line_end_after(&self, offset: usize) -> usize {
-        let line = self.line_of(offset);
-        self.line_starts
-            .get(line)
-            .copied()
-            .unwrap_or(self.text.len())
+        self.lines.next_line(offset)
     }
 }
 

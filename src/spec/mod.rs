@@ -7,10 +7,12 @@
 //! by parsing the result again; it never re-renders anything else.
 //!
 //! The files, each using only those named before it: `diagnostic` (a finding with
-//! `FILE:LINE:COL` and the fix), `marker` (kern's own box states), `dialect` (other tools'
+//! `FILE:LINE:COL` and the fix), `marker` (kern's own box states), `lines` (a text's line
+//! index, shared by the parser and the document), `dialect` (other tools'
 //! markers: Kiro, Obsidian Tasks, spec-kit), `notes` (the one reader and writer of kern's note
 //! layout), `must` (the person's must-haves), `document` (the [`Document`] of [`Task`]s and
-//! its queries), `parse` (text -> document: the pulldown-cmark walk), `validate` (errors and
+//! its queries), `parse` (text -> document: the pulldown-cmark walk; `parse/item.rs` reads an
+//! item's notes and free text), `validate` (errors and
 //! warnings), `select` (the next task and why), `plan` (what an edit will splice and must
 //! show), `verify` (the re-parse check), `sanitise` (agent text made safe to splice), `edit`
 //! (the splices of an edit), `changes` (what changed between two readings, one sentence each)
@@ -22,6 +24,7 @@ mod dialect;
 mod document;
 mod edit;
 mod file;
+mod lines;
 mod marker;
 mod must;
 mod notes;

@@ -124,11 +124,9 @@ impl<'a> Run<'a> {
             .ws
             .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
         ws.state_dir.create()?;
-        let (lock, takeover) = RunLock::acquire(
-            &ws.repo.run_lock_path(),
-            &dir.dir().join("no-legacy-lock"),
-            &self.settings.argv,
-        )?;
+        // A task's worktree never had the original script's lock folder.
+        let (lock, takeover) =
+            RunLock::acquire(&ws.repo.run_lock_path(), None, &self.settings.argv)?;
         let settings: &'a Settings = self.settings;
         let reporter: &'a Reporter = self.reporter;
         let interrupt: &'a Interrupt = self.interrupt;

@@ -3,7 +3,8 @@
 //! Decisions a reader must know:
 //! - Each task runs in its own git worktree, `jobs/<task>/tree` under the state folder, on a
 //!   branch `kern/<task>` from the tip, with its own state folder `jobs/<task>/`: a full
-//!   [`Run`] of the ordinary pipeline over that worktree ([`JobTarget`] pins it to its task).
+//!   [`Run`] of the ordinary pipeline over that worktree (its `Target::Job` pins it to its
+//!   task).
 //!   The tasks run in this process, side by side on one thread — they only wait on agents.
 //!   SPEC.md is the run's own and shared ([`SharedSpec`]): kern alone writes it, one edit at a
 //!   time, for every task.
