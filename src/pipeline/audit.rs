@@ -15,6 +15,11 @@
 //!   an editor's fetch, a stash, a tag, a second kern): its creations and forward moves are no
 //!   finding; a rewind or deletion is named and its old tip kept under
 //!   `refs/kern/saved/<task>/<stage>-<n>/`, but never put back and never held against the task.
+//! - A `git stash` made in the run's work tree during the stage (new on top of `git stash
+//!   list`, based on HEAD) is a git write by the agent: its changes go back into the tree —
+//!   SPEC.md's `[~]` among them, so it never reads as a hand edit — the entry is kept under
+//!   `refs/kern/agent/<task>/<n>/stash` and taken out of the list; older stashes are never
+//!   touched. It is a violation, judged as any other (`repository/stash.rs`).
 //! - `.git` is audited: hooks outside the work tree, `config` and `info/exclude` are put back
 //!   when a stage changed them; the stage's versions are saved under `refs/kern/saved/`.
 //! - A read-only stage (research, review) must leave the work tree and the index as they
@@ -149,6 +154,48 @@ pub(super) fn audit(
     let _timed = Timed::start("audit");
     let mut found = Findings::default();
     let slug = text::slug(title);
+
+    // A `git stash` made in the run's work tree during the stage: its changes go back into
+    // the tree before anything else looks at the tree or SPEC.md (see the module docs).
+    let stashes = ws.repo.stashes_since(before.refs.target("refs/stash"))?;
+    if !stashes.is_empty() {
+        let prefix = next_ref(&ws.repo, &format!("refs/kern/agent/{slug}/"))?;
+        let mut kept = Vec::new();
+        let mut left = Vec::new();
+        // Oldest first: a later stash holds what the tree had after the earlier one.
+        for (i, stash) in stashes.iter().rev().enumerate() {
+            let name = match i {
+                0 => format!("{prefix}/stash"),
+                n => format!("{prefix}/stash-{}", n + 1),
+            };
+            ws.repo
+                .set_ref(&name, *stash, "kern: kept a stash an agent made")?;
+            let back = ws.repo.unstash(*stash)?;
+            found.reverted.extend(
+                back.restored
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned()),
+            );
+            left.extend(back.left);
+            kept.push(name);
+        }
+        ws.repo.drop_newest_stashes(stashes.len())?;
+        spec.next_step();
+        let mut sentence = format!(
+            "{} stage ran `git stash`: its changes are put back in the tree; the stash is kept at `{}` and taken out of `git stash list`",
+            stage.name(),
+            kept.join("`, `")
+        );
+        if !left.is_empty() {
+            let names: Vec<String> = left.iter().map(|p| p.display().to_string()).collect();
+            sentence.push_str(&format!(
+                " ({} changed after the stash, so left as they are; the stash has the earlier version)",
+                text::some_of(&names, 10)
+            ));
+        }
+        found.violations.push(sentence);
+        found.saved.extend(kept);
+    }
 
     // History: the run's refs are put back when moved any way but forwards; a shared ref
     // moved back is kept and named, never put back (see the module docs).

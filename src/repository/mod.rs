@@ -1,7 +1,7 @@
 //! Everything git, through libgit2: the repository (opened as git would: `open.rs`), its HEAD
 //! and state, what is dirty, and git's own `index.lock`. Commits (staging, hooks, filters, signing), prompt context, ref
-//! and work-tree snapshots, kern's own files and the preflight live in the sub-modules, one
-//! concept each.
+//! and work-tree snapshots, kern's own files, an agent's stash and the preflight live in the
+//! sub-modules, one concept each.
 //!
 //! The one decision a reader must know: every local read and write goes through `git2`, so kern's
 //! behaviour does not depend on the installed git, its version, its aliases or its pager; the
@@ -39,6 +39,7 @@ mod signing;
 mod snapshot;
 mod spill;
 mod staging;
+mod stash;
 mod status;
 mod timing;
 mod tree_diff;

@@ -506,3 +506,89 @@ fn the_set_aside_waits_for_an_index_lock_held_for_a_moment() {
         p.read("SPEC.md")
     );
 }
+
+// 9. An agent's `git stash` in kern's own work tree.
+
+#[test]
+fn an_agents_stash_during_implement_goes_back_into_the_tree_and_the_persons_stash_stays() {
+    use crate::support::during::git_in;
+    let p = Project::new("- [ ] One\n");
+    // The person's own stash, from before the run.
+    p.write("README.md", "# my draft\n");
+    git_in(p.path(), &["stash", "push", "-q", "-m", "my draft"]);
+    let mine = git_in(p.path(), &["rev-parse", "refs/stash"]);
+    p.scenario(&serde_json::json!({"default": {"implement": {
+        "write": {"out/{slug}.txt": "done\n", "src/new.rs": "fn main() {}\n"},
+        "shell": ["git stash push -q -u -m agent"]
+    }}}));
+    let run = p.run(&["1", "0"]).expect(0);
+    // The task went on as if nothing had happened: no restart, committed with its work.
+    assert_eq!(p.prompts("research").len(), 1, "{}", run.stderr);
+    assert_eq!(p.log()[0], "One", "{}", run.stderr);
+    let files = p.head_files();
+    assert!(files.contains(&"out/one.txt".to_string()), "{files:?}");
+    assert!(files.contains(&"src/new.rs".to_string()), "{files:?}");
+    assert!(
+        p.read("SPEC.md").starts_with("- [x] One"),
+        "{}",
+        p.read("SPEC.md")
+    );
+    // The person's stash is the only one listed, as it was.
+    let list = git_in(p.path(), &["stash", "list", "--format=%H %gs"]);
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(list.starts_with(mine.trim()), "{list}");
+    // The agent's is kept under refs/kern/agent/ and named, as a violation.
+    let kept = git_in(
+        p.path(),
+        &["for-each-ref", "--format=%(refname)", "refs/kern/agent/"],
+    );
+    let kept: Vec<&str> = kept.lines().collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].starts_with("refs/kern/agent/one/") && kept[0].ends_with("/stash"));
+    assert_eq!(
+        git_in(p.path(), &["show", &format!("{}^3:out/one.txt", kept[0])]),
+        "done\n",
+        "the untracked files, as `git stash -u` keeps them"
+    );
+    assert_eq!(
+        git_in(p.path(), &["show", &format!("{}:SPEC.md", kept[0])]),
+        "- [~] One\n  > **Research:**\n  >\n  > - read the code for One\n",
+        "kern's [~] and note went into the stash, and came back out"
+    );
+    run.stderr_has(&format!(
+        "violation: implement stage ran `git stash`: its changes are put back in the tree; the stash is kept at `{}` and taken out of `git stash list`",
+        kept[0]
+    ));
+}
+
+#[test]
+fn a_stash_is_unstashed_where_the_tree_is_as_it_left_it_and_the_list_is_left_empty() {
+    use crate::support::during::git_in;
+    let p = Project::new("- [ ] One\n");
+    p.scenario(&serde_json::json!({"default": {"implement": {
+        "shell": [
+            "printf 'stashed\\n' > README.md",
+            "printf 'stashed\\n' > notes.txt && git add notes.txt",
+            "git stash -q",
+            "printf 'written after\\n' > README.md"
+        ]
+    }}}));
+    let run = p.run(&["1", "0"]).expect(0);
+    assert_eq!(p.log()[0], "One", "{}", run.stderr);
+    // README.md was written again after the stash: that version stays, the stash has the other.
+    assert_eq!(
+        git_in(p.path(), &["show", "HEAD:README.md"]),
+        "written after\n"
+    );
+    assert_eq!(git_in(p.path(), &["show", "HEAD:notes.txt"]), "stashed\n");
+    run.stderr_has("(README.md changed after the stash, so left as they are; the stash has the earlier version)");
+    assert_eq!(
+        git_in(p.path(), &["stash", "list"]),
+        "",
+        "no stash was there before"
+    );
+    assert_eq!(
+        git_in(p.path(), &["show", "refs/kern/agent/one/1/stash:README.md"]),
+        "stashed\n"
+    );
+}
