@@ -242,7 +242,8 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_ALLOW_DIRTY")]
     pub allow_dirty: bool,
 
-    /// Do not run the pre-commit and commit-msg hooks (as `git commit --no-verify`).
+    /// Do not run the pre-commit and commit-msg hooks, nor with --remote the pre-push hook (as
+    /// `git commit --no-verify` and `git push --no-verify`).
     #[arg(long, env = "KERN_NO_VERIFY")]
     pub no_verify: bool,
 

@@ -89,6 +89,8 @@ pub struct GitOptions {
     /// view: the run's branch, `refs/kern/`, the other tasks' branches): left out of
     /// the refs snapshots (`RefsSnapshot`), so the audit neither reports nor puts them back.
     pub foreign_refs: RefFilter,
+    /// `--no-verify`: the person's hooks around a commit and a push do not run.
+    pub no_verify: bool,
 }
 
 impl Default for GitOptions {
@@ -98,6 +100,7 @@ impl Default for GitOptions {
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             foreign_refs: RefFilter::default(),
+            no_verify: false,
         }
     }
 }
@@ -147,6 +150,7 @@ pub struct Repository {
     top: PathBuf,
     own: OwnFiles,
     hook_timeout: Duration,
+    no_verify: bool,
     max_file_size: u64,
     foreign_refs: RefFilter,
     /// `recent_commits` by (HEAD, count, budget, excluded paths): see context.rs.
@@ -189,6 +193,7 @@ impl Repository {
     pub fn set_options(&mut self, options: GitOptions) {
         self.own = OwnFiles::new(own_files::relative_paths(&self.top, &options.own_files));
         self.hook_timeout = options.hook_timeout;
+        self.no_verify = options.no_verify;
         self.max_file_size = options.max_file_size;
         self.foreign_refs = options.foreign_refs;
     }

@@ -592,3 +592,129 @@ fn a_stash_is_unstashed_where_the_tree_is_as_it_left_it_and_the_list_is_left_emp
         "stashed\n"
     );
 }
+
+// 10. `--remote`, the rest.
+
+/// A bare remote made from a project holding `spec`, and one clone of it to run kern in.
+struct Machine {
+    seed: Project,
+    remote: std::path::PathBuf,
+    clone: std::path::PathBuf,
+}
+
+impl Machine {
+    fn new(spec: &str) -> Machine {
+        use crate::support::during::git_in;
+        let seed = Project::new(spec);
+        let outside = seed.outside.path();
+        let remote = outside.join("remote.git");
+        git_in(
+            outside,
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                seed.path().to_str().unwrap(),
+                "remote.git",
+            ],
+        );
+        git_in(
+            outside,
+            &["clone", "-q", remote.to_str().unwrap(), "machine"],
+        );
+        let clone = outside.join("machine");
+        git_in(&clone, &["config", "user.name", "Test Person"]);
+        git_in(&clone, &["config", "user.email", "test@example.com"]);
+        Machine {
+            seed,
+            remote,
+            clone,
+        }
+    }
+
+    /// `kern ARGS` in the clone, with the seed's scripted agent and its own state root.
+    fn kern(&self, args: &[&str]) -> project::KernRun<'_> {
+        self.seed.run(args).current_dir(&self.clone).env(
+            "KERN_STATE_DIR",
+            self.seed.outside.path().join("state-machine"),
+        )
+    }
+
+    /// `git ARGS` in the clone.
+    fn git(&self, args: &[&str]) -> String {
+        crate::support::during::git_in(&self.clone, args)
+    }
+
+    /// A `pre-push` hook in the clone: it logs its arguments and stdin to `log`, then exits
+    /// with `code`.
+    fn pre_push(&self, log: &std::path::Path, code: i32) {
+        let hook = self.clone.join(".git/hooks/pre-push");
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\necho \"args: $*\" >> '{0}'\ncat >> '{0}'\necho 'tests failed on this machine' >&2\nexit {code}\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+}
+
+#[test]
+fn the_persons_pre_push_hook_runs_as_git_push_runs_it() {
+    let m = Machine::new("- [ ] One\n");
+    let log = m.seed.outside.path().join("pre-push.log");
+    m.pre_push(&log, 0);
+    m.kern(&["1", "0", "--remote", "origin"]).expect(0);
+    let landed = crate::support::during::git_in(&m.remote, &["rev-parse", "master"]);
+    let logged = std::fs::read_to_string(&log).expect("the hook ran");
+    assert!(
+        logged.starts_with(&format!("args: origin {}\n", m.remote.display())),
+        "{logged}"
+    );
+    // `<local ref> <local sha> <remote ref> <remote sha>` on stdin, as git gives it.
+    assert!(
+        logged.lines().any(|l| {
+            let fields: Vec<&str> = l.split(' ').collect();
+            fields.len() == 4 && fields[1] == landed.trim() && fields[2] == "refs/heads/master"
+        }),
+        "the landing's line: {logged}"
+    );
+    // Pushes of kern's own refs alone (claims) do not run it: no line names refs/heads/ but
+    // the landing's.
+    assert_eq!(
+        logged.lines().filter(|l| l.starts_with("args: ")).count(),
+        1,
+        "{logged}"
+    );
+}
+
+#[test]
+fn a_pre_push_hook_that_declines_keeps_the_work_off_the_remote_and_says_so() {
+    let m = Machine::new("- [ ] One\n");
+    let log = m.seed.outside.path().join("pre-push.log");
+    m.pre_push(&log, 1);
+    let before = crate::support::during::git_in(&m.remote, &["rev-parse", "master"]);
+    let run = m.kern(&["1", "0", "--remote", "origin"]).expect(4);
+    run.stderr_has("pre-push hook declined");
+    run.stderr_has("tests failed on this machine");
+    assert_eq!(
+        crate::support::during::git_in(&m.remote, &["rev-parse", "master"]),
+        before,
+        "nothing landed"
+    );
+    assert!(
+        m.git(&["branch", "--list", "kern/one"])
+            .contains("kern/one"),
+        "the work is kept here"
+    );
+    // --no-verify skips it, as `git push --no-verify` does.
+    std::fs::remove_file(&log).unwrap();
+    let m = Machine::new("- [ ] One\n");
+    m.pre_push(&log, 1);
+    m.kern(&["1", "0", "--remote", "origin", "--no-verify"])
+        .expect(0);
+    assert!(!log.exists(), "the hook did not run");
+}

@@ -12,7 +12,7 @@ use super::{Landing, pull_request, spec_merge, task_key};
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
-use crate::repository::remote::{Expected, Pushed, RefUpdate};
+use crate::repository::remote::{Expected, PRE_PUSH_DECLINED, Pushed, RefUpdate};
 use crate::spec::{Quoted, TaskIdentity};
 use git2::Oid;
 use std::path::{Path, PathBuf};
@@ -233,8 +233,13 @@ impl Run<'_> {
                     r.rounds = 0;
                     r.release(&self.ws.repo, identity)?;
                 }
+                let refused = if why.starts_with(PRE_PUSH_DECLINED) {
+                    format!("the push to `{branch}` on `{name}` did not happen")
+                } else {
+                    format!("the remote `{name}` refused the push to `{branch}`")
+                };
                 Err(Error::Unfinished(format!(
-                    "the remote `{name}` refused the push to `{branch}` ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
+                    "{refused} ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
                     Quoted(title),
                     if there {
                         format!(" here and on `{name}`")
