@@ -335,8 +335,9 @@ pub enum Command {
         /// Print only the state folder path.
         #[arg(long)]
         dir: bool,
-        /// List the claims on the remote NAME (default `origin`): task, holder, expiry.
-        #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "origin", conflicts_with_all = ["json", "dir"])]
+        /// List the claims on the remote NAME (default `origin`): task, holder, expiry; with
+        /// --json as one JSON object.
+        #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "origin", conflicts_with = "dir")]
         remote: Option<String>,
     },
     /// Free a task's claim on the remote (`kern --remote`) by hand: another machine may take

@@ -177,8 +177,9 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
         }
         Some(Command::Status {
             remote: Some(remote),
+            json,
             ..
-        }) => command::claims::status(settings, &remote),
+        }) => command::claims::status(settings, &remote, json),
         Some(Command::Status { json, dir, .. }) => status::run(settings, json, dir),
         Some(Command::Release { task, remote }) => {
             command::claims::release(settings, &task, &remote)

@@ -352,7 +352,11 @@ mod tests {
             expected: Expected::Any,
         };
         let cases = [
-            (vec![update("refs/heads/master"), update(CLAIMS)], false, true),
+            (
+                vec![update("refs/heads/master"), update(CLAIMS)],
+                false,
+                true,
+            ),
             (vec![update("refs/heads/kern/a")], false, true),
             (vec![update("refs/heads/master")], true, false),
             (vec![update("refs/kern/claims/a")], false, false),
@@ -365,7 +369,10 @@ mod tests {
             hook_words("tests failed\nerror: failed to push some refs to 'x'\n"),
             "tests failed"
         );
-        assert_eq!(hook_words("error: failed to push some refs\n"), "it printed nothing");
+        assert_eq!(
+            hook_words("error: failed to push some refs\n"),
+            "it printed nothing"
+        );
     }
 
     #[test]

@@ -718,3 +718,35 @@ fn a_pre_push_hook_that_declines_keeps_the_work_off_the_remote_and_says_so() {
         .expect(0);
     assert!(!log.exists(), "the hook did not run");
 }
+
+#[test]
+fn status_remote_json_lists_the_claims_as_one_json_object() {
+    let m = Machine::new("- [ ] One\n- [ ] Two\n");
+    let empty = m.kern(&["status", "--remote", "--json"]).expect(0);
+    let json: serde_json::Value = serde_json::from_str(&empty.stdout).unwrap();
+    assert_eq!(json, serde_json::json!({"remote": "origin", "claims": []}));
+    m.kern(&["claim", "one", "--remote", "origin"]).expect(0);
+    let held = m
+        .kern(&["status", "--remote", "origin", "--json"])
+        .expect(0);
+    let json: serde_json::Value = serde_json::from_str(&held.stdout).unwrap();
+    let claim = &json["claims"][0];
+    assert_eq!(claim["key"], "one", "{json}");
+    assert_eq!(claim["lapsed"], false);
+    assert!(claim["pid"].as_u64().is_some(), "{json}");
+    assert!(claim["host"].as_str().is_some(), "{json}");
+    assert!(claim["expires"].as_str().unwrap().ends_with('Z'), "{json}");
+    assert_eq!(claim["id"].as_str().unwrap().len(), 40, "{json}");
+    // A remote the clone lacks: still one JSON object, the error's.
+    let bad = m
+        .kern(&["status", "--remote", "upstream", "--json"])
+        .expect(2);
+    let json: serde_json::Value = serde_json::from_str(&bad.stdout).unwrap();
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--remote `upstream`"),
+        "{json}"
+    );
+}
