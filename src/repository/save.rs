@@ -152,6 +152,11 @@ impl Repository {
             .map_err(|e| Error::git(format!("writing `{refname}`"), e))
     }
 
+    /// The commit the ref `name` points to, `None` when there is no such ref.
+    pub fn ref_target(&self, name: &str) -> Option<Oid> {
+        self.repo.refname_to_id(name).ok()
+    }
+
     /// The blob of a work-tree path (mode and id), `None` when it is gone or a folder.
     fn blob_of(&self, full: &Path) -> Result<Option<(u32, Oid)>> {
         let Ok(meta) = fs::symlink_metadata(full) else {

@@ -750,3 +750,32 @@ fn status_remote_json_lists_the_claims_as_one_json_object() {
         "{json}"
     );
 }
+
+#[test]
+fn attempt_refs_a_published_note_names_are_on_the_remote() {
+    use crate::support::during::git_in;
+    let m = Machine::new("- [ ] One\n");
+    m.seed
+        .scenario(&serde_json::json!({"default": {"implement": {
+            "write": {"half.txt": "half done\n"},
+            "result": {"status": "SKIPPED", "summary": "not now"}
+        }}}));
+    m.kern(&["1", "0", "--remote", "origin"]).expect(0);
+    let spec = git_in(&m.remote, &["show", "master:SPEC.md"]);
+    let named: Vec<&str> = spec
+        .split('`')
+        .filter(|w| w.starts_with("refs/kern/attempts/"))
+        .collect();
+    assert!(
+        !named.is_empty(),
+        "the published note names the set-aside: {spec}"
+    );
+    for name in named {
+        let there = git_in(&m.remote, &["rev-parse", "--verify", "-q", name]);
+        assert_eq!(
+            git_in(&m.remote, &["show", &format!("{}:half.txt", there.trim())]),
+            "half done\n",
+            "{name} on the remote"
+        );
+    }
+}
