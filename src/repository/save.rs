@@ -152,6 +152,17 @@ impl Repository {
             .map_err(|e| Error::git(format!("writing `{refname}`"), e))
     }
 
+    /// Deletes the refs `names` that exist (kern's own bookkeeping refs); a missing one is fine.
+    pub fn delete_refs(&self, names: &[String]) -> Result<()> {
+        for name in names {
+            if let Ok(mut r) = self.repo.find_reference(name) {
+                r.delete()
+                    .map_err(|e| Error::git(format!("deleting `{name}`"), e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// The commit the ref `name` points to, `None` when there is no such ref.
     pub fn ref_target(&self, name: &str) -> Option<Oid> {
         self.repo.refname_to_id(name).ok()

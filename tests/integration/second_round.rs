@@ -779,3 +779,42 @@ fn attempt_refs_a_published_note_names_are_on_the_remote() {
         );
     }
 }
+
+#[test]
+fn local_checkpoint_and_remote_refs_are_pruned_once_a_task_landed() {
+    let m = Machine::new("- [ ] One\n");
+    // A checkpoint is made while the task runs: implement waits until the test saw it.
+    let seen = m.seed.outside.path().join("checkpoint-seen");
+    m.seed
+        .scenario(&serde_json::json!({"default": {"implement": {
+            "write": {"out/{slug}.txt": "done\n"},
+            "shell": [format!("while [ ! -e '{}' ]; do sleep 0.05; done", seen.display())]
+        }}}));
+    let child = m
+        .kern(&["1", "0", "--remote", "origin", "--claim-ttl", "3s"])
+        .spawn();
+    let checkpoint = m.clone.join(".git/refs/kern/checkpoint");
+    crate::support::wait_for_file(&checkpoint);
+    std::fs::write(&seen, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        crate::support::during::git_in(&m.remote, &["log", "-1", "--format=%s", "master"]),
+        "One\n"
+    );
+    let left = m.git(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/kern/checkpoint/",
+        "refs/kern/remote/",
+    ]);
+    assert_eq!(
+        left, "",
+        "kern's bookkeeping refs for the landed task are gone"
+    );
+}

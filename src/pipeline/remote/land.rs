@@ -149,6 +149,7 @@ impl Run<'_> {
         if let Some(remote) = self.target.remote_mut() {
             remote.release(&self.ws.repo, identity)?;
         }
+        self.prune_task_refs(slug, &task_key(identity));
         Ok(())
     }
 
@@ -204,6 +205,7 @@ impl Run<'_> {
                     r.work.remove(&key);
                     r.rounds = 0;
                 }
+                self.prune_task_refs(slug, &key);
                 self.teller.emit(RunEvent::Told(Told::Landed {
                     task: title.to_string(),
                     remote: name.clone(),
