@@ -198,6 +198,11 @@ impl Repository {
         self.foreign_refs = options.foreign_refs;
     }
 
+    /// True when the repository keeps its refs in the reftable format (read through git).
+    pub fn uses_reftable(&self) -> bool {
+        self.repo.config().is_ok_and(|c| reftable::is_reftable(&c))
+    }
+
     /// The top folder of the work tree (canonical, no trailing slash).
     pub fn top(&self) -> &Path {
         &self.top

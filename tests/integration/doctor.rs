@@ -151,6 +151,7 @@ fn everything_in_place_passes_every_check_and_exits_0() {
         "✓ git repository: `{top}/.git`\n\
          ✓ work tree: `{top}`\n\
          ✓ git operation: no merge, rebase or other operation in progress\n\
+         ✓ git: not on PATH — nothing here needs it (only --remote and reftable refs do)\n\
          ✓ git identity: Test Person <test@example.com>\n\
          ✓ commit signing: off (`commit.gpgsign` is not set)\n\
          ✓ git index: no `index.lock`, not a sparse index\n\

@@ -598,7 +598,7 @@ fn kern_doctor_passes_in_a_ready_project() {
     let err = &out.stderr;
     assert_eq!(
         err.lines().filter(|l| l.starts_with("✓ ")).count(),
-        15,
+        16,
         "{err}"
     );
 }

@@ -818,3 +818,85 @@ fn local_checkpoint_and_remote_refs_are_pruned_once_a_task_landed() {
         "kern's bookkeeping refs for the landed task are gone"
     );
 }
+
+/// A folder holding a fake `git` that says it is `version` and hands everything else to the
+/// real git.
+fn fake_git(version: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let git = dir.path().join("git");
+    std::fs::write(
+        &git,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version {version}'; exit 0; fi\nexec '{}' \"$@\"\n",
+            real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&git, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn doctor_checks_git_on_path_and_the_version_remote_needs() {
+    let m = Machine::new("- [ ] One\n");
+    let path = |dir: &std::path::Path| {
+        format!(
+            "{}:{}",
+            dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    };
+    // A git new enough: named with its version.
+    let good = fake_git("2.47.3");
+    // `--remote` as a night sets it: in .kern/config.toml or KERN_REMOTE.
+    m.kern(&["doctor"])
+        .env("KERN_REMOTE", "origin")
+        .env("PATH", path(good.path()))
+        .expect(0)
+        .stderr_has(&format!(
+            "✓ git: git version 2.47.3 (`{}/git`), enough for --remote (2.29 or newer)\n",
+            good.path().display()
+        ));
+    // Too old for --remote's fetch and push: a failure, with the fix.
+    let old = fake_git("2.20.1");
+    let doctor = m
+        .kern(&["doctor"])
+        .env("KERN_REMOTE", "origin")
+        .env("PATH", path(old.path()))
+        .expect(2);
+    doctor.stderr_has("✗ git: git version 2.20.1 is older than --remote needs (2.29 or newer)\n");
+    doctor.stderr_has("    fix: install git 2.29 or newer and put it first on PATH\n");
+    // Without --remote, an old git is no problem here.
+    m.kern(&["doctor"])
+        .env("PATH", path(old.path()))
+        .expect(0)
+        .stderr_has("✓ git: git version 2.20.1 (`");
+    // No git at all: --remote cannot work.
+    let empty = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        String::from_utf8(
+            std::process::Command::new("sh")
+                .args(["-c", "command -v sh"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim(),
+        empty.path().join("sh"),
+    )
+    .unwrap();
+    m.kern(&["doctor"])
+        .env("KERN_REMOTE", "origin")
+        .env("PATH", empty.path())
+        .expect(2)
+        .stderr_has("✗ git: `git` not found on PATH — --remote runs git to fetch and push\n");
+}
