@@ -178,7 +178,7 @@ pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<Stri
         } else if t.deferred && super::dialect::title_is_example(&t.title) {
             "it is an example (its title says so): replace it with a task of your own".into()
         } else if t.deferred {
-            "its title says it waits (deferred, skipped, blocked, later or out of scope)".into()
+            "its title says it waits (deferred, skipped, blocked, later, future, someday or out of scope)".into()
         } else if let Some(&a) = doc.ancestors(i).iter().rev().find(|&&a| {
             let p = &tasks[a];
             p.deferred || !p.kind.is_kerns() || p.state == TaskState::Blocked || {
@@ -370,7 +370,7 @@ mod tests {
             (
                 "- [ ] Pay (deferred)\n",
                 &[
-                    "line 1 `Pay (deferred)`: its title says it waits (deferred, skipped, blocked, later or out of scope)",
+                    "line 1 `Pay (deferred)`: its title says it waits (deferred, skipped, blocked, later, future, someday or out of scope)",
                 ],
             ),
             (

@@ -900,3 +900,47 @@ fn doctor_checks_git_on_path_and_the_version_remote_needs() {
         .expect(2)
         .stderr_has("✗ git: `git` not found on PATH — --remote runs git to fetch and push\n");
 }
+
+// 11. Picks: criteria headings with a number or an emoji; deferred titles.
+
+#[test]
+fn a_criteria_heading_with_a_number_or_an_emoji_holds_criteria_not_tasks() {
+    for heading in [
+        "## 9. Acceptance Criteria",
+        "## 🎯 Success Criteria",
+        "### 2) Definition of Done",
+    ] {
+        let p = Project::new(&format!(
+            "# Plan\n\n## 8. Add login\n\n- [ ] Add login\n\n{heading}\n\n- [ ] a user logs in\n- [ ] a wrong password is refused\n"
+        ));
+        let status: serde_json::Value =
+            serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+        assert_eq!(status["counts"]["pending"], 1, "{heading}: {status}");
+        assert_eq!(status["next"]["title"], "Add login", "{heading}");
+    }
+}
+
+#[test]
+fn future_later_and_someday_in_a_title_mark_it_deferred() {
+    let p = Project::new(
+        "- [ ] Dark mode (future)\n- [ ] Rewrite in Rust (later)\n- [ ] Someday: plugins\n- [ ] Someday port it to Windows\n- [ ] Offline sync, someday\n- [ ] Add the futures API\n",
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(status["next"]["title"], "Add the futures API", "{status}");
+    let dry = p.run(&["-n"]).expect(0).stdout;
+    for title in [
+        "Dark mode (future)",
+        "Rewrite in Rust (later)",
+        "Someday: plugins",
+        "Someday port it to Windows",
+        "Offline sync, someday",
+    ] {
+        assert!(
+            dry.contains(&format!(
+                "`{title}` (its title says it waits; kern leaves it)"
+            )),
+            "{title}: {dry}"
+        );
+    }
+}
