@@ -27,6 +27,7 @@ mod history;
 mod hooks;
 mod identity;
 mod index_entries;
+mod message;
 mod open;
 mod own_files;
 mod preflight;

@@ -944,3 +944,78 @@ fn future_later_and_someday_in_a_title_mark_it_deferred() {
         );
     }
 }
+
+// 12. The commit message as `git commit` cleans it.
+
+#[test]
+fn the_commit_message_is_cleaned_by_the_persons_settings_as_git_commit_cleans_it() {
+    use crate::support::during::git_in;
+    let body = "The parser reads dates.\n; a line git would strip\n# a hash line\n\n\n  trailing spaces   \nThe end.";
+    // (settings, the body git commit -m keeps)
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[],
+            "The parser reads dates.\n; a line git would strip\n# a hash line\n\n  trailing spaces\nThe end.",
+        ),
+        (
+            &[("commit.cleanup", "strip")],
+            "The parser reads dates.\n; a line git would strip\n\n  trailing spaces\nThe end.",
+        ),
+        (
+            &[("commit.cleanup", "strip"), ("core.commentChar", ";")],
+            "The parser reads dates.\n# a hash line\n\n  trailing spaces\nThe end.",
+        ),
+        (
+            &[("commit.cleanup", "strip"), ("core.commentChar", "auto")],
+            "The parser reads dates.\n; a line git would strip\n# a hash line\n\n  trailing spaces\nThe end.",
+        ),
+        (
+            &[("commit.cleanup", "verbatim")],
+            "The parser reads dates.\n; a line git would strip\n# a hash line\n\n\n  trailing spaces   \nThe end.",
+        ),
+    ];
+    for (settings, kept) in cases {
+        let p = Project::new("- [ ] Parse dates\n");
+        for (key, value) in *settings {
+            git_in(p.path(), &["config", key, value]);
+        }
+        p.scenario(&serde_json::json!({"default": {
+            "implement": {"write": {"out/{slug}.txt": "done\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Parse dates", "body": body}}
+        }}));
+        p.run(&["1", "0"]).expect(0);
+        let message = git_in(p.path(), &["log", "-1", "--format=%B"]);
+        // What `git commit -m` makes of the same message, with the same settings.
+        let scratch = tempfile::tempdir().unwrap();
+        git_in(scratch.path(), &["init", "-q"]);
+        for (key, value) in *settings {
+            git_in(scratch.path(), &["config", key, value]);
+        }
+        git_in(scratch.path(), &["config", "user.name", "T"]);
+        git_in(scratch.path(), &["config", "user.email", "t@e"]);
+        let kern_message = message.trim_end_matches('\n');
+        git_in(
+            scratch.path(),
+            &[
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                &format!("Parse dates\n\n{body}"),
+            ],
+        );
+        let gits = git_in(scratch.path(), &["log", "-1", "--format=%B"]);
+        assert_eq!(
+            kern_message
+                .strip_prefix("Parse dates\n\n")
+                .map(|b| b.split("\n\nSPEC.md changes").next().unwrap_or(b)),
+            Some(*kept),
+            "{settings:?}"
+        );
+        assert_eq!(
+            gits.trim_end_matches('\n'),
+            format!("Parse dates\n\n{kept}"),
+            "the expectation is git's own: {settings:?}"
+        );
+    }
+}
