@@ -15,11 +15,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub const EXIT_OK: u8 = 0;
 /// Exit code: internal or I/O failure.
 pub const EXIT_FAILURE: u8 = 1;
-/// Exit code: usage error, invalid SPEC.md or template, dirty tree, unusable repository.
+/// Exit code: usage error, invalid SPEC.md (tasks whose After notes wait for each other
+/// among it) or template, dirty tree, unusable repository.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: another kern holds the lock for this project and branch.
 pub const EXIT_LOCKED: u8 = 3;
-/// Exit code: finished, but a task is blocked or the last task failed.
+/// Exit code: finished, but a task is blocked (the open tasks that wait on it named in the
+/// end line) or the last task failed.
 pub const EXIT_UNFINISHED: u8 = 4;
 /// Exit code: the agent needs the user (missing, not logged in, rejected its arguments).
 pub const EXIT_AGENT_NEEDS_USER: u8 = 5;

@@ -57,7 +57,7 @@ Notes are blockquote lines inside a task. kern writes these itself:
     > **Review:**       with --review: the branch the task's commit waits on
 You may write these yourself:
     > **Check:** cargo test     a command that must pass before the task is committed
-    > **After:** <a title>      with -j: start this task only once that one is done
+    > **After:** <a title>      start this task only once that one is done
 
 kern changes only the boxes and its own notes, byte for byte. Edit anything else freely,
 even while kern runs. `kern -n` shows what the next run would do, and changes nothing.

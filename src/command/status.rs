@@ -233,7 +233,7 @@ fn add_dialects(json: &mut Value, doc: &Document, file: &str, options: &spec::Se
 
 /// One diagnostic as JSON: message, file, line, column, fix.
 fn diagnostic_json(d: &Diagnostic, file: &str) -> Value {
-    json!({"message": d.message, "file": file, "line": d.line, "column": d.column, "fix": d.fix})
+    json!({"message": d.message_in(file), "file": file, "line": d.line, "column": d.column, "fix": d.fix_in(file)})
 }
 
 /// The JSON `kern status --json` prints for an error: `{"error": {message, file, line, column,

@@ -12,12 +12,13 @@
 //! markers: Kiro, Obsidian Tasks, spec-kit), `notes` (the one reader and writer of kern's note
 //! layout), `must` (the person's must-haves), `document` (the [`Document`] of [`Task`]s and
 //! its queries), `parse` (text -> document: the pulldown-cmark walk; `parse/item.rs` reads an
-//! item's notes and free text), `validate` (errors and
-//! warnings), `select` (the next task and why), `plan` (what an edit will splice and must
+//! item's notes and free text), `after` (the After notes as waits: a ring of them, and what
+//! waits on a blocked task), `validate` (errors and warnings), `select` (the next task and why), `plan` (what an edit will splice and must
 //! show), `verify` (the re-parse check), `sanitise` (agent text made safe to splice), `edit`
 //! (the splices of an edit), `changes` (what changed between two readings, one sentence each)
 //! and `file` (reading and atomically writing SPEC.md without losing a concurrent hand edit).
 
+mod after;
 mod changes;
 mod diagnostic;
 mod dialect;
@@ -35,6 +36,7 @@ mod select;
 mod validate;
 mod verify;
 
+pub(crate) use after::waiting_on_blocked;
 pub(crate) use changes::changes;
 pub(crate) use diagnostic::{Diagnostic, Severity};
 pub(crate) use dialect::TaskKind;

@@ -1019,3 +1019,56 @@ fn the_commit_message_is_cleaned_by_the_persons_settings_as_git_commit_cleans_it
         );
     }
 }
+
+// 13. Tasks that wait for each other.
+
+#[test]
+fn a_cycle_of_after_notes_is_named_as_one_by_status_dry_run_doctor_and_a_run() {
+    let p = Project::new(
+        "- [ ] Alpha\n  > **After:** Beta\n- [ ] Beta\n  > **After:** Alpha\n- [ ] Gamma\n",
+    );
+    let said = "SPEC.md:1:3: `Alpha` (SPEC.md:1) waits for `Beta` (SPEC.md:3), which waits for `Alpha`: none of them can start — remove one of their After notes (SPEC.md:2 or SPEC.md:4)";
+    p.run(&["status"]).expect(2).stderr_has(said);
+    let json: serde_json::Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).expect(2).stdout).unwrap();
+    assert_eq!(json["error"]["line"], 1, "{json}");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("(SPEC.md:3), which waits for `Alpha`"),
+        "{json}"
+    );
+    p.run(&["-n"]).expect(2).stderr_has(said);
+    p.run(&["doctor"]).expect(2).stderr_has(
+        "✗ SPEC.md: `SPEC.md:1:3`: `Alpha` (SPEC.md:1) waits for `Beta` (SPEC.md:3), which waits for `Alpha`: none of them can start\n    fix: remove one of their After notes (SPEC.md:2 or SPEC.md:4)\n",
+    );
+    p.run(&["1", "0"]).expect(2).stderr_has(said);
+    assert!(p.prompts("research").is_empty(), "no agent ran");
+    // A longer ring, through three tasks.
+    let p = Project::new(
+        "- [ ] A\n  > **After:** B\n- [ ] B\n  > **After:** C\n- [ ] C\n  > **After:** A\n",
+    );
+    p.run(&["status"]).expect(2).stderr_has(
+        "`A` (SPEC.md:1) waits for `B` (SPEC.md:3), which waits for `C` (SPEC.md:5), which waits for `A`: none of them can start — remove one of their After notes (SPEC.md:2, SPEC.md:4 or SPEC.md:6)",
+    );
+}
+
+#[test]
+fn a_run_whose_open_tasks_all_wait_on_a_blocked_task_says_so_and_is_not_done() {
+    let p = Project::new(
+        "- [!] Beta\n  > **Blocked:** needs the API key\n- [ ] Alpha\n  > **After:** Beta\n",
+    );
+    let run = p.run(&["1", "0"]).expect(4);
+    let said = "every open task waits: `Alpha` (SPEC.md:3) waits for `Beta` (SPEC.md:1), which is blocked [!] — unblock what they wait for (set it back to [ ] once you did what its note asks), or remove the After notes";
+    run.stderr_has(&format!("run ended: {said}"));
+    assert!(!run.stderr.contains("nothing left to do"), "{}", run.stderr);
+    assert!(p.prompts("research").is_empty());
+    let report = p.run(&["report"]).expect(0).stdout;
+    assert!(report.contains(said), "{report}");
+    // Not when nothing is open: a night that finished every task is done.
+    let p = Project::new("- [x] Beta\n- [x] Alpha\n  > **After:** Beta\n");
+    p.run(&["1", "0"])
+        .expect(0)
+        .stderr_has("nothing left to do");
+}

@@ -45,13 +45,15 @@ pub(super) fn spec_check(settings: &Settings, top: &Path) -> Check {
         let fix = if first.fix.is_empty() {
             "fix the line shown".to_string()
         } else {
-            first.fix.clone()
+            first.fix_in(&display)
         };
         return Check::fail(
             &display,
             format!(
                 "`{display}:{}:{}`: {}{more}",
-                first.line, first.column, first.message
+                first.line,
+                first.column,
+                first.message_in(&display)
             ),
             fix,
         );
