@@ -436,7 +436,7 @@ pub enum Command {
 /// The options every command accepts (`global = true`) that a subcommand ignores, by
 /// subcommand: hidden from that subcommand's `--help` (see [`command`]). Still accepted there,
 /// so a `KERN_*` variable or a habit (`kern status --agent codex`) never breaks it.
-const IGNORED_BY: &[(&str, &[&str])] = &[
+pub(crate) const IGNORED_BY: &[(&str, &[&str])] = &[
     (
         "status",
         &[
@@ -514,39 +514,6 @@ pub fn command() -> clap::Command {
         command = command.mut_subcommand(*name, |sub| sub.args(copies));
     }
     command
-}
-
-/// kern's command line for shell completions: as [`command`] parses it, with each subcommand
-/// offering only the options it takes. The completion generators list hidden options too, so
-/// here the options every command accepts are not global: the top level has them, and each
-/// subcommand its own visible copy of those it does not ignore (`IGNORED_BY`). Only for
-/// generating scripts: it parses as kern does, but [`command`] is what kern parses with.
-pub fn completion_command() -> clap::Command {
-    let base = Cli::command();
-    let globals: Vec<clap::Arg> = base
-        .get_arguments()
-        .filter(|a| a.is_global_set())
-        .cloned()
-        .collect();
-    base.mut_args(|a| {
-        if a.is_global_set() {
-            a.global(false)
-        } else {
-            a
-        }
-    })
-    .mut_subcommands(|sub| {
-        let ignored = IGNORED_BY
-            .iter()
-            .find(|(name, _)| *name == sub.get_name())
-            .map_or(&[][..], |(_, ignored)| *ignored);
-        let takes: Vec<clap::Arg> = globals
-            .iter()
-            .filter(|a| !ignored.contains(&a.get_id().as_str()))
-            .map(|a| a.clone().global(false))
-            .collect();
-        sub.args(takes)
-    })
 }
 
 /// What a word typed where the count goes (`kern stauts`, `kern help`) meant: clap reads the
@@ -918,30 +885,6 @@ mod tests {
             .unwrap()
             .render_help()
             .to_string()
-    }
-
-    #[test]
-    fn completions_offer_each_subcommand_what_it_takes_and_parse_as_kern_does() {
-        let mut completion = completion_command();
-        completion.build();
-        completion.clone().debug_assert();
-        let longs = |sub: &str| -> Vec<String> {
-            completion
-                .find_subcommand(sub)
-                .unwrap()
-                .get_arguments()
-                .filter_map(|a| a.get_long().map(str::to_string))
-                .collect()
-        };
-        assert!(!longs("log").contains(&"agent".to_string()));
-        assert!(longs("log").contains(&"verbose".to_string()));
-        assert!(longs("doctor").contains(&"fallback-agent".to_string()));
-        assert!(longs("status").contains(&"spec".to_string()));
-        let top: Vec<&str> = completion
-            .get_arguments()
-            .filter_map(clap::Arg::get_long)
-            .collect();
-        assert!(top.contains(&"agent") && top.contains(&"max-attempts"));
     }
 
     #[test]
