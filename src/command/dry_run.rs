@@ -138,7 +138,10 @@ fn report_with_warnings(
         settings.level,
     )
     .level;
-    let stages = stages_left(status.resume.as_ref(), level);
+    let identity = doc.identity(selection.task);
+    let tests_step =
+        crate::pipeline::tests_first::step_due(task, status.start.as_ref(), &identity, settings);
+    let stages = stages_left(status.resume.as_ref(), level, tests_step);
     // A level-0 task starts without research: kern marks it in progress before implement,
     // so implement's prompt shows it so.
     let started = if stages.first() == Some(&crate::stage::Stage::Implement)
@@ -243,8 +246,8 @@ fn report_with_warnings(
         // writes them to, or the folder `--prompts` wrote them to just now.
         let (prompt_file, schema_path) = match prompts_dir {
             Some(dir) => {
-                let prompt = dir.join(format!("stage{}.prompt.md", stage.number()));
-                let schema = dir.join(format!("stage{}.schema.json", stage.number()));
+                let prompt = dir.join(format!("{}.prompt.md", stage.file_stem()));
+                let schema = dir.join(format!("{}.schema.json", stage.file_stem()));
                 std::fs::write(&prompt, &plan.prompt).map_err(|e| Error::io(&prompt, e))?;
                 std::fs::write(&schema, stage.schema()).map_err(|e| Error::io(&schema, e))?;
                 (prompt, schema)

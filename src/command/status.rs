@@ -95,16 +95,34 @@ pub(crate) fn compute_with_spec(
         })
     });
     // The loop's own inference, read-only: stale files are named by the run, not removed here.
-    let (resume, start) = match &selection {
+    let (resume, start, next_stage) = match &selection {
         Some(sel) => {
             let identity = doc.identity(sel.task);
             let files = StageFiles::read(&ws.state_dir, &identity);
             let has_research = doc.tasks()[sel.task].research().is_some();
             let start = journal::load::<TaskStart>(&ws.state_dir.task_start())
                 .filter(|s| s.covers(&identity));
-            (Some(resume::infer(&files, has_research)), start)
+            let point = resume::infer(&files, has_research);
+            // The stage that runs next, as the run's plan has it: a level-0 task skips
+            // research, a task tested first has its tests step.
+            let level = next
+                .as_ref()
+                .and_then(|n| n["level"].as_u64())
+                .and_then(|l| u8::try_from(l).ok())
+                .unwrap_or(2);
+            let tests_step = crate::pipeline::tests_first::step_due(
+                &doc.tasks()[sel.task],
+                start.as_ref(),
+                &identity,
+                settings,
+            );
+            let next_stage =
+                crate::pipeline::stage::plan::stages_left(Some(&point), level, tests_step)
+                    .first()
+                    .map_or(point.name(), |s| s.name());
+            (Some(point), start, Some(next_stage))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let inspected = RunLock::inspect(&ws.repo.run_lock_path());
     let lock = inspected.as_ref().map(|(record, live)| {
@@ -125,13 +143,7 @@ pub(crate) fn compute_with_spec(
         "spec": ws.spec_display,
         "counts": counts,
         "next": next,
-        // The stage that runs next, as the run's plan has it: a level-0 task skips research.
-        "resume": resume.as_ref().map(|r| {
-            let level = next.as_ref().and_then(|n| n["level"].as_u64()).unwrap_or(2);
-            crate::pipeline::stage::plan::stages_left(Some(r), u8::try_from(level).unwrap_or(2))
-                .first()
-                .map_or(r.name(), |s| s.name())
-        }),
+        "resume": next_stage,
         "lock": lock,
         "running": running,
         "state_dir": ws.state_dir.dir().display().to_string(),
@@ -145,6 +157,14 @@ pub(crate) fn compute_with_spec(
             .map(|d| d.render(&ws.spec_display)),
     );
     let mut json = json;
+    if let Some(sel) = &selection {
+        let (task, identity) = (&doc.tasks()[sel.task], doc.identity(sel.task));
+        let tested =
+            crate::pipeline::tests_first::status(task, &identity, start.as_ref(), settings);
+        if let (Some(tested), Some(next)) = (tested, json["next"].as_object_mut()) {
+            next.insert("tests_first".into(), tested);
+        }
+    }
     add_dialects(&mut json, &doc, &ws.spec_display, &options);
     add_stale_learnings(&mut json, ws.repo.top(), &ws.learnings_path);
     Ok((
@@ -557,6 +577,9 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
             }
             if next["tests_read_only"] == json!(true) {
                 out.push_str("tests:     read-only (its Tests note)\n");
+            }
+            if let Some(tested) = next.get("tests_first") {
+                out.push_str(&crate::pipeline::tests_first::status_line(tested));
             }
             out.push_str(&format!(
                 "resume at: {}\n",

@@ -288,6 +288,38 @@ pub(crate) enum RunEvent {
         #[serde(skip)]
         output: Option<String>,
     },
+    /// `Tests: first`: the task's tests run on the base commit plus only them, where they must
+    /// fail (red).
+    TestsRed {
+        /// The task.
+        task: String,
+        /// The command.
+        command: String,
+        /// The test files.
+        tests: Vec<String>,
+        /// They failed, as they must: the proof holds.
+        failed: bool,
+        /// What the command printed (its last lines).
+        output: String,
+    },
+    /// `Tests: first`, after implement: the task's tests held as the tests step wrote them and
+    /// the command passed (green).
+    TestsGreen {
+        /// The task.
+        task: String,
+        /// The command.
+        command: String,
+        /// The test files.
+        tests: Vec<String>,
+        /// The test files implement changed or deleted (put back); empty when they held.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changed: Vec<String>,
+        /// The tests held and the command passed.
+        passed: bool,
+        /// What the command printed (its last lines), when it ran.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+    },
     /// Implement split the task into subtasks.
     Decomposed {
         /// The task's title.

@@ -32,6 +32,9 @@ impl Run<'_> {
             TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
             _ => None,
         };
+        if let TaskOutcome::Decomposed { .. } = &decision.outcome {
+            self.tests_of_split_task(it)?;
+        }
         let mut edits = decision.edits;
         if let Some(why) = why
             && let Some(saved) = self.set_aside(it, why)?

@@ -1,5 +1,6 @@
 //! One iteration: select the task, find where it resumes, then run what is left of research →
-//! implement → check gate → review → commit as a straight sequence. After each stage the pure
+//! (a task tested first: its tests, red) → implement → check gate (and green) → review →
+//! commit as a straight sequence. After each stage the pure
 //! policy (`decide`) says whether to go on or to end the iteration with which SPEC.md edits.
 //!
 //! Decisions a reader must know:
@@ -137,7 +138,8 @@ impl Run<'_> {
     async fn run_task(&mut self, it: &mut TaskRun, point: ResumePoint) -> Result<IterationEnd> {
         let (implement, review) = match point {
             ResumePoint::Research
-                if !super::stage::plan::stages_left(Some(&point), it.level.level)
+                // (Whether research runs does not depend on the tests step.)
+                if !super::stage::plan::stages_left(Some(&point), it.level.level, false)
                     .contains(&crate::stage::Stage::Research) =>
             {
                 // Level 0: no research; the task starts as research would have started it.
@@ -180,6 +182,10 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
+                // A task tested first: its tests, red on the base commit, before implement.
+                if let Some(end) = self.tests_step(it).await? {
+                    return Ok(end);
+                }
                 let run = self.stage::<ImplementReport>(it, None).await?;
                 match self.implement_done(it, run.outcome)? {
                     Next::End(decision) => return self.end_task(it, decision),
@@ -193,7 +199,13 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
+                if let Some(end) = self.tests_held(it)? {
+                    return Ok(end);
+                }
                 if let Some(end) = self.check_gate(it).await? {
+                    return Ok(end);
+                }
+                if let Some(end) = self.green_gate(it).await? {
                     return Ok(end);
                 }
                 if let Some(end) = self.verify_gate(it).await? {

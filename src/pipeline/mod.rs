@@ -9,7 +9,8 @@
 //! `stage` (one stage: inputs, runner, audit, records), `decide` (the policy), `guard` (is the
 //! task still kern's — ours, gone, or set by the person — and kern's edits of it), `audit`
 //! (what a stage may not change), `check` (the check gate), `verify` (the must-haves and
-//! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
+//! read-only tests kern checks itself), `tests_first` (a task's tests red before implement,
+//! green after), `scope` (changes outside a task's Scope set aside),
 //! `error_research` (what the next attempt is told after a failure, and when a task's
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
@@ -53,6 +54,7 @@ mod shared;
 pub(crate) mod stage;
 pub(crate) mod start;
 pub(crate) mod teller;
+pub(crate) mod tests_first;
 mod verify;
 
 use crate::error::{Error, Result};

@@ -8,7 +8,7 @@
 //!   folders as in git's pathspecs (`*.md` is every Markdown file).
 //! - Companions of in-scope changes are in scope too ([`companion`], pure and table-tested):
 //!   a test whose name carries an in-scope file's stem, a lockfile beside a changed manifest,
-//!   a snapshot of an in-scope file.
+//!   a snapshot of an in-scope file; so are the red tests of a task tested first.
 //! - `--scope set-aside` (the default) saves what is outside under
 //!   `refs/kern/saved/<task>/out-of-scope-<n>`, puts those paths back to HEAD, and names them in
 //!   an `Out of scope` note it writes at once (so it lands in the task's commit, also for a
@@ -116,7 +116,11 @@ impl Run<'_> {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
-        let out = outside(&it.start.scope, &changed)?;
+        let mut out = outside(&it.start.scope, &changed)?;
+        // A task tested first: its red tests are its proof, wherever they are.
+        if let Some(red) = it.start.red_of(&it.identity) {
+            out.retain(|p| !red.tests.contains(p));
+        }
         if out.is_empty() {
             return Ok(None);
         }

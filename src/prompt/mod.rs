@@ -8,12 +8,13 @@
 //! those six characters.
 //!
 //! Templates:
-//! - The defaults `prompts/1_research.md`, `prompts/2_implement.md`, `prompts/3_commit.md` are
-//!   embedded in the binary; a repository overrides any of them with a file of the same name
-//!   in `.kern/prompts/`. Every template is parsed and checked when loaded, so a broken one
-//!   stops kern at start-up (and in `kern -n` and `kern doctor`) with the file and line, never
+//! - The defaults `prompts/1_research.md`, `prompts/2_tests.md` (the tests step of a task
+//!   tested first), `prompts/2_implement.md`, `prompts/3_commit.md` are embedded in the
+//!   binary; a repository overrides any of them with a file of the same name in
+//!   `.kern/prompts/`. Every template is parsed and checked when loaded, so a broken one stops
+//!   kern at start-up (and in `kern -n` and `kern doctor`) with the file and line, never
 //!   mid-run. An override must hold text and use `{TASK}`, and a `.md` file there that is
-//!   none of the three names is an error (a misnamed override would be silently unused).
+//!   none of the four names is an error (a misnamed override would be silently unused).
 //! - Front matter is optional: a first line `---`, lines `key: value`, a closing `---`. The
 //!   only key is `model` (a Claude model name; quotes around it are dropped). Blank lines and
 //!   `#` comment lines are allowed inside it.
@@ -93,6 +94,7 @@ pub const BUDGET_SPEC_PATH: usize = 1024;
 const NONE_TEXT: &str = "(none)";
 
 const BUILTIN_RESEARCH: &str = include_str!("../../prompts/1_research.md");
+const BUILTIN_TESTS: &str = include_str!("../../prompts/2_tests.md");
 const BUILTIN_IMPLEMENT: &str = include_str!("../../prompts/2_implement.md");
 const BUILTIN_COMMIT: &str = include_str!("../../prompts/3_commit.md");
 
@@ -182,7 +184,7 @@ impl Placeholder {
             Placeholder::Diff => Some("git diff"),
             Placeholder::PrevResult => Some(match stage {
                 Stage::Research => "previous stage result",
-                Stage::Implement => "research result",
+                Stage::Tests | Stage::Implement => "research result",
                 Stage::Review => "implement summary",
             }),
             Placeholder::Attempts | Placeholder::SpecPath => None,
@@ -349,10 +351,11 @@ impl Template {
     }
 }
 
-/// The three templates of a run.
+/// The templates of a run, one per stage.
 #[derive(Debug, Clone)]
 pub struct Templates {
     research: Template,
+    tests: Template,
     implement: Template,
     commit: Template,
 }
@@ -384,6 +387,7 @@ impl Templates {
         };
         let templates = Templates {
             research: load(Stage::Research)?,
+            tests: load(Stage::Tests)?,
             implement: load(Stage::Implement)?,
             commit: load(Stage::Review)?,
         };
@@ -395,6 +399,7 @@ impl Templates {
     pub fn get(&self, stage: Stage) -> &Template {
         match stage {
             Stage::Research => &self.research,
+            Stage::Tests => &self.tests,
             Stage::Implement => &self.implement,
             Stage::Review => &self.commit,
         }
@@ -404,6 +409,7 @@ impl Templates {
     pub fn builtin(stage: Stage) -> &'static str {
         match stage {
             Stage::Research => BUILTIN_RESEARCH,
+            Stage::Tests => BUILTIN_TESTS,
             Stage::Implement => BUILTIN_IMPLEMENT,
             Stage::Review => BUILTIN_COMMIT,
         }
@@ -446,7 +452,7 @@ fn unknown_overrides(folder: &Path) -> Result<()> {
     }
 }
 
-/// `1_research.md, 2_implement.md and 3_commit.md`.
+/// `1_research.md, 2_tests.md, 2_implement.md and 3_commit.md`.
 fn template_names() -> String {
     let names: Vec<&str> = Stage::ALL.iter().map(|s| s.template_name()).collect();
     match names.split_last() {
@@ -1056,7 +1062,7 @@ mod tests {
             (
                 "research.md",
                 "Research {TASK}.\n",
-                "kern reads no template of this name — it reads 1_research.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
+                "kern reads no template of this name — it reads 1_research.md, 2_tests.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
             ),
         ];
         for (name, text, message) in cases {

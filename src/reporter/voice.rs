@@ -103,6 +103,34 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
                 if *held { Info(line) } else { Warn(line) }
             })
             .collect(),
+        RunEvent::TestsRed {
+            command,
+            tests,
+            failed: true,
+            ..
+        } => vec![Info(format!(
+            "tests first: ✓ red — `{command}` fails on the base commit plus {}",
+            tests.join(", ")
+        ))],
+        RunEvent::TestsRed { command, tests, .. } => vec![Warn(format!(
+            "tests first: ✗ red — `{command}` already passes on the base commit plus {}: tests that pass before the change prove nothing",
+            tests.join(", ")
+        ))],
+        RunEvent::TestsGreen { changed, .. } if !changed.is_empty() => vec![Warn(format!(
+            "tests first: ✗ held — implement changed the task's tests: {} (put back)",
+            changed.join(", ")
+        ))],
+        RunEvent::TestsGreen {
+            command, passed, ..
+        } => vec![if *passed {
+            Info(format!(
+                "tests first: ✓ green — `{command}` passes after implement"
+            ))
+        } else {
+            Warn(format!(
+                "tests first: ✗ green — `{command}` still fails after implement"
+            ))
+        }],
         RunEvent::SharedRef { moved, .. } => moved.iter().map(|m| Warn(m.clone())).collect(),
         RunEvent::BranchMoved { commits, .. } => commits.iter().map(|c| Warn(c.clone())).collect(),
         RunEvent::Violation { violations, .. } => violations

@@ -37,6 +37,12 @@ impl Repository {
     /// docs). Empty when there are none, or when the list was rewritten otherwise (an entry
     /// dropped, the ref moved elsewhere): that is a shared ref's business.
     pub fn stashes_since(&self, before: Option<Oid>) -> Result<Vec<Oid>> {
+        // Reading a reflog makes its file (libgit2): look only when there is a stash, and it
+        // moved — never write into a `.git` that is not there.
+        let now = self.repo.refname_to_id(STASH).ok();
+        if now.is_none() || now == before {
+            return Ok(Vec::new());
+        }
         let Ok(reflog) = self.repo.reflog(STASH) else {
             return Ok(Vec::new());
         };

@@ -16,6 +16,7 @@ use super::diagnostic::{Diagnostic, Severity};
 use super::dialect::TaskKind;
 use super::lines::LineIndex;
 pub use super::marker::TaskState;
+use super::must::{TestsFirst, TestsNote};
 pub use super::notes::NoteKind;
 
 /// The line ending a file uses; kern writes inserted lines with the same one.
@@ -232,9 +233,33 @@ impl Task {
 
     /// True when the task's Tests note says `read-only`.
     pub fn tests_read_only(&self) -> bool {
+        self.notes.iter().any(|n| {
+            n.kind == NoteKind::Tests && super::must::tests_note(&n.text) == TestsNote::ReadOnly
+        })
+    }
+
+    /// The task's (last) `> **Tests:** first [<command>]` note: its command, empty when it
+    /// names none (the task's Check is the command then).
+    pub fn tests_first(&self) -> Option<String> {
         self.notes
             .iter()
-            .any(|n| n.kind == NoteKind::Tests && n.text.trim().eq_ignore_ascii_case("read-only"))
+            .rev()
+            .filter(|n| n.kind == NoteKind::Tests)
+            .find_map(|n| match super::must::tests_note(&n.text) {
+                TestsNote::First(command) => Some(command),
+                _ => None,
+            })
+    }
+
+    /// How the task is tested first (`must::tests_first`): `flag` is `--tests-first`,
+    /// `fallback` the run's `--check`.
+    pub(crate) fn tests_first_command(&self, flag: bool, fallback: Option<&str>) -> TestsFirst {
+        super::must::tests_first(
+            self.tests_first().as_deref(),
+            flag,
+            self.check_command(),
+            fallback,
+        )
     }
 
     /// The command of the task's (last) Check note, if it has a non-empty one.

@@ -10,7 +10,8 @@
 //! `FILE:LINE:COL` and the fix), `marker` (kern's own box states), `lines` (a text's line
 //! index, shared by the parser and the document), `dialect` (other tools'
 //! markers: Kiro, Obsidian Tasks, spec-kit), `notes` (the one reader and writer of kern's note
-//! layout), `must` (the person's must-haves), `document` (the [`Document`] of [`Task`]s and
+//! layout), `grep` (how a `grep` must-have reads a file), `must` (the person's
+//! must-haves), `document` (the [`Document`] of [`Task`]s and
 //! its queries), `parse` (text -> document: the pulldown-cmark walk; `parse/item.rs` reads an
 //! item's notes and free text), `after` (the After notes as waits: a ring of them, and what
 //! waits on a blocked task), `validate` (errors and warnings), `select` (the next task and why), `plan` (what an edit will splice and must
@@ -25,6 +26,7 @@ mod dialect;
 mod document;
 mod edit;
 mod file;
+mod grep;
 mod lines;
 mod marker;
 mod must;
@@ -48,7 +50,8 @@ pub(crate) use edit::apply_edits;
 pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
-pub(crate) use must::{MustHave, is_test_path, parse as parse_must, scope_patterns};
+pub(crate) use grep::{compile as compile_grep, grep_file};
+pub(crate) use must::{MustHave, TestsFirst, is_test_path, parse as parse_must, scope_patterns};
 pub(crate) use notes::error_signature;
 pub use select::select;
 pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with, why_not_taken};

@@ -47,8 +47,8 @@ pub enum NoteKind {
     /// `> **Must:**` and one must-have a line, written by a person: what kern itself checks
     /// before the task can be done (`spec::must`).
     Must,
-    /// `> **Tests:** read-only`, written by a person: the task may add tests but never change
-    /// or delete an existing one.
+    /// `> **Tests:** read-only` (the task may add tests but never change or delete an existing
+    /// one) or `> **Tests:** first [<command>]` (red, then green), written by a person.
     Tests,
     /// `> **Scope:** <paths and globs>`, written by a person: what the task may change.
     Scope,
@@ -501,5 +501,17 @@ mod props {
                 read.iter().map(|(k, body)| (*k, text(*k, body))).collect();
             prop_assert_eq!(back, notes);
         }
+    }
+
+    #[test]
+    fn error_signatures_fold_numbers() {
+        assert_eq!(
+            error_signature("agent timed out after 60m"),
+            error_signature("Agent timed out after 61m")
+        );
+        assert_ne!(
+            error_signature("tests fail: parser"),
+            error_signature("tests fail: lexer")
+        );
     }
 }

@@ -34,16 +34,51 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
     // person hears of it before any agent runs.
     for t in tasks {
         for note in t.notes.iter().filter(|n| n.kind == super::NoteKind::Must) {
-            for problem in super::must::parse(&note.text)
-                .into_iter()
-                .filter_map(Result::err)
-            {
+            for parsed in super::must::parse(&note.text) {
+                match parsed {
+                    Err(problem) => out.push(Diagnostic {
+                        severity: Severity::Error,
+                        line: note.line,
+                        column: 1,
+                        message: format!("a Must note of task {}: {problem}", Quoted(&t.title)),
+                        fix: "one must-have a line: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>".to_string(),
+                    }),
+                    // A pattern in quotes, as a shell would want it: kern matches the quotes
+                    // too, and a `grep!` of it holds for nothing.
+                    Ok(must @ super::must::MustHave::Grep { .. })
+                        if super::must::quoted_pattern(&must).is_some() =>
+                    {
+                        let bare = super::must::quoted_pattern(&must).unwrap_or_default();
+                        out.push(Diagnostic {
+                            severity: Severity::Warning,
+                            line: note.line,
+                            column: 1,
+                            message: format!(
+                                "a Must note of task {}: the pattern of `{must}` is in quotes, and kern matches them as written (the rest of the line is the pattern, no shell reads it)",
+                                Quoted(&t.title)
+                            ),
+                            fix: format!("drop the quotes to match `{bare}`"),
+                        });
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+    // A Tests note kern does not read enforces nothing: say so, the words still reach the
+    // agent with the task.
+    for t in tasks {
+        for note in t.notes.iter().filter(|n| n.kind == super::NoteKind::Tests) {
+            if super::must::tests_note(&note.text) == super::must::TestsNote::Other {
                 out.push(Diagnostic {
-                    severity: Severity::Error,
+                    severity: Severity::Warning,
                     line: note.line,
                     column: 1,
-                    message: format!("a Must note of task {}: {problem}", Quoted(&t.title)),
-                    fix: "one must-have a line: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>".to_string(),
+                    message: format!(
+                        "the Tests note of task {} is neither `read-only` nor `first`: kern enforces nothing of it",
+                        Quoted(&t.title)
+                    ),
+                    fix: "write `> **Tests:** read-only` or `> **Tests:** first <command>`".to_string(),
                 });
             }
         }
@@ -158,6 +193,20 @@ mod tests {
                 ],
             ),
             ("code block is not checked", "```\n- [-] x\n```\n", &[]),
+            (
+                "a grep pattern in quotes",
+                "- [ ] a\n  > **Must:**\n  >\n  > - grep! x.txt \"hello world\"\n  > - grep x.json \"name\": 1\n",
+                &[
+                    "SPEC.md:2:1: warning: a Must note of task `a`: the pattern of `grep! x.txt \"hello world\"` is in quotes, and kern matches them as written (the rest of the line is the pattern, no shell reads it) — drop the quotes to match `hello world`",
+                ],
+            ),
+            (
+                "Tests notes kern reads, and one it does not",
+                "- [ ] a\n  > **Tests:** read-only\n- [ ] b\n  > **Tests:** first cargo test\n- [ ] c\n  > **Tests:** cover the empty input\n",
+                &[
+                    "SPEC.md:6:1: warning: the Tests note of task `c` is neither `read-only` nor `first`: kern enforces nothing of it — write `> **Tests:** read-only` or `> **Tests:** first <command>`",
+                ],
+            ),
         ];
         for (name, text, expected) in cases {
             assert_eq!(rendered(text), *expected, "{name}");

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use crate::spec::TaskIdentity;
 use crate::stage::record::{Outcome, StageRecord};
 use crate::stage::{
-    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Stage, StageReport, Verdict,
+    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Stage, StageReport,
+    TestsReport, Verdict,
 };
 use crate::state::StateDir;
 
@@ -49,6 +50,8 @@ impl ResumePoint {
 pub(crate) struct StageFiles {
     /// Research's report, when its record belongs to the task and succeeded.
     pub research: Option<ResearchReport>,
+    /// The tests step's report (a task tested first), likewise: the red check is next.
+    pub tests: Option<TestsReport>,
     /// Implement's report, likewise.
     pub implement: Option<ImplementReport>,
     /// The review's report, likewise.
@@ -77,6 +80,7 @@ impl StageFiles {
                 Some(StageReport::Research(r)) if stage == Stage::Research => {
                     files.research = Some(r);
                 }
+                Some(StageReport::Tests(r)) if stage == Stage::Tests => files.tests = Some(r),
                 Some(StageReport::Implement(r)) if stage == Stage::Implement => {
                     files.implement = Some(r);
                 }
@@ -149,6 +153,7 @@ mod tests {
             |r: Option<ResearchReport>, i: Option<ImplementReport>, c: Option<ReviewReport>| {
                 StageFiles {
                     research: r,
+                    tests: None,
                     implement: i,
                     review: c,
                     stale: Vec::new(),

@@ -47,5 +47,6 @@ mod stage_plan;
 mod state_privacy;
 mod status;
 mod supervisor;
+mod tests_first;
 mod two_agents;
 mod verified_done;

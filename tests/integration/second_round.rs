@@ -83,7 +83,7 @@ fn init_config_and_prompts_say_to_commit_what_they_wrote() {
         "kern: commit them before a run (`git add .kern/prompts && git commit`): a new task starts only on a clean tree\n",
     );
     p.run(&["doctor"]).expect(2).stderr_has(
-        "✗ clean tree: the work tree has uncommitted changes: .kern/prompts/1_research.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
+        "✗ clean tree: the work tree has uncommitted changes: .kern/prompts/1_research.md, .kern/prompts/2_implement.md, .kern/prompts/2_tests.md, .kern/prompts/3_commit.md\n",
     );
 }
 

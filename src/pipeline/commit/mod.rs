@@ -153,13 +153,16 @@ impl Run<'_> {
     ) -> Result<Option<String>> {
         let attempts = self.attempts(it)?;
         let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
+        // What the task's change touched that is still there: a learning or constraint naming
+        // a path this very commit deletes would be stale at once.
+        let top = self.ws.repo.top();
+        let paths: Vec<String> = self
+            .changed_since_start(it)?
+            .into_iter()
+            .filter(|p| top.join(p).exists())
+            .collect();
         let constraint = match attempts.notes.last() {
             Some(last) if crate::pipeline::error_research::classify(last).is_some() => {
-                let paths: Vec<String> = self
-                    .changed_paths(it)?
-                    .iter()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .collect();
                 Some(crate::learnings::constraint::derive(
                     crate::pipeline::error_research::approach_of(last),
                     approach,
@@ -182,6 +185,7 @@ impl Run<'_> {
                 task: &it.title,
                 learnings: learned,
                 source: &source,
+                paths: &paths,
                 failures: &errors,
                 constraint,
             },

@@ -182,6 +182,7 @@ pub(super) async fn run_once(
         violations: Vec::new(),
         reverted: Vec::new(),
         must: Vec::new(),
+        tests_first: None,
         prompt_bytes: request.prompt.len() as u64,
     };
     Ok(Attempt {

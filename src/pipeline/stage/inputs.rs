@@ -100,9 +100,28 @@ impl StageInputs {
                 crate::prompt::BUDGET_LEARNINGS,
             ))
         };
+        // A task tested first: its command as of its start (else as the file says now), and
+        // its tests once they were seen red.
+        let identity = doc.identity(task);
+        let tests_first = start.and_then(|s| s.tests_first.clone()).or_else(|| {
+            t.tests_first_command(settings.tests_first, settings.check.as_deref())
+                .command()
+        });
+        let red = start.and_then(|s| s.red_of(&identity));
         match stage {
             Stage::Research => {
                 inputs.learnings = Some(learnings()?);
+            }
+            Stage::Tests => {
+                inputs.learnings = Some(learnings()?);
+                inputs.prev_result = Some(
+                    t.research()
+                        .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
+                );
+                inputs.attempts = Some(tests_step_text(
+                    tests_first.as_deref().unwrap_or_default(),
+                    &attempts_text(t.attempts(), settings.max_attempts),
+                ));
             }
             Stage::Implement => {
                 inputs.learnings = Some(learnings()?);
@@ -111,6 +130,13 @@ impl StageInputs {
                         .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
                 );
                 inputs.attempts = Some(implement_attempts(t, settings.max_attempts));
+                if let (Some(command), Some(red)) = (&tests_first, red) {
+                    inputs.attempts = Some(format!(
+                        "{}\n\n{}",
+                        tests_implement_text(command, red),
+                        inputs.attempts.take().unwrap_or_default()
+                    ));
+                }
                 // A task too big for one session is split before it is implemented.
                 if let Some(limit) = settings.max_task_files
                     && t.children.is_empty()
@@ -157,6 +183,11 @@ impl StageInputs {
                     Some(report) => implement_result(report, unchanged),
                     None => SUMMARY_PLACEHOLDER.to_string(),
                 });
+                if let (Some(command), Some(red), Some(prev)) =
+                    (&tests_first, red, inputs.prev_result.as_mut())
+                {
+                    prev.push_str(&tests_review_text(command, red));
+                }
                 let subjects = ws.repo.recent_subjects(CONVENTION_SUBJECTS)?;
                 inputs.attempts = Some(convention::advice(
                     convention::detect(&subjects).as_ref(),
@@ -249,7 +280,7 @@ pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
             crate::text::count(n as usize, "time", "times")
         ),
         n => format!(
-            "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session.",
+            "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session. If it cannot be split, return FAILED with an `attempt_note` that says why: this is the task's last attempt, and kern blocks it for a person.",
             crate::text::count(n as usize, "time", "times")
         ),
     }
@@ -298,8 +329,48 @@ pub(crate) fn message_request(refused: &RefusedMessage, advice: &str) -> String 
     format!("{fixed}{output}\n\n{advice}")
 }
 
+/// The tests step's `{ATTEMPTS}`: what kern does with the tests and `command`, then the
+/// attempt situation (`attempts`).
+fn tests_step_text(command: &str, attempts: &str) -> String {
+    format!(
+        "The test command: `{command}`, run in the repository's top folder. kern runs it on the commit the task started from with only your test files added: it must fail there. Then an implement session does the task, your test files held read-only, and the same command must pass.\n\n{attempts}"
+    )
+}
+
+/// What implement is told of the task's tests, seen red (their output is data, fenced).
+fn tests_implement_text(command: &str, red: &crate::state::journal::Red) -> String {
+    format!(
+        "This task is tested first. Its tests, {}, failed on the commit the task started from (kern ran `{command}` with only them added). Make `{command}` pass by doing the task. kern holds those test files read-only, and every test file the task started with: changing or deleting one fails the attempt. What the command printed then:\n{}",
+        red.tests.join(", "),
+        fence(
+            "red test output",
+            &red.output,
+            600,
+            crate::prompt::Keep::Tail
+        )
+    )
+}
+
+/// What the review reads of the task's tests: red before implement, green after (kern's
+/// evidence beside the implementer's word; the whole is inside the summary's data fence).
+fn tests_review_text(command: &str, red: &crate::state::journal::Red) -> String {
+    let output = |text: &str| {
+        let (kept, _) = crate::prompt::cut(text.trim(), 1536, crate::prompt::Keep::Tail);
+        kept.to_string()
+    };
+    let green = match &red.green {
+        Some(green) => format!("green — after implement it passed:\n{}", output(green)),
+        None => "green — not run yet".to_string(),
+    };
+    format!(
+        "\n\nkern ran the task's tests first (this is kern's finding, not the implementer's): `{command}` with {}.\nred — before implement, on the commit the task started from plus only these tests, it failed:\n{}\n{green}",
+        red.tests.join(", "),
+        output(&red.output)
+    )
+}
+
 /// `text` as a data fence named `source`, escaped, cut to `max` bytes keeping `keep`.
-fn fence(source: &str, text: &str, max: usize, keep: Keep) -> String {
+pub(crate) fn fence(source: &str, text: &str, max: usize, keep: Keep) -> String {
     let escaped = escape_fence(text.trim());
     let (kept, removed) = cut(&escaped, max, keep);
     let body = match (removed, keep) {
@@ -381,6 +452,10 @@ mod tests {
         assert!(attempts_text(1, 3).starts_with("This task has failed 1 time."));
         assert!(attempts_text(2, 3).contains("do not repeat a failed approach"));
         assert!(attempts_text(3, 3).contains("Decomposition is required"));
+        assert!(
+            attempts_text(3, 3)
+                .ends_with("this is the task's last attempt, and kern blocks it for a person.")
+        );
         assert!(!attempts_text(2, 3).contains("Decomposition"));
         assert!(attempts_text(1, 1).starts_with("This task has failed 1 time. Decomposition"));
     }

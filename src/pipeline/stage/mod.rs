@@ -261,6 +261,11 @@ fn outcome_word<R: Report>(run: &StageRun<R>) -> String {
     use crate::stage::StageReport;
     match run.outcome.as_ref().ok().map(|r| r.clone().into()) {
         Some(StageReport::Implement(r)) => r.status.as_str().to_string(),
+        Some(StageReport::Tests(r)) => format!(
+            "{} test file{}",
+            r.tests.len(),
+            if r.tests.len() == 1 { "" } else { "s" }
+        ),
         Some(StageReport::Review(r)) => format!("{:?}", r.verdict).to_uppercase(),
         Some(StageReport::Research(r)) => format!(
             "{} note{}",

@@ -228,16 +228,25 @@ pub(crate) fn start_without_research() -> [Edit; 2] {
 
 /// The stages a task still runs from `resume` (`None`: a task not started) at discovery level
 /// `level`: level 0 starts at implement; a task resumed after research, at implement; one
-/// whose implement is done, at the review.
-pub(crate) fn stages_left(resume: Option<&ResumePoint>, level: u8) -> Vec<Stage> {
-    match resume {
-        None | Some(ResumePoint::Research) if level == 0 => vec![Stage::Implement, Stage::Review],
-        None | Some(ResumePoint::Research) => Stage::ALL.to_vec(),
-        Some(ResumePoint::ApplyResearch(_) | ResumePoint::Implement) => {
-            vec![Stage::Implement, Stage::Review]
-        }
-        Some(ResumePoint::Review(_) | ResumePoint::Commit(..)) => vec![Stage::Review],
-    }
+/// whose implement is done, at the review. `tests_step`: the tests step comes before
+/// implement (a task tested first whose tests were not seen red yet,
+/// `pipeline::tests_first::step_due`).
+pub(crate) fn stages_left(resume: Option<&ResumePoint>, level: u8, tests_step: bool) -> Vec<Stage> {
+    let from = match resume {
+        None | Some(ResumePoint::Research) if level == 0 => Stage::Implement,
+        None | Some(ResumePoint::Research) => Stage::Research,
+        Some(ResumePoint::ApplyResearch(_) | ResumePoint::Implement) => Stage::Implement,
+        Some(ResumePoint::Review(_) | ResumePoint::Commit(..)) => Stage::Review,
+    };
+    let from = if tests_step && from == Stage::Implement {
+        Stage::Tests
+    } else {
+        from
+    };
+    Stage::ALL
+        .into_iter()
+        .filter(|s| *s >= from && (*s != Stage::Tests || tests_step))
+        .collect()
 }
 
 #[cfg(test)]
@@ -387,25 +396,38 @@ mod tests {
             learnings: Vec::new(),
             no_change_reason: None,
         };
-        let all = Stage::ALL.to_vec();
+        let all = vec![Stage::Research, Stage::Implement, Stage::Review];
+        let tested = Stage::ALL.to_vec();
         let from_implement = vec![Stage::Implement, Stage::Review];
-        for (resume, level, want) in [
-            (None, 0, &from_implement),
-            (None, 1, &all),
-            (None, 3, &all),
-            (Some(ResumePoint::Research), 0, &from_implement),
-            (Some(ResumePoint::Research), 2, &all),
-            (Some(ResumePoint::Implement), 2, &from_implement),
+        let from_tests = vec![Stage::Tests, Stage::Implement, Stage::Review];
+        for (resume, level, tests_step, want) in [
+            (None, 0, false, &from_implement),
+            (None, 1, false, &all),
+            (None, 3, false, &all),
+            (Some(ResumePoint::Research), 0, false, &from_implement),
+            (Some(ResumePoint::Research), 2, false, &all),
+            (Some(ResumePoint::Implement), 2, false, &from_implement),
             (
                 Some(ResumePoint::Review(implement.clone())),
                 0,
+                false,
+                &vec![Stage::Review],
+            ),
+            // A task tested first, its tests not red yet: the tests step before implement.
+            (None, 2, true, &tested),
+            (None, 0, true, &from_tests),
+            (Some(ResumePoint::Implement), 2, true, &from_tests),
+            (
+                Some(ResumePoint::Review(implement.clone())),
+                2,
+                true,
                 &vec![Stage::Review],
             ),
         ] {
             assert_eq!(
-                &stages_left(resume.as_ref(), level),
+                &stages_left(resume.as_ref(), level, tests_step),
                 want,
-                "{resume:?} at {level}"
+                "{resume:?} at {level}, tests step {tests_step}"
             );
         }
     }
