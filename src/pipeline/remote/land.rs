@@ -50,12 +50,21 @@ impl Run<'_> {
                 if self.settings.pr {
                     let base = remote.branch.clone();
                     let title = identity.path.last().map_or("", String::as_str);
+                    let closes = match self.settings.tracker {
+                        Some(_) => {
+                            let doc = self.spec.reload()?;
+                            let issue = doc.find(identity).and_then(|t| doc.tasks()[t].issue());
+                            crate::tracker::closes(&issue.into_iter().collect::<Vec<_>>())
+                        }
+                        None => Vec::new(),
+                    };
                     let opened = pull_request::open(
                         self.ws.repo.top(),
                         self.settings.path_var.as_deref(),
                         &base,
                         &branch,
                         title,
+                        &closes,
                     );
                     self.teller.emit(RunEvent::Told(Told::PullRequest {
                         opened: opened.is_ok(),
@@ -146,8 +155,15 @@ impl Run<'_> {
                 Pushed::Stale => {}
             }
         }
-        if let Some(remote) = self.target.remote_mut() {
-            remote.release(&self.ws.repo, identity)?;
+        let freed = match self.target.remote_mut() {
+            Some(remote) => remote.release(&self.ws.repo, identity)?,
+            None => None,
+        };
+        if let Some(freed) = freed {
+            self.teller.emit(RunEvent::Told(Told::Released {
+                task: freed.task,
+                issue: freed.issue,
+            }));
         }
         self.prune_task_refs(slug, &task_key(identity));
         Ok(())
@@ -200,16 +216,20 @@ impl Run<'_> {
         let pushed = remote.land(&self.ws.repo, &key, commit, onto)?;
         let policy = match pushed {
             Pushed::Done => {
-                if let Some(r) = self.target.remote_mut() {
-                    r.held.remove(&key);
-                    r.work.remove(&key);
-                    r.rounds = 0;
-                }
+                let issue = match self.target.remote_mut() {
+                    Some(r) => {
+                        r.work.remove(&key);
+                        r.rounds = 0;
+                        r.held.remove(&key).and_then(|h| h.issue)
+                    }
+                    None => None,
+                };
                 self.prune_task_refs(slug, &key);
                 self.teller.emit(RunEvent::Told(Told::Landed {
                     task: title.to_string(),
                     remote: name.clone(),
                     branch: branch.clone(),
+                    issue,
                 }));
                 return Ok(Landing::Landed);
             }
@@ -263,9 +283,18 @@ impl Run<'_> {
                     )
                 });
                 let there = matches!(pushed, Some(Ok(Pushed::Done)));
-                if let Some(r) = self.target.remote_mut() {
-                    r.rounds = 0;
-                    r.release(&self.ws.repo, identity)?;
+                let freed = match self.target.remote_mut() {
+                    Some(r) => {
+                        r.rounds = 0;
+                        r.release(&self.ws.repo, identity)?
+                    }
+                    None => None,
+                };
+                if let Some(freed) = freed {
+                    self.teller.emit(RunEvent::Told(Told::Released {
+                        task: freed.task,
+                        issue: freed.issue,
+                    }));
                 }
                 let refused = if why.starts_with(PRE_PUSH_DECLINED) {
                     format!("the push to `{branch}` on `{name}` did not happen")
