@@ -207,7 +207,21 @@ pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<Stri
                 .filter(|a| options.parked.iter().any(|p| p == a))
                 .collect();
             if parked.is_empty() {
-                format!("its After note waits for {}", t.after().join(", "))
+                // A blocked task it waits for is named so: it will not end by itself.
+                let named: Vec<String> = t
+                    .after()
+                    .into_iter()
+                    .map(|a| {
+                        match tasks
+                            .iter()
+                            .find(|o| o.title == a && o.state == TaskState::Blocked)
+                        {
+                            Some(b) => format!("{a} (line {}, blocked [!])", b.line),
+                            None => a.to_string(),
+                        }
+                    })
+                    .collect();
+                format!("its After note waits for {}", named.join(", "))
             } else {
                 format!(
                     "its After note waits for {}, parked for review: its work lands with `kern accept`",
@@ -385,7 +399,14 @@ mod tests {
             ),
             (
                 "- [ ] api\n  > **After:** schema\n- [!] schema\n",
-                &["line 1 `api`: its After note waits for schema"],
+                &["line 1 `api`: its After note waits for schema (line 3, blocked [!])"],
+            ),
+            (
+                "- [ ] api\n  > **After:** schema\n- [ ] schema\n  > **After:** api\n",
+                &[
+                    "line 1 `api`: its After note waits for schema",
+                    "line 3 `schema`: its After note waits for api",
+                ],
             ),
         ];
         for (text, expected) in cases {

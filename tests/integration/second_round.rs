@@ -1066,6 +1066,12 @@ fn a_run_whose_open_tasks_all_wait_on_a_blocked_task_says_so_and_is_not_done() {
     assert!(p.prompts("research").is_empty());
     let report = p.run(&["report"]).expect(0).stdout;
     assert!(report.contains(said), "{report}");
+    // kern status says why the waiting task is not taken: what it waits for is blocked.
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        status.contains("line 3 `Alpha`: its After note waits for Beta (line 1, blocked [!])"),
+        "{status}"
+    );
     // Not when nothing is open: a night that finished every task is done.
     let p = Project::new("- [x] Beta\n- [x] Alpha\n  > **After:** Beta\n");
     p.run(&["1", "0"])
