@@ -937,6 +937,8 @@ mod tests {
             (&["kern", "-v", "inti"], Some("init")),
             (&["kern", "compl"], Some("completions")),
             (&["kern", "helo"], Some("help")),
+            (&["kern", "wacth", "10", "30"], Some("watch")),
+            (&["kern", "schedul", "--list"], Some("schedule")),
         ];
         for (argv, name) in cases {
             match read(argv) {
@@ -951,7 +953,7 @@ mod tests {
         }
         match read(&["kern", "frobnicate"]) {
             Some(WordForCount::Unknown(message)) => assert!(
-                message.starts_with("`frobnicate` is not a command, nor a number of tasks — the commands are status, release, report,"),
+                message.starts_with("`frobnicate` is not a command, nor a number of tasks — the commands are status, release, watch, schedule, report,"),
                 "{message}"
             ),
             other => panic!("{other:?}"),
