@@ -47,10 +47,12 @@ fn a_stage_still_running_at_the_deadline_is_stopped_and_resumes_on_the_next_run(
     for n in 1..=4 {
         gate.hold("implement", n);
     }
-    // Alpha's stages fit (each may take its 10 s timeout; they start well before 15 s); after
-    // the pause Beta's start by this run's medians, and its implement is cut at the deadline.
+    // Alpha's stages fit (each may take its 10 s timeout; they start well before 10 s); after
+    // the 12 s pause Beta's start by this run's medians, and its implement, started with at
+    // most 8 s left, is cut at the deadline whatever the machine's speed — never by its own
+    // 10 s timeout first.
     let out = p
-        .run(&["3", "14", "--deadline", "25", "--stage-timeout", "10"])
+        .run(&["3", "12", "--deadline", "20", "--stage-timeout", "10"])
         .env("KERN_AGENT", gate.agent())
         .expect(0);
     out.stderr_has("it came during the implement stage, which resumes on the next run");
@@ -110,18 +112,19 @@ fn at_its_deadline_a_machine_pushes_its_work_frees_its_claim_and_the_next_resume
         ]}],
         "default": {"implement": plain}
     }));
-    // Task 1's stages fit (10 s each, started well before 15 s); after the 14 s pause Task 2's
-    // start by this run's medians, and its implement is cut at the deadline.
+    // Task 1's stages fit (10 s each, started well before 10 s); after the 12 s pause Task 2's
+    // start by this run's medians, and its implement, started with at most 8 s left, is cut at
+    // the deadline — never by its own 10 s timeout first.
     let out = fleet
         .kern(
             0,
             &[
                 "3",
-                "14",
+                "12",
                 "--remote",
                 "origin",
                 "--deadline",
-                "25",
+                "20",
                 "--stage-timeout",
                 "10",
             ],
