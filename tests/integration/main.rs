@@ -49,3 +49,4 @@ mod supervisor;
 mod tests_first;
 mod two_agents;
 mod verified_done;
+mod windows;

@@ -522,7 +522,9 @@ fn pace_stops_taking_tasks_when_the_real_claude_reports_its_usage() {
     claude_api.report_usage(Some(0.93));
     let claude_env = claude_api.claude_subscription_env(env.home.path());
 
-    let run = env.kern(&claude_env, &["5", "0", "--pace"]).expect(0);
+    let run = env
+        .kern(&claude_env, &["5", "0", "--pace", "--max-wait=1h"])
+        .expect(0);
 
     let p = &env.project;
     assert_eq!(p.log(), ["Add greeting.txt", "initial"]);

@@ -255,12 +255,60 @@ pub(super) fn task_summary_plain(t: &TaskReport) -> String {
     truncate(&text, NOTE_WIDTH)
 }
 
+/// A task's share of each usage window its agents reported ("this task used 7 % of claude's
+/// 5-hour window"); where none reported any, what stands in: its dollars and tokens.
+pub(super) fn window_lines(t: &TaskReport) -> Vec<String> {
+    use crate::agent::stream::window::label;
+    if t.windows.is_empty() {
+        if t.stages.is_empty() {
+            return Vec::new();
+        }
+        return vec![if t.tokens > 0 {
+            format!(
+                "usage window: none reported — cost and tokens stand in: {}, {} tokens",
+                cost(t.cost_usd),
+                t.tokens
+            )
+        } else {
+            format!(
+                "usage window: none reported — cost stands in: {}",
+                cost(t.cost_usd)
+            )
+        }];
+    }
+    t.windows
+        .iter()
+        .map(|w| {
+            let name = format!("{}'s {} window", clean(&w.agent), label(&w.kind));
+            match w.unknown_stages {
+                0 => format!("this task used {} % of {name} (now {} %)", w.used, w.after),
+                n if n as usize >= t.stages.len() => format!(
+                    "{name} at {} % after this task (its share unknown: no earlier reading)",
+                    w.after
+                ),
+                n => format!(
+                    "this task used at least {} % of {name} (now {} %; {n} stage{} without an earlier reading)",
+                    w.used,
+                    w.after,
+                    if n == 1 { "" } else { "s" }
+                ),
+            }
+        })
+        .collect()
+}
+
 /// The lines under a task: stages, checks, attempts, violations, set-aside work, hand edits.
 pub(super) fn task_details(t: &TaskReport) -> Vec<String> {
     let mut lines = Vec::new();
     for s in &t.stages {
         lines.push(stage_text(s));
     }
+    lines.extend(window_lines(t));
+    lines.extend(
+        t.paced
+            .iter()
+            .map(|line| truncate(&clean(line), NOTE_WIDTH)),
+    );
     for c in &t.checks {
         lines.push(format!(
             "check `{}` {}",
