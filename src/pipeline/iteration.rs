@@ -34,11 +34,16 @@ impl Run<'_> {
     pub(super) async fn iteration(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         let parses_before = crate::spec::Document::parse_count();
         let reads_before = spec::SpecFile::read_count();
+        let looks_before = crate::repository::StatusCounts::now();
         let end = self.iteration_inner(index, total).await;
+        let looks = crate::repository::StatusCounts::now().since(looks_before);
         tracing::debug!(
             index,
             spec_reads = spec::SpecFile::read_count() - reads_before,
             spec_parses = crate::spec::Document::parse_count() - parses_before,
+            status_looks = looks.looks,
+            status_walks = looks.walks,
+            status_asks = looks.asks,
             "iteration done"
         );
         end
