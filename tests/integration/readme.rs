@@ -815,11 +815,10 @@ fn the_window_recipes_show_each_stages_use_and_the_pauses() {
     }}));
     p.run(&["1", "0", "--pace=80", "--reset-margin=0s"])
         .expect(0);
-    let path = path_with_kern();
     let recipes = commands(How::Windows);
     assert_eq!(recipes.len(), 3, "{recipes:?}");
     let out = |recipe: &str| {
-        let (ok, stdout, stderr) = run_recipe(&p, &path, recipe);
+        let (ok, stdout, stderr) = run_recipe(p.run(&[]), recipe);
         assert!(ok, "`{recipe}` failed: {stderr}");
         stdout
     };
