@@ -174,6 +174,13 @@ fn pace_pauses_before_a_stage_until_the_reset_then_spends_at_most_a_first_hour_s
         report.contains("first-hour share after the reset is 25%"),
         "{report}"
     );
+    // Research had no earlier reading, implement read a new window: First's share is unknown.
+    assert!(
+        report.contains(
+            "5-hour window at 30 % after this task (its share unknown: no earlier reading)"
+        ),
+        "{report}"
+    );
 }
 
 #[test]

@@ -280,13 +280,13 @@ pub(super) fn window_lines(t: &TaskReport) -> Vec<String> {
         .iter()
         .map(|w| {
             let name = format!("{}'s {} window", clean(&w.agent), label(&w.kind));
-            match w.unknown_stages {
-                0 => format!("this task used {} % of {name} (now {} %)", w.used, w.after),
-                n if n as usize >= t.stages.len() => format!(
+            match (w.known_stages, w.unknown_stages) {
+                (_, 0) => format!("this task used {} % of {name} (now {} %)", w.used, w.after),
+                (0, _) => format!(
                     "{name} at {} % after this task (its share unknown: no earlier reading)",
                     w.after
                 ),
-                n => format!(
+                (_, n) => format!(
                     "this task used at least {} % of {name} (now {} %; {n} stage{} without an earlier reading)",
                     w.used,
                     w.after,

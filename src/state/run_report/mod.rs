@@ -215,6 +215,8 @@ pub(crate) struct WindowShare {
     pub kind: String,
     /// Points of the window its stages used, where each stage's use is known.
     pub used: f64,
+    /// Its stages whose use of the window is known.
+    pub known_stages: u32,
     /// Its stages that reported the window with no earlier reading to tell their use.
     pub unknown_stages: u32,
     /// Percent used after its last stage.
@@ -234,6 +236,7 @@ impl WindowShare {
                     agent: used.agent.clone(),
                     kind: used.kind.clone(),
                     used: 0.0,
+                    known_stages: 0,
                     unknown_stages: 0,
                     after: 0.0,
                 });
@@ -242,7 +245,10 @@ impl WindowShare {
         };
         let share = &mut shares[index];
         match used.spent() {
-            Some(points) => share.used = ((share.used + points) * 10.0).round() / 10.0,
+            Some(points) => {
+                share.used = ((share.used + points) * 10.0).round() / 10.0;
+                share.known_stages += 1;
+            }
             None => share.unknown_stages += 1,
         }
         share.after = used.used_after;
