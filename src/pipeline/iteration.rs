@@ -98,12 +98,14 @@ impl Run<'_> {
         }
         let point = resume::infer(&files, task.research().is_some());
         tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, resume = point.name(), "selected");
+        let issue = task.issue().map(|i| i.to_string());
         self.teller.emit(RunEvent::IterationStart {
             index,
             of: total,
             task: task.title.clone(),
             line: task.line,
             resume: point.name().to_string(),
+            issue: issue.clone(),
         });
         self.teller.emit(RunEvent::Told(Told::TaskSelected {
             task: task.title.clone(),
@@ -111,6 +113,7 @@ impl Run<'_> {
             line: task.line,
             why: selection.reason.to_string(),
             next: point.name().to_string(),
+            issue: issue.clone(),
         }));
         let mut it = TaskRun::new(
             task.title.clone(),
@@ -118,6 +121,7 @@ impl Run<'_> {
             (task.line, task.state),
             self.task_start(&doc, selection.task)?,
         );
+        it.issue = issue;
         let top = self.ws.repo.top().to_path_buf();
         it.level = super::discovery::level(
             &doc,

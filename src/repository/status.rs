@@ -121,6 +121,15 @@ impl Repository {
             .is_ok_and(|s| s.contains(Status::WT_NEW))
     }
 
+    /// True when `path` (absolute, or relative to the top folder) differs from HEAD in the
+    /// index or the work tree, or is a file git does not track yet (and does not ignore).
+    pub fn has_changes(&self, path: &Path) -> bool {
+        let relative = path.strip_prefix(&self.top).unwrap_or(path);
+        self.repo
+            .status_file(relative)
+            .is_ok_and(|s| !s.is_empty() && !s.contains(Status::IGNORED))
+    }
+
     /// Keeps a watch on the work tree from the next status on, so that later looks cost what
     /// changed (see the module docs). For a run, which looks many times; a single look (a
     /// dry run, `kern status`) is cheaper without.

@@ -39,6 +39,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/safety.md", include_str!("../../docs/safety.md")),
     ("docs/options.md", include_str!("../../docs/options.md")),
     ("docs/ci.md", include_str!("../../docs/ci.md")),
+    ("docs/tracker.md", include_str!("../../docs/tracker.md")),
     (
         "docs/development.md",
         include_str!("../../docs/development.md"),
@@ -94,6 +95,8 @@ enum How {
     Parallel,
     /// The many-machines commands: run in order on a clone of a bare remote.
     Remote,
+    /// The tracker commands: run in order with a fake `gh` on PATH.
+    Tracker,
     /// The recipes for a task tested first: run after one was committed.
     TestsFirst,
     /// The usage-window recipes: run after a task whose agent reported its window.
@@ -168,6 +171,9 @@ const KNOWN: &[(&str, How)] = &[
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
+    ("kern import github --label kern -n", How::Tracker),
+    ("kern import github --label kern", How::Tracker),
+    ("kern 10 30 --tracker github", How::Tracker),
     ("kern 10 30 --fallback-agent codex", How::TwoAgents),
     ("kern 10 30 --review-agent codex", How::TwoAgents),
     (
@@ -740,6 +746,44 @@ fn every_option_in_the_table_exists_with_its_variable_and_default() {
         seen += 1;
     }
     assert!(seen >= 19, "the options table was not read: {seen} rows");
+}
+
+#[test]
+fn every_option_of_kern_import_github_in_its_table_exists_with_its_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = kern_in(dir.path()).args(["import", "--help"]).expect(0);
+    let help = ran.utf8_stdout();
+    let table = README
+        .split("## Options of `kern import github`")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut seen = 0;
+    for row in table.lines().filter(|l| l.starts_with("| `-")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (option, default) = (cells[1], cells[2].trim_matches('`'));
+        let long = option
+            .trim_matches('`')
+            .split([',', ' '])
+            .find(|w| w.starts_with("--"))
+            .unwrap_or_else(|| panic!("no long option in `{row}`"));
+        let block = help
+            .split(&format!("{long} "))
+            .nth(1)
+            .or_else(|| help.split(&format!("{long}\n")).nth(1))
+            .unwrap_or_else(|| panic!("`{long}` is not in `kern import --help`:\n{help}"));
+        let block = &block[..block.find("\n  -").unwrap_or(block.len())];
+        if default.parse::<u32>().is_ok() {
+            assert!(
+                block.contains(&format!("[default: {default}]")),
+                "{long}: the table says default {default}; --help says:{block}"
+            );
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 7, "the import's options table was not read");
 }
 
 /// Runs a README shell recipe (`set -e` first) through `run` (the project's environment, the
@@ -1397,6 +1441,51 @@ fn the_many_machines_commands_run_as_the_docs_say() {
             other => panic!("no step for the docs' command `{other}`"),
         }
     }
+}
+
+#[test]
+fn the_tracker_commands_run_as_the_docs_say() {
+    let steps = commands(How::Tracker);
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    let p = Project::new("- [ ] Mine\n");
+    let (bin, log) = crate::support::fakes::fake_gh(&p);
+    for step in &steps {
+        if step.contains("--tracker") {
+            // One task, so that the 30 s pause never comes: nothing is left after it.
+            p.write(
+                "SPEC.md",
+                "- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n",
+            );
+            p.commit_all("one task from an issue");
+        }
+        let before = p.read("SPEC.md");
+        let (ok, _, stderr) = run_recipe(p.run(&[]).path_first(&bin), step);
+        assert!(ok, "`{step}` failed: {stderr}");
+        if step.ends_with(" -n") {
+            assert_eq!(p.read("SPEC.md"), before);
+            assert!(stderr.contains("4 new tasks would come in"), "{stderr}");
+        } else if step.contains("--tracker") {
+            let log = crate::support::during::git_in(p.path(), &["log", "-1", "--format=%B"]);
+            assert!(log.ends_with("\n\nCloses acme/app#12\n\n"), "{log:?}");
+        } else {
+            assert!(
+                stderr.contains("imported 4 issues into SPEC.md"),
+                "{stderr}"
+            );
+            assert!(p.read("SPEC.md").contains("> **Issue:** acme/app#12"));
+        }
+    }
+    // The two imports asked for the label; the night commented on the issue it took.
+    let calls: Vec<String> = crate::support::fakes::gh_calls(&log)
+        .iter()
+        .map(|(args, _)| args.join(" "))
+        .collect();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        calls[..2].iter().all(|c| c.ends_with("--label kern")),
+        "{calls:?}"
+    );
+    assert!(calls[2].starts_with("issue comment 12 "), "{calls:?}");
 }
 
 /// The shell loop of docs/ci.md, with an `ssh` that runs the command on a "machine": a clone
