@@ -555,7 +555,10 @@ fn pace_stops_taking_tasks_when_the_real_claude_reports_its_usage() {
         .collect();
     assert!(!windows.is_empty(), "no stage_end carries a window");
     for w in &windows {
-        assert_eq!((&w["agent"], &w["kind"]), (&json!("claude"), &json!("five_hour")));
+        assert_eq!(
+            (&w["agent"], &w["kind"]),
+            (&json!("claude"), &json!("five_hour"))
+        );
         assert_eq!(w["used_after"], 93.0);
     }
     let report = env.kern(&claude_env, &["report"]).expect(0).stdout;
