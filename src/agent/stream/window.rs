@@ -208,6 +208,23 @@ mod tests {
         }
     }
 
+    /// The real codex-cli 0.171.0, answered with the subscription's rate-limit headers, prints
+    /// no window in `exec --json` (tests/fixtures/codex-0.171.0/README.md): nothing to read.
+    #[test]
+    fn codex_exec_json_prints_no_window() {
+        let recorded = include_str!(
+            "../../../tests/fixtures/codex-0.171.0/exec-json-rate-limit-headers.jsonl"
+        );
+        let (_, out) = crate::agent::stream::fixture::parse_lines(
+            recorded.lines(),
+            crate::agent::stream::StreamFormat::Codex,
+            Some(0),
+            "",
+        );
+        assert!(out.saw_result);
+        assert_eq!(out.rate_limit, None);
+    }
+
     #[test]
     fn window_names_and_lengths() {
         for (kind, len, week, shown) in [
