@@ -208,7 +208,7 @@ pub struct RunOptions {
 
     /// The most of the week-long windows (`seven_day`) kern spends, in percent (1 to 100);
     /// default: as --pace.
-    #[arg(long, value_name = "PERCENT", env = "KERN_PACE_WEEK", require_equals = true, value_parser = clap::value_parser!(u8).range(1..=100))]
+    #[arg(long, value_name = "PERCENT", env = "KERN_PACE_WEEK", value_parser = clap::value_parser!(u8).range(1..=100))]
     pub pace_week: Option<u8>,
 
     /// A command that must pass after implement (a task's own `> **Check:**` note wins).
@@ -831,6 +831,8 @@ mod tests {
             (cli.run.pace, cli.run.pace_week),
             (Some(Pace::Even), Some(70))
         );
+        let cli = Cli::try_parse_from(["kern", "--pace-week", "70", "10"]).unwrap();
+        assert_eq!((cli.run.pace_week, cli.iterations), (Some(70), 10));
         let cli = Cli::try_parse_from(["kern"]).unwrap();
         assert_eq!((cli.run.pace, cli.run.pace_week), (None, None));
     }
