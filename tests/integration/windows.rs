@@ -88,6 +88,14 @@ fn each_stage_records_its_share_of_the_window_and_the_report_gives_each_tasks() 
             && report.contains(" tokens\n"),
         "{report}"
     );
+    // The totals: a line per window.
+    assert!(
+        report.contains("usage windows    program:")
+            && report.contains(
+                "5-hour window now 61 %; the run's tasks used at least 21 % of it (1 stage without an earlier reading)"
+            ),
+        "{report}"
+    );
     let json: Value = serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap();
     let second = &json["runs"][0]["tasks"][2];
     assert_eq!(second["title"], "Second");

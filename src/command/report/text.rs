@@ -82,7 +82,7 @@ pub(super) fn terminal(report: &Report, color: bool) -> String {
         }
         out.push('\n');
         let _ = writeln!(out, "{}", p("Totals", BOLD));
-        for (label, value) in totals_rows(&run.totals, run.max_cost_usd) {
+        for (label, value) in run_rows(run) {
             let _ = writeln!(out, "  {label:<16} {value}");
         }
         for notice in &run.notices {
@@ -163,7 +163,7 @@ pub(super) fn markdown(report: &Report) -> String {
             }
         }
         let _ = writeln!(out, "### Totals\n");
-        for (label, value) in totals_rows(&run.totals, run.max_cost_usd) {
+        for (label, value) in run_rows(run) {
             if label.is_empty() {
                 let _ = writeln!(out, "  - {}", md_code(&value));
             } else {
@@ -459,6 +459,54 @@ fn stage_cell(s: &StageInfo) -> String {
 }
 
 /// The totals' rows: label and value.
+/// A run's totals, then a row per usage window its tasks' agents reported: where it is now and
+/// what the run's tasks used of it, where known.
+pub(super) fn run_rows(run: &RunReport) -> Vec<(&'static str, String)> {
+    use crate::agent::stream::window::label;
+    let mut rows = totals_rows(&run.totals, run.max_cost_usd);
+    let mut windows: Vec<(String, String, f64, f64, u32)> = Vec::new();
+    for share in run.tasks.iter().flat_map(|t| &t.windows) {
+        match windows
+            .iter_mut()
+            .find(|(a, k, ..)| *a == share.agent && *k == share.kind)
+        {
+            Some(w) => {
+                w.2 += share.used;
+                w.3 = share.after;
+                w.4 += share.unknown_stages;
+            }
+            None => windows.push((
+                share.agent.clone(),
+                share.kind.clone(),
+                share.used,
+                share.after,
+                share.unknown_stages,
+            )),
+        }
+    }
+    for (i, (agent, kind, used, after, unknown)) in windows.into_iter().enumerate() {
+        let used = (used * 10.0).round() / 10.0;
+        rows.push((
+            if i == 0 { "usage windows" } else { "" },
+            format!(
+                "{}'s {} window now {after} %; the run's tasks used {}{used} % of it{}",
+                clean(&agent),
+                label(&kind),
+                if unknown > 0 { "at least " } else { "" },
+                if unknown > 0 {
+                    format!(
+                        " ({unknown} stage{} without an earlier reading)",
+                        if unknown == 1 { "" } else { "s" }
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    rows
+}
+
 pub(super) fn totals_rows(t: &Totals, max_cost: Option<f64>) -> Vec<(&'static str, String)> {
     let mut rows = vec![(
         "tasks",
