@@ -178,6 +178,12 @@ fn pace_pauses_before_a_stage_until_the_reset_then_spends_at_most_a_first_hour_s
         report.contains("--pace: went on with the implement stage after"),
         "{report}"
     );
+    // The pause is waiting time in the totals.
+    let json: Value = serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap();
+    assert!(
+        json["runs"][0]["totals"]["wait_ms"].as_u64().unwrap() > 0,
+        "{json:#}"
+    );
     assert!(
         report.contains("first-hour share after the reset is 25%"),
         "{report}"

@@ -333,6 +333,8 @@ impl Builder {
                 ..
             } => {
                 if let Some(index) = self.index_for(task.as_deref()) {
+                    // A pause is time the task waited, as a usage-limit wait is.
+                    self.tasks[index].wait_ms += waited_ms;
                     self.tasks[index].paced.push(format!(
                         "--pace: went on with the {} stage after {}",
                         stage.name(),
