@@ -51,3 +51,4 @@ mod tests_first;
 mod tracker;
 mod two_agents;
 mod verified_done;
+mod windows;
