@@ -52,3 +52,4 @@ mod tracker;
 mod two_agents;
 mod verified_done;
 mod watch;
+mod windows;

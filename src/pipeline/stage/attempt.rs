@@ -192,6 +192,7 @@ pub(super) async fn run_once(
         reverted: Vec::new(),
         must: Vec::new(),
         tests_first: None,
+        window: Vec::new(),
         prompt_bytes: request.prompt.len() as u64,
     };
     Ok(Attempt {
