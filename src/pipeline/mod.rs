@@ -47,6 +47,7 @@ mod decide;
 pub(crate) mod discovery;
 mod end;
 pub(crate) mod error_research;
+mod finish;
 mod guard;
 mod iteration;
 mod ledger;
@@ -59,6 +60,8 @@ pub(crate) mod schedule;
 mod scope;
 mod shared;
 pub(crate) mod stage;
+mod target;
+pub(crate) use target::{BranchTarget, Target};
 pub(crate) mod start;
 pub(crate) mod teller;
 pub(crate) mod tests_first;
@@ -67,7 +70,6 @@ mod verify;
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
 use crate::reporter::notify::Notifier;
-use crate::reporter::voice;
 use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
 use crate::spec::{self, Document, SpecFile, TaskIdentity};
@@ -103,72 +105,6 @@ pub(crate) struct Run<'a> {
     target: Target,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
-}
-
-/// Where a run's work goes (DESIGN.md section 15).
-pub(crate) enum Target {
-    /// The run's own branch (or a detached HEAD): kern commits there.
-    Branch(BranchTarget),
-    /// A parallel task's run (`-j`): it works on exactly this task in the task's own worktree
-    /// and hands the work back ([`IterationEnd::Ready`]) for the run to integrate.
-    Job(TaskIdentity),
-    /// `--review`: the reviewed work of this task is committed on its task branch
-    /// (`kern/<task>`) and parked there.
-    Review { task: TaskIdentity, branch: String },
-}
-
-/// The run's own branch.
-#[derive(Default)]
-pub(crate) struct BranchTarget {
-    /// HEAD names no branch: kern's commits are on none (the summary says how to keep them).
-    detached: bool,
-    /// The last commit kern made on the branch: with parallel tasks, the branch must keep it
-    /// (see `parallel::integrate::keep_branch_forwards`).
-    last_commit: Option<git2::Oid>,
-    /// `--remote`: the remote the run claims its tasks on.
-    remote: Option<remote::Remote>,
-}
-
-impl Target {
-    /// The one task a parallel task's run works on.
-    fn task(&self) -> Option<&TaskIdentity> {
-        match self {
-            Target::Branch(_) => None,
-            Target::Job(task) | Target::Review { task, .. } => Some(task),
-        }
-    }
-
-    /// `--review`: the task branch the commit goes to.
-    fn review_branch(&self) -> Option<&str> {
-        match self {
-            Target::Review { branch, .. } => Some(branch),
-            _ => None,
-        }
-    }
-
-    /// `--remote`: the remote the run claims its tasks on.
-    fn remote(&self) -> Option<&remote::Remote> {
-        match self {
-            Target::Branch(branch) => branch.remote.as_ref(),
-            _ => None,
-        }
-    }
-
-    /// `--remote`, to change what the run holds there.
-    fn remote_mut(&mut self) -> Option<&mut remote::Remote> {
-        match self {
-            Target::Branch(branch) => branch.remote.as_mut(),
-            _ => None,
-        }
-    }
-
-    /// The run's own branch, when this run commits there.
-    fn branch(&mut self) -> Option<&mut BranchTarget> {
-        match self {
-            Target::Branch(branch) => Some(branch),
-            _ => None,
-        }
-    }
 }
 
 /// The task an iteration works on.
@@ -315,15 +251,6 @@ fn notify_context(ws: &Workspace, run_id: &str) -> serde_json::Map<String, serde
         ws.state_dir.dir().display().to_string().into(),
     );
     context
-}
-
-/// How a run that used every iteration ended: `all 10 iterations ran`, `1 iteration ran`.
-pub(super) fn all_ran(total: u32) -> String {
-    if total == 1 {
-        "1 iteration ran".to_string()
-    } else {
-        format!("all {total} iterations ran")
-    }
 }
 
 /// What a run holds once it has the lock: the lock (and what it took over), its door for
@@ -483,7 +410,7 @@ impl Run<'_> {
                 }
             }
         }
-        self.ledger.books().summary.ended = all_ran(total);
+        self.ledger.books().summary.ended = finish::all_ran(total);
         Ok(())
     }
 
@@ -572,93 +499,6 @@ impl Run<'_> {
     fn has_work(&mut self) -> Result<bool> {
         let doc = self.spec.reload()?;
         Ok(spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some())
-    }
-
-    /// Prints the summary, logs the end, and decides the exit.
-    fn finish(mut self, result: Result<()>) -> Result<()> {
-        // Whatever failed first (a read of HEAD, a status), the cause is the lost repository.
-        let result = match result {
-            Err(e) if !matches!(e, Error::Interrupted { .. }) && self.ws.repo.is_gone() => {
-                Err(Error::RepositoryGone {
-                    git_dir: self.ws.repo.git_dir(),
-                    state_dir: self.ws.state_dir.dir(),
-                })
-            }
-            // Tasks still in their stage when the budget was found spent finished it: the end
-            // names what the run spent in all, as the summary does.
-            Err(Error::BudgetSpent { limit, .. }) => Err(Error::BudgetSpent {
-                spent: self.ledger.spent(),
-                limit,
-            }),
-            other => other,
-        };
-        // The deadline is a planned end: said as how the run ended, exit 0 (or 4, as any end
-        // with a blocked task).
-        let (result, deadline) = match result {
-            Err(Error::DeadlineReached { at, shown, why }) => {
-                let mut books = self.ledger.books();
-                books.summary.ended = format!("the deadline {shown} ends the night: {why}");
-                (Ok(()), Some(at))
-            }
-            other => (other, None),
-        };
-        let detached = self.target.branch().is_some_and(|b| b.detached);
-        {
-            let mut books = self.ledger.books();
-            books.summary.elapsed = books.started.elapsed();
-            if let Some(note) = voice::stages_by_agent(&books.stages_by_agent, books.switches) {
-                books.summary.notes.push(note);
-            }
-            if detached && !books.summary.committed.is_empty() {
-                let head = self
-                    .ws
-                    .repo
-                    .head_oid()
-                    .map(|o| o.to_string())
-                    .unwrap_or_default();
-                books.summary.notes.push(voice::commits_on_no_branch(&head));
-            }
-        }
-        let last_failed = self.ledger.books().last_failed;
-        let result = result.and_then(|()| {
-            let doc = self.spec.reload()?;
-            let blocked = doc.counts().blocked;
-            if blocked > 0 {
-                Err(Error::Unfinished(format!(
-                    "{blocked} task{} blocked [!] — read the Blocked note{} in {}, fix, and set the task back to [ ]",
-                    if blocked == 1 { " is" } else { "s are" },
-                    if blocked == 1 { "" } else { "s" },
-                    self.ws.spec_display
-                )))
-            } else if last_failed && spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some() {
-                Err(Error::Unfinished("the last task failed; its Attempt note says why — run kern again to retry".into()))
-            } else {
-                Ok(())
-            }
-        });
-        let summary = {
-            let mut books = self.ledger.books();
-            if let Err(e) = &result
-                && books.summary.ended.is_empty()
-            {
-                books.summary.ended = e.to_string();
-            }
-            std::mem::take(&mut books.summary)
-        };
-        if let Err(e) = &result {
-            self.teller.stopped(e);
-        }
-        self.teller.ended(
-            RunEvent::RunEnd {
-                ended: summary.ended.clone(),
-                cost_usd: summary.cost_usd,
-                exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
-                iterations: summary.iterations,
-                deadline,
-            },
-            &summary,
-        );
-        result
     }
 }
 

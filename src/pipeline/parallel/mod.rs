@@ -170,7 +170,7 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 if started >= total {
-                    self.ledger.books().summary.ended = super::all_ran(total);
+                    self.ledger.books().summary.ended = super::finish::all_ran(total);
                     return Ok(());
                 }
                 if !self.has_parallel_work()? {

@@ -1,0 +1,120 @@
+//! How a run ends: the cause named (a repository gone, the budget spent in all, the deadline as
+//! a planned end), the summary's last notes, the exit decided, and the run's end told once.
+//!
+//! The one decision a reader must know: a run that used its iterations still ends unfinished
+//! (exit 4) when a task is blocked, or when the last task failed and work is left.
+
+use crate::error::{Error, Result};
+use crate::event::RunEvent;
+use crate::pipeline::Run;
+use crate::reporter::voice;
+use crate::spec;
+
+impl Run<'_> {
+    /// Prints the summary, logs the end, and decides the exit.
+    pub(super) fn finish(mut self, result: Result<()>) -> Result<()> {
+        // Whatever failed first (a read of HEAD, a status), the cause is the lost repository.
+        let result = match result {
+            Err(e) if !matches!(e, Error::Interrupted { .. }) && self.ws.repo.is_gone() => {
+                Err(Error::RepositoryGone {
+                    git_dir: self.ws.repo.git_dir(),
+                    state_dir: self.ws.state_dir.dir(),
+                })
+            }
+            // Tasks still in their stage when the budget was found spent finished it: the end
+            // names what the run spent in all, as the summary does.
+            Err(Error::BudgetSpent { limit, .. }) => Err(Error::BudgetSpent {
+                spent: self.ledger.spent(),
+                limit,
+            }),
+            other => other,
+        };
+        // The deadline is a planned end: said as how the run ended, exit 0 (or 4, as any end
+        // with a blocked task).
+        let (result, deadline) = match result {
+            Err(Error::DeadlineReached { at, shown, why }) => {
+                let mut books = self.ledger.books();
+                books.summary.ended = format!("the deadline {shown} ends the night: {why}");
+                (Ok(()), Some(at))
+            }
+            other => (other, None),
+        };
+        let detached = self.target.branch().is_some_and(|b| b.detached);
+        {
+            let mut books = self.ledger.books();
+            books.summary.elapsed = books.started.elapsed();
+            if let Some(note) = voice::stages_by_agent(&books.stages_by_agent, books.switches) {
+                books.summary.notes.push(note);
+            }
+            if detached && !books.summary.committed.is_empty() {
+                let head = self
+                    .ws
+                    .repo
+                    .head_oid()
+                    .map(|o| o.to_string())
+                    .unwrap_or_default();
+                books.summary.notes.push(voice::commits_on_no_branch(&head));
+            }
+        }
+        let last_failed = self.ledger.books().last_failed;
+        let result = result.and_then(|()| {
+            let doc = self.spec.reload()?;
+            let blocked = doc.counts().blocked;
+            if blocked > 0 {
+                Err(Error::Unfinished(format!(
+                    "{blocked} task{} blocked [!] — read the Blocked note{} in {}, fix, and set the task back to [ ]",
+                    if blocked == 1 { " is" } else { "s are" },
+                    if blocked == 1 { "" } else { "s" },
+                    self.ws.spec_display
+                )))
+            } else if last_failed && spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some() {
+                Err(Error::Unfinished("the last task failed; its Attempt note says why — run kern again to retry".into()))
+            } else {
+                Ok(())
+            }
+        });
+        let summary = {
+            let mut books = self.ledger.books();
+            if let Err(e) = &result
+                && books.summary.ended.is_empty()
+            {
+                books.summary.ended = e.to_string();
+            }
+            std::mem::take(&mut books.summary)
+        };
+        if let Err(e) = &result {
+            self.teller.stopped(e);
+        }
+        self.teller.ended(
+            RunEvent::RunEnd {
+                ended: summary.ended.clone(),
+                cost_usd: summary.cost_usd,
+                exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
+                iterations: summary.iterations,
+                deadline,
+            },
+            &summary,
+        );
+        result
+    }
+}
+
+/// How a run that used every iteration ended: `all 10 iterations ran`, `1 iteration ran`.
+pub(in crate::pipeline) fn all_ran(total: u32) -> String {
+    if total == 1 {
+        "1 iteration ran".to_string()
+    } else {
+        format!("all {total} iterations ran")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_used_every_iteration_says_how_many() {
+        assert_eq!(all_ran(1), "1 iteration ran");
+        assert_eq!(all_ran(10), "all 10 iterations ran");
+    }
+}
