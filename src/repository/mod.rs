@@ -230,6 +230,12 @@ pub struct Repository {
     clean_ids: RefCell<HashMap<PathBuf, (snapshot::Stamp, git2::Oid)>>,
     /// What the last status look found, and the work-tree watch: see status.rs.
     status: RefCell<status::StatusCache>,
+    /// The fence the commit's hooks run in (`None`: unfenced), and what it denied them since
+    /// it was last asked (see hooks.rs).
+    hook_fence: RefCell<(
+        Option<crate::sandbox::Fence>,
+        Option<crate::sandbox::FenceReport>,
+    )>,
 }
 
 type RecentCommitsKey = (git2::Oid, usize, usize, Vec<String>);
@@ -314,6 +320,7 @@ impl Repository {
             commit_stats: RefCell::new((Vec::new(), HashMap::new())),
             clean_ids: RefCell::new(HashMap::new()),
             status: RefCell::new(status::StatusCache::default()),
+            hook_fence: RefCell::new((None, None)),
         })
     }
 
@@ -633,6 +640,14 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
 /// The repository git refused to open because another user owns it (git's `safe.directory`
 /// check, which libgit2 makes too): its top folder, as git's own fix names it. `None` for any
 /// other error.
+/// The git folder and the common git folder of the work tree at `top` (a linked worktree's
+/// own and its repository's), for the fence: `None` when `top` is no repository libgit2 opens.
+pub(crate) fn git_folders(top: &Path) -> Option<(PathBuf, PathBuf)> {
+    let repo = git2::Repository::open(top).ok()?;
+    let clean = |p: &Path| -> PathBuf { p.components().collect() };
+    Some((clean(repo.path()), clean(repo.commondir())))
+}
+
 pub(crate) fn untrusted_path(error: &git2::Error, start: &Path) -> Option<PathBuf> {
     if error.code() != git2::ErrorCode::Owner {
         return None;

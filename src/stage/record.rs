@@ -83,6 +83,11 @@ pub(crate) struct KernEnvelope {
     pub must: Vec<String>,
     /// The size of the prompt sent on stdin.
     pub prompt_bytes: u64,
+    /// How the stage was fenced and what the fence denied (`jq .kern.sandbox stage2.json`):
+    /// `mode` (`kern`, `agent`, `off`), the network and hosts, the denied attempts with their
+    /// path or host and counts, the variables kept back. Absent in records of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::FenceReport>,
 }
 
 /// Which task a record belongs to; resume compares `identity` to tell a stale file from a
@@ -255,6 +260,7 @@ mod tests {
             reverted: Vec::new(),
             must: Vec::new(),
             prompt_bytes: 1234,
+            sandbox: None,
         }
     }
 

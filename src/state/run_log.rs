@@ -16,6 +16,10 @@ use crate::stage::Stage;
 use crate::stage::record::{Outcome, Wait};
 use crate::timestamp::Timestamp;
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// How one iteration ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -56,6 +60,9 @@ pub(crate) enum RunEvent {
         /// The `--max-cost` budget, when one was given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_cost_usd: Option<f64>,
+        /// `--sandbox`: `kern`, `agent` or `off` (absent in logs of older versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<crate::sandbox::Mode>,
     },
     /// The run took over the lock of a run that is gone.
     LockRecovered {
@@ -132,6 +139,20 @@ pub(crate) enum RunEvent {
         /// The pauses in the stage: retry delays and usage-limit waits.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         waits: Vec<Wait>,
+    },
+    /// kern's fence denied attempts of a fenced process (a stage's agent, the check, a `run`
+    /// must-have, a hook): what was tried, by path or host, with counts.
+    Denied {
+        /// The task (none for the check before any task).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// Which process: the stage's name, `check`, `must-have`, `hook`, `baseline check`.
+        by: String,
+        /// The denied attempts.
+        denied: Vec<crate::sandbox::Denial>,
+        /// Denied attempts beyond the ones named.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        more: u32,
     },
     /// A stage moved to the other agent: its agent hit a usage limit that resets later than
     /// `--fallback-after` (or was already at one).
@@ -789,6 +810,7 @@ mod tests {
                 delay_s: 30,
                 agent: "claude".into(),
                 max_cost_usd: Some(5.0),
+                sandbox: Some(crate::sandbox::Mode::Kern),
             },
             RunEvent::LockRecovered {
                 pid: 4242,
@@ -866,6 +888,23 @@ mod tests {
                 violations: vec!["research stage is read-only but changed a.txt".into()],
                 reverted: vec!["a.txt".into()],
                 saved: vec!["refs/kern/saved/add-the-parser/research-1".into()],
+            },
+            RunEvent::Denied {
+                task: Some("Add the parser".into()),
+                by: "implement".into(),
+                denied: vec![
+                    crate::sandbox::Denial {
+                        kind: crate::sandbox::DenialKind::Read,
+                        target: "/home/me/.ssh/id_ed25519".into(),
+                        count: 1,
+                    },
+                    crate::sandbox::Denial {
+                        kind: crate::sandbox::DenialKind::Connect,
+                        target: "203.0.113.5:443".into(),
+                        count: 3,
+                    },
+                ],
+                more: 0,
             },
             RunEvent::HandEdit {
                 task: Some("Add the parser".into()),

@@ -29,6 +29,7 @@ const FLOORS: &[&[&str]] = &[
     ],
     &["agent"],
     &["stage", "supervisor"],
+    &["sandbox"],
     &["spec"],
     &["atomic_file"],
     &["error"],

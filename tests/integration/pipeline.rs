@@ -273,8 +273,10 @@ fn research_that_writes_is_reverted_and_recorded() {
     assert!(runlog.contains("sneaky.txt"), "{runlog}");
 }
 
+/// Without kern's fence (`--sandbox off`; inside it `.git` is read-only and the commit fails,
+/// `fence.rs`), the audit after the stage is the guarantee.
 #[test]
-fn implement_that_commits_is_a_violation_and_history_is_kept() {
+fn unfenced_an_implement_that_commits_is_a_violation_and_history_is_kept() {
     let p = Project::new("- [ ] Commit-happy\n");
     let mut s = working_agent();
     s["default"]["implement"] = json!({
@@ -283,7 +285,7 @@ fn implement_that_commits_is_a_violation_and_history_is_kept() {
         "result": {"status": "SUCCESS", "summary": "s"}
     });
     p.scenario(&s);
-    let out = p.run(&["1", "0"]).expect(0);
+    let out = p.run(&["1", "0", "--sandbox=off"]).expect(0);
     let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     let log = p.log();

@@ -182,6 +182,45 @@ pub(crate) fn render(checks: &[Check]) -> String {
     out
 }
 
+/// The `sandbox` line: with `--sandbox kern`, whether kern's fence can be made here (kern makes
+/// one, as a stage would) and what it holds; with `agent` or `off`, that kern does not fence.
+fn fence_check(settings: &Settings, top: &Path) -> Check {
+    const NAME: &str = "sandbox";
+    match settings.sandbox.mode {
+        crate::sandbox::Mode::Kern => match crate::pipeline::fence::preflight(settings, top) {
+            Ok(took) => Check::pass(
+                NAME,
+                format!(
+                    "kern's fence works here ({}, network {}; made in {} ms): writes only in the work tree, secrets hidden, {}",
+                    crate::sandbox::preflight::layers(),
+                    settings.sandbox.network,
+                    took.map_or(0, |t| t.as_millis()),
+                    match settings.sandbox.network {
+                        crate::sandbox::Network::List => "only the allowed hosts reachable",
+                        crate::sandbox::Network::None => "no network",
+                        crate::sandbox::Network::Open =>
+                            "the network open (--sandbox-network open)",
+                    }
+                ),
+            ),
+            Err(Error::SandboxUnavailable { missing, fix }) => Check::fail(
+                NAME,
+                format!("kern's fence cannot be made here: {missing}"),
+                fix,
+            ),
+            Err(e) => Check::from_error(NAME, &e, "pass --sandbox off to run unfenced, knowingly"),
+        },
+        crate::sandbox::Mode::Agent => Check::pass(
+            NAME,
+            "--sandbox agent: no fence of kern's; Claude Code's own sandbox for the implement stage's shell only",
+        ),
+        crate::sandbox::Mode::Off => Check::pass(
+            NAME,
+            "--sandbox off: the agents run unfenced, with your whole account (files, network, credentials)",
+        ),
+    }
+}
+
 /// Runs every check for a kern started in `cwd`.
 pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -211,7 +250,8 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
         }
         checks.extend(found);
     }
-    if settings.sandbox {
+    checks.push(fence_check(settings, top.as_deref().unwrap_or(cwd)));
+    if settings.sandbox.mode == crate::sandbox::Mode::Agent {
         checks.push(sandbox_check(settings).for_agent());
     }
     checks.push(settings_check(settings));

@@ -124,6 +124,7 @@ impl<'a> Run<'a> {
             .ws
             .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
         ws.state_dir.create()?;
+        crate::pipeline::fence::fence_hooks(self.settings, &ws);
         let (lock, takeover) = RunLock::acquire(
             &ws.repo.run_lock_path(),
             &dir.dir().join("no-legacy-lock"),

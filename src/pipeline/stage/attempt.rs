@@ -74,7 +74,7 @@ pub(super) async fn run_once(
     let state_dir = ctx.state_dir;
     let agent = &on.agent;
     ctx.reporter.stage_started(stage, &request.task.title);
-    let invocation = agent.invocation(InvocationRequest {
+    let mut invocation = agent.invocation(InvocationRequest {
         stage,
         model: on.model.as_deref(),
         prompt: request.prompt.clone().into_bytes(),
@@ -83,9 +83,11 @@ pub(super) async fn run_once(
         state_dir: &state_dir.dir(),
         task_title: &request.task.title,
         max_budget_usd: request.budget_left.map(|left| left - tries.cost),
-        sandbox: settings.sandbox,
+        sandbox: settings.sandbox.mode == crate::sandbox::Mode::Agent,
         protected: &request.protected,
     });
+    let place = crate::pipeline::fence::Place::of(ctx.cwd, &state_dir.dir());
+    invocation.fence = crate::pipeline::fence::for_agent(settings, &place, agent);
     let files = StreamFiles {
         stdout_cap: crate::supervisor::STDOUT_CAP,
         stdout: state_dir.stage_stream(stage),
@@ -186,12 +188,30 @@ pub(super) async fn run_once(
         reverted: Vec::new(),
         must: Vec::new(),
         prompt_bytes: request.prompt.len() as u64,
+        sandbox: Some(fence_report(settings, finished.fence.as_ref(), tries)),
     };
     Ok(Attempt {
         output,
         end: finished.end,
         envelope,
     })
+}
+
+/// `kern.sandbox` of a try: what this try's fence denied, added to the stage's earlier tries;
+/// the mode alone when kern did not fence it (`agent`, `off`).
+fn fence_report(
+    settings: &crate::settings::Settings,
+    this_try: Option<&crate::sandbox::FenceReport>,
+    tries: &Tries,
+) -> crate::sandbox::FenceReport {
+    let mut report = match this_try {
+        Some(report) => report.clone(),
+        None => crate::sandbox::FenceReport::new(settings.sandbox.mode),
+    };
+    if let Some(earlier) = &tries.fence {
+        report.absorb(earlier);
+    }
+    report
 }
 
 /// The full command line: the program, then its arguments.
@@ -223,6 +243,7 @@ fn spawn_error(agent: &Agent, error: SpawnError) -> Error {
             },
         },
         SpawnError::PermissionDenied(program) => crate::agent::program::not_executable(&program),
+        SpawnError::Fence(missing, fix) => Error::SandboxUnavailable { missing, fix },
         SpawnError::Other(path, source) | SpawnError::Output(path, source) => {
             Error::io(path, source)
         }

@@ -70,6 +70,7 @@ impl Run<'_> {
         }
         if stage == crate::stage::Stage::Review {
             inputs.add_verified(&it.verified);
+            inputs.add_denied(&it.denied);
         }
         let mut prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
         // The discovery level asks research (and at level 3 the review) for less or more.
@@ -204,6 +205,9 @@ impl Run<'_> {
             }
         }
         run.write(&self.ws.state_dir)?;
+        let fenced = run.record.kern.sandbox.clone();
+        let said = self.fence_denied(Some(&it.title), stage.name(), fenced.as_ref());
+        it.heard_denied(said);
         self.notice_hand_edits(stage, before.spec_mark, it)?;
         let record = &run.record;
         let turns = record
@@ -218,6 +222,7 @@ impl Run<'_> {
                 cost_usd: run.cost_usd,
                 turns,
                 note: run.outcome.as_ref().err().cloned(),
+                fence: fence_remark(record.kern.sandbox.as_ref()),
             },
         );
         self.log.event(RunEvent::StageEnd {
@@ -284,6 +289,20 @@ impl Run<'_> {
             waits: &waits,
         });
         self.reporter.cost_so_far(total);
+    }
+}
+
+/// The stage line's word on the fence: said whenever the stage ran without kern's fence, and
+/// when the fence denied something.
+fn fence_remark(report: Option<&crate::sandbox::FenceReport>) -> Option<String> {
+    let report = report?;
+    match report.mode {
+        crate::sandbox::Mode::Off => Some("unfenced: --sandbox off".into()),
+        crate::sandbox::Mode::Agent => Some("no kern fence: --sandbox agent".into()),
+        crate::sandbox::Mode::Kern if report.total() > 0 => {
+            Some(format!("fence denied {}", report.total()))
+        }
+        crate::sandbox::Mode::Kern => None,
     }
 }
 

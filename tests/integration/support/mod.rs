@@ -34,6 +34,7 @@ pub(crate) fn sh(cwd: &Path, script: &str, stdin: &[u8]) -> Invocation {
         env: vec![],
         cwd: cwd.to_path_buf(),
         stdin: stdin.to_vec(),
+        fence: None,
     }
 }
 

@@ -467,6 +467,9 @@ impl KernRun<'_> {
                         ),
                     )
                     .env("KERN_RETRY_DELAY", "0")
+                    // The scripted agent keeps its calls and counts beside its scenario, and
+                    // the fake agents their logs: the fence lets them write there.
+                    .env("KERN_SANDBOX_WRITE", project.outside.path())
                     .env("NO_COLOR", "1")
                     .env_remove("KERN_MODEL")
                     .env_remove("KERN_CHECK");
