@@ -24,6 +24,8 @@ pub(crate) struct Place {
     pub common_dir: PathBuf,
     /// The stage's state folder (`KERN_STATE_DIR`).
     pub state_dir: PathBuf,
+    /// The git folders of the repository's submodules.
+    pub modules: Vec<PathBuf>,
 }
 
 impl Place {
@@ -32,11 +34,34 @@ impl Place {
     pub(crate) fn of(top: &Path, state_dir: &Path) -> Place {
         let (git_dir, common_dir) = crate::repository::git_folders(top)
             .unwrap_or_else(|| (top.join(".git"), top.join(".git")));
+        let mut modules = Vec::new();
+        submodule_git_dirs(&common_dir.join("modules"), &mut modules);
         Place {
             top: top.to_path_buf(),
             git_dir,
             common_dir,
             state_dir: state_dir.to_path_buf(),
+            modules,
+        }
+    }
+}
+
+/// The submodules' git folders under `dir` (`<common>/modules`): a folder holding `HEAD` is
+/// one (its own `modules/` holds its submodules'); any other is part of a name with slashes.
+fn submodule_git_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) || out.len() >= 256 {
+            continue;
+        }
+        if path.join("HEAD").is_file() {
+            submodule_git_dirs(&path.join("modules"), out);
+            out.push(path);
+        } else {
+            submodule_git_dirs(&path, out);
         }
     }
 }
@@ -96,6 +121,8 @@ fn fence(settings: &Settings, place: &Place, who: Who) -> Option<Fence> {
             AgentKind::Program | AgentKind::None => (Vec::new(), None, Vec::new()),
         };
     let old_state_root = settings.old_state_root.clone();
+    let mut session_paths = s.session_paths.clone();
+    session_paths.extend(sandbox::session::temp_sessions());
     let input = FenceInput {
         who,
         network: s.network,
@@ -103,6 +130,7 @@ fn fence(settings: &Settings, place: &Place, who: Who) -> Option<Fence> {
         top: &place.top,
         git_dir: &place.git_dir,
         common_dir: &place.common_dir,
+        modules: &place.modules,
         state_root: &settings.state_root,
         state_dir: &place.state_dir,
         old_state_root: &old_state_root,
@@ -114,7 +142,7 @@ fn fence(settings: &Settings, place: &Place, who: Who) -> Option<Fence> {
         codex_env_key: codex_env_key.as_deref(),
         cache_dirs: &s.cache_dirs,
         agent_dirs: &agent_dirs,
-        session_paths: &s.session_paths,
+        session_paths: &session_paths,
     };
     Some(sandbox::describe(&input))
 }

@@ -53,6 +53,9 @@ pub(crate) struct FenceInput<'a> {
     pub git_dir: &'a Path,
     /// The repository's common git folder (objects, refs, hooks, config).
     pub common_dir: &'a Path,
+    /// The git folders of its submodules (`<common>/modules/<name>`): a submodule bump moves
+    /// their HEAD and index, so they are writable but for their hooks and config.
+    pub modules: &'a [PathBuf],
     /// kern's state root: hidden.
     pub state_root: &'a Path,
     /// This stage's own state folder (its schema, `KERN_STATE_DIR`): shown read-only.
@@ -118,6 +121,13 @@ pub(crate) fn describe(input: &FenceInput<'_>) -> Fence {
             read_only.push(input.common_dir.to_path_buf());
         }
     }
+    if !input.modules.is_empty() && input.who != Who::Hook {
+        writable.push(input.common_dir.join("modules"));
+    }
+    for module in input.modules {
+        read_only.push(module.join("hooks"));
+        read_only.push(module.join("config"));
+    }
     // A read-only path matters only inside a writable one.
     read_only.retain(|p| writable.iter().any(|w| p.starts_with(w) && p != w));
 
@@ -126,6 +136,9 @@ pub(crate) fn describe(input: &FenceInput<'_>) -> Fence {
         .filter_map(|rel| home_path(rel))
         .collect();
     private.extend(input.cache_dirs.iter().cloned());
+    // Tools write `/tmp` whatever TMPDIR says (Codex's daemon folder, a test's fixture): a
+    // private layer lets them, and nothing reaches the machine's.
+    private.extend(secrets::SYSTEM_TEMP.iter().map(PathBuf::from));
 
     let mut hidden: Vec<PathBuf> = secrets::HOME_SECRETS
         .iter()
@@ -233,6 +246,7 @@ mod tests {
             top,
             git_dir: git.0,
             common_dir: git.1,
+            modules: &[],
             state_root: Path::new("/home/me/.local/state/kern"),
             state_dir: Path::new("/home/me/.local/state/kern/proj/main"),
             old_state_root: Path::new("/tmp/claude/kern"),
@@ -379,6 +393,26 @@ mod tests {
         );
         assert_eq!(fence.writable[0], top);
         assert!(fence.writable.contains(&PathBuf::from("/home/me/.codex")));
+    }
+
+    #[test]
+    fn a_submodules_git_folder_is_writable_but_its_hooks_and_config() {
+        let p = paths();
+        let top = Path::new("/w");
+        let git = (Path::new("/w/.git"), Path::new("/w/.git"));
+        let modules = [PathBuf::from("/w/.git/modules/lib")];
+        let mut i = input(Who::Check, &p, top, git);
+        i.modules = &modules;
+        let fence = describe(&i);
+        assert!(fence.writable.contains(&PathBuf::from("/w/.git/modules")));
+        assert_eq!(
+            strings(&fence.read_only),
+            [
+                "/w/.git",
+                "/w/.git/modules/lib/hooks",
+                "/w/.git/modules/lib/config"
+            ]
+        );
     }
 
     #[test]

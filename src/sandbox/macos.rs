@@ -50,8 +50,20 @@ pub(crate) fn profile(fence: &Fence, tmp: &Path, proxy_port: Option<u16>) -> Str
         out.push_str(")\n");
     };
     out.push_str("(deny file-write*)\n");
+    // Seatbelt has no private layer: caches are writable for real, the machine's temporary
+    // folders stay read-only (the TMPDIR below is the process's own).
     let mut writable: Vec<PathBuf> = fence.writable.clone();
-    writable.extend(fence.private.iter().cloned());
+    writable.extend(
+        fence
+            .private
+            .iter()
+            .filter(|p| {
+                !super::secrets::SYSTEM_TEMP
+                    .iter()
+                    .any(|t| p.as_path() == Path::new(t) || p.ends_with(t.trim_start_matches('/')))
+            })
+            .cloned(),
+    );
     writable.push(tmp.to_path_buf());
     list(&mut out, "allow", "file-write*", &writable, "subpath");
     out.push_str(

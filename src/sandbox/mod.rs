@@ -34,7 +34,7 @@ use std::str::FromStr;
 
 pub(crate) use fence::{Fence, FenceInput, describe};
 pub(crate) use hosts::{AgentKind, HostRule};
-pub(crate) use report::{Denial, DenialKind, FenceReport};
+pub(crate) use report::{Denial, FenceReport};
 
 /// `--sandbox`: whose fence, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

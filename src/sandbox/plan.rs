@@ -46,6 +46,9 @@ pub(crate) enum MountOp {
         upper: PathBuf,
         /// The layer's work folder (same file system as `upper`).
         work: PathBuf,
+        /// `upper` and `work` are in a tmpfs the init mounts on their folder first: the session's
+        /// own folder is inside `target` (`/tmp`), and a layer may not overlap what it covers.
+        memory: bool,
     },
     /// A fresh writable tmpfs (`/dev/shm`).
     Tmpfs {
@@ -117,6 +120,9 @@ pub(crate) struct Plan {
     pub network: NetPlan,
     /// Where the fenced process may write, for Landlock beneath the mounts.
     pub writable: Vec<PathBuf>,
+    /// Whether Landlock is applied: not for Codex, whose own sandbox (bubblewrap) mounts, which
+    /// a Landlock domain forbids; the namespaces hold the fence alone there.
+    pub landlock: bool,
     /// Where the init writes what it denied (JSON lines).
     pub denials: PathBuf,
     /// Where the init writes why it could not make the fence.
@@ -195,6 +201,7 @@ pub(crate) fn build(
                 target: path.clone(),
                 upper: base.join("upper"),
                 work: base.join("work"),
+                memory: base.starts_with(path),
             });
         }
     }
@@ -270,6 +277,10 @@ pub(crate) fn build(
         mounts: unique,
         network,
         writable,
+        landlock: fence.who
+            != super::Who::Agent {
+                kind: super::AgentKind::Codex,
+            },
         denials: scratch.denials.clone(),
         failure: scratch.failure.clone(),
     }
@@ -292,7 +303,12 @@ mod tests {
                 "/h/.cache/x".into(),
             ],
             read_only: vec!["/s/p/b/jobs/t/tree/.git".into()],
-            private: vec!["/h/.cache".into(), "/h/.cache/x".into(), "/h/.npm".into()],
+            private: vec![
+                "/h/.cache".into(),
+                "/h/.cache/x".into(),
+                "/h/.npm".into(),
+                "/tmp".into(),
+            ],
             hidden: vec![
                 "/h/.ssh".into(),
                 "/h/.netrc".into(),
@@ -350,9 +366,17 @@ mod tests {
                     target,
                     placeholder,
                 } => format!("hide {} ({})", target.display(), placeholder.display()),
-                MountOp::Overlay { target, upper, .. } => {
-                    format!("layer {} ({})", target.display(), upper.display())
-                }
+                MountOp::Overlay {
+                    target,
+                    upper,
+                    memory,
+                    ..
+                } => format!(
+                    "layer {} ({}{})",
+                    target.display(),
+                    upper.display(),
+                    if *memory { ", in memory" } else { "" }
+                ),
                 MountOp::Tmpfs { target } => format!("tmpfs {}", target.display()),
                 MountOp::Private { target } => format!("tmp {}", target.display()),
             })
@@ -361,6 +385,7 @@ mod tests {
             ops,
             [
                 "hide /s",
+                "layer /tmp (/tmp/f/layers/4/upper, in memory)",
                 "hide /h/.ssh",
                 "hide /h/.netrc (/tmp/f/ph/1)",
                 "layer /h/.cache (/tmp/f/layers/1/upper)",
@@ -391,6 +416,7 @@ mod tests {
                 "/h/.claude".into(),
                 "/h/.npm".into(),
                 "/s/p/b/jobs/t/tree".into(),
+                "/tmp".into(),
                 "/tmp/f/tmp".into(),
             ]
         );

@@ -119,7 +119,7 @@ pub(crate) fn layers() -> String {
     if abi > 0 {
         format!("user, mount, network and PID namespaces, Landlock ABI {abi}")
     } else {
-        "user, mount, network and PID namespaces; no Landlock in this kernel".into()
+        "user, mount, network and PID namespaces, no Landlock in this kernel".into()
     }
 }
 

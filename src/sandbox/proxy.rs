@@ -255,6 +255,15 @@ pub(crate) fn read_ask(reader: &mut dyn BufRead, framed: bool) -> Result<Ask, St
     })
 }
 
+/// Why the proxy does not connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The fence refuses it (recorded as a denial).
+    Denied(String),
+    /// It is allowed, but the machine cannot reach it (a name that does not resolve).
+    Unreachable(String),
+}
+
 /// The addresses `host:port` may be reached at under `rules`, or why not. An address a name
 /// resolves to that is loopback, link-local or unspecified is allowed only by a rule naming
 /// that address.
@@ -263,14 +272,16 @@ pub(crate) fn admit(
     host: &str,
     port: u16,
     resolve: &dyn Fn(&str, u16) -> Vec<SocketAddr>,
-) -> Result<Vec<SocketAddr>, String> {
+) -> Result<Vec<SocketAddr>, Refusal> {
     if !hosts::allowed(rules, host, port) {
-        return Err(format!("{host}:{port} is not on the fence's allowed hosts"));
+        return Err(Refusal::Denied(format!(
+            "{host}:{port} is not on the fence's allowed hosts"
+        )));
     }
     let literal = host.parse::<IpAddr>().is_ok() || host == "localhost";
     let addrs = resolve(host, port);
     if addrs.is_empty() {
-        return Err(format!("{host} does not resolve"));
+        return Err(Refusal::Unreachable(format!("{host} does not resolve")));
     }
     let kept: Vec<SocketAddr> = addrs
         .into_iter()
@@ -286,9 +297,9 @@ pub(crate) fn admit(
         })
         .collect();
     if kept.is_empty() {
-        return Err(format!(
+        return Err(Refusal::Denied(format!(
             "{host} resolves to a local address only a rule naming it may reach"
-        ));
+        )));
     }
     Ok(kept)
 }
@@ -356,8 +367,18 @@ fn serve<R, W>(
         }
         _ => match admit(rules, &host, port, &resolve) {
             Ok(addrs) => addrs,
-            Err(why) => {
+            Err(Refusal::Denied(why)) => {
                 deny(&why, &mut writer);
+                return;
+            }
+            // Allowed, but the machine's own network cannot find it: not the fence's doing.
+            Err(Refusal::Unreachable(why)) => {
+                let _ = respond(
+                    &mut writer,
+                    502,
+                    "Bad Gateway",
+                    &format!("kern's fence: {why}\n"),
+                );
                 return;
             }
         },
@@ -507,19 +528,22 @@ mod tests {
                 _ => Vec::new(),
             }
         };
+        let denied = |host: &str, port: u16| match admit(&rules, host, port, &table) {
+            Err(Refusal::Denied(why)) => why,
+            other => panic!("{host}:{port}: {other:?}"),
+        };
         assert!(admit(&rules, "api.anthropic.com", 443, &table).is_ok());
-        assert!(
-            admit(&rules, "api.anthropic.com", 22, &table)
-                .unwrap_err()
-                .contains("not on the fence's allowed hosts")
-        );
-        assert!(admit(&rules, "evil.example", 443, &table).is_err());
-        assert!(
-            admit(&rules, "rebind.example", 443, &table)
-                .unwrap_err()
-                .contains("local address")
-        );
+        assert!(denied("api.anthropic.com", 22).contains("not on the fence's allowed hosts"));
+        assert!(denied("evil.example", 443).contains("not on the fence's allowed hosts"));
+        assert!(denied("rebind.example", 443).contains("local address"));
         assert!(admit(&rules, "127.0.0.1", 9000, &table).is_ok());
-        assert!(admit(&rules, "127.0.0.1", 9001, &table).is_err());
+        denied("127.0.0.1", 9001);
+        let unresolved: Vec<HostRule> = vec!["nowhere.example".parse().unwrap()];
+        assert_eq!(
+            admit(&unresolved, "nowhere.example", 443, &table),
+            Err(Refusal::Unreachable(
+                "nowhere.example does not resolve".into()
+            ))
+        );
     }
 }

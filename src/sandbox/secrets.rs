@@ -88,6 +88,23 @@ pub(crate) const SYSTEM_SECRETS: &[&str] = &[
     "/run/user",
 ];
 
+/// The machine's temporary folders: readable as they are, writable through a private layer.
+pub(crate) const SYSTEM_TEMP: &[&str] = &["/tmp", "/var/tmp"];
+
+/// Sockets and folders of the person's session in the temporary folders that would give a
+/// process their terminal, their keys or their screen: tmux's and screen's servers, ssh
+/// agents, X11. Matched by name prefix (`tmux-0`, `ssh-XXXX`), hidden.
+pub(crate) const TEMP_SESSIONS: &[&str] = &[
+    "/tmp/tmux-",
+    "/tmp/ssh-",
+    "/tmp/.X11-unix",
+    "/tmp/.ICE-unix",
+    "/tmp/.XIM-unix",
+    "/tmp/.font-unix",
+    "/run/screen",
+    "/var/run/screen",
+];
+
 /// Names of variables that are secrets whatever their value (besides the patterns of
 /// [`is_secret_name`]).
 const SECRET_NAMES: &[&str] = &[

@@ -96,11 +96,17 @@ impl Session {
         let program = locate(process.program, process.cwd, path_var.as_deref())?;
 
         let parent = sessions_root().map_err(|e| prepare("its folder", e))?;
+        sweep(&parent);
         let dir = tempfile::Builder::new()
             .prefix("s")
             .tempdir_in(&parent)
             .map_err(|e| prepare("its folder", e))?;
         let base = dir.path().to_path_buf();
+        std::fs::write(
+            base.join(OWNER),
+            owner_of(std::process::id()).unwrap_or_default(),
+        )
+        .map_err(|e| prepare("its folder", e))?;
         let scratch = Scratch {
             tmp: base.join("tmp"),
             placeholders: base.join("ph"),
@@ -124,6 +130,11 @@ impl Session {
             ("TEMP".into(), tmp.clone()),
             ("XDG_RUNTIME_DIR".into(), tmp),
         ];
+        if fence.who != super::Who::Hook {
+            // `.git` is read-only: `git status` need not try the index lock it may skip (and
+            // be named for trying).
+            fence_vars.push(("GIT_OPTIONAL_LOCKS".into(), "0".into()));
+        }
         let mut report = FenceReport::new(Mode::Kern);
         report.network = Some(fence.network);
         report.hosts = fence.hosts.iter().map(ToString::to_string).collect();
@@ -229,9 +240,23 @@ fn platform_command(
             plan::MountOp::HideFile { placeholder, .. } => {
                 std::fs::write(placeholder, b"").map_err(|e| prepare("a placeholder", e))?;
             }
-            plan::MountOp::Overlay { upper, work, .. } => {
+            plan::MountOp::Overlay {
+                upper,
+                work,
+                memory: false,
+                ..
+            } => {
                 std::fs::create_dir_all(upper).map_err(|e| prepare("a cache layer", e))?;
                 std::fs::create_dir_all(work).map_err(|e| prepare("a cache layer", e))?;
+            }
+            plan::MountOp::Overlay {
+                upper,
+                memory: true,
+                ..
+            } => {
+                if let Some(base) = upper.parent() {
+                    std::fs::create_dir_all(base).map_err(|e| prepare("a layer", e))?;
+                }
             }
             _ => {}
         }
@@ -326,6 +351,73 @@ fn sessions_root() -> std::io::Result<PathBuf> {
         )));
     }
     Ok(root)
+}
+
+/// The session sockets and folders of the machine's temporary folders that exist now
+/// (`secrets::TEMP_SESSIONS`: a name, or a prefix ending in `-`).
+pub(crate) fn temp_sessions() -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for pattern in super::secrets::TEMP_SESSIONS {
+        let path = Path::new(pattern);
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let name = name.to_string_lossy();
+        if !name.ends_with('-') {
+            if std::fs::symlink_metadata(path).is_ok() {
+                found.push(path.to_path_buf());
+            }
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        found.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(name.as_ref()))
+                .map(|e| e.path()),
+        );
+    }
+    found
+}
+
+/// The file in a session's folder that names the kern it belongs to (`<pid> <start time>`).
+const OWNER: &str = "owner";
+
+/// `<pid> <start time>` of process `pid`, as `/proc/<pid>/stat` has them.
+fn owner_of(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let start = rest.split_whitespace().nth(19)?;
+    Some(format!("{pid} {start}"))
+}
+
+/// Removes the folders of sessions whose kern is gone (killed before it could end them): a
+/// folder whose owner is not the same process any more, or that names none and is an hour old.
+fn sweep(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let stale = match std::fs::read_to_string(path.join(OWNER)) {
+            Ok(owner) => {
+                let pid = owner.split_whitespace().next().and_then(|p| p.parse().ok());
+                pid.and_then(owner_of).as_deref() != Some(owner.trim())
+            }
+            Err(_) => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(3600)),
+        };
+        if stale && std::fs::remove_dir_all(&path).is_err() {
+            make_removable(&path);
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 fn make_removable(path: &Path) {

@@ -894,12 +894,12 @@ mod tests {
                 by: "implement".into(),
                 denied: vec![
                     crate::sandbox::Denial {
-                        kind: crate::sandbox::DenialKind::Read,
+                        kind: crate::sandbox::report::DenialKind::Read,
                         target: "/home/me/.ssh/id_ed25519".into(),
                         count: 1,
                     },
                     crate::sandbox::Denial {
-                        kind: crate::sandbox::DenialKind::Connect,
+                        kind: crate::sandbox::report::DenialKind::Connect,
                         target: "203.0.113.5:443".into(),
                         count: 3,
                     },

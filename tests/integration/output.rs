@@ -280,10 +280,11 @@ fn kern_in_tmux(p: &Project, no_color: bool) -> String {
     let agent = p.outside.path().join("agent.sh");
     let color = if no_color { "NO_COLOR=1" } else { "" };
     format!(
-        "cd '{}' && env -u NO_COLOR -u KERN_COLOR -u KERN_MODEL -u KERN_CHECK {color} KERN_STATE_DIR='{}' KERN_AGENT='program:{}' KERN_RESET_MARGIN=0 '{}' 1 0; echo KERN-EXIT=$?; sleep 600",
+        "cd '{}' && env -u NO_COLOR -u KERN_COLOR -u KERN_MODEL -u KERN_CHECK {color} KERN_STATE_DIR='{}' KERN_AGENT='program:{}' KERN_SANDBOX_WRITE='{}' KERN_RESET_MARGIN=0 '{}' 1 0; echo KERN-EXIT=$?; sleep 600",
         p.path().display(),
         p.state_root().display(),
         agent.display(),
+        p.outside.path().display(),
         kern_bin().display(),
     )
 }

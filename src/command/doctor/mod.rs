@@ -188,13 +188,12 @@ fn fence_check(settings: &Settings, top: &Path) -> Check {
     const NAME: &str = "sandbox";
     match settings.sandbox.mode {
         crate::sandbox::Mode::Kern => match crate::pipeline::fence::preflight(settings, top) {
-            Ok(took) => Check::pass(
+            Ok(_) => Check::pass(
                 NAME,
                 format!(
-                    "kern's fence works here ({}, network {}; made in {} ms): writes only in the work tree, secrets hidden, {}",
+                    "kern's fence works here ({}, network {}): writes only in the work tree, secrets hidden, {}",
                     crate::sandbox::preflight::layers(),
                     settings.sandbox.network,
-                    took.map_or(0, |t| t.as_millis()),
                     match settings.sandbox.network {
                         crate::sandbox::Network::List => "only the allowed hosts reachable",
                         crate::sandbox::Network::None => "no network",

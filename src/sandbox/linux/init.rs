@@ -26,6 +26,9 @@ use crate::sandbox::plan::{NetPlan, Plan};
 /// The init's exit code when the fence could not be made (the reason is in the failure file).
 pub(crate) const SETUP_FAILED: i32 = 125;
 
+/// The user and group a kern started as root runs the fenced command as: `nobody`.
+const NOBODY: u32 = 65534;
+
 /// Why the fence could not be made: the cause kern turns into a fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cause {
@@ -234,9 +237,18 @@ fn first(plan: &Plan) -> Result<Exit, Failed> {
             )
         })
     };
+    // The command keeps its own user, but never root: a kern started as root runs it as
+    // `nobody` inside (the same files are its own). Root without capabilities is a state no
+    // tool expects, and one that a sandbox of the agent's own (Codex's bubblewrap) takes for
+    // privileged and fails in.
+    let (inside_uid, inside_gid) = if uid.is_root() {
+        (NOBODY, NOBODY)
+    } else {
+        (uid.as_raw(), gid.as_raw())
+    };
     map("setgroups", "deny".into())?;
-    map("uid_map", format!("{uid} {uid} 1"))?;
-    map("gid_map", format!("{gid} {gid} 1"))?;
+    map("uid_map", format!("{inside_uid} {uid} 1"))?;
+    map("gid_map", format!("{inside_gid} {gid} 1"))?;
 
     let prepared = mounts::prepare(&plan.mounts).map_err(|e| Failed(Cause::Mount, e))?;
     let placeholders = mounts::apply(&prepared).map_err(|e| Failed(Cause::Mount, e))?;
@@ -442,7 +454,9 @@ fn command(plan: &Plan, status_w: &OwnedFd, listener_w: &std::os::unix::net::Uni
         let _ = writeln!(std::io::stderr(), "kern: fence: {e}");
         return libc::EPERM;
     }
-    if let Err(e) = lockdown::landlock(&plan.writable) {
+    if plan.landlock
+        && let Err(e) = lockdown::landlock(&plan.writable)
+    {
         let _ = writeln!(std::io::stderr(), "kern: fence: {e}");
         return libc::EPERM;
     }

@@ -109,12 +109,15 @@ pub(super) fn prepare(ops: &[MountOp]) -> Result<Vec<Prepared>, String> {
                 target,
                 upper,
                 work,
+                memory,
             } => {
                 if !target.is_dir() {
                     continue;
                 }
                 prepared.source = Some(path_fd(target)?);
-                prepared.layer = Some((path_fd(upper)?, path_fd(work)?));
+                if !memory {
+                    prepared.layer = Some((path_fd(upper)?, path_fd(work)?));
+                }
             }
             MountOp::Tmpfs { .. } => {}
         }
@@ -137,10 +140,19 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
     // The writable mounts actually made: only these get read-only cleared (clearing it at a
     // path where no mount of ours stands would make its parent's mount writable).
     let mut made: Vec<&Path> = Vec::new();
+    // The empty folders mounted over hidden ones: a deeper mount inside one needs its mount
+    // point made there first (this stage's state folder inside the hidden state root).
+    let mut hiding: Vec<&Path> = Vec::new();
     for p in prepared {
         let target = p.op.target();
         let failed =
             |what: &str, e: nix::Error| format!("cannot {what} `{}`: {e}", target.display());
+        if std::fs::symlink_metadata(target).is_err()
+            && hiding.iter().any(|h| target.starts_with(h))
+        {
+            mount_point(target, p.source.as_ref())
+                .map_err(|e| format!("cannot make `{}`: {e}", target.display()))?;
+        }
         match &p.op {
             MountOp::Bind { .. } | MountOp::Private { .. } | MountOp::HideFile { .. } => {
                 let Some(source) = &p.source else { continue };
@@ -170,6 +182,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     Some("mode=0755,size=64k,nr_inodes=1024"),
                 )
                 .map_err(|e| failed("hide", e))?;
+                hiding.push(target);
                 watch.push(Placeholder {
                     path: target.to_path_buf(),
                 });
@@ -186,15 +199,29 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     }
                 }
             }
-            MountOp::Overlay { .. } => {
-                let (Some(lower), Some((upper, work))) = (&p.source, &p.layer) else {
-                    continue;
+            MountOp::Overlay {
+                upper: upper_path,
+                work: work_path,
+                memory,
+                ..
+            } => {
+                let Some(lower) = &p.source else { continue };
+                let (upper, work) = match (&p.layer, memory) {
+                    (Some((upper, work)), false) => (fd_path(upper), fd_path(work)),
+                    (_, true) => match memory_layer(upper_path, work_path) {
+                        Ok(()) => (upper_path.clone(), work_path.clone()),
+                        Err(e) => {
+                            tracing::debug!(target = %target.display(), error = %e, "no memory for a layer");
+                            continue;
+                        }
+                    },
+                    (None, false) => continue,
                 };
                 let data = format!(
                     "lowerdir={},upperdir={},workdir={},userxattr",
                     fd_path(lower).display(),
-                    fd_path(upper).display(),
-                    fd_path(work).display()
+                    upper.display(),
+                    work.display()
                 );
                 // A cache the kernel cannot layer (an overlay below it, a file system that
                 // refuses) stays read-only: safe, only slower for the tool.
@@ -228,7 +255,64 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
     for target in made {
         writable(target)?;
     }
+    // A placeholder with a mount at or below it is not the hidden path's any more (this
+    // session's TMPDIR, this stage's state folder and the folders above them): opening it is
+    // the process's own business, not a read of something hidden.
+    let targets: Vec<&Path> = prepared.iter().map(|p| p.op.target()).collect();
+    watch.retain(|w| {
+        !targets
+            .iter()
+            .any(|t| t.starts_with(&w.path) && !hides(prepared, t, &w.path))
+    });
     Ok(watch)
+}
+
+/// A tmpfs on the folder of `upper` and `work`, both made in it: the writes of a layer over a
+/// folder that holds the session's own (`/tmp`) stay in memory, as a tmpfs `/tmp` would.
+fn memory_layer(upper: &Path, work: &Path) -> Result<(), String> {
+    let base = upper
+        .parent()
+        .ok_or_else(|| format!("`{}` has no folder", upper.display()))?;
+    mount(
+        Some("tmpfs"),
+        base,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0700"),
+    )
+    .map_err(|e| format!("cannot mount a tmpfs on `{}`: {e}", base.display()))?;
+    for dir in [upper, work] {
+        std::fs::create_dir(dir).map_err(|e| format!("cannot make `{}`: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// True when the mount at `target` is the hiding of `placeholder` itself (a hidden folder's own
+/// tmpfs, a hidden file's own placeholder), not a mount below it.
+fn hides(prepared: &[Prepared], target: &Path, placeholder: &Path) -> bool {
+    target == placeholder
+        && prepared.iter().any(|p| {
+            p.op.target() == target
+                && matches!(p.op, MountOp::HideDir { .. } | MountOp::HideFile { .. })
+        })
+}
+
+/// Makes the mount point `target` inside a hiding tmpfs: a folder when `source` is one (or
+/// there is no source: a tmpfs), else an empty file, with the folders above it.
+fn mount_point(target: &Path, source: Option<&OwnedFd>) -> std::io::Result<()> {
+    let dir = match source {
+        Some(fd) => nix::sys::stat::fstat(fd)
+            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            .map_err(std::io::Error::from)?,
+        None => true,
+    };
+    if dir {
+        return std::fs::create_dir_all(target);
+    }
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    File::create(target).map(drop)
 }
 
 /// `struct mount_attr` of `mount_setattr(2)`.

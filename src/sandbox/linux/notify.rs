@@ -19,22 +19,32 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
-/// What a notified system call asks for.
+/// What a notified system call asks for (argument positions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Call {
-    /// A path may be written: (dirfd argument, path argument, the parent is what is written).
-    Path {
+    /// An open for writing (`flags` at this position; `None`: in a struct, `openat2`).
+    Open {
         dirfd: Option<usize>,
         path: usize,
-        parent: bool,
+        flags: Option<usize>,
     },
-    /// A second path (rename, link): written in its parent.
-    TwoPaths {
+    /// Makes a name (mkdir, mknod, symlink, creat): refused when the name is new and its folder
+    /// read-only.
+    Make { dirfd: Option<usize>, path: usize },
+    /// Takes a name away (unlink, rmdir): refused when it exists in a read-only folder.
+    Remove { dirfd: Option<usize>, path: usize },
+    /// Changes a file (chmod, chown, times, truncate, attributes): refused when it exists on
+    /// a read-only mount.
+    Change { dirfd: Option<usize>, path: usize },
+    /// Renames: the old name taken away, the new one made.
+    Rename {
         dirfd: Option<usize>,
         path: usize,
         dirfd2: Option<usize>,
         path2: usize,
     },
+    /// Links: the new name made.
+    Link { dirfd2: Option<usize>, path2: usize },
     /// `connect(fd, addr, len)`.
     Connect,
     /// `sendto(fd, buf, len, flags, addr, addrlen)`.
@@ -45,40 +55,37 @@ enum Call {
 
 /// The calls the filter sends to PID 1, by number, with what each asks.
 fn calls() -> Vec<(i64, Call)> {
-    let p = |dirfd: Option<usize>, path: usize, parent: bool| Call::Path {
-        dirfd,
-        path,
-        parent,
-    };
+    let open =
+        |dirfd: Option<usize>, path: usize, flags: Option<usize>| Call::Open { dirfd, path, flags };
+    let make = |dirfd: Option<usize>, path: usize| Call::Make { dirfd, path };
+    let remove = |dirfd: Option<usize>, path: usize| Call::Remove { dirfd, path };
+    let change = |dirfd: Option<usize>, path: usize| Call::Change { dirfd, path };
+    let rename =
+        |dirfd: Option<usize>, path: usize, dirfd2: Option<usize>, path2: usize| Call::Rename {
+            dirfd,
+            path,
+            dirfd2,
+            path2,
+        };
     let mut calls = vec![
-        (libc::SYS_openat, p(Some(0), 1, false)),
-        (libc::SYS_openat2, p(Some(0), 1, false)),
-        (libc::SYS_mkdirat, p(Some(0), 1, true)),
-        (libc::SYS_mknodat, p(Some(0), 1, true)),
-        (libc::SYS_unlinkat, p(Some(0), 1, true)),
-        (libc::SYS_symlinkat, p(Some(1), 2, true)),
-        (libc::SYS_fchmodat, p(Some(0), 1, false)),
-        (libc::SYS_fchownat, p(Some(0), 1, false)),
-        (libc::SYS_utimensat, p(Some(0), 1, false)),
-        (libc::SYS_truncate, p(None, 0, false)),
-        (libc::SYS_setxattr, p(None, 0, false)),
-        (libc::SYS_lsetxattr, p(None, 0, false)),
-        (libc::SYS_removexattr, p(None, 0, false)),
-        (libc::SYS_lremovexattr, p(None, 0, false)),
-        (
-            libc::SYS_renameat2,
-            Call::TwoPaths {
-                dirfd: Some(0),
-                path: 1,
-                dirfd2: Some(2),
-                path2: 3,
-            },
-        ),
+        (libc::SYS_openat, open(Some(0), 1, Some(2))),
+        (libc::SYS_openat2, open(Some(0), 1, None)),
+        (libc::SYS_mkdirat, make(Some(0), 1)),
+        (libc::SYS_mknodat, make(Some(0), 1)),
+        (libc::SYS_symlinkat, make(Some(1), 2)),
+        (libc::SYS_unlinkat, remove(Some(0), 1)),
+        (libc::SYS_fchmodat, change(Some(0), 1)),
+        (libc::SYS_fchownat, change(Some(0), 1)),
+        (libc::SYS_utimensat, change(Some(0), 1)),
+        (libc::SYS_truncate, change(None, 0)),
+        (libc::SYS_setxattr, change(None, 0)),
+        (libc::SYS_lsetxattr, change(None, 0)),
+        (libc::SYS_removexattr, change(None, 0)),
+        (libc::SYS_lremovexattr, change(None, 0)),
+        (libc::SYS_renameat2, rename(Some(0), 1, Some(2), 3)),
         (
             libc::SYS_linkat,
-            Call::TwoPaths {
-                dirfd: Some(0),
-                path: 1,
+            Call::Link {
                 dirfd2: Some(2),
                 path2: 3,
             },
@@ -93,41 +100,23 @@ fn calls() -> Vec<(i64, Call)> {
     ];
     #[cfg(target_arch = "x86_64")]
     calls.extend([
-        (libc::SYS_open, p(None, 0, false)),
-        (libc::SYS_creat, p(None, 0, true)),
-        (libc::SYS_mkdir, p(None, 0, true)),
-        (libc::SYS_mknod, p(None, 0, true)),
-        (libc::SYS_unlink, p(None, 0, true)),
-        (libc::SYS_rmdir, p(None, 0, true)),
-        (libc::SYS_symlink, p(None, 1, true)),
-        (libc::SYS_chmod, p(None, 0, false)),
-        (libc::SYS_chown, p(None, 0, false)),
-        (libc::SYS_lchown, p(None, 0, false)),
-        (libc::SYS_utimes, p(None, 0, false)),
-        (libc::SYS_utime, p(None, 0, false)),
-        (
-            libc::SYS_rename,
-            Call::TwoPaths {
-                dirfd: None,
-                path: 0,
-                dirfd2: None,
-                path2: 1,
-            },
-        ),
-        (
-            libc::SYS_renameat,
-            Call::TwoPaths {
-                dirfd: Some(0),
-                path: 1,
-                dirfd2: Some(2),
-                path2: 3,
-            },
-        ),
+        (libc::SYS_open, open(None, 0, Some(1))),
+        (libc::SYS_creat, make(None, 0)),
+        (libc::SYS_mkdir, make(None, 0)),
+        (libc::SYS_mknod, make(None, 0)),
+        (libc::SYS_symlink, make(None, 1)),
+        (libc::SYS_unlink, remove(None, 0)),
+        (libc::SYS_rmdir, remove(None, 0)),
+        (libc::SYS_chmod, change(None, 0)),
+        (libc::SYS_chown, change(None, 0)),
+        (libc::SYS_lchown, change(None, 0)),
+        (libc::SYS_utimes, change(None, 0)),
+        (libc::SYS_utime, change(None, 0)),
+        (libc::SYS_rename, rename(None, 0, None, 1)),
+        (libc::SYS_renameat, rename(Some(0), 1, Some(2), 3)),
         (
             libc::SYS_link,
-            Call::TwoPaths {
-                dirfd: None,
-                path: 0,
+            Call::Link {
                 dirfd2: None,
                 path2: 1,
             },
@@ -362,28 +351,65 @@ fn judge_call(
 ) -> Option<(&'static str, String)> {
     let pid = req.pid as i32;
     let args = req.data.args;
+    let path = |dirfd: Option<usize>, at: usize| path_arg(pid, dirfd.map(|i| args[i]), args[at]);
+    let write = |p: PathBuf| ("write", p.display().to_string());
     match call {
-        Call::Path {
+        Call::Open {
             dirfd,
-            path,
-            parent,
+            path: at,
+            flags,
         } => {
-            let p = path_arg(pid, dirfd.map(|i| args[i]), args[path])?;
-            refused_write(&p, parent).then(|| ("write", p.display().to_string()))
+            let flags = match flags {
+                Some(i) => args[i],
+                // openat2: the flags are the first field of its `struct open_how`.
+                None => {
+                    let bytes = read_memory(pid, args[2], 8)?;
+                    u64::from_ne_bytes(bytes.get(..8)?.try_into().ok()?)
+                }
+            };
+            if flags & u64::from(OPEN_WRITES) == 0 {
+                return None;
+            }
+            let p = path(dirfd, at)?;
+            let creates = flags & (libc::O_CREAT as u64) != 0;
+            let refused = if exists(&p) {
+                read_only(&p)
+            } else {
+                creates && read_only_parent(&p)
+            };
+            refused.then(|| write(p))
         }
-        Call::TwoPaths {
+        Call::Make { dirfd, path: at } => {
+            let p = path(dirfd, at)?;
+            (!exists(&p) && read_only_parent(&p)).then(|| write(p))
+        }
+        Call::Remove { dirfd, path: at } => {
+            let p = path(dirfd, at)?;
+            (exists(&p) && read_only_parent(&p)).then(|| write(p))
+        }
+        Call::Change { dirfd, path: at } => {
+            let p = path(dirfd, at)?;
+            (exists(&p) && read_only(&p)).then(|| write(p))
+        }
+        Call::Rename {
             dirfd,
-            path,
+            path: at,
             dirfd2,
             path2,
         } => {
-            let from = path_arg(pid, dirfd.map(|i| args[i]), args[path]);
-            let to = path_arg(pid, dirfd2.map(|i| args[i]), args[path2]);
-            [from, to]
-                .into_iter()
-                .flatten()
-                .find(|p| refused_write(p, true))
-                .map(|p| ("write", p.display().to_string()))
+            let from = path(dirfd, at)?;
+            if !exists(&from) {
+                return None;
+            }
+            let to = path(dirfd2, path2);
+            if read_only_parent(&from) {
+                return Some(write(from));
+            }
+            to.filter(|t| read_only_parent(t)).map(write)
+        }
+        Call::Link { dirfd2, path2 } => {
+            let to = path(dirfd2, path2)?;
+            (!exists(&to) && read_only_parent(&to)).then(|| write(to))
         }
         Call::Connect | Call::SendTo if judge.network => {
             let (addr, len) = if call == Call::Connect {
@@ -416,13 +442,7 @@ fn judge_connect(
         IpAddr::V6(v6) => format!("[{v6}]:{port}"),
         IpAddr::V4(v4) => format!("{v4}:{port}"),
     };
-    if ip.is_loopback() {
-        if judge.ports.contains(&port) || listening {
-            return None;
-        }
-        return Some(("connect", target));
-    }
-    if ip.is_unspecified() {
+    if ip.is_unspecified() || (ip.is_loopback() && (judge.ports.contains(&port) || listening)) {
         return None;
     }
     if port == 53 {
@@ -474,23 +494,27 @@ fn socket_address(bytes: &[u8]) -> Option<(IpAddr, u16)> {
     }
 }
 
-/// True when writing `path` (with `parent`, creating or removing in its folder) will be refused
-/// by a read-only mount: what `access(W_OK)` answers for it, or for its folder when it does not
-/// exist or the parent is what is written. Devices and `/proc` are never reported.
-fn refused_write(path: &Path, parent: bool) -> bool {
+/// True when something is at `path` (a dangling link counts).
+fn exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// True when the folder of `path` is on a read-only mount (so no name can be made or taken
+/// away in it). Devices and `/proc` are never reported.
+fn read_only_parent(path: &Path) -> bool {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => read_only(dir),
+        _ => false,
+    }
+}
+
+/// True when `path` is on a read-only mount: `access(W_OK)` answers `EROFS`, as the call will.
+/// Devices and `/proc` are never reported.
+fn read_only(path: &Path) -> bool {
     if path.starts_with("/proc") || path.starts_with("/dev") {
         return false;
     }
-    let exists = std::fs::symlink_metadata(path).is_ok();
-    let asked = if parent || !exists {
-        match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => return false,
-        }
-    } else {
-        path
-    };
-    let Ok(c) = CString::new(asked.as_os_str().as_encoded_bytes()) else {
+    let Ok(c) = CString::new(path.as_os_str().as_encoded_bytes()) else {
         return false;
     };
     // SAFETY: access(2) with a valid C string.
@@ -610,6 +634,12 @@ mod tests {
                 Some(("resolve", "a host name (asked 10.0.0.2:53)")),
             ),
             ("0.0.0.0", 80, false, None),
+            (
+                "127.0.0.53",
+                53,
+                false,
+                Some(("resolve", "a host name (asked 127.0.0.53:53)")),
+            ),
         ];
         for (addr, port, listens, want) in cases {
             let got = judge_connect(&judge, ip(addr), port, listens);

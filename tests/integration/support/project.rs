@@ -319,6 +319,7 @@ pub(crate) struct KernRun<'p> {
     timeout: Option<std::time::Duration>,
     cwd: Option<PathBuf>,
     stdin: Option<Vec<u8>>,
+    wrapper: Vec<String>,
 }
 
 impl<'p> KernRun<'p> {
@@ -333,6 +334,7 @@ impl<'p> KernRun<'p> {
             timeout: None,
             cwd: None,
             stdin: None,
+            wrapper: Vec::new(),
         }
     }
 }
@@ -446,6 +448,13 @@ impl KernRun<'_> {
         self.start(&mut cmd)
     }
 
+    /// Runs kern as the last argument of `prefix` (`unshare --user … sh -c '…; exec "$@"' sh`):
+    /// a machine made to refuse what kern needs, for the one run.
+    pub(crate) fn wrapped_in(mut self, prefix: &[&str]) -> Self {
+        self.wrapper = prefix.iter().map(|a| (*a).to_string()).collect();
+        self
+    }
+
     /// Runs kern from `dir` (a folder inside the repository, say) instead of the top folder.
     pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cwd = Some(dir.as_ref().to_path_buf());
@@ -454,7 +463,14 @@ impl KernRun<'_> {
 
     /// The command with everything set but stdout and stderr.
     fn command(&self) -> std::process::Command {
-        let mut cmd = std::process::Command::new(crate::support::kern_bin());
+        let mut cmd = match self.wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = std::process::Command::new(program);
+                cmd.args(rest).arg(crate::support::kern_bin());
+                cmd
+            }
+            None => std::process::Command::new(crate::support::kern_bin()),
+        };
         cmd.current_dir(&self.dir);
         match self.project {
             Some(project) => {
