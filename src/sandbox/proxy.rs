@@ -57,6 +57,9 @@ pub(crate) enum Ask {
     },
     /// A connection the fence forwarded for the local service at `port`.
     Local(u16),
+    /// Whether the local service at `port` takes connections now (the fence asks before a
+    /// connection to it inside goes on, so that a refusal is a refusal there too).
+    Probe(u16),
 }
 
 impl Proxy {
@@ -183,6 +186,12 @@ pub(crate) fn read_ask(reader: &mut dyn BufRead, framed: bool) -> Result<Ask, St
                 .parse()
                 .map(Ask::Local)
                 .map_err(|_| format!("bad forward `{line}`"));
+        }
+        if let Some(port) = line.strip_prefix("probe ") {
+            return port
+                .parse()
+                .map(Ask::Probe)
+                .map_err(|_| format!("bad probe `{line}`"));
         }
         if line != "proxy" {
             return Err(format!("bad frame `{line}`"));
@@ -334,9 +343,20 @@ fn serve<R, W>(
             return;
         }
     };
+    if let Ask::Probe(port) = ask {
+        let open = rules.iter().any(|r| r.loopback() == Some(port))
+            && [
+                SocketAddr::from(([127, 0, 0, 1], port)),
+                SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
+            ]
+            .iter()
+            .any(|a| TcpStream::connect_timeout(a, Duration::from_secs(2)).is_ok());
+        let _ = writer.write_all(if open { b"open\n" } else { b"refused\n" });
+        return;
+    }
     let (host, port) = match &ask {
         Ask::Tunnel { host, port } | Ask::Plain { host, port, .. } => (host.clone(), *port),
-        Ask::Local(port) => ("127.0.0.1".to_string(), *port),
+        Ask::Local(port) | Ask::Probe(port) => ("127.0.0.1".to_string(), *port),
     };
     let deny = |why: &str, writer: &mut W| {
         if let Ok(mut report) = denied.lock() {
@@ -354,7 +374,7 @@ fn serve<R, W>(
         }
     };
     let addrs = match &ask {
-        Ask::Local(port) => {
+        Ask::Local(port) | Ask::Probe(port) => {
             if rules.iter().any(|r| r.loopback() == Some(*port)) {
                 vec![
                     SocketAddr::from(([127, 0, 0, 1], *port)),
@@ -414,7 +434,7 @@ fn serve<R, W>(
                 return;
             }
         }
-        Ask::Local(_) => {}
+        Ask::Local(_) | Ask::Probe(_) => {}
     }
     // What the reader already buffered goes first.
     let buffered = reader.buffer().to_vec();
@@ -495,6 +515,7 @@ mod tests {
             })
         );
         assert_eq!(ask("tcp 4321\n", true), Ok(Ask::Local(4321)));
+        assert_eq!(ask("probe 4321\n", true), Ok(Ask::Probe(4321)));
         assert_eq!(
             ask(
                 "GET http://example.com:8080/a?b HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\n\r\n",

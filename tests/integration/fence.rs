@@ -265,7 +265,8 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
     std::fs::write(&agent, adversary(&p, &t)).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let child = p
+    let stderr = p.outside.path().join("kern.stderr");
+    let mut child = p
         .run(&["1", "0"])
         .args(["--agent", &format!("program:{}", agent.display())])
         .args(["--check", "sh attack.sh check", "--check-baseline", "skip"])
@@ -275,21 +276,37 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
             "KERN_SANDBOX_ALLOW_HOSTS",
             format!("127.0.0.1:{}", t.mock_port()),
         )
-        .spawn();
+        .spawn_with(
+            std::process::Stdio::null(),
+            std::fs::File::create(&stderr).unwrap(),
+        );
     // During the review: implement's record is there, with what its fence did.
-    crate::support::wait_for_file(&p.outside.path().join("in-review"));
+    let in_review = p.outside.path().join("in-review");
+    while !in_review.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "kern ended ({status}) before the review:\n{}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let record: Value =
         serde_json::from_str(&std::fs::read_to_string(p.state_dir().join("stage2.json")).unwrap())
             .unwrap();
+    let prompt = std::fs::read_to_string(p.state_dir().join("stage3.prompt.md")).unwrap();
     std::fs::write(p.outside.path().join("go"), "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(&stderr).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "{err}");
     assert_eq!(p.log()[0], "Add the program", "{err}");
 
     // Every attempt blocked, as the adversary saw it, in every place it ran.
     for who in ["research", "implement", "commit", "check", "must-have"] {
-        let got = attempts(&p, who);
+        let got: Vec<(String, String)> = attempts(&p, who)
+            .into_iter()
+            .filter(|(a, _)| a != "build")
+            .collect();
         let names: Vec<&str> = got.iter().map(|(a, _)| a.as_str()).collect();
         assert_eq!(names, ATTEMPTS, "{who}: {got:?}\n{err}");
         for (attempt, outcome) in &got {
@@ -301,16 +318,11 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
             assert_eq!(outcome, want, "{who} {attempt}: {got:?}\n{err}");
         }
     }
-    assert_eq!(
-        attempts(&p, "implement")
-            .iter()
-            .filter(|(a, _)| a == "build")
-            .count(),
-        0,
-        "the build line is the stage's own"
+    // The project builds and its program runs, offline, inside the fence.
+    assert!(
+        attempts(&p, "implement").contains(&("build".to_string(), "ok".to_string())),
+        "{err}"
     );
-    let build = std::fs::read_to_string(p.outside.path().join("attacks.log")).unwrap();
-    assert!(build.contains("implement build ok"), "{build}");
 
     // Nothing outside changed; the canary got nothing; the outsider lives.
     assert_eq!(
@@ -393,8 +405,6 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
         "{fence}"
     );
     // The review was told; the morning report lists them by task; the stage lines count them.
-    let review = p.prompts("commit");
-    let prompt = review.last().unwrap();
     assert!(
         prompt.contains("kern's fence denied these attempts")
             && prompt.contains("implement: tried to read ~/.ssh/id_ed25519"),
@@ -470,7 +480,10 @@ const NO_USER_NAMESPACES: &[&str] = &[
 fn where_the_fence_cannot_be_made_a_run_the_dry_run_and_doctor_stop_with_exit_2_and_the_fix() {
     let p = Project::new("- [ ] Never started\n");
     let ran = p.outside.path().join("agent-ran");
-    p.scenario(&json!({"default": {"research": {"shell": [format!("touch {}", ran.display())]}}}));
+    p.scenario(&json!({"default": {
+        "research": {"shell": [format!("touch {}", ran.display())]},
+        "implement": {"write": {"out/{slug}.txt": "done\n"}}
+    }}));
     let fix = [
         "kern's fence cannot be made here",
         "user.max_user_namespaces",

@@ -563,9 +563,10 @@ fn kern_doctor_passes_in_a_ready_project() {
     let err = &out.stderr;
     assert_eq!(
         err.lines().filter(|l| l.starts_with("✓ ")).count(),
-        14,
+        15,
         "{err}"
     );
+    assert!(err.contains("✓ sandbox: kern's fence works here"), "{err}");
 }
 
 /// Runs a README `kern …` command (split on spaces, as the shell would) in the project.

@@ -8,8 +8,8 @@
 //! valid; the agent binary found and its version; the agent logged in (`claude auth status`;
 //! for Codex, what its configured provider needs: the OpenAI login through `codex login
 //! status`, an `env_key` variable, or nothing; no network needed); the same two for
-//! `--review-agent` and `--fallback-agent` when given; with `--sandbox`, bubblewrap and socat
-//! for Claude Code's OS sandbox; where the settings came from (flags, `KERN_*`,
+//! `--review-agent` and `--fallback-agent` when given; kern's fence, made as a stage would make
+//! it (with `--sandbox agent`: bubblewrap and socat for Claude Code's OS sandbox instead); where the settings came from (flags, `KERN_*`,
 //! `.kern/config.toml`); the state folder the user's alone (the check every start
 //! makes) and writable; this project's folder where earlier versions kept the state, named with
 //! how to move it, when there is one; the run lock free, or its holder. A
@@ -183,7 +183,8 @@ pub(crate) fn render(checks: &[Check]) -> String {
 }
 
 /// The `sandbox` line: with `--sandbox kern`, whether kern's fence can be made here (kern makes
-/// one, as a stage would) and what it holds; with `agent` or `off`, that kern does not fence.
+/// one, as a stage would) and what it holds; with `off`, that kern does not fence (`agent` has
+/// the line of Claude Code's own sandbox instead).
 fn fence_check(settings: &Settings, top: &Path) -> Check {
     const NAME: &str = "sandbox";
     match settings.sandbox.mode {
@@ -209,11 +210,7 @@ fn fence_check(settings: &Settings, top: &Path) -> Check {
             ),
             Err(e) => Check::from_error(NAME, &e, "pass --sandbox off to run unfenced, knowingly"),
         },
-        crate::sandbox::Mode::Agent => Check::pass(
-            NAME,
-            "--sandbox agent: no fence of kern's; Claude Code's own sandbox for the implement stage's shell only",
-        ),
-        crate::sandbox::Mode::Off => Check::pass(
+        crate::sandbox::Mode::Agent | crate::sandbox::Mode::Off => Check::pass(
             NAME,
             "--sandbox off: the agents run unfenced, with your whole account (files, network, credentials)",
         ),
@@ -249,9 +246,10 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
         }
         checks.extend(found);
     }
-    checks.push(fence_check(settings, top.as_deref().unwrap_or(cwd)));
     if settings.sandbox.mode == crate::sandbox::Mode::Agent {
         checks.push(sandbox_check(settings).for_agent());
+    } else {
+        checks.push(fence_check(settings, top.as_deref().unwrap_or(cwd)));
     }
     checks.push(settings_check(settings));
     checks.push(state_root_check(&settings.state_root, repo.as_ref()));

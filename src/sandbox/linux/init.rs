@@ -386,21 +386,27 @@ fn pid_one(
     if let Some(listener) = notify::receive(&listener_r)
         && let Ok(log) = denials.try_clone()
     {
-        let ports = match &plan.network {
+        let (ports, forwards, socket) = match &plan.network {
             NetPlan::List {
                 proxy_port,
                 forwards,
-                ..
-            } => std::iter::once(*proxy_port)
-                .chain(forwards.iter().copied())
-                .collect(),
-            NetPlan::None | NetPlan::Open => Vec::new(),
+                socket,
+            } => (
+                std::iter::once(*proxy_port)
+                    .chain(forwards.iter().copied())
+                    .collect(),
+                forwards.clone(),
+                Some(socket.clone()),
+            ),
+            NetPlan::None | NetPlan::Open => (Vec::new(), Vec::new(), None),
         };
         notify::serve(
             listener,
             log,
             notify::Judge {
                 ports,
+                forwards,
+                socket,
                 network: plan.network != NetPlan::Open,
             },
         );

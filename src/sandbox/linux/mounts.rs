@@ -36,7 +36,14 @@ pub(super) struct Prepared {
     layer: Option<(OwnedFd, OwnedFd)>,
     /// What a hidden folder held, relative to it (`true`: a folder).
     entries: Vec<(PathBuf, bool)>,
+    /// For a layer over the machine's temporary folder: what was in it, each bound read-only
+    /// over the layer (new files are the process's; what others left there is not).
+    kept: Vec<(PathBuf, OwnedFd)>,
 }
+
+/// The most entries of a temporary folder kept read-only one by one; past it the folder gets
+/// no layer at all and stays read-only whole.
+const KEPT_ENTRIES: usize = 4096;
 
 /// A placeholder the init watches: a hidden file, or a hidden folder (watched for the files
 /// opened in it and for being listed).
@@ -83,6 +90,7 @@ pub(super) fn prepare(ops: &[MountOp]) -> Result<Vec<Prepared>, String> {
             source: None,
             layer: None,
             entries: Vec::new(),
+            kept: Vec::new(),
         };
         match op {
             MountOp::Bind { target, .. } | MountOp::Private { target } => match path_fd(target) {
@@ -115,7 +123,12 @@ pub(super) fn prepare(ops: &[MountOp]) -> Result<Vec<Prepared>, String> {
                     continue;
                 }
                 prepared.source = Some(path_fd(target)?);
-                if !memory {
+                if *memory {
+                    match kept_entries(target) {
+                        Some(kept) => prepared.kept = kept,
+                        None => continue,
+                    }
+                } else {
                     prepared.layer = Some((path_fd(upper)?, path_fd(work)?));
                 }
             }
@@ -232,7 +245,27 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     MsFlags::empty(),
                     Some(data.as_str()),
                 ) {
-                    Ok(()) => made.push(target),
+                    Ok(()) => {
+                        made.push(target);
+                        // Bound over the layer, under the tree's read-only: the read-only
+                        // of everything below makes them read-only, and only the layer's own
+                        // mount is made writable again.
+                        for (name, fd) in &p.kept {
+                            // An entry another process removed meanwhile is gone from the
+                            // layer too; one that cannot be bound stays the layer's (private):
+                            // either way nothing reaches the machine's.
+                            let at = target.join(name);
+                            if let Err(e) = mount(
+                                Some(&fd_path(fd)),
+                                &at,
+                                none,
+                                MsFlags::MS_BIND | MsFlags::MS_REC,
+                                none,
+                            ) {
+                                tracing::debug!(at = %at.display(), error = %e, "left in the layer");
+                            }
+                        }
+                    }
                     Err(e) => {
                         tracing::debug!(target = %target.display(), error = %e, "cache left read-only");
                     }
@@ -265,6 +298,29 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
             .any(|t| t.starts_with(&w.path) && !hides(prepared, t, &w.path))
     });
     Ok(watch)
+}
+
+/// What is in the temporary folder `dir` now (but symbolic links, which cannot be bound
+/// over), each opened; `None` when there is more than [`KEPT_ENTRIES`].
+fn kept_entries(dir: &Path) -> Option<Vec<(PathBuf, OwnedFd)>> {
+    let mut kept = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        if kept.len() >= KEPT_ENTRIES {
+            return None;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            continue;
+        }
+        let path = entry.path();
+        if let Ok(fd) = open(
+            &path,
+            OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        ) {
+            kept.push((PathBuf::from(entry.file_name()), fd));
+        }
+    }
+    Some(kept)
 }
 
 /// A tmpfs on the folder of `upper` and `work`, both made in it: the writes of a layer over a

@@ -286,8 +286,25 @@ pub(super) fn receive(socket: &std::os::unix::net::UnixStream) -> Option<OwnedFd
 pub(super) struct Judge {
     /// The proxy's and the forwarded ports inside (always listening).
     pub ports: Vec<u16>,
+    /// The forwarded ports (allowed local services outside), a subset of `ports`.
+    pub forwards: Vec<u16>,
+    /// kern's proxy socket, asked whether a forwarded service takes connections.
+    pub socket: Option<PathBuf>,
     /// Whether the fence has a network of its own (else connections are not judged).
     pub network: bool,
+}
+
+/// What PID 1 answers a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// It goes on; nothing to say.
+    Go,
+    /// It goes on and will be refused: named in the log.
+    Named(&'static str, String),
+    /// It fails at once with this error, as it would outside the fence (a forwarded local
+    /// service that is not listening: the connection inside would otherwise be taken by the
+    /// fence's own listener and then dropped).
+    Fail(i32),
 }
 
 /// Serves the listener on a thread: every call continues; the refused ones go to `log`.
@@ -312,24 +329,40 @@ pub(super) fn serve(listener: OwnedFd, mut log: File, judge: Judge) {
                     _ => return,
                 }
             }
-            let denied = calls
+            let call = calls
                 .iter()
                 .find(|(nr, _)| *nr == i64::from(req.data.nr))
-                .and_then(|(_, call)| judge_call(&judge, *call, &req));
+                .map(|(_, call)| *call);
+            let verdict = match call {
+                Some(Call::Connect) => refused_forward(&judge, &req).map_or_else(
+                    || named(judge_call(&judge, Call::Connect, &req)),
+                    Verdict::Fail,
+                ),
+                Some(call) => named(judge_call(&judge, call, &req)),
+                None => Verdict::Go,
+            };
             // Written before the call goes on: a command that exits right after it cannot end
             // the fence before its attempt is on record.
-            if let Some((kind, target)) = denied
+            if let Verdict::Named(kind, target) = &verdict
                 && lines < 10_000
             {
                 lines += 1;
                 let line = serde_json::json!({"kind": kind, "target": target});
                 let _ = writeln!(log, "{line}");
             }
-            let resp = libc::seccomp_notif_resp {
-                id: req.id,
-                val: 0,
-                error: 0,
-                flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+            let resp = match verdict {
+                Verdict::Fail(errno) => libc::seccomp_notif_resp {
+                    id: req.id,
+                    val: 0,
+                    error: -errno,
+                    flags: 0,
+                },
+                Verdict::Go | Verdict::Named(..) => libc::seccomp_notif_resp {
+                    id: req.id,
+                    val: 0,
+                    error: 0,
+                    flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+                },
             };
             // SAFETY: as above, with the response type.
             unsafe {
@@ -341,6 +374,32 @@ pub(super) fn serve(listener: OwnedFd, mut log: File, judge: Judge) {
             }
         }
     });
+}
+
+fn named(denial: Option<(&'static str, String)>) -> Verdict {
+    denial.map_or(Verdict::Go, |(kind, target)| Verdict::Named(kind, target))
+}
+
+/// `ECONNREFUSED` for a connection to a forwarded local service that does not take connections
+/// outside now (kern's proxy is asked); `None` for every other connection.
+fn refused_forward(judge: &Judge, req: &libc::seccomp_notif) -> Option<i32> {
+    let socket = judge.socket.as_ref()?;
+    let args = req.data.args;
+    let bytes = read_memory(
+        req.pid as i32,
+        args[1],
+        usize::try_from(args[2]).ok()?.min(128),
+    )?;
+    let (ip, port) = socket_address(&bytes)?;
+    if !ip.is_loopback() || !judge.forwards.contains(&port) {
+        return None;
+    }
+    let mut conn = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    conn.write_all(format!("probe {port}\n").as_bytes()).ok()?;
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut answer).ok()?;
+    (answer.trim() == "refused").then_some(libc::ECONNREFUSED)
 }
 
 /// The denial a call will meet, if any.
@@ -607,6 +666,8 @@ mod tests {
     fn connections_are_judged_by_address_and_what_listens() {
         let judge = Judge {
             ports: vec![3128, 4000],
+            forwards: vec![4000],
+            socket: None,
             network: true,
         };
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
