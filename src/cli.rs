@@ -234,8 +234,8 @@ pub struct RunOptions {
     #[arg(long, value_name = "DURATION", env = "KERN_RESET_MARGIN", default_value = "60s", value_parser = duration_between::<0, HOUR>)]
     pub reset_margin: Duration,
 
-    /// Failed attempts before kern asks for decomposition, and again before it blocks the task
-    /// (1 to 100).
+    /// Failed attempts before kern asks for decomposition, once; an attempt under that request
+    /// that fails too blocks the task (1 to 100).
     #[arg(long, value_name = "N", env = "KERN_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_attempts: u32,
 
@@ -282,6 +282,13 @@ pub struct RunOptions {
     /// its attempt (new test files are fine), as a task's own `> **Tests:** read-only` note says.
     #[arg(long, env = "KERN_TESTS_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub tests_read_only: bool,
+
+    /// Every task is tested first, with its check (`--check` or its `> **Check:**` note) as the
+    /// command, as a task's own `> **Tests:** first` note says: a tests step writes the task's
+    /// tests before implement; they must fail on the base commit, are then held read-only,
+    /// and must pass after implement.
+    #[arg(long, env = "KERN_TESTS_FIRST", value_parser = clap::builder::BoolishValueParser::new())]
+    pub tests_first: bool,
 
     /// Every task's discovery level (0 to 3) instead of the one kern rates from the task: 0
     /// skips research, 1 keeps it short, 2 is the default, 3 researches and reviews with the

@@ -98,6 +98,21 @@ pub enum Error {
         files: Vec<String>,
     },
 
+    /// A task to be tested first (`> **Tests:** first`, `--tests-first`) with no command to
+    /// test it with.
+    #[error(
+        "task {} ({spec}:{line}) is to be tested first but has no command — write `> **Tests:** first <command>`, add a `> **Check:** <command>` note, or pass --check",
+        crate::spec::Quoted(title)
+    )]
+    TestsFirstCommand {
+        /// The task's title.
+        title: String,
+        /// SPEC.md as the person names it.
+        spec: String,
+        /// The task's line.
+        line: usize,
+    },
+
     /// The repository cannot be used as it is (not a repository, bare, merge in progress…).
     #[error("{0}")]
     Repository(String),
@@ -365,6 +380,7 @@ impl Error {
             | Error::Template { .. }
             | Error::TemplateUnusable { .. }
             | Error::DirtyTree { .. }
+            | Error::TestsFirstCommand { .. }
             | Error::Repository(_)
             | Error::RepositoryFormat { .. }
             | Error::RepositoryGone { .. }
@@ -482,6 +498,14 @@ mod tests {
             (
                 Error::DirtyTree {
                     files: vec!["a".into()],
+                },
+                2,
+            ),
+            (
+                Error::TestsFirstCommand {
+                    title: "t".into(),
+                    spec: "SPEC.md".into(),
+                    line: 1,
                 },
                 2,
             ),

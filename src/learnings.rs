@@ -3,22 +3,24 @@
 //!
 //! A run writes the file only in a task's commit, re-reading it first so a person's edits
 //! survive, in the file's own line endings, through an atomic write. Every entry kern writes
-//! names its source: the task and the commit (`the commit after <sha>`: the entry is written
-//! before the commit that carries it, so it names the commit that one is made on), and a
-//! constraint the paths the task changed.
+//! names its source — the task and the commit (`the commit after <sha>`: the entry is written
+//! before the commit that carries it, so it names the commit that one is made on) — and, in a
+//! ` — paths: ` part, the paths the task's change touched that it concerns ([`paths`]): a
+//! learning those it mentions, a constraint all of them.
 //!
 //! What the prompts get is chosen ([`select`], pure), never edited in the file: an entry (a
-//! bullet) that names a path that no longer exists (`` `src/old.rs` ``) is stale and left out
-//! (and `kern status` names it); when the rest is over the budget, kern's hard constraints go
-//! in first, then the entries that share most words and paths with the task, the newer first
-//! among equals, shown in the file's order under their headings with a note of what was left
-//! out.
+//! bullet) that names a path that no longer exists — in that part, a code span
+//! (`` `src/old.rs` ``) or plain words (`src/old.rs:12`) — is stale and left out (and `kern
+//! status` names it); when the rest is over the budget, kern's hard constraints go in first,
+//! then the entries that share most words and paths with the task, the newer first among
+//! equals, shown in the file's order under their headings with a note of what was left out.
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
 
 pub(crate) mod constraint;
+mod paths;
 
 /// What a task's commit writes into LEARNINGS.md.
 #[derive(Debug, Clone, Default)]
@@ -31,6 +33,9 @@ pub(crate) struct Record<'a> {
     pub learnings: &'a [String],
     /// Where they come from: `task "…", the commit after <sha>`.
     pub source: &'a str,
+    /// The paths the task's change touched that exist after it: each learning names those it
+    /// mentions in its ` — paths: ` part, which makes it stale once they are gone.
+    pub paths: &'a [String],
     /// The errors of the task's failed attempts (its Attempt notes without kern's approach
     /// line): what moves the constraints (`constraint::update`).
     pub failures: &'a [String],
@@ -80,7 +85,12 @@ pub(crate) fn record(path: &Path, record: &Record<'_>) -> Result<Option<String>>
         let title = record.task.split_whitespace().collect::<Vec<_>>().join(" ");
         text.push_str(&format!("{eol}## {} — {title}{eol}{eol}", record.date));
         for item in items {
-            text.push_str(&format!("- {item} — source: {}{eol}", record.source));
+            let concerns = paths::concerns(&item, record.paths);
+            text.push_str(&format!(
+                "- {item} — source: {}{}{eol}",
+                record.source,
+                paths::part(&concerns)
+            ));
         }
     }
     text = constraint::update(&text, record.failures, record.constraint.as_deref(), eol);
@@ -140,22 +150,10 @@ impl Entry {
         self.paths().iter().any(|p| !exists(p))
     }
 
-    /// The paths the entry names: backticked words holding a `/`, without a `:line` suffix.
+    /// The paths the entry names ([`paths::named`]): kern's paths part, code spans holding a
+    /// `/`, and plain words that can only be a relative file path; without a `:line` suffix.
     pub(crate) fn paths(&self) -> Vec<String> {
-        self.text
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .filter(|w| w.contains('/') && !w.contains("://") && !w.contains(char::is_whitespace))
-            .map(|w| {
-                w.split(':')
-                    .next()
-                    .unwrap_or(w)
-                    .trim_end_matches('/')
-                    .to_string()
-            })
-            .filter(|w| !w.is_empty())
-            .collect()
+        paths::named(&self.text)
     }
 }
 

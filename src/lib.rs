@@ -5,7 +5,7 @@
 //! The floors, top to bottom; a module uses only the ones below it, never one above
 //! (`docs/architecture.md`; `tests/integration/architecture.rs` fails on a use that points up):
 //! `command → pipeline → workspace → settings → cli → reporter → {prompt, repository, state,
-//! learnings, retry, scripted_agent} → agent → {stage, supervisor} → sandbox → spec →
+//! learnings, retry, scripted_agent} → {agent, event} → {stage, supervisor} → sandbox → spec →
 //! atomic_file → error → {text, timestamp, private_file, oid}`, the one exception `error → spec`
 //! (the error enum carries SPEC.md's diagnostics).
 //!
@@ -15,14 +15,16 @@
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
 //!   failure, and when the approaches are exhausted — `parallel/` (`-j`), `remote/` (tasks
 //!   claimed on a git remote and landed there, `--remote`)), and `pipeline/stage/`: one stage
-//!   as the loop runs it — `inputs.rs` (what it sees, shared with the dry run), `runner.rs` (to a decision,
+//!   as the loop runs it — `plan.rs` (the one `StagePlan` the run carries out and the dry run
+//!   prints), `inputs.rs` (what it sees), `runner.rs` (to a decision,
 //!   using the pure `retry::next_step`), `attempt.rs` (one try; agent output becomes the record).
 //! - `workspace`, `settings` (with `.kern/config.toml` folded in), [`cli`].
 //! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
 //! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
 //!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
 //!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`.
-//! - `agent/` (argv, stream parsers, failure classes); `stage/` (the stage vocabulary: kinds,
+//! - `agent/` (argv, stream parsers, failure classes) and `event/` (what happens in a run: the
+//!   `RunEvent` and `Told` every listener hears); `stage/` (the stage vocabulary: kinds,
 //!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).
 //! - `sandbox/`: kern's fence around every agent and whatever runs its code — its pure
 //!   description, the Linux init (`kern __fence`: namespaces, mounts, Landlock), the macOS
@@ -38,6 +40,7 @@ mod atomic_file;
 pub mod cli;
 mod command;
 pub mod error;
+mod event;
 mod learnings;
 mod oid;
 mod pipeline;

@@ -64,7 +64,7 @@ pub struct Settings {
     pub limits: Limits,
     /// Retries and waits.
     pub retry: RetryPolicy,
-    /// Failed attempts before decomposition is asked for, and again before blocking.
+    /// Failed attempts before decomposition is asked for (once: a failure under it blocks).
     pub max_attempts: u32,
     /// The cost budget in USD.
     pub max_cost: Option<f64>,
@@ -78,6 +78,8 @@ pub struct Settings {
     pub allow_dirty: bool,
     /// `--tests-read-only`: no task may change or delete an existing test file.
     pub tests_read_only: bool,
+    /// `--tests-first`: every task is tested first, its check the command.
+    pub tests_first: bool,
     /// `--scope`: what happens to changes outside a task's Scope.
     pub scope: crate::cli::ScopeMode,
     /// `--max-task-files`: a task whose Scope covers more files is split before it is
@@ -308,6 +310,7 @@ impl Settings {
             check_timeout: run.check_timeout,
             allow_dirty: run.allow_dirty,
             tests_read_only: run.tests_read_only,
+            tests_first: run.tests_first,
             scope: run.scope,
             max_task_files: run.max_task_files,
             level: run.level,

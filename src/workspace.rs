@@ -36,7 +36,38 @@ pub(crate) struct Workspace {
     pub copies: Vec<PathBuf>,
 }
 
+/// The state folder of the repository `repo` for what its HEAD is now (a branch, an unborn
+/// branch, or the worktree's detached HEAD), under the state root `settings` name: located and
+/// checked, never made.
+pub(crate) fn state_dir_of(settings: &Settings, repo: &Repository) -> Result<StateDir> {
+    StateDir::locate(
+        &settings.state_root,
+        repo.top(),
+        &crate::state::head_folder(repo.head()?.branch()),
+    )
+}
+
 impl Workspace {
+    /// Takes the run lock of this work tree (honouring the original script's lock folder), or
+    /// fails with exit 3 naming the holder; a stale lock is taken over and returned.
+    pub(crate) fn take_lock(
+        &self,
+        settings: &Settings,
+    ) -> Result<(
+        crate::state::lock::RunLock,
+        Option<crate::state::lock::Takeover>,
+    )> {
+        crate::state::lock::RunLock::acquire(
+            &self.repo.run_lock_path(),
+            Some(
+                &self
+                    .state_dir
+                    .legacy_lock_dir(self.repo.top(), &self.repo.branch_name()?),
+            ),
+            &settings.argv,
+        )
+    }
+
     /// Opens the repository holding `settings.cwd`, resolves SPEC.md and the state folder
     /// (checked), and loads the templates. Reads only.
     pub(crate) fn open(settings: &Settings) -> Result<Workspace> {
@@ -54,11 +85,7 @@ impl Workspace {
             max_file_size: settings.max_file_size,
             ..GitOptions::default()
         });
-        let state_dir = StateDir::locate(
-            &settings.state_root,
-            &top,
-            &crate::state::head_folder(repo.head()?.branch()),
-        )?;
+        let state_dir = state_dir_of(settings, &repo)?;
         let templates = Templates::load(&top)?;
         Ok(Workspace {
             repo,

@@ -58,7 +58,8 @@ pub(crate) struct Options<'a> {
     /// The most the stage may spend, in USD (`--max-budget-usd`); only a positive, finite
     /// amount is passed.
     pub max_budget_usd: Option<f64>,
-    /// Run the implement stage's shell commands in the OS sandbox ([`SANDBOX_SETTINGS`]).
+    /// Run the shell commands of the stages that edit (implement, the tests step) in the OS
+    /// sandbox ([`SANDBOX_SETTINGS`]).
     /// Read-only stages need none: they have no write tools and `dontAsk` refuses writing
     /// shell commands.
     pub sandbox: bool,
@@ -95,7 +96,7 @@ pub(crate) fn tool_flags(stage: Stage, protected: &[PathBuf]) -> Vec<String> {
             // dontAsk denies what is not allowed; web access is harmless to the work tree.
             "--allowedTools=WebSearch,WebFetch".to_string(),
         ],
-        Stage::Implement => vec![
+        Stage::Tests | Stage::Implement => vec![
             "--tools=default".to_string(),
             "--allowedTools=Bash,Edit,Write,NotebookEdit,Read,Grep,Glob".to_string(),
             format!(
@@ -127,7 +128,7 @@ pub(crate) fn args(stage: Stage, model: Option<&str>, options: Options<'_>) -> V
         args.push("--max-budget-usd".to_string());
         args.push(budget.to_string());
     }
-    if options.sandbox && stage == Stage::Implement {
+    if options.sandbox && matches!(stage, Stage::Tests | Stage::Implement) {
         args.push(format!("--settings={SANDBOX_SETTINGS}"));
     }
     args.push(format!("--json-schema={}", stage.schema()));

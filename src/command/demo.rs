@@ -300,6 +300,7 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         check: None,
         allow_dirty: false,
         tests_read_only: false,
+        tests_first: false,
         scope: crate::cli::ScopeMode::SetAside,
         max_task_files: None,
         level: None,

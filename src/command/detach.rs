@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::repository::Repository;
 use crate::settings::Settings;
-use crate::state::StateDir;
 use crate::state::lock::RunLock;
 
 /// How long the background run gets to take the lock before this command returns anyway.
@@ -25,11 +24,7 @@ const START_LIMIT: Duration = Duration::from_secs(10);
 /// Starts the run in the background.
 pub(crate) fn run(settings: &Settings) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
-    let state_dir = StateDir::locate(
-        &settings.state_root,
-        repo.top(),
-        &crate::state::head_folder(repo.head()?.branch()),
-    )?;
+    let state_dir = crate::workspace::state_dir_of(settings, &repo)?;
     state_dir.create()?;
     let log_path = state_dir.output_log();
     crate::state::rotating::mark_start(&log_path);

@@ -12,8 +12,9 @@
 //! to at a usage limit; with `-v` the rendered prompts themselves. A `program:` agent it would
 //! run must exist and be executable, else it stops as the run would (exit 5).
 //! The task, the resume point and every prompt come from the code a run uses (the workspace,
-//! `spec::select_with`, `resume::infer`, `StageInputs::gather`, the templates), so what it
-//! shows is what the run would do. The report is the command's output and goes to stdout;
+//! `spec::select_with`, `resume::infer`, the discovery level, the `StagePlan` a run carries
+//! out), so what it shows is what the run would do; a level-0 task's implement is planned on
+//! SPEC.md as kern's start of it leaves it (in progress). The report is the command's output and goes to stdout;
 //! warnings about SPEC.md go to stderr, as `kern status` prints them. Control characters in
 //! either (a title's escape sequence, a tab in a `-v` prompt) are shown escaped or as spaces
 //! (`text::clean`), never sent to the terminal raw.
@@ -21,13 +22,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::agent::{Agent, InvocationRequest, StageAgent};
+use crate::agent::{Agent, StageAgent};
 use crate::command::status;
 use crate::error::{Error, Result};
-use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
+use crate::pipeline::stage::plan::{PlanFiles, PlanFor, StagePlan, stages_left};
 use crate::settings::Settings;
 use crate::spec;
-use crate::stage::Stage;
 use crate::state::resume::ResumePoint;
 
 /// `kern -n`: the report on stdout, warnings on stderr; with `prompts_dir` (`--prompts DIR`)
@@ -130,20 +130,38 @@ fn report_with_warnings(
         );
     }
     let task = &doc.tasks()[selection.task];
-    let level0 = status.json["next"]["level"].as_u64() == Some(0);
-    let stages: Vec<Stage> = match &status.resume {
-        None | Some(ResumePoint::Research) if level0 => vec![Stage::Implement, Stage::Review],
-        None | Some(ResumePoint::Research) => Stage::ALL.to_vec(),
-        Some(ResumePoint::ApplyResearch(_) | ResumePoint::Implement) => {
-            vec![Stage::Implement, Stage::Review]
-        }
-        Some(ResumePoint::Review(_) | ResumePoint::Commit(..)) => vec![Stage::Review],
+    let top = ws.repo.top();
+    let level = crate::pipeline::discovery::level(
+        &doc,
+        selection.task,
+        &|p| top.join(p).exists(),
+        settings.level,
+    )
+    .level;
+    let identity = doc.identity(selection.task);
+    let tests_step =
+        crate::pipeline::tests_first::step_due(task, status.start.as_ref(), &identity, settings);
+    let stages = stages_left(status.resume.as_ref(), level, tests_step);
+    // A level-0 task starts without research: kern marks it in progress before implement,
+    // so implement's prompt shows it so.
+    let started = if stages.first() == Some(&crate::stage::Stage::Implement)
+        && task.state == spec::TaskState::Pending
+    {
+        let identity = doc.identity(selection.task);
+        let edits = crate::pipeline::stage::plan::start_without_research();
+        Some(
+            spec::apply_edits(&doc, &identity, &edits)
+                .map_err(|e| Error::Internal(format!("cannot plan the start of the task: {e}")))?
+                .document,
+        )
+    } else {
+        None
     };
+    let planned = started.as_ref().unwrap_or(&doc);
     let implement = match &status.resume {
         Some(ResumePoint::Review(r) | ResumePoint::Commit(r, _)) => Some(r),
         _ => None,
     };
-    let protected = crate::pipeline::protected_files(&ws);
     let line = format!(
         "\nwould take: {{title}} ({}:{}) — {}",
         ws.spec_display, task.line, selection.reason
@@ -188,18 +206,23 @@ fn report_with_warnings(
         );
     }
     for stage in stages {
-        let inputs = StageInputs::gather(
+        let plan = StagePlan::new(
             &ws,
             settings,
-            &doc,
-            selection.task,
-            stage,
-            status.start.as_ref(),
-            implement,
+            &PlanFor {
+                doc: planned,
+                task: selection.task,
+                stage,
+                level,
+                start: status.start.as_ref(),
+                implement,
+                refused: None,
+                verified: &[],
+                denied: &[],
+                spent: 0.0,
+            },
         )?;
-        let template = ws.templates.get(stage);
-        let rendered = template.render(&inputs.prompt_inputs());
-        let agents = stage_agents(settings, &ws.templates, stage);
+        let agents = &plan.agents;
         // A program the run could not start stops the dry run the same way (exit 5).
         for on in std::iter::once(&agents.primary).chain(agents.fallback.as_ref()) {
             if let Agent::Program(path) = &on.agent {
@@ -211,19 +234,19 @@ fn report_with_warnings(
         let _ = writeln!(
             out,
             "  prompt:  {} bytes from {}",
-            rendered.text.len(),
-            template.source.display()
+            plan.prompt.len(),
+            plan.template.display()
         );
-        for cut in &rendered.cuts {
+        for cut in &plan.cuts {
             let _ = writeln!(out, "           {cut}");
         }
         // Where the command lines read the prompt and the schema: the state folder a run
         // writes them to, or the folder `--prompts` wrote them to just now.
         let (prompt_file, schema_path) = match prompts_dir {
             Some(dir) => {
-                let prompt = dir.join(format!("stage{}.prompt.md", stage.number()));
-                let schema = dir.join(format!("stage{}.schema.json", stage.number()));
-                std::fs::write(&prompt, &rendered.text).map_err(|e| Error::io(&prompt, e))?;
+                let prompt = dir.join(format!("{}.prompt.md", stage.file_stem()));
+                let schema = dir.join(format!("{}.schema.json", stage.file_stem()));
+                std::fs::write(&prompt, &plan.prompt).map_err(|e| Error::io(&prompt, e))?;
                 std::fs::write(&schema, stage.schema()).map_err(|e| Error::io(&schema, e))?;
                 (prompt, schema)
             }
@@ -233,18 +256,15 @@ fn report_with_warnings(
             ),
         };
         let invocation = |on: &StageAgent| {
-            on.agent.invocation(InvocationRequest {
-                stage,
-                model: on.model.as_deref(),
-                prompt: Vec::new(),
-                cwd: ws.repo.top(),
-                schema_path: &schema_path,
-                state_dir: &ws.state_dir.dir(),
-                task_title: &task.title,
-                max_budget_usd: settings.max_cost,
-                sandbox: settings.sandbox.mode == crate::sandbox::Mode::Agent,
-                protected: &protected,
-            })
+            plan.invocation(
+                on,
+                &PlanFiles {
+                    cwd: ws.repo.top(),
+                    schema: &schema_path,
+                    state_dir: &ws.state_dir.dir(),
+                },
+                0.0,
+            )
         };
         agent_lines(
             &mut out,
@@ -253,9 +273,8 @@ fn report_with_warnings(
             &invocation(&agents.primary),
             &prompt_file,
         );
-        let place = crate::pipeline::fence::Place::of(ws.repo.top(), &ws.state_dir.dir());
-        match crate::pipeline::fence::for_agent(settings, &place, &agents.primary.agent) {
-            Some(fence) => fence_lines(&mut out, "  ", &fence, settings.sandbox.home.as_deref()),
+        match plan.fence(&agents.primary.agent) {
+            Some(fence) => fence_lines(&mut out, "  ", fence, settings.sandbox.home.as_deref()),
             None => {
                 let _ = writeln!(out, "  fence:   none (--sandbox {})", settings.sandbox.mode);
             }
@@ -278,7 +297,7 @@ fn report_with_warnings(
             let _ = writeln!(
                 out,
                 "  ---- prompt ----\n{}\n  ---- end of prompt ----",
-                rendered.text
+                plan.prompt
             );
         }
     }

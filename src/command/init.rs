@@ -301,6 +301,7 @@ mod tests {
                 "SPEC.md",
                 "LEARNINGS.md",
                 ".kern/prompts/1_research.md",
+                ".kern/prompts/2_tests.md",
                 ".kern/prompts/2_implement.md",
                 ".kern/prompts/3_commit.md",
             ]

@@ -16,7 +16,6 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::repository::Repository;
 use crate::settings::Settings;
-use crate::state::StateDir;
 use crate::state::lock::RunLock;
 
 /// How often `-f` looks for new lines.
@@ -25,11 +24,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// Runs `kern log`.
 pub(crate) fn run(settings: &Settings, follow: bool) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
-    let state_dir = StateDir::locate(
-        &settings.state_root,
-        repo.top(),
-        &crate::state::head_folder(repo.head()?.branch()),
-    )?;
+    let state_dir = crate::workspace::state_dir_of(settings, &repo)?;
     let path = state_dir.output_log();
     let lock = repo.run_lock_path();
     let running = || RunLock::inspect(&lock).is_some_and(|(_, live)| live);

@@ -295,12 +295,7 @@ fn branch_tip(ws: &Workspace, branch: &str) -> Option<git2::Oid> {
 
 /// The run lock: accept and reject never run beside a kern run of this work tree.
 fn lock(ws: &Workspace, settings: &Settings) -> Result<RunLock> {
-    let (lock, _) = RunLock::acquire(
-        &ws.repo.run_lock_path(),
-        &ws.state_dir
-            .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
-        &settings.argv,
-    )?;
+    let (lock, _) = ws.take_lock(settings)?;
     Ok(lock)
 }
 

@@ -16,10 +16,11 @@ use serde::Serialize;
 
 use crate::agent::Agent;
 use crate::agent::stream::{LineSignal, StreamParser};
+use crate::event::RunEvent;
 use crate::stage::Stage;
 use crate::state::StateDir;
 use crate::state::lock::LockRecord;
-use crate::state::run_log::{self, RunEvent};
+use crate::state::run_log;
 use crate::timestamp::Timestamp;
 
 /// How much of the end of the stage stream is read for the last tool call.

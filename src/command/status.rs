@@ -139,6 +139,14 @@ pub(crate) fn compute_with_spec(
             .map(|d| d.render(&ws.spec_display)),
     );
     let mut json = json;
+    if let Some(sel) = &selection {
+        let (task, identity) = (&doc.tasks()[sel.task], doc.identity(sel.task));
+        let tested =
+            crate::pipeline::tests_first::status(task, &identity, start.as_ref(), settings);
+        if let (Some(tested), Some(next)) = (tested, json["next"].as_object_mut()) {
+            next.insert("tests_first".into(), tested);
+        }
+    }
     add_dialects(&mut json, &doc, &ws.spec_display, &options);
     add_stale_learnings(&mut json, ws.repo.top(), &ws.learnings_path);
     Ok((
@@ -551,6 +559,9 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
             }
             if next["tests_read_only"] == json!(true) {
                 out.push_str("tests:     read-only (its Tests note)\n");
+            }
+            if let Some(tested) = next.get("tests_first") {
+                out.push_str(&crate::pipeline::tests_first::status_line(tested));
             }
             out.push_str(&format!(
                 "resume at: {}\n",

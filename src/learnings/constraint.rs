@@ -168,10 +168,7 @@ pub(crate) fn derive(
         one_line(worked, 200),
         reason_of(error)
     ));
-    if !paths.is_empty() {
-        let shown: Vec<String> = paths.iter().take(5).map(|p| format!("`{p}`")).collect();
-        line.push_str(&format!(" — paths: {}", shown.join(", ")));
-    }
+    line.push_str(&super::paths::part(paths));
     line.push_str(&format!(" — honoured: 0 of {HONOURS_TO_SOFT}"));
     line
 }

@@ -11,25 +11,16 @@ use std::time::Duration;
 
 use crate::agent::Invocation;
 use crate::error::{Error, Result};
-use crate::pipeline::decide::{self, Next};
+use crate::event::{IterationEnd, RunEvent, Told};
+use crate::pipeline::decide::{self, CheckResult, Next};
 use crate::pipeline::{Run, TaskRun};
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 use crate::supervisor::Limits;
 use crate::supervisor::interrupt::Interrupt;
 use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
 
 /// Lines of output kept for the Attempt note.
 const TAIL_LINES: usize = 20;
-
-/// How the check ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CheckResult {
-    /// Exit 0.
-    Passed,
-    /// Anything else; the note says what and shows the last lines.
-    Failed(String),
-}
 
 /// Runs `command` in `cwd` with `timeout`, output to `log`, inside `fence` when given; with
 /// what the fence denied.
@@ -122,7 +113,7 @@ impl Run<'_> {
             return Ok(None);
         };
         self.lock.set_phase(Phase::Check)?;
-        self.emit(RunEvent::Told(Told::CheckStarted {
+        self.teller.emit(RunEvent::Told(Told::CheckStarted {
             command: command.clone(),
         }));
         let fence = self.checks_fence();
@@ -140,10 +131,10 @@ impl Run<'_> {
         self.spec.next_step();
         crate::pipeline::stage::runner::remake_state_dir(
             &self.ws.state_dir,
-            self.reporter,
+            &self.teller,
             "during the check",
         )?;
-        self.emit(RunEvent::Check {
+        self.teller.emit(RunEvent::Check {
             task: Some(it.title.clone()),
             command,
             passed: result == CheckResult::Passed,

@@ -4,13 +4,14 @@
 //!
 //! Decisions a reader must know:
 //! - Failed attempts, in tiers: after `--max-attempts` failures the implement prompt demands
-//!   decomposition (see `pipeline::stage::inputs::attempts_text`); only after that request is a task
-//!   blocked `[!]` (with its parents that are left stuck with it): after twice that many
-//!   failures, or when an attempt made under the request failed the same way as the ones
-//!   before it (the last `--max-attempts` failures, at least two, share one error signature).
-//! - Error research (`error_research`) moves the tiers forward: once a failure's error is
+//!   decomposition (see `pipeline::stage::inputs::attempts_text`), once; the attempt made under
+//!   that request failing too — implement's FAILED ("cannot be split") or any other failure —
+//!   blocks the task `[!]` (with its parents that are left stuck with it). So a task spends at
+//!   most `--max-attempts` attempts plus one decomposition request, and the Blocked note lists
+//!   the approaches tried and the error they hit (`error_research::tried_and_hit`).
+//! - Error research (`error_research`) moves the request forward: once a failure's error is
 //!   saturated (all its standard approaches failed), the next attempt is the decomposition
-//!   request, and a saturated failure under it blocks the task with the list of what was tried.
+//!   request.
 //! - A failure's note becomes an `Attempt N` note; blocking adds a `Blocked` note in the same
 //!   write, so SPEC.md never shows a blocked task without its reason.
 //! - A skip puts the task back to `[ ]` with a `Skipped` note; selection takes skipped tasks
@@ -28,13 +29,20 @@
 //!   message still refused after that is a failed attempt.
 
 use crate::agent::stream::RateLimit;
-use crate::pipeline::check::CheckResult;
+use crate::event::IterationEnd;
 use crate::pipeline::error_research;
-pub(super) use crate::spec::error_signature;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
 use crate::stage::report::SkipKind;
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Verdict};
-use crate::state::run_log::IterationEnd;
+
+/// How a check ended (the check gate's, a `run` must-have's): what the policy judges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CheckResult {
+    /// Exit 0.
+    Passed,
+    /// Anything else; the note says what and shows the last lines.
+    Failed(String),
+}
 
 /// How many times kern asks the review for a new message after a hook refused one.
 pub(super) const MESSAGE_REQUESTS: u32 = 2;
@@ -101,8 +109,6 @@ pub(super) enum TaskOutcome {
 pub(super) struct Attempts {
     /// The highest `N` of its `Attempt N` notes.
     pub count: u32,
-    /// The error signature of each Attempt note, in order.
-    pub signatures: Vec<String>,
     /// Each Attempt note's text, in order (what error research reads).
     pub notes: Vec<String>,
     /// What implement said it did in this attempt, when it reported SUCCESS: recorded in the
@@ -121,10 +127,6 @@ impl Attempts {
             .collect();
         Attempts {
             count: task.attempts(),
-            signatures: notes
-                .iter()
-                .map(|n| error_signature(error_research::error_part(n)))
-                .collect(),
             notes,
             approach: None,
         }
@@ -232,7 +234,7 @@ pub(super) fn after_implement(
                 .filter(|s| !s.is_empty())
                 .collect();
             if subtasks.is_empty() {
-                return Next::End(failed_attempt(
+                return Next::End(refused(
                     attempts,
                     "implement said DECOMPOSED but gave no subtasks",
                     max_attempts,
@@ -249,7 +251,7 @@ pub(super) fn after_implement(
         }
         ImplementStatus::Failed => {
             let note = note_or_summary(report.attempt_note, report.summary);
-            Next::End(failed_attempt(attempts, &note, max_attempts))
+            Next::End(refused(attempts, &note, max_attempts))
         }
     }
 }
@@ -373,55 +375,52 @@ fn tail(output: &str) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
+/// True when the next attempt of a task with `attempts` is the decomposition request
+/// (`stage::inputs` asks for it by the same rule): the attempts are used up, or the last
+/// failure's error is saturated.
+pub(super) fn decomposition_due(attempts: &Attempts, max_attempts: u32) -> bool {
+    attempts.count >= max_attempts
+        || error_research::analyse(&attempts.notes).is_some_and(|r| r.saturated)
+}
+
 /// A failed attempt: an Attempt note (with the approach that failed, when implement said what
 /// it did), and the block when the attempts are exhausted.
 ///
-/// The tiers come in order (DESIGN.md section 1): a different approach after each failure,
-/// decomposition demanded once `max_attempts` have failed, and a block only after that — when
-/// `max_attempts` more have failed, or when the last `max_attempts` failures share one error
-/// signature and the newest of them was made under the decomposition request. So no task is
-/// blocked before it was asked to decompose, however alike its failures are.
-///
-/// Error research (section 17) moves the tiers forward: once a failure's error has had all its
-/// standard approaches fail (saturated), the next attempt is the decomposition request, and a
-/// saturated failure of an attempt made under it blocks the task with the list of what was
-/// tried.
+/// The tiers come in order (DESIGN.md sections 1 and 16): a different approach after each
+/// failure, decomposition demanded once `max_attempts` have failed, and a block when the
+/// attempt made under that request failed too — so a task spends at most `max_attempts`
+/// attempts plus one decomposition request, and no task is blocked before it was asked to
+/// decompose. Error research (section 17) moves the request forward: once a failure's error
+/// has had all its standard approaches fail (saturated), the next attempt is the request.
 pub(super) fn failed_attempt(attempts: &Attempts, note: &str, max_attempts: u32) -> Decision {
+    fail(attempts, note, max_attempts, false)
+}
+
+/// [`failed_attempt`] of implement's own answer FAILED (or DECOMPOSED without subtasks):
+/// under the decomposition request that answer is "cannot be split", and the Blocked note
+/// quotes it.
+fn refused(attempts: &Attempts, note: &str, max_attempts: u32) -> Decision {
+    fail(attempts, note, max_attempts, true)
+}
+
+fn fail(attempts: &Attempts, note: &str, max_attempts: u32, answered: bool) -> Decision {
     let note = error_research::with_approach(note, attempts.approach.as_deref());
     let attempt = attempts.count.saturating_add(1);
-    let mut signatures = attempts.signatures.clone();
-    signatures.push(error_signature(error_research::error_part(&note)));
     let mut notes = attempts.notes.clone();
     notes.push(note.clone());
-    let max = max_attempts as usize;
-    // The attempt that just failed had the decomposition request in its prompt: the attempts
-    // were used up, or the failure before it was saturated.
-    let saturated_before = error_research::analyse(&attempts.notes).is_some_and(|r| r.saturated);
-    let decomposition_asked = attempt > max_attempts || saturated_before;
-    let saturated = error_research::analyse(&notes).filter(|r| r.saturated);
-    let repeated = signatures.len() >= max.max(2)
-        && signatures[signatures.len() - max.max(2)..]
-            .windows(2)
-            .all(|w| w[0] == w[1]);
-    let why = if attempt >= max_attempts.saturating_mul(2) {
-        Some(format!(
-            "{attempt} failed attempts, decomposition included — a person must look"
-        ))
-    } else if let (true, Some(research)) = (decomposition_asked, &saturated) {
-        Some(format!(
-            "saturated: all standard approaches exhausted for {} ({}), decomposition included — a person must look. Tried: {}",
-            research.class.describe(),
-            crate::text::count(research.seen, "attempt", "attempts"),
-            research.tried_list()
-        ))
-    } else if decomposition_asked && repeated {
-        Some(format!(
-            "the last {} failed the same way, decomposition included — a person must look",
-            crate::text::count(max.max(2), "attempt", "attempts")
-        ))
-    } else {
-        None
-    };
+    // The attempt that just failed had the decomposition request in its prompt.
+    let decomposition_asked = decomposition_due(attempts, max_attempts);
+    let why = decomposition_asked.then(|| {
+        let prior = &attempts.notes;
+        match (
+            answered,
+            error_research::analyse(&notes).filter(|r| r.saturated),
+        ) {
+            (true, _) => error_research::blocked_answered(&note, prior),
+            (false, Some(research)) => error_research::blocked_saturated(&research, &notes),
+            (false, None) => error_research::blocked_after(attempt, &notes),
+        }
+    });
     let mut edits = vec![Edit::AddAttempt(note.clone())];
     let outcome = match why {
         Some(why) => {
@@ -597,7 +596,6 @@ mod tests {
     fn attempts(notes: &[&str]) -> Attempts {
         Attempts {
             count: u32::try_from(notes.len()).unwrap(),
-            signatures: notes.iter().map(|n| error_signature(n)).collect(),
             notes: notes.iter().map(ToString::to_string).collect(),
             approach: None,
         }
@@ -1020,62 +1018,74 @@ mod tests {
     }
 
     #[test]
-    fn blocking_comes_after_the_decomposition_request() {
+    fn blocking_comes_after_the_one_decomposition_request() {
         let same = "the build broke";
-        // (max attempts, notes before, this note, the block)
-        let cases: Vec<(u32, Vec<&str>, &str, Option<&str>)> = vec![
-            (3, vec![], "a", None),
-            (3, vec!["a"], "b", None),
+        let split = "cannot be split: the parser is one function";
+        // (max attempts, notes before, this note, implement's own FAILED answer, the block)
+        type Case<'a> = (u32, Vec<&'a str>, &'a str, bool, Option<&'a str>);
+        let cases: Vec<Case> = vec![
+            (3, vec![], "a", false, None),
+            (3, vec!["a"], "b", false, None),
             // The same failure three times: decomposition is asked for next, no block yet.
+            (3, vec![same, same], same, false, None),
+            // Before the request, implement's FAILED is one more failed attempt.
+            (3, vec![same], "could not", true, None),
+            // Issue 39: "cannot be split" answering the request blocks at once, after
+            // --max-attempts attempts and one request, with what was tried and what it hit.
             (
                 3,
-                vec!["timed out after 60m", "timed out after 61m"],
-                "Timed out after 62m",
-                None,
-            ),
-            // ... and the attempt under that request failing the same way blocks.
-            (
-                3,
-                vec![
-                    "timed out after 60m",
-                    "timed out after 61m",
-                    "timed out after 62m",
-                ],
-                "Timed out after 63m",
+                vec![same, same, same],
+                split,
+                true,
                 Some(
-                    "the last 3 attempts failed the same way, decomposition included — a person must look",
+                    "the decomposition request was answered: cannot be split: the parser is one function — after 3 failed attempts; a person must look. Tried: 1) the build broke (3 attempts)",
                 ),
             ),
-            // A different failure under the request goes on, to twice the attempts.
-            (3, vec![same, same, same], "another", None),
-            (3, vec!["a", "b", "c", "d"], "e", None),
+            // So does the attempt under the request failing any other way: never twice.
             (
                 3,
-                vec!["a", "b", "c", "d", "e"],
-                "f",
-                Some("6 failed attempts, decomposition included — a person must look"),
+                vec![same, same, same],
+                same,
+                false,
+                Some(
+                    "4 failed attempts, decomposition included — a person must look. Tried: 1) the build broke (4 attempts)",
+                ),
             ),
+            (
+                3,
+                vec!["a", "b", "c"],
+                "d",
+                false,
+                Some(
+                    "4 failed attempts, decomposition included — a person must look. Tried: 1) a; 2) b; 3) c; 4) d",
+                ),
+            ),
+            // --max-attempts raised between runs: the request comes at the new limit.
+            (5, vec!["a", "b", "c"], "d", false, None),
             // One attempt allowed: the first failure asks for decomposition, never blocks.
-            (1, vec![], same, None),
+            (1, vec![], same, false, None),
             (
                 1,
                 vec![same],
                 same,
-                Some("2 failed attempts, decomposition included — a person must look"),
+                false,
+                Some(
+                    "2 failed attempts, decomposition included — a person must look. Tried: 1) the build broke (2 attempts)",
+                ),
             ),
-            (2, vec![same], same, None),
+            (2, vec![same], same, false, None),
             (
                 2,
                 vec![same, same],
-                same,
+                "no subtasks",
+                true,
                 Some(
-                    "the last 2 attempts failed the same way, decomposition included — a person must look",
+                    "the decomposition request was answered: no subtasks — after 2 failed attempts; a person must look. Tried: 1) the build broke (2 attempts)",
                 ),
             ),
-            (2, vec![same, "a"], same, None),
         ];
-        for (max, before, note, want) in cases {
-            let decision = failed_attempt(&attempts(&before), note, max);
+        for (max, before, note, answered, want) in cases {
+            let decision = fail(&attempts(&before), note, max, answered);
             let attempt = u32::try_from(before.len()).unwrap() + 1;
             match want {
                 None => {
@@ -1118,10 +1128,6 @@ mod tests {
         let tried = |approach: &str| format!("{must}\nApproach: {approach}");
         let with = |notes: &[String], approach: Option<&str>| Attempts {
             count: u32::try_from(notes.len()).unwrap(),
-            signatures: notes
-                .iter()
-                .map(|n| error_signature(error_research::error_part(n)))
-                .collect(),
             notes: notes.to_vec(),
             approach: approach.map(str::to_string),
         };
@@ -1146,14 +1152,19 @@ mod tests {
             TaskOutcome::Blocked {
                 attempt: 3,
                 note: tried("three"),
-                why: "saturated: all standard approaches exhausted for a must-have that does not hold (3 attempts), decomposition included — a person must look. Tried: 1) one; 2) two; 3) three".into(),
+                why: "saturated: all standard approaches exhausted for a must-have that does not hold (3 attempts), decomposition included — a person must look. Tried against must-have `file src/a.rs` — missing: 1) one; 2) two; 3) three".into(),
             }
         );
-        // A failure without an error under the request is not saturated: the old tiers hold.
-        let agent = failed_attempt(&with(&[tried("one"), tried("two")], None), "could not", 3);
-        assert!(
-            matches!(agent.outcome, TaskOutcome::Failed { attempt: 3, .. }),
-            "{agent:?}"
+        // Implement's own FAILED under that request is "cannot be split": blocked at once,
+        // the approaches before it listed with the error they hit.
+        let agent = refused(&with(&[tried("one"), tried("two")], None), "could not", 3);
+        assert_eq!(
+            agent.outcome,
+            TaskOutcome::Blocked {
+                attempt: 3,
+                note: "could not".into(),
+                why: "the decomposition request was answered: could not — after 2 failed attempts; a person must look. Tried against must-have `file src/a.rs` — missing: 1) one; 2) two".into(),
+            }
         );
         // The same approach repeated is one approach: no saturation.
         let same = failed_attempt(&with(&[tried("one")], Some("one")), must, 3);
@@ -1310,17 +1321,5 @@ mod tests {
         assert_eq!(commit_edits(&doc, 0), done);
         let doc = Document::parse("- [~] Parent\n  - [ ] Added by hand\n");
         assert!(commit_edits(&doc, 0).is_empty());
-    }
-
-    #[test]
-    fn error_signatures_fold_numbers() {
-        assert_eq!(
-            error_signature("agent timed out after 60m"),
-            error_signature("Agent timed out after 61m")
-        );
-        assert_ne!(
-            error_signature("tests fail: parser"),
-            error_signature("tests fail: lexer")
-        );
     }
 }

@@ -6,6 +6,7 @@
 //! under `refs/kern/attempts/<task>/<n>` and exactly those paths put back to HEAD.
 
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent, TaskTaken, Told};
 use crate::pipeline::decide::{Decision, TaskOutcome};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, TaskRun};
@@ -13,7 +14,6 @@ use crate::reporter::voice::NEEDS_PERSON;
 use crate::spec::{Edit, Quoted};
 use crate::state::journal;
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent, TaskTaken, Told};
 
 impl Run<'_> {
     /// Ends the iteration as `decision` says: the person's file first, then the task's work
@@ -32,6 +32,9 @@ impl Run<'_> {
             TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
             _ => None,
         };
+        if let TaskOutcome::Decomposed { .. } = &decision.outcome {
+            self.tests_of_split_task(it)?;
+        }
         let mut edits = decision.edits;
         if let Some(why) = why
             && let Some(saved) = self.set_aside(it, why)?
@@ -43,7 +46,7 @@ impl Run<'_> {
             if let RunEvent::Blocked { .. } = &event {
                 journal::remove(&self.ws.state_dir.task_start());
             }
-            self.emit(event);
+            self.teller.emit(event);
         }
         Ok(decision.end)
     }
@@ -61,7 +64,7 @@ impl Run<'_> {
             TaskNow::Ours(_) => return Ok(IterationEnd::Progressed),
         };
         let saved = self.set_aside(it, "taken away by the person")?;
-        self.emit(RunEvent::Told(Told::TaskTaken {
+        self.teller.emit(RunEvent::Told(Told::TaskTaken {
             task: it.title.clone(),
             how,
             saved,
@@ -88,7 +91,7 @@ impl Run<'_> {
                 Quoted(&it.title)
             ),
         )?;
-        self.emit(RunEvent::SetAside {
+        self.teller.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: git_ref.clone(),
             paths: paths.iter().map(|p| p.display().to_string()).collect(),

@@ -13,9 +13,9 @@
 //!   approach that names a standard one (`run-alone`) counts as that one.
 //! - Saturated: as many distinct approaches failed with the error's class as the class has
 //!   standard ones, or every standard one by name. The next attempt is then the decomposition
-//!   request, however few attempts were made, and a saturated failure of an attempt made under
-//!   that request blocks the task with the list of what was tried (`decide::failed_attempt`).
-//!   So no paid attempt repeats an approach the notes already hold.
+//!   request, however few attempts were made, and a failure of the attempt made under that
+//!   request blocks the task with what was tried and the error it hit (`tried_and_hit`,
+//!   `decide::failed_attempt`). So no paid attempt repeats an approach the notes already hold.
 
 /// The line kern adds to an Attempt note to record the approach that failed.
 pub(crate) const APPROACH: &str = "Approach: ";
@@ -306,16 +306,6 @@ pub(crate) fn analyse(notes: &[String]) -> Option<Research> {
 }
 
 impl Research {
-    /// The tried approaches as one numbered line, for the Blocked note.
-    pub(crate) fn tried_list(&self) -> String {
-        self.tried
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("{}) {}", i + 1, a))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
     /// The research as `kern status --json` shows it (`next.error_research`).
     pub(crate) fn status(&self) -> serde_json::Value {
         serde_json::json!({
@@ -349,6 +339,128 @@ impl Research {
             out.push_str("Recommendation: continue — take one approach not yet tried (or a better one of your own that is not in the tried list), and start your `summary` with `Approach: <its name>` so kern records it.\n");
         }
         out
+    }
+}
+
+/// The Blocked note of a task whose decomposition request implement answered with its own
+/// FAILED ("cannot be split", `note`) after the failed attempts `before`.
+pub(crate) fn blocked_answered(note: &str, before: &[String]) -> String {
+    with_tried(
+        format!(
+            "the decomposition request was answered: {} — after {}; a person must look",
+            crate::text::first_line(note),
+            crate::text::count(before.len(), "failed attempt", "failed attempts")
+        ),
+        before,
+    )
+}
+
+/// The Blocked note of a saturated task whose attempt under the decomposition request failed
+/// (`notes`: every Attempt note, that one last).
+pub(crate) fn blocked_saturated(research: &Research, notes: &[String]) -> String {
+    with_tried(
+        format!(
+            "saturated: all standard approaches exhausted for {} ({}), decomposition included — a person must look",
+            research.class.describe(),
+            crate::text::count(research.seen, "attempt", "attempts"),
+        ),
+        notes,
+    )
+}
+
+/// The Blocked note of a task whose attempt number `attempt`, made under the decomposition
+/// request, failed (`notes`: every Attempt note, that one last).
+pub(crate) fn blocked_after(attempt: u32, notes: &[String]) -> String {
+    with_tried(
+        format!("{attempt} failed attempts, decomposition included — a person must look"),
+        notes,
+    )
+}
+
+/// `reason`, then what `notes` tried and hit ([`tried_and_hit`]), when there is any.
+fn with_tried(reason: String, notes: &[String]) -> String {
+    let tried = tried_and_hit(notes);
+    if tried.is_empty() {
+        reason
+    } else {
+        format!("{reason}. {tried}")
+    }
+}
+
+/// What a Blocked note says the attempts of `notes` (in order) tried and the error each hit:
+/// one entry per approach (its note's `Approach:` line, else the note's own words), the same
+/// approach hitting the same error once with how many attempts it took; the error named once
+/// when every attempt hit the same one. Empty for no notes.
+pub(crate) fn tried_and_hit(notes: &[String]) -> String {
+    let mut entries: Vec<(Option<String>, String, usize)> = Vec::new();
+    for note in notes {
+        let approach = approach_of(note).map(str::to_string);
+        let hit = headline(error_part(note));
+        let key = |a: &Option<String>| a.as_deref().map(str::to_lowercase);
+        match entries
+            .iter_mut()
+            .find(|(a, h, _)| key(a) == key(&approach) && *h == hit)
+        {
+            Some(entry) => entry.2 += 1,
+            None => entries.push((approach, hit, 1)),
+        }
+    }
+    let Some((_, first_hit, _)) = entries.first() else {
+        return String::new();
+    };
+    let one_error = entries
+        .iter()
+        .all(|(a, h, _)| a.is_some() && h == first_hit);
+    let list = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (approach, hit, times))| {
+            let what = match approach {
+                Some(a) if one_error => a.clone(),
+                Some(a) => format!("{a} → {hit}"),
+                None => hit.clone(),
+            };
+            let times = if *times > 1 {
+                format!(" ({times} attempts)")
+            } else {
+                String::new()
+            };
+            format!("{}) {what}{times}", i + 1)
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if one_error {
+        format!("Tried against {first_hit}: {list}")
+    } else {
+        format!("Tried: {list}")
+    }
+}
+
+/// The error of an Attempt note in one line: its first line (a check's command and exit, a
+/// hook's name, a must-have's finding) and the output line that names the error — the first
+/// that says error, failed or panicked, else the last.
+fn headline(error: &str) -> String {
+    let mut lines = error.lines().map(str::trim);
+    let first = lines.next().unwrap_or_default();
+    let head = match first.strip_prefix("kern's check of the must-haves failed: ") {
+        Some(finding) => format!("must-have {finding}"),
+        None => first
+            .trim_end_matches(':')
+            .trim_end_matches("; last output")
+            .to_string(),
+    };
+    let output: Vec<&str> = lines
+        .filter(|l| !l.is_empty() && *l != "(no output)")
+        .collect();
+    let named = output.iter().find(|l| {
+        let l = l.to_lowercase();
+        ["error", "failed", "panicked", "assert"]
+            .iter()
+            .any(|w| l.contains(w))
+    });
+    match named.or(output.last()) {
+        Some(line) => format!("{}: {}", cut(&head, 200), cut(line, 200)),
+        None => cut(&head, 300),
     }
 }
 
@@ -536,7 +648,52 @@ mod tests {
                 .text()
                 .contains("Recommendation: saturated — all standard approaches exhausted")
         );
-        assert_eq!(saturated.tried_list(), "1) a; 2) b");
         assert!(saturated.text().len() < 1024);
+    }
+
+    #[test]
+    fn a_blocked_note_lists_each_approach_once_with_the_error_it_hit() {
+        let build = "check `cargo build` failed (exit 101); last output:\n   Compiling kern\nerror[E0425]: cannot find value `lexer`\nerror: could not compile `kern`";
+        let test = "check `cargo build` failed (exit 101); last output:\ntest parse ... FAILED\ntest result: FAILED. 0 passed; 1 failed";
+        let with = |note: &str, approach: &str| format!("{note}\nApproach: {approach}");
+        let cases: &[(Vec<String>, &str)] = &[
+            (vec![], ""),
+            (
+                vec![
+                    with(build, "Wrote it."),
+                    with(build, "wrote it."),
+                    with(build, "Split it."),
+                ],
+                "Tried against check `cargo build` failed (exit 101): error[E0425]: cannot find value `lexer`: 1) Wrote it. (2 attempts); 2) Split it.",
+            ),
+            (
+                vec![with(build, "Wrote it."), with(test, "Fixed the build.")],
+                "Tried: 1) Wrote it. → check `cargo build` failed (exit 101): error[E0425]: cannot find value `lexer`; 2) Fixed the build. → check `cargo build` failed (exit 101): test parse ... FAILED",
+            ),
+            (
+                vec![
+                    "could not find the lexer".into(),
+                    "review rejected the change: no test".into(),
+                ],
+                "Tried: 1) could not find the lexer; 2) review rejected the change: no test",
+            ),
+            (
+                vec![with(
+                    "check `true` failed (exit 1); last output:\n(no output)",
+                    "Wrote it.",
+                )],
+                "Tried against check `true` failed (exit 1): 1) Wrote it.",
+            ),
+            (
+                vec![with(
+                    "the `pre-commit` hook refused the commit:\nblack....Failed\n- files were modified",
+                    "Ran black.",
+                )],
+                "Tried against the `pre-commit` hook refused the commit: black....Failed: 1) Ran black.",
+            ),
+        ];
+        for (notes, want) in cases {
+            assert_eq!(tried_and_hit(notes), *want, "{notes:?}");
+        }
     }
 }

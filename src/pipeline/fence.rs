@@ -197,7 +197,7 @@ impl crate::pipeline::Run<'_> {
             .iter()
             .map(|d| format!("{by}: {}", d.sentence(home.as_deref())))
             .collect();
-        self.emit(crate::state::run_log::RunEvent::Denied {
+        self.teller.emit(crate::event::RunEvent::Denied {
             task: task.map(str::to_string),
             by: by.to_string(),
             denied: report.denied.clone(),

@@ -8,11 +8,11 @@
 //! longer validates is left exactly as it is and kern's edit waits in a journal for the next run.
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::decide::Attempts;
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::{Document, Edit, Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, PendingEdits};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 
 /// What SPEC.md allows kern to do with its task now.
 #[derive(Debug, PartialEq, Eq)]
@@ -72,7 +72,9 @@ impl Run<'_> {
                         edits: pending.to_vec(),
                     },
                 )?;
-                self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
+                self.ws
+                    .state_dir
+                    .clear_iteration_files(self.teller.run_id())?;
             }
             return Err(Error::SpecInvalid {
                 report: format!(
@@ -106,7 +108,7 @@ impl Run<'_> {
     pub(super) fn edit(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
         let written = self.spec.apply_reporting(task, edits)?;
         if written.rewrote_notes {
-            self.emit(RunEvent::Told(Told::NotesRewritten {
+            self.teller.emit(RunEvent::Told(Told::NotesRewritten {
                 task: task.path.last().cloned().unwrap_or_default(),
             }));
         }
@@ -151,7 +153,7 @@ impl Run<'_> {
         if applied {
             self.edit(&pending.identity, &pending.edits)?;
         }
-        self.emit(RunEvent::Told(Told::WaitingEdit {
+        self.teller.emit(RunEvent::Told(Told::WaitingEdit {
             task: pending.title.clone(),
             spec: self.ws.spec_display.clone(),
             applied,

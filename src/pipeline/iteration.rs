@@ -1,5 +1,6 @@
 //! One iteration: select the task, find where it resumes, then run what is left of research →
-//! implement → check gate → review → commit as a straight sequence. After each stage the pure
+//! (a task tested first: its tests, red) → implement → check gate (and green) → review →
+//! commit as a straight sequence. After each stage the pure
 //! policy (`decide`) says whether to go on or to end the iteration with which SPEC.md edits.
 //!
 //! Decisions a reader must know:
@@ -18,15 +19,15 @@
 use std::path::PathBuf;
 
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::decide::{self, Next};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, Target, TaskRun};
-use crate::spec::{self, Edit, TaskState};
+use crate::spec::{self, Edit};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
 use crate::state::journal::{self};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 
 impl Run<'_> {
     /// Runs iteration `index` of `total`.
@@ -51,7 +52,8 @@ impl Run<'_> {
         let doc = self.spec.reload()?;
         let lines = self.ws.validate(&doc)?;
         if !lines.is_empty() {
-            self.emit(RunEvent::Told(Told::SpecWarnings { lines }));
+            self.teller
+                .emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let options = self.ws.select_options(self.settings, &doc);
         let selection = match self.target.task() {
@@ -72,7 +74,7 @@ impl Run<'_> {
                     .iter()
                     .map(|d| d.render(&self.ws.spec_display))
                     .collect();
-                self.emit(RunEvent::Told(Told::Unlisted { lines }));
+                self.teller.emit(RunEvent::Told(Told::Unlisted { lines }));
             }
             return Ok(IterationEnd::NothingLeft);
         };
@@ -80,7 +82,7 @@ impl Run<'_> {
         let identity = doc.identity(selection.task);
         let files = StageFiles::read(&self.ws.state_dir, &identity);
         for (path, title) in &files.stale {
-            self.emit(RunEvent::Told(Told::StaleStageFile {
+            self.teller.emit(RunEvent::Told(Told::StaleStageFile {
                 file: path
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
@@ -91,20 +93,20 @@ impl Run<'_> {
         }
         let point = resume::infer(&files, task.research().is_some());
         tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, resume = point.name(), "selected");
-        self.reporter.iteration(index, total, &task.title);
-        self.emit(RunEvent::Told(Told::TaskSelected {
+        self.teller.emit(RunEvent::IterationStart {
+            index,
+            of: total,
+            task: task.title.clone(),
+            line: task.line,
+            resume: point.name().to_string(),
+        });
+        self.teller.emit(RunEvent::Told(Told::TaskSelected {
             task: task.title.clone(),
             spec: self.ws.spec_display.clone(),
             line: task.line,
             why: selection.reason.to_string(),
             next: point.name().to_string(),
         }));
-        self.log.event(RunEvent::IterationStart {
-            index,
-            task: task.title.clone(),
-            line: task.line,
-            resume: point.name().to_string(),
-        });
         let mut it = TaskRun::new(
             task.title.clone(),
             identity.clone(),
@@ -118,13 +120,13 @@ impl Run<'_> {
             &|p| top.join(p).exists(),
             self.settings.level,
         );
-        self.emit(RunEvent::Level {
+        self.teller.emit(RunEvent::Level {
             task: it.title.clone(),
             level: it.level.level,
             why: it.level.why.clone(),
         });
         let end = self.run_task(&mut it, point).await?;
-        self.log.event(RunEvent::IterationEnd {
+        self.teller.emit(RunEvent::IterationEnd {
             index,
             task: it.title.clone(),
             end,
@@ -135,10 +137,15 @@ impl Run<'_> {
     /// The stages that are left, from `point` on.
     async fn run_task(&mut self, it: &mut TaskRun, point: ResumePoint) -> Result<IterationEnd> {
         let (implement, review) = match point {
-            ResumePoint::Research if it.level.level == 0 => {
+            ResumePoint::Research
+                // (Whether research runs does not depend on the tests step.)
+                if !super::stage::plan::stages_left(Some(&point), it.level.level, false)
+                    .contains(&crate::stage::Stage::Research) =>
+            {
                 // Level 0: no research; the task starts as research would have started it.
-                self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
-                let edits = [Edit::SetState(TaskState::InProgress), Edit::StartParents];
+                self.teller
+                    .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
+                let edits = super::stage::plan::start_without_research();
                 match self.task_now(it, &edits)? {
                     TaskNow::Ours(ticket) => self.edit_task(it, ticket, &edits)?,
                     other => return self.follow_person(it, &other),
@@ -159,7 +166,8 @@ impl Run<'_> {
                 (None, None)
             }
             ResumePoint::Implement => {
-                self.emit(RunEvent::Told(Told::ResearchSkipped { level_zero: false }));
+                self.teller
+                    .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: false }));
                 (None, None)
             }
             ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {
@@ -172,6 +180,10 @@ impl Run<'_> {
             Some(report) => report,
             None => {
                 if let Some(end) = self.still_ours(it)? {
+                    return Ok(end);
+                }
+                // A task tested first: its tests, red on the base commit, before implement.
+                if let Some(end) = self.tests_step(it).await? {
                     return Ok(end);
                 }
                 let run = self.stage::<ImplementReport>(it, None).await?;
@@ -187,7 +199,13 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
+                if let Some(end) = self.tests_held(it)? {
+                    return Ok(end);
+                }
                 if let Some(end) = self.check_gate(it).await? {
+                    return Ok(end);
+                }
+                if let Some(end) = self.green_gate(it).await? {
                     return Ok(end);
                 }
                 if let Some(end) = self.verify_gate(it).await? {

@@ -3,7 +3,7 @@
 //! holds (`-j` too).
 //!
 //! The decision a reader must know: a parallel task's run writes into the same ledger as the
-//! run that started it, as things happen (the summary folds the events `Run::emit` sends), so
+//! run that started it, as things happen (the summary folds the events the run's `Teller` hears), so
 //! nothing is summed back by hand when a task ends, `--max-cost` and each stage's budget see
 //! every task's spending at once, and `--pace` judges the latest usage any task's agent
 //! reported. One thread runs every task, and no borrow of the ledger lives across an await.
@@ -13,11 +13,33 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::agent::stream::RateLimit;
-use crate::pipeline::stage::runner::Pause;
+use crate::event::RunEvent;
 use crate::reporter::Summary;
 use crate::retry::AgentLimits;
 use crate::stage::record::WaitKind;
-use crate::state::run_log::RunEvent;
+
+/// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
+/// task (they share the account), so the others wait for the same reset instead of each
+/// hitting it in turn. Shared by the tasks of one run (one thread).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
+
+impl Pause {
+    /// No stage starts before `until` (a later pause wins).
+    pub(crate) fn until(&self, until: Instant) {
+        if self.0.get().is_none_or(|t| t < until) {
+            self.0.set(Some(until));
+        }
+    }
+
+    /// How long from now the pause lasts, if it does.
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        self.0
+            .get()
+            .map(|t| t.saturating_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero())
+    }
+}
 
 /// The run's ledger; clones share it.
 #[derive(Clone)]

@@ -9,7 +9,8 @@
 //! `stage` (one stage: inputs, runner, audit, records), `decide` (the policy), `guard` (is the
 //! task still kern's — ours, gone, or set by the person — and kern's edits of it), `audit`
 //! (what a stage may not change), `check` (the check gate), `verify` (the must-haves and
-//! read-only tests kern checks itself), `scope` (changes outside a task's Scope set aside),
+//! read-only tests kern checks itself), `tests_first` (a task's tests red before implement,
+//! green after), `scope` (changes outside a task's Scope set aside),
 //! `error_research` (what the next attempt is told after a failure, and when a task's
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
@@ -53,10 +54,13 @@ mod scope;
 mod shared;
 pub(crate) mod stage;
 mod start;
+pub(crate) mod teller;
+pub(crate) mod tests_first;
 mod verify;
 
 use crate::error::{Error, Result};
-use crate::reporter::notify::{EventKind, Notifier};
+use crate::event::{IterationEnd, RunEvent, Told};
+use crate::reporter::notify::Notifier;
 use crate::reporter::voice;
 use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
@@ -64,14 +68,14 @@ use crate::spec::{self, Document, SpecFile, TaskIdentity};
 use crate::state::journal::{self, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
-use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
-use crate::state::run_report;
+use crate::state::run_log::RunLog;
 use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
 use ledger::Ledger;
 use shared::SharedSpec;
+use teller::Teller;
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
 /// instead of spinning.
@@ -84,7 +88,8 @@ pub(crate) struct Run<'a> {
     reporter: &'a Reporter,
     interrupt: &'a Interrupt,
     lock: RunLock,
-    log: RunLog,
+    /// The one door for telling what happens.
+    teller: Teller<'a>,
     spec: SharedSpec,
     /// What the run counts, shared by every task of the run.
     ledger: Ledger,
@@ -233,13 +238,18 @@ pub(crate) async fn run(
     }
     reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));
     reporter.set_budget(settings.max_cost);
-    let (lock, takeover) = RunLock::acquire(
-        &ws.repo.run_lock_path(),
-        &ws.state_dir
-            .legacy_lock_dir(ws.repo.top(), &ws.repo.branch_name()?),
-        &settings.argv,
-    )?;
+    let (lock, takeover) = ws.take_lock(settings)?;
     let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
+    let ledger = Ledger::new(Summary {
+        state_dir: ws.state_dir.dir(),
+        max_cost: settings.max_cost,
+        ..Summary::default()
+    });
+    let teller = Teller::new(
+        reporter,
+        RunLog::new(ws.state_dir.run_log(), run_id.clone()),
+        ledger.clone(),
+    );
     if let Some(command) = &settings.notify {
         reporter.attach_notifier(Notifier::new(
             command,
@@ -253,11 +263,17 @@ pub(crate) async fn run(
         &format!("kern is running tasks in {}", ws.repo.top().display()),
     );
     if let Some(awake) = &awake {
-        reporter.hear(&RunEvent::Told(Told::Awake {
+        teller.emit(RunEvent::Told(Told::Awake {
             tool: awake.tool.to_string(),
         }));
     }
-    let result = run_locked(settings, ws, reporter, interrupt, lock, takeover, run_id).await;
+    let held = Held {
+        lock,
+        takeover,
+        teller,
+        ledger,
+    };
+    let result = run_locked(settings, ws, reporter, interrupt, held, &run_id).await;
     drop(awake);
     reporter.settle_notifications();
     result
@@ -292,23 +308,13 @@ pub(super) fn all_ran(total: u32) -> String {
     }
 }
 
-/// Tells the `--notify` command that the run stopped for the person, when `error` means that
-/// (exit 2: SPEC.md, the tree, the check; exit 5: the agent).
-fn notify_if_stopped_for_person(reporter: &Reporter, error: &Error) {
-    let code = error.exit_code();
-    if code == crate::error::EXIT_USAGE || code == crate::error::EXIT_AGENT_NEEDS_USER {
-        reporter.notify(
-            EventKind::StoppedForPerson,
-            serde_json::json!({
-                "text": format!(
-                    "kern stopped (exit {code}): {}",
-                    error.to_string().lines().next().unwrap_or("")
-                ),
-                "exit_code": code,
-                "message": error.to_string(),
-            }),
-        );
-    }
+/// What a run holds once it has the lock: the lock (and what it took over), its door for
+/// telling and its ledger.
+struct Held<'a> {
+    lock: RunLock,
+    takeover: Option<crate::state::lock::Takeover>,
+    teller: Teller<'a>,
+    ledger: Ledger,
 }
 
 /// Refuses (exit 2, before any agent) a task list whose only tasks kern could take are
@@ -326,15 +332,20 @@ fn only_examples(settings: &Settings, ws: &Workspace, doc: &Document) -> Result<
 }
 
 /// The run once the lock is held: everything after it, to the summary.
-async fn run_locked(
-    settings: &Settings,
-    ws: &Workspace,
-    reporter: &Reporter,
-    interrupt: &Interrupt,
-    lock: RunLock,
-    takeover: Option<crate::state::lock::Takeover>,
-    run_id: String,
+async fn run_locked<'a>(
+    settings: &'a Settings,
+    ws: &'a Workspace,
+    reporter: &'a Reporter,
+    interrupt: &'a Interrupt,
+    held: Held<'a>,
+    run_id: &str,
 ) -> Result<()> {
+    let Held {
+        lock,
+        takeover,
+        teller,
+        ledger,
+    } = held;
     // A run looks at the work tree many times: from here on each look costs what changed.
     ws.repo.watch_work_tree();
     let spec = match SpecFile::load_as(&ws.spec_path, &ws.spec_display)
@@ -342,7 +353,7 @@ async fn run_locked(
     {
         Ok(spec) => spec,
         Err(e) => {
-            notify_if_stopped_for_person(reporter, &e);
+            teller.stopped(&e);
             return Err(e);
         }
     };
@@ -351,7 +362,7 @@ async fn run_locked(
             &ws.repo,
             name,
             settings.claim_ttl,
-            &run_id,
+            run_id,
         )?),
         None => None,
     };
@@ -361,33 +372,22 @@ async fn run_locked(
         reporter,
         interrupt,
         lock,
-        log: RunLog::new(ws.state_dir.run_log(), run_id),
+        teller,
         spec: SharedSpec::new(spec),
-        ledger: Ledger::new(Summary {
-            state_dir: ws.state_dir.dir(),
-            max_cost: settings.max_cost,
-            ..Summary::default()
-        }),
+        ledger,
         target: Target::Branch(BranchTarget {
             remote,
             ..BranchTarget::default()
         }),
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
-    {
-        let hook = reporter.hangup_hook();
-        let log = run.log.clone();
-        interrupt.on_hangup(Box::new(move || {
-            hook();
-            log.event(RunEvent::Hangup {});
-        }));
-    }
+    interrupt.on_hangup(Box::new(run.teller.hangup_hook()));
     if let Err(e) = run.recover(takeover) {
-        notify_if_stopped_for_person(reporter, &e);
+        run.teller.stopped(&e);
         return Err(e);
     }
     if let crate::repository::Head::Detached(oid) = ws.repo.head()? {
-        run.emit(RunEvent::Told(Told::Detached {
+        run.teller.emit(RunEvent::Told(Told::Detached {
             oid: oid.to_string(),
         }));
         if let Some(branch) = run.target.branch() {
@@ -395,11 +395,11 @@ async fn run_locked(
         }
     }
     if ws.repo.is_untracked(&ws.spec_path) {
-        run.emit(RunEvent::Told(Told::SpecUntracked {
+        run.teller.emit(RunEvent::Told(Told::SpecUntracked {
             spec: ws.spec_display.clone(),
         }));
     }
-    run.log.event(RunEvent::RunStart {
+    run.teller.emit(RunEvent::RunStart {
         iterations: settings.iterations,
         delay_s: settings.delay.as_secs(),
         agent: settings.agent.to_string(),
@@ -424,7 +424,9 @@ impl Run<'_> {
             }
             self.ledger.books().summary.iterations = index;
             let end = self.iteration(index, total).await?;
-            self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
+            self.ws
+                .state_dir
+                .clear_iteration_files(self.teller.run_id())?;
             match end {
                 IterationEnd::NothingLeft => {
                     let mut books = self.ledger.books();
@@ -450,7 +452,10 @@ impl Run<'_> {
             }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
                 self.lock.set_phase(Phase::Sleeping)?;
-                self.reporter.waiting("next iteration", self.settings.delay);
+                self.teller.emit(RunEvent::Told(Told::Waiting {
+                    reason: "next iteration".into(),
+                    remaining: self.settings.delay,
+                }));
                 if self.interrupt.sleep_or_interrupt(self.settings.delay).await {
                     return Err(Error::Interrupted {
                         signal: self.interrupt.requested().unwrap_or(2),
@@ -483,14 +488,14 @@ impl Run<'_> {
                 .iter()
                 .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
         if resuming {
-            self.emit(RunEvent::Told(Told::BaselineCheck {
+            self.teller.emit(RunEvent::Told(Told::BaselineCheck {
                 command,
                 skipped: true,
             }));
             return Ok(());
         }
         self.lock.set_phase(Phase::Check)?;
-        self.emit(RunEvent::Told(Told::BaselineCheck {
+        self.teller.emit(RunEvent::Told(Told::BaselineCheck {
             command: command.clone(),
             skipped: false,
         }));
@@ -506,31 +511,17 @@ impl Run<'_> {
         .await?;
         self.fence_denied(None, "baseline check", denied.as_ref());
         self.spec.next_step();
-        self.emit(RunEvent::Check {
+        self.teller.emit(RunEvent::Check {
             task: None,
             command: command.clone(),
-            passed: result == check::CheckResult::Passed,
+            passed: result == decide::CheckResult::Passed,
             output: None,
         });
         match result {
-            check::CheckResult::Passed => Ok(()),
-            check::CheckResult::Failed(output) => {
+            decide::CheckResult::Passed => Ok(()),
+            decide::CheckResult::Failed(output) => {
                 Err(Error::CheckFailsAtBaseline { command, output })
             }
-        }
-    }
-
-    /// Says what happened, once: the person's line ([`voice::said`]), `--notify`
-    /// ([`voice::notice`]), the end-of-run summary ([`Summary::on`]) and `run.jsonl` all
-    /// listen to the one event.
-    pub(super) fn emit(&mut self, event: RunEvent) {
-        self.reporter.hear(&event);
-        if let Some((kind, fields)) = voice::notice(&event) {
-            self.reporter.notify(kind, fields);
-        }
-        self.ledger.on(&event);
-        if event.is_recorded() {
-            self.log.event(event);
         }
     }
 
@@ -611,43 +602,19 @@ impl Run<'_> {
             }
             std::mem::take(&mut books.summary)
         };
-        self.log.event(RunEvent::RunEnd {
-            ended: summary.ended.clone(),
-            cost_usd: summary.cost_usd,
-            exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
-            iterations: summary.iterations,
-        });
-        self.reporter.finish();
-        self.reporter.summary(&summary);
         if let Err(e) = &result {
-            notify_if_stopped_for_person(self.reporter, e);
+            self.teller.stopped(e);
         }
-        self.notify_run_ended();
+        self.teller.ended(
+            RunEvent::RunEnd {
+                ended: summary.ended.clone(),
+                cost_usd: summary.cost_usd,
+                exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
+                iterations: summary.iterations,
+            },
+            &summary,
+        );
         result
-    }
-
-    /// Tells the `--notify` command the run ended, with the report's headline and totals (read
-    /// back from `run.jsonl`, as `kern report` reads them).
-    fn notify_run_ended(&self) {
-        let events =
-            crate::state::run_log::read_all(&self.ws.state_dir.run_log()).unwrap_or_default();
-        let mine: Vec<&crate::state::run_log::LoggedEvent> = events
-            .iter()
-            .filter(|e| e.run == self.log.run_id())
-            .collect();
-        let report = run_report::build(&[(self.log.run_id().to_string(), mine)], &|_| false);
-        let fields = match report.runs.first() {
-            Some(r) => serde_json::json!({
-                "text": r.headline,
-                "exit_code": r.exit_code,
-                "ended": r.ended,
-                "headline": r.headline,
-                "needs_you": r.needs_you.iter().map(|a| a.text.clone()).collect::<Vec<_>>(),
-                "totals": r.totals,
-            }),
-            None => serde_json::json!({}),
-        };
-        self.reporter.notify(EventKind::RunEnded, fields);
     }
 }
 
@@ -669,7 +636,7 @@ impl Run<'_> {
         ) {
             None => None,
             Some(decide::Pace::Stop(why)) => {
-                self.emit(RunEvent::Told(Told::Paced {
+                self.teller.emit(RunEvent::Told(Told::Paced {
                     line: why.clone(),
                     handed_over: false,
                 }));
@@ -680,7 +647,7 @@ impl Run<'_> {
                 until,
                 message,
             }) => {
-                self.emit(RunEvent::Told(Told::Paced {
+                self.teller.emit(RunEvent::Told(Told::Paced {
                     line: message,
                     handed_over: true,
                 }));

@@ -9,9 +9,9 @@
 //! two kills in a row never leave a lock file no run will remove.
 
 use crate::error::{Error, Result};
+use crate::event::{Leftover, RunEvent, Told};
 use crate::pipeline::Run;
 use crate::state::lock::{self, Phase, Takeover};
-use crate::state::run_log::{Leftover, RunEvent, Told};
 
 impl Run<'_> {
     /// Cleans up after a stale lock (see the module docs).
@@ -31,23 +31,23 @@ impl Run<'_> {
                     self.lock.set_recovering(Some(since))?;
                     stale_started = Some(since.system_time());
                 }
-                self.emit(RunEvent::LockRecovered {
+                self.teller.emit(RunEvent::LockRecovered {
                     pid: record.pid,
                     why,
                     phase: record.phase.to_string(),
                 });
                 if orphan {
-                    self.emit(RunEvent::Told(Told::OrphanStopped));
+                    self.teller.emit(RunEvent::Told(Told::OrphanStopped));
                 }
             }
             Some(Takeover::Unreadable { path }) => {
-                self.emit(RunEvent::Told(Told::LeftoverRemoved {
+                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::UnreadableLock,
                 }));
             }
             Some(Takeover::LegacyDir { path }) => {
-                self.emit(RunEvent::Told(Told::LeftoverRemoved {
+                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::ScriptLock,
                 }));
@@ -58,7 +58,7 @@ impl Run<'_> {
         // them: in the work tree, where it would block a new task or land in a commit.
         if let Some(dir) = self.ws.spec_path.parent() {
             for path in crate::atomic_file::remove_leftovers(dir) {
-                self.emit(RunEvent::Told(Told::LeftoverRemoved {
+                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::TempFile,
                 }));
@@ -66,7 +66,7 @@ impl Run<'_> {
         }
         if let Some(started) = stale_started {
             for path in self.ws.repo.recover_ref_locks(started)? {
-                self.emit(RunEvent::Told(Told::LeftoverRemoved {
+                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::GitLock,
                 }));
@@ -79,7 +79,7 @@ impl Run<'_> {
                 });
             };
             if let Some(path) = self.ws.repo.recover_index_lock(started)? {
-                self.emit(RunEvent::Told(Told::LeftoverRemoved {
+                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::GitLock,
                 }));

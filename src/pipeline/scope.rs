@@ -8,7 +8,7 @@
 //!   folders as in git's pathspecs (`*.md` is every Markdown file).
 //! - Companions of in-scope changes are in scope too ([`companion`], pure and table-tested):
 //!   a test whose name carries an in-scope file's stem, a lockfile beside a changed manifest,
-//!   a snapshot of an in-scope file.
+//!   a snapshot of an in-scope file; so are the red tests of a task tested first.
 //! - `--scope set-aside` (the default) saves what is outside under
 //!   `refs/kern/saved/<task>/out-of-scope-<n>`, puts those paths back to HEAD, and names them in
 //!   an `Out of scope` note it writes at once (so it lands in the task's commit, also for a
@@ -22,7 +22,7 @@ use globset::{Glob, GlobSetBuilder};
 use super::{Run, TaskRun};
 use crate::cli::ScopeMode;
 use crate::error::{Error, Result};
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::text;
 
 /// Lockfiles and the manifests they belong to.
@@ -116,7 +116,11 @@ impl Run<'_> {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
-        let out = outside(&it.start.scope, &changed)?;
+        let mut out = outside(&it.start.scope, &changed)?;
+        // A task tested first: its red tests are its proof, wherever they are.
+        if let Some(red) = it.start.red_of(&it.identity) {
+            out.retain(|p| !red.tests.contains(p));
+        }
         if out.is_empty() {
             return Ok(None);
         }
@@ -127,13 +131,13 @@ impl Run<'_> {
             .join(", ");
         if self.settings.scope == ScopeMode::Strict {
             let note = crate::reporter::voice::out_of_scope(&it.start.scope, &out);
-            self.emit(RunEvent::Told(Told::OutOfScope {
+            self.teller.emit(RunEvent::Told(Told::OutOfScope {
                 scope: it.start.scope.clone(),
                 paths: out.clone(),
             }));
             let attempts = self.attempts(it)?;
             return match super::decide::after_check(
-                super::check::CheckResult::Failed(note),
+                super::decide::CheckResult::Failed(note),
                 &attempts,
                 self.settings.max_attempts,
             ) {
@@ -153,11 +157,11 @@ impl Run<'_> {
             ),
         )?;
         let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
-        self.emit(RunEvent::Told(Told::ScopeSetAside {
+        self.teller.emit(RunEvent::Told(Told::ScopeSetAside {
             task: it.title.clone(),
             note: note.clone(),
         }));
-        self.log.event(RunEvent::SetAside {
+        self.teller.emit(RunEvent::SetAside {
             task: it.title.clone(),
             git_ref: saved,
             paths: out,

@@ -7,10 +7,11 @@
 //! out of a commit (secrets, too large) never block a start.
 
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
+use crate::spec::TestsFirst;
 use crate::spec::{Document, TaskState};
 use crate::state::journal::{self, TaskStart};
-use crate::state::run_log::{RunEvent, Told};
 use std::path::PathBuf;
 
 impl Run<'_> {
@@ -55,19 +56,35 @@ impl Run<'_> {
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect();
             if !new.is_empty() {
-                self.emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
+                self.teller
+                    .emit(RunEvent::Told(Told::PersonsPaths { paths: new }));
             }
             self.remember_persons(&dirty);
             excluded.clone_from(&self.left_out.persons);
         }
+        let t = &doc.tasks()[task];
+        let tests_first = match t
+            .tests_first_command(self.settings.tests_first, self.settings.check.as_deref())
+        {
+            TestsFirst::NoCommand => {
+                return Err(Error::TestsFirstCommand {
+                    title: t.title.clone(),
+                    spec: self.ws.spec_display.clone(),
+                    line: t.line,
+                });
+            }
+            how => how.command(),
+        };
         let start = TaskStart {
             identity,
             base_commit: self.ws.repo.head_oid().map(|o| o.to_string()),
             excluded,
-            check: doc.tasks()[task].check_command().map(str::to_string),
-            must: super::verify::held_at_start(self.ws.repo.top(), &doc.tasks()[task].must_text()),
-            tests_read_only: doc.tasks()[task].tests_read_only(),
-            scope: doc.tasks()[task].scope(),
+            check: t.check_command().map(str::to_string),
+            must: super::verify::held_at_start(self.ws.repo.top(), &t.must_text()),
+            tests_read_only: t.tests_read_only(),
+            scope: t.scope(),
+            tests_first,
+            red: None,
         };
         journal::save(&path, &start)?;
         Ok(start)

@@ -1,7 +1,7 @@
 //! Done means verified (DESIGN.md section 16): after implement reports SUCCESS and the check
 //! passes, kern itself checks the task's must-haves (`> **Must:**`) and, with `> **Tests:**
-//! read-only` (or `--tests-read-only`), that no existing test was changed — before any review
-//! is paid for.
+//! read-only` (or `--tests-read-only`, or a task tested first), that no existing test was
+//! changed — before any review is paid for.
 //!
 //! Decisions a reader must know:
 //! - The must-haves and the Tests note are held as of the task's start (`task.json`), like its
@@ -15,13 +15,14 @@
 
 use std::path::Path;
 
-use super::check::{self, CheckResult};
+use super::check;
+use super::decide::CheckResult;
 use super::decide::{self, Next};
 use super::{Run, TaskRun};
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent};
 use crate::spec::MustHave;
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent};
 
 /// What kern found for one must-have.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,22 +82,13 @@ fn judge_file(top: &Path, must: &MustHave) -> (bool, String) {
             path,
             pattern,
             absent,
-        } => {
-            let Ok(bytes) = std::fs::read(top.join(path)) else {
-                return (false, format!("`{path}` cannot be read (no such file?)"));
-            };
-            let Ok(re) = regex::bytes::Regex::new(pattern) else {
-                return (false, "the pattern does not compile".into());
-            };
-            match re.find(&bytes) {
-                Some(m) => {
-                    let line = 1 + bytes[..m.start()].iter().filter(|&&b| b == b'\n').count();
-                    let text = String::from_utf8_lossy(m.as_bytes());
-                    (!*absent, format!("`{path}:{line}` holds `{}`", text.trim()))
-                }
-                None => (*absent, format!("`{path}` holds no match")),
+        } => match crate::spec::compile_grep(pattern) {
+            Ok(re) => {
+                let seen = crate::spec::grep_file(&top.join(path), &re);
+                (seen.holds(*absent), seen.seen(path))
             }
-        }
+            Err(why) => (false, format!("the pattern does not compile: {why}")),
+        },
         MustHave::Run { .. } => (false, "not a file must-have".into()),
     }
 }
@@ -131,7 +123,9 @@ impl Run<'_> {
                     .map(|m| (m, *held))
             })
             .collect();
-        let read_only = it.start.tests_read_only || self.settings.tests_read_only;
+        let read_only = it.start.tests_read_only
+            || self.settings.tests_read_only
+            || it.start.tests_first.is_some();
         if musts.is_empty() && !read_only {
             return Ok(None);
         }
@@ -173,9 +167,18 @@ impl Run<'_> {
             let changed = self.changed_since_start(it)?;
             let base = it.start.base_oid();
             let repo = &self.ws.repo;
-            let weakened = weakened_tests(&changed, &|p| {
+            // A task tested first: its own tests are held by `tests_first`, not here.
+            let held = it
+                .start
+                .red_of(&it.identity)
+                .map(|r| r.tests.clone())
+                .unwrap_or_default();
+            let weakened: Vec<String> = weakened_tests(&changed, &|p| {
                 base.is_some_and(|b| repo.file_at(b, Path::new(p)))
-            });
+            })
+            .into_iter()
+            .filter(|p| !held.contains(p))
+            .collect();
             findings.push(Finding {
                 what: "tests read-only".into(),
                 passed: weakened.is_empty(),
@@ -191,7 +194,7 @@ impl Run<'_> {
             });
         }
         let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
-        self.emit(RunEvent::Must {
+        self.teller.emit(RunEvent::Must {
             task: it.title.clone(),
             findings: findings.iter().map(Finding::line).collect(),
             passed: failed.is_empty(),
@@ -199,14 +202,8 @@ impl Run<'_> {
         });
         it.verified = findings.iter().map(Finding::line).collect();
         // The implement stage's record carries them too, for jq.
-        let record_path = self
-            .ws
-            .state_dir
-            .stage_record(crate::stage::Stage::Implement);
-        if let Some(mut record) = crate::stage::record::StageRecord::load(&record_path) {
-            record.kern.must.clone_from(&it.verified);
-            record.write(&record_path)?;
-        }
+        let verified = it.verified.clone();
+        self.annotate_implement_record(|kern| kern.must = verified)?;
         if failed.is_empty() {
             return Ok(None);
         }
@@ -229,8 +226,25 @@ impl Run<'_> {
         }
     }
 
+    /// Adds what kern found after implement (the must-haves, the tests of a task tested
+    /// first) to the implement stage's record, for jq; nothing when there is none.
+    pub(super) fn annotate_implement_record(
+        &self,
+        add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
+    ) -> Result<()> {
+        let path = self
+            .ws
+            .state_dir
+            .stage_record(crate::stage::Stage::Implement);
+        if let Some(mut record) = crate::stage::record::StageRecord::load(&path) {
+            add(&mut record.kern);
+            record.write(&path)?;
+        }
+        Ok(())
+    }
+
     /// The paths the task changed since its base commit: its commits' and the work tree's.
-    fn changed_since_start(&self, it: &TaskRun) -> Result<Vec<String>> {
+    pub(super) fn changed_since_start(&self, it: &TaskRun) -> Result<Vec<String>> {
         let mut changed: Vec<String> = self
             .changed_paths(it)?
             .iter()
@@ -283,11 +297,7 @@ mod tests {
                 true,
                 "`src/lib.rs` holds no match",
             ),
-            (
-                "grep src/gone.rs x",
-                false,
-                "`src/gone.rs` cannot be read (no such file?)",
-            ),
+            ("grep src/gone.rs x", false, "no such file `src/gone.rs`"),
         ];
         for (line, passed, seen) in cases {
             let must = crate::spec::parse_must(line).remove(0).unwrap();

@@ -8,12 +8,13 @@
 //! those six characters.
 //!
 //! Templates:
-//! - The defaults `prompts/1_research.md`, `prompts/2_implement.md`, `prompts/3_commit.md` are
-//!   embedded in the binary; a repository overrides any of them with a file of the same name
-//!   in `.kern/prompts/`. Every template is parsed and checked when loaded, so a broken one
-//!   stops kern at start-up (and in `kern -n` and `kern doctor`) with the file and line, never
+//! - The defaults `prompts/1_research.md`, `prompts/2_tests.md` (the tests step of a task
+//!   tested first), `prompts/2_implement.md`, `prompts/3_commit.md` are embedded in the
+//!   binary; a repository overrides any of them with a file of the same name in
+//!   `.kern/prompts/`. Every template is parsed and checked when loaded, so a broken one stops
+//!   kern at start-up (and in `kern -n` and `kern doctor`) with the file and line, never
 //!   mid-run. An override must hold text and use `{TASK}`, and a `.md` file there that is
-//!   none of the three names is an error (a misnamed override would be silently unused).
+//!   none of the four names is an error (a misnamed override would be silently unused).
 //! - Front matter is optional: a first line `---`, lines `key: value`, a closing `---`. The
 //!   only key is `model` (a Claude model name; quotes around it are dropped). Blank lines and
 //!   `#` comment lines are allowed inside it.
@@ -60,6 +61,20 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
+/// What kern adds to a prompt for a task's discovery level (DESIGN.md section 17): research
+/// kept short at level 1; research and review asked to go deep at level 3.
+pub(crate) fn level_note(level: u8, stage: Stage) -> Option<&'static str> {
+    match (level, stage) {
+        (1, Stage::Research) => Some(
+            "\n\nkern rates this task a small one (discovery level 1): keep the research short — at most 5 notes, read only what the task names and what it calls.\n",
+        ),
+        (3, Stage::Research | Stage::Review) => Some(
+            "\n\nkern rates this task architectural (discovery level 3): go deep — read every module it touches and the ways they can break, before you answer.\n",
+        ),
+        _ => None,
+    }
+}
+
 /// Budget of `{LEARNINGS}`: the tail of LEARNINGS.md is kept.
 pub const BUDGET_LEARNINGS: usize = 8 * 1024;
 /// Budget of `{COMMITS}`: the head (newest commits) is kept.
@@ -79,6 +94,7 @@ pub const BUDGET_SPEC_PATH: usize = 1024;
 const NONE_TEXT: &str = "(none)";
 
 const BUILTIN_RESEARCH: &str = include_str!("../../prompts/1_research.md");
+const BUILTIN_TESTS: &str = include_str!("../../prompts/2_tests.md");
 const BUILTIN_IMPLEMENT: &str = include_str!("../../prompts/2_implement.md");
 const BUILTIN_COMMIT: &str = include_str!("../../prompts/3_commit.md");
 
@@ -168,7 +184,7 @@ impl Placeholder {
             Placeholder::Diff => Some("git diff"),
             Placeholder::PrevResult => Some(match stage {
                 Stage::Research => "previous stage result",
-                Stage::Implement => "research result",
+                Stage::Tests | Stage::Implement => "research result",
                 Stage::Review => "implement summary",
             }),
             Placeholder::Attempts | Placeholder::SpecPath => None,
@@ -335,10 +351,11 @@ impl Template {
     }
 }
 
-/// The three templates of a run.
+/// The templates of a run, one per stage.
 #[derive(Debug, Clone)]
 pub struct Templates {
     research: Template,
+    tests: Template,
     implement: Template,
     commit: Template,
 }
@@ -370,6 +387,7 @@ impl Templates {
         };
         let templates = Templates {
             research: load(Stage::Research)?,
+            tests: load(Stage::Tests)?,
             implement: load(Stage::Implement)?,
             commit: load(Stage::Review)?,
         };
@@ -381,6 +399,7 @@ impl Templates {
     pub fn get(&self, stage: Stage) -> &Template {
         match stage {
             Stage::Research => &self.research,
+            Stage::Tests => &self.tests,
             Stage::Implement => &self.implement,
             Stage::Review => &self.commit,
         }
@@ -390,6 +409,7 @@ impl Templates {
     pub fn builtin(stage: Stage) -> &'static str {
         match stage {
             Stage::Research => BUILTIN_RESEARCH,
+            Stage::Tests => BUILTIN_TESTS,
             Stage::Implement => BUILTIN_IMPLEMENT,
             Stage::Review => BUILTIN_COMMIT,
         }
@@ -432,7 +452,7 @@ fn unknown_overrides(folder: &Path) -> Result<()> {
     }
 }
 
-/// `1_research.md, 2_implement.md and 3_commit.md`.
+/// `1_research.md, 2_tests.md, 2_implement.md and 3_commit.md`.
 fn template_names() -> String {
     let names: Vec<&str> = Stage::ALL.iter().map(|s| s.template_name()).collect();
     match names.split_last() {
@@ -1042,7 +1062,7 @@ mod tests {
             (
                 "research.md",
                 "Research {TASK}.\n",
-                "kern reads no template of this name — it reads 1_research.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
+                "kern reads no template of this name — it reads 1_research.md, 2_tests.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
             ),
         ];
         for (name, text, message) in cases {

@@ -266,39 +266,6 @@ impl Reporter {
         }
     }
 
-    /// A usage-limit wait began: for the `--notify` command (the countdown itself is
-    /// [`Reporter::waiting`]).
-    pub(crate) fn usage_limit_wait(
-        &self,
-        stage: Stage,
-        task: &str,
-        reason: &str,
-        resets_at: Option<i64>,
-        wait: Duration,
-    ) {
-        let until = crate::timestamp::Timestamp::from_epoch_seconds(
-            crate::timestamp::Timestamp::now().epoch_seconds()
-                + i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2),
-        );
-        self.notify(
-            notify::EventKind::UsageLimitWait,
-            serde_json::json!({
-                "text": format!(
-                    "usage limit hit in the {} stage of {}: waiting {} (until {until})",
-                    stage.name(),
-                    crate::spec::Quoted(task),
-                    text::duration(wait)
-                ),
-                "stage": stage.name(),
-                "task": task,
-                "reason": reason,
-                "resets_at": resets_at.map(crate::timestamp::Timestamp::from_epoch_seconds),
-                "wait_s": wait.as_secs(),
-                "until": until,
-            }),
-        );
-    }
-
     #[cfg(test)]
     /// A reporter writing to a [`Capture`], which is returned with it.
     pub(crate) fn capture(mode: Mode, color: bool) -> (Reporter, Capture) {
@@ -315,7 +282,7 @@ impl Reporter {
     }
 
     /// An iteration starts on `task`.
-    pub(crate) fn iteration(&self, index: u32, total: u32, task: &str) {
+    fn iteration(&self, index: u32, total: u32, task: &str) {
         let task = text::clean(task);
         self.update(|s| {
             s.iteration = Some((index, total));
@@ -335,7 +302,7 @@ impl Reporter {
     }
 
     /// A stage starts on `task`.
-    pub(crate) fn stage_started(&self, stage: Stage, task: &str) {
+    fn stage_started(&self, stage: Stage, task: &str) {
         let task = text::clean(task);
         self.update(|s| {
             s.stage = Some(stage);
@@ -363,13 +330,13 @@ impl Reporter {
     }
 
     /// What the run has cost so far: shown in the Live status line only.
-    pub(crate) fn cost_so_far(&self, usd: f64) {
+    fn cost_so_far(&self, usd: f64) {
         self.update(|s| s.cost_usd = Some(usd));
         self.show(None);
     }
 
     /// A stage finished: one line, e.g. `  ✓ implement  SUCCESS  2m 03s  $0.41  12 turns`.
-    pub(crate) fn stage_finished(&self, stage: Stage, line: &StageLine) {
+    fn stage_finished(&self, stage: Stage, line: &StageLine) {
         self.update(|s| {
             s.stage = None;
             s.tool = None;
@@ -384,9 +351,43 @@ impl Reporter {
         self.show(Some(Clock::Off));
     }
 
-    /// Tells the person what `event` says ([`voice::said`]): for the parts of a stage that
-    /// have no run of their own to emit through (the stage runner).
-    pub(crate) fn hear(&self, event: &crate::state::run_log::RunEvent) {
+    /// Hears a happening of the run: the live status follows it (the iteration's header, a
+    /// stage's start and its line, the cost so far, a countdown), and the person is told what
+    /// [`voice::said`] says of it. The run's one door (`pipeline/teller.rs`) calls it.
+    pub(crate) fn hear(&self, event: &crate::event::RunEvent) {
+        use crate::event::{RunEvent, Told};
+        match event {
+            RunEvent::IterationStart {
+                index, of, task, ..
+            } => self.iteration(*index, *of, task),
+            RunEvent::StageEnd {
+                stage,
+                error: None,
+                said,
+                duration_ms,
+                cost_usd,
+                turns,
+                failure,
+                fence,
+                ..
+            } => self.stage_finished(
+                *stage,
+                &StageLine {
+                    outcome: said.clone().unwrap_or_default(),
+                    duration: Duration::from_millis(*duration_ms),
+                    cost_usd: *cost_usd,
+                    turns: *turns,
+                    note: failure.clone(),
+                    fence: fence.clone(),
+                },
+            ),
+            RunEvent::Told(Told::StageTry { stage, task }) => self.stage_started(*stage, task),
+            RunEvent::Told(Told::CostSoFar { usd }) => self.cost_so_far(*usd),
+            RunEvent::Told(Told::Waiting { reason, remaining }) => {
+                self.waiting(reason, *remaining);
+            }
+            _ => {}
+        }
         for said in voice::said(event) {
             self.tell(&said);
         }
@@ -429,7 +430,7 @@ impl Reporter {
     /// A countdown: a usage-limit wait or a retry delay, `remaining` from now. Call it again
     /// as the wait goes on. Live shows it in the status line (and prints the start once);
     /// Plain prints a line at the start and then at most once a minute; Quiet prints nothing.
-    pub(crate) fn waiting(&self, reason: &str, remaining: Duration) {
+    fn waiting(&self, reason: &str, remaining: Duration) {
         let reason = text::clean(reason);
         let print = {
             let mut s = lock(&self.status);

@@ -9,8 +9,8 @@
 
 use super::lines::Summary;
 use super::notify::EventKind;
+use crate::event::{Leftover, RunEvent, TaskTaken, Told};
 use crate::spec::Quoted;
-use crate::state::run_log::{Leftover, RunEvent, TaskTaken, Told};
 use crate::text;
 
 /// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.
@@ -103,6 +103,34 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
                 if *held { Info(line) } else { Warn(line) }
             })
             .collect(),
+        RunEvent::TestsRed {
+            command,
+            tests,
+            failed: true,
+            ..
+        } => vec![Info(format!(
+            "tests first: ✓ red — `{command}` fails on the base commit plus {}",
+            tests.join(", ")
+        ))],
+        RunEvent::TestsRed { command, tests, .. } => vec![Warn(format!(
+            "tests first: ✗ red — `{command}` already passes on the base commit plus {}: tests that pass before the change prove nothing",
+            tests.join(", ")
+        ))],
+        RunEvent::TestsGreen { changed, .. } if !changed.is_empty() => vec![Warn(format!(
+            "tests first: ✗ held — implement changed the task's tests: {} (put back)",
+            changed.join(", ")
+        ))],
+        RunEvent::TestsGreen {
+            command, passed, ..
+        } => vec![if *passed {
+            Info(format!(
+                "tests first: ✓ green — `{command}` passes after implement"
+            ))
+        } else {
+            Warn(format!(
+                "tests first: ✗ green — `{command}` still fails after implement"
+            ))
+        }],
         RunEvent::SharedRef { moved, .. } => moved.iter().map(|m| Warn(m.clone())).collect(),
         RunEvent::Violation { violations, .. } => violations
             .iter()
@@ -135,6 +163,12 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
 fn told_lines(told: &Told) -> Vec<Said> {
     use Said::{Info, Warn};
     match told {
+        // The live status shows these (`Reporter::hear`); `--notify` hears the last two.
+        Told::StageTry { .. }
+        | Told::CostSoFar { .. }
+        | Told::Waiting { .. }
+        | Told::UsageLimitWait { .. }
+        | Told::StoppedForPerson { .. } => Vec::new(),
         Told::Paced { line, .. } => vec![Info(line.clone())],
         Told::ResearchSkipped { level_zero: true } => vec![Info(
             "research: skipped, level 0 (implement gets the task and the context)".into(),
@@ -451,6 +485,46 @@ pub(crate) fn commits_on_no_branch(head: &str) -> String {
 /// The `--notify` event for `event`, when it is one of the moments a notifier hears about.
 pub(crate) fn notice(event: &RunEvent) -> Option<(EventKind, serde_json::Value)> {
     match event {
+        RunEvent::Told(Told::UsageLimitWait {
+            stage,
+            task,
+            reason,
+            resets_at,
+            wait,
+        }) => {
+            let until = crate::timestamp::Timestamp::from_epoch_seconds(
+                crate::timestamp::Timestamp::now().epoch_seconds()
+                    + i64::try_from(wait.as_secs()).unwrap_or(i64::MAX / 2),
+            );
+            Some((
+                EventKind::UsageLimitWait,
+                serde_json::json!({
+                    "text": format!(
+                        "usage limit hit in the {} stage of {}: waiting {} (until {until})",
+                        stage.name(),
+                        Quoted(task),
+                        text::duration(*wait)
+                    ),
+                    "stage": stage.name(),
+                    "task": task,
+                    "reason": reason,
+                    "resets_at": resets_at.map(crate::timestamp::Timestamp::from_epoch_seconds),
+                    "wait_s": wait.as_secs(),
+                    "until": until,
+                }),
+            ))
+        }
+        RunEvent::Told(Told::StoppedForPerson { code, message }) => Some((
+            EventKind::StoppedForPerson,
+            serde_json::json!({
+                "text": format!(
+                    "kern stopped (exit {code}): {}",
+                    message.lines().next().unwrap_or("")
+                ),
+                "exit_code": code,
+                "message": message,
+            }),
+        )),
         RunEvent::Blocked { task, why, line } => Some((
             EventKind::TaskBlocked,
             serde_json::json!({

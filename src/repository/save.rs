@@ -101,22 +101,7 @@ impl Repository {
             remove_any(&full)?;
             match from_head {
                 Some(item) if item.kind() == Some(git2::ObjectType::Blob) => {
-                    let mode = u32::try_from(item.filemode()).unwrap_or(MODE_FILE);
-                    let blob = self.repo.find_blob(item.id()).map_err(|e| {
-                        Error::git(format!("reading `{}` from HEAD", rel.display()), e)
-                    })?;
-                    if let Some(parent) = full.parent() {
-                        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-                    }
-                    if mode == MODE_LINK {
-                        std::os::unix::fs::symlink(OsStr::from_bytes(blob.content()), &full)
-                            .map_err(|e| Error::io(&full, e))?;
-                    } else {
-                        fs::write(&full, blob.content()).map_err(|e| Error::io(&full, e))?;
-                        let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
-                        fs::set_permissions(&full, fs::Permissions::from_mode(perm))
-                            .map_err(|e| Error::io(&full, e))?;
-                    }
+                    self.write_entry(rel, &item, "HEAD")?;
                     index.add_path(rel).map_err(|e| {
                         Error::git(format!("restoring `{}` in the index", rel.display()), e)
                     })?;
@@ -131,6 +116,65 @@ impl Repository {
         index
             .write()
             .map_err(|e| Error::git("writing the index", e))
+    }
+
+    /// Writes the work tree's `rel` as `item` (a blob of `whence`) has it: its bytes, its mode,
+    /// a symlink as a symlink; the folders it needs are made.
+    fn write_entry(&self, rel: &Path, item: &git2::TreeEntry<'_>, whence: &str) -> Result<()> {
+        let full = self.top.join(rel);
+        let mode = u32::try_from(item.filemode()).unwrap_or(MODE_FILE);
+        let blob = self
+            .repo
+            .find_blob(item.id())
+            .map_err(|e| Error::git(format!("reading `{}` from {whence}", rel.display()), e))?;
+        if let Some(parent) = full.parent() {
+            fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        if mode == MODE_LINK {
+            std::os::unix::fs::symlink(OsStr::from_bytes(blob.content()), &full)
+                .map_err(|e| Error::io(&full, e))?;
+        } else {
+            fs::write(&full, blob.content()).map_err(|e| Error::io(&full, e))?;
+            let perm = if mode == MODE_EXEC { 0o755 } else { 0o644 };
+            fs::set_permissions(&full, fs::Permissions::from_mode(perm))
+                .map_err(|e| Error::io(&full, e))?;
+        }
+        Ok(())
+    }
+
+    /// The paths among `paths` whose work-tree bytes differ from what commit `saved` holds:
+    /// changed, gone, or absent from the commit.
+    pub fn differ_from(&self, saved: Oid, paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+        let tree = self.tree_of(Some(saved), "reading a saved commit")?;
+        let mut differ = Vec::new();
+        for rel in paths {
+            let kept = tree
+                .as_ref()
+                .and_then(|t| t.get_path(rel).ok())
+                .map(|e| e.id());
+            let now = self.blob_of(&self.top.join(rel))?.map(|(_, id)| id);
+            if kept.is_none() || kept != now {
+                differ.push(rel.clone());
+            }
+        }
+        Ok(differ)
+    }
+
+    /// Puts `paths` back in the work tree as commit `saved` holds them (the index is left
+    /// alone: they are the task's uncommitted work); a path the commit lacks is removed.
+    pub fn put_back_from(&self, saved: Oid, paths: &[PathBuf]) -> Result<()> {
+        let tree = self.tree_of(Some(saved), "reading a saved commit")?;
+        for rel in paths {
+            let full = self.top.join(rel);
+            remove_any(&full)?;
+            match tree.as_ref().and_then(|t| t.get_path(rel).ok()) {
+                Some(item) if item.kind() == Some(git2::ObjectType::Blob) => {
+                    self.write_entry(rel, &item, "a saved commit")?;
+                }
+                _ => self.prune_empty_folders(&full),
+            }
+        }
+        Ok(())
     }
 
     /// The refs under `prefix` (e.g. `refs/kern/attempts/add-the-parser/`), sorted.

@@ -46,9 +46,17 @@ impl Context {
         self.cwd.join(self.subst(text))
     }
 
-    pub(super) fn default_result(&self) -> Value {
+    /// The result a run without `result` ends with; the tests step's names the files the run
+    /// wrote or appended to (`written`) as the task's tests.
+    pub(super) fn default_result(&self, written: &[String]) -> Value {
         match self.stage {
             Stage::Research => json!({"notes": [format!("read the code for {}", self.task)]}),
+            Stage::Tests => json!({
+                "status": "SUCCESS",
+                "summary": format!("wrote the tests of {}", self.task),
+                "tests": written.iter().map(|p| self.subst(p)).collect::<Vec<_>>(),
+                "attempt_note": null
+            }),
             Stage::Implement => {
                 json!({"status": "SUCCESS", "summary": format!("did {}", self.task)})
             }
@@ -63,7 +71,13 @@ pub(super) fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32
         std::thread::sleep(Duration::from_millis(ms));
     }
     let structured = match &run.result {
-        None => context.default_result(),
+        None => context.default_result(
+            &run.write
+                .keys()
+                .chain(run.append.keys())
+                .cloned()
+                .collect::<Vec<_>>(),
+        ),
         Some(value) => context.subst_value(value),
     };
     let text = match (&run.text, &structured) {

@@ -235,7 +235,7 @@ mod tests {
             PathBuf::from("/repo/docs/add-a-readme.md")
         );
         assert_eq!(
-            context.default_result(),
+            context.default_result(&[]),
             json!({"verdict": "COMMIT", "subject": "Add a README"})
         );
     }

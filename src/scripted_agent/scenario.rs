@@ -27,6 +27,8 @@ pub(crate) struct Scenario {
 pub(crate) struct StagePlans {
     /// Stage 1.
     pub research: Option<Runs>,
+    /// The tests step (stage 2's first half, for a task tested first).
+    pub tests: Option<Runs>,
     /// Stage 2.
     pub implement: Option<Runs>,
     /// Stage 3.
@@ -42,6 +44,8 @@ pub(crate) struct TaskPlans {
     pub pattern: String,
     /// Stage 1.
     pub research: Option<Runs>,
+    /// The tests step.
+    pub tests: Option<Runs>,
     /// Stage 2.
     pub implement: Option<Runs>,
     /// Stage 3.
@@ -215,9 +219,12 @@ impl Scenario {
     /// The counting key and the runs for `task` in `stage`.
     pub(crate) fn plan(&self, task: &str, stage: Stage) -> (String, Option<&Runs>) {
         let from_default = pick(
-            self.default.research.as_ref(),
-            self.default.implement.as_ref(),
-            self.default.commit.as_ref(),
+            [
+                self.default.research.as_ref(),
+                self.default.tests.as_ref(),
+                self.default.implement.as_ref(),
+                self.default.commit.as_ref(),
+            ],
             stage,
         );
         match self
@@ -229,9 +236,12 @@ impl Scenario {
             Some((i, entry)) => (
                 format!("tasks[{i}]/{}", stage.name()),
                 pick(
-                    entry.research.as_ref(),
-                    entry.implement.as_ref(),
-                    entry.commit.as_ref(),
+                    [
+                        entry.research.as_ref(),
+                        entry.tests.as_ref(),
+                        entry.implement.as_ref(),
+                        entry.commit.as_ref(),
+                    ],
                     stage,
                 )
                 .or(from_default),
@@ -241,14 +251,12 @@ impl Scenario {
     }
 }
 
-fn pick<'a>(
-    research: Option<&'a Runs>,
-    implement: Option<&'a Runs>,
-    commit: Option<&'a Runs>,
-    stage: Stage,
-) -> Option<&'a Runs> {
+/// The runs of `stage` among a plan's `[research, tests, implement, commit]`.
+fn pick(runs: [Option<&Runs>; 4], stage: Stage) -> Option<&Runs> {
+    let [research, tests, implement, commit] = runs;
     match stage {
         Stage::Research => research,
+        Stage::Tests => tests,
         Stage::Implement => implement,
         Stage::Review => commit,
     }

@@ -15,7 +15,7 @@
 //!
 //! Longer bracketed text (`[docs]`, `[Story]`) and links are ordinary text.
 
-use super::document::TaskState;
+use super::marker::TaskState;
 
 /// What kind of task a box makes, beyond its state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

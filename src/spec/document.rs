@@ -12,64 +12,12 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::diagnostic::{Diagnostic, Severity};
 use super::dialect::TaskKind;
-use super::parse::{Builder, loose_title};
-use super::validate::{Diagnostic, Severity};
-
-/// Parses made by [`Document::parse`] in this process.
-static PARSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// The state of a task, written as the one character inside its box.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskState {
-    /// `[ ]`: not started.
-    Pending,
-    /// `[~]`: being worked on (at most one chain: a task and its ancestors).
-    InProgress,
-    /// `[x]` or `[X]`: finished.
-    Done,
-    /// `[!]`: kern gave up; a person must look.
-    Blocked,
-}
-
-impl TaskState {
-    /// The character kern writes inside the box for this state (`x` for done).
-    pub fn marker_char(self) -> char {
-        match self {
-            TaskState::Pending => ' ',
-            TaskState::InProgress => '~',
-            TaskState::Done => 'x',
-            TaskState::Blocked => '!',
-        }
-    }
-
-    /// The state's name in machine output: `pending`, `in_progress`, `done`, `blocked`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Pending => "pending",
-            TaskState::InProgress => "in_progress",
-            TaskState::Done => "done",
-            TaskState::Blocked => "blocked",
-        }
-    }
-
-    /// The state a box character stands for, if it is one of kern's.
-    pub fn from_marker(c: char) -> Option<TaskState> {
-        match c {
-            ' ' => Some(TaskState::Pending),
-            '~' => Some(TaskState::InProgress),
-            'x' | 'X' => Some(TaskState::Done),
-            '!' => Some(TaskState::Blocked),
-            _ => None,
-        }
-    }
-
-    /// True for pending and in-progress tasks: work remains.
-    pub fn is_unfinished(self) -> bool {
-        matches!(self, TaskState::Pending | TaskState::InProgress)
-    }
-}
+use super::lines::LineIndex;
+pub use super::marker::TaskState;
+use super::must::{TestsFirst, TestsNote};
+pub use super::notes::NoteKind;
 
 /// The line ending a file uses; kern writes inserted lines with the same one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,66 +34,6 @@ impl LineEnding {
         match self {
             LineEnding::Lf => "\n",
             LineEnding::CrLf => "\r\n",
-        }
-    }
-}
-
-/// The kind of a kern note inside a task's item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NoteKind {
-    /// `> **Research:**`, a blank `>` line and `> - …` bullets, written after stage 1.
-    Research,
-    /// `> **Attempt N:** …`, one per failed attempt.
-    Attempt(u32),
-    /// `> **Skipped:** …`, the agent's reason for skipping.
-    Skipped,
-    /// `> **Blocked:** …`, why kern gave up.
-    Blocked,
-    /// `> **Check:** <command>`, written by a person: this task's own check command.
-    Check,
-    /// `> **After:** <title>`, written by a person: with parallel tasks (`-j`), this task waits
-    /// until the task of that title is done.
-    After,
-    /// `> **Review:** kern/<task>`, written by kern with `--review`: the task's commit waits on
-    /// that branch for `kern accept` or `kern reject`. It stays as the record afterwards.
-    Review,
-    /// `> **Must:**` and one must-have a line, written by a person: what kern itself checks
-    /// before the task can be done (`spec::must`).
-    Must,
-    /// `> **Tests:** read-only`, written by a person: the task may add tests but never change
-    /// or delete an existing one.
-    Tests,
-    /// `> **Scope:** <paths and globs>`, written by a person: what the task may change.
-    Scope,
-    /// `> **Level:** 0-3`, written by a person: the task's discovery level.
-    Level,
-    /// `> **Out of scope:** …`, written by kern: what the task changed outside its Scope and
-    /// where it was set aside.
-    OutOfScope,
-}
-
-impl NoteKind {
-    /// True for the notes whose text is a bullet list, laid out as Research is: the header
-    /// alone, a blank `>` line, the bullets.
-    pub fn is_list(self) -> bool {
-        matches!(self, NoteKind::Research | NoteKind::Must)
-    }
-
-    /// The header word(s) as written between `**` and `:**`.
-    pub fn header(self) -> String {
-        match self {
-            NoteKind::Research => "Research".to_string(),
-            NoteKind::Attempt(n) => format!("Attempt {n}"),
-            NoteKind::Skipped => "Skipped".to_string(),
-            NoteKind::Blocked => "Blocked".to_string(),
-            NoteKind::Check => "Check".to_string(),
-            NoteKind::After => "After".to_string(),
-            NoteKind::Review => "Review".to_string(),
-            NoteKind::Must => "Must".to_string(),
-            NoteKind::Tests => "Tests".to_string(),
-            NoteKind::Scope => "Scope".to_string(),
-            NoteKind::Level => "Level".to_string(),
-            NoteKind::OutOfScope => "Out of scope".to_string(),
         }
     }
 }
@@ -345,9 +233,33 @@ impl Task {
 
     /// True when the task's Tests note says `read-only`.
     pub fn tests_read_only(&self) -> bool {
+        self.notes.iter().any(|n| {
+            n.kind == NoteKind::Tests && super::must::tests_note(&n.text) == TestsNote::ReadOnly
+        })
+    }
+
+    /// The task's (last) `> **Tests:** first [<command>]` note: its command, empty when it
+    /// names none (the task's Check is the command then).
+    pub fn tests_first(&self) -> Option<String> {
         self.notes
             .iter()
-            .any(|n| n.kind == NoteKind::Tests && n.text.trim().eq_ignore_ascii_case("read-only"))
+            .rev()
+            .filter(|n| n.kind == NoteKind::Tests)
+            .find_map(|n| match super::must::tests_note(&n.text) {
+                TestsNote::First(command) => Some(command),
+                _ => None,
+            })
+    }
+
+    /// How the task is tested first (`must::tests_first`): `flag` is `--tests-first`,
+    /// `fallback` the run's `--check`.
+    pub(crate) fn tests_first_command(&self, flag: bool, fallback: Option<&str>) -> TestsFirst {
+        super::must::tests_first(
+            self.tests_first().as_deref(),
+            flag,
+            self.check_command(),
+            fallback,
+        )
     }
 
     /// The command of the task's (last) Check note, if it has a non-empty one.
@@ -421,7 +333,7 @@ pub struct Counts {
 #[derive(Debug, Clone)]
 pub struct Document {
     pub(super) text: String,
-    pub(super) line_starts: Vec<usize>,
+    pub(super) lines: LineIndex,
     pub(super) line_ending: LineEnding,
     pub(super) tasks: Vec<Task>,
     pub(super) problems: Vec<Diagnostic>,
@@ -430,19 +342,6 @@ pub struct Document {
 }
 
 impl Document {
-    /// Parses SPEC.md text. Never fails and never panics: whatever is not a well-formed task is
-    /// either ordinary text or a problem that [`crate::spec::validate`] reports.
-    pub fn parse(text: &str) -> Document {
-        PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Builder::new(text).build()
-    }
-
-    /// How many times this process has parsed a SPEC.md: the loop reports it per iteration in
-    /// its diagnostics (`-v`), so that a regression in how often it re-reads shows.
-    pub fn parse_count() -> u64 {
-        PARSES.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Checks that the bytes are a text file (UTF-8, no NUL byte) and parses them. The error
     /// names the line and column of the first offending byte.
     pub fn from_bytes(bytes: &[u8]) -> Result<Document, Diagnostic> {
@@ -569,22 +468,18 @@ impl Document {
 
     /// 1-based line of a byte offset.
     pub fn line_of(&self, offset: usize) -> usize {
-        self.line_starts.partition_point(|&s| s <= offset)
+        self.lines.line_of(offset)
     }
 
     /// Byte offset of the start of the line holding `offset`.
     pub(crate) fn line_start(&self, offset: usize) -> usize {
-        self.line_starts[self.line_of(offset) - 1]
+        self.lines.line_start(offset)
     }
 
     /// Byte offset just past the line ending of the line holding `offset` (the text's end for
     /// a last line without one).
     pub(crate) fn line_end_after(&self, offset: usize) -> usize {
-        let line = self.line_of(offset);
-        self.line_starts
-            .get(line)
-            .copied()
-            .unwrap_or(self.text.len())
+        self.lines.next_line(offset)
     }
 }
 
@@ -625,4 +520,14 @@ fn position_in(prefix: &[u8]) -> (usize, usize) {
         .map_or(0, |p| p + 1);
     let column = 1 + String::from_utf8_lossy(&prefix[start..]).chars().count();
     (line, column)
+}
+
+/// A title without the characters formatters re-spell, for [`Document::find`].
+pub(super) fn loose_title(title: &str) -> String {
+    normalise(&title.replace(['*', '_', '\\'], ""))
+}
+
+/// Collapses every run of whitespace to one space and trims.
+pub(crate) fn normalise(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -25,12 +25,12 @@
 //! Agent text is cleaned by [`crate::spec::sanitise`]; the re-parse check is
 //! [`crate::spec::verify`]'s.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
+use super::document::normalise;
 use super::document::{Document, NoteKind, Quoted, TaskIdentity, TaskState};
 use super::notes;
-use super::parse::normalise;
+use super::plan::Plan;
 use super::sanitise::{note_text, sanitise};
 use super::verify::{splice, verify};
 
@@ -157,7 +157,7 @@ pub fn apply_edit(doc: &Document, task: &TaskIdentity, edit: &Edit) -> Result<Ap
 }
 
 /// Applies `edits` in order to the task as one change: one splice set, one parse to verify.
-pub(super) fn apply_edits(
+pub(crate) fn apply_edits(
     doc: &Document,
     task: &TaskIdentity,
     edits: &[Edit],
@@ -191,23 +191,6 @@ fn try_plan(doc: &Document, index: usize, plan: &Plan) -> Result<(String, Docume
     let new_doc = Document::parse(&new_text);
     verify(doc, &new_doc, index, plan)?;
     Ok((new_text, new_doc))
-}
-
-/// What an edit will do: the splices and the change the re-parse must show.
-#[derive(Debug, Default)]
-pub(super) struct Plan {
-    /// (range of the old text, replacement), sorted, not overlapping.
-    pub(super) splices: Vec<(Range<usize>, String)>,
-    /// Old task index -> its new state.
-    pub(super) states: HashMap<usize, TaskState>,
-    /// The notes the target gains, in order, with the text the parser must read back.
-    pub(super) notes: Vec<(NoteKind, String)>,
-    /// The subtasks the target gains, in order.
-    pub(super) subtasks: Vec<String>,
-    /// A notes block was rewritten in kern's layout.
-    rewrote: bool,
-    /// The target's acceptance criteria were ticked.
-    pub(super) ticked: bool,
 }
 
 /// The plan of `edits`, applied in order to task `index`, as one set of splices: later edits

@@ -39,9 +39,9 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::diagnostic::{Diagnostic, Severity};
 use super::document::{Document, Quoted, TaskIdentity, check_text};
 use super::edit::{Edit, EditError, apply_edits};
-use super::validate::{Diagnostic, Severity};
 use crate::atomic_file;
 use crate::error::{Error, Result};
 

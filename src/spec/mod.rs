@@ -6,39 +6,51 @@
 //! rewrite of a task's notes block from an older shape into kern's layout), each edit verified
 //! by parsing the result again; it never re-renders anything else.
 //!
-//! The files: `document` (the [`Document`] of [`Task`]s and its queries), `parse` (text ->
-//! document: the pulldown-cmark walk), `dialect` (other tools' markers: Kiro, Obsidian Tasks,
-//! spec-kit), `notes` (the one reader and writer of kern's note layout), `validate` (errors
-//! and warnings with `FILE:LINE:COL`), `select` (the next task and why), `edit` (the splices of
-//! an edit), `sanitise` (agent text made safe to splice), `verify` (the re-parse check),
-//! `changes` (what changed between two readings, one sentence each) and `file` (reading and
-//! atomically writing SPEC.md without losing a concurrent hand edit).
+//! The files, each using only those named before it: `diagnostic` (a finding with
+//! `FILE:LINE:COL` and the fix), `marker` (kern's own box states), `lines` (a text's line
+//! index, shared by the parser and the document), `dialect` (other tools'
+//! markers: Kiro, Obsidian Tasks, spec-kit), `notes` (the one reader and writer of kern's note
+//! layout), `grep` (how a `grep` must-have reads a file), `must` (the person's
+//! must-haves), `document` (the [`Document`] of [`Task`]s and
+//! its queries), `parse` (text -> document: the pulldown-cmark walk; `parse/item.rs` reads an
+//! item's notes and free text), `validate` (errors and
+//! warnings), `select` (the next task and why), `plan` (what an edit will splice and must
+//! show), `verify` (the re-parse check), `sanitise` (agent text made safe to splice), `edit`
+//! (the splices of an edit), `changes` (what changed between two readings, one sentence each)
+//! and `file` (reading and atomically writing SPEC.md without losing a concurrent hand edit).
 
 mod changes;
+mod diagnostic;
 mod dialect;
 mod document;
 mod edit;
 mod file;
+mod grep;
+mod lines;
+mod marker;
 mod must;
 mod notes;
 mod parse;
+mod plan;
 mod sanitise;
 mod select;
 mod validate;
 mod verify;
 
 pub(crate) use changes::changes;
+pub(crate) use diagnostic::{Diagnostic, Severity};
 pub(crate) use dialect::TaskKind;
 #[cfg(test)]
 use document::LineEnding;
 pub use document::{Document, NoteKind, Task, TaskIdentity, TaskState};
 pub(crate) use document::{Quoted, quote_title};
+pub(crate) use edit::apply_edits;
 pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
-pub(crate) use must::{MustHave, is_test_path, parse as parse_must, scope_patterns};
+pub(crate) use grep::{compile as compile_grep, grep_file};
+pub(crate) use must::{MustHave, TestsFirst, is_test_path, parse as parse_must, scope_patterns};
 pub(crate) use notes::error_signature;
 pub use select::select;
 pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with, why_not_taken};
 pub use validate::validate;
-pub(crate) use validate::{Diagnostic, Severity};

@@ -22,7 +22,8 @@ pub(crate) enum MustHave {
     Grep {
         /// The path, relative to the work tree's top.
         path: String,
-        /// The pattern (Rust regex syntax, as ripgrep's).
+        /// The pattern: the rest of the line, taken whole (the regex crate's syntax, matched
+        /// line by line as grep does: `spec/grep.rs`).
         pattern: String,
         /// True for `grep!`.
         absent: bool,
@@ -96,7 +97,7 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
                 return Err(need("a path and a pattern"));
             };
             let pattern = pattern.trim();
-            regex::Regex::new(pattern)
+            super::grep::compile(pattern)
                 .map_err(|e| format!("`{line}`: the pattern does not compile: {e}"))?;
             Ok(MustHave::Grep {
                 path: path.to_string(),
@@ -114,10 +115,91 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
     }
 }
 
+/// The pattern of a `grep`/`grep!` must-have without the quotes around it, when it is wholly
+/// in one pair of `"` or `'` (as a shell would want it, and kern does not strip).
+pub(crate) fn quoted_pattern(must: &MustHave) -> Option<String> {
+    let MustHave::Grep { pattern, .. } = must else {
+        return None;
+    };
+    ['"', '\''].into_iter().find_map(|q| {
+        let inner = pattern.strip_prefix(q)?.strip_suffix(q)?;
+        (!inner.is_empty() && !inner.contains(q)).then(|| inner.to_string())
+    })
+}
+
+/// What a `> **Tests:**` note says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TestsNote {
+    /// `read-only`: existing test files may not change.
+    ReadOnly,
+    /// `first [<command>]`: red, then green; the command, empty when none is named.
+    First(String),
+    /// Anything else: words for the agent, nothing kern enforces.
+    Other,
+}
+
+/// Reads a Tests note's text (`read-only`, `first cargo test -q`, `` first `npm test` ``).
+pub(crate) fn tests_note(text: &str) -> TestsNote {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("read-only") {
+        return TestsNote::ReadOnly;
+    }
+    let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    if !word.eq_ignore_ascii_case("first") {
+        return TestsNote::Other;
+    }
+    let rest = rest.trim();
+    let command = rest
+        .strip_prefix('`')
+        .and_then(|r| r.strip_suffix('`'))
+        .unwrap_or(rest)
+        .trim();
+    TestsNote::First(command.to_string())
+}
+
+/// Whether, and with which command, a task is tested first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TestsFirst {
+    /// It is not: no `Tests: first` note and no `--tests-first`.
+    No,
+    /// It is, with this command.
+    With(String),
+    /// It is, and no command was found.
+    NoCommand,
+}
+
+impl TestsFirst {
+    /// The command, when the task is tested first with one.
+    pub(crate) fn command(self) -> Option<String> {
+        match self {
+            TestsFirst::With(command) => Some(command),
+            TestsFirst::No | TestsFirst::NoCommand => None,
+        }
+    }
+}
+
+/// How a task is tested first: with its Tests note's own command, else its Check (`check`),
+/// else `--check` (`fallback`) — when it has a `Tests: first` note (`note`: its command, empty
+/// when it names none) or the run has `--tests-first` (`flag`).
+pub(crate) fn tests_first(
+    note: Option<&str>,
+    flag: bool,
+    check: Option<&str>,
+    fallback: Option<&str>,
+) -> TestsFirst {
+    if note.is_none() && !flag {
+        return TestsFirst::No;
+    }
+    match note.filter(|c| !c.trim().is_empty()).or(check).or(fallback) {
+        Some(command) => TestsFirst::With(command.to_string()),
+        None => TestsFirst::NoCommand,
+    }
+}
+
 /// True when a test-file path is one kern treats as an existing test under `> **Tests:**
 /// read-only`: inside a `tests`/`test`/`__tests__`/`spec` folder, or named as test runners
 /// find tests (`*_test.*`, `*.test.*`, `*.spec.*`, `*_spec.*`, `test_*.py`, `*Test.java`,
-/// `*Tests.cs`).
+/// `*Tests.cs`), or a file named `tests` or `test` (Rust's `src/parser/tests.rs`).
 pub(crate) fn is_test_path(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').collect();
     let (dirs, name) = parts.split_at(parts.len().saturating_sub(1));
@@ -129,7 +211,9 @@ pub(crate) fn is_test_path(path: &str) -> bool {
         return true;
     }
     let stem = name.split('.').next().unwrap_or(name);
-    stem.ends_with("_test")
+    stem == "tests"
+        || stem == "test"
+        || stem.ends_with("_test")
         || stem.ends_with("_spec")
         || name.contains(".test.")
         || name.contains(".spec.")
@@ -192,6 +276,68 @@ mod tests {
     }
 
     #[test]
+    fn the_command_is_the_notes_else_the_tasks_check_else_the_runs() {
+        use TestsFirst::{No, NoCommand, With};
+        let with = |c: &str| With(c.to_string());
+        // (note, --tests-first, the task's check, --check, how it is tested first)
+        let cases = [
+            (None, false, Some("make test"), Some("cargo test"), No),
+            (
+                Some("npm test"),
+                false,
+                Some("make test"),
+                None,
+                with("npm test"),
+            ),
+            (Some(""), false, Some("make test"), None, with("make test")),
+            (
+                Some(" "),
+                false,
+                None,
+                Some("cargo test"),
+                with("cargo test"),
+            ),
+            (
+                None,
+                true,
+                Some("make test"),
+                Some("cargo test"),
+                with("make test"),
+            ),
+            (None, true, None, Some("cargo test"), with("cargo test")),
+            (None, true, None, None, NoCommand),
+            (Some(""), false, None, None, NoCommand),
+        ];
+        for (note, flag, check, fallback, want) in cases {
+            assert_eq!(
+                tests_first(note, flag, check, fallback),
+                want,
+                "{note:?} {flag} {check:?} {fallback:?}"
+            );
+        }
+        assert_eq!(with("x").command().as_deref(), Some("x"));
+        assert_eq!(NoCommand.command(), None);
+    }
+
+    #[test]
+    fn tests_notes() {
+        for (text, note) in [
+            ("read-only", TestsNote::ReadOnly),
+            (" Read-Only ", TestsNote::ReadOnly),
+            ("first", TestsNote::First(String::new())),
+            (
+                "first cargo test -q parser",
+                TestsNote::First("cargo test -q parser".into()),
+            ),
+            ("First `npm test`", TestsNote::First("npm test".into())),
+            ("firstly, cover the empty input", TestsNote::Other),
+            ("cover the empty input", TestsNote::Other),
+        ] {
+            assert_eq!(tests_note(text), note, "{text}");
+        }
+    }
+
+    #[test]
     fn test_paths() {
         for (path, test) in [
             ("tests/parse.rs", true),
@@ -201,6 +347,8 @@ mod tests {
             ("web/app.test.ts", true),
             ("test_parse.py", true),
             ("src/ParserTest.java", true),
+            ("src/parser/tests.rs", true),
+            ("test.py", true),
             ("src/parse.rs", false),
             ("src/testing.rs", false),
             ("src/Test.java", false),

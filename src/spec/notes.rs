@@ -25,7 +25,65 @@
 //! layout above, keeping every note's text as read — the one rewrite of existing text kern
 //! makes, done when kern next adds a note to the task.
 
-use super::document::NoteKind;
+/// The kind of a kern note inside a task's item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoteKind {
+    /// `> **Research:**`, a blank `>` line and `> - …` bullets, written after stage 1.
+    Research,
+    /// `> **Attempt N:** …`, one per failed attempt.
+    Attempt(u32),
+    /// `> **Skipped:** …`, the agent's reason for skipping.
+    Skipped,
+    /// `> **Blocked:** …`, why kern gave up.
+    Blocked,
+    /// `> **Check:** <command>`, written by a person: this task's own check command.
+    Check,
+    /// `> **After:** <title>`, written by a person: with parallel tasks (`-j`), this task waits
+    /// until the task of that title is done.
+    After,
+    /// `> **Review:** kern/<task>`, written by kern with `--review`: the task's commit waits on
+    /// that branch for `kern accept` or `kern reject`. It stays as the record afterwards.
+    Review,
+    /// `> **Must:**` and one must-have a line, written by a person: what kern itself checks
+    /// before the task can be done (`spec::must`).
+    Must,
+    /// `> **Tests:** read-only` (the task may add tests but never change or delete an existing
+    /// one) or `> **Tests:** first [<command>]` (red, then green), written by a person.
+    Tests,
+    /// `> **Scope:** <paths and globs>`, written by a person: what the task may change.
+    Scope,
+    /// `> **Level:** 0-3`, written by a person: the task's discovery level.
+    Level,
+    /// `> **Out of scope:** …`, written by kern: what the task changed outside its Scope and
+    /// where it was set aside.
+    OutOfScope,
+}
+
+impl NoteKind {
+    /// True for the notes whose text is a bullet list, laid out as Research is: the header
+    /// alone, a blank `>` line, the bullets.
+    pub fn is_list(self) -> bool {
+        matches!(self, NoteKind::Research | NoteKind::Must)
+    }
+
+    /// The header word(s) as written between `**` and `:**`.
+    pub fn header(self) -> String {
+        match self {
+            NoteKind::Research => "Research".to_string(),
+            NoteKind::Attempt(n) => format!("Attempt {n}"),
+            NoteKind::Skipped => "Skipped".to_string(),
+            NoteKind::Blocked => "Blocked".to_string(),
+            NoteKind::Check => "Check".to_string(),
+            NoteKind::After => "After".to_string(),
+            NoteKind::Review => "Review".to_string(),
+            NoteKind::Must => "Must".to_string(),
+            NoteKind::Tests => "Tests".to_string(),
+            NoteKind::Scope => "Scope".to_string(),
+            NoteKind::Level => "Level".to_string(),
+            NoteKind::OutOfScope => "Out of scope".to_string(),
+        }
+    }
+}
 
 /// A quote line's content: without its indentation, its `>` and at most one blank after it; a
 /// lazy continuation line (no `>`) without its indentation.
@@ -443,5 +501,17 @@ mod props {
                 read.iter().map(|(k, body)| (*k, text(*k, body))).collect();
             prop_assert_eq!(back, notes);
         }
+    }
+
+    #[test]
+    fn error_signatures_fold_numbers() {
+        assert_eq!(
+            error_signature("agent timed out after 60m"),
+            error_signature("Agent timed out after 61m")
+        );
+        assert_ne!(
+            error_signature("tests fail: parser"),
+            error_signature("tests fail: lexer")
+        );
     }
 }

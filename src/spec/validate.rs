@@ -11,74 +11,9 @@
 //! heading closed are never errors. Lines that look like tasks but are not list items are
 //! [`crate::spec::Document::unlisted_tasks`], reported by `status` and `-n`, not here.
 
-use std::fmt;
-
-use super::document::{Document, Quoted, TaskState};
-
-/// How bad a diagnostic is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// The run must not start (exit 2).
-    Error,
-    /// Worth saying; the run goes on.
-    Warning,
-}
-
-/// One finding, pointing at a line and column of SPEC.md.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    /// Error or warning.
-    pub severity: Severity,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column, in characters.
-    pub column: usize,
-    /// What is wrong, lower case, names in backticks.
-    pub message: String,
-    /// What to do about it (may be empty).
-    pub fix: String,
-}
-
-impl Diagnostic {
-    /// `SPEC.md:14:3: unknown task marker `[-]` — use [ ], [~], [x] or [!]`; warnings read
-    /// `SPEC.md:3:1: warning: …`.
-    pub fn render(&self, path: &str) -> String {
-        self.render_as(path, true)
-    }
-
-    /// [`Diagnostic::render`] without the `warning: ` label, for a caller that prints its own
-    /// (the run's reporter: `kern: warning: SPEC.md:3:1: …`, never the word twice).
-    pub fn render_unlabelled(&self, path: &str) -> String {
-        self.render_as(path, false)
-    }
-
-    fn render_as(&self, path: &str, labelled: bool) -> String {
-        let level = match self.severity {
-            Severity::Warning if labelled => "warning: ",
-            Severity::Error | Severity::Warning => "",
-        };
-        let mut out = format!(
-            "{path}:{}:{}: {level}{}",
-            self.line, self.column, self.message
-        );
-        if !self.fix.is_empty() {
-            out.push_str(" — ");
-            out.push_str(&self.fix);
-        }
-        out
-    }
-
-    /// True for an error.
-    pub fn is_error(&self) -> bool {
-        self.severity == Severity::Error
-    }
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.render("SPEC.md"))
-    }
-}
+use super::diagnostic::{Diagnostic, Severity};
+use super::document::{Document, Quoted};
+use super::marker::TaskState;
 
 /// Every problem of the document, sorted by position (errors before warnings on one spot).
 pub fn validate(doc: &Document) -> Vec<Diagnostic> {
@@ -100,16 +35,51 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
     // person hears of it before any agent runs.
     for t in tasks {
         for note in t.notes.iter().filter(|n| n.kind == super::NoteKind::Must) {
-            for problem in super::must::parse(&note.text)
-                .into_iter()
-                .filter_map(Result::err)
-            {
+            for parsed in super::must::parse(&note.text) {
+                match parsed {
+                    Err(problem) => out.push(Diagnostic {
+                        severity: Severity::Error,
+                        line: note.line,
+                        column: 1,
+                        message: format!("a Must note of task {}: {problem}", Quoted(&t.title)),
+                        fix: "one must-have a line: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>".to_string(),
+                    }),
+                    // A pattern in quotes, as a shell would want it: kern matches the quotes
+                    // too, and a `grep!` of it holds for nothing.
+                    Ok(must @ super::must::MustHave::Grep { .. })
+                        if super::must::quoted_pattern(&must).is_some() =>
+                    {
+                        let bare = super::must::quoted_pattern(&must).unwrap_or_default();
+                        out.push(Diagnostic {
+                            severity: Severity::Warning,
+                            line: note.line,
+                            column: 1,
+                            message: format!(
+                                "a Must note of task {}: the pattern of `{must}` is in quotes, and kern matches them as written (the rest of the line is the pattern, no shell reads it)",
+                                Quoted(&t.title)
+                            ),
+                            fix: format!("drop the quotes to match `{bare}`"),
+                        });
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+    // A Tests note kern does not read enforces nothing: say so, the words still reach the
+    // agent with the task.
+    for t in tasks {
+        for note in t.notes.iter().filter(|n| n.kind == super::NoteKind::Tests) {
+            if super::must::tests_note(&note.text) == super::must::TestsNote::Other {
                 out.push(Diagnostic {
-                    severity: Severity::Error,
+                    severity: Severity::Warning,
                     line: note.line,
                     column: 1,
-                    message: format!("a Must note of task {}: {problem}", Quoted(&t.title)),
-                    fix: "one must-have a line: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>".to_string(),
+                    message: format!(
+                        "the Tests note of task {} is neither `read-only` nor `first`: kern enforces nothing of it",
+                        Quoted(&t.title)
+                    ),
+                    fix: "write `> **Tests:** read-only` or `> **Tests:** first <command>`".to_string(),
                 });
             }
         }
@@ -222,6 +192,20 @@ mod tests {
                 ],
             ),
             ("code block is not checked", "```\n- [-] x\n```\n", &[]),
+            (
+                "a grep pattern in quotes",
+                "- [ ] a\n  > **Must:**\n  >\n  > - grep! x.txt \"hello world\"\n  > - grep x.json \"name\": 1\n",
+                &[
+                    "SPEC.md:2:1: warning: a Must note of task `a`: the pattern of `grep! x.txt \"hello world\"` is in quotes, and kern matches them as written (the rest of the line is the pattern, no shell reads it) — drop the quotes to match `hello world`",
+                ],
+            ),
+            (
+                "Tests notes kern reads, and one it does not",
+                "- [ ] a\n  > **Tests:** read-only\n- [ ] b\n  > **Tests:** first cargo test\n- [ ] c\n  > **Tests:** cover the empty input\n",
+                &[
+                    "SPEC.md:6:1: warning: the Tests note of task `c` is neither `read-only` nor `first`: kern enforces nothing of it — write `> **Tests:** read-only` or `> **Tests:** first <command>`",
+                ],
+            ),
         ];
         for (name, text, expected) in cases {
             assert_eq!(rendered(text), *expected, "{name}");

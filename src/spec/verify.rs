@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::document::{Document, NoteKind, Quoted, TaskState};
-use super::edit::Plan;
+use super::plan::Plan;
 
 pub(super) fn splice(text: &str, splices: &[(Range<usize>, String)]) -> String {
     let mut out = String::with_capacity(text.len() + 256);

@@ -1,7 +1,9 @@
-//! The three stages, their tool policies, their JSON schemas and the reports they return.
+//! The stages, their tool policies, their JSON schemas and the reports they return.
 //!
 //! A stage is what kern asks of one fresh agent process: research (read-only), implement
-//! (edit and shell, no git writes), commit review (read-only plus git read). The agent answers
+//! (edit and shell, no git writes), commit review (read-only plus git read) — and, for a task
+//! tested first (`> **Tests:** first`), the tests step before implement (edit and shell: it
+//! writes the task's tests, which kern then runs and holds). The agent answers
 //! through structured output checked against the stage's schema (DESIGN.md section 5); kern,
 //! not the agent, turns the report into SPEC.md edits and commits.
 //!
@@ -14,18 +16,21 @@ pub(crate) mod report;
 mod schema;
 
 pub(crate) use report::{
-    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, StageReport, Verdict,
-    extract_report,
+    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, StageReport, TestsReport,
+    TestsStatus, Verdict, extract_report,
 };
 
 use serde::{Deserialize, Serialize};
 
-/// One of the three stages of an iteration.
+/// One of the stages of an iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     /// Stage 1: read-only research; its notes become the task's Research note.
     Research,
+    /// Stage 2's first half for a task tested first: the task's tests, written or named
+    /// before implement; edits and shell, no git writes (`pipeline::tests_first`).
+    Tests,
     /// Stage 2: the work itself; edits and shell, no git writes.
     Implement,
     /// Stage 3: review of the diff; read-only plus git read; COMMIT or REJECT. Its name in
@@ -65,22 +70,40 @@ impl ToolPolicy {
 }
 
 impl Stage {
-    /// All stages in the order they run.
-    pub const ALL: [Stage; 3] = [Stage::Research, Stage::Implement, Stage::Review];
+    /// All stages in the order they run (the tests step only for a task tested first).
+    pub const ALL: [Stage; 4] = [
+        Stage::Research,
+        Stage::Tests,
+        Stage::Implement,
+        Stage::Review,
+    ];
 
-    /// 1, 2 or 3: the number in `stageN.json`.
+    /// 1, 2 or 3: the stage's number (the tests step is the first half of stage 2).
     pub fn number(self) -> u8 {
         match self {
             Stage::Research => 1,
-            Stage::Implement => 2,
+            Stage::Tests | Stage::Implement => 2,
             Stage::Review => 3,
         }
     }
 
-    /// `research`, `implement` or `commit` (`KERN_STAGE`, the resume point, the output).
+    /// The stem of the stage's files in the state folder: `stage1`, `stage2-tests`, `stage2`,
+    /// `stage3` (`stage1.json`, `stage2-tests.jsonl`, …).
+    pub fn file_stem(self) -> &'static str {
+        match self {
+            Stage::Research => "stage1",
+            Stage::Tests => "stage2-tests",
+            Stage::Implement => "stage2",
+            Stage::Review => "stage3",
+        }
+    }
+
+    /// `research`, `tests`, `implement` or `commit` (`KERN_STAGE`, the resume point, the
+    /// output).
     pub fn name(self) -> &'static str {
         match self {
             Stage::Research => "research",
+            Stage::Tests => "tests",
             Stage::Implement => "implement",
             Stage::Review => "commit",
         }
@@ -95,7 +118,7 @@ impl Stage {
     pub fn tools(self) -> ToolPolicy {
         match self {
             Stage::Research => ToolPolicy::ReadOnly,
-            Stage::Implement => ToolPolicy::Full,
+            Stage::Tests | Stage::Implement => ToolPolicy::Full,
             Stage::Review => ToolPolicy::GitRead,
         }
     }
@@ -104,6 +127,7 @@ impl Stage {
     pub fn template_name(self) -> &'static str {
         match self {
             Stage::Research => "1_research.md",
+            Stage::Tests => "2_tests.md",
             Stage::Implement => "2_implement.md",
             Stage::Review => "3_commit.md",
         }
@@ -113,6 +137,7 @@ impl Stage {
     pub fn schema(self) -> &'static str {
         match self {
             Stage::Research => schema::RESEARCH,
+            Stage::Tests => schema::TESTS,
             Stage::Implement => schema::IMPLEMENT,
             Stage::Review => schema::REVIEW,
         }
@@ -141,6 +166,12 @@ impl From<ResearchReport> for StageReport {
     }
 }
 
+impl From<TestsReport> for StageReport {
+    fn from(r: TestsReport) -> StageReport {
+        StageReport::Tests(r)
+    }
+}
+
 impl From<ImplementReport> for StageReport {
     fn from(r: ImplementReport) -> StageReport {
         StageReport::Implement(r)
@@ -158,6 +189,16 @@ impl Report for ResearchReport {
     fn from_report(report: StageReport) -> Option<Self> {
         match report {
             StageReport::Research(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+impl Report for TestsReport {
+    const STAGE: Stage = Stage::Tests;
+    fn from_report(report: StageReport) -> Option<Self> {
+        match report {
+            StageReport::Tests(r) => Some(r),
             _ => None,
         }
     }

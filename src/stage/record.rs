@@ -81,6 +81,10 @@ pub(crate) struct KernEnvelope {
     /// implement stage (`jq .kern.must stage2.json`), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub must: Vec<String>,
+    /// `Tests: first`: the task's tests red on the base commit, then after this implement
+    /// stage (`jq .kern.tests_first stage2.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_first: Option<TestsFirstRecord>,
     /// The size of the prompt sent on stdin.
     pub prompt_bytes: u64,
     /// How the stage was fenced and what the fence denied (`jq .kern.sandbox stage2.json`):
@@ -88,6 +92,24 @@ pub(crate) struct KernEnvelope {
     /// path or host and counts, the variables kept back. Absent in records of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::FenceReport>,
+}
+
+/// What kern saw of a task's tests (`Tests: first`), in the implement stage's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TestsFirstRecord {
+    /// The command.
+    pub command: String,
+    /// The test files kern held.
+    pub tests: Vec<String>,
+    /// The ref of the commit holding them as the tests step wrote them.
+    pub saved: String,
+    /// What the command printed on the base commit plus the tests, where it failed.
+    pub red: String,
+    /// What it printed after implement, when it passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub green: Option<String>,
+    /// The tests held and the command passed after implement.
+    pub passed: bool,
 }
 
 /// Which task a record belongs to; resume compares `identity` to tell a stale file from a
@@ -259,6 +281,7 @@ mod tests {
             violations: Vec::new(),
             reverted: Vec::new(),
             must: Vec::new(),
+            tests_first: None,
             prompt_bytes: 1234,
             sandbox: None,
         }

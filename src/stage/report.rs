@@ -1,4 +1,4 @@
-//! The reports the three stages return, and reading them from what an agent printed: the
+//! The reports the stages return, and reading them from what an agent printed: the
 //! structured output first, then a JSON object or the last fenced `json` block of the result
 //! text, then (implement only) a whole-line status word.
 //!
@@ -37,6 +37,32 @@ pub(crate) struct ResearchReport {
 pub(crate) enum SkipKind {
     /// A decision, credentials, an account, a manual step: the task waits on a person.
     NeedsPerson,
+}
+
+/// The tests step's status word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub(crate) enum TestsStatus {
+    /// The tests are written or named; kern runs them on the base commit next.
+    Success,
+    /// No test could be written; an Attempt note records why.
+    Failed,
+}
+
+/// The tests step's report (a task tested first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TestsReport {
+    /// What happened.
+    pub status: TestsStatus,
+    /// What the tests check.
+    #[serde(default)]
+    pub summary: String,
+    /// The test files that prove the task, relative to the top: written, changed or named.
+    /// Required, so that a stage record's implement report is never read as this one.
+    pub tests: Vec<String>,
+    /// With FAILED: what was tried and why no test could be written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_note: Option<String>,
 }
 
 /// The implement stage's status word.
@@ -139,6 +165,8 @@ fn null_as_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Strin
 pub(crate) enum StageReport {
     /// From research.
     Research(ResearchReport),
+    /// From the tests step (before implement: read untagged, it is tried first).
+    Tests(TestsReport),
     /// From implement.
     Implement(ImplementReport),
     /// From commit review.
@@ -228,6 +256,7 @@ pub(crate) fn is_report(stage: Stage, text: &str) -> bool {
 fn report_from_value(stage: Stage, value: serde_json::Value) -> Result<StageReport, String> {
     let report = match stage {
         Stage::Research => serde_json::from_value(value).map(StageReport::Research),
+        Stage::Tests => serde_json::from_value(value).map(StageReport::Tests),
         Stage::Implement => serde_json::from_value(value).map(StageReport::Implement),
         Stage::Review => serde_json::from_value(value).map(StageReport::Review),
     };
@@ -337,6 +366,7 @@ mod tests {
     fn names_numbers_and_policies() {
         let table = [
             (Stage::Research, 1, "research", "read-only"),
+            (Stage::Tests, 2, "tests", "full"),
             (Stage::Implement, 2, "implement", "full"),
             (Stage::Review, 3, "commit", "git-read"),
         ];

@@ -13,6 +13,9 @@
 /// The research report: notes, or a reason to skip (and what kind of skip).
 pub(super) const RESEARCH: &str = r#"{"type":"object","properties":{"notes":{"type":"array","items":{"type":"string"},"description":"Concise notes a fresh context can implement the task from: files with line ranges, patterns to follow, constraints, references"},"skip_reason":{"type":["string","null"],"description":"Only when the task cannot or should not be done now: why. Otherwise null"},"skip_kind":{"type":["string","null"],"enum":["needs_person",null],"description":"needs_person when the skip waits on a person: a decision, credentials, an account, a manual step (skip_reason then asks the question). Otherwise null"},"must":{"type":["array","null"],"items":{"type":"string"},"description":"Mechanical checks that prove the task done, one per item: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>. kern runs them itself after implement. Null when the task already has a Must note or none fits"},"scope":{"type":["array","null"],"items":{"type":"string"},"description":"The paths and globs the task will change (src/parser.rs, src/parser/**); kern sets aside changes outside them. Null when the task already has a Scope note"}},"required":["notes","skip_reason","skip_kind","must","scope"],"additionalProperties":false}"#;
 
+/// The tests step's report: the task's test files, written or named, and what was done.
+pub(super) const TESTS: &str = r#"{"type":"object","properties":{"status":{"type":"string","enum":["SUCCESS","FAILED"]},"summary":{"type":"string","description":"What the tests check, in a few sentences"},"tests":{"type":"array","items":{"type":"string"},"description":"The test files that prove the task done, relative to the repository's top: the ones you wrote or changed, and existing ones that already test it. kern runs the test command with only these on the commit the task started from, where they must fail"},"attempt_note":{"type":["string","null"],"description":"With FAILED: what was tried and why no test could be written. Otherwise null"}},"required":["status","summary","tests","attempt_note"],"additionalProperties":false}"#;
+
 /// The implement report: a status word and what was done.
 pub(super) const IMPLEMENT: &str = r#"{"type":"object","properties":{"status":{"type":"string","enum":["SUCCESS","DECOMPOSED","SKIPPED","FAILED"]},"summary":{"type":"string","description":"What was done, in a few sentences"},"attempt_note":{"type":["string","null"],"description":"With FAILED: what was tried and why it failed, so the next attempt does not repeat it. Otherwise null"},"subtasks":{"type":["array","null"],"items":{"type":"string"},"description":"With DECOMPOSED: the smaller tasks, in order, each doable in one session. Otherwise null"},"learnings":{"type":["array","null"],"items":{"type":"string"},"description":"Durable facts about this codebase worth remembering for later tasks, or null"},"no_change_reason":{"type":["string","null"],"description":"With SUCCESS and no file changed: why the task needed no change (e.g. it was already done). Otherwise null"}},"required":["status","summary","attempt_note","subtasks","learnings","no_change_reason"],"additionalProperties":false}"#;
 
@@ -89,6 +92,7 @@ mod tests {
                 Stage::Research,
                 vec!["skip_reason", "skip_kind", "must", "scope"],
             ),
+            (Stage::Tests, vec!["attempt_note"]),
             (
                 Stage::Implement,
                 vec!["attempt_note", "subtasks", "learnings", "no_change_reason"],

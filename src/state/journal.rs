@@ -68,6 +68,32 @@ pub(crate) struct TaskStart {
     /// The task's Scope (paths and globs) when it started; empty: no scope.
     #[serde(default)]
     pub scope: Vec<String>,
+    /// `> **Tests:** first` (or `--tests-first`): the command the task's tests must fail on
+    /// the base commit and then pass, as of the task's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_first: Option<String>,
+    /// What the tests step proved, once the task's tests failed on the base commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red: Option<Red>,
+}
+
+/// A task's tests, seen red on its base commit (`pipeline::tests_first`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Red {
+    /// The task they prove: a subtask of a decomposed task never inherits them.
+    pub task: TaskIdentity,
+    /// The test files kern holds read-only, relative to the top.
+    pub tests: Vec<String>,
+    /// The ref of the commit holding them as the tests step left them
+    /// (`refs/kern/tests/<task>/<n>`): kern puts them back from it.
+    pub saved: String,
+    /// That commit's id.
+    pub commit: String,
+    /// The command's output on the base commit plus the tests (its last lines).
+    pub output: String,
+    /// The command's output after implement, once it passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub green: Option<String>,
 }
 
 impl TaskStart {
@@ -86,6 +112,8 @@ impl TaskStart {
             must: Vec::new(),
             tests_read_only: false,
             scope: Vec::new(),
+            tests_first: None,
+            red: None,
         }
     }
 
@@ -95,6 +123,11 @@ impl TaskStart {
         task.path.starts_with(&self.identity.path)
             && (task.path.len() > self.identity.path.len()
                 || task.occurrence == self.identity.occurrence)
+    }
+
+    /// The task's tests seen red, when they are `task`'s own.
+    pub(crate) fn red_of(&self, task: &TaskIdentity) -> Option<&Red> {
+        self.red.as_ref().filter(|r| r.task == *task)
     }
 
     /// The base commit as an object id, when it parses.

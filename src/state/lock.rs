@@ -193,9 +193,11 @@ impl RunLock {
     /// Takes the lock at `path` for a run with `argv`, or fails with [`Error::LockHeld`]
     /// naming the holder. A stale lock (file or legacy folder) is taken over and returned as
     /// a [`Takeover`]; the caller reports it and calls [`stop_orphaned_agent`] on the record.
+    /// `legacy_dir` is the original script's lock folder for this work tree, when it has one
+    /// (a parallel task's worktree never had the script).
     pub fn acquire(
         path: &Path,
-        legacy_dir: &Path,
+        legacy_dir: Option<&Path>,
         argv: &[String],
     ) -> Result<(RunLock, Option<Takeover>)> {
         if let Some(parent) = path.parent() {
@@ -203,7 +205,10 @@ impl RunLock {
         }
         let me = ProcessIdentity::current();
         // The legacy folder first: a refusal then leaves the lock file untouched.
-        let stale_legacy = check_legacy(legacy_dir, me.pid)?;
+        let stale_legacy = match legacy_dir {
+            Some(dir) => check_legacy(dir, me.pid)?,
+            None => None,
+        };
         let file = lock_file(path)?;
         let host = host_name();
 

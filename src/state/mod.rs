@@ -1,7 +1,8 @@
 //! Every path under kern's state folder, and the project id that scopes it.
 //!
 //! Layout (DESIGN.md section 3): `<root>/<project-id>/<branch>/stageN.{json,jsonl,stderr,
-//! prompt.md}`, `check.log` (the current iteration's, moved into `last/` and copied into
+//! prompt.md}` (the tests step of a task tested first: `stage2-tests.*`), `check.log`,
+//! `red.log` and `green.log` (the current iteration's, moved into `last/` and copied into
 //! `runs/<run-id>/<NN>-<task>/` when it ends: `records.rs`), `run.jsonl`, `run.log`. The root is `$KERN_STATE_DIR`, else the
 //! user's own state folder that survives a reboot (a night's `run.jsonl` is what `kern report`
 //! reads the morning after): `$XDG_STATE_HOME/kern`, else `~/.local/state/kern` (on macOS
@@ -207,6 +208,17 @@ impl StateDir {
         self.dir().join("check.log")
     }
 
+    /// `red.log`: the output of a task's tests run on its base commit (`Tests: first`).
+    pub(crate) fn red_log(&self) -> PathBuf {
+        self.dir().join("red.log")
+    }
+
+    /// `green.log`: the output of a task's tests run after implement (`Tests: first`), when
+    /// their command is not the check's.
+    pub(crate) fn green_log(&self) -> PathBuf {
+        self.dir().join("green.log")
+    }
+
     /// `check-baseline.log`: output of the check run before any agent (kept).
     pub(crate) fn baseline_log(&self) -> PathBuf {
         self.dir().join("check-baseline.log")
@@ -301,6 +313,8 @@ impl StateDir {
             files.push(self.stage_prompt(stage));
         }
         files.push(self.check_log());
+        files.push(self.red_log());
+        files.push(self.green_log());
         files.push(self.refused_message());
         files
     }
@@ -333,7 +347,7 @@ impl StateDir {
 
     fn stage_file(&self, stage: Stage, extension: &str) -> PathBuf {
         self.dir()
-            .join(format!("stage{}.{extension}", stage.number()))
+            .join(format!("{}.{extension}", stage.file_stem()))
     }
 }
 

@@ -89,6 +89,7 @@ fn unique() -> String {
 fn kept_in_runs(name: &str) -> bool {
     let stage = name.strip_prefix("stage").unwrap_or("");
     let kind = stage.trim_start_matches(|c: char| c.is_ascii_digit());
+    let kind = kind.strip_prefix("-tests").unwrap_or(kind);
     (!stage.is_empty() && [".json", ".prompt.md"].contains(&kind)) || name == "refused-message.json"
 }
 
@@ -96,7 +97,7 @@ fn kept_in_runs(name: &str) -> bool {
 fn archive(from: &Path, runs: &Path, run_id: &str) -> Result<()> {
     let title = Stage::ALL
         .iter()
-        .find_map(|s| StageRecord::load(&from.join(format!("stage{}.json", s.number()))))
+        .find_map(|s| StageRecord::load(&from.join(format!("{}.json", s.file_stem()))))
         .map(|r| r.kern.task.title);
     let slug = crate::text::slug(title.as_deref().unwrap_or("task"));
     privacy::claim(runs, Claim::Own)?;
@@ -198,6 +199,9 @@ mod tests {
         let cases = [
             ("stage1.json", true),
             ("stage2.prompt.md", true),
+            ("stage2-tests.json", true),
+            ("stage2-tests.prompt.md", true),
+            ("stage2-tests.jsonl", false),
             ("refused-message.json", true),
             ("stage2.jsonl", false),
             ("stage2.jsonl.1", false),

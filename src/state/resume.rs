@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use crate::spec::TaskIdentity;
 use crate::stage::record::{Outcome, StageRecord};
 use crate::stage::{
-    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Stage, StageReport, Verdict,
+    ImplementReport, ImplementStatus, ResearchReport, ReviewReport, Stage, StageReport,
+    TestsReport, Verdict,
 };
 use crate::state::StateDir;
 
@@ -49,6 +50,8 @@ impl ResumePoint {
 pub(crate) struct StageFiles {
     /// Research's report, when its record belongs to the task and succeeded.
     pub research: Option<ResearchReport>,
+    /// The tests step's report (a task tested first), likewise: the red check is next.
+    pub tests: Option<TestsReport>,
     /// Implement's report, likewise.
     pub implement: Option<ImplementReport>,
     /// The review's report, likewise.
@@ -77,6 +80,7 @@ impl StageFiles {
                 Some(StageReport::Research(r)) if stage == Stage::Research => {
                     files.research = Some(r);
                 }
+                Some(StageReport::Tests(r)) if stage == Stage::Tests => files.tests = Some(r),
                 Some(StageReport::Implement(r)) if stage == Stage::Implement => {
                     files.implement = Some(r);
                 }
@@ -99,11 +103,13 @@ pub(crate) fn infer(files: &StageFiles, has_research: bool) -> ResumePoint {
         .review
         .clone()
         .filter(|r| r.verdict == Verdict::Commit);
+    // A finished implement is resumed from whatever SPEC.md shows of research: a level-0 task
+    // never had a Research note, and implement only ran once research was done or skipped.
     match (has_research, &files.research, implemented, approved) {
-        (false, Some(r), _, _) => ResumePoint::ApplyResearch(r.clone()),
-        (false, None, _, _) => ResumePoint::Research,
-        (true, _, Some(i), Some(c)) => ResumePoint::Commit(i, c),
-        (true, _, Some(i), None) => ResumePoint::Review(i),
+        (_, _, Some(i), Some(c)) => ResumePoint::Commit(i, c),
+        (_, _, Some(i), None) => ResumePoint::Review(i),
+        (false, Some(r), None, _) => ResumePoint::ApplyResearch(r.clone()),
+        (false, None, None, _) => ResumePoint::Research,
         (true, _, None, _) => ResumePoint::Implement,
     }
 }
@@ -147,6 +153,7 @@ mod tests {
             |r: Option<ResearchReport>, i: Option<ImplementReport>, c: Option<ReviewReport>| {
                 StageFiles {
                     research: r,
+                    tests: None,
                     implement: i,
                     review: c,
                     stale: Vec::new(),
@@ -179,6 +186,18 @@ mod tests {
                 files(None, Some(ok.clone()), Some(review(Verdict::Reject))),
                 true,
                 ResumePoint::Review(ok.clone()),
+            ),
+            // A level-0 task (no Research note, none needed) whose implement finished goes on
+            // to its review: implement is never paid twice.
+            (
+                files(None, Some(ok.clone()), None),
+                false,
+                ResumePoint::Review(ok.clone()),
+            ),
+            (
+                files(None, Some(ok.clone()), Some(review(Verdict::Commit))),
+                false,
+                ResumePoint::Commit(ok.clone(), review(Verdict::Commit)),
             ),
             // A review without a successful implement is not resumed from.
             (

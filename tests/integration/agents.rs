@@ -8,10 +8,11 @@
 //! flag, because a `claude` or `codex` agent gets no `KERN_*` variables.
 
 use crate::support;
+use crate::support::fakes::{CLAUDE_TOOLS, logging_fake, scripted_claude};
 use crate::support::project;
 use crate::support::tools;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,24 +21,6 @@ use kern::testing::stage::Stage;
 use project::Project;
 use serde_json::{Value, json};
 
-/// The `--tools=` flag of each stage and the stage it names, for the fakes.
-const CLAUDE_TOOLS: [(&str, &str); 3] = [
-    ("--tools=Read,Grep,Glob,Bash,WebSearch,WebFetch", "research"),
-    ("--tools=default", "implement"),
-    ("--tools=Read,Grep,Glob,Bash", "commit"),
-];
-
-/// Writes an executable `name` into the project's fake `bin` folder and returns the folder.
-fn fake(p: &Project, name: &str, script: &str) -> PathBuf {
-    let bin = p.outside.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let path = bin.join(name);
-    std::fs::write(&path, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    bin
-}
-
 /// PATH with `bin` first.
 fn path_with(bin: &Path) -> String {
     format!(
@@ -45,45 +28,6 @@ fn path_with(bin: &Path) -> String {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     )
-}
-
-/// The shell that names the stage from the fake's arguments into `$stage`.
-fn stage_from_args(claude: bool) -> String {
-    let mut cases = String::new();
-    if claude {
-        for (flag, stage) in CLAUDE_TOOLS {
-            cases.push_str(&format!("    {flag}) stage={stage} ;;\n"));
-        }
-    } else {
-        for (n, stage) in [(1, "research"), (2, "implement"), (3, "commit")] {
-            cases.push_str(&format!("    */stage{n}.schema.json) stage={stage} ;;\n"));
-        }
-    }
-    format!("stage=unknown\nfor a in \"$@\"; do\n  case \"$a\" in\n{cases}  esac\ndone\n")
-}
-
-/// A fake that logs its argv (one per line) and stdin to `<log>/<stage>.argv|.stdin`, writes
-/// `out.txt` in implement, and prints `<log>/<stage>.out`.
-fn logging_fake(p: &Project, name: &str, claude: bool) -> (PathBuf, PathBuf) {
-    let log = p.outside.path().join("log");
-    std::fs::create_dir_all(&log).unwrap();
-    let script = format!(
-        "#!/bin/sh\n{}log='{}'\nprintf '%s\\n' \"$@\" > \"$log/$stage.argv\"\ncat > \"$log/$stage.stdin\"\nif [ \"$stage\" = implement ]; then echo 'made by the fake' > out.txt; fi\ncat \"$log/$stage.out\"\n",
-        stage_from_args(claude),
-        log.display()
-    );
-    (fake(p, name, &script), log)
-}
-
-/// A fake `claude` that hands over to the scripted agent with the project's scenario.
-fn scripted_claude(p: &Project) -> PathBuf {
-    let script = format!(
-        "#!/bin/sh\n{}KERN_STAGE=$stage\nexport KERN_STAGE\nexec '{}' scripted-agent '{}'\n",
-        stage_from_args(true),
-        support::kern_bin().display(),
-        p.scenario_path().display()
-    );
-    fake(p, "claude", &script)
 }
 
 /// The structured output each stage of the logging fakes returns.

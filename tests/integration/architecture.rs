@@ -27,7 +27,7 @@ const FLOORS: &[&[&str]] = &[
         "retry",
         "scripted_agent",
     ],
-    &["agent"],
+    &["agent", "event"],
     &["stage", "supervisor"],
     &["sandbox"],
     &["spec"],
@@ -515,5 +515,165 @@ fn a_planted_side_door_fails_with_its_file_and_line() {
     assert_eq!(
         side_doors("clean.rs", "let d = p.run(&[\"status\"]).expect(0);\n"),
         Vec::<String>::new()
+    );
+}
+
+/// The module paths a file's production code names, resolved to absolute paths from the
+/// crate root: `crate::a::b`, `super::c` (from the file's own module), and the members of a
+/// `{…}` group after either (`use super::{c, d::e}`).
+fn named_paths(relative: &str, text: &str) -> Vec<(Vec<String>, usize)> {
+    let own = module_path(relative);
+    let code = production(text);
+    let line = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    let idents = |s: &str| -> Vec<String> {
+        s.split("::")
+            .map(first_ident)
+            .take_while(|p| !p.is_empty())
+            .collect()
+    };
+    for prefix in ["crate::", "super::"] {
+        for (at, _) in code.match_indices(prefix) {
+            if code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| ident(c) || c == ':')
+            {
+                continue;
+            }
+            let (mut base, mut rest) = (Vec::new(), &code[at..]);
+            if let Some(r) = rest.strip_prefix("crate::") {
+                rest = r;
+            } else {
+                base.clone_from(&own);
+                while let Some(r) = rest.strip_prefix("super::") {
+                    base.pop();
+                    rest = r;
+                }
+            }
+            // The plain path up to a group, then each member of the group.
+            let head: String = rest.chars().take_while(|&c| ident(c) || c == ':').collect();
+            let mut path = base.clone();
+            path.extend(idents(&head));
+            let after = &rest[head.len()..];
+            if (head.is_empty() || head.ends_with("::")) && after.starts_with('{') {
+                let open = code.len() - after.len();
+                let group = &code[open + 1..matching(&code, open) - 1];
+                for member in group.split(',') {
+                    let mut p = path.clone();
+                    p.extend(idents(member.trim()));
+                    found.push((p, line(at)));
+                }
+            } else {
+                found.push((path, line(at)));
+            }
+        }
+    }
+    found
+}
+
+/// The rings among the rooms of `folder` (its files and sub-folders, the folder's own `mod.rs`
+/// left out: a parent and its child may use each other), each as its rooms and one use per
+/// arrow.
+fn room_rings(folder: &str, files: &[(String, String)]) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join(folder);
+    let room_of = |path: &[String]| -> Option<String> {
+        let name = path.get(1)?;
+        let is_room = root.join(format!("{name}.rs")).exists() || root.join(name).is_dir();
+        (path[0] == folder && is_room).then(|| name.clone())
+    };
+    let mut arrows = std::collections::BTreeMap::<(String, String), String>::new();
+    for (relative, text) in files {
+        let Some(from) = room_of(&module_path(relative)) else {
+            continue;
+        };
+        for (path, line) in named_paths(relative, text) {
+            if let Some(to) = room_of(&path).filter(|to| *to != from) {
+                arrows
+                    .entry((from.clone(), to))
+                    .or_insert_with(|| format!("src/{relative}:{line}"));
+            }
+        }
+    }
+    // A ring is a room that reaches itself again.
+    let reach = |from: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(r) = stack.pop() {
+            for (a, b) in arrows.keys() {
+                if *a == r && seen.insert(b.clone()) {
+                    stack.push(b.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut rings = Vec::new();
+    let rooms: std::collections::BTreeSet<&String> = arrows.keys().map(|(a, _)| a).collect();
+    for room in rooms {
+        let ahead = reach(room);
+        if ahead.contains(room.as_str()) {
+            let ring: Vec<String> = arrows
+                .iter()
+                .filter(|((a, b), _)| *a == *room && reach(b).contains(room.as_str()))
+                .map(|((a, b), at)| format!("{a} → {b} ({at})"))
+                .collect();
+            rings.push(format!("{folder}/: {}", ring.join(", ")));
+        }
+    }
+    rings
+}
+
+#[test]
+fn no_room_of_a_folder_uses_a_sibling_that_uses_it_back() {
+    let all = sources();
+    for folder in [
+        "pipeline",
+        "spec",
+        "agent",
+        "stage",
+        "state",
+        "reporter",
+        "repository",
+        "command",
+        "supervisor",
+        "prompt",
+        "event",
+    ] {
+        let files: Vec<(String, String)> = all
+            .iter()
+            .filter(|(p, _)| p.starts_with(&format!("{folder}/")))
+            .cloned()
+            .collect();
+        let rings = room_rings(folder, &files);
+        assert!(rings.is_empty(), "rings among rooms:\n{}", rings.join("\n"));
+    }
+}
+
+#[test]
+fn a_planted_ring_between_two_rooms_is_found() {
+    let files = vec![
+        (
+            "spec/edit.rs".to_string(),
+            "use super::verify::splice;\n".to_string(),
+        ),
+        (
+            "spec/verify.rs".to_string(),
+            "use super::{document::Document, edit::Plan};\n".to_string(),
+        ),
+        (
+            "spec/mod.rs".to_string(),
+            "use crate::spec::edit::apply;\n".to_string(),
+        ),
+    ];
+    let rings = room_rings("spec", &files);
+    assert_eq!(
+        rings,
+        [
+            "spec/: edit → verify (src/spec/edit.rs:1)",
+            "spec/: verify → edit (src/spec/verify.rs:1)"
+        ]
     );
 }

@@ -149,6 +149,31 @@ fn ctrl_c_during_implement_records_interrupted_exits_130_and_resumes() {
     kill_during("implement", 2, nix::sys::signal::Signal::SIGINT);
 }
 
+/// Regression (found by the stage-plan test of issue 40): a level-0 task has no Research note,
+/// so a run that resumed it after its implement read "research" and paid implement again.
+#[test]
+fn kill_9_during_the_review_of_a_level_0_task_then_restart_pays_implement_once() {
+    let p = Project::new("- [ ] Survive\n  > **Level:** 0\n");
+    p.scenario(&slow_in("commit"));
+    let mut child = spawn_kern(&p, &["1", "0"]);
+    wait_for(&p, "stage3.jsonl");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let status = p.run(&["status"]).expect(0);
+    assert!(
+        status.stdout.contains("resume at: commit"),
+        "{}",
+        status.stdout
+    );
+    p.run(&["1", "0"]).env("TZ", ZONE).expect(0);
+    assert_eq!(p.prompts("implement").len(), 1, "implement is paid once");
+    assert_eq!(p.log()[0], "Add survive");
+}
+
 #[test]
 fn second_run_on_same_branch_exits_3_naming_the_holder() {
     let p = Project::new("- [ ] Slow\n");

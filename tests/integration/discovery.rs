@@ -125,3 +125,81 @@ fn a_stale_learning_is_left_out_of_the_prompt_and_named_by_status() {
         "never deleted from the file"
     );
 }
+
+#[test]
+fn a_learning_kern_writes_names_its_paths_and_goes_stale_when_they_are_deleted() {
+    // Issue 39: a learning about `src/legacy_parser.rs` written without backticks stayed in
+    // every prompt after the file was deleted, and `kern status` did not flag it.
+    let p = Project::new(
+        "- [ ] Rework the legacy parser\n- [ ] Remove the legacy parser\n- [ ] Add the new parser\n",
+    );
+    p.write("src/legacy_parser.rs", "// old\n");
+    p.write("src/lexer.rs", "// lexer\n");
+    p.write(
+        "LEARNINGS.md",
+        "# Learnings\n\n- src/old_lexer.rs: keeps a cache, see notes/lexer.md.\n- pick and/or drop 1/2 of the cases; docs at docs.rs/serde/latest/serde.html\n",
+    );
+    p.commit_all("sources");
+    p.scenario(&json!({
+        "tasks": [
+            {"match": "Rework", "implement": {"write": {"src/legacy_parser.rs": "// reworked\n", "src/lexer.rs": "// lexer, reworked\n"}},
+             "commit": {"result": {"verdict": "COMMIT", "subject": "Rework the legacy parser",
+                "learnings": ["src/legacy_parser.rs: tokens carry their spans", "the lexer (lexer.rs) runs first", "keep commits small"]}}},
+            {"match": "Remove", "implement": {"delete": ["src/legacy_parser.rs"]},
+             "commit": {"result": {"verdict": "COMMIT", "subject": "Remove the legacy parser"}}}
+        ],
+        "default": {
+            "implement": {"write": {"src/parser.rs": "// new\n"}},
+            "commit": {"result": {"verdict": "COMMIT", "subject": "Add the new parser"}}
+        }
+    }));
+    p.run(&["1", "0"]).expect(0);
+    let learnings = p.read("LEARNINGS.md");
+    assert!(
+        learnings.contains("- src/legacy_parser.rs: tokens carry their spans — source: task \"Rework the legacy parser\", the commit after "),
+        "{learnings}"
+    );
+    assert!(
+        learnings.contains("tokens carry their spans — source: task \"Rework the legacy parser\", the commit after ")
+            && learnings.lines().any(|l| l.contains("tokens carry their spans") && l.ends_with(" — paths: `src/legacy_parser.rs`")),
+        "the paths it concerns, in a part kern reads back: {learnings}"
+    );
+    assert!(
+        learnings
+            .lines()
+            .any(|l| l.starts_with("- the lexer (lexer.rs) runs first")
+                && l.ends_with(" — paths: `src/lexer.rs`")),
+        "a file's name names it: {learnings}"
+    );
+    assert!(
+        learnings
+            .lines()
+            .any(|l| l.starts_with("- keep commits small") && !l.contains("paths:")),
+        "{learnings}"
+    );
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        status.contains("names a path that no longer exists; left out of prompts: - src/old_lexer.rs: keeps a cache"),
+        "a plain path token counts: {status}"
+    );
+    assert!(!status.contains("and/or"), "prose is no path: {status}");
+    p.run(&["1", "0"]).expect(0);
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        status.contains("left out of prompts: - src/legacy_parser.rs: tokens carry their spans"),
+        "{status}"
+    );
+    assert!(
+        !status.contains("the lexer (lexer.rs) runs first"),
+        "{status}"
+    );
+    p.run(&["1", "0"]).expect(0);
+    let research = p.prompts("research").pop().unwrap();
+    assert!(!research.contains("tokens carry their spans"), "{research}");
+    assert!(!research.contains("keeps a cache"), "{research}");
+    assert!(
+        research.contains("the lexer (lexer.rs) runs first"),
+        "{research}"
+    );
+    assert!(research.contains("pick and/or drop"), "{research}");
+}

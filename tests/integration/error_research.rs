@@ -57,7 +57,7 @@ fn a_saturated_task_is_blocked_early_with_the_list_of_what_was_tried() {
         "{spec}"
     );
     assert!(
-        spec.contains("> **Blocked:** saturated: all standard approaches exhausted for a must-have that does not hold (3 attempts), decomposition included — a person must look. Tried: 1) Wrote src/parse.rs.; 2) meet-literally — wrote src/parsers.rs.; 3) Moved it to lib/parser.rs."),
+        spec.contains("> **Blocked:** saturated: all standard approaches exhausted for a must-have that does not hold (3 attempts), decomposition included — a person must look. Tried against must-have `file src/parser.rs` — no such file: 1) Wrote src/parse.rs.; 2) meet-literally — wrote src/parsers.rs.; 3) Moved it to lib/parser.rs."),
         "{spec}"
     );
     assert!(err.contains("blocked"), "{err}");
@@ -232,4 +232,43 @@ fn status_shows_the_next_tasks_error_research() {
                "tried": ["Wrote src/parse.rs.", "meet-literally — wrote src/parsers.rs."],
                "untried": ["check-names"], "saturated": true})
     );
+}
+
+#[test]
+fn a_task_that_cannot_be_split_is_blocked_at_once_after_one_decomposition_request() {
+    // Issue 39: with --max-attempts 3 a build that fails the same way spent three attempts, a
+    // decomposition request answered "cannot be split", and then more requests the same answer
+    // met. At most --max-attempts attempts plus one decomposition request.
+    let p = Project::new(
+        "- [ ] Add the parser\n  > **Check:** echo 'error[E0425]: cannot find value `lexer` in this scope' >&2; exit 101\n",
+    );
+    p.scenario(&json!({"default": {
+        "implement": [
+            {"write": {"src/parser.rs": "lexer\n"}, "result": {"status": "SUCCESS", "summary": "Wrote the parser over the lexer."}},
+            {"write": {"src/parser.rs": "lexer()\n"}, "result": {"status": "SUCCESS", "summary": "Wrote the parser over the lexer."}},
+            {"write": {"src/parser.rs": "lexer(1)\n"}, "result": {"status": "SUCCESS", "summary": "Wrote the parser over the lexer."}},
+            {"result": {"status": "FAILED", "summary": "It cannot be split.",
+                "attempt_note": "cannot be split: the parser is one function over the lexer"}}
+        ],
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add the parser"}}
+    }}));
+    let err = p.run(&["10", "0", "--max-attempts", "3"]).expect(4).stderr;
+    let prompts = p.prompts("implement");
+    assert_eq!(
+        prompts.len(),
+        4,
+        "three attempts and one decomposition request: {err}"
+    );
+    assert!(
+        prompts[3].contains("Decomposition is required"),
+        "{}",
+        prompts[3]
+    );
+    let spec = p.read("SPEC.md");
+    assert!(spec.starts_with("- [!] Add the parser"), "{spec}");
+    assert!(
+        spec.contains("> **Blocked:** the decomposition request was answered: cannot be split: the parser is one function over the lexer — after 3 failed attempts; a person must look. Tried against check `echo 'error[E0425]: cannot find value `lexer` in this scope' >&2; exit 101` failed (exit 101): error[E0425]: cannot find value `lexer` in this scope: 1) Wrote the parser over the lexer. (3 attempts)"),
+        "{spec}"
+    );
+    assert!(p.prompts("commit").is_empty(), "no review was paid for");
 }

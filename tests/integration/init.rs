@@ -91,14 +91,14 @@ fn second_init_exits_2_naming_spec_and_changes_nothing() {
 }
 
 #[test]
-fn init_with_prompts_and_a_spec_path_writes_all_five() {
+fn init_with_prompts_and_a_spec_path_writes_all_six() {
     let repo = repository();
     kern(
         repo.path(),
         &["init", "--prompts", "--spec", "docs/TODO.md"],
         0,
         "kern: wrote docs/TODO.md, docs/LEARNINGS.md, .kern/prompts/1_research.md, \
-         .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
+         .kern/prompts/2_tests.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
     );
     let names: Vec<String> = files(repo.path()).into_iter().map(|(n, _)| n).collect();
     assert_eq!(
@@ -106,6 +106,7 @@ fn init_with_prompts_and_a_spec_path_writes_all_five() {
         [
             ".kern/prompts/1_research.md",
             ".kern/prompts/2_implement.md",
+            ".kern/prompts/2_tests.md",
             ".kern/prompts/3_commit.md",
             "docs/LEARNINGS.md",
             "docs/TODO.md",

@@ -27,7 +27,8 @@ fn lock_holder_child() {
     }
     let path = PathBuf::from(std::env::var_os(LOCK_ENV).unwrap());
     let legacy = PathBuf::from(std::env::var_os(LEGACY_ENV).unwrap());
-    let (mut lock, _) = RunLock::acquire(&path, &legacy, &["kern".into(), "3".into()]).unwrap();
+    let (mut lock, _) =
+        RunLock::acquire(&path, Some(&legacy), &["kern".into(), "3".into()]).unwrap();
     lock.set_phase(kern::testing::state::lock::Phase::from("implement"))
         .unwrap();
     println!("locked {}", std::process::id());
@@ -167,7 +168,7 @@ fn a_second_kern_is_refused_while_the_first_holds_the_lock() {
         let p = paths();
         let holder = Holder::start(&p);
         let before = fs::read(&p.lock).unwrap();
-        let err = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap_err();
+        let err = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap_err();
         assert_eq!(err.exit_code(), 3, "round {round}");
         let Error::LockHeld { path, holder: who } = &err else {
             panic!("round {round}: {err:?}");
@@ -188,7 +189,7 @@ fn a_second_kern_is_refused_while_the_first_holds_the_lock() {
 
         holder.release();
         assert!(!p.lock.exists(), "released on drop");
-        let (lock, takeover) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
+        let (lock, takeover) = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap();
         assert_eq!(takeover, None, "a clean release leaves nothing stale");
         assert_eq!(lock.record().pid, std::process::id() as i32);
     }
@@ -203,7 +204,7 @@ fn the_record_of_a_sigkilled_holder_is_taken_over() {
         holder.kill9();
         let (record, live) = RunLock::inspect(&p.lock).unwrap();
         assert_eq!((record.pid, live), (pid, false));
-        let (lock, takeover) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
+        let (lock, takeover) = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap();
         let Some(Takeover::Stale { record, why }) = takeover else {
             panic!("{takeover:?}");
         };
@@ -226,7 +227,7 @@ fn a_live_pid_with_another_start_time_is_a_reused_pid_and_stale() {
         return;
     };
     write_record(&p.lock, &record_for(other.pid(), Some(real + 1)));
-    let (_lock, takeover) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
+    let (_lock, takeover) = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap();
     let Some(Takeover::Stale { record, why }) = takeover else {
         panic!("{takeover:?}");
     };
@@ -248,7 +249,7 @@ fn a_record_naming_a_live_process_is_refused_even_without_a_flock_and_never_dele
     write_record(&p.lock, &record);
     let before = fs::read(&p.lock).unwrap();
     let ino = fs::metadata(&p.lock).unwrap().ino();
-    let err = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap_err();
+    let err = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -266,7 +267,7 @@ fn an_unreadable_record_is_taken_over() {
     let p = paths();
     fs::create_dir_all(p.lock.parent().unwrap()).unwrap();
     fs::write(&p.lock, "{\"pid\": 12").unwrap();
-    let (lock, takeover) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
+    let (lock, takeover) = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap();
     assert_eq!(
         takeover,
         Some(Takeover::Unreadable {
@@ -287,7 +288,7 @@ fn the_original_scripts_lock_folder_is_honoured() {
     let other = Sleeper::start();
     fs::create_dir_all(&p.legacy).unwrap();
     fs::write(p.legacy.join("pid"), format!("{}\n", other.pid())).unwrap();
-    let err = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap_err();
+    let err = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap_err();
     assert_eq!(err.exit_code(), 3);
     assert_eq!(
         err.to_string(),
@@ -301,7 +302,7 @@ fn the_original_scripts_lock_folder_is_honoured() {
 
     // No pid file: kern cannot tell, so it refuses and keeps it.
     fs::remove_file(p.legacy.join("pid")).unwrap();
-    let err = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap_err();
+    let err = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap_err();
     assert_eq!(err.exit_code(), 3);
     assert!(err.to_string().contains("without a pid file"), "{err}");
     assert!(p.legacy.is_dir());
@@ -311,7 +312,7 @@ fn the_original_scripts_lock_folder_is_honoured() {
     let dead_pid = dead.id();
     dead.wait().unwrap();
     fs::write(p.legacy.join("pid"), format!("{dead_pid}\n")).unwrap();
-    let (_lock, takeover) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
+    let (_lock, takeover) = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap();
     assert_eq!(
         takeover,
         Some(Takeover::LegacyDir {
@@ -324,7 +325,7 @@ fn the_original_scripts_lock_folder_is_honoured() {
 #[test]
 fn set_phase_rewrites_the_record_in_place_and_keeps_the_lock() {
     let p = paths();
-    let (mut lock, _) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
+    let (mut lock, _) = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap();
     let ino = fs::metadata(&p.lock).unwrap().ino();
     lock.set_phase(kern::testing::state::lock::Phase::from("commit"))
         .unwrap();
@@ -348,7 +349,7 @@ fn set_phase_rewrites_the_record_in_place_and_keeps_the_lock() {
     assert!(fs2::FileExt::try_lock_exclusive(&probe).is_err());
     drop(probe);
     assert!(matches!(
-        RunLock::acquire(&p.lock, &p.legacy, &argv()),
+        RunLock::acquire(&p.lock, Some(&p.legacy), &argv()),
         Err(Error::LockHeld { .. })
     ));
     // That refusal did not remove or change the holder's file.
@@ -363,7 +364,7 @@ fn set_phase_rewrites_the_record_in_place_and_keeps_the_lock() {
 #[test]
 fn drop_never_removes_a_file_that_is_no_longer_ours() {
     let p = paths();
-    let (lock, _) = RunLock::acquire(&p.lock, &p.legacy, &argv()).unwrap();
+    let (lock, _) = RunLock::acquire(&p.lock, Some(&p.legacy), &argv()).unwrap();
     // Someone replaced the file (a new inode at the path).
     let other = p.lock.with_extension("other");
     fs::write(&other, "not kern's").unwrap();

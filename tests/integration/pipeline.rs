@@ -154,14 +154,22 @@ fn three_failures_ask_for_decomposition_and_exhaustion_blocks_with_exit_4() {
         "3rd implement prompt: {}",
         prompts[2]
     );
-    // Failing twice more exhausts the attempts: blocked, exit 4.
-    let out = p.run(&["5", "0", "--max-attempts", "3"]).expect(4);
-    let err = &out.stderr;
+    // Its FAILED answers the request ("cannot be split"): blocked at once, exit 4 (issue 39:
+    // it used to be asked twice more).
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Hard\n"), "{spec}");
-    assert!(spec.contains("> **Attempt 6:**"), "{spec}");
-    assert!(spec.contains("> **Blocked:**"), "{spec}");
-    assert!(err.contains("blocked"), "{err}");
+    assert!(
+        spec.contains("> **Attempt 4:** approach number 4"),
+        "{spec}"
+    );
+    assert!(!spec.contains("> **Attempt 5:**"), "{spec}");
+    assert!(
+        spec.contains("> **Blocked:** the decomposition request was answered: approach number 4 broke d — after 3 failed attempts; a person must look. Tried: 1) approach number 1 broke a; 2) approach number 2 broke b; 3) approach number 3 broke c"),
+        "{spec}"
+    );
+    let out = p.run(&["5", "0", "--max-attempts", "3"]).expect(4);
+    assert!(out.stderr.contains("blocked"), "{}", out.stderr);
+    assert_eq!(p.prompts("implement").len(), 4, "nothing more is paid for");
 }
 
 #[test]
@@ -180,7 +188,7 @@ fn the_same_failure_blocks_early_once_decomposition_was_asked_for() {
     );
     assert!(!spec.contains("> **Attempt 5:**"), "{spec}");
     assert!(
-        spec.contains("the last 3 attempts failed the same way, decomposition included"),
+        spec.contains("> **Blocked:** the decomposition request was answered: npm is not installed — after 3 failed attempts; a person must look. Tried: 1) npm is not installed (3 attempts)"),
         "{spec}"
     );
     assert!(

@@ -94,6 +94,8 @@ enum How {
     Parallel,
     /// The many-machines commands: run in order on a clone of a bare remote.
     Remote,
+    /// The recipes for a task tested first: run after one was committed.
+    TestsFirst,
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
     /// are executable, the criterion bench is declared.
     Bench,
@@ -176,7 +178,15 @@ const KNOWN: &[(&str, How)] = &[
     ("BENCH_BASELINE=/path/to/old/kern benches/run", How::Bench),
     ("cargo bench --bench spec", How::Bench),
     ("benches/parallel", How::Bench),
-    ("benches/phantom", How::Bench),
+    ("KERN_BEFORE=/path/to/old/kern benches/phantom", How::Bench),
+    (
+        "jq .kern.tests_first \"$(kern status --dir)/last/stage2.json\"",
+        How::TestsFirst,
+    ),
+    (
+        "jq -c 'select(.event == \"tests_red\" or .event == \"tests_green\")' \"$(kern status --dir)/run.jsonl\"",
+        How::TestsFirst,
+    ),
     ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
     ("benches/remote", How::Bench),
 ];
@@ -763,6 +773,40 @@ fn the_records_recipes_work_after_the_run_has_ended() {
             assert_eq!(stdout.lines().count(), 1, "one run: {stdout}");
         }
     }
+}
+
+#[test]
+fn the_tests_first_recipes_show_red_then_green() {
+    if !tools::system_tool("jq", "jq", "KERN_SKIP_JQ") {
+        return;
+    }
+    let p = Project::new("- [ ] First\n  > **Tests:** first sh tests/first_test.sh\n");
+    p.scenario(&json!({"default": {
+        "tests": {"write": {"tests/first_test.sh": "test -f out/first.txt || { echo 'FAIL: no out/first.txt'; exit 1; }\n"}},
+        "implement": {"write": {"out/first.txt": "done\n"}}
+    }}));
+    p.run(&["1", "0"]).expect(0);
+    let path = path_with_kern();
+    let recipes = commands(How::TestsFirst);
+    assert_eq!(recipes.len(), 2, "{recipes:?}");
+    let (ok, stdout, stderr) = run_recipe(&p, &path, &recipes[0]);
+    assert!(ok, "`{}` failed: {stderr}", recipes[0]);
+    let record: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(record["command"], "sh tests/first_test.sh");
+    assert_eq!(record["red"], "FAIL: no out/first.txt");
+    assert_eq!(record["passed"], true);
+    let (ok, stdout, stderr) = run_recipe(&p, &path, &recipes[1]);
+    assert!(ok, "`{}` failed: {stderr}", recipes[1]);
+    let events: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(events, ["tests_red", "tests_green"]);
 }
 
 #[test]

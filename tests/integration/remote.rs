@@ -241,7 +241,13 @@ fn killed_in_stage_is_taken_over(stage: &str) {
     // Task 1's first time in `stage` says so and hangs; its second time (the takeover) works.
     let mut first = json!({"shell": [
         format!("touch '{}'", marker.display()),
-        format!("while [ ! -e '{}' ]; do sleep 0.05; done", never.display())
+        // The killed machine's agent is orphaned (no kern takes over on its clone): it
+                // also ends when the test's folder is gone, whenever the file is missed.
+                format!(
+                    "while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done",
+                    never.display(),
+                    fleet.seed.outside.path().display()
+                )
     ]});
     let plain = match stage {
         "research" => json!({"result": {"notes": ["n"]}}),
@@ -591,7 +597,13 @@ fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
             {"shell": [
                 "echo half > half.txt".to_string(),
                 format!("touch '{}'", marker.display()),
-                format!("while [ ! -e '{}' ]; do sleep 0.05; done", never.display())
+                // The killed machine's agent is orphaned (no kern takes over on its clone): it
+                // also ends when the test's folder is gone, whenever the file is missed.
+                format!(
+                    "while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done",
+                    never.display(),
+                    fleet.seed.outside.path().display()
+                )
             ]},
             plain
         ]}],

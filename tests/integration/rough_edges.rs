@@ -64,7 +64,7 @@ fn prompt_overrides_that_cannot_work_exit_2_before_any_agent() {
         (
             "research.md",
             "Research {TASK}.\n",
-            "research.md`: kern reads no template of this name — it reads 1_research.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
+            "research.md`: kern reads no template of this name — it reads 1_research.md, 2_tests.md, 2_implement.md and 3_commit.md from .kern/prompts/; rename the file, or delete it",
         ),
     ];
     for (name, text, message) in cases {
@@ -89,7 +89,7 @@ fn init_prompts_in_an_existing_project_writes_the_templates_only() {
     let run = p.run(&["init", "--prompts"]).expect(0);
     assert_eq!(
         run.stderr,
-        "kern: wrote .kern/prompts/1_research.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md; kept SPEC.md as it is\n"
+        "kern: wrote .kern/prompts/1_research.md, .kern/prompts/2_tests.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md; kept SPEC.md as it is\n"
     );
     assert_eq!(p.read("SPEC.md"), "- [ ] Mine\n");
     assert!(!p.path().join("LEARNINGS.md").exists());
@@ -120,7 +120,7 @@ fn one_allowed_attempt_asks_for_decomposition_before_blocking() {
     let spec = p.read("SPEC.md");
     assert!(spec.starts_with("- [!] Hard task"), "{spec}");
     assert!(
-        spec.contains("> **Blocked:** 2 failed attempts, decomposition included"),
+        spec.contains("> **Blocked:** the decomposition request was answered: the build broke — after 1 failed attempt; a person must look. Tried: 1) the build broke"),
         "{spec}"
     );
 }
@@ -138,7 +138,7 @@ fn three_identical_failures_ask_for_decomposition_instead_of_blocking() {
     let spec = p.read("SPEC.md");
     assert!(
         spec.contains(
-            "> **Blocked:** the last 3 attempts failed the same way, decomposition included"
+            "> **Blocked:** the decomposition request was answered: the build broke — after 3 failed attempts; a person must look. Tried: 1) the build broke (3 attempts)"
         ),
         "{spec}"
     );

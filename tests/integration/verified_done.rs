@@ -332,3 +332,31 @@ fn a_parallel_tasks_out_of_scope_note_lands_in_its_commit() {
     let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
     assert!(!files.contains("unrelated"), "{files}");
 }
+
+#[test]
+fn a_grep_must_have_anchors_its_pattern_at_each_line_as_grep_does() {
+    // Issue 39: the pattern was matched against the whole file, so `^`/`$` were the file's
+    // start and end and the most natural must-have failed on a file that holds the line.
+    let p = Project::new(
+        "- [ ] Greet\n  > **Must:**\n  >\n  > - grep greeting.txt ^greeting=hello$\n  > - grep notes.txt ^second line$\n  > - grep! greeting.txt ^hello\n",
+    );
+    p.scenario(&json!({"default": {
+        "implement": {"write": {
+            "greeting.txt": "# the greeting\ngreeting=hello\n",
+            "notes.txt": "first line\r\nsecond line\r\n"
+        }},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Greet"}}
+    }}));
+    let err = p.run(&["1", "0", "--max-attempts", "1"]).expect(0).stderr;
+    assert!(
+        err.contains(
+            "must: ✓ grep greeting.txt ^greeting=hello$: `greeting.txt:2` holds `greeting=hello`"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("must: ✓ grep notes.txt ^second line$: `notes.txt:2` holds `second line`"),
+        "a CRLF line ends before its `\\r\\n`: {err}"
+    );
+    assert_eq!(p.log()[0], "Greet");
+}

@@ -24,7 +24,6 @@ use crate::error::{Error, Result};
 use crate::reporter::ColorChoice;
 use crate::repository::Repository;
 use crate::settings::Settings;
-use crate::state::StateDir;
 use crate::state::lock::RunLock;
 use crate::state::run_log::{self, LoggedEvent};
 use crate::state::run_report::{self, ReviewOutcome};
@@ -48,11 +47,7 @@ pub(crate) struct ReportRequest {
 /// Runs `kern report`.
 pub(crate) fn run(settings: &Settings, request: &ReportRequest) -> Result<()> {
     let repo = Repository::discover(&settings.cwd)?;
-    let state_dir = StateDir::locate(
-        &settings.state_root,
-        repo.top(),
-        &crate::state::head_folder(repo.head()?.branch()),
-    )?;
+    let state_dir = crate::workspace::state_dir_of(settings, &repo)?;
     let log_path = state_dir.run_log();
     let events = run_log::read_all(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let lock = RunLock::inspect(&repo.run_lock_path());

@@ -274,6 +274,23 @@ pub(super) fn task_details(t: &TaskReport) -> Vec<String> {
     for m in &t.must {
         lines.push(format!("must {}", truncate(&clean(m), NOTE_WIDTH)));
     }
+    if let Some(tf) = &t.tests_first {
+        let mark = |v: Option<bool>| match v {
+            Some(true) => "✓",
+            Some(false) => "✗",
+            None => "–",
+        };
+        lines.push(truncate(
+            &clean(&format!(
+                "tests first: red {} → green {} (`{}`: {})",
+                mark(tf.red),
+                mark(tf.green),
+                tf.command,
+                tf.tests.join(", ")
+            )),
+            NOTE_WIDTH,
+        ));
+    }
     if !t.subtasks.is_empty() {
         lines.push(format!("subtasks: {}", clean(&t.subtasks.join("; "))));
     }

@@ -9,14 +9,14 @@
 
 use super::{Integrated, Tried};
 use crate::error::Result;
+use crate::event::Told;
+use crate::event::{IterationEnd, RunEvent};
 use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
 use crate::pipeline::stage::inputs::RefusedMessage;
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::{Edit, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self};
-use crate::state::run_log::Told;
-use crate::state::run_log::{IterationEnd, RunEvent};
 
 impl Run<'_> {
     /// COMMIT: mark the task done, append the learnings, commit — journaled; a refused
@@ -43,7 +43,7 @@ impl Run<'_> {
             if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
                 return Ok(end);
             }
-            self.emit(RunEvent::Told(Told::MessageRefused {
+            self.teller.emit(RunEvent::Told(Told::MessageRefused {
                 hook: hook.clone(),
                 subject: message.lines().next().unwrap_or("").to_string(),
                 refusals,
@@ -104,7 +104,7 @@ impl Run<'_> {
         if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
             return Ok(Integrated::Ended(end));
         }
-        self.emit(RunEvent::Told(Told::MessageRefused {
+        self.teller.emit(RunEvent::Told(Told::MessageRefused {
             hook: hook.clone(),
             subject: message.lines().next().unwrap_or("").to_string(),
             refusals,

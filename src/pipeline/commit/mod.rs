@@ -24,6 +24,8 @@
 mod asking;
 
 use crate::error::{Error, Result};
+use crate::event::Told;
+use crate::event::{IterationEnd, LeftOutFile, RunEvent};
 use crate::pipeline::decide::{self};
 use crate::pipeline::guard::TaskNow;
 use crate::pipeline::{Run, TaskRun};
@@ -32,8 +34,6 @@ use crate::spec::{Edit, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
-use crate::state::run_log::Told;
-use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent};
 
 /// How one try of kern's commit ended.
 enum Tried {
@@ -90,7 +90,7 @@ impl Run<'_> {
         };
         journal::save(&self.ws.state_dir.pending_commit(), &pending)?;
         if edits.is_empty() {
-            self.emit(RunEvent::Told(Told::StaysOpen {
+            self.teller.emit(RunEvent::Told(Told::StaysOpen {
                 task: it.title.clone(),
             }));
         }
@@ -153,13 +153,16 @@ impl Run<'_> {
     ) -> Result<Option<String>> {
         let attempts = self.attempts(it)?;
         let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
+        // What the task's change touched that is still there: a learning or constraint naming
+        // a path this very commit deletes would be stale at once.
+        let top = self.ws.repo.top();
+        let paths: Vec<String> = self
+            .changed_since_start(it)?
+            .into_iter()
+            .filter(|p| top.join(p).exists())
+            .collect();
         let constraint = match attempts.notes.last() {
             Some(last) if crate::pipeline::error_research::classify(last).is_some() => {
-                let paths: Vec<String> = self
-                    .changed_paths(it)?
-                    .iter()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .collect();
                 Some(crate::learnings::constraint::derive(
                     crate::pipeline::error_research::approach_of(last),
                     approach,
@@ -182,6 +185,7 @@ impl Run<'_> {
                 task: &it.title,
                 learnings: learned,
                 source: &source,
+                paths: &paths,
                 failures: &errors,
                 constraint,
             },
@@ -190,7 +194,7 @@ impl Run<'_> {
 
     /// Commits the work tree as it is, with `message`; logs and reports the commit.
     fn make_commit(&mut self, it: &TaskRun, message: &str) -> Result<IterationEnd> {
-        let reporter = self.reporter;
+        let teller = &self.teller;
         // A parallel task's worktree holds copies of SPEC.md and LEARNINGS.md: nobody's work.
         let mut exclude = it.start.excluded.clone();
         exclude.extend(self.ws.copies.iter().cloned());
@@ -199,7 +203,7 @@ impl Run<'_> {
             exclude: &exclude,
             no_verify: self.settings.no_verify,
             notify: Some(&|line: &str| {
-                reporter.hear(&RunEvent::Told(Told::FromCommit {
+                teller.emit(RunEvent::Told(Told::FromCommit {
                     line: line.to_string(),
                     warn: true,
                 }));
@@ -210,7 +214,7 @@ impl Run<'_> {
         self.hooks_denied(&it.title);
         let outcome = outcome?;
         for line in &outcome.notes {
-            self.emit(RunEvent::Told(Told::FromCommit {
+            self.teller.emit(RunEvent::Told(Told::FromCommit {
                 line: line.clone(),
                 warn: false,
             }));
@@ -232,7 +236,7 @@ impl Run<'_> {
             })
             .collect();
         if !left_out.is_empty() {
-            self.emit(RunEvent::Told(Told::LeftOutOfCommit {
+            self.teller.emit(RunEvent::Told(Told::LeftOutOfCommit {
                 files: left_out.clone(),
             }));
         }
@@ -246,7 +250,7 @@ impl Run<'_> {
         self.remember_left_out(&outcome.left_out)?;
         let Some(oid) = outcome.sha else {
             let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();
-            self.emit(RunEvent::NoCommit {
+            self.teller.emit(RunEvent::NoCommit {
                 task: it.title.clone(),
                 why,
             });
@@ -256,7 +260,7 @@ impl Run<'_> {
         if let Some(branch) = self.target.branch() {
             branch.last_commit = Some(oid);
         }
-        self.emit(RunEvent::Commit {
+        self.teller.emit(RunEvent::Commit {
             task: it.title.clone(),
             sha: oid.to_string(),
             subject: message.lines().next().unwrap_or("").to_string(),
@@ -296,7 +300,7 @@ impl Run<'_> {
         // The lock must say so: a kill inside this commit can leave `.git/index.lock`, which
         // the next run removes only when the dead run's phase was `committing`.
         self.lock.set_phase(Phase::Committing)?;
-        self.emit(RunEvent::Told(Told::FinishingCommit {
+        self.teller.emit(RunEvent::Told(Told::FinishingCommit {
             task: pending.title.clone(),
         }));
         let start = journal::load::<TaskStart>(&self.ws.state_dir.task_start())
@@ -326,7 +330,7 @@ impl Run<'_> {
                 // The task goes on from its stage files: a refused message back to the review.
                 journal::remove(&path);
                 self.reopen(&mut it, &marked)?;
-                self.emit(RunEvent::Told(Told::PendingCommitRefused {
+                self.teller.emit(RunEvent::Told(Told::PendingCommitRefused {
                     hook,
                     task: pending.title.clone(),
                 }));
@@ -336,7 +340,9 @@ impl Run<'_> {
         }
         journal::remove(&path);
         journal::remove(&self.ws.state_dir.task_start());
-        self.ws.state_dir.clear_iteration_files(self.log.run_id())?;
+        self.ws
+            .state_dir
+            .clear_iteration_files(self.teller.run_id())?;
         Ok(())
     }
 }

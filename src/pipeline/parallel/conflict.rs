@@ -9,12 +9,12 @@
 
 use super::Job;
 use crate::error::Result;
+use crate::event::{IterationEnd, RunEvent};
 use crate::pipeline::Run;
 use crate::repository::TASK_BRANCH_PREFIX;
 use crate::spec::{Edit, Quoted, TaskState};
 use crate::state::journal::{self, Conflicts};
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent};
 use crate::workspace::Workspace;
 use std::path::PathBuf;
 
@@ -73,10 +73,10 @@ impl Run<'_> {
             kept,
         };
         let edits = if count >= 2 {
-            self.emit(conflict(None));
+            self.teller.emit(conflict(None));
             let doc = self.spec.reload()?;
             let line = doc.find(&job.identity).map_or(0, |t| doc.tasks()[t].line);
-            self.emit(RunEvent::Blocked {
+            self.teller.emit(RunEvent::Blocked {
                 task: job.title.clone(),
                 why: format!(
                     "its work conflicted twice in {files} ({how}) — it stays on `{branch}`"
@@ -97,7 +97,7 @@ impl Run<'_> {
             // The work is kept there; the branch starts over from the new tip.
             self.ws.repo.remove_task_worktree(&job.slug)?;
             self.ws.repo.fresh_task_branch(&job.slug, &keep)?;
-            self.emit(conflict(Some(keep.clone())));
+            self.teller.emit(conflict(Some(keep.clone())));
             vec![Edit::AddAttempt(format!(
                 "its work conflicted with the branch in {files} ({how}) when kern applied it — kept at `{keep}`; start from the branch as it is now"
             ))]

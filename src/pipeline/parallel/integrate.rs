@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::pipeline::commit::Integrated;
 use crate::pipeline::remote::Landing;
 use crate::pipeline::{Run, TaskRun};
@@ -18,7 +19,6 @@ use crate::stage::Stage;
 use crate::state::journal::{self, Integrating, TaskStart};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
-use crate::state::run_log::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::workspace::Workspace;
 
 use super::Job;
@@ -71,7 +71,7 @@ impl Run<'_> {
             .iter()
             .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
         {
-            self.emit(RunEvent::Told(Told::LeftInWorktree {
+            self.teller.emit(RunEvent::Told(Told::LeftInWorktree {
                 task: job.title.clone(),
                 file: LeftOutFile {
                     path: left.path.clone(),
@@ -172,7 +172,7 @@ impl Run<'_> {
                 Landing::Kept(end) => {
                     // Its work stays on its branch; the task is another machine's now.
                     self.ws.repo.remove_task_worktree(&job.slug)?;
-                    let _ = job_ws.state_dir.clear_iteration_files(self.log.run_id());
+                    let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
                     let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
                     return Ok(end);
                 }
@@ -182,13 +182,13 @@ impl Run<'_> {
             self.ws.repo.remove_task_worktree(&job.slug)?;
             self.ws.repo.delete_task_branch(&job.slug)?;
             // Its records stay readable in the branch folder's last/ and runs/.
-            let _ = job_ws.state_dir.clear_iteration_files(self.log.run_id());
+            let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
             let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
         } else {
             // Not committed (a hook refused it, the person took the task): what was written
             // here goes back, kept under refs/kern/; the task's worktree keeps its work.
             self.take_back(job, &paths)?;
-            let _ = job_ws.state_dir.clear_iteration_files(self.log.run_id());
+            let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
         }
         Ok(end)
     }
@@ -227,7 +227,7 @@ impl Run<'_> {
         );
         // In the morning report under the task that just ended: the one stage that may write
         // is implement, though any task's agent could have done it.
-        self.emit(RunEvent::Violation {
+        self.teller.emit(RunEvent::Violation {
             task: Some(job.title.clone()),
             stage: Stage::Implement,
             violations: vec![what.clone()],

@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::ledger::Ledger;
 use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::{Run, Target};
@@ -20,7 +21,6 @@ use crate::settings::Settings;
 use crate::spec::{Document, TaskIdentity};
 use crate::state::journal::{self, JobRecord};
 use crate::state::lock::{Phase, RunLock};
-use crate::state::run_log::{IterationEnd, RunEvent, RunLog, Told};
 use crate::supervisor::interrupt::Interrupt;
 use crate::text;
 
@@ -46,7 +46,7 @@ impl<'a> Run<'a> {
             }
             let keep = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
             if let Some(kept) = self.ws.repo.fresh_task_branch(&slug, &keep)? {
-                self.emit(RunEvent::Told(Told::BranchKept {
+                self.teller.emit(RunEvent::Told(Told::BranchKept {
                     branch: format!("{TASK_BRANCH_PREFIX}{slug}"),
                     task: title.clone(),
                     kept,
@@ -125,17 +125,15 @@ impl<'a> Run<'a> {
             .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
         ws.state_dir.create()?;
         crate::pipeline::fence::fence_hooks(self.settings, &ws);
-        let (lock, takeover) = RunLock::acquire(
-            &ws.repo.run_lock_path(),
-            &dir.dir().join("no-legacy-lock"),
-            &self.settings.argv,
-        )?;
+        // A task's worktree never had the original script's lock folder.
+        let (lock, takeover) =
+            RunLock::acquire(&ws.repo.run_lock_path(), None, &self.settings.argv)?;
         let settings: &'a Settings = self.settings;
         let reporter: &'a Reporter = self.reporter;
         let interrupt: &'a Interrupt = self.interrupt;
         let spec: SharedSpec = self.spec.clone();
         let ledger: Ledger = self.ledger.clone();
-        let log: RunLog = self.log.clone();
+        let teller = self.teller.clone();
         let total = settings.iterations;
         let target = if settings.review {
             Target::Review {
@@ -147,6 +145,7 @@ impl<'a> Run<'a> {
         };
         Ok(Box::pin(async move {
             let labelled = reporter.for_job(&job.title);
+            let teller = teller.for_job(&labelled);
             let end = {
                 let mut run = Run {
                     settings,
@@ -154,7 +153,7 @@ impl<'a> Run<'a> {
                     reporter: &labelled,
                     interrupt,
                     lock,
-                    log,
+                    teller,
                     spec,
                     ledger,
                     target,
@@ -165,7 +164,7 @@ impl<'a> Run<'a> {
                     Err(e) => Err(e),
                 };
                 if matches!(end, Ok(e) if e != IterationEnd::Ready) {
-                    let _ = run.ws.state_dir.clear_iteration_files(run.log.run_id());
+                    let _ = run.ws.state_dir.clear_iteration_files(run.teller.run_id());
                 }
                 end
             };

@@ -3,7 +3,8 @@
 //! Decisions a reader must know:
 //! - Each task runs in its own git worktree, `jobs/<task>/tree` under the state folder, on a
 //!   branch `kern/<task>` from the tip, with its own state folder `jobs/<task>/`: a full
-//!   [`Run`] of the ordinary pipeline over that worktree ([`JobTarget`] pins it to its task).
+//!   [`Run`] of the ordinary pipeline over that worktree (its `Target::Job` pins it to its
+//!   task).
 //!   The tasks run in this process, side by side on one thread — they only wait on agents.
 //!   SPEC.md is the run's own and shared ([`SharedSpec`]): kern alone writes it, one edit at a
 //!   time, for every task.
@@ -41,12 +42,12 @@ use std::task::Poll;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::{MAX_IDLE_ITERATIONS, Run, schedule};
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;
 use crate::state::StateDir;
 use crate::state::lock::Phase;
-use crate::state::run_log::{IterationEnd, RunEvent, Told};
 use crate::workspace::Workspace;
 
 struct Job {
@@ -166,7 +167,10 @@ impl<'a> Run<'a> {
                 // Only the delay between tasks is left to wait for.
                 self.lock.set_phase(Phase::Sleeping)?;
                 let wait = next_start.saturating_duration_since(Instant::now());
-                self.reporter.waiting("next iteration", wait);
+                self.teller.emit(RunEvent::Told(Told::Waiting {
+                    reason: "next iteration".into(),
+                    remaining: wait,
+                }));
                 if self.interrupt.sleep_or_interrupt(wait).await {
                     stop = Some(Error::Interrupted {
                         signal: self.interrupt.requested().unwrap_or(2),
@@ -240,7 +244,8 @@ impl<'a> Run<'a> {
         let doc = self.spec.reload()?;
         let lines = self.ws.validate(&doc)?;
         if !lines.is_empty() {
-            self.emit(RunEvent::Told(Told::SpecWarnings { lines }));
+            self.teller
+                .emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
         let options = self.ws.select_options(self.settings, &doc);

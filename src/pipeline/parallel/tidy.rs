@@ -8,12 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::repository::RefFilter;
 use crate::spec::{Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, Integrating, JobRecord, TaskStart};
 use crate::state::lock::Phase;
-use crate::state::run_log::{RunEvent, Told};
 use crate::workspace::Workspace;
 
 use super::Job;
@@ -68,7 +68,7 @@ impl Run<'_> {
                     Quoted(&job.title)
                 ),
             )?;
-            self.emit(RunEvent::Told(Told::WorktreeSaved {
+            self.teller.emit(RunEvent::Told(Told::WorktreeSaved {
                 task: job.title.clone(),
                 git_ref,
             }));
@@ -155,7 +155,7 @@ impl Run<'_> {
                 title: pending.identity.path.last().cloned().unwrap_or_default(),
             };
             self.take_back(&job, &pending.paths)?;
-            self.emit(RunEvent::Told(Told::ApplyingAgain {
+            self.teller.emit(RunEvent::Told(Told::ApplyingAgain {
                 task: job.title.clone(),
             }));
         }

@@ -133,6 +133,10 @@ impl Run<'_> {
                 must: crate::pipeline::verify::held_at_start(self.ws.repo.top(), &t.must_text()),
                 tests_read_only: t.tests_read_only(),
                 scope: t.scope(),
+                tests_first: t
+                    .tests_first_command(self.settings.tests_first, self.settings.check.as_deref())
+                    .command(),
+                red: None,
             },
         )?;
         if let Some(r) = self.target.remote_mut() {

@@ -10,10 +10,10 @@
 use super::claim::{self, AfterRefusal};
 use super::{Landing, pull_request, spec_merge, task_key};
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::repository::remote::{Expected, Pushed, RefUpdate};
 use crate::spec::{Quoted, TaskIdentity};
-use crate::state::run_log::{RunEvent, Told};
 use git2::Oid;
 use std::path::{Path, PathBuf};
 
@@ -43,7 +43,7 @@ impl Run<'_> {
                 }],
             )?;
             if pushed == Pushed::Done {
-                self.reporter.hear(&RunEvent::Told(Told::PushedForReview {
+                self.teller.emit(RunEvent::Told(Told::PushedForReview {
                     branch: branch.clone(),
                     remote: name.clone(),
                 }));
@@ -57,13 +57,13 @@ impl Run<'_> {
                         &branch,
                         title,
                     );
-                    self.emit(RunEvent::Told(Told::PullRequest {
+                    self.teller.emit(RunEvent::Told(Told::PullRequest {
                         opened: opened.is_ok(),
                         line: opened.unwrap_or_else(|line| line),
                     }));
                 }
             } else {
-                self.reporter.hear(&RunEvent::Told(Told::RemoteRefused {
+                self.teller.emit(RunEvent::Told(Told::RemoteRefused {
                     remote: name.clone(),
                     refused: format!("`{branch}`"),
                     why: None,
@@ -100,7 +100,7 @@ impl Run<'_> {
                     break;
                 }
                 Pushed::Refused(why) => {
-                    self.reporter.hear(&RunEvent::Told(Told::RemoteRefused {
+                    self.teller.emit(RunEvent::Told(Told::RemoteRefused {
                         remote: name.clone(),
                         refused: format!(
                             "SPEC.md's note for {}",
@@ -172,7 +172,7 @@ impl Run<'_> {
                     r.work.remove(&key);
                     r.rounds = 0;
                 }
-                self.emit(RunEvent::Told(Told::Landed {
+                self.teller.emit(RunEvent::Told(Told::Landed {
                     task: title.to_string(),
                     remote: name.clone(),
                     branch: branch.clone(),
@@ -199,7 +199,7 @@ impl Run<'_> {
         };
         match claim::after_refusal(policy.as_deref(), mine, round) {
             AfterRefusal::Rebase => {
-                self.reporter.hear(&RunEvent::Told(Told::Relanding {
+                self.teller.emit(RunEvent::Told(Told::Relanding {
                     moved: format!("{name}/{branch}"),
                     task: title.to_string(),
                 }));
@@ -211,13 +211,11 @@ impl Run<'_> {
                     r.work.remove(&key);
                     r.rounds = 0;
                 }
-                self.reporter.hear(&RunEvent::Told(Told::NotLanded {
+                self.teller.emit(RunEvent::Told(Told::NotLanded {
                     task: title.to_string(),
                     branch: task_branch.clone(),
                 }));
-                Ok(Landing::Kept(
-                    crate::state::run_log::IterationEnd::Progressed,
-                ))
+                Ok(Landing::Kept(crate::event::IterationEnd::Progressed))
             }
             AfterRefusal::Refused(why) => {
                 let pushed = self.ws.repo.task_branch(slug).map(|oid| {

@@ -32,11 +32,11 @@ use std::time::Duration;
 use git2::Oid;
 
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::{Run, schedule};
 use crate::repository::Repository;
 use crate::repository::remote::{CLAIMS, Expected, Pushed, RefUpdate};
 use crate::spec::{Document, Quoted, SelectOptions, Selection, TaskIdentity};
-use crate::state::run_log::{RunEvent, Told};
 use crate::timestamp::Timestamp;
 use claim::{ClaimRecord, ClaimStep};
 
@@ -76,7 +76,7 @@ pub(crate) enum Landing {
     /// The branch moved on: integrate again on the new tip.
     Again,
     /// It did not land and never will from here: the run goes on with this end.
-    Kept(crate::state::run_log::IterationEnd),
+    Kept(crate::event::IterationEnd),
 }
 
 /// What a claim attempt came to.
@@ -480,7 +480,7 @@ impl Run<'_> {
         match remote.claim(&self.ws.repo, &key, &identity)? {
             Claimed::No => Ok(false),
             Claimed::Yes => {
-                self.reporter.hear(&RunEvent::Told(Told::Claimed {
+                self.teller.emit(RunEvent::Told(Told::Claimed {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     claim: format!("{CLAIMS}{key}"),
@@ -489,7 +489,7 @@ impl Run<'_> {
             }
             Claimed::TookOver { holder, attempt } => {
                 remote.taken_over.push(identity.clone());
-                self.reporter.hear(&RunEvent::Told(Told::TookOver {
+                self.teller.emit(RunEvent::Told(Told::TookOver {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     holder,
@@ -520,7 +520,7 @@ impl Run<'_> {
         let title = Quoted(&doc.tasks()[task].title);
         let key = task_key(&identity);
         let paths = self.resume_pushed_work(doc, task, slug)?;
-        self.reporter.hear(&RunEvent::Told(Told::Resumed {
+        self.teller.emit(RunEvent::Told(Told::Resumed {
             task: title.0.to_string(),
             work: format!("{}{key}", checkpoint::WORK),
             paths,
@@ -535,7 +535,7 @@ impl Run<'_> {
             return Ok(());
         };
         for lost in remote.renew(&self.ws.repo)? {
-            self.reporter.hear(&RunEvent::Told(Told::ClaimLost {
+            self.teller.emit(RunEvent::Told(Told::ClaimLost {
                 task: lost.path.last().cloned().unwrap_or_default(),
             }));
         }

@@ -7,18 +7,19 @@
 use std::time::{Duration, Instant};
 
 use crate::agent::stream::{AgentOutput, LineSignal, ReportCheck, StreamParser};
-use crate::agent::{Agent, InvocationRequest, StageAgent};
+use crate::agent::{Agent, StageAgent};
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
 use crate::stage::Stage;
 use crate::stage::record::{KernEnvelope, Outcome, SCHEMA_VERSION, StageRecord};
 use crate::stage::report::is_report;
 use crate::state::StateDir;
-use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::{self, EndReason, Invocation, LineAction, SpawnError, StreamFiles};
 use crate::timestamp::Timestamp;
 use serde_json::{Map, Value};
 
-use super::runner::{STDERR_CAP, StageContext, StageRequest, StageRun, StageWatch, Tries};
+use super::plan::{PlanFiles, StagePlan};
+use super::runner::{STDERR_CAP, StageContext, StageRun, StageWatch, Tries};
 
 /// One run of the agent, not yet judged.
 pub(super) struct Attempt {
@@ -65,7 +66,7 @@ impl Attempt {
 pub(super) async fn run_once(
     ctx: &StageContext<'_>,
     watch: &mut dyn StageWatch,
-    request: &StageRequest,
+    request: &StagePlan,
     stage: Stage,
     on: &StageAgent,
     tries: &Tries,
@@ -73,21 +74,19 @@ pub(super) async fn run_once(
     let settings = ctx.settings;
     let state_dir = ctx.state_dir;
     let agent = &on.agent;
-    ctx.reporter.stage_started(stage, &request.task.title);
-    let mut invocation = agent.invocation(InvocationRequest {
+    ctx.teller.emit(RunEvent::Told(Told::StageTry {
         stage,
-        model: on.model.as_deref(),
-        prompt: request.prompt.clone().into_bytes(),
-        cwd: ctx.cwd,
-        schema_path: &state_dir.stage_schema(stage),
-        state_dir: &state_dir.dir(),
-        task_title: &request.task.title,
-        max_budget_usd: request.budget_left.map(|left| left - tries.cost),
-        sandbox: settings.sandbox.mode == crate::sandbox::Mode::Agent,
-        protected: &request.protected,
-    });
-    let place = crate::pipeline::fence::Place::of(ctx.cwd, &state_dir.dir());
-    invocation.fence = crate::pipeline::fence::for_agent(settings, &place, agent);
+        task: request.task.title.clone(),
+    }));
+    let invocation = request.invocation(
+        on,
+        &PlanFiles {
+            cwd: ctx.cwd,
+            schema: &state_dir.stage_schema(stage),
+            state_dir: &state_dir.dir(),
+        },
+        tries.cost,
+    );
     let files = StreamFiles {
         stdout_cap: crate::supervisor::STDOUT_CAP,
         stdout: state_dir.stage_stream(stage),
@@ -151,16 +150,12 @@ pub(super) async fn run_once(
         // The group is gone now; a record of it would only mislead a later takeover.
         watch.agent_group(None)?;
     }
-    super::runner::remake_state_dir(
-        state_dir,
-        ctx.reporter,
-        &format!("during the {stage} stage"),
-    )?;
+    super::runner::remake_state_dir(state_dir, ctx.teller, &format!("during the {stage} stage"))?;
     let finished = finished.map_err(|e| spawn_error(agent, e))?;
     if !finished.escaped.is_empty() {
         // Stopped, not held against the stage: a CLI's own helpers (Codex's sandbox) may still
         // be winding down when it exits, and nothing they do counts after this point.
-        ctx.reporter.hear(&RunEvent::Told(Told::StrayProcesses {
+        ctx.teller.emit(RunEvent::Told(Told::StrayProcesses {
             stage,
             pids: finished.escaped.clone(),
         }));
@@ -187,6 +182,7 @@ pub(super) async fn run_once(
         violations: Vec::new(),
         reverted: Vec::new(),
         must: Vec::new(),
+        tests_first: None,
         prompt_bytes: request.prompt.len() as u64,
         sandbox: Some(fence_report(settings, finished.fence.as_ref(), tries)),
     };

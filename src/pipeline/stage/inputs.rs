@@ -1,11 +1,10 @@
 //! What each stage sees (DESIGN.md section 9), gathered in one place: the task block, the
-//! learnings, recent commits, the diff, the previous stage's result and the attempt situation,
-//! and the agents and models each stage runs with.
+//! learnings, recent commits, the diff, the previous stage's result and the attempt situation.
 //!
-//! The one decision a reader must know: the loop and the dry run both call
-//! [`StageInputs::gather`], so `kern -n` shows the prompt a run would send, not a look-alike.
-//! What only a run can know (the implement summary, research notes not yet written) renders as
-//! a placeholder naming it.
+//! The one decision a reader must know: only the stage plan (`plan.rs`) calls
+//! [`StageInputs::gather`], and the loop and the dry run both build that plan, so `kern -n`
+//! shows the prompt a run would send, not a look-alike. What only a run can know (the
+//! implement summary, research notes not yet written) renders as a placeholder naming it.
 //!
 //! The review's `{ATTEMPTS}` is kern's word on the commit message: the convention the recent
 //! subjects follow (`convention.rs`), and, when a hook refused kern's message, the request for
@@ -15,7 +14,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::agent::{Agent, StageAgent, StageAgents};
 use crate::error::Result;
 use crate::prompt::{Keep, PromptInputs, convention, cut, escape_fence};
 use crate::settings::Settings;
@@ -102,9 +100,28 @@ impl StageInputs {
                 crate::prompt::BUDGET_LEARNINGS,
             ))
         };
+        // A task tested first: its command as of its start (else as the file says now), and
+        // its tests once they were seen red.
+        let identity = doc.identity(task);
+        let tests_first = start.and_then(|s| s.tests_first.clone()).or_else(|| {
+            t.tests_first_command(settings.tests_first, settings.check.as_deref())
+                .command()
+        });
+        let red = start.and_then(|s| s.red_of(&identity));
         match stage {
             Stage::Research => {
                 inputs.learnings = Some(learnings()?);
+            }
+            Stage::Tests => {
+                inputs.learnings = Some(learnings()?);
+                inputs.prev_result = Some(
+                    t.research()
+                        .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
+                );
+                inputs.attempts = Some(tests_step_text(
+                    tests_first.as_deref().unwrap_or_default(),
+                    &attempts_text(t.attempts(), settings.max_attempts),
+                ));
             }
             Stage::Implement => {
                 inputs.learnings = Some(learnings()?);
@@ -113,6 +130,13 @@ impl StageInputs {
                         .map_or_else(|| RESEARCH_PLACEHOLDER.to_string(), |n| n.text.clone()),
                 );
                 inputs.attempts = Some(implement_attempts(t, settings.max_attempts));
+                if let (Some(command), Some(red)) = (&tests_first, red) {
+                    inputs.attempts = Some(format!(
+                        "{}\n\n{}",
+                        tests_implement_text(command, red),
+                        inputs.attempts.take().unwrap_or_default()
+                    ));
+                }
                 // A task too big for one session is split before it is implemented.
                 if let Some(limit) = settings.max_task_files
                     && t.children.is_empty()
@@ -159,6 +183,11 @@ impl StageInputs {
                     Some(report) => implement_result(report, unchanged),
                     None => SUMMARY_PLACEHOLDER.to_string(),
                 });
+                if let (Some(command), Some(red), Some(prev)) =
+                    (&tests_first, red, inputs.prev_result.as_mut())
+                {
+                    prev.push_str(&tests_review_text(command, red));
+                }
                 let subjects = ws.repo.recent_subjects(CONVENTION_SUBJECTS)?;
                 inputs.attempts = Some(convention::advice(
                     convention::detect(&subjects).as_ref(),
@@ -240,45 +269,6 @@ fn implement_result(report: &ImplementReport, unchanged: bool) -> String {
     }
 }
 
-/// The agents of a stage and their models. The stage's own agent is `--agent`, or for the
-/// review `--review-agent`; its fallback is `--fallback-agent`, unless that is the stage's own
-/// agent. Models: `--model` for `--agent`, `--review-model` for the review (and `--model` when
-/// the review runs on `--agent`), `--fallback-model` for the fallback; without one, the
-/// template's front matter — which names a Claude model and means nothing to Codex, so Codex
-/// then uses its own default (DESIGN.md section 4).
-pub(crate) fn stage_agents(
-    settings: &Settings,
-    templates: &crate::prompt::Templates,
-    stage: Stage,
-) -> StageAgents {
-    // The model the agent is given, and so the one the records name: a program agent is given
-    // none (it chooses its own), Codex only an explicit one (the templates' are Claude's).
-    let with_model = |agent: &Agent, explicit: Option<&String>| StageAgent {
-        agent: agent.clone(),
-        model: match agent {
-            Agent::Program(_) => None,
-            Agent::Codex => explicit.cloned(),
-            Agent::Claude => explicit
-                .cloned()
-                .or_else(|| templates.get(stage).model.clone()),
-        },
-    };
-    let primary = match (&settings.review_agent, stage) {
-        (Some(agent), Stage::Review) => with_model(agent, settings.review_model.as_ref()),
-        (None, Stage::Review) => with_model(
-            &settings.agent,
-            settings.review_model.as_ref().or(settings.model.as_ref()),
-        ),
-        _ => with_model(&settings.agent, settings.model.as_ref()),
-    };
-    let fallback = settings
-        .fallback_agent
-        .as_ref()
-        .filter(|agent| **agent != primary.agent)
-        .map(|agent| with_model(agent, settings.fallback_model.as_ref()));
-    StageAgents { primary, fallback }
-}
-
 /// How many files a Scope covers: the `tracked` paths its patterns match (a folder names
 /// everything below it), plus one for each plain path no tracked file has yet (a new file).
 pub(crate) fn scope_files(scope: &[String], tracked: &[String]) -> usize {
@@ -308,7 +298,7 @@ pub(crate) fn attempts_text(attempts: u32, max_attempts: u32) -> String {
             crate::text::count(n as usize, "time", "times")
         ),
         n => format!(
-            "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session.",
+            "This task has failed {}. Decomposition is required: do not attempt the whole task again. Return status DECOMPOSED with `subtasks`: smaller tasks, in order, each small enough to finish in one session. If it cannot be split, return FAILED with an `attempt_note` that says why: this is the task's last attempt, and kern blocks it for a person.",
             crate::text::count(n as usize, "time", "times")
         ),
     }
@@ -357,8 +347,48 @@ pub(crate) fn message_request(refused: &RefusedMessage, advice: &str) -> String 
     format!("{fixed}{output}\n\n{advice}")
 }
 
+/// The tests step's `{ATTEMPTS}`: what kern does with the tests and `command`, then the
+/// attempt situation (`attempts`).
+fn tests_step_text(command: &str, attempts: &str) -> String {
+    format!(
+        "The test command: `{command}`, run in the repository's top folder. kern runs it on the commit the task started from with only your test files added: it must fail there. Then an implement session does the task, your test files held read-only, and the same command must pass.\n\n{attempts}"
+    )
+}
+
+/// What implement is told of the task's tests, seen red (their output is data, fenced).
+fn tests_implement_text(command: &str, red: &crate::state::journal::Red) -> String {
+    format!(
+        "This task is tested first. Its tests, {}, failed on the commit the task started from (kern ran `{command}` with only them added). Make `{command}` pass by doing the task. kern holds those test files read-only, and every test file the task started with: changing or deleting one fails the attempt. What the command printed then:\n{}",
+        red.tests.join(", "),
+        fence(
+            "red test output",
+            &red.output,
+            600,
+            crate::prompt::Keep::Tail
+        )
+    )
+}
+
+/// What the review reads of the task's tests: red before implement, green after (kern's
+/// evidence beside the implementer's word; the whole is inside the summary's data fence).
+fn tests_review_text(command: &str, red: &crate::state::journal::Red) -> String {
+    let output = |text: &str| {
+        let (kept, _) = crate::prompt::cut(text.trim(), 1536, crate::prompt::Keep::Tail);
+        kept.to_string()
+    };
+    let green = match &red.green {
+        Some(green) => format!("green — after implement it passed:\n{}", output(green)),
+        None => "green — not run yet".to_string(),
+    };
+    format!(
+        "\n\nkern ran the task's tests first (this is kern's finding, not the implementer's): `{command}` with {}.\nred — before implement, on the commit the task started from plus only these tests, it failed:\n{}\n{green}",
+        red.tests.join(", "),
+        output(&red.output)
+    )
+}
+
 /// `text` as a data fence named `source`, escaped, cut to `max` bytes keeping `keep`.
-fn fence(source: &str, text: &str, max: usize, keep: Keep) -> String {
+pub(crate) fn fence(source: &str, text: &str, max: usize, keep: Keep) -> String {
     let escaped = escape_fence(text.trim());
     let (kept, removed) = cut(&escaped, max, keep);
     let body = match (removed, keep) {
@@ -388,139 +418,6 @@ pub(crate) fn task_text(doc: &Document, task: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Cli;
-    use clap::Parser;
-
-    fn agents(argv: &[&str], stage: Stage) -> StageAgents {
-        let templates =
-            crate::prompt::Templates::load(Path::new("/nonexistent-kern-test")).unwrap();
-        let cli = Cli::try_parse_from(argv).unwrap();
-        let settings = Settings::resolve(&cli, "/".into(), Vec::new(), &|_| None).unwrap();
-        stage_agents(&settings, &templates, stage)
-    }
-
-    fn on(agent: Agent, model: Option<&str>) -> StageAgent {
-        StageAgent {
-            agent,
-            model: model.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn codex_gets_a_model_only_from_the_command_line() {
-        for (argv, expected) in [
-            (vec!["kern"], Some("opus")),
-            (vec!["kern", "--agent", "codex"], None),
-            (
-                vec!["kern", "--agent", "codex", "--model", "o3"],
-                Some("o3"),
-            ),
-            (vec!["kern", "--model", "haiku"], Some("haiku")),
-        ] {
-            assert_eq!(
-                agents(&argv, Stage::Implement).primary.model.as_deref(),
-                expected,
-                "{argv:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn each_stage_has_its_agents_and_their_models() {
-        let program = || Agent::Program(PathBuf::from("/bin/r"));
-        // (argv, stage, primary, fallback); the built-in templates say opus for implement and
-        // sonnet for review.
-        let table: Vec<(Vec<&str>, Stage, StageAgent, Option<StageAgent>)> = vec![
-            (
-                vec!["kern", "--fallback-agent", "codex"],
-                Stage::Implement,
-                on(Agent::Claude, Some("opus")),
-                Some(on(Agent::Codex, None)),
-            ),
-            (
-                vec![
-                    "kern",
-                    "--fallback-agent",
-                    "codex",
-                    "--fallback-model",
-                    "o3",
-                    "--model",
-                    "haiku",
-                ],
-                Stage::Research,
-                on(Agent::Claude, Some("haiku")),
-                Some(on(Agent::Codex, Some("o3"))),
-            ),
-            (
-                vec!["kern", "--agent", "codex", "--fallback-agent", "claude"],
-                Stage::Implement,
-                on(Agent::Codex, None),
-                Some(on(Agent::Claude, Some("opus"))),
-            ),
-            (
-                vec!["kern", "--review-agent", "codex", "--model", "haiku"],
-                Stage::Review,
-                on(Agent::Codex, None),
-                None,
-            ),
-            (
-                vec!["kern", "--review-agent", "codex", "--review-model", "o3"],
-                Stage::Review,
-                on(Agent::Codex, Some("o3")),
-                None,
-            ),
-            (
-                vec!["kern", "--review-agent", "codex"],
-                Stage::Implement,
-                on(Agent::Claude, Some("opus")),
-                None,
-            ),
-            (
-                vec!["kern", "--review-model", "haiku", "--model", "opus"],
-                Stage::Review,
-                on(Agent::Claude, Some("haiku")),
-                None,
-            ),
-            (
-                vec!["kern", "--model", "opus"],
-                Stage::Review,
-                on(Agent::Claude, Some("opus")),
-                None,
-            ),
-            // The review's fallback is the fallback agent unless that is the review agent.
-            (
-                vec![
-                    "kern",
-                    "--review-agent",
-                    "codex",
-                    "--fallback-agent",
-                    "codex",
-                ],
-                Stage::Review,
-                on(Agent::Codex, None),
-                None,
-            ),
-            (
-                vec![
-                    "kern",
-                    "--review-agent",
-                    "program:/bin/r",
-                    "--fallback-agent",
-                    "codex",
-                ],
-                Stage::Review,
-                on(program(), None),
-                Some(on(Agent::Codex, None)),
-            ),
-        ];
-        for (argv, stage, primary, fallback) in table {
-            assert_eq!(
-                agents(&argv, stage),
-                StageAgents { primary, fallback },
-                "{argv:?} {stage}"
-            );
-        }
-    }
 
     #[test]
     fn the_review_reads_why_nothing_changed() {
@@ -573,6 +470,10 @@ mod tests {
         assert!(attempts_text(1, 3).starts_with("This task has failed 1 time."));
         assert!(attempts_text(2, 3).contains("do not repeat a failed approach"));
         assert!(attempts_text(3, 3).contains("Decomposition is required"));
+        assert!(
+            attempts_text(3, 3)
+                .ends_with("this is the task's last attempt, and kern blocks it for a person.")
+        );
         assert!(!attempts_text(2, 3).contains("Decomposition"));
         assert!(attempts_text(1, 1).starts_with("This task has failed 1 time. Decomposition"));
     }

@@ -8,28 +8,25 @@
 //! report says. The stage's record is written once, with the audit's findings in it
 //! ([`runner::StageRun::write`]).
 //!
-//! Children: `inputs.rs` gathers what the stage sees (shared with the dry run), `runner.rs`
+//! Children: `plan.rs` is the stage's plan (agents, prompt, budget — the one the dry run
+//! prints), `inputs.rs` gathers what the stage sees for it, `runner.rs`
 //! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
 
 pub(crate) mod attempt;
 pub(crate) mod inputs;
+pub(crate) mod plan;
 pub(crate) mod runner;
 
 use crate::error::{Error, Result};
+use crate::event::RunEvent;
 use crate::pipeline::ledger::StageCount;
-use crate::pipeline::stage::inputs::{StageInputs, stage_agents};
-use crate::pipeline::{Run, TaskRun, protected_files};
-use crate::reporter::StageLine;
+use crate::pipeline::{Run, TaskRun};
 use crate::spec::Quoted;
-use crate::stage::record::{Outcome, TaskRef, WaitKind};
+use crate::stage::record::{Outcome, WaitKind};
 use crate::stage::{ImplementReport, Report};
 use crate::state::lock::{AgentGroup, Phase, RunLock};
-use crate::state::run_log::RunEvent;
-use runner::{StageContext, StageRequest, StageRun};
-use std::time::Duration;
-
-/// The model a level-3 task's research and review get on Claude when no model was chosen.
-const STRONGEST_CLAUDE_MODEL: &str = "opus";
+use plan::{PlanFor, StagePlan};
+use runner::{StageContext, StageRun};
 
 impl Run<'_> {
     /// Renders the prompt and runs one stage, with the audit after it. `implement` is what
@@ -56,74 +53,36 @@ impl Run<'_> {
             path: self.ws.spec_path.clone(),
             message: format!("task {} is gone from the file", Quoted(&it.title)),
         })?;
-        let mut inputs = StageInputs::gather(
+        let request = StagePlan::new(
             self.ws,
             self.settings,
-            &doc,
-            task,
-            stage,
-            Some(&it.start),
-            implement,
+            &PlanFor {
+                doc: &doc,
+                task,
+                stage,
+                level: it.level.level,
+                start: Some(&it.start),
+                implement,
+                refused,
+                verified: &it.verified,
+                denied: &it.denied,
+                spent: self.ledger.spent(),
+            },
         )?;
-        if let (crate::stage::Stage::Review, Some(refused)) = (stage, refused) {
-            inputs.ask_for_message(refused);
-        }
-        if stage == crate::stage::Stage::Review {
-            inputs.add_verified(&it.verified);
-            inputs.add_denied(&it.denied);
-        }
-        let mut prompt = self.ws.templates.get(stage).render(&inputs.prompt_inputs());
-        // The discovery level asks research (and at level 3 the review) for less or more.
-        match (it.level.level, stage) {
-            (1, crate::stage::Stage::Research) => prompt.text.push_str(
-                "\n\nkern rates this task a small one (discovery level 1): keep the research short — at most 5 notes, read only what the task names and what it calls.\n",
-            ),
-            (3, crate::stage::Stage::Research | crate::stage::Stage::Review) => prompt.text.push_str(
-                "\n\nkern rates this task architectural (discovery level 3): go deep — read every module it touches and the ways they can break, before you answer.\n",
-            ),
-            _ => {}
-        }
-        for cut in &prompt.cuts {
+        for cut in &request.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
         }
-        let mut agents = stage_agents(self.settings, &self.ws.templates, stage);
-        // Level 3: research and review on the strongest model, unless one was chosen.
-        if it.level.level == 3
-            && matches!(
-                stage,
-                crate::stage::Stage::Research | crate::stage::Stage::Review
-            )
-            && agents.primary.agent == crate::agent::Agent::Claude
-            && self.settings.model.is_none()
-            && !(stage == crate::stage::Stage::Review && self.settings.review_model.is_some())
-        {
-            agents.primary.model = Some(STRONGEST_CLAUDE_MODEL.to_string());
-        }
-        let request = StageRequest {
-            agents,
-            prompt: prompt.text,
-            task: TaskRef {
-                title: it.title.clone(),
-                identity: it.identity.clone(),
-                line: it.line,
-            },
-            attempt: doc.tasks()[task].attempts() + 1,
-            budget_left: self
-                .settings
-                .max_cost
-                .map(|limit| limit - self.ledger.spent()),
-            protected: protected_files(self.ws),
-        };
         let before = self.before_stage(stage)?;
         let ctx = StageContext {
             settings: self.settings,
             state_dir: &self.ws.state_dir,
             cwd: self.ws.repo.top(),
             reporter: self.reporter,
+            teller: &self.teller,
             interrupt: self.interrupt,
             pause: &self.ledger.pause,
         };
-        self.log.event(RunEvent::StageStart {
+        self.teller.emit(RunEvent::StageStart {
             stage,
             task: it.title.clone(),
             prompt_bytes: request.prompt.len() as u64,
@@ -138,7 +97,7 @@ impl Run<'_> {
         let mut run = match ran {
             Ok(run) => run,
             Err(e) => {
-                self.log.event(RunEvent::StageEnd {
+                self.teller.emit(RunEvent::StageEnd {
                     task: Some(it.title.clone()),
                     stage,
                     outcome: None,
@@ -151,13 +110,15 @@ impl Run<'_> {
                     model: request.agents.primary.model.clone(),
                     turns: None,
                     waits: Vec::new(),
+                    said: None,
+                    fence: None,
                 });
                 return Err(e);
             }
         };
         self.count(&run);
         for switch in &run.record.kern.switches {
-            self.log.event(RunEvent::AgentSwitch {
+            self.teller.emit(RunEvent::AgentSwitch {
                 task: Some(it.title.clone()),
                 stage,
                 from: switch.from.clone(),
@@ -175,7 +136,7 @@ impl Run<'_> {
             }
         };
         if !found.shared.is_empty() {
-            self.emit(RunEvent::SharedRef {
+            self.teller.emit(RunEvent::SharedRef {
                 task: Some(it.title.clone()),
                 stage,
                 moved: found.shared.clone(),
@@ -183,7 +144,7 @@ impl Run<'_> {
             });
         }
         if !found.violations.is_empty() {
-            self.emit(RunEvent::Violation {
+            self.teller.emit(RunEvent::Violation {
                 task: Some(it.title.clone()),
                 stage,
                 violations: found.violations.clone(),
@@ -214,18 +175,7 @@ impl Run<'_> {
             .agent_result
             .get("num_turns")
             .and_then(serde_json::Value::as_u64);
-        self.reporter.stage_finished(
-            stage,
-            &StageLine {
-                outcome: outcome_word(&run),
-                duration: Duration::from_millis(record.kern.duration_ms),
-                cost_usd: run.cost_usd,
-                turns,
-                note: run.outcome.as_ref().err().cloned(),
-                fence: fence_remark(record.kern.sandbox.as_ref()),
-            },
-        );
-        self.log.event(RunEvent::StageEnd {
+        self.teller.emit(RunEvent::StageEnd {
             task: Some(it.title.clone()),
             stage,
             outcome: Some(record.kern.outcome),
@@ -238,6 +188,8 @@ impl Run<'_> {
             model: record.kern.model.clone().or_else(|| reported_model(record)),
             turns,
             waits: record.kern.waits.clone(),
+            said: Some(outcome_word(&run)),
+            fence: fence_remark(record.kern.sandbox.as_ref()),
         });
         if run.budget_spent {
             // Claude stopped at the cap kern gave it: the budget is spent, and the task is
@@ -265,7 +217,7 @@ impl Run<'_> {
         if changes.is_empty() {
             return Ok(());
         }
-        self.emit(RunEvent::HandEdit {
+        self.teller.emit(RunEvent::HandEdit {
             task: Some(it.title.clone()),
             stage,
             changes: changes.clone(),
@@ -288,7 +240,8 @@ impl Run<'_> {
             rate_limit: run.rate_limit.as_ref(),
             waits: &waits,
         });
-        self.reporter.cost_so_far(total);
+        self.teller
+            .emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
     }
 }
 
@@ -321,6 +274,11 @@ fn outcome_word<R: Report>(run: &StageRun<R>) -> String {
     use crate::stage::StageReport;
     match run.outcome.as_ref().ok().map(|r| r.clone().into()) {
         Some(StageReport::Implement(r)) => r.status.as_str().to_string(),
+        Some(StageReport::Tests(r)) => format!(
+            "{} test file{}",
+            r.tests.len(),
+            if r.tests.len() == 1 { "" } else { "s" }
+        ),
         Some(StageReport::Review(r)) => format!("{:?}", r.verdict).to_uppercase(),
         Some(StageReport::Research(r)) => format!(
             "{} note{}",

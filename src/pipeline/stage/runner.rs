@@ -13,26 +13,28 @@
 //! two. A stage starts on the agent [`retry::choose_side`] picks from the run's
 //! [`AgentLimits`], which the runner updates whenever an agent hits its usage limit.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::agent::StageAgents;
 use crate::agent::failure::{self, FailureClass};
 use crate::agent::stream::RateLimit;
 use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
+use crate::pipeline::ledger::Pause;
+use crate::pipeline::teller::Teller;
 use crate::reporter::Reporter;
 use crate::retry::{self, AgentLimits, Side, Step};
 use crate::settings::Settings;
-use crate::stage::record::{Outcome, StageRecord, Switch, TaskRef, Wait, WaitKind};
+use crate::stage::record::{Outcome, StageRecord, Switch, Wait, WaitKind};
 use crate::stage::{Report, extract_report};
 use crate::state::StateDir;
-use crate::state::run_log::{RunEvent, Told};
 use crate::supervisor::EndReason;
 use crate::supervisor::interrupt::Interrupt;
 use crate::text;
 use crate::timestamp::Timestamp;
 
 use super::attempt::{millis, run_once};
+use super::plan::StagePlan;
 
 /// The stderr kept per stage (tail).
 pub(super) const STDERR_CAP: usize = 64 * 1024;
@@ -45,8 +47,10 @@ pub(crate) struct StageContext<'a> {
     pub state_dir: &'a StateDir,
     /// The repository's top folder (the agent's working folder).
     pub cwd: &'a Path,
-    /// What the person sees.
+    /// What the person sees (the agent's latest tool call on the status line).
     pub reporter: &'a Reporter,
+    /// The one door for telling what happens.
+    pub teller: &'a Teller<'a>,
     /// Ctrl-C / SIGTERM.
     pub interrupt: &'a Interrupt,
     /// The usage-limit pause every task of the run shares (`-j`).
@@ -58,56 +62,16 @@ pub(crate) struct StageContext<'a> {
 /// passes the check, instead of a raw "No such file" from the next write.
 pub(crate) fn remake_state_dir(
     state_dir: &StateDir,
-    reporter: &Reporter,
+    teller: &Teller<'_>,
     when: &str,
 ) -> Result<()> {
     if state_dir.remake()? {
-        reporter.hear(&RunEvent::Told(Told::StateDirRemade {
+        teller.emit(RunEvent::Told(Told::StateDirRemade {
             dir: state_dir.dir().display().to_string(),
             when: when.to_string(),
         }));
     }
     Ok(())
-}
-
-/// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
-/// task (they share the account), so the others wait for the same reset instead of each
-/// hitting it in turn. Shared by the tasks of one run (one thread).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Pause(std::rc::Rc<std::cell::Cell<Option<Instant>>>);
-
-impl Pause {
-    /// No stage starts before `until` (a later pause wins).
-    pub(crate) fn until(&self, until: Instant) {
-        if self.0.get().is_none_or(|t| t < until) {
-            self.0.set(Some(until));
-        }
-    }
-
-    /// How long from now the pause lasts, if it does.
-    pub(crate) fn remaining(&self) -> Option<Duration> {
-        self.0
-            .get()
-            .map(|t| t.saturating_duration_since(Instant::now()))
-            .filter(|d| !d.is_zero())
-    }
-}
-
-/// One stage's prompt and task.
-pub(crate) struct StageRequest {
-    /// The agents the stage may run on, with their models.
-    pub agents: StageAgents,
-    /// The rendered prompt.
-    pub prompt: String,
-    /// The task, for the record and `KERN_TASK`.
-    pub task: TaskRef,
-    /// Which attempt at the task this is (1-based).
-    pub attempt: u32,
-    /// What is left of `--max-cost` when the stage starts (USD); each try gets what is left
-    /// then as Claude's `--max-budget-usd`.
-    pub budget_left: Option<f64>,
-    /// Absolute paths the implement stage may not edit: SPEC.md and LEARNINGS.md.
-    pub protected: Vec<PathBuf>,
 }
 
 /// What the runner tells the run as a stage goes, for the run to record where `kern status`
@@ -148,7 +112,7 @@ impl<R> StageRun<R> {
     }
 }
 
-/// Runs `request` as stage `R::STAGE` with retries, waits and switches between its agents;
+/// Runs the plan `request` as stage `R::STAGE` with retries, waits and switches between its agents;
 /// `limits` is the run's memory of which agent is at its usage limit until when. `Err` means
 /// the run must stop: the agent needs the person, or the run was interrupted (the record says
 /// `interrupted`).
@@ -156,14 +120,14 @@ pub(crate) async fn run_stage<R: Report>(
     ctx: &StageContext<'_>,
     watch: &mut dyn StageWatch,
     limits: &mut AgentLimits,
-    request: &StageRequest,
+    request: &StagePlan,
 ) -> Result<StageRun<R>> {
     let settings = ctx.settings;
     let stage = R::STAGE;
     let state_dir = ctx.state_dir;
     remake_state_dir(
         ctx.state_dir,
-        ctx.reporter,
+        ctx.teller,
         &format!("before the {stage} stage"),
     )?;
     // Rewritten before every stage run, so no fsync: a crash cannot make them matter.
@@ -200,7 +164,7 @@ pub(crate) async fn run_stage<R: Report>(
             "{from} is at its usage limit until {} (seen earlier in this run)",
             until_text(primary_until)
         );
-        ctx.reporter.hear(&RunEvent::Told(Told::StartsOnOther {
+        ctx.teller.emit(RunEvent::Told(Told::StartsOnOther {
             stage,
             reason: reason.clone(),
             to: to.clone(),
@@ -344,7 +308,7 @@ pub(crate) async fn run_stage<R: Report>(
                     duration_ms: millis(delay),
                     resets_at: None,
                 });
-                ctx.reporter.hear(&RunEvent::Told(Told::Retrying {
+                ctx.teller.emit(RunEvent::Told(Told::Retrying {
                     stage,
                     reason: reason.clone(),
                     retry: tries.retries,
@@ -371,13 +335,13 @@ pub(crate) async fn run_stage<R: Report>(
                 });
                 tries.waited += wait;
                 ctx.pause.until(Instant::now() + wait);
-                ctx.reporter.usage_limit_wait(
+                ctx.teller.emit(RunEvent::Told(Told::UsageLimitWait {
                     stage,
-                    &request.task.title,
-                    &message,
+                    task: request.task.title.clone(),
+                    reason: message.clone(),
                     resets_at,
                     wait,
-                );
+                }));
                 watch.waiting(stage)?;
                 if countdown(ctx, &message, wait).await {
                     return Err(interrupted(ctx));
@@ -388,7 +352,7 @@ pub(crate) async fn run_stage<R: Report>(
                 let message = class.message().to_string();
                 let (from, to) = (name_of(side), name_of(side.other()));
                 let limited_until = limits.limited_until(&from, now);
-                ctx.reporter.hear(&RunEvent::Told(Told::Switching {
+                ctx.teller.emit(RunEvent::Told(Told::Switching {
                     stage,
                     from: from.clone(),
                     to: to.clone(),
@@ -491,7 +455,10 @@ async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> boo
             return false;
         }
         let remaining = end - now;
-        ctx.reporter.waiting(reason, remaining);
+        ctx.teller.emit(RunEvent::Told(Told::Waiting {
+            reason: reason.to_string(),
+            remaining,
+        }));
         let step = remaining.min(Duration::from_secs(1));
         if ctx.interrupt.sleep_or_interrupt(step).await {
             return true;

@@ -13,11 +13,12 @@
 use super::attention::{headline, needs_you};
 use super::{
     AttemptInfo, CheckInfo, CommitInfo, EndState, Expensive, Report, RunReport, SCHEMA,
-    SetAsideInfo, StageInfo, TaskEnd, TaskReport, Totals, ViolationInfo,
+    SetAsideInfo, StageInfo, TaskEnd, TaskReport, TestsFirstInfo, Totals, ViolationInfo,
 };
+use crate::event::RunEvent;
 use crate::stage::Stage;
 use crate::stage::record::{Outcome, WaitKind};
-use crate::state::run_log::{LoggedEvent, RunEvent};
+use crate::state::run_log::LoggedEvent;
 use crate::text;
 use crate::timestamp::Timestamp;
 
@@ -403,6 +404,7 @@ impl Builder {
                 model,
                 turns,
                 waits,
+                ..
             } => {
                 let Some(index) = self.index_for(task.as_deref()) else {
                     return;
@@ -458,6 +460,29 @@ impl Builder {
             }
             RunEvent::Must { task, findings, .. } => {
                 self.task_named(task).must.extend(findings.iter().cloned());
+            }
+            RunEvent::TestsRed {
+                task,
+                command,
+                tests,
+                failed,
+                ..
+            } => {
+                let info =
+                    TestsFirstInfo::heard(&mut self.task_named(task).tests_first, command, tests);
+                info.red = Some(*failed);
+                info.green = None;
+            }
+            RunEvent::TestsGreen {
+                task,
+                command,
+                tests,
+                passed,
+                ..
+            } => {
+                let info =
+                    TestsFirstInfo::heard(&mut self.task_named(task).tests_first, command, tests);
+                info.green = Some(*passed);
             }
             RunEvent::HandEdit { task, changes, .. } => {
                 if let Some(i) = self.index_for(task.as_deref()) {
@@ -586,6 +611,7 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         stages: Vec::new(),
         checks: Vec::new(),
         must: Vec::new(),
+        tests_first: None,
         level: None,
         violations: Vec::new(),
         denied: Vec::new(),

@@ -15,9 +15,9 @@ pub(crate) use build::{build, runs, settle_reviews};
 
 use serde::Serialize;
 
+use crate::event::LeftOutFile;
 use crate::stage::Stage;
 use crate::stage::record::Wait;
-use crate::state::run_log::LeftOutFile;
 use crate::timestamp::Timestamp;
 
 /// The version of the `--json` shape; raised when a field changes meaning or goes away.
@@ -181,6 +181,9 @@ pub(crate) struct TaskReport {
     /// (one line each: ✓ or ✗, what, what kern saw).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub must: Vec<String>,
+    /// `Tests: first`: its tests red on the base commit, then green after implement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_first: Option<TestsFirstInfo>,
     /// Its discovery level and why (`2 (no signal for less research)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
@@ -202,6 +205,35 @@ pub(crate) struct TaskReport {
     pub agent_ms: u64,
     /// Its stages' pauses (retry delays and usage-limit waits).
     pub wait_ms: u64,
+}
+
+/// What a task tested first showed: red, then green (the last run of each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct TestsFirstInfo {
+    /// The command.
+    pub command: String,
+    /// The test files.
+    pub tests: Vec<String>,
+    /// They failed on the base commit, as they must (`None`: not run).
+    pub red: Option<bool>,
+    /// They held and passed after implement (`None`: not reached).
+    pub green: Option<bool>,
+}
+
+impl TestsFirstInfo {
+    /// The task's `slot`, made for `command` and `tests` when nothing was heard of it yet.
+    pub(crate) fn heard<'a>(
+        slot: &'a mut Option<TestsFirstInfo>,
+        command: &str,
+        tests: &[String],
+    ) -> &'a mut TestsFirstInfo {
+        slot.get_or_insert_with(|| TestsFirstInfo {
+            command: command.to_string(),
+            tests: tests.to_vec(),
+            red: None,
+            green: None,
+        })
+    }
 }
 
 /// kern's commit of a task.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod during;
+pub(crate) mod fakes;
 pub(crate) mod git;
 pub(crate) mod http_server;
 pub(crate) mod mock_model_api;

@@ -29,14 +29,16 @@
 //! - Malformed boxes are errors, other tools' one-character boxes and lines that look like
 //!   tasks without being list items are warnings; [`crate::spec::validate`] reports them.
 
+mod item;
+
 use std::ops::Range;
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
+use super::diagnostic::{Diagnostic, Severity};
 use super::dialect::{self, BoxKind};
-use super::document::{Document, LineEnding, Note, NotesBlock, Task, quote_title};
-use super::notes;
-use super::validate::{Diagnostic, Severity};
+use super::document::{Document, LineEnding, NotesBlock, Task, normalise};
+use super::lines::LineIndex;
 
 /// One open container while walking the events.
 enum Frame {
@@ -73,9 +75,27 @@ struct OpenHeading {
     text: String,
 }
 
+/// Parses made by [`Document::parse`] in this process.
+static PARSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Document {
+    /// Parses SPEC.md text. Never fails and never panics: whatever is not a well-formed task is
+    /// either ordinary text or a problem that [`crate::spec::validate`] reports.
+    pub fn parse(text: &str) -> Document {
+        PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Builder::new(text).build()
+    }
+
+    /// How many times this process has parsed a SPEC.md: the loop reports it per iteration in
+    /// its diagnostics (`-v`), so that a regression in how often it re-reads shows.
+    pub fn parse_count() -> u64 {
+        PARSES.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 pub(super) struct Builder<'a> {
     text: &'a str,
-    line_starts: Vec<usize>,
+    lines: LineIndex,
     tasks: Vec<Task>,
     quotes: Vec<Vec<Range<usize>>>,
     problems: Vec<Diagnostic>,
@@ -101,11 +121,9 @@ pub(super) struct Builder<'a> {
 
 impl<'a> Builder<'a> {
     pub(super) fn new(text: &'a str) -> Builder<'a> {
-        let mut line_starts = vec![0];
-        line_starts.extend(memchr_newlines(text).map(|p| p + 1));
         Builder {
             text,
-            line_starts,
+            lines: LineIndex::new(text),
             tasks: Vec::new(),
             quotes: Vec::new(),
             problems: Vec::new(),
@@ -120,44 +138,6 @@ impl<'a> Builder<'a> {
             criteria_list: None,
             criteria_section: None,
         }
-    }
-
-    fn line_of(&self, offset: usize) -> usize {
-        self.line_starts.partition_point(|&s| s <= offset)
-    }
-
-    fn line_start(&self, offset: usize) -> usize {
-        self.line_starts[self.line_of(offset) - 1]
-    }
-
-    fn line_end(&self, offset: usize) -> usize {
-        let line = self.line_of(offset);
-        let next = self
-            .line_starts
-            .get(line)
-            .copied()
-            .unwrap_or(self.text.len());
-        let bytes = self.text.as_bytes();
-        let mut end = next;
-        if end > offset && end > 0 && bytes[end - 1] == b'\n' {
-            end -= 1;
-            if end > offset && bytes[end - 1] == b'\r' {
-                end -= 1;
-            }
-        }
-        end
-    }
-
-    /// Just past the line ending of the line holding `offset`.
-    fn next_line(&self, offset: usize) -> usize {
-        self.line_starts
-            .get(self.line_of(offset))
-            .copied()
-            .unwrap_or(self.text.len())
-    }
-
-    fn column(&self, offset: usize) -> usize {
-        1 + self.text[self.line_start(offset)..offset].chars().count()
     }
 
     pub(super) fn build(mut self) -> Document {
@@ -222,7 +202,7 @@ impl<'a> Builder<'a> {
                     // criteria:`), in a tight list or a loose one alike.
                     // kern's notes may stand between the label and its list: skipped.
                     let by_label = owner.filter(|_| {
-                        let start = self.line_start(range.start);
+                        let start = self.lines.line_start(range.start);
                         text[..start]
                             .lines()
                             .rev()
@@ -353,7 +333,7 @@ impl<'a> Builder<'a> {
             self.criteria_section = Some((h.level, last_top));
         }
         if self.closing.is_none() && dialect::heading_closes(&h.text) {
-            self.closing = Some((h.level, self.line_of(h.start)));
+            self.closing = Some((h.level, self.lines.line_of(h.start)));
         }
     }
 
@@ -387,7 +367,7 @@ impl<'a> Builder<'a> {
                 .map(|_| usize::MAX)
         });
         if let Some(task) = criteria_of {
-            let rest = &self.text[p.content_start..self.line_end(p.content_start)];
+            let rest = &self.text[p.content_start..self.lines.line_end(self.text, p.content_start)];
             if let BoxKind::Task {
                 state, title_at, ..
             } = dialect::classify_box(rest)
@@ -402,7 +382,7 @@ impl<'a> Builder<'a> {
             return;
         }
         let text = self.text;
-        let line_end = self.line_end(p.content_start);
+        let line_end = self.lines.line_end(self.text, p.content_start);
         let rest = &text[p.content_start..line_end];
         let (state, kind, title_at) = match dialect::classify_box(rest) {
             BoxKind::Task {
@@ -413,8 +393,8 @@ impl<'a> Builder<'a> {
             BoxKind::Foreign(c) => {
                 self.warnings.push(Diagnostic {
                     severity: Severity::Warning,
-                    line: self.line_of(p.content_start),
-                    column: self.column(p.content_start),
+                    line: self.lines.line_of(p.content_start),
+                    column: self.lines.column(self.text, p.content_start),
                     message: format!(
                         "`[{c}]` is not one of kern's task markers: kern leaves this item alone"
                     ),
@@ -425,8 +405,8 @@ impl<'a> Builder<'a> {
             BoxKind::Malformed(message, fix) => {
                 self.problems.push(Diagnostic {
                     severity: Severity::Error,
-                    line: self.line_of(p.content_start),
-                    column: self.column(p.content_start),
+                    line: self.lines.line_of(p.content_start),
+                    column: self.lines.column(self.text, p.content_start),
                     message,
                     fix,
                 });
@@ -443,7 +423,7 @@ impl<'a> Builder<'a> {
         if let Some(q) = parent {
             self.tasks[q].children.push(index);
         }
-        let line_start = self.line_start(p.content_start);
+        let line_start = self.lines.line_start(p.content_start);
         let content_indent: String = text[line_start..p.content_start]
             .chars()
             .map(|c| if c == '\t' { '\t' } else { ' ' })
@@ -457,8 +437,8 @@ impl<'a> Builder<'a> {
             deferred: state == super::document::TaskState::Pending
                 && (dialect::title_defers(&title) || dialect::title_is_example(&title)),
             title,
-            line: self.line_of(p.content_start),
-            column: self.column(p.content_start),
+            line: self.lines.line_of(p.content_start),
+            column: self.lines.column(self.text, p.content_start),
             marker,
             item: p.range,
             depth,
@@ -490,10 +470,10 @@ impl<'a> Builder<'a> {
                 if found.is_empty() {
                     continue;
                 }
-                let lines = self.lines(q.start, q.end);
+                let lines = self.lines_between(q.start, q.end);
                 if let (Some(first), Some(last)) = (lines.first(), lines.last()) {
                     blocks.push(NotesBlock {
-                        lines: first.0..self.next_line(last.0),
+                        lines: first.0..self.lines.next_line(last.0),
                         notes: notes.len()..notes.len() + found.len(),
                     });
                 }
@@ -510,7 +490,7 @@ impl<'a> Builder<'a> {
         };
         Document {
             text: self.text.to_string(),
-            line_starts: self.line_starts,
+            lines: self.lines,
             line_ending,
             tasks: self.tasks,
             problems: self.problems,
@@ -518,153 +498,6 @@ impl<'a> Builder<'a> {
             unlisted,
         }
     }
-
-    /// Lines outside code, HTML, tables, quotes and headings that start with one of kern's
-    /// boxes without being a task's first line: tasks whose `- ` was forgotten.
-    fn unlisted(&mut self) -> Vec<Diagnostic> {
-        let text = self.text;
-        self.opaque.sort_by_key(|r| r.start);
-        let task_lines: std::collections::HashSet<usize> =
-            self.tasks.iter().map(|t| t.line).collect();
-        let mut out = Vec::new();
-        let mut k = 0;
-        for (n, &start) in self.line_starts.iter().enumerate() {
-            let line = &text[start..self.line_end(start)];
-            let content = line.trim_start_matches([' ', '\t', '\u{feff}']);
-            if !content.starts_with('[') || !dialect::looks_like_task(content) {
-                continue;
-            }
-            let at = start + (line.len() - content.len());
-            while k < self.opaque.len() && self.opaque[k].end <= at {
-                k += 1;
-            }
-            let covered = self.opaque[k..]
-                .iter()
-                .take_while(|r| r.start <= at)
-                .any(|r| r.end > at);
-            if covered || task_lines.contains(&(n + 1)) {
-                continue;
-            }
-            out.push(Diagnostic {
-                severity: Severity::Warning,
-                line: n + 1,
-                column: self.column(at),
-                message: format!(
-                    "{} looks like a task but is not a list item, so kern does not see it",
-                    quote_title(&normalise(content))
-                ),
-                fix: "write `- ` before the box".to_string(),
-            });
-        }
-        out
-    }
-
-    /// The lines (start offsets and text without line ending) from the line of `from` through
-    /// the line holding the last non-blank byte before `to`.
-    fn lines(&self, from: usize, to: usize) -> Vec<(usize, &'a str)> {
-        let text = self.text;
-        let trimmed_end = from + text[from..to].trim_end().len();
-        if trimmed_end <= from {
-            return Vec::new();
-        }
-        let first = self.line_of(from);
-        let last = self.line_of(trimmed_end - 1);
-        (first..=last)
-            .map(|l| {
-                let start = self.line_starts[l - 1];
-                (start, &text[start..self.line_end(start)])
-            })
-            .collect()
-    }
-
-    fn notes_in(&self, quote: &Range<usize>) -> Vec<Note> {
-        let mut notes: Vec<Note> = Vec::new();
-        let mut body: Vec<&str> = Vec::new();
-        for (start, line) in self.lines(quote.start, quote.end) {
-            let content = notes::content(line);
-            if let Some((kind, rest)) = notes::header(content) {
-                if let Some(last) = notes.last_mut() {
-                    last.text = notes::text(last.kind, &body);
-                }
-                body.clear();
-                body.push(rest);
-                notes.push(Note {
-                    kind,
-                    text: String::new(),
-                    line: self.line_of(start),
-                    range: start..start,
-                });
-            } else if !notes.is_empty() {
-                body.push(content);
-            }
-            if let Some(last) = notes.last_mut() {
-                last.range.end = self.next_line(start);
-            }
-        }
-        if let Some(last) = notes.last_mut() {
-            last.text = notes::text(last.kind, &body);
-        }
-        notes
-    }
-
-    /// Walks the item's lines once, jumping over notes and subtasks, so that a parent with
-    /// thousands of subtasks costs no more than its own lines.
-    fn free_text(&self, i: usize) -> String {
-        let task = &self.tasks[i];
-        let mut skip: Vec<Range<usize>> = task.notes.iter().map(|n| n.range.clone()).collect();
-        skip.extend(task.children.iter().map(|&c| {
-            let item = &self.tasks[c].item;
-            self.line_start(item.start)..item.end
-        }));
-        skip.sort_by_key(|r| r.start);
-        let text = self.text;
-        let end = task.item.start + text[task.item.clone()].trim_end().len();
-        let next_line = |offset: usize| {
-            self.line_starts
-                .get(self.line_of(offset))
-                .copied()
-                .unwrap_or(text.len())
-        };
-        let mut pos = next_line(task.item.start);
-        let mut k = 0;
-        let mut out: Vec<&str> = Vec::new();
-        while pos < end {
-            while k < skip.len() && skip[k].end <= pos {
-                k += 1;
-            }
-            if k < skip.len() && skip[k].start <= pos {
-                let resume = skip[k].end;
-                // A range ending inside a line (the file's last line) takes that line along.
-                pos = if self.line_start(resume) == resume {
-                    resume
-                } else {
-                    next_line(resume)
-                };
-                continue;
-            }
-            let line = dedent(&text[pos..self.line_end(pos)], &task.content_indent).trim_end();
-            // Runs of blank lines count as one: kern separates its notes by blank lines.
-            if !(line.is_empty() && out.last().is_some_and(|l| l.is_empty())) {
-                out.push(line);
-            }
-            pos = next_line(pos);
-        }
-        while out.first().is_some_and(|l| l.is_empty()) {
-            out.remove(0);
-        }
-        while out.last().is_some_and(|l| l.is_empty()) {
-            out.pop();
-        }
-        out.join("\n")
-    }
-}
-
-/// Every `\n` position, found fast: line indexing dominates parse time on big files.
-fn memchr_newlines(text: &str) -> impl Iterator<Item = usize> + '_ {
-    text.bytes()
-        .enumerate()
-        .filter(|&(_, b)| b == b'\n')
-        .map(|(i, _)| i)
 }
 
 fn is_block(tag: &Tag<'_>) -> bool {
@@ -731,25 +564,6 @@ fn front_matter_len(text: &str) -> usize {
         }
     }
     0
-}
-
-/// A title without the characters formatters re-spell, for [`Document::find`].
-pub(super) fn loose_title(title: &str) -> String {
-    normalise(&title.replace(['*', '_', '\\'], ""))
-}
-
-/// Collapses every run of whitespace to one space and trims.
-pub(crate) fn normalise(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Removes up to `indent`'s worth of leading blanks.
-fn dedent<'s>(line: &'s str, indent: &str) -> &'s str {
-    if let Some(rest) = line.strip_prefix(indent) {
-        return rest;
-    }
-    let blanks = line.len() - line.trim_start_matches([' ', '\t']).len();
-    &line[blanks.min(indent.len())..]
 }
 
 #[cfg(test)]

@@ -1,0 +1,118 @@
+//! The run's one door for telling: every happening of a run is a [`RunEvent`] given to
+//! [`Teller::emit`], and its listeners hear it there — the person's line and live status
+//! (`Reporter::hear`, worded by `reporter/voice.rs`), `--notify` (`voice::notice`), the run's
+//! ledger and summary (`Ledger::on`) and, for the recorded events, `run.jsonl`.
+//!
+//! The one decision a reader must know: nothing in the loop calls a listener itself, so which
+//! listeners hear a happening is decided by the event, never at a call site, and a parallel
+//! task's teller ([`Teller::for_job`]) writes the same log and ledger under its own label. The
+//! teller keeps this run's recorded events as they go, so the `--notify` event at the run's end
+//! carries the report's headline and totals without reading `run.jsonl` back.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::error::Error;
+use crate::event::{RunEvent, Told};
+use crate::reporter::notify::EventKind;
+use crate::reporter::{Reporter, Summary, voice};
+use crate::state::run_log::{LoggedEvent, RunLog};
+use crate::state::run_report;
+
+use super::ledger::Ledger;
+
+/// The one door through which the run tells what happens.
+#[derive(Clone)]
+pub(crate) struct Teller<'a> {
+    reporter: &'a Reporter,
+    log: RunLog,
+    ledger: Ledger,
+    /// The events this run recorded, in order (every task's, `-j` too).
+    recorded: Rc<RefCell<Vec<LoggedEvent>>>,
+}
+
+impl<'a> Teller<'a> {
+    /// The door of a run that tells `reporter`, records in `log` and counts in `ledger`.
+    pub(crate) fn new(reporter: &'a Reporter, log: RunLog, ledger: Ledger) -> Teller<'a> {
+        Teller {
+            reporter,
+            log,
+            ledger,
+            recorded: Rc::default(),
+        }
+    }
+
+    /// The door of a parallel task: its own labelled `reporter`, the run's log and ledger.
+    pub(crate) fn for_job<'b>(&self, reporter: &'b Reporter) -> Teller<'b> {
+        Teller {
+            reporter,
+            log: self.log.clone(),
+            ledger: self.ledger.clone(),
+            recorded: Rc::clone(&self.recorded),
+        }
+    }
+
+    /// This run's id in `run.jsonl`.
+    pub(crate) fn run_id(&self) -> &str {
+        self.log.run_id()
+    }
+
+    /// Says what happened, once, to every listener.
+    pub(crate) fn emit(&self, event: RunEvent) {
+        self.reporter.hear(&event);
+        if let Some((kind, fields)) = voice::notice(&event) {
+            self.reporter.notify(kind, fields);
+        }
+        self.ledger.on(&event);
+        if event.is_recorded() {
+            let line = self.log.event(event);
+            self.recorded.borrow_mut().push(line);
+        }
+    }
+
+    /// The run stopped for `error`: the `--notify` command hears it when it needs the person
+    /// (exit 2: SPEC.md, the tree, the check; exit 5: the agent).
+    pub(crate) fn stopped(&self, error: &Error) {
+        let code = error.exit_code();
+        if code == crate::error::EXIT_USAGE || code == crate::error::EXIT_AGENT_NEEDS_USER {
+            self.emit(RunEvent::Told(Told::StoppedForPerson {
+                code,
+                message: error.to_string(),
+            }));
+        }
+    }
+
+    /// The run ended as `end` (a [`RunEvent::RunEnd`]) with `summary`: recorded, the live
+    /// status cleared, the summary printed, and the `--notify` command told with the report's
+    /// headline and totals, as `kern report` reads this run.
+    pub(crate) fn ended(&self, end: RunEvent, summary: &Summary) {
+        self.emit(end);
+        self.reporter.summary(summary);
+        let recorded = self.recorded.borrow();
+        let mine: Vec<&LoggedEvent> = recorded.iter().collect();
+        let report = run_report::build(&[(self.run_id().to_string(), mine)], &|_| false);
+        let fields = match report.runs.first() {
+            Some(r) => serde_json::json!({
+                "text": r.headline,
+                "exit_code": r.exit_code,
+                "ended": r.ended,
+                "headline": r.headline,
+                "needs_you": r.needs_you.iter().map(|a| a.text.clone()).collect::<Vec<_>>(),
+                "totals": r.totals,
+            }),
+            None => serde_json::json!({}),
+        };
+        self.reporter.notify(EventKind::RunEnded, fields);
+    }
+
+    /// What a lost terminal (SIGHUP) does, from the signal's thread: the reporter stops
+    /// writing to the terminal and `run.jsonl` records the loss.
+    pub(crate) fn hangup_hook(&self) -> impl Fn() + Send + Sync + 'static {
+        let hook = self.reporter.hangup_hook();
+        let log = self.log.clone();
+        move || {
+            hook();
+            log.event(RunEvent::Hangup {});
+        }
+    }
+}
