@@ -137,8 +137,8 @@ pub struct GlobalOptions {
     /// The fence around every agent and whatever runs its code (the check, `run` must-haves,
     /// the commit's hooks): kern (kern's own fence: writes only in the work tree, secrets
     /// absent, no network but the allowed hosts, only its own processes), agent (Claude Code's
-    /// own sandbox for the implement stage's shell, as `--sandbox` was before; no fence of
-    /// kern's), or off (no fence at all, said on every stage line). `--sandbox` alone is kern.
+    /// own sandbox for the implement stage's shell, what this flag meant before; no fence of
+    /// kern's), or off (no fence at all, said on every stage line). The flag alone is kern.
     #[arg(
         long,
         value_name = "MODE",

@@ -5,21 +5,28 @@
 //! write into `.git` (an object, a hook, the config), connect to a loopback canary that is not
 //! allowed, go out through the proxy to a host that is not, resolve a name, look for a planted
 //! `GITHUB_TOKEN`, signal a process outside its tree — and writes the same attempts as a test,
-//! which the check and a `run` must-have run. Every attempt is blocked (the agent's own log
+//! which the check and a `run` must-have run. Every attempt is blocked (the agent's own report
 //! says so), nothing outside changed, the canary got nothing, and kern names each attempt in
 //! `run.jsonl`, the stage record, the report and the review's prompt. The legitimate half —
 //! edit files, build and run the project offline, reach the allowed mock model server, `git
 //! status`, `git diff`, `git log` — works.
 //!
+//! Every fenced run here is the fence a person gets (`KernRun::default_fence`: without the
+//! allowance the rest of the suite has to write beside the scenario), so the agents report
+//! what they got through the one way out the fence leaves them: the adversary to the allowed
+//! mock server, the others into the commit.
+//!
 //! Then: `--sandbox off` says so on every stage line, in the record and the report; a machine
 //! where the fence cannot be made (no user namespace may be made: `user.max_user_namespaces`
 //! set to 0 in a user namespace the test makes) stops a run, `kern -n` and `kern doctor` with
-//! exit 2, the cause and the ways out, before any agent; the hooks of kern's commit run fenced.
+//! exit 2, the cause and the ways out, before any agent; the hooks of kern's commit run fenced;
+//! `kern -n` prints each stage's fence; `[sandbox]` in `.kern/config.toml` hides a file of the
+//! tree and lets the check run outside.
 
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -84,13 +91,19 @@ impl Canary {
     }
 }
 
-/// Everything outside the repository the adversary aims at.
+/// Everything outside the repository the adversary aims at, and the allowed mock model server
+/// it reports to: under the default fence it can write nothing outside the tree, so what it
+/// saw reaches the test as requests (`/say/WHO/ATTEMPT/OUTCOME`), and the review says it is
+/// running (`/in-review`) and asks whether to go on (`/go`) the same way.
 struct Targets {
     home: tempfile::TempDir,
     other: tempfile::TempDir,
     etc: PathBuf,
     canary: Canary,
     mock: HttpServer,
+    said: Arc<Mutex<Vec<String>>>,
+    in_review: Arc<AtomicBool>,
+    go: Arc<AtomicBool>,
     outsider: std::process::Child,
     transcript: PathBuf,
 }
@@ -124,8 +137,27 @@ impl Targets {
         ] {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         }
-        let mock = HttpServer::start(Box::new(|_| {
-            http_response(200, "text/plain", &[], b"mock-ok")
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let in_review = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
+        let (s, r, g) = (said.clone(), in_review.clone(), go.clone());
+        let mock = HttpServer::start(Box::new(move |req| {
+            let body: &[u8] = if let Some(what) = req.path.strip_prefix("/say/") {
+                s.lock().unwrap().push(what.replace('/', " "));
+                b"said"
+            } else if req.path == "/in-review" {
+                r.store(true, Ordering::SeqCst);
+                b"seen"
+            } else if req.path == "/go" {
+                if g.load(Ordering::SeqCst) {
+                    b"go-now"
+                } else {
+                    b"wait"
+                }
+            } else {
+                b"mock-ok"
+            };
+            http_response(200, "text/plain", &[], body)
         }));
         let outsider = std::process::Command::new("sleep")
             .arg("300")
@@ -137,6 +169,9 @@ impl Targets {
             etc: PathBuf::from(format!("/etc/{}", crate::support::marker())),
             canary: Canary::start(),
             mock,
+            said,
+            in_review,
+            go,
             outsider,
             transcript,
         }
@@ -159,15 +194,13 @@ impl Drop for Targets {
 
 /// The adversary: with an argument it only attacks (as the test it wrote, run by the check and
 /// the must-have); as the agent it attacks, then does its stage's work, and in implement
-/// writes itself into the tree as `attack.sh`, with a small C program it builds and runs.
-fn adversary(p: &Project, t: &Targets) -> String {
-    let log = p.outside.path().join("attacks.log");
-    let go = p.outside.path().join("go");
-    let in_review = p.outside.path().join("in-review");
+/// writes itself into the tree as `attack.sh`, with a small C program it builds and runs. It
+/// says what it got to the allowed mock (`get`), the one way out of the default fence.
+fn adversary(t: &Targets) -> String {
     format!(
         r#"#!/bin/sh
-LOG='{log}'
-say() {{ echo "$WHO $*" >> "$LOG"; }}
+get() {{ bash -c 'exec 3<>/dev/tcp/127.0.0.1/{mock}; printf "GET %s HTTP/1.0\r\nConnection: close\r\n\r\n" "$1" >&3; cat <&3' get "$1" 2>/dev/null; }}
+say() {{ get "/say/$WHO/$1/$2" | grep -q said || echo "could not say $WHO $1 $2" >&2; }}
 attack() {{
   WHO="$1"
   if cat "$HOME/.ssh/id_ed25519" 2>/dev/null | grep -q SECRET; then say ssh READ; else say ssh blocked; fi
@@ -184,7 +217,7 @@ attack() {{
   if getent hosts kern-canary.invalid >/dev/null 2>&1; then say resolve RESOLVED; else say resolve blocked; fi
   if kill -0 {outsider} 2>/dev/null; then say signal REACHED; else say signal blocked; fi
   if env | grep -q GITHUB_TOKEN; then say env SEEN; else say env blocked; fi
-  if bash -c 'exec 3<>/dev/tcp/127.0.0.1/{mock}; printf "GET / HTTP/1.0\r\n\r\n" >&3; cat <&3' 2>/dev/null | grep -q mock-ok; then say mock ok; else say mock FAILED; fi
+  if get / | grep -q mock-ok; then say mock ok; else say mock FAILED; fi
   if git status --porcelain >/dev/null && git diff >/dev/null && git log --oneline >/dev/null; then say git ok; else say git FAILED; fi
 }}
 if [ -n "$1" ]; then attack "$1"; exit 0; fi
@@ -199,28 +232,26 @@ case "$KERN_STAGE" in
     if mkdir -p build && cc -o build/hello src/hello.c && ./build/hello; then say build ok; else say build FAILED; fi
     echo SUCCESS ;;
   commit)
-    touch '{in_review}'
-    while [ ! -f '{go}' ]; do sleep 0.05; done
+    get /in-review >/dev/null
+    until get /go | grep -q go-now; do sleep 0.05; done
     printf '```json\n{{"verdict": "COMMIT", "subject": "Add the program"}}\n```\n' ;;
 esac
 "#,
-        log = log.display(),
         transcript = t.transcript.display(),
         other = t.other.path().display(),
         etc = t.etc.display(),
         canary = t.canary.port,
         outsider = t.outsider.id(),
         mock = t.mock_port(),
-        in_review = in_review.display(),
-        go = go.display(),
     )
 }
 
-/// What the adversary's log says `who` got for each attempt.
-fn attempts(p: &Project, who: &str) -> Vec<(String, String)> {
-    std::fs::read_to_string(p.outside.path().join("attacks.log"))
-        .unwrap_or_default()
-        .lines()
+/// What the adversary said `who` got for each attempt.
+fn attempts(t: &Targets, who: &str) -> Vec<(String, String)> {
+    t.said
+        .lock()
+        .unwrap()
+        .iter()
         .filter_map(|line| {
             let mut words = line.split_whitespace();
             (words.next()? == who).then(|| {
@@ -262,12 +293,13 @@ fn adversarial_project() -> (Project, PathBuf) {
 fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_must_have() {
     let (p, agent) = adversarial_project();
     let t = Targets::new(&p);
-    std::fs::write(&agent, adversary(&p, &t)).unwrap();
+    std::fs::write(&agent, adversary(&t)).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
     let stderr = p.outside.path().join("kern.stderr");
     let mut child = p
         .run(&["1", "0"])
+        .default_fence()
         .args(["--agent", &format!("program:{}", agent.display())])
         .args(["--check", "sh attack.sh check", "--check-baseline", "skip"])
         .env("HOME", t.home.path())
@@ -281,8 +313,7 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
             std::fs::File::create(&stderr).unwrap(),
         );
     // During the review: implement's record is there, with what its fence did.
-    let in_review = p.outside.path().join("in-review");
-    while !in_review.exists() {
+    while !t.in_review.load(Ordering::SeqCst) {
         if let Some(status) = child.try_wait().unwrap() {
             panic!(
                 "kern ended ({status}) before the review:\n{}",
@@ -295,7 +326,7 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
         serde_json::from_str(&std::fs::read_to_string(p.state_dir().join("stage2.json")).unwrap())
             .unwrap();
     let prompt = std::fs::read_to_string(p.state_dir().join("stage3.prompt.md")).unwrap();
-    std::fs::write(p.outside.path().join("go"), "").unwrap();
+    t.go.store(true, Ordering::SeqCst);
     let status = child.wait().unwrap();
     let err = std::fs::read_to_string(&stderr).unwrap_or_default();
     assert_eq!(status.code(), Some(0), "{err}");
@@ -303,7 +334,7 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
 
     // Every attempt blocked, as the adversary saw it, in every place it ran.
     for who in ["research", "implement", "commit", "check", "must-have"] {
-        let got: Vec<(String, String)> = attempts(&p, who)
+        let got: Vec<(String, String)> = attempts(&t, who)
             .into_iter()
             .filter(|(a, _)| a != "build")
             .collect();
@@ -320,7 +351,7 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
     }
     // The project builds and its program runs, offline, inside the fence.
     assert!(
-        attempts(&p, "implement").contains(&("build".to_string(), "ok".to_string())),
+        attempts(&t, "implement").contains(&("build".to_string(), "ok".to_string())),
         "{err}"
     );
 
@@ -491,17 +522,29 @@ fn where_the_fence_cannot_be_made_a_run_the_dry_run_and_doctor_stop_with_exit_2_
         "container or VM",
         "--sandbox off",
     ];
-    let run = p.run(&["1", "0"]).wrapped_in(NO_USER_NAMESPACES).expect(2);
+    let run = p
+        .run(&["1", "0"])
+        .default_fence()
+        .wrapped_in(NO_USER_NAMESPACES)
+        .expect(2);
     for part in fix {
         assert!(run.stderr.contains(part), "{part}: {}", run.stderr);
     }
     assert!(!ran.exists(), "no agent may start unfenced");
     assert!(p.run_events("stage_start").is_empty(), "no stage began");
-    let dry = p.run(&["-n"]).wrapped_in(NO_USER_NAMESPACES).expect(2);
+    let dry = p
+        .run(&["-n"])
+        .default_fence()
+        .wrapped_in(NO_USER_NAMESPACES)
+        .expect(2);
     for part in fix {
         assert!(dry.stderr.contains(part), "{part}: {}", dry.stderr);
     }
-    let doctor = p.run(&["doctor"]).wrapped_in(NO_USER_NAMESPACES).expect(2);
+    let doctor = p
+        .run(&["doctor"])
+        .default_fence()
+        .wrapped_in(NO_USER_NAMESPACES)
+        .expect(2);
     assert!(
         doctor
             .stderr
@@ -517,23 +560,51 @@ fn where_the_fence_cannot_be_made_a_run_the_dry_run_and_doctor_stop_with_exit_2_
     assert!(ran.exists(), "{}", off.stderr);
 }
 
+/// A `program:` agent for the fence's own tests (the scripted agent keeps its counts outside
+/// the tree, which the default fence does not let it write): research answers, implement runs
+/// `implement` (a shell script) in the tree, the review commits.
+fn plain_agent(p: &Project, implement: &str) -> String {
+    let agent = p.outside.path().join("plain-agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\n\
+             case \"$KERN_STAGE\" in\n\
+             research) printf '```json\\n{{\"notes\": [\"read the task\"]}}\\n```\\n' ;;\n\
+             implement) {implement}\n  echo SUCCESS ;;\n\
+             commit) printf '```json\\n{{\"verdict\": \"COMMIT\", \"subject\": \"Do it\"}}\\n```\\n' ;;\n\
+             esac\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("program:{}", agent.display())
+}
+
 #[test]
 fn the_commits_hooks_run_fenced_committing_but_reaching_nothing_outside() {
     let p = Project::new("- [ ] Hooked\n");
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     std::fs::write(home.path().join(".ssh/id_ed25519"), "SECRET\n").unwrap();
-    let log = p.outside.path().join("hook.log");
-    // The hook lives in the tree (as husky's do): code the agent could have written.
+    std::fs::write(home.path().join(".bashrc"), "# the person's own\n").unwrap();
+    let other = tempfile::tempdir().unwrap();
+    // The hook lives in the tree (as husky's do): code the agent could have written. What it
+    // got it writes into the file it adds, so the commit carries it out of the fence.
     p.write(
         ".hooks/pre-commit",
         &format!(
             "#!/bin/sh\n\
-             if cat \"$HOME/.ssh/id_ed25519\" 2>/dev/null | grep -q SECRET; then echo ssh READ >> {log}; else echo ssh blocked >> {log}; fi\n\
-             if echo x > .git/hooks/post-checkout 2>/dev/null; then echo hook WROTE >> {log}; else echo hook blocked >> {log}; fi\n\
-             if git config kern.pwned yes 2>/dev/null; then echo config WROTE >> {log}; else echo config blocked >> {log}; fi\n\
-             echo formatted > formatted.txt && git add formatted.txt && echo add ok >> {log}\n",
-            log = log.display()
+             {{\n\
+             if cat \"$HOME/.ssh/id_ed25519\" 2>/dev/null | grep -q SECRET; then echo ssh READ; else echo ssh blocked; fi\n\
+             if echo pwned >> \"$HOME/.bashrc\" 2>/dev/null; then echo bashrc WROTE; else echo bashrc blocked; fi\n\
+             if echo pwned > {other}/pwned 2>/dev/null; then echo other WROTE; else echo other blocked; fi\n\
+             if echo x > .git/hooks/post-checkout 2>/dev/null; then echo hook WROTE; else echo hook blocked; fi\n\
+             if git config kern.pwned yes 2>/dev/null; then echo config WROTE; else echo config blocked; fi\n\
+             }} > formatted.txt\n\
+             git add formatted.txt\n",
+            other = other.path().display()
         ),
     );
     use std::os::unix::fs::PermissionsExt;
@@ -544,24 +615,122 @@ fn the_commits_hooks_run_fenced_committing_but_reaching_nothing_outside() {
     .unwrap();
     p.git(&["config", "core.hooksPath", ".hooks"]);
     p.commit_all("hooks");
-    let out = p.run(&["1", "0"]).env("HOME", home.path()).expect(0);
+    let out = p
+        .run(&["1", "0"])
+        .default_fence()
+        .args(["--agent", &plain_agent(&p, "echo done > done.txt")])
+        .env("HOME", home.path())
+        .expect(0);
     assert_eq!(
-        std::fs::read_to_string(&log).unwrap(),
-        "ssh blocked\nhook blocked\nconfig blocked\nadd ok\n",
+        p.git(&["show", "HEAD:formatted.txt"]),
+        "ssh blocked\nbashrc blocked\nother blocked\nhook blocked\nconfig blocked\n",
         "{}",
         out.stderr
     );
-    assert!(p.head_files().contains(&"formatted.txt".to_string()));
+    assert!(p.head_files().contains(&"done.txt".to_string()));
+    assert_eq!(
+        std::fs::read_to_string(home.path().join(".bashrc")).unwrap(),
+        "# the person's own\n"
+    );
+    assert!(!other.path().join("pwned").exists());
+    assert!(!p.path().join(".git/hooks/post-checkout").exists());
     let named = denied(&p, "hook");
     let home = home.path().display().to_string();
-    assert!(
-        named.contains(&format!("read {home}/.ssh/id_ed25519")),
-        "{named:?}"
-    );
+    for what in [
+        format!("read {home}/.ssh/id_ed25519"),
+        format!("write {home}/.bashrc"),
+        format!("write {}/pwned", other.path().display()),
+    ] {
+        assert!(named.contains(&what), "{what}: {named:?}");
+    }
     assert!(
         named
             .iter()
             .any(|n| n.starts_with(&format!("write {}/.git/hooks", p.path().display()))),
         "{named:?}"
+    );
+}
+
+#[test]
+fn the_dry_run_prints_each_stages_fence_and_that_it_can_be_made_here() {
+    let p = Project::new("- [ ] Look around\n");
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    let out = p
+        .run(&["-n"])
+        .default_fence()
+        .env("HOME", home.path())
+        .env("KERN_SANDBOX_ALLOW_HOSTS", "registry.npmjs.org")
+        .expect(0);
+    let report = &out.stdout;
+    assert!(
+        report.contains("sandbox:     kern — every agent and whatever runs its code fenced, network list (✓ made here in"),
+        "{report}"
+    );
+    let top = p.path().canonicalize().unwrap();
+    for line in [
+        "  fence:   kern, network list".to_string(),
+        format!("    writable:  {} and a private TMPDIR", top.display()),
+        format!("    read-only: {}/.git", top.display()),
+        "    hidden:    ~/.ssh".to_string(),
+        "    hosts:     registry.npmjs.org".to_string(),
+    ] {
+        assert!(report.contains(&line), "{line}:\n{report}");
+    }
+    assert!(
+        report.contains("check gate: none (no --check, no Check note)"),
+        "{report}"
+    );
+    let off = p
+        .run(&["-n", "--sandbox=off"])
+        .default_fence()
+        .expect(0)
+        .stdout;
+    assert!(
+        off.contains("sandbox:     off — no fence: the agents run with your whole account")
+            && off.contains("  fence:   none (--sandbox off)"),
+        "{off}"
+    );
+}
+
+#[test]
+fn the_settings_files_sandbox_table_hides_a_file_of_the_tree_and_lets_the_check_run_outside() {
+    let p = Project::new("- [ ] Use the token\n");
+    p.write("deploy.token", "SECRET in the tree\n");
+    p.write(
+        ".kern/config.toml",
+        "[sandbox]\nhide = [\"deploy.token\"]\nchecks = \"outside\"\n",
+    );
+    p.commit_all("a token and the settings");
+    let dry = p.run(&["-n"]).default_fence().expect(0).stdout;
+    assert!(
+        dry.contains("check gate: none (no --check, no Check note) — outside the fence ([sandbox] checks = \"outside\")"),
+        "{dry}"
+    );
+    // What the agent read of it goes into the commit.
+    let agent = plain_agent(&p, "cat deploy.token > seen.txt 2>&1 || true");
+    // The check (outside the fence, as the table says) reads what the agent could not.
+    let out = p
+        .run(&["1", "0", "--check", "grep -q SECRET deploy.token"])
+        .default_fence()
+        .args(["--agent", &agent])
+        .expect(0);
+    assert_eq!(
+        p.git(&["show", "HEAD:seen.txt"]),
+        "",
+        "the agent read it: {}",
+        out.stderr
+    );
+    let named = denied(&p, "implement");
+    assert!(
+        named.contains(&format!(
+            "read {}/deploy.token",
+            p.path().canonicalize().unwrap().display()
+        )),
+        "{named:?}"
+    );
+    assert!(
+        denied(&p, "check").is_empty(),
+        "the check ran outside the fence"
     );
 }

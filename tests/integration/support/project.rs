@@ -374,6 +374,14 @@ impl KernRun<'_> {
         self
     }
 
+    /// Runs under kern's fence exactly as a person gets it: without the allowance every other
+    /// run gets to write beside the scenario (`KERN_SANDBOX_WRITE`, for the scripted agent's
+    /// counts and the fakes' logs). The fence's own tests (`fence.rs`) run so, and their agents
+    /// report through the tree or an allowed loopback server instead.
+    pub(crate) fn default_fence(self) -> Self {
+        self.env_remove(["KERN_SANDBOX_WRITE"])
+    }
+
     /// Puts `dir` first on kern's PATH (a folder holding the real `claude` or `codex`).
     pub(crate) fn path_first(mut self, dir: &Path) -> Self {
         self.path_first.push(dir.to_path_buf());
