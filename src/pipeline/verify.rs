@@ -227,20 +227,16 @@ impl Run<'_> {
     }
 
     /// Adds what kern found after implement (the must-haves, the tests of a task tested
-    /// first) to the implement stage's record, for jq; nothing when there is none.
+    /// first) to the implement stage's record, through the stage runner's writer.
     pub(super) fn annotate_implement_record(
         &self,
         add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
     ) -> Result<()> {
-        let path = self
-            .ws
-            .state_dir
-            .stage_record(crate::stage::Stage::Implement);
-        if let Some(mut record) = crate::stage::record::StageRecord::load(&path) {
-            add(&mut record.kern);
-            record.write(&path)?;
-        }
-        Ok(())
+        super::stage::runner::annotate_record(
+            &self.ws.state_dir,
+            crate::stage::Stage::Implement,
+            add,
+        )
     }
 
     /// The paths the task changed since its base commit: its commits' and the work tree's.

@@ -210,8 +210,9 @@ impl StageRecord {
         bytes
     }
 
-    /// Writes the record atomically, `0600`.
-    pub(crate) fn write(&self, path: &Path) -> Result<()> {
+    /// Writes the record atomically, `0600`. Only the stage runner calls it
+    /// (`pipeline/stage/runner.rs`, `attempt.rs`; `architecture.rs` holds it).
+    pub(crate) fn write_record(&self, path: &Path) -> Result<()> {
         crate::atomic_file::write_private(path, &self.to_json())
     }
 
@@ -325,7 +326,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stage2.json");
-        record.write(&path).unwrap();
+        record.write_record(&path).unwrap();
         assert_eq!(
             jq(&["-r", ".result"], &path),
             "{\"attempt_note\":null,\"learnings\":[\"the real CLI wrote out-1.txt\"],\"no_change_reason\":null,\"status\":\"SUCCESS\",\"subtasks\":null,\"summary\":\"wrote out-1.txt\"}\n"
@@ -363,7 +364,7 @@ mod tests {
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stage2.json");
-        record.write(&path).unwrap();
+        record.write_record(&path).unwrap();
         assert_eq!(jq(&["-c", ".result"], &path), "\"\"\n");
         assert_eq!(jq(&["-r", ".kern.outcome"], &path), "failed\n");
     }

@@ -381,6 +381,10 @@ fn stage_record_writers(sources: &[(String, String)]) -> Vec<String> {
             }
             from = start + 1;
         }
+        // StageRecord's own writer, whatever path it is given.
+        if flat.contains(".write_record(") && path != "stage/record.rs" {
+            out.push(format!("src/{path}"));
+        }
     }
     out.sort();
     out.dedup();
@@ -400,13 +404,19 @@ fn only_the_stage_runner_writes_a_stage_record() {
         ],
         "stageN.json is written only by the stage runner (StageRun::write, Attempt::finish)"
     );
-    let planted = [(
-        "pipeline/stage/mod.rs".to_string(),
-        "fn f() { run.record\n  .write(&self.ws.state_dir.stage_record(stage))?; }\n// x.write(&sd.stage_record(s))\n".to_string(),
-    )];
+    let planted = [
+        (
+            "pipeline/stage/mod.rs".to_string(),
+            "fn f() { run.record\n  .write(&self.ws.state_dir.stage_record(stage))?; }\n// x.write(&sd.stage_record(s))\n".to_string(),
+        ),
+        (
+            "pipeline/verify.rs".to_string(),
+            "fn g() { let path = sd.stage_record(s);\n record.write_record(&path)?; }\n".to_string(),
+        ),
+    ];
     assert_eq!(
         stage_record_writers(&planted),
-        ["src/pipeline/stage/mod.rs"]
+        ["src/pipeline/stage/mod.rs", "src/pipeline/verify.rs"]
     );
 }
 

@@ -45,7 +45,7 @@ impl Attempt {
         failure: Option<String>,
     ) -> Result<()> {
         let record = self.close(outcome, failure);
-        record.write(&state_dir.stage_record(self.envelope.stage))
+        record.write_record(&state_dir.stage_record(self.envelope.stage))
     }
 
     /// The stage failed for good: its record (written by [`StageRun::write`], after the

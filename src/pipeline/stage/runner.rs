@@ -108,8 +108,23 @@ impl<R> StageRun<R> {
     /// Writes the stage's record to `stageN.json`: the one write of a stage's end.
     pub(crate) fn write(&self, state_dir: &StateDir) -> Result<()> {
         self.record
-            .write(&state_dir.stage_record(self.record.kern.stage))
+            .write_record(&state_dir.stage_record(self.record.kern.stage))
     }
+}
+
+/// Adds to the finished `stage`'s record what kern found after it (the must-haves it checked,
+/// the red and green of a task tested first), for jq; nothing when the stage has no record.
+pub(crate) fn annotate_record(
+    state_dir: &StateDir,
+    stage: crate::stage::Stage,
+    add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
+) -> Result<()> {
+    let path = state_dir.stage_record(stage);
+    if let Some(mut record) = StageRecord::load(&path) {
+        add(&mut record.kern);
+        record.write_record(&path)?;
+    }
+    Ok(())
 }
 
 /// Runs the plan `request` as stage `R::STAGE` with retries, waits and switches between its agents;
