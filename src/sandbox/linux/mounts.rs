@@ -236,15 +236,22 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     upper.display(),
                     work.display()
                 );
-                // A cache the kernel cannot layer (an overlay below it, a file system that
-                // refuses) stays read-only: safe, only slower for the tool.
-                match mount(
-                    Some("overlay"),
-                    target,
-                    Some("overlay"),
-                    MsFlags::empty(),
-                    Some(data.as_str()),
-                ) {
+                // `volatile`: the layer is thrown away, so nothing in it needs syncing — without
+                // it, each layer's unmount at the stage's end syncs the whole file system under
+                // it, tens to hundreds of milliseconds on a busy disk (benches/fence). Kernels
+                // before 5.10 refuse the option: then without. A cache the kernel cannot layer
+                // at all (an overlay below it, a file system that refuses) stays read-only:
+                // safe, only slower for the tool.
+                let layer = |data: &str| {
+                    mount(
+                        Some("overlay"),
+                        target,
+                        Some("overlay"),
+                        MsFlags::empty(),
+                        Some(data),
+                    )
+                };
+                match layer(&format!("{data},volatile")).or_else(|_| layer(&data)) {
                     Ok(()) => {
                         made.push(target);
                         // Bound over the layer, under the tree's read-only: the read-only

@@ -46,14 +46,23 @@ pub(super) fn watch(placeholders: &[Placeholder]) -> Option<Watch> {
 /// The thread reading a watch; [`Serving::finish`] writes what is still queued.
 pub(super) struct Serving {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Written by `finish` to wake the thread at once (`None`: no pipe could be made, and the
+    /// thread looks at `stop` every [`POLL_MS`]).
+    wake: Option<std::os::fd::OwnedFd>,
     thread: std::thread::JoinHandle<()>,
 }
+
+/// How long the thread waits for an open before it looks at `stop` when it has no wake pipe.
+const POLL_MS: u16 = 50;
 
 impl Serving {
     /// Stops the thread once it has written every open still queued (the command has ended:
     /// its last opens may not have been read yet).
     pub(super) fn finish(self) {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(wake) = &self.wake {
+            let _ = nix::unistd::write(wake, b"x");
+        }
         let _ = self.thread.join();
     }
 }
@@ -63,20 +72,34 @@ pub(super) fn serve(watch: Watch, mut log: File) -> Serving {
     use std::os::fd::AsFd;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopping = stop.clone();
+    let (woken, wake) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok((r, w)) => (Some(r), Some(w)),
+        Err(_) => (None, None),
+    };
     let thread = std::thread::spawn(move || {
         let mut lines = 0usize;
         loop {
             let done = stopping.load(std::sync::atomic::Ordering::SeqCst);
-            let mut fds = [nix::poll::PollFd::new(
+            let mut fds = vec![nix::poll::PollFd::new(
                 watch.inotify.as_fd(),
                 nix::poll::PollFlags::POLLIN,
             )];
-            let timeout = if done {
-                nix::poll::PollTimeout::ZERO
-            } else {
-                nix::poll::PollTimeout::from(50u16)
+            if let Some(woken) = &woken
+                && !done
+            {
+                fds.push(nix::poll::PollFd::new(
+                    woken.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                ));
+            }
+            let timeout = match (done, &woken) {
+                (true, _) => nix::poll::PollTimeout::ZERO,
+                (false, Some(_)) => nix::poll::PollTimeout::NONE,
+                (false, None) => nix::poll::PollTimeout::from(POLL_MS),
             };
             match nix::poll::poll(&mut fds, timeout) {
+                // Woken by `finish`: look again, draining what is queued without waiting.
+                Ok(n) if n > 0 && !has_input(&fds[0]) => continue,
                 Ok(n) if n > 0 => {}
                 Ok(_) if done => return,
                 Ok(_) | Err(nix::Error::EINTR) => continue,
@@ -108,5 +131,11 @@ pub(super) fn serve(watch: Watch, mut log: File) -> Serving {
             }
         }
     });
-    Serving { stop, thread }
+    Serving { stop, wake, thread }
+}
+
+/// True when `fd` polled readable.
+fn has_input(fd: &nix::poll::PollFd<'_>) -> bool {
+    fd.revents()
+        .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLIN))
 }
