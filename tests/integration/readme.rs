@@ -194,6 +194,7 @@ const KNOWN: &[(&str, How)] = &[
     ),
     ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
     ("benches/remote", How::Bench),
+    ("benches/fence", How::Bench),
 ];
 
 /// The commands of every shell block (```sh, ```shell, ```console), block by block. A ```bash
