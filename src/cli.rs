@@ -362,6 +362,18 @@ pub struct RunOptions {
     #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
     pub notify: Option<String>,
 
+    /// Tell the tracker what happens to tasks that came from it (`kern import`): a task with an
+    /// Issue note closes its issue by a `Closes owner/repo#N` trailer in its commit, and leaves
+    /// a comment when it is taken, skipped or blocked; with --remote its issue is labelled with
+    /// the machine that holds it. Through the GitHub CLI `gh`; a failure is a warning. Default:
+    /// off.
+    #[arg(long, value_enum, value_name = "TRACKER", env = "KERN_TRACKER")]
+    pub tracker: Option<Tracker>,
+
+    /// How long one call of the tracker's CLI (`gh`) may take before it is stopped.
+    #[arg(long, hide = true, value_name = "DURATION", env = "KERN_TRACKER_TIMEOUT", default_value = "60s", value_parser = duration_between::<1, HOUR>)]
+    pub tracker_timeout: Duration,
+
     /// Run in the background: print the pid and how to follow it (`kern log -f`), then return;
     /// the run's output goes to `run.log` in the state folder.
     #[arg(long, conflicts_with = "dry_run")]
@@ -381,6 +393,13 @@ pub enum ScopeMode {
     Strict,
     /// Not checked.
     Off,
+}
+
+/// An issue tracker kern reads tasks from and tells what became of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Tracker {
+    /// GitHub issues, through the GitHub CLI `gh` (logged in: `gh auth login`).
+    Github,
 }
 
 /// Whether the check runs once before any agent.
@@ -454,6 +473,36 @@ pub enum Command {
     Accept {
         /// Tasks by title (or the start of it) or by branch (`kern/<task>`); none: every one.
         tasks: Vec<String>,
+    },
+    /// Bring open issues into SPEC.md as tasks, each once, with an Issue note that names it (its
+    /// text under it, its checklist as the task's criteria); SPEC.md is written, not
+    /// committed, unless --commit.
+    Import {
+        /// Where the issues are: github (through the GitHub CLI `gh`).
+        #[arg(value_enum)]
+        tracker: Tracker,
+        /// Only issues with this label (repeat it for issues with all of them).
+        #[arg(long, value_name = "LABEL", value_parser = filter_value)]
+        label: Vec<String>,
+        /// Only issues in this milestone (its title or number).
+        #[arg(long, value_name = "NAME", value_parser = filter_value)]
+        milestone: Option<String>,
+        /// Only issues assigned to this login (`@me`: you).
+        #[arg(long, value_name = "LOGIN", value_parser = filter_value)]
+        assignee: Option<String>,
+        /// The repository, OWNER/REPO (default: the one `gh` finds from this clone's remote).
+        #[arg(long, value_name = "OWNER/REPO", value_parser = filter_value)]
+        repo: Option<String>,
+        /// At most this many issues (1 to 1000).
+        #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
+        /// Show what would come in; write nothing.
+        #[arg(short = 'n', long)]
+        dry_run: bool,
+        /// Commit SPEC.md with the new tasks (and nothing else); refused while SPEC.md has
+        /// changes of yours that are not committed.
+        #[arg(long, conflicts_with = "dry_run")]
+        commit: bool,
     },
     /// Reopen a task parked with `--review`: it goes back to `[ ]` with the reason as an
     /// Attempt note; its branch is kept under `refs/kern/attempts/` and deleted.
@@ -556,6 +605,16 @@ const IGNORED_BY: &[(&str, &[&str])] = &[
             "review_agent",
             "sandbox",
             "sandbox_network",
+        ],
+    ),
+    (
+        "import",
+        &[
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
         ],
     ),
     (
@@ -689,6 +748,17 @@ fn parse_host(text: &str) -> Result<crate::sandbox::HostRule, String> {
     text.parse()
 }
 
+/// A filter of `kern import` (a label, a milestone, a login, a repository): not empty, since
+/// `gh` drops an empty one and lists every issue.
+fn filter_value(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err(
+            "it is empty, and gh would list every open issue for it — give a value, or leave the option out".to_string(),
+        );
+    }
+    Ok(text.to_string())
+}
+
 fn parse_cost(text: &str) -> Result<f64, String> {
     match text.trim().trim_start_matches('$').parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 100_000.0 => Ok(v),
@@ -720,6 +790,17 @@ mod tests {
         }
         for bad in ["", "-5", "abc", "5x"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn import_filters_are_not_empty() {
+        assert_eq!(
+            filter_value("good first issue").as_deref(),
+            Ok("good first issue")
+        );
+        for bad in ["", "  "] {
+            assert!(filter_value(bad).unwrap_err().contains("every open issue"));
         }
     }
 

@@ -361,6 +361,17 @@ pub enum Error {
         detail: String,
     },
 
+    /// The tracker's CLI (`gh`) could not do what `kern import` asked; nothing was written.
+    #[error("{what}: {why} — {fix}; nothing was written")]
+    Tracker {
+        /// What kern asked (`listing the open issues of acme/app`).
+        what: String,
+        /// Why it failed, with gh's own words.
+        why: String,
+        /// What the person can do.
+        fix: String,
+    },
+
     /// SIGINT or SIGTERM stopped the run; the resume state is kept.
     #[error("interrupted by {} — the task resumes where it stopped on the next run", signal_name(*.signal))]
     Interrupted {
@@ -393,7 +404,8 @@ impl Error {
             | Error::SigningFailed { .. }
             | Error::StateFolderUnsafe { .. }
             | Error::SandboxUnavailable { .. }
-            | Error::Remote { .. } => EXIT_USAGE,
+            | Error::Remote { .. }
+            | Error::Tracker { .. } => EXIT_USAGE,
             Error::LockHeld { .. } => EXIT_LOCKED,
             Error::Unfinished(_) => EXIT_UNFINISHED,
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
@@ -492,6 +504,14 @@ mod tests {
             (
                 Error::SpecMissing {
                     path: "SPEC.md".into(),
+                },
+                2,
+            ),
+            (
+                Error::Tracker {
+                    what: "listing the open issues".into(),
+                    why: "`gh` is not logged in".into(),
+                    fix: "log in with `gh auth login`".into(),
                 },
                 2,
             ),

@@ -5,12 +5,12 @@
 //! The floors, top to bottom; a module uses only the ones below it, never one above
 //! (`docs/architecture.md`; `tests/integration/architecture.rs` fails on a use that points up):
 //! `command → pipeline → workspace → settings → cli → reporter → {prompt, repository, state,
-//! learnings, retry, scripted_agent} → {agent, event} → {stage, supervisor} → sandbox → spec →
-//! atomic_file → error → {text, timestamp, private_file, oid}`, the one exception `error → spec`
-//! (the error enum carries SPEC.md's diagnostics).
+//! learnings, retry, scripted_agent, tracker} → {agent, event} → {stage, supervisor} → sandbox →
+//! spec → atomic_file → error → {text, timestamp, private_file, oid}`, the one exception
+//! `error → spec` (the error enum carries SPEC.md's diagnostics).
 //!
 //! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`), and
-//!   `running.rs`, the live view `status` shows.
+//!   `running.rs`, the live view `status` shows, and `tracked.rs`, the tasks from the tracker.
 //! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
 //!   failure, and when the approaches are exhausted — `parallel/` (`-j`), `remote/` (tasks
@@ -22,7 +22,8 @@
 //! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
 //! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
 //!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
-//!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`.
+//!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`, `tracker` (GitHub
+//!   issues in and out of SPEC.md through `gh`: `kern import`, and `--tracker`'s listener).
 //! - `agent/` (argv, stream parsers, failure classes) and `event/` (what happens in a run: the
 //!   `RunEvent` and `Told` every listener hears); `stage/` (the stage vocabulary: kinds,
 //!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).
@@ -58,6 +59,7 @@ mod state;
 mod supervisor;
 mod text;
 mod timestamp;
+mod tracker;
 mod workspace;
 
 /// What the integration tests, the benchmarks and the fuzz target reach inside the crate, and
@@ -257,6 +259,29 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
                 json,
                 markdown,
                 html,
+            },
+        ),
+        Some(Command::Import {
+            tracker: _,
+            label,
+            milestone,
+            assignee,
+            repo,
+            limit,
+            dry_run,
+            commit,
+        }) => command::import::run(
+            settings,
+            &command::import::ImportRequest {
+                filter: tracker::gh::ListFilter {
+                    repo,
+                    labels: label,
+                    milestone,
+                    assignee,
+                    limit,
+                },
+                dry_run: dry_run || settings.dry_run,
+                commit,
             },
         ),
         Some(Command::Log { follow }) => command::log::run(settings, follow),

@@ -122,6 +122,10 @@ pub struct Settings {
     pub output: OutputEnv,
     /// The `--notify` command.
     pub notify: Option<String>,
+    /// `--tracker`: the tracker told what becomes of the tasks that came from it.
+    pub tracker: Option<crate::cli::Tracker>,
+    /// How long one call of the tracker's CLI may take.
+    pub tracker_timeout: Duration,
     /// `--detach`: start the run in the background and return.
     pub detach: bool,
     /// This is the background run `--detach` started: no terminal; its lines go to run.log.
@@ -338,6 +342,8 @@ impl Settings {
             remote: run.remote.clone().filter(|r| !r.trim().is_empty()),
             claim_ttl: run.claim_ttl,
             notify: run.notify.clone().filter(|c| !c.trim().is_empty()),
+            tracker: run.tracker,
+            tracker_timeout: run.tracker_timeout,
             detach: run.detach,
             detached: run.detached,
             path_var: var("PATH"),

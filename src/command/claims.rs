@@ -102,7 +102,7 @@ pub(crate) fn claim_once(settings: &Settings, key: &str, remote: &str) -> Result
         path: vec![key.to_string()],
         occurrence: 0,
     };
-    let claimed = claims.claim(&repo, key, &identity)?;
+    let claimed = claims.claim(&repo, key, &identity, None)?;
     super::status::print_out(if claimed == Claimed::No {
         "held\n"
     } else {

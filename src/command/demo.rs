@@ -306,6 +306,7 @@ pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
         level: None,
         no_verify: true,
         notify: None,
+        tracker: None,
         detach: false,
         detached: false,
         remote: None,

@@ -197,6 +197,14 @@ fn report_with_warnings(
             (None, _) => "",
         }
     );
+    if settings.tracker.is_some() {
+        let gh = crate::supervisor::awake::find("gh", settings.path_var.as_deref());
+        let _ = writeln!(
+            out,
+            "tracker:    {}",
+            super::tracked::dry_run_line(task.issue().as_ref(), gh.as_deref())
+        );
+    }
     if let Some(dir) = prompts_dir {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let _ = writeln!(

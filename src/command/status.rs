@@ -92,6 +92,7 @@ pub(crate) fn compute_with_spec(
             "level": level.level,
             "level_why": level.why,
             "error_research": research,
+            "issue": super::tracked::issue_json(task),
         })
     });
     // The loop's own inference, read-only: stale files are named by the run, not removed here.
@@ -149,6 +150,7 @@ pub(crate) fn compute_with_spec(
     }
     add_dialects(&mut json, &doc, &ws.spec_display, &options);
     add_stale_learnings(&mut json, ws.repo.top(), &ws.learnings_path);
+    super::tracked::add_json(&mut json, &doc);
     Ok((
         ws,
         doc,
@@ -433,6 +435,9 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
             held.len() - HELD_SHOWN
         ));
     }
+    out.push_str(&super::tracked::render(j, &|line, title| {
+        fit_title(line, title, width)
+    }));
     let stale = list("stale_learnings");
     for (k, e) in stale.iter().take(HELD_SHOWN).enumerate() {
         let label = if k == 0 { "stale:" } else { "" };
@@ -524,6 +529,13 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
                     })
                     .unwrap_or_default()
             };
+            if let Some(issue) = next["issue"].as_object() {
+                out.push_str(&format!(
+                    "issue:     {} ({})\n",
+                    issue["name"].as_str().unwrap_or(""),
+                    issue["url"].as_str().unwrap_or("")
+                ));
+            }
             for (label, key) in [("must:", "must"), ("scope:", "scope")] {
                 let text = joined(key);
                 if !text.is_empty() {

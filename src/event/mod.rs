@@ -84,6 +84,9 @@ pub(crate) enum RunEvent {
         line: usize,
         /// The stage it resumes at (`research`, `implement`, `commit`).
         resume: String,
+        /// The tracker issue its Issue note names (`owner/repo#N`), when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issue: Option<String>,
     },
     /// A stage's agent is about to start.
     StageStart {
@@ -262,6 +265,9 @@ pub(crate) enum RunEvent {
         task: String,
         /// Why, as the note says it.
         reason: String,
+        /// The tracker issue its Issue note names, when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issue: Option<String>,
     },
     /// A failed attempt at a task was recorded as an `Attempt N` note.
     AttemptFailed {
@@ -345,6 +351,30 @@ pub(crate) enum RunEvent {
         /// Its line in SPEC.md, for `--notify`.
         #[serde(skip)]
         line: usize,
+        /// The tracker issue its Issue note names, when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        issue: Option<String>,
+        /// The Blocked note as kern wrote it, for the tracker's comment.
+        #[serde(skip)]
+        note: String,
+    },
+    /// A call of the tracker's CLI (`--tracker github`: `gh`) failed; the run goes on.
+    TrackerFailed {
+        /// The issue it concerned (`owner/repo#N`).
+        issue: String,
+        /// What kern asked of it: `comment (taken)`, `label kern:<host>`, `unlabel kern:<host>`.
+        action: String,
+        /// Why it failed, in kern's words with gh's own.
+        why: String,
+        /// What the person can do.
+        fix: String,
+        /// The tracker is off for the rest of the run (`gh` missing or not logged in).
+        #[serde(default)]
+        off: bool,
+        /// The first failure of its kind in the run: the person is warned (the rest are only
+        /// recorded).
+        #[serde(skip)]
+        warn: bool,
     },
     /// A parallel task's work conflicted with the branch when kern applied it: nothing was
     /// written; the task is retried (first time) or blocked.

@@ -71,6 +71,8 @@ pub(crate) enum Told {
         remote: String,
         /// The branch there.
         branch: String,
+        /// The tracker issue its Issue note names, when it has one.
+        issue: Option<String>,
     },
     /// A stage starts on the other agent: its own is at a usage limit seen earlier in the run.
     StartsOnOther {
@@ -181,6 +183,8 @@ pub(crate) enum Told {
         why: String,
         /// The stage it goes on with.
         next: String,
+        /// The tracker issue its Issue note names, when it has one.
+        issue: Option<String>,
     },
     /// `--allow-dirty`: the person's changed paths that stay out of kern's commits.
     PersonsPaths {
@@ -316,6 +320,8 @@ pub(crate) enum Told {
         remote: String,
         /// The claim's ref.
         claim: String,
+        /// The tracker issue its Issue note names, when it has one.
+        issue: Option<String>,
     },
     /// `--remote`: this machine took over a task whose claim lapsed.
     TookOver {
@@ -327,6 +333,18 @@ pub(crate) enum Told {
         holder: String,
         /// The attempt this is.
         attempt: u32,
+        /// The tracker issue its Issue note names, when it has one.
+        issue: Option<String>,
+        /// The host of the machine that held it, when its claim said.
+        from_host: Option<String>,
+    },
+    /// `--remote`: this machine freed its claim on a task (the task ended here without
+    /// landing, or the run ends).
+    Released {
+        /// The task.
+        task: String,
+        /// The tracker issue its Issue note names, when it has one.
+        issue: Option<String>,
     },
     /// `--remote`: a task taken over resumes from the work its last machine pushed (`paths` of
     /// it), or starts again when there is none.
@@ -342,6 +360,8 @@ pub(crate) enum Told {
     ClaimLost {
         /// The task.
         task: String,
+        /// The tracker issue its Issue note names, when it has one.
+        issue: Option<String>,
     },
     /// `--remote --review`: a task's branch was pushed for review.
     PushedForReview {
@@ -379,5 +399,12 @@ pub(crate) enum Told {
     NotesRewritten {
         /// The task.
         task: String,
+    },
+    /// The tracker was told what became of a task (`--tracker github`).
+    Tracked {
+        /// The issue (`owner/repo#N`).
+        issue: String,
+        /// What kern did there: `commented (taken)`, `labelled kern:<host>`, `unlabelled …`.
+        action: String,
     },
 }

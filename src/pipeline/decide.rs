@@ -442,9 +442,15 @@ fn fail(attempts: &Attempts, note: &str, max_attempts: u32, answered: bool) -> D
 
 /// The commit message from the review: its subject (else the task's title), a blank line and
 /// its body when it has one; changes of SPEC.md kern did not make are named at the end, so
-/// they are never committed silently as kern's. Control characters and escape sequences
+/// they are never committed silently as kern's; `trailers` (`Closes acme/app#12`) close the
+/// message as git trailers, a paragraph of their own. Control characters and escape sequences
 /// (agent text, a title's `ESC]0;…BEL`) are stripped, so `git log` shows only text.
-pub(super) fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[String]) -> String {
+pub(super) fn commit_message(
+    review: &ReviewReport,
+    title: &str,
+    hand_edits: &[String],
+    trailers: &[String],
+) -> String {
     use crate::text::strip_controls;
     let mut message = strip_controls(&review.subject).trim().to_string();
     if message.is_empty() {
@@ -462,11 +468,45 @@ pub(super) fn commit_message(review: &ReviewReport, title: &str, hand_edits: &[S
             body.push_str(&format!("- {}\n", strip_controls(change)));
         }
     }
+    let trailers: Vec<String> = trailers
+        .iter()
+        .filter(|t| !body.lines().any(|l| l.trim() == t.as_str()))
+        .cloned()
+        .collect();
+    if !trailers.is_empty() {
+        let body_now = body.trim_end().to_string();
+        body = if body_now.is_empty() {
+            trailers.join("\n")
+        } else {
+            format!("{body_now}\n\n{}", trailers.join("\n"))
+        };
+    }
     let body = body.trim_end();
     if !body.is_empty() {
         message = format!("{message}\n\n{body}\n");
     }
     message
+}
+
+/// The tracker's issues a commit finishes: those of the tasks `after` shows done that
+/// `before` did not (the task itself, and the parents its last subtask completes), each once.
+pub(super) fn closed_issues(before: &Document, after: &Document) -> Vec<crate::spec::IssueRef> {
+    let mut out: Vec<crate::spec::IssueRef> = Vec::new();
+    for (index, task) in after.tasks().iter().enumerate() {
+        if task.state != TaskState::Done {
+            continue;
+        }
+        let was_done = before
+            .find(&after.identity(index))
+            .is_some_and(|t| before.tasks()[t].state == TaskState::Done);
+        if let Some(issue) = task.issue()
+            && !was_done
+            && !out.iter().any(|i| i.same(&issue))
+        {
+            out.push(issue);
+        }
+    }
+    out
 }
 
 /// The edits of committing task `task` of `doc` as the file is now: done, with its parents
@@ -1289,28 +1329,68 @@ mod tests {
     #[test]
     fn commit_messages() {
         let mut r = review(Verdict::Commit, None);
-        assert_eq!(commit_message(&r, "Task", &[]), "Add the parser");
+        assert_eq!(commit_message(&r, "Task", &[], &[]), "Add the parser");
         r.body = Some("  Why it was done.  ".into());
         assert_eq!(
-            commit_message(&r, "Task", &[]),
+            commit_message(&r, "Task", &[], &[]),
             "Add the parser\n\nWhy it was done.\n"
         );
         assert_eq!(
-            commit_message(&r, "Task", &["`Beta` [ ] → [x]".into()]),
+            commit_message(&r, "Task", &["`Beta` [ ] → [x]".into()], &[]),
             "Add the parser\n\nWhy it was done.\n\nSPEC.md changes not made by kern:\n- `Beta` [ ] → [x]\n"
         );
         r.subject = " ".into();
         r.body = None;
-        assert_eq!(commit_message(&r, "The task title", &[]), "The task title");
+        assert_eq!(
+            commit_message(&r, "The task title", &[], &[]),
+            "The task title"
+        );
         // Escape sequences and control characters never reach the commit.
         r.subject = "\x1b]0;pwned\x07 \x1b[31mRed\x1b[0m fix\r".into();
         r.body = Some("with \x1b[2J a clear\r\nscreen\x00".into());
         assert_eq!(
-            commit_message(&r, "T", &["`\x1b[1mB\x1b[0m` [ ] → [x]".into()]),
+            commit_message(&r, "T", &["`\x1b[1mB\x1b[0m` [ ] → [x]".into()], &[]),
             "Red fix\n\nwith  a clear\nscreen\n\nSPEC.md changes not made by kern:\n- `B` [ ] → [x]\n"
         );
         r.subject = "\x1b[0m".into();
-        assert!(commit_message(&r, "Ti\x07tle", &[]).starts_with("Title\n"));
+        assert!(commit_message(&r, "Ti\x07tle", &[], &[]).starts_with("Title\n"));
+    }
+
+    #[test]
+    fn trailers_close_the_message_in_a_paragraph_of_their_own() {
+        let closes = ["Closes acme/app#12".to_string()];
+        let mut r = review(Verdict::Commit, None);
+        assert_eq!(
+            commit_message(&r, "Task", &[], &closes),
+            "Add the parser\n\nCloses acme/app#12\n"
+        );
+        r.body = Some("Why it was done.".into());
+        assert_eq!(
+            commit_message(&r, "Task", &["`Beta` [ ] → [x]".into()], &closes),
+            "Add the parser\n\nWhy it was done.\n\nSPEC.md changes not made by kern:\n- `Beta` [ ] → [x]\n\nCloses acme/app#12\n"
+        );
+        // A review that wrote the trailer itself gets it once.
+        r.body = Some("Why.\n\nCloses acme/app#12".into());
+        assert_eq!(
+            commit_message(&r, "Task", &[], &closes),
+            "Add the parser\n\nWhy.\n\nCloses acme/app#12\n"
+        );
+    }
+
+    #[test]
+    fn a_commit_closes_the_issues_of_the_tasks_it_finishes() {
+        let before = Document::parse(
+            "- [~] Parent\n  > **Issue:** acme/app#1\n  - [x] One\n  - [~] Two\n    > **Issue:** acme/app#2\n- [x] Old\n  > **Issue:** acme/app#3\n- [ ] Later\n  > **Issue:** acme/app#4\n",
+        );
+        let after = Document::parse(
+            "- [x] Parent\n  > **Issue:** acme/app#1\n  - [x] One\n  - [x] Two\n    > **Issue:** acme/app#2\n- [x] Old\n  > **Issue:** acme/app#3\n- [ ] Later\n  > **Issue:** acme/app#4\n",
+        );
+        let closed: Vec<String> = closed_issues(&before, &after)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(closed, ["acme/app#1", "acme/app#2"]);
+        assert!(closed_issues(&after, &after).is_empty());
     }
 
     #[test]

@@ -42,7 +42,20 @@ impl Run<'_> {
             name_saved_work(&mut edits, &saved);
         }
         self.edit_task(it, ticket, &edits)?;
-        for event in ended(decision.outcome, &it.title, it.line) {
+        let note = edits
+            .iter()
+            .find_map(|e| match e {
+                Edit::AddBlocked(text) => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let told = Ended {
+            task: &it.title,
+            line: it.line,
+            issue: it.issue.clone(),
+            note,
+        };
+        for event in ended(decision.outcome, &told) {
             if let RunEvent::Blocked { .. } = &event {
                 journal::remove(&self.ws.state_dir.task_start());
             }
@@ -110,16 +123,30 @@ fn name_saved_work(edits: &mut [Edit], saved: &str) {
     }
 }
 
-/// What happened when task `task` (at `line`) ended with `outcome`, in the order it is told.
-fn ended(outcome: TaskOutcome, task: &str, line: usize) -> Vec<RunEvent> {
-    let task = task.to_string();
+/// The task whose end is told: its title, its line, its issue and its Blocked note.
+struct Ended<'a> {
+    task: &'a str,
+    line: usize,
+    issue: Option<String>,
+    note: String,
+}
+
+/// What happened when the task `told` names ended with `outcome`, in the order it is told.
+fn ended(outcome: TaskOutcome, told: &Ended<'_>) -> Vec<RunEvent> {
+    let task = told.task.to_string();
     let blocked = |task: &String, why| RunEvent::Blocked {
         task: task.clone(),
         why,
-        line,
+        line: told.line,
+        issue: told.issue.clone(),
+        note: told.note.clone(),
     };
     match outcome {
-        TaskOutcome::Skipped { reason } => vec![RunEvent::Skipped { task, reason }],
+        TaskOutcome::Skipped { reason } => vec![RunEvent::Skipped {
+            task,
+            reason,
+            issue: told.issue.clone(),
+        }],
         TaskOutcome::Decomposed { subtasks } => vec![RunEvent::Decomposed { task, subtasks }],
         TaskOutcome::Failed { attempt, note } => vec![RunEvent::AttemptFailed {
             task,
@@ -146,6 +173,15 @@ fn ended(outcome: TaskOutcome, task: &str, line: usize) -> Vec<RunEvent> {
 mod tests {
     use super::*;
 
+    fn told() -> Ended<'static> {
+        Ended {
+            task: "Parse dates",
+            line: 7,
+            issue: Some("acme/app#12".into()),
+            note: "the note".into(),
+        }
+    }
+
     #[test]
     fn a_block_after_a_last_failed_attempt_is_told_as_the_attempt_then_the_block() {
         let events = ended(
@@ -154,22 +190,20 @@ mod tests {
                 note: "the test failed".into(),
                 why: "3 failed attempts".into(),
             },
-            "Parse dates",
-            7,
+            &told(),
         );
         assert!(matches!(
             &events[..],
             [
                 RunEvent::AttemptFailed { attempt: 3, ends_task: true, .. },
-                RunEvent::Blocked { line: 7, why, .. },
-            ] if why == "3 failed attempts"
+                RunEvent::Blocked { line: 7, why, issue: Some(issue), note, .. },
+            ] if why == "3 failed attempts" && issue == "acme/app#12" && note == "the note"
         ));
         let asked = ended(
             TaskOutcome::NeedsPerson {
                 question: "which zone?".into(),
             },
-            "Parse dates",
-            7,
+            &told(),
         );
         assert!(matches!(
             &asked[..],

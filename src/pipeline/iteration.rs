@@ -34,11 +34,16 @@ impl Run<'_> {
     pub(super) async fn iteration(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         let parses_before = crate::spec::Document::parse_count();
         let reads_before = spec::SpecFile::read_count();
+        let looks_before = crate::repository::StatusCounts::now();
         let end = self.iteration_inner(index, total).await;
+        let looks = crate::repository::StatusCounts::now().since(looks_before);
         tracing::debug!(
             index,
             spec_reads = spec::SpecFile::read_count() - reads_before,
             spec_parses = crate::spec::Document::parse_count() - parses_before,
+            status_looks = looks.looks,
+            status_walks = looks.walks,
+            status_asks = looks.asks,
             "iteration done"
         );
         end
@@ -93,12 +98,14 @@ impl Run<'_> {
         }
         let point = resume::infer(&files, task.research().is_some());
         tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, resume = point.name(), "selected");
+        let issue = task.issue().map(|i| i.to_string());
         self.teller.emit(RunEvent::IterationStart {
             index,
             of: total,
             task: task.title.clone(),
             line: task.line,
             resume: point.name().to_string(),
+            issue: issue.clone(),
         });
         self.teller.emit(RunEvent::Told(Told::TaskSelected {
             task: task.title.clone(),
@@ -106,6 +113,7 @@ impl Run<'_> {
             line: task.line,
             why: selection.reason.to_string(),
             next: point.name().to_string(),
+            issue: issue.clone(),
         }));
         let mut it = TaskRun::new(
             task.title.clone(),
@@ -113,6 +121,7 @@ impl Run<'_> {
             (task.line, task.state),
             self.task_start(&doc, selection.task)?,
         );
+        it.issue = issue;
         let top = self.ws.repo.top().to_path_buf();
         it.level = super::discovery::level(
             &doc,

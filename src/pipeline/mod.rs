@@ -185,6 +185,9 @@ pub(crate) struct TaskRun {
     /// What implement said it did in this iteration, when it reported SUCCESS: the approach
     /// a failure after it records (`error_research`).
     approach: Option<String>,
+    /// The tracker issue the task's Issue note names (`owner/repo#N`), for the events the
+    /// tracker hears.
+    issue: Option<String>,
 }
 
 impl TaskRun {
@@ -210,6 +213,7 @@ impl TaskRun {
                 why: String::new(),
             },
             approach: None,
+            issue: None,
         }
     }
 }
@@ -245,11 +249,19 @@ pub(crate) async fn run(
         max_cost: settings.max_cost,
         ..Summary::default()
     });
-    let teller = Teller::new(
+    let mut teller = Teller::new(
         reporter,
         RunLog::new(ws.state_dir.run_log(), run_id.clone()),
         ledger.clone(),
     );
+    if settings.tracker.is_some() {
+        teller.hear_tracker(crate::tracker::Tracker::on_this_machine(
+            settings.path_var.as_deref(),
+            ws.repo.top(),
+            settings.tracker_timeout,
+            ws.state_dir.tracker(),
+        ));
+    }
     if let Some(command) = &settings.notify {
         reporter.attach_notifier(Notifier::new(
             command,

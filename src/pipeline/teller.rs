@@ -1,7 +1,9 @@
 //! The run's one door for telling: every happening of a run is a [`RunEvent`] given to
 //! [`Teller::emit`], and its listeners hear it there — the person's line and live status
 //! (`Reporter::hear`, worded by `reporter/voice.rs`), `--notify` (`voice::notice`), the run's
-//! ledger and summary (`Ledger::on`) and, for the recorded events, `run.jsonl`.
+//! ledger and summary (`Ledger::on`), for the recorded events `run.jsonl`, and with
+//! `--tracker` the tracker (`tracker::Tracker`), whose own happenings (a comment made, a call
+//! of `gh` that failed) come back through the same door.
 //!
 //! The one decision a reader must know: nothing in the loop calls a listener itself, so which
 //! listeners hear a happening is decided by the event, never at a call site, and a parallel
@@ -11,6 +13,8 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+
+use crate::tracker::Tracker;
 
 use crate::error::Error;
 use crate::event::{RunEvent, Told};
@@ -29,6 +33,8 @@ pub(crate) struct Teller<'a> {
     ledger: Ledger,
     /// The events this run recorded, in order (every task's, `-j` too).
     recorded: Rc<RefCell<Vec<LoggedEvent>>>,
+    /// `--tracker`: the tracker, told of every event (every task's, `-j` too).
+    tracker: Option<Rc<RefCell<Tracker>>>,
 }
 
 impl<'a> Teller<'a> {
@@ -39,7 +45,13 @@ impl<'a> Teller<'a> {
             log,
             ledger,
             recorded: Rc::default(),
+            tracker: None,
         }
+    }
+
+    /// From now on `tracker` hears every event too (`--tracker`).
+    pub(crate) fn hear_tracker(&mut self, tracker: Tracker) {
+        self.tracker = Some(Rc::new(RefCell::new(tracker)));
     }
 
     /// The door of a parallel task: its own labelled `reporter`, the run's log and ledger.
@@ -49,6 +61,7 @@ impl<'a> Teller<'a> {
             log: self.log.clone(),
             ledger: self.ledger.clone(),
             recorded: Rc::clone(&self.recorded),
+            tracker: self.tracker.clone(),
         }
     }
 
@@ -57,16 +70,25 @@ impl<'a> Teller<'a> {
         self.log.run_id()
     }
 
-    /// Says what happened, once, to every listener.
+    /// Says what happened, once, to every listener; then what the tracker made of it.
     pub(crate) fn emit(&self, event: RunEvent) {
         self.reporter.hear(&event);
         if let Some((kind, fields)) = voice::notice(&event) {
             self.reporter.notify(kind, fields);
         }
         self.ledger.on(&event);
+        let heard = self.tracker.as_ref().map(|_| event.clone());
         if event.is_recorded() {
             let line = self.log.event(event);
             self.recorded.borrow_mut().push(line);
+        }
+        // The tracker's own events ask nothing of it: this ends.
+        let told = match (&self.tracker, heard) {
+            (Some(tracker), Some(event)) => tracker.borrow_mut().on(&event),
+            _ => Vec::new(),
+        };
+        for event in told {
+            self.emit(event);
         }
     }
 

@@ -76,6 +76,21 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
             "committed {} {subject}",
             text::short_oid(sha)
         ))],
+        RunEvent::TrackerFailed {
+            issue,
+            action,
+            why,
+            fix,
+            off,
+            warn: true,
+        } => vec![Warn(format!(
+            "the tracker: {action} on {issue} failed: {why} — {fix}; {}",
+            if *off {
+                "the tracker is off for the rest of the run, the night goes on"
+            } else {
+                "the night goes on (the next failures like it are only recorded in run.jsonl)"
+            }
+        ))],
         RunEvent::LockRecovered { pid, why, .. } => vec![Warn(format!(
             "recovered a stale lock left by kern pid {pid} ({why})"
         ))],
@@ -181,6 +196,7 @@ fn told_lines(told: &Told) -> Vec<Said> {
             task,
             remote,
             branch,
+            ..
         } => vec![Info(format!(
             "landed {} on `{remote}/{branch}`",
             Quoted(task)
@@ -299,6 +315,7 @@ fn told_lines(told: &Told) -> Vec<Said> {
             task,
             remote,
             claim,
+            ..
         } => vec![Info(format!(
             "claimed {} on `{remote}` (`{claim}`)",
             Quoted(task)
@@ -308,6 +325,7 @@ fn told_lines(told: &Told) -> Vec<Said> {
             remote,
             holder,
             attempt,
+            ..
         } => vec![Info(format!(
             "took over {} on `{remote}`: the claim of {holder} lapsed (attempt {attempt})",
             Quoted(task)
@@ -323,7 +341,9 @@ fn told_lines(told: &Told) -> Vec<Said> {
                 text::count(*n, "path", "paths")
             ),
         })],
-        Told::ClaimLost { task } => vec![Warn(format!(
+        Told::Released { .. } => Vec::new(),
+        Told::Tracked { issue, action } => vec![Info(format!("{action} {issue}"))],
+        Told::ClaimLost { task, .. } => vec![Warn(format!(
             "lost the claim on {}: it lapsed and another machine took the task over — this run's work on it will not land",
             Quoted(task)
         ))],
@@ -361,9 +381,13 @@ fn told_lines(told: &Told) -> Vec<Said> {
             line,
             why,
             next,
+            issue,
         } => vec![Info(format!(
-            "task {} ({spec}:{line}): {why}; next stage: {next}",
-            Quoted(task)
+            "task {} ({spec}:{line}{}): {why}; next stage: {next}",
+            Quoted(task),
+            issue
+                .as_deref()
+                .map_or_else(String::new, |i| format!(", issue {i}"))
         ))],
         Told::PersonsPaths { paths } => vec![Warn(format!(
             "--allow-dirty: these paths stay out of kern's commits: {}",
@@ -525,7 +549,9 @@ pub(crate) fn notice(event: &RunEvent) -> Option<(EventKind, serde_json::Value)>
                 "message": message,
             }),
         )),
-        RunEvent::Blocked { task, why, line } => Some((
+        RunEvent::Blocked {
+            task, why, line, ..
+        } => Some((
             EventKind::TaskBlocked,
             serde_json::json!({
                 "text": format!("{} is blocked [!]: {}", Quoted(task), blocked_why(why)),
@@ -589,6 +615,8 @@ mod tests {
             task: "Parse dates".into(),
             why: why.into(),
             line: 3,
+            issue: None,
+            note: String::new(),
         }
     }
 
@@ -599,6 +627,7 @@ mod tests {
             summary.on(&RunEvent::Skipped {
                 task: "Skip me".into(),
                 reason: "not settled".into(),
+                issue: None,
             });
         }
         assert_eq!(summary.skipped, ["Skip me"]);
@@ -704,6 +733,7 @@ mod tests {
             RunEvent::Skipped {
                 task: "C".into(),
                 reason: "later".into(),
+                issue: None,
             },
             blocked("6 failed attempts"),
             RunEvent::NoCommit {

@@ -75,6 +75,13 @@ impl Repository {
     /// `None` and no commit is made. A failing hook: [`Error::HookFailed`] or
     /// [`Error::CommitMessageRefused`], no commit, and the index as it was before.
     pub fn commit(&self, req: &CommitRequest<'_>) -> Result<CommitOutcome> {
+        let out = self.commit_inner(req);
+        // The commit read and wrote the whole index: what it freed goes back.
+        super::memory::trim_memory();
+        out
+    }
+
+    fn commit_inner(&self, req: &CommitRequest<'_>) -> Result<CommitOutcome> {
         let _timed = super::Timed::start("commit");
         let author = self.author()?;
         let committer = self.committer()?;

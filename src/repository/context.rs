@@ -183,24 +183,44 @@ impl Repository {
     ) -> Result<bool> {
         let ctx = |e| Error::git("comparing the work with the task's start", e);
         let tree = self.tree_of(base, "comparing the work with the task's start")?;
-        let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
-            return Ok(false);
-        };
-        let diff = self
-            .repo
-            .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
-            .map_err(ctx)?;
+        let paths = self.work_paths(tree.as_ref())?;
         let exclude: Vec<String> = exclude.iter().filter_map(|p| self.relative(p)).collect();
         let path_of = |f: git2::DiffFile<'_>| {
             f.path_bytes()
                 .map(|b| String::from_utf8_lossy(b).into_owned())
         };
-        Ok(diff.deltas().any(|delta| {
-            [path_of(delta.old_file()), path_of(delta.new_file())]
-                .into_iter()
-                .flatten()
-                .all(|p| !exclude.iter().any(|e| covers(e, &p)))
-        }))
+        // A few paths one by one, each a pathspec: libgit2 then reads only the index entries
+        // under it, where a list of paths costs a pass over the whole index (status.rs).
+        let lists: Vec<DiffOptions> = if super::status_ask::one_by_one(&paths) {
+            paths
+                .iter()
+                .map(|path| {
+                    let mut opts = work_diff_options();
+                    opts.pathspec(path.as_path());
+                    opts
+                })
+                .collect()
+        } else if paths.is_empty() {
+            Vec::new()
+        } else {
+            vec![work_diff_list(&paths)]
+        };
+        for mut opts in lists {
+            let diff = self
+                .repo
+                .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
+                .map_err(ctx)?;
+            let changed = diff.deltas().any(|delta| {
+                [path_of(delta.old_file()), path_of(delta.new_file())]
+                    .into_iter()
+                    .flatten()
+                    .all(|p| !exclude.iter().any(|e| covers(e, &p)))
+            });
+            if changed {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The subjects of the latest `count` commits on HEAD, newest first as `git log` lists
@@ -225,10 +245,12 @@ impl Repository {
         Ok(subjects)
     }
 
-    /// The options of a diff of the work tree (untracked files included) against `base`,
-    /// limited to the only paths that can differ from it: what status lists, and what changed
-    /// between `base` and HEAD (an agent's own commits). `None` when there are none.
-    fn work_diff_options(&self, base: Option<&git2::Tree<'_>>) -> Result<Option<DiffOptions>> {
+    /// The only paths where the work tree (untracked files included) can differ from `base`:
+    /// what status lists, and what changed between `base` and HEAD (an agent's own commits).
+    fn work_paths(
+        &self,
+        base: Option<&git2::Tree<'_>>,
+    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>> {
         let mut paths: std::collections::BTreeSet<std::path::PathBuf> =
             self.status_paths()?.into_iter().collect();
         let head_tree = self.head_tree_id();
@@ -236,18 +258,7 @@ impl Repository {
         if head_tree != base_tree {
             paths.extend(self.tree_changes(base_tree, head_tree)?);
         }
-        if paths.is_empty() {
-            return Ok(None);
-        }
-        let mut opts = DiffOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_typechange(true)
-            .disable_pathspec_match(true);
-        for path in &paths {
-            opts.pathspec(path.as_path());
-        }
-        Ok(Some(opts))
+        Ok(paths)
     }
 
     /// The work tree (with untracked, not ignored files) against `base` (`None`: the empty
@@ -262,9 +273,11 @@ impl Repository {
         let _timed = super::Timed::start("diff");
         let ctx = |e| Error::git("computing the diff of the work", e);
         let tree = self.tree_of(base, "computing the diff of the work")?;
-        let Some(mut opts) = self.work_diff_options(tree.as_ref())? else {
+        let paths = self.work_paths(tree.as_ref())?;
+        if paths.is_empty() {
             return Ok(fit("(no changes)\n".to_string(), budget));
-        };
+        }
+        let mut opts = work_diff_list(&paths);
         opts.show_untracked_content(true).max_size(DIFF_MAX_FILE);
         let mut diff = self
             .repo
@@ -392,6 +405,25 @@ fn render_stat(
         plural(deleted, "deletion(-)", "deletions(-)")
     );
     out
+}
+
+/// The options of a diff of the work tree, untracked files included.
+fn work_diff_options() -> DiffOptions {
+    let mut opts = DiffOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_typechange(true);
+    opts
+}
+
+/// [`work_diff_options`] limited to exactly `paths` (a folder stands for what it holds).
+fn work_diff_list(paths: &std::collections::BTreeSet<std::path::PathBuf>) -> DiffOptions {
+    let mut opts = work_diff_options();
+    opts.disable_pathspec_match(true);
+    for path in paths {
+        opts.pathspec(path.as_path());
+    }
+    opts
 }
 
 #[cfg(test)]

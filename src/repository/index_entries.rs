@@ -12,7 +12,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::ffi::OsStr;
 use std::hash::{Hash, Hasher};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use git2::IndexEntryExtendedFlag;
 
@@ -25,119 +25,163 @@ pub(super) const MODE_GITLINK: u32 = 0o160_000;
 const FLAGS_KEPT: u16 = 0x3000 | 0x8000;
 
 /// Every path of an index with its fingerprint, sorted by path bytes.
+///
+/// Held for a whole run beside libgit2's own index, so it is kept small: one record per
+/// path, each path stored as what it does not share with the path before it (sorted paths
+/// share most of their folders), about 17 bytes a path where a list of paths and
+/// fingerprints took 30 (1.7 MB for 100,000 files instead of 3 MB). The records are kept in
+/// chunks, so that [`IndexEntries::update`] can give the old ones up while it writes the
+/// new: the two are never held whole at once.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct IndexEntries {
-    /// All paths, one after another.
-    arena: Vec<u8>,
-    items: Vec<Item>,
-    /// Registered submodules (gitlinks), as indices into `items`.
-    gitlinks: Vec<u32>,
+    /// Per path: the length of the prefix it shares with the path before (a varint), the
+    /// length of the rest (a varint), the rest, and its fingerprint (8 bytes, little endian).
+    /// A record never spans two chunks.
+    chunks: Vec<Vec<u8>>,
+    /// Registered submodules (gitlinks).
+    gitlinks: Vec<Vec<u8>>,
 }
 
-/// 16 bytes per path: a 100,000-file index costs about 3 MB, paths included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Item {
-    print: u64,
-    start: u32,
-    len: u32,
-}
+/// The size a chunk of records is cut at.
+const CHUNK: usize = 64 * 1024;
 
-/// While an [`IndexEntries`] is built, this bit of [`Item::len`] marks a gitlink.
-const GITLINK_BIT: u32 = 1 << 31;
+/// An entry as the records take it: path, fingerprint, whether it is a gitlink.
+type Item = (Vec<u8>, u64, bool);
 
 impl IndexEntries {
     /// Reads `index` (as libgit2 holds it now).
     pub(super) fn of(index: &git2::Index) -> IndexEntries {
-        let kept_extended =
-            (IndexEntryExtendedFlag::INTENT_TO_ADD | IndexEntryExtendedFlag::SKIP_WORKTREE).bits();
-        let mut arena = Vec::new();
-        let mut items = Vec::with_capacity(index.len());
-        for entry in index.iter() {
-            let mut h = DefaultHasher::new();
-            entry.mode.hash(&mut h);
-            entry.id.as_bytes().hash(&mut h);
-            (entry.flags & FLAGS_KEPT).hash(&mut h);
-            (entry.flags_extended & kept_extended).hash(&mut h);
-            let start = arena.len() as u32;
-            arena.extend_from_slice(&entry.path);
-            let gitlink = entry.mode == MODE_GITLINK;
-            items.push(Item {
-                print: h.finish(),
-                start,
-                len: entry.path.len() as u32 | if gitlink { GITLINK_BIT } else { 0 },
-            });
+        IndexEntries::from_items(items(index))
+    }
+
+    /// From each entry's path, fingerprint and whether it is a gitlink. libgit2 keeps its
+    /// entries sorted by path and stage; entries that are not (a case-insensitive index) are
+    /// collected whole and sorted.
+    fn from_items(items: impl Iterator<Item = Item>) -> IndexEntries {
+        let mut builder = Builder::default();
+        let mut unsorted: Option<Vec<Item>> = None;
+        for item in items {
+            match &mut unsorted {
+                Some(all) => all.push(item),
+                None if builder.takes(&item.0) => builder.push(item),
+                None => {
+                    let mut all = builder.take_all();
+                    all.push(item);
+                    unsorted = Some(all);
+                }
+            }
         }
-        let path = |i: &Item| {
-            let start = i.start as usize;
-            &arena[start..start + (i.len & !GITLINK_BIT) as usize]
+        if let Some(mut all) = unsorted {
+            all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+            for item in all {
+                builder.push(item);
+            }
+        }
+        builder.finish()
+    }
+
+    /// `index`'s entries now, and the paths whose entries differ from `self`'s (added,
+    /// removed or changed), in order. `self` is given up chunk by chunk while the new
+    /// entries are written. `None` when `index` is not sorted by path bytes (a
+    /// case-insensitive index): only a whole look can tell then.
+    pub(super) fn update(self, index: &git2::Index) -> Option<(IndexEntries, Vec<PathBuf>)> {
+        IndexEntries::update_from(self, items(index))
+    }
+
+    fn update_from(
+        self,
+        items: impl Iterator<Item = Item>,
+    ) -> Option<(IndexEntries, Vec<PathBuf>)> {
+        let mut old = Consuming {
+            chunks: self.chunks.into_iter(),
+            current: Vec::new(),
+            at: 0,
+            path: Vec::new(),
         };
-        // libgit2 keeps its entries sorted by path and stage: sorting (a copy of every item)
-        // is only for an index it does not (a case-insensitive one).
-        if !items.is_sorted_by(|a, b| path(a) <= path(b)) {
-            items.sort_unstable_by(|a, b| path(a).cmp(path(b)).then(a.print.cmp(&b.print)));
-        }
-        // A conflicted path has one entry per stage: one fingerprint for all of them.
-        items.dedup_by(|later, kept| {
-            if path(later) != path(kept) {
-                return false;
+        let mut changed = Vec::new();
+        let mut old_print = old.next();
+        let mut builder = Builder::default();
+        let mut compare =
+            |path: &[u8], print: u64, old: &mut Consuming, old_print: &mut Option<u64>| {
+                while let Some(was) = *old_print {
+                    match old.path.as_slice().cmp(path) {
+                        std::cmp::Ordering::Less => {
+                            changed.push(as_path(&old.path).to_path_buf());
+                            *old_print = old.next();
+                        }
+                        std::cmp::Ordering::Equal => {
+                            if was != print {
+                                changed.push(as_path(path).to_path_buf());
+                            }
+                            *old_print = old.next();
+                            return;
+                        }
+                        std::cmp::Ordering::Greater => break,
+                    }
+                }
+                changed.push(as_path(path).to_path_buf());
+            };
+        for item in items {
+            if !builder.takes(&item.0) {
+                return None;
             }
-            let mut h = DefaultHasher::new();
-            (kept.print, later.print).hash(&mut h);
-            kept.print = h.finish();
-            kept.len |= later.len & GITLINK_BIT;
-            true
-        });
-        let mut gitlinks = Vec::new();
-        for (n, item) in items.iter_mut().enumerate() {
-            if item.len & GITLINK_BIT != 0 {
-                gitlinks.push(n as u32);
-                item.len &= !GITLINK_BIT;
+            if let Some((path, print)) = builder.push_written(item) {
+                compare(&path, print, &mut old, &mut old_print);
             }
         }
-        // Held until the next change of the index, beside the one read then.
-        arena.shrink_to_fit();
-        items.shrink_to_fit();
-        IndexEntries {
-            arena,
-            items,
-            gitlinks,
+        if let Some((path, print)) = builder.flush() {
+            compare(&path, print, &mut old, &mut old_print);
+        }
+        while old_print.is_some() {
+            changed.push(as_path(&old.path).to_path_buf());
+            old_print = old.next();
+        }
+        Some((builder.finish(), changed))
+    }
+
+    /// The paths with their fingerprints, in order.
+    fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            chunks: &self.chunks,
+            records: &[],
+            path: Vec::new(),
         }
     }
 
-    fn path(&self, item: &Item) -> &[u8] {
-        &self.arena[item.start as usize..(item.start + item.len) as usize]
-    }
-
-    /// The paths whose entries differ between `self` and `newer`: added, removed or changed.
-    pub(super) fn changed<'a>(&'a self, newer: &'a IndexEntries) -> Vec<&'a Path> {
+    /// The paths whose entries differ between `self` and `newer`: added, removed or changed
+    /// (what [`IndexEntries::update`] finds, told apart by reading both whole: the tests'
+    /// measure of it).
+    #[cfg(test)]
+    fn changed(&self, newer: &IndexEntries) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        let (mut a, mut b) = (self.items.iter().peekable(), newer.items.iter().peekable());
+        let (mut a, mut b) = (self.cursor(), newer.cursor());
+        let (mut x, mut y) = (a.next(), b.next());
         loop {
-            match (a.peek(), b.peek()) {
+            match (x, y) {
                 (None, None) => break,
-                (Some(x), None) => {
-                    out.push(as_path(self.path(x)));
-                    a.next();
+                (Some(_), None) => {
+                    out.push(a.path_buf());
+                    x = a.next();
                 }
-                (None, Some(y)) => {
-                    out.push(as_path(newer.path(y)));
-                    b.next();
+                (None, Some(_)) => {
+                    out.push(b.path_buf());
+                    y = b.next();
                 }
-                (Some(x), Some(y)) => match self.path(x).cmp(newer.path(y)) {
+                (Some(px), Some(py)) => match a.path.cmp(&b.path) {
                     std::cmp::Ordering::Less => {
-                        out.push(as_path(self.path(x)));
-                        a.next();
+                        out.push(a.path_buf());
+                        x = a.next();
                     }
                     std::cmp::Ordering::Greater => {
-                        out.push(as_path(newer.path(y)));
-                        b.next();
+                        out.push(b.path_buf());
+                        y = b.next();
                     }
                     std::cmp::Ordering::Equal => {
-                        if x.print != y.print {
-                            out.push(as_path(newer.path(y)));
+                        if px != py {
+                            out.push(b.path_buf());
                         }
-                        a.next();
-                        b.next();
+                        x = a.next();
+                        y = b.next();
                     }
                 },
             }
@@ -145,21 +189,46 @@ impl IndexEntries {
         out
     }
 
+    /// [`IndexEntries::digest`] of `index`'s entries, without keeping them.
+    pub(super) fn digest_of(index: &git2::Index) -> u64 {
+        let mut builder = Builder {
+            discard: true,
+            ..Builder::default()
+        };
+        let mut h = DefaultHasher::new();
+        for item in items(index) {
+            if !builder.takes(&item.0) {
+                return IndexEntries::of(index).digest();
+            }
+            if let Some((path, print)) = builder.push_written(item) {
+                path.hash(&mut h);
+                print.hash(&mut h);
+            }
+        }
+        if let Some((path, print)) = builder.flush() {
+            path.hash(&mut h);
+            print.hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// One number for all paths and fingerprints: equal digests, equal entries.
     pub(super) fn digest(&self) -> u64 {
         let mut h = DefaultHasher::new();
-        for item in &self.items {
-            self.path(item).hash(&mut h);
-            item.print.hash(&mut h);
+        let mut cursor = self.cursor();
+        while let Some(print) = cursor.next() {
+            cursor.path.hash(&mut h);
+            print.hash(&mut h);
         }
         h.finish()
     }
 
     /// The folders holding an entry (each once, the top as the empty path).
-    pub(super) fn folders(&self) -> Vec<&Path> {
-        let mut out: Vec<&Path> = Vec::new();
-        for item in &self.items {
-            let path = self.path(item);
+    pub(super) fn folders(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        let mut cursor = self.cursor();
+        while cursor.next().is_some() {
+            let path = &cursor.path;
             let folder = match path.iter().rposition(|&b| b == b'/') {
                 Some(slash) => &path[..slash],
                 None => &path[..0],
@@ -168,7 +237,7 @@ impl IndexEntries {
                 .last()
                 .is_none_or(|last| last.as_os_str().as_bytes() != folder)
             {
-                out.push(as_path(folder));
+                out.push(as_path(folder).to_path_buf());
             }
         }
         out.sort();
@@ -178,10 +247,209 @@ impl IndexEntries {
 
     /// The registered submodules' paths.
     pub(super) fn gitlinks(&self) -> impl Iterator<Item = &Path> {
-        self.gitlinks
-            .iter()
-            .map(|&n| as_path(self.path(&self.items[n as usize])))
+        self.gitlinks.iter().map(|p| as_path(p))
     }
+}
+
+/// `index`'s entries, in its order, as the records take them: stat data left out.
+fn items(index: &git2::Index) -> impl Iterator<Item = Item> + '_ {
+    let kept_extended =
+        (IndexEntryExtendedFlag::INTENT_TO_ADD | IndexEntryExtendedFlag::SKIP_WORKTREE).bits();
+    index.iter().map(move |entry| {
+        let mut h = DefaultHasher::new();
+        entry.mode.hash(&mut h);
+        entry.id.as_bytes().hash(&mut h);
+        (entry.flags & FLAGS_KEPT).hash(&mut h);
+        (entry.flags_extended & kept_extended).hash(&mut h);
+        let gitlink = entry.mode == MODE_GITLINK;
+        (entry.path, h.finish(), gitlink)
+    })
+}
+
+/// Builds the records of sorted paths, one record per path: the entries of a conflicted
+/// path (one per stage) get one fingerprint for all of them.
+#[derive(Default)]
+struct Builder {
+    chunks: Vec<Vec<u8>>,
+    /// The path last pushed, its fingerprint so far and whether it is a gitlink: written
+    /// when a different path comes.
+    pending: Option<Item>,
+    /// The last path written.
+    last: Vec<u8>,
+    gitlinks: Vec<Vec<u8>>,
+    /// Write nothing: only the paths and fingerprints [`Builder::flush`] returns count.
+    discard: bool,
+}
+
+impl Builder {
+    /// True when `path` keeps the order (it sorts at or after the path before).
+    fn takes(&self, path: &[u8]) -> bool {
+        self.pending
+            .as_ref()
+            .is_none_or(|(p, ..)| p.as_slice() <= path)
+    }
+
+    fn push(&mut self, item: Item) {
+        self.push_written(item);
+    }
+
+    /// Pushes `item`; returns the path and fingerprint written because of it, if any.
+    fn push_written(&mut self, (path, print, gitlink): Item) -> Option<(Vec<u8>, u64)> {
+        if let Some((pending, kept, link)) = &mut self.pending
+            && *pending == path
+        {
+            let mut h = DefaultHasher::new();
+            (*kept, print).hash(&mut h);
+            *kept = h.finish();
+            *link |= gitlink;
+            return None;
+        }
+        let written = self.flush();
+        self.pending = Some((path, print, gitlink));
+        written
+    }
+
+    /// Writes the pending path; returns it with its fingerprint.
+    fn flush(&mut self) -> Option<(Vec<u8>, u64)> {
+        let (path, print, gitlink) = self.pending.take()?;
+        if self.discard {
+            return Some((path, print));
+        }
+        let shared = self
+            .last
+            .iter()
+            .zip(&path)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let rest = &path[shared..];
+        let size = rest.len() + 8 + 2 * 10;
+        if self
+            .chunks
+            .last()
+            .is_none_or(|c| !c.is_empty() && c.len() + size > CHUNK)
+        {
+            self.chunks.push(Vec::with_capacity(CHUNK.max(size)));
+        }
+        if let Some(chunk) = self.chunks.last_mut() {
+            put_varint(chunk, shared);
+            put_varint(chunk, rest.len());
+            chunk.extend_from_slice(rest);
+            chunk.extend_from_slice(&print.to_le_bytes());
+        }
+        self.last.truncate(shared);
+        self.last.extend_from_slice(rest);
+        if gitlink {
+            self.gitlinks.push(path.clone());
+        }
+        Some((path, print))
+    }
+
+    /// Everything pushed so far, as it was pushed (for sorting it all).
+    fn take_all(&mut self) -> Vec<Item> {
+        self.flush();
+        let done = std::mem::take(self).finish();
+        let mut all = Vec::new();
+        let mut cursor = done.cursor();
+        while let Some(print) = cursor.next() {
+            let gitlink = done.gitlinks.contains(&cursor.path);
+            all.push((cursor.path.clone(), print, gitlink));
+        }
+        all
+    }
+
+    fn finish(mut self) -> IndexEntries {
+        self.flush();
+        // Held for the run: no room to spare.
+        if let Some(last) = self.chunks.last_mut() {
+            last.shrink_to_fit();
+        }
+        IndexEntries {
+            chunks: self.chunks,
+            gitlinks: self.gitlinks,
+        }
+    }
+}
+
+/// Reads the records one by one, the current path in `path`.
+struct Cursor<'a> {
+    chunks: &'a [Vec<u8>],
+    /// What is left of the current chunk.
+    records: &'a [u8],
+    path: Vec<u8>,
+}
+
+impl Cursor<'_> {
+    /// The next path's fingerprint (its path in `self.path`); `None` at the end.
+    fn next(&mut self) -> Option<u64> {
+        while self.records.is_empty() {
+            let (first, rest) = self.chunks.split_first()?;
+            self.records = first;
+            self.chunks = rest;
+        }
+        let (print, used) = read_record(self.records, &mut self.path)?;
+        self.records = &self.records[used..];
+        Some(print)
+    }
+
+    #[cfg(test)]
+    fn path_buf(&self) -> PathBuf {
+        as_path(&self.path).to_path_buf()
+    }
+}
+
+/// Reads records as [`Cursor`] does, dropping each chunk once it is read.
+struct Consuming {
+    chunks: std::vec::IntoIter<Vec<u8>>,
+    current: Vec<u8>,
+    at: usize,
+    path: Vec<u8>,
+}
+
+impl Consuming {
+    fn next(&mut self) -> Option<u64> {
+        while self.at >= self.current.len() {
+            // The chunk read is dropped here, before the next is read.
+            self.current = self.chunks.next()?;
+            self.at = 0;
+        }
+        let (print, used) = read_record(&self.current[self.at..], &mut self.path)?;
+        self.at += used;
+        Some(print)
+    }
+}
+
+/// Reads one record from the start of `records` into `path` (which holds the path before);
+/// its fingerprint and the bytes it took.
+fn read_record(records: &[u8], path: &mut Vec<u8>) -> Option<(u64, usize)> {
+    let mut rest = records;
+    let shared = take_varint(&mut rest)?;
+    let len = take_varint(&mut rest)?;
+    let (bytes, tail) = rest.split_at_checked(len)?;
+    let (print, tail) = tail.split_first_chunk::<8>()?;
+    path.truncate(shared);
+    path.extend_from_slice(bytes);
+    Some((u64::from_le_bytes(*print), records.len() - tail.len()))
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn take_varint(bytes: &mut &[u8]) -> Option<usize> {
+    let mut n = 0usize;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = bytes.split_first()?;
+        *bytes = rest;
+        n |= usize::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(n);
+        }
+    }
+    None
 }
 
 fn as_path(bytes: &[u8]) -> &Path {
@@ -245,7 +513,7 @@ mod tests {
             ("new/x.txt", 6, 0o100644),
             ("sub", 5, 0o160000),
         ]);
-        let show = |v: Vec<&Path>| {
+        let show = |v: Vec<PathBuf>| {
             v.iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
@@ -258,7 +526,10 @@ mod tests {
         assert_ne!(before.digest(), after.digest());
         assert_eq!(before.digest(), before.clone().digest());
         assert_eq!(show(after.folders()), ["", "d", "new"]);
-        assert_eq!(show(after.gitlinks().collect()), ["sub"]);
+        assert_eq!(
+            show(after.gitlinks().map(Path::to_path_buf).collect()),
+            ["sub"]
+        );
     }
 
     #[test]
@@ -275,5 +546,152 @@ mod tests {
         sparse.flags_extended = IndexEntryExtendedFlag::SKIP_WORKTREE.bits();
         index.add(&sparse).unwrap();
         assert_eq!(IndexEntries::of(&index).changed(&before).len(), 1);
+    }
+
+    #[test]
+    fn paths_come_back_byte_for_byte_however_much_they_share() {
+        // Longer than 127 bytes, so that its lengths take two bytes.
+        let long = format!("{}x", "deep/".repeat(60));
+        let list: Vec<String> = [
+            "a.txt",
+            "a/b/c.txt",
+            "a/bc",
+            "ab",
+            "b",
+            long.as_str(),
+            "d\u{e9}j\u{e0}/vu.txt",
+            "zz",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        let before = entries(
+            &list
+                .iter()
+                .map(|p| (p.as_str(), 1, 0o100644))
+                .collect::<Vec<_>>(),
+        );
+        let empty = IndexEntries::default();
+        let names = |v: Vec<PathBuf>| {
+            v.iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let mut sorted = list.clone();
+        sorted.sort();
+        assert_eq!(names(empty.changed(&before)), sorted);
+        assert_eq!(names(before.changed(&empty)), sorted);
+        let renamed = entries(
+            &list
+                .iter()
+                .map(|p| {
+                    if *p == long {
+                        ("deep/x", 1, 0o100644)
+                    } else {
+                        (p.as_str(), 1, 0o100644)
+                    }
+                })
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(names(before.changed(&renamed)), [long.as_str(), "deep/x"]);
+        assert_eq!(
+            names(before.folders()),
+            [
+                "",
+                "a",
+                "a/b",
+                long.strip_suffix("/x").unwrap(),
+                "d\u{e9}j\u{e0}"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_conflicted_path_is_one_path_and_its_stages_count() {
+        let mut index = git2::Index::new().unwrap();
+        for (stage, id) in [(1u16, 1u8), (2, 2), (3, 3)] {
+            index
+                .add(&entry("c.txt", id, 0o100644, stage << 12))
+                .unwrap();
+        }
+        index.add(&entry("d.txt", 4, 0o100644, 0)).unwrap();
+        let conflicted = IndexEntries::of(&index);
+        assert_eq!(conflicted.folders(), [PathBuf::new()]);
+        let mut resolved_index = git2::Index::new().unwrap();
+        resolved_index.add(&entry("c.txt", 3, 0o100644, 0)).unwrap();
+        resolved_index.add(&entry("d.txt", 4, 0o100644, 0)).unwrap();
+        let resolved = IndexEntries::of(&resolved_index);
+        assert_eq!(conflicted.changed(&resolved), [PathBuf::from("c.txt")]);
+        assert_eq!(resolved.changed(&resolved), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn entries_out_of_order_are_sorted_as_if_they_came_in_order() {
+        let item = |p: &str, print: u64, link: bool| (p.as_bytes().to_vec(), print, link);
+        let sorted = [
+            item("A.txt", 1, false),
+            item("b/x", 2, false),
+            item("sub", 3, true),
+            item("sub", 4, true),
+            item("z", 5, false),
+        ];
+        let shuffled = [
+            item("b/x", 2, false),
+            item("z", 5, false),
+            item("sub", 3, true),
+            item("A.txt", 1, false),
+            item("sub", 4, true),
+        ];
+        let a = IndexEntries::from_items(sorted.into_iter());
+        let b = IndexEntries::from_items(shuffled.into_iter());
+        assert_eq!(a.digest(), b.digest());
+        assert!(a.changed(&b).is_empty());
+        assert_eq!(b.gitlinks().collect::<Vec<_>>(), [Path::new("sub")]);
+    }
+
+    #[test]
+    fn an_update_names_what_changed_and_holds_what_reading_anew_holds() {
+        // Enough paths for many chunks, so that the old ones are given up along the way.
+        let many = |skip: usize, id: u8| -> Vec<(String, u8, u32)> {
+            (0..20_000)
+                .filter(|n| n % 1000 != skip)
+                .map(|n| {
+                    (
+                        format!("d{:03}/f{n:05}.txt", n / 100),
+                        if n == 7_777 { id } else { 1 },
+                        0o100644,
+                    )
+                })
+                .collect()
+        };
+        let index_of = |list: &[(String, u8, u32)]| {
+            let mut index = git2::Index::new().unwrap();
+            for (path, id, mode) in list {
+                index.add(&entry(path, *id, *mode, 0)).unwrap();
+            }
+            index
+        };
+        let before_index = index_of(&many(3, 1));
+        let after_index = index_of(&many(5, 2));
+        let before = IndexEntries::of(&before_index);
+        assert!(before.chunks.len() > 3, "{}", before.chunks.len());
+        let after = IndexEntries::of(&after_index);
+        let want = before.changed(&after);
+        assert_eq!(want.len(), 41);
+        let (updated, changed) = before.clone().update(&after_index).unwrap();
+        assert_eq!(changed, want);
+        assert_eq!(updated, after);
+        assert_eq!(updated.digest(), after.digest());
+        assert_eq!(IndexEntries::digest_of(&after_index), after.digest());
+        assert_ne!(IndexEntries::digest_of(&before_index), after.digest());
+        let (same, none) = after.clone().update(&after_index).unwrap();
+        assert!(none.is_empty());
+        assert_eq!(same, after);
+        let item = |p: &str| (p.as_bytes().to_vec(), 1, false);
+        assert!(
+            after
+                .update_from([item("b"), item("a")].into_iter())
+                .is_none()
+        );
     }
 }

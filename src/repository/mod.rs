@@ -8,7 +8,7 @@
 //! programs kern runs are the person's own — hooks, filter drivers and signing programs, as git
 //! would run them — and git itself only where libgit2 cannot do what git does: `git var` where
 //! only git can say who commits (`identity.rs`), the refs of a reftable repository
-//! (`reftable.rs`, a libgit2 refdb backend over `git for-each-ref` and `git update-ref`,
+//! (`reftable/`, a libgit2 refdb backend over `git for-each-ref` and `git update-ref`,
 //! installed at open), and `git fetch`/`git push` for `--remote` (`remote.rs`: libgit2's push
 //! cannot state a ref's expected old value, which a claim needs). SHA-256 repositories are
 //! libgit2's own (git2's `unstable-sha256`); ids kern wrote down are read back in their format
@@ -27,6 +27,7 @@ mod history;
 mod hooks;
 mod identity;
 mod index_entries;
+mod memory;
 mod open;
 mod own_files;
 mod preflight;
@@ -40,6 +41,7 @@ mod snapshot;
 mod spill;
 mod staging;
 mod status;
+mod status_ask;
 mod timing;
 mod tree_diff;
 mod watch;
@@ -65,6 +67,7 @@ pub(crate) use own_files::OwnFiles;
 pub(crate) use refs::{Ownership, RefsSnapshot};
 pub(crate) use save::KERN_REFS;
 pub(crate) use snapshot::WorkTreeSnapshot;
+pub(crate) use status::StatusCounts;
 pub(crate) use timing::Timed;
 pub(crate) use worktree::{Applied, TASK_BRANCH_PREFIX};
 

@@ -13,21 +13,70 @@
 //! - A whole walk watches each folder before libgit2 reads it, and skips ignored folders
 //!   without descending; folders holding tracked files are watched even when ignored.
 //! - Paths are bytes end to end: a name that is not UTF-8 is a path like any other.
-//! - A watched run also bounds its process's memory (`bound_memory`): no libgit2 object
-//!   cache, large buffers returned to the system when freed.
+//! - A look through the watch asks libgit2 (status_ask.rs) about a few paths one by one,
+//!   each as a pathspec (libgit2 then reads only that path's index entries; a list of paths
+//!   costs a pass over the whole index), and about many paths, or a path a pathspec would
+//!   read as a pattern, in one list.
+//! - A watched run also bounds its process's memory (memory.rs): no libgit2 object
+//!   cache, large buffers returned to the system when freed, pack files mapped a little at
+//!   a time, free heap pages given back after a walk, a read of the index, a look that
+//!   asked libgit2 and a commit.
 
 use std::collections::BTreeSet;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use git2::{IndexEntry, Oid, Status, StatusOptions};
+use git2::{Oid, Status};
 
 use super::change::Change;
 use super::index_entries::IndexEntries;
+use super::memory::{bound_memory, trim_memory};
 use super::snapshot::Stamp;
+use super::status_ask::sort;
 use super::watch::Watch;
 use super::{Repository, Timed, staging};
 use crate::error::{Error, Result};
+
+/// This process's status looks, the whole walks among them, and the looks through the watch
+/// that had something to ask libgit2: `-v` logs them per iteration, and a test holds them
+/// down.
+static LOOKS: AtomicU64 = AtomicU64::new(0);
+static WALKS: AtomicU64 = AtomicU64::new(0);
+static ASKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many status looks this process has made so far (see [`Repository::changes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatusCounts {
+    /// Looks: each a whole walk or a look through the watch.
+    pub(crate) looks: u64,
+    /// Whole walks among them.
+    pub(crate) walks: u64,
+    /// Looks through the watch that asked libgit2 about some paths; the others found nothing
+    /// changed since the look before and answered from it.
+    pub(crate) asks: u64,
+}
+
+impl StatusCounts {
+    /// The counts so far.
+    pub(crate) fn now() -> StatusCounts {
+        StatusCounts {
+            looks: LOOKS.load(Ordering::Relaxed),
+            walks: WALKS.load(Ordering::Relaxed),
+            asks: ASKS.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What was counted since `before`.
+    #[must_use]
+    pub(crate) fn since(self, before: StatusCounts) -> StatusCounts {
+        StatusCounts {
+            looks: self.looks - before.looks,
+            walks: self.walks - before.walks,
+            asks: self.asks - before.asks,
+        }
+    }
+}
 
 /// What a run's status looks remember between looks.
 #[derive(Default)]
@@ -70,6 +119,15 @@ impl Repository {
         self.repo
             .status_file(relative)
             .is_ok_and(|s| s.contains(Status::WT_NEW))
+    }
+
+    /// True when `path` (absolute, or relative to the top folder) differs from HEAD in the
+    /// index or the work tree, or is a file git does not track yet (and does not ignore).
+    pub fn has_changes(&self, path: &Path) -> bool {
+        let relative = path.strip_prefix(&self.top).unwrap_or(path);
+        self.repo
+            .status_file(relative)
+            .is_ok_and(|s| !s.is_empty() && !s.contains(Status::IGNORED))
     }
 
     /// Keeps a watch on the work tree from the next status on, so that later looks cost what
@@ -126,6 +184,7 @@ impl Repository {
     /// What `git status` lists, sorted by path (see the module docs of `repository` for what
     /// is not a change).
     pub(crate) fn changes(&self) -> Result<Vec<Change>> {
+        LOOKS.fetch_add(1, Ordering::Relaxed);
         let mut cache = self.status.borrow_mut();
         if cache.wanted && cache.known.is_some() {
             let mut timed = Timed::start("status.watched");
@@ -144,6 +203,7 @@ impl Repository {
         }
         let mut timed = Timed::start("status.full");
         cache.walks += 1;
+        WALKS.fetch_add(1, Ordering::Relaxed);
         let changes = if cache.wanted {
             self.rescan(&mut cache)?
         } else {
@@ -162,7 +222,8 @@ impl Repository {
         {
             return Ok((stamp, known.digest));
         }
-        Ok((stamp, self.read_index_entries()?.digest()))
+        let index = self.index_from_disk(false)?;
+        Ok((stamp, IndexEntries::digest_of(&index)))
     }
 
     /// A look through the watch (see the module docs).
@@ -185,22 +246,22 @@ impl Repository {
         let mut paths = touched.paths;
         let index_stamp = self.index_stamp();
         if index_stamp != known.index_stamp || index_stamp.is_none() {
-            let entries = self.read_index_entries()?;
-            paths.extend(
-                known
-                    .entries
-                    .changed(&entries)
-                    .into_iter()
-                    .map(Path::to_path_buf),
-            );
+            let index = self.index_from_disk(false)?;
+            let old = std::mem::take(&mut known.entries);
+            let Some((entries, changed)) = old.update(&index) else {
+                return Ok(Look::Rescan);
+            };
+            drop(index);
+            paths.extend(changed);
             for folder in entries.folders() {
-                if !watch.watches(folder) && watch.add(&self.top, folder).is_err() {
+                if !watch.watches(&folder) && watch.add(&self.top, &folder).is_err() {
                     return Ok(Look::GiveUp);
                 }
             }
             known.digest = entries.digest();
             known.entries = entries;
             known.index_stamp = index_stamp;
+            trim_memory();
         }
         let head_tree = self.head_tree_id();
         if head_tree != known.head_tree {
@@ -210,10 +271,14 @@ impl Repository {
         // A submodule's checkout moves inside its own repository, which is not watched.
         paths.extend(known.entries.gitlinks().map(Path::to_path_buf));
         if !paths.is_empty() {
+            ASKS.fetch_add(1, Ordering::Relaxed);
             let fresh = self.status_of(Some(&paths))?;
             known.changes.retain(|c| !covered(&paths, &c.path));
             known.changes.extend(fresh);
             sort(&mut known.changes);
+            // libgit2's status copies the index's entry list twice and reads trees: what
+            // it freed goes back before the next stage.
+            trim_memory();
         }
         Ok(Look::Changes(known.changes.clone()))
     }
@@ -244,7 +309,7 @@ impl Repository {
             && entries
                 .folders()
                 .into_iter()
-                .all(|f| watch.watches(f) || watch.add(&self.top, f).is_ok());
+                .all(|f| watch.watches(&f) || watch.add(&self.top, &f).is_ok());
         if !watched {
             cache.gave_up = true;
             cache.watch = None;
@@ -260,6 +325,7 @@ impl Repository {
             head_tree,
             rules,
         });
+        trim_memory();
         Ok(changes)
     }
 
@@ -365,143 +431,6 @@ impl Repository {
             .map(|p| PathBuf::from(std::ffi::OsString::from_vec(p)))
             .collect())
     }
-
-    /// libgit2's status, of the whole tree or of exactly `only` (a folder stands for what it
-    /// holds), with what git does not count as a change taken out.
-    fn status_of(&self, only: Option<&BTreeSet<PathBuf>>) -> Result<Vec<Change>> {
-        let mut opts = StatusOptions::new();
-        // Ignored entries are asked for (folders not descended into) only because libgit2
-        // reports an untracked nested repository that has a commit as ignored, where git
-        // lists it as untracked; see `nested_repository`.
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_ignored(true)
-            .recurse_ignored_dirs(false)
-            .renames_head_to_index(false);
-        if let Some(paths) = only {
-            opts.disable_pathspec_match(true);
-            for path in paths {
-                opts.pathspec(path.as_path());
-            }
-        }
-        let statuses = self
-            .repo
-            .statuses(Some(&mut opts))
-            .map_err(|e| Error::git("reading the status of the work tree", e))?;
-        let index = self.index_from_disk(false)?;
-        let mut config = None;
-        let mut changes: Vec<Change> = Vec::new();
-        for entry in statuses.iter() {
-            let mut status = entry.status();
-            let bytes = entry.path_bytes();
-            let folder = bytes.ends_with(b"/");
-            let path = PathBuf::from(std::ffi::OsStr::from_bytes(
-                bytes.strip_suffix(b"/").unwrap_or(bytes),
-            ));
-            if status.is_ignored() {
-                if !(folder && self.nested_repository(&path)) {
-                    continue;
-                }
-                status = Status::WT_NEW;
-            }
-            let staged = index.get_path(&path, 0);
-            if let Some(staged) = &staged
-                && !self.is_change(staged, status, &path, &mut config)?
-            {
-                continue;
-            }
-            changes.push(Change {
-                path,
-                folder,
-                status,
-            });
-        }
-        sort(&mut changes);
-        Ok(changes)
-    }
-
-    /// True for a folder libgit2 calls ignored that `.gitignore` does not ignore: a nested
-    /// repository with a commit, which `git status` lists as untracked.
-    fn nested_repository(&self, path: &Path) -> bool {
-        self.top.join(path).join(".git").exists()
-            && !self.repo.is_path_ignored(path).unwrap_or(true)
-    }
-
-    /// Whether a path status lists, with this index entry, is a change `git status` shows.
-    fn is_change(
-        &self,
-        staged: &IndexEntry,
-        status: Status,
-        path: &Path,
-        config: &mut Option<git2::Config>,
-    ) -> Result<bool> {
-        if staged.flags_extended & git2::IndexEntryExtendedFlag::SKIP_WORKTREE.bits() != 0 {
-            return Ok(false);
-        }
-        let index_side = Status::INDEX_NEW
-            | Status::INDEX_MODIFIED
-            | Status::INDEX_DELETED
-            | Status::INDEX_TYPECHANGE
-            | Status::INDEX_RENAMED;
-        if status.intersects(index_side) || !status.contains(Status::WT_MODIFIED) {
-            return Ok(true);
-        }
-        if staged.mode == super::index_entries::MODE_GITLINK {
-            // Only a moved checkout is a change; edits inside the submodule are its own.
-            let head = super::checked_out_commit(&self.top.join(path));
-            return Ok(head.is_some_and(|h| h != staged.id));
-        }
-        if config.is_none() {
-            *config = Some(self.config_snapshot()?);
-        }
-        let Some(config) = config.as_ref() else {
-            return Ok(true);
-        };
-        if self.filter_driver(config, path)?.is_none() && self.encoded(config, path).is_none() {
-            return Ok(true);
-        }
-        Ok(self.clean_id(config, path) != Some(staged.id))
-    }
-
-    /// The blob id of a filtered work-tree file, cached while the file is unchanged.
-    fn clean_id(&self, config: &git2::Config, rel: &Path) -> Option<Oid> {
-        let meta = std::fs::symlink_metadata(self.top.join(rel)).ok()?;
-        let stamp = Stamp::of(&meta);
-        if let Some((s, id)) = self.clean_ids.borrow().get(rel)
-            && *s == stamp
-        {
-            return Some(*id);
-        }
-        let id = self.work_tree_blob_id(config, rel, self.hook_timeout)?;
-        self.clean_ids
-            .borrow_mut()
-            .insert(rel.to_path_buf(), (stamp, id));
-        Some(id)
-    }
-}
-
-/// Process-wide settings that keep a long run's memory near what it holds, not near what its
-/// largest moment needed (on 100,000 files: 48 MB of peak RSS without them, 36 MB with):
-/// - libgit2's object cache off: the first whole walk reads every tree of HEAD (7 MB) and the
-///   cache would keep them all for the run, while every later look reads only the trees on
-///   the changed paths (tree_diff.rs);
-/// - with glibc, allocations of 128 KiB and more always mapped and returned when freed: after
-///   the first read of a large index glibc would otherwise serve every buffer under 8 MB (the
-///   index's entry lists, rebuilt after each commit) from a heap that only grows.
-fn bound_memory() {
-    git2::opts::enable_caching(false);
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets one of glibc's allocator parameters; any thread may call it
-    // at any time, and a refusal (a zero return) changes nothing.
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
-}
-
-/// Sorted as `git status` sorts, one entry per path.
-fn sort(changes: &mut Vec<Change>) {
-    changes.sort_by_cached_key(Change::sort_key);
-    changes.dedup_by(|a, b| a.path == b.path);
 }
 
 /// True when `path` or a folder holding it is in `paths`.

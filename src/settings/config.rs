@@ -464,6 +464,7 @@ pub(crate) fn starter() -> String {
                     "pace" => "90".to_string(),
                     "model" | "fallback-model" | "review-model" => toml_string("sonnet"),
                     "fallback-agent" | "review-agent" => toml_string("codex"),
+                    "tracker" => toml_string("github"),
                     _ if arg
                         .get_value_names()
                         .is_some_and(|n| n.iter().any(|v| v.as_str() == "N")) =>

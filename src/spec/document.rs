@@ -262,6 +262,17 @@ impl Task {
         )
     }
 
+    /// The task's Issue note, when it has one (the first).
+    pub(crate) fn issue_note(&self) -> Option<&Note> {
+        self.notes.iter().find(|n| n.kind == NoteKind::Issue)
+    }
+
+    /// The tracker issue the task came from, when its Issue note names one.
+    pub(crate) fn issue(&self) -> Option<super::issue::IssueRef> {
+        self.issue_note()
+            .and_then(|n| super::issue::IssueRef::parse(&n.text))
+    }
+
     /// The command of the task's (last) Check note, if it has a non-empty one.
     pub fn check_command(&self) -> Option<&str> {
         self.notes

@@ -39,6 +39,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::append::{NewTask, append};
 use super::diagnostic::{Diagnostic, Severity};
 use super::document::{Document, Quoted, TaskIdentity, check_text};
 use super::edit::{Edit, EditError, apply_edits};
@@ -175,9 +176,59 @@ impl SpecFile {
     }
 
     /// [`SpecFile::apply`], also saying whether a notes block was rewritten in kern's layout.
-    /// An edit that would change how the lines around it read is [`Error::SpecRefused`] (exit
-    /// 2) naming the task's line and what to change.
+    /// An edit that cannot be written, as the error the person sees: a verification failure is
+    /// [`Error::SpecRefused`] (exit 2) naming the task's line and what to change.
     pub fn apply_reporting(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Written> {
+        let display = self.display.clone();
+        let (written, ()) = self.write_with(|base, base_doc| {
+            if edits.is_empty() {
+                return Ok((base.to_string(), base_doc, false, ()));
+            }
+            let applied =
+                apply_edits(&base_doc, task, edits).map_err(|e| edit_error(&display, e, edits))?;
+            Ok((applied.text, applied.document, applied.rewrote_notes, ()))
+        })?;
+        Ok(written)
+    }
+
+    /// Appends `tasks` at the end of the file as it is now (`kern import`), leaving out those
+    /// whose issue a task of the file names by then (the person, or another import, added it
+    /// meanwhile); returns the document written and the tasks appended. A file whose end cannot
+    /// take them as tasks is [`Error::SpecRefused`] (exit 2) naming the line where the block
+    /// that would swallow them starts; nothing is written.
+    pub(crate) fn append(&mut self, tasks: &[NewTask]) -> Result<(Document, Vec<NewTask>)> {
+        let display = self.display.clone();
+        let (written, added) = self.write_with(|base, base_doc| {
+            let fresh: Vec<NewTask> = tasks
+                .iter()
+                .filter(|t| {
+                    !base_doc
+                        .tasks()
+                        .iter()
+                        .any(|d| d.issue().is_some_and(|i| i.same(&t.issue)))
+                })
+                .cloned()
+                .collect();
+            if fresh.is_empty() {
+                return Ok((base.to_string(), base_doc, false, fresh));
+            }
+            let (text, doc) =
+                append(&base_doc, &fresh).map_err(|diagnostic| Error::SpecRefused {
+                    file: display.clone(),
+                    diagnostics: vec![diagnostic],
+                })?;
+            Ok((text, doc, false, fresh))
+        })?;
+        Ok((written.document, added))
+    }
+
+    /// Writes what `change` makes of the file as it is now (its text and parse: the new text,
+    /// its parse, whether a notes block was rewritten, and what the caller wants back),
+    /// atomically, never losing a write someone else makes meanwhile (see the module docs).
+    fn write_with<T>(
+        &mut self,
+        change: impl Fn(&str, Document) -> Result<(String, Document, bool, T)>,
+    ) -> Result<(Written, T)> {
         // (text to edit, the file content it was derived from): set when the file moved on
         // after kern built its text, so that the next round can carry that text forward.
         let mut carry: Option<(String, String)> = None;
@@ -204,13 +255,7 @@ impl SpecFile {
                 tracing::debug!(path = %self.path.display(), "SPEC.md changed since kern read it; re-applying on the fresh text");
             }
             let base_doc = self.parse(&base);
-            let (text, doc, rewrote_notes) = if edits.is_empty() {
-                (base.clone(), base_doc, false)
-            } else {
-                let applied =
-                    apply_edits(&base_doc, task, edits).map_err(|e| self.edit_error(e, edits))?;
-                (applied.text, applied.document, applied.rewrote_notes)
-            };
+            let (text, doc, rewrote_notes, back) = change(&base, base_doc)?;
             let written = |document: Document| Written {
                 document,
                 rewrote_notes,
@@ -219,7 +264,7 @@ impl SpecFile {
             if text == disk {
                 self.last_text = text;
                 self.parsed = Some(doc.clone());
-                return Ok(written(doc));
+                return Ok((written(doc), back));
             }
             let prepared = atomic_file::prepare(&self.path, text.as_bytes())?;
             if !still_same(&self.path, &held, &disk)? {
@@ -241,7 +286,7 @@ impl SpecFile {
             if unchanged {
                 self.last_text = text;
                 self.parsed = Some(doc.clone());
-                return Ok(written(doc));
+                return Ok((written(doc), back));
             }
             // Something reached the old file after the re-check: fold it in and go again.
             let old = String::from_utf8_lossy(&old).into_owned();
@@ -256,15 +301,16 @@ impl SpecFile {
             message: "the file kept changing while kern wrote it — try again".to_string(),
         })
     }
+}
 
-    /// An edit that cannot be written, as the error the person sees: a verification failure is
-    /// the file's markdown around the task, which the person can change (exit 2).
-    fn edit_error(&self, e: EditError, edits: &[Edit]) -> Error {
-        match e {
+/// An edit that cannot be written, as the error the person sees: a verification failure is the
+/// file's markdown around the task, which the person can change (exit 2).
+fn edit_error(display: &str, e: EditError, edits: &[Edit]) -> Error {
+    match e {
             EditError::Verification {
                 task, line, column, ..
             } => Error::SpecRefused {
-                file: self.display.clone(),
+                file: display.to_string(),
                 diagnostics: vec![Diagnostic {
                     severity: Severity::Error,
                     line,
@@ -282,12 +328,13 @@ impl SpecFile {
                 }],
             },
             other => Error::SpecEdit {
-                path: PathBuf::from(&self.display),
+                path: PathBuf::from(display),
                 message: other.to_string(),
             },
         }
-    }
+}
 
+impl SpecFile {
     /// Puts `text` back (kern's own copy, after an agent corrupted the file).
     pub fn restore(&mut self, text: &str) -> Result<()> {
         atomic_file::write(&self.path, text.as_bytes())?;

@@ -7,7 +7,8 @@
 //! by parsing the result again; it never re-renders anything else.
 //!
 //! The files, each using only those named before it: `diagnostic` (a finding with
-//! `FILE:LINE:COL` and the fix), `marker` (kern's own box states), `lines` (a text's line
+//! `FILE:LINE:COL` and the fix), `issue` (the tracker issue an `Issue` note names), `marker`
+//! (kern's own box states), `lines` (a text's line
 //! index, shared by the parser and the document), `dialect` (other tools'
 //! markers: Kiro, Obsidian Tasks, spec-kit), `notes` (the one reader and writer of kern's note
 //! layout), `grep` (how a `grep` must-have reads a file), `must` (the person's
@@ -15,10 +16,12 @@
 //! its queries), `parse` (text -> document: the pulldown-cmark walk; `parse/item.rs` reads an
 //! item's notes and free text), `validate` (errors and
 //! warnings), `select` (the next task and why), `plan` (what an edit will splice and must
-//! show), `verify` (the re-parse check), `sanitise` (agent text made safe to splice), `edit`
+//! show), `verify` (the re-parse check), `append` (new tasks at the end of the file: `kern
+//! import`), `sanitise` (agent text made safe to splice), `edit`
 //! (the splices of an edit), `changes` (what changed between two readings, one sentence each)
 //! and `file` (reading and atomically writing SPEC.md without losing a concurrent hand edit).
 
+mod append;
 mod changes;
 mod diagnostic;
 mod dialect;
@@ -26,6 +29,7 @@ mod document;
 mod edit;
 mod file;
 mod grep;
+mod issue;
 mod lines;
 mod marker;
 mod must;
@@ -37,9 +41,10 @@ mod select;
 mod validate;
 mod verify;
 
+pub(crate) use append::NewTask;
 pub(crate) use changes::changes;
 pub(crate) use diagnostic::{Diagnostic, Severity};
-pub(crate) use dialect::TaskKind;
+pub(crate) use dialect::{TaskKind, names_criteria};
 #[cfg(test)]
 use document::LineEnding;
 pub use document::{Document, NoteKind, Task, TaskIdentity, TaskState};
@@ -49,6 +54,7 @@ pub use edit::{Applied, Edit, apply, apply_edit};
 pub use file::SpecFile;
 pub(crate) use file::Written;
 pub(crate) use grep::{compile as compile_grep, grep_file};
+pub(crate) use issue::IssueRef;
 pub(crate) use must::{MustHave, TestsFirst, is_test_path, parse as parse_must, scope_patterns};
 pub(crate) use notes::error_signature;
 pub use select::select;

@@ -57,6 +57,9 @@ pub enum NoteKind {
     /// `> **Out of scope:** …`, written by kern: what the task changed outside its Scope and
     /// where it was set aside.
     OutOfScope,
+    /// `> **Issue:** owner/repo#N`, written by `kern import` and the person's from then on: the
+    /// tracker issue the task came from (`spec::issue`).
+    Issue,
 }
 
 impl NoteKind {
@@ -81,6 +84,7 @@ impl NoteKind {
             NoteKind::Scope => "Scope".to_string(),
             NoteKind::Level => "Level".to_string(),
             NoteKind::OutOfScope => "Out of scope".to_string(),
+            NoteKind::Issue => "Issue".to_string(),
         }
     }
 }
@@ -134,6 +138,7 @@ fn kind_word(s: &str) -> Option<(NoteKind, &str)> {
         ("Scope", NoteKind::Scope),
         ("Level", NoteKind::Level),
         ("Out of scope", NoteKind::OutOfScope),
+        ("Issue", NoteKind::Issue),
     ] {
         if let Some(rest) = s.strip_prefix(word) {
             return Some((kind, rest));

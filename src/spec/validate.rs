@@ -84,6 +84,24 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
             }
         }
     }
+    // An Issue note kern cannot read would leave the issue open and silent under --tracker.
+    for t in tasks {
+        if let Some(note) = t.issue_note()
+            && t.issue().is_none()
+        {
+            out.push(Diagnostic {
+                severity: Severity::Warning,
+                line: note.line,
+                column: 1,
+                message: format!(
+                    "the Issue note of task {} names no issue: `{}`",
+                    Quoted(&t.title),
+                    note.text.lines().next().unwrap_or("")
+                ),
+                fix: "write it as `owner/repo#N` or the issue's address".to_string(),
+            });
+        }
+    }
     // Several tasks in progress are fine: parallel tasks (`-j`) leave one chain each, and a
     // run killed in the middle must not find its own file refused. kern resumes them in
     // document order.
@@ -204,6 +222,18 @@ mod tests {
                 "- [ ] a\n  > **Tests:** read-only\n- [ ] b\n  > **Tests:** first cargo test\n- [ ] c\n  > **Tests:** cover the empty input\n",
                 &[
                     "SPEC.md:6:1: warning: the Tests note of task `c` is neither `read-only` nor `first`: kern enforces nothing of it — write `> **Tests:** read-only` or `> **Tests:** first <command>`",
+                ],
+            ),
+            (
+                "an Issue note that names an issue",
+                "- [ ] a\n  > **Issue:** acme/app#12\n",
+                &[],
+            ),
+            (
+                "an Issue note that names none",
+                "- [ ] a\n  > **Issue:** #12 of the app\n",
+                &[
+                    "SPEC.md:2:1: warning: the Issue note of task `a` names no issue: `#12 of the app` — write it as `owner/repo#N` or the issue's address",
                 ],
             ),
         ];

@@ -260,6 +260,12 @@ impl StateDir {
         self.dir().join("commit.json")
     }
 
+    /// `tracker.json`: what kern last said on each tracker issue (`--tracker`), so that a task
+    /// resumed, or taken again after a crash, is not announced twice (outlives runs).
+    pub(crate) fn tracker(&self) -> PathBuf {
+        self.dir().join("tracker.json")
+    }
+
     /// `jobs/`: the parallel tasks' folders (`-j`, `--review`).
     pub(crate) fn jobs_dir(&self) -> PathBuf {
         self.dir().join("jobs")

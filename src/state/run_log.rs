@@ -113,6 +113,7 @@ mod tests {
                 task: "Add the parser".into(),
                 line: 3,
                 resume: "research".into(),
+                issue: Some("acme/app#12".into()),
             },
             RunEvent::StageStart {
                 stage: Stage::Research,
@@ -216,6 +217,7 @@ mod tests {
             RunEvent::Skipped {
                 task: "Hard".into(),
                 reason: "research: the API is not designed yet".into(),
+                issue: Some("acme/app#17".into()),
             },
             RunEvent::AttemptFailed {
                 task: "Hard".into(),
@@ -242,6 +244,16 @@ mod tests {
                 task: "Hard".into(),
                 why: "6 failed attempts".into(),
                 line: 0,
+                issue: Some("acme/app#17".into()),
+                note: String::new(),
+            },
+            RunEvent::TrackerFailed {
+                issue: "acme/app#17".into(),
+                action: "comment (blocked)".into(),
+                why: "`gh` cannot reach GitHub (gh: error connecting to api.github.com)".into(),
+                fix: "check the network".into(),
+                off: false,
+                warn: false,
             },
             RunEvent::Commit {
                 task: "Add the parser".into(),
@@ -318,6 +330,8 @@ mod tests {
         log.event(RunEvent::Blocked {
             task: "t".into(),
             why: "w".into(),
+            issue: None,
+            note: String::new(),
             line: 0,
         });
         let lines = parse(&std::fs::read_to_string(&path).unwrap());

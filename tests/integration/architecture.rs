@@ -26,6 +26,7 @@ const FLOORS: &[&[&str]] = &[
         "learnings",
         "retry",
         "scripted_agent",
+        "tracker",
     ],
     &["agent", "event"],
     &["stage", "supervisor"],

@@ -5,41 +5,15 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::project::{Project, texts};
+use crate::support::kern_in;
+use crate::support::project::Project;
 use crate::support::tools::system_tool;
-use crate::support::{kern_bin, kern_in};
 
 /// The line a run and `kern -n` print on a starter whose example tasks are still all there is.
 const REPLACE: &str = "replace the example tasks in SPEC.md with your own";
-
-/// `PATH` with the folder of the kern under test first, so a printed `kern …` runs it.
-fn path_with_kern() -> std::ffi::OsString {
-    let kern = kern_bin();
-    let mut path = kern.parent().unwrap().as_os_str().to_owned();
-    if let Some(rest) = std::env::var_os("PATH") {
-        path.push(":");
-        path.push(rest);
-    }
-    path
-}
-
-/// `sh -c line` in the project, with kern on PATH and the project's state root.
-fn shell(p: &Project, line: &str) -> (Option<i32>, String, String) {
-    let out = Command::new("sh")
-        .args(["-c", line])
-        .current_dir(p.path())
-        .env("PATH", path_with_kern())
-        .env("KERN_STATE_DIR", p.state_root())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = texts(&out);
-    (out.status.code(), stdout, stderr)
-}
 
 /// A project whose SPEC.md is the one `kern init` writes (committed, as the README says).
 fn starter() -> Project {
@@ -141,21 +115,25 @@ fn the_stage_records_outlive_the_iteration_and_the_jq_recipes_work() {
     p.run(&["2", "0"]).expect(0);
     let dir = PathBuf::from(p.run(&["status", "--dir"]).expect(0).stdout.trim());
 
-    let (code, out, err) = shell(&p, r#"jq .result "$(kern status --dir)/last/stage2.json""#);
-    assert_eq!(code, Some(0), "{err}");
+    let out = p
+        .shell(r#"jq .result "$(kern status --dir)/last/stage2.json""#)
+        .expect(0)
+        .stdout;
     // The agent's final result, as it wrote it: here the scripted agent's JSON text.
     let result: Value = serde_json::from_str(&out).unwrap();
     let text = result.as_str().unwrap_or_else(|| panic!("{out}"));
     let report: Value = serde_json::from_str(text).unwrap();
     assert_eq!(report["status"], "SUCCESS", "{out}");
-    let (code, out, err) = shell(
-        &p,
-        r#"jq -r .kern.task.title "$(kern status --dir)/last/stage1.json""#,
-    );
-    assert_eq!((code, out.as_str()), (Some(0), "Say bye\n"), "{err}");
+    let title = p
+        .shell(r#"jq -r .kern.task.title "$(kern status --dir)/last/stage1.json""#)
+        .expect(0)
+        .stdout;
+    assert_eq!(title, "Say bye\n");
 
-    let (code, out, err) = shell(&p, r#"ls "$(kern status --dir)/runs/""#);
-    assert_eq!(code, Some(0), "{err}");
+    let out = p
+        .shell(r#"ls "$(kern status --dir)/runs/""#)
+        .expect(0)
+        .stdout;
     let runs: Vec<&str> = out.lines().collect();
     assert_eq!(runs.len(), 1, "one run: {out}");
     let run = dir.join("runs").join(runs[0]);
@@ -199,12 +177,15 @@ fn the_stage_records_outlive_the_iteration_and_the_jq_recipes_work() {
     p.commit_all("one more");
     let ran = p.run(&["1", "0"]).expect(0);
     ran.stderr_has("next stage: research");
-    let (code, out, err) = shell(
-        &p,
-        r#"jq -r .kern.task.title "$(kern status --dir)/last/stage1.json""#,
-    );
-    assert_eq!((code, out.as_str()), (Some(0), "Say again\n"), "{err}");
-    let (_, out, _) = shell(&p, r#"ls "$(kern status --dir)/runs/""#);
+    let title = p
+        .shell(r#"jq -r .kern.task.title "$(kern status --dir)/last/stage1.json""#)
+        .expect(0)
+        .stdout;
+    assert_eq!(title, "Say again\n");
+    let out = p
+        .shell(r#"ls "$(kern status --dir)/runs/""#)
+        .expect(0)
+        .stdout;
     assert_eq!(out.lines().count(), 2, "two runs: {out}");
 }
 
@@ -246,19 +227,15 @@ fn the_kept_demo_prints_kern_commands_that_work_as_printed() {
             if !line.ends_with(command) {
                 return Err(format!("`{line}` is not `{command}`"));
             }
-            let out = Command::new("sh")
-                .args(["-c", line])
-                .current_dir(home.path())
-                .env("PATH", path_with_kern())
+            let ran = kern_in(home.path())
+                .shell(line)
                 .env("HOME", home.path())
                 .env("XDG_STATE_HOME", home.path().join("state"))
-                .env_remove("KERN_STATE_DIR")
-                .env("NO_COLOR", "1")
-                .output()
-                .map_err(|e| e.to_string())?;
-            let (stdout, stderr) = texts(&out);
-            if !out.status.success() || stdout.trim().is_empty() {
-                return Err(format!("`{line}` failed: {stdout}{stderr}"));
+                .env_remove(["KERN_STATE_DIR"])
+                .any_exit();
+            let stdout = ran.stdout;
+            if ran.code != Some(0) || stdout.trim().is_empty() {
+                return Err(format!("`{line}` failed: {stdout}{}", ran.stderr));
             }
             if command == "kern report" && !stdout.contains("Add German") {
                 return Err(format!("`{line}`: not the demo's run: {stdout}"));

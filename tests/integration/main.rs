@@ -48,5 +48,6 @@ mod state_privacy;
 mod status;
 mod supervisor;
 mod tests_first;
+mod tracker;
 mod two_agents;
 mod verified_done;

@@ -8,7 +8,7 @@
 //! for the text it expects with a generous deadline: the deadline only keeps a broken build
 //! from hanging the suite, it is not a timing assertion.
 
-use crate::support::{kern_bin, project, tools};
+use crate::support::{project, tools};
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -277,16 +277,14 @@ impl Drop for Tmux {
 /// The shell command running kern for `p` in tmux, then printing its exit code and keeping
 /// the pane open.
 fn kern_in_tmux(p: &Project, no_color: bool) -> String {
-    let agent = p.outside.path().join("agent.sh");
-    let color = if no_color { "NO_COLOR=1" } else { "" };
-    format!(
-        "cd '{}' && env -u NO_COLOR -u KERN_COLOR -u KERN_MODEL -u KERN_CHECK {color} KERN_STATE_DIR='{}' KERN_AGENT='program:{}' KERN_SANDBOX_WRITE='{}' KERN_RESET_MARGIN=0 '{}' 1 0; echo KERN-EXIT=$?; sleep 600",
-        p.path().display(),
-        p.state_root().display(),
-        agent.display(),
-        p.outside.path().display(),
-        kern_bin().display(),
-    )
+    let mut run = p
+        .run(&["1", "0"])
+        .env_remove(["NO_COLOR", "KERN_COLOR", "KERN_RETRY_DELAY"])
+        .env("KERN_RESET_MARGIN", "0");
+    if no_color {
+        run = run.env("NO_COLOR", "1");
+    }
+    format!("{}; echo KERN-EXIT=$?; sleep 600", run.shell_words())
 }
 
 /// One task whose implement stage works visibly for a while, then hits a usage limit that

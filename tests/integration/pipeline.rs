@@ -495,13 +495,60 @@ fn spec_md_is_parsed_at_most_twice_per_plain_iteration() {
         .lines()
         .filter(|l| l.contains("iteration done"))
         .filter_map(|l| l.split("spec_parses=").nth(1))
-        .map(|n| n.trim().parse().unwrap())
+        .map(|n| {
+            n.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
         .collect();
     assert_eq!(counts.len(), 3, "{err}");
     assert!(
         counts.iter().all(|&n| n <= 2),
         "parses per iteration: {counts:?}"
     );
+}
+
+/// A run watches the work tree (repository/status.rs): after its one whole walk, a plain
+/// iteration — research, implement, review, commit — looks at the tree nine times (the
+/// start, the snapshots before the two read-only stages, their audits, implement's "did it
+/// change anything", the review's diff, the paths the learnings name, the commit), and asks
+/// libgit2 only at the looks that
+/// follow a change: one per step (the start after the last commit, after implement, after
+/// kern's edit of SPEC.md before the commit; the review's read-only stage changes nothing).
+/// Issue 40 item 7: these counts are the ones a 100,000-file repository pays for.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_plain_iteration_looks_at_the_work_tree_once_per_step_and_walks_it_once_per_run() {
+    let p = Project::new("- [ ] Add a greeting\n- [ ] Add a farewell\n- [ ] Add a wave\n");
+    p.scenario(&working_agent());
+    let ran = p.run(&["3", "0", "-v"]).env_remove(["KERN_LOG"]).expect(0);
+    let counts = |field: &str| -> Vec<u64> {
+        ran.stderr
+            .lines()
+            .filter(|l| l.contains("iteration done"))
+            .map(|l| {
+                let at = l.find(field).expect("-v logs the status counts") + field.len();
+                l[at..]
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let (looks, walks, asks) = (
+        counts("status_looks="),
+        counts("status_walks="),
+        counts("status_asks="),
+    );
+    assert_eq!(looks.len(), 3, "{}", ran.stderr);
+    assert_eq!(walks, [1, 0, 0], "{}", ran.stderr);
+    assert!(looks.iter().all(|&n| n <= 9), "looks: {looks:?}");
+    assert!(asks.iter().all(|&n| n <= 4), "asks: {asks:?}");
+    assert_eq!(p.log().len(), 4);
 }
 
 /// The reads of SPEC.md in each iteration, as `-v` logs them.

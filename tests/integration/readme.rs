@@ -39,6 +39,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/safety.md", include_str!("../../docs/safety.md")),
     ("docs/options.md", include_str!("../../docs/options.md")),
     ("docs/ci.md", include_str!("../../docs/ci.md")),
+    ("docs/tracker.md", include_str!("../../docs/tracker.md")),
     (
         "docs/development.md",
         include_str!("../../docs/development.md"),
@@ -94,6 +95,8 @@ enum How {
     Parallel,
     /// The many-machines commands: run in order on a clone of a bare remote.
     Remote,
+    /// The tracker commands: run in order with a fake `gh` on PATH.
+    Tracker,
     /// The recipes for a task tested first: run after one was committed.
     TestsFirst,
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
@@ -171,6 +174,9 @@ const KNOWN: &[(&str, How)] = &[
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
+    ("kern import github --label kern -n", How::Tracker),
+    ("kern import github --label kern", How::Tracker),
+    ("kern 10 30 --tracker github", How::Tracker),
     ("kern 10 30 --fallback-agent codex", How::TwoAgents),
     ("kern 10 30 --review-agent codex", How::TwoAgents),
     (
@@ -735,29 +741,49 @@ fn every_option_in_the_table_exists_with_its_variable_and_default() {
     assert!(seen >= 19, "the options table was not read: {seen} rows");
 }
 
-/// PATH with the built `kern` first, as a person's shell has it after `cargo install`.
-fn path_with_kern() -> String {
-    let kern = kern_bin();
-    let kern_dir = kern.parent().unwrap();
-    format!(
-        "{}:{}",
-        kern_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
+#[test]
+fn every_option_of_kern_import_github_in_its_table_exists_with_its_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = kern_in(dir.path()).args(["import", "--help"]).expect(0);
+    let help = ran.utf8_stdout();
+    let table = README
+        .split("## Options of `kern import github`")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let mut seen = 0;
+    for row in table.lines().filter(|l| l.starts_with("| `-")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (option, default) = (cells[1], cells[2].trim_matches('`'));
+        let long = option
+            .trim_matches('`')
+            .split([',', ' '])
+            .find(|w| w.starts_with("--"))
+            .unwrap_or_else(|| panic!("no long option in `{row}`"));
+        let block = help
+            .split(&format!("{long} "))
+            .nth(1)
+            .or_else(|| help.split(&format!("{long}\n")).nth(1))
+            .unwrap_or_else(|| panic!("`{long}` is not in `kern import --help`:\n{help}"));
+        let block = &block[..block.find("\n  -").unwrap_or(block.len())];
+        if default.parse::<u32>().is_ok() {
+            assert!(
+                block.contains(&format!("[default: {default}]")),
+                "{long}: the table says default {default}; --help says:{block}"
+            );
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 7, "the import's options table was not read");
 }
 
-/// Runs a README shell recipe (`set -e` first) in the project with `path` as PATH and the
-/// project's state root: whether it succeeded, its stdout and its stderr.
-fn run_recipe(p: &Project, path: &str, script: &str) -> (bool, String, String) {
-    let out = Command::new("sh")
-        .args(["-c", &format!("set -e\n{script}\n")])
-        .current_dir(p.path())
-        .env("PATH", path)
-        .env("KERN_STATE_DIR", p.state_root())
-        .output()
-        .unwrap();
-    let (stdout, stderr) = texts(&out);
-    (out.status.success(), stdout, stderr)
+/// Runs a README shell recipe (`set -e` first) through `run` (the project's environment, the
+/// kern under test first on PATH): whether it succeeded, its stdout and its stderr.
+fn run_recipe(run: KernRun<'_>, script: &str) -> (bool, String, String) {
+    let ran = run.shell(&format!("set -e\n{script}\n")).any_exit();
+    (ran.code == Some(0), ran.stdout, ran.stderr)
 }
 
 #[test]
@@ -767,11 +793,10 @@ fn the_records_recipes_work_after_the_run_has_ended() {
     }
     let p = Project::new("- [ ] First\n");
     p.run(&["1", "0"]).expect(0);
-    let path = path_with_kern();
     let recipes = commands(How::JqAfter);
     assert_eq!(recipes.len(), 2, "{recipes:?}");
     for recipe in &recipes {
-        let (ok, stdout, stderr) = run_recipe(&p, &path, recipe);
+        let (ok, stdout, stderr) = run_recipe(p.run(&[]), recipe);
         assert!(ok, "`{recipe}` failed: {stderr}");
         if recipe.starts_with("jq") {
             assert!(stdout.contains("did First"), "{stdout}");
@@ -792,16 +817,15 @@ fn the_tests_first_recipes_show_red_then_green() {
         "implement": {"write": {"out/first.txt": "done\n"}}
     }}));
     p.run(&["1", "0"]).expect(0);
-    let path = path_with_kern();
     let recipes = commands(How::TestsFirst);
     assert_eq!(recipes.len(), 2, "{recipes:?}");
-    let (ok, stdout, stderr) = run_recipe(&p, &path, &recipes[0]);
+    let (ok, stdout, stderr) = run_recipe(p.run(&[]), &recipes[0]);
     assert!(ok, "`{}` failed: {stderr}", recipes[0]);
     let record: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(record["command"], "sh tests/first_test.sh");
     assert_eq!(record["red"], "FAIL: no out/first.txt");
     assert_eq!(record["passed"], true);
-    let (ok, stdout, stderr) = run_recipe(&p, &path, &recipes[1]);
+    let (ok, stdout, stderr) = run_recipe(p.run(&[]), &recipes[1]);
     assert!(ok, "`{}` failed: {stderr}", recipes[1]);
     let events: Vec<String> = stdout
         .lines()
@@ -862,10 +886,9 @@ fn jq_recipes_work_on_a_real_state_folder() {
         recipes[0], "d=\"$(kern status --dir)\"",
         "the recipes start by setting $d"
     );
-    let path = path_with_kern();
     let d = p.state_dir().display().to_string();
     for recipe in &recipes[1..] {
-        let (ok, stdout, stderr) = run_recipe(&p, &path, &format!("{}\n{recipe}", recipes[0]));
+        let (ok, stdout, stderr) = run_recipe(p.run(&[]), &format!("{}\n{recipe}", recipes[0]));
         assert!(ok, "`{recipe}` in `{d}` failed: {stderr}");
         let lines: Vec<&str> = stdout.lines().collect();
         match recipe.as_str() {
@@ -1212,28 +1235,20 @@ fn fake_codex(p: &Project) -> PathBuf {
 fn two_agent_examples_run_as_the_readme_says() {
     let examples = commands(How::TwoAgents);
     assert_eq!(examples.len(), 3, "{examples:?}");
-    let kern = kern_bin();
-    let kern_dir = kern.parent().unwrap();
     for example in &examples {
         let p = Project::new("- [ ] Say hello\n");
         let bin = fake_codex(&p);
-        let path = format!(
-            "{}:{}:{}",
-            bin.display(),
-            kern_dir.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
         match example.as_str() {
             "kern 10 30 --fallback-agent codex" => {
                 // The main agent is at its usage limit for an hour: Codex does the task.
                 p.scenario(&json!({"default": {"research": {"error": "usage_limit", "resets_in_secs": 3600}}}));
                 let args: Vec<&str> = example.split_whitespace().skip(1).collect();
-                p.run(&[]).args(&args).env("PATH", &path).expect(0);
+                p.run(&[]).args(&args).path_first(&bin).expect(0);
                 assert_eq!(p.log()[0], "Reviewed by codex");
                 assert!(p.head_files().contains(&"codex.txt".to_string()));
                 // The jq recipe lists the moves.
                 let recipe = &examples[2];
-                let (ok, stdout, stderr) = run_recipe(&p, &path, recipe);
+                let (ok, stdout, stderr) = run_recipe(p.run(&[]).path_first(&bin), recipe);
                 assert!(ok, "`{recipe}`: {stderr}");
                 let moves: Vec<Value> = stdout
                     .lines()
@@ -1245,7 +1260,7 @@ fn two_agent_examples_run_as_the_readme_says() {
             "kern 10 30 --review-agent codex" => {
                 p.scenario(&json!({"default": {"implement": {"write": {"hello.txt": "hello\n"}}}}));
                 let args: Vec<&str> = example.split_whitespace().skip(1).collect();
-                p.run(&[]).args(&args).env("PATH", &path).expect(0);
+                p.run(&[]).args(&args).path_first(&bin).expect(0);
                 assert_eq!(p.log()[0], "Reviewed by codex");
                 assert!(
                     p.prompts("commit").is_empty(),
@@ -1264,23 +1279,10 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
     let steps = commands(How::Parallel);
     assert_eq!(steps.len(), 5, "{steps:?}");
     let p = Project::new("- [ ] One\n- [ ] Two\n- [ ] Three\n");
-    let kern = kern_bin();
-    let kern_dir = kern.parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        kern_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     // As a shell runs it: the quoted titles are one word each.
     let run = |step: &str| {
-        let out = sh_as(&p.run(&[]).env("PATH", &path))
-            .args(["-c", step])
-            .current_dir(p.path())
-            .output()
-            .unwrap();
-        let (stdout, stderr) = texts(&out);
-        assert_eq!(out.status.code(), Some(0), "`{step}`: {stderr}");
-        format!("{stdout}{stderr}")
+        let ran = p.shell(step).expect(0);
+        format!("{}{}", ran.stdout, ran.stderr)
     };
     for step in &steps {
         let said = run(step);
@@ -1353,31 +1355,19 @@ fn remote_and_clone(spec: &str, clone: &Path) -> (Project, PathBuf) {
     (seed, remote)
 }
 
-/// `sh` with the environment `run` would give kern, so that a `kern` the shell runs runs as
-/// that one would.
-fn sh_as(run: &KernRun<'_>) -> Command {
-    let mut cmd = Command::new("sh");
-    for (k, v) in run.command_env() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd
-}
-
-/// `sh -c STEP` in `dir` with the seed's kern environment and the built kern first on PATH.
+/// `sh -c STEP` in `dir` as the seed's kern would run there, the built kern first on PATH.
 fn shell_step(
     seed: &Project,
     dir: &Path,
     step: &str,
     env: &[(&str, &str)],
 ) -> (Option<i32>, String, String) {
-    let mut cmd = sh_as(&seed.run(&[]));
-    cmd.env("PATH", path_with_kern()).envs(env.iter().copied());
-    let out = cmd.args(["-c", step]).current_dir(dir).output().unwrap();
-    let (stdout, stderr) = texts(&out);
-    (out.status.code(), stdout, stderr)
+    let ran = seed
+        .shell(step)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .any_exit();
+    (ran.code, ran.stdout, ran.stderr)
 }
 
 #[test]
@@ -1433,6 +1423,51 @@ fn the_many_machines_commands_run_as_the_docs_say() {
             other => panic!("no step for the docs' command `{other}`"),
         }
     }
+}
+
+#[test]
+fn the_tracker_commands_run_as_the_docs_say() {
+    let steps = commands(How::Tracker);
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    let p = Project::new("- [ ] Mine\n");
+    let (bin, log) = crate::support::fakes::fake_gh(&p);
+    for step in &steps {
+        if step.contains("--tracker") {
+            // One task, so that the 30 s pause never comes: nothing is left after it.
+            p.write(
+                "SPEC.md",
+                "- [ ] Add a dark mode\n  > **Issue:** acme/app#12\n",
+            );
+            p.commit_all("one task from an issue");
+        }
+        let before = p.read("SPEC.md");
+        let (ok, _, stderr) = run_recipe(p.run(&[]).path_first(&bin), step);
+        assert!(ok, "`{step}` failed: {stderr}");
+        if step.ends_with(" -n") {
+            assert_eq!(p.read("SPEC.md"), before);
+            assert!(stderr.contains("4 new tasks would come in"), "{stderr}");
+        } else if step.contains("--tracker") {
+            let log = crate::support::during::git_in(p.path(), &["log", "-1", "--format=%B"]);
+            assert!(log.ends_with("\n\nCloses acme/app#12\n\n"), "{log:?}");
+        } else {
+            assert!(
+                stderr.contains("imported 4 issues into SPEC.md"),
+                "{stderr}"
+            );
+            assert!(p.read("SPEC.md").contains("> **Issue:** acme/app#12"));
+        }
+    }
+    // The two imports asked for the label; the night commented on the issue it took.
+    let calls: Vec<String> = crate::support::fakes::gh_calls(&log)
+        .iter()
+        .map(|(args, _)| args.join(" "))
+        .collect();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        calls[..2].iter().all(|c| c.ends_with("--label kern")),
+        "{calls:?}"
+    );
+    assert!(calls[2].starts_with("issue comment 12 "), "{calls:?}");
 }
 
 /// The shell loop of docs/ci.md, with an `ssh` that runs the command on a "machine": a clone
@@ -1496,14 +1531,13 @@ fn the_shell_loop_on_n_machines_lands_every_task_once() {
     std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
     let script = seed.outside.path().join("loop.sh");
     std::fs::write(&script, &blocks[0]).unwrap();
-    let out = sh_as(&seed.run(&[]))
-        .env("PATH", format!("{}:{}", bin.display(), path_with_kern()))
-        .arg(&script)
+    let stderr = seed
+        .shell(r#"sh "$1""#)
+        .args([script.display().to_string()])
+        .path_first(&bin)
         .current_dir(place.path())
-        .output()
-        .unwrap();
-    let (_, stderr) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+        .expect(0)
+        .stderr;
     let log = Command::new("git")
         .args(["log", "--format=%s", "master"])
         .current_dir(&remote)

@@ -7,11 +7,9 @@
 //! every error, titles with backticks shown as written). Also the person's own markdown right
 //! under a task (a table, a quote, a lazy line: issue 14) stays out of kern's notes.
 
-use crate::support::{kern_bin, project};
+use crate::support::project;
 
-use std::process::Command;
-
-use project::{Project, texts};
+use project::Project;
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> String {
@@ -295,20 +293,9 @@ fn lines_without_a_list_marker_are_named_with_the_fix() {
 #[test]
 fn status_pipes_into_grep() {
     let p = Project::new(&fixture("obsidian-tasks.md"));
-    let out = Command::new("sh")
-        .args([
-            "-c",
-            &format!("'{}' status | grep next", kern_bin().display()),
-        ])
-        .current_dir(p.path())
-        .env("KERN_STATE_DIR", p.state_root())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let (stdout, _) = texts(&out);
-    assert_eq!(out.status.code(), Some(0), "grep found the line");
+    let ran = p.shell("kern status | grep next").expect(0);
     assert_eq!(
-        stdout,
+        ran.stdout,
         "next:      line 3: `Fix the garden fence 📅 2024-05-01` — it is the first pending task\n"
     );
 }

@@ -109,9 +109,14 @@ fn run_section(out: &mut String, run: &RunReport) {
     for t in &run.tasks {
         let _ = write!(
             out,
-            "<tr class=\"task end-{}\"><td>{}</td><td>{}<ul class=\"details\">",
+            "<tr class=\"task end-{}\"><td>{}{}</td><td>{}<ul class=\"details\">",
             end_name(t.end),
             html_escape(&t.title),
+            t.issue.as_ref().map_or_else(String::new, |i| format!(
+                " <a class=\"issue\" href=\"{}\">{}</a>",
+                html_escape(&i.url),
+                html_escape(&i.name)
+            )),
             code_spans(&text::task_summary_plain(t))
         );
         for line in text::task_details(t) {

@@ -73,6 +73,9 @@ pub(super) fn terminal(report: &Report, color: bool) -> String {
                 p(&clean(&t.title), BOLD),
                 task_summary(t)
             );
+            if let Some(issue) = &t.issue {
+                let _ = writeln!(out, "      issue {}: {}", issue.name, issue.url);
+            }
             for line in task_details(t) {
                 let _ = writeln!(out, "      {line}");
             }
@@ -131,8 +134,11 @@ pub(super) fn markdown(report: &Report) -> String {
                 let stages: Vec<String> = t.stages.iter().map(stage_cell).collect();
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} |",
+                    "| {}{} | {} | {} | {} | {} |",
                     md_cell(&t.title),
+                    t.issue
+                        .as_ref()
+                        .map_or_else(String::new, |i| format!(" ([{}]({}))", i.name, i.url)),
                     md_cell(&task_summary_plain(t)),
                     md_cell(&stages.join("; ")),
                     cost(t.cost_usd),

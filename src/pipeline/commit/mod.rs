@@ -81,7 +81,16 @@ impl Run<'_> {
             TaskNow::Ours(ticket) => ticket,
             other => return self.follow_person(it, &other).map(Tried::Ended),
         };
-        let message = decide::commit_message(review, &it.title, &it.hand_edits);
+        // With a tracker, the issues of the tasks this commit finishes close when it lands.
+        let trailers = match self.settings.tracker {
+            Some(_) => crate::spec::apply_edits(&doc, &it.identity, &edits)
+                .map(|applied| {
+                    crate::tracker::closes(&decide::closed_issues(&doc, &applied.document))
+                })
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let message = decide::commit_message(review, &it.title, &it.hand_edits, &trailers);
         let pending = PendingCommit {
             identity: it.identity.clone(),
             title: it.title.clone(),

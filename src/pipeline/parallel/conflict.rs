@@ -75,21 +75,26 @@ impl Run<'_> {
         let edits = if count >= 2 {
             self.teller.emit(conflict(None));
             let doc = self.spec.reload()?;
-            let line = doc.find(&job.identity).map_or(0, |t| doc.tasks()[t].line);
+            let task = doc.find(&job.identity).map(|t| &doc.tasks()[t]);
+            let note = format!(
+                "its work conflicted twice with the branch in {files} ({how}) — it is on the branch `{branch}`: merge it by hand (`git merge {branch}`), or set the task back to [ ] to start over"
+            );
             self.teller.emit(RunEvent::Blocked {
                 task: job.title.clone(),
                 why: format!(
                     "its work conflicted twice in {files} ({how}) — it stays on `{branch}`"
                 ),
-                line,
+                line: task.map_or(0, |t| t.line),
+                issue: task
+                    .and_then(crate::spec::Task::issue)
+                    .map(|i| i.to_string()),
+                note: note.clone(),
             });
             conflicts.remove(&job.slug);
             journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;
             vec![
                 Edit::SetState(TaskState::Blocked),
-                Edit::AddBlocked(format!(
-                    "its work conflicted twice with the branch in {files} ({how}) — it is on the branch `{branch}`: merge it by hand (`git merge {branch}`), or set the task back to [ ] to start over"
-                )),
+                Edit::AddBlocked(note),
                 Edit::BlockParents,
             ]
         } else {

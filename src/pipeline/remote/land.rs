@@ -50,12 +50,21 @@ impl Run<'_> {
                 if self.settings.pr {
                     let base = remote.branch.clone();
                     let title = identity.path.last().map_or("", String::as_str);
+                    let closes = match self.settings.tracker {
+                        Some(_) => {
+                            let doc = self.spec.reload()?;
+                            let issue = doc.find(identity).and_then(|t| doc.tasks()[t].issue());
+                            crate::tracker::closes(&issue.into_iter().collect::<Vec<_>>())
+                        }
+                        None => Vec::new(),
+                    };
                     let opened = pull_request::open(
                         self.ws.repo.top(),
                         self.settings.path_var.as_deref(),
                         &base,
                         &branch,
                         title,
+                        &closes,
                     );
                     self.teller.emit(RunEvent::Told(Told::PullRequest {
                         opened: opened.is_ok(),
@@ -114,8 +123,15 @@ impl Run<'_> {
                 Pushed::Stale => {}
             }
         }
-        if let Some(remote) = self.target.remote_mut() {
-            remote.release(&self.ws.repo, identity)?;
+        let freed = match self.target.remote_mut() {
+            Some(remote) => remote.release(&self.ws.repo, identity)?,
+            None => None,
+        };
+        if let Some(freed) = freed {
+            self.teller.emit(RunEvent::Told(Told::Released {
+                task: freed.task,
+                issue: freed.issue,
+            }));
         }
         Ok(())
     }
@@ -167,15 +183,19 @@ impl Run<'_> {
         let pushed = remote.land(&self.ws.repo, &key, commit, onto)?;
         let policy = match pushed {
             Pushed::Done => {
-                if let Some(r) = self.target.remote_mut() {
-                    r.held.remove(&key);
-                    r.work.remove(&key);
-                    r.rounds = 0;
-                }
+                let issue = match self.target.remote_mut() {
+                    Some(r) => {
+                        r.work.remove(&key);
+                        r.rounds = 0;
+                        r.held.remove(&key).and_then(|h| h.issue)
+                    }
+                    None => None,
+                };
                 self.teller.emit(RunEvent::Told(Told::Landed {
                     task: title.to_string(),
                     remote: name.clone(),
                     branch: branch.clone(),
+                    issue,
                 }));
                 return Ok(Landing::Landed);
             }
@@ -229,9 +249,18 @@ impl Run<'_> {
                     )
                 });
                 let there = matches!(pushed, Some(Ok(Pushed::Done)));
-                if let Some(r) = self.target.remote_mut() {
-                    r.rounds = 0;
-                    r.release(&self.ws.repo, identity)?;
+                let freed = match self.target.remote_mut() {
+                    Some(r) => {
+                        r.rounds = 0;
+                        r.release(&self.ws.repo, identity)?
+                    }
+                    None => None,
+                };
+                if let Some(freed) = freed {
+                    self.teller.emit(RunEvent::Told(Told::Released {
+                        task: freed.task,
+                        issue: freed.issue,
+                    }));
                 }
                 Err(Error::Unfinished(format!(
                     "the remote `{name}` refused the push to `{branch}` ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",

@@ -67,6 +67,17 @@ struct Held {
     oid: Oid,
     record: ClaimRecord,
     identity: TaskIdentity,
+    /// The tracker issue the task's Issue note names, for the events the tracker hears.
+    issue: Option<String>,
+}
+
+/// A claim this run no longer holds (freed, or lost to another machine): the task and its
+/// issue.
+pub(crate) struct Freed {
+    /// The task's title.
+    pub(crate) task: String,
+    /// The tracker issue its Issue note names.
+    pub(crate) issue: Option<String>,
 }
 
 /// What came of a landing push.
@@ -86,8 +97,13 @@ pub(crate) enum Claimed {
     No,
     /// This run holds it now: a new claim, or its own kept.
     Yes,
-    /// This run took over a lapsed claim: its holder and this attempt's number.
-    TookOver { holder: String, attempt: u32 },
+    /// This run took over a lapsed claim: its holder (and the holder's host, when its claim
+    /// said) and this attempt's number.
+    TookOver {
+        holder: String,
+        host: Option<String>,
+        attempt: u32,
+    },
 }
 
 /// The claim's key of a task: its titles' slugs, root first (`-N` for a repeated one).
@@ -145,6 +161,7 @@ impl Remote {
         repo: &Repository,
         key: &str,
         identity: &TaskIdentity,
+        issue: Option<String>,
     ) -> Result<Claimed> {
         let claims = repo.fetched_claims(&self.name)?;
         let read = claims
@@ -157,6 +174,10 @@ impl Remote {
             .as_ref()
             .and_then(|(_, r)| r.as_ref())
             .map(|r| format!("pid {} on {}", r.pid, r.host));
+        let host = read
+            .as_ref()
+            .and_then(|(_, r)| r.as_ref())
+            .map(|r| r.host.clone());
         let (expected, attempt) = match step {
             ClaimStep::HeldElsewhere { .. } => return Ok(Claimed::No),
             ClaimStep::Mine(oid) => {
@@ -167,6 +188,7 @@ impl Remote {
                             oid,
                             record,
                             identity: identity.clone(),
+                            issue,
                         },
                     );
                 }
@@ -194,11 +216,13 @@ impl Remote {
                 oid,
                 record,
                 identity: identity.clone(),
+                issue,
             },
         );
         Ok(match expected {
             Expected::At(_) => Claimed::TookOver {
                 holder: holder.unwrap_or_else(|| "a claim kern did not write".into()),
+                host,
                 attempt,
             },
             _ => Claimed::Yes,
@@ -207,7 +231,7 @@ impl Remote {
 
     /// Renews each claim held that is due; returns the tasks whose claim was lost (taken over
     /// after it lapsed).
-    pub(crate) fn renew(&mut self, repo: &Repository) -> Result<Vec<TaskIdentity>> {
+    pub(crate) fn renew(&mut self, repo: &Repository) -> Result<Vec<Freed>> {
         let now = Timestamp::now().epoch_seconds();
         let ttl = self.ttl.as_secs() as i64;
         let due: Vec<String> = self
@@ -240,7 +264,10 @@ impl Remote {
                 _ => {
                     self.work.remove(&key);
                     if let Some(h) = self.held.remove(&key) {
-                        lost.push(h.identity);
+                        lost.push(Freed {
+                            task: h.identity.path.last().cloned().unwrap_or_default(),
+                            issue: h.issue,
+                        });
                     }
                 }
             }
@@ -249,8 +276,12 @@ impl Remote {
     }
 
     /// Frees the claim on `identity` when this run holds it (a claim taken over meanwhile is
-    /// left alone: the push expects the id this run holds).
-    pub(crate) fn release(&mut self, repo: &Repository, identity: &TaskIdentity) -> Result<()> {
+    /// left alone: the push expects the id this run holds): the claim freed, if one was.
+    pub(crate) fn release(
+        &mut self,
+        repo: &Repository,
+        identity: &TaskIdentity,
+    ) -> Result<Option<Freed>> {
         let key = task_key(identity);
         if let Some(held) = self.held.remove(&key) {
             // Its work in progress goes with it: the task ended here.
@@ -266,18 +297,25 @@ impl Remote {
             };
             let updates: Vec<RefUpdate> = [Some(claim), work].into_iter().flatten().collect();
             repo.push_expecting(&self.name, &updates)?;
+            return Ok(Some(Freed {
+                task: held.identity.path.last().cloned().unwrap_or_default(),
+                issue: held.issue,
+            }));
         }
-        Ok(())
+        Ok(None)
     }
 
-    /// Frees every claim this run holds (the run ends).
-    pub(crate) fn release_all(&mut self, repo: &Repository) {
+    /// Frees every claim this run holds (the run ends): the claims freed.
+    pub(crate) fn release_all(&mut self, repo: &Repository) -> Vec<Freed> {
         let ids: Vec<TaskIdentity> = self.held.values().map(|h| h.identity.clone()).collect();
+        let mut freed = Vec::new();
         for id in ids {
-            if let Err(e) = self.release(repo, &id) {
-                tracing::warn!(error = %e, "releasing a claim");
+            match self.release(repo, &id) {
+                Ok(released) => freed.extend(released),
+                Err(e) => tracing::warn!(error = %e, "releasing a claim"),
             }
         }
+        freed
     }
 
     /// The tasks this run holds.
@@ -477,23 +515,31 @@ impl Run<'_> {
         let identity = doc.identity(task);
         let key = task_key(&identity);
         let title = Quoted(&doc.tasks()[task].title);
-        match remote.claim(&self.ws.repo, &key, &identity)? {
+        let issue = doc.tasks()[task].issue().map(|i| i.to_string());
+        match remote.claim(&self.ws.repo, &key, &identity, issue.clone())? {
             Claimed::No => Ok(false),
             Claimed::Yes => {
                 self.teller.emit(RunEvent::Told(Told::Claimed {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     claim: format!("{CLAIMS}{key}"),
+                    issue,
                 }));
                 Ok(true)
             }
-            Claimed::TookOver { holder, attempt } => {
+            Claimed::TookOver {
+                holder,
+                host,
+                attempt,
+            } => {
                 remote.taken_over.push(identity.clone());
                 self.teller.emit(RunEvent::Told(Told::TookOver {
                     task: title.0.to_string(),
                     remote: remote.name.clone(),
                     holder,
                     attempt,
+                    issue,
+                    from_host: host,
                 }));
                 Ok(true)
             }
@@ -536,7 +582,8 @@ impl Run<'_> {
         };
         for lost in remote.renew(&self.ws.repo)? {
             self.teller.emit(RunEvent::Told(Told::ClaimLost {
-                task: lost.path.last().cloned().unwrap_or_default(),
+                task: lost.task,
+                issue: lost.issue,
             }));
         }
         self.remote_checkpoint()
@@ -545,7 +592,12 @@ impl Run<'_> {
     /// Frees every claim the run holds (it ends).
     pub(super) fn remote_close(&mut self) {
         if let Some(remote) = self.target.remote_mut() {
-            remote.release_all(&self.ws.repo);
+            for freed in remote.release_all(&self.ws.repo) {
+                self.teller.emit(RunEvent::Told(Told::Released {
+                    task: freed.task,
+                    issue: freed.issue,
+                }));
+            }
         }
     }
 }

@@ -14,8 +14,18 @@ use crate::supervisor::probe::{self, Probe};
 /// How long `gh pr create` may take.
 const GH_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// `gh`'s arguments for a pull request of `head` onto `base` for the task `title`.
-pub(crate) fn gh_args(base: &str, head: &str, title: &str) -> Vec<String> {
+/// `gh`'s arguments for a pull request of `head` onto `base` for the task `title`; `closes`
+/// (`Closes acme/app#12`, with `--tracker`) end its body, so GitHub links the issue to the pull
+/// request and closes it when the pull request is merged.
+pub(crate) fn gh_args(base: &str, head: &str, title: &str, closes: &[String]) -> Vec<String> {
+    let mut body = format!(
+        "kern's work on the task {} of SPEC.md, reviewed by its review stage and parked for you (`kern --pr`).\n\nRead it with `git log -p {base}..{head}`; merging it lands the task, and SPEC.md on `{base}` already names this branch in the task's Review note.",
+        crate::spec::Quoted(title)
+    );
+    if !closes.is_empty() {
+        body.push_str("\n\n");
+        body.push_str(&closes.join("\n"));
+    }
     vec![
         "pr".into(),
         "create".into(),
@@ -26,10 +36,7 @@ pub(crate) fn gh_args(base: &str, head: &str, title: &str) -> Vec<String> {
         "--title".into(),
         title.into(),
         "--body".into(),
-        format!(
-            "kern's work on the task {} of SPEC.md, reviewed by its review stage and parked for you (`kern --pr`).\n\nRead it with `git log -p {base}..{head}`; merging it lands the task, and SPEC.md on `{base}` already names this branch in the task's Review note.",
-            crate::spec::Quoted(title)
-        ),
+        body,
     ]
 }
 
@@ -40,13 +47,14 @@ pub(crate) fn open(
     base: &str,
     head: &str,
     title: &str,
+    closes: &[String],
 ) -> Result<String, String> {
     let Some(gh) = crate::supervisor::awake::find("gh", path_var) else {
         return Err(format!(
             "`gh` (the GitHub CLI) is not installed: open the pull request for `{head}` yourself, or install `gh` and log in (`gh auth login`)"
         ));
     };
-    let mut probe = Probe::new(gh, gh_args(base, head, title), top, GH_TIMEOUT);
+    let mut probe = Probe::new(gh, gh_args(base, head, title, closes), top, GH_TIMEOUT);
     probe.env.push(("GH_PROMPT_DISABLED".into(), "1".into()));
     match probe::run(probe) {
         Ok(out) if out.end.success() => Ok(format!(
@@ -70,7 +78,7 @@ mod tests {
 
     #[test]
     fn the_pull_request_names_the_branch_the_base_and_the_task() {
-        let args = gh_args("main", "kern/add-the-parser", "Add the parser");
+        let args = gh_args("main", "kern/add-the-parser", "Add the parser", &[]);
         assert_eq!(
             args[..8],
             [
@@ -89,6 +97,17 @@ mod tests {
             args[9].contains("`git log -p main..kern/add-the-parser`"),
             "{}",
             args[9]
+        );
+        let closing = gh_args(
+            "main",
+            "kern/add-the-parser",
+            "Add the parser",
+            &["Closes acme/app#12".into()],
+        );
+        assert!(
+            closing[9].ends_with("Review note.\n\nCloses acme/app#12"),
+            "{}",
+            closing[9]
         );
     }
 }

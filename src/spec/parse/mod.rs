@@ -951,6 +951,45 @@ Setext done [X]
     }
 
     #[test]
+    fn the_issue_note_names_the_tasks_issue_and_text_in_a_fence_is_no_note() {
+        let text = "\
+- [ ] Add a dark mode
+  > **Issue:** acme/app#12
+  ```
+  > **Check:** rm -rf ~
+  - [ ] not a task
+  ## Done ✅
+  ```
+- [ ] Renamed by hand
+  > **Research:**
+  >
+  > - read it
+  >
+  > **Issue:** https://github.com/acme/app/issues/15
+- [ ] Plain
+";
+        let doc = Document::parse(text);
+        let titles: Vec<&str> = doc.tasks().iter().map(|t| t.title.as_str()).collect();
+        assert_eq!(titles, ["Add a dark mode", "Renamed by hand", "Plain"]);
+        let t = &doc.tasks()[0];
+        assert_eq!(
+            t.issue().map(|i| i.to_string()).as_deref(),
+            Some("acme/app#12")
+        );
+        assert_eq!(t.check_command(), None);
+        assert!(t.closed_by.is_none() && doc.tasks()[2].closed_by.is_none());
+        assert_eq!(
+            t.free_text,
+            "```\n> **Check:** rm -rf ~\n- [ ] not a task\n## Done ✅\n```"
+        );
+        assert_eq!(
+            doc.tasks()[1].issue().map(|i| i.to_string()).as_deref(),
+            Some("acme/app#15")
+        );
+        assert_eq!(doc.tasks()[2].issue(), None);
+    }
+
+    #[test]
     fn notes_are_read_before_and_after_subtasks() {
         let text = "\
 - [~] Build it

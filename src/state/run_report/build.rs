@@ -234,6 +234,9 @@ struct Builder {
     ended: Option<String>,
     baseline_check: Option<CheckInfo>,
     notices: Vec<String>,
+    /// The tracker's failures by cause: gh's words, where its notice is among `notices`, what
+    /// the notice says of the first call, and how many more calls failed so.
+    tracker_failures: Vec<(String, usize, String, usize)>,
 }
 
 /// A stage that started: its kind, start, agent and model.
@@ -354,12 +357,41 @@ impl Builder {
                 "the {} stage moved from {from} to {to}: {reason}",
                 stage.name()
             )),
+            RunEvent::TrackerFailed {
+                issue, action, why, ..
+            } => {
+                // One notice per cause, naming the first call and counting the rest: a rate
+                // limit hit by every call is one line.
+                match self.tracker_failures.iter_mut().find(|(w, ..)| w == why) {
+                    Some((_, at, first, more)) => {
+                        *more += 1;
+                        let calls = if *more == 1 { "call" } else { "calls" };
+                        if let Some(notice) = self.notices.get_mut(*at) {
+                            *notice = format!("{first} (and {more} more {calls} like it)");
+                        }
+                    }
+                    None => {
+                        let first = format!("the tracker: {action} on {issue} failed: {why}");
+                        self.tracker_failures.push((
+                            why.clone(),
+                            self.notices.len(),
+                            first.clone(),
+                            0,
+                        ));
+                        self.notices.push(first);
+                    }
+                }
+            }
             RunEvent::Hangup {} => self.notices.push(format!(
                 "the terminal went away at {} (SIGHUP); the run went on, its output is in run.log",
                 e.ts
             )),
             RunEvent::IterationStart {
-                index, task, line, ..
+                index,
+                task,
+                line,
+                issue,
+                ..
             } => {
                 self.iterations_run = self.iterations_run.max(*index);
                 let i = match self.tasks.iter().position(|t| t.title == *task) {
@@ -369,6 +401,12 @@ impl Builder {
                         self.tasks.len() - 1
                     }
                 };
+                if let Some(found) = issue.as_deref().and_then(crate::spec::IssueRef::parse) {
+                    self.tasks[i].issue = Some(super::IssueInfo {
+                        name: found.to_string(),
+                        url: found.url(),
+                    });
+                }
                 self.close_open_stage(i);
                 self.tasks[i].iterations.push(*index);
                 self.iteration_of.retain(|(t, _)| *t != i);
@@ -523,7 +561,7 @@ impl Builder {
                 t.subtasks.extend(subtasks.iter().cloned());
                 t.end = TaskEnd::Decomposed;
             }
-            RunEvent::Skipped { task, reason } => {
+            RunEvent::Skipped { task, reason, .. } => {
                 let t = self.task_named(task);
                 t.skipped.push(reason.clone());
                 t.end = TaskEnd::Skipped;
@@ -613,6 +651,7 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         must: Vec::new(),
         tests_first: None,
         level: None,
+        issue: None,
         violations: Vec::new(),
         denied: Vec::new(),
         hand_edits: Vec::new(),

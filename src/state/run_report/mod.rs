@@ -89,6 +89,15 @@ pub(crate) struct RunReport {
     pub totals: Totals,
 }
 
+/// The tracker issue a task came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct IssueInfo {
+    /// `owner/repo#N`, as its Issue note names it.
+    pub name: String,
+    /// Its web address.
+    pub url: String,
+}
+
 /// Something for the person to look at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Attention {
@@ -187,6 +196,9 @@ pub(crate) struct TaskReport {
     /// Its discovery level and why (`2 (no signal for less research)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
+    /// The tracker issue it came from (its Issue note), with the issue's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<IssueInfo>,
     /// What the audits found.
     pub violations: Vec<ViolationInfo>,
     /// What kern's fence denied the task's processes, one line each (`implement: tried to

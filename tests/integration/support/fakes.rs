@@ -69,3 +69,102 @@ pub(crate) fn scripted_claude(p: &Project) -> PathBuf {
     );
     fake(p, "claude", &script)
 }
+
+/// A fake GitHub CLI: the answers the real `gh` 2.23.0 gave (`tests/fixtures/gh-2.23.0/`,
+/// stdout, stderr and exit code of each), chosen by the command and by the mode in
+/// `<log>/mode` (`ok` when absent; `odd` or `none`: other issues to list;
+/// `not-logged-in`, `offline`, `rate-limited`, or `hang`:
+/// it never answers, its processes' ids in `<log>/<n>.pid` and `<n>.child` for
+/// [`gh_left_running`]). Each call is logged: its arguments one per line in `<log>/<n>.args`,
+/// its stdin in `<log>/<n>.stdin` (n from 1). Returns the `bin` folder to put first on PATH
+/// and the log folder.
+pub(crate) fn fake_gh(p: &Project) -> (PathBuf, PathBuf) {
+    let log = p.outside.path().join("gh-log");
+    std::fs::create_dir_all(&log).unwrap();
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gh-2.23.0");
+    let script = format!(
+        r#"#!/bin/sh
+fixtures='{fixtures}'
+log='{log}'
+n=1
+while [ -e "$log/$n.args" ]; do n=$((n + 1)); done
+: > "$log/$n.args"
+for a in "$@"; do printf '%s\n' "$a" >> "$log/$n.args"; done
+cat > "$log/$n.stdin"
+mode=$(cat "$log/mode" 2>/dev/null || echo ok)
+case "$1 $2 $3" in
+  "pr create "*) echo https://github.com/acme/app/pull/7; exit 0 ;;
+  "issue list "*) name=issue-list ;;
+  "issue comment "*) name=issue-comment ;;
+  "api --method POST") name=label-add ;;
+  *) name=label-remove ;;
+esac
+case "$mode" in
+  hang)
+    # Waits for a file no test makes (a minute at most, then says it was never stopped),
+    # in a child of its own: kern must stop the call and what it started.
+    echo $$ > "$log/$n.pid"
+    (i=0; while [ ! -e "$log/release" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done) &
+    echo $! > "$log/$n.child"
+    wait
+    echo "fake gh: never stopped" >&2
+    exit 1 ;;
+  odd|none) [ "$name" = issue-list ] && name=issue-list-$mode ;;
+  not-logged-in) name=issue-list-not-logged-in ;;
+  offline) name=issue-list-offline ;;
+  rate-limited)
+    case "$name" in
+      issue-list) name=issue-list-rate-limited ;;
+      issue-comment) name=issue-comment-rate-limited ;;
+      *) name=label-add-rate-limited ;;
+    esac ;;
+esac
+cat "$fixtures/$name.stdout"
+cat "$fixtures/$name.stderr" >&2
+exit $(cat "$fixtures/$name.exit")
+"#,
+        fixtures = fixtures.display(),
+        log = log.display()
+    );
+    (fake(p, "gh", &script), log)
+}
+
+/// The processes of the calls of a [`fake_gh`] in mode `hang` (the call and the child it
+/// started) that still run: none once kern stopped them.
+pub(crate) fn gh_left_running(log: &std::path::Path) -> Vec<String> {
+    let mut running = Vec::new();
+    let mut hung = 0;
+    for entry in std::fs::read_dir(log).unwrap() {
+        let path = entry.unwrap().path();
+        if !matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("pid" | "child")
+        ) {
+            continue;
+        }
+        hung += 1;
+        let pid = std::fs::read_to_string(&path).unwrap().trim().to_string();
+        // A zombie (stopped, its parent gone, not yet reaped by init) runs no more.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = state.rsplit(')').next().unwrap_or("").trim_start();
+        if !state.is_empty() && !state.starts_with('Z') && !state.starts_with('X') {
+            running.push(format!("{}: {pid}", path.display()));
+        }
+    }
+    assert!(hung > 0, "no call of gh hung: {}", log.display());
+    running
+}
+
+/// The calls a [`fake_gh`] logged, in order: each one's arguments and stdin.
+pub(crate) fn gh_calls(log: &std::path::Path) -> Vec<(Vec<String>, String)> {
+    let mut calls = Vec::new();
+    for n in 1.. {
+        let Ok(args) = std::fs::read_to_string(log.join(format!("{n}.args"))) else {
+            break;
+        };
+        let stdin = std::fs::read_to_string(log.join(format!("{n}.stdin"))).unwrap_or_default();
+        calls.push((args.lines().map(str::to_string).collect(), stdin));
+    }
+    calls
+}

@@ -292,6 +292,13 @@ impl Project {
     pub(crate) fn run(&self, args: &[&str]) -> KernRun<'_> {
         KernRun::new(Some(self), self.path(), args)
     }
+
+    /// The shell line `line` (`sh -c`) in the project as a person's shell runs it with kern
+    /// installed: the kern under test first on PATH, the environment [`Project::run`] gives
+    /// kern. For the commands the README, the docs and kern itself print.
+    pub(crate) fn shell(&self, line: &str) -> KernRun<'_> {
+        KernRun::new(Some(self), self.path(), &[]).shell(line)
+    }
 }
 
 /// `kern` in `dir`, a folder outside any [`Project`] (an empty one, a repository `git init`
@@ -320,6 +327,8 @@ pub(crate) struct KernRun<'p> {
     cwd: Option<PathBuf>,
     stdin: Option<Vec<u8>>,
     wrapper: Vec<String>,
+    /// A shell line run with `sh -c` instead of kern itself ([`KernRun::shell`]).
+    shell: Option<String>,
 }
 
 impl<'p> KernRun<'p> {
@@ -335,6 +344,7 @@ impl<'p> KernRun<'p> {
             cwd: None,
             stdin: None,
             wrapper: Vec::new(),
+            shell: None,
         }
     }
 }
@@ -433,6 +443,29 @@ impl KernRun<'_> {
             .collect()
     }
 
+    /// This run as one shell line — `cd DIR && env -u REMOVED… NAME=VALUE… 'kern' ARGS…` — for
+    /// a terminal that runs it (tmux), so that kern there runs as this one would.
+    pub(crate) fn shell_words(&self) -> String {
+        let cmd = self.command();
+        let quote =
+            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', r"'\''"));
+        let mut words = vec![
+            format!("cd {} &&", quote(self.cwd().as_os_str())),
+            "env".to_string(),
+        ];
+        // env takes its options (-u) before the assignments.
+        let envs: Vec<_> = cmd.get_envs().collect();
+        for (k, _) in envs.iter().filter(|(_, v)| v.is_none()) {
+            words.push(format!("-u {}", k.to_string_lossy()));
+        }
+        for (k, v) in envs.iter().filter_map(|(k, v)| Some((k, (*v)?))) {
+            words.push(format!("{}={}", k.to_string_lossy(), quote(v)));
+        }
+        words.push(quote(cmd.get_program()));
+        words.extend(cmd.get_args().map(quote));
+        words.join(" ")
+    }
+
     /// Runs kern whatever its exit code, for a helper whose callers check [`Ran::code`]
     /// themselves (a table of commands, say); everywhere else, [`KernRun::expect`].
     pub(crate) fn any_exit(self) -> Ran {
@@ -463,6 +496,16 @@ impl KernRun<'_> {
         self
     }
 
+    /// Runs the shell line `line` with `sh -c` instead of kern, the kern under test first on
+    /// PATH (after [`KernRun::path_first`]'s folders) and this run's environment, so that a
+    /// `kern` the line runs runs as this one would: a README recipe, a printed command, a
+    /// script of the docs (`sh script` as `line`). Arguments given to the run are the line's
+    /// `$1`…
+    pub(crate) fn shell(mut self, line: &str) -> Self {
+        self.shell = Some(line.to_string());
+        self
+    }
+
     /// Runs kern from `dir` (a folder inside the repository, say) instead of the top folder.
     pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cwd = Some(dir.as_ref().to_path_buf());
@@ -471,13 +514,19 @@ impl KernRun<'_> {
 
     /// The command with everything set but stdout and stderr.
     fn command(&self) -> std::process::Command {
-        let mut cmd = match self.wrapper.split_first() {
-            Some((program, rest)) => {
+        let kern = crate::support::kern_bin();
+        let mut cmd = match (&self.shell, self.wrapper.split_first()) {
+            (None, None) => std::process::Command::new(&kern),
+            (None, Some((program, rest))) => {
                 let mut cmd = std::process::Command::new(program);
-                cmd.args(rest).arg(crate::support::kern_bin());
+                cmd.args(rest).arg(&kern);
                 cmd
             }
-            None => std::process::Command::new(crate::support::kern_bin()),
+            (Some(line), _) => {
+                let mut sh = std::process::Command::new("sh");
+                sh.args(["-c", line, "sh"]);
+                sh
+            }
         };
         cmd.current_dir(&self.dir);
         match self.project {
@@ -512,17 +561,31 @@ impl KernRun<'_> {
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
-        if !self.path_first.is_empty() {
-            let path = std::env::var_os("PATH").unwrap_or_default();
-            let mut paths = self.path_first.clone();
-            paths.extend(std::env::split_paths(&path));
-            cmd.env("PATH", std::env::join_paths(paths).unwrap());
+        let mut first = self.path_first.clone();
+        if self.shell.is_some()
+            && let Some(folder) = kern.parent()
+        {
+            first.push(folder.to_path_buf());
+        }
+        if !first.is_empty() {
+            let path = self
+                .env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| std::ffi::OsString::from(v))
+                .or_else(|| std::env::var_os("PATH"))
+                .unwrap_or_default();
+            first.extend(std::env::split_paths(&path));
+            cmd.env("PATH", std::env::join_paths(&first).unwrap());
         }
         for name in &self.env_remove {
             cmd.env_remove(name);
         }
         for (k, v) in &self.env {
-            cmd.env(k, v);
+            if k != "PATH" || first.is_empty() {
+                cmd.env(k, v);
+            }
         }
         cmd
     }
@@ -568,7 +631,10 @@ impl KernRun<'_> {
             stdout: String::from_utf8_lossy(&stdout).into_owned(),
             stderr: String::from_utf8_lossy(&stderr).into_owned(),
             elapsed: started.elapsed(),
-            command: format!("kern {}", self.args.join(" ")),
+            command: match &self.shell {
+                None => format!("kern {}", self.args.join(" ")),
+                Some(line) => format!("sh -c {line:?} {}", self.args.join(" ")),
+            },
             cwd: self.cwd().to_path_buf(),
         };
         if self.timeout.is_some() {
