@@ -401,22 +401,36 @@ fn sweep(parent: &Path) {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        let stale = match std::fs::read_to_string(path.join(OWNER)) {
-            Ok(owner) => {
-                let pid = owner.split_whitespace().next().and_then(|p| p.parse().ok());
-                pid.and_then(owner_of).as_deref() != Some(owner.trim())
-            }
-            Err(_) => entry
+        let owner = std::fs::read_to_string(path.join(OWNER)).ok();
+        let age = || {
+            entry
                 .metadata()
                 .and_then(|m| m.modified())
                 .ok()
                 .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > std::time::Duration::from_secs(3600)),
         };
-        if stale && std::fs::remove_dir_all(&path).is_err() {
+        if is_stale(owner.as_deref(), owner_of, age) && std::fs::remove_dir_all(&path).is_err() {
             make_removable(&path);
             let _ = std::fs::remove_dir_all(&path);
         }
+    }
+}
+
+/// Whether a session folder is another kern's that is gone (PURE but for the two lookups):
+/// its `owner` names a process that is not the same any more. A folder whose owner file is
+/// missing or still empty — a kern beside this one is making it right now — is stale only
+/// once it is an hour old.
+fn is_stale(
+    owner: Option<&str>,
+    owner_of: impl Fn(u32) -> Option<String>,
+    age: impl Fn() -> Option<std::time::Duration>,
+) -> bool {
+    match owner.map(str::trim).filter(|o| !o.is_empty()) {
+        Some(owner) => {
+            let pid = owner.split_whitespace().next().and_then(|p| p.parse().ok());
+            pid.and_then(owner_of).as_deref() != Some(owner)
+        }
+        None => age().is_some_and(|age| age > std::time::Duration::from_secs(3600)),
     }
 }
 
@@ -459,5 +473,38 @@ pub(crate) fn locate(
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(candidate),
         Ok(_) => Err(StartError::NotExecutable(program.to_path_buf())),
         Err(_) => Err(StartError::NotFound(program.to_path_buf())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_stale;
+    use std::time::Duration;
+
+    #[test]
+    fn a_session_folder_is_stale_only_when_its_kern_is_gone_or_it_is_old_and_ownerless() {
+        let alive = |pid: u32| (pid == 42).then(|| "42 1000".to_string());
+        let new = || Some(Duration::from_secs(1));
+        let old = || Some(Duration::from_secs(7200));
+        for (owner, age_is_old, stale) in [
+            (Some("42 1000"), false, false),
+            (Some("42 1000\n"), false, false),
+            // The same pid, another process (started later).
+            (Some("42 999"), false, true),
+            (Some("7 1000"), false, true),
+            // Being made by a kern beside this one: no owner yet, or an empty one.
+            (None, false, false),
+            (Some(""), false, false),
+            (Some("  \n"), false, false),
+            (None, true, true),
+            (Some(""), true, true),
+        ] {
+            let got = if age_is_old {
+                is_stale(owner, alive, old)
+            } else {
+                is_stale(owner, alive, new)
+            };
+            assert_eq!(got, stale, "{owner:?}, old: {age_is_old}");
+        }
     }
 }
