@@ -311,7 +311,8 @@ pub struct RunOptions {
     #[arg(long, env = "KERN_ALLOW_DIRTY")]
     pub allow_dirty: bool,
 
-    /// Do not run the pre-commit and commit-msg hooks (as `git commit --no-verify`).
+    /// Do not run the pre-commit and commit-msg hooks, nor with --remote the pre-push hook (as
+    /// `git commit --no-verify` and `git push --no-verify`).
     #[arg(long, env = "KERN_NO_VERIFY")]
     pub no_verify: bool,
 
@@ -422,8 +423,9 @@ pub enum Command {
         /// Print only the state folder path.
         #[arg(long)]
         dir: bool,
-        /// List the claims on the remote NAME (default `origin`): task, holder, expiry.
-        #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "origin", conflicts_with_all = ["json", "dir"])]
+        /// List the claims on the remote NAME (default `origin`): task, holder, expiry; with
+        /// --json as one JSON object.
+        #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "origin", conflicts_with = "dir")]
         remote: Option<String>,
     },
     /// Free a task's claim on the remote (`kern --remote`) by hand: another machine may take
@@ -458,7 +460,8 @@ pub enum Command {
         /// Print the report as Markdown, for a pull request or a chat.
         #[arg(long)]
         markdown: bool,
-        /// Also write the report as one self-contained HTML page with a timeline.
+        /// Write the report to FILE as one self-contained HTML page with a timeline, instead of
+        /// printing it (with --json or --markdown, besides printing that).
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
@@ -551,7 +554,7 @@ pub enum Command {
 /// The options every command accepts (`global = true`) that a subcommand ignores, by
 /// subcommand: hidden from that subcommand's `--help` (see [`command`]). Still accepted there,
 /// so a `KERN_*` variable or a habit (`kern status --agent codex`) never breaks it.
-const IGNORED_BY: &[(&str, &[&str])] = &[
+pub(crate) const IGNORED_BY: &[(&str, &[&str])] = &[
     (
         "status",
         &[
@@ -669,6 +672,93 @@ pub fn command() -> clap::Command {
         command = command.mut_subcommand(*name, |sub| sub.args(copies));
     }
     command
+}
+
+/// What a word typed where the count goes (`kern stauts`, `kern help`) meant: clap reads the
+/// first word that is not a subcommand as ITERATIONS and would answer "invalid value".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WordForCount {
+    /// `kern help [SUBCOMMAND]`: the help of kern, or of that subcommand.
+    Help(Option<String>),
+    /// Any other word: the usage error, with the nearest subcommand when one is near.
+    Unknown(String),
+}
+
+/// The word of `args` that clap's `error` refused as ITERATIONS, read as the person meant it
+/// (see [`WordForCount`]); `None` for any other error, and for a refused number (`kern 0`,
+/// `kern -5`), which clap's own message explains.
+pub fn word_for_count(error: &clap::Error, args: &[std::ffi::OsString]) -> Option<WordForCount> {
+    let command = command();
+    // Clap may stop at a later argument first (`kern statsu --json`): then the word is the one
+    // that, with only what comes before it, is refused as ITERATIONS.
+    let word = refused_count(error).or_else(|| {
+        (1..args.len())
+            .filter(|&i| args[i].to_str().is_some_and(|a| !a.starts_with('-')))
+            .find_map(|i| {
+                let error = command.clone().try_get_matches_from(&args[..=i]).err()?;
+                refused_count(&error)
+            })
+    })?;
+    if !word.chars().any(char::is_alphabetic) {
+        return None;
+    }
+    let listed = Cli::command();
+    let names: Vec<&str> = listed
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(clap::Command::get_name)
+        .collect();
+    let word = word.as_str();
+    if word == "help" {
+        let after = args
+            .iter()
+            .skip_while(|a| a.to_str() != Some("help"))
+            .nth(1)
+            .and_then(|a| a.to_str())
+            .filter(|a| names.contains(a))
+            .map(str::to_string);
+        return Some(WordForCount::Help(after));
+    }
+    // A typo (two edits, or a third of a long name) or the start of a name (`comp`).
+    let nearest = names
+        .iter()
+        .chain(std::iter::once(&"help"))
+        .map(|name| {
+            let started = word.len() >= 3 && name.starts_with(word);
+            let distance = if started {
+                0
+            } else {
+                strsim::damerau_levenshtein(word, name)
+            };
+            (distance, *name)
+        })
+        .filter(|(distance, name)| *distance <= 2.max(name.len() / 3))
+        .min();
+    Some(WordForCount::Unknown(match nearest {
+        Some((_, name)) => format!(
+            "`{word}` is not a command, nor a number of tasks — did you mean `kern {name}`?"
+        ),
+        None => format!(
+            "`{word}` is not a command, nor a number of tasks — the commands are {}; `kern --help` says what each does",
+            names.join(", ")
+        ),
+    }))
+}
+
+/// The value clap's `error` refused as ITERATIONS, if that is what it refused.
+fn refused_count(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    match (
+        error.get(ContextKind::InvalidArg),
+        error.get(ContextKind::InvalidValue),
+    ) {
+        (Some(ContextValue::String(arg)), Some(ContextValue::String(word)))
+            if arg == "[ITERATIONS]" =>
+        {
+            Some(word.clone())
+        }
+        _ => None,
+    }
 }
 
 /// Parses `90s`, `15m`, `1h`, `1h30m` or plain seconds.
@@ -893,6 +983,57 @@ mod tests {
             let err = Cli::try_parse_from(&argv).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{argv:?}");
         }
+    }
+
+    #[test]
+    fn a_word_where_the_count_goes_is_help_or_the_nearest_command() {
+        let read = |argv: &[&str]| {
+            let args: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+            let error = command().try_get_matches_from(&args).unwrap_err();
+            word_for_count(&error, &args)
+        };
+        let meant = |name: &str| {
+            format!("is not a command, nor a number of tasks — did you mean `kern {name}`?")
+        };
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (&["kern", "stauts"], Some("status")),
+            (&["kern", "statsu", "--json"], Some("status")),
+            (&["kern", "dcotor"], Some("doctor")),
+            (&["kern", "reprot"], Some("report")),
+            (&["kern", "-v", "inti"], Some("init")),
+            (&["kern", "compl"], Some("completions")),
+            (&["kern", "helo"], Some("help")),
+        ];
+        for (argv, name) in cases {
+            match read(argv) {
+                Some(WordForCount::Unknown(message)) => {
+                    assert!(
+                        message.ends_with(&meant(name.unwrap())),
+                        "{argv:?}: {message}"
+                    );
+                }
+                other => panic!("{argv:?}: {other:?}"),
+            }
+        }
+        match read(&["kern", "frobnicate"]) {
+            Some(WordForCount::Unknown(message)) => assert!(
+                message.starts_with("`frobnicate` is not a command, nor a number of tasks — the commands are status, release, report,"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(read(&["kern", "help"]), Some(WordForCount::Help(None)));
+        assert_eq!(
+            read(&["kern", "help", "status"]),
+            Some(WordForCount::Help(Some("status".into())))
+        );
+        assert_eq!(
+            read(&["kern", "help", "nope"]),
+            Some(WordForCount::Help(None))
+        );
+        // Numbers out of range and bad delays keep clap's own message.
+        assert_eq!(read(&["kern", "0"]), None);
+        assert_eq!(read(&["kern", "10", "soon"]), None);
     }
 
     #[test]

@@ -15,16 +15,21 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub const EXIT_OK: u8 = 0;
 /// Exit code: internal or I/O failure.
 pub const EXIT_FAILURE: u8 = 1;
-/// Exit code: usage error, invalid SPEC.md or template, dirty tree, unusable repository.
+/// Exit code: usage error, invalid SPEC.md (tasks whose After notes wait for each other
+/// among it) or template, dirty tree, unusable repository.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: another kern holds the lock for this project and branch.
 pub const EXIT_LOCKED: u8 = 3;
-/// Exit code: finished, but a task is blocked or the last task failed.
+/// Exit code: finished, but a task is blocked (the open tasks that wait on it named in the
+/// end line) or the last task failed.
 pub const EXIT_UNFINISHED: u8 = 4;
 /// Exit code: the agent needs the user (missing, not logged in, rejected its arguments).
 pub const EXIT_AGENT_NEEDS_USER: u8 = 5;
 /// Exit code: the `--max-cost` budget is spent.
 pub const EXIT_BUDGET: u8 = 6;
+
+/// How many changed paths [`Error::dirty_tree`] names before it counts the rest.
+pub const DIRTY_NAMED: usize = 10;
 
 /// Everything that can go wrong in kern.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +99,7 @@ pub enum Error {
         files.join(", ")
     )]
     DirtyTree {
-        /// The changed paths, relative to the work tree.
+        /// The changed paths, relative to the work tree (see [`Error::dirty_tree`]).
         files: Vec<String>,
     },
 
@@ -442,6 +447,14 @@ impl Error {
         }
     }
 
+    /// [`Error::DirtyTree`] for `paths`, naming the first [`DIRTY_NAMED`] of them and how many
+    /// more there are (a tree with thousands of changes stays one readable line).
+    pub fn dirty_tree(paths: &[PathBuf]) -> Error {
+        Error::DirtyTree {
+            files: dirty_names(paths),
+        }
+    }
+
     /// Wraps a libgit2 error with what kern was doing.
     pub fn git(context: impl Into<String>, source: git2::Error) -> Error {
         Error::Git {
@@ -449,6 +462,15 @@ impl Error {
             source,
         }
     }
+}
+
+/// The changed paths a message names: the first [`DIRTY_NAMED`], then `and N more`.
+pub(crate) fn dirty_names(paths: &[PathBuf]) -> Vec<String> {
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    vec![crate::text::some_of(&names, DIRTY_NAMED)]
 }
 
 /// The fix for a refused commit message: `--no-verify` skips `commit-msg` only.
@@ -480,6 +502,27 @@ mod tests {
         assert_eq!(signal_name(2), "SIGINT");
         assert_eq!(signal_name(15), "SIGTERM");
         assert_eq!(signal_name(9), "a signal");
+    }
+
+    #[test]
+    fn a_dirty_tree_names_ten_paths_and_counts_the_rest() {
+        let paths = |n: usize| -> Vec<PathBuf> {
+            (1..=n).map(|i| PathBuf::from(format!("f{i}"))).collect()
+        };
+        let cases = [
+            (1, "f1"),
+            (10, "f1, f2, f3, f4, f5, f6, f7, f8, f9, f10"),
+            (12, "f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, and 2 more"),
+        ];
+        for (n, listed) in cases {
+            assert_eq!(
+                Error::dirty_tree(&paths(n)).to_string(),
+                format!(
+                    "the work tree has uncommitted changes: {listed} — commit or stash them, or pass --allow-dirty to leave them out of kern's commits"
+                ),
+                "{n}"
+            );
+        }
     }
 
     #[test]

@@ -208,8 +208,9 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
         }
         Some(Command::Status {
             remote: Some(remote),
+            json,
             ..
-        }) => command::claims::status(settings, &remote),
+        }) => command::claims::status(settings, &remote, json),
         Some(Command::Status { json, dir, .. }) => status::run(settings, json, dir),
         Some(Command::Release { task, remote }) => {
             command::claims::release(settings, &task, &remote)
@@ -222,6 +223,8 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             let written = settings::config::write_starter(repo.top())?;
             if !settings.quiet {
                 eprintln!("kern: wrote {}", written.display());
+                let relative = written.strip_prefix(repo.top()).unwrap_or(&written);
+                eprintln!("{}", init::commit_advice(relative, 1));
             }
             Ok(())
         }
@@ -241,6 +244,15 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
                         spec.display()
                     ),
                     None => eprintln!("kern: wrote {}", names.join(", ")),
+                }
+                if prompts {
+                    eprintln!(
+                        "{}",
+                        init::commit_advice(
+                            std::path::Path::new(".kern/prompts"),
+                            crate::stage::Stage::ALL.len(),
+                        )
+                    );
                 }
             }
             Ok(())

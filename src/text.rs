@@ -5,6 +5,18 @@
 
 use std::time::Duration;
 
+/// The first `most` of `names`, joined with `, `, then `and N more` for the rest: a list of
+/// thousands stays one readable line.
+pub(crate) fn some_of(names: &[String], most: usize) -> String {
+    let mut shown: Vec<&str> = names.iter().take(most).map(String::as_str).collect();
+    let more = names.len().saturating_sub(most);
+    let rest = format!("and {more} more");
+    if more > 0 {
+        shown.push(&rest);
+    }
+    shown.join(", ")
+}
+
 /// `45s`, `2m`, `2m 03s`, `1h`, `1h 02m` (whole seconds, rounded down): short, and for a whole
 /// number of minutes or hours also a valid value of kern's duration options.
 pub(crate) fn duration(d: Duration) -> String {
@@ -173,6 +185,20 @@ pub(crate) fn slug(task: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn some_of_a_list_names_the_first_and_counts_the_rest() {
+        let names = |n: usize| -> Vec<String> { (1..=n).map(|i| format!("f{i}")).collect() };
+        let cases = [
+            (0, 2, ""),
+            (1, 2, "f1"),
+            (2, 2, "f1, f2"),
+            (3, 2, "f1, f2, and 1 more"),
+        ];
+        for (n, most, want) in cases {
+            assert_eq!(some_of(&names(n), most), want, "{n} {most}");
+        }
+    }
 
     #[test]
     fn durations() {

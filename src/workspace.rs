@@ -83,6 +83,7 @@ impl Workspace {
             own_files: vec![spec_path.clone(), learnings_path.clone()],
             hook_timeout: settings.hook_timeout,
             max_file_size: settings.max_file_size,
+            no_verify: settings.no_verify,
             ..GitOptions::default()
         });
         let state_dir = state_dir_of(settings, &repo)?;
@@ -124,6 +125,7 @@ impl Workspace {
             hook_timeout: settings.hook_timeout,
             max_file_size: settings.max_file_size,
             foreign_refs,
+            no_verify: settings.no_verify,
         });
         Ok(Workspace {
             repo,

@@ -1,5 +1,5 @@
-//! The claims of `kern --remote` by hand: `kern status --remote` lists them (task, holder,
-//! expiry), `kern release <task>` frees one, and the hidden `kern claim <key>` claims once
+//! The claims of `kern --remote` by hand: `kern status --remote [--json]` lists them (task,
+//! holder, expiry), `kern release <task>` frees one, and the hidden `kern claim <key>` claims once
 //! (the tests race two of it).
 //!
 //! Unlike `kern status`, these fetch: the remote's branch and claims land under
@@ -19,14 +19,45 @@ use crate::spec::{Quoted, TaskIdentity};
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
 
-/// `kern status --remote NAME`: the claims on the remote, one a line, on stdout.
-pub(crate) fn status(settings: &Settings, remote: &str) -> Result<()> {
-    let repo = Repository::discover(&settings.cwd)?;
-    repo.check_remote(remote)?;
-    repo.fetch_remote(remote, &repo.branch_name()?)?;
+/// `kern status --remote NAME [--json]`: the claims on the remote, one a line on stdout, or
+/// one JSON object (`{"remote", "claims": [{"key", "id", "host", "pid", "run", "attempt",
+/// "expires", "lapsed"}]}`; a claim kern did not write has only `key`, `id`, `kern: false` and
+/// `lapsed`). An error with --json is printed as `kern status --json` prints one.
+pub(crate) fn status(settings: &Settings, remote: &str, json: bool) -> Result<()> {
+    let claims = match fetch_claims(settings, remote) {
+        Ok(claims) => claims,
+        Err(e) => {
+            if json {
+                super::status::print_out(&format!("{}\n", super::status::error_json(&e)))?;
+            }
+            return Err(e);
+        }
+    };
     let now = Timestamp::now().epoch_seconds();
+    if json {
+        let listed: Vec<serde_json::Value> = claims
+            .iter()
+            .map(|(key, id, message)| match ClaimRecord::parse(message) {
+                Some(r) => serde_json::json!({
+                    "key": key,
+                    "id": id.to_string(),
+                    "task": r.task,
+                    "host": r.host,
+                    "pid": r.pid,
+                    "run": r.run,
+                    "attempt": r.attempt,
+                    "expires": Timestamp::from_epoch_seconds(r.expires).to_string(),
+                    "lapsed": r.expires <= now,
+                }),
+                None => serde_json::json!({
+                    "key": key, "id": id.to_string(), "kern": false, "lapsed": true,
+                }),
+            })
+            .collect();
+        let out = serde_json::json!({"remote": remote, "claims": listed});
+        return super::status::print_out(&format!("{out}\n"));
+    }
     let mut out = format!("claims on `{remote}` ({CLAIMS}):\n");
-    let claims = repo.fetched_claims(remote)?;
     if claims.is_empty() {
         out.push_str("  none\n");
     }
@@ -46,6 +77,14 @@ pub(crate) fn status(settings: &Settings, remote: &str) -> Result<()> {
         out.push_str(&crate::text::clean_lines(&line));
     }
     super::status::print_out(&out)
+}
+
+/// The claims on `remote`, fetched now: key, claim commit, its message.
+fn fetch_claims(settings: &Settings, remote: &str) -> Result<Vec<(String, git2::Oid, String)>> {
+    let repo = Repository::discover(&settings.cwd)?;
+    repo.check_remote(remote)?;
+    repo.fetch_remote(remote, &repo.branch_name()?)?;
+    repo.fetched_claims(remote)
 }
 
 /// `kern release TASK`: deletes the task's claim on the remote, expecting the claim fetched.

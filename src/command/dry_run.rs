@@ -6,7 +6,8 @@
 //!
 //! It shows the repository, project id, branch, state folder, the git preflight (identity,
 //! signing, an operation in progress, `index.lock`, filter drivers: what would stop the run's
-//! commit), lock holder, task counts, the task it would select and why, the resume point, and
+//! commit), lock holder, task counts, the task it would select and why (and, when it would start
+//! anew on uncommitted changes, that the run would stop there, naming them), the resume point, and
 //! for each stage that would run: the exact argv, the model, the tool policy and the prompt
 //! size — for the stage's own agent and, with `--fallback-agent`, for the agent it would move
 //! to at a usage limit; with `-v` the rendered prompts themselves. A `program:` agent it would
@@ -26,6 +27,7 @@ use crate::agent::{Agent, StageAgent};
 use crate::command::status;
 use crate::error::{Error, Result};
 use crate::pipeline::stage::plan::{PlanFiles, PlanFor, StagePlan, stages_left};
+use crate::pipeline::start::{StartTree, tree_at_start};
 use crate::settings::Settings;
 use crate::spec;
 use crate::state::resume::ResumePoint;
@@ -167,6 +169,21 @@ fn report_with_warnings(
         ws.spec_display, task.line, selection.reason
     );
     let _ = writeln!(out, "{}", status::fit_title(&line, &task.title, width));
+    if let StartTree::Dirty(paths) = tree_at_start(&ws, &doc, selection.task)? {
+        let _ = if settings.allow_dirty {
+            writeln!(
+                out,
+                "left out:   {} — uncommitted before the task, so never in kern's commits (--allow-dirty)",
+                crate::error::dirty_names(&paths).join(", ")
+            )
+        } else {
+            writeln!(
+                out,
+                "would stop: {} (exit 2, before any agent)",
+                Error::dirty_tree(&paths)
+            )
+        };
+    }
     let check = task
         .check_command()
         .map(str::to_string)

@@ -40,7 +40,7 @@ A task is a list item whose text starts with a box. The box is the task's state:
     [!]   blocked: kern gave up after repeated failed attempts, or the task waits on a
           decision of yours; read its notes, do what they say, and set the box back to [ ]
 Other tools' boxes are read too ([-] and [/] are left alone, [ ]* is optional and taken
-last): the README's table says how.
+last): docs/spec-format.md in kern's repository says how.
 
 kern takes the first pending task from the top, runs the agent on it (research, implement,
 review) and commits the result. A task with subtasks (task items indented under it) is done
@@ -57,7 +57,7 @@ Notes are blockquote lines inside a task. kern writes these itself:
     > **Review:**       with --review: the branch the task's commit waits on
 You may write these yourself:
     > **Check:** cargo test     a command that must pass before the task is committed
-    > **After:** <a title>      with -j: start this task only once that one is done
+    > **After:** <a title>      start this task only once that one is done
 
 kern changes only the boxes and its own notes, byte for byte. Edit anything else freely,
 even while kern runs. `kern -n` shows what the next run would do, and changes nothing.
@@ -164,6 +164,17 @@ pub(crate) fn run(top: &Path, spec: &Path, prompts: bool) -> Result<Written> {
     })
 }
 
+/// What to do with the `files` that `kern init --config` or `--prompts` wrote under `add`:
+/// commit them, because they are not kern's own files (as SPEC.md and LEARNINGS.md are) and a
+/// new task starts only on a clean tree — a run would stop on them (exit 2).
+pub(crate) fn commit_advice(add: &Path, files: usize) -> String {
+    format!(
+        "kern: commit {} before a run (`git add {} && git commit`): a new task starts only on a clean tree",
+        if files == 1 { "it" } else { "them" },
+        add.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +278,18 @@ mod tests {
                 assert_eq!(read(top.path().join(name)), "mine\n", "{name}");
             }
         }
+    }
+
+    #[test]
+    fn the_advice_names_what_to_add() {
+        assert_eq!(
+            commit_advice(Path::new(".kern/config.toml"), 1),
+            "kern: commit it before a run (`git add .kern/config.toml && git commit`): a new task starts only on a clean tree"
+        );
+        assert_eq!(
+            commit_advice(Path::new(".kern/prompts"), 3),
+            "kern: commit them before a run (`git add .kern/prompts && git commit`): a new task starts only on a clean tree"
+        );
     }
 
     #[test]

@@ -96,16 +96,34 @@ pub(crate) fn compute_with_spec(
         })
     });
     // The loop's own inference, read-only: stale files are named by the run, not removed here.
-    let (resume, start) = match &selection {
+    let (resume, start, next_stage) = match &selection {
         Some(sel) => {
             let identity = doc.identity(sel.task);
             let files = StageFiles::read(&ws.state_dir, &identity);
             let has_research = doc.tasks()[sel.task].research().is_some();
             let start = journal::load::<TaskStart>(&ws.state_dir.task_start())
                 .filter(|s| s.covers(&identity));
-            (Some(resume::infer(&files, has_research)), start)
+            let point = resume::infer(&files, has_research);
+            // The stage that runs next, as the run's plan has it: a level-0 task skips
+            // research, a task tested first has its tests step.
+            let level = next
+                .as_ref()
+                .and_then(|n| n["level"].as_u64())
+                .and_then(|l| u8::try_from(l).ok())
+                .unwrap_or(2);
+            let tests_step = crate::pipeline::tests_first::step_due(
+                &doc.tasks()[sel.task],
+                start.as_ref(),
+                &identity,
+                settings,
+            );
+            let next_stage =
+                crate::pipeline::stage::plan::stages_left(Some(&point), level, tests_step)
+                    .first()
+                    .map_or(point.name(), |s| s.name());
+            (Some(point), start, Some(next_stage))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let inspected = RunLock::inspect(&ws.repo.run_lock_path());
     let lock = inspected.as_ref().map(|(record, live)| {
@@ -126,7 +144,7 @@ pub(crate) fn compute_with_spec(
         "spec": ws.spec_display,
         "counts": counts,
         "next": next,
-        "resume": resume.as_ref().map(ResumePoint::name),
+        "resume": next_stage,
         "lock": lock,
         "running": running,
         "state_dir": ws.state_dir.dir().display().to_string(),
@@ -237,7 +255,7 @@ fn add_dialects(json: &mut Value, doc: &Document, file: &str, options: &spec::Se
 
 /// One diagnostic as JSON: message, file, line, column, fix.
 fn diagnostic_json(d: &Diagnostic, file: &str) -> Value {
-    json!({"message": d.message, "file": file, "line": d.line, "column": d.column, "fix": d.fix})
+    json!({"message": d.message_in(file), "file": file, "line": d.line, "column": d.column, "fix": d.fix_in(file)})
 }
 
 /// The JSON `kern status --json` prints for an error: `{"error": {message, file, line, column,

@@ -199,6 +199,18 @@ pub(crate) enum RunEvent {
         #[serde(default)]
         saved: Vec<String>,
     },
+    /// Commits were made on the run's branch during a stage that may make them (implement),
+    /// the agent's or the person's in the same work tree: kept in history, not part of the
+    /// task's commit, and no violation (DESIGN.md section 4).
+    BranchMoved {
+        /// The task whose stage saw it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// The stage.
+        stage: Stage,
+        /// One sentence: the commits (short id and subject) and the branch.
+        commits: Vec<String>,
+    },
     /// A ref that is not the run's (another worktree's branch, a remote-tracking ref, the
     /// stash, a tag) was moved back or deleted during a stage: not undone and not held against
     /// the task, its old tip kept (DESIGN.md section 4).

@@ -7,12 +7,19 @@
 //!   branch). Their history only moves forwards: the branch deleted or rewound, HEAD on another
 //!   branch or detached are put back, and what the agent made is kept under
 //!   `refs/kern/agent/<task>/<n>/`. The work tree is then put back to HEAD too (saved under the
-//!   same prefix first), and the stage counts as failed. The run's branch moving forwards (the
-//!   agent committed) is reported and kept.
+//!   same prefix first), and the stage counts as failed. The run's branch moving forwards (a
+//!   commit, the agent's or the person's in the same work tree) is kept and told once, with
+//!   each commit's subject: during implement that is no violation (kern cannot tell whose it
+//!   is); during a read-only stage, which may move no ref, it is one.
 //! - Every other ref is shared with the person and their tools (another worktree's commits,
 //!   an editor's fetch, a stash, a tag, a second kern): its creations and forward moves are no
 //!   finding; a rewind or deletion is named and its old tip kept under
 //!   `refs/kern/saved/<task>/<stage>-<n>/`, but never put back and never held against the task.
+//! - A `git stash` made in the run's work tree during the stage (new on top of `git stash
+//!   list`, based on HEAD) is a git write by the agent: its changes go back into the tree —
+//!   SPEC.md's `[~]` among them, so it never reads as a hand edit — the entry is kept under
+//!   `refs/kern/agent/<task>/<n>/stash` and taken out of the list; older stashes are never
+//!   touched. It is a violation, judged as any other (`repository/stash.rs`).
 //! - `.git` is audited: hooks outside the work tree, `config` and `info/exclude` are put back
 //!   when a stage changed them; the stage's versions are saved under `refs/kern/saved/`.
 //! - A read-only stage (research, review) must leave the work tree and the index as they
@@ -65,6 +72,10 @@ pub(super) struct Findings {
     pub shared: Vec<String>,
     /// Where their old tips are kept.
     pub shared_kept: Vec<String>,
+    /// Commits on the run's branch during a stage that may make them (implement), one
+    /// sentence: kept in history, told, never a violation — kern cannot tell the agent's from
+    /// the person's in the same work tree.
+    pub commits: Vec<String>,
 }
 
 impl Run<'_> {
@@ -144,6 +155,48 @@ pub(super) fn audit(
     let mut found = Findings::default();
     let slug = text::slug(title);
 
+    // A `git stash` made in the run's work tree during the stage: its changes go back into
+    // the tree before anything else looks at the tree or SPEC.md (see the module docs).
+    let stashes = ws.repo.stashes_since(before.refs.target("refs/stash"))?;
+    if !stashes.is_empty() {
+        let prefix = next_ref(&ws.repo, &format!("refs/kern/agent/{slug}/"))?;
+        let mut kept = Vec::new();
+        let mut left = Vec::new();
+        // Oldest first: a later stash holds what the tree had after the earlier one.
+        for (i, stash) in stashes.iter().rev().enumerate() {
+            let name = match i {
+                0 => format!("{prefix}/stash"),
+                n => format!("{prefix}/stash-{}", n + 1),
+            };
+            ws.repo
+                .set_ref(&name, *stash, "kern: kept a stash an agent made")?;
+            let back = ws.repo.unstash(*stash)?;
+            found.reverted.extend(
+                back.restored
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned()),
+            );
+            left.extend(back.left);
+            kept.push(name);
+        }
+        ws.repo.drop_newest_stashes(stashes.len())?;
+        spec.next_step();
+        let mut sentence = format!(
+            "{} stage ran `git stash`: its changes are put back in the tree; the stash is kept at `{}` and taken out of `git stash list`",
+            stage.name(),
+            kept.join("`, `")
+        );
+        if !left.is_empty() {
+            let names: Vec<String> = left.iter().map(|p| p.display().to_string()).collect();
+            sentence.push_str(&format!(
+                " ({} changed after the stash, so left as they are; the stash has the earlier version)",
+                text::some_of(&names, 10)
+            ));
+        }
+        found.violations.push(sentence);
+        found.saved.extend(kept);
+    }
+
     // History: the run's refs are put back when moved any way but forwards; a shared ref
     // moved back is kept and named, never put back (see the module docs).
     let refs_after = ws.repo.refs_snapshot()?;
@@ -174,11 +227,27 @@ pub(super) fn audit(
             .repo
             .restore_history(&before_refs, &format!("{prefix}/"))?;
         if repair.restored.is_empty() {
-            for m in moved {
-                found.violations.push(format!(
-                    "{} stage: {m} (history kept: it only moved forwards)",
+            // Only forwards: commits on the run's branch, the agent's or the person's in this
+            // work tree. Kept, and told once; a violation only where the stage is read-only.
+            let made = match refs_after.head_oid() {
+                Some(to) if Some(to) != before_refs.head_oid() => {
+                    ws.repo.commits_between(before_refs.head_oid(), to)?
+                }
+                _ => Vec::new(),
+            };
+            let sentence = if made.is_empty() {
+                format!(
+                    "{} during the {} stage — kept in history (it only moved forwards)",
+                    moved.join("; "),
                     stage.name()
-                ));
+                )
+            } else {
+                committed_sentence(&made, before_refs.head_target(), stage)
+            };
+            if stage.tools().is_read_only() {
+                found.violations.push(sentence);
+            } else {
+                found.commits.push(sentence);
             }
         } else {
             found.history_moved = true;
@@ -275,6 +344,25 @@ pub(super) fn audit(
     Ok(found)
 }
 
+/// One sentence for the commits `made` (short id, subject; oldest first) on `branch` (a full
+/// ref name; `None`: a detached HEAD) during `stage`.
+fn committed_sentence(made: &[(String, String)], branch: Option<&str>, stage: Stage) -> String {
+    let listed: Vec<String> = made
+        .iter()
+        .map(|(id, subject)| format!("{id} \"{}\"", text::strip_controls(subject)))
+        .collect();
+    let on = branch.map_or_else(
+        || "the detached HEAD".to_string(),
+        |b| format!("`{}`", b.trim_start_matches("refs/heads/")),
+    );
+    format!(
+        "{} {} committed on {on} during the {} stage — kept in history, not part of the task's commit",
+        text::some_of(&listed, 5),
+        if made.len() == 1 { "was" } else { "were" },
+        stage.name()
+    )
+}
+
 /// Saves `paths` of the work tree under `git_ref` (a commit saying `message`), then puts
 /// exactly those paths back to HEAD: set aside, never destroyed. SPEC.md may have been among
 /// them, so the shared view reads it again.
@@ -314,6 +402,38 @@ fn next_ref(repo: &Repository, prefix: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commits_on_the_branch_read_as_one_sentence() {
+        let made = |n: usize| -> Vec<(String, String)> {
+            (1..=n)
+                .map(|i| (format!("abc000{i}"), format!("Commit {i}")))
+                .collect()
+        };
+        let cases = [
+            (
+                made(1),
+                Some("refs/heads/main"),
+                Stage::Implement,
+                "abc0001 \"Commit 1\" was committed on `main` during the implement stage — kept in history, not part of the task's commit",
+            ),
+            (
+                made(2),
+                None,
+                Stage::Research,
+                "abc0001 \"Commit 1\", abc0002 \"Commit 2\" were committed on the detached HEAD during the research stage — kept in history, not part of the task's commit",
+            ),
+            (
+                made(7),
+                Some("refs/heads/feature/x"),
+                Stage::Implement,
+                "abc0001 \"Commit 1\", abc0002 \"Commit 2\", abc0003 \"Commit 3\", abc0004 \"Commit 4\", abc0005 \"Commit 5\", and 2 more were committed on `feature/x` during the implement stage — kept in history, not part of the task's commit",
+            ),
+        ];
+        for (made, branch, stage, want) in cases {
+            assert_eq!(committed_sentence(&made, branch, stage), want);
+        }
+    }
     use crate::cli::Cli;
     use crate::settings::Settings;
     use clap::Parser;

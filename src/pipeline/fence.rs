@@ -121,6 +121,17 @@ fn fence(settings: &Settings, place: &Place, who: Who) -> Option<Fence> {
             AgentKind::Program | AgentKind::None => (Vec::new(), None, Vec::new()),
         };
     let old_state_root = settings.old_state_root.clone();
+    // A `program:` agent may be the scripted agent, which keeps the books of a scenario inside
+    // the work tree in its stage's state folder: that one folder of it is writable (the run
+    // makes it before the stage, `pipeline::stage::attempt`).
+    let mut write = s.write.clone();
+    if who
+        == (Who::Agent {
+            kind: AgentKind::Program,
+        })
+    {
+        write.push(place.state_dir.join(crate::scripted_agent::BOOKS_FOLDER));
+    }
     let mut session_paths = s.session_paths.clone();
     session_paths.extend(sandbox::session::temp_sessions());
     let input = FenceInput {
@@ -135,7 +146,7 @@ fn fence(settings: &Settings, place: &Place, who: Who) -> Option<Fence> {
         state_dir: &place.state_dir,
         old_state_root: &old_state_root,
         hide: &s.hide,
-        write: &s.write,
+        write: &write,
         allow_hosts: &s.allow_hosts,
         pass_env: &s.pass_env,
         agent_urls: &agent_urls,

@@ -53,7 +53,7 @@ pub(crate) mod schedule;
 mod scope;
 mod shared;
 pub(crate) mod stage;
-mod start;
+pub(crate) mod start;
 pub(crate) mod teller;
 pub(crate) mod tests_first;
 mod verify;
@@ -441,9 +441,10 @@ impl Run<'_> {
                 .clear_iteration_files(self.teller.run_id())?;
             match end {
                 IterationEnd::NothingLeft => {
+                    let ended = self.nothing_left()?;
                     let mut books = self.ledger.books();
                     books.summary.iterations = index - 1;
-                    books.summary.ended = "nothing left to do".into();
+                    books.summary.ended = ended;
                     return Ok(());
                 }
                 IterationEnd::Skipped => idle += 1,
@@ -477,6 +478,22 @@ impl Run<'_> {
         }
         self.ledger.books().summary.ended = all_ran(total);
         Ok(())
+    }
+
+    /// How a run that found nothing to take ends: "nothing left to do", or — when open tasks
+    /// wait through After notes on a blocked task — that every open task waits, naming each
+    /// and the fix (the blocked task makes the exit code 4).
+    pub(super) fn nothing_left(&mut self) -> Result<String> {
+        let doc = self.spec.reload()?;
+        let waiting = spec::waiting_on_blocked(&doc, &self.ws.spec_display);
+        Ok(if waiting.is_empty() {
+            "nothing left to do".into()
+        } else {
+            format!(
+                "every open task waits: {} — unblock what they wait for (set it back to [ ] once you did what its note asks), or remove the After notes",
+                waiting.join("; ")
+            )
+        })
     }
 
     /// Runs `--check` once before any agent when the run starts a new task on the commit it

@@ -4,15 +4,71 @@
 //! The decision a reader must know: a new task starts only on a clean tree — the person's
 //! changed files stop the run (exit 2) unless `--allow-dirty`, and then they are remembered as
 //! the person's for the whole run and left out of every commit kern makes. Files kern itself left
-//! out of a commit (secrets, too large) never block a start.
+//! out of a commit (secrets, too large) never block a start. `kern -n` and `kern doctor` ask
+//! the same rule ([`tree_at_start`]) so that they name the paths before a night stops on them.
 
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
 use crate::spec::TestsFirst;
 use crate::spec::{Document, TaskState};
-use crate::state::journal::{self, TaskStart};
-use std::path::PathBuf;
+use crate::state::journal::{self, LeftOut, TaskStart};
+use crate::workspace::Workspace;
+use std::path::{Path, PathBuf};
+
+/// True when taking `task` starts it anew (the clean-tree rule applies), false when it
+/// resumes: it is in progress, or part of a chain that is.
+pub(crate) fn starts_new(doc: &Document, task: usize) -> bool {
+    let chain_started = doc
+        .ancestors(task)
+        .iter()
+        .any(|&a| doc.tasks()[a].state == TaskState::InProgress);
+    doc.tasks()[task].state == TaskState::Pending && !chain_started
+}
+
+/// The person's changed paths in `ws`'s tree that a new task does not start on: what differs
+/// from HEAD, less kern's own files and the files kern left out of its commits (`left_out`).
+pub(crate) fn dirty_for_start(ws: &Workspace, left_out: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let own = ws.own_files();
+    let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+    Ok(ws
+        .repo
+        .dirty_files(&own)?
+        .into_iter()
+        .filter(|p| !left_out.contains(p))
+        .collect())
+}
+
+/// The tree the next start of a task would meet ([`tree_at_start`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StartTree {
+    /// The task resumes (it, or its chain, is in progress): a dirty tree is normal.
+    Resumes,
+    /// The task starts anew on a clean tree.
+    Clean,
+    /// The task starts anew on these changed paths of the person's: the run stops there
+    /// (exit 2) unless `--allow-dirty`, which leaves them out of every kern commit.
+    Dirty(Vec<PathBuf>),
+}
+
+/// What starting `task` would meet now, for `kern -n` and `kern doctor` (reads only): the rule
+/// [`Run::task_start`] applies, with the files kern left out of its commits as the state folder
+/// records them.
+pub(crate) fn tree_at_start(ws: &Workspace, doc: &Document, task: usize) -> Result<StartTree> {
+    let identity = doc.identity(task);
+    let resumes =
+        journal::load::<TaskStart>(&ws.state_dir.task_start()).is_some_and(|s| s.covers(&identity));
+    if resumes || !starts_new(doc, task) {
+        return Ok(StartTree::Resumes);
+    }
+    let left_out: LeftOut = journal::load(&ws.state_dir.left_out()).unwrap_or_default();
+    let dirty = dirty_for_start(ws, &left_out.paths)?;
+    Ok(if dirty.is_empty() {
+        StartTree::Clean
+    } else {
+        StartTree::Dirty(dirty)
+    })
+}
 
 impl Run<'_> {
     /// The task's start record: reused when it belongs to this task (or the decomposed task
@@ -24,31 +80,13 @@ impl Run<'_> {
             self.remember_persons(&start.excluded);
             return Ok(start);
         }
-        let chain_started = doc
-            .ancestors(task)
-            .iter()
-            .any(|&a| doc.tasks()[a].state == TaskState::InProgress);
-        let is_new = doc.tasks()[task].state == TaskState::Pending && !chain_started;
         let mut excluded = Vec::new();
-        if is_new {
-            let own = self.ws.own_files();
-            let own: Vec<&std::path::Path> = own.iter().map(PathBuf::as_path).collect();
+        if starts_new(doc, task) {
             // Files kern left out of a commit (secrets, too large) never block a start; the
             // person's own dirty paths always count, however often kern has left them out.
-            let dirty: Vec<PathBuf> = self
-                .ws
-                .repo
-                .dirty_files(&own)?
-                .into_iter()
-                .filter(|p| !self.left_out.paths.contains(p))
-                .collect();
+            let dirty = dirty_for_start(self.ws, &self.left_out.paths)?;
             if !dirty.is_empty() && !self.settings.allow_dirty {
-                return Err(Error::DirtyTree {
-                    files: dirty
-                        .iter()
-                        .map(|p| p.to_string_lossy().into_owned())
-                        .collect(),
-                });
+                return Err(Error::dirty_tree(&dirty));
             }
             let new: Vec<String> = dirty
                 .iter()

@@ -147,6 +147,7 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
             ))
         }],
         RunEvent::SharedRef { moved, .. } => moved.iter().map(|m| Warn(m.clone())).collect(),
+        RunEvent::BranchMoved { commits, .. } => commits.iter().map(|c| Warn(c.clone())).collect(),
         RunEvent::Violation { violations, .. } => violations
             .iter()
             .map(|v| Warn(format!("violation: {v}")))

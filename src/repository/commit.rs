@@ -19,6 +19,7 @@ use git2::{ErrorCode, Index, IndexEntry, Oid, Signature, Tree};
 
 use super::Repository;
 use super::hooks::{HookRun, hook_present};
+use super::message::Cleanup;
 use super::signing::Signer;
 use super::snapshot::Stamp;
 use super::staging::Staging;
@@ -89,6 +90,7 @@ impl Repository {
         // Read once: opening the config costs more than the rest of a small commit.
         let config = self.config_snapshot()?;
         let signer = Signer::from_config(&config, &ident(&committer))?;
+        let cleanup = Cleanup::of(&config);
         let exclude: Vec<PathBuf> = req
             .exclude
             .iter()
@@ -131,8 +133,13 @@ impl Repository {
             return Ok(nothing(staging, notes));
         }
 
-        let mut message = git2::message_prettify(req.message, None)
-            .map_err(|e| restore(Error::git("cleaning the commit message", e)))?;
+        // As git: whitespace before the hooks (unless verbatim), the person's cleanup after.
+        let first = if cleanup == Cleanup::Verbatim {
+            Cleanup::Verbatim
+        } else {
+            Cleanup::Whitespace
+        };
+        let mut message = first.clean(req.message).map_err(restore)?;
         let hooks = self.hooks_dir();
         if !req.no_verify {
             let tree = self.pre_commit(
@@ -173,6 +180,7 @@ impl Repository {
                 )
                 .map_err(restore)?;
         }
+        message = cleanup.clean(&message).map_err(restore)?;
         if message.trim().is_empty() {
             return Err(restore(Error::Repository(
                 "the commit message is empty — nothing was committed".into(),
@@ -370,15 +378,7 @@ impl Repository {
     /// Writes the index (waiting out a briefly held `index.lock`) and its tree.
     fn write_tree(&self, index: &mut Index, notify: Option<&dyn Fn(&str)>) -> Result<Oid> {
         let timed = super::Timed::start("commit.write_index");
-        if let Err(e) = index.write() {
-            if e.code() != ErrorCode::Locked {
-                return Err(self.index_error("writing the index", e));
-            }
-            self.wait_for_index_lock(notify)?;
-            index
-                .write()
-                .map_err(|e| self.index_error("writing the index", e))?;
-        }
+        self.write_index(index, "writing the index", notify)?;
         drop(timed);
         let _timed = super::Timed::start("commit.write_tree");
         index
@@ -430,7 +430,7 @@ impl Repository {
         let committer = self.committer()?;
         let config = self.config_snapshot()?;
         let signer = Signer::from_config(&config, &ident(&committer))?;
-        let message = git2::message_prettify(message, None).map_err(git)?;
+        let message = Cleanup::of(&config).clean(message)?;
         let tree = self.repo.find_tree(tree).map_err(git)?;
         let parent = self.repo.find_commit(parent).map_err(git)?;
         let Some(signer) = signer else {

@@ -88,6 +88,31 @@ impl Repository {
         taken
     }
 
+    /// The commits from `from` (excluded; `None`: from the root) up to `to`, oldest first,
+    /// each as its short id and subject: what was committed on a branch that moved forwards.
+    pub fn commits_between(
+        &self,
+        from: Option<git2::Oid>,
+        to: git2::Oid,
+    ) -> Result<Vec<(String, String)>> {
+        let walk = || -> std::result::Result<Vec<(String, String)>, git2::Error> {
+            let mut walk = self.repo.revwalk()?;
+            walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)?;
+            walk.push(to)?;
+            if let Some(from) = from {
+                walk.hide(from)?;
+            }
+            walk.map(|oid| {
+                let commit = self.repo.find_commit(oid?)?;
+                let subject = String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default())
+                    .into_owned();
+                Ok((short(commit.id()), subject))
+            })
+            .collect()
+        };
+        walk().map_err(|e| Error::git("listing the commits a stage made", e))
+    }
+
     /// Whose each ref is during a stage that began at `before` (see [`super::Ownership`]).
     pub fn ownership(&self, before: &RefsSnapshot) -> super::Ownership {
         super::Ownership::new(before.head_target(), &self.foreign_refs.forwards)

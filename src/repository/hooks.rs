@@ -153,8 +153,8 @@ impl Repository {
 
     /// Runs a message hook (`prepare-commit-msg`, `commit-msg`) on `message`, written to
     /// `COMMIT_EDITMSG` where git puts it and where hooks such as commitlint expect it, and
-    /// returns the message as the hook left it (cleaned as `git commit -m` cleans it). A
-    /// refusal is [`Error::CommitMessageRefused`].
+    /// returns the message as the hook left it (the commit cleans it once, after the hooks, as
+    /// git does: `message.rs`). A refusal is [`Error::CommitMessageRefused`].
     pub(super) fn message_hook(
         &self,
         dir: &Path,
@@ -178,9 +178,7 @@ impl Repository {
             });
         }
         let edited = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let edited = String::from_utf8_lossy(&edited);
-        git2::message_prettify(edited.as_ref(), None)
-            .map_err(|e| Error::git("cleaning the commit message", e))
+        Ok(String::from_utf8_lossy(&edited).into_owned())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Everything git, through libgit2: the repository (opened as git would: `open.rs`), its HEAD
 //! and state, what is dirty, and git's own `index.lock`. Commits (staging, hooks, filters, signing), prompt context, ref
-//! and work-tree snapshots, kern's own files and the preflight live in the sub-modules, one
-//! concept each.
+//! and work-tree snapshots, kern's own files, an agent's stash and the preflight live in the
+//! sub-modules, one concept each.
 //!
 //! The one decision a reader must know: every local read and write goes through `git2`, so kern's
 //! behaviour does not depend on the installed git, its version, its aliases or its pager; the
@@ -28,6 +28,7 @@ mod hooks;
 mod identity;
 mod index_entries;
 mod memory;
+mod message;
 mod open;
 mod own_files;
 mod preflight;
@@ -40,6 +41,7 @@ mod signing;
 mod snapshot;
 mod spill;
 mod staging;
+mod stash;
 mod status;
 mod status_ask;
 mod timing;
@@ -93,6 +95,8 @@ pub struct GitOptions {
     /// view: the run's branch, `refs/kern/`, the other tasks' branches): left out of
     /// the refs snapshots (`RefsSnapshot`), so the audit neither reports nor puts them back.
     pub foreign_refs: RefFilter,
+    /// `--no-verify`: the person's hooks around a commit and a push do not run.
+    pub no_verify: bool,
 }
 
 impl Default for GitOptions {
@@ -102,6 +106,7 @@ impl Default for GitOptions {
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             foreign_refs: RefFilter::default(),
+            no_verify: false,
         }
     }
 }
@@ -151,6 +156,7 @@ pub struct Repository {
     top: PathBuf,
     own: OwnFiles,
     hook_timeout: Duration,
+    no_verify: bool,
     max_file_size: u64,
     foreign_refs: RefFilter,
     /// `recent_commits` by (HEAD, count, budget, excluded paths): see context.rs.
@@ -199,8 +205,14 @@ impl Repository {
     pub fn set_options(&mut self, options: GitOptions) {
         self.own = OwnFiles::new(own_files::relative_paths(&self.top, &options.own_files));
         self.hook_timeout = options.hook_timeout;
+        self.no_verify = options.no_verify;
         self.max_file_size = options.max_file_size;
         self.foreign_refs = options.foreign_refs;
+    }
+
+    /// True when the repository keeps its refs in the reftable format (read through git).
+    pub fn uses_reftable(&self) -> bool {
+        self.repo.config().is_ok_and(|c| reftable::is_reftable(&c))
     }
 
     /// The top folder of the work tree (canonical, no trailing slash).
@@ -387,6 +399,25 @@ impl Repository {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(())
+    }
+
+    /// Writes `index` to disk, waiting out an `index.lock` held for a moment by someone else
+    /// (an editor's background `git status`) as the commit does ([`Self::wait_for_index_lock`],
+    /// telling `notify`); `what` names the step in an error. Every index kern writes in the
+    /// work tree goes through here.
+    pub(crate) fn write_index(
+        &self,
+        index: &mut git2::Index,
+        what: &str,
+        notify: Option<&dyn Fn(&str)>,
+    ) -> Result<()> {
+        match index.write() {
+            Err(e) if e.code() == git2::ErrorCode::Locked => {
+                self.wait_for_index_lock(notify)?;
+                index.write().map_err(|e| self.index_error(what, e))
+            }
+            other => other.map_err(|e| self.index_error(what, e)),
+        }
     }
 
     /// Deals with an `index.lock` found when taking over the lock of a dead kern run that

@@ -138,6 +138,7 @@ impl Repository {
             top,
             own: OwnFiles::default(),
             hook_timeout: options.hook_timeout,
+            no_verify: options.no_verify,
             max_file_size: options.max_file_size,
             foreign_refs: options.foreign_refs,
             recent_commits_cache: RefCell::new(None),

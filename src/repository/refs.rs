@@ -69,6 +69,11 @@ impl RefsSnapshot {
         self.head_oid
     }
 
+    /// The commit the direct ref `name` points to, none when it does not exist.
+    pub fn target(&self, name: &str) -> Option<git2::Oid> {
+        self.refs.get(name).and_then(|t| super::parse_oid(t).ok())
+    }
+
     /// The branch HEAD names (`refs/heads/main`), none when detached.
     pub fn head_target(&self) -> Option<&str> {
         self.head_target.as_deref()

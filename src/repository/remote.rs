@@ -9,6 +9,9 @@
 //! `--force-with-lease` (which a concurrent fetch silently voids). libgit2's push cannot state
 //! an old value, so this is the one place kern runs `git` itself. The remote's refs are fetched
 //! under `refs/kern/remote/<name>/` (never `refs/remotes/`: an agent's audit counts those).
+//! A push that carries work to a branch runs the person's `pre-push` hook as `git push` runs
+//! it (unless `--no-verify`), bounded by `--hook-timeout`; a hook that says no is a refusal,
+//! like a remote's. Pushes of kern's own refs alone (claims, work in progress) skip it.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,6 +20,10 @@ use git2::Oid;
 
 use super::Repository;
 use crate::error::{Error, Result};
+use crate::supervisor::probe::{self, Probe};
+
+/// How a refusal by this clone's own `pre-push` hook starts ([`Pushed::Refused`]).
+pub(crate) const PRE_PUSH_DECLINED: &str = "this clone's pre-push hook declined";
 
 /// Where the claims live on the remote.
 pub(crate) const CLAIMS: &str = "refs/kern/claims/";
@@ -164,12 +171,11 @@ impl Repository {
     /// Pushes `updates` to `remote` all or nothing, each only when the remote has it at its
     /// expected value (see the module docs).
     pub(crate) fn push_expecting(&self, remote: &str, updates: &[RefUpdate]) -> Result<Pushed> {
-        let mut args: Vec<String> = vec![
-            "push".into(),
-            "--porcelain".into(),
-            "--atomic".into(),
-            "--no-verify".into(),
-        ];
+        let verify = runs_pre_push(updates, self.no_verify);
+        let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--atomic".into()];
+        if !verify {
+            args.push("--no-verify".into());
+        }
         for u in updates {
             let expected = match u.expected {
                 Expected::Absent => String::new(),
@@ -187,11 +193,40 @@ impl Repository {
             }
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = self.git_output(&args)?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        match push_verdict(&stdout, out.status.success()) {
+        if !verify {
+            let out = self.git_output(&args)?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            return match push_verdict(&stdout, out.status.success()) {
+                Some(pushed) => Ok(pushed),
+                None => Err(remote_error(remote, "pushing", &out.stderr)),
+            };
+        }
+        // git runs the pre-push hook: bounded as kern bounds every hook (`--hook-timeout`).
+        let mut stdout = tempfile::tempfile().map_err(|e| Error::io("a temporary file", e))?;
+        let mut probe = Probe::new("git", args, &self.top, self.hook_timeout);
+        probe.env = vec![
+            ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+            ("LC_ALL".into(), "C".into()),
+        ];
+        probe.stdout = Some(
+            stdout
+                .try_clone()
+                .map_err(|e| Error::io("a temporary file", e))?,
+        );
+        let ran = probe::run(probe).map_err(|e| Error::io(Path::new("git"), e))?;
+        let porcelain = probe::read_tail(&mut stdout, 1 << 20);
+        let hook = self.hooks_dir().join("pre-push");
+        match push_verdict(&porcelain, ran.end.success()) {
             Some(pushed) => Ok(pushed),
-            None => Err(remote_error(remote, "pushing", &out.stderr)),
+            // git stopped before the remote: the hook said no (or ran out of time).
+            None if is_executable(&hook) && !ran.output.contains("fatal:") => {
+                Ok(Pushed::Refused(format!(
+                    "{PRE_PUSH_DECLINED} ({}): {}",
+                    ran.end.describe(),
+                    hook_words(&ran.output)
+                )))
+            }
+            None => Err(remote_error(remote, "pushing", ran.output.as_bytes())),
         }
     }
 
@@ -216,6 +251,41 @@ impl Repository {
             .output()
             .map_err(|e| Error::io(Path::new("git"), e))
     }
+}
+
+/// True when a push of `updates` runs the person's `pre-push` hook, as `git push` would: it
+/// carries work to a branch (`refs/heads/…`), and `--no-verify` is off. A push of kern's own
+/// refs alone (claims, work in progress, the ledger) is kern's bookkeeping, not the person's
+/// push, and skips it.
+fn runs_pre_push(updates: &[RefUpdate], no_verify: bool) -> bool {
+    !no_verify && updates.iter().any(|u| u.name.starts_with("refs/heads/"))
+}
+
+/// The hook's own words from git's output, without git's closing `error: failed to push`.
+fn hook_words(output: &str) -> String {
+    let words: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("error: failed to push"))
+        .collect();
+    if words.is_empty() {
+        "it printed nothing".to_string()
+    } else {
+        words
+            .iter()
+            .rev()
+            .take(3)
+            .rev()
+            .copied()
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// True for an executable file (a hook git would run).
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Where the remote's `branch` is fetched to.
@@ -273,6 +343,37 @@ fn push_verdict(porcelain: &str, success: bool) -> Option<Pushed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pre_push_hook_runs_for_work_pushed_to_a_branch_only() {
+        let update = |name: &str| RefUpdate {
+            name: name.into(),
+            new: None,
+            expected: Expected::Any,
+        };
+        let cases = [
+            (
+                vec![update("refs/heads/master"), update(CLAIMS)],
+                false,
+                true,
+            ),
+            (vec![update("refs/heads/kern/a")], false, true),
+            (vec![update("refs/heads/master")], true, false),
+            (vec![update("refs/kern/claims/a")], false, false),
+            (vec![update("refs/kern/work/a")], false, false),
+        ];
+        for (updates, no_verify, runs) in cases {
+            assert_eq!(runs_pre_push(&updates, no_verify), runs, "{updates:?}");
+        }
+        assert_eq!(
+            hook_words("tests failed\nerror: failed to push some refs to 'x'\n"),
+            "tests failed"
+        );
+        assert_eq!(
+            hook_words("error: failed to push some refs\n"),
+            "it printed nothing"
+        );
+    }
 
     #[test]
     fn a_push_is_done_stale_or_refused_by_its_status_lines() {

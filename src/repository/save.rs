@@ -8,7 +8,8 @@
 //! the person's index, stash or branches. Its parent is HEAD, so `git diff <ref>^ <ref>` shows
 //! exactly what was set aside. Paths are bytes end to end: a name that is not UTF-8 is saved
 //! and restored like any other. Blobs are written from the files directly (no clean filter):
-//! what is saved is the bytes that were in the work tree.
+//! what is saved is the bytes that were in the work tree. Putting the paths back writes the
+//! person's index, so it waits out an `index.lock` held for a moment, as the commit does.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -113,9 +114,7 @@ impl Repository {
                 }
             }
         }
-        index
-            .write()
-            .map_err(|e| Error::git("writing the index", e))
+        self.write_index(&mut index, "writing the index", None)
     }
 
     /// Writes the work tree's `rel` as `item` (a blob of `whence`) has it: its bytes, its mode,
@@ -195,6 +194,22 @@ impl Repository {
             .reference(refname, oid, true, message)
             .map(|_| ())
             .map_err(|e| Error::git(format!("writing `{refname}`"), e))
+    }
+
+    /// Deletes the refs `names` that exist (kern's own bookkeeping refs); a missing one is fine.
+    pub fn delete_refs(&self, names: &[String]) -> Result<()> {
+        for name in names {
+            if let Ok(mut r) = self.repo.find_reference(name) {
+                r.delete()
+                    .map_err(|e| Error::git(format!("deleting `{name}`"), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The commit the ref `name` points to, `None` when there is no such ref.
+    pub fn ref_target(&self, name: &str) -> Option<Oid> {
+        self.repo.refname_to_id(name).ok()
     }
 
     /// The blob of a work-tree path (mode and id), `None` when it is gone or a folder.

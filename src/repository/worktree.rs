@@ -277,7 +277,7 @@ impl Repository {
                 }
                 let _ = index.remove_path(Path::new(p.as_str()));
             }
-            index.write().map_err(git)?;
+            self.write_index(&mut index, "writing the index", None)?;
         }
         Ok(true)
     }

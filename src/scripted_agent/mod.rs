@@ -15,7 +15,7 @@ mod scenario;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
@@ -53,9 +53,13 @@ pub(crate) fn run(scenario_path: &Path) -> Result<()> {
         .map_err(|e| Error::io("<stdin>", e))?;
 
     let (key, runs) = scenario.plan(&task, stage);
-    let n = next_count(scenario_path, &key)?;
+    let books = books_for(
+        &cwd.join(scenario_path),
+        std::env::var_os("KERN_STATE_DIR").as_deref().map(Path::new),
+    )?;
+    let n = next_count(&books, &key)?;
     let run = runs.and_then(|r| r.nth(n)).cloned().unwrap_or_default();
-    log_call(scenario_path, &key, n, stage, &task, &cwd, &prompt)?;
+    log_call(&books, &key, n, stage, &task, &cwd, &prompt)?;
 
     let context = Context {
         stage,
@@ -70,13 +74,45 @@ pub(crate) fn run(scenario_path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Reads, increments and atomically rewrites the invocation count of `key`; returns the count
-/// before this invocation. Agents running side by side (`-j`) take turns through a lock file
-/// beside the counts.
-fn next_count(scenario_path: &Path, key: &str) -> Result<u64> {
+/// The folder under a stage's state folder where the books of a scenario inside a work tree
+/// are kept (the one folder of its state folder kern's fence lets a `program:` agent write).
+pub(crate) const BOOKS_FOLDER: &str = "scripted-agent";
+
+/// Where the books (the counts and the call log) of the scenario at `scenario` (absolute) are
+/// kept, as a path whose extension is replaced (`scenario.counts.json`,
+/// `scenario.calls.jsonl`): beside the scenario, unless a git work tree holds it — a scenario
+/// committed with the project — and then in `state_dir/scripted-agent/` (`KERN_STATE_DIR`),
+/// so that the agent never changes a tree by counting (a read-only stage would be a
+/// violation). Without a state folder such a scenario cannot be run.
+fn books_for(scenario: &Path, state_dir: Option<&Path>) -> Result<PathBuf> {
+    let in_tree = scenario
+        .ancestors()
+        .skip(1)
+        .any(|dir| fs::symlink_metadata(dir.join(".git")).is_ok());
+    if !in_tree {
+        return Ok(scenario.to_path_buf());
+    }
+    let name = scenario.file_name().unwrap_or(scenario.as_os_str());
+    match state_dir {
+        Some(dir) => {
+            let books = dir.join(BOOKS_FOLDER);
+            fs::create_dir_all(&books).map_err(|e| Error::io(&books, e))?;
+            Ok(books.join(name))
+        }
+        None => Err(Error::Usage(format!(
+            "`{}` is inside a git work tree and KERN_STATE_DIR is not set, so the scripted agent has nowhere to count its runs but the tree — run it under kern (--agent program:<path>), which sets KERN_STATE_DIR",
+            scenario.display()
+        ))),
+    }
+}
+
+/// Reads, increments and atomically rewrites the invocation count of `key` in the books at
+/// `books` ([`books_for`]); returns the count before this invocation. Agents running side by
+/// side (`-j`) take turns through a lock file beside the counts.
+fn next_count(books: &Path, key: &str) -> Result<u64> {
     use fs2::FileExt;
-    let path = scenario_path.with_extension("counts.json");
-    let lock_path = scenario_path.with_extension("counts.lock");
+    let path = books.with_extension("counts.json");
+    let lock_path = books.with_extension("counts.lock");
     let lock = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -105,7 +141,7 @@ fn next_count(scenario_path: &Path, key: &str) -> Result<u64> {
 }
 
 fn log_call(
-    scenario_path: &Path,
+    books: &Path,
     key: &str,
     n: u64,
     stage: Stage,
@@ -113,7 +149,7 @@ fn log_call(
     cwd: &Path,
     prompt: &[u8],
 ) -> Result<()> {
-    let path = scenario_path.with_extension("calls.jsonl");
+    let path = books.with_extension("calls.jsonl");
     let env = |name: &str| std::env::var(name).ok();
     let line = json!({
         "n": n,
@@ -141,6 +177,38 @@ mod tests {
     use super::*;
     use serde_json::Value;
     use std::path::PathBuf;
+
+    #[test]
+    fn the_books_go_beside_a_scenario_outside_any_work_tree_else_into_the_state_folder() {
+        let outside = tempfile::tempdir().unwrap();
+        let scenario = outside.path().join("scenario.json");
+        assert_eq!(books_for(&scenario, None).unwrap(), scenario);
+        let state = outside.path().join("state");
+        let repo = outside.path().join("repo");
+        fs::create_dir_all(repo.join(".git")).unwrap();
+        for inside in [repo.join("scenario.json"), repo.join("agents/s.json")] {
+            let books = books_for(&inside, Some(&state)).unwrap();
+            assert_eq!(
+                books,
+                state.join(BOOKS_FOLDER).join(inside.file_name().unwrap())
+            );
+            assert!(state.join(BOOKS_FOLDER).is_dir());
+            let error = books_for(&inside, None).unwrap_err();
+            assert_eq!(error.exit_code(), 2);
+            assert!(
+                error.to_string().contains("KERN_STATE_DIR is not set"),
+                "{error}"
+            );
+        }
+        // A linked worktree's `.git` is a file.
+        let linked = outside.path().join("linked");
+        fs::create_dir_all(&linked).unwrap();
+        fs::write(linked.join(".git"), "gitdir: elsewhere\n").unwrap();
+        assert_ne!(
+            books_for(&linked.join("s.json"), Some(&state)).unwrap(),
+            linked.join("s.json")
+        );
+    }
 
     #[test]
     fn slugs_are_file_name_safe() {

@@ -14,6 +14,8 @@
 //!   takes it only after `=`; followed by a separate number or value (`--pace 80`) it is exit 2
 //!   with the fix (`--pace=80`), checked on argv before clap reads it, since clap would take
 //!   the `80` as the next argument (the iterations) without a word.
+//! - A word where the count goes is read as the person meant it (`cli::word_for_count`):
+//!   `kern help [SUBCOMMAND]` is help, `kern stauts` is exit 2 naming the nearest command.
 //! - Where each setting came from ([`Origin`]) is kept for `kern -n` and `kern doctor`.
 
 use std::ffi::OsString;
@@ -21,8 +23,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, CommandFactory, FromArgMatches, parser::ValueSource};
 
-use crate::cli::Cli;
 pub(crate) use crate::cli::Origin;
+use crate::cli::{Cli, WordForCount};
 use crate::error::{Error, Result};
 
 /// The settings file, relative to the work tree's top.
@@ -50,10 +52,25 @@ pub(crate) fn command_line(args: Vec<OsString>, cwd: &Path) -> Result<Cli> {
     if let Some(message) = value_after_a_space(&command, &args) {
         return Err(Error::Usage(message));
     }
-    let matches = command
-        .clone()
-        .try_get_matches_from(&args)
-        .unwrap_or_else(|e| e.exit());
+    let matches = match command.clone().try_get_matches_from(&args) {
+        Ok(matches) => matches,
+        Err(e) => match crate::cli::word_for_count(&e, &args) {
+            Some(WordForCount::Unknown(message)) => return Err(Error::Usage(message)),
+            Some(WordForCount::Help(sub)) => {
+                let help: Vec<&str> = std::iter::once("kern")
+                    .chain(sub.as_deref())
+                    .chain(std::iter::once("--help"))
+                    .collect();
+                command
+                    .clone()
+                    .try_get_matches_from(help)
+                    .err()
+                    .unwrap_or(e)
+                    .exit()
+            }
+            None => e.exit(),
+        },
+    };
     let file = find(cwd);
     let entries = match &file {
         Some(path) => read(path)?,

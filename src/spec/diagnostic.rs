@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+/// Stands for the task list's file name inside a message or a fix (`{FILE}:12` renders as
+/// `SPEC.md:12`): validation does not know the name the person gave the file.
+pub(crate) const FILE: &str = "\u{e000}";
+
 /// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -47,13 +51,25 @@ impl Diagnostic {
         };
         let mut out = format!(
             "{path}:{}:{}: {level}{}",
-            self.line, self.column, self.message
+            self.line,
+            self.column,
+            self.message_in(path)
         );
         if !self.fix.is_empty() {
             out.push_str(" — ");
-            out.push_str(&self.fix);
+            out.push_str(&self.fix_in(path));
         }
         out
+    }
+
+    /// The message, with the file named `path` where it refers to a line.
+    pub fn message_in(&self, path: &str) -> String {
+        self.message.replace(FILE, path)
+    }
+
+    /// The fix, with the file named `path` where it refers to a line.
+    pub fn fix_in(&self, path: &str) -> String {
+        self.fix.replace(FILE, path)
     }
 
     /// True for an error.

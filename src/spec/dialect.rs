@@ -189,6 +189,8 @@ const DEFER_WORDS: &[&str] = &[
     "out of scope",
     "waiting",
     "later",
+    "future",
+    "someday",
     "on hold",
     "postponed",
     "wontfix",
@@ -200,10 +202,19 @@ const DEFER_WORDS: &[&str] = &[
 /// waiting (DESIGN.md section 2): such a task is listed, never taken. Said as a label that
 /// starts the title (`BLOCKED: needs the API key`, `Later: …`), a bracketed or parenthesised
 /// word (`(deferred)`, `[later]`, `(waiting on design)`), or the segment after a dash at the end
-/// (`— SKIPPED (requires credentials)`, `- out of scope for v1`). The same words elsewhere in a
-/// title (`Handle blocked users`, `Retry the skipped tasks`) are ordinary text.
+/// (`— SKIPPED (requires credentials)`, `- out of scope for v1`). `Someday` says it as the
+/// title's first or last word too (`Someday port it to Windows`, `Offline sync, someday`). The
+/// same words elsewhere in a title (`Handle blocked users`, `Retry the skipped tasks`, `Add the
+/// futures API`) are ordinary text.
 pub(crate) fn title_defers(title: &str) -> bool {
     let lower = title.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.first() == Some(&"someday") || words.last() == Some(&"someday") {
+        return true;
+    }
     let says = |segment: &str| {
         let segment = segment.trim_start();
         DEFER_WORDS.iter().any(|w| {
@@ -286,8 +297,11 @@ pub(crate) fn label_is_legend(text: &str) -> bool {
 /// (`Acceptance criteria`, `Success criteria`, `Definition of done`, `Done when`, with or
 /// without a trailing colon and emphasis): the checkbox list under it is criteria, not tasks.
 pub(crate) fn names_criteria(text: &str) -> bool {
+    // A number or an emoji before the name (`9. Acceptance Criteria`, `🎯 Success Criteria`)
+    // is the heading's decoration, not its name.
     let t = text
         .trim()
+        .trim_start_matches(|c: char| !c.is_alphabetic())
         .trim_matches(['*', '_'])
         .trim_end_matches(['*', '_'])
         .trim_end_matches(':')
@@ -449,6 +463,15 @@ mod tests {
             ("Write docs (on hold)", true),
             ("Search (blocked by the index task)", true),
             ("Add caching - postponed", true),
+            ("Dark mode (future)", true),
+            ("Future: plugins", true),
+            ("Someday: plugins", true),
+            ("Someday port it to Windows", true),
+            ("Offline sync, someday", true),
+            ("Rewrite in Rust (someday)", true),
+            ("Add the futures API", false),
+            ("Plan for the future of the API", false),
+            ("Add a someday/maybe list", false),
             ("Handle blocked users", false),
             ("Show SKIPPED tests in the report", false),
             ("Retry the skipped tasks", false),
@@ -459,6 +482,25 @@ mod tests {
         ];
         for (title, defers) in cases {
             assert_eq!(title_defers(title), *defers, "{title:?}");
+        }
+    }
+
+    #[test]
+    fn headings_and_labels_that_name_criteria() {
+        let cases: &[(&str, bool)] = &[
+            ("Acceptance criteria", true),
+            ("**Acceptance criteria:**", true),
+            ("Definition of done", true),
+            ("9. Acceptance Criteria", true),
+            ("2) Definition of Done", true),
+            ("1.2 Success criteria", true),
+            ("\u{1f3af} Success Criteria", true),
+            ("\u{2705} Done when:", true),
+            ("Acceptance tests for the parser", false),
+            ("9. Add login", false),
+        ];
+        for (text, names) in cases {
+            assert_eq!(names_criteria(text), *names, "{text:?}");
         }
     }
 

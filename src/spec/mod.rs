@@ -14,13 +14,15 @@
 //! layout), `grep` (how a `grep` must-have reads a file), `must` (the person's
 //! must-haves), `document` (the [`Document`] of [`Task`]s and
 //! its queries), `parse` (text -> document: the pulldown-cmark walk; `parse/item.rs` reads an
-//! item's notes and free text), `validate` (errors and
-//! warnings), `select` (the next task and why), `plan` (what an edit will splice and must
-//! show), `verify` (the re-parse check), `append` (new tasks at the end of the file: `kern
-//! import`), `sanitise` (agent text made safe to splice), `edit`
-//! (the splices of an edit), `changes` (what changed between two readings, one sentence each)
-//! and `file` (reading and atomically writing SPEC.md without losing a concurrent hand edit).
+//! item's notes and free text), `after` (the After notes as waits: a ring of them, and what
+//! waits on a blocked task), `validate` (errors and warnings), `select` (the next task and
+//! why), `plan` (what an edit will splice and must show), `verify` (the re-parse check),
+//! `append` (new tasks at the end of the file: `kern import`), `sanitise` (agent text made
+//! safe to splice), `edit` (the splices of an edit), `changes` (what changed between two
+//! readings, one sentence each) and `file` (reading and atomically writing SPEC.md without
+//! losing a concurrent hand edit).
 
+mod after;
 mod append;
 mod changes;
 mod diagnostic;
@@ -41,6 +43,7 @@ mod select;
 mod validate;
 mod verify;
 
+pub(crate) use after::waiting_on_blocked;
 pub(crate) use append::NewTask;
 pub(crate) use changes::changes;
 pub(crate) use diagnostic::{Diagnostic, Severity};

@@ -38,8 +38,8 @@ pub enum NoteKind {
     Blocked,
     /// `> **Check:** <command>`, written by a person: this task's own check command.
     Check,
-    /// `> **After:** <title>`, written by a person: with parallel tasks (`-j`), this task waits
-    /// until the task of that title is done.
+    /// `> **After:** <title>`, written by a person: this task waits until the task of that
+    /// title is done (`after.rs` reads the waits).
     After,
     /// `> **Review:** kern/<task>`, written by kern with `--review`: the task's commit waits on
     /// that branch for `kern accept` or `kern reject`. It stays as the record afterwards.

@@ -178,7 +178,7 @@ pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<Stri
         } else if t.deferred && super::dialect::title_is_example(&t.title) {
             "it is an example (its title says so): replace it with a task of your own".into()
         } else if t.deferred {
-            "its title says it waits (deferred, skipped, blocked, later or out of scope)".into()
+            "its title says it waits (deferred, skipped, blocked, later, future, someday or out of scope)".into()
         } else if let Some(&a) = doc.ancestors(i).iter().rev().find(|&&a| {
             let p = &tasks[a];
             p.deferred || !p.kind.is_kerns() || p.state == TaskState::Blocked || {
@@ -207,7 +207,21 @@ pub(crate) fn why_not_taken(doc: &Document, options: &SelectOptions) -> Vec<Stri
                 .filter(|a| options.parked.iter().any(|p| p == a))
                 .collect();
             if parked.is_empty() {
-                format!("its After note waits for {}", t.after().join(", "))
+                // A blocked task it waits for is named so: it will not end by itself.
+                let named: Vec<String> = t
+                    .after()
+                    .into_iter()
+                    .map(|a| {
+                        match tasks
+                            .iter()
+                            .find(|o| o.title == a && o.state == TaskState::Blocked)
+                        {
+                            Some(b) => format!("{a} (line {}, blocked [!])", b.line),
+                            None => a.to_string(),
+                        }
+                    })
+                    .collect();
+                format!("its After note waits for {}", named.join(", "))
             } else {
                 format!(
                     "its After note waits for {}, parked for review: its work lands with `kern accept`",
@@ -370,7 +384,7 @@ mod tests {
             (
                 "- [ ] Pay (deferred)\n",
                 &[
-                    "line 1 `Pay (deferred)`: its title says it waits (deferred, skipped, blocked, later or out of scope)",
+                    "line 1 `Pay (deferred)`: its title says it waits (deferred, skipped, blocked, later, future, someday or out of scope)",
                 ],
             ),
             (
@@ -385,7 +399,14 @@ mod tests {
             ),
             (
                 "- [ ] api\n  > **After:** schema\n- [!] schema\n",
-                &["line 1 `api`: its After note waits for schema"],
+                &["line 1 `api`: its After note waits for schema (line 3, blocked [!])"],
+            ),
+            (
+                "- [ ] api\n  > **After:** schema\n- [ ] schema\n  > **After:** api\n",
+                &[
+                    "line 1 `api`: its After note waits for schema",
+                    "line 3 `schema`: its After note waits for api",
+                ],
             ),
         ];
         for (text, expected) in cases {

@@ -3,9 +3,8 @@
 //!
 //! The one decision a reader must know: validation never changes the document and never
 //! guesses. Errors are the near misses of kern's own boxes found by the parser (`[]`, `[ x]`),
-//! an empty task title, and more than one in-progress chain (all `[~]` tasks kern may take must
-//! lie on one path from a top-level task down; a gap such as `[~] A › [ ] B › [~] C` is still
-//! one chain). Warnings: other tools' one-character boxes (`[P]`, `[?]`: the item is left
+//! an empty task title, a must-have kern cannot read, and tasks that wait for each other through
+//! After notes (`after.rs`). Warnings: other tools' one-character boxes (`[P]`, `[?]`: the item is left
 //! alone), and a done task with unfinished subtasks (the person may have meant it, and
 //! selection skips the subtree anyway). Tasks held elsewhere (`[-]`, `[/]`) and sections a
 //! heading closed are never errors. Lines that look like tasks but are not list items are
@@ -102,6 +101,8 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
             });
         }
     }
+    // Tasks that wait for each other through After notes: none of them can ever start.
+    out.extend(super::after::ring_diagnostics(doc));
     // Several tasks in progress are fine: parallel tasks (`-j`) leave one chain each, and a
     // run killed in the middle must not find its own file refused. kern resumes them in
     // document order.

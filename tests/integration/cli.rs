@@ -1,4 +1,5 @@
-//! The command line: what parses, what is refused (exit 2 with clap's message), the help
+//! The command line: what parses, what is refused (exit 2 with clap's message, or for a word
+//! where the count goes, the commands), the help
 //! text's defaults and examples, and the exit codes that no other test file owns.
 
 use crate::support::{kern_in, project};
@@ -9,7 +10,10 @@ use project::Project;
 fn invalid_iterations_delay_or_flag_exit_2_with_clap_message() {
     let dir = tempfile::tempdir().unwrap();
     for (args, needle) in [
-        (vec!["abc"], "invalid value 'abc' for '[ITERATIONS]'"),
+        (
+            vec!["abc"],
+            "`abc` is not a command, nor a number of tasks — the commands are status,",
+        ),
         (vec!["10", "-5"], "unexpected argument '-5'"),
         (vec!["--frobnicate"], "unexpected argument '--frobnicate'"),
         (vec!["10", "soon"], "`soon` is not a duration"),

@@ -121,6 +121,7 @@ fn init_config_writes_a_commented_starter_once_and_it_changes_nothing() {
     assert!(text.contains("# stage-timeout = \"60m\""), "{text}");
     assert!(text.contains("# check = \"cargo test\""), "{text}");
     assert!(!text.contains("dry-run"), "one-offs stay out: {text}");
+    p.commit_all("kern settings"); // as `kern init --config` says: a run needs a clean tree
     let out = p.run(&["-n"]).expect(0).stdout;
     assert!(!out.contains("config.toml"), "all commented out: {out}");
     p.run(&["init", "--config"])

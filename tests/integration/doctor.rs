@@ -162,12 +162,14 @@ fn everything_in_place_passes_every_check_and_exits_0() {
         "✓ git repository: `{top}/.git`\n\
          ✓ work tree: `{top}`\n\
          ✓ git operation: no merge, rebase or other operation in progress\n\
+         ✓ git: not on PATH — nothing here needs it (only --remote and reftable refs do)\n\
          ✓ git identity: Test Person <test@example.com>\n\
          ✓ commit signing: off (`commit.gpgsign` is not set)\n\
          ✓ git index: no `index.lock`, not a sparse index\n\
          ✓ filter drivers: none named in .gitattributes\n\
          ✓ SPEC.md: 1 pending, 0 in progress, 1 done, 0 blocked\n\
          ✓ prompt templates: built in\n\
+         ✓ clean tree: no uncommitted changes\n\
          ✓ agent: `claude` 2.1.197 (Claude Code) (`{bin}/claude`)\n\
          ✓ agent login: logged in (claude.ai, `claude auth status`)\n\
          ✓ sandbox: kern's fence works here (user, mount, network and PID namespaces, {landlock}, network list): writes only in the work tree, secrets hidden, only the allowed hosts reachable\n\
@@ -403,6 +405,7 @@ fn a_program_agent_must_exist_and_be_executable() {
     );
 
     p.write("agent.sh", "#!/bin/sh\n");
+    p.commit_all("the agent, not executable");
     let (code, err) = doctor(&p, &bin, "program:./agent.sh");
     assert_eq!(code, Some(5), "{err}");
     let path = format!("{}/./agent.sh", top(&p));
@@ -565,6 +568,7 @@ fn a_broken_prompt_override_is_named_with_file_and_line() {
         ".kern/prompts/2_implement.md",
         "---\nmodel: opus\n---\nDo {TASK}.\nSee {DIF}.\n",
     );
+    p.commit_all("a prompt override");
     let bin = Bin::new();
     bin.claude(true);
     let (code, err) = doctor(&p, &bin, "claude");
@@ -583,6 +587,7 @@ fn a_broken_prompt_override_is_named_with_file_and_line() {
         ".kern/prompts/2_implement.md",
         "---\nmodel: opus\n---\nDo {TASK}.\n",
     );
+    p.commit_all("the override fixed");
     let (code, err) = doctor(&p, &bin, "claude");
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(

@@ -670,7 +670,12 @@ fn the_dry_run_prints_each_stages_fence_and_that_it_can_be_made_here() {
     let top = p.path().canonicalize().unwrap();
     for line in [
         "  fence:   kern, network list".to_string(),
-        format!("    writable:  {} and a private TMPDIR", top.display()),
+        // A `program:` agent may be the scripted agent: its books' folder in the state folder.
+        format!(
+            "    writable:  {}, {}/scripted-agent and a private TMPDIR",
+            top.display(),
+            p.state_dir().display()
+        ),
         format!("    read-only: {}/.git", top.display()),
         "    hidden:    ~/.ssh".to_string(),
         "    hosts:     registry.npmjs.org".to_string(),

@@ -98,7 +98,8 @@ fn init_with_prompts_and_a_spec_path_writes_all_six() {
         &["init", "--prompts", "--spec", "docs/TODO.md"],
         0,
         "kern: wrote docs/TODO.md, docs/LEARNINGS.md, .kern/prompts/1_research.md, \
-         .kern/prompts/2_tests.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n",
+         .kern/prompts/2_tests.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md\n\
+         kern: commit them before a run (`git add .kern/prompts && git commit`): a new task starts only on a clean tree\n",
     );
     let names: Vec<String> = files(repo.path()).into_iter().map(|(n, _)| n).collect();
     assert_eq!(

@@ -39,6 +39,7 @@ mod remote;
 mod repository;
 mod rough_edges;
 mod scripted_agent;
+mod second_round;
 mod shared_repository;
 mod soak;
 mod spec_dialects;

@@ -206,30 +206,37 @@ fn unfenced_checkout_b_by_the_agent_puts_head_back_on_the_runs_branch() {
 }
 
 #[test]
-fn unfenced_stash_by_the_agent_stays_listed_and_the_task_is_done_after_it() {
-    // `refs/stash` is shared with the person (DESIGN.md section 4): kern cannot tell whose
-    // stash it is, so it is never taken away. The work the agent stashed is in `git stash
-    // list`; `git stash -u` took kern's own `[~]` with it, which kern reads as the task set
-    // back by hand: it follows, begins the task again and commits the next attempt.
+fn unfenced_stash_by_the_agent_goes_back_into_the_tree_and_the_task_is_done_on_its_first_attempt() {
+    // A stash made in the run's own work tree during the stage is the agent's git write
+    // (DESIGN.md section 4; issue 43): its changes, kern's own `[~]` among them, go back into
+    // the tree, so the task is not read as set back by hand; the stash is kept under
+    // `refs/kern/agent/…` and taken out of `git stash list`, and it is a violation.
     let p = Project::new("- [ ] Alpha\n");
     p.scenario(&json!({"default": {
         "implement": [
             {"write": {"out/alpha.txt": "stashed\n"}, "shell": ["git stash -q -u"]},
-            {"write": {"out/alpha.txt": "kept\n"}}
+            {"write": {"out/alpha.txt": "second attempt\n"}}
         ],
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
     let err = p.run(&["3", "0", "--sandbox=off"]).expect(0).stderr;
-    let stashes = p.git(&["stash", "list"]);
-    assert_eq!(stashes.lines().count(), 1, "{stashes}\n{err}");
+    assert_eq!(p.git(&["stash", "list"]), "", "{err}");
     assert_eq!(
-        p.git(&["show", "stash@{0}^3:out/alpha.txt"]),
+        p.git(&["show", "refs/kern/agent/alpha/1/stash^3:out/alpha.txt"]),
         "stashed\n",
         "the stashed work is whole"
     );
-    assert!(!err.contains("violation"), "{err}");
+    assert!(
+        err.contains("violation: implement stage ran `git stash`"),
+        "{err}"
+    );
     assert_eq!(p.log(), vec!["Add alpha", "initial"]);
-    assert_eq!(p.read("out/alpha.txt"), "kept\n");
+    assert_eq!(
+        p.read("out/alpha.txt"),
+        "stashed\n",
+        "the first attempt's work"
+    );
+    assert_eq!(p.prompts("implement").len(), 1, "no second attempt: {err}");
     let head_commit = p.git(&["show", "--stat", "HEAD"]);
     assert!(
         head_commit.contains("out/alpha.txt"),

@@ -284,7 +284,7 @@ fn research_that_writes_is_reverted_and_recorded() {
 /// Without kern's fence (`--sandbox off`; inside it `.git` is read-only and the commit fails,
 /// `fence.rs`), the audit after the stage is the guarantee.
 #[test]
-fn unfenced_an_implement_that_commits_is_a_violation_and_history_is_kept() {
+fn unfenced_implement_that_commits_keeps_its_commit_in_history_and_says_so_once() {
     let p = Project::new("- [ ] Commit-happy\n");
     let mut s = working_agent();
     s["default"]["implement"] = json!({
@@ -295,15 +295,23 @@ fn unfenced_an_implement_that_commits_is_a_violation_and_history_is_kept() {
     p.scenario(&s);
     let out = p.run(&["1", "0", "--sandbox=off"]).expect(0);
     let err = &out.stderr;
-    assert!(err.contains("violation"), "{err}");
+    // kern cannot tell the agent's commit from the person's in this work tree: it is told
+    // once, with its subject, and is no violation (issue 43).
+    assert!(!err.contains("violation"), "{err}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains("\"agent commit\""))
+            .count(),
+        1,
+        "{err}"
+    );
     let log = p.log();
     assert_eq!(
         log[..2],
         ["Add commit-happy", "agent commit"],
         "agent commit kept, kern's on top: {log:?}"
     );
-    let runlog = std::fs::read_to_string(p.state_dir().join("run.jsonl")).unwrap();
-    assert!(runlog.contains("moved"), "{runlog}");
+    assert_eq!(p.run_events("branch_moved").len(), 1);
 }
 
 #[test]

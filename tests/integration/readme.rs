@@ -73,7 +73,8 @@ enum How {
     CargoTest,
     /// `cargo test --test integration -- A B`: part of this run; each named module must exist.
     TestTargets,
-    /// `cargo install --path .`: not run; the package and its binary are checked.
+    /// `cargo install --locked --path .`: not run; the package, its binary and the lock that
+    /// lets it reuse the demo's build are checked.
     CargoInstall,
     /// `kern doctor`: run with a fake, logged-in `claude`.
     Doctor,
@@ -102,6 +103,10 @@ enum How {
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
     /// are executable, the criterion bench is declared.
     Bench,
+    /// The first night without an account (docs/scripted-agent.md): run in order on a project.
+    ScriptedNight,
+    /// The first night with Codex: run with a fake, logged-in `codex` on PATH.
+    CodexNight,
 }
 
 /// Every command the README may show, exactly as written (trailing comment removed).
@@ -112,7 +117,7 @@ const KNOWN: &[(&str, How)] = &[
         "cargo test --test integration -- real_agent real_claude real_codex real_two_agents",
         How::TestTargets,
     ),
-    ("cargo install --path .", How::CargoInstall),
+    ("cargo install --locked --path .", How::CargoInstall),
     ("kern doctor", How::Doctor),
     ("kern init", How::Daily),
     ("kern -n", How::Daily),
@@ -174,6 +179,8 @@ const KNOWN: &[(&str, How)] = &[
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
+    ("kern doctor --agent codex", How::CodexNight),
+    ("kern 10 30 --agent codex", How::CodexNight),
     ("kern import github --label kern -n", How::Tracker),
     ("kern import github --label kern", How::Tracker),
     ("kern 10 30 --tracker github", How::Tracker),
@@ -201,6 +208,24 @@ const KNOWN: &[(&str, How)] = &[
     ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
     ("benches/remote", How::Bench),
     ("benches/fence", How::Bench),
+    (
+        r"printf '#!/bin/sh\nexec kern scripted-agent .kern/scenario.json\n' > .kern/agent.sh",
+        How::ScriptedNight,
+    ),
+    ("chmod +x .kern/agent.sh", How::ScriptedNight),
+    (
+        "git add .kern && git commit -m \"A scripted agent for a night without an account\"",
+        How::ScriptedNight,
+    ),
+    (
+        "kern doctor --agent program:.kern/agent.sh",
+        How::ScriptedNight,
+    ),
+    ("kern -n --agent program:.kern/agent.sh", How::ScriptedNight),
+    (
+        "kern 10 30 --agent program:.kern/agent.sh",
+        How::ScriptedNight,
+    ),
 ];
 
 /// The commands of every shell block (```sh, ```shell, ```console), block by block. A ```bash
@@ -400,7 +425,17 @@ fn test_targets_named_in_the_readme_exist() {
 
 #[test]
 fn cargo_install_path_installs_a_binary_named_kern() {
-    assert_eq!(commands(How::CargoInstall), ["cargo install --path ."]);
+    // `--locked`: without it cargo resolves the dependencies anew, to newer versions than
+    // Cargo.lock's, and compiles every one a second time after the demo's build.
+    assert_eq!(
+        commands(How::CargoInstall),
+        ["cargo install --locked --path ."]
+    );
+    assert!(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("Cargo.lock")
+            .is_file()
+    );
     let package = CARGO_TOML
         .split("\n[")
         .next()
@@ -585,7 +620,7 @@ fn kern_doctor_passes_in_a_ready_project() {
     let err = &out.stderr;
     assert_eq!(
         err.lines().filter(|l| l.starts_with("✓ ")).count(),
-        15,
+        17,
         "{err}"
     );
     assert!(err.contains("✓ sandbox: kern's fence works here"), "{err}");
@@ -976,7 +1011,14 @@ fn inline_kern_commands_parse_with_the_real_command_line() {
         let kern_part = command.split('|').next().unwrap_or(command);
         let words: Vec<&str> = kern_part.split_whitespace().collect();
         if let Err(e) = kern::cli::Cli::try_parse_from(&words) {
-            panic!("README.md shows `{command}`, which kern rejects: {e}");
+            // `kern help status` is read before clap's verdict, as kern reads it.
+            let args: Vec<std::ffi::OsString> = words.iter().map(Into::into).collect();
+            if !matches!(
+                kern::cli::word_for_count(&e, &args),
+                Some(kern::cli::WordForCount::Help(_))
+            ) {
+                panic!("README.md shows `{command}`, which kern rejects: {e}");
+            }
         }
     }
 }
@@ -1223,6 +1265,12 @@ fn fake_codex(p: &Project) -> PathBuf {
     }
     let script = format!(
         "#!/bin/sh\nout=''\nfor a in \"$@\"; do\n  case \"$a\" in\n{cases}  esac\ndone\ncat > /dev/null\ncase \"$out\" in *stage2*) echo 'by codex' > codex.txt ;; esac\ncat \"$out\"\n"
+    );
+    // What `kern doctor` asks: the version, and the login (on stderr, as codex-cli 0.169.0).
+    let script = script.replacen(
+        "#!/bin/sh\n",
+        "#!/bin/sh\ncase \"$*\" in\n  --version) echo 'codex-cli 0.169.0'; exit 0 ;;\n  'login status') echo 'Logged in using ChatGPT' >&2; exit 0 ;;\nesac\n",
+        1,
     );
     let path = bin.join("codex");
     std::fs::write(&path, script).unwrap();
@@ -1551,4 +1599,174 @@ fn the_shell_loop_on_n_machines_lands_every_task_once() {
             "{log}\n{stderr}"
         );
     }
+}
+
+/// docs/scripted-agent.md's first night without an account, step by step on a project: the
+/// scenario its JSON block shows, then each command of its shell blocks in order.
+#[test]
+fn the_first_night_without_an_account_runs_as_its_page_says() {
+    let steps = commands(How::ScriptedNight);
+    assert_eq!(steps.len(), 6, "{steps:?}");
+    let page = PAGES
+        .iter()
+        .find(|(name, _)| *name == "docs/scripted-agent.md")
+        .unwrap()
+        .1;
+    let section = page
+        .split("# A first night without an account\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n# ").next())
+        .expect("the section");
+    let scenario = section
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the scenario's JSON block");
+    let p = Project::new("# Tasks\n\n- [ ] Add the greeting\n");
+    p.write(".kern/scenario.json", scenario.trim());
+    for step in &steps {
+        let (code, stdout, stderr) = shell_step(&p, p.path(), step, &[]);
+        assert_eq!(code, Some(0), "`{step}`:\n{stdout}\n{stderr}");
+    }
+    assert_eq!(p.log()[0], "Add the greeting");
+    assert_eq!(
+        p.read("notes/add-the-greeting.md"),
+        "# Add the greeting\n\nDone by the scripted agent.\n"
+    );
+    assert!(p.read("SPEC.md").contains("- [x] Add the greeting"));
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+    assert!(
+        p.state_dir()
+            .join("scripted-agent/scenario.counts.json")
+            .is_file()
+    );
+}
+
+/// The README's first night with Codex: the doctor passes with a logged-in `codex`, and the
+/// night runs every stage on it.
+#[test]
+fn the_first_night_with_codex_runs_as_the_readme_says() {
+    let steps = commands(How::CodexNight);
+    assert_eq!(
+        steps,
+        ["kern doctor --agent codex", "kern 10 30 --agent codex"]
+    );
+    let p = Project::new("- [ ] Say hello\n");
+    let bin = fake_codex(&p);
+    let home = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for step in &steps {
+        let args: Vec<&str> = step.split_whitespace().skip(1).collect();
+        let ran = p
+            .run(&[])
+            .args(&args)
+            .env("PATH", &path)
+            .env("CODEX_HOME", home.path())
+            .env_remove(["CODEX_API_KEY", "OPENAI_API_KEY"])
+            .expect(0);
+        if step.contains("doctor") {
+            ran.stderr_has("✓ agent: `codex` codex-cli 0.169.0");
+        }
+    }
+    assert_eq!(p.log()[0], "Reviewed by codex");
+    assert!(p.head_files().contains(&"codex.txt".to_string()));
+    assert!(
+        p.prompts("research").is_empty(),
+        "the scripted agent ran no stage"
+    );
+}
+
+#[test]
+fn the_license_cargo_toml_names_is_there() {
+    assert!(CARGO_TOML.contains("\nlicense = \"MIT\"\n"), "{CARGO_TOML}");
+    let license = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("LICENSE"))
+        .expect("the LICENSE file Cargo.toml's `license` names");
+    assert!(
+        license.starts_with("MIT License\n\nCopyright (c) "),
+        "{license}"
+    );
+    assert!(
+        license
+            .lines()
+            .nth(2)
+            .unwrap()
+            .ends_with(" the kern authors"),
+        "{license}"
+    );
+    assert!(license.contains("THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND"));
+    assert!(README_MD.contains("[LICENSE](LICENSE)"));
+}
+
+/// Where completions come from is said, and what it names works.
+#[test]
+fn the_readme_says_where_completions_come_from() {
+    assert!(README_MD.contains("`kern completions bash`"), "{README_MD}");
+    let dir = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let named = README_MD.contains(&format!("`{shell}`"))
+            || README_MD.contains(&format!("`kern completions {shell}`"));
+        assert!(named, "the README names {shell}");
+        let ran = kern_in(dir.path()).args(["completions", shell]).expect(0);
+        assert!(!ran.utf8_stdout().is_empty(), "{shell}");
+    }
+}
+
+/// The `tEXt` chunk `key` of a PNG file.
+fn png_text(png: &[u8], key: &str) -> Option<String> {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    let mut at = 8;
+    while at + 8 <= png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        let kind = &png[at + 4..at + 8];
+        let body = &png[at + 8..at + 8 + len];
+        if kind == b"tEXt"
+            && let Some(text) = body.strip_prefix(format!("{key}\0").as_bytes())
+        {
+            return Some(String::from_utf8_lossy(text).into_owned());
+        }
+        at += 12 + len;
+    }
+    None
+}
+
+/// The README's screenshot is of the demo as it is: its `Comment` names the models the page
+/// shows (written when it was taken), and they are the models the demo's report names now.
+#[test]
+fn the_readmes_screenshot_shows_the_models_the_demo_prints() {
+    let png = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/morning-report.png"))
+        .unwrap();
+    let comment = png_text(&png, "Comment").expect("the screenshot says what it shows");
+    let shown: Vec<&str> = comment
+        .split("models: ")
+        .nth(1)
+        .expect("the models it shows")
+        .split(", ")
+        .collect();
+    let (code, err) = demo(&["--keep"]);
+    assert_eq!(code, Some(0), "{err}");
+    let root = PathBuf::from(after(&err, "kept: "));
+    let report = kern_in(&root.join("greet"))
+        .args(["report", "--json"])
+        .env("KERN_STATE_DIR", root.join("state"))
+        .expect(0);
+    std::fs::remove_dir_all(&root).unwrap();
+    let report: Value = serde_json::from_str(&report.stdout).unwrap();
+    let mut printed: Vec<String> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["tasks"].as_array().unwrap())
+        .flat_map(|t| t["stages"].as_array().unwrap())
+        .map(|s| s["model"].as_str().unwrap_or("").to_string())
+        .collect();
+    printed.sort();
+    printed.dedup();
+    assert_eq!(
+        printed, shown,
+        "retake docs/morning-report.png from `kern demo --keep`'s report --html"
+    );
 }

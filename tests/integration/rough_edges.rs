@@ -89,7 +89,8 @@ fn init_prompts_in_an_existing_project_writes_the_templates_only() {
     let run = p.run(&["init", "--prompts"]).expect(0);
     assert_eq!(
         run.stderr,
-        "kern: wrote .kern/prompts/1_research.md, .kern/prompts/2_tests.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md; kept SPEC.md as it is\n"
+        "kern: wrote .kern/prompts/1_research.md, .kern/prompts/2_tests.md, .kern/prompts/2_implement.md, .kern/prompts/3_commit.md; kept SPEC.md as it is\n\
+         kern: commit them before a run (`git add .kern/prompts && git commit`): a new task starts only on a clean tree\n"
     );
     assert_eq!(p.read("SPEC.md"), "- [ ] Mine\n");
     assert!(!p.path().join("LEARNINGS.md").exists());

@@ -12,7 +12,9 @@
 //!   what the program prints after it is no longer part of the result (it stays in
 //!   `stageN.jsonl`). Nothing less counts: not a JSON block among other text, not a status
 //!   word, not a JSON object that is not the report — an agent that prints a plan as JSON and
-//!   goes on working keeps its idle timeout. The check runs only on a line that ends with `}`
+//!   goes on working keeps its idle timeout. When that timeout ends a program that went
+//!   silent, the stage runner reads its output as at an exit (`stage::extract_report`, the
+//!   last fenced block and the status word included): a report there is the stage's result. The check runs only on a line that ends with `}`
 //!   while the output is at most [`REPORT_CHECK_CAP`] bytes, so a long output costs nothing.
 //! - A plain-text run failed when it exited with anything but 0 (it has no result event to say
 //!   so); after a reported result, being stopped by a signal (the grace ran out) is no failure.

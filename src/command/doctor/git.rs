@@ -1,6 +1,7 @@
 //! The git checks: a repository with a work tree and no operation in progress, the identity
-//! kern's commit would use, and what else would stop that commit (signing, `index.lock`,
-//! filter drivers).
+//! kern's commit would use, what else would stop that commit (signing, `index.lock`, filter
+//! drivers), and the `git` program on PATH — which kern runs only for `--remote` (fetch, push)
+//! and a reftable repository's refs, so it fails only where one of those needs it.
 //!
 //! The decision a reader must know: the identity and commit checks ask the repository what
 //! kern's own commit asks it (`Repository::author`, `Repository::preflight`), not a copy of
@@ -147,4 +148,180 @@ pub(super) fn commit_checks(repo: Option<&Repository>) -> Vec<Check> {
             Err(e) => Check::from_error(check.name, &e, "fix it as the message says"),
         })
         .collect()
+}
+
+/// What of kern needs the `git` program, and from which version (major, minor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct GitNeed {
+    /// The feature, as the person named it (`--remote`, `reftable refs`).
+    pub what: &'static str,
+    /// The oldest git that has what kern uses.
+    pub since: (u32, u32),
+    /// What kern runs git for.
+    pub runs: &'static str,
+}
+
+/// `--remote`: `git fetch --no-write-fetch-head` (2.29) and `git push --atomic
+/// --force-with-lease=<ref>:<expect>`.
+pub(super) const REMOTE_NEEDS: GitNeed = GitNeed {
+    what: "--remote",
+    since: (2, 29),
+    runs: "to fetch and push",
+};
+
+/// Reftable refs: `git for-each-ref` and `git update-ref` on them (2.46).
+pub(super) const REFTABLE_NEEDS: GitNeed = GitNeed {
+    what: "this repository's reftable refs",
+    since: (2, 46),
+    runs: "to read and write them",
+};
+
+/// `git version 2.47.3` (also `2.39.5 (Apple Git-154)`): major and minor.
+fn git_version(text: &str) -> Option<(u32, u32)> {
+    let version = text.trim().strip_prefix("git version ")?;
+    let mut parts = version.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// The git check (pure): `found` is git's path and its `--version` line, `None` when there is
+/// no git on PATH; `needs` what of kern uses it here.
+pub(super) fn git_verdict(found: Option<(&Path, &str)>, needs: &[GitNeed]) -> Check {
+    const NAME: &str = "git";
+    let newest = needs.iter().max_by_key(|n| n.since);
+    let Some((path, line)) = found else {
+        return match newest {
+            Some(need) => Check::fail(
+                NAME,
+                format!(
+                    "`git` not found on PATH — {} runs git {}",
+                    need.what, need.runs
+                ),
+                format!(
+                    "install git {}.{} or newer and put it on PATH",
+                    need.since.0, need.since.1
+                ),
+            ),
+            None => Check::pass(
+                NAME,
+                "not on PATH — nothing here needs it (only --remote and reftable refs do)",
+            ),
+        };
+    };
+    let line = line.trim();
+    let version = git_version(line);
+    let too_old = needs
+        .iter()
+        .filter(|n| version.is_none_or(|v| v < n.since))
+        .max_by_key(|n| n.since);
+    match (too_old, newest) {
+        (Some(need), _) => Check::fail(
+            NAME,
+            format!(
+                "{line} is older than {} needs ({}.{} or newer)",
+                need.what, need.since.0, need.since.1
+            ),
+            format!(
+                "install git {}.{} or newer and put it first on PATH",
+                need.since.0, need.since.1
+            ),
+        ),
+        (None, Some(_)) => {
+            let enough: Vec<String> = needs
+                .iter()
+                .map(|n| format!("{} ({}.{} or newer)", n.what, n.since.0, n.since.1))
+                .collect();
+            Check::pass(
+                NAME,
+                format!(
+                    "{line} (`{}`), enough for {}",
+                    path.display(),
+                    enough.join(" and ")
+                ),
+            )
+        }
+        (None, None) => Check::pass(NAME, format!("{line} (`{}`)", path.display())),
+    }
+}
+
+/// The `git` program on PATH and its version, against what `needs` of it.
+pub(super) async fn git_check(cwd: &Path, needs: &[GitNeed]) -> Check {
+    let Some(path) = super::probe::find_on_path(Path::new("git")) else {
+        return git_verdict(None, needs);
+    };
+    let line =
+        match super::probe::probe(&path, &["--version"], cwd, super::probe::PROBE_TIMEOUT).await {
+            super::probe::Probe::Exited {
+                code: Some(0),
+                stdout,
+                stderr,
+            } => super::probe::first_line(&stdout, &stderr),
+            other => format!("a git that {}", other.failure()),
+        };
+    git_verdict(Some((&path, &line)), needs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::doctor::Verdict;
+
+    #[test]
+    fn git_is_checked_against_what_needs_it() {
+        let path = Path::new("/usr/bin/git");
+        let fail = |c: &Check| match &c.verdict {
+            Verdict::Fail { fix } => Some(fix.clone()),
+            _ => None,
+        };
+        // (the --version line, what needs git, the detail, the fix)
+        type Case<'a> = (Option<&'a str>, &'a [GitNeed], &'a str, Option<&'a str>);
+        let cases: &[Case<'_>] = &[
+            (
+                Some("git version 2.47.3"),
+                &[],
+                "git version 2.47.3 (`/usr/bin/git`)",
+                None,
+            ),
+            (
+                Some("git version 2.29.0"),
+                &[REMOTE_NEEDS],
+                "git version 2.29.0 (`/usr/bin/git`), enough for --remote (2.29 or newer)",
+                None,
+            ),
+            (
+                Some("git version 2.39.5 (Apple Git-154)"),
+                &[REMOTE_NEEDS, REFTABLE_NEEDS],
+                "git version 2.39.5 (Apple Git-154) is older than this repository's reftable refs needs (2.46 or newer)",
+                Some("install git 2.46 or newer and put it first on PATH"),
+            ),
+            (
+                Some("git version 2.28.1"),
+                &[REMOTE_NEEDS],
+                "git version 2.28.1 is older than --remote needs (2.29 or newer)",
+                Some("install git 2.29 or newer and put it first on PATH"),
+            ),
+            (
+                Some("hub version 2.14"),
+                &[REMOTE_NEEDS],
+                "hub version 2.14 is older than --remote needs (2.29 or newer)",
+                Some("install git 2.29 or newer and put it first on PATH"),
+            ),
+            (
+                None,
+                &[],
+                "not on PATH — nothing here needs it (only --remote and reftable refs do)",
+                None,
+            ),
+            (
+                None,
+                &[REMOTE_NEEDS],
+                "`git` not found on PATH — --remote runs git to fetch and push",
+                Some("install git 2.29 or newer and put it on PATH"),
+            ),
+        ];
+        for (line, needs, detail, fix) in cases {
+            let check = git_verdict(line.map(|l| (path, l)), needs);
+            assert_eq!(check.detail, *detail, "{line:?}");
+            assert_eq!(fail(&check).as_deref(), *fix, "{line:?}");
+        }
+    }
 }

@@ -1,11 +1,13 @@
 //! `kern doctor`: a preflight of everything a run needs, one line per check with ✓ or ✗, and
 //! for each ✗ the exact fix on the next line.
 //!
-//! Checks, in order: inside a git repository; not bare; no merge or rebase in progress; git
-//! identity (as kern's commit reads it: `author_from_env`); commit signing (the key found when
+//! Checks, in order: inside a git repository; not bare; no merge or rebase in progress; the
+//! `git` program on PATH and its version (a failure only where `--remote` or reftable refs
+//! need it); git identity (as kern's commit reads it: `author_from_env`); commit signing (the key found when
 //! `commit.gpgsign` is on), git's index (`index.lock`, a sparse index), filter drivers (the
 //! repository's preflight); SPEC.md present and valid (the first diagnostic); prompt overrides
-//! valid; the agent binary found and its version; the agent logged in (`claude auth status`;
+//! valid; the tree the next task starts on (uncommitted changes named, and a failure only where
+//! the run would stop on them: a new task without `--allow-dirty`); the agent binary found and its version; the agent logged in (`claude auth status`;
 //! for Codex, what its configured provider needs: the OpenAI login through `codex login
 //! status`, an `env_key` variable, or nothing; no network needed); the same two for
 //! `--review-agent` and `--fallback-agent` when given; kern's fence, made as a stage would make
@@ -42,8 +44,10 @@ use crate::error::{Error, Result};
 use crate::settings::Settings;
 
 use agents::{agent_checks, agent_roles, sandbox_check};
-use git::{commit_checks, identity_check, repository_checks};
-use spec::{spec_check, templates_check};
+use git::{
+    REFTABLE_NEEDS, REMOTE_NEEDS, commit_checks, git_check, identity_check, repository_checks,
+};
+use spec::{clean_tree_check, spec_check, templates_check};
 use state::{lock_check, old_state_check, state_root_check};
 
 /// How one check ended.
@@ -221,12 +225,24 @@ fn fence_check(settings: &Settings, top: &Path) -> Check {
 pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     let mut checks = Vec::new();
     let repo = repository_checks(cwd, &mut checks);
+    let mut needs = Vec::new();
+    if settings.remote.is_some() {
+        needs.push(REMOTE_NEEDS);
+    }
+    if repo
+        .as_ref()
+        .is_some_and(crate::repository::Repository::uses_reftable)
+    {
+        needs.push(REFTABLE_NEEDS);
+    }
+    checks.push(git_check(cwd, &needs).await);
     checks.push(identity_check(repo.as_ref()));
     checks.extend(commit_checks(repo.as_ref()));
     match &repo {
         Some(repo) => {
             checks.push(spec_check(settings, repo.top()));
             checks.push(templates_check(repo.top()));
+            checks.push(clean_tree_check(settings));
         }
         None => {
             checks.push(Check::skipped(
@@ -234,6 +250,7 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
                 "no usable repository",
             ));
             checks.push(Check::skipped("prompt templates", "no usable repository"));
+            checks.push(Check::skipped("clean tree", "no usable repository"));
         }
     }
     let top = repo.as_ref().map(|r| r.top().to_path_buf());

@@ -1,16 +1,22 @@
-//! The person's files a run reads: SPEC.md (present, UTF-8, valid) and the prompt templates
-//! (built in, or overrides in `.kern/prompts/` that parse).
+//! The person's files a run reads: SPEC.md (present, UTF-8, valid), the prompt templates
+//! (built in, or overrides in `.kern/prompts/` that parse), and the tree the next task would
+//! start on (the clean-tree rule of `pipeline::start`).
 //!
-//! The decision a reader must know: a SPEC.md with errors shows only its first (with how many
-//! more); warnings do not fail the check, they are counted (`kern -n` shows them).
+//! Decisions a reader must know: a SPEC.md with errors shows only its first (with how many
+//! more); warnings do not fail the check, they are counted (`kern -n` shows them). Uncommitted
+//! changes fail the doctor only where they would stop the run — the next task starts anew on
+//! them without `--allow-dirty` —, so its exit code 2 keeps meaning "a run would stop here".
 
 use std::path::Path;
 
 use super::Check;
+use crate::error::Error;
+use crate::pipeline::start::{StartTree, tree_at_start};
 use crate::prompt::Templates;
 use crate::settings::Settings;
 use crate::spec::{self, Document, Severity, SpecFile};
 use crate::stage::Stage;
+use crate::workspace::Workspace;
 
 /// SPEC.md exists, is UTF-8 and validates; the first error is shown.
 pub(super) fn spec_check(settings: &Settings, top: &Path) -> Check {
@@ -39,13 +45,15 @@ pub(super) fn spec_check(settings: &Settings, top: &Path) -> Check {
         let fix = if first.fix.is_empty() {
             "fix the line shown".to_string()
         } else {
-            first.fix.clone()
+            first.fix_in(&display)
         };
         return Check::fail(
             &display,
             format!(
                 "`{display}:{}:{}`: {}{more}",
-                first.line, first.column, first.message
+                first.line,
+                first.column,
+                first.message_in(&display)
             ),
             fix,
         );
@@ -87,5 +95,38 @@ pub(super) fn templates_check(top: &Path) -> Check {
             &e,
             "fix the template, or delete it to use the built-in one",
         ),
+    }
+}
+
+/// The tree the next task would start on: the person's uncommitted changes fail the check when
+/// that task starts anew on them without `--allow-dirty` (the run would stop at once, exit 2);
+/// a resumed task, a clean tree, `--allow-dirty` or nothing to take pass.
+pub(super) fn clean_tree_check(settings: &Settings) -> Check {
+    const NAME: &str = "clean tree";
+    let Ok(ws) = Workspace::open(settings) else {
+        return Check::skipped(NAME, "no usable workspace (see above)");
+    };
+    let Ok((_, doc)) = SpecFile::load(&ws.spec_path) else {
+        return Check::skipped(NAME, "no readable task list");
+    };
+    let Some(selection) = spec::select_with(&doc, &ws.select_options(settings, &doc)) else {
+        return Check::pass(NAME, "no task to start");
+    };
+    let title = spec::quote_title(&doc.tasks()[selection.task].title);
+    match tree_at_start(&ws, &doc, selection.task) {
+        Err(e) => Check::from_error(NAME, &e, "look at the tree with `git status`"),
+        Ok(StartTree::Clean) => Check::pass(NAME, "no uncommitted changes"),
+        Ok(StartTree::Resumes) => Check::pass(
+            NAME,
+            format!("{title} resumes, on the tree as it is (a new task needs a clean one)"),
+        ),
+        Ok(StartTree::Dirty(paths)) if settings.allow_dirty => Check::pass(
+            NAME,
+            format!(
+                "uncommitted changes: {}, left out of kern's commits (--allow-dirty)",
+                crate::error::dirty_names(&paths).join(", ")
+            ),
+        ),
+        Ok(StartTree::Dirty(paths)) => Check::from_error(NAME, &Error::dirty_tree(&paths), ""),
     }
 }

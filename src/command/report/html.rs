@@ -144,6 +144,65 @@ fn run_section(out: &mut String, run: &RunReport) {
     out.push_str("</dl>\n</section>\n");
 }
 
+/// The time axis of a run `span_ms` long: at most five ticks from 0, a round step apart (1,
+/// 2 or 5 times a power of ten below a second; whole seconds, minutes and hours above), each
+/// labelled with its exact time — so no two labels read the same, however short the run.
+fn ticks(span_ms: f64) -> Vec<(i64, String)> {
+    const STEPS: [i64; 28] = [
+        1,
+        2,
+        5,
+        10,
+        20,
+        50,
+        100,
+        200,
+        500,
+        1_000,
+        2_000,
+        5_000,
+        10_000,
+        15_000,
+        30_000,
+        60_000,
+        120_000,
+        300_000,
+        600_000,
+        900_000,
+        1_800_000,
+        3_600_000,
+        7_200_000,
+        10_800_000,
+        21_600_000,
+        43_200_000,
+        86_400_000,
+        172_800_000,
+    ];
+    let span = span_ms.max(1.0);
+    let step = STEPS
+        .into_iter()
+        .find(|&step| span / step as f64 <= 4.0)
+        .unwrap_or(STEPS[STEPS.len() - 1]);
+    let decimals = match step {
+        1..=9 => 3,
+        10..=99 => 2,
+        100..=999 => 1,
+        _ => 0,
+    };
+    (0..)
+        .map(|i| i * step)
+        .take_while(|&at| at as f64 <= span)
+        .map(|at| {
+            let label = match (at, decimals) {
+                (0, _) => "0".to_string(),
+                (_, 0) => duration(Duration::from_millis(u64::try_from(at).unwrap_or(0))),
+                (_, d) => format!("{:.d$}s", at as f64 / 1000.0),
+            };
+            (at, label)
+        })
+        .collect()
+}
+
 /// The SVG timeline: one row per task, one bar per stage, waits hatched, retries ticked.
 fn timeline(out: &mut String, run: &RunReport) {
     // The run's clock in milliseconds. Timestamps are whole seconds, so each stage starts at
@@ -180,26 +239,18 @@ fn timeline(out: &mut String, run: &RunReport) {
         "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"timeline of the run\">"
     );
     out.push_str("<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f6e7b0\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#bf8700\" stroke-width=\"2\"/></pattern></defs>\n");
-    for i in 0..=4 {
-        let x = LABEL_W + AXIS_W * f64::from(i) / 4.0;
-        let at = Duration::from_secs_f64(span_ms / 1000.0 * f64::from(i) / 4.0);
+    for (i, (at_ms, label)) in ticks(span_ms).into_iter().enumerate() {
+        let x = x_of(at_ms);
+        let anchor = if i == 0 {
+            "start"
+        } else if x > LABEL_W + AXIS_W - 30.0 {
+            "end"
+        } else {
+            "middle"
+        };
         let _ = writeln!(
             out,
-            "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{HEAD_H}\" x2=\"{x:.1}\" y2=\"{height}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"16\" text-anchor=\"{}\">{}</text>",
-            if i == 4 {
-                "end"
-            } else if i == 0 {
-                "start"
-            } else {
-                "middle"
-            },
-            if i == 0 {
-                "0".to_string()
-            } else if span_ms < 4000.0 {
-                format!("{:.2}s", at.as_secs_f64())
-            } else {
-                duration(at)
-            }
+            "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{HEAD_H}\" x2=\"{x:.1}\" y2=\"{height}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"16\" text-anchor=\"{anchor}\">{label}</text>"
         );
     }
     let _ = writeln!(
@@ -309,6 +360,45 @@ fn code_spans(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::state::run_report::tests::night;
+
+    #[test]
+    fn the_time_axis_has_round_ticks_whose_labels_never_repeat() {
+        let labels = |span_ms: f64| -> Vec<String> {
+            ticks(span_ms).into_iter().map(|(_, label)| label).collect()
+        };
+        let cases: &[(f64, &[&str])] = &[
+            (0.0, &["0", "0.001s"]),
+            (12.0, &["0", "0.005s", "0.010s"]),
+            (30.0, &["0", "0.01s", "0.02s", "0.03s"]),
+            (240.0, &["0", "0.1s", "0.2s"]),
+            (1_570.0, &["0", "0.5s", "1.0s", "1.5s"]),
+            (4_500.0, &["0", "2s", "4s"]),
+            (9_000.0, &["0", "5s"]),
+            (130_000.0, &["0", "1m", "2m"]),
+            (5_400_000.0, &["0", "30m", "1h", "1h 30m"]),
+            (36_000_000.0, &["0", "3h", "6h", "9h"]),
+        ];
+        for (span, want) in cases {
+            assert_eq!(labels(*span), *want, "{span}");
+        }
+        for span in [
+            1.0,
+            3.0,
+            7.0,
+            33.0,
+            999.0,
+            1_001.0,
+            59_999.0,
+            3_600_001.0,
+            9e7,
+        ] {
+            let all = labels(span);
+            let mut unique = all.clone();
+            unique.dedup();
+            assert_eq!(all, unique, "{span}");
+            assert!((2..=5).contains(&all.len()), "{span}: {all:?}");
+        }
+    }
 
     #[test]
     fn the_page_has_one_row_per_task_and_one_bar_per_stage() {

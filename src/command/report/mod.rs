@@ -40,7 +40,8 @@ pub(crate) struct ReportRequest {
     pub json: bool,
     /// Markdown.
     pub markdown: bool,
-    /// Also write the HTML page here.
+    /// Write the HTML page here, instead of the terminal page (besides `--json` or
+    /// `--markdown`).
     pub html: Option<PathBuf>,
 }
 

@@ -206,9 +206,11 @@ fn attention_symbol(a: &Attention) -> (&'static str, &'static str) {
 fn task_symbol(end: TaskEnd) -> (&'static str, &'static str) {
     match end {
         TaskEnd::Committed | TaskEnd::DoneWithoutCommit => ("✓", GREEN),
-        TaskEnd::Decomposed | TaskEnd::Skipped | TaskEnd::InProgress | TaskEnd::TakenAway => {
-            ("•", YELLOW)
-        }
+        TaskEnd::Decomposed
+        | TaskEnd::Skipped
+        | TaskEnd::InProgress
+        | TaskEnd::TakenAway
+        | TaskEnd::Rejected => ("•", YELLOW),
         TaskEnd::Blocked | TaskEnd::Failed => ("✗", RED),
     }
 }
@@ -226,7 +228,7 @@ fn task_summary(t: &TaskReport) -> String {
 /// `committed a1b2c3d "subject"`, `skipped: reason`, …
 pub(super) fn task_summary_plain(t: &TaskReport) -> String {
     let text = match t.end {
-        TaskEnd::Committed => match &t.commit {
+        TaskEnd::Committed | TaskEnd::Rejected => match &t.commit {
             Some(c) => {
                 let review = match (&c.review_branch, c.review) {
                     (None, _) => String::new(),

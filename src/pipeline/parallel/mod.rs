@@ -153,7 +153,8 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 if nothing_left {
-                    self.ledger.books().summary.ended = "nothing left to do".into();
+                    let ended = self.nothing_left()?;
+                    self.ledger.books().summary.ended = ended;
                     return Ok(());
                 }
                 if started >= total {
@@ -161,7 +162,8 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 if !self.has_parallel_work()? {
-                    self.ledger.books().summary.ended = "nothing left to do".into();
+                    let ended = self.nothing_left()?;
+                    self.ledger.books().summary.ended = ended;
                     return Ok(());
                 }
                 // Only the delay between tasks is left to wait for.

@@ -12,7 +12,7 @@ use super::{Landing, pull_request, spec_merge, task_key};
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::pipeline::Run;
-use crate::repository::remote::{Expected, Pushed, RefUpdate};
+use crate::repository::remote::{Expected, PRE_PUSH_DECLINED, Pushed, RefUpdate};
 use crate::spec::{Quoted, TaskIdentity};
 use git2::Oid;
 use std::path::{Path, PathBuf};
@@ -80,6 +80,38 @@ impl Run<'_> {
                 }));
             }
         }
+        // What the task's notes name under refs/kern/attempts/ goes first, so that every
+        // machine reading the note on the remote can read the ref too.
+        self.spec.reload()?;
+        let named = attempt_refs_named(&self.spec.last_text(), slug);
+        let kept: Vec<RefUpdate> = named
+            .iter()
+            .filter_map(|name| {
+                let oid = self.ws.repo.ref_target(name)?;
+                Some(RefUpdate {
+                    name: name.clone(),
+                    new: Some(oid),
+                    expected: Expected::Any,
+                })
+            })
+            .collect();
+        if !kept.is_empty()
+            && let Some(remote) = self.target.remote()
+        {
+            let name = remote.name.clone();
+            if self.ws.repo.push_expecting(&name, &kept)? != Pushed::Done {
+                self.teller.emit(RunEvent::Told(Told::RemoteRefused {
+                    remote: name,
+                    refused: named
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    why: None,
+                    stays: "it is here only".into(),
+                }));
+            }
+        }
         for _ in 0..claim::MAX_LANDING_ROUNDS {
             let Some(tip) = self.remote_sync()? else {
                 return Ok(());
@@ -133,6 +165,7 @@ impl Run<'_> {
                 issue: freed.issue,
             }));
         }
+        self.prune_task_refs(slug, &task_key(identity));
         Ok(())
     }
 
@@ -191,6 +224,7 @@ impl Run<'_> {
                     }
                     None => None,
                 };
+                self.prune_task_refs(slug, &key);
                 self.teller.emit(RunEvent::Told(Told::Landed {
                     task: title.to_string(),
                     remote: name.clone(),
@@ -262,8 +296,13 @@ impl Run<'_> {
                         issue: freed.issue,
                     }));
                 }
+                let refused = if why.starts_with(PRE_PUSH_DECLINED) {
+                    format!("the push to `{branch}` on `{name}` did not happen")
+                } else {
+                    format!("the remote `{name}` refused the push to `{branch}`")
+                };
                 Err(Error::Unfinished(format!(
-                    "the remote `{name}` refused the push to `{branch}` ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
+                    "{refused} ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
                     Quoted(title),
                     if there {
                         format!(" here and on `{name}`")
@@ -286,5 +325,40 @@ impl Run<'_> {
                 })
             }
         }
+    }
+}
+
+/// The refs under `refs/kern/attempts/<slug>/` that `spec` names (in backticks, as kern's notes
+/// write them), each once, in order.
+fn attempt_refs_named(spec: &str, slug: &str) -> Vec<String> {
+    let prefix = format!("refs/kern/attempts/{slug}/");
+    let mut named: Vec<String> = Vec::new();
+    for word in spec.split('`').skip(1).step_by(2) {
+        if word.starts_with(&prefix)
+            && !word.contains(char::is_whitespace)
+            && !named.iter().any(|n| n == word)
+        {
+            named.push(word.to_string());
+        }
+    }
+    named
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attempt_refs_named;
+
+    #[test]
+    fn the_attempt_refs_a_task_s_notes_name() {
+        let spec = "- [ ] One\n  > **Skipped:** not now — its work is kept at `refs/kern/attempts/one/1`\n  > **Attempt 2:** failed; kept at `refs/kern/attempts/one/2` (and `refs/kern/attempts/one/1`)\n- [ ] Two\n  > **Skipped:** kept at `refs/kern/attempts/two/1`\n  > not a ref: `refs/kern/attempts/one/ x` refs/kern/attempts/one/9\n";
+        assert_eq!(
+            attempt_refs_named(spec, "one"),
+            ["refs/kern/attempts/one/1", "refs/kern/attempts/one/2"]
+        );
+        assert_eq!(
+            attempt_refs_named(spec, "two"),
+            ["refs/kern/attempts/two/1"]
+        );
+        assert!(attempt_refs_named(spec, "three").is_empty());
     }
 }

@@ -16,6 +16,9 @@
 //! - The run's branch follows the remote's: before tasks are picked and before each landing,
 //!   the remote's tip is fetched and the branch moved to it (only paths that differ are
 //!   written, never over a change of the person's), SPEC.md merged by task.
+//! - kern's local bookkeeping refs go once they served: a task's `refs/kern/checkpoint/<task>`
+//!   and what was fetched for it when it lands or ends, `refs/kern/remote/<name>/` when the
+//!   run ends (a cache: every run fetches first).
 //! - A run ending any way but kill -9 releases every claim it holds; a killed run's claims
 //!   lapse after `--claim-ttl` and another machine takes the task over, from the work in
 //!   progress the dead machine last pushed ([`checkpoint`]).
@@ -589,7 +592,8 @@ impl Run<'_> {
         self.remote_checkpoint()
     }
 
-    /// Frees every claim the run holds (it ends).
+    /// Frees every claim the run holds (it ends), and drops what it fetched of the remote
+    /// (`refs/kern/remote/<name>/`): a cache the next run fetches again.
     pub(super) fn remote_close(&mut self) {
         if let Some(remote) = self.target.remote_mut() {
             for freed in remote.release_all(&self.ws.repo) {
@@ -598,6 +602,30 @@ impl Run<'_> {
                     issue: freed.issue,
                 }));
             }
+            let cached = self
+                .ws
+                .repo
+                .refs_under(&format!("refs/kern/remote/{}/", remote.name))
+                .and_then(|refs| self.ws.repo.delete_refs(&refs));
+            if let Err(e) = cached {
+                tracing::warn!(error = %e, "pruning the fetched remote refs");
+            }
+        }
+    }
+
+    /// A task ended here (landed, or released without landing): its local bookkeeping refs
+    /// go — the checkpoint of its worktree, the work and the claim fetched for it.
+    pub(super) fn prune_task_refs(&self, slug: &str, key: &str) {
+        let Some(remote) = self.target.remote() else {
+            return;
+        };
+        let names = [
+            format!("refs/kern/checkpoint/{slug}"),
+            format!("refs/kern/remote/{}/work/{key}", remote.name),
+            format!("refs/kern/remote/{}/claims/{key}", remote.name),
+        ];
+        if let Err(e) = self.ws.repo.delete_refs(&names) {
+            tracing::warn!(error = %e, "pruning a task's bookkeeping refs");
         }
     }
 }

@@ -93,6 +93,17 @@ pub(super) async fn run_once(
         stderr: state_dir.stage_stderr(stage),
         stderr_cap: STDERR_CAP,
     };
+    // A fenced `program:` agent may write the scripted agent's books in its state folder
+    // (`pipeline::fence`): the folder must exist to be bound writable.
+    if invocation.fence.as_ref().is_some_and(|f| {
+        f.who
+            == (crate::sandbox::Who::Agent {
+                kind: crate::sandbox::AgentKind::Program,
+            })
+    }) {
+        let books = state_dir.dir().join(crate::scripted_agent::BOOKS_FOLDER);
+        std::fs::create_dir_all(&books).map_err(|e| Error::io(&books, e))?;
+    }
     let started_at = Timestamp::now();
     let clock = Instant::now();
     // A plain-text program has reported once its output is the stage's report.

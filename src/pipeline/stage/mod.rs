@@ -143,6 +143,13 @@ impl Run<'_> {
                 saved: found.shared_kept.clone(),
             });
         }
+        if !found.commits.is_empty() {
+            self.teller.emit(RunEvent::BranchMoved {
+                task: Some(it.title.clone()),
+                stage,
+                commits: found.commits.clone(),
+            });
+        }
         if !found.violations.is_empty() {
             self.teller.emit(RunEvent::Violation {
                 task: Some(it.title.clone()),

@@ -229,6 +229,9 @@ pub(crate) async fn run_stage<R: Report>(
                 "agent timed out after {}",
                 text::duration(settings.limits.stage_timeout)
             ))),
+            // An agent that printed its report and then lingers silent has done the stage:
+            // what it printed is read as at its exit (DESIGN.md section 5's fallbacks too).
+            EndReason::IdleTimeout if reported::<R>(stage, &attempt.output) => None,
             EndReason::IdleTimeout => Some(FailureClass::Transient(format!(
                 "agent printed nothing for {}",
                 text::duration(settings.limits.idle_timeout)
@@ -485,4 +488,21 @@ fn interrupted(ctx: &StageContext<'_>) -> Error {
     Error::Interrupted {
         signal: ctx.interrupt.requested().unwrap_or(2),
     }
+}
+/// True when what the agent printed holds a report of `stage` that reads as `R`: the
+/// structured output, else the last JSON object or fenced `json` block of its text, else
+/// (implement) a status word on the last line.
+fn reported<R: Report>(
+    stage: crate::stage::Stage,
+    output: &crate::agent::stream::AgentOutput,
+) -> bool {
+    matches!(
+        extract_report(
+            stage,
+            output.structured_output.as_ref(),
+            &output.result_text
+        )
+        .map(R::from_report),
+        Ok(Some(_))
+    )
 }

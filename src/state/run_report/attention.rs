@@ -193,6 +193,20 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
             );
         }
     }
+    // A run that finished with a code that is not "done" (every open task waits on a blocked
+    // one; a task blocked before the run) says why, when nothing of its own tasks does.
+    if out.is_empty()
+        && r.end == EndState::Finished
+        && r.exit_code.is_some_and(|c| c != 0)
+        && let Some(ended) = r.ended.as_deref().filter(|e| !e.is_empty())
+    {
+        out.push(Attention {
+            kind: AttentionKind::Blocked,
+            task: None,
+            text: ended.to_string(),
+            git_ref: None,
+        });
+    }
     out.sort_by_key(|a| a.kind);
     out
 }

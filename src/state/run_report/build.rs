@@ -177,6 +177,9 @@ pub(crate) fn settle_reviews(
                 && let Some(branch) = &c.review_branch
             {
                 c.review = Some(review(branch, &c.sha));
+                if c.review == Some(super::ReviewOutcome::Rejected) {
+                    task.end = TaskEnd::Rejected;
+                }
             }
         }
         let (mut committed, mut to_review) = (0, 0);
@@ -493,6 +496,7 @@ impl Builder {
                 }
             }
             RunEvent::SharedRef { moved, .. } => self.notices.extend(moved.iter().cloned()),
+            RunEvent::BranchMoved { commits, .. } => self.notices.extend(commits.iter().cloned()),
             RunEvent::Level { task, level, why } => {
                 self.task_named(task).level = Some(format!("{level} ({why})"));
             }

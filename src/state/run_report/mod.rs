@@ -157,6 +157,9 @@ pub(crate) enum TaskEnd {
     Failed,
     /// The person took it away (removed, renamed or re-marked it) during the run.
     TakenAway,
+    /// Its commit, parked for review (`--review`), was rejected since (`kern reject`): the
+    /// task is open again, the commit kept under `refs/kern/attempts/`.
+    Rejected,
     /// Still in progress when the run ended or stopped.
     InProgress,
 }
