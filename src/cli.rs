@@ -259,11 +259,19 @@ pub struct RunOptions {
     #[arg(long, value_name = "MODEL", env = "KERN_REVIEW_MODEL")]
     pub review_model: Option<String>,
 
-    /// Stop taking new tasks (exit 0) once Claude reports a subscription usage window at or
-    /// above PERCENT used (1 to 100; `--pace` alone is 90), leaving the rest for you; with
-    /// --fallback-agent, hand the next stages to it until the window resets.
-    #[arg(long, value_name = "PERCENT", env = "KERN_PACE", num_args = 0..=1, require_equals = true, default_missing_value = "90", value_parser = clap::value_parser!(u8).range(1..=100))]
-    pub pace: Option<u8>,
+    /// Pace the agents' usage windows (Claude's, Codex's): PERCENT (1 to 100; `--pace` alone
+    /// is 90) is the most of the short (5-hour) window kern spends, `even` spends no more of a
+    /// window than the share of it already elapsed plus 5 points. kern pauses before a stage that
+    /// would cross the line and goes on at the reset (within --max-wait; else it takes no new
+    /// task, exit 0), spending at most a first-hour share of the new window; with
+    /// --fallback-agent, it hands the next stages to it until the window resets.
+    #[arg(long, value_name = "PERCENT|even", env = "KERN_PACE", num_args = 0..=1, require_equals = true, default_missing_value = "90", value_parser = pace_value)]
+    pub pace: Option<Pace>,
+
+    /// The most of the week-long windows (`seven_day`) kern spends, in percent (1 to 100);
+    /// default: as --pace.
+    #[arg(long, value_name = "PERCENT", env = "KERN_PACE_WEEK", value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub pace_week: Option<u8>,
 
     /// A command that must pass after implement (a task's own `> **Check:**` note wins).
     #[arg(long, value_name = "CMD", env = "KERN_CHECK")]
@@ -781,6 +789,29 @@ const DAY: u64 = 24 * HOUR;
 /// A week, in seconds.
 const WEEK: u64 = 7 * DAY;
 
+/// How `--pace` paces a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// At most this percent of the window.
+    Percent(u8),
+    /// No more than the share of the window already elapsed, plus a margin.
+    Even,
+}
+
+/// `--pace`'s value: `even`, or a percent from 1 to 100.
+fn pace_value(text: &str) -> Result<Pace, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("even") {
+        return Ok(Pace::Even);
+    }
+    match text.trim_end_matches('%').parse::<u8>() {
+        Ok(p) if (1..=100).contains(&p) => Ok(Pace::Percent(p)),
+        _ => Err(format!(
+            "`{text}` is not a pace — give a percent from 1 to 100 (`--pace=80`) or `--pace=even`"
+        )),
+    }
+}
+
 /// A duration from `MIN` to `MAX` seconds, both included.
 fn duration_between<const MIN: u64, const MAX: u64>(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -979,6 +1010,8 @@ mod tests {
             vec!["kern", "--pace=0"],
             vec!["kern", "--pace=101"],
             vec!["kern", "--pace=lots"],
+            vec!["kern", "--pace-week=0"],
+            vec!["kern", "--pace-week=even"],
         ] {
             let err = Cli::try_parse_from(&argv).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{argv:?}");
@@ -1039,12 +1072,19 @@ mod tests {
     #[test]
     fn pace_takes_a_value_only_with_an_equals_sign() {
         let cli = Cli::try_parse_from(["kern", "--pace", "10", "30"]).unwrap();
-        assert_eq!(cli.run.pace, Some(90));
+        assert_eq!(cli.run.pace, Some(Pace::Percent(90)));
         assert_eq!((cli.iterations, cli.delay), (10, Duration::from_secs(30)));
         let cli = Cli::try_parse_from(["kern", "--pace=75"]).unwrap();
-        assert_eq!(cli.run.pace, Some(75));
+        assert_eq!(cli.run.pace, Some(Pace::Percent(75)));
+        let cli = Cli::try_parse_from(["kern", "--pace=even", "--pace-week=70"]).unwrap();
+        assert_eq!(
+            (cli.run.pace, cli.run.pace_week),
+            (Some(Pace::Even), Some(70))
+        );
+        let cli = Cli::try_parse_from(["kern", "--pace-week", "70", "10"]).unwrap();
+        assert_eq!((cli.run.pace_week, cli.iterations), (Some(70), 10));
         let cli = Cli::try_parse_from(["kern"]).unwrap();
-        assert_eq!(cli.run.pace, None);
+        assert_eq!((cli.run.pace, cli.run.pace_week), (None, None));
     }
 
     #[test]

@@ -25,6 +25,24 @@ use crate::supervisor::invocation::Limits;
 /// Longest retry delay: later retries grow exponentially up to this.
 pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(10 * 60);
 
+/// Where `--pace` draws the line in a usage window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PaceLine {
+    /// At most this fraction of the window.
+    AtMost(f64),
+    /// No more than the share of the window already elapsed, plus a margin.
+    Even,
+}
+
+impl From<crate::cli::Pace> for PaceLine {
+    fn from(pace: crate::cli::Pace) -> PaceLine {
+        match pace {
+            crate::cli::Pace::Percent(p) => PaceLine::AtMost(f64::from(p) / 100.0),
+            crate::cli::Pace::Even => PaceLine::Even,
+        }
+    }
+}
+
 /// Everything a run needs to know, resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -55,9 +73,10 @@ pub struct Settings {
     pub fallback_agent: Option<Agent>,
     /// The fallback agent's model (`--fallback-model`).
     pub fallback_model: Option<String>,
-    /// Stop taking new tasks once a reported subscription usage window is at or above this
-    /// fraction (`--pace`, as a fraction of 1).
-    pub pace: Option<f64>,
+    /// How much of a short usage window (5-hour) kern spends (`--pace`).
+    pub pace: Option<PaceLine>,
+    /// How much of a week-long usage window kern spends (`--pace-week`; else as `pace`).
+    pub pace_week: Option<PaceLine>,
     /// The fence (`--sandbox`, `--sandbox-network`, `[sandbox]` in `.kern/config.toml`).
     pub sandbox: SandboxSettings,
     /// Stage time limits.
@@ -292,7 +311,11 @@ impl Settings {
             review_model: nonempty(&run.review_model),
             fallback_agent,
             fallback_model,
-            pace: run.pace.map(|percent| f64::from(percent) / 100.0),
+            pace: run.pace.map(PaceLine::from),
+            pace_week: run
+                .pace_week
+                .map(crate::cli::Pace::Percent)
+                .map(PaceLine::from),
             sandbox: SandboxSettings::resolve(cli, &var),
             limits: Limits {
                 stage_timeout: run.stage_timeout,
@@ -465,7 +488,7 @@ mod tests {
             s.review_agent,
             Some(Agent::Program(PathBuf::from("/bin/reviewer")))
         );
-        assert_eq!(s.pace, Some(0.9));
+        assert_eq!(s.pace, Some(PaceLine::AtMost(0.9)));
         assert_eq!(s.sandbox.mode, crate::sandbox::Mode::Agent);
         // A review agent that is the agent itself is none.
         let s = resolve(
@@ -484,7 +507,13 @@ mod tests {
         assert_eq!(s.agent, Agent::Codex);
         assert_eq!(s.fallback_agent, Some(Agent::Claude));
         assert_eq!(s.review_agent, None);
-        assert_eq!(s.pace, Some(0.8));
+        assert_eq!(s.pace, Some(PaceLine::AtMost(0.8)));
+        assert_eq!(s.pace_week, None);
+        let s = resolve(&["kern", "--pace=even", "--pace-week=70"], &[]);
+        assert_eq!(
+            (s.pace, s.pace_week),
+            (Some(PaceLine::Even), Some(PaceLine::AtMost(0.7)))
+        );
     }
 
     #[test]

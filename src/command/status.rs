@@ -139,7 +139,25 @@ pub(crate) fn compute_with_spec(
         .as_ref()
         .filter(|(_, live)| *live)
         .map(|(record, _)| super::running::read(record, &ws.state_dir));
+    // The usage windows now: the latest reading of each in run.jsonl.
+    let now = crate::timestamp::Timestamp::now().epoch_seconds();
+    let windows: Vec<Value> = crate::state::run_log::read_all(&ws.state_dir.run_log())
+        .map(|events| crate::pipeline::pace::latest_windows(&events))
+        .unwrap_or_default()
+        .iter()
+        .map(|w| {
+            let mut v = serde_json::to_value(w).unwrap_or(Value::Null);
+            if let Value::Object(map) = &mut v {
+                map.insert(
+                    "line".into(),
+                    json!(crate::pipeline::pace::window_now_line(w, now)),
+                );
+            }
+            v
+        })
+        .collect();
     let json = json!({
+        "windows": windows,
         "saved_refs": saved,
         "spec": ws.spec_display,
         "counts": counts,
@@ -644,6 +662,13 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
         None => out.push_str("lock:      free\n"),
     }
     out.push_str(&render_running(&j["running"]));
+    for (k, w) in list("windows").iter().enumerate() {
+        let label = if k == 0 { "window:" } else { "" };
+        out.push_str(&format!(
+            "{label:<11}{}\n",
+            crate::text::clean(w["line"].as_str().unwrap_or(""))
+        ));
+    }
     out.push_str(&format!(
         "state:     {}\n",
         j["state_dir"].as_str().unwrap_or("")

@@ -14,7 +14,7 @@ mod told;
 use serde::{Deserialize, Serialize};
 
 use crate::stage::Stage;
-use crate::stage::record::{Outcome, Wait};
+use crate::stage::record::{Outcome, Wait, WindowUse};
 
 pub(crate) use told::Told;
 
@@ -151,6 +151,12 @@ pub(crate) enum RunEvent {
         /// 3` (absent when kern fenced it and denied nothing, and in older logs).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fence: Option<String>,
+        /// The usage windows the agent reported, with this stage's use of each.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        window: Vec<WindowUse>,
+        /// The tokens the agent reported (input, cache and output), when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<u64>,
     },
     /// kern's fence denied attempts of a fenced process (a stage's agent, the check, a `run`
     /// must-have, a hook): what was tried, by path or host, with counts.
@@ -165,6 +171,38 @@ pub(crate) enum RunEvent {
         /// Denied attempts beyond the ones named.
         #[serde(default, skip_serializing_if = "is_zero")]
         more: u32,
+    },
+    /// `--pace`: a usage window is at its line before a stage: the run pauses until `until`
+    /// (`action: pause`), or takes no new task (`stop`).
+    Paced {
+        /// The task, when one is under way.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// The stage about to start.
+        stage: Stage,
+        /// The agent whose window it is.
+        agent: String,
+        /// The window: `five_hour`, `seven_day`, …
+        kind: String,
+        /// `pause` or `stop`.
+        action: String,
+        /// Until when the pause lasts (epoch seconds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<i64>,
+        /// What the person read.
+        line: String,
+    },
+    /// `--pace`: the run goes on after a pause.
+    Resumed {
+        /// The task, when one is under way.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// The stage that starts now.
+        stage: Stage,
+        /// The window it waited for.
+        kind: String,
+        /// How long it waited.
+        waited_ms: u64,
     },
     /// A stage moved to the other agent: its agent hit a usage limit that resets later than
     /// `--fallback-after` (or was already at one).

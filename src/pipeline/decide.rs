@@ -28,7 +28,6 @@
 //!   asked for a new message [`MESSAGE_REQUESTS`] times, the work kept as it is; only a
 //!   message still refused after that is a failed attempt.
 
-use crate::agent::stream::RateLimit;
 use crate::event::IterationEnd;
 use crate::pipeline::error_research;
 use crate::spec::{Document, Edit, NoteKind, Task, TaskIdentity, TaskState};
@@ -530,76 +529,6 @@ pub(super) fn commit_edits(doc: &Document, task: usize) -> Vec<Edit> {
     }
 }
 
-/// What `--pace` says after an iteration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Pace {
-    /// Take no new task: the run ends cleanly, saying why.
-    Stop(String),
-    /// Leave `agent` alone until `until` (epoch seconds, when its window resets): the next
-    /// stages run on the fallback agent, as after a usage limit. The text says so.
-    HandOver {
-        /// The agent whose window is used past the pace.
-        agent: String,
-        /// When its window resets.
-        until: i64,
-        /// What the person reads.
-        message: String,
-    },
-}
-
-/// `--pace`: what to do when the latest subscription usage an agent reported (`latest`: its
-/// name and state) has a window at or above `threshold` (a fraction of one) that has not reset
-/// by `now` (epoch seconds); `None` to go on. The window most used counts: the limiting one,
-/// or any of `unifiedWindows`. With a `fallback` agent other than that one, and a known reset,
-/// the next stages move to the fallback until the reset ([`Pace::HandOver`]); else the run
-/// takes no new task ([`Pace::Stop`]).
-pub(super) fn pace(
-    threshold: Option<f64>,
-    latest: Option<&(String, RateLimit)>,
-    fallback: Option<&str>,
-    now: i64,
-) -> Option<Pace> {
-    let threshold = threshold?;
-    let (agent, limit) = latest?;
-    let windows = limit
-        .windows
-        .iter()
-        .map(|w| (w.name.as_str(), w.utilization, w.resets_at))
-        .chain(
-            limit
-                .utilization
-                .map(|u| (limit.kind.as_deref().unwrap_or("usage"), u, limit.resets_at)),
-        );
-    let (name, used, resets_at) = windows
-        .filter(|(_, used, resets_at)| *used >= threshold && resets_at.is_none_or(|at| at > now))
-        .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    let resets = match resets_at {
-        Some(at) => format!(
-            ", resets in {}",
-            crate::text::duration(std::time::Duration::from_secs(
-                at.saturating_sub(now).unsigned_abs()
-            ))
-        ),
-        None => String::new(),
-    };
-    let used = format!(
-        "--pace: {agent}'s {} window is {}% used{resets} (the pace is {}%)",
-        name.replace('_', "-"),
-        (used * 100.0).round(),
-        (threshold * 100.0).round()
-    );
-    match (fallback.filter(|f| *f != agent), resets_at) {
-        (Some(fallback), Some(until)) => Some(Pace::HandOver {
-            agent: agent.clone(),
-            until,
-            message: format!("{used} — the next stages run on {fallback} until then"),
-        }),
-        _ => Some(Pace::Stop(format!(
-            "{used} — no new task taken; run kern again later, or raise --pace"
-        ))),
-    }
-}
-
 /// A task that waits on a person: blocked, its parents too when it leaves them stuck, with a
 /// Blocked note that asks the question.
 fn needs_person(question: &str) -> Decision {
@@ -936,95 +865,6 @@ mod tests {
                 "{report:?}"
             );
         }
-    }
-
-    #[test]
-    fn pace_stops_at_a_window_used_past_the_threshold() {
-        use crate::agent::stream::RateLimitWindow;
-        let now = 1_000_000;
-        let limit = |used: Option<f64>, windows: Vec<RateLimitWindow>| {
-            (
-                "claude".to_string(),
-                RateLimit {
-                    status: "allowed_warning".into(),
-                    kind: Some("five_hour".into()),
-                    utilization: used,
-                    resets_at: Some(now + 7200),
-                    windows,
-                },
-            )
-        };
-        let window = |name: &str, used: f64, resets_in: i64| RateLimitWindow {
-            name: name.into(),
-            utilization: used,
-            resets_at: Some(now + resets_in),
-        };
-        type Case<'a> = (Option<f64>, Option<(String, RateLimit)>, Option<&'a str>);
-        let table: Vec<Case> = vec![
-            (None, Some(limit(Some(0.99), vec![])), None),
-            (Some(0.9), None, None),
-            (Some(0.9), Some(limit(Some(0.89), vec![])), None),
-            (
-                Some(0.9),
-                Some(limit(Some(0.9), vec![])),
-                Some(
-                    "--pace: claude's five-hour window is 90% used, resets in 2h (the pace is 90%) — no new task taken; run kern again later, or raise --pace",
-                ),
-            ),
-            (
-                Some(0.8),
-                Some(limit(
-                    Some(0.5),
-                    vec![
-                        window("five_hour", 0.5, 7200),
-                        window("seven_day", 0.85, 86_400),
-                    ],
-                )),
-                Some(
-                    "--pace: claude's seven-day window is 85% used, resets in 24h (the pace is 80%) — no new task taken; run kern again later, or raise --pace",
-                ),
-            ),
-            // A window that has reset no longer counts.
-            (
-                Some(0.8),
-                Some(limit(None, vec![window("five_hour", 0.95, -5)])),
-                None,
-            ),
-            (Some(0.8), Some(limit(None, vec![])), None),
-        ];
-        for (threshold, latest, want) in table {
-            assert_eq!(
-                pace(threshold, latest.as_ref(), None, now),
-                want.map(|w| Pace::Stop(w.to_string())),
-                "{threshold:?} {latest:?}"
-            );
-        }
-        // With a fallback agent, the paced agent is left alone until its window resets.
-        let over = limit(Some(0.93), vec![]);
-        assert_eq!(
-            pace(Some(0.9), Some(&over), Some("codex"), now),
-            Some(Pace::HandOver {
-                agent: "claude".into(),
-                until: now + 7200,
-                message: "--pace: claude's five-hour window is 93% used, resets in 2h (the pace is 90%) — the next stages run on codex until then".into(),
-            })
-        );
-        // A fallback that is the paced agent itself, or a window without a reset time: stop.
-        assert!(matches!(
-            pace(Some(0.9), Some(&over), Some("claude"), now),
-            Some(Pace::Stop(_))
-        ));
-        let no_reset = (
-            "claude".to_string(),
-            RateLimit {
-                resets_at: None,
-                ..over.1.clone()
-            },
-        );
-        assert!(matches!(
-            pace(Some(0.9), Some(&no_reset), Some("codex"), now),
-            Some(Pace::Stop(_))
-        ));
     }
 
     #[test]

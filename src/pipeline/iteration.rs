@@ -15,6 +15,10 @@
 //!   leaves changes has exactly those changes saved under `refs/kern/attempts/<task>/<n>` and
 //!   put back to HEAD, so the next task starts on a clean tree and the night goes on. The note
 //!   in SPEC.md names the ref.
+//!
+//! No unit test here: this file is the shell that runs the sequence; each step's decision is a
+//! pure function with its table (`decide.rs`, `resume`, `scope.rs`), and the sequence is held by
+//! tests/integration/pipeline.rs, crash.rs and nothing_lost.rs.
 
 use std::path::PathBuf;
 

@@ -12,7 +12,6 @@ use std::cell::{RefCell, RefMut};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::agent::stream::RateLimit;
 use crate::event::RunEvent;
 use crate::reporter::Summary;
 use crate::retry::AgentLimits;
@@ -59,8 +58,14 @@ pub(crate) struct Books {
     pub(crate) stages_by_agent: Vec<(String, u32)>,
     /// Stages that moved to another agent at a usage limit.
     pub(crate) switches: u32,
-    /// The latest subscription usage an agent reported, for `--pace`.
-    pub(crate) rate_limit: Option<(String, RateLimit)>,
+    /// The latest reading of each usage window, by agent.
+    pub(crate) readings: super::pace::Readings,
+    /// What each stage used of each window, where known: stage, window kind, points.
+    pub(crate) window_spent: Vec<(crate::stage::Stage, String, f64)>,
+    /// The windows `--pace` waited for the reset of (or the line of): kind, until when.
+    pub(crate) resumed: Vec<(String, i64)>,
+    /// How long `--pace` has paused the run (counted against `--max-wait`).
+    pub(crate) paced_for: Duration,
     /// Until when each agent is at its usage limit.
     pub(crate) limits: AgentLimits,
     /// When the run started.
@@ -74,7 +79,6 @@ pub(crate) struct StageCount<'a> {
     pub(crate) retries: u32,
     /// Whether the stage moved to another agent at a usage limit.
     pub(crate) switched: bool,
-    pub(crate) rate_limit: Option<&'a (String, RateLimit)>,
     /// The usage-limit waits, how long each.
     pub(crate) waits: &'a [(WaitKind, u64)],
 }
@@ -89,7 +93,10 @@ impl Ledger {
                 last_failed: false,
                 stages_by_agent: Vec::new(),
                 switches: 0,
-                rate_limit: None,
+                readings: Vec::new(),
+                window_spent: Vec::new(),
+                resumed: Vec::new(),
+                paced_for: Duration::ZERO,
                 limits: AgentLimits::default(),
                 started: Instant::now(),
             })),
@@ -131,9 +138,6 @@ impl Ledger {
         if stage.switched {
             books.switches += 1;
         }
-        if let Some(limit) = stage.rate_limit {
-            books.rate_limit = Some(limit.clone());
-        }
         books.summary.cost_usd += stage.cost_usd;
         books.summary.retries += stage.retries;
         for (kind, ms) in stage.waits {
@@ -171,7 +175,6 @@ mod tests {
             cost_usd: 0.5,
             retries: 1,
             switched: false,
-            rate_limit: None,
             waits: &waits,
         });
         let total = run.count_stage(&StageCount {
@@ -179,7 +182,6 @@ mod tests {
             cost_usd: 0.25,
             retries: 0,
             switched: true,
-            rate_limit: None,
             waits: &[],
         });
         assert!((total - 0.75).abs() < 1e-9);

@@ -15,7 +15,9 @@
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
 //! a dead run). What every task of a run shares: `shared` (SPEC.md) and `ledger` (what the run
-//! counts). Where the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
+//! counts), `pace` (the usage windows each stage used and `--pace`'s pure gate) and `pacing`
+//! (the gate asked before each stage and after each task: pauses, hand-overs, the end). Where
+//! the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
 //! worktrees, `-j`), `schedule` (which tasks run together) and `remote` (tasks claimed on a git
 //! remote and landed there, `--remote`).
 //!
@@ -33,7 +35,8 @@
 //!   what the state folder still holds.
 //! - Two agents: the run remembers until when each agent is at its usage limit
 //!   (in the [`Ledger`] every task shares), so every stage starts on the one that can work (`--fallback-agent`),
-//!   and `--pace` is judged after each iteration from the latest usage an agent reported.
+//!   and `--pace` is judged before each stage (a pause) and after each iteration (no new task)
+//!   from the latest reading of each usage window the agents reported.
 
 mod audit;
 pub(crate) mod check;
@@ -46,6 +49,8 @@ pub(crate) mod fence;
 mod guard;
 mod iteration;
 mod ledger;
+pub(crate) mod pace;
+mod pacing;
 mod parallel;
 mod recovery;
 pub(crate) mod remote;
@@ -644,49 +649,6 @@ impl Run<'_> {
             &summary,
         );
         result
-    }
-}
-
-impl Run<'_> {
-    /// `--pace` after a task: `Some(why)` when no new task may be taken (said to the person);
-    /// a hand-over to the fallback agent is recorded and the run goes on.
-    fn judge_pace(&mut self) -> Option<String> {
-        let fallback = self
-            .settings
-            .fallback_agent
-            .as_ref()
-            .map(std::string::ToString::to_string);
-        let rate_limit = self.ledger.books().rate_limit.clone();
-        match decide::pace(
-            self.settings.pace,
-            rate_limit.as_ref(),
-            fallback.as_deref(),
-            Timestamp::now().epoch_seconds(),
-        ) {
-            None => None,
-            Some(decide::Pace::Stop(why)) => {
-                self.teller.emit(RunEvent::Told(Told::Paced {
-                    line: why.clone(),
-                    handed_over: false,
-                }));
-                Some(why)
-            }
-            Some(decide::Pace::HandOver {
-                agent,
-                until,
-                message,
-            }) => {
-                self.teller.emit(RunEvent::Told(Told::Paced {
-                    line: message,
-                    handed_over: true,
-                }));
-                let mut books = self.ledger.books();
-                books.limits.set(&agent, until);
-                // Read again only when that agent reports anew.
-                books.rate_limit = None;
-                None
-            }
-        }
     }
 }
 

@@ -7,6 +7,9 @@
 //! can it be kern's. Any other `index.lock` is someone else's: the run stops with the fix. A
 //! run killed while it cleans up hands the cleanup on (`recovering` in its lock record), so
 //! two kills in a row never leave a lock file no run will remove.
+//!
+//! No unit test here: it removes files and kills processes of a dead run; the rule is held by
+//! tests/integration/crash.rs and lock.rs with real killed runs.
 
 use crate::error::{Error, Result};
 use crate::event::{Leftover, RunEvent, Told};

@@ -6,6 +6,9 @@
 //! the person's for the whole run and left out of every commit kern makes. Files kern itself left
 //! out of a commit (secrets, too large) never block a start. `kern -n` and `kern doctor` ask
 //! the same rule ([`tree_at_start`]) so that they name the paths before a night stops on them.
+//!
+//! No unit test here: [`tree_at_start`] reads the repository; it is held by
+//! tests/integration/nothing_lost.rs, doctor.rs and second_round.rs (the dirty tree named).
 
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};

@@ -31,6 +31,18 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
     use Said::{Info, Warn};
     match event {
         RunEvent::Level { level, why, .. } => vec![Info(format!("level {level}: {why}"))],
+        RunEvent::Paced { line, .. } => vec![Info(line.clone())],
+        RunEvent::Resumed {
+            stage,
+            kind,
+            waited_ms,
+            ..
+        } => vec![Info(format!(
+            "--pace: going on with the {} stage after {} (the {} window)",
+            stage.name(),
+            text::duration(std::time::Duration::from_millis(*waited_ms)),
+            kind.replace('_', "-")
+        ))],
         RunEvent::Decomposed { subtasks, .. } => vec![Info(format!(
             "decomposed into {}",
             text::count(subtasks.len(), "subtask", "subtasks")

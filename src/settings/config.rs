@@ -479,6 +479,7 @@ pub(crate) fn starter() -> String {
                     "max-cost" => "20".to_string(),
                     "level" => "2".to_string(),
                     "pace" => "90".to_string(),
+                    "pace-week" => "70".to_string(),
                     "model" | "fallback-model" | "review-model" => toml_string("sonnet"),
                     "fallback-agent" | "review-agent" => toml_string("codex"),
                     "tracker" => toml_string("github"),

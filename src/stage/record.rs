@@ -85,6 +85,10 @@ pub(crate) struct KernEnvelope {
     /// stage (`jq .kern.tests_first stage2.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tests_first: Option<TestsFirstRecord>,
+    /// The usage windows the agent reported during the stage, each with its use before and
+    /// after (`jq .kern.window stage2.json`); empty when it reported none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window: Vec<WindowUse>,
     /// The size of the prompt sent on stdin.
     pub prompt_bytes: u64,
     /// How the stage was fenced and what the fence denied (`jq .kern.sandbox stage2.json`):
@@ -92,6 +96,32 @@ pub(crate) struct KernEnvelope {
     /// path or host and counts, the variables kept back. Absent in records of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::FenceReport>,
+}
+
+/// One usage window as a stage saw it: how much of it was used before the stage (the run's
+/// last reading of the same window, `None` when the run had none) and after it, in percent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WindowUse {
+    /// The agent that reported it.
+    pub agent: String,
+    /// `five_hour`, `seven_day`, …
+    pub kind: String,
+    /// Percent used before the stage, when known.
+    #[serde(default)]
+    pub used_before: Option<f64>,
+    /// Percent used after it.
+    pub used_after: f64,
+    /// When the window resets, in seconds since the epoch.
+    #[serde(default)]
+    pub resets_at: Option<i64>,
+}
+
+impl WindowUse {
+    /// The points of the window this stage used, when its use before is known.
+    pub(crate) fn spent(&self) -> Option<f64> {
+        self.used_before
+            .map(|before| (self.used_after - before).max(0.0))
+    }
 }
 
 /// What kern saw of a task's tests (`Tests: first`), in the implement stage's record.
@@ -283,6 +313,7 @@ mod tests {
             reverted: Vec::new(),
             must: Vec::new(),
             tests_first: None,
+            window: Vec::new(),
             prompt_bytes: 1234,
             sandbox: None,
         }

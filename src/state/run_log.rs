@@ -137,6 +137,14 @@ mod tests {
                 turns: Some(12),
                 said: None,
                 fence: Some("fence denied 2".into()),
+                window: vec![crate::stage::record::WindowUse {
+                    agent: "claude".into(),
+                    kind: "five_hour".into(),
+                    used_before: Some(40.0),
+                    used_after: 47.5,
+                    resets_at: Some(1_795_010_000),
+                }],
+                tokens: Some(12_345),
                 waits: vec![
                     Wait {
                         kind: WaitKind::Retry,
@@ -169,6 +177,8 @@ mod tests {
                 waits: Vec::new(),
                 said: None,
                 fence: None,
+                window: Vec::new(),
+                tokens: None,
             },
             RunEvent::AgentSwitch {
                 task: Some("Add the parser".into()),
@@ -224,6 +234,21 @@ mod tests {
                 attempt: 2,
                 note: "the test `parse_empty` failed: expected Ok, got Err".into(),
                 ends_task: false,
+            },
+            RunEvent::Paced {
+                task: Some("Add the parser".into()),
+                stage: Stage::Implement,
+                agent: "claude".into(),
+                kind: "five_hour".into(),
+                action: "pause".into(),
+                until: Some(1_795_010_000),
+                line: "--pace: claude's five-hour window is 85% used, resets in 2h (the pace is 80%) — pausing 2h until then".into(),
+            },
+            RunEvent::Resumed {
+                task: Some("Add the parser".into()),
+                stage: Stage::Implement,
+                kind: "five_hour".into(),
+                waited_ms: 7_200_000,
             },
             RunEvent::Hangup {},
             RunEvent::NoCommit {

@@ -52,3 +52,4 @@ mod tests_first;
 mod tracker;
 mod two_agents;
 mod verified_done;
+mod windows;

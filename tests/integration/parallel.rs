@@ -939,7 +939,9 @@ fn pace_takes_no_new_task_once_a_parallel_task_reports_its_window_used_past_it()
         ],
         "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}
     }));
-    let ran = p.run(&["5", "0", "-j", "2", "--pace"]).expect(0);
+    let ran = p
+        .run(&["5", "0", "-j", "2", "--pace", "--max-wait=1h"])
+        .expect(0);
     let subjects: Vec<String> = history(&p).into_iter().map(|(s, _)| s).collect();
     assert_eq!(subjects, vec!["Second", "First", "initial"]);
     assert!(p.read("SPEC.md").contains("- [ ] Third"));

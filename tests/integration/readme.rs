@@ -100,6 +100,8 @@ enum How {
     Tracker,
     /// The recipes for a task tested first: run after one was committed.
     TestsFirst,
+    /// The usage-window recipes: run after a task whose agent reported its window.
+    Windows,
     /// The benchmark commands (minutes each, never part of `cargo test`): the scripts exist and
     /// are executable, the criterion bench is declared.
     Bench,
@@ -204,6 +206,18 @@ const KNOWN: &[(&str, How)] = &[
     (
         "jq -c 'select(.event == \"tests_red\" or .event == \"tests_green\")' \"$(kern status --dir)/run.jsonl\"",
         How::TestsFirst,
+    ),
+    (
+        "jq .kern.window \"$(kern status --dir)/last/stage2.json\"",
+        How::Windows,
+    ),
+    (
+        "jq -c 'select(.event == \"stage_end\") | [.task, .stage, .window]' \"$(kern status --dir)/run.jsonl\"",
+        How::Windows,
+    ),
+    (
+        "jq -c 'select(.event == \"paced\" or .event == \"resumed\")' \"$(kern status --dir)/run.jsonl\"",
+        How::Windows,
     ),
     ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
     ("benches/remote", How::Bench),
@@ -872,6 +886,48 @@ fn the_tests_first_recipes_show_red_then_green() {
         })
         .collect();
     assert_eq!(events, ["tests_red", "tests_green"]);
+}
+
+#[test]
+fn the_window_recipes_show_each_stages_use_and_the_pauses() {
+    if !tools::system_tool("jq", "jq", "KERN_SKIP_JQ") {
+        return;
+    }
+    let p = Project::new("- [ ] First\n");
+    let usage = |used: f64, secs: u64| json!({"utilization": used, "window": "five_hour", "resets_in_secs": secs});
+    p.scenario(&json!({"default": {
+        "research": {"usage": usage(0.85, 8)},
+        "implement": {"write": {"out/first.txt": "done\n"}, "usage": usage(0.05, 5 * 3600)}
+    }}));
+    p.run(&["1", "0", "--pace=80", "--reset-margin=0s"])
+        .expect(0);
+    let recipes = commands(How::Windows);
+    assert_eq!(recipes.len(), 3, "{recipes:?}");
+    let out = |recipe: &str| {
+        let (ok, stdout, stderr) = run_recipe(p.run(&[]), recipe);
+        assert!(ok, "`{recipe}` failed: {stderr}");
+        stdout
+    };
+    let window: Value = serde_json::from_str(&out(&recipes[0])).unwrap();
+    assert_eq!(window[0]["kind"], "five_hour");
+    assert_eq!(window[0]["used_after"], 5.0);
+    let stages: Vec<Value> = out(&recipes[1])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stages.len(), 3, "{stages:?}");
+    assert_eq!(stages[0][2][0]["used_after"], 85.0);
+    let paused: Vec<Value> = out(&recipes[2])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        paused
+            .iter()
+            .map(|e| e["event"].clone())
+            .collect::<Vec<_>>(),
+        [json!("paced"), json!("resumed")]
+    );
 }
 
 #[test]

@@ -524,7 +524,9 @@ fn pace_stops_taking_tasks_when_the_real_claude_reports_its_usage() {
     claude_api.report_usage(Some(0.93));
     let claude_env = claude_api.claude_subscription_env(env.home.path());
 
-    let run = env.kern(&claude_env, &["5", "0", "--pace"]).expect(0);
+    let run = env
+        .kern(&claude_env, &["5", "0", "--pace", "--max-wait=1h"])
+        .expect(0);
 
     let p = &env.project;
     assert_eq!(p.log(), ["Add greeting.txt", "initial"]);
@@ -547,4 +549,20 @@ fn pace_stops_taking_tasks_when_the_real_claude_reports_its_usage() {
     );
     let end: Vec<Value> = p.run_events("run_end");
     assert_eq!(end[0]["exit_code"], 0);
+    // The window the real CLI reported is in each stage's record and event, and the report.
+    let windows: Vec<Value> = p
+        .run_events("stage_end")
+        .iter()
+        .filter_map(|e| e["window"].get(0).cloned())
+        .collect();
+    assert!(!windows.is_empty(), "no stage_end carries a window");
+    for w in &windows {
+        assert_eq!(
+            (&w["agent"], &w["kind"]),
+            (&json!("claude"), &json!("five_hour"))
+        );
+        assert_eq!(w["used_after"], 93.0);
+    }
+    let report = env.kern(&claude_env, &["report"]).expect(0).stdout;
+    assert!(report.contains("claude's 5-hour window"), "{report}");
 }

@@ -416,7 +416,7 @@ fn pace_takes_no_new_task_once_a_usage_window_is_used_past_it() {
     });
     let p = Project::new(spec);
     p.scenario(&scenario);
-    let out = p.run(&["5", "0", "--pace"]).expect(0);
+    let out = p.run(&["5", "0", "--pace", "--max-wait=1h"]).expect(0);
     let err = &out.stderr;
     // The agent said "in 7200 s"; kern reads it a moment later.
     let err = err.replace("resets in 1h 59m", "resets in 2h");

@@ -164,7 +164,7 @@ impl ClaudeStream {
 }
 
 /// A `rate_limit_info` object as a [`RateLimit`]; `None` without a `status`.
-fn rate_limit(info: &Value) -> Option<RateLimit> {
+pub(crate) fn rate_limit(info: &Value) -> Option<RateLimit> {
     let status = info["status"].as_str()?.to_string();
     let windows = info["unifiedWindows"]
         .as_object()

@@ -75,6 +75,8 @@ pub(super) struct CodexStream {
     turn_failed: bool,
     errors: VecDeque<String>,
     reconnects_in_a_row: u32,
+    /// The latest `rate_limits` snapshot (its usage windows).
+    rate_limit: Option<super::RateLimit>,
 }
 
 impl CodexStream {
@@ -87,7 +89,14 @@ impl CodexStream {
             turn_failed: false,
             errors: VecDeque::new(),
             reconnects_in_a_row: 0,
+            rate_limit: None,
         }
+    }
+
+    /// The latest usage windows Codex reported.
+    #[cfg(test)]
+    pub(super) fn rate_limit(&self) -> Option<&super::RateLimit> {
+        self.rate_limit.as_ref()
     }
 
     fn push_error(&mut self, message: String) {
@@ -126,6 +135,14 @@ impl CodexStream {
             return LineSignal::Continue;
         }
         self.reconnects_in_a_row = 0;
+        if line.contains("\"rate_limits\"")
+            && let Some(limit) = serde_json::from_str::<Value>(line)
+                .ok()
+                .as_ref()
+                .and_then(super::window::codex_rate_limits)
+        {
+            self.rate_limit = Some(limit);
+        }
         match kind {
             "thread.started" => {
                 self.thread_id = event.thread_id;
@@ -223,6 +240,7 @@ impl CodexStream {
         out.errors = self.errors.into_iter().collect();
         out.saw_result = self.turn_completed;
         out.is_error = self.turn_failed || !self.turn_completed;
+        out.rate_limit = self.rate_limit;
     }
 }
 

@@ -1,5 +1,6 @@
 //! Reading an agent's stdout as it arrives: Claude stream-json, Codex JSONL, or plain text —
 //! one file per dialect, each keeping its own state inside its [`Mode`] variant.
+//! `window.rs` reads the usage windows both dialects report into one shape.
 //!
 //! The supervisor hands every stdout line to [`StreamParser::push_line`] (it also writes the
 //! raw stream to `stageN.jsonl`, so nothing here keeps it) and calls
@@ -19,6 +20,10 @@
 mod claude;
 mod codex;
 mod plain;
+pub(crate) mod window;
+
+#[cfg(test)]
+pub(crate) use claude::rate_limit as claude_rate_limit;
 
 pub(crate) use plain::ReportCheck;
 
@@ -371,6 +376,7 @@ impl StreamParser {
     pub(crate) fn rate_limit(&self) -> Option<&RateLimit> {
         match &self.mode {
             Mode::Claude(claude) => claude.rate_limit(),
+            Mode::Codex(codex) => codex.rate_limit(),
             _ => None,
         }
     }

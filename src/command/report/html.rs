@@ -130,7 +130,7 @@ fn run_section(out: &mut String, run: &RunReport) {
         );
     }
     out.push_str("</table>\n<h2>Totals</h2>\n<dl class=\"totals\">\n");
-    for (label, value) in text::totals_rows(&run.totals, run.max_cost_usd) {
+    for (label, value) in super::windows::run_rows(run) {
         let _ = writeln!(
             out,
             "<dt>{}</dt><dd>{}</dd>",

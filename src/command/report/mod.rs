@@ -11,11 +11,13 @@
 //!   repository's refs: its branch still there is waiting, gone with its commit kept under
 //!   `refs/kern/attempts/` is rejected, otherwise accepted (then it counts as committed). It
 //!   never writes the state folder.
-//! - The files: `text` (terminal and Markdown), `html` (the page); the model they render,
+//! - The files: `text` (terminal and Markdown), `html` (the page), `windows` (the usage
+//!   windows' words both use); the model they render,
 //!   the pure fold of events into a report, is `state::run_report`.
 
 mod html;
 mod text;
+mod windows;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

@@ -82,7 +82,7 @@ pub(super) fn terminal(report: &Report, color: bool) -> String {
         }
         out.push('\n');
         let _ = writeln!(out, "{}", p("Totals", BOLD));
-        for (label, value) in totals_rows(&run.totals, run.max_cost_usd) {
+        for (label, value) in super::windows::run_rows(run) {
             let _ = writeln!(out, "  {label:<16} {value}");
         }
         for notice in &run.notices {
@@ -163,7 +163,7 @@ pub(super) fn markdown(report: &Report) -> String {
             }
         }
         let _ = writeln!(out, "### Totals\n");
-        for (label, value) in totals_rows(&run.totals, run.max_cost_usd) {
+        for (label, value) in super::windows::run_rows(run) {
             if label.is_empty() {
                 let _ = writeln!(out, "  - {}", md_code(&value));
             } else {
@@ -269,6 +269,12 @@ pub(super) fn task_details(t: &TaskReport) -> Vec<String> {
     for s in &t.stages {
         lines.push(stage_text(s));
     }
+    lines.extend(super::windows::window_lines(t));
+    lines.extend(
+        t.paced
+            .iter()
+            .map(|line| truncate(&clean(line), NOTE_WIDTH)),
+    );
     for c in &t.checks {
         lines.push(format!(
             "check `{}` {}",

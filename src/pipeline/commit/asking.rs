@@ -6,6 +6,10 @@
 //! work kept as it is; a parallel task's integration, which cannot wait for an agent, records the
 //! request in the task's folder instead. A `pre-commit` refusal is a failed attempt, with the
 //! done marks kern set put back to `[~]`.
+//!
+//! No unit test here: the choice is `decide::after_refused_message` (tested in decide.rs); this
+//! file runs the review and the commit, held by tests/integration/git_fidelity.rs and
+//! hook_managers.rs with real hooks.
 
 use super::{Integrated, Tried};
 use crate::error::Result;

@@ -6,6 +6,9 @@
 //! conflict, the task retried on the new tip) or on its branch `kern/<task>` (the second, which
 //! blocks the task). What integration already wrote and must go back is saved first under
 //! `refs/kern/saved/`.
+//!
+//! No unit test here: it writes refs and the tree; held by tests/integration/parallel.rs (first and
+//! second conflict, a hand edit meanwhile).
 
 use super::Job;
 use crate::error::Result;

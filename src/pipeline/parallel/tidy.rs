@@ -4,6 +4,9 @@
 //! The one decision a reader must know: a worktree goes only when nothing is left in it that
 //! is not kept elsewhere — changes are saved under `refs/kern/saved/<task>/worktree-<n>`
 //! first, and its branch is deleted only when the run's branch already contains it.
+//!
+//! No unit test here: it removes worktrees and saves refs; held by tests/integration/parallel.rs
+//! and crash.rs (a run killed while it wrote a task's work).
 
 use std::path::{Path, PathBuf};
 

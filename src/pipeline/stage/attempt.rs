@@ -194,6 +194,7 @@ pub(super) async fn run_once(
         reverted: Vec::new(),
         must: Vec::new(),
         tests_first: None,
+        window: Vec::new(),
         prompt_bytes: request.prompt.len() as u64,
         sandbox: Some(fence_report(settings, finished.fence.as_ref(), tries)),
     };

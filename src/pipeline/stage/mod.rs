@@ -48,6 +48,11 @@ impl Run<'_> {
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
+        let agent = match (stage, &self.settings.review_agent) {
+            (crate::stage::Stage::Review, Some(reviewer)) => reviewer.to_string(),
+            _ => self.settings.agent.to_string(),
+        };
+        self.pace_before(&agent, stage, &it.title).await?;
         let doc = self.spec.reload()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
             path: self.ws.spec_path.clone(),
@@ -112,11 +117,13 @@ impl Run<'_> {
                     waits: Vec::new(),
                     said: None,
                     fence: None,
+                    window: Vec::new(),
+                    tokens: None,
                 });
                 return Err(e);
             }
         };
-        self.count(&run);
+        self.count(&mut run);
         for switch in &run.record.kern.switches {
             self.teller.emit(RunEvent::AgentSwitch {
                 task: Some(it.title.clone()),
@@ -197,6 +204,8 @@ impl Run<'_> {
             waits: record.kern.waits.clone(),
             said: Some(outcome_word(&run)),
             fence: fence_remark(record.kern.sandbox.as_ref()),
+            window: record.kern.window.clone(),
+            tokens: reported_tokens(record),
         });
         if run.budget_spent {
             // Claude stopped at the cap kern gave it: the budget is spent, and the task is
@@ -234,8 +243,23 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Adds a stage's cost, retries, waits and agent to the run's totals.
-    pub(super) fn count<R>(&mut self, run: &StageRun<R>) {
+    /// Adds a stage's cost, retries, waits and agent to the run's totals, and its use of each
+    /// usage window its agent reported to its record (`kern.window`) and the run's readings.
+    pub(super) fn count<R>(&mut self, run: &mut StageRun<R>) {
+        if let Some((agent, limit)) = &run.rate_limit {
+            let reported = crate::agent::stream::window::windows(limit);
+            let mut books = self.ledger.books();
+            let uses = crate::pipeline::pace::window_uses(&books.readings, agent, &reported);
+            for used in &uses {
+                if let Some(points) = used.spent() {
+                    books
+                        .window_spent
+                        .push((run.record.kern.stage, used.kind.clone(), points));
+                }
+            }
+            crate::pipeline::pace::read(&mut books.readings, agent, &reported);
+            run.record.kern.window = uses;
+        }
         let kern = &run.record.kern;
         let waits: Vec<(WaitKind, u64)> =
             kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();
@@ -244,7 +268,6 @@ impl Run<'_> {
             cost_usd: run.cost_usd,
             retries: kern.retries,
             switched: !kern.switches.is_empty(),
-            rate_limit: run.rate_limit.as_ref(),
             waits: &waits,
         });
         self.teller
@@ -273,6 +296,21 @@ fn reported_model(record: &crate::stage::record::StageRecord) -> Option<String> 
         .get("modelUsage")
         .and_then(serde_json::Value::as_object)
         .and_then(|models| models.keys().next().cloned())
+}
+
+/// The tokens the agent reported (`usage`: input, cache reads and writes, output), when it did.
+fn reported_tokens(record: &crate::stage::record::StageRecord) -> Option<u64> {
+    let usage = record.agent_result.get("usage")?.as_object()?;
+    let counts: Vec<u64> = [
+        "input_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+        "output_tokens",
+    ]
+    .iter()
+    .filter_map(|k| usage.get(*k).and_then(serde_json::Value::as_u64))
+    .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
 /// The word a stage line shows: the report's status or verdict, the number of research notes,

@@ -347,6 +347,26 @@ impl Builder {
             }
             // Told, never recorded: a log holds none of them.
             RunEvent::Told(_) => {}
+            RunEvent::Paced { task, line, .. } => match self.index_for(task.as_deref()) {
+                Some(index) if task.is_some() => self.tasks[index].paced.push(line.clone()),
+                _ => self.notices.push(line.clone()),
+            },
+            RunEvent::Resumed {
+                task,
+                stage,
+                waited_ms,
+                ..
+            } => {
+                if let Some(index) = self.index_for(task.as_deref()) {
+                    // A pause is time the task waited, as a usage-limit wait is.
+                    self.tasks[index].wait_ms += waited_ms;
+                    self.tasks[index].paced.push(format!(
+                        "--pace: went on with the {} stage after {}",
+                        stage.name(),
+                        crate::text::duration(std::time::Duration::from_millis(*waited_ms))
+                    ));
+                }
+            }
             RunEvent::LockRecovered { pid, why, phase } => self.notices.push(format!(
                 "took over the lock of run {pid} ({why}; it was {phase})"
             )),
@@ -445,6 +465,8 @@ impl Builder {
                 model,
                 turns,
                 waits,
+                window,
+                tokens,
                 ..
             } => {
                 let Some(index) = self.index_for(task.as_deref()) else {
@@ -464,6 +486,10 @@ impl Builder {
                 task.cost_usd += cost_usd;
                 task.agent_ms += duration_ms.saturating_sub(wait_ms);
                 task.wait_ms += wait_ms;
+                task.tokens += tokens.unwrap_or(0);
+                for used in window {
+                    super::WindowShare::add(&mut task.windows, used);
+                }
                 task.stages.push(StageInfo {
                     iteration,
                     stage: *stage,
@@ -664,6 +690,9 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         cost_usd: 0.0,
         agent_ms: 0,
         wait_ms: 0,
+        windows: Vec::new(),
+        tokens: 0,
+        paced: Vec::new(),
     }
 }
 

@@ -220,6 +220,64 @@ pub(crate) struct TaskReport {
     pub agent_ms: u64,
     /// Its stages' pauses (retry delays and usage-limit waits).
     pub wait_ms: u64,
+    /// The usage windows its stages' agents reported, with its share of each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowShare>,
+    /// The tokens its stages' agents reported (input, cache and output).
+    #[serde(default)]
+    pub tokens: u64,
+    /// `--pace`'s pauses before its stages and the resumes after them, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paced: Vec<String>,
+}
+
+/// A task's share of one usage window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct WindowShare {
+    /// The agent that reported it.
+    pub agent: String,
+    /// `five_hour`, `seven_day`, …
+    pub kind: String,
+    /// Points of the window its stages used, where each stage's use is known.
+    pub used: f64,
+    /// Its stages whose use of the window is known.
+    pub known_stages: u32,
+    /// Its stages that reported the window with no earlier reading to tell their use.
+    pub unknown_stages: u32,
+    /// Percent used after its last stage.
+    pub after: f64,
+}
+
+impl WindowShare {
+    /// Adds one stage's reading of the window to the task's `shares`.
+    pub(crate) fn add(shares: &mut Vec<WindowShare>, used: &crate::stage::record::WindowUse) {
+        let index = match shares
+            .iter()
+            .position(|s| s.agent == used.agent && s.kind == used.kind)
+        {
+            Some(i) => i,
+            None => {
+                shares.push(WindowShare {
+                    agent: used.agent.clone(),
+                    kind: used.kind.clone(),
+                    used: 0.0,
+                    known_stages: 0,
+                    unknown_stages: 0,
+                    after: 0.0,
+                });
+                shares.len() - 1
+            }
+        };
+        let share = &mut shares[index];
+        match used.spent() {
+            Some(points) => {
+                share.used = ((share.used + points) * 10.0).round() / 10.0;
+                share.known_stages += 1;
+            }
+            None => share.unknown_stages += 1,
+        }
+        share.after = used.used_after;
+    }
 }
 
 /// What a task tested first showed: red, then green (the last run of each).

@@ -1,0 +1,170 @@
+//! `--pace` in the run: the gate ([`pace::gate`]) asked before each stage
+//! ([`Run::pace_before`], which pauses) and after each task ([`Run::judge_pace`], which ends
+//! the run or hands the next tasks to the fallback agent), with the line, the `paced` and
+//! `resumed` events and the ledger's record of the pauses.
+//!
+//! The one decision a reader must know: a pause happens only before a stage, and a line that
+//! cannot be waited for (past `--max-wait`, or no known reset) never stops a task under way:
+//! the run takes no new task after it.
+
+use super::{Run, pace};
+use crate::error::{Error, Result};
+use crate::event::{RunEvent, Told};
+use crate::state::lock::Phase;
+use crate::timestamp::Timestamp;
+
+impl Run<'_> {
+    /// `--pace` after a task: `Some(why)` when no new task may be taken (said to the person);
+    /// a hand-over to the fallback agent is recorded and the run goes on. A window that a
+    /// pause can wait for is left to the gate before the next stage ([`Run::pace_before`]).
+    pub(super) fn judge_pace(&mut self) -> Option<String> {
+        let agent = self.settings.agent.to_string();
+        let gate = self.pace_gate(&agent, crate::stage::Stage::Research)?;
+        let (kind, until, line, paused) = match gate {
+            pace::Gate::Go => return None,
+            pace::Gate::Pause { until, kind, line } => (kind, Some(until), line, true),
+            pace::Gate::Stop {
+                kind,
+                resets_at,
+                line,
+            } => (kind, resets_at, line, false),
+        };
+        let fallback = self
+            .settings
+            .fallback_agent
+            .as_ref()
+            .map(std::string::ToString::to_string)
+            .filter(|f| *f != agent);
+        if let (Some(fallback), Some(until)) = (fallback, until) {
+            let (said, _) = line.split_once(" — ").unwrap_or((&line, ""));
+            self.teller.emit(RunEvent::Told(Told::Paced {
+                line: format!("{said} — the next stages run on {fallback} until then"),
+                handed_over: true,
+            }));
+            let mut books = self.ledger.books();
+            books.limits.set(&agent, until);
+            // Read again only when that agent reports anew.
+            books.readings.retain(|(a, _)| *a != agent);
+            return None;
+        }
+        if paused {
+            // The gate before the next stage pauses.
+            return None;
+        }
+        self.teller.emit(RunEvent::Paced {
+            task: None,
+            stage: crate::stage::Stage::Research,
+            agent,
+            kind,
+            action: "stop".into(),
+            until: None,
+            line: line.clone(),
+        });
+        Some(line)
+    }
+
+    /// What `--pace` says of `agent`'s windows before a stage of kind `stage`; `None` without
+    /// `--pace`, or when the agent is at its usage limit (its stages run on the fallback).
+    fn pace_gate(&self, agent: &str, stage: crate::stage::Stage) -> Option<pace::Gate> {
+        let rules = pace::Rules {
+            short: self.settings.pace,
+            week: self.settings.pace_week,
+        };
+        if rules.short.is_none() && rules.week.is_none() {
+            return None;
+        }
+        let now = Timestamp::now().epoch_seconds();
+        let books = self.ledger.books();
+        if books.limits.limited_until(agent, now).is_some() {
+            return None;
+        }
+        let readings: Vec<_> = books
+            .readings
+            .iter()
+            .filter(|(a, _)| a == agent)
+            .map(|(_, w)| w.clone())
+            .collect();
+        let expected: Vec<(String, f64)> = readings
+            .iter()
+            .map(|w| {
+                (
+                    w.kind.clone(),
+                    pace::expected_use(&books.window_spent, stage, &w.kind),
+                )
+            })
+            .collect();
+        let waited = books.paced_for;
+        let left = self.settings.retry.max_wait.saturating_sub(waited);
+        Some(pace::gate(
+            &rules,
+            &pace::Ask {
+                readings: &readings,
+                agent,
+                stage,
+                expected: &expected,
+                now,
+                wait_until: now.saturating_add(i64::try_from(left.as_secs()).unwrap_or(i64::MAX)),
+                resumed: &books.resumed,
+            },
+        ))
+    }
+
+    /// `--pace` before a stage that `agent` runs: pauses until the line allows it (a line, an
+    /// event before and after). A line that cannot be waited for lets a task under way finish;
+    /// the run takes no new task after it ([`Run::judge_pace`]).
+    pub(super) async fn pace_before(
+        &mut self,
+        agent: &str,
+        stage: crate::stage::Stage,
+        task: &str,
+    ) -> Result<()> {
+        // With a fallback agent, the run hands the next task to it instead ([`Run::judge_pace`]).
+        if self
+            .settings
+            .fallback_agent
+            .as_ref()
+            .is_some_and(|f| f.to_string() != agent)
+        {
+            return Ok(());
+        }
+        let Some(pace::Gate::Pause { until, kind, line }) = self.pace_gate(agent, stage) else {
+            return Ok(());
+        };
+        self.teller.emit(RunEvent::Paced {
+            task: Some(task.to_string()),
+            stage,
+            agent: agent.to_string(),
+            kind: kind.clone(),
+            action: "pause".into(),
+            until: Some(until),
+            line,
+        });
+        let now = Timestamp::now().epoch_seconds();
+        let wait = std::time::Duration::from_secs((until - now).max(0).unsigned_abs())
+            + self.settings.retry.reset_margin;
+        self.lock.set_phase(Phase::Waiting(stage))?;
+        self.teller.emit(RunEvent::Told(Told::Waiting {
+            reason: format!("--pace ({} window)", kind.replace('_', "-")),
+            remaining: wait,
+        }));
+        let started = std::time::Instant::now();
+        if self.interrupt.sleep_or_interrupt(wait).await {
+            return Err(Error::Interrupted {
+                signal: self.interrupt.requested().unwrap_or(2),
+            });
+        }
+        let waited = started.elapsed();
+        {
+            let mut books = self.ledger.books();
+            books.paced_for += waited;
+            books.resumed.push((kind.clone(), until));
+        }
+        self.teller.emit(RunEvent::Resumed {
+            task: Some(task.to_string()),
+            stage,
+            kind,
+            waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,250 @@
+//! Usage windows (DESIGN.md §21): what the agents report of their windows goes into each stage
+//! record (`kern.window`) and each `stage_end` event, `kern report` gives each task's share of
+//! each window (or, where none was reported, its dollars and tokens), `kern status` shows the
+//! window now; `--pace` pauses before a stage that would cross the line, by the window's shape.
+//!
+//! The scripted agent reports a window with `usage` (Claude Code's `rate_limit_event`); its
+//! reset time is "now + resets_in_secs" as the agent runs, so the waits here are real but
+//! short, and no test orders events with a sleep.
+
+use serde_json::{Value, json};
+
+use crate::support::project::Project;
+
+fn usage(utilization: f64, resets_in_secs: u64) -> Value {
+    json!({"utilization": utilization, "window": "five_hour", "resets_in_secs": resets_in_secs})
+}
+
+fn record(p: &Project, name: &str) -> Value {
+    let path = p.state_dir().join("last").join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn each_stage_records_its_share_of_the_window_and_the_report_gives_each_tasks() {
+    let spec = "- [ ] Plain\n- [ ] First\n- [ ] Second\n";
+    let scenario = json!({
+        "tasks": [
+            {"match": "First",
+             "research": {"usage": usage(0.40, 7200)},
+             "implement": {"write": {"out/first.txt": "1\n"}, "usage": usage(0.47, 7200)},
+             "commit": {"usage": usage(0.49, 7200)}},
+            {"match": "Second",
+             "research": {"usage": usage(0.52, 7200)},
+             "implement": {"write": {"out/second.txt": "2\n"}, "usage": usage(0.60, 7200)},
+             "commit": {"usage": usage(0.61, 7200)}},
+        ],
+        "default": {"implement": {"write": {"out/plain.txt": "p\n"}}}
+    });
+    let p = Project::new(spec);
+    p.scenario(&scenario);
+    p.run(&["5", "0"]).expect(0);
+    assert_eq!(p.log(), ["Second", "First", "Plain", "initial"]);
+
+    // The stage record of Second's implement: its use before and after.
+    let implement = record(&p, "stage2.json");
+    let window = &implement["kern"]["window"];
+    assert_eq!(window.as_array().map(Vec::len), Some(1), "{implement:#}");
+    assert_eq!(window[0]["kind"], "five_hour");
+    assert_eq!(window[0]["used_before"], 52.0);
+    assert_eq!(window[0]["used_after"], 60.0);
+    assert!(window[0]["resets_at"].as_i64().unwrap() > 0);
+    assert!(window[0]["agent"].as_str().unwrap().starts_with("program:"));
+
+    // run.jsonl has each stage's window; the first reading has no "before".
+    let ends = p.run_events("stage_end");
+    let windows: Vec<(Value, Value)> = ends
+        .iter()
+        .filter_map(|e| e["window"].get(0))
+        .map(|w| (w["used_before"].clone(), w["used_after"].clone()))
+        .collect();
+    assert_eq!(
+        windows,
+        [
+            (Value::Null, json!(40.0)),
+            (json!(40.0), json!(47.0)),
+            (json!(47.0), json!(49.0)),
+            (json!(49.0), json!(52.0)),
+            (json!(52.0), json!(60.0)),
+            (json!(60.0), json!(61.0)),
+        ]
+    );
+    assert!(ends.iter().all(|e| e["tokens"].as_u64().unwrap() > 0));
+
+    // The report: each task's share, or what stands in for it.
+    let report = p.run(&["report"]).expect(0).stdout;
+    assert!(
+        report.contains("5-hour window (now 61 %)")
+            && report.contains("this task used 12 % of program:"),
+        "{report}"
+    );
+    assert!(
+        report.contains("this task used at least 9 % of program:")
+            && report.contains("(now 49 %; 1 stage without an earlier reading)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("usage window: none reported — cost and tokens stand in: $0.03, ")
+            && report.contains(" tokens\n"),
+        "{report}"
+    );
+    // The totals: a line per window.
+    assert!(
+        report.contains("usage windows    program:")
+            && report.contains(
+                "5-hour window now 61 %; the run's tasks used at least 21 % of it (1 stage without an earlier reading)"
+            ),
+        "{report}"
+    );
+    let json: Value = serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap();
+    let second = &json["runs"][0]["tasks"][2];
+    assert_eq!(second["title"], "Second");
+    assert_eq!(second["windows"][0]["used"], 12.0);
+    assert_eq!(second["windows"][0]["unknown_stages"], 0);
+
+    // Status: the window now.
+    let status = p.run(&["status"]).expect(0).stdout;
+    assert!(
+        status.contains("5-hour window 61 % used, resets in 1h 59m")
+            || status.contains("5-hour window 61 % used, resets in 2h"),
+        "{status}"
+    );
+    let status: Value =
+        serde_json::from_str(&p.run(&["status", "--json"]).expect(0).stdout).unwrap();
+    assert_eq!(status["windows"][0]["used_after"], 61.0);
+}
+
+#[test]
+fn pace_pauses_before_a_stage_until_the_reset_then_spends_at_most_a_first_hour_share() {
+    let spec = "- [ ] First\n- [ ] Second\n";
+    let p = Project::new(spec);
+    p.scenario(&json!({
+        "tasks": [{"match": "First",
+                   "research": {"usage": usage(0.85, 10)},
+                   "implement": {"write": {"out/first.txt": "1\n"}, "usage": usage(0.30, 5 * 3600)}}],
+        "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}
+    }));
+    let out = p
+        .run(&["5", "0", "--pace=80", "--reset-margin=0s", "--max-wait=10m"])
+        .expect(0);
+    let err = &out.stderr;
+    // Research left the window at 85 %: implement waits for the reset, then runs.
+    assert!(
+        err.contains("five-hour window is 85% used, resets in")
+            && err.contains("(the pace is 80%) — pausing"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--pace: going on with the implement stage after"),
+        "{err}"
+    );
+    // The new window is 30 % used in its first hour (the share is 20 % + 5): the task under
+    // way finishes, no new one is taken.
+    assert!(
+        err.contains("five-hour window is 30% used")
+            && err.contains("(the first-hour share after the reset is 25%) — no new task taken"),
+        "{err}"
+    );
+    assert_eq!(p.log(), ["First", "initial"]);
+    assert!(p.read("SPEC.md").contains("- [ ] Second"));
+
+    let paced = p.run_events("paced");
+    assert_eq!(paced.len(), 2, "{paced:?}");
+    assert_eq!(
+        (
+            &paced[0]["action"],
+            &paced[0]["stage"],
+            &paced[0]["task"],
+            &paced[0]["kind"]
+        ),
+        (
+            &json!("pause"),
+            &json!("implement"),
+            &json!("First"),
+            &json!("five_hour")
+        )
+    );
+    assert!(paced[0]["until"].as_i64().is_some());
+    assert_eq!(paced[1]["action"], "stop");
+    let resumed = p.run_events("resumed");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0]["stage"], "implement");
+    assert!(resumed[0]["waited_ms"].as_u64().unwrap() > 0);
+
+    // The report has a row for each.
+    let report = p.run(&["report"]).expect(0).stdout;
+    assert!(report.contains("(the pace is 80%) — pausing"), "{report}");
+    assert!(
+        report.contains("--pace: went on with the implement stage after"),
+        "{report}"
+    );
+    // The pause is waiting time in the totals.
+    let json: Value = serde_json::from_str(&p.run(&["report", "--json"]).expect(0).stdout).unwrap();
+    assert!(
+        json["runs"][0]["totals"]["wait_ms"].as_u64().unwrap() > 0,
+        "{json:#}"
+    );
+    assert!(
+        report.contains("first-hour share after the reset is 25%"),
+        "{report}"
+    );
+    // Research had no earlier reading, implement read a new window: First's share is unknown.
+    assert!(
+        report.contains(
+            "5-hour window at 30 % after this task (its share unknown: no earlier reading)"
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn pace_even_keeps_to_the_elapsed_share_and_pace_week_to_the_week() {
+    let spec = "- [ ] First\n- [ ] Second\n";
+    let week =
+        |used: f64| json!({"utilization": used, "window": "seven_day", "resets_in_secs": 86_400});
+    // (what First's research reports, the flags, the line kern prints, both tasks taken)
+    type Case<'a> = (Value, &'a [&'a str], Option<[&'a str; 2]>);
+    let cases: [Case; 4] = [
+        // 4 h of 5 h left: 1 h elapsed, 20 % + 5 allowed; 50 % is past it, the catch-up is
+        // past --max-wait.
+        (
+            usage(0.50, 4 * 3600),
+            &["--pace=even"],
+            Some([
+                "five-hour window is 50% used, resets in",
+                "(the even pace is 25%)",
+            ]),
+        ),
+        (usage(0.10, 4 * 3600), &["--pace=even"], None),
+        (
+            week(0.75),
+            &["--pace=90", "--pace-week=70"],
+            Some([
+                "seven-day window is 75% used, resets in",
+                "(the pace is 70%)",
+            ]),
+        ),
+        (week(0.75), &["--pace=90", "--pace-week=80"], None),
+    ];
+    for (reported, flags, line) in cases {
+        let p = Project::new(spec);
+        p.scenario(&json!({
+            "tasks": [{"match": "First", "research": {"usage": reported}}],
+            "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}
+        }));
+        let out = p.run(&["5", "0", "--max-wait=10m"]).args(flags).expect(0);
+        match line {
+            Some([line, pace]) => {
+                out.stderr_has(line);
+                out.stderr_has(pace);
+                out.stderr_has("no new task taken");
+                assert_eq!(p.log(), ["First", "initial"], "{flags:?}");
+                assert_eq!(p.run_events("paced")[0]["action"], "stop");
+            }
+            None => {
+                assert_eq!(p.log(), ["Second", "First", "initial"], "{flags:?}");
+                assert!(p.run_events("paced").is_empty(), "{flags:?}");
+            }
+        }
+    }
+}
