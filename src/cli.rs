@@ -17,6 +17,9 @@ use clap::FromArgMatches;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 pub use crate::reporter::ColorChoice;
+pub use night::{NightOptions, ScheduleArgs, Scheduler, watch_args};
+
+mod night;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -24,6 +27,7 @@ Examples:
   kern -n             dry run: show what would happen, change nothing
   kern status         tasks by state, the next task, the state folder
   kern report         the morning after: how the last run ended, what needs you
+  kern watch 10 30    kern 10 30, started again if it dies or stalls (--detach: in the background)
   kern demo           watch the whole loop in a throw-away repository";
 
 /// kern takes the next task from SPEC.md and drives a coding agent through research,
@@ -62,6 +66,10 @@ pub struct Cli {
     /// Options of a run.
     #[command(flatten)]
     pub run: RunOptions,
+
+    /// Options of a night: its deadline, its watchdog.
+    #[command(flatten)]
+    pub night: NightOptions,
 
     /// Options every command takes.
     #[command(flatten)]
@@ -366,7 +374,8 @@ pub struct RunOptions {
     pub claim_ttl: Duration,
 
     /// A command run (through `sh -c`) with a JSON event on stdin and KERN_EVENT set when the
-    /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person;
+    /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person
+    /// (under `kern watch` also when the run died or stalled, and when the watchdog gives up);
     /// it gets 10 s, and never changes the run's outcome.
     #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
     pub notify: Option<String>,
@@ -454,6 +463,28 @@ pub enum Command {
         #[arg(long, value_name = "NAME", default_value = "origin")]
         remote: String,
     },
+    /// Keep a night going: start the run, start it again when it dies or stalls, end with it.
+    ///
+    /// The run is started with ARGS, as `kern ARGS` takes them; one that dies, or shows no
+    /// progress for --stall-after, is started again, at most --max-restarts times in a row;
+    /// the watchdog ends with the run's exit code. A live run whose watchdog is gone is
+    /// adopted.
+    Watch {
+        /// The run's arguments: ITERATIONS, DELAY and options, as `kern` takes them.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
+    /// Start a night every day with the system's scheduler (systemd, launchd, or a crontab line).
+    ///
+    /// Every day at --at, `kern watch` starts the run with ARGS (after `--`) in this repository,
+    /// ending it by --until: a systemd user timer and service, a launchd agent on macOS, or,
+    /// where neither is, the crontab line to add. --list shows the nights scheduled, --remove
+    /// takes this repository's away.
+    Schedule(ScheduleArgs),
     /// What a run did, from run.jsonl: how it ended, what needs you, each task, the totals.
     Report {
         /// Every run active since then: 12h, 90m, 2d, a date (2026-11-18) or a time.
@@ -648,6 +679,18 @@ pub(crate) const IGNORED_BY: &[(&str, &[&str])] = &[
             "review_agent",
             "sandbox",
             "sandbox_network",
+        ],
+    ),
+    // The night's own options go after `--`.
+    (
+        "schedule",
+        &[
+            "spec",
+            "color",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
         ],
     ),
     (
@@ -1036,6 +1079,8 @@ mod tests {
             (&["kern", "-v", "inti"], Some("init")),
             (&["kern", "compl"], Some("completions")),
             (&["kern", "helo"], Some("help")),
+            (&["kern", "wacth", "10", "30"], Some("watch")),
+            (&["kern", "schedul", "--list"], Some("schedule")),
         ];
         for (argv, name) in cases {
             match read(argv) {
@@ -1050,7 +1095,7 @@ mod tests {
         }
         match read(&["kern", "frobnicate"]) {
             Some(WordForCount::Unknown(message)) => assert!(
-                message.starts_with("`frobnicate` is not a command, nor a number of tasks — the commands are status, release, report,"),
+                message.starts_with("`frobnicate` is not a command, nor a number of tasks — the commands are status, release, watch, schedule, report,"),
                 "{message}"
             ),
             other => panic!("{other:?}"),
@@ -1106,6 +1151,47 @@ mod tests {
         assert_eq!(cli.run.fallback_after, Duration::ZERO);
         let cli = Cli::try_parse_from(["kern"]).unwrap();
         assert_eq!(cli.run.fallback_after, Duration::from_secs(900));
+    }
+
+    #[test]
+    fn a_watch_hands_the_run_every_argument_but_its_own_word() {
+        let argv =
+            |words: &[&str]| -> Vec<String> { words.iter().map(|w| (*w).to_string()).collect() };
+        let cases: &[(&[&str], Option<&[&str]>)] = &[
+            (&["kern", "watch", "10", "30"], Some(&["10", "30"])),
+            (
+                &["kern", "watch", "10", "--check", "watch"],
+                Some(&["10", "--check", "watch"]),
+            ),
+            (
+                &["kern", "-v", "watch", "--agent", "codex"],
+                Some(&["-v", "--agent", "codex"]),
+            ),
+            (
+                &["kern", "--spec", "watch", "watch", "3"],
+                Some(&["--spec", "watch", "3"]),
+            ),
+            (&["kern", "--spec=x.md", "watch"], Some(&["--spec=x.md"])),
+            (&["kern", "watch"], Some(&[])),
+            (&["kern", "10", "watch"], None),
+            (&["kern", "status"], None),
+            (&["kern", "--", "watch"], None),
+            (&["kern"], None),
+        ];
+        for (words, want) in cases {
+            assert_eq!(watch_args(&argv(words)), want.map(&argv), "{words:?}");
+        }
+        let cli = Cli::try_parse_from(["kern", "watch", "10", "--stall-after", "3"]).unwrap();
+        assert!(
+            matches!(&cli.command, Some(Command::Watch { args }) if args == &["10", "--stall-after", "3"]),
+            "{:?}",
+            cli.command
+        );
+        let cli =
+            Cli::try_parse_from(["kern", "--stall-after", "20m", "--max-restarts", "0"]).unwrap();
+        assert_eq!(cli.night.stall_after, Duration::from_secs(1200));
+        assert_eq!(cli.night.max_restarts, 0);
+        assert!(Cli::try_parse_from(["kern", "--stall-after", "2"]).is_err());
     }
 
     #[test]

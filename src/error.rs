@@ -11,14 +11,17 @@ use std::path::PathBuf;
 /// kern's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Exit code: done, nothing left or all iterations ran.
+/// Exit code: done, nothing left or all iterations ran, or the night's deadline came (a planned
+/// end, not a new code: a CI job ended by `--deadline` stays green).
 pub const EXIT_OK: u8 = 0;
-/// Exit code: internal or I/O failure.
+/// Exit code: internal or I/O failure; `kern watch` gave up on a run that kept dying or
+/// stalling.
 pub const EXIT_FAILURE: u8 = 1;
 /// Exit code: usage error, invalid SPEC.md (tasks whose After notes wait for each other
 /// among it) or template, dirty tree, unusable repository.
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code: another kern holds the lock for this project and branch.
+/// Exit code: another kern holds the lock for this project and branch (or, for `kern watch`,
+/// another watchdog watches it).
 pub const EXIT_LOCKED: u8 = 3;
 /// Exit code: finished, but a task is blocked (the open tasks that wait on it named in the
 /// end line) or the last task failed.
@@ -342,6 +345,37 @@ pub enum Error {
         agent_only: bool,
     },
 
+    /// Another `kern watch` watches this project and branch.
+    #[error(
+        "another kern watch is watching this project and branch ({holder}) — stop it with `kill {pid}`, or let it go on; `{}`",
+        path.display()
+    )]
+    WatchHeld {
+        /// Its `watch.lock`.
+        path: PathBuf,
+        /// Its pid.
+        pid: i32,
+        /// Who it is: pid, since when, its run.
+        holder: String,
+    },
+
+    /// The run `kern watch` watched ended by itself with a code other than 0: the watchdog
+    /// ends with it.
+    #[error("the watched run ended with exit {code}: {ended}")]
+    WatchEnded {
+        /// The run's exit code, which the watchdog exits with too.
+        code: u8,
+        /// How the run said it ended.
+        ended: String,
+    },
+
+    /// `kern watch` gave up on a run that kept dying or stalling and left it stopped.
+    #[error("{why}")]
+    WatchGaveUp {
+        /// What happened, with where to look.
+        why: String,
+    },
+
     /// The run `--detach` started in the background ended before it took the lock.
     #[error("the background run ended at once (exit {code}) — `{}` says why:\n{tail}", log.display())]
     DetachedRunEnded {
@@ -364,6 +398,19 @@ pub enum Error {
         what: String,
         /// git's own words.
         detail: String,
+    },
+
+    /// The night's deadline (`--until`, `--deadline`) ends the run: a planned end, which the
+    /// loop turns into an exit 0 with `why` as how it ended (DESIGN.md section 20); the task
+    /// in progress resumes on the next run.
+    #[error("the deadline {shown} ends the night: {why}")]
+    DeadlineReached {
+        /// The deadline.
+        at: crate::timestamp::Timestamp,
+        /// It as the person reads it (`07:00`).
+        shown: String,
+        /// Why no more is done: what would have crossed it, or what was stopped at it.
+        why: String,
     },
 
     /// The tracker's CLI (`gh`) could not do what `kern import` asked; nothing was written.
@@ -411,12 +458,13 @@ impl Error {
             | Error::SandboxUnavailable { .. }
             | Error::Remote { .. }
             | Error::Tracker { .. } => EXIT_USAGE,
-            Error::LockHeld { .. } => EXIT_LOCKED,
+            Error::LockHeld { .. } | Error::WatchHeld { .. } => EXIT_LOCKED,
             Error::Unfinished(_) => EXIT_UNFINISHED,
             Error::AgentNeedsUser { .. } => EXIT_AGENT_NEEDS_USER,
             Error::BudgetSpent { .. } => EXIT_BUDGET,
             Error::Interrupted { signal } => (128 + signal) as u8,
-            Error::DetachedRunEnded { code, .. } => *code,
+            Error::DeadlineReached { .. } => EXIT_OK,
+            Error::DetachedRunEnded { code, .. } | Error::WatchEnded { code, .. } => *code,
             Error::DoctorFound { agent_only, .. } => {
                 if *agent_only {
                     EXIT_AGENT_NEEDS_USER
@@ -425,6 +473,7 @@ impl Error {
                 }
             }
             Error::SpecEdit { .. }
+            | Error::WatchGaveUp { .. }
             | Error::Git { .. }
             | Error::HookFailed { .. }
             | Error::CommitMessageRefused { .. }
@@ -593,6 +642,22 @@ mod tests {
                 },
                 3,
             ),
+            (
+                Error::WatchHeld {
+                    path: "w".into(),
+                    pid: 1,
+                    holder: "pid 1".into(),
+                },
+                3,
+            ),
+            (Error::WatchGaveUp { why: "w".into() }, 1),
+            (
+                Error::WatchEnded {
+                    code: 4,
+                    ended: "blocked".into(),
+                },
+                4,
+            ),
             (Error::Unfinished("blocked".into()), 4),
             (
                 Error::AgentNeedsUser {
@@ -606,6 +671,14 @@ mod tests {
                     limit: 1.0,
                 },
                 6,
+            ),
+            (
+                Error::DeadlineReached {
+                    at: crate::timestamp::Timestamp::from_epoch_seconds(0),
+                    shown: "07:00".into(),
+                    why: "w".into(),
+                },
+                0,
             ),
             (Error::Interrupted { signal: 2 }, 130),
             (Error::Interrupted { signal: 15 }, 143),

@@ -9,7 +9,9 @@
 //! spec → atomic_file → error → {text, timestamp, private_file, oid}`, the one exception
 //! `error → spec` (the error enum carries SPEC.md's diagnostics).
 //!
-//! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`), and
+//! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`; `watch/`,
+//!   the watchdog above a night, with its pure decisions in `decide.rs`; `schedule.rs`, the
+//!   night installed with the system's scheduler, its unit texts in `schedule/units.rs`), and
 //!   `running.rs`, the live view `status` shows, and `tracked.rs`, the tasks from the tracker.
 //! - `pipeline/`: the loop (`mod.rs`, `iteration.rs`, the pure `decide.rs`, audits, the
 //!   journaled commit, recovery, `error_research.rs` — what the next attempt is told after a
@@ -21,7 +23,8 @@
 //! - `workspace`, `settings` (with `.kern/config.toml` folded in), [`cli`].
 //! - `reporter/` (what the person sees, `--notify`; `voice.rs` words every run event).
 //! - `prompt/` (the template engine), `repository/` (everything git), `state/` (the state
-//!   folder and its naming, the journal, the lock, `run.jsonl`, the report, resume inference),
+//!   folder and its naming, the journal, the lock with its heartbeat, `run.jsonl`, the report,
+//!   `watch.json`, resume inference),
 //!   `learnings` (with its `constraint` lifecycle), `retry`, `scripted_agent`, `tracker` (GitHub
 //!   issues in and out of SPEC.md through `gh`: `kern import`, and `--tracker`'s listener).
 //! - `agent/` (argv, stream parsers, failure classes) and `event/` (what happens in a run: the
@@ -297,6 +300,18 @@ pub async fn run_with(cli: Cli, settings: &Settings) -> Result<()> {
             },
         ),
         Some(Command::Log { follow }) => command::log::run(settings, follow),
+        Some(Command::Watch { .. }) => command::watch::run(settings),
+        Some(Command::Schedule(args)) => command::schedule::run(
+            settings,
+            &command::schedule::Request {
+                at: args.at,
+                until: args.until,
+                scheduler: args.scheduler,
+                list: args.list,
+                remove: args.remove,
+                args: args.args,
+            },
+        ),
         Some(Command::Accept { tasks }) => command::review::accept(settings, &tasks),
         Some(Command::Reject { task, reason }) => command::review::reject(settings, &task, &reason),
         Some(Command::Demo { keep }) => demo::run(settings, keep).await,

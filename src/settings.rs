@@ -151,6 +151,76 @@ pub struct Settings {
     pub detached: bool,
     /// `PATH`, where the sleep inhibitor is looked for.
     pub path_var: Option<OsString>,
+    /// What `kern watch` does with a run that dies or stalls.
+    pub watch: WatchPolicy,
+    /// The `kern watch` that started this run (`--watched-by`), for `run.jsonl`.
+    pub watched_by: Option<String>,
+    /// The night's deadline (`--until`, `--deadline`, or the watchdog's `--deadline-at`).
+    pub deadline: Option<Deadline>,
+    /// The home folder (`HOME`), where launchd's agents are.
+    pub home: PathBuf,
+    /// `$XDG_CONFIG_HOME` (an absolute one), else `<home>/.config`: where systemd's user units
+    /// are.
+    pub config_home: PathBuf,
+}
+
+/// When the night ends (DESIGN.md section 20): no stage starts that cannot finish before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deadline {
+    /// The moment.
+    pub at: crate::timestamp::Timestamp,
+    /// It as the person reads it: the local time of day (`07:00`), with the date when it is
+    /// not today.
+    pub shown: String,
+}
+
+impl Deadline {
+    /// The deadline a command line asks for, seen at `now` (local time): `--deadline-at` (a
+    /// watchdog's, kept across restarts), else the earlier of `--until` and `--deadline`.
+    pub(crate) fn resolve<Tz: chrono::TimeZone>(
+        deadline_at: Option<crate::timestamp::Timestamp>,
+        until: Option<crate::timestamp::Until>,
+        after: Option<Duration>,
+        now: &chrono::DateTime<Tz>,
+    ) -> Option<Deadline>
+    where
+        Tz::Offset: std::fmt::Display,
+    {
+        let start = crate::timestamp::Timestamp::from_epoch_seconds(now.timestamp());
+        let until = until.map(|u| u.next_after(now));
+        let after = after.map(|d| {
+            crate::timestamp::Timestamp::from_epoch_seconds(
+                start
+                    .epoch_seconds()
+                    .saturating_add(i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2)),
+            )
+        });
+        let earlier = match (until, after) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let at = deadline_at.or(earlier)?;
+        let local =
+            chrono::DateTime::<chrono::Utc>::from(at.system_time()).with_timezone(&now.timezone());
+        let shown = if local.date_naive() == now.date_naive() {
+            local.format("%H:%M").to_string()
+        } else {
+            local.format("%Y-%m-%d %H:%M").to_string()
+        };
+        Some(Deadline { at, shown })
+    }
+}
+
+/// How `kern watch` keeps a night going (DESIGN.md section 20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchPolicy {
+    /// No progress for this long, beyond the silences the run's own limits bound, is a stall.
+    pub stall_after: Duration,
+    /// Restarts in a row (without a task finished between them) before the run is left
+    /// stopped.
+    pub max_restarts: u32,
+    /// The wait before the first restart in a row (doubled for each next one).
+    pub restart_delay: Duration,
 }
 
 /// How the fenced processes are fenced: what the person chose, and what the environment says
@@ -245,6 +315,17 @@ impl SandboxSettings {
 pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 impl Settings {
+    /// How long the run's own limits let each kind of silence last, for its heartbeat: an
+    /// agent `--idle-timeout`, the check `--check-timeout`, a commit four hooks of
+    /// `--hook-timeout` each (pre-commit, prepare-commit-msg, commit-msg, post-commit).
+    pub(crate) fn quiet_limits(&self) -> crate::state::lock::QuietLimits {
+        crate::state::lock::QuietLimits {
+            agent: self.limits.idle_timeout,
+            check: self.check_timeout,
+            commit: self.hook_timeout.saturating_mul(4),
+        }
+    }
+
     /// How task selection treats optional tasks.
     pub fn select_options(&self) -> crate::spec::SelectOptions {
         crate::spec::SelectOptions {
@@ -256,8 +337,13 @@ impl Settings {
     /// The settings of this process: its command line, working folder and environment (with
     /// the home folder from the user database when `HOME` is not set: a service, a cron job).
     pub fn from_process(cli: &Cli) -> Result<Settings> {
+        Settings::from_process_as(cli, std::env::args().collect())
+    }
+
+    /// [`Settings::from_process`] for a command line `argv` this process was not started
+    /// with (the run `kern watch` starts: its settings are the ones that run will have).
+    pub(crate) fn from_process_as(cli: &Cli, argv: Vec<String>) -> Result<Settings> {
         let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-        let argv = std::env::args().collect();
         let env = |name: &str| match std::env::var_os(name) {
             Some(value) if !value.is_empty() => Some(value),
             _ if name == "HOME" => nix::unistd::User::from_uid(nix::unistd::geteuid())
@@ -370,6 +456,31 @@ impl Settings {
             detach: run.detach,
             detached: run.detached,
             path_var: var("PATH"),
+            watch: WatchPolicy {
+                stall_after: cli.night.stall_after,
+                max_restarts: cli.night.max_restarts,
+                restart_delay: cli.night.restart_delay,
+            },
+            watched_by: cli
+                .night
+                .watched_by
+                .clone()
+                .filter(|w| !w.trim().is_empty()),
+            home: var("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
+            config_home: var("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .unwrap_or_else(|| {
+                    var("HOME")
+                        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
+                        .join(".config")
+                }),
+            deadline: Deadline::resolve(
+                cli.night.deadline_at,
+                cli.night.until,
+                cli.night.deadline,
+                &chrono::Local::now(),
+            ),
         })
     }
 }
@@ -378,6 +489,50 @@ impl Settings {
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[test]
+    fn a_deadline_is_one_moment_the_watchdogs_first() {
+        let zone = chrono::FixedOffset::east_opt(3600).unwrap();
+        let now = chrono::TimeZone::with_ymd_and_hms(&zone, 2026, 11, 18, 23, 0, 0).unwrap();
+        let until = Some(crate::timestamp::Until::Clock { hour: 7, minute: 0 });
+        let at: crate::timestamp::Timestamp = "2026-11-19T05:00:00Z".parse().unwrap();
+        let cases = [
+            (None, None, None, None),
+            (
+                None,
+                until,
+                None,
+                Some(("2026-11-19T06:00:00Z", "2026-11-19 07:00")),
+            ),
+            (
+                None,
+                None,
+                Some(Duration::from_secs(1800)),
+                Some(("2026-11-18T22:30:00Z", "23:30")),
+            ),
+            (
+                Some(at),
+                until,
+                None,
+                Some(("2026-11-19T05:00:00Z", "2026-11-19 06:00")),
+            ),
+            // Both: the earlier one holds.
+            (
+                None,
+                until,
+                Some(Duration::from_secs(3600)),
+                Some(("2026-11-18T23:00:00Z", "2026-11-19 00:00")),
+            ),
+        ];
+        for (deadline_at, until, after, want) in cases {
+            let got = Deadline::resolve(deadline_at, until, after, &now);
+            assert_eq!(
+                got.as_ref().map(|d| (d.at.to_string(), d.shown.clone())),
+                want.map(|(a, s)| (a.to_string(), s.to_string())),
+                "{deadline_at:?} {until:?} {after:?}"
+            );
+        }
+    }
 
     /// The settings for `argv` in `/work` with exactly the environment `vars`.
     fn resolve(argv: &[&str], vars: &[(&str, &str)]) -> Settings {

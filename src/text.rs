@@ -45,6 +45,21 @@ pub(crate) fn cost(usd: f64) -> String {
     format!("${text}")
 }
 
+/// A size: `512 B`, `12.1 KiB`, `3.4 MiB`, `1.0 GiB` (binary multiples, one decimal).
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 3] = ["KiB", "MiB", "GiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// `1 attempt`, `3 attempts`: a count with its noun, plural only for many.
 pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -185,6 +200,21 @@ pub(crate) fn slug(task: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_read_in_binary_multiples() {
+        for (n, text) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1.0 KiB"),
+            (12_345, "12.1 KiB"),
+            (3_565_158, "3.4 MiB"),
+            (1 << 30, "1.0 GiB"),
+            (5 << 40, "5120.0 GiB"),
+        ] {
+            assert_eq!(bytes(n), text, "{n}");
+        }
+    }
 
     #[test]
     fn some_of_a_list_names_the_first_and_counts_the_rest() {

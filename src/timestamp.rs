@@ -116,9 +116,100 @@ fn parse_since_at(text: &str, now: Timestamp) -> Result<Timestamp, String> {
     ))
 }
 
+/// `--until`: a time of day, whose next coming is meant, or a moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// `07:00`: the next time the local clock shows it.
+    Clock {
+        /// 0 to 23.
+        hour: u32,
+        /// 0 to 59.
+        minute: u32,
+    },
+    /// An RFC 3339 time (`2026-11-19T07:00:00+01:00`).
+    At(Timestamp),
+}
+
+/// Parses `--until`: `07:00`, `7:30`, `23:00` (a time of day) or an RFC 3339 time.
+pub(crate) fn parse_until(text: &str) -> Result<Until, String> {
+    let text = text.trim();
+    if let Ok(t) = text.parse::<Timestamp>() {
+        return Ok(Until::At(t));
+    }
+    let clock = text.split_once(':').and_then(|(h, m)| {
+        let digits =
+            |s: &str| !s.is_empty() && s.len() <= 2 && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(h) || !digits(m) || m.len() != 2 {
+            return None;
+        }
+        let hour: u32 = h.parse().ok().filter(|h| *h < 24)?;
+        let minute: u32 = m.parse().ok().filter(|m| *m < 60)?;
+        Some(Until::Clock { hour, minute })
+    });
+    clock.ok_or_else(|| {
+        format!("`{text}` is not a time — write it as 07:00 (the next 07:00 by the local clock) or 2026-11-19T07:00:00+01:00")
+    })
+}
+
+/// Parses a time of day only (`kern schedule --at 23:00`).
+pub(crate) fn parse_clock(text: &str) -> Result<Until, String> {
+    match parse_until(text) {
+        Ok(clock @ Until::Clock { .. }) => Ok(clock),
+        _ => Err(format!(
+            "`{}` is not a time of day — write it as 23:00",
+            text.trim()
+        )),
+    }
+}
+
+impl Until {
+    /// The moment meant, seen at `now`: a time of day's next coming strictly after `now` (on a
+    /// day the clock skips it, the first moment after the skip).
+    pub(crate) fn next_after<Tz: chrono::TimeZone>(self, now: &chrono::DateTime<Tz>) -> Timestamp {
+        let (hour, minute) = match self {
+            Until::At(t) => return t,
+            Until::Clock { hour, minute } => (hour, minute),
+        };
+        let tz = now.timezone();
+        let mut date = now.date_naive();
+        for _ in 0..3 {
+            if let Some(naive) = date.and_hms_opt(hour, minute, 0) {
+                let local = tz.from_local_datetime(&naive).earliest().or_else(|| {
+                    tz.from_local_datetime(&(naive + chrono::Duration::hours(1)))
+                        .earliest()
+                });
+                if let Some(at) = local.filter(|at| at > now) {
+                    return Timestamp::from_epoch_seconds(at.timestamp());
+                }
+            }
+            date = date.succ_opt().unwrap_or(date);
+        }
+        Timestamp::from_epoch_seconds(now.timestamp() + 24 * 3600)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn until_is_the_next_coming_of_a_time_of_day_or_a_moment() {
+        let zone = chrono::FixedOffset::east_opt(3600).unwrap();
+        let now = chrono::TimeZone::with_ymd_and_hms(&zone, 2026, 11, 18, 23, 0, 0).unwrap();
+        for (text, at) in [
+            ("07:00", "2026-11-19T06:00:00Z"),
+            ("23:30", "2026-11-18T22:30:00Z"),
+            ("23:00", "2026-11-19T22:00:00Z"),
+            ("0:05", "2026-11-18T23:05:00Z"),
+            ("2026-11-19T07:00:00+01:00", "2026-11-19T06:00:00Z"),
+        ] {
+            let until = parse_until(text).unwrap();
+            assert_eq!(until.next_after(&now).to_string(), at, "{text}");
+        }
+        for bad in ["7", "24:00", "07:60", "07:5", "tomorrow", "07:00:00", ""] {
+            assert!(parse_until(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn since_takes_a_duration_a_date_or_a_time() {

@@ -1,9 +1,10 @@
 //! `kern log [-f]`: prints the run's output lines (`run.log` in the state folder: the same
 //! lines as the plain output, written whatever the terminal did) and with `-f` follows them.
 //!
-//! The decision a reader must know: `-f` follows while a run holds the lock and returns once
-//! no run does and every line is printed, so `kern log -f` after `kern 10 30 --detach` ends
-//! with the run. `-f` starts where the latest run's lines begin (`run.log.start`, marked by
+//! The decision a reader must know: `-f` follows while a run holds the lock or a `kern watch`
+//! watches the night (between a run that died and its restart no run holds it) and returns
+//! once neither does and every line is printed, so `kern log -f` after `kern 10 30 --detach`
+//! ends with the night. `-f` starts where the latest run's lines begin (`run.log.start`, marked by
 //! each run), not at the first run's; plain `kern log` prints the whole file. A rotation (the
 //! file replaced by a new one) is followed from the new file's start. Reads only.
 
@@ -27,7 +28,15 @@ pub(crate) fn run(settings: &Settings, follow: bool) -> Result<()> {
     let state_dir = crate::workspace::state_dir_of(settings, &repo)?;
     let path = state_dir.output_log();
     let lock = repo.run_lock_path();
-    let running = || RunLock::inspect(&lock).is_some_and(|(_, live)| live);
+    let watch = state_dir.watch_record();
+    let host = nix::unistd::gethostname().map_or_else(
+        |_| "unknown".to_string(),
+        |h| h.to_string_lossy().into_owned(),
+    );
+    let running = || {
+        RunLock::inspect(&lock).is_some_and(|(_, live)| live)
+            || crate::state::watch::WatchRecord::load(&watch).is_some_and(|w| w.is_live(&host))
+    };
     if !(path.exists() || follow && running()) {
         return Err(Error::Usage(format!(
             "`{}` does not exist yet: no run has written output here — start one with `kern` (or `kern --detach`)",

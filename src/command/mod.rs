@@ -14,5 +14,7 @@ pub(crate) mod report;
 pub(crate) mod review;
 pub(crate) mod run;
 mod running;
+pub(crate) mod schedule;
 pub(crate) mod status;
 mod tracked;
+pub(crate) mod watch;

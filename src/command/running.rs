@@ -19,8 +19,9 @@ use crate::agent::stream::{LineSignal, StreamParser};
 use crate::event::RunEvent;
 use crate::stage::Stage;
 use crate::state::StateDir;
-use crate::state::lock::LockRecord;
+use crate::state::lock::{Heartbeat, LockRecord};
 use crate::state::run_log;
+use crate::state::watch::WatchRecord;
 use crate::timestamp::Timestamp;
 
 /// How much of the end of the stage stream is read for the last tool call.
@@ -55,6 +56,10 @@ pub(crate) struct RunningRun {
     pub cost_usd: f64,
     /// The `--max-cost` budget.
     pub max_cost_usd: Option<f64>,
+    /// The run's last sign of progress, as its lock's heartbeat says (DESIGN.md section 20).
+    pub beat: Option<Heartbeat>,
+    /// Seconds since then.
+    pub moved_s: Option<u64>,
     /// With parallel tasks (`-j`): every task running now, in the order they started.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<RunningTask>,
@@ -89,6 +94,8 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
         last_tool: None,
         cost_usd: 0.0,
         max_cost_usd: None,
+        beat: record.beat.as_deref().cloned(),
+        moved_s: record.beat.as_ref().map(|b| b.at.elapsed().as_secs()),
         tasks: Vec::new(),
     };
     let prefix = format!("{}-", record.pid);
@@ -182,6 +189,86 @@ pub(crate) fn read(record: &LockRecord, state_dir: &StateDir) -> RunningRun {
             .collect();
     }
     running
+}
+
+/// The watchdog of this folder's night (`watch.json`) for `kern status --json`: its record,
+/// whether it runs (`live`), or `null` when no watchdog ever watched here.
+pub(crate) fn watch(state_dir: &StateDir) -> serde_json::Value {
+    let Some(record) = WatchRecord::load(&state_dir.watch_record()) else {
+        return serde_json::Value::Null;
+    };
+    let host = nix::unistd::gethostname().map_or_else(
+        |_| "unknown".to_string(),
+        |h| h.to_string_lossy().into_owned(),
+    );
+    let live = record.is_live(&host);
+    let mut value = serde_json::to_value(record).unwrap_or(serde_json::Value::Null);
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert("live".into(), live.into());
+    }
+    value
+}
+
+/// The status line of a watchdog (`watch` of [`watch`]): `watched by pid 4100, 1 restart
+/// (stalled 23:14–23:29)` while it runs; a watchdog gone while a run goes on (`running`) is
+/// said, with the way to watch it again; an ended one is history (`kern report` has it).
+/// Times are shown by `clock` (the local time of day).
+pub(crate) fn watch_line(
+    watch: &serde_json::Value,
+    running: bool,
+    clock: &dyn Fn(Timestamp) -> String,
+) -> String {
+    let Ok(record) = serde_json::from_value::<WatchRecord>(watch.clone()) else {
+        return String::new();
+    };
+    if record.ended.is_some() {
+        return String::new();
+    }
+    if watch["live"] != serde_json::Value::Bool(true) {
+        if !running {
+            return String::new();
+        }
+        return format!(
+            "watch:     its watchdog (pid {}) is gone: the night goes on unwatched — `kern watch {}` watches it again\n",
+            record.pid,
+            record
+                .args
+                .iter()
+                .map(|a| crate::text::shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let mut line = format!("watch:     watched by pid {}", record.pid);
+    if !record.restarts.is_empty() {
+        let gaps: Vec<String> = record
+            .restarts
+            .iter()
+            .rev()
+            .take(3)
+            .rev()
+            .map(|r| format!("{} {}–{}", r.why, clock(r.from), clock(r.to)))
+            .collect();
+        line.push_str(&format!(
+            ", {} ({}{})",
+            crate::text::count(record.restarts.len(), "restart", "restarts"),
+            if record.restarts.len() > 3 {
+                "…, "
+            } else {
+                ""
+            },
+            gaps.join(", ")
+        ));
+    }
+    line.push('\n');
+    line
+}
+
+/// A time as the local clock shows it: `23:14`.
+pub(crate) fn local_clock(t: Timestamp) -> String {
+    chrono::DateTime::<chrono::Local>::from(t.system_time())
+        .format("%H:%M")
+        .to_string()
 }
 
 /// The events at the end of `run.jsonl` that hold the run whose id starts with `prefix`: the
@@ -288,8 +375,21 @@ mod tests {
             phase: Phase::Stage(Stage::Implement),
             agent_group: None,
             recovering: None,
+            beat: Some(Box::new(Heartbeat {
+                at: Timestamp::now(),
+                moved: crate::state::lock::Moved::Output {
+                    stage: Stage::Implement,
+                    bytes: 2048,
+                },
+                quiet_until: None,
+            })),
         };
         let r = read(&record, &sd);
+        assert_eq!(r.moved_s, Some(0));
+        assert_eq!(
+            r.beat.map(|b| b.moved.to_string()).as_deref(),
+            Some("the implement agent's output (2.0 KiB so far)")
+        );
         assert_eq!(r.run.as_deref(), Some("77-new"));
         assert_eq!(r.iteration, Some(2));
         assert_eq!(r.iterations, Some(10));
@@ -299,6 +399,73 @@ mod tests {
         assert_eq!(r.cost_usd, 0.25);
         assert_eq!(r.max_cost_usd, Some(5.0));
         assert_eq!(r.last_tool.as_deref(), Some("Edit src/lib.rs"));
+    }
+
+    #[test]
+    fn a_watchdog_is_shown_while_it_watches_with_its_gaps() {
+        use crate::event::Lost;
+        use crate::state::watch::Restart;
+        let t = |s: i64| Timestamp::from_epoch_seconds(1_795_000_000 + s);
+        let clock = |t: Timestamp| format!("{}", t.epoch_seconds() - 1_795_000_000);
+        let restart = |why, from, to| Restart {
+            why,
+            run_pid: 9,
+            detail: String::new(),
+            from: t(from),
+            to: t(to),
+        };
+        let mut record = WatchRecord {
+            id: "watch-4100-x".into(),
+            pid: 4100,
+            start_time: None,
+            host: "h".into(),
+            started_at: t(0),
+            args: vec![
+                "10".into(),
+                "30".into(),
+                "--check".into(),
+                "cargo test".into(),
+            ],
+            run: None,
+            restarts: vec![restart(Lost::Stalled, 10, 20)],
+            ended: None,
+        };
+        let line = |record: &WatchRecord, live: bool| {
+            let mut v = serde_json::to_value(record).unwrap();
+            v["live"] = live.into();
+            watch_line(&v, true, &clock)
+        };
+        assert_eq!(
+            line(&record, true),
+            "watch:     watched by pid 4100, 1 restart (stalled 10–20)\n"
+        );
+        assert_eq!(
+            line(&record, false),
+            "watch:     its watchdog (pid 4100) is gone: the night goes on unwatched — `kern watch 10 30 --check 'cargo test'` watches it again\n"
+        );
+        record.restarts = (0..5).map(|i| restart(Lost::Died, i, i + 1)).collect();
+        assert_eq!(
+            line(&record, true),
+            "watch:     watched by pid 4100, 5 restarts (…, died 2–3, died 3–4, died 4–5)\n"
+        );
+        record.restarts.clear();
+        assert_eq!(line(&record, true), "watch:     watched by pid 4100\n");
+        record.ended = Some(crate::state::watch::WatchEnded {
+            at: t(9),
+            exit_code: 0,
+            why: "done".into(),
+            gave_up: false,
+        });
+        assert_eq!(line(&record, true), "");
+        assert_eq!(watch_line(&serde_json::Value::Null, true, &clock), "");
+        record.ended = None;
+        let mut gone = serde_json::to_value(&record).unwrap();
+        gone["live"] = false.into();
+        assert_eq!(
+            watch_line(&gone, false, &clock),
+            "",
+            "nothing runs: history"
+        );
     }
 
     #[test]

@@ -165,6 +165,7 @@ pub(crate) fn compute_with_spec(
         "resume": next_stage,
         "lock": lock,
         "running": running,
+        "watch": super::running::watch(&ws.state_dir),
         "state_dir": ws.state_dir.dir().display().to_string(),
         "last_dir": ws.state_dir.last_dir().display().to_string(),
         "runs_dir": ws.state_dir.runs_dir().display().to_string(),
@@ -431,6 +432,16 @@ fn render_running(r: &Value) -> String {
             }
         }
     }
+    if let Some(beat) = r["beat"].as_object() {
+        let moved =
+            serde_json::from_value::<crate::state::lock::Heartbeat>(Value::Object(beat.clone()))
+                .map(|b| b.moved.to_string())
+                .unwrap_or_default();
+        out.push_str(&format!(
+            "  moved:   {} ago: {moved}\n",
+            secs(&r["moved_s"])
+        ));
+    }
     let spent = cost(r["cost_usd"].as_f64().unwrap_or(0.0));
     match r["max_cost_usd"].as_f64() {
         Some(limit) => out.push_str(&format!("  cost:    {spent} so far, of {}\n", cost(limit))),
@@ -669,6 +680,11 @@ pub(crate) fn render_human(report: &StatusReport, width: Option<usize>) -> Strin
             crate::text::clean(w["line"].as_str().unwrap_or(""))
         ));
     }
+    out.push_str(&super::running::watch_line(
+        &j["watch"],
+        j["lock"]["live"] == json!(true),
+        &super::running::local_clock,
+    ));
     out.push_str(&format!(
         "state:     {}\n",
         j["state_dir"].as_str().unwrap_or("")

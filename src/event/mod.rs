@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::stage::Stage;
 use crate::stage::record::{Outcome, Wait, WindowUse};
+use crate::timestamp::Timestamp;
 
 pub(crate) use told::Told;
 
@@ -61,6 +62,9 @@ pub(crate) enum RunEvent {
         /// `--sandbox`: `kern`, `agent` or `off` (absent in logs of older versions).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sandbox: Option<crate::sandbox::Mode>,
+        /// The `kern watch` that started the run (its id, the `run` of its own lines).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        watch: Option<String>,
     },
     /// The run took over the lock of a run that is gone.
     LockRecovered {
@@ -482,7 +486,71 @@ pub(crate) enum RunEvent {
         /// Iterations run.
         #[serde(default)]
         iterations: u32,
+        /// The night's deadline, when the run ended at it (`--until`, `--deadline`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<Timestamp>,
     },
+    /// `kern watch` began to watch the night (a watchdog's lines carry its own id as `run`).
+    WatchStart {
+        /// The watchdog's pid.
+        pid: i32,
+        /// `--stall-after`, in seconds.
+        stall_after_s: u64,
+        /// `--max-restarts`.
+        max_restarts: u32,
+    },
+    /// The watchdog started a run, or adopted one already going.
+    WatchRun {
+        /// The run's pid.
+        pid: i32,
+        /// Already running when the watchdog came (its own watchdog was gone).
+        adopted: bool,
+    },
+    /// The watchdog started the run again: the night's gap ran from the lost run's last sign
+    /// of progress (`from`) to the new start (`to`).
+    WatchRestart {
+        /// Why the run was lost.
+        why: Lost,
+        /// The lost run's pid.
+        run_pid: i32,
+        /// What the watchdog saw (`killed by SIGKILL in implement`).
+        detail: String,
+        /// The lost run's last sign of progress.
+        from: Timestamp,
+        /// When it was started again.
+        to: Timestamp,
+        /// This restart's number in a row (without a task finished between them).
+        restart: u32,
+    },
+    /// The watchdog ended: with the run's exit code, or giving up on a run that keeps dying.
+    WatchEnd {
+        /// The watchdog's exit code.
+        exit_code: u8,
+        /// How it ended, in words.
+        ended: String,
+        /// It gave up: the run keeps dying or stalling, and is left stopped.
+        #[serde(default)]
+        gave_up: bool,
+    },
+}
+
+/// Why a watchdog lost its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Lost {
+    /// It died: killed, crashed, or its machine went down.
+    Died,
+    /// It showed no progress for `--stall-after` and was stopped.
+    Stalled,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lost::Died => "died",
+            Lost::Stalled => "stalled",
+        })
+    }
 }
 
 /// What a dead run can leave behind.
@@ -516,5 +584,16 @@ impl RunEvent {
     /// Whether `run.jsonl` records the event; the rest are only told.
     pub(crate) fn is_recorded(&self) -> bool {
         !matches!(self, RunEvent::Told(_))
+    }
+
+    /// The event's name in `run.jsonl` (`stage_end`); `told` for one only told.
+    pub(crate) fn name(&self) -> String {
+        if !self.is_recorded() {
+            return "told".into();
+        }
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("event")?.as_str().map(str::to_string))
+            .unwrap_or_default()
     }
 }

@@ -20,6 +20,22 @@ pub(crate) enum Told {
         /// USD.
         usd: f64,
     },
+    /// The watchdog lost its run (it died, or stalled and was stopped); it starts it again
+    /// after `delay` (the `--notify` command hears it).
+    RunLost {
+        /// Why.
+        why: super::Lost,
+        /// The run's pid.
+        run_pid: i32,
+        /// What the watchdog saw.
+        detail: String,
+        /// The wait before the run starts again.
+        delay: std::time::Duration,
+        /// The restart this will be, in a row.
+        restart: u32,
+        /// Restarts in a row at most (`--max-restarts`).
+        of: u32,
+    },
     /// A countdown goes on: a usage-limit wait, a retry delay, the pause between iterations
     /// (told again as it goes on).
     Waiting {
@@ -407,4 +423,39 @@ pub(crate) enum Told {
         /// What kern did there: `commented (taken)`, `labelled kern:<host>`, `unlabelled …`.
         action: String,
     },
+}
+
+impl Told {
+    /// Its kind in snake case (`stage_try`): what a run's heartbeat names when the last thing
+    /// that moved was only told.
+    pub(crate) fn kind(&self) -> String {
+        let debug = format!("{self:?}");
+        let variant = debug.split([' ', '{', '(']).next().unwrap_or_default();
+        let mut kind = String::with_capacity(variant.len() + 4);
+        for (i, c) in variant.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                kind.push('_');
+            }
+            kind.push(c.to_ascii_lowercase());
+        }
+        kind
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_told_happening_is_named_by_its_kind() {
+        assert_eq!(Told::OrphanStopped.kind(), "orphan_stopped");
+        assert_eq!(
+            Told::StageTry {
+                stage: Stage::Implement,
+                task: "Alpha { beta }".into()
+            }
+            .kind(),
+            "stage_try"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! What a run counts — money spent, the end-of-run summary, usage limits and the shared
 //! pause, stages by agent, whether the last task failed — in one ledger every task of the run
-//! holds (`-j` too).
+//! holds (`-j` too), with the [`Beat`] through which every task tells the run's lock that it
+//! moved (its heartbeat of progress, DESIGN.md section 20).
 //!
 //! The decision a reader must know: a parallel task's run writes into the same ledger as the
 //! run that started it, as things happen (the summary folds the events the run's `Teller` hears), so
@@ -15,7 +16,9 @@ use std::time::{Duration, Instant};
 use crate::event::RunEvent;
 use crate::reporter::Summary;
 use crate::retry::AgentLimits;
+use crate::stage::Stage;
 use crate::stage::record::WaitKind;
+use crate::state::lock::Beat;
 
 /// Until when no stage of the run starts: a usage limit one task's agent hit holds for every
 /// task (they share the account), so the others wait for the same reset instead of each
@@ -45,6 +48,9 @@ impl Pause {
 pub(crate) struct Ledger {
     /// No stage of any task starts before it ends (a usage limit with a known reset).
     pub(crate) pause: Pause,
+    /// Tells the run's own lock that a task moved (with `-j`, each task has a lock of its own
+    /// in its worktree; a watchdog reads the run's).
+    pub(crate) beat: Beat,
     books: Rc<RefCell<Books>>,
 }
 
@@ -70,6 +76,9 @@ pub(crate) struct Books {
     pub(crate) limits: AgentLimits,
     /// When the run started.
     pub(crate) started: Instant,
+    /// How long each stage that succeeded took (its last try), by kind: a deadline judges by
+    /// their median whether the next one of a kind fits.
+    pub(crate) durations: Vec<(Stage, u64)>,
 }
 
 /// One stage's share of the ledger, as the stage runner reported it.
@@ -81,13 +90,16 @@ pub(crate) struct StageCount<'a> {
     pub(crate) switched: bool,
     /// The usage-limit waits, how long each.
     pub(crate) waits: &'a [(WaitKind, u64)],
+    /// The stage and how long its last try took, when it succeeded.
+    pub(crate) succeeded: Option<(Stage, u64)>,
 }
 
 impl Ledger {
-    /// A new run's ledger, its summary starting as `summary`.
-    pub(crate) fn new(summary: Summary) -> Ledger {
+    /// A new run's ledger, its summary starting as `summary`; `beat` tells the run's lock.
+    pub(crate) fn new(summary: Summary, beat: Beat) -> Ledger {
         Ledger {
             pause: Pause::default(),
+            beat,
             books: Rc::new(RefCell::new(Books {
                 summary,
                 last_failed: false,
@@ -99,6 +111,7 @@ impl Ledger {
                 paced_for: Duration::ZERO,
                 limits: AgentLimits::default(),
                 started: Instant::now(),
+                durations: Vec::new(),
             })),
         }
     }
@@ -138,6 +151,7 @@ impl Ledger {
         if stage.switched {
             books.switches += 1;
         }
+        books.durations.extend(stage.succeeded);
         books.summary.cost_usd += stage.cost_usd;
         books.summary.retries += stage.retries;
         for (kind, ms) in stage.waits {
@@ -147,6 +161,21 @@ impl Ledger {
             }
         }
         books.summary.cost_usd
+    }
+
+    /// The median time a stage of kind `stage` took in this run, and of how many, when one
+    /// succeeded.
+    pub(crate) fn median_ms(&self, stage: Stage) -> Option<(u64, usize)> {
+        let books = self.books();
+        let mut times: Vec<u64> = books
+            .durations
+            .iter()
+            .filter(|(s, _)| *s == stage)
+            .map(|(_, ms)| *ms)
+            .collect();
+        times.sort_unstable();
+        let n = times.len();
+        (n > 0).then(|| (times[n / 2], n))
     }
 
     /// A copy of the usage limits for one stage to use and update (the stage awaits, and
@@ -167,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_task_sharing_the_ledger_counts_into_the_runs_totals_as_it_goes() {
-        let run = Ledger::new(Summary::default());
+        let run = Ledger::new(Summary::default(), Beat::default());
         let task = run.clone();
         let waits = [(WaitKind::UsageLimit, 1500), (WaitKind::Retry, 9)];
         task.count_stage(&StageCount {
@@ -176,6 +205,7 @@ mod tests {
             retries: 1,
             switched: false,
             waits: &waits,
+            succeeded: Some((Stage::Implement, 3000)),
         });
         let total = run.count_stage(&StageCount {
             agent: "codex",
@@ -183,6 +213,7 @@ mod tests {
             retries: 0,
             switched: true,
             waits: &[],
+            succeeded: None,
         });
         assert!((total - 0.75).abs() < 1e-9);
         assert!((run.spent() - 0.75).abs() < 1e-9);
@@ -195,11 +226,14 @@ mod tests {
         assert_eq!(books.summary.retries, 1);
         assert_eq!(books.summary.waits, 1);
         assert_eq!(books.summary.wait_time, Duration::from_millis(1500));
+        drop(books);
+        assert_eq!(run.median_ms(Stage::Implement), Some((3000, 1)));
+        assert_eq!(run.median_ms(Stage::Research), None);
     }
 
     #[test]
     fn the_last_task_failed_until_a_commit_says_otherwise() {
-        let ledger = Ledger::new(Summary::default());
+        let ledger = Ledger::new(Summary::default(), Beat::default());
         ledger.on(&RunEvent::AttemptFailed {
             task: "T".into(),
             attempt: 1,

@@ -15,7 +15,8 @@
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
 //! a dead run). What every task of a run shares: `shared` (SPEC.md) and `ledger` (what the run
-//! counts), `pace` (the usage windows each stage used and `--pace`'s pure gate) and `pacing`
+//! counts, with the heartbeat every task tells), `clock` (the run's pauses, told to the
+//! heartbeat), `pace` (the usage windows each stage used and `--pace`'s pure gate) and `pacing`
 //! (the gate asked before each stage and after each task: pauses, hand-overs, the end). Where
 //! the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
 //! worktrees, `-j`), `schedule` (which tasks run together) and `remote` (tasks claimed on a git
@@ -40,6 +41,7 @@
 
 mod audit;
 pub(crate) mod check;
+pub(crate) mod clock;
 mod commit;
 mod decide;
 pub(crate) mod discovery;
@@ -241,19 +243,24 @@ pub(crate) async fn run(
             "cannot become a child subreaper: escaped agent processes may outlive their stage"
         );
     }
-    if !settings.detached {
-        // A detached run's start was marked by `kern --detach` before it began.
+    if !settings.detached && settings.watched_by.is_none() {
+        // A detached run's start was marked by `kern --detach` before it began, a watched
+        // run's by its watchdog: `kern log -f` follows the whole night from there.
         crate::state::rotating::mark_start(&ws.state_dir.output_log());
     }
     reporter.attach_log(Box::new(RotatingFile::new(ws.state_dir.output_log())));
     reporter.set_budget(settings.max_cost);
-    let (lock, takeover) = ws.take_lock(settings)?;
+    let (mut lock, takeover) = ws.take_lock(settings)?;
+    lock.set_quiet_limits(settings.quiet_limits());
     let run_id = format!("{}-{}", std::process::id(), Timestamp::now());
-    let ledger = Ledger::new(Summary {
-        state_dir: ws.state_dir.dir(),
-        max_cost: settings.max_cost,
-        ..Summary::default()
-    });
+    let ledger = Ledger::new(
+        Summary {
+            state_dir: ws.state_dir.dir(),
+            max_cost: settings.max_cost,
+            ..Summary::default()
+        },
+        lock.beat(),
+    );
     let mut teller = Teller::new(
         reporter,
         RunLog::new(ws.state_dir.run_log(), run_id.clone()),
@@ -422,6 +429,7 @@ async fn run_locked<'a>(
         agent: settings.agent.to_string(),
         max_cost_usd: settings.max_cost,
         sandbox: Some(settings.sandbox.mode),
+        watch: settings.watched_by.clone(),
     });
     let result = match run.baseline_check().await {
         Ok(()) if parallel::wanted(settings, &ws.state_dir) => run.parallel().await,
@@ -469,12 +477,13 @@ impl Run<'_> {
                 return Ok(());
             }
             if index < total && !self.settings.delay.is_zero() && self.has_work()? {
+                self.check_pause(self.settings.delay)?;
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.teller.emit(RunEvent::Told(Told::Waiting {
                     reason: "next iteration".into(),
                     remaining: self.settings.delay,
                 }));
-                if self.interrupt.sleep_or_interrupt(self.settings.delay).await {
+                if self.pause(self.settings.delay).await {
                     return Err(Error::Interrupted {
                         signal: self.interrupt.requested().unwrap_or(2),
                     });
@@ -593,6 +602,16 @@ impl Run<'_> {
             }),
             other => other,
         };
+        // The deadline is a planned end: said as how the run ended, exit 0 (or 4, as any end
+        // with a blocked task).
+        let (result, deadline) = match result {
+            Err(Error::DeadlineReached { at, shown, why }) => {
+                let mut books = self.ledger.books();
+                books.summary.ended = format!("the deadline {shown} ends the night: {why}");
+                (Ok(()), Some(at))
+            }
+            other => (other, None),
+        };
         let detached = self.target.branch().is_some_and(|b| b.detached);
         {
             let mut books = self.ledger.books();
@@ -645,6 +664,7 @@ impl Run<'_> {
                 cost_usd: summary.cost_usd,
                 exit_code: result.as_ref().map_or_else(Error::exit_code, |()| 0),
                 iterations: summary.iterations,
+                deadline,
             },
             &summary,
         );

@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::event::{RunEvent, Told};
 use crate::reporter::notify::EventKind;
 use crate::reporter::{Reporter, Summary, voice};
+use crate::state::lock::Moved;
 use crate::state::run_log::{LoggedEvent, RunLog};
 use crate::state::run_report;
 
@@ -70,8 +71,10 @@ impl<'a> Teller<'a> {
         self.log.run_id()
     }
 
-    /// Says what happened, once, to every listener; then what the tracker made of it.
+    /// Says what happened, once, to every listener — the run's heartbeat too: a happening is
+    /// progress; then what the tracker made of it.
     pub(crate) fn emit(&self, event: RunEvent) {
+        self.ledger.beat.moved(moved_by(&event), None);
         self.reporter.hear(&event);
         if let Some((kind, fields)) = voice::notice(&event) {
             self.reporter.notify(kind, fields);
@@ -136,5 +139,17 @@ impl<'a> Teller<'a> {
             hook();
             log.event(RunEvent::Hangup {});
         }
+    }
+}
+
+/// What `event` tells the run's heartbeat: a countdown states its end, any other happening is
+/// named (by its `run.jsonl` name, or its kind when it is only told).
+fn moved_by(event: &RunEvent) -> Moved {
+    match event {
+        RunEvent::Told(Told::Waiting { remaining, .. }) => Moved::Waiting {
+            until: super::clock::after(crate::timestamp::Timestamp::now(), *remaining),
+        },
+        RunEvent::Told(told) => Moved::Event { event: told.kind() },
+        e => Moved::Event { event: e.name() },
     }
 }

@@ -40,6 +40,13 @@ pub(crate) enum EventKind {
     UsageLimitWait,
     /// The run stopped because the person must act (exit 2 or 5).
     StoppedForPerson,
+    /// `kern watch`: the run died; it is started again.
+    RunDied,
+    /// `kern watch`: the run showed no progress for `--stall-after`; it was stopped and is
+    /// started again.
+    RunStalled,
+    /// `kern watch` gave up on a run that keeps dying or stalling: it is left stopped.
+    WatchGaveUp,
 }
 
 impl EventKind {
@@ -50,6 +57,9 @@ impl EventKind {
             EventKind::TaskBlocked => "task_blocked",
             EventKind::UsageLimitWait => "usage_limit_wait",
             EventKind::StoppedForPerson => "stopped_for_person",
+            EventKind::RunDied => "run_died",
+            EventKind::RunStalled => "run_stalled",
+            EventKind::WatchGaveUp => "watch_gave_up",
         }
     }
 }

@@ -13,6 +13,8 @@ use crate::event::{Leftover, RunEvent, TaskTaken, Told};
 use crate::spec::Quoted;
 use crate::text;
 
+mod watch;
+
 /// The prefix of a [`RunEvent::Blocked`]'s `why` when the task waits on a person's answer.
 pub(crate) const NEEDS_PERSON: &str = "needs a person: ";
 
@@ -29,6 +31,9 @@ pub(crate) enum Said {
 /// (a stage's own line, the iteration's header) or only recorded.
 pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
     use Said::{Info, Warn};
+    if let Some(lines) = watch::said(event) {
+        return lines;
+    }
     match event {
         RunEvent::Level { level, why, .. } => vec![Info(format!("level {level}: {why}"))],
         RunEvent::Paced { line, .. } => vec![Info(line.clone())],
@@ -193,6 +198,7 @@ fn told_lines(told: &Told) -> Vec<Said> {
     match told {
         // The live status shows these (`Reporter::hear`); `--notify` hears the last two.
         Told::StageTry { .. }
+        | Told::RunLost { .. }
         | Told::CostSoFar { .. }
         | Told::Waiting { .. }
         | Told::UsageLimitWait { .. }
@@ -521,6 +527,9 @@ pub(crate) fn commits_on_no_branch(head: &str) -> String {
 
 /// The `--notify` event for `event`, when it is one of the moments a notifier hears about.
 pub(crate) fn notice(event: &RunEvent) -> Option<(EventKind, serde_json::Value)> {
+    if let Some(notice) = watch::notice(event) {
+        return Some(notice);
+    }
     match event {
         RunEvent::Told(Told::UsageLimitWait {
             stage,

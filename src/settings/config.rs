@@ -482,6 +482,8 @@ pub(crate) fn starter() -> String {
                     "pace-week" => "70".to_string(),
                     "model" | "fallback-model" | "review-model" => toml_string("sonnet"),
                     "fallback-agent" | "review-agent" => toml_string("codex"),
+                    "until" => toml_string("07:00"),
+                    "deadline" => toml_string("5h45m"),
                     "tracker" => toml_string("github"),
                     _ if arg
                         .get_value_names()

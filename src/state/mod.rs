@@ -31,6 +31,7 @@ pub(crate) mod resume;
 pub(crate) mod rotating;
 pub(crate) mod run_log;
 pub(crate) mod run_report;
+pub(crate) mod watch;
 
 use std::ffi::OsString;
 use std::fs;
@@ -229,6 +230,17 @@ impl StateDir {
         self.dir().join("run.jsonl")
     }
 
+    /// `watch.json`: the `kern watch` of this folder's nights — its pid, its run, every
+    /// restart and gap (see `watch.rs`).
+    pub(crate) fn watch_record(&self) -> PathBuf {
+        self.dir().join("watch.json")
+    }
+
+    /// `watch.lock`: held (flock) by the live `kern watch` of this folder: one at a time.
+    pub(crate) fn watch_lock(&self) -> PathBuf {
+        self.dir().join("watch.lock")
+    }
+
     /// `run.log`: the run's output lines, as the plain output shows them (rotates).
     pub(crate) fn output_log(&self) -> PathBuf {
         self.dir().join("run.log")
@@ -376,7 +388,7 @@ pub(crate) fn branch_folder(branch: &str) -> String {
 
 /// Eight hex digits of a stable hash of a path (SHA-1 through libgit2; stable across versions
 /// and runs, unlike std's hasher).
-fn path_hash8(path: &Path) -> String {
+pub(crate) fn path_hash8(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let oid = git2::Oid::hash_object(git2::ObjectType::Blob, path.as_os_str().as_bytes())
         .map_or_else(|_| "00000000".to_string(), |o| o.to_string());

@@ -101,6 +101,7 @@ mod tests {
                 agent: "claude".into(),
                 max_cost_usd: Some(5.0),
                 sandbox: Some(crate::sandbox::Mode::Kern),
+                watch: Some("watch-4100-2026-11-18T08:20:00Z".into()),
             },
             RunEvent::LockRecovered {
                 pid: 4242,
@@ -300,6 +301,36 @@ mod tests {
                 cost_usd: 0.5,
                 exit_code: 0,
                 iterations: 1,
+                deadline: None,
+            },
+            RunEvent::RunEnd {
+                ended: "the deadline 07:00 ends the night: it came during the implement stage, which resumes on the next run".into(),
+                cost_usd: 0.5,
+                exit_code: 0,
+                iterations: 1,
+                deadline: Some(Timestamp::from_epoch_seconds(1_795_010_000)),
+            },
+            RunEvent::WatchStart {
+                pid: 4100,
+                stall_after_s: 900,
+                max_restarts: 5,
+            },
+            RunEvent::WatchRun {
+                pid: 4242,
+                adopted: false,
+            },
+            RunEvent::WatchRestart {
+                why: crate::event::Lost::Stalled,
+                run_pid: 4242,
+                detail: "nothing moved for 15m (last: the implement agent's output)".into(),
+                from: Timestamp::from_epoch_seconds(1_794_999_000),
+                to: Timestamp::from_epoch_seconds(1_795_000_000),
+                restart: 1,
+            },
+            RunEvent::WatchEnd {
+                exit_code: 0,
+                ended: "the run ended: nothing left to do".into(),
+                gave_up: false,
             },
         ]
     }
@@ -332,6 +363,20 @@ mod tests {
         assert_eq!(
             read.into_iter().map(|l| l.event).collect::<Vec<_>>(),
             every_event()
+        );
+    }
+
+    #[test]
+    fn every_event_has_its_name() {
+        let names: Vec<String> = every_event().iter().map(RunEvent::name).collect();
+        assert_eq!(names[0], "run_start");
+        assert_eq!(names[4], "stage_end");
+        assert!(names.contains(&"run_end".to_string()), "{names:?}");
+        assert_eq!(names.last().map(String::as_str), Some("watch_end"));
+        assert!(names.iter().all(|n| !n.is_empty()), "{names:?}");
+        assert_eq!(
+            RunEvent::Told(crate::event::Told::OrphanStopped).name(),
+            "told"
         );
     }
 

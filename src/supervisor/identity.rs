@@ -59,6 +59,22 @@ pub fn pid_alive(pid: i32) -> bool {
     }
 }
 
+/// True when `pid` runs no more: gone, or a zombie not reaped yet (its parent is gone too, or
+/// has not waited for it). Linux reads `/proc`; elsewhere only a process that is gone.
+pub(crate) fn has_exited(pid: i32) -> bool {
+    if cfg!(target_os = "linux") {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state == "Z" || state == "X"),
+            Err(_) => !pid_alive(pid),
+        }
+    } else {
+        !pid_alive(pid)
+    }
+}
+
 /// True while process group `pgid` has a member that is not a zombie. A zombie cannot write
 /// anything; counting it as alive made kern wait out whole grace periods in containers whose
 /// first process does not reap orphans (found by the crash soak). Linux scans `/proc`;

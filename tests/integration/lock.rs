@@ -129,6 +129,7 @@ fn record_for(pid: i32, start_time: Option<u64>) -> LockRecord {
         phase: "research".into(),
         agent_group: None,
         recovering: None,
+        beat: None,
     }
 }
 
@@ -212,7 +213,7 @@ fn the_record_of_a_sigkilled_holder_is_taken_over() {
         assert_eq!(record.phase.to_string(), "implement");
         assert_eq!(why, format!("process {pid} is no longer running"));
         let (mine, live) = RunLock::inspect(&p.lock).unwrap();
-        assert_eq!(&mine, lock.record());
+        assert_eq!(mine, lock.record());
         assert!(live);
     }
 }
@@ -276,7 +277,7 @@ fn an_unreadable_record_is_taken_over() {
     );
     let text = fs::read_to_string(&p.lock).unwrap();
     let written: LockRecord = serde_json::from_str(&text).unwrap();
-    assert_eq!(&written, lock.record());
+    assert_eq!(written, lock.record());
     assert_eq!(written.argv, argv());
     assert_eq!(written.phase.to_string(), "starting");
 }

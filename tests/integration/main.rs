@@ -52,4 +52,5 @@ mod tests_first;
 mod tracker;
 mod two_agents;
 mod verified_done;
+mod watch;
 mod windows;

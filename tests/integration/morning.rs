@@ -519,6 +519,12 @@ fn status_during_a_run_names_the_task_the_stage_and_the_last_tool_call() {
     assert!(human.contains("\n  stage:   implement, for "), "{human}");
     assert!(human.contains(" — last tool call: Write "), "{human}");
     assert!(human.contains(" so far, of $9.00\n"), "{human}");
+    // What moved last, from the lock's heartbeat.
+    assert!(
+        human.contains("\n  moved:   ") && human.contains(" ago: "),
+        "{human}"
+    );
+    assert!(running["beat"]["moved"].is_string(), "{v}");
     std::fs::write(&go, "").unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", texts(&out).1);
@@ -540,9 +546,19 @@ fn log_follow_follows_a_detached_run_to_its_end() {
         )),
         "{stderr}"
     );
-    // It holds the lock when --detach returns.
+    // The pid printed is the night's watchdog; the run it started holds the lock when
+    // --detach returns.
+    let watch: Value =
+        serde_json::from_slice(&std::fs::read(p.state_dir().join("watch.json")).unwrap()).unwrap();
+    assert_eq!(watch["pid"], pid, "{watch}");
+    let run = watch["run"]["pid"].as_i64().unwrap();
+    assert_ne!(run, i64::from(pid));
     let lock = std::fs::read_to_string(p.path().join(".git/kern.lock")).unwrap();
-    assert!(lock.contains(&format!("\"pid\": {pid}")), "{lock}");
+    assert!(lock.contains(&format!("\"pid\": {run}")), "{lock}");
+    assert!(
+        stderr.contains(&format!("watching the run (pid {run})")),
+        "{stderr}"
+    );
     let follower = p
         .run(&["log", "-f"])
         .spawn_with(Stdio::piped(), Stdio::piped());

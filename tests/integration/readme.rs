@@ -39,6 +39,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/safety.md", include_str!("../../docs/safety.md")),
     ("docs/options.md", include_str!("../../docs/options.md")),
     ("docs/ci.md", include_str!("../../docs/ci.md")),
+    ("docs/nights.md", include_str!("../../docs/nights.md")),
     ("docs/tracker.md", include_str!("../../docs/tracker.md")),
     (
         "docs/development.md",
@@ -96,6 +97,8 @@ enum How {
     Parallel,
     /// The many-machines commands: run in order on a clone of a bare remote.
     Remote,
+    /// The watched, scheduled and timed nights: run in order on a scratch project.
+    Nights,
     /// The tracker commands: run in order with a fake `gh` on PATH.
     Tracker,
     /// The recipes for a task tested first: run after one was committed.
@@ -178,6 +181,14 @@ const KNOWN: &[(&str, How)] = &[
         How::Parallel,
     ),
     ("kern accept", How::Parallel),
+    ("kern watch 10 30", How::Nights),
+    ("kern 20 30 --until 07:00", How::Nights),
+    (
+        "kern schedule --at 23:00 --until 07:00 -- 20 30 --check 'cargo test'",
+        How::Nights,
+    ),
+    ("kern schedule --list", How::Nights),
+    ("kern schedule --remove", How::Nights),
     ("kern 20 0 --remote origin", How::Remote),
     ("kern status --remote", How::Remote),
     ("kern release \"Add the parser\"", How::Remote),
@@ -1426,6 +1437,94 @@ fn the_parallel_and_review_commands_run_as_the_readme_says() {
             other => panic!("no step for the README command `{other}`"),
         }
     }
+}
+
+#[test]
+fn the_nights_commands_run_as_the_docs_say() {
+    let steps = commands(How::Nights);
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    let p = Project::new("- [ ] Add the parser\n");
+    // `kern schedule` with a home of its own, and fakes of the schedulers' commands first on
+    // PATH: whichever scheduler this machine has, nothing of the person's is touched.
+    let home = p.outside.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut bin = PathBuf::new();
+    for name in ["systemctl", "launchctl"] {
+        bin = crate::support::fakes::fake(&p, name, "#!/bin/sh\nexit 0\n");
+    }
+    let shell = |step: &str| {
+        let ran = p
+            .shell(step)
+            .path_first(&bin)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .expect(0);
+        format!("{}{}", ran.stdout, ran.stderr)
+    };
+    for step in &steps {
+        let words: Vec<&str> = step.split_whitespace().skip(1).collect();
+        match step.as_str() {
+            s if s.starts_with("kern schedule --at") => {
+                let said = shell(s);
+                assert!(
+                    said.contains(" watch --until 07:00 20 30 --check"),
+                    "{said}"
+                );
+            }
+            "kern schedule --list" => {
+                shell(step);
+            }
+            "kern schedule --remove" => {
+                shell(step);
+                let left: Vec<_> = walk(&home);
+                assert!(left.is_empty(), "{left:?}");
+            }
+            "kern watch 10 30" => {
+                p.run(&words)
+                    .expect(0)
+                    .stderr_has("[watch] started the run (pid ");
+                assert_eq!(p.log()[0], "Add the parser");
+                let watch: Value = serde_json::from_slice(
+                    &std::fs::read(p.state_dir().join("watch.json")).unwrap(),
+                )
+                .unwrap();
+                assert_eq!(watch["ended"]["exit_code"], 0, "{watch}");
+            }
+            "kern 20 30 --until 07:00" => {
+                // A night that ends by 07:00, started in a time zone where it is about 19:00
+                // now, so the stages fit (each may take its hour); it ends when nothing is left.
+                p.write(
+                    "SPEC.md",
+                    &format!("{}- [ ] Write the docs\n", p.read("SPEC.md")),
+                );
+                p.commit_all("one more task");
+                let hour = (std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs()
+                    / 3600
+                    % 24) as i64;
+                let east = (19 - hour + 36) % 24 - 12;
+                p.run(&words).env("TZ", format!("KRN{}", -east)).expect(0);
+                assert_eq!(p.log()[0], "Write the docs");
+            }
+            other => panic!("no step for the README command `{other}`"),
+        }
+    }
+}
+
+/// Every file under `dir`, however deep.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }
 
 /// A bare remote holding `spec` (made from a fresh project) and a clone of it at `clone`.

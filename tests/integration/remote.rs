@@ -12,15 +12,15 @@ use crate::support::during::git_in;
 use crate::support::project::{self, Project, texts};
 
 /// A bare remote made from a project, and clones of it ("machines").
-struct Fleet {
-    seed: Project,
+pub(crate) struct Fleet {
+    pub(crate) seed: Project,
     remote: PathBuf,
     clones: Vec<PathBuf>,
 }
 
 impl Fleet {
     /// `machines` clones of a remote holding `spec` (and the seed's scripted agent).
-    fn new(spec: &str, machines: usize) -> Fleet {
+    pub(crate) fn new(spec: &str, machines: usize) -> Fleet {
         let seed = Project::new(spec);
         let remote = seed.outside.path().join("remote.git");
         git_in(
@@ -54,7 +54,7 @@ impl Fleet {
     }
 
     /// `kern ARGS` on machine `i`, with the seed's scripted agent and its own state root.
-    fn kern(&self, i: usize, args: &[&str]) -> project::KernRun<'_> {
+    pub(crate) fn kern(&self, i: usize, args: &[&str]) -> project::KernRun<'_> {
         self.seed.run(args).current_dir(&self.clones[i]).env(
             "KERN_STATE_DIR",
             self.seed.outside.path().join(format!("state-{i}")),
@@ -67,7 +67,7 @@ impl Fleet {
     }
 
     /// `git ARGS` in the bare remote.
-    fn remote_git(&self, args: &[&str]) -> String {
+    pub(crate) fn remote_git(&self, args: &[&str]) -> String {
         git_in(&self.remote, args)
     }
 
@@ -82,11 +82,11 @@ impl Fleet {
             .collect()
     }
 
-    fn remote_file(&self, path: &str) -> String {
+    pub(crate) fn remote_file(&self, path: &str) -> String {
         self.remote_git(&["show", &format!("master:{path}")])
     }
 
-    fn claims(&self) -> Vec<String> {
+    pub(crate) fn claims(&self) -> Vec<String> {
         self.remote_git(&["for-each-ref", "--format=%(refname)", "refs/kern/claims/"])
             .lines()
             .map(str::to_string)
@@ -110,7 +110,7 @@ fn ok(out: &Output, what: &str) {
 
 /// Every task of `tasks` committed exactly once on the remote's master, linear history,
 /// SPEC.md all done, no claim left.
-fn all_landed_once(fleet: &Fleet, tasks: usize) {
+pub(crate) fn all_landed_once(fleet: &Fleet, tasks: usize) {
     let history = fleet.history();
     assert!(
         history.iter().all(|(_, parents)| *parents <= 1),
@@ -138,7 +138,7 @@ fn all_landed_once(fleet: &Fleet, tasks: usize) {
     );
 }
 
-fn tasks(n: usize) -> String {
+pub(crate) fn tasks(n: usize) -> String {
     (1..=n).map(|i| format!("- [ ] Task {i}\n")).collect()
 }
 

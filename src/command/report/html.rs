@@ -66,16 +66,34 @@ pub(super) fn page(report: &Report) -> String {
     for run in &report.runs {
         run_section(&mut out, run);
     }
+    for w in &report.watches {
+        out.push_str("<section class=\"watch\">\n<h2>Watched</h2>\n<ul>\n");
+        for (symbol, line) in super::night::watch_lines(w) {
+            let _ = writeln!(
+                out,
+                "<li>{} {}</li>",
+                html_escape(symbol),
+                html_escape(&line)
+            );
+        }
+        out.push_str("</ul>\n</section>\n");
+    }
     out.push_str("</body>\n</html>\n");
     out
 }
 
 fn run_section(out: &mut String, run: &RunReport) {
     let class = match (run.end, run.exit_code) {
-        (crate::state::run_report::EndState::Finished, Some(0)) => "finished",
         (
             crate::state::run_report::EndState::Finished
-            | crate::state::run_report::EndState::Running,
+            | crate::state::run_report::EndState::AtDeadline,
+            Some(0),
+        ) => "finished",
+        (
+            crate::state::run_report::EndState::Finished
+            | crate::state::run_report::EndState::AtDeadline
+            | crate::state::run_report::EndState::Running
+            | crate::state::run_report::EndState::Restarted,
             _,
         ) => "needs",
         _ => "stopped",

@@ -1,7 +1,9 @@
 //! `kern report`: what a run did, read back from `run.jsonl` (the rotated file too) — the last
 //! run by default, `--since 12h|DATE` for every run active since then, `--run ID` for one.
 //! Output: a terminal page (colour per `--color`), `--json` (the model, schema-versioned),
-//! `--markdown`, and `--html FILE` (one self-contained page with a timeline).
+//! `--markdown`, and `--html FILE` (one self-contained page with a timeline). A night a
+//! `kern watch` kept going is one night: by default the report holds every run its watchdog
+//! watched, and the watchdog's restarts with the gaps they left.
 //!
 //! Decisions a reader must know:
 //! - The report is the command's product, so it goes to stdout (`kern report | less`, `kern
@@ -16,6 +18,7 @@
 //!   the pure fold of events into a report, is `state::run_report`.
 
 mod html;
+mod night;
 mod text;
 mod windows;
 
@@ -158,9 +161,33 @@ pub(crate) fn build(
         }
         chosen
     } else {
-        all.last().cloned().into_iter().collect()
+        last_night(&all)
     };
     Ok(run_report::build(&chosen, running))
+}
+
+/// The last run — and when a `kern watch` watched it, the whole night: that watchdog's lines
+/// and every run it watched.
+fn last_night<'a>(all: &[(String, Vec<&'a LoggedEvent>)]) -> Vec<(String, Vec<&'a LoggedEvent>)> {
+    let Some((id, events)) = all
+        .iter()
+        .rev()
+        .find(|(_, events)| !run_report::is_watch(events))
+    else {
+        return all.last().cloned().into_iter().collect();
+    };
+    match run_report::watch_of(id, events, all) {
+        Some(watch) => all
+            .iter()
+            .filter(|(other, events)| {
+                other == watch
+                    || !run_report::is_watch(events)
+                        && run_report::watch_of(other, events, all) == Some(watch)
+            })
+            .cloned()
+            .collect(),
+        None => vec![(id.clone(), events.clone())],
+    }
 }
 
 /// The last few run ids, newest first, for messages.

@@ -21,7 +21,10 @@ const NOTE_WIDTH: usize = 140;
 pub(super) fn terminal(report: &Report, color: bool) -> String {
     let mut out = String::new();
     let p = |text: &str, sgr: &str| paint(color, text, sgr);
-    if report.runs.len() > 1
+    if let Some(line) = super::night::first_line(report) {
+        let _ = writeln!(out, "{line}");
+        out.push('\n');
+    } else if report.runs.len() > 1
         && let Some(last) = report.runs.last()
     {
         let _ = writeln!(
@@ -37,8 +40,10 @@ pub(super) fn terminal(report: &Report, color: bool) -> String {
             out.push('\n');
         }
         let sgr = match run.end {
-            EndState::Finished if run.exit_code == Some(0) => GREEN,
-            EndState::Finished | EndState::Running => YELLOW,
+            EndState::Finished | EndState::AtDeadline if run.exit_code == Some(0) => GREEN,
+            EndState::Finished | EndState::AtDeadline | EndState::Running | EndState::Restarted => {
+                YELLOW
+            }
             _ => RED,
         };
         let _ = writeln!(out, "{}", p(&clean(&run.headline), sgr));
@@ -89,6 +94,16 @@ pub(super) fn terminal(report: &Report, color: bool) -> String {
             let _ = writeln!(out, "  note: {}", clean(notice));
         }
     }
+    if !report.watches.is_empty() {
+        out.push('\n');
+        let _ = writeln!(out, "{}", p("Watched", BOLD));
+        for w in &report.watches {
+            for (symbol, line) in super::night::watch_lines(w) {
+                let sgr = if symbol == "✗" { RED } else { YELLOW };
+                let _ = writeln!(out, "  {} {line}", p(symbol, sgr));
+            }
+        }
+    }
     if report.runs.len() > 1 {
         out.push('\n');
         let _ = writeln!(
@@ -106,6 +121,16 @@ pub(super) fn terminal(report: &Report, color: bool) -> String {
 /// The report as Markdown, for a pull request or a chat.
 pub(super) fn markdown(report: &Report) -> String {
     let mut out = String::new();
+    if let Some(line) = super::night::first_line(report) {
+        let _ = writeln!(out, "**{}**\n", md_code(&line));
+    }
+    for w in &report.watches {
+        let _ = writeln!(out, "### Watched\n");
+        for (symbol, line) in super::night::watch_lines(w) {
+            let _ = writeln!(out, "- {symbol} {}", md_code(&line));
+        }
+        out.push('\n');
+    }
     for (i, run) in report.runs.iter().enumerate() {
         if i > 0 {
             out.push('\n');

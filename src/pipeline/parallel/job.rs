@@ -126,8 +126,9 @@ impl<'a> Run<'a> {
         ws.state_dir.create()?;
         crate::pipeline::fence::fence_hooks(self.settings, &ws);
         // A task's worktree never had the original script's lock folder.
-        let (lock, takeover) =
+        let (mut lock, takeover) =
             RunLock::acquire(&ws.repo.run_lock_path(), None, &self.settings.argv)?;
+        lock.set_quiet_limits(self.settings.quiet_limits());
         let settings: &'a Settings = self.settings;
         let reporter: &'a Reporter = self.reporter;
         let interrupt: &'a Interrupt = self.interrupt;

@@ -77,9 +77,14 @@ fn has_jobs(state_dir: &StateDir) -> bool {
 
 impl<'a> Run<'a> {
     /// The iterations with tasks in worktrees (see the module docs); with `--remote`, every
-    /// claim the run holds is freed when it ends.
+    /// claim the run holds is freed when it ends — at its deadline with each task's work pushed
+    /// first, for the machine that claims it next.
     pub(super) async fn parallel(&mut self) -> Result<()> {
         let result = self.parallel_loop().await;
+        if matches!(result, Err(Error::DeadlineReached { .. })) {
+            // The tasks in progress go on elsewhere, or here next time, from their work.
+            self.remote_hand_over();
+        }
         self.remote_close();
         result
     }
@@ -111,6 +116,13 @@ impl<'a> Run<'a> {
             }
             if stop.is_none()
                 && let Err(e) = self.check_budget()
+            {
+                stop = Some(e);
+            }
+            // No task starts whose first stage could not finish before the deadline.
+            if stop.is_none()
+                && let Err(e) = self.check_deadline(crate::stage::Stage::Research)
+                && self.check_deadline(crate::stage::Stage::Implement).is_err()
             {
                 stop = Some(e);
             }
@@ -167,13 +179,17 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 // Only the delay between tasks is left to wait for.
-                self.lock.set_phase(Phase::Sleeping)?;
                 let wait = next_start.saturating_duration_since(Instant::now());
+                if let Err(e) = self.check_pause(wait) {
+                    stop = Some(e);
+                    continue;
+                }
+                self.lock.set_phase(Phase::Sleeping)?;
                 self.teller.emit(RunEvent::Told(Told::Waiting {
                     reason: "next iteration".into(),
                     remaining: wait,
                 }));
-                if self.interrupt.sleep_or_interrupt(wait).await {
+                if self.pause(wait).await {
                     stop = Some(Error::Interrupted {
                         signal: self.interrupt.requested().unwrap_or(2),
                     });

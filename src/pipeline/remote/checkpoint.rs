@@ -7,7 +7,10 @@
 //! renewal period of work. The ref is the claim holder's alone; the landing push (or the
 //! release) deletes it with the claim. A machine taking the task over applies that commit onto
 //! the tip it starts from, as uncommitted work in the task's fresh worktree, and records the
-//! tip as the task's start: the work is the task's own, its stages start again over it.
+//! tip as the task's start: the work is the task's own, its stages start again over it. A run
+//! that stops at its deadline pushes the work of each task it holds and frees the claims
+//! (`remote_hand_over`), and the machine that claims such a task, still in progress, resumes
+//! from that work the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -143,6 +146,30 @@ impl Run<'_> {
             r.work.insert(key, work);
         }
         Ok(paths.len())
+    }
+
+    /// A task claimed while it is in progress (its last machine handed it over at its
+    /// deadline): the work that machine pushed is this run's to land or free, and — unless
+    /// this clone still has the task's worktree — it is brought in, as for a task taken over.
+    pub(in crate::pipeline) fn adopt_pushed_work(
+        &mut self,
+        identity: &TaskIdentity,
+        key: &str,
+    ) -> Result<()> {
+        let Some(name) = self.target.remote().map(|r| r.name.clone()) else {
+            return Ok(());
+        };
+        let Some(work) = self.ws.repo.fetch_work(&name, key)? else {
+            return Ok(());
+        };
+        let here = self.job_slug_of(identity).is_some();
+        if let Some(remote) = self.target.remote_mut() {
+            remote.work.insert(key.to_string(), work);
+            if !here {
+                remote.taken_over.push(identity.clone());
+            }
+        }
+        Ok(())
     }
 
     /// The folder name of the job running `identity`, from the job records.

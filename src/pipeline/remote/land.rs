@@ -112,6 +112,24 @@ impl Run<'_> {
                 }));
             }
         }
+        self.remote_publish(identity)?;
+        let freed = match self.target.remote_mut() {
+            Some(remote) => remote.release(&self.ws.repo, identity)?,
+            None => None,
+        };
+        if let Some(freed) = freed {
+            self.teller.emit(RunEvent::Told(Told::Released {
+                task: freed.task,
+                issue: freed.issue,
+            }));
+        }
+        self.prune_task_refs(slug, &task_key(identity));
+        Ok(())
+    }
+
+    /// Publishes the SPEC.md lines of the task `identity` on the remote's branch (a commit of
+    /// SPEC.md alone, when they changed), expecting the tip it read; a refusal is said.
+    pub(in crate::pipeline) fn remote_publish(&mut self, identity: &TaskIdentity) -> Result<()> {
         for _ in 0..claim::MAX_LANDING_ROUNDS {
             let Some(tip) = self.remote_sync()? else {
                 return Ok(());
@@ -155,17 +173,6 @@ impl Run<'_> {
                 Pushed::Stale => {}
             }
         }
-        let freed = match self.target.remote_mut() {
-            Some(remote) => remote.release(&self.ws.repo, identity)?,
-            None => None,
-        };
-        if let Some(freed) = freed {
-            self.teller.emit(RunEvent::Told(Told::Released {
-                task: freed.task,
-                issue: freed.issue,
-            }));
-        }
-        self.prune_task_refs(slug, &task_key(identity));
         Ok(())
     }
 

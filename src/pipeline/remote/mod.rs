@@ -19,9 +19,11 @@
 //! - kern's local bookkeeping refs go once they served: a task's `refs/kern/checkpoint/<task>`
 //!   and what was fetched for it when it lands or ends, `refs/kern/remote/<name>/` when the
 //!   run ends (a cache: every run fetches first).
-//! - A run ending any way but kill -9 releases every claim it holds; a killed run's claims
-//!   lapse after `--claim-ttl` and another machine takes the task over, from the work in
-//!   progress the dead machine last pushed ([`checkpoint`]).
+//! - A run ending any way but kill -9 releases every claim it holds — at its deadline after
+//!   pushing each held task's work and publishing its SPEC.md lines, leaving the work for the
+//!   machine that claims the task next; a killed run's claims lapse after `--claim-ttl` and
+//!   another machine takes the task over, from the work in progress the dead machine last
+//!   pushed ([`checkpoint`]).
 
 mod checkpoint;
 pub(crate) mod claim;
@@ -308,6 +310,33 @@ impl Remote {
         Ok(None)
     }
 
+    /// Frees the claim on `identity` and leaves its pushed work on the remote: the run stops
+    /// at its deadline with the task unfinished, and the machine that claims it next resumes
+    /// from that work. The claim freed, if this run held one.
+    pub(crate) fn hand_over(
+        &mut self,
+        repo: &Repository,
+        identity: &TaskIdentity,
+    ) -> Result<Option<Freed>> {
+        let key = task_key(identity);
+        let Some(held) = self.held.remove(&key) else {
+            return Ok(None);
+        };
+        self.work.remove(&key);
+        repo.push_expecting(
+            &self.name,
+            &[RefUpdate {
+                name: Self::claim_ref(&key),
+                new: None,
+                expected: Expected::At(held.oid),
+            }],
+        )?;
+        Ok(Some(Freed {
+            task: held.identity.path.last().cloned().unwrap_or_default(),
+            issue: held.issue,
+        }))
+    }
+
     /// Frees every claim this run holds (the run ends): the claims freed.
     pub(crate) fn release_all(&mut self, repo: &Repository) -> Vec<Freed> {
         let ids: Vec<TaskIdentity> = self.held.values().map(|h| h.identity.clone()).collect();
@@ -528,6 +557,10 @@ impl Run<'_> {
                     claim: format!("{CLAIMS}{key}"),
                     issue,
                 }));
+                // A task in progress that its last machine handed over at its deadline.
+                if doc.tasks()[task].state == crate::spec::TaskState::InProgress {
+                    self.adopt_pushed_work(&identity, &key)?;
+                }
                 Ok(true)
             }
             Claimed::TookOver {
@@ -590,6 +623,36 @@ impl Run<'_> {
             }));
         }
         self.remote_checkpoint()
+    }
+
+    /// The night's deadline came with tasks in progress (DESIGN.md section 20): each one's
+    /// work is pushed, its SPEC.md lines published, and its claim freed, its work left on the
+    /// remote for whichever machine claims it next. What fails is traced: the claims lapse.
+    pub(super) fn remote_hand_over(&mut self) {
+        let Some(remote) = self.target.remote() else {
+            return;
+        };
+        let held = remote.held_tasks();
+        if let Err(e) = self.remote_checkpoint() {
+            tracing::warn!(error = %e, "pushing the work in progress at the deadline");
+        }
+        for identity in held {
+            if let Err(e) = self.remote_publish(&identity) {
+                tracing::warn!(error = %e, "publishing a task's SPEC.md lines at the deadline");
+            }
+            let freed = match self.target.remote_mut() {
+                Some(remote) => remote.hand_over(&self.ws.repo, &identity),
+                None => Ok(None),
+            };
+            match freed {
+                Ok(Some(freed)) => self.teller.emit(RunEvent::Told(Told::Released {
+                    task: freed.task,
+                    issue: freed.issue,
+                })),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "freeing a claim at the deadline"),
+            }
+        }
     }
 
     /// Frees every claim the run holds (it ends), and drops what it fetched of the remote

@@ -118,27 +118,36 @@ pub(super) async fn run_once(
         "starting the agent"
     );
     let mut spawned = false;
+    let watch = std::cell::RefCell::new(watch);
     let mut on_spawn = |g: supervisor::ProcessGroup| {
         // Recorded so that a kern taking over after a crash can stop an orphaned agent before
         // it resumes the task.
-        if let Err(e) = watch.agent_group(Some(&g)) {
+        if let Err(e) = watch.borrow_mut().agent_group(Some(&g)) {
             tracing::warn!(error = %e, "cannot record the agent group in the lock");
         }
         spawned = true;
     };
     let reporter = ctx.reporter;
-    let mut on_line = |line: &str| match parser.push_line(line) {
-        LineSignal::Continue => LineAction::Continue,
-        LineSignal::Progress(p) => {
-            reporter.progress(&p.tool, &p.detail);
-            LineAction::Continue
+    let mut printed = 0u64;
+    let mut on_line = |line: &str| {
+        // What the agent prints is the run's progress (its heartbeat).
+        printed += line.len() as u64 + 1;
+        watch.borrow_mut().output(stage, printed);
+        match parser.push_line(line) {
+            LineSignal::Continue => LineAction::Continue,
+            LineSignal::Progress(p) => {
+                reporter.progress(&p.tool, &p.detail);
+                LineAction::Continue
+            }
+            LineSignal::ResultSeen => LineAction::ResultSeen,
+            LineSignal::StopNow(class) => LineAction::StopNow(class.message().to_string()),
         }
-        LineSignal::ResultSeen => LineAction::ResultSeen,
-        LineSignal::StopNow(class) => LineAction::StopNow(class.message().to_string()),
     };
+    // No try runs past the night's deadline.
+    let limits = crate::pipeline::clock::clip(&settings.limits, settings.deadline.as_ref());
     let finished = supervisor::run(
         &invocation,
-        &settings.limits,
+        &limits,
         &files,
         ctx.interrupt,
         &mut on_spawn,
@@ -159,7 +168,7 @@ pub(super) async fn run_once(
     }
     if spawned {
         // The group is gone now; a record of it would only mislead a later takeover.
-        watch.agent_group(None)?;
+        watch.borrow_mut().agent_group(None)?;
     }
     super::runner::remake_state_dir(state_dir, ctx.teller, &format!("during the {stage} stage"))?;
     let finished = finished.map_err(|e| spawn_error(agent, e))?;

@@ -24,7 +24,7 @@ use crate::pipeline::{Run, TaskRun};
 use crate::spec::Quoted;
 use crate::stage::record::{Outcome, WaitKind};
 use crate::stage::{ImplementReport, Report};
-use crate::state::lock::{AgentGroup, Phase, RunLock};
+use crate::state::lock::{AgentGroup, Beat, Moved, Phase, RunLock};
 use plan::{PlanFor, StagePlan};
 use runner::{StageContext, StageRun};
 
@@ -48,11 +48,14 @@ impl Run<'_> {
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
+        self.check_deadline(stage)?;
         let agent = match (stage, &self.settings.review_agent) {
             (crate::stage::Stage::Review, Some(reviewer)) => reviewer.to_string(),
             _ => self.settings.agent.to_string(),
         };
         self.pace_before(&agent, stage, &it.title).await?;
+        // A --pace pause may have eaten the time left: ask the deadline again.
+        self.check_deadline(stage)?;
         let doc = self.spec.reload()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
             path: self.ws.spec_path.clone(),
@@ -96,7 +99,12 @@ impl Run<'_> {
             attempt: request.attempt,
         });
         let mut limits = self.ledger.limits();
-        let ran = runner::run_stage::<R>(&ctx, &mut self.lock, &mut limits, &request).await;
+        let mut watch = LockWatch {
+            lock: &mut self.lock,
+            beat: self.ledger.beat.clone(),
+            quiet: self.settings.limits.idle_timeout,
+        };
+        let ran = runner::run_stage::<R>(&ctx, &mut watch, &mut limits, &request).await;
         self.spec.next_step();
         self.ledger.merge_limits(&limits);
         let mut run = match ran {
@@ -269,6 +277,8 @@ impl Run<'_> {
             retries: kern.retries,
             switched: !kern.switches.is_empty(),
             waits: &waits,
+            succeeded: (kern.outcome == Outcome::Succeeded && run.outcome.is_ok())
+                .then_some((kern.stage, kern.duration_ms)),
         });
         self.teller
             .emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
@@ -336,19 +346,36 @@ fn outcome_word<R: Report>(run: &StageRun<R>) -> String {
             .unwrap_or_default(),
     }
 }
-/// The run's lock listens to the stage runner: the phase `kern status` shows, and the agent's
-/// process group a kern taking over stops first.
-impl runner::StageWatch for RunLock {
+/// The run's lock listens to the stage runner: the phase `kern status` shows, the agent's
+/// process group a kern taking over stops first — this task's own lock, with `-j` — and the
+/// run's heartbeat of progress (`beat`: the run's own lock, which a watchdog reads).
+struct LockWatch<'l> {
+    lock: &'l mut RunLock,
+    beat: Beat,
+    /// How long the agent may print nothing before the run itself stops it.
+    quiet: std::time::Duration,
+}
+
+impl runner::StageWatch for LockWatch<'_> {
     fn running(&mut self, stage: crate::stage::Stage) -> Result<()> {
-        self.set_phase(Phase::Stage(stage))
+        self.lock.set_phase(Phase::Stage(stage))?;
+        self.beat.moved(Moved::Phase, Some(self.quiet));
+        Ok(())
     }
 
     fn waiting(&mut self, stage: crate::stage::Stage) -> Result<()> {
-        self.set_phase(Phase::Waiting(stage))
+        self.lock.set_phase(Phase::Waiting(stage))?;
+        self.beat.moved(Moved::Phase, None);
+        Ok(())
+    }
+
+    fn output(&mut self, stage: crate::stage::Stage, bytes: u64) {
+        self.beat
+            .moved(Moved::Output { stage, bytes }, Some(self.quiet));
     }
 
     fn agent_group(&mut self, group: Option<&crate::supervisor::ProcessGroup>) -> Result<()> {
-        self.set_agent_group(group.map(|g| AgentGroup {
+        self.lock.set_agent_group(group.map(|g| AgentGroup {
             pgid: g.pgid,
             leader_start_time: g.leader.start_time,
         }))

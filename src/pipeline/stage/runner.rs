@@ -74,13 +74,17 @@ pub(crate) fn remake_state_dir(
     Ok(())
 }
 
-/// What the runner tells the run as a stage goes, for the run to record where `kern status`
-/// and a kern taking over after a crash look (the run's lock listens: see `stage/mod.rs`).
+/// What the runner tells the run as a stage goes, for the run to record where `kern status`,
+/// a watchdog and a kern taking over after a crash look (the run's lock listens: see
+/// `stage/mod.rs`). The agent's output is the run's heartbeat of progress, as the ticks of a
+/// wait are (told through the run's teller).
 pub(crate) trait StageWatch {
     /// `stage`'s agent is running (again).
     fn running(&mut self, stage: crate::stage::Stage) -> Result<()>;
     /// `stage` waits for a usage limit to reset.
     fn waiting(&mut self, stage: crate::stage::Stage) -> Result<()>;
+    /// `stage`'s agent printed: `bytes` so far in this try.
+    fn output(&mut self, stage: crate::stage::Stage, bytes: u64);
     /// The agent's process group, while it lives: a kern taking over stops it first.
     fn agent_group(&mut self, group: Option<&crate::supervisor::ProcessGroup>) -> Result<()>;
 }
@@ -204,15 +208,21 @@ pub(crate) async fn run_stage<R: Report>(
             });
             tries.waited += rest;
             watch.waiting(stage)?;
-            if countdown(ctx, &reason, rest).await {
-                return Err(interrupted(ctx));
-            }
+            countdown(ctx, &reason, rest).await?;
             watch.running(stage)?;
         }
         let current = match (side, &agents.fallback) {
             (Side::Fallback, Some(fallback)) => fallback,
             _ => &agents.primary,
         };
+        if let Some(deadline) = &settings.deadline
+            && crate::pipeline::clock::time_left(deadline).is_zero()
+        {
+            return Err(crate::pipeline::clock::came(
+                deadline,
+                &format!("the {stage} stage"),
+            ));
+        }
         let mut attempt = run_once(ctx, watch, request, stage, current, &tries).await?;
         tries.cost += attempt.output.cost_usd;
         tries.fence.clone_from(&attempt.envelope.sandbox);
@@ -224,6 +234,28 @@ pub(crate) async fn run_stage<R: Report>(
                 let signal = *signal;
                 attempt.finish(state_dir, Outcome::Interrupted, Some("interrupted".into()))?;
                 return Err(Error::Interrupted { signal });
+            }
+            // Each try gets no more than the time left: stopped at the deadline, the stage
+            // resumes on the next run.
+            EndReason::StageTimeout
+                if settings
+                    .deadline
+                    .as_ref()
+                    .is_some_and(|d| crate::pipeline::clock::time_left(d).is_zero()) =>
+            {
+                let deadline = settings
+                    .deadline
+                    .as_ref()
+                    .map_or(String::new(), |d| d.shown.clone());
+                attempt.finish(
+                    state_dir,
+                    Outcome::Interrupted,
+                    Some(format!("stopped at the deadline {deadline}")),
+                )?;
+                return Err(crate::pipeline::clock::came_at(
+                    settings.deadline.as_ref(),
+                    &format!("the {stage} stage"),
+                ));
             }
             EndReason::StageTimeout => Some(FailureClass::Transient(format!(
                 "agent timed out after {}",
@@ -333,9 +365,7 @@ pub(crate) async fn run_stage<R: Report>(
                     of: delays.len(),
                     delay,
                 }));
-                if countdown(ctx, &format!("retrying {stage}"), delay).await {
-                    return Err(interrupted(ctx));
-                }
+                countdown(ctx, &format!("retrying {stage}"), delay).await?;
             }
             Step::Wait(wait) => {
                 let message = class.message().to_string();
@@ -361,9 +391,7 @@ pub(crate) async fn run_stage<R: Report>(
                     wait,
                 }));
                 watch.waiting(stage)?;
-                if countdown(ctx, &message, wait).await {
-                    return Err(interrupted(ctx));
-                }
+                countdown(ctx, &message, wait).await?;
                 watch.running(stage)?;
             }
             Step::Switch(wait) => {
@@ -398,9 +426,7 @@ pub(crate) async fn run_stage<R: Report>(
                     });
                     tries.waited += wait;
                     watch.waiting(stage)?;
-                    if countdown(ctx, &message, wait).await {
-                        return Err(interrupted(ctx));
-                    }
+                    countdown(ctx, &message, wait).await?;
                     watch.running(stage)?;
                 }
                 side = side.other();
@@ -464,13 +490,19 @@ fn until_text(epoch: Option<i64>) -> String {
     }
 }
 
-/// Waits `total`, showing a countdown; true when interrupted.
-async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> bool {
+/// Waits `total`, showing a countdown: `Err(Interrupted)` when a stop is asked for meanwhile,
+/// `Err(DeadlineReached)` at once when the wait would end after the night's deadline.
+async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> Result<()> {
+    if let Some(deadline) = &ctx.settings.deadline
+        && let Some(past) = crate::pipeline::clock::wait_past(deadline, reason, total)
+    {
+        return Err(past);
+    }
     let end = Instant::now() + total;
     loop {
         let now = Instant::now();
         if now >= end {
-            return false;
+            return Ok(());
         }
         let remaining = end - now;
         ctx.teller.emit(RunEvent::Told(Told::Waiting {
@@ -479,7 +511,7 @@ async fn countdown(ctx: &StageContext<'_>, reason: &str, total: Duration) -> boo
         }));
         let step = remaining.min(Duration::from_secs(1));
         if ctx.interrupt.sleep_or_interrupt(step).await {
-            return true;
+            return Err(interrupted(ctx));
         }
     }
 }

@@ -254,6 +254,22 @@ pub(super) fn headline(r: &RunReport) -> String {
             code.unwrap_or(1)
         ),
         (EndState::Running, _) => format!("Still running, {at} ({counts} so far)."),
+        (EndState::Restarted, _) => format!("Restarted by kern watch {at} — {why} ({counts})."),
+        (EndState::AtDeadline, _) => {
+            let whole = r.ended.as_deref().unwrap_or("");
+            let (deadline, why) = whole
+                .split_once(" ends the night: ")
+                .unwrap_or(("its deadline", whole));
+            let why = crate::text::truncate(&crate::text::first_line(why), HEADLINE_REASON);
+            match r.needs_you.len() {
+                0 => format!("Ended at {deadline} — {why} ({counts})."),
+                n => format!(
+                    "Ended at {deadline}, but {n} thing{} need{} you — {why} ({counts}).",
+                    if n == 1 { "" } else { "s" },
+                    if n == 1 { "s" } else { "" }
+                ),
+            }
+        }
         (EndState::Vanished, _) => format!(
             "Did not finish: the run vanished {at} without an end (killed, or the machine went down) ({counts})."
         ),

@@ -41,16 +41,23 @@ pub(crate) fn runs(events: &[LoggedEvent]) -> Vec<(String, Vec<&LoggedEvent>)> {
     runs
 }
 
-/// The report of `runs` (each with its events); `running` tells whether a run without an end
-/// line still holds its lock.
+/// The report of `runs` (each with its events; a watchdog's lines become one of the report's
+/// `watches`); `running` tells whether a run without an end line still holds its lock.
 pub(crate) fn build(
     runs: &[(String, Vec<&LoggedEvent>)],
     running: &dyn Fn(&str) -> bool,
 ) -> Report {
-    let reports: Vec<RunReport> = runs
+    let watches: Vec<super::WatchReport> = runs
         .iter()
+        .filter(|(_, events)| super::is_watch(events))
+        .map(|(id, events)| super::watch::build_watch(id, events))
+        .collect();
+    let mut reports: Vec<RunReport> = runs
+        .iter()
+        .filter(|(_, events)| !super::is_watch(events))
         .map(|(id, events)| build_run(id, events, running(id)))
         .collect();
+    super::watch::settle_restarts(&mut reports, &watches);
     let mut totals = Totals::default();
     for r in &reports {
         add_totals(&mut totals, &r.totals);
@@ -60,6 +67,7 @@ pub(crate) fn build(
         schema: SCHEMA,
         runs: reports,
         totals,
+        watches,
     }
 }
 
@@ -89,6 +97,7 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
     let started_at = events.first().map(|e| e.ts);
     let last_at = events.last().map(|e| e.ts);
     let end = match b.exit_code {
+        Some(0 | 4) if b.deadline.is_some() => EndState::AtDeadline,
         Some(0 | 4) => EndState::Finished,
         Some(130 | 143) => EndState::Interrupted,
         Some(_) => EndState::Stopped,
@@ -134,6 +143,7 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
         headline: String::new(),
         exit_code: b.exit_code,
         ended: b.ended.clone(),
+        deadline: b.deadline,
         started_at,
         last_at,
         agent: b.agent.clone(),
@@ -235,6 +245,7 @@ struct Builder {
     sandbox: Option<crate::sandbox::Mode>,
     exit_code: Option<u8>,
     ended: Option<String>,
+    deadline: Option<Timestamp>,
     baseline_check: Option<CheckInfo>,
     notices: Vec<String>,
     /// The tracker's failures by cause: gh's words, where its notice is among `notices`, what
@@ -347,6 +358,11 @@ impl Builder {
             }
             // Told, never recorded: a log holds none of them.
             RunEvent::Told(_) => {}
+            // A watchdog's lines are its own run's (`watch.rs` reads them).
+            RunEvent::WatchStart { .. }
+            | RunEvent::WatchRun { .. }
+            | RunEvent::WatchRestart { .. }
+            | RunEvent::WatchEnd { .. } => {}
             RunEvent::Paced { task, line, .. } => match self.index_for(task.as_deref()) {
                 Some(index) if task.is_some() => self.tasks[index].paced.push(line.clone()),
                 _ => self.notices.push(line.clone()),
@@ -654,11 +670,13 @@ impl Builder {
                 ended,
                 exit_code,
                 iterations,
+                deadline,
                 ..
             } => {
                 self.close_open_stages();
                 self.exit_code = Some(*exit_code);
                 self.ended = Some(ended.clone());
+                self.deadline = *deadline;
                 self.iterations_run = self.iterations_run.max(*iterations);
             }
         }

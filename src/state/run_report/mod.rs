@@ -5,13 +5,18 @@
 //! the terminal page, Markdown and HTML (`command::report`) render it.
 //!
 //! This file owns the model's types; `build` folds events into it, `attention` writes what
-//! needs the person and the headline. The decision a reader must know: these types are the
+//! needs the person and the headline, `watch` folds a watchdog's lines (a watched night). The decision a reader must know: these types are the
 //! `--json` shape, so [`SCHEMA`] is raised when a field changes meaning or goes away.
 
 mod attention;
 mod build;
+mod watch;
 
+use attention::headline;
 pub(crate) use build::{build, runs, settle_reviews};
+#[cfg(test)]
+pub(crate) use watch::RestartInfo;
+pub(crate) use watch::{WatchReport, is_watch, watch_of};
 
 use serde::Serialize;
 
@@ -32,6 +37,9 @@ pub(crate) struct Report {
     pub runs: Vec<RunReport>,
     /// All runs together.
     pub totals: Totals,
+    /// The watchdogs (`kern watch`) of the nights chosen: their restarts and gaps.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub watches: Vec<WatchReport>,
 }
 
 /// How a run ended, as far as `run.jsonl` tells.
@@ -48,6 +56,10 @@ pub(crate) enum EndState {
     Running,
     /// It has no end line and holds no lock: killed, or the machine went down.
     Vanished,
+    /// It died or stalled, and the `kern watch` above it started it again.
+    Restarted,
+    /// It ended at the night's deadline (`--until`, `--deadline`), as planned.
+    AtDeadline,
 }
 
 /// One run.
@@ -63,6 +75,9 @@ pub(crate) struct RunReport {
     pub exit_code: Option<u8>,
     /// Why it ended, in full (kern's words).
     pub ended: Option<String>,
+    /// The night's deadline, when the run ended at it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
     /// Its first line's time.
     pub started_at: Option<Timestamp>,
     /// Its last line's time.

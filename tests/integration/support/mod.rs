@@ -4,6 +4,7 @@
 
 pub(crate) mod during;
 pub(crate) mod fakes;
+pub(crate) mod gate;
 pub(crate) mod git;
 pub(crate) mod http_server;
 pub(crate) mod mock_model_api;

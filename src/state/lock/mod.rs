@@ -18,13 +18,24 @@
 //!
 //! Process identity is (pid, start time) on Linux; elsewhere liveness alone, so there a reused
 //! pid reads as a live holder and kern refuses rather than deletes.
+//!
+//! The record also carries the run's heartbeat of progress (`beat.rs`): every write of the
+//! record says what moved last, and a [`Beat`] lets the tasks of a run (`-j`) tell the run's
+//! own lock that they moved.
 
+mod beat;
+
+pub(crate) use beat::{BEAT_EVERY, Beat, QuietLimits};
+pub(crate) use beat::{Heartbeat, Moved};
+
+use std::cell::RefCell;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use nix::unistd::{Pid, getpgrp};
 use serde::{Deserialize, Serialize};
@@ -59,6 +70,9 @@ pub struct LockRecord {
     /// knows whose git lock files are left (DESIGN.md section 7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovering: Option<Timestamp>,
+    /// The run's last sign of progress (`beat.rs`); records of older kerns have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beat: Option<Box<Heartbeat>>,
 }
 
 /// An agent's process group, as recorded so a later run can stop it if kern died.
@@ -184,9 +198,19 @@ pub enum Takeover {
 /// The run lock, held until dropped.
 #[derive(Debug)]
 pub struct RunLock {
+    held: Rc<RefCell<Held>>,
+}
+
+/// The lock file kern holds, and what it last wrote there.
+#[derive(Debug)]
+struct Held {
     file: File,
     path: PathBuf,
     record: LockRecord,
+    /// When the record was last written.
+    written: Instant,
+    /// How long the run's own limits let each kind of silence last.
+    quiet: QuietLimits,
 }
 
 impl RunLock {
@@ -258,56 +282,92 @@ impl RunLock {
             });
         }
 
+        let started_at = Timestamp::now();
         let record = LockRecord {
             pid: me.pid,
             start_time: me.start_time,
             host,
-            started_at: Timestamp::now(),
+            started_at,
             argv: argv.to_vec(),
             phase: Phase::Starting,
             agent_group: None,
             recovering: None,
+            beat: Some(Box::new(Heartbeat::after(
+                None,
+                Moved::Started,
+                None,
+                started_at,
+            ))),
         };
-        let lock = RunLock {
+        let mut held = Held {
             file,
             path: path.to_path_buf(),
             record,
+            written: Instant::now(),
+            quiet: QuietLimits::default(),
         };
-        lock.write()?;
-        Ok((lock, takeover))
+        held.write()?;
+        Ok((
+            RunLock {
+                held: Rc::new(RefCell::new(held)),
+            },
+            takeover,
+        ))
     }
 
     /// The record as last written.
-    pub fn record(&self) -> &LockRecord {
-        &self.record
+    pub fn record(&self) -> LockRecord {
+        self.held.borrow().record.clone()
     }
 
     /// The lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn path(&self) -> PathBuf {
+        self.held.borrow().path.clone()
     }
 
-    /// Records what the run is doing now (rewrites the file in place; the lock is kept).
+    /// The handle through which the run's tasks say that they moved.
+    pub fn beat(&self) -> Beat {
+        Beat(Rc::downgrade(&self.held))
+    }
+
+    /// How long the run's own limits let each kind of silence last: the heartbeat of a phase
+    /// that one of them bounds says until when (`beat.rs`).
+    pub(crate) fn set_quiet_limits(&mut self, quiet: QuietLimits) {
+        self.held.borrow_mut().quiet = quiet;
+    }
+
+    /// Records what the run is doing now (rewrites the file in place; the lock is kept). Each
+    /// call is progress, also into the phase the run is already in (another try of a stage).
     pub fn set_phase(&mut self, phase: Phase) -> Result<()> {
-        if self.record.phase == phase {
-            return Ok(());
+        let mut held = self.held.borrow_mut();
+        let quiet = held.quiet.for_phase(&phase);
+        held.beat(Moved::Phase, quiet);
+        if held.record.phase == phase {
+            // Nothing new to say but the heartbeat: written as any other move is.
+            return if held.written.elapsed() >= BEAT_EVERY {
+                held.write()
+            } else {
+                Ok(())
+            };
         }
-        self.record.phase = phase;
-        self.write()
+        held.record.phase = phase;
+        held.write()
     }
 
     /// Records that this run is cleaning up after a run that started at `since` and died
     /// committing or writing (`None`: done), so a run that finds this lock stale goes on with it.
     pub fn set_recovering(&mut self, since: Option<Timestamp>) -> Result<()> {
-        self.record.recovering = since;
-        self.write()
+        let mut held = self.held.borrow_mut();
+        held.record.recovering = since;
+        held.write()
     }
 
     /// Records the agent's process group (or that none runs), so a run that finds this lock
     /// stale can stop an orphaned agent.
     pub fn set_agent_group(&mut self, group: Option<AgentGroup>) -> Result<()> {
-        self.record.agent_group = group;
-        self.write()
+        let mut held = self.held.borrow_mut();
+        held.record.agent_group = group;
+        held.write()
     }
 
     /// Reads the lock at `path` without touching it (no flock either, so a starting kern is
@@ -336,12 +396,15 @@ impl RunLock {
         }
         None
     }
+}
 
+impl Held {
     /// Rewrites the locked file through the locked handle. Never a rename: the
     /// flock belongs to this inode. Never an fsync either: readers see the page cache, and
     /// after a crash of the machine every holder is dead and the record only says whose lock
-    /// it was — so a sync would buy nothing, and this is written about ten times per iteration.
-    fn write(&self) -> Result<()> {
+    /// it was — so a sync would buy nothing, and this is written about ten times per iteration
+    /// and once a second while the run moves.
+    fn write(&mut self) -> Result<()> {
         let mut text = serde_json::to_string_pretty(&self.record)
             .map_err(|e| Error::Internal(format!("lock record: {e}")))?;
         text.push('\n');
@@ -352,7 +415,9 @@ impl RunLock {
         file.seek(SeekFrom::Start(0))
             .and_then(|_| file.write_all(text.as_bytes()))
             .and_then(|()| file.set_len(text.len() as u64))
-            .map_err(|e| Error::io(&self.path, e))
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.written = Instant::now();
+        Ok(())
     }
 }
 
@@ -360,12 +425,14 @@ impl Drop for RunLock {
     fn drop(&mut self) {
         // Remove the file only while it is still the inode we hold; closing the handle (after
         // this) releases the flock. Unlinking first means no one can lock this inode after us
-        // and believe it is the lock: `lock_file` checks the path still names its inode.
-        if let (Ok(ours), Ok(there)) = (self.file.metadata(), fs::metadata(&self.path))
+        // and believe it is the lock: `lock_file` checks the path still names its inode. A
+        // [`Beat`] holds no strong reference, so the handle closes here.
+        let held = self.held.borrow();
+        if let (Ok(ours), Ok(there)) = (held.file.metadata(), fs::metadata(&held.path))
             && ours.ino() == there.ino()
             && ours.dev() == there.dev()
         {
-            let _ = fs::remove_file(&self.path);
+            let _ = fs::remove_file(&held.path);
         }
     }
 }
@@ -519,6 +586,7 @@ mod tests {
                 leader_start_time: Some(43),
             }),
             recovering: None,
+            beat: None,
         }
     }
 
@@ -533,6 +601,7 @@ mod tests {
             phase: Phase::Stage(Stage::Research),
             agent_group: None,
             recovering: None,
+            beat: None,
         };
         let mut text = serde_json::to_string_pretty(&r).unwrap();
         text.push_str("\n  \"phase\": \"a much longer old phase\"\n}\n");
