@@ -75,6 +75,10 @@ pub struct Cli {
     #[command(flatten)]
     pub global: GlobalOptions,
 
+    /// The fence's lists (`[sandbox]` in `.kern/config.toml`).
+    #[command(flatten)]
+    pub fence: SandboxOptions,
+
     /// Where each setting that is not at its default came from (filled by
     /// `settings::config::command_line`, which folds in `.kern/config.toml`).
     #[arg(skip)]
@@ -138,10 +142,68 @@ pub struct GlobalOptions {
     #[arg(long, value_name = "AGENT", env = "KERN_REVIEW_AGENT", global = true)]
     pub review_agent: Option<String>,
 
-    /// Run the implement stage's shell commands in Claude Code's OS sandbox: writes only
-    /// inside the repository, no network (needs bubblewrap and socat; Claude only).
-    #[arg(long, env = "KERN_SANDBOX", global = true)]
-    pub sandbox: bool,
+    /// The fence around every agent and whatever runs its code (the check, `run` must-haves,
+    /// the commit's hooks): kern (kern's own fence: writes only in the work tree, secrets
+    /// absent, no network but the allowed hosts, only its own processes), agent (Claude Code's
+    /// own sandbox for the implement stage's shell, what this flag meant before; no fence of
+    /// kern's), or off (no fence at all, said on every stage line). The flag alone is kern.
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "KERN_SANDBOX",
+        default_value = "kern",
+        num_args = 0..=1,
+        default_missing_value = "kern",
+        value_parser = parse_sandbox,
+        global = true
+    )]
+    pub sandbox: crate::sandbox::Mode,
+
+    /// The fenced processes' network: list (only through kern's proxy, to the agent's own API
+    /// and the `[sandbox] allow_hosts` of `.kern/config.toml`), none (nothing leaves), or open
+    /// (the machine's network, unfiltered).
+    #[arg(
+        long,
+        value_name = "NETWORK",
+        env = "KERN_SANDBOX_NETWORK",
+        default_value = "list",
+        value_parser = parse_network,
+        global = true
+    )]
+    pub sandbox_network: crate::sandbox::Network,
+}
+
+/// The fence's lists, kept in `.kern/config.toml` under `[sandbox]` (`hide = [..]`,
+/// `write = [..]`, `allow_hosts = [..]`, `pass_env = [..]`, `checks = ".."`); each is also a
+/// flag, given once per item, and a `KERN_*` variable (paths `:`-separated, hosts and names
+/// `,`-separated).
+#[derive(Debug, Clone, Args)]
+pub struct SandboxOptions {
+    /// A path the fence hides besides its own list (`~/` is the home folder; a relative path
+    /// is taken from the repository's top): the fenced processes find it empty.
+    #[arg(long, value_name = "PATH", env = "KERN_SANDBOX_HIDE", value_delimiter = ':', action = clap::ArgAction::Append)]
+    pub sandbox_hide: Vec<PathBuf>,
+
+    /// A path the fenced processes may write besides the work tree, their private TMPDIR and
+    /// the agent's own folders (`~/` is the home folder; relative: from the repository's top).
+    #[arg(long, value_name = "PATH", env = "KERN_SANDBOX_WRITE", value_delimiter = ':', action = clap::ArgAction::Append)]
+    pub sandbox_write: Vec<PathBuf>,
+
+    /// A host the fenced processes may reach through kern's proxy besides the agent's own API:
+    /// `registry.npmjs.org`, `*.crates.io`, `github.com:22`, `127.0.0.1:8080` (a bare host is
+    /// ports 443 and 80).
+    #[arg(long, value_name = "HOST", env = "KERN_SANDBOX_ALLOW_HOSTS", value_delimiter = ',', action = clap::ArgAction::Append, value_parser = parse_host)]
+    pub sandbox_allow_hosts: Vec<crate::sandbox::HostRule>,
+
+    /// An environment variable passed into the fence although its name looks like a secret
+    /// (`*_TOKEN`, `*_SECRET`, `*_KEY`, `*PASSWORD*`, the well-known ones).
+    #[arg(long, value_name = "NAME", env = "KERN_SANDBOX_PASS_ENV", value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub sandbox_pass_env: Vec<String>,
+
+    /// Where the check, `run` must-haves and the commit's hooks run: inside (the fence of the
+    /// implement stage: they run code the agent wrote) or outside (unfenced, your choice).
+    #[arg(long, value_enum, value_name = "WHERE", env = "KERN_SANDBOX_CHECKS", default_value_t = crate::sandbox::ChecksPlace::Inside)]
+    pub sandbox_checks: crate::sandbox::ChecksPlace,
 }
 
 /// Options of a run (and of a dry run, which shows their effect).
@@ -540,11 +602,19 @@ pub(crate) const IGNORED_BY: &[(&str, &[&str])] = &[
             "fallback_agent",
             "review_agent",
             "sandbox",
+            "sandbox_network",
         ],
     ),
     (
         "report",
-        &["spec", "agent", "fallback_agent", "review_agent", "sandbox"],
+        &[
+            "spec",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+            "sandbox_network",
+        ],
     ),
     (
         "log",
@@ -556,15 +626,28 @@ pub(crate) const IGNORED_BY: &[(&str, &[&str])] = &[
             "fallback_agent",
             "review_agent",
             "sandbox",
+            "sandbox_network",
         ],
     ),
     (
         "accept",
-        &["agent", "fallback_agent", "review_agent", "sandbox"],
+        &[
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+            "sandbox_network",
+        ],
     ),
     (
         "reject",
-        &["agent", "fallback_agent", "review_agent", "sandbox"],
+        &[
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+            "sandbox_network",
+        ],
     ),
     (
         "import",
@@ -584,11 +667,19 @@ pub(crate) const IGNORED_BY: &[(&str, &[&str])] = &[
             "fallback_agent",
             "review_agent",
             "sandbox",
+            "sandbox_network",
         ],
     ),
     (
         "demo",
-        &["spec", "agent", "fallback_agent", "review_agent", "sandbox"],
+        &[
+            "spec",
+            "agent",
+            "fallback_agent",
+            "review_agent",
+            "sandbox",
+            "sandbox_network",
+        ],
     ),
     // The night's own options go after `--`.
     (
@@ -612,6 +703,7 @@ pub(crate) const IGNORED_BY: &[(&str, &[&str])] = &[
             "fallback_agent",
             "review_agent",
             "sandbox",
+            "sandbox_network",
         ],
     ),
 ];
@@ -801,6 +893,23 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             "`{text}` is not a size — write it as 100M, 1G, 500K or a number of bytes"
         )),
     }
+}
+
+/// `--sandbox`: kern, agent or off. What `--sandbox` was before (a switch turning on Claude
+/// Code's own sandbox) still reads: `true` (and a bare `--sandbox`) is kern's fence, which now
+/// does more; `false` is refused with the choice it has become.
+fn parse_sandbox(text: &str) -> Result<crate::sandbox::Mode, String> {
+    text.parse()
+}
+
+/// `--sandbox-network`: list, none or open.
+fn parse_network(text: &str) -> Result<crate::sandbox::Network, String> {
+    text.parse()
+}
+
+/// `--sandbox-allow-hosts`: a host, `*.domain`, `host:port`, an IP or `[v6]:port`.
+fn parse_host(text: &str) -> Result<crate::sandbox::HostRule, String> {
+    text.parse()
 }
 
 /// A filter of `kern import` (a label, a milestone, a login, a repository): not empty, since
@@ -1037,7 +1146,7 @@ mod tests {
         .unwrap();
         assert_eq!(cli.global.fallback_agent.as_deref(), Some("codex"));
         assert_eq!(cli.global.review_agent.as_deref(), Some("codex"));
-        assert!(cli.global.sandbox);
+        assert_eq!(cli.global.sandbox, crate::sandbox::Mode::Kern);
         let cli = Cli::try_parse_from(["kern", "--fallback-after", "0"]).unwrap();
         assert_eq!(cli.run.fallback_after, Duration::ZERO);
         let cli = Cli::try_parse_from(["kern"]).unwrap();

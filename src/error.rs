@@ -270,6 +270,16 @@ pub enum Error {
         message: String,
     },
 
+    /// kern's fence cannot be made here (`--sandbox kern`, the default): nothing was run
+    /// unfenced (see `sandbox::preflight`).
+    #[error("kern's fence cannot be made here: {missing} — {fix}")]
+    SandboxUnavailable {
+        /// What is missing.
+        missing: String,
+        /// The ways out.
+        fix: String,
+    },
+
     /// A folder of the state tree is not the user's alone (another owner, writable by others,
     /// a symlink): kern stops before any agent runs (see `state::privacy`).
     #[error("state folder `{}` {problem}: owner {owner}, mode {mode:04o} — {fix}", path.display())]
@@ -445,6 +455,7 @@ impl Error {
             | Error::SigningUnsupported { .. }
             | Error::SigningFailed { .. }
             | Error::StateFolderUnsafe { .. }
+            | Error::SandboxUnavailable { .. }
             | Error::Remote { .. }
             | Error::Tracker { .. } => EXIT_USAGE,
             Error::LockHeld { .. } | Error::WatchHeld { .. } => EXIT_LOCKED,
@@ -567,6 +578,13 @@ mod tests {
     fn exit_codes_follow_the_design_table() {
         let cases: Vec<(Error, u8)> = vec![
             (Error::Usage("x".into()), 2),
+            (
+                Error::SandboxUnavailable {
+                    missing: "no user namespaces".into(),
+                    fix: "--sandbox off".into(),
+                },
+                2,
+            ),
             (
                 Error::Remote {
                     remote: "origin".into(),

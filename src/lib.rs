@@ -5,9 +5,9 @@
 //! The floors, top to bottom; a module uses only the ones below it, never one above
 //! (`docs/architecture.md`; `tests/integration/architecture.rs` fails on a use that points up):
 //! `command → pipeline → workspace → settings → cli → reporter → {prompt, repository, state,
-//! learnings, retry, scripted_agent, tracker} → {agent, event} → {stage, supervisor} → spec →
-//! atomic_file → error → {text, timestamp, private_file, oid}`, the one exception `error → spec`
-//! (the error enum carries SPEC.md's diagnostics).
+//! learnings, retry, scripted_agent, tracker} → {agent, event} → {stage, supervisor} → sandbox →
+//! spec → atomic_file → error → {text, timestamp, private_file, oid}`, the one exception
+//! `error → spec` (the error enum carries SPEC.md's diagnostics).
 //!
 //! - `command/`: one file per subcommand (`claims.rs`: `status --remote`, `release`; `watch/`,
 //!   the watchdog above a night, with its pure decisions in `decide.rs`; `schedule.rs`, the
@@ -30,6 +30,9 @@
 //! - `agent/` (argv, stream parsers, failure classes) and `event/` (what happens in a run: the
 //!   `RunEvent` and `Told` every listener hears); `stage/` (the stage vocabulary: kinds,
 //!   tool policies, reports, schemas, the record) and `supervisor/` (process groups, signals).
+//! - `sandbox/`: kern's fence around every agent and whatever runs its code — its pure
+//!   description, the Linux init (`kern __fence`: namespaces, mounts, Landlock), the macOS
+//!   Seatbelt profile, the egress proxy, and the preflight that says whether it can be made.
 //! - `spec/` (SPEC.md), `atomic_file`, [`error`], and the leaves `text`, `timestamp`,
 //!   `private_file`, `oid`.
 //!
@@ -50,6 +53,7 @@ mod prompt;
 mod reporter;
 mod repository;
 mod retry;
+mod sandbox;
 mod scripted_agent;
 mod settings;
 mod spec;
@@ -143,6 +147,31 @@ pub fn command_line() -> Result<Cli> {
             let _ = status::print_out(&format!("{}\n", status::error_json(e)));
         }
     })
+}
+
+/// The fence's own entry points, which run before anything else (no runtime, no thread: a
+/// user namespace is only made by a single-threaded process): `kern __fence PLAN`, the init
+/// of a fenced process, and `kern __fence-ok`, the command of the fence's preflight. `None`
+/// for every other command line.
+pub fn fence_entry() -> Option<u8> {
+    let mut args = std::env::args_os().skip(1);
+    let first = args.next()?;
+    if first == sandbox::preflight::OK_ARG {
+        return Some(0);
+    }
+    if first != "__fence" {
+        return None;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let plan = args.next()?;
+        let code = sandbox::linux::init::main(std::path::Path::new(&plan));
+        Some(u8::try_from(code).unwrap_or(1))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Some(125)
+    }
 }
 
 /// Runs the command the person typed. `main.rs` maps the error to an exit code.

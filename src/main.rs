@@ -4,6 +4,9 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    if let Some(code) = kern::fence_entry() {
+        return ExitCode::from(code);
+    }
     let cli = match kern::command_line() {
         Ok(cli) => cli,
         Err(error) => {

@@ -77,8 +77,8 @@ pub struct Settings {
     pub pace: Option<PaceLine>,
     /// How much of a week-long usage window kern spends (`--pace-week`; else as `pace`).
     pub pace_week: Option<PaceLine>,
-    /// Run the implement stage's shell commands in Claude Code's OS sandbox (`--sandbox`).
-    pub sandbox: bool,
+    /// The fence (`--sandbox`, `--sandbox-network`, `[sandbox]` in `.kern/config.toml`).
+    pub sandbox: SandboxSettings,
     /// Stage time limits.
     pub limits: Limits,
     /// Retries and waits.
@@ -223,6 +223,94 @@ pub struct WatchPolicy {
     pub restart_delay: Duration,
 }
 
+/// How the fenced processes are fenced: what the person chose, and what the environment says
+/// about where the agents and caches keep their files.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// `--sandbox`.
+    pub mode: crate::sandbox::Mode,
+    /// `--sandbox-network`.
+    pub network: crate::sandbox::Network,
+    /// `[sandbox] hide`.
+    pub hide: Vec<PathBuf>,
+    /// `[sandbox] write`.
+    pub write: Vec<PathBuf>,
+    /// `[sandbox] allow_hosts`.
+    pub allow_hosts: Vec<crate::sandbox::HostRule>,
+    /// `[sandbox] pass_env`.
+    pub pass_env: Vec<String>,
+    /// `[sandbox] checks`.
+    pub checks: crate::sandbox::ChecksPlace,
+    /// The home folder.
+    pub home: Option<PathBuf>,
+    /// Where Claude Code is pointed for its API (`ANTHROPIC_BASE_URL`, the Vertex and Bedrock
+    /// ones), when it is.
+    pub claude_urls: Vec<String>,
+    /// Claude Code's configuration folder when moved (`CLAUDE_CONFIG_DIR`).
+    pub claude_dir: Option<PathBuf>,
+    /// Codex's home (`CODEX_HOME`, else `~/.codex`).
+    pub codex_home: Option<PathBuf>,
+    /// Cache folders named by variables (`PRE_COMMIT_HOME`, `XDG_CACHE_HOME`, `CARGO_HOME`'s
+    /// registry, …).
+    pub cache_dirs: Vec<PathBuf>,
+    /// The person's session sockets and folders named by variables (`SSH_AUTH_SOCK`,
+    /// `XDG_RUNTIME_DIR`, `GNUPGHOME`): hidden.
+    pub session_paths: Vec<PathBuf>,
+}
+
+impl SandboxSettings {
+    /// What the environment `var` says, with the person's choices from `cli`.
+    fn resolve(cli: &Cli, var: &dyn Fn(&str) -> Option<OsString>) -> SandboxSettings {
+        let path = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
+        let home = path("HOME");
+        let claude_urls = [
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_VERTEX_BASE_URL",
+            "ANTHROPIC_BEDROCK_BASE_URL",
+        ]
+        .iter()
+        .filter_map(|name| var(name).map(|v| v.to_string_lossy().into_owned()))
+        .collect();
+        let mut cache_dirs: Vec<PathBuf> = crate::sandbox::secrets::CACHE_VARIABLES
+            .iter()
+            .filter_map(|name| path(name))
+            .collect();
+        if let Some(cargo) = path("CARGO_HOME") {
+            cache_dirs.push(cargo.join("registry"));
+            cache_dirs.push(cargo.join("git"));
+        }
+        let mut session_paths: Vec<PathBuf> = ["SSH_AUTH_SOCK", "XDG_RUNTIME_DIR", "GNUPGHOME"]
+            .iter()
+            .filter_map(|name| path(name))
+            .collect();
+        if let Some(cargo) = path("CARGO_HOME") {
+            session_paths.push(cargo.join("credentials.toml"));
+            session_paths.push(cargo.join("credentials"));
+        }
+        let codex_home = crate::agent::codex_provider::codex_home(
+            var("CODEX_HOME")
+                .map(|v| v.to_string_lossy().into_owned())
+                .as_deref(),
+            home.as_deref(),
+        );
+        SandboxSettings {
+            mode: cli.global.sandbox,
+            network: cli.global.sandbox_network,
+            hide: cli.fence.sandbox_hide.clone(),
+            write: cli.fence.sandbox_write.clone(),
+            allow_hosts: cli.fence.sandbox_allow_hosts.clone(),
+            pass_env: cli.fence.sandbox_pass_env.clone(),
+            checks: cli.fence.sandbox_checks,
+            claude_dir: path("CLAUDE_CONFIG_DIR"),
+            codex_home,
+            home,
+            claude_urls,
+            cache_dirs,
+            session_paths,
+        }
+    }
+}
+
 /// Reads one environment variable (the process's, or a test's table).
 pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
@@ -314,7 +402,7 @@ impl Settings {
                 .pace_week
                 .map(crate::cli::Pace::Percent)
                 .map(PaceLine::from),
-            sandbox: cli.global.sandbox,
+            sandbox: SandboxSettings::resolve(cli, &var),
             limits: Limits {
                 stage_timeout: run.stage_timeout,
                 idle_timeout: run.idle_timeout,
@@ -534,7 +622,7 @@ mod tests {
             (s.fallback_agent, s.review_agent, s.pace),
             (None, None, None)
         );
-        assert!(!s.sandbox);
+        assert_eq!(s.sandbox.mode, crate::sandbox::Mode::Kern);
         let s = resolve(
             &[
                 "kern",
@@ -545,7 +633,7 @@ mod tests {
                 "--review-agent",
                 "program:/bin/reviewer",
                 "--pace",
-                "--sandbox",
+                "--sandbox=agent",
             ],
             &[],
         );
@@ -556,7 +644,7 @@ mod tests {
             Some(Agent::Program(PathBuf::from("/bin/reviewer")))
         );
         assert_eq!(s.pace, Some(PaceLine::AtMost(0.9)));
-        assert!(s.sandbox);
+        assert_eq!(s.sandbox.mode, crate::sandbox::Mode::Agent);
         // A review agent that is the agent itself is none.
         let s = resolve(
             &[

@@ -141,6 +141,7 @@ impl Agent {
             env,
             cwd: req.cwd.to_path_buf(),
             stdin: req.prompt,
+            fence: None,
         }
     }
 
@@ -236,6 +237,7 @@ mod tests {
                         env,
                         cwd: cwd.to_path_buf(),
                         stdin: b"the prompt\n".to_vec(),
+                        fence: None,
                     },
                     "{agent} {stage}"
                 );

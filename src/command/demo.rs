@@ -284,7 +284,12 @@ pub(crate) async fn run(settings: &Settings, keep: bool) -> Result<()> {
 
 /// The settings of the demo's run: the person's output choices, everything else the demo's.
 pub(crate) fn demo_settings(settings: &Settings, layout: &Layout) -> Settings {
+    // The scripted agent keeps its counts beside its scenario: its own folder, writable in the
+    // fence as Claude Code's `~/.claude` is for Claude.
+    let mut sandbox = settings.sandbox.clone();
+    sandbox.write.push(layout.agent.clone());
     Settings {
+        sandbox,
         iterations: ITERATIONS,
         delay: Duration::ZERO,
         dry_run: false,

@@ -58,6 +58,8 @@ fn report_with_warnings(
     let _ = writeln!(out, "project id:  {}", ws.state_dir.project_id());
     let _ = writeln!(out, "branch:      {}", ws.state_dir.branch());
     let _ = writeln!(out, "agent:       {}", settings.agent);
+    let took = crate::pipeline::fence::preflight(settings, ws.repo.top())?;
+    let _ = writeln!(out, "sandbox:     {}", sandbox_line(settings, took));
     for origin in &settings.origins {
         let _ = writeln!(
             out,
@@ -192,13 +194,25 @@ fn report_with_warnings(
             "tests:      read-only — changing or deleting an existing test file fails the attempt"
         );
     }
+    let fenced_checks = crate::pipeline::fence::for_checks(
+        settings,
+        &crate::pipeline::fence::Place::of(ws.repo.top(), &ws.state_dir.dir()),
+        crate::sandbox::Who::Check,
+    );
     let _ = writeln!(
         out,
-        "check gate: {}",
+        "check gate: {}{}",
         check.map_or_else(
             || "none (no --check, no Check note)".into(),
             |c| format!("`{c}`")
-        )
+        ),
+        match (&fenced_checks, settings.sandbox.mode) {
+            (Some(_), _) =>
+                " — in the fence: the check, `run` must-haves and hooks run code the agent wrote",
+            (None, crate::sandbox::Mode::Kern) =>
+                " — outside the fence ([sandbox] checks = \"outside\")",
+            (None, _) => "",
+        }
     );
     if settings.tracker.is_some() {
         let gh = crate::supervisor::awake::find("gh", settings.path_var.as_deref());
@@ -229,6 +243,7 @@ fn report_with_warnings(
                 implement,
                 refused: None,
                 verified: &[],
+                denied: &[],
                 spent: 0.0,
             },
         )?;
@@ -283,6 +298,12 @@ fn report_with_warnings(
             &invocation(&agents.primary),
             &prompt_file,
         );
+        match plan.fence(&agents.primary.agent) {
+            Some(fence) => fence_lines(&mut out, "  ", fence, settings.sandbox.home.as_deref()),
+            None => {
+                let _ = writeln!(out, "  fence:   none (--sandbox {})", settings.sandbox.mode);
+            }
+        }
         if let Some(fallback) = &agents.fallback {
             let _ = writeln!(
                 out,
@@ -306,6 +327,101 @@ fn report_with_warnings(
         }
     }
     Ok((out, warnings))
+}
+
+/// The `sandbox:` line: kern's fence and that it can be made here (how long the trial took),
+/// or what runs unfenced.
+fn sandbox_line(settings: &Settings, took: Option<std::time::Duration>) -> String {
+    match (settings.sandbox.mode, took) {
+        (crate::sandbox::Mode::Kern, Some(took)) => format!(
+            "kern — every agent and whatever runs its code fenced, network {} (✓ made here in {} ms)",
+            settings.sandbox.network,
+            took.as_millis()
+        ),
+        (crate::sandbox::Mode::Kern, None) => "kern".to_string(),
+        (crate::sandbox::Mode::Agent, _) => {
+            "agent — no fence of kern's: Claude Code's own sandbox for the implement stage's shell only".to_string()
+        }
+        (crate::sandbox::Mode::Off, _) => {
+            "off — no fence: the agents run with your whole account (files, network, credentials)".to_string()
+        }
+    }
+}
+
+/// A path for the person: under `home` with `~`.
+fn shown(path: &std::path::Path, home: Option<&std::path::Path>) -> String {
+    match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
+        _ => path.display().to_string(),
+    }
+}
+
+/// A stage's fence: what it may write, what stays read-only, what is hidden (those that exist
+/// here), its private caches and the hosts it may reach.
+fn fence_lines(
+    out: &mut String,
+    indent: &str,
+    fence: &crate::sandbox::Fence,
+    home: Option<&std::path::Path>,
+) {
+    let list = |paths: &[std::path::PathBuf], existing: bool| -> (Vec<String>, usize) {
+        let (here, absent): (Vec<&std::path::PathBuf>, Vec<&std::path::PathBuf>) = paths
+            .iter()
+            .partition(|p| !existing || std::fs::symlink_metadata(p).is_ok());
+        (here.iter().map(|p| shown(p, home)).collect(), absent.len())
+    };
+    let _ = writeln!(out, "{indent}fence:   kern, network {}", fence.network);
+    let (writable, _) = list(&fence.writable, false);
+    let _ = writeln!(
+        out,
+        "{indent}  writable:  {} and a private TMPDIR",
+        writable.join(", ")
+    );
+    if !fence.read_only.is_empty() {
+        let (read_only, _) = list(&fence.read_only, false);
+        let _ = writeln!(out, "{indent}  read-only: {}", read_only.join(", "));
+    }
+    let (private, _) = list(&fence.private, true);
+    if !private.is_empty() {
+        let _ = writeln!(
+            out,
+            "{indent}  private:   {} (writes kept apart and thrown away)",
+            private.join(", ")
+        );
+    }
+    let (hidden, absent) = list(&fence.hidden, true);
+    let _ = writeln!(
+        out,
+        "{indent}  hidden:    {}{}",
+        if hidden.is_empty() {
+            "nothing here".to_string()
+        } else {
+            hidden.join(", ")
+        },
+        if absent > 0 {
+            format!(" (and {absent} more on the list, absent here)")
+        } else {
+            String::new()
+        }
+    );
+    let hosts: Vec<String> = fence.hosts.iter().map(ToString::to_string).collect();
+    let _ = writeln!(
+        out,
+        "{indent}  hosts:     {}",
+        match fence.network {
+            crate::sandbox::Network::List if hosts.is_empty() => "none".to_string(),
+            crate::sandbox::Network::List => hosts.join(", "),
+            crate::sandbox::Network::None => "none (--sandbox-network none)".to_string(),
+            crate::sandbox::Network::Open => "any (--sandbox-network open)".to_string(),
+        }
+    );
+    if !fence.pass_env.is_empty() {
+        let _ = writeln!(
+            out,
+            "{indent}  env:       secrets kept back but {}",
+            fence.pass_env.join(", ")
+        );
+    }
 }
 
 /// The agent, model, argv and environment of one agent running a stage.

@@ -1,5 +1,6 @@
-//! `kern [ITERATIONS] [DELAY]`: open the workspace the settings name and run the loop in it.
-//! `kern demo` calls this too, with settings that point at its throw-away repository.
+//! `kern [ITERATIONS] [DELAY]`: open the workspace the settings name, make sure kern's fence
+//! can be made there (before any agent), and run the loop in it. `kern demo` calls this too,
+//! with settings that point at its throw-away repository.
 
 use crate::error::Result;
 use crate::reporter::Reporter;
@@ -14,5 +15,6 @@ pub(crate) async fn run(
     interrupt: &Interrupt,
 ) -> Result<()> {
     let ws = Workspace::open(settings)?;
+    crate::pipeline::fence::preflight(settings, ws.repo.top())?;
     crate::pipeline::run(settings, &ws, reporter, interrupt).await
 }

@@ -59,6 +59,9 @@ pub(crate) enum RunEvent {
         /// The `--max-cost` budget, when one was given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_cost_usd: Option<f64>,
+        /// `--sandbox`: `kern`, `agent` or `off` (absent in logs of older versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<crate::sandbox::Mode>,
         /// The `kern watch` that started the run (its id, the `run` of its own lines).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         watch: Option<String>,
@@ -148,12 +151,30 @@ pub(crate) enum RunEvent {
         /// outcome (absent in older logs).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         said: Option<String>,
+        /// What the stage's line says of its fence: `unfenced: --sandbox off`, `fence denied
+        /// 3` (absent when kern fenced it and denied nothing, and in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<String>,
         /// The usage windows the agent reported, with this stage's use of each.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         window: Vec<WindowUse>,
         /// The tokens the agent reported (input, cache and output), when it did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tokens: Option<u64>,
+    },
+    /// kern's fence denied attempts of a fenced process (a stage's agent, the check, a `run`
+    /// must-have, a hook): what was tried, by path or host, with counts.
+    Denied {
+        /// The task (none for the check before any task).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// Which process: the stage's name, `check`, `must-have`, `hook`, `baseline check`.
+        by: String,
+        /// The denied attempts.
+        denied: Vec<crate::sandbox::Denial>,
+        /// Denied attempts beyond the ones named.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        more: u32,
     },
     /// `--pace`: a usage window is at its line before a stage: the run pauses until `until`
     /// (`action: pause`), or takes no new task (`stop`).

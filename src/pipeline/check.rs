@@ -22,20 +22,23 @@ use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
 /// Lines of output kept for the Attempt note.
 const TAIL_LINES: usize = 20;
 
-/// Runs `command` in `cwd` with `timeout`, output to `log`.
+/// Runs `command` in `cwd` with `timeout`, output to `log`, inside `fence` when given; with
+/// what the fence denied.
 pub(crate) async fn run(
     command: &str,
     cwd: &Path,
     timeout: Duration,
     log: &Path,
     interrupt: &Interrupt,
-) -> Result<CheckResult> {
+    fence: Option<crate::sandbox::Fence>,
+) -> Result<(CheckResult, Option<crate::sandbox::FenceReport>)> {
     let invocation = Invocation {
         program: "sh".into(),
         args: vec!["-c".into(), format!("exec 2>&1\n{command}")],
         env: Vec::new(),
         cwd: cwd.to_path_buf(),
         stdin: Vec::new(),
+        fence,
     };
     let limits = Limits {
         stage_timeout: timeout,
@@ -66,7 +69,10 @@ pub(crate) async fn run(
         &mut on_line,
     )
     .await
-    .map_err(|e| Error::Internal(format!("cannot run the check command: {e}")))?;
+    .map_err(|e| match e {
+        supervisor::SpawnError::Fence(missing, fix) => Error::SandboxUnavailable { missing, fix },
+        e => Error::Internal(format!("cannot run the check command: {e}")),
+    })?;
     let _ = std::fs::remove_file(&stderr);
     let lines: Vec<String> = tail.into_iter().collect();
     let shown = if lines.is_empty() {
@@ -74,7 +80,7 @@ pub(crate) async fn run(
     } else {
         lines.join("\n")
     };
-    Ok(match finished.end {
+    let result = match finished.end {
         EndReason::Interrupted(signal) => return Err(Error::Interrupted { signal }),
         EndReason::StageTimeout | EndReason::IdleTimeout => Failed(format!(
             "check `{command}` timed out after {}; last output:\n{shown}",
@@ -88,7 +94,8 @@ pub(crate) async fn run(
                 None => "killed by a signal".to_string(),
             }
         )),
-    })
+    };
+    Ok((result, finished.fence))
 }
 
 use CheckResult::Failed;
@@ -109,14 +116,18 @@ impl Run<'_> {
         self.teller.emit(RunEvent::Told(Told::CheckStarted {
             command: command.clone(),
         }));
-        let result = run(
+        let fence = self.checks_fence();
+        let (result, denied) = run(
             &command,
             self.ws.repo.top(),
             self.settings.check_timeout,
             &self.ws.state_dir.check_log(),
             self.interrupt,
+            fence,
         )
         .await?;
+        let said = self.fence_denied(Some(&it.title), "check", denied.as_ref());
+        it.heard_denied(said);
         self.spec.next_step();
         crate::pipeline::stage::runner::remake_state_dir(
             &self.ws.state_dir,
@@ -151,12 +162,22 @@ mod tests {
         let none = Interrupt::none();
         let t = Duration::from_secs(30);
         assert_eq!(
-            run("true", dir.path(), t, &log, &none).await.unwrap(),
+            run("true", dir.path(), t, &log, &none, None)
+                .await
+                .unwrap()
+                .0,
             CheckResult::Passed
         );
-        let failed = run("echo out; echo err >&2; exit 3", dir.path(), t, &log, &none)
-            .await
-            .unwrap();
+        let (failed, _) = run(
+            "echo out; echo err >&2; exit 3",
+            dir.path(),
+            t,
+            &log,
+            &none,
+            None,
+        )
+        .await
+        .unwrap();
         assert_eq!(
             failed,
             Failed(

@@ -47,6 +47,7 @@ mod decide;
 pub(crate) mod discovery;
 mod end;
 pub(crate) mod error_research;
+pub(crate) mod fence;
 mod finish;
 mod guard;
 mod iteration;
@@ -119,6 +120,9 @@ pub(crate) struct TaskRun {
     hand_edits: Vec<String>,
     /// What kern's own check of the must-haves found (`verify`), for the review.
     verified: Vec<String>,
+    /// What the fence denied this task's processes (stages, check, must-haves), one sentence
+    /// each, for the review.
+    denied: Vec<String>,
     /// The task's discovery level (`discovery`): how much research it earns.
     level: discovery::Level,
     /// What implement said it did in this iteration, when it reported SUCCESS: the approach
@@ -146,6 +150,7 @@ impl TaskRun {
             start,
             hand_edits: Vec::new(),
             verified: Vec::new(),
+            denied: Vec::new(),
             level: discovery::Level {
                 level: 2,
                 why: String::new(),
@@ -167,6 +172,7 @@ pub(crate) async fn run(
     // Identity, signing key, operation in progress, filter drivers: before any agent runs.
     ws.repo.ensure_ready()?;
     ws.state_dir.create()?;
+    fence::fence_hooks(settings, ws);
     // Orphans of agents are re-parented to kern, so none can outlive its stage unseen.
     if !crate::supervisor::reaper::become_subreaper() {
         tracing::debug!(
@@ -349,6 +355,7 @@ async fn run_locked<'a>(
         delay_s: settings.delay.as_secs(),
         agent: settings.agent.to_string(),
         max_cost_usd: settings.max_cost,
+        sandbox: Some(settings.sandbox.mode),
         watch: settings.watched_by.clone(),
     });
     let result = match run.baseline_check().await {
@@ -462,14 +469,17 @@ impl Run<'_> {
             command: command.clone(),
             skipped: false,
         }));
-        let result = check::run(
+        let fence = self.checks_fence();
+        let (result, denied) = check::run(
             &command,
             self.ws.repo.top(),
             self.settings.check_timeout,
             &self.ws.state_dir.baseline_log(),
             self.interrupt,
+            fence,
         )
         .await?;
+        self.fence_denied(None, "baseline check", denied.as_ref());
         self.spec.next_step();
         self.teller.emit(RunEvent::Check {
             task: None,

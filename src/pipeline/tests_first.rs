@@ -276,14 +276,18 @@ impl Run<'_> {
             ),
         )?;
         self.lock.set_phase(Phase::Check)?;
-        let result = check::run(
+        let fence = self.checks_fence();
+        let (result, denied) = check::run(
             &command,
             &top,
             self.settings.check_timeout,
             &self.ws.state_dir.red_log(),
             self.interrupt,
+            fence,
         )
         .await?;
+        let said = self.fence_denied(Some(&it.title), "tests", denied.as_ref());
+        it.heard_denied(said);
         self.spec.next_step();
         let red = matches!(result, CheckResult::Failed(_));
         let output = match result {
@@ -367,14 +371,18 @@ impl Run<'_> {
             CheckResult::Passed
         } else {
             self.lock.set_phase(Phase::Check)?;
-            let result = check::run(
+            let fence = self.checks_fence();
+            let (result, denied) = check::run(
                 &command,
                 self.ws.repo.top(),
                 self.settings.check_timeout,
                 &self.ws.state_dir.green_log(),
                 self.interrupt,
+                fence,
             )
             .await?;
+            let said = self.fence_denied(Some(&it.title), "tests", denied.as_ref());
+            it.heard_denied(said);
             self.spec.next_step();
             result
         };

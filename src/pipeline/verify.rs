@@ -136,14 +136,18 @@ impl Run<'_> {
             let (passed, seen) = match &must {
                 MustHave::Run { command } => {
                     let log = self.ws.state_dir.check_log().with_file_name("must.log");
-                    let result = check::run(
+                    let fence = self.checks_fence();
+                    let (result, denied) = check::run(
                         command,
                         &top,
                         self.settings.check_timeout,
                         &log,
                         self.interrupt,
+                        fence,
                     )
                     .await?;
+                    let said = self.fence_denied(Some(&it.title), "must-have", denied.as_ref());
+                    it.heard_denied(said);
                     self.spec.next_step();
                     match result {
                         CheckResult::Passed => (true, "exit 0".to_string()),

@@ -24,6 +24,9 @@ pub(crate) struct StageLine {
     pub turns: Option<u64>,
     /// A short remark (the failure reason, the skip reason); its first line is shown.
     pub note: Option<String>,
+    /// What the fence says of the stage: `unfenced (--sandbox off)`, `no kern fence
+    /// (--sandbox agent)`, `fence denied 3`; `None` when fenced and nothing was denied.
+    pub fence: Option<String>,
 }
 
 /// The end-of-run summary.
@@ -97,6 +100,9 @@ pub(super) fn stage_line_text(stage: Stage, line: &StageLine, color: bool) -> St
     if let Some(turns) = line.turns {
         let unit = if turns == 1 { "turn" } else { "turns" };
         text.push_str(&format!("  {turns} {unit}"));
+    }
+    if let Some(fence) = &line.fence {
+        text.push_str(&format!("  [{}]", text::clean(fence)));
     }
     if let Some(note) = line
         .note

@@ -368,6 +368,7 @@ impl Reporter {
                 cost_usd,
                 turns,
                 failure,
+                fence,
                 ..
             } => self.stage_finished(
                 *stage,
@@ -377,6 +378,7 @@ impl Reporter {
                     cost_usd: *cost_usd,
                     turns: *turns,
                     note: failure.clone(),
+                    fence: fence.clone(),
                 },
             ),
             RunEvent::Told(Told::StageTry { stage, task }) => self.stage_started(*stage, task),
@@ -622,6 +624,7 @@ mod tests {
             cost_usd: cost,
             turns,
             note: note.map(str::to_string),
+            fence: None,
         }
     }
 
@@ -714,6 +717,14 @@ mod tests {
                     Some("\nthe test was deleted\nmore"),
                 ),
                 "✗ commit     REJECT   30s  $0.08  3 turns  — the test was deleted",
+            ),
+            (
+                Stage::Implement,
+                StageLine {
+                    fence: Some("unfenced: --sandbox off".into()),
+                    ..stage_line("SUCCESS", 123, 0.41, Some(12), None)
+                },
+                "✓ implement  SUCCESS  2m 03s  $0.41  12 turns  [unfenced: --sandbox off]",
             ),
             (
                 Stage::Implement,

@@ -209,6 +209,7 @@ impl Job {
             env: vec![("KERN_EVENT".into(), self.kind.name().into())],
             cwd: self.cwd.clone(),
             stdin,
+            fence: None,
         };
         let limits = Limits {
             stage_timeout: self.timeout,

@@ -169,6 +169,15 @@ pub(crate) fn said(event: &RunEvent) -> Vec<Said> {
             .iter()
             .map(|v| Warn(format!("violation: {v}")))
             .collect(),
+        RunEvent::Denied {
+            by, denied, more, ..
+        } => {
+            let mut said: Vec<String> = denied.iter().map(|d| d.sentence(None)).collect();
+            if *more > 0 {
+                said.push(format!("{more} more"));
+            }
+            vec![Warn(format!("the fence denied {by}: {}", said.join("; ")))]
+        }
         RunEvent::HandEdit {
             stage,
             changes,

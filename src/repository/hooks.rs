@@ -8,7 +8,9 @@
 //! runs in the work tree top with git's variables (`GIT_INDEX_FILE`, `GIT_EDITOR=:`,
 //! `GIT_PREFIX`, the author), stdin closed, stdout and stderr captured together in order,
 //! through the supervisor's probe: in its own process group, stopped as a group at
-//! `--hook-timeout`. A failure carries the output's tail.
+//! `--hook-timeout`, inside the fence kern gives hooks (they run code of the work tree the
+//! agent may have written: `pipeline/fence.rs`), whose denials wait for the pipeline to take
+//! them ([`Repository::take_hook_denied`]). A failure carries the output's tail.
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -41,6 +43,16 @@ pub(super) enum HookRun {
 }
 
 impl Repository {
+    /// Runs the commit's hooks inside `fence` from now on (`None`: unfenced).
+    pub(crate) fn set_hook_fence(&self, fence: Option<crate::sandbox::Fence>) {
+        self.hook_fence.borrow_mut().0 = fence;
+    }
+
+    /// What the fence denied the hooks since the last call.
+    pub(crate) fn take_hook_denied(&self) -> Option<crate::sandbox::FenceReport> {
+        self.hook_fence.borrow_mut().1.take()
+    }
+
     /// The folder hooks are taken from: `core.hooksPath` (relative to the top), else the
     /// common git folder's `hooks/`.
     pub fn hooks_dir(&self) -> PathBuf {
@@ -111,7 +123,18 @@ impl Repository {
             ),
             ("GIT_AUTHOR_DATE".into(), date.into()),
         ];
-        match probe::run(probe) {
+        probe.fence.clone_from(&self.hook_fence.borrow().0);
+        let ran = probe::run(probe);
+        if let Ok(out) = &ran
+            && let Some(report) = &out.fence
+        {
+            let mut held = self.hook_fence.borrow_mut();
+            match &mut held.1 {
+                Some(all) => all.absorb(report),
+                None => held.1 = Some(report.clone()),
+            }
+        }
+        match ran {
             Ok(out) if out.end.success() => HookRun::Passed,
             Ok(out) => {
                 let mut how = out.end.describe();

@@ -62,7 +62,9 @@ pub(crate) use change::Change;
 pub use commit::{CommitRequest, LeftOut};
 pub(crate) use filter::FilterDriver;
 pub(crate) use history::GitFiles;
-pub(crate) use open::{accept_formats, safe_directory_fix, unreadable_format, untrusted_path};
+pub(crate) use open::{
+    accept_formats, git_folders, safe_directory_fix, unreadable_format, untrusted_path,
+};
 pub(crate) use own_files::OwnFiles;
 pub(crate) use refs::{Ownership, RefsSnapshot};
 pub(crate) use save::KERN_REFS;
@@ -165,6 +167,12 @@ pub struct Repository {
     clean_ids: RefCell<HashMap<PathBuf, (snapshot::Stamp, git2::Oid)>>,
     /// What the last status look found, and the work-tree watch: see status.rs.
     status: RefCell<status::StatusCache>,
+    /// The fence the commit's hooks run in (`None`: unfenced), and what it denied them since
+    /// it was last asked (see hooks.rs).
+    hook_fence: RefCell<(
+        Option<crate::sandbox::Fence>,
+        Option<crate::sandbox::FenceReport>,
+    )>,
 }
 
 type RecentCommitsKey = (git2::Oid, usize, usize, Vec<String>);

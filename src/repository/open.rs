@@ -145,8 +145,17 @@ impl Repository {
             commit_stats: RefCell::new((Vec::new(), HashMap::new())),
             clean_ids: RefCell::new(HashMap::new()),
             status: RefCell::new(status::StatusCache::default()),
+            hook_fence: RefCell::new((None, None)),
         })
     }
+}
+
+/// The git folder and the common git folder of the work tree at `top` (a linked worktree's
+/// own and its repository's), for the fence: `None` when `top` is no repository libgit2 opens.
+pub(crate) fn git_folders(top: &Path) -> Option<(PathBuf, PathBuf)> {
+    let repo = git2::Repository::open(top).ok()?;
+    let clean = |p: &Path| -> PathBuf { p.components().collect() };
+    Some((clean(repo.path()), clean(repo.commondir())))
 }
 
 /// The repository git refused to open because another user owns it (git's `safe.directory`

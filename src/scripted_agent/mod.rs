@@ -75,8 +75,8 @@ pub(crate) fn run(scenario_path: &Path) -> Result<()> {
 }
 
 /// The folder under a stage's state folder where the books of a scenario inside a work tree
-/// are kept.
-const BOOKS_FOLDER: &str = "scripted-agent";
+/// are kept (the one folder of its state folder kern's fence lets a `program:` agent write).
+pub(crate) const BOOKS_FOLDER: &str = "scripted-agent";
 
 /// Where the books (the counts and the call log) of the scenario at `scenario` (absolute) are
 /// kept, as a path whose extension is replaced (`scenario.counts.json`,

@@ -83,7 +83,14 @@ pub(crate) fn command_line(args: Vec<OsString>, cwd: &Path) -> Result<Cli> {
             .get_arguments()
             .find(|a| a.get_long() == Some(entry.name.as_str()))
             .filter(|a| !ONE_OFFS.contains(&a.get_id().as_str()) && !a.is_hide_set())
-            .ok_or_else(|| entry.error(&format!("unknown key `{}`", entry.key), &fix_unknown()))?;
+            .ok_or_else(|| {
+                let fix = if entry.key.starts_with("[sandbox]") {
+                    "the `[sandbox]` keys are mode, network, hide, write, allow_hosts, pass_env and checks (docs/options.md)".to_string()
+                } else {
+                    fix_unknown()
+                };
+                entry.error(&format!("unknown key `{}`", entry.key), &fix)
+            })?;
         let id = arg.get_id().as_str();
         if matches!(
             matches.value_source(id),
@@ -92,53 +99,77 @@ pub(crate) fn command_line(args: Vec<OsString>, cwd: &Path) -> Result<Cli> {
             continue;
         }
         let flag = matches!(arg.get_action(), ArgAction::SetTrue);
-        let given = match (&entry.value, flag) {
+        let list = matches!(arg.get_action(), ArgAction::Append);
+        let scalar = |value: &toml::Value| match value {
+            toml::Value::String(s) => Some(format!("--{}={s}", entry.name)),
+            toml::Value::Integer(n) => Some(format!("--{}={n}", entry.name)),
+            toml::Value::Float(x) => Some(format!("--{}={x}", entry.name)),
+            toml::Value::Boolean(b) => Some(format!("--{}={b}", entry.name)),
+            _ => None,
+        };
+        let givens: Vec<String> = match (&entry.value, flag) {
             (toml::Value::Boolean(false), true) => continue,
-            (toml::Value::Boolean(true), true) => format!("--{}", entry.name),
+            (toml::Value::Boolean(true), true) => vec![format!("--{}", entry.name)],
             (_, true) => {
                 return Err(entry.error(
                     &format!("`{}` is a switch", entry.key),
                     &format!("write `{} = true` or `{} = false`", entry.key, entry.key),
                 ));
             }
-            (toml::Value::String(s), false) => format!("--{}={s}", entry.name),
-            (toml::Value::Integer(n), false) => format!("--{}={n}", entry.name),
-            (toml::Value::Float(x), false) => format!("--{}={x}", entry.name),
-            (_, false) => {
+            (toml::Value::Array(items), false) if list => {
+                let givens: Option<Vec<String>> = items.iter().map(scalar).collect();
+                givens.ok_or_else(|| {
+                    entry.error(
+                        &format!("`{}` takes a list of strings", entry.key),
+                        &format!("write it as `{} = [\"…\", \"…\"]`", entry.key),
+                    )
+                })?
+            }
+            (value, false) => match scalar(value) {
+                Some(given) => vec![given],
+                None => {
+                    return Err(entry.error(
+                        &format!("`{}` takes one value", entry.key),
+                        &format!(
+                            "write it as on the command line, e.g. `{} = \"…\"`",
+                            entry.key
+                        ),
+                    ));
+                }
+            },
+        };
+        for given in &givens {
+            // Each value alone first, so that a refusal names its own line.
+            if let Err(e) = command
+                .clone()
+                .try_get_matches_from([OsString::from("kern"), OsString::from(given)])
+            {
+                let said = e.to_string();
+                let said = said
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ")
+                    .to_string();
                 return Err(entry.error(
-                    &format!("`{}` takes one value", entry.key),
+                    &format!("`{}`: {said}", entry.key),
                     &format!(
-                        "write it as on the command line, e.g. `{} = \"…\"`",
-                        entry.key
+                        "write the value as `kern --{}` takes it (`kern --help`)",
+                        entry.name
                     ),
                 ));
             }
-        };
-        // Each value alone first, so that a refusal names its own line.
-        if let Err(e) = command
-            .clone()
-            .try_get_matches_from([OsString::from("kern"), OsString::from(&given)])
-        {
-            let said = e.to_string();
-            let said = said
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ")
-                .to_string();
-            return Err(entry.error(
-                &format!("`{}`: {said}", entry.key),
-                &format!(
-                    "write the value as `kern --{}` takes it (`kern --help`)",
-                    entry.name
-                ),
-            ));
         }
-        let shown = given
-            .split_once('=')
-            .map_or_else(|| "true".to_string(), |(_, v)| v.to_string());
-        injected.push(OsString::from(given));
-        from_file.push((id.to_string(), entry.line, shown));
+        let shown: Vec<String> = givens
+            .iter()
+            .map(|given| {
+                given
+                    .split_once('=')
+                    .map_or_else(|| "true".to_string(), |(_, v)| v.to_string())
+            })
+            .collect();
+        injected.extend(givens.into_iter().map(OsString::from));
+        from_file.push((id.to_string(), entry.line, shown.join(", ")));
     }
     let mut all = args.clone();
     all.splice(1.min(all.len())..1.min(all.len()), injected);
@@ -280,17 +311,69 @@ fn parse(text: &str) -> Result<Vec<Entry>> {
                 e.message().trim_end()
             ))
         })?;
-    let mut entries: Vec<Entry> = table
-        .into_iter()
-        .map(|(key, value)| Entry {
+    let mut entries: Vec<Entry> = Vec::new();
+    for (key, value) in table {
+        if key.get_ref() == SANDBOX_TABLE && value.is_table() {
+            continue;
+        }
+        entries.push(Entry {
             line: line_of(key.span().start),
             name: key.get_ref().replace('_', "-"),
             key: key.into_inner(),
             value,
-        })
-        .collect();
+        });
+    }
+    entries.extend(sandbox_entries(text, &line_of)?);
     entries.sort_by_key(|e| e.line);
     Ok(entries)
+}
+
+/// The table of the fence's settings.
+const SANDBOX_TABLE: &str = "sandbox";
+
+/// The `[sandbox]` table's entries, each under its option's name: `mode` is `--sandbox`,
+/// `network` is `--sandbox-network`, any other key `k` is `--sandbox-k` (`allow_hosts` is
+/// `--sandbox-allow-hosts`). Read with their lines, for the errors.
+fn sandbox_entries(text: &str, line_of: &dyn Fn(usize) -> usize) -> Result<Vec<Entry>> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        #[serde(default)]
+        sandbox: Option<toml::Value>,
+    }
+    #[derive(serde::Deserialize)]
+    struct WithTable {
+        sandbox: std::collections::BTreeMap<toml::Spanned<String>, toml::Value>,
+    }
+    let is_table = toml::from_str::<Doc>(text)
+        .ok()
+        .and_then(|d| d.sandbox)
+        .is_some_and(|v| v.is_table());
+    if !is_table {
+        return Ok(Vec::new());
+    }
+    let table: WithTable = toml::from_str(text).map_err(|e| {
+        Error::Usage(format!(
+            "`{CONFIG_PATH}:{}`: not valid TOML: {}",
+            e.span().map_or(1, |s| line_of(s.start)),
+            e.message().trim_end()
+        ))
+    })?;
+    Ok(table
+        .sandbox
+        .into_iter()
+        .map(|(key, value)| {
+            let name = match key.get_ref().as_str() {
+                "mode" => "sandbox".to_string(),
+                k => format!("sandbox-{}", k.replace('_', "-")),
+            };
+            Entry {
+                line: line_of(key.span().start),
+                name,
+                key: format!("[sandbox] {}", key.get_ref()),
+                value,
+            }
+        })
+        .collect())
 }
 
 /// Where every setting that is not at its default came from.
@@ -348,6 +431,9 @@ pub(crate) fn starter() -> String {
          # `kern --help`, with the same values and units; a flag or KERN_* variable wins over the\n\
          # file. Uncomment a line to use it. `kern -n` shows where each setting came from.\n",
     );
+    let mut fence = String::from(
+        "\n# The fence around every agent and whatever runs its code (docs/safety.md). `mode` is\n# --sandbox, `network` --sandbox-network; each other key is the --sandbox-<key> option,\n# given as a list.\n# [sandbox]\n",
+    );
     for arg in Cli::command().get_arguments() {
         let id = arg.get_id().as_str();
         if ONE_OFFS.contains(&id) || arg.is_hide_set() {
@@ -355,6 +441,29 @@ pub(crate) fn starter() -> String {
         }
         let Some(name) = arg.get_long() else { continue };
         let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        if let Some(key) = name.strip_prefix("sandbox") {
+            let key = match key.trim_start_matches('-') {
+                "" => "mode".to_string(),
+                k => k.replace('-', "_"),
+            };
+            let example = match key.as_str() {
+                "hide" => "[\"~/secrets\"]".to_string(),
+                "write" => "[\"~/.cache/mytool\"]".to_string(),
+                "allow_hosts" => "[\"registry.npmjs.org\"]".to_string(),
+                "pass_env" => "[\"NPM_TOKEN\"]".to_string(),
+                _ => arg
+                    .get_default_values()
+                    .first()
+                    .map(|d| toml_string(&d.to_string_lossy()))
+                    .unwrap_or_default(),
+            };
+            fence.push('\n');
+            for line in wrap(&help, 94) {
+                fence.push_str(&format!("# {line}\n"));
+            }
+            fence.push_str(&format!("# {key} = {example}\n"));
+            continue;
+        }
         out.push('\n');
         for line in wrap(&help, 94) {
             out.push_str(&format!("# {line}\n"));
@@ -392,6 +501,7 @@ pub(crate) fn starter() -> String {
         };
         out.push_str(&format!("# {name} = {example}\n"));
     }
+    out.push_str(&fence);
     out
 }
 
@@ -500,6 +610,63 @@ mod tests {
     }
 
     #[test]
+    fn the_sandbox_table_holds_the_fences_lists() {
+        let c = cli(
+            "check = \"make\"\n\n[sandbox]\nhide = [\"~/secrets\", \"keys\"]\nwrite = [\"~/.cache/tool\"]\nallow_hosts = [\"registry.npmjs.org\", \"127.0.0.1:8080\"]\npass_env = [\"NPM_TOKEN\"]\nchecks = \"outside\"\nnetwork = \"none\"\nmode = \"kern\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            c.fence.sandbox_hide,
+            [PathBuf::from("~/secrets"), PathBuf::from("keys")]
+        );
+        assert_eq!(c.fence.sandbox_write, [PathBuf::from("~/.cache/tool")]);
+        let hosts: Vec<String> = c
+            .fence
+            .sandbox_allow_hosts
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(hosts, ["registry.npmjs.org", "127.0.0.1:8080"]);
+        assert_eq!(c.fence.sandbox_pass_env, ["NPM_TOKEN"]);
+        assert_eq!(c.fence.sandbox_checks, crate::sandbox::ChecksPlace::Outside);
+        assert_eq!(c.global.sandbox_network, crate::sandbox::Network::None);
+        let hide = c.origins.iter().find(|o| o.name == "sandbox-hide").unwrap();
+        assert_eq!(
+            (hide.value.as_str(), hide.source.as_str()),
+            ("~/secrets, keys", ".kern/config.toml:4")
+        );
+        // The old switch still reads; a flag wins over the table.
+        let c = cli("sandbox = true\n", &[]).unwrap();
+        assert_eq!(c.global.sandbox, crate::sandbox::Mode::Kern);
+        let c = cli("[sandbox]\nmode = \"off\"\n", &["--sandbox=agent"]).unwrap();
+        assert_eq!(c.global.sandbox, crate::sandbox::Mode::Agent);
+        let cases: &[(&str, &str)] = &[
+            (
+                "[sandbox]\nhide = \"~/.x\"\nallow-hostz = [\"a\"]\n",
+                "`.kern/config.toml:3`: unknown key `[sandbox] allow-hostz`",
+            ),
+            (
+                "[sandbox]\nallow_hosts = [\"https://x\"]\n",
+                "`.kern/config.toml:2`: `[sandbox] allow_hosts`: invalid value 'https://x'",
+            ),
+            (
+                "[sandbox]\nhide = [1, [2]]\n",
+                "`.kern/config.toml:2`: `[sandbox] hide` takes a list of strings",
+            ),
+            (
+                "sandbox = false\n",
+                "`.kern/config.toml:1`: `sandbox`: invalid value 'false'",
+            ),
+        ];
+        for (text, start) in cases {
+            let e = cli(text, &[]).err().unwrap_or_else(|| panic!("{text:?}"));
+            assert!(e.to_string().starts_with(start), "{text:?}: {e}");
+            assert_eq!(e.exit_code(), 2);
+        }
+    }
+
+    #[test]
     fn bad_files_name_the_line_and_the_fix() {
         let cases: &[(&str, &str)] = &[
             (
@@ -538,7 +705,7 @@ mod tests {
         let uncommented: String = text
             .lines()
             .filter_map(|l| l.strip_prefix("# "))
-            .filter(|l| l.contains(" = "))
+            .filter(|l| l.contains(" = ") || *l == "[sandbox]")
             .map(|l| format!("{l}\n"))
             .collect();
         assert!(

@@ -91,6 +91,11 @@ pub(crate) struct KernEnvelope {
     pub window: Vec<WindowUse>,
     /// The size of the prompt sent on stdin.
     pub prompt_bytes: u64,
+    /// How the stage was fenced and what the fence denied (`jq .kern.sandbox stage2.json`):
+    /// `mode` (`kern`, `agent`, `off`), the network and hosts, the denied attempts with their
+    /// path or host and counts, the variables kept back. Absent in records of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::FenceReport>,
 }
 
 /// One usage window as a stage saw it: how much of it was used before the stage (the run's
@@ -310,6 +315,7 @@ mod tests {
             tests_first: None,
             window: Vec::new(),
             prompt_bytes: 1234,
+            sandbox: None,
         }
     }
 

@@ -100,6 +100,7 @@ mod tests {
                 delay_s: 30,
                 agent: "claude".into(),
                 max_cost_usd: Some(5.0),
+                sandbox: Some(crate::sandbox::Mode::Kern),
                 watch: Some("watch-4100-2026-11-18T08:20:00Z".into()),
             },
             RunEvent::LockRecovered {
@@ -136,6 +137,7 @@ mod tests {
                 model: Some("claude-opus-4-5".into()),
                 turns: Some(12),
                 said: None,
+                fence: Some("fence denied 2".into()),
                 window: vec![crate::stage::record::WindowUse {
                     agent: "claude".into(),
                     kind: "five_hour".into(),
@@ -175,6 +177,7 @@ mod tests {
                 turns: None,
                 waits: Vec::new(),
                 said: None,
+                fence: None,
                 window: Vec::new(),
                 tokens: None,
             },
@@ -192,6 +195,23 @@ mod tests {
                 violations: vec!["research stage is read-only but changed a.txt".into()],
                 reverted: vec!["a.txt".into()],
                 saved: vec!["refs/kern/saved/add-the-parser/research-1".into()],
+            },
+            RunEvent::Denied {
+                task: Some("Add the parser".into()),
+                by: "implement".into(),
+                denied: vec![
+                    crate::sandbox::Denial {
+                        kind: crate::sandbox::report::DenialKind::Read,
+                        target: "/home/me/.ssh/id_ed25519".into(),
+                        count: 1,
+                    },
+                    crate::sandbox::Denial {
+                        kind: crate::sandbox::report::DenialKind::Connect,
+                        target: "203.0.113.5:443".into(),
+                        count: 3,
+                    },
+                ],
+                more: 0,
             },
             RunEvent::HandEdit {
                 task: Some("Add the parser".into()),

@@ -1,6 +1,7 @@
 //! What the supervisor runs: one process, described completely ([`Invocation`]), and the time
 //! limits it runs under ([`Limits`]). The agent layer builds invocations; the supervisor only
-//! runs them, so it knows nothing about stages or agents.
+//! runs them, so it knows nothing about stages or agents. An invocation may name the fence it
+//! runs in; the supervisor then asks the sandbox for the command that runs it so.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,6 +19,8 @@ pub struct Invocation {
     pub cwd: PathBuf,
     /// The prompt, written to stdin, which is then closed.
     pub stdin: Vec<u8>,
+    /// The fence it runs in (`None`: unfenced, with kern's whole environment).
+    pub fence: Option<crate::sandbox::Fence>,
 }
 
 /// The time limits of one run of an invocation.

@@ -12,7 +12,10 @@
 //! called by the next kern that takes over the stale lock.
 //!
 //! This module knows nothing about stages or agents: it runs an [`Invocation`] and hands each
-//! stdout line to the caller's callback, which answers with a [`LineAction`].
+//! stdout line to the caller's callback, which answers with a [`LineAction`]. Nor about
+//! namespaces: an invocation that names a fence is started as the sandbox's session says
+//! (`sandbox::session`), whose process is then the group's leader like any other, and what the
+//! fence denied comes back in [`Finished::fence`].
 //!
 //! Streams, with bounded memory whatever the agent prints:
 //! - stdout is read in chunks and written to [`StreamFiles::stdout`] byte for byte as it
@@ -135,6 +138,8 @@ pub struct Finished {
     pub stdout_bytes: u64,
     /// Processes that escaped the group (`setsid`) and were stopped after it (see `reaper`).
     pub escaped: Vec<i32>,
+    /// What the fence denied, when the invocation ran in one.
+    pub fence: Option<crate::sandbox::FenceReport>,
 }
 
 /// A running agent's process group, as recorded in the run lock.
@@ -192,6 +197,38 @@ pub enum SpawnError {
     /// The stdout file could not be created; nothing was started.
     #[error("`{path}`: {error}", path = .0.display(), error = .1)]
     Output(PathBuf, #[source] std::io::Error),
+    /// The fence could not be made around it (what happened, and the ways out); nothing ran
+    /// unfenced.
+    #[error("kern's fence cannot be made here: {0} — {1}")]
+    Fence(String, String),
+}
+
+/// The session and command that run `inv` inside `fence` (see `sandbox::session`).
+fn fenced_command(
+    inv: &Invocation,
+    fence: &crate::sandbox::Fence,
+) -> Result<
+    (
+        crate::sandbox::session::Session,
+        crate::sandbox::session::Command,
+    ),
+    SpawnError,
+> {
+    use crate::sandbox::session::{Process, Session, StartError};
+    let process = Process {
+        program: &inv.program,
+        args: &inv.args,
+        env: &inv.env,
+        remove: &[],
+        cwd: &inv.cwd,
+    };
+    Session::start(fence, &process).map_err(|e| match e {
+        StartError::NotFound(path) => SpawnError::NotFound(path),
+        StartError::NotExecutable(path) => SpawnError::PermissionDenied(path),
+        StartError::Prepare(what) => {
+            SpawnError::Fence(what, crate::sandbox::preflight::fix_for("other"))
+        }
+    })
 }
 
 /// Runs `inv` to its end under `limits`; see the module docs for streams and stopping.
@@ -218,10 +255,28 @@ pub async fn run(
     let mut out = capped::CappedFile::create(&files.stdout, files.stdout_cap)
         .map_err(|e| SpawnError::Output(files.stdout.clone(), e))?;
 
-    let mut command = tokio::process::Command::new(&inv.program);
+    let fenced = match &inv.fence {
+        Some(fence) => Some(fenced_command(inv, fence)?),
+        None => None,
+    };
+    let mut command = match &fenced {
+        Some((_, fenced)) => {
+            let mut command = tokio::process::Command::new(&fenced.program);
+            command
+                .args(&fenced.args)
+                .env_clear()
+                .envs(fenced.env.iter().map(|(k, v)| (k, v)));
+            command
+        }
+        None => {
+            let mut command = tokio::process::Command::new(&inv.program);
+            command
+                .args(&inv.args)
+                .envs(inv.env.iter().map(|(k, v)| (k, v)));
+            command
+        }
+    };
     command
-        .args(&inv.args)
-        .envs(inv.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&inv.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -420,7 +475,17 @@ pub async fn run(
     if !escaped.is_empty() {
         tracing::debug!(?escaped, "stopped processes that escaped the group");
     }
+    let fence = match fenced {
+        Some((session, _)) => Some(session.finish().map_err(|failure| {
+            SpawnError::Fence(
+                failure.message,
+                crate::sandbox::preflight::fix_for(&failure.cause),
+            )
+        })?),
+        None => None,
+    };
     Ok(Finished {
+        fence,
         exit_code: status.code(),
         signal: status.signal(),
         end: end.unwrap_or(EndReason::Exited),

@@ -49,6 +49,8 @@ pub(crate) struct Probe {
     pub stdout: Option<File>,
     /// The time limit.
     pub timeout: Duration,
+    /// The fence it runs in (a git hook runs the code of the work tree); `None`: unfenced.
+    pub fence: Option<crate::sandbox::Fence>,
 }
 
 impl Probe {
@@ -68,6 +70,7 @@ impl Probe {
             stdin: None,
             stdout: None,
             timeout,
+            fence: None,
         }
     }
 
@@ -125,22 +128,41 @@ pub(crate) struct ProbeOutput {
     /// The last [`OUTPUT_TAIL`] bytes of its captured output (stderr, and stdout when it was
     /// not redirected), decoded lossily, starting at a line, trailing whitespace removed.
     pub output: String,
+    /// What its fence denied, when it ran in one.
+    pub fence: Option<crate::sandbox::FenceReport>,
 }
 
 /// Runs `probe` to its end or its time limit. `Err` means it could not be started (the
 /// program is missing, not executable, or the working folder is gone).
 pub(crate) fn run(probe: Probe) -> std::io::Result<ProbeOutput> {
     let mut log = tempfile::tempfile()?;
-    let mut command = Command::new(&probe.program);
+    let fenced = match &probe.fence {
+        Some(fence) => Some(fenced(&probe, fence)?),
+        None => None,
+    };
+    let mut command = match &fenced {
+        Some((_, fenced)) => {
+            let mut command = Command::new(&fenced.program);
+            command
+                .args(&fenced.args)
+                .env_clear()
+                .envs(fenced.env.iter().map(|(k, v)| (k, v)));
+            command
+        }
+        None => {
+            let mut command = Command::new(&probe.program);
+            command.args(&probe.args);
+            for name in &probe.env_remove {
+                command.env_remove(name);
+            }
+            command.envs(probe.env.iter().map(|(k, v)| (k, v)));
+            command
+        }
+    };
     command
-        .args(&probe.args)
         .current_dir(&probe.cwd)
         .stderr(Stdio::from(log.try_clone()?))
         .process_group(0);
-    for name in &probe.env_remove {
-        command.env_remove(name);
-    }
-    command.envs(probe.env.iter().map(|(k, v)| (k, v)));
     command.stdin(match probe.stdin {
         Some(file) => Stdio::from(file),
         None => Stdio::null(),
@@ -176,9 +198,59 @@ pub(crate) fn run(probe: Probe) -> std::io::Result<ProbeOutput> {
         }
     };
     let _ = waiter.join();
+    let fence = match fenced {
+        Some((session, _)) => Some(session.finish().map_err(|failure| {
+            std::io::Error::other(format!(
+                "kern's fence cannot be made here: {} — {}",
+                failure.message,
+                crate::sandbox::preflight::fix_for(&failure.cause)
+            ))
+        })?),
+        None => None,
+    };
     Ok(ProbeOutput {
         end,
         output: read_tail(&mut log, OUTPUT_TAIL),
+        fence,
+    })
+}
+
+/// The session and command that run `probe` inside `fence`: its variables on top of the
+/// environment the fence passes, less the ones it removes.
+fn fenced(
+    probe: &Probe,
+    fence: &crate::sandbox::Fence,
+) -> std::io::Result<(
+    crate::sandbox::session::Session,
+    crate::sandbox::session::Command,
+)> {
+    use crate::sandbox::session::{Process, Session, StartError};
+    let lossy = |s: &OsString| s.to_string_lossy().into_owned();
+    let args: Vec<String> = probe.args.iter().map(lossy).collect();
+    let env: Vec<(String, String)> = probe
+        .env
+        .iter()
+        .map(|(k, v)| (lossy(k), lossy(v)))
+        .collect();
+    let remove: Vec<String> = probe.env_remove.iter().map(lossy).collect();
+    let program = std::path::PathBuf::from(&probe.program);
+    let process = Process {
+        program: &program,
+        args: &args,
+        env: &env,
+        remove: &remove,
+        cwd: &probe.cwd,
+    };
+    Session::start(fence, &process).map_err(|e| match e {
+        StartError::NotFound(p) => std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("`{}` not found", p.display()),
+        ),
+        StartError::NotExecutable(p) => std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("`{}` is not executable", p.display()),
+        ),
+        StartError::Prepare(what) => std::io::Error::other(what),
     })
 }
 

@@ -227,13 +227,19 @@ fn fake_codex_on_path_receives_the_exact_argv_and_the_prompt_on_stdin() {
     assert_received(&p, &log, Stage::Review, &argv(Stage::Review, "read-only"));
 }
 
-/// Runs one task whose implement stage starts a grandchild `sleep` (pid in a file outside the
-/// repository) and then goes quiet; returns kern's output and the grandchild's pid.
-fn grandchild_then_silence(args: &[&str]) -> (Project, project::Ran, i32) {
+/// Runs one task whose implement stage starts a grandchild `sh` carrying a marker in its
+/// command line (its pid, written from inside kern's fence, is its PID namespace's) that
+/// writes a file outside the repository and waits, and then goes quiet; returns kern's output
+/// and the marker.
+fn grandchild_then_silence(args: &[&str]) -> (Project, project::Ran, String) {
     let p = Project::new("- [ ] Hang around\n");
-    let pid_file = p.outside.path().join("grandchild.pid");
+    let started = p.outside.path().join("grandchild.started");
+    let marker = support::marker();
     p.scenario(&json!({"default": {"implement": {
-        "shell": [format!("sleep 300 >/dev/null 2>&1 & echo $! > '{}'", pid_file.display())],
+        "shell": [format!(
+            "sh -c 'touch {}; sleep 300' {marker} >/dev/null 2>&1 &",
+            started.display()
+        ), format!("while [ ! -f '{}' ]; do sleep 0.01; done", started.display())],
         "error": "silence"
     }}}));
     let out = p
@@ -241,17 +247,22 @@ fn grandchild_then_silence(args: &[&str]) -> (Project, project::Ran, i32) {
         .args(args)
         .timeout(Duration::from_secs(120))
         .expect(4);
-    let pid = support::read_pid(&pid_file);
-    (p, out, pid)
+    assert!(started.exists(), "the grandchild never started");
+    (p, out, marker)
 }
 
-fn assert_grandchild_dead_and_attempt_noted(p: &Project, out: &project::Ran, pid: i32, note: &str) {
+fn assert_grandchild_dead_and_attempt_noted(
+    p: &Project,
+    out: &project::Ran,
+    marker: &str,
+    note: &str,
+) {
     let err = &out.stderr;
-    let dead = support::wait_dead(pid);
-    if !dead {
+    let dead = support::wait_gone(marker);
+    for pid in support::holding(marker) {
         support::kill(pid);
     }
-    assert!(dead, "grandchild {pid} outlived the stage: {err}");
+    assert!(dead, "the grandchild {marker} outlived the stage: {err}");
     assert_eq!(out.code, Some(4), "the last task failed: {err}");
     let spec = p.read("SPEC.md");
     assert!(spec.contains(&format!("> **Attempt 1:** {note}")), "{spec}");
@@ -259,14 +270,14 @@ fn assert_grandchild_dead_and_attempt_noted(p: &Project, out: &project::Ran, pid
 
 #[test]
 fn a_grandchild_of_the_agent_is_dead_after_a_stage_timeout() {
-    let (p, out, pid) = grandchild_then_silence(&["--stage-timeout", "2s"]);
-    assert_grandchild_dead_and_attempt_noted(&p, &out, pid, "agent timed out after 2s");
+    let (p, out, marker) = grandchild_then_silence(&["--stage-timeout", "2s"]);
+    assert_grandchild_dead_and_attempt_noted(&p, &out, &marker, "agent timed out after 2s");
 }
 
 #[test]
 fn a_grandchild_of_the_agent_is_dead_after_an_idle_timeout() {
-    let (p, out, pid) = grandchild_then_silence(&["--idle-timeout", "1s"]);
-    assert_grandchild_dead_and_attempt_noted(&p, &out, pid, "agent printed nothing for 1s");
+    let (p, out, marker) = grandchild_then_silence(&["--idle-timeout", "1s"]);
+    assert_grandchild_dead_and_attempt_noted(&p, &out, &marker, "agent printed nothing for 1s");
 }
 
 #[test]

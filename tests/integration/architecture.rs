@@ -30,6 +30,7 @@ const FLOORS: &[&[&str]] = &[
     ],
     &["agent", "event"],
     &["stage", "supervisor"],
+    &["sandbox"],
     &["spec"],
     &["atomic_file"],
     &["error"],
@@ -339,7 +340,7 @@ fn a_planted_upward_import_fails_with_its_file_and_line() {
     assert_eq!(
         violations(&found),
         [
-            "src/spec/plant.rs:3: `spec` (floor 9) uses `pipeline` (floor 1): imports point down the floors"
+            "src/spec/plant.rs:3: `spec` (floor 10) uses `pipeline` (floor 1): imports point down the floors"
         ]
     );
     let reach = uses(

@@ -140,6 +140,17 @@ fn lock_path(p: &Project) -> PathBuf {
     p.path().join(".git/kern.lock")
 }
 
+/// How the doctor names this kernel's Landlock: its ABI, asked of the kernel as kern asks.
+fn landlock() -> String {
+    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns the ABI version.
+    let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, 0usize, 0usize, 1u32) };
+    if abi > 0 {
+        format!("Landlock ABI {abi}")
+    } else {
+        "no Landlock in this kernel".into()
+    }
+}
+
 #[test]
 fn everything_in_place_passes_every_check_and_exits_0() {
     let p = Project::new("- [ ] One\n- [x] Two\n");
@@ -161,13 +172,15 @@ fn everything_in_place_passes_every_check_and_exits_0() {
          ✓ clean tree: no uncommitted changes\n\
          ✓ agent: `claude` 2.1.197 (Claude Code) (`{bin}/claude`)\n\
          ✓ agent login: logged in (claude.ai, `claude auth status`)\n\
-         ✓ settings: retry-delay from KERN_RETRY_DELAY, agent from KERN_AGENT\n\
+         ✓ sandbox: kern's fence works here (user, mount, network and PID namespaces, {landlock}, network list): writes only in the work tree, secrets hidden, only the allowed hosts reachable\n\
+         ✓ settings: retry-delay from KERN_RETRY_DELAY, agent from KERN_AGENT, sandbox-write from KERN_SANDBOX_WRITE\n\
          ✓ state folder: `{root}` will be created (`{outside}` is writable)\n\
          ✓ run lock: free (`{lock}`)\n",
         bin = bin.path().display(),
         root = p.state_root().display(),
         outside = p.outside.path().display(),
         lock = lock_path(&p).display(),
+        landlock = landlock(),
     );
     assert_eq!((code, err.as_str()), (Some(0), expected.as_str()));
     assert!(!p.state_root().exists(), "doctor creates no state folder");

@@ -572,12 +572,14 @@ fn all_four_hooks_run_with_gits_arguments_and_no_verify_skips_what_git_skips() {
 #[test]
 fn a_hung_hook_is_killed_at_the_hook_timeout() {
     let f = Fixture::new("- [ ] Commit past a hanging hook\n");
-    let pid_file = f.p.outside.path().join("grandchild.pid");
+    // The grandchild carries a marker: inside kern's fence its pid is its PID namespace's.
+    let started = f.p.outside.path().join("grandchild.started");
+    let marker = crate::support::marker();
     f.write_hook(
         "pre-commit",
         &format!(
-            "#!/bin/sh\nsh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 300' &\nwait\n",
-            pid_file.display()
+            "#!/bin/sh\nsh -c 'trap \"\" TERM; touch {}; sleep 300' {marker} &\nwait\n",
+            started.display()
         ),
     );
     f.p.scenario(&implementing(&[], json!({"work.txt": "w\n"})));
@@ -606,15 +608,12 @@ fn a_hung_hook_is_killed_at_the_hook_timeout() {
             ),
         "{spec}"
     );
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        crate::support::wait_dead(pid),
-        "the hook's grandchild {pid} is dead"
-    );
+    assert!(started.exists(), "the hook's grandchild never started");
+    let gone = crate::support::wait_gone(&marker);
+    for pid in crate::support::holding(&marker) {
+        crate::support::kill(pid);
+    }
+    assert!(gone, "the hook's grandchild {marker} is dead");
     assert_eq!(f.p.log().len(), 1, "nothing was committed");
 }
 
@@ -847,12 +846,21 @@ fn the_dry_run_names_a_merge_in_progress_and_a_run_stops_before_any_agent() {
 #[test]
 fn a_briefly_held_index_lock_is_waited_out() {
     let f = Fixture::new("- [ ] Commit while an editor runs git status\n");
-    f.p.scenario(&implementing(
-        &["touch .git/index.lock"],
-        json!({"work.txt": "w\n"}),
-    ));
-    let mut child = f.kern(&["1", "0"]).spawn();
+    // The person's editor takes the lock while implement runs (the agent's own `.git` is
+    // read-only inside kern's fence): the agent waits until it is there.
     let lock: PathBuf = f.p.path().join(".git/index.lock");
+    let started = f.p.outside.path().join("implement.started");
+    let held = f.p.outside.path().join("lock.held");
+    let wait = format!(
+        "touch {}; while [ ! -f {} ]; do sleep 0.01; done",
+        started.display(),
+        held.display()
+    );
+    f.p.scenario(&implementing(&[&wait], json!({"work.txt": "w\n"})));
+    let mut child = f.kern(&["1", "0"]).spawn();
+    crate::support::wait_for_file(&started);
+    std::fs::write(&lock, "").unwrap();
+    std::fs::write(&held, "").unwrap();
     let mut lines = Vec::new();
     for line in BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap();

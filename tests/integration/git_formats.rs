@@ -145,6 +145,8 @@ fn git_agrees(p: &Project, formats: &[&str]) {
     assert_eq!(p.git(&["rev-parse", "HEAD"]).trim().len(), length);
 }
 
+/// Unfenced (`--sandbox off`): inside kern's fence the agent's `git reset` cannot write `.git`,
+/// and it is the audit of what an agent moved that this test holds in Git 3.0's formats.
 #[test]
 fn two_tasks_are_committed_in_git_3_formats_and_the_refs_audit_puts_back_what_an_agent_moved() {
     for formats in GIT_3_FORMATS {
@@ -166,7 +168,7 @@ fn two_tasks_are_committed_in_git_3_formats_and_the_refs_audit_puts_back_what_an
                 "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
             }
         }));
-        let err = p.run(&["3", "0"]).expect(0).stderr;
+        let err = p.run(&["3", "0", "--sandbox=off"]).expect(0).stderr;
         assert_eq!(
             p.git(&["log", "--format=%s"]),
             "Add beta\nAdd alpha\nattributes\ninitial\n",

@@ -479,11 +479,16 @@ fn a_commit_a_dead_run_left_whose_message_is_refused_goes_back_to_the_review() {
         "commit": [commit("Add the greeting"), commit("feat: add the greeting")]
     }}));
     let mut child = h.kern(&["1", "0"]).spawn_with(Stdio::null(), Stdio::null());
-    let hook = crate::support::read_pid(&started);
+    // The hook's pid, written inside kern's fence, is its PID namespace's: it is found by its
+    // path, the one argument of its command line no other process has.
+    crate::support::wait_for_file(&started);
+    let hook = h.p.path().join(".git/hooks/commit-msg");
+    let hook = hook.to_str().unwrap();
+    assert!(!crate::support::holding(hook).is_empty(), "the hook waits");
     crate::support::kill(i32::try_from(child.id()).unwrap());
     child.wait().unwrap();
     std::fs::write(&go, "").unwrap();
-    assert!(crate::support::wait_dead(hook), "the first hook ended");
+    assert!(crate::support::wait_gone(hook), "the first hook ended");
     assert!(
         h.p.state_dir().join("commit.json").exists(),
         "the dead run left its commit journal"

@@ -15,6 +15,7 @@ mod doctor;
 mod done;
 mod dry_run;
 mod error_research;
+mod fence;
 mod first_hour;
 mod formatters;
 mod git_fidelity;

@@ -152,8 +152,10 @@ fn allow_dirty_paths_are_outside_every_revert() {
     assert!(!p.head_files().contains(&"mine.txt".to_string()));
 }
 
+/// Without kern's fence (`--sandbox off`; inside it `.git` is read-only and these git commands
+/// fail, `fence.rs`), the audit after the stage is the guarantee — so for the next three too.
 #[test]
-fn reset_hard_by_the_agent_is_undone_and_its_state_kept() {
+fn unfenced_reset_hard_by_the_agent_is_undone_and_its_state_kept() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     p.scenario(&json!({
         "tasks": [{"match": "Beta", "implement": [
@@ -165,7 +167,7 @@ fn reset_hard_by_the_agent_is_undone_and_its_state_kept() {
             "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
         }
     }));
-    let err = p.run(&["3", "0"]).expect(0).stderr;
+    let err = p.run(&["3", "0", "--sandbox=off"]).expect(0).stderr;
     assert_eq!(p.log(), vec!["Add beta", "Add alpha", "initial"], "{err}");
     assert!(err.contains("moved history"), "{err}");
     let kept = p.refs("refs/kern/agent/beta/");
@@ -182,7 +184,7 @@ fn reset_hard_by_the_agent_is_undone_and_its_state_kept() {
 }
 
 #[test]
-fn checkout_b_by_the_agent_puts_head_back_on_the_runs_branch() {
+fn unfenced_checkout_b_by_the_agent_puts_head_back_on_the_runs_branch() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
     p.scenario(&json!({
         "tasks": [{"match": "Alpha", "implement": [
@@ -194,7 +196,7 @@ fn checkout_b_by_the_agent_puts_head_back_on_the_runs_branch() {
             "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
         }
     }));
-    p.run(&["4", "0"]).expect(0);
+    p.run(&["4", "0", "--sandbox=off"]).expect(0);
     assert_eq!(p.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/master");
     assert_eq!(p.log(), vec!["Add beta", "Add alpha", "initial"]);
     assert!(
@@ -204,7 +206,7 @@ fn checkout_b_by_the_agent_puts_head_back_on_the_runs_branch() {
 }
 
 #[test]
-fn stash_by_the_agent_goes_back_into_the_tree_and_the_task_is_done_on_its_first_attempt() {
+fn unfenced_stash_by_the_agent_goes_back_into_the_tree_and_the_task_is_done_on_its_first_attempt() {
     // A stash made in the run's own work tree during the stage is the agent's git write
     // (DESIGN.md section 4; issue 43): its changes, kern's own `[~]` among them, go back into
     // the tree, so the task is not read as set back by hand; the stash is kept under
@@ -217,7 +219,7 @@ fn stash_by_the_agent_goes_back_into_the_tree_and_the_task_is_done_on_its_first_
         ],
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let err = p.run(&["3", "0"]).expect(0).stderr;
+    let err = p.run(&["3", "0", "--sandbox=off"]).expect(0).stderr;
     assert_eq!(p.git(&["stash", "list"]), "", "{err}");
     assert_eq!(
         p.git(&["show", "refs/kern/agent/alpha/1/stash^3:out/alpha.txt"]),
@@ -243,7 +245,7 @@ fn stash_by_the_agent_goes_back_into_the_tree_and_the_task_is_done_on_its_first_
 }
 
 #[test]
-fn a_hook_and_an_exclude_planted_by_research_are_put_back_and_never_run() {
+fn unfenced_a_hook_and_an_exclude_planted_by_research_are_put_back_and_never_run() {
     let p = Project::new("- [ ] Alpha\n");
     let ran = p.outside.path().join("hook-ran");
     p.scenario(&json!({"default": {
@@ -256,7 +258,7 @@ fn a_hook_and_an_exclude_planted_by_research_are_put_back_and_never_run() {
     }}));
     let exclude_before =
         std::fs::read_to_string(p.path().join(".git/info/exclude")).unwrap_or_default();
-    let out = p.run(&["2", "0"]).expect(4);
+    let out = p.run(&["2", "0", "--sandbox=off"]).expect(4);
     let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     assert!(!p.path().join(".git/hooks/pre-commit").exists());
@@ -297,8 +299,10 @@ fn an_agent_that_rewrites_its_check_and_ticks_another_task_is_held_to_the_origin
     assert_eq!(p.log(), vec!["initial"]);
 }
 
+/// Without kern's fence (`--sandbox off`) the daemon escapes the agent's process group and
+/// kern, its subreaper, finds it and stops it.
 #[test]
-fn a_setsid_daemon_an_agent_leaves_behind_is_stopped_when_its_stage_ends() {
+fn unfenced_a_setsid_daemon_an_agent_leaves_behind_is_stopped_when_its_stage_ends() {
     let p = Project::new("- [ ] Alpha\n");
     let pid_file = p.outside.path().join("daemon.pid");
     let later = p.outside.path().join("later");
@@ -313,7 +317,7 @@ fn a_setsid_daemon_an_agent_leaves_behind_is_stopped_when_its_stage_ends() {
         },
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let err = p.run(&["1", "0"]).expect(0).stderr;
+    let err = p.run(&["1", "0", "--sandbox=off"]).expect(0).stderr;
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
@@ -327,6 +331,39 @@ fn a_setsid_daemon_an_agent_leaves_behind_is_stopped_when_its_stage_ends() {
         err.contains("left running outside its process group"),
         "{err}"
     );
+    std::fs::write(&later, "").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!p.path().join("out/late.txt").exists());
+    assert_eq!(p.log(), vec!["Add alpha", "initial"]);
+    assert!(p.dirty().is_empty(), "{:?}", p.dirty());
+}
+
+/// Inside kern's fence (the default) a `setsid` daemon is still in the fence's PID namespace,
+/// which ends with the stage: nothing it would write later reaches the tree.
+#[test]
+fn a_setsid_daemon_an_agent_leaves_behind_ends_with_its_fenced_stage() {
+    let p = Project::new("- [ ] Alpha\n");
+    let started = p.outside.path().join("daemon.started");
+    let later = p.outside.path().join("later");
+    let marker = crate::support::marker();
+    p.scenario(&json!({"default": {
+        "implement": {
+            "write": {"out/{slug}.txt": "done\n"},
+            "shell": [format!(
+                "setsid sh -c 'touch {started}; while [ ! -f {later} ]; do sleep 0.05; done; echo late > out/late.txt' {marker} </dev/null >/dev/null 2>&1 &",
+                started = started.display(),
+                later = later.display()
+            ), format!("while [ ! -f {} ]; do sleep 0.01; done", started.display())]
+        },
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
+    }}));
+    p.run(&["1", "0"]).expect(0);
+    assert!(started.exists(), "the daemon never started");
+    let gone = crate::support::wait_gone(&marker);
+    for pid in crate::support::holding(&marker) {
+        crate::support::kill(pid);
+    }
+    assert!(gone, "the daemon {marker} outlived its stage");
     std::fs::write(&later, "").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(!p.path().join("out/late.txt").exists());

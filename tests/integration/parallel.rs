@@ -614,6 +614,8 @@ fn a_message_still_refused_after_two_new_ones_is_one_failed_attempt_of_a_paralle
     );
 }
 
+/// Unfenced (`--sandbox off`): inside kern's fence a task's worktree reaches the repository's
+/// refs read-only and `git update-ref` fails; it is the audit this test and the next hold.
 #[test]
 fn an_agent_that_moves_the_runs_branch_back_from_its_worktree_is_put_back() {
     let p = Project::new("- [ ] Alpha\n- [ ] Beta\n");
@@ -631,7 +633,7 @@ fn an_agent_that_moves_the_runs_branch_back_from_its_worktree_is_put_back() {
             {"match": "Beta", "implement": {"write": {"beta.txt": "Beta\n"}}}
         ]
     }));
-    let ran = p.run(&["10", "0", "-j", "2"]).expect(0);
+    let ran = p.run(&["10", "0", "-j", "2", "--sandbox=off"]).expect(0);
     ran.stderr_has("refs/heads/master put back");
     assert_eq!(
         history(&p),
@@ -686,7 +688,7 @@ fn an_agent_that_moves_the_runs_branch_back_during_its_stage_fails_that_attempt(
             {"write": {"alpha.txt": "Alpha\n"}}
         ]}
     ]}));
-    p.run(&["10", "0", "-j", "2"]).expect(0);
+    p.run(&["10", "0", "-j", "2", "--sandbox=off"]).expect(0);
     assert_eq!(p.log(), ["Alpha", "earlier", "initial"]);
     let violations = p.run_events("violation");
     assert_eq!(violations.len(), 1, "{violations:?}");

@@ -281,8 +281,10 @@ fn research_that_writes_is_reverted_and_recorded() {
     assert!(runlog.contains("sneaky.txt"), "{runlog}");
 }
 
+/// Without kern's fence (`--sandbox off`; inside it `.git` is read-only and the commit fails,
+/// `fence.rs`), the audit after the stage is the guarantee.
 #[test]
-fn implement_that_commits_keeps_its_commit_in_history_and_says_so_once() {
+fn unfenced_implement_that_commits_keeps_its_commit_in_history_and_says_so_once() {
     let p = Project::new("- [ ] Commit-happy\n");
     let mut s = working_agent();
     s["default"]["implement"] = json!({
@@ -291,7 +293,7 @@ fn implement_that_commits_keeps_its_commit_in_history_and_says_so_once() {
         "result": {"status": "SUCCESS", "summary": "s"}
     });
     p.scenario(&s);
-    let out = p.run(&["1", "0"]).expect(0);
+    let out = p.run(&["1", "0", "--sandbox=off"]).expect(0);
     let err = &out.stderr;
     // kern cannot tell the agent's commit from the person's in this work tree: it is told
     // once, with its subject, and is no violation (issue 43).

@@ -137,8 +137,13 @@ const KNOWN: &[(&str, How)] = &[
         "jq '.permission_denials[].tool_input' \"$d/stage1.json\"",
         How::Jq,
     ),
+    ("jq .kern.sandbox \"$d/stage2.json\"", How::Jq),
     (
         "jq -c 'select(.event == \"commit\")' \"$d/run.jsonl\"",
+        How::Jq,
+    ),
+    (
+        "jq -c 'select(.event == \"denied\")' \"$d/run.jsonl\"",
         How::Jq,
     ),
     (
@@ -227,6 +232,7 @@ const KNOWN: &[(&str, How)] = &[
     ),
     ("KERN_BEFORE=/path/to/old/kern benches/cost", How::Bench),
     ("benches/remote", How::Bench),
+    ("benches/fence", How::Bench),
     (
         r"printf '#!/bin/sh\nexec kern scripted-agent .kern/scenario.json\n' > .kern/agent.sh",
         How::ScriptedNight,
@@ -639,9 +645,10 @@ fn kern_doctor_passes_in_a_ready_project() {
     let err = &out.stderr;
     assert_eq!(
         err.lines().filter(|l| l.starts_with("✓ ")).count(),
-        16,
+        17,
         "{err}"
     );
+    assert!(err.contains("✓ sandbox: kern's fence works here"), "{err}");
 }
 
 /// Runs a README `kern …` command (split on spaces, as the shell would) in the project.
@@ -943,7 +950,14 @@ fn jq_recipes_work_on_a_real_state_folder() {
     let p = Project::new("- [ ] First\n- [ ] Second\n");
     p.scenario(&json!({
         "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}},
-        "tasks": [{"match": "Second", "commit": {"sleep_before_ms": 120_000}}]
+        "tasks": [
+            // Inside kern's fence: refused, and named in run.jsonl.
+            {"match": "First", "implement": {
+                "write": {"out/{slug}.txt": "done\n"},
+                "shell": ["echo x > /etc/kern-readme-recipe 2>/dev/null || true"]
+            }},
+            {"match": "Second", "commit": {"sleep_before_ms": 120_000}}
+        ]
     }));
     let mut run = p.run(&["2", "0"]).spawn_with(Stdio::null(), Stdio::null());
     // The scripted agent logs each call before it sleeps: the second review is running.
@@ -1000,6 +1014,30 @@ fn jq_recipes_work_on_a_real_state_folder() {
                 assert_eq!(lines.len(), 1, "{stdout}");
                 let commit: Value = serde_json::from_str(lines[0]).unwrap();
                 assert_eq!(commit["task"], "First");
+            }
+            "jq .kern.sandbox \"$d/stage2.json\"" => {
+                let fence: Value = serde_json::from_str(&stdout).unwrap();
+                assert_eq!(
+                    (&fence["mode"], &fence["network"]),
+                    (&json!("kern"), &json!("list"))
+                );
+                assert_eq!(
+                    fence["denied"],
+                    json!([]),
+                    "Second's implement tried nothing"
+                );
+            }
+            "jq -c 'select(.event == \"denied\")' \"$d/run.jsonl\"" => {
+                assert_eq!(lines.len(), 1, "{stdout}");
+                let denied: Value = serde_json::from_str(lines[0]).unwrap();
+                assert_eq!(
+                    (&denied["task"], &denied["by"]),
+                    (&json!("First"), &json!("implement"))
+                );
+                assert_eq!(
+                    denied["denied"][0]["target"], "/etc/kern-readme-recipe",
+                    "{stdout}"
+                );
             }
             other => panic!("no expectation for the README recipe `{other}`"),
         }

@@ -104,6 +104,8 @@ impl RealAgent {
     fn kern<'a>(&'a self, mock: &MockModelApi, args: &[&str]) -> project::KernRun<'a> {
         self.project
             .run(args)
+            // kern's fence as a person gets it: the mock is an allowed loopback host.
+            .default_fence()
             .env("KERN_AGENT", "claude")
             .path_first(self.bin.path())
             .env_remove(CLAUDE_ENV_REMOVE)

@@ -132,6 +132,8 @@ impl RealCodex {
     fn kern<'a>(&'a self, args: &[&str]) -> project::KernRun<'a> {
         self.project
             .run(args)
+            // kern's fence as a person gets it: the mock is an allowed loopback host.
+            .default_fence()
             .env("KERN_AGENT", "codex")
             .path_first(self.bin.path())
             .env_remove(CODEX_ENV_REMOVE)

@@ -118,6 +118,8 @@ impl TwoAgents {
     fn kern<'a>(&'a self, claude_env: &[(String, String)], args: &[&str]) -> project::KernRun<'a> {
         self.project
             .run(args)
+            // kern's fence as a person gets it: the mock is an allowed loopback host.
+            .default_fence()
             .env("KERN_AGENT", "claude")
             .path_first(self.bin.path())
             .env_remove(mock_model_api::CLAUDE_ENV_REMOVE)

@@ -364,7 +364,9 @@ fn a_commit_during_implement_is_told_once_with_its_subject_and_is_no_violation()
         "shell": ["echo mine > mine.txt", "git add mine.txt", "git commit -qm 'My own commit'"],
         "write": {"out/{slug}.txt": "done\n"}
     }}}));
-    let run = p.run(&["1", "0"]).expect(0);
+    // Unfenced (`--sandbox off`): inside kern's fence `.git` is read-only and this git write
+    // fails (fence.rs); it is what kern does after such a write that this test holds.
+    let run = p.run(&["1", "0", "--sandbox=off"]).expect(0);
     assert_eq!(p.log()[..3], ["One", "My own commit", "initial"]);
     let said: Vec<&str> = run
         .stderr
@@ -487,7 +489,9 @@ fn the_set_aside_waits_for_an_index_lock_held_for_a_moment() {
         std::thread::sleep(std::time::Duration::from_millis(700));
         std::fs::remove_file(git_dir.join("index.lock")).unwrap();
     });
-    let run = p.run(&["1", "0"]).expect(0);
+    // Unfenced (`--sandbox off`): inside kern's fence `.git` is read-only and this git write
+    // fails (fence.rs); it is what kern does after such a write that this test holds.
+    let run = p.run(&["1", "0", "--sandbox=off"]).expect(0);
     editor.join().unwrap();
     assert_eq!(
         p.dirty(),
@@ -521,7 +525,9 @@ fn an_agents_stash_during_implement_goes_back_into_the_tree_and_the_persons_stas
         "write": {"out/{slug}.txt": "done\n", "src/new.rs": "fn main() {}\n"},
         "shell": ["git stash push -q -u -m agent"]
     }}}));
-    let run = p.run(&["1", "0"]).expect(0);
+    // Unfenced (`--sandbox off`): inside kern's fence `.git` is read-only and this git write
+    // fails (fence.rs); it is what kern does after such a write that this test holds.
+    let run = p.run(&["1", "0", "--sandbox=off"]).expect(0);
     // The task went on as if nothing had happened: no restart, committed with its work.
     assert_eq!(p.prompts("research").len(), 1, "{}", run.stderr);
     assert_eq!(p.log()[0], "One", "{}", run.stderr);
@@ -573,7 +579,9 @@ fn a_stash_is_unstashed_where_the_tree_is_as_it_left_it_and_the_list_is_left_emp
             "printf 'written after\\n' > README.md"
         ]
     }}}));
-    let run = p.run(&["1", "0"]).expect(0);
+    // Unfenced (`--sandbox off`): inside kern's fence `.git` is read-only and this git write
+    // fails (fence.rs); it is what kern does after such a write that this test holds.
+    let run = p.run(&["1", "0", "--sandbox=off"]).expect(0);
     assert_eq!(p.log()[0], "One", "{}", run.stderr);
     // README.md was written again after the stash: that version stays, the stash has the other.
     assert_eq!(

@@ -152,7 +152,8 @@ fn a_shared_ref_rewound_during_a_stage_is_kept_and_named_but_not_undone_nor_held
 #[test]
 fn the_agents_own_rewind_of_the_runs_branch_is_still_put_back() {
     // The rule cuts one way only: what is the run's is still guarded (see nothing_lost.rs for
-    // the full set); a shared ref beside it is left alone in the same stage.
+    // the full set); a shared ref beside it is left alone in the same stage. Unfenced: inside
+    // kern's fence the agent's git cannot write `.git` at all (fence.rs).
     let p = Project::new("- [ ] Alpha\n");
     p.write("second.txt", "2\n");
     p.commit_all("second");
@@ -166,7 +167,7 @@ fn the_agents_own_rewind_of_the_runs_branch_is_still_put_back() {
         ],
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add {slug}"}}
     }}));
-    let err = p.run(&["3", "0"]).expect(0).stderr;
+    let err = p.run(&["3", "0", "--sandbox=off"]).expect(0).stderr;
     assert_eq!(p.log(), vec!["Add alpha", "second", "initial"], "{err}");
     assert!(err.contains("moved history"), "{err}");
     assert_eq!(p.read("out/alpha.txt"), "y\n");

@@ -481,6 +481,7 @@ async fn the_scripted_agent_grandchild_dies_when_the_agent_exits() {
         ],
         cwd: dir.path().to_path_buf(),
         stdin: b"the prompt".to_vec(),
+        fence: None,
     };
     let (finished, lines) = run_ok(&inv, generous(), &files(dir.path(), 1024), |line| {
         if line.starts_with(r#"{"type":"result""#) {

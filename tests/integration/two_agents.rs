@@ -3,7 +3,7 @@
 //! than `--fallback-after`, later stages go straight there while the limit lasts, kern goes
 //! back once the reset has passed, and a limit on both waits for the earlier reset;
 //! `--review-agent` runs the review elsewhere. Stage records, `run.jsonl` and the summary name
-//! the agents. Also what the CLIs are given (`--max-budget-usd`, `--sandbox`), `--pace`, and
+//! the agents. Also what the CLIs are given (`--max-budget-usd`, `--sandbox=agent`), `--pace`, and
 //! how the dry run and the doctor show the second agents.
 //!
 //! The second agent is the scripted agent again, with its own scenario file and wrapper
@@ -498,7 +498,7 @@ fn each_claude_stage_gets_what_is_left_of_max_cost_and_implement_the_sandbox() {
         "claude",
         "--max-cost",
         "2",
-        "--sandbox",
+        "--sandbox=agent",
     ])
     .env("PATH", path_with(&bin))
     .expect(0);
@@ -629,7 +629,7 @@ fn the_doctor_checks_the_second_agents_and_the_sandbox() {
             "codex",
             "--review-agent",
             "claude",
-            "--sandbox",
+            "--sandbox=agent",
         ])
         .env("PATH", bin.display().to_string())
         .expect(5);
@@ -647,7 +647,7 @@ fn the_doctor_checks_the_second_agents_and_the_sandbox() {
         "{err}"
     );
     assert!(
-        err.contains("✗ sandbox: --sandbox needs `bwrap` and `socat` on PATH: Claude Code refuses to start the implement stage without them\n    fix: install them (`apt-get install bubblewrap socat`), or leave --sandbox out"),
+        err.contains("✗ sandbox: --sandbox agent needs `bwrap` and `socat` on PATH: Claude Code refuses to start the implement stage without them\n    fix: install them (`apt-get install bubblewrap socat`), or leave --sandbox out for kern's own fence"),
         "{err}"
     );
 }

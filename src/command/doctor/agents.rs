@@ -1,6 +1,6 @@
 //! The agent checks: each agent a run uses (`--agent`, `--review-agent`, `--fallback-agent`,
 //! each once) found and answering `--version`, and logged in as its provider needs; with
-//! `--sandbox`, what Claude Code's OS sandbox needs.
+//! `--sandbox agent`, what Claude Code's OS sandbox needs.
 //!
 //! The decision a reader must know: these checks are marked `for_agent`, so when only
 //! they fail the doctor exits 5, as a run would; a login is read from the CLI's own status
@@ -34,8 +34,8 @@ pub(super) fn agent_roles(settings: &Settings) -> Vec<(Option<&'static str>, Age
     roles
 }
 
-/// `--sandbox`: Claude Code's OS sandbox needs bubblewrap (`bwrap`) and `socat` on Linux, and
-/// the CLI refuses to start the implement stage without them.
+/// `--sandbox agent`: Claude Code's OS sandbox needs bubblewrap (`bwrap`) and `socat` on Linux,
+/// and the CLI refuses to start the implement stage without them.
 pub(super) fn sandbox_check(settings: &Settings) -> Check {
     const NAME: &str = "sandbox";
     let uses_claude = agent_roles(settings)
@@ -44,7 +44,7 @@ pub(super) fn sandbox_check(settings: &Settings) -> Check {
     if !uses_claude {
         return Check::pass(
             NAME,
-            "--sandbox applies to Claude Code only; no stage runs on it (Codex sandboxes itself)",
+            "--sandbox agent applies to Claude Code only; no stage runs on it (Codex sandboxes itself), and kern's fence is off",
         );
     }
     if !cfg!(target_os = "linux") {
@@ -75,7 +75,7 @@ pub(super) fn sandbox_check(settings: &Settings) -> Check {
         Check::fail(
             NAME,
             format!(
-                "--sandbox needs {} on PATH: Claude Code refuses to start the implement stage without {}",
+                "--sandbox agent needs {} on PATH: Claude Code refuses to start the implement stage without {}",
                 missing
                     .iter()
                     .map(|t| format!("`{t}`"))
@@ -83,7 +83,7 @@ pub(super) fn sandbox_check(settings: &Settings) -> Check {
                     .join(" and "),
                 if missing.len() == 1 { "it" } else { "them" }
             ),
-            "install them (`apt-get install bubblewrap socat`), or leave --sandbox out",
+            "install them (`apt-get install bubblewrap socat`), or leave --sandbox out for kern's own fence",
         )
     }
 }

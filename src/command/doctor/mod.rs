@@ -10,8 +10,8 @@
 //! the run would stop on them: a new task without `--allow-dirty`); the agent binary found and its version; the agent logged in (`claude auth status`;
 //! for Codex, what its configured provider needs: the OpenAI login through `codex login
 //! status`, an `env_key` variable, or nothing; no network needed); the same two for
-//! `--review-agent` and `--fallback-agent` when given; with `--sandbox`, bubblewrap and socat
-//! for Claude Code's OS sandbox; where the settings came from (flags, `KERN_*`,
+//! `--review-agent` and `--fallback-agent` when given; kern's fence, made as a stage would make
+//! it (with `--sandbox agent`: bubblewrap and socat for Claude Code's OS sandbox instead); where the settings came from (flags, `KERN_*`,
 //! `.kern/config.toml`); the state folder the user's alone (the check every start
 //! makes) and writable; this project's folder where earlier versions kept the state, named with
 //! how to move it, when there is one; the run lock free, or its holder. A
@@ -186,6 +186,41 @@ pub(crate) fn render(checks: &[Check]) -> String {
     out
 }
 
+/// The `sandbox` line: with `--sandbox kern`, whether kern's fence can be made here (kern makes
+/// one, as a stage would) and what it holds; with `off`, that kern does not fence (`agent` has
+/// the line of Claude Code's own sandbox instead).
+fn fence_check(settings: &Settings, top: &Path) -> Check {
+    const NAME: &str = "sandbox";
+    match settings.sandbox.mode {
+        crate::sandbox::Mode::Kern => match crate::pipeline::fence::preflight(settings, top) {
+            Ok(_) => Check::pass(
+                NAME,
+                format!(
+                    "kern's fence works here ({}, network {}): writes only in the work tree, secrets hidden, {}",
+                    crate::sandbox::preflight::layers(),
+                    settings.sandbox.network,
+                    match settings.sandbox.network {
+                        crate::sandbox::Network::List => "only the allowed hosts reachable",
+                        crate::sandbox::Network::None => "no network",
+                        crate::sandbox::Network::Open =>
+                            "the network open (--sandbox-network open)",
+                    }
+                ),
+            ),
+            Err(Error::SandboxUnavailable { missing, fix }) => Check::fail(
+                NAME,
+                format!("kern's fence cannot be made here: {missing}"),
+                fix,
+            ),
+            Err(e) => Check::from_error(NAME, &e, "pass --sandbox off to run unfenced, knowingly"),
+        },
+        crate::sandbox::Mode::Agent | crate::sandbox::Mode::Off => Check::pass(
+            NAME,
+            "--sandbox off: the agents run unfenced, with your whole account (files, network, credentials)",
+        ),
+    }
+}
+
 /// Runs every check for a kern started in `cwd`.
 pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -228,8 +263,10 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
         }
         checks.extend(found);
     }
-    if settings.sandbox {
+    if settings.sandbox.mode == crate::sandbox::Mode::Agent {
         checks.push(sandbox_check(settings).for_agent());
+    } else {
+        checks.push(fence_check(settings, top.as_deref().unwrap_or(cwd)));
     }
     checks.push(settings_check(settings));
     checks.push(state_root_check(&settings.state_root, repo.as_ref()));

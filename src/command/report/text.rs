@@ -359,6 +359,9 @@ pub(super) fn task_details(t: &TaskReport) -> Vec<String> {
             }
         ));
     }
+    for d in &t.denied {
+        lines.push(format!("fence denied {}", truncate(&clean(d), NOTE_WIDTH)));
+    }
     for s in &t.set_aside {
         lines.push(format!(
             "work set aside ({}) at `{}`: {}",

@@ -220,6 +220,7 @@ impl Run<'_> {
         });
         // Hooks and formatters may have rewritten SPEC.md.
         self.spec.next_step();
+        self.hooks_denied(&it.title);
         let outcome = outcome?;
         for line in &outcome.notes {
             self.teller.emit(RunEvent::Told(Told::FromCommit {

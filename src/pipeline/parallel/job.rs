@@ -124,6 +124,7 @@ impl<'a> Run<'a> {
             .ws
             .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
         ws.state_dir.create()?;
+        crate::pipeline::fence::fence_hooks(self.settings, &ws);
         // A task's worktree never had the original script's lock folder.
         let (mut lock, takeover) =
             RunLock::acquire(&ws.repo.run_lock_path(), None, &self.settings.argv)?;

@@ -93,6 +93,17 @@ pub(super) async fn run_once(
         stderr: state_dir.stage_stderr(stage),
         stderr_cap: STDERR_CAP,
     };
+    // A fenced `program:` agent may write the scripted agent's books in its state folder
+    // (`pipeline::fence`): the folder must exist to be bound writable.
+    if invocation.fence.as_ref().is_some_and(|f| {
+        f.who
+            == (crate::sandbox::Who::Agent {
+                kind: crate::sandbox::AgentKind::Program,
+            })
+    }) {
+        let books = state_dir.dir().join(crate::scripted_agent::BOOKS_FOLDER);
+        std::fs::create_dir_all(&books).map_err(|e| Error::io(&books, e))?;
+    }
     let started_at = Timestamp::now();
     let clock = Instant::now();
     // A plain-text program has reported once its output is the stage's report.
@@ -194,12 +205,30 @@ pub(super) async fn run_once(
         tests_first: None,
         window: Vec::new(),
         prompt_bytes: request.prompt.len() as u64,
+        sandbox: Some(fence_report(settings, finished.fence.as_ref(), tries)),
     };
     Ok(Attempt {
         output,
         end: finished.end,
         envelope,
     })
+}
+
+/// `kern.sandbox` of a try: what this try's fence denied, added to the stage's earlier tries;
+/// the mode alone when kern did not fence it (`agent`, `off`).
+fn fence_report(
+    settings: &crate::settings::Settings,
+    this_try: Option<&crate::sandbox::FenceReport>,
+    tries: &Tries,
+) -> crate::sandbox::FenceReport {
+    let mut report = match this_try {
+        Some(report) => report.clone(),
+        None => crate::sandbox::FenceReport::new(settings.sandbox.mode),
+    };
+    if let Some(earlier) = &tries.fence {
+        report.absorb(earlier);
+    }
+    report
 }
 
 /// The full command line: the program, then its arguments.
@@ -231,6 +260,7 @@ fn spawn_error(agent: &Agent, error: SpawnError) -> Error {
             },
         },
         SpawnError::PermissionDenied(program) => crate::agent::program::not_executable(&program),
+        SpawnError::Fence(missing, fix) => Error::SandboxUnavailable { missing, fix },
         SpawnError::Other(path, source) | SpawnError::Output(path, source) => {
             Error::io(path, source)
         }

@@ -220,6 +220,24 @@ impl StageInputs {
         ));
     }
 
+    /// Adds what kern's fence denied the task's processes so far to what the review reads: an
+    /// attempt the agent made that the fence refused (a secret read, a host not allowed) is for
+    /// the review to weigh; it does not fail the task by itself.
+    pub(crate) fn add_denied(&mut self, denied: &[String]) {
+        if denied.is_empty() {
+            return;
+        }
+        let prev = self.prev_result.take().unwrap_or_default();
+        self.prev_result = Some(format!(
+            "{prev}\n\nkern's fence denied these attempts by the task's processes (kern's record, not the implementer's; weigh whether the work needed them and whether anything in it tries to reach secrets, hosts or files outside the project):\n{}",
+            denied
+                .iter()
+                .map(|d| format!("- {d}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ));
+    }
+
     /// The inputs as the template renders them.
     pub(crate) fn prompt_inputs(&self) -> PromptInputs<'_> {
         PromptInputs {

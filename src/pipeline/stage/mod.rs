@@ -73,6 +73,7 @@ impl Run<'_> {
                 implement,
                 refused,
                 verified: &it.verified,
+                denied: &it.denied,
                 spent: self.ledger.spent(),
             },
         )?;
@@ -123,6 +124,7 @@ impl Run<'_> {
                     turns: None,
                     waits: Vec::new(),
                     said: None,
+                    fence: None,
                     window: Vec::new(),
                     tokens: None,
                 });
@@ -186,6 +188,9 @@ impl Run<'_> {
             }
         }
         run.write(&self.ws.state_dir)?;
+        let fenced = run.record.kern.sandbox.clone();
+        let said = self.fence_denied(Some(&it.title), stage.name(), fenced.as_ref());
+        it.heard_denied(said);
         self.notice_hand_edits(stage, before.spec_mark, it)?;
         let record = &run.record;
         let turns = record
@@ -206,6 +211,7 @@ impl Run<'_> {
             turns,
             waits: record.kern.waits.clone(),
             said: Some(outcome_word(&run)),
+            fence: fence_remark(record.kern.sandbox.as_ref()),
             window: record.kern.window.clone(),
             tokens: reported_tokens(record),
         });
@@ -276,6 +282,20 @@ impl Run<'_> {
         });
         self.teller
             .emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
+    }
+}
+
+/// The stage line's word on the fence: said whenever the stage ran without kern's fence, and
+/// when the fence denied something.
+fn fence_remark(report: Option<&crate::sandbox::FenceReport>) -> Option<String> {
+    let report = report?;
+    match report.mode {
+        crate::sandbox::Mode::Off => Some("unfenced: --sandbox off".into()),
+        crate::sandbox::Mode::Agent => Some("no kern fence: --sandbox agent".into()),
+        crate::sandbox::Mode::Kern if report.total() > 0 => {
+            Some(format!("fence denied {}", report.total()))
+        }
+        crate::sandbox::Mode::Kern => None,
     }
 }
 

@@ -1,6 +1,6 @@
 //! One stage's plan: the agents and their models, the tool policy, the rendered prompt, the
-//! budget, the protected files and the stage's time limits — everything a stage will run
-//! with, built by one function, [`StagePlan::new`], from the task, its discovery level, the
+//! budget, the protected files, the fence of each agent and the stage's time limits —
+//! everything a stage will run with, built by one function, [`StagePlan::new`], from the task, its discovery level, the
 //! settings and the workspace.
 //!
 //! The one decision a reader must know: the run carries out exactly this plan and `kern -n`
@@ -45,6 +45,8 @@ pub(crate) struct PlanFor<'a> {
     pub refused: Option<&'a RefusedMessage>,
     /// What kern's own check of the must-haves found, for the review.
     pub verified: &'a [String],
+    /// What kern's fence denied the task's processes so far, for the review.
+    pub denied: &'a [String],
     /// What the run has spent so far, in USD (the stage gets what is left of `--max-cost`).
     pub spent: f64,
 }
@@ -71,8 +73,12 @@ pub(crate) struct StagePlan {
     pub budget_left: Option<f64>,
     /// Absolute paths no agent may edit: SPEC.md and LEARNINGS.md.
     pub protected: Vec<PathBuf>,
-    /// Claude Code's own OS sandbox for the implement stage's shell commands (`--sandbox`).
+    /// Claude Code's own OS sandbox for the implement stage's shell commands
+    /// (`--sandbox agent`).
     pub sandbox: bool,
+    /// kern's fence for each agent the stage may run on (`--sandbox kern`; none otherwise):
+    /// what its process may write, what is hidden from it, the hosts it may reach.
+    pub fences: Vec<(Agent, crate::sandbox::Fence)>,
 }
 
 impl StagePlan {
@@ -97,6 +103,7 @@ impl StagePlan {
                 inputs.ask_for_message(refused);
             }
             inputs.add_verified(what.verified);
+            inputs.add_denied(what.denied);
         }
         let template = ws.templates.get(stage);
         let mut rendered = template.render(&inputs.prompt_inputs());
@@ -104,6 +111,20 @@ impl StagePlan {
             rendered.text.push_str(note);
         }
         let task = &what.doc.tasks()[what.task];
+        let agents = agents_at_level(
+            stage_agents(settings, &ws.templates, stage),
+            settings,
+            stage,
+            what.level,
+        );
+        let place = crate::pipeline::fence::Place::of(ws.repo.top(), &ws.state_dir.dir());
+        let fences = std::iter::once(&agents.primary)
+            .chain(agents.fallback.as_ref())
+            .filter_map(|on| {
+                crate::pipeline::fence::for_agent(settings, &place, &on.agent)
+                    .map(|fence| (on.agent.clone(), fence))
+            })
+            .collect();
         Ok(StagePlan {
             stage,
             task: TaskRef {
@@ -111,20 +132,24 @@ impl StagePlan {
                 identity: what.doc.identity(what.task),
                 line: task.line,
             },
-            agents: agents_at_level(
-                stage_agents(settings, &ws.templates, stage),
-                settings,
-                stage,
-                what.level,
-            ),
+            agents,
             prompt: rendered.text,
             cuts: rendered.cuts,
             template: template.source.clone(),
             attempt: task.attempts() + 1,
             budget_left: settings.max_cost.map(|limit| limit - what.spent),
             protected: super::super::protected_files(ws),
-            sandbox: settings.sandbox,
+            sandbox: settings.sandbox.mode == crate::sandbox::Mode::Agent,
+            fences,
         })
+    }
+
+    /// kern's fence of `agent` running this stage (`None`: unfenced).
+    pub(crate) fn fence(&self, agent: &Agent) -> Option<&crate::sandbox::Fence> {
+        self.fences
+            .iter()
+            .find(|(a, _)| a == agent)
+            .map(|(_, fence)| fence)
     }
 
     /// The process that runs this stage on `on`; `spent` is what earlier tries of the stage
@@ -135,7 +160,7 @@ impl StagePlan {
         files: &PlanFiles<'_>,
         spent: f64,
     ) -> Invocation {
-        on.agent.invocation(InvocationRequest {
+        let mut invocation = on.agent.invocation(InvocationRequest {
             stage: self.stage,
             model: on.model.as_deref(),
             prompt: self.prompt.clone().into_bytes(),
@@ -146,7 +171,9 @@ impl StagePlan {
             max_budget_usd: self.budget_left.map(|left| left - spent),
             sandbox: self.sandbox,
             protected: &self.protected,
-        })
+        });
+        invocation.fence = self.fence(&on.agent).cloned();
+        invocation
     }
 }
 

@@ -225,6 +225,7 @@ pub(crate) async fn run_stage<R: Report>(
         }
         let mut attempt = run_once(ctx, watch, request, stage, current, &tries).await?;
         tries.cost += attempt.output.cost_usd;
+        tries.fence.clone_from(&attempt.envelope.sandbox);
         if let Some(limit) = &attempt.output.rate_limit {
             tries.rate_limit = Some((current.agent.to_string(), limit.clone()));
         }
@@ -471,6 +472,8 @@ pub(super) struct Tries {
     pub(super) cost: f64,
     pub(super) switches: Vec<Switch>,
     pub(super) rate_limit: Option<(String, RateLimit)>,
+    /// What the fence denied in the tries so far.
+    pub(super) fence: Option<crate::sandbox::FenceReport>,
 }
 
 /// An epoch time as the local clock shows it (`14:05`, or the date when not today), for the

@@ -106,6 +106,31 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
         }
     }
     for t in &r.tasks {
+        if !t.denied.is_empty() {
+            add(
+                AttentionKind::Denied,
+                Some(&t.title),
+                format!(
+                    "kern's fence denied what {}'s processes tried: {} — read the work with that in mind",
+                    Quoted(&t.title),
+                    t.denied.join("; ")
+                ),
+                None,
+            );
+        }
+    }
+    if let Some(mode @ (crate::sandbox::Mode::Off | crate::sandbox::Mode::Agent)) = r.sandbox {
+        add(
+            AttentionKind::Unfenced,
+            None,
+            match mode {
+                crate::sandbox::Mode::Off => "the agents ran unfenced (--sandbox off): with your whole account, files, network and credentials".to_string(),
+                _ => "the agents ran without kern's fence (--sandbox agent): only Claude Code's own sandbox, for the implement stage's shell".to_string(),
+            },
+            None,
+        );
+    }
+    for t in &r.tasks {
         for s in &t.set_aside {
             add(
                 AttentionKind::SetAside,

@@ -150,6 +150,7 @@ fn build_run(id: &str, events: &[&LoggedEvent], running: bool) -> RunReport {
         iterations_asked: b.iterations_asked,
         iterations_run: b.iterations_run,
         max_cost_usd: b.max_cost,
+        sandbox: b.sandbox,
         needs_you: Vec::new(),
         tasks: b.tasks,
         baseline_check: b.baseline_check,
@@ -241,6 +242,7 @@ struct Builder {
     iterations_asked: u32,
     iterations_run: u32,
     max_cost: Option<f64>,
+    sandbox: Option<crate::sandbox::Mode>,
     exit_code: Option<u8>,
     ended: Option<String>,
     deadline: Option<Timestamp>,
@@ -328,11 +330,31 @@ impl Builder {
                 iterations,
                 agent,
                 max_cost_usd,
+                sandbox,
                 ..
             } => {
                 self.iterations_asked = *iterations;
                 self.agent.clone_from(agent);
                 self.max_cost = *max_cost_usd;
+                self.sandbox = *sandbox;
+            }
+            RunEvent::Denied {
+                task,
+                by,
+                denied,
+                more,
+            } => {
+                let mut lines: Vec<String> = denied
+                    .iter()
+                    .map(|d| format!("{by}: {}", d.sentence(None)))
+                    .collect();
+                if *more > 0 {
+                    lines.push(format!("{by}: {more} more denied attempts"));
+                }
+                match self.index_for(task.as_deref()) {
+                    Some(i) => self.tasks[i].denied.extend(lines),
+                    None => self.notices.extend(lines),
+                }
             }
             // Told, never recorded: a log holds none of them.
             RunEvent::Told(_) => {}
@@ -679,6 +701,7 @@ fn new_task(title: &str, line: usize) -> TaskReport {
         level: None,
         issue: None,
         violations: Vec::new(),
+        denied: Vec::new(),
         hand_edits: Vec::new(),
         set_aside: Vec::new(),
         no_commit: None,

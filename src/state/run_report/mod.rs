@@ -90,6 +90,8 @@ pub(crate) struct RunReport {
     pub iterations_run: u32,
     /// The `--max-cost` budget.
     pub max_cost_usd: Option<f64>,
+    /// `--sandbox`: `kern`, `agent` or `off` (`None` for logs of older versions).
+    pub sandbox: Option<crate::sandbox::Mode>,
     /// What needs the person, most urgent first.
     pub needs_you: Vec<Attention>,
     /// The tasks, in the order the run took them up.
@@ -136,6 +138,10 @@ pub(crate) enum AttentionKind {
     Blocked,
     /// A stage did what it may not; the change was taken out.
     Violation,
+    /// kern's fence denied what a task's process tried (a secret, a host, a file outside).
+    Denied,
+    /// The agents ran without kern's fence (`--sandbox off` or `agent`).
+    Unfenced,
     /// A task's work was set aside under `refs/kern/attempts/…`.
     SetAside,
     /// Changed files kern left out of a commit (they stay in the tree).
@@ -213,6 +219,10 @@ pub(crate) struct TaskReport {
     pub issue: Option<IssueInfo>,
     /// What the audits found.
     pub violations: Vec<ViolationInfo>,
+    /// What kern's fence denied the task's processes, one line each (`implement: tried to
+    /// read /home/me/.ssh/id_ed25519`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<String>,
     /// SPEC.md changes the person made during its stages.
     pub hand_edits: Vec<String>,
     /// Work set aside.

@@ -36,6 +36,7 @@ pub(crate) fn sh(cwd: &Path, script: &str, stdin: &[u8]) -> Invocation {
         env: vec![],
         cwd: cwd.to_path_buf(),
         stdin: stdin.to_vec(),
+        fence: None,
     }
 }
 
@@ -75,6 +76,44 @@ pub(crate) fn wait_dead(pid: i32) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     is_dead(pid)
+}
+
+/// A word no other process on the machine has in its command line: a test gives it to a
+/// process it starts inside kern's fence (whose pids are its own PID namespace's, so a pid
+/// written from inside names another process outside) and finds that process by it.
+pub(crate) fn marker() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("kern-test-marker-{}-{n}", std::process::id())
+}
+
+/// The live processes (not zombies) whose command line holds `word` as one argument.
+pub(crate) fn holding(word: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|argv| argv.split(|&b| b == 0).any(|a| a == word.as_bytes()))
+        })
+        .filter(|pid| !is_dead(*pid))
+        .collect()
+}
+
+/// Polls up to ten seconds for every process holding `word` to be gone; true when none is
+/// left (the bound only keeps a broken build from hanging the suite).
+pub(crate) fn wait_gone(word: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if holding(word).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holding(word).is_empty()
 }
 
 /// Polls up to ten seconds for `path` to hold a pid, and returns it.

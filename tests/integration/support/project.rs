@@ -326,6 +326,7 @@ pub(crate) struct KernRun<'p> {
     timeout: Option<std::time::Duration>,
     cwd: Option<PathBuf>,
     stdin: Option<Vec<u8>>,
+    wrapper: Vec<String>,
     /// A shell line run with `sh -c` instead of kern itself ([`KernRun::shell`]).
     shell: Option<String>,
 }
@@ -342,6 +343,7 @@ impl<'p> KernRun<'p> {
             timeout: None,
             cwd: None,
             stdin: None,
+            wrapper: Vec::new(),
             shell: None,
         }
     }
@@ -380,6 +382,14 @@ impl KernRun<'_> {
         self.env_remove
             .extend(names.into_iter().map(|n| n.as_ref().to_string()));
         self
+    }
+
+    /// Runs under kern's fence exactly as a person gets it: without the allowance every other
+    /// run gets to write beside the scenario (`KERN_SANDBOX_WRITE`, for the scripted agent's
+    /// counts and the fakes' logs). The fence's own tests (`fence.rs`) run so, and their agents
+    /// report through the tree or an allowed loopback server instead.
+    pub(crate) fn default_fence(self) -> Self {
+        self.env_remove(["KERN_SANDBOX_WRITE"])
     }
 
     /// Puts `dir` first on kern's PATH (a folder holding the real `claude` or `codex`).
@@ -479,6 +489,13 @@ impl KernRun<'_> {
         self.start(&mut cmd)
     }
 
+    /// Runs kern as the last argument of `prefix` (`unshare --user … sh -c '…; exec "$@"' sh`):
+    /// a machine made to refuse what kern needs, for the one run.
+    pub(crate) fn wrapped_in(mut self, prefix: &[&str]) -> Self {
+        self.wrapper = prefix.iter().map(|a| (*a).to_string()).collect();
+        self
+    }
+
     /// Runs the shell line `line` with `sh -c` instead of kern, the kern under test first on
     /// PATH (after [`KernRun::path_first`]'s folders) and this run's environment, so that a
     /// `kern` the line runs runs as this one would: a README recipe, a printed command, a
@@ -498,9 +515,14 @@ impl KernRun<'_> {
     /// The command with everything set but stdout and stderr.
     fn command(&self) -> std::process::Command {
         let kern = crate::support::kern_bin();
-        let mut cmd = match &self.shell {
-            None => std::process::Command::new(&kern),
-            Some(line) => {
+        let mut cmd = match (&self.shell, self.wrapper.split_first()) {
+            (None, None) => std::process::Command::new(&kern),
+            (None, Some((program, rest))) => {
+                let mut cmd = std::process::Command::new(program);
+                cmd.args(rest).arg(&kern);
+                cmd
+            }
+            (Some(line), _) => {
                 let mut sh = std::process::Command::new("sh");
                 sh.args(["-c", line, "sh"]);
                 sh
@@ -518,6 +540,9 @@ impl KernRun<'_> {
                         ),
                     )
                     .env("KERN_RETRY_DELAY", "0")
+                    // The scripted agent keeps its calls and counts beside its scenario, and
+                    // the fake agents their logs: the fence lets them write there.
+                    .env("KERN_SANDBOX_WRITE", project.outside.path())
                     .env("NO_COLOR", "1")
                     .env_remove("KERN_MODEL")
                     .env_remove("KERN_CHECK");

@@ -364,9 +364,12 @@ fn a_run_that_dies_at_start_every_time_is_left_stopped_after_max_restarts_and_na
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
     let notified = p.outside.path().join("notified.jsonl");
     let notify = format!("cat >> '{}'", notified.display());
+    // Unfenced (`KERN_SANDBOX=off`, inherited by each run): inside kern's fence the agent
+    // cannot signal a process outside its own tree, kern least of all (fence.rs).
     let run = p
         .run(&["watch"])
-        .env("KERN_AGENT", format!("program:{}", agent.display()));
+        .env("KERN_AGENT", format!("program:{}", agent.display()))
+        .env("KERN_SANDBOX", "off");
     let child = watch_with(
         run,
         &p,
