@@ -5,6 +5,10 @@
 //! paths, budgets) happens in `settings.rs`, so this file stays a plain description. The
 //! options every command accepts are shown in a subcommand's `--help` only where it uses them
 //! ([`command`]: `kern log --help` has no `--agent`); they are still accepted everywhere.
+//!
+//! Here: [`Cli`], the options every command takes and the subcommands. Beside it: the options
+//! of a run (`run.rs`) and of a night (`night.rs`), how a flag's value is read (`value.rs`),
+//! and what a word typed where the count goes meant (`word_for_count.rs`).
 // The doc comments below are clap's help text, shown as written (`program:<path>`), not
 // markdown for rustdoc.
 #![allow(rustdoc::invalid_html_tags)]
@@ -18,8 +22,16 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 pub use crate::reporter::ColorChoice;
 pub use night::{NightOptions, ScheduleArgs, Scheduler, watch_args};
+pub use run::{CheckBaseline, RunOptions, ScopeMode};
+pub use value::{Pace, parse_duration, parse_size};
+pub use word_for_count::{WordForCount, word_for_count};
+
+use value::{DAY, duration_between, filter_value};
 
 mod night;
+mod run;
+mod value;
+mod word_for_count;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -206,227 +218,11 @@ pub struct SandboxOptions {
     pub sandbox_checks: crate::sandbox::ChecksPlace,
 }
 
-/// Options of a run (and of a dry run, which shows their effect).
-#[derive(Debug, Clone, Args)]
-pub struct RunOptions {
-    /// The model for every stage, overriding the templates' `model:` front matter.
-    #[arg(long, value_name = "MODEL", env = "KERN_MODEL")]
-    pub model: Option<String>,
-
-    /// Longest a stage may run (1s to 24h).
-    #[arg(long, value_name = "DURATION", env = "KERN_STAGE_TIMEOUT", default_value = "60m", value_parser = duration_between::<1, DAY>)]
-    pub stage_timeout: Duration,
-
-    /// Longest an agent may print nothing (1s to 24h).
-    #[arg(long, value_name = "DURATION", env = "KERN_IDLE_TIMEOUT", default_value = "15m", value_parser = duration_between::<1, DAY>)]
-    pub idle_timeout: Duration,
-
-    /// How long an agent that reported its result may take to exit before it is stopped (0 to 1h).
-    #[arg(long, value_name = "DURATION", env = "KERN_RESULT_GRACE", default_value = "10s", value_parser = duration_between::<0, HOUR>)]
-    pub result_grace: Duration,
-
-    /// Retries of a stage after a transient failure (overload, network, timeout), 0 to 20.
-    #[arg(long, value_name = "N", env = "KERN_RETRIES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
-    pub retries: u32,
-
-    /// The first retry delay; later ones grow exponentially, with jitter, up to 10 min (0 to 1h).
-    #[arg(long, value_name = "DURATION", env = "KERN_RETRY_DELAY", default_value = "30s", value_parser = duration_between::<0, HOUR>)]
-    pub retry_delay: Duration,
-
-    /// Longest wait for a usage-limit reset before the run stops (0 to 7 days).
-    #[arg(long, value_name = "DURATION", env = "KERN_MAX_WAIT", default_value = "6h", value_parser = duration_between::<0, WEEK>)]
-    pub max_wait: Duration,
-
-    /// Extra wait after a usage-limit reset time before the stage is tried again (the reset
-    /// times agents announce are rounded, and clocks differ); 0 to 1h.
-    #[arg(long, value_name = "DURATION", env = "KERN_RESET_MARGIN", default_value = "60s", value_parser = duration_between::<0, HOUR>)]
-    pub reset_margin: Duration,
-
-    /// Failed attempts before kern asks for decomposition, once; an attempt under that request
-    /// that fails too blocks the task (1 to 100).
-    #[arg(long, value_name = "N", env = "KERN_MAX_ATTEMPTS", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub max_attempts: u32,
-
-    /// Stop cleanly (exit 6) once the run has cost this many USD (more than 0, at most 100000).
-    /// Each Claude stage also gets what is left as its own `--max-budget-usd`.
-    #[arg(long, value_name = "USD", env = "KERN_MAX_COST", value_parser = parse_cost)]
-    pub max_cost: Option<f64>,
-
-    /// The fallback agent's model (default: the templates' `model:` for Claude, Codex's own
-    /// default for Codex).
-    #[arg(long, value_name = "MODEL", env = "KERN_FALLBACK_MODEL")]
-    pub fallback_model: Option<String>,
-
-    /// Move a stage to the fallback agent when its agent's usage limit resets later than this
-    /// (0 to 24h); a nearer reset is waited out.
-    #[arg(long, value_name = "DURATION", env = "KERN_FALLBACK_AFTER", default_value = "15m", value_parser = duration_between::<0, DAY>)]
-    pub fallback_after: Duration,
-
-    /// The review agent's model (default: --model when the review runs on the main agent,
-    /// else the templates' `model:` for Claude, Codex's own default for Codex).
-    #[arg(long, value_name = "MODEL", env = "KERN_REVIEW_MODEL")]
-    pub review_model: Option<String>,
-
-    /// Pace the agents' usage windows (Claude's, Codex's): PERCENT (1 to 100; `--pace` alone
-    /// is 90) is the most of the short (5-hour) window kern spends, `even` spends no more of a
-    /// window than the share of it already elapsed plus 5 points. kern pauses before a stage that
-    /// would cross the line and goes on at the reset (within --max-wait; else it takes no new
-    /// task, exit 0), spending at most a first-hour share of the new window; with
-    /// --fallback-agent, it hands the next stages to it until the window resets.
-    #[arg(long, value_name = "PERCENT|even", env = "KERN_PACE", num_args = 0..=1, require_equals = true, default_missing_value = "90", value_parser = pace_value)]
-    pub pace: Option<Pace>,
-
-    /// The most of the week-long windows (`seven_day`) kern spends, in percent (1 to 100);
-    /// default: as --pace.
-    #[arg(long, value_name = "PERCENT", env = "KERN_PACE_WEEK", value_parser = clap::value_parser!(u8).range(1..=100))]
-    pub pace_week: Option<u8>,
-
-    /// A command that must pass after implement (a task's own `> **Check:**` note wins).
-    #[arg(long, value_name = "CMD", env = "KERN_CHECK")]
-    pub check: Option<String>,
-
-    /// Run the check once before any agent, on the commit the run starts from (`run`), or not
-    /// (`skip`). A check that fails there stops the run with exit 2, spending nothing.
-    #[arg(long, value_enum, value_name = "WHEN", env = "KERN_CHECK_BASELINE", default_value_t = CheckBaseline::Run)]
-    pub check_baseline: CheckBaseline,
-
-    /// Longest the check command may run (1s to 24h).
-    #[arg(long, value_name = "DURATION", env = "KERN_CHECK_TIMEOUT", default_value = "10m", value_parser = duration_between::<1, DAY>)]
-    pub check_timeout: Duration,
-
-    /// Every task's existing test files are read-only: a task that changes or deletes one fails
-    /// its attempt (new test files are fine), as a task's own `> **Tests:** read-only` note says.
-    #[arg(long, env = "KERN_TESTS_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
-    pub tests_read_only: bool,
-
-    /// Every task is tested first, with its check (`--check` or its `> **Check:**` note) as the
-    /// command, as a task's own `> **Tests:** first` note says: a tests step writes the task's
-    /// tests before implement; they must fail on the base commit, are then held read-only,
-    /// and must pass after implement.
-    #[arg(long, env = "KERN_TESTS_FIRST", value_parser = clap::builder::BoolishValueParser::new())]
-    pub tests_first: bool,
-
-    /// Every task's discovery level (0 to 3) instead of the one kern rates from the task: 0
-    /// skips research, 1 keeps it short, 2 is the default, 3 researches and reviews with the
-    /// strongest model. A task's own `> **Level:**` note wins.
-    #[arg(long, value_name = "N", env = "KERN_LEVEL", value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub level: Option<u8>,
-
-    /// Ask for decomposition before the first implement attempt when a task's Scope covers
-    /// more than N files (1 to 10000; default: off).
-    #[arg(long, value_name = "N", env = "KERN_MAX_TASK_FILES", value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub max_task_files: Option<u32>,
-
-    /// What happens to a task's changes outside its `> **Scope:**`: set-aside (saved under
-    /// refs/kern/saved/, put back, named in an Out of scope note), strict (a failed attempt),
-    /// or off.
-    #[arg(long, value_enum, value_name = "MODE", env = "KERN_SCOPE", default_value_t = ScopeMode::SetAside)]
-    pub scope: ScopeMode,
-
-    /// Start a task on a dirty tree; the paths dirty before it stay out of kern's commits.
-    #[arg(long, env = "KERN_ALLOW_DIRTY")]
-    pub allow_dirty: bool,
-
-    /// Do not run the pre-commit and commit-msg hooks, nor with --remote the pre-push hook (as
-    /// `git commit --no-verify` and `git push --no-verify`).
-    #[arg(long, env = "KERN_NO_VERIFY")]
-    pub no_verify: bool,
-
-    /// Longest a git hook, clean filter or signing program may run before its process group
-    /// is stopped (1s to 24h).
-    #[arg(long, value_name = "DURATION", env = "KERN_HOOK_TIMEOUT", default_value = "10m", value_parser = duration_between::<1, DAY>)]
-    pub hook_timeout: Duration,
-
-    /// New or changed files larger than this stay out of commits (and are named): 100M, 1G,
-    /// 500K or bytes (up to 1024G).
-    #[arg(long, value_name = "SIZE", env = "KERN_MAX_FILE_SIZE", default_value = "100M", value_parser = parse_size)]
-    pub max_file_size: u64,
-
-    /// Leave optional tasks (Kiro's `[ ]*`) alone; without it they are taken after every other.
-    #[arg(long, env = "KERN_SKIP_OPTIONAL", value_parser = clap::builder::BoolishValueParser::new())]
-    pub skip_optional: bool,
-
-    /// Run up to N independent tasks at once, each in its own git worktree on a branch
-    /// `kern/<task>`, committed on this branch one at a time (1 to 16; 1 runs one task at a
-    /// time in the work tree itself).
-    #[arg(short = 'j', long, value_name = "N", env = "KERN_JOBS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
-    pub jobs: u32,
-
-    /// Leave each task's commit on its branch `kern/<task>` for you to review; SPEC.md marks it
-    /// done with a Review note. `kern accept` lands them, `kern reject` reopens one.
-    #[arg(long, env = "KERN_REVIEW", value_parser = clap::builder::BoolishValueParser::new())]
-    pub review: bool,
-
-    /// Take tasks through the git remote NAME, with any number of other machines running kern on
-    /// clones of it: each task is claimed on the remote first (`refs/kern/claims/<task>`), runs
-    /// as a `-j` task does and lands on this branch there. Default: no remote, this clone only.
-    #[arg(long, value_name = "NAME", env = "KERN_REMOTE")]
-    pub remote: Option<String>,
-
-    /// With --remote: park each task's commit on its branch `kern/<task>` on the remote (as
-    /// --review does) and open a pull request for it with the GitHub CLI `gh`, when installed.
-    #[arg(long, env = "KERN_PR", requires = "remote", value_parser = clap::builder::BoolishValueParser::new())]
-    pub pr: bool,
-
-    /// With --remote: how long a claim holds unless its machine renews it (renewed while the
-    /// task runs; a machine killed loses its tasks to another after this long).
-    #[arg(long, hide = true, value_name = "DURATION", env = "KERN_CLAIM_TTL", default_value = "10m", value_parser = duration_between::<1, DAY>)]
-    pub claim_ttl: Duration,
-
-    /// A command run (through `sh -c`) with a JSON event on stdin and KERN_EVENT set when the
-    /// run ends, a task is blocked, a usage-limit wait begins, or the run stops for the person
-    /// (under `kern watch` also when the run died or stalled, and when the watchdog gives up);
-    /// it gets 10 s, and never changes the run's outcome.
-    #[arg(long, value_name = "CMD", env = "KERN_NOTIFY")]
-    pub notify: Option<String>,
-
-    /// Tell the tracker what happens to tasks that came from it (`kern import`): a task with an
-    /// Issue note closes its issue by a `Closes owner/repo#N` trailer in its commit, and leaves
-    /// a comment when it is taken, skipped or blocked; with --remote its issue is labelled with
-    /// the machine that holds it. Through the GitHub CLI `gh`; a failure is a warning. Default:
-    /// off.
-    #[arg(long, value_enum, value_name = "TRACKER", env = "KERN_TRACKER")]
-    pub tracker: Option<Tracker>,
-
-    /// How long one call of the tracker's CLI (`gh`) may take before it is stopped.
-    #[arg(long, hide = true, value_name = "DURATION", env = "KERN_TRACKER_TIMEOUT", default_value = "60s", value_parser = duration_between::<1, HOUR>)]
-    pub tracker_timeout: Duration,
-
-    /// Run in the background: print the pid and how to follow it (`kern log -f`), then return;
-    /// the run's output goes to `run.log` in the state folder.
-    #[arg(long, conflicts_with = "dry_run")]
-    pub detach: bool,
-
-    /// Set by `--detach` on the background run itself: no terminal, its lines go to run.log.
-    #[arg(long, hide = true)]
-    pub detached: bool,
-}
-
-/// What happens to changes outside a task's Scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ScopeMode {
-    /// Saved under refs/kern/saved/, put back, named in an Out of scope note; no retry.
-    SetAside,
-    /// A failed attempt.
-    Strict,
-    /// Not checked.
-    Off,
-}
-
 /// An issue tracker kern reads tasks from and tells what became of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Tracker {
     /// GitHub issues, through the GitHub CLI `gh` (logged in: `gh auth login`).
     Github,
-}
-
-/// Whether the check runs once before any agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CheckBaseline {
-    /// Run it on the starting commit; a failure stops the run before any agent.
-    Run,
-    /// Do not.
-    Skip,
 }
 
 /// kern's subcommands.
@@ -725,176 +521,6 @@ pub fn command() -> clap::Command {
     command
 }
 
-/// What a word typed where the count goes (`kern stauts`, `kern help`) meant: clap reads the
-/// first word that is not a subcommand as ITERATIONS and would answer "invalid value".
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WordForCount {
-    /// `kern help [SUBCOMMAND]`: the help of kern, or of that subcommand.
-    Help(Option<String>),
-    /// Any other word: the usage error, with the nearest subcommand when one is near.
-    Unknown(String),
-}
-
-/// The word of `args` that clap's `error` refused as ITERATIONS, read as the person meant it
-/// (see [`WordForCount`]); `None` for any other error, and for a refused number (`kern 0`,
-/// `kern -5`), which clap's own message explains.
-pub fn word_for_count(error: &clap::Error, args: &[std::ffi::OsString]) -> Option<WordForCount> {
-    let command = command();
-    // Clap may stop at a later argument first (`kern statsu --json`): then the word is the one
-    // that, with only what comes before it, is refused as ITERATIONS.
-    let word = refused_count(error).or_else(|| {
-        (1..args.len())
-            .filter(|&i| args[i].to_str().is_some_and(|a| !a.starts_with('-')))
-            .find_map(|i| {
-                let error = command.clone().try_get_matches_from(&args[..=i]).err()?;
-                refused_count(&error)
-            })
-    })?;
-    if !word.chars().any(char::is_alphabetic) {
-        return None;
-    }
-    let listed = Cli::command();
-    let names: Vec<&str> = listed
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set())
-        .map(clap::Command::get_name)
-        .collect();
-    let word = word.as_str();
-    if word == "help" {
-        let after = args
-            .iter()
-            .skip_while(|a| a.to_str() != Some("help"))
-            .nth(1)
-            .and_then(|a| a.to_str())
-            .filter(|a| names.contains(a))
-            .map(str::to_string);
-        return Some(WordForCount::Help(after));
-    }
-    // A typo (two edits, or a third of a long name) or the start of a name (`comp`).
-    let nearest = names
-        .iter()
-        .chain(std::iter::once(&"help"))
-        .map(|name| {
-            let started = word.len() >= 3 && name.starts_with(word);
-            let distance = if started {
-                0
-            } else {
-                strsim::damerau_levenshtein(word, name)
-            };
-            (distance, *name)
-        })
-        .filter(|(distance, name)| *distance <= 2.max(name.len() / 3))
-        .min();
-    Some(WordForCount::Unknown(match nearest {
-        Some((_, name)) => format!(
-            "`{word}` is not a command, nor a number of tasks — did you mean `kern {name}`?"
-        ),
-        None => format!(
-            "`{word}` is not a command, nor a number of tasks — the commands are {}; `kern --help` says what each does",
-            names.join(", ")
-        ),
-    }))
-}
-
-/// The value clap's `error` refused as ITERATIONS, if that is what it refused.
-fn refused_count(error: &clap::Error) -> Option<String> {
-    use clap::error::{ContextKind, ContextValue};
-    match (
-        error.get(ContextKind::InvalidArg),
-        error.get(ContextKind::InvalidValue),
-    ) {
-        (Some(ContextValue::String(arg)), Some(ContextValue::String(word)))
-            if arg == "[ITERATIONS]" =>
-        {
-            Some(word.clone())
-        }
-        _ => None,
-    }
-}
-
-/// Parses `90s`, `15m`, `1h`, `1h30m` or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|e| format!("`{text}`: {e}"));
-    }
-    humantime::parse_duration(text)
-        .map_err(|_| format!("`{text}` is not a duration — write it as 30, 90s, 15m or 1h"))
-}
-
-/// An hour, in seconds.
-const HOUR: u64 = 3600;
-/// A day, in seconds.
-const DAY: u64 = 24 * HOUR;
-/// A week, in seconds.
-const WEEK: u64 = 7 * DAY;
-
-/// How `--pace` paces a window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pace {
-    /// At most this percent of the window.
-    Percent(u8),
-    /// No more than the share of the window already elapsed, plus a margin.
-    Even,
-}
-
-/// `--pace`'s value: `even`, or a percent from 1 to 100.
-fn pace_value(text: &str) -> Result<Pace, String> {
-    let text = text.trim();
-    if text.eq_ignore_ascii_case("even") {
-        return Ok(Pace::Even);
-    }
-    match text.trim_end_matches('%').parse::<u8>() {
-        Ok(p) if (1..=100).contains(&p) => Ok(Pace::Percent(p)),
-        _ => Err(format!(
-            "`{text}` is not a pace — give a percent from 1 to 100 (`--pace=80`) or `--pace=even`"
-        )),
-    }
-}
-
-/// A duration from `MIN` to `MAX` seconds, both included.
-fn duration_between<const MIN: u64, const MAX: u64>(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text)?;
-    if d < Duration::from_secs(MIN) || d > Duration::from_secs(MAX) {
-        let show = |secs| crate::text::duration(Duration::from_secs(secs));
-        return Err(format!(
-            "`{}` is out of range — give {} to {}",
-            text.trim(),
-            show(MIN),
-            show(MAX)
-        ));
-    }
-    Ok(d)
-}
-
-/// Parses `100M`, `1G`, `500K`, `2MiB` or plain bytes (binary multiples, as git's own sizes).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => u32::MAX,
-    };
-    match number.parse::<u64>() {
-        Ok(n) if shift != u32::MAX && n > 0 => n
-            .checked_mul(1u64 << shift)
-            .filter(|bytes| *bytes <= 1 << 40)
-            .ok_or_else(|| format!("`{text}` is out of range — give at most 1024G")),
-        _ => Err(format!(
-            "`{text}` is not a size — write it as 100M, 1G, 500K or a number of bytes"
-        )),
-    }
-}
-
 /// `--sandbox`: kern, agent or off. What `--sandbox` was before (a switch turning on Claude
 /// Code's own sandbox) still reads: `true` (and a bare `--sandbox`) is kern's fence, which now
 /// does more; `false` is refused with the choice it has become.
@@ -912,86 +538,9 @@ fn parse_host(text: &str) -> Result<crate::sandbox::HostRule, String> {
     text.parse()
 }
 
-/// A filter of `kern import` (a label, a milestone, a login, a repository): not empty, since
-/// `gh` drops an empty one and lists every issue.
-fn filter_value(text: &str) -> Result<String, String> {
-    if text.trim().is_empty() {
-        return Err(
-            "it is empty, and gh would list every open issue for it — give a value, or leave the option out".to_string(),
-        );
-    }
-    Ok(text.to_string())
-}
-
-fn parse_cost(text: &str) -> Result<f64, String> {
-    match text.trim().trim_start_matches('$').parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 100_000.0 => Ok(v),
-        _ => Err(format!(
-            "`{text}` is not an amount in USD from 0.01 to 100000 — write it as 5 or 2.50"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        for (text, secs) in [
-            ("30", 30),
-            ("90s", 90),
-            ("15m", 900),
-            ("1h", 3600),
-            ("1h30m", 5400),
-            ("0", 0),
-        ] {
-            assert_eq!(
-                parse_duration(text),
-                Ok(Duration::from_secs(secs)),
-                "{text}"
-            );
-        }
-        for bad in ["", "-5", "abc", "5x"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn import_filters_are_not_empty() {
-        assert_eq!(
-            filter_value("good first issue").as_deref(),
-            Ok("good first issue")
-        );
-        for bad in ["", "  "] {
-            assert!(filter_value(bad).unwrap_err().contains("every open issue"));
-        }
-    }
-
-    #[test]
-    fn sizes() {
-        for (text, bytes) in [
-            ("100M", 100 << 20),
-            ("100m", 100 << 20),
-            ("1G", 1 << 30),
-            ("500K", 500 << 10),
-            ("2MiB", 2 << 20),
-            ("4096", 4096),
-            ("10 MB", 10 << 20),
-        ] {
-            assert_eq!(parse_size(text), Ok(bytes), "{text}");
-        }
-        for bad in ["", "0", "-5", "abc", "5X", "1.5G"] {
-            assert_eq!(
-                parse_size(bad),
-                Err(format!(
-                    "`{}` is not a size — write it as 100M, 1G, 500K or a number of bytes",
-                    bad.trim()
-                )),
-                "{bad}"
-            );
-        }
-    }
 
     #[test]
     fn run_and_subcommands_parse() {
@@ -1059,59 +608,6 @@ mod tests {
             let err = Cli::try_parse_from(&argv).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{argv:?}");
         }
-    }
-
-    #[test]
-    fn a_word_where_the_count_goes_is_help_or_the_nearest_command() {
-        let read = |argv: &[&str]| {
-            let args: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
-            let error = command().try_get_matches_from(&args).unwrap_err();
-            word_for_count(&error, &args)
-        };
-        let meant = |name: &str| {
-            format!("is not a command, nor a number of tasks — did you mean `kern {name}`?")
-        };
-        let cases: &[(&[&str], Option<&str>)] = &[
-            (&["kern", "stauts"], Some("status")),
-            (&["kern", "statsu", "--json"], Some("status")),
-            (&["kern", "dcotor"], Some("doctor")),
-            (&["kern", "reprot"], Some("report")),
-            (&["kern", "-v", "inti"], Some("init")),
-            (&["kern", "compl"], Some("completions")),
-            (&["kern", "helo"], Some("help")),
-            (&["kern", "wacth", "10", "30"], Some("watch")),
-            (&["kern", "schedul", "--list"], Some("schedule")),
-        ];
-        for (argv, name) in cases {
-            match read(argv) {
-                Some(WordForCount::Unknown(message)) => {
-                    assert!(
-                        message.ends_with(&meant(name.unwrap())),
-                        "{argv:?}: {message}"
-                    );
-                }
-                other => panic!("{argv:?}: {other:?}"),
-            }
-        }
-        match read(&["kern", "frobnicate"]) {
-            Some(WordForCount::Unknown(message)) => assert!(
-                message.starts_with("`frobnicate` is not a command, nor a number of tasks — the commands are status, release, watch, schedule, report,"),
-                "{message}"
-            ),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(read(&["kern", "help"]), Some(WordForCount::Help(None)));
-        assert_eq!(
-            read(&["kern", "help", "status"]),
-            Some(WordForCount::Help(Some("status".into())))
-        );
-        assert_eq!(
-            read(&["kern", "help", "nope"]),
-            Some(WordForCount::Help(None))
-        );
-        // Numbers out of range and bad delays keep clap's own message.
-        assert_eq!(read(&["kern", "0"]), None);
-        assert_eq!(read(&["kern", "10", "soon"]), None);
     }
 
     #[test]

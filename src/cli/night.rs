@@ -1,4 +1,4 @@
-//! The options of a night, beside a run's own (`cli.rs`): its deadline (`--until`,
+//! The options of a night, beside a run's own (`run.rs`): its deadline (`--until`,
 //! `--deadline`), its watchdog's (`--stall-after`, `--max-restarts`, `--restart-delay`), the
 //! hidden ones `kern watch` gives the run it starts, and the words of `kern watch` and `kern
 //! schedule` (DESIGN.md section 20).
@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{DAY, HOUR, WEEK, command, duration_between};
+use super::command;
+use super::value::{DAY, HOUR, WEEK, duration_between};
 
 /// Options of a night.
 #[derive(Debug, Clone, Args)]
