@@ -8,20 +8,19 @@
 //! person's own staging survives kern's commit. Any failure before the commit exists puts the
 //! index back as it was. A `pre-commit` hook that fails after changing only files kern staged
 //! (a fixer: whitespace, end of file, a formatter) gets what a person would do: its fixes are
-//! staged and the hook runs once more. A refused message is its own error
+//! staged and the hook runs once more (pre_commit.rs). A refused message is its own error
 //! ([`Error::CommitMessageRefused`]), so the loop can ask for a better message.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use git2::{ErrorCode, Index, IndexEntry, Oid, Signature, Tree};
 
 use super::Repository;
-use super::hooks::{HookRun, hook_present};
+use super::hooks::HookRun;
 use super::message::Cleanup;
 use super::signing::Signer;
-use super::snapshot::Stamp;
 use super::staging::Staging;
 use crate::error::{Error, Result};
 
@@ -263,120 +262,12 @@ impl Repository {
         })
     }
 
-    /// Runs `pre-commit` and returns the tree to commit. A hook may stage more (formatters
-    /// re-adding files): the index is taken as it left it and judged again. A hook that fails
-    /// after changing only files kern staged has its fixes staged and runs once more.
-    #[allow(clippy::too_many_arguments)]
-    fn pre_commit(
-        &self,
-        hooks: &Path,
-        staging: &mut Staging<'_>,
-        index: &mut Index,
-        head_tree: Option<&Tree<'_>>,
-        author: &Signature<'_>,
-        req: &CommitRequest<'_>,
-        notes: &mut Vec<String>,
-    ) -> Result<Oid> {
-        let rejudge = |staging: &mut Staging<'_>, index: &mut Index| -> Result<Oid> {
-            index
-                .read(true)
-                .map_err(|e| self.index_error("reading the index", e))?;
-            staging.judge_index(index, head_tree)?;
-            self.write_tree(index, req.notify)
-        };
-        if !hook_present(hooks, "pre-commit") {
-            return index
-                .write_tree()
-                .map_err(|e| self.index_error("writing the tree", e));
-        }
-        let committed = self.committed_paths(index, head_tree)?;
-        let before = self.work_tree_stamps(&committed)?;
-        let output = match self.run_hook(hooks, "pre-commit", &[], author, self.hook_timeout) {
-            HookRun::Failed(output) => output,
-            HookRun::Passed | HookRun::Absent => return rejudge(staging, index),
-        };
-        let changed = self.changed_since_stamps(&before)?;
-        if changed.is_empty() || !changed.iter().all(|p| committed.contains(p)) {
-            return Err(Error::HookFailed {
-                hook: "pre-commit".into(),
-                output,
-            });
-        }
-        index
-            .read(true)
-            .map_err(|e| self.index_error("reading the index", e))?;
-        staging.stage_paths(index, &changed)?;
-        self.write_tree(index, req.notify)?;
-        if let HookRun::Failed(output) =
-            self.run_hook(hooks, "pre-commit", &[], author, self.hook_timeout)
-        {
-            return Err(Error::HookFailed {
-                hook: "pre-commit".into(),
-                output,
-            });
-        }
-        notes.push(format!(
-            "the pre-commit hook fixed {}; kern staged its fixes and ran it again",
-            changed
-                .iter()
-                .map(|p| format!("`{}`", p.display()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        rejudge(staging, index)
-    }
-
-    /// The paths the commit changes against HEAD.
-    fn committed_paths(
-        &self,
-        index: &Index,
-        head_tree: Option<&Tree<'_>>,
-    ) -> Result<BTreeSet<PathBuf>> {
-        let diff = self
-            .repo
-            .diff_tree_to_index(head_tree, Some(index), None)
-            .map_err(|e| Error::git("comparing the index with HEAD", e))?;
-        Ok(diff
-            .deltas()
-            .filter_map(|d| d.new_file().path().or(d.old_file().path()))
-            .map(Path::to_path_buf)
-            .collect())
-    }
-
-    /// The stamps of `paths` and of every path status lists now (`None`: missing).
-    fn work_tree_stamps(
-        &self,
-        paths: &BTreeSet<PathBuf>,
-    ) -> Result<BTreeMap<PathBuf, Option<Stamp>>> {
-        let listed = self.status_paths()?;
-        Ok(paths
-            .iter()
-            .cloned()
-            .chain(listed)
-            .map(|p| {
-                let stamp = std::fs::symlink_metadata(self.top.join(&p))
-                    .ok()
-                    .map(|m| Stamp::of(&m));
-                (p, stamp)
-            })
-            .collect())
-    }
-
-    /// The paths whose stamp differs from `before`, new ones status lists included.
-    fn changed_since_stamps(
-        &self,
-        before: &BTreeMap<PathBuf, Option<Stamp>>,
-    ) -> Result<Vec<PathBuf>> {
-        let now = self.work_tree_stamps(&before.keys().cloned().collect())?;
-        Ok(now
-            .into_iter()
-            .filter(|(path, stamp)| before.get(path) != Some(stamp))
-            .map(|(path, _)| path)
-            .collect())
-    }
-
     /// Writes the index (waiting out a briefly held `index.lock`) and its tree.
-    fn write_tree(&self, index: &mut Index, notify: Option<&dyn Fn(&str)>) -> Result<Oid> {
+    pub(super) fn write_tree(
+        &self,
+        index: &mut Index,
+        notify: Option<&dyn Fn(&str)>,
+    ) -> Result<Oid> {
         let timed = super::Timed::start("commit.write_index");
         self.write_index(index, "writing the index", notify)?;
         drop(timed);

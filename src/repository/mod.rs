@@ -31,6 +31,7 @@ mod memory;
 mod message;
 mod open;
 mod own_files;
+mod pre_commit;
 mod preflight;
 mod refs;
 mod reftable;

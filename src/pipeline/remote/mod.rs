@@ -5,7 +5,9 @@
 //!
 //! Decisions a reader must know:
 //! - The loop sees only "claim, work as a `-j` task, land": tasks run exactly as `-j` tasks do
-//!   (`parallel/`); this file adds the remote around them. The rules are pure and tested in
+//!   (`parallel/`); this module adds the remote around them: this file holds the claims a run
+//!   holds ([`Remote`]), [`pick`] claims each task picked, [`sync`] keeps the branch in step,
+//!   [`land`] ends a task there. The rules are pure and tested in
 //!   [`claim`] (may this run take a task, what a refused push means) and [`spec_merge`] (SPEC.md
 //!   when the branch moves under the run); git's effects are `repository/remote.rs`.
 //! - Landing is one atomic push: the target branch (expected at the tip kern committed onto)
@@ -28,20 +30,22 @@
 mod checkpoint;
 pub(crate) mod claim;
 mod land;
+mod pick;
 mod pull_request;
 pub(crate) mod spec_merge;
+mod sync;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use git2::Oid;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::event::{RunEvent, Told};
-use crate::pipeline::{Run, schedule};
+use crate::pipeline::Run;
 use crate::repository::Repository;
 use crate::repository::remote::{CLAIMS, Expected, Pushed, RefUpdate};
-use crate::spec::{Document, Quoted, SelectOptions, Selection, TaskIdentity};
+use crate::spec::{Document, Quoted, TaskIdentity};
 use crate::timestamp::Timestamp;
 use claim::{ClaimRecord, ClaimStep};
 
@@ -420,168 +424,6 @@ impl Remote {
 }
 
 impl Run<'_> {
-    /// The run starts on the remote: the branch there must hold everything the local branch
-    /// has (kern never drops the person's commits); the branch is moved to its tip.
-    pub(super) fn remote_open(&mut self) -> Result<()> {
-        let Some(remote) = self.target.remote() else {
-            return Ok(());
-        };
-        let (name, branch) = (remote.name.clone(), remote.branch.clone());
-        let tip = self.ws.repo.fetch_remote(&name, &branch)?;
-        if let Some(head) = self.ws.repo.head_oid()
-            && !self.ws.repo.contains(tip, head)
-        {
-            return Err(Error::Usage(format!(
-                "--remote `{name}`: the branch `{branch}` here has commits `{name}/{branch}` lacks — push them first (`git push {name} {branch}`), then run kern again"
-            )));
-        }
-        self.sync_to(tip)
-    }
-
-    /// Fetches the remote and moves the branch to its tip; returns the tip.
-    pub(super) fn remote_sync(&mut self) -> Result<Option<Oid>> {
-        let Some(remote) = self.target.remote() else {
-            return Ok(None);
-        };
-        let tip = self.ws.repo.fetch_remote(&remote.name, &remote.branch)?;
-        self.sync_to(tip)?;
-        Ok(Some(tip))
-    }
-
-    /// Moves the run's branch, index and work tree from HEAD to `tip`: exactly the paths that
-    /// differ are written (never over a change of the person's), SPEC.md merged by task.
-    fn sync_to(&mut self, tip: Oid) -> Result<()> {
-        let Some(head) = self.ws.repo.head_oid() else {
-            return Ok(());
-        };
-        if head == tip {
-            return Ok(());
-        }
-        let (base, theirs) = (self.spec_at(head), self.spec_at(tip));
-        self.spec.reload()?;
-        let ours = self.spec.last_text();
-        let held = self
-            .target
-            .remote()
-            .map(Remote::held_tasks)
-            .unwrap_or_default();
-        let merged = spec_merge::merge(&base, &ours, &theirs, &held);
-        if ours != base {
-            self.spec.restore(&base)?;
-        }
-        let paths = self
-            .ws
-            .repo
-            .paths_between(self.tree_of(head)?, self.tree_of(tip)?)?;
-        if !self.ws.repo.checkout_paths(self.tree_of(tip)?, &paths)? {
-            self.spec.restore(&ours)?;
-            return Err(Error::Usage(format!(
-                "--remote: the branch moved on the remote, and a file it changes was changed here by hand ({}) — commit or undo your change, then run kern again",
-                paths.join(", ")
-            )));
-        }
-        let branch = self.ws.repo.branch_name()?;
-        self.ws.repo.set_ref(
-            &format!("refs/heads/{branch}"),
-            tip,
-            "kern: the remote's tip (--remote)",
-        )?;
-        self.spec.restore(&merged)?;
-        if let Some(branch) = self.target.branch() {
-            branch.last_commit = Some(tip);
-        }
-        Ok(())
-    }
-
-    /// Up to `free` tasks to start beside the `running` ones ([`schedule::pick`]) — with
-    /// `--remote`, each claimed first: tasks other machines hold count as running (their
-    /// chains wait too), and a claim another machine won meanwhile sends the pick on to the
-    /// next task. Sets [`Remote::waiting`] when tasks are left that only others hold.
-    pub(super) fn claimed_picks(
-        &mut self,
-        doc: &Document,
-        running: &[usize],
-        free: usize,
-        options: &SelectOptions,
-    ) -> Result<Vec<Selection>> {
-        let Some(remote) = self.target.remote_mut() else {
-            return Ok(schedule::pick(doc, running, free, options));
-        };
-        let elsewhere = remote.held_elsewhere(&self.ws.repo, doc)?;
-        remote.waiting =
-            !elsewhere.is_empty() && !schedule::pick(doc, running, 1, options).is_empty();
-        let mut taken: Vec<usize> = running.iter().chain(&elsewhere).copied().collect();
-        let mut chosen: Vec<Selection> = Vec::new();
-        while chosen.len() < free {
-            let picks = schedule::pick(doc, &taken, free - chosen.len(), options);
-            if picks.is_empty() {
-                break;
-            }
-            for selection in picks {
-                taken.push(selection.task);
-                if self.remote_claim(doc, selection.task)? {
-                    chosen.push(selection);
-                } else if let Some(remote) = self.target.remote_mut() {
-                    // Another machine was faster: the next pick goes on past it.
-                    remote.waiting = true;
-                }
-            }
-        }
-        Ok(chosen)
-    }
-
-    /// How long a run waits before it looks again for tasks that other machines hold: a second
-    /// at most, so that a machine ends soon after the last task lands (one fetch a second from
-    /// each waiting machine, at the end of a night only).
-    pub(super) fn claim_poll(&self) -> Duration {
-        self.target.remote().map_or(Duration::ZERO, |r| {
-            (r.ttl / 20).clamp(Duration::from_millis(250), Duration::from_secs(1))
-        })
-    }
-
-    /// Claims the task `task` of `doc` on the remote: `Ok(true)` when this run holds it.
-    fn remote_claim(&mut self, doc: &Document, task: usize) -> Result<bool> {
-        let Some(remote) = self.target.remote_mut() else {
-            return Ok(true);
-        };
-        let identity = doc.identity(task);
-        let key = task_key(&identity);
-        let title = Quoted(&doc.tasks()[task].title);
-        let issue = doc.tasks()[task].issue().map(|i| i.to_string());
-        match remote.claim(&self.ws.repo, &key, &identity, issue.clone())? {
-            Claimed::No => Ok(false),
-            Claimed::Yes => {
-                self.teller.emit(RunEvent::Told(Told::Claimed {
-                    task: title.0.to_string(),
-                    remote: remote.name.clone(),
-                    claim: format!("{CLAIMS}{key}"),
-                    issue,
-                }));
-                // A task in progress that its last machine handed over at its deadline.
-                if doc.tasks()[task].state == crate::spec::TaskState::InProgress {
-                    self.adopt_pushed_work(&identity, &key)?;
-                }
-                Ok(true)
-            }
-            Claimed::TookOver {
-                holder,
-                host,
-                attempt,
-            } => {
-                remote.taken_over.push(identity.clone());
-                self.teller.emit(RunEvent::Told(Told::TookOver {
-                    task: title.0.to_string(),
-                    remote: remote.name.clone(),
-                    holder,
-                    attempt,
-                    issue,
-                    from_host: host,
-                }));
-                Ok(true)
-            }
-        }
-    }
-
     /// A task's job was prepared: when this run took the task over, the work its last holder
     /// pushed is brought into the fresh worktree, and said.
     pub(super) fn remote_job_prepared(
