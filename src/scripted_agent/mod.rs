@@ -96,7 +96,9 @@ fn books_for(scenario: &Path, state_dir: Option<&Path>) -> Result<PathBuf> {
     match state_dir {
         Some(dir) => {
             let books = dir.join(BOOKS_FOLDER);
-            fs::create_dir_all(&books).map_err(|e| Error::io(&books, e))?;
+            std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o700)
+                .create(&books)
+                .map_err(|e| Error::io(&books, e))?;
             Ok(books.join(name))
         }
         None => Err(Error::Usage(format!(

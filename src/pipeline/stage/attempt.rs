@@ -102,7 +102,10 @@ pub(super) async fn run_once(
             })
     }) {
         let books = state_dir.dir().join(crate::scripted_agent::BOOKS_FOLDER);
-        std::fs::create_dir_all(&books).map_err(|e| Error::io(&books, e))?;
+        // Private, as every folder of the state folder is (state_privacy.rs).
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&books)
+            .map_err(|e| Error::io(&books, e))?;
     }
     let started_at = Timestamp::now();
     let clock = Instant::now();
@@ -145,7 +148,7 @@ pub(super) async fn run_once(
     };
     // No try runs past the night's deadline.
     let limits = crate::pipeline::clock::clip(&settings.limits, settings.deadline.as_ref());
-    let finished = supervisor::run(
+    let mut finished = supervisor::run(
         &invocation,
         &limits,
         &files,
@@ -154,6 +157,25 @@ pub(super) async fn run_once(
         &mut on_line,
     )
     .await;
+    // A tmp cleaner took the state folder as the fence was being built (the fence binds it):
+    // kern makes it again and builds the fence once more, as it goes on after a stage.
+    if matches!(finished, Err(SpawnError::Fence(..)))
+        && super::runner::remake_state_dir(
+            state_dir,
+            ctx.teller,
+            &format!("during the {stage} stage"),
+        )?
+    {
+        finished = supervisor::run(
+            &invocation,
+            &limits,
+            &files,
+            ctx.interrupt,
+            &mut on_spawn,
+            &mut on_line,
+        )
+        .await;
+    }
     match &finished {
         Ok(f) => tracing::debug!(
             stage = stage.name(),

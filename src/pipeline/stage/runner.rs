@@ -59,19 +59,21 @@ pub(crate) struct StageContext<'a> {
 
 /// Makes the state folder again when a tmp cleaner removed it (`StateDir::remake`) `when`
 /// (`during the implement stage`), and says so: kern's own records go on in a folder that
-/// passes the check, instead of a raw "No such file" from the next write.
+/// passes the check, instead of a raw "No such file" from the next write. True when it was
+/// gone.
 pub(crate) fn remake_state_dir(
     state_dir: &StateDir,
     teller: &Teller<'_>,
     when: &str,
-) -> Result<()> {
-    if state_dir.remake()? {
+) -> Result<bool> {
+    let remade = state_dir.remake()?;
+    if remade {
         teller.emit(RunEvent::Told(Told::StateDirRemade {
             dir: state_dir.dir().display().to_string(),
             when: when.to_string(),
         }));
     }
-    Ok(())
+    Ok(remade)
 }
 
 /// What the runner tells the run as a stage goes, for the run to record where `kern status`,

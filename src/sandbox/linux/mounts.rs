@@ -187,6 +187,12 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                 }
             }
             MountOp::HideDir { .. } => {
+                // Gone since the plan (a tmp cleaner took the state root): nothing is there
+                // to hide, and kern makes what it needs inside again.
+                if matches!(std::fs::symlink_metadata(target), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+                {
+                    continue;
+                }
                 mount(
                     Some("tmpfs"),
                     target,
