@@ -148,25 +148,12 @@ pub(super) async fn run_once(
     };
     // No try runs past the night's deadline.
     let limits = crate::pipeline::clock::clip(&settings.limits, settings.deadline.as_ref());
-    let mut finished = supervisor::run(
-        &invocation,
-        &limits,
-        &files,
-        ctx.interrupt,
-        &mut on_spawn,
-        &mut on_line,
-    )
-    .await;
-    // A tmp cleaner took the state folder as the fence was being built (the fence binds it):
-    // kern makes it again and builds the fence once more, as it goes on after a stage.
-    if matches!(finished, Err(SpawnError::Fence(..)))
-        && super::runner::remake_state_dir(
-            state_dir,
-            ctx.teller,
-            &format!("during the {stage} stage"),
-        )?
-    {
-        finished = supervisor::run(
+    // A tmp cleaner that took the state folder as the fence was being built (the fence binds
+    // it): kern makes the folder again and builds the fence once more, as it goes on after a
+    // stage.
+    let mut remade = false;
+    let finished = loop {
+        let finished = supervisor::run(
             &invocation,
             &limits,
             &files,
@@ -175,7 +162,19 @@ pub(super) async fn run_once(
             &mut on_line,
         )
         .await;
-    }
+        if !remade
+            && matches!(finished, Err(SpawnError::Fence(..)))
+            && super::runner::remake_state_dir(
+                state_dir,
+                ctx.teller,
+                &format!("during the {stage} stage"),
+            )?
+        {
+            remade = true;
+            continue;
+        }
+        break finished;
+    };
     match &finished {
         Ok(f) => tracing::debug!(
             stage = stage.name(),
