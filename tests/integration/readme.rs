@@ -758,27 +758,39 @@ fn the_spec_example_is_valid() {
     );
 }
 
+/// The rows of the options table under `heading` in `text` (`| \`--flag\` | … |`): each row's
+/// cells, trimmed, and its long option.
+fn option_rows<'t>(text: &'t str, heading: &str) -> Vec<(Vec<&'t str>, &'t str)> {
+    let table = text
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `{heading}` section"))
+        .split("\n## ")
+        .next()
+        .unwrap_or_default();
+    table
+        .lines()
+        .filter(|l| l.starts_with("| `-"))
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let long = cells[1]
+                .trim_matches('`')
+                .split([',', ' '])
+                .find(|w| w.starts_with("--"))
+                .unwrap_or_else(|| panic!("no long option in `{row}`"));
+            (cells, long)
+        })
+        .collect()
+}
+
 #[test]
 fn every_option_in_the_table_exists_with_its_variable_and_default() {
     let dir = tempfile::tempdir().unwrap();
     let ran = kern_in(dir.path()).args(["--help"]).expect(0);
     let help = ran.utf8_stdout();
-    let table = README
-        .split("## Options")
-        .nth(1)
-        .unwrap()
-        .split("\n## ")
-        .next()
-        .unwrap();
     let mut seen = 0;
-    for row in table.lines().filter(|l| l.starts_with("| `-")) {
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        let (option, variable, default) = (cells[1], cells[2], cells[3]);
-        let long = option
-            .trim_matches('`')
-            .split([',', ' '])
-            .find(|w| w.starts_with("--"))
-            .unwrap_or_else(|| panic!("no long option in `{row}`"));
+    for (cells, long) in option_rows(&README, "## Options") {
+        let (variable, default) = (cells[2], cells[3]);
         assert!(help.contains(long), "`{long}` is not in `kern --help`");
         let variable = variable.trim_matches('`');
         if !variable.is_empty() {
@@ -806,22 +818,9 @@ fn every_option_of_kern_import_github_in_its_table_exists_with_its_default() {
     let dir = tempfile::tempdir().unwrap();
     let ran = kern_in(dir.path()).args(["import", "--help"]).expect(0);
     let help = ran.utf8_stdout();
-    let table = README
-        .split("## Options of `kern import github`")
-        .nth(1)
-        .unwrap()
-        .split("\n## ")
-        .next()
-        .unwrap();
     let mut seen = 0;
-    for row in table.lines().filter(|l| l.starts_with("| `-")) {
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        let (option, default) = (cells[1], cells[2].trim_matches('`'));
-        let long = option
-            .trim_matches('`')
-            .split([',', ' '])
-            .find(|w| w.starts_with("--"))
-            .unwrap_or_else(|| panic!("no long option in `{row}`"));
+    for (cells, long) in option_rows(&README, "## Options of `kern import github`") {
+        let default = cells[2].trim_matches('`');
         let block = help
             .split(&format!("{long} "))
             .nth(1)
