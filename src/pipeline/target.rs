@@ -73,3 +73,40 @@ impl Target {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(title: &str) -> TaskIdentity {
+        TaskIdentity {
+            path: vec![title.to_string()],
+            occurrence: 0,
+        }
+    }
+
+    #[test]
+    fn only_the_runs_own_branch_is_a_branch_and_only_a_task_target_names_a_task() {
+        let mut own = Target::Branch(BranchTarget::default());
+        assert_eq!(own.task(), None);
+        assert_eq!(own.review_branch(), None);
+        assert!(own.remote().is_none() && own.remote_mut().is_none());
+        assert!(
+            own.branch()
+                .is_some_and(|b| !b.detached && b.last_commit.is_none())
+        );
+
+        let mut job = Target::Job(task("Alpha"));
+        assert_eq!(job.task(), Some(&task("Alpha")));
+        assert_eq!(job.review_branch(), None);
+        assert!(job.branch().is_none() && job.remote().is_none());
+
+        let mut review = Target::Review {
+            task: task("Beta"),
+            branch: "kern/beta".to_string(),
+        };
+        assert_eq!(review.task(), Some(&task("Beta")));
+        assert_eq!(review.review_branch(), Some("kern/beta"));
+        assert!(review.branch().is_none() && review.remote_mut().is_none());
+    }
+}
