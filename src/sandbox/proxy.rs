@@ -67,24 +67,12 @@ impl Proxy {
     pub(crate) fn on_socket(path: &Path, rules: Vec<HostRule>) -> std::io::Result<Proxy> {
         let listener = std::os::unix::net::UnixListener::bind(path)?;
         let (stop, denied) = shared(&rules);
-        let thread = {
-            let (stop, denied) = (stop.clone(), denied.clone());
-            let rules = Arc::new(rules);
-            std::thread::spawn(move || {
-                for conn in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let (rules, denied) = (rules.clone(), denied.clone());
-                    std::thread::spawn(move || {
-                        if let Ok(writer) = conn.try_clone() {
-                            serve(BufReader::new(conn), writer, &rules, &denied, true);
-                        }
-                    });
-                }
-            })
-        };
+        let thread = accept_each(
+            move || listener.accept().map(|(conn, _)| conn),
+            std::os::unix::net::UnixStream::try_clone,
+            (rules, &stop, &denied),
+            true,
+        );
         Ok(Proxy {
             stop,
             denied,
@@ -100,24 +88,12 @@ impl Proxy {
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
         let addr = listener.local_addr()?;
         let (stop, denied) = shared(&rules);
-        let thread = {
-            let (stop, denied) = (stop.clone(), denied.clone());
-            let rules = Arc::new(rules);
-            std::thread::spawn(move || {
-                for conn in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let (rules, denied) = (rules.clone(), denied.clone());
-                    std::thread::spawn(move || {
-                        if let Ok(writer) = conn.try_clone() {
-                            serve(BufReader::new(conn), writer, &rules, &denied, false);
-                        }
-                    });
-                }
-            })
-        };
+        let thread = accept_each(
+            move || listener.accept().map(|(conn, _)| conn),
+            std::net::TcpStream::try_clone,
+            (rules, &stop, &denied),
+            false,
+        );
         Ok((
             Proxy {
                 stop,
@@ -160,6 +136,37 @@ impl Drop for Proxy {
             self.shut();
         }
     }
+}
+
+/// Accepts connections from `accept` until `stop` is set, each served on a thread of its own
+/// (`framed`: the fence's own socket, whose first line names the destination).
+fn accept_each<S, A>(
+    mut accept: A,
+    split: fn(&S) -> std::io::Result<S>,
+    (rules, stop, denied): (Vec<HostRule>, &Arc<AtomicBool>, &Arc<Mutex<FenceReport>>),
+    framed: bool,
+) -> std::thread::JoinHandle<()>
+where
+    S: Read + Write + Shut + Send + 'static,
+    A: FnMut() -> std::io::Result<S> + Send + 'static,
+{
+    let (stop, denied) = (stop.clone(), denied.clone());
+    let rules = Arc::new(rules);
+    std::thread::spawn(move || {
+        loop {
+            let conn = accept();
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let Ok(conn) = conn else { continue };
+            let (rules, denied) = (rules.clone(), denied.clone());
+            std::thread::spawn(move || {
+                if let Ok(writer) = split(&conn) {
+                    serve(BufReader::new(conn), writer, &rules, &denied, framed);
+                }
+            });
+        }
+    })
 }
 
 fn shared(rules: &[HostRule]) -> (Arc<AtomicBool>, Arc<Mutex<FenceReport>>) {
@@ -469,7 +476,8 @@ impl Shut for std::os::unix::net::UnixStream {
     }
 }
 
-fn copy(from: &mut dyn Read, to: &mut dyn Write) -> std::io::Result<u64> {
+/// Copies until end of input, each chunk flushed; an error ends it like an end.
+pub(crate) fn copy(from: &mut dyn Read, to: &mut dyn Write) -> std::io::Result<u64> {
     let mut buf = [0u8; 16 * 1024];
     let mut total = 0u64;
     loop {

@@ -93,7 +93,7 @@ pub(crate) const SYSTEM_TEMP: &[&str] = &["/tmp", "/var/tmp"];
 
 /// Sockets and folders of the person's session in the temporary folders that would give a
 /// process their terminal, their keys or their screen: tmux's and screen's servers, ssh
-/// agents, X11. Matched by name prefix (`tmux-0`, `ssh-XXXX`), hidden.
+/// agents, X11. Matched by name prefix (`tmux-0`, `ssh-` and the random letters ssh-agent adds), hidden.
 pub(crate) const TEMP_SESSIONS: &[&str] = &[
     "/tmp/tmux-",
     "/tmp/ssh-",

@@ -8,7 +8,7 @@
 //! so kern's proxy applies the allow list to each. A connection to any other address inside is
 //! refused at once (nothing listens; no route leaves).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -98,27 +98,11 @@ fn carry(inside: TcpStream, socket: &PathBuf, header: &str) {
         return;
     };
     let up = std::thread::spawn(move || {
-        let _ = pump(&mut inside_r, &mut outside_w);
+        let _ = crate::sandbox::proxy::copy(&mut inside_r, &mut outside_w);
         let _ = outside_w.shutdown(Shutdown::Write);
     });
     let mut inside_w = inside;
-    let _ = pump(&mut outside, &mut inside_w);
+    let _ = crate::sandbox::proxy::copy(&mut outside, &mut inside_w);
     let _ = inside_w.shutdown(Shutdown::Write);
     let _ = up.join();
-}
-
-/// Copies until end of input; an error ends it like an end.
-pub(crate) fn pump(from: &mut dyn Read, to: &mut dyn Write) -> std::io::Result<u64> {
-    let mut buf = [0u8; 16 * 1024];
-    let mut total = 0u64;
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        to.write_all(&buf[..n])?;
-        total += n as u64;
-    }
 }
