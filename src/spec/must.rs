@@ -96,7 +96,7 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
             let Some((path, pattern)) = rest.split_once(char::is_whitespace) else {
                 return Err(need("a path and a pattern"));
             };
-            let pattern = pattern.trim();
+            let pattern = unquoted(pattern.trim());
             super::grep::compile(pattern)
                 .map_err(|e| format!("`{line}`: the pattern does not compile: {e}"))?;
             Ok(MustHave::Grep {
@@ -115,16 +115,28 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
     }
 }
 
-/// The pattern of a `grep`/`grep!` must-have without the quotes around it, when it is wholly
-/// in one pair of `"` or `'` (as a shell would want it, and kern does not strip).
-pub(crate) fn quoted_pattern(must: &MustHave) -> Option<String> {
-    let MustHave::Grep { pattern, .. } = must else {
-        return None;
+/// A pattern wholly in one pair of `"` or `'` without them, as a shell reads a grep
+/// pattern (`grep hello.txt "^hello$"` means `^hello$`); any other pattern as written
+/// (`grep x.json "name": 1` keeps its quotes).
+fn unquoted(pattern: &str) -> &str {
+    ['"', '\'']
+        .into_iter()
+        .find_map(|q| {
+            let inner = pattern.strip_prefix(q)?.strip_suffix(q)?;
+            (!inner.is_empty() && !inner.contains(q)).then_some(inner)
+        })
+        .unwrap_or(pattern)
+}
+
+/// True when a grep must-have's path reads like grep's own first argument, the pattern
+/// (`grep "^x=1$" config.txt`): kern's order is `grep <path> <regex>`.
+pub(crate) fn path_looks_like_a_pattern(must: &MustHave) -> bool {
+    let MustHave::Grep { path, .. } = must else {
+        return false;
     };
-    ['"', '\''].into_iter().find_map(|q| {
-        let inner = pattern.strip_prefix(q)?.strip_suffix(q)?;
-        (!inner.is_empty() && !inner.contains(q)).then(|| inner.to_string())
-    })
+    path.starts_with(['"', '\'', '^'])
+        || path.ends_with('$')
+        || path.contains(['*', '[', '\\', '|', '('])
 }
 
 /// What a `> **Tests:**` note says.
@@ -237,6 +249,30 @@ pub(crate) fn scope_patterns(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grep_pattern_wholly_in_quotes_is_read_as_a_shell_reads_it() {
+        let pattern = |line: &str| match parse(line).remove(0) {
+            Ok(MustHave::Grep { pattern, .. }) => pattern,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(pattern("grep hello.txt \"^hello$\""), "^hello$");
+        assert_eq!(pattern("grep! hello.txt '^bye'"), "^bye");
+        assert_eq!(pattern("grep x.json '\"name\"'"), "\"name\"");
+        assert_eq!(pattern("grep x.json \"name\": 1"), "\"name\": 1");
+        assert_eq!(pattern("grep a.txt \"\""), "\"\"");
+        assert_eq!(pattern("grep a.txt hello world"), "hello world");
+    }
+
+    #[test]
+    fn a_path_that_reads_like_a_pattern_is_greps_own_order() {
+        let looks = |line: &str| path_looks_like_a_pattern(parse(line)[0].as_ref().unwrap());
+        assert!(looks("grep \"^x=1$\" config.txt"));
+        assert!(looks("grep ^x=1$ config.txt"));
+        assert!(looks("grep 'fn main' src/main.rs"));
+        assert!(!looks("grep config.txt ^x=1$"));
+        assert!(!looks("grep src/a-b_c.rs x"));
+    }
 
     #[test]
     fn must_lines_parse_or_say_what_to_write() {

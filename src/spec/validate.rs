@@ -43,21 +43,20 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
                         message: format!("a Must note of task {}: {problem}", Quoted(&t.title)),
                         fix: "one must-have a line: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>".to_string(),
                     }),
-                    // A pattern in quotes, as a shell would want it: kern matches the quotes
-                    // too, and a `grep!` of it holds for nothing.
+                    // grep's own order, pattern first: kern would look for a file named
+                    // like the pattern, and the must-have fail on honest work.
                     Ok(must @ super::must::MustHave::Grep { .. })
-                        if super::must::quoted_pattern(&must).is_some() =>
+                        if super::must::path_looks_like_a_pattern(&must) =>
                     {
-                        let bare = super::must::quoted_pattern(&must).unwrap_or_default();
                         out.push(Diagnostic {
                             severity: Severity::Warning,
                             line: note.line,
                             column: 1,
                             message: format!(
-                                "a Must note of task {}: the pattern of `{must}` is in quotes, and kern matches them as written (the rest of the line is the pattern, no shell reads it)",
+                                "a Must note of task {}: `{must}` names its file second, as grep is written; kern reads the word after `grep` as the file",
                                 Quoted(&t.title)
                             ),
-                            fix: format!("drop the quotes to match `{bare}`"),
+                            fix: "write the file first: `grep <path> <regex>`".to_string(),
                         });
                     }
                     Ok(_) => {}
@@ -212,10 +211,15 @@ mod tests {
             ),
             ("code block is not checked", "```\n- [-] x\n```\n", &[]),
             (
-                "a grep pattern in quotes",
+                "a grep pattern in quotes is read as a shell reads it: no warning",
                 "- [ ] a\n  > **Must:**\n  >\n  > - grep! x.txt \"hello world\"\n  > - grep x.json \"name\": 1\n",
+                &[],
+            ),
+            (
+                "grep's own order, the pattern first",
+                "- [ ] a\n  > **Must:**\n  >\n  > - grep \"^x=1$\" config.txt\n",
                 &[
-                    "SPEC.md:2:1: warning: a Must note of task `a`: the pattern of `grep! x.txt \"hello world\"` is in quotes, and kern matches them as written (the rest of the line is the pattern, no shell reads it) — drop the quotes to match `hello world`",
+                    "SPEC.md:2:1: warning: a Must note of task `a`: `grep \"^x=1$\" config.txt` names its file second, as grep is written; kern reads the word after `grep` as the file — write the file first: `grep <path> <regex>`",
                 ],
             ),
             (

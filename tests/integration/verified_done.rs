@@ -360,3 +360,32 @@ fn a_grep_must_have_anchors_its_pattern_at_each_line_as_grep_does() {
     );
     assert_eq!(p.log()[0], "Greet");
 }
+
+#[test]
+fn a_grep_must_have_written_as_a_shell_writes_grep_holds_on_honest_work() {
+    // The way people type grep: the pattern in quotes. Matched with its quotes, the must-have
+    // failed on a file that holds the line, attempt after attempt.
+    let p = Project::new(
+        "- [ ] Greet\n  > **Must:**\n  >\n  > - grep greeting.txt \"^greeting=hello$\"\n  > - grep! greeting.txt '^bye'\n",
+    );
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"greeting.txt": "greeting=hello\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Greet"}}
+    }}));
+    let err = p.run(&["1", "0", "--max-attempts", "1"]).expect(0).stderr;
+    assert!(
+        err.contains(
+            "must: ✓ grep greeting.txt ^greeting=hello$: `greeting.txt:1` holds `greeting=hello`"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("in quotes"), "{err}");
+    assert_eq!(p.log()[0], "Greet");
+    // grep's own order, pattern first, is named before any agent runs.
+    let p = Project::new("- [ ] Greet\n  > **Must:**\n  >\n  > - grep \"^x=1$\" config.txt\n");
+    let err = p.run(&["-n"]).expect(0).stderr;
+    assert!(
+        err.contains("SPEC.md:2:1: warning: a Must note of task `Greet`: `grep \"^x=1$\" config.txt` names its file second"),
+        "{err}"
+    );
+}
