@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::support::project::{Project, texts};
-use crate::support::wait_for_file;
+use crate::support::{remove_tree_under_a_writer, wait_for_file};
 
 /// `nobody`'s uid on Linux.
 const NOBODY: u32 = 65534;
@@ -406,7 +406,7 @@ fn a_state_folder_removed_during_a_stage_is_made_again_and_the_run_goes_on() {
             "root" => p.state_root(),
             _ => p.state_dir(),
         };
-        std::fs::remove_dir_all(&gone).unwrap();
+        remove_tree_under_a_writer(&gone);
         std::fs::write(&go, "").unwrap();
         let out = child.wait_with_output().unwrap();
         let err = texts(&out).1;

@@ -176,6 +176,32 @@ pub(crate) fn codex_home() -> tempfile::TempDir {
 }
 
 /// Waits (up to a minute, a bound against a broken build only) for `path` to exist.
+/// Removes a folder as a tmp cleaner does, while a running kern may still write into it:
+/// a file made between the walk and the last `rmdir` is `DirectoryNotEmpty` (one renamed away,
+/// `NotFound`), and the cleaner walks again. Any other error, or a folder that will not go within a minute, fails the test.
+pub(crate) fn remove_tree_under_a_writer(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match std::fs::remove_dir_all(path) {
+            Ok(()) => return,
+            Err(_) if !path.exists() => return,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::NotFound
+                ) =>
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "{} could not be removed: {e}",
+                    path.display()
+                );
+            }
+            Err(e) => panic!("removing {}: {e}", path.display()),
+        }
+    }
+}
+
 pub(crate) fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
