@@ -81,7 +81,7 @@ pub(super) struct Findings {
 impl Run<'_> {
     /// Takes what the audit of `stage` compares against, right before its agent starts.
     pub(super) fn before_stage(&self, stage: Stage) -> Result<Before> {
-        before(self.ws, &self.spec, stage)
+        before(self.cx.ws, &self.spec, stage)
     }
 
     /// Audits `stage` of task `it` against `before` (see the module docs), the lock's phase
@@ -95,13 +95,13 @@ impl Run<'_> {
         // A kill while refs or the index are rewritten must let the next run clean up.
         self.lock.set_phase(crate::state::lock::Phase::Writing)?;
         let keep = self.untouchable(it);
-        audit(self.ws, &self.spec, &keep, stage, before, &it.title)
+        audit(self.cx.ws, &self.spec, &keep, stage, before, &it.title)
     }
 
     /// Paths no audit, revert or set-aside may touch: kern's own files, the person's
     /// `--allow-dirty` paths, and files kern left out of its commits.
     pub(super) fn untouchable(&self, it: &TaskRun) -> Vec<PathBuf> {
-        let mut keep = self.ws.own_files();
+        let mut keep = self.cx.ws.own_files();
         keep.extend(it.start.excluded.iter().cloned());
         keep.extend(self.left_out.paths.iter().cloned());
         keep
@@ -109,17 +109,17 @@ impl Run<'_> {
 
     /// The paths that differ from HEAD in the work tree, except the untouchable ones.
     pub(super) fn changed_paths(&self, it: &TaskRun) -> Result<Vec<PathBuf>> {
-        changed_paths(&self.ws.repo, &self.untouchable(it))
+        changed_paths(&self.cx.ws.repo, &self.untouchable(it))
     }
 
     /// Sets `paths` aside under `git_ref` and puts them back to HEAD ([`put_aside`]).
     pub(super) fn put_aside(&self, git_ref: &str, paths: &[PathBuf], message: &str) -> Result<()> {
-        put_aside(self.ws, &self.spec, git_ref, paths, message)
+        put_aside(self.cx.ws, &self.spec, git_ref, paths, message)
     }
 
     /// The next free ref name `<prefix><n>` (n from 1).
     pub(super) fn next_ref(&self, prefix: &str) -> Result<String> {
-        next_ref(&self.ws.repo, prefix)
+        next_ref(&self.cx.ws.repo, prefix)
     }
 }
 

@@ -108,7 +108,7 @@ impl Run<'_> {
             .start
             .check
             .clone()
-            .or_else(|| self.settings.check.clone())
+            .or_else(|| self.cx.settings.check.clone())
         else {
             return Ok(None);
         };
@@ -119,10 +119,10 @@ impl Run<'_> {
         let fence = self.checks_fence();
         let (result, denied) = run(
             &command,
-            self.ws.repo.top(),
-            self.settings.check_timeout,
-            &self.ws.state_dir.check_log(),
-            self.interrupt,
+            self.cx.ws.repo.top(),
+            self.cx.settings.check_timeout,
+            &self.cx.ws.state_dir.check_log(),
+            self.cx.interrupt,
             fence,
         )
         .await?;
@@ -130,7 +130,7 @@ impl Run<'_> {
         it.heard_denied(said);
         self.spec.next_step();
         crate::pipeline::stage::runner::remake_state_dir(
-            &self.ws.state_dir,
+            &self.cx.ws.state_dir,
             &self.teller,
             "during the check",
         )?;
@@ -144,7 +144,7 @@ impl Run<'_> {
             },
         });
         let attempts = self.attempts(it)?;
-        match decide::after_check(result, &attempts, self.settings.max_attempts) {
+        match decide::after_check(result, &attempts, self.cx.settings.max_attempts) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(()) => Ok(None),
         }

@@ -130,6 +130,7 @@ impl Run<'_> {
             }
             self.ledger.beat.moved(Moved::Waiting { until }, None);
             if self
+                .cx
                 .interrupt
                 .sleep_or_interrupt((end - now).min(BEAT_EVERY))
                 .await
@@ -141,11 +142,11 @@ impl Run<'_> {
 
     /// `Err(DeadlineReached)` when `stage` could not finish before the night's deadline.
     pub(super) fn check_deadline(&self, stage: Stage) -> Result<()> {
-        let Some(deadline) = &self.settings.deadline else {
+        let Some(deadline) = &self.cx.settings.deadline else {
             return Ok(());
         };
         let need = need(
-            self.settings.limits.stage_timeout,
+            self.cx.settings.limits.stage_timeout,
             self.ledger.median_ms(stage),
         );
         match refused(stage, Timestamp::now(), deadline, &need) {
@@ -157,7 +158,7 @@ impl Run<'_> {
     /// `Err(DeadlineReached)` when a pause of `delay` would end after the deadline: the run
     /// ends now instead.
     pub(super) fn check_pause(&self, delay: Duration) -> Result<()> {
-        match &self.settings.deadline {
+        match &self.cx.settings.deadline {
             Some(deadline) if after(Timestamp::now(), delay) >= deadline.at => {
                 Err(Error::DeadlineReached {
                     at: deadline.at,

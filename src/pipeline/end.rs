@@ -57,7 +57,7 @@ impl Run<'_> {
         };
         for event in ended(decision.outcome, &told) {
             if let RunEvent::Blocked { .. } = &event {
-                journal::remove(&self.ws.state_dir.task_start());
+                journal::remove(&self.cx.ws.state_dir.task_start());
             }
             self.teller.emit(event);
         }
@@ -82,7 +82,7 @@ impl Run<'_> {
             how,
             saved,
         }));
-        journal::remove(&self.ws.state_dir.task_start());
+        journal::remove(&self.cx.ws.state_dir.task_start());
         Ok(IterationEnd::Progressed)
     }
 

@@ -186,8 +186,8 @@ pub(crate) fn fence_hooks(settings: &Settings, ws: &crate::workspace::Workspace)
 impl crate::pipeline::Run<'_> {
     /// The fence of the check and `run` must-haves in the run's work tree.
     pub(super) fn checks_fence(&self) -> Option<Fence> {
-        let place = Place::of(self.ws.repo.top(), &self.ws.state_dir.dir());
-        for_checks(self.settings, &place, Who::Check)
+        let place = Place::of(self.cx.ws.repo.top(), &self.cx.ws.state_dir.dir());
+        for_checks(self.cx.settings, &place, Who::Check)
     }
 
     /// Records what a fence denied `by` (a stage's name, `check`, …) in `task`: a `Denied`
@@ -202,7 +202,7 @@ impl crate::pipeline::Run<'_> {
         let Some(report) = report.filter(|r| r.total() > 0) else {
             return Vec::new();
         };
-        let home = self.settings.sandbox.home.clone();
+        let home = self.cx.settings.sandbox.home.clone();
         let said = report
             .denied
             .iter()
@@ -219,7 +219,7 @@ impl crate::pipeline::Run<'_> {
 
     /// Records what the fence denied the commit's hooks since the last call, in `task`.
     pub(super) fn hooks_denied(&mut self, task: &str) {
-        let denied = self.ws.repo.take_hook_denied();
+        let denied = self.cx.ws.repo.take_hook_denied();
         self.fence_denied(Some(task), "hook", denied.as_ref());
     }
 }

@@ -15,10 +15,10 @@ impl Run<'_> {
     pub(super) fn finish(mut self, result: Result<()>) -> Result<()> {
         // Whatever failed first (a read of HEAD, a status), the cause is the lost repository.
         let result = match result {
-            Err(e) if !matches!(e, Error::Interrupted { .. }) && self.ws.repo.is_gone() => {
+            Err(e) if !matches!(e, Error::Interrupted { .. }) && self.cx.ws.repo.is_gone() => {
                 Err(Error::RepositoryGone {
-                    git_dir: self.ws.repo.git_dir(),
-                    state_dir: self.ws.state_dir.dir(),
+                    git_dir: self.cx.ws.repo.git_dir(),
+                    state_dir: self.cx.ws.state_dir.dir(),
                 })
             }
             // Tasks still in their stage when the budget was found spent finished it: the end
@@ -48,6 +48,7 @@ impl Run<'_> {
             }
             if detached && !books.summary.committed.is_empty() {
                 let head = self
+                    .cx
                     .ws
                     .repo
                     .head_oid()
@@ -65,9 +66,9 @@ impl Run<'_> {
                     "{blocked} task{} blocked [!] — read the Blocked note{} in {}, fix, and set the task back to [ ]",
                     if blocked == 1 { " is" } else { "s are" },
                     if blocked == 1 { "" } else { "s" },
-                    self.ws.spec_display
+                    self.cx.ws.spec_display
                 )))
-            } else if last_failed && spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some() {
+            } else if last_failed && spec::select_with(&doc, &self.cx.ws.select_options(self.cx.settings, &doc)).is_some() {
                 Err(Error::Unfinished("the last task failed; its Attempt note says why — run kern again to retry".into()))
             } else {
                 Ok(())

@@ -62,24 +62,25 @@ impl Run<'_> {
     /// stage files are cleared (the decision is made), and the run stops with exit 2.
     pub(super) fn task_now(&mut self, it: &TaskRun, pending: &[Edit]) -> Result<TaskNow> {
         let doc = self.spec.reload()?;
-        if let Err(Error::SpecInvalid { report }) = self.ws.validate(&doc) {
+        if let Err(Error::SpecInvalid { report }) = self.cx.ws.validate(&doc) {
             if !pending.is_empty() {
                 journal::save(
-                    &self.ws.state_dir.pending_edits(),
+                    &self.cx.ws.state_dir.pending_edits(),
                     &PendingEdits {
                         identity: it.identity.clone(),
                         title: it.title.clone(),
                         edits: pending.to_vec(),
                     },
                 )?;
-                self.ws
+                self.cx
+                    .ws
                     .state_dir
                     .clear_iteration_files(self.teller.run_id())?;
             }
             return Err(Error::SpecInvalid {
                 report: format!(
                     "{report}\n{} no longer validates (edited during the run) — kern kept it exactly as it is{}; fix it and run kern again",
-                    self.ws.spec_display,
+                    self.cx.ws.spec_display,
                     if pending.is_empty() {
                         String::new()
                     } else {
@@ -135,16 +136,16 @@ impl Run<'_> {
 
     /// Applies kern's edits that the person's file could not take in an earlier run.
     pub(super) fn apply_pending_edits(&mut self) -> Result<()> {
-        let path = self.ws.state_dir.pending_edits();
+        let path = self.cx.ws.state_dir.pending_edits();
         let Some(pending) = journal::load::<PendingEdits>(&path) else {
             return Ok(());
         };
         let doc = self.spec.reload()?;
-        self.ws.validate(&doc).map_err(|e| match e {
+        self.cx.ws.validate(&doc).map_err(|e| match e {
             Error::SpecInvalid { report } => Error::SpecInvalid {
                 report: format!(
                     "{report}\n{} still does not validate — kern keeps its edit of {} until it does; fix the file and run kern again",
-                    self.ws.spec_display, Quoted(&pending.title)
+                    self.cx.ws.spec_display, Quoted(&pending.title)
                 ),
             },
             other => other,
@@ -155,7 +156,7 @@ impl Run<'_> {
         }
         self.teller.emit(RunEvent::Told(Told::WaitingEdit {
             task: pending.title.clone(),
-            spec: self.ws.spec_display.clone(),
+            spec: self.cx.ws.spec_display.clone(),
             applied,
         }));
         journal::remove(&path);

@@ -59,12 +59,12 @@ impl Run<'_> {
         self.finish_pending_commit()?;
         self.apply_pending_edits()?;
         let doc = self.spec.reload()?;
-        let lines = self.ws.validate(&doc)?;
+        let lines = self.cx.ws.validate(&doc)?;
         if !lines.is_empty() {
             self.teller
                 .emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
-        let options = self.ws.select_options(self.settings, &doc);
+        let options = self.cx.ws.select_options(self.cx.settings, &doc);
         let selection = match self.target.task() {
             None => spec::select_with(&doc, &options),
             // A parallel task's run takes its own task, when that is still workable.
@@ -73,7 +73,7 @@ impl Run<'_> {
             }),
         };
         let Some(selection) = selection else {
-            journal::remove(&self.ws.state_dir.task_start());
+            journal::remove(&self.cx.ws.state_dir.task_start());
             if self.target.task().is_some() {
                 return Ok(IterationEnd::NothingLeft);
             }
@@ -81,7 +81,7 @@ impl Run<'_> {
             if !unlisted.is_empty() {
                 let lines: Vec<String> = unlisted
                     .iter()
-                    .map(|d| d.render(&self.ws.spec_display))
+                    .map(|d| d.render(&self.cx.ws.spec_display))
                     .collect();
                 self.teller.emit(RunEvent::Told(Told::Unlisted { lines }));
             }
@@ -89,7 +89,7 @@ impl Run<'_> {
         };
         let task = &doc.tasks()[selection.task];
         let identity = doc.identity(selection.task);
-        let files = StageFiles::read(&self.ws.state_dir, &identity);
+        let files = StageFiles::read(&self.cx.ws.state_dir, &identity);
         for (path, title) in &files.stale {
             self.teller.emit(RunEvent::Told(Told::StaleStageFile {
                 file: path
@@ -113,7 +113,7 @@ impl Run<'_> {
         });
         self.teller.emit(RunEvent::Told(Told::TaskSelected {
             task: task.title.clone(),
-            spec: self.ws.spec_display.clone(),
+            spec: self.cx.ws.spec_display.clone(),
             line: task.line,
             why: selection.reason.to_string(),
             next: point.name().to_string(),
@@ -126,12 +126,12 @@ impl Run<'_> {
             self.task_start(&doc, selection.task)?,
         );
         it.issue = issue;
-        let top = self.ws.repo.top().to_path_buf();
+        let top = self.cx.ws.repo.top().to_path_buf();
         it.level = super::discovery::level(
             &doc,
             selection.task,
             &|p| top.join(p).exists(),
-            self.settings.level,
+            self.cx.settings.level,
         );
         self.teller.emit(RunEvent::Level {
             task: it.title.clone(),
@@ -235,12 +235,12 @@ impl Run<'_> {
                 let refused = self
                     .target
                     .task()
-                    .and_then(|_| journal::load(&self.ws.state_dir.refused_message()));
+                    .and_then(|_| journal::load(&self.cx.ws.state_dir.refused_message()));
                 let run = self
                     .stage_with::<ReviewReport>(it, Some(&implement), refused.as_ref())
                     .await?;
                 let attempts = self.attempts(it)?;
-                match decide::after_review(run.outcome, &attempts, self.settings.max_attempts) {
+                match decide::after_review(run.outcome, &attempts, self.cx.settings.max_attempts) {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
                 }
@@ -267,10 +267,11 @@ impl Run<'_> {
         let changed = success && {
             let keep = self.untouchable(it);
             let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
-            self.ws.repo.changed_since(it.start.base_oid(), &keep)?
+            self.cx.ws.repo.changed_since(it.start.base_oid(), &keep)?
         };
         let attempts = self.attempts(it)?;
-        let next = decide::after_implement(outcome, changed, &attempts, self.settings.max_attempts);
+        let next =
+            decide::after_implement(outcome, changed, &attempts, self.cx.settings.max_attempts);
         if let Next::Go(report) = &next {
             it.approach = Some(report.summary.clone());
         }
@@ -295,7 +296,7 @@ impl Run<'_> {
                 }
             })
             .unwrap_or_default();
-        match decide::after_research(outcome, &attempts, self.settings.max_attempts, persons) {
+        match decide::after_research(outcome, &attempts, self.cx.settings.max_attempts, persons) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(edits) => match self.task_now(it, &edits)? {
                 TaskNow::Ours(ticket) => {
@@ -309,11 +310,13 @@ impl Run<'_> {
                         let doc = self.spec.reload()?;
                         if let Some(t) = doc.find(&it.identity) {
                             let task = &doc.tasks()[t];
-                            it.start.must =
-                                super::verify::held_at_start(self.ws.repo.top(), &task.must_text());
+                            it.start.must = super::verify::held_at_start(
+                                self.cx.ws.repo.top(),
+                                &task.must_text(),
+                            );
                             it.start.scope = task.scope();
                             crate::state::journal::save(
-                                &self.ws.state_dir.task_start(),
+                                &self.cx.ws.state_dir.task_start(),
                                 &it.start,
                             )?;
                         }

@@ -14,7 +14,8 @@
 //! `error_research` (what the next attempt is told after a failure, and when a task's
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
-//! a dead run). What every task of a run shares: `shared` (SPEC.md) and `ledger` (what the run
+//! a dead run). What every task of a run shares: `cx` (what it reads and never changes: the
+//! settings, the workspace, the reporter, the interrupt), `shared` (SPEC.md) and `ledger` (what the run
 //! counts, with the heartbeat every task tells), `clock` (the run's pauses, told to the
 //! heartbeat), `pace` (the usage windows each stage used and `--pace`'s pure gate) and `pacing`
 //! (the gate asked before each stage and after each task: pauses, hand-overs, the end). Where
@@ -43,6 +44,7 @@ mod audit;
 pub(crate) mod check;
 pub(crate) mod clock;
 mod commit;
+mod cx;
 mod decide;
 pub(crate) mod discovery;
 mod end;
@@ -82,6 +84,7 @@ use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
+pub(crate) use cx::Cx;
 use ledger::Ledger;
 use shared::SharedSpec;
 use teller::Teller;
@@ -92,10 +95,8 @@ pub(crate) const MAX_IDLE_ITERATIONS: u32 = 3;
 
 /// A run in progress: what it was given, what it holds, and where its work goes.
 pub(crate) struct Run<'a> {
-    settings: &'a Settings,
-    ws: &'a Workspace,
-    reporter: &'a Reporter,
-    interrupt: &'a Interrupt,
+    /// What the run reads and never changes.
+    cx: Cx<'a>,
     lock: RunLock,
     /// The one door for telling what happens.
     teller: Teller<'a>,
@@ -318,10 +319,12 @@ async fn run_locked<'a>(
         None => None,
     };
     let mut run = Run {
-        settings,
-        ws,
-        reporter,
-        interrupt,
+        cx: Cx {
+            settings,
+            ws,
+            reporter,
+            interrupt,
+        },
         lock,
         teller,
         spec: SharedSpec::new(spec),
@@ -368,15 +371,16 @@ async fn run_locked<'a>(
 
 impl Run<'_> {
     async fn iterations(&mut self) -> Result<()> {
-        let total = self.settings.iterations;
+        let total = self.cx.settings.iterations;
         let mut idle = 0u32;
         for index in 1..=total {
-            if let Some(signal) = self.interrupt.requested() {
+            if let Some(signal) = self.cx.interrupt.requested() {
                 return Err(Error::Interrupted { signal });
             }
             self.ledger.books().summary.iterations = index;
             let end = self.iteration(index, total).await?;
-            self.ws
+            self.cx
+                .ws
                 .state_dir
                 .clear_iteration_files(self.teller.run_id())?;
             match end {
@@ -395,7 +399,7 @@ impl Run<'_> {
             if idle >= MAX_IDLE_ITERATIONS {
                 return Err(Error::Unfinished(format!(
                     "{idle} iterations in a row changed nothing (every task left was skipped) — read the Skipped notes in {} and edit the tasks",
-                    self.ws.spec_display
+                    self.cx.ws.spec_display
                 )));
             }
             self.check_budget()?;
@@ -403,16 +407,16 @@ impl Run<'_> {
                 self.ledger.books().summary.ended = why;
                 return Ok(());
             }
-            if index < total && !self.settings.delay.is_zero() && self.has_work()? {
-                self.check_pause(self.settings.delay)?;
+            if index < total && !self.cx.settings.delay.is_zero() && self.has_work()? {
+                self.check_pause(self.cx.settings.delay)?;
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.teller.emit(RunEvent::Told(Told::Waiting {
                     reason: "next iteration".into(),
-                    remaining: self.settings.delay,
+                    remaining: self.cx.settings.delay,
                 }));
-                if self.pause(self.settings.delay).await {
+                if self.pause(self.cx.settings.delay).await {
                     return Err(Error::Interrupted {
-                        signal: self.interrupt.requested().unwrap_or(2),
+                        signal: self.cx.interrupt.requested().unwrap_or(2),
                     });
                 }
             }
@@ -426,7 +430,7 @@ impl Run<'_> {
     /// and the fix (the blocked task makes the exit code 4).
     pub(super) fn nothing_left(&mut self) -> Result<String> {
         let doc = self.spec.reload()?;
-        let waiting = spec::waiting_on_blocked(&doc, &self.ws.spec_display);
+        let waiting = spec::waiting_on_blocked(&doc, &self.cx.ws.spec_display);
         Ok(if waiting.is_empty() {
             "nothing left to do".into()
         } else {
@@ -441,14 +445,15 @@ impl Run<'_> {
     /// starts from (not when it resumes a task whose work is in the tree): a check that fails
     /// there would fail every task's gate, one paid attempt after another.
     async fn baseline_check(&mut self) -> Result<()> {
-        let Some(command) = self.settings.check.clone() else {
+        let Some(command) = self.cx.settings.check.clone() else {
             return Ok(());
         };
-        if self.settings.check_baseline == crate::cli::CheckBaseline::Skip {
+        if self.cx.settings.check_baseline == crate::cli::CheckBaseline::Skip {
             return Ok(());
         }
         let doc = self.spec.reload()?;
-        let Some(selection) = spec::select_with(&doc, &self.ws.select_options(self.settings, &doc))
+        let Some(selection) =
+            spec::select_with(&doc, &self.cx.ws.select_options(self.cx.settings, &doc))
         else {
             return Ok(());
         };
@@ -472,10 +477,10 @@ impl Run<'_> {
         let fence = self.checks_fence();
         let (result, denied) = check::run(
             &command,
-            self.ws.repo.top(),
-            self.settings.check_timeout,
-            &self.ws.state_dir.baseline_log(),
-            self.interrupt,
+            self.cx.ws.repo.top(),
+            self.cx.settings.check_timeout,
+            &self.cx.ws.state_dir.baseline_log(),
+            self.cx.interrupt,
             fence,
         )
         .await?;
@@ -497,7 +502,7 @@ impl Run<'_> {
 
     /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
     fn check_budget(&self) -> Result<()> {
-        match self.settings.max_cost {
+        match self.cx.settings.max_cost {
             Some(limit) if self.ledger.spent() >= limit => Err(Error::BudgetSpent {
                 spent: self.ledger.spent(),
                 limit,
@@ -508,7 +513,7 @@ impl Run<'_> {
 
     fn has_work(&mut self) -> Result<bool> {
         let doc = self.spec.reload()?;
-        Ok(spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some())
+        Ok(spec::select_with(&doc, &self.cx.ws.select_options(self.cx.settings, &doc)).is_some())
     }
 }
 

@@ -18,7 +18,7 @@ impl Run<'_> {
     /// a hand-over to the fallback agent is recorded and the run goes on. A window that a
     /// pause can wait for is left to the gate before the next stage ([`Run::pace_before`]).
     pub(super) fn judge_pace(&mut self) -> Option<String> {
-        let agent = self.settings.agent.to_string();
+        let agent = self.cx.settings.agent.to_string();
         let gate = self.pace_gate(&agent, crate::stage::Stage::Research)?;
         let (kind, until, line, paused) = match gate {
             pace::Gate::Go => return None,
@@ -30,6 +30,7 @@ impl Run<'_> {
             } => (kind, resets_at, line, false),
         };
         let fallback = self
+            .cx
             .settings
             .fallback_agent
             .as_ref()
@@ -67,8 +68,8 @@ impl Run<'_> {
     /// `--pace`, or when the agent is at its usage limit (its stages run on the fallback).
     fn pace_gate(&self, agent: &str, stage: crate::stage::Stage) -> Option<pace::Gate> {
         let rules = pace::Rules {
-            short: self.settings.pace,
-            week: self.settings.pace_week,
+            short: self.cx.settings.pace,
+            week: self.cx.settings.pace_week,
         };
         if rules.short.is_none() && rules.week.is_none() {
             return None;
@@ -94,7 +95,7 @@ impl Run<'_> {
             })
             .collect();
         let waited = books.paced_for;
-        let left = self.settings.retry.max_wait.saturating_sub(waited);
+        let left = self.cx.settings.retry.max_wait.saturating_sub(waited);
         Some(pace::gate(
             &rules,
             &pace::Ask {
@@ -120,6 +121,7 @@ impl Run<'_> {
     ) -> Result<()> {
         // With a fallback agent, the run hands the next task to it instead ([`Run::judge_pace`]).
         if self
+            .cx
             .settings
             .fallback_agent
             .as_ref()
@@ -141,16 +143,16 @@ impl Run<'_> {
         });
         let now = Timestamp::now().epoch_seconds();
         let wait = std::time::Duration::from_secs((until - now).max(0).unsigned_abs())
-            + self.settings.retry.reset_margin;
+            + self.cx.settings.retry.reset_margin;
         self.lock.set_phase(Phase::Waiting(stage))?;
         self.teller.emit(RunEvent::Told(Told::Waiting {
             reason: format!("--pace ({} window)", kind.replace('_', "-")),
             remaining: wait,
         }));
         let started = std::time::Instant::now();
-        if self.interrupt.sleep_or_interrupt(wait).await {
+        if self.cx.interrupt.sleep_or_interrupt(wait).await {
             return Err(Error::Interrupted {
-                signal: self.interrupt.requested().unwrap_or(2),
+                signal: self.cx.interrupt.requested().unwrap_or(2),
             });
         }
         let waited = started.elapsed();

@@ -59,7 +59,7 @@ impl Run<'_> {
         }
         // A kern killed while writing SPEC.md or LEARNINGS.md leaves its temp file beside
         // them: in the work tree, where it would block a new task or land in a commit.
-        if let Some(dir) = self.ws.spec_path.parent() {
+        if let Some(dir) = self.cx.ws.spec_path.parent() {
             for path in crate::atomic_file::remove_leftovers(dir) {
                 self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
@@ -68,20 +68,20 @@ impl Run<'_> {
             }
         }
         if let Some(started) = stale_started {
-            for path in self.ws.repo.recover_ref_locks(started)? {
+            for path in self.cx.ws.repo.recover_ref_locks(started)? {
                 self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::GitLock,
                 }));
             }
         }
-        if self.ws.repo.index_lock_present() {
+        if self.cx.ws.repo.index_lock_present() {
             let Some(started) = stale_started else {
                 return Err(Error::IndexLocked {
-                    path: self.ws.repo.git().path().join("index.lock"),
+                    path: self.cx.ws.repo.git().path().join("index.lock"),
                 });
             };
-            if let Some(path) = self.ws.repo.recover_index_lock(started)? {
+            if let Some(path) = self.cx.ws.repo.recover_index_lock(started)? {
                 self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
                     path: path.display().to_string(),
                     what: Leftover::GitLock,

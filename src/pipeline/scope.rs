@@ -108,7 +108,7 @@ impl Run<'_> {
     /// Sets aside (or, strict, fails the attempt for) what the task changed outside its Scope;
     /// `Some` when the iteration ended.
     pub(super) fn scope_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        if it.start.scope.is_empty() || self.settings.scope == ScopeMode::Off {
+        if it.start.scope.is_empty() || self.cx.settings.scope == ScopeMode::Off {
             return Ok(None);
         }
         let changed: Vec<String> = self
@@ -129,7 +129,7 @@ impl Run<'_> {
             .map(|p| format!("`{p}`"))
             .collect::<Vec<_>>()
             .join(", ");
-        if self.settings.scope == ScopeMode::Strict {
+        if self.cx.settings.scope == ScopeMode::Strict {
             let note = crate::reporter::voice::out_of_scope(&it.start.scope, &out);
             self.teller.emit(RunEvent::Told(Told::OutOfScope {
                 scope: it.start.scope.clone(),
@@ -139,7 +139,7 @@ impl Run<'_> {
             return match super::decide::after_check(
                 super::decide::CheckResult::Failed(note),
                 &attempts,
-                self.settings.max_attempts,
+                self.cx.settings.max_attempts,
             ) {
                 super::decide::Next::End(decision) => self.end_task(it, decision).map(Some),
                 super::decide::Next::Go(()) => Ok(None),

@@ -78,7 +78,7 @@ impl Run<'_> {
     /// it is part of), else made now — which for a new task enforces the clean-tree rule.
     pub(super) fn task_start(&mut self, doc: &Document, task: usize) -> Result<TaskStart> {
         let identity = doc.identity(task);
-        let path = self.ws.state_dir.task_start();
+        let path = self.cx.ws.state_dir.task_start();
         if let Some(start) = journal::load::<TaskStart>(&path).filter(|s| s.covers(&identity)) {
             self.remember_persons(&start.excluded);
             return Ok(start);
@@ -87,8 +87,8 @@ impl Run<'_> {
         if starts_new(doc, task) {
             // Files kern left out of a commit (secrets, too large) never block a start; the
             // person's own dirty paths always count, however often kern has left them out.
-            let dirty = dirty_for_start(self.ws, &self.left_out.paths)?;
-            if !dirty.is_empty() && !self.settings.allow_dirty {
+            let dirty = dirty_for_start(self.cx.ws, &self.left_out.paths)?;
+            if !dirty.is_empty() && !self.cx.settings.allow_dirty {
                 return Err(Error::dirty_tree(&dirty));
             }
             let new: Vec<String> = dirty
@@ -104,13 +104,14 @@ impl Run<'_> {
             excluded.clone_from(&self.left_out.persons);
         }
         let t = &doc.tasks()[task];
-        let tests_first = match t
-            .tests_first_command(self.settings.tests_first, self.settings.check.as_deref())
-        {
+        let tests_first = match t.tests_first_command(
+            self.cx.settings.tests_first,
+            self.cx.settings.check.as_deref(),
+        ) {
             TestsFirst::NoCommand => {
                 return Err(Error::TestsFirstCommand {
                     title: t.title.clone(),
-                    spec: self.ws.spec_display.clone(),
+                    spec: self.cx.ws.spec_display.clone(),
                     line: t.line,
                 });
             }
@@ -118,10 +119,10 @@ impl Run<'_> {
         };
         let start = TaskStart {
             identity,
-            base_commit: self.ws.repo.head_oid().map(|o| o.to_string()),
+            base_commit: self.cx.ws.repo.head_oid().map(|o| o.to_string()),
             excluded,
             check: t.check_command().map(str::to_string),
-            must: super::verify::held_at_start(self.ws.repo.top(), &t.must_text()),
+            must: super::verify::held_at_start(self.cx.ws.repo.top(), &t.must_text()),
             tests_read_only: t.tests_read_only(),
             scope: t.scope(),
             tests_first,

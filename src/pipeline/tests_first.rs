@@ -218,11 +218,11 @@ impl Run<'_> {
             return Ok(None);
         }
         let attempts = self.attempts(it)?;
-        if decide::decomposition_due(&attempts, self.settings.max_attempts) {
+        if decide::decomposition_due(&attempts, self.cx.settings.max_attempts) {
             return Ok(None);
         }
         // A run that stopped after the tests step goes on from its record.
-        let outcome = match StageFiles::read(&self.ws.state_dir, &it.identity).tests {
+        let outcome = match StageFiles::read(&self.cx.ws.state_dir, &it.identity).tests {
             Some(report) => Ok(report),
             None => {
                 if let Some(end) = self.still_ours(it)? {
@@ -232,11 +232,11 @@ impl Run<'_> {
             }
         };
         let attempts = self.attempts(it)?;
-        let report = match after_tests(outcome, &attempts, self.settings.max_attempts) {
+        let report = match after_tests(outcome, &attempts, self.cx.settings.max_attempts) {
             Next::End(decision) => return self.end_task(it, decision).map(Some),
             Next::Go(report) => report,
         };
-        let top = self.ws.repo.top().to_path_buf();
+        let top = self.cx.ws.repo.top().to_path_buf();
         let changed = self.changed_since_start(it)?;
         let (held, outside) = sort_changes(&changed, &report.tests, &|p| top.join(p).is_file());
         let slug = crate::text::slug(&it.title);
@@ -267,7 +267,7 @@ impl Run<'_> {
         }
         let paths: Vec<PathBuf> = held.iter().map(PathBuf::from).collect();
         let saved = self.next_ref(&format!("refs/kern/tests/{slug}/"))?;
-        let commit = self.ws.repo.save_paths(
+        let commit = self.cx.ws.repo.save_paths(
             &saved,
             &paths,
             &format!(
@@ -280,9 +280,9 @@ impl Run<'_> {
         let (result, denied) = check::run(
             &command,
             &top,
-            self.settings.check_timeout,
-            &self.ws.state_dir.red_log(),
-            self.interrupt,
+            self.cx.settings.check_timeout,
+            &self.cx.ws.state_dir.red_log(),
+            self.cx.interrupt,
             fence,
         )
         .await?;
@@ -291,7 +291,7 @@ impl Run<'_> {
         self.spec.next_step();
         let red = matches!(result, CheckResult::Failed(_));
         let output = match result {
-            CheckResult::Passed => tail(&read_lossy(&self.ws.state_dir.red_log())),
+            CheckResult::Passed => tail(&read_lossy(&self.cx.ws.state_dir.red_log())),
             CheckResult::Failed(note) => printed(&note),
         };
         self.teller.emit(RunEvent::TestsRed {
@@ -312,7 +312,7 @@ impl Run<'_> {
             output,
             green: None,
         });
-        journal::save(&self.ws.state_dir.task_start(), &it.start)?;
+        journal::save(&self.cx.ws.state_dir.task_start(), &it.start)?;
         Ok(None)
     }
 
@@ -329,18 +329,18 @@ impl Run<'_> {
             return Ok(None);
         };
         let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
-        let differ = self.ws.repo.differ_from(commit, &paths)?;
+        let differ = self.cx.ws.repo.differ_from(commit, &paths)?;
         if differ.is_empty() {
             return Ok(None);
         }
-        let top = self.ws.repo.top();
+        let top = self.cx.ws.repo.top();
         let changed: Vec<String> = differ.iter().map(|p| p.display().to_string()).collect();
         let gone: Vec<String> = changed
             .iter()
             .filter(|p| !top.join(p).exists())
             .cloned()
             .collect();
-        self.ws.repo.put_back_from(commit, &differ)?;
+        self.cx.ws.repo.put_back_from(commit, &differ)?;
         self.teller.emit(RunEvent::TestsGreen {
             task: it.title.clone(),
             command: command.clone(),
@@ -365,7 +365,7 @@ impl Run<'_> {
             .start
             .check
             .clone()
-            .or_else(|| self.settings.check.clone());
+            .or_else(|| self.cx.settings.check.clone());
         // The check gate just ran this very command, and it passed.
         let result = if check.as_deref() == Some(command.as_str()) {
             CheckResult::Passed
@@ -374,10 +374,10 @@ impl Run<'_> {
             let fence = self.checks_fence();
             let (result, denied) = check::run(
                 &command,
-                self.ws.repo.top(),
-                self.settings.check_timeout,
-                &self.ws.state_dir.green_log(),
-                self.interrupt,
+                self.cx.ws.repo.top(),
+                self.cx.settings.check_timeout,
+                &self.cx.ws.state_dir.green_log(),
+                self.cx.interrupt,
                 fence,
             )
             .await?;
@@ -387,9 +387,9 @@ impl Run<'_> {
             result
         };
         let log = if check.as_deref() == Some(command.as_str()) {
-            self.ws.state_dir.check_log()
+            self.cx.ws.state_dir.check_log()
         } else {
-            self.ws.state_dir.green_log()
+            self.cx.ws.state_dir.green_log()
         };
         let output = match &result {
             CheckResult::Passed => tail(&read_lossy(&log)),
@@ -409,7 +409,7 @@ impl Run<'_> {
         match result {
             CheckResult::Passed => {
                 it.start.red = Some(red);
-                journal::save(&self.ws.state_dir.task_start(), &it.start)?;
+                journal::save(&self.cx.ws.state_dir.task_start(), &it.start)?;
                 Ok(None)
             }
             CheckResult::Failed(note) => self.failed(it, &note),
@@ -424,7 +424,7 @@ impl Run<'_> {
             return Ok(());
         };
         let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
-        self.ws.repo.restore_paths(&paths)?;
+        self.cx.ws.repo.restore_paths(&paths)?;
         self.spec.next_step();
         self.teller.emit(RunEvent::SetAside {
             task: it.title.clone(),
@@ -433,7 +433,7 @@ impl Run<'_> {
             why: "the task was split: its tests wait there for the whole of it".into(),
         });
         it.start.red = None;
-        journal::save(&self.ws.state_dir.task_start(), &it.start)
+        journal::save(&self.cx.ws.state_dir.task_start(), &it.start)
     }
 
     /// A failed attempt with `note`; `Some` when the iteration ended.
@@ -442,7 +442,7 @@ impl Run<'_> {
         match decide::after_check(
             CheckResult::Failed(note.to_string()),
             &attempts,
-            self.settings.max_attempts,
+            self.cx.settings.max_attempts,
         ) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(()) => Ok(None),

@@ -124,25 +124,25 @@ impl Run<'_> {
             })
             .collect();
         let read_only = it.start.tests_read_only
-            || self.settings.tests_read_only
+            || self.cx.settings.tests_read_only
             || it.start.tests_first.is_some();
         if musts.is_empty() && !read_only {
             return Ok(None);
         }
         self.lock.set_phase(Phase::Check)?;
-        let top = self.ws.repo.top().to_path_buf();
+        let top = self.cx.ws.repo.top().to_path_buf();
         let mut findings = Vec::new();
         for (must, held) in musts {
             let (passed, seen) = match &must {
                 MustHave::Run { command } => {
-                    let log = self.ws.state_dir.check_log().with_file_name("must.log");
+                    let log = self.cx.ws.state_dir.check_log().with_file_name("must.log");
                     let fence = self.checks_fence();
                     let (result, denied) = check::run(
                         command,
                         &top,
-                        self.settings.check_timeout,
+                        self.cx.settings.check_timeout,
                         &log,
-                        self.interrupt,
+                        self.cx.interrupt,
                         fence,
                     )
                     .await?;
@@ -166,7 +166,7 @@ impl Run<'_> {
         if read_only {
             let changed = self.changed_since_start(it)?;
             let base = it.start.base_oid();
-            let repo = &self.ws.repo;
+            let repo = &self.cx.ws.repo;
             // A task tested first: its own tests are held by `tests_first`, not here.
             let held = it
                 .start
@@ -219,7 +219,7 @@ impl Run<'_> {
         match decide::after_check(
             CheckResult::Failed(note),
             &attempts,
-            self.settings.max_attempts,
+            self.cx.settings.max_attempts,
         ) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(()) => Ok(None),
@@ -233,7 +233,7 @@ impl Run<'_> {
         add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
     ) -> Result<()> {
         super::stage::runner::annotate_record(
-            &self.ws.state_dir,
+            &self.cx.ws.state_dir,
             crate::stage::Stage::Implement,
             add,
         )
@@ -246,11 +246,12 @@ impl Run<'_> {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
-        if let (Some(base), Some(head)) = (it.start.base_oid(), self.ws.repo.head_oid())
+        if let (Some(base), Some(head)) = (it.start.base_oid(), self.cx.ws.repo.head_oid())
             && base != head
         {
             changed.extend(
-                self.ws
+                self.cx
+                    .ws
                     .repo
                     .paths_between(self.tree_of(base)?, self.tree_of(head)?)?,
             );

@@ -72,7 +72,7 @@ impl Run<'_> {
                 run.outcome,
                 &review,
                 &attempts,
-                self.settings.max_attempts,
+                self.cx.settings.max_attempts,
             ) {
                 Next::End(decision) => return self.end_task(it, decision),
                 Next::Go(report) => review = report,
@@ -143,7 +143,7 @@ impl Run<'_> {
             output,
             refusals,
             &attempts,
-            self.settings.max_attempts,
+            self.cx.settings.max_attempts,
         ) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(()) => Ok(None),
@@ -154,7 +154,7 @@ impl Run<'_> {
     fn refused(&mut self, it: &mut TaskRun, hook: &str, output: &str) -> Result<IterationEnd> {
         let attempts = self.attempts(it)?;
         let decision =
-            decide::after_refused_commit(hook, output, &attempts, self.settings.max_attempts);
+            decide::after_refused_commit(hook, output, &attempts, self.cx.settings.max_attempts);
         self.end_task(it, decision)
     }
 

@@ -82,7 +82,7 @@ impl Run<'_> {
             other => return self.follow_person(it, &other).map(Tried::Ended),
         };
         // With a tracker, the issues of the tasks this commit finishes close when it lands.
-        let trailers = match self.settings.tracker {
+        let trailers = match self.cx.settings.tracker {
             Some(_) => crate::spec::apply_edits(&doc, &it.identity, &edits)
                 .map(|applied| {
                     crate::tracker::closes(&decide::closed_issues(&doc, &applied.document))
@@ -95,9 +95,9 @@ impl Run<'_> {
             identity: it.identity.clone(),
             title: it.title.clone(),
             message: message.clone(),
-            head_before: self.ws.repo.head_oid().map(|o| o.to_string()),
+            head_before: self.cx.ws.repo.head_oid().map(|o| o.to_string()),
         };
-        journal::save(&self.ws.state_dir.pending_commit(), &pending)?;
+        journal::save(&self.cx.ws.state_dir.pending_commit(), &pending)?;
         if edits.is_empty() {
             self.teller.emit(RunEvent::Told(Told::StaysOpen {
                 task: it.title.clone(),
@@ -113,17 +113,17 @@ impl Run<'_> {
             .cloned()
             .collect();
         let date = chrono::Local::now().format("%Y-%m-%d").to_string();
-        let learnings_existed = self.ws.learnings_path.exists();
+        let learnings_existed = self.cx.ws.learnings_path.exists();
         let learnings_before = self.record_learnings(it, &date, &learned, &implement.summary)?;
         match self.make_commit(it, &message) {
             Ok(end) => {
-                journal::remove(&self.ws.state_dir.pending_commit());
-                journal::remove(&self.ws.state_dir.task_start());
+                journal::remove(&self.cx.ws.state_dir.pending_commit());
+                journal::remove(&self.cx.ws.state_dir.task_start());
                 Ok(Tried::Ended(end))
             }
             Err(e @ (Error::HookFailed { .. } | Error::CommitMessageRefused { .. })) => {
-                journal::remove(&self.ws.state_dir.pending_commit());
-                let path = &self.ws.learnings_path;
+                journal::remove(&self.cx.ws.state_dir.pending_commit());
+                let path = &self.cx.ws.learnings_path;
                 match learnings_before {
                     Some(_) if !learnings_existed => match std::fs::remove_file(path) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -164,7 +164,7 @@ impl Run<'_> {
         let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
         // What the task's change touched that is still there: a learning or constraint naming
         // a path this very commit deletes would be stale at once.
-        let top = self.ws.repo.top();
+        let top = self.cx.ws.repo.top();
         let paths: Vec<String> = self
             .changed_since_start(it)?
             .into_iter()
@@ -188,7 +188,7 @@ impl Run<'_> {
             .map(|n| crate::pipeline::error_research::error_part(n).to_string())
             .collect();
         crate::learnings::record(
-            &self.ws.learnings_path,
+            &self.cx.ws.learnings_path,
             &crate::learnings::Record {
                 date,
                 task: &it.title,
@@ -206,11 +206,11 @@ impl Run<'_> {
         let teller = &self.teller;
         // A parallel task's worktree holds copies of SPEC.md and LEARNINGS.md: nobody's work.
         let mut exclude = it.start.excluded.clone();
-        exclude.extend(self.ws.copies.iter().cloned());
-        let outcome = self.ws.repo.commit(&CommitRequest {
+        exclude.extend(self.cx.ws.copies.iter().cloned());
+        let outcome = self.cx.ws.repo.commit(&CommitRequest {
             message,
             exclude: &exclude,
-            no_verify: self.settings.no_verify,
+            no_verify: self.cx.settings.no_verify,
             notify: Some(&|line: &str| {
                 teller.emit(RunEvent::Told(Told::FromCommit {
                     line: line.to_string(),
@@ -231,6 +231,7 @@ impl Run<'_> {
         let mut outcome = outcome;
         outcome.left_out.retain(|l| {
             !self
+                .cx
                 .ws
                 .copies
                 .iter()
@@ -290,18 +291,18 @@ impl Run<'_> {
             }
         }
         if self.left_out.paths.len() != before {
-            journal::save(&self.ws.state_dir.left_out(), &self.left_out)?;
+            journal::save(&self.cx.ws.state_dir.left_out(), &self.left_out)?;
         }
         Ok(())
     }
 
     /// A crash between marking the task done and committing: finish the commit, exactly once.
     pub(in crate::pipeline) fn finish_pending_commit(&mut self) -> Result<()> {
-        let path = self.ws.state_dir.pending_commit();
+        let path = self.cx.ws.state_dir.pending_commit();
         let Some(pending) = journal::load::<PendingCommit>(&path) else {
             return Ok(());
         };
-        let head = self.ws.repo.head_oid().map(|o| o.to_string());
+        let head = self.cx.ws.repo.head_oid().map(|o| o.to_string());
         if head != pending.head_before {
             journal::remove(&path);
             return Ok(());
@@ -312,7 +313,7 @@ impl Run<'_> {
         self.teller.emit(RunEvent::Told(Told::FinishingCommit {
             task: pending.title.clone(),
         }));
-        let start = journal::load::<TaskStart>(&self.ws.state_dir.task_start())
+        let start = journal::load::<TaskStart>(&self.cx.ws.state_dir.task_start())
             .filter(|s| s.covers(&pending.identity))
             .unwrap_or_else(|| TaskStart::bare(pending.identity.clone(), None, Vec::new()));
         let doc = self.spec.reload()?;
@@ -348,8 +349,9 @@ impl Run<'_> {
             Err(e) => return Err(e),
         }
         journal::remove(&path);
-        journal::remove(&self.ws.state_dir.task_start());
-        self.ws
+        journal::remove(&self.cx.ws.state_dir.task_start());
+        self.cx
+            .ws
             .state_dir
             .clear_iteration_files(self.teller.run_id())?;
         Ok(())

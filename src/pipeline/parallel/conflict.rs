@@ -55,11 +55,11 @@ impl Run<'_> {
         why: Option<&str>,
     ) -> Result<IterationEnd> {
         let mut conflicts: Conflicts =
-            journal::load(&self.ws.state_dir.conflicts()).unwrap_or_default();
+            journal::load(&self.cx.ws.state_dir.conflicts()).unwrap_or_default();
         let count = conflicts.entry(job.slug.clone()).or_insert(0);
         *count += 1;
         let count = *count;
-        journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;
+        journal::save(&self.cx.ws.state_dir.conflicts(), &conflicts)?;
         let files = paths
             .iter()
             .map(|p| format!("`{p}`"))
@@ -94,7 +94,7 @@ impl Run<'_> {
                 note: note.clone(),
             });
             conflicts.remove(&job.slug);
-            journal::save(&self.ws.state_dir.conflicts(), &conflicts)?;
+            journal::save(&self.cx.ws.state_dir.conflicts(), &conflicts)?;
             vec![
                 Edit::SetState(TaskState::Blocked),
                 Edit::AddBlocked(note),
@@ -103,8 +103,8 @@ impl Run<'_> {
         } else {
             let keep = self.next_ref(&format!("refs/kern/attempts/{}/", job.slug))?;
             // The work is kept there; the branch starts over from the new tip.
-            self.ws.repo.remove_task_worktree(&job.slug)?;
-            self.ws.repo.fresh_task_branch(&job.slug, &keep)?;
+            self.cx.ws.repo.remove_task_worktree(&job.slug)?;
+            self.cx.ws.repo.fresh_task_branch(&job.slug, &keep)?;
             self.teller.emit(conflict(Some(keep.clone())));
             vec![Edit::AddAttempt(format!(
                 "its work conflicted with the branch in {files} ({how}) when kern applied it — kept at `{keep}`; start from the branch as it is now"
@@ -114,7 +114,7 @@ impl Run<'_> {
         if doc.find(&job.identity).is_some() {
             self.edit(&job.identity, &edits)?;
         }
-        self.ws.repo.remove_task_worktree(&job.slug)?;
+        self.cx.ws.repo.remove_task_worktree(&job.slug)?;
         let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
         Ok(IterationEnd::Progressed)
     }

@@ -27,9 +27,9 @@ impl Run<'_> {
     /// The paths of the work tree that differ from HEAD (kern's own files aside), and those
     /// of `paths` that they are or hold.
     pub(super) fn dirty_among(&self, paths: &[String]) -> Result<(Vec<String>, Vec<String>)> {
-        let own = self.ws.own_files();
+        let own = self.cx.ws.own_files();
         let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let dirty = self.ws.repo.dirty_paths(&own)?;
+        let dirty = self.cx.ws.repo.dirty_paths(&own)?;
         let among = paths
             .iter()
             .filter(|p| dirty.iter().any(|d| covers(d, p)))
@@ -84,7 +84,7 @@ impl Run<'_> {
             .as_ref()
             .and_then(|s| s.base_commit.as_deref())
             .and_then(|b| crate::repository::parse_oid(b).ok());
-        let tip = self.ws.repo.head_oid();
+        let tip = self.cx.ws.repo.head_oid();
         let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
             return Err(Error::Internal(format!(
                 "the task {} has no commit to start from — parallel tasks need a branch with a commit",
@@ -94,13 +94,13 @@ impl Run<'_> {
         let applied = if work == base {
             Applied::Clean(self.tree_of(tip)?)
         } else {
-            self.ws.repo.apply_onto(base, work, tip)?
+            self.cx.ws.repo.apply_onto(base, work, tip)?
         };
         let tree = match applied {
             Applied::Conflict(paths) => return self.conflicted(job, job_ws, &paths, None),
             Applied::Clean(tree) => tree,
         };
-        let paths = self.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
+        let paths = self.cx.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
         // Every changed path counts here, also one an earlier commit left out (a person's file
         // left out once is still the person's): only kern's own files are not the person's.
         let (dirty, touched) = self.dirty_among(&paths)?;
@@ -113,7 +113,7 @@ impl Run<'_> {
             );
         }
         journal::save(
-            &self.ws.state_dir.integrating(),
+            &self.cx.ws.state_dir.integrating(),
             &Integrating {
                 identity: job.identity.clone(),
                 slug: job.slug.clone(),
@@ -121,10 +121,10 @@ impl Run<'_> {
                 paths: paths.clone(),
             },
         )?;
-        let checked_out = self.ws.repo.checkout_paths(tree, &paths);
+        let checked_out = self.cx.ws.repo.checkout_paths(tree, &paths);
         self.spec.next_step();
         if !checked_out? {
-            journal::remove(&self.ws.state_dir.integrating());
+            journal::remove(&self.cx.ws.state_dir.integrating());
             return self.conflicted(
                 job,
                 job_ws,
@@ -134,7 +134,7 @@ impl Run<'_> {
         }
         let doc = self.spec.reload()?;
         let Some(task) = doc.find(&job.identity) else {
-            journal::remove(&self.ws.state_dir.integrating());
+            journal::remove(&self.cx.ws.state_dir.integrating());
             return self.take_back(job, &paths);
         };
         let task_start = TaskStart::bare(
@@ -142,7 +142,7 @@ impl Run<'_> {
             Some(tip.to_string()),
             dirty.iter().map(PathBuf::from).collect(),
         );
-        journal::save(&self.ws.state_dir.task_start(), &task_start)?;
+        journal::save(&self.cx.ws.state_dir.task_start(), &task_start)?;
         let mut it = TaskRun::new(
             job.title.clone(),
             job.identity.clone(),
@@ -154,7 +154,7 @@ impl Run<'_> {
         let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {
             Integrated::Ended(end) => end,
             Integrated::ReviewAsked => {
-                journal::remove(&self.ws.state_dir.integrating());
+                journal::remove(&self.cx.ws.state_dir.integrating());
                 *spec_mark = self.spec.mark();
                 // What was written here goes back; the task's worktree keeps its work, and
                 // its next iteration starts at the review, asked for a new message.
@@ -163,7 +163,7 @@ impl Run<'_> {
                 return Ok(IterationEnd::Progressed);
             }
         };
-        journal::remove(&self.ws.state_dir.integrating());
+        journal::remove(&self.cx.ws.state_dir.integrating());
         *spec_mark = self.spec.mark();
         if end == IterationEnd::Committed {
             match self.remote_land(&job.identity, &job.title, &job.slug, tip)? {
@@ -171,7 +171,7 @@ impl Run<'_> {
                 Landing::Again => return self.integrate(job, job_ws, spec_mark),
                 Landing::Kept(end) => {
                     // Its work stays on its branch; the task is another machine's now.
-                    self.ws.repo.remove_task_worktree(&job.slug)?;
+                    self.cx.ws.repo.remove_task_worktree(&job.slug)?;
                     let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
                     let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
                     return Ok(end);
@@ -179,8 +179,8 @@ impl Run<'_> {
             }
         }
         if end == IterationEnd::Committed {
-            self.ws.repo.remove_task_worktree(&job.slug)?;
-            self.ws.repo.delete_task_branch(&job.slug)?;
+            self.cx.ws.repo.remove_task_worktree(&job.slug)?;
+            self.cx.ws.repo.delete_task_branch(&job.slug)?;
             // Its records stay readable in the branch folder's last/ and runs/.
             let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
             let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
@@ -201,21 +201,22 @@ impl Run<'_> {
         job: &Job,
         seen: Option<git2::Oid>,
     ) -> Result<()> {
-        let (Some(seen), Some(now)) = (seen, self.ws.repo.head_oid()) else {
+        let (Some(seen), Some(now)) = (seen, self.cx.ws.repo.head_oid()) else {
             return Ok(());
         };
-        if self.ws.repo.contains(now, seen) {
+        if self.cx.ws.repo.contains(now, seen) {
             return Ok(());
         }
-        let Ok(crate::repository::Head::Branch(branch)) = self.ws.repo.head() else {
+        let Ok(crate::repository::Head::Branch(branch)) = self.cx.ws.repo.head() else {
             return Ok(());
         };
         self.lock.set_phase(Phase::Writing)?;
         let keep = self.next_ref(&format!("refs/kern/agent/{}/branch-", job.slug))?;
-        self.ws
+        self.cx
+            .ws
             .repo
             .set_ref(&keep, now, "kern: kept where the run's branch was moved")?;
-        self.ws.repo.set_ref(
+        self.cx.ws.repo.set_ref(
             &format!("refs/heads/{branch}"),
             seen,
             "kern: put back the run's branch",
@@ -240,7 +241,8 @@ impl Run<'_> {
 
     /// The tree of commit `oid`.
     pub(in crate::pipeline) fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
-        self.ws
+        self.cx
+            .ws
             .repo
             .git()
             .find_commit(oid)

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::ledger::Ledger;
 use crate::pipeline::shared::SharedSpec;
-use crate::pipeline::{Run, Target};
+use crate::pipeline::{Cx, Run, Target};
 use crate::reporter::Reporter;
 use crate::repository::{RefFilter, TASK_BRANCH_PREFIX};
 use crate::settings::Settings;
@@ -33,19 +33,19 @@ impl<'a> Run<'a> {
         let identity = doc.identity(task);
         let title = doc.tasks()[task].title.clone();
         let slug = self.job_slug(&identity, &title);
-        let dir = self.ws.state_dir.job(&slug);
+        let dir = self.cx.ws.state_dir.job(&slug);
         let tree = dir.job_tree();
         let reuse = journal::load::<JobRecord>(&dir.job_record())
             .is_some_and(|r| r.identity == identity)
             && tree.join(".git").exists();
         if !reuse {
             self.lock.set_phase(Phase::Writing)?;
-            self.ws.repo.remove_task_worktree(&slug)?;
+            self.cx.ws.repo.remove_task_worktree(&slug)?;
             if dir.dir().exists() {
                 std::fs::remove_dir_all(dir.dir()).map_err(|e| Error::io(dir.dir(), e))?;
             }
             let keep = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
-            if let Some(kept) = self.ws.repo.fresh_task_branch(&slug, &keep)? {
+            if let Some(kept) = self.cx.ws.repo.fresh_task_branch(&slug, &keep)? {
                 self.teller.emit(RunEvent::Told(Told::BranchKept {
                     branch: format!("{TASK_BRANCH_PREFIX}{slug}"),
                     task: title.clone(),
@@ -53,7 +53,7 @@ impl<'a> Run<'a> {
                 }));
             }
             dir.create()?;
-            self.ws.repo.add_task_worktree(&slug, &tree)?;
+            self.cx.ws.repo.add_task_worktree(&slug, &tree)?;
             journal::save(
                 &dir.job_record(),
                 &JobRecord {
@@ -63,8 +63,8 @@ impl<'a> Run<'a> {
                 },
             )?;
             // The worktree's SPEC.md is the tip's: the agent reads the person's file as it is.
-            if Path::new(&self.ws.spec_display).is_relative() {
-                let path = tree.join(&self.ws.spec_display);
+            if Path::new(&self.cx.ws.spec_display).is_relative() {
+                let path = tree.join(&self.cx.ws.spec_display);
                 if path.parent().is_some_and(Path::exists) {
                     crate::atomic_file::write(&path, self.spec.last_text().as_bytes())?;
                 }
@@ -89,7 +89,7 @@ impl<'a> Run<'a> {
                 }
             })
             .find(|slug| {
-                journal::load::<JobRecord>(&self.ws.state_dir.job(slug).job_record())
+                journal::load::<JobRecord>(&self.cx.ws.state_dir.job(slug).job_record())
                     .is_none_or(|r| r.identity == *identity)
             })
             .unwrap_or(base)
@@ -101,9 +101,9 @@ impl<'a> Run<'a> {
         index: u32,
         identity: TaskIdentity,
     ) -> Result<JobFuture<'a>> {
-        let dir = self.ws.state_dir.job(&job.slug);
+        let dir = self.cx.ws.state_dir.job(&job.slug);
         let branch = format!("refs/heads/{TASK_BRANCH_PREFIX}{}", job.slug);
-        let run_branch = self.ws.repo.head().ok().and_then(|h| match h {
+        let run_branch = self.cx.ws.repo.head().ok().and_then(|h| match h {
             crate::repository::Head::Branch(b) | crate::repository::Head::Unborn(b) => {
                 Some(format!("refs/heads/{b}"))
             }
@@ -121,17 +121,18 @@ impl<'a> Run<'a> {
             forwards: run_branch.into_iter().collect(),
         };
         let ws = self
+            .cx
             .ws
-            .for_job(self.settings, &dir.job_tree(), dir.clone(), foreign)?;
+            .for_job(self.cx.settings, &dir.job_tree(), dir.clone(), foreign)?;
         ws.state_dir.create()?;
-        crate::pipeline::fence::fence_hooks(self.settings, &ws);
+        crate::pipeline::fence::fence_hooks(self.cx.settings, &ws);
         // A task's worktree never had the original script's lock folder.
         let (mut lock, takeover) =
-            RunLock::acquire(&ws.repo.run_lock_path(), None, &self.settings.argv)?;
-        lock.set_quiet_limits(self.settings.quiet_limits());
-        let settings: &'a Settings = self.settings;
-        let reporter: &'a Reporter = self.reporter;
-        let interrupt: &'a Interrupt = self.interrupt;
+            RunLock::acquire(&ws.repo.run_lock_path(), None, &self.cx.settings.argv)?;
+        lock.set_quiet_limits(self.cx.settings.quiet_limits());
+        let settings: &'a Settings = self.cx.settings;
+        let reporter: &'a Reporter = self.cx.reporter;
+        let interrupt: &'a Interrupt = self.cx.interrupt;
         let spec: SharedSpec = self.spec.clone();
         let ledger: Ledger = self.ledger.clone();
         let teller = self.teller.clone();
@@ -149,10 +150,12 @@ impl<'a> Run<'a> {
             let teller = teller.for_job(&labelled);
             let end = {
                 let mut run = Run {
-                    settings,
-                    ws: &ws,
-                    reporter: &labelled,
-                    interrupt,
+                    cx: Cx {
+                        settings,
+                        ws: &ws,
+                        reporter: &labelled,
+                        interrupt,
+                    },
                     lock,
                     teller,
                     spec,
@@ -165,7 +168,11 @@ impl<'a> Run<'a> {
                     Err(e) => Err(e),
                 };
                 if matches!(end, Ok(e) if e != IterationEnd::Ready) {
-                    let _ = run.ws.state_dir.clear_iteration_files(run.teller.run_id());
+                    let _ = run
+                        .cx
+                        .ws
+                        .state_dir
+                        .clear_iteration_files(run.teller.run_id());
                 }
                 end
             };

@@ -90,8 +90,8 @@ impl<'a> Run<'a> {
     }
 
     async fn parallel_loop(&mut self) -> Result<()> {
-        let slots = self.settings.jobs.max(1) as usize;
-        let total = self.settings.iterations;
+        let slots = self.cx.settings.jobs.max(1) as usize;
+        let total = self.cx.settings.iterations;
         self.finish_pending_commit()?;
         self.recover_integration()?;
         self.remote_open()?;
@@ -106,11 +106,11 @@ impl<'a> Run<'a> {
         let mut spec_mark = self.spec.mark();
         // A commit the run's branch must keep: where it started, then kern's last commit on it
         // (taken from the commit itself: the branch may move between kern's commit and a look).
-        let mut tip_seen = self.ws.repo.head_oid();
+        let mut tip_seen = self.cx.ws.repo.head_oid();
         self.retire_idle_jobs(&[])?;
         loop {
             if stop.is_none()
-                && let Some(signal) = self.interrupt.requested()
+                && let Some(signal) = self.cx.interrupt.requested()
             {
                 stop = Some(Error::Interrupted { signal });
             }
@@ -138,9 +138,14 @@ impl<'a> Run<'a> {
                         // Tasks are left that other machines hold: wait for them to land, be
                         // freed, or lapse.
                         self.lock.set_phase(Phase::Sleeping)?;
-                        if self.interrupt.sleep_or_interrupt(self.claim_poll()).await {
+                        if self
+                            .cx
+                            .interrupt
+                            .sleep_or_interrupt(self.claim_poll())
+                            .await
+                        {
                             stop = Some(Error::Interrupted {
-                                signal: self.interrupt.requested().unwrap_or(2),
+                                signal: self.cx.interrupt.requested().unwrap_or(2),
                             });
                         }
                         continue;
@@ -191,7 +196,7 @@ impl<'a> Run<'a> {
                 }));
                 if self.pause(wait).await {
                     stop = Some(Error::Interrupted {
-                        signal: self.interrupt.requested().unwrap_or(2),
+                        signal: self.cx.interrupt.requested().unwrap_or(2),
                     });
                 }
                 continue;
@@ -230,14 +235,14 @@ impl<'a> Run<'a> {
             if stop.is_none() && idle >= MAX_IDLE_ITERATIONS {
                 stop = Some(Error::Unfinished(format!(
                     "{idle} tasks in a row changed nothing (every task left was skipped) — read the Skipped notes in {} and edit the tasks",
-                    self.ws.spec_display
+                    self.cx.ws.spec_display
                 )));
             }
             if stop.is_none() && paced.is_none() {
                 paced = self.judge_pace();
             }
-            if !self.settings.delay.is_zero() {
-                next_start = Instant::now() + self.settings.delay;
+            if !self.cx.settings.delay.is_zero() {
+                next_start = Instant::now() + self.cx.settings.delay;
             }
         }
     }
@@ -260,13 +265,13 @@ impl<'a> Run<'a> {
         self.apply_pending_edits()?;
         self.remote_sync()?;
         let doc = self.spec.reload()?;
-        let lines = self.ws.validate(&doc)?;
+        let lines = self.cx.ws.validate(&doc)?;
         if !lines.is_empty() {
             self.teller
                 .emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
-        let options = self.ws.select_options(self.settings, &doc);
+        let options = self.cx.ws.select_options(self.cx.settings, &doc);
         // With `--remote`, only the tasks this run could claim.
         let picks = self.claimed_picks(&doc, &running_now, free, &options)?;
         let mut out = Vec::new();
@@ -285,7 +290,13 @@ impl<'a> Run<'a> {
     /// True when a task could start now (nothing else runs).
     fn has_parallel_work(&mut self) -> Result<bool> {
         let doc = self.spec.reload()?;
-        Ok(!schedule::pick(&doc, &[], 1, &self.ws.select_options(self.settings, &doc)).is_empty())
+        Ok(!schedule::pick(
+            &doc,
+            &[],
+            1,
+            &self.cx.ws.select_options(self.cx.settings, &doc),
+        )
+        .is_empty())
     }
     /// A task's run ended: count it, integrate its work when it is ready, and tidy its
     /// worktree away when nothing is left in it.
@@ -311,7 +322,7 @@ impl<'a> Run<'a> {
         let ws = done.ws;
         self.retire_if_idle(&done.job, ws)?;
         // A task that landed freed its claim in the same push; any other end publishes.
-        let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.settings.review;
+        let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.cx.settings.review;
         if end.is_ok() && !landed {
             self.remote_task_ended(&done.job.identity, &done.job.slug)?;
         }

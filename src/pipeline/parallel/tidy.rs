@@ -78,16 +78,16 @@ impl Run<'_> {
         }
         let dir = ws.state_dir.dir();
         drop(ws);
-        self.ws.repo.remove_task_worktree(&job.slug)?;
+        self.cx.ws.repo.remove_task_worktree(&job.slug)?;
         {
-            let tip = self.ws.repo.task_branch(&job.slug);
-            let head = self.ws.repo.head_oid();
+            let tip = self.cx.ws.repo.task_branch(&job.slug);
+            let head = self.cx.ws.repo.head_oid();
             let contained = match (tip, head) {
-                (Some(t), Some(h)) => self.ws.repo.contains(h, t),
+                (Some(t), Some(h)) => self.cx.ws.repo.contains(h, t),
                 _ => true,
             };
             if contained {
-                self.ws.repo.delete_task_branch(&job.slug)?;
+                self.cx.ws.repo.delete_task_branch(&job.slug)?;
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -96,15 +96,15 @@ impl Run<'_> {
     /// The worktrees whose tasks are not in progress (done, gone, taken by the person): their
     /// changes are saved and they are removed; their branches stay when they hold work.
     pub(super) fn retire_idle_jobs(&mut self, running: &[TaskIdentity]) -> Result<()> {
-        let Ok(entries) = std::fs::read_dir(self.ws.state_dir.jobs_dir()) else {
+        let Ok(entries) = std::fs::read_dir(self.cx.ws.state_dir.jobs_dir()) else {
             return Ok(());
         };
         let doc = self.spec.reload()?;
         for entry in entries.flatten() {
             let slug = entry.file_name().to_string_lossy().into_owned();
-            let dir = self.ws.state_dir.job(&slug);
+            let dir = self.cx.ws.state_dir.job(&slug);
             let Some(record) = journal::load::<JobRecord>(&dir.job_record()) else {
-                self.ws.repo.remove_task_worktree(&slug)?;
+                self.cx.ws.repo.remove_task_worktree(&slug)?;
                 let _ = std::fs::remove_dir_all(dir.dir());
                 continue;
             };
@@ -122,23 +122,23 @@ impl Run<'_> {
                 identity: record.identity.clone(),
                 title: record.title.clone(),
             };
-            match self.ws.for_job(
-                self.settings,
+            match self.cx.ws.for_job(
+                self.cx.settings,
                 &dir.job_tree(),
                 dir.clone(),
                 RefFilter::default(),
             ) {
                 Ok(ws) => self.retire(&job, ws, false)?,
                 Err(_) => {
-                    self.ws.repo.remove_task_worktree(&slug)?;
+                    self.cx.ws.repo.remove_task_worktree(&slug)?;
                     let _ = std::fs::remove_dir_all(dir.dir());
                 }
             }
         }
         // A worktree whose folder of state is gone (a cleaned temp folder) is a leftover.
-        for slug in self.ws.repo.task_worktrees()? {
-            if !self.ws.state_dir.job(&slug).job_record().exists() {
-                self.ws.repo.remove_task_worktree(&slug)?;
+        for slug in self.cx.ws.repo.task_worktrees()? {
+            if !self.cx.ws.state_dir.job(&slug).job_record().exists() {
+                self.cx.ws.repo.remove_task_worktree(&slug)?;
             }
         }
         Ok(())
@@ -146,11 +146,11 @@ impl Run<'_> {
     /// A run killed while writing a task's work into the work tree: the commit landed (the
     /// task is done) or the paths go back to HEAD, saved first; the task integrates again.
     pub(super) fn recover_integration(&mut self) -> Result<()> {
-        let path = self.ws.state_dir.integrating();
+        let path = self.cx.ws.state_dir.integrating();
         let Some(pending) = journal::load::<Integrating>(&path) else {
             return Ok(());
         };
-        let head = self.ws.repo.head_oid().map(|o| o.to_string());
+        let head = self.cx.ws.repo.head_oid().map(|o| o.to_string());
         if head.as_deref() == Some(pending.onto.as_str()) {
             let job = Job {
                 slug: pending.slug.clone(),

@@ -40,15 +40,16 @@ impl Run<'_> {
             let Some(slug) = self.job_slug_of(&identity) else {
                 continue;
             };
-            let Ok(job_repo) = Repository::discover(&self.ws.state_dir.job(&slug).job_tree())
+            let Ok(job_repo) = Repository::discover(&self.cx.ws.state_dir.job(&slug).job_tree())
             else {
                 continue;
             };
             let own: Vec<PathBuf> = self
+                .cx
                 .ws
                 .own_files()
                 .into_iter()
-                .chain([PathBuf::from(&self.ws.spec_display)])
+                .chain([PathBuf::from(&self.cx.ws.spec_display)])
                 .collect();
             let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
             let dirty: Vec<PathBuf> = job_repo
@@ -68,7 +69,7 @@ impl Run<'_> {
             if last.is_some_and(|l| self.same_tree(l, oid)) {
                 continue;
             }
-            let pushed = self.ws.repo.push_expecting(
+            let pushed = self.cx.ws.repo.push_expecting(
                 &name,
                 &[RefUpdate {
                     name: format!("{WORK}{key}"),
@@ -99,13 +100,14 @@ impl Run<'_> {
         };
         let identity = doc.identity(task);
         let key = task_key(&identity);
-        let Some(work) = self.ws.repo.fetch_work(&remote.name, &key)? else {
+        let Some(work) = self.cx.ws.repo.fetch_work(&remote.name, &key)? else {
             return Ok(0);
         };
-        let Some(tip) = self.ws.repo.head_oid() else {
+        let Some(tip) = self.cx.ws.repo.head_oid() else {
             return Ok(0);
         };
         let Ok(base) = self
+            .cx
             .ws
             .repo
             .git()
@@ -114,12 +116,13 @@ impl Run<'_> {
         else {
             return Ok(0);
         };
-        let crate::repository::Applied::Clean(tree) = self.ws.repo.apply_onto(base, work, tip)?
+        let crate::repository::Applied::Clean(tree) =
+            self.cx.ws.repo.apply_onto(base, work, tip)?
         else {
             return Ok(0);
         };
-        let paths = self.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
-        let dir = self.ws.state_dir.job(slug);
+        let paths = self.cx.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
+        let dir = self.cx.ws.state_dir.job(slug);
         let job_repo = Repository::discover(&dir.job_tree())?;
         if paths.is_empty() || !job_repo.checkout_paths(tree, &paths)? {
             return Ok(0);
@@ -133,11 +136,14 @@ impl Run<'_> {
                 base_commit: Some(tip.to_string()),
                 excluded: Vec::new(),
                 check: t.check_command().map(str::to_string),
-                must: crate::pipeline::verify::held_at_start(self.ws.repo.top(), &t.must_text()),
+                must: crate::pipeline::verify::held_at_start(self.cx.ws.repo.top(), &t.must_text()),
                 tests_read_only: t.tests_read_only(),
                 scope: t.scope(),
                 tests_first: t
-                    .tests_first_command(self.settings.tests_first, self.settings.check.as_deref())
+                    .tests_first_command(
+                        self.cx.settings.tests_first,
+                        self.cx.settings.check.as_deref(),
+                    )
                     .command(),
                 red: None,
             },
@@ -159,7 +165,7 @@ impl Run<'_> {
         let Some(name) = self.target.remote().map(|r| r.name.clone()) else {
             return Ok(());
         };
-        let Some(work) = self.ws.repo.fetch_work(&name, key)? else {
+        let Some(work) = self.cx.ws.repo.fetch_work(&name, key)? else {
             return Ok(());
         };
         let here = self.job_slug_of(identity).is_some();
@@ -174,12 +180,12 @@ impl Run<'_> {
 
     /// The folder name of the job running `identity`, from the job records.
     fn job_slug_of(&self, identity: &TaskIdentity) -> Option<String> {
-        std::fs::read_dir(self.ws.state_dir.jobs_dir())
+        std::fs::read_dir(self.cx.ws.state_dir.jobs_dir())
             .ok()?
             .flatten()
             .find_map(|e| {
                 let slug = e.file_name().to_string_lossy().into_owned();
-                journal::load::<JobRecord>(&self.ws.state_dir.job(&slug).job_record())
+                journal::load::<JobRecord>(&self.cx.ws.state_dir.job(&slug).job_record())
                     .filter(|r| r.identity == *identity)
                     .map(|r| r.slug)
             })

@@ -29,12 +29,12 @@ impl Run<'_> {
         let Some(remote) = self.target.remote() else {
             return Ok(());
         };
-        if self.settings.review
-            && let Some(oid) = self.ws.repo.task_branch(slug)
+        if self.cx.settings.review
+            && let Some(oid) = self.cx.ws.repo.task_branch(slug)
         {
             let name = remote.name.clone();
             let branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
-            let pushed = self.ws.repo.push_expecting(
+            let pushed = self.cx.ws.repo.push_expecting(
                 &name,
                 &[RefUpdate {
                     name: format!("refs/heads/{branch}"),
@@ -47,10 +47,10 @@ impl Run<'_> {
                     branch: branch.clone(),
                     remote: name.clone(),
                 }));
-                if self.settings.pr {
+                if self.cx.settings.pr {
                     let base = remote.branch.clone();
                     let title = identity.path.last().map_or("", String::as_str);
-                    let closes = match self.settings.tracker {
+                    let closes = match self.cx.settings.tracker {
                         Some(_) => {
                             let doc = self.spec.reload()?;
                             let issue = doc.find(identity).and_then(|t| doc.tasks()[t].issue());
@@ -59,8 +59,8 @@ impl Run<'_> {
                         None => Vec::new(),
                     };
                     let opened = pull_request::open(
-                        self.ws.repo.top(),
-                        self.settings.path_var.as_deref(),
+                        self.cx.ws.repo.top(),
+                        self.cx.settings.path_var.as_deref(),
                         &base,
                         &branch,
                         title,
@@ -87,7 +87,7 @@ impl Run<'_> {
         let kept: Vec<RefUpdate> = named
             .iter()
             .filter_map(|name| {
-                let oid = self.ws.repo.ref_target(name)?;
+                let oid = self.cx.ws.repo.ref_target(name)?;
                 Some(RefUpdate {
                     name: name.clone(),
                     new: Some(oid),
@@ -99,7 +99,7 @@ impl Run<'_> {
             && let Some(remote) = self.target.remote()
         {
             let name = remote.name.clone();
-            if self.ws.repo.push_expecting(&name, &kept)? != Pushed::Done {
+            if self.cx.ws.repo.push_expecting(&name, &kept)? != Pushed::Done {
                 self.teller.emit(RunEvent::Told(Told::RemoteRefused {
                     remote: name,
                     refused: named
@@ -114,7 +114,7 @@ impl Run<'_> {
         }
         self.remote_publish(identity)?;
         let freed = match self.target.remote_mut() {
-            Some(remote) => remote.release(&self.ws.repo, identity)?,
+            Some(remote) => remote.release(&self.cx.ws.repo, identity)?,
             None => None,
         };
         if let Some(freed) = freed {
@@ -146,7 +146,7 @@ impl Run<'_> {
                 Some(r) => (r.name.clone(), r.branch.clone()),
                 None => return Ok(()),
             };
-            match self.ws.repo.push_expecting(
+            match self.cx.ws.repo.push_expecting(
                 &name,
                 &[RefUpdate {
                     name: format!("refs/heads/{branch}"),
@@ -178,20 +178,21 @@ impl Run<'_> {
 
     /// SPEC.md's path in the repository.
     fn spec_rel(&self) -> PathBuf {
-        self.ws
+        self.cx
+            .ws
             .spec_path
-            .strip_prefix(self.ws.repo.top())
-            .map_or_else(|_| self.ws.spec_path.clone(), Path::to_path_buf)
+            .strip_prefix(self.cx.ws.repo.top())
+            .map_or_else(|_| self.cx.ws.spec_path.clone(), Path::to_path_buf)
     }
 
     /// SPEC.md's text at `commit` (empty when it has none).
     pub(super) fn spec_at(&self, commit: Oid) -> String {
-        self.ws.repo.text_at(commit, &self.spec_rel())
+        self.cx.ws.repo.text_at(commit, &self.spec_rel())
     }
 
     /// A commit on `parent` that changes SPEC.md alone, to `text`.
     fn spec_commit(&self, parent: Oid, text: &str, identity: &TaskIdentity) -> Result<Oid> {
-        self.ws.repo.commit_file(
+        self.cx.ws.repo.commit_file(
             parent,
             &self.spec_rel(),
             text,
@@ -216,11 +217,11 @@ impl Run<'_> {
         };
         let key = task_key(identity);
         let task_branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
-        let Some(commit) = self.ws.repo.head_oid() else {
+        let Some(commit) = self.cx.ws.repo.head_oid() else {
             return Ok(Landing::Landed);
         };
         let (name, branch) = (remote.name.clone(), remote.branch.clone());
-        let pushed = remote.land(&self.ws.repo, &key, commit, onto)?;
+        let pushed = remote.land(&self.cx.ws.repo, &key, commit, onto)?;
         let policy = match pushed {
             Pushed::Done => {
                 let issue = match self.target.remote_mut() {
@@ -244,7 +245,7 @@ impl Run<'_> {
             Pushed::Refused(why) => Some(why),
         };
         // Not landed: the local commit goes; the remote's tip comes.
-        let tip = self.ws.repo.fetch_remote(&name, &branch)?;
+        let tip = self.cx.ws.repo.fetch_remote(&name, &branch)?;
         self.ledger
             .books()
             .summary
@@ -254,7 +255,7 @@ impl Run<'_> {
         let (mine, round) = match self.target.remote_mut() {
             Some(r) => {
                 r.rounds += 1;
-                (r.still_mine(&self.ws.repo, &key)?, r.rounds)
+                (r.still_mine(&self.cx.ws.repo, &key)?, r.rounds)
             }
             None => (false, 0),
         };
@@ -279,8 +280,8 @@ impl Run<'_> {
                 Ok(Landing::Kept(crate::event::IterationEnd::Progressed))
             }
             AfterRefusal::Refused(why) => {
-                let pushed = self.ws.repo.task_branch(slug).map(|oid| {
-                    self.ws.repo.push_expecting(
+                let pushed = self.cx.ws.repo.task_branch(slug).map(|oid| {
+                    self.cx.ws.repo.push_expecting(
                         &name,
                         &[RefUpdate {
                             name: format!("refs/heads/{task_branch}"),
@@ -293,7 +294,7 @@ impl Run<'_> {
                 let freed = match self.target.remote_mut() {
                     Some(r) => {
                         r.rounds = 0;
-                        r.release(&self.ws.repo, identity)?
+                        r.release(&self.cx.ws.repo, identity)?
                     }
                     None => None,
                 };

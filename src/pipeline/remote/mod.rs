@@ -458,7 +458,7 @@ impl Run<'_> {
         let Some(remote) = self.target.remote_mut() else {
             return Ok(());
         };
-        for lost in remote.renew(&self.ws.repo)? {
+        for lost in remote.renew(&self.cx.ws.repo)? {
             self.teller.emit(RunEvent::Told(Told::ClaimLost {
                 task: lost.task,
                 issue: lost.issue,
@@ -483,7 +483,7 @@ impl Run<'_> {
                 tracing::warn!(error = %e, "publishing a task's SPEC.md lines at the deadline");
             }
             let freed = match self.target.remote_mut() {
-                Some(remote) => remote.hand_over(&self.ws.repo, &identity),
+                Some(remote) => remote.hand_over(&self.cx.ws.repo, &identity),
                 None => Ok(None),
             };
             match freed {
@@ -501,17 +501,18 @@ impl Run<'_> {
     /// (`refs/kern/remote/<name>/`): a cache the next run fetches again.
     pub(super) fn remote_close(&mut self) {
         if let Some(remote) = self.target.remote_mut() {
-            for freed in remote.release_all(&self.ws.repo) {
+            for freed in remote.release_all(&self.cx.ws.repo) {
                 self.teller.emit(RunEvent::Told(Told::Released {
                     task: freed.task,
                     issue: freed.issue,
                 }));
             }
             let cached = self
+                .cx
                 .ws
                 .repo
                 .refs_under(&format!("refs/kern/remote/{}/", remote.name))
-                .and_then(|refs| self.ws.repo.delete_refs(&refs));
+                .and_then(|refs| self.cx.ws.repo.delete_refs(&refs));
             if let Err(e) = cached {
                 tracing::warn!(error = %e, "pruning the fetched remote refs");
             }
@@ -529,7 +530,7 @@ impl Run<'_> {
             format!("refs/kern/remote/{}/work/{key}", remote.name),
             format!("refs/kern/remote/{}/claims/{key}", remote.name),
         ];
-        if let Err(e) = self.ws.repo.delete_refs(&names) {
+        if let Err(e) = self.cx.ws.repo.delete_refs(&names) {
             tracing::warn!(error = %e, "pruning a task's bookkeeping refs");
         }
     }

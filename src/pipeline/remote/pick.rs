@@ -30,7 +30,7 @@ impl Run<'_> {
         let Some(remote) = self.target.remote_mut() else {
             return Ok(schedule::pick(doc, running, free, options));
         };
-        let elsewhere = remote.held_elsewhere(&self.ws.repo, doc)?;
+        let elsewhere = remote.held_elsewhere(&self.cx.ws.repo, doc)?;
         remote.waiting =
             !elsewhere.is_empty() && !schedule::pick(doc, running, 1, options).is_empty();
         let mut taken: Vec<usize> = running.iter().chain(&elsewhere).copied().collect();
@@ -71,7 +71,7 @@ impl Run<'_> {
         let key = task_key(&identity);
         let title = Quoted(&doc.tasks()[task].title);
         let issue = doc.tasks()[task].issue().map(|i| i.to_string());
-        match remote.claim(&self.ws.repo, &key, &identity, issue.clone())? {
+        match remote.claim(&self.cx.ws.repo, &key, &identity, issue.clone())? {
             Claimed::No => Ok(false),
             Claimed::Yes => {
                 self.teller.emit(RunEvent::Told(Told::Claimed {

@@ -21,9 +21,9 @@ impl Run<'_> {
             return Ok(());
         };
         let (name, branch) = (remote.name.clone(), remote.branch.clone());
-        let tip = self.ws.repo.fetch_remote(&name, &branch)?;
-        if let Some(head) = self.ws.repo.head_oid()
-            && !self.ws.repo.contains(tip, head)
+        let tip = self.cx.ws.repo.fetch_remote(&name, &branch)?;
+        if let Some(head) = self.cx.ws.repo.head_oid()
+            && !self.cx.ws.repo.contains(tip, head)
         {
             return Err(Error::Usage(format!(
                 "--remote `{name}`: the branch `{branch}` here has commits `{name}/{branch}` lacks — push them first (`git push {name} {branch}`), then run kern again"
@@ -37,7 +37,7 @@ impl Run<'_> {
         let Some(remote) = self.target.remote() else {
             return Ok(None);
         };
-        let tip = self.ws.repo.fetch_remote(&remote.name, &remote.branch)?;
+        let tip = self.cx.ws.repo.fetch_remote(&remote.name, &remote.branch)?;
         self.sync_to(tip)?;
         Ok(Some(tip))
     }
@@ -45,7 +45,7 @@ impl Run<'_> {
     /// Moves the run's branch, index and work tree from HEAD to `tip`: exactly the paths that
     /// differ are written (never over a change of the person's), SPEC.md merged by task.
     pub(super) fn sync_to(&mut self, tip: Oid) -> Result<()> {
-        let Some(head) = self.ws.repo.head_oid() else {
+        let Some(head) = self.cx.ws.repo.head_oid() else {
             return Ok(());
         };
         if head == tip {
@@ -64,18 +64,19 @@ impl Run<'_> {
             self.spec.restore(&base)?;
         }
         let paths = self
+            .cx
             .ws
             .repo
             .paths_between(self.tree_of(head)?, self.tree_of(tip)?)?;
-        if !self.ws.repo.checkout_paths(self.tree_of(tip)?, &paths)? {
+        if !self.cx.ws.repo.checkout_paths(self.tree_of(tip)?, &paths)? {
             self.spec.restore(&ours)?;
             return Err(Error::Usage(format!(
                 "--remote: the branch moved on the remote, and a file it changes was changed here by hand ({}) — commit or undo your change, then run kern again",
                 paths.join(", ")
             )));
         }
-        let branch = self.ws.repo.branch_name()?;
-        self.ws.repo.set_ref(
+        let branch = self.cx.ws.repo.branch_name()?;
+        self.cx.ws.repo.set_ref(
             &format!("refs/heads/{branch}"),
             tip,
             "kern: the remote's tip (--remote)",

@@ -49,21 +49,21 @@ impl Run<'_> {
         let stage = R::STAGE;
         self.check_budget()?;
         self.check_deadline(stage)?;
-        let agent = match (stage, &self.settings.review_agent) {
+        let agent = match (stage, &self.cx.settings.review_agent) {
             (crate::stage::Stage::Review, Some(reviewer)) => reviewer.to_string(),
-            _ => self.settings.agent.to_string(),
+            _ => self.cx.settings.agent.to_string(),
         };
         self.pace_before(&agent, stage, &it.title).await?;
         // A --pace pause may have eaten the time left: ask the deadline again.
         self.check_deadline(stage)?;
         let doc = self.spec.reload()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
-            path: self.ws.spec_path.clone(),
+            path: self.cx.ws.spec_path.clone(),
             message: format!("task {} is gone from the file", Quoted(&it.title)),
         })?;
         let request = StagePlan::new(
-            self.ws,
-            self.settings,
+            self.cx.ws,
+            self.cx.settings,
             &PlanFor {
                 doc: &doc,
                 task,
@@ -82,12 +82,12 @@ impl Run<'_> {
         }
         let before = self.before_stage(stage)?;
         let ctx = StageContext {
-            settings: self.settings,
-            state_dir: &self.ws.state_dir,
-            cwd: self.ws.repo.top(),
-            reporter: self.reporter,
+            settings: self.cx.settings,
+            state_dir: &self.cx.ws.state_dir,
+            cwd: self.cx.ws.repo.top(),
+            reporter: self.cx.reporter,
             teller: &self.teller,
-            interrupt: self.interrupt,
+            interrupt: self.cx.interrupt,
             pause: &self.ledger.pause,
         };
         self.teller.emit(RunEvent::StageStart {
@@ -102,7 +102,7 @@ impl Run<'_> {
         let mut watch = LockWatch {
             lock: &mut self.lock,
             beat: self.ledger.beat.clone(),
-            quiet: self.settings.limits.idle_timeout,
+            quiet: self.cx.settings.limits.idle_timeout,
         };
         let ran = runner::run_stage::<R>(&ctx, &mut watch, &mut limits, &request).await;
         self.spec.next_step();
@@ -146,7 +146,7 @@ impl Run<'_> {
             Ok(found) => found,
             Err(e) => {
                 // The stage ended: its record stays for the next run, whatever stopped the audit.
-                run.write(&self.ws.state_dir)?;
+                run.write(&self.cx.ws.state_dir)?;
                 return Err(e);
             }
         };
@@ -187,7 +187,7 @@ impl Run<'_> {
                 run.outcome = Err(note);
             }
         }
-        run.write(&self.ws.state_dir)?;
+        run.write(&self.cx.ws.state_dir)?;
         let fenced = run.record.kern.sandbox.clone();
         let said = self.fence_denied(Some(&it.title), stage.name(), fenced.as_ref());
         it.heard_denied(said);
@@ -221,6 +221,7 @@ impl Run<'_> {
             return Err(Error::BudgetSpent {
                 spent: self.ledger.spent(),
                 limit: self
+                    .cx
                     .settings
                     .max_cost
                     .unwrap_or_else(|| self.ledger.spent()),
@@ -245,7 +246,7 @@ impl Run<'_> {
             task: Some(it.title.clone()),
             stage,
             changes: changes.clone(),
-            spec: self.ws.spec_display.clone(),
+            spec: self.cx.ws.spec_display.clone(),
         });
         it.hand_edits.extend(changes);
         Ok(())
