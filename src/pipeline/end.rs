@@ -89,14 +89,26 @@ impl Run<'_> {
     /// Saves the task's changes under `refs/kern/attempts/<task>/<n>` and puts exactly those
     /// paths back to HEAD; the ref, or `None` when the task left nothing.
     pub(super) fn set_aside(&mut self, it: &TaskRun, why: &str) -> Result<Option<String>> {
-        let paths = self.changed_paths(it)?;
+        let paths = crate::pipeline::audit::changed_paths(
+            &self.cx.ws.repo,
+            &crate::pipeline::audit::untouchable(
+                self.cx.ws,
+                &it.start.excluded,
+                &self.left_out.paths,
+            ),
+        )?;
         if paths.is_empty() {
             return Ok(None);
         }
         self.lock.set_phase(Phase::Writing)?;
         let slug = crate::text::slug(&it.title);
-        let git_ref = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
-        self.put_aside(
+        let git_ref = crate::pipeline::audit::next_ref(
+            &self.cx.ws.repo,
+            &format!("refs/kern/attempts/{slug}/"),
+        )?;
+        crate::pipeline::audit::put_aside(
+            self.cx.ws,
+            &self.spec,
             &git_ref,
             &paths,
             &format!(

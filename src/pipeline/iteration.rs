@@ -265,7 +265,8 @@ impl Run<'_> {
     ) -> Result<Next<ImplementReport>> {
         let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
         let changed = success && {
-            let keep = self.untouchable(it);
+            let keep =
+                super::audit::untouchable(self.cx.ws, &it.start.excluded, &self.left_out.paths);
             let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
             self.cx.ws.repo.changed_since(it.start.base_oid(), &keep)?
         };

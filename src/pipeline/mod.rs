@@ -408,13 +408,18 @@ impl Run<'_> {
                 return Ok(());
             }
             if index < total && !self.cx.settings.delay.is_zero() && self.has_work()? {
-                self.check_pause(self.cx.settings.delay)?;
+                clock::check_pause(
+                    self.cx.settings.deadline.as_ref(),
+                    Timestamp::now(),
+                    self.cx.settings.delay,
+                )?;
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.teller.emit(RunEvent::Told(Told::Waiting {
                     reason: "next iteration".into(),
                     remaining: self.cx.settings.delay,
                 }));
-                if self.pause(self.cx.settings.delay).await {
+                if clock::pause(self.cx.interrupt, &self.ledger.beat, self.cx.settings.delay).await
+                {
                     return Err(Error::Interrupted {
                         signal: self.cx.interrupt.requested().unwrap_or(2),
                     });

@@ -111,11 +111,17 @@ impl Run<'_> {
         if it.start.scope.is_empty() || self.cx.settings.scope == ScopeMode::Off {
             return Ok(None);
         }
-        let changed: Vec<String> = self
-            .changed_paths(it)?
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect();
+        let changed: Vec<String> = crate::pipeline::audit::changed_paths(
+            &self.cx.ws.repo,
+            &crate::pipeline::audit::untouchable(
+                self.cx.ws,
+                &it.start.excluded,
+                &self.left_out.paths,
+            ),
+        )?
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
         let mut out = outside(&it.start.scope, &changed)?;
         // A task tested first: its red tests are its proof, wherever they are.
         if let Some(red) = it.start.red_of(&it.identity) {
@@ -146,9 +152,14 @@ impl Run<'_> {
             };
         }
         let slug = text::slug(&it.title);
-        let saved = self.next_ref(&format!("refs/kern/saved/{slug}/out-of-scope-"))?;
+        let saved = crate::pipeline::audit::next_ref(
+            &self.cx.ws.repo,
+            &format!("refs/kern/saved/{slug}/out-of-scope-"),
+        )?;
         let paths: Vec<PathBuf> = out.iter().map(PathBuf::from).collect();
-        self.put_aside(
+        crate::pipeline::audit::put_aside(
+            self.cx.ws,
+            &self.spec,
             &saved,
             &paths,
             &format!(

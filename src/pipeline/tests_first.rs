@@ -241,9 +241,14 @@ impl Run<'_> {
         let (held, outside) = sort_changes(&changed, &report.tests, &|p| top.join(p).is_file());
         let slug = crate::text::slug(&it.title);
         if !outside.is_empty() {
-            let saved = self.next_ref(&format!("refs/kern/saved/{slug}/tests-"))?;
+            let saved = crate::pipeline::audit::next_ref(
+                &self.cx.ws.repo,
+                &format!("refs/kern/saved/{slug}/tests-"),
+            )?;
             let paths: Vec<PathBuf> = outside.iter().map(PathBuf::from).collect();
-            self.put_aside(
+            crate::pipeline::audit::put_aside(
+                self.cx.ws,
+                &self.spec,
                 &saved,
                 &paths,
                 &format!(
@@ -266,7 +271,10 @@ impl Run<'_> {
             return self.failed(it, NO_TESTS);
         }
         let paths: Vec<PathBuf> = held.iter().map(PathBuf::from).collect();
-        let saved = self.next_ref(&format!("refs/kern/tests/{slug}/"))?;
+        let saved = crate::pipeline::audit::next_ref(
+            &self.cx.ws.repo,
+            &format!("refs/kern/tests/{slug}/"),
+        )?;
         let commit = self.cx.ws.repo.save_paths(
             &saved,
             &paths,

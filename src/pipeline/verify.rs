@@ -241,11 +241,17 @@ impl Run<'_> {
 
     /// The paths the task changed since its base commit: its commits' and the work tree's.
     pub(super) fn changed_since_start(&self, it: &TaskRun) -> Result<Vec<String>> {
-        let mut changed: Vec<String> = self
-            .changed_paths(it)?
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect();
+        let mut changed: Vec<String> = crate::pipeline::audit::changed_paths(
+            &self.cx.ws.repo,
+            &crate::pipeline::audit::untouchable(
+                self.cx.ws,
+                &it.start.excluded,
+                &self.left_out.paths,
+            ),
+        )?
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
         if let (Some(base), Some(head)) = (it.start.base_oid(), self.cx.ws.repo.head_oid())
             && base != head
         {

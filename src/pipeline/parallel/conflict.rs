@@ -32,8 +32,13 @@ impl Run<'_> {
             .collect();
         if !ours.is_empty() {
             self.lock.set_phase(Phase::Writing)?;
-            let git_ref = self.next_ref(&format!("refs/kern/saved/{}/integration-", job.slug))?;
-            self.put_aside(
+            let git_ref = crate::pipeline::audit::next_ref(
+                &self.cx.ws.repo,
+                &format!("refs/kern/saved/{}/integration-", job.slug),
+            )?;
+            crate::pipeline::audit::put_aside(
+                self.cx.ws,
+                &self.spec,
                 &git_ref,
                 &ours,
                 &format!(
@@ -101,7 +106,10 @@ impl Run<'_> {
                 Edit::BlockParents,
             ]
         } else {
-            let keep = self.next_ref(&format!("refs/kern/attempts/{}/", job.slug))?;
+            let keep = crate::pipeline::audit::next_ref(
+                &self.cx.ws.repo,
+                &format!("refs/kern/attempts/{}/", job.slug),
+            )?;
             // The work is kept there; the branch starts over from the new tip.
             self.cx.ws.repo.remove_task_worktree(&job.slug)?;
             self.cx.ws.repo.fresh_task_branch(&job.slug, &keep)?;

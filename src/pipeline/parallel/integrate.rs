@@ -211,7 +211,10 @@ impl Run<'_> {
             return Ok(());
         };
         self.lock.set_phase(Phase::Writing)?;
-        let keep = self.next_ref(&format!("refs/kern/agent/{}/branch-", job.slug))?;
+        let keep = crate::pipeline::audit::next_ref(
+            &self.cx.ws.repo,
+            &format!("refs/kern/agent/{}/branch-", job.slug),
+        )?;
         self.cx
             .ws
             .repo

@@ -44,7 +44,10 @@ impl<'a> Run<'a> {
             if dir.dir().exists() {
                 std::fs::remove_dir_all(dir.dir()).map_err(|e| Error::io(dir.dir(), e))?;
             }
-            let keep = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
+            let keep = crate::pipeline::audit::next_ref(
+                &self.cx.ws.repo,
+                &format!("refs/kern/attempts/{slug}/"),
+            )?;
             if let Some(kept) = self.cx.ws.repo.fresh_task_branch(&slug, &keep)? {
                 self.teller.emit(RunEvent::Told(Told::BranchKept {
                     branch: format!("{TASK_BRANCH_PREFIX}{slug}"),

@@ -121,8 +121,17 @@ impl<'a> Run<'a> {
             }
             // No task starts whose first stage could not finish before the deadline.
             if stop.is_none()
-                && let Err(e) = self.check_deadline(crate::stage::Stage::Research)
-                && self.check_deadline(crate::stage::Stage::Implement).is_err()
+                && let Err(e) = super::clock::check_deadline(
+                    self.cx.settings,
+                    self.ledger.median_ms(crate::stage::Stage::Research),
+                    crate::stage::Stage::Research,
+                )
+                && super::clock::check_deadline(
+                    self.cx.settings,
+                    self.ledger.median_ms(crate::stage::Stage::Implement),
+                    crate::stage::Stage::Implement,
+                )
+                .is_err()
             {
                 stop = Some(e);
             }
@@ -185,7 +194,11 @@ impl<'a> Run<'a> {
                 }
                 // Only the delay between tasks is left to wait for.
                 let wait = next_start.saturating_duration_since(Instant::now());
-                if let Err(e) = self.check_pause(wait) {
+                if let Err(e) = super::clock::check_pause(
+                    self.cx.settings.deadline.as_ref(),
+                    crate::timestamp::Timestamp::now(),
+                    wait,
+                ) {
                     stop = Some(e);
                     continue;
                 }
@@ -194,7 +207,7 @@ impl<'a> Run<'a> {
                     reason: "next iteration".into(),
                     remaining: wait,
                 }));
-                if self.pause(wait).await {
+                if super::clock::pause(self.cx.interrupt, &self.ledger.beat, wait).await {
                     stop = Some(Error::Interrupted {
                         signal: self.cx.interrupt.requested().unwrap_or(2),
                     });

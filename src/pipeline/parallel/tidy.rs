@@ -62,7 +62,10 @@ impl Run<'_> {
         }
         self.lock.set_phase(Phase::Writing)?;
         if !left.is_empty() {
-            let git_ref = self.next_ref(&format!("refs/kern/saved/{}/worktree-", job.slug))?;
+            let git_ref = crate::pipeline::audit::next_ref(
+                &self.cx.ws.repo,
+                &format!("refs/kern/saved/{}/worktree-", job.slug),
+            )?;
             ws.repo.save_paths(
                 &git_ref,
                 &left,

@@ -48,14 +48,14 @@ impl Run<'_> {
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
         self.check_budget()?;
-        self.check_deadline(stage)?;
+        super::clock::check_deadline(self.cx.settings, self.ledger.median_ms(stage), stage)?;
         let agent = match (stage, &self.cx.settings.review_agent) {
             (crate::stage::Stage::Review, Some(reviewer)) => reviewer.to_string(),
             _ => self.cx.settings.agent.to_string(),
         };
         self.pace_before(&agent, stage, &it.title).await?;
         // A --pace pause may have eaten the time left: ask the deadline again.
-        self.check_deadline(stage)?;
+        super::clock::check_deadline(self.cx.settings, self.ledger.median_ms(stage), stage)?;
         let doc = self.spec.reload()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
             path: self.cx.ws.spec_path.clone(),
@@ -80,7 +80,7 @@ impl Run<'_> {
         for cut in &request.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
         }
-        let before = self.before_stage(stage)?;
+        let before = super::audit::before(self.cx.ws, &self.spec, stage)?;
         let ctx = StageContext {
             settings: self.cx.settings,
             state_dir: &self.cx.ws.state_dir,
@@ -142,7 +142,15 @@ impl Run<'_> {
                 limited_until: switch.limited_until,
             });
         }
-        let found = match self.audit(stage, &before, it) {
+        // A kill while refs or the index are rewritten must let the next run clean up.
+        let found = match self
+            .lock
+            .set_phase(crate::state::lock::Phase::Writing)
+            .and_then(|()| {
+                let keep =
+                    super::audit::untouchable(self.cx.ws, &it.start.excluded, &self.left_out.paths);
+                super::audit::audit(self.cx.ws, &self.spec, &keep, stage, &before, &it.title)
+            }) {
             Ok(found) => found,
             Err(e) => {
                 // The stage ended: its record stays for the next run, whatever stopped the audit.
