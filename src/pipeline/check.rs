@@ -143,7 +143,7 @@ impl Run<'_> {
                 CheckResult::Passed => None,
             },
         });
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         match decide::after_check(result, &attempts, self.cx.settings.max_attempts) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(()) => Ok(None),

@@ -57,7 +57,7 @@ impl Run<'_> {
         self.spec.next_step();
         self.lock.set_phase(Phase::Selecting)?;
         self.finish_pending_commit()?;
-        self.apply_pending_edits()?;
+        self.guard().apply_pending_edits()?;
         let doc = self.spec.reload()?;
         let lines = self.cx.ws.validate(&doc)?;
         if !lines.is_empty() {
@@ -159,8 +159,8 @@ impl Run<'_> {
                 self.teller
                     .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
                 let edits = super::stage::plan::start_without_research();
-                match self.task_now(it, &edits)? {
-                    TaskNow::Ours(ticket) => self.edit_task(it, ticket, &edits)?,
+                match self.guard().task_now(it, &edits)? {
+                    TaskNow::Ours(ticket) => self.guard().edit_task(it, ticket, &edits)?,
                     other => return self.follow_person(it, &other),
                 }
                 (None, None)
@@ -239,7 +239,7 @@ impl Run<'_> {
                 let run = self
                     .stage_with::<ReviewReport>(it, Some(&implement), refused.as_ref())
                     .await?;
-                let attempts = self.attempts(it)?;
+                let attempts = self.guard().attempts(it)?;
                 match decide::after_review(run.outcome, &attempts, self.cx.settings.max_attempts) {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
@@ -270,7 +270,7 @@ impl Run<'_> {
             let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
             self.cx.ws.repo.changed_since(it.start.base_oid(), &keep)?
         };
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         let next =
             decide::after_implement(outcome, changed, &attempts, self.cx.settings.max_attempts);
         if let Next::Go(report) = &next {
@@ -285,7 +285,7 @@ impl Run<'_> {
         it: &mut TaskRun,
         outcome: std::result::Result<ResearchReport, String>,
     ) -> Result<Option<IterationEnd>> {
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         let doc = self.spec.reload()?;
         let persons = doc
             .find(&it.identity)
@@ -299,9 +299,9 @@ impl Run<'_> {
             .unwrap_or_default();
         match decide::after_research(outcome, &attempts, self.cx.settings.max_attempts, persons) {
             Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(edits) => match self.task_now(it, &edits)? {
+            Next::Go(edits) => match self.guard().task_now(it, &edits)? {
                 TaskNow::Ours(ticket) => {
-                    self.edit_task(it, ticket, &edits)?;
+                    self.guard().edit_task(it, ticket, &edits)?;
                     // kern wrote research's proposals as the task's notes: they hold from now
                     // as if the task had started with them.
                     if edits

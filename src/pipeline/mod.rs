@@ -85,6 +85,7 @@ use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
 pub(crate) use cx::Cx;
+use guard::SpecGuard;
 use ledger::Ledger;
 use shared::SharedSpec;
 use teller::Teller;
@@ -369,7 +370,7 @@ async fn run_locked<'a>(
     run.finish(result)
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     async fn iterations(&mut self) -> Result<()> {
         let total = self.cx.settings.iterations;
         let mut idle = 0u32;
@@ -503,6 +504,29 @@ impl Run<'_> {
                 Err(Error::CheckFailsAtBaseline { command, output })
             }
         }
+    }
+
+    /// SPEC.md as this step sees it (see [`SpecGuard`]).
+    fn guard(&self) -> SpecGuard<'_, 'a> {
+        SpecGuard::new(self.cx, &self.spec, &self.teller)
+    }
+
+    /// Ends the iteration as `decision` says ([`end::end_task`]).
+    fn end_task(&mut self, it: &mut TaskRun, decision: decide::Decision) -> Result<IterationEnd> {
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        end::end_task(&guard, &mut self.lock, &self.left_out.paths, it, decision)
+    }
+
+    /// Follows the person who took the task away ([`end::follow_person`]).
+    fn follow_person(&mut self, it: &mut TaskRun, now: &guard::TaskNow) -> Result<IterationEnd> {
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        end::follow_person(&guard, &mut self.lock, &self.left_out.paths, it, now)
+    }
+
+    /// Whether the task is still kern's before the next stage ([`end::still_ours`]).
+    fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        end::still_ours(&guard, &mut self.lock, &self.left_out.paths, it)
     }
 
     /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.

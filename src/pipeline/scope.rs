@@ -141,7 +141,7 @@ impl Run<'_> {
                 scope: it.start.scope.clone(),
                 paths: out.clone(),
             }));
-            let attempts = self.attempts(it)?;
+            let attempts = self.guard().attempts(it)?;
             return match super::decide::after_check(
                 super::decide::CheckResult::Failed(note),
                 &attempts,
@@ -181,9 +181,9 @@ impl Run<'_> {
         // Written now, so that it lands in the task's own commit however the task gets there
         // (a parallel task is committed by the run, from SPEC.md as it then is).
         let edits = [crate::spec::Edit::AddOutOfScope(note)];
-        match self.task_now(it, &edits)? {
+        match self.guard().task_now(it, &edits)? {
             super::guard::TaskNow::Ours(ticket) => {
-                self.edit_task(it, ticket, &edits)?;
+                self.guard().edit_task(it, ticket, &edits)?;
                 Ok(None)
             }
             other => self.follow_person(it, &other).map(Some),

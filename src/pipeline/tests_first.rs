@@ -31,6 +31,7 @@ use std::path::PathBuf;
 
 use super::check;
 use super::decide::{self, CheckResult, Next};
+use super::guard::SpecGuard;
 use super::{Run, TaskRun};
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent};
@@ -207,6 +208,26 @@ pub(crate) fn step_due(
         && !decide::decomposition_due(&decide::Attempts::of(task), settings.max_attempts)
 }
 
+/// The task was split into subtasks: its held tests (they prove the whole task, which no
+/// subtask alone makes pass) leave the work tree — they stay at the commit they were saved
+/// at — and each subtask starts without them.
+pub(super) fn tests_of_split_task(guard: &SpecGuard, it: &mut TaskRun) -> Result<()> {
+    let Some(red) = it.start.red_of(&it.identity).cloned() else {
+        return Ok(());
+    };
+    let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
+    guard.cx.ws.repo.restore_paths(&paths)?;
+    guard.spec.next_step();
+    guard.teller.emit(RunEvent::SetAside {
+        task: it.title.clone(),
+        git_ref: red.saved.clone(),
+        paths: red.tests.clone(),
+        why: "the task was split: its tests wait there for the whole of it".into(),
+    });
+    it.start.red = None;
+    journal::save(&guard.cx.ws.state_dir.task_start(), &it.start)
+}
+
 impl Run<'_> {
     /// Before implement: for a task tested first whose tests were not seen red yet, the tests
     /// step, then the red check (see the module docs); `Some` when the iteration ended.
@@ -217,7 +238,7 @@ impl Run<'_> {
         if it.start.red_of(&it.identity).is_some() {
             return Ok(None);
         }
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         if decide::decomposition_due(&attempts, self.cx.settings.max_attempts) {
             return Ok(None);
         }
@@ -231,7 +252,7 @@ impl Run<'_> {
                 self.stage::<TestsReport>(it, None).await?.outcome
             }
         };
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         let report = match after_tests(outcome, &attempts, self.cx.settings.max_attempts) {
             Next::End(decision) => return self.end_task(it, decision).map(Some),
             Next::Go(report) => report,
@@ -424,29 +445,9 @@ impl Run<'_> {
         }
     }
 
-    /// The task was split into subtasks: its held tests (they prove the whole task, which no
-    /// subtask alone makes pass) leave the work tree — they stay at the commit they were saved
-    /// at — and each subtask starts without them.
-    pub(super) fn tests_of_split_task(&mut self, it: &mut TaskRun) -> Result<()> {
-        let Some(red) = it.start.red_of(&it.identity).cloned() else {
-            return Ok(());
-        };
-        let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
-        self.cx.ws.repo.restore_paths(&paths)?;
-        self.spec.next_step();
-        self.teller.emit(RunEvent::SetAside {
-            task: it.title.clone(),
-            git_ref: red.saved.clone(),
-            paths: red.tests.clone(),
-            why: "the task was split: its tests wait there for the whole of it".into(),
-        });
-        it.start.red = None;
-        journal::save(&self.cx.ws.state_dir.task_start(), &it.start)
-    }
-
     /// A failed attempt with `note`; `Some` when the iteration ended.
     fn failed(&mut self, it: &mut TaskRun, note: &str) -> Result<Option<IterationEnd>> {
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         match decide::after_check(
             CheckResult::Failed(note.to_string()),
             &attempts,

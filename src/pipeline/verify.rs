@@ -215,7 +215,7 @@ impl Run<'_> {
                 .collect::<Vec<_>>()
                 .join("; ")
         );
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         match decide::after_check(
             CheckResult::Failed(note),
             &attempts,

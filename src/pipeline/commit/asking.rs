@@ -67,7 +67,7 @@ impl Run<'_> {
             let run = self
                 .stage_with::<ReviewReport>(it, Some(implement), Some(&refused))
                 .await?;
-            let attempts = self.attempts(it)?;
+            let attempts = self.guard().attempts(it)?;
             match decide::after_message_review(
                 run.outcome,
                 &review,
@@ -137,7 +137,7 @@ impl Run<'_> {
         output: &str,
         refusals: u32,
     ) -> Result<Option<IterationEnd>> {
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         match decide::after_refused_message(
             hook,
             output,
@@ -152,7 +152,7 @@ impl Run<'_> {
 
     /// A hook refused the commit for good: a failed attempt with its output.
     fn refused(&mut self, it: &mut TaskRun, hook: &str, output: &str) -> Result<IterationEnd> {
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         let decision =
             decide::after_refused_commit(hook, output, &attempts, self.cx.settings.max_attempts);
         self.end_task(it, decision)
@@ -168,7 +168,7 @@ impl Run<'_> {
             .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
         {
             // The undo of kern's own done mark, asked of the file just now.
-            let doc = self.edit(&it.identity, &reopen)?;
+            let doc = self.guard().edit(&it.identity, &reopen)?;
             if let Some(task) = doc.find(&it.identity) {
                 it.state = doc.tasks()[task].state;
             }
@@ -179,7 +179,7 @@ impl Run<'_> {
                 .find(parent)
                 .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
             {
-                self.edit(parent, &reopen)?;
+                self.guard().edit(parent, &reopen)?;
             }
         }
         Ok(())

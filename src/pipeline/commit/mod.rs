@@ -77,7 +77,7 @@ impl Run<'_> {
         {
             edits.push(Edit::AddReview(branch));
         }
-        let ticket = match self.task_now(it, &edits)? {
+        let ticket = match self.guard().task_now(it, &edits)? {
             TaskNow::Ours(ticket) => ticket,
             other => return self.follow_person(it, &other).map(Tried::Ended),
         };
@@ -104,7 +104,7 @@ impl Run<'_> {
             }));
         }
         let before = self.spec.reload()?;
-        self.edit_task(it, ticket, &edits)?;
+        self.guard().edit_task(it, ticket, &edits)?;
         let marked = decide::completed_parents(&before, &self.spec.reload()?, &it.identity);
         let learned: Vec<String> = implement
             .learnings
@@ -160,7 +160,7 @@ impl Run<'_> {
         learned: &[String],
         approach: &str,
     ) -> Result<Option<String>> {
-        let attempts = self.attempts(it)?;
+        let attempts = self.guard().attempts(it)?;
         let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
         // What the task's change touched that is still there: a learning or constraint naming
         // a path this very commit deletes would be stale at once.
@@ -326,7 +326,8 @@ impl Run<'_> {
         if let Some(task) = doc.find(&it.identity)
             && doc.tasks()[task].state == TaskState::InProgress
         {
-            self.edit(&it.identity, &decide::commit_edits(&doc, task))?;
+            self.guard()
+                .edit(&it.identity, &decide::commit_edits(&doc, task))?;
         }
         // Whether the dead run marked them or this one did, the done parents are kern's.
         let marked = decide::completed_parents(

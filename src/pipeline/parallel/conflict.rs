@@ -120,7 +120,7 @@ impl Run<'_> {
         };
         let doc = self.spec.reload()?;
         if doc.find(&job.identity).is_some() {
-            self.edit(&job.identity, &edits)?;
+            self.guard().edit(&job.identity, &edits)?;
         }
         self.cx.ws.repo.remove_task_worktree(&job.slug)?;
         let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());

@@ -275,7 +275,7 @@ impl<'a> Run<'a> {
             return Ok(Vec::new());
         }
         self.lock.set_phase(Phase::Selecting)?;
-        self.apply_pending_edits()?;
+        self.guard().apply_pending_edits()?;
         self.remote_sync()?;
         let doc = self.spec.reload()?;
         let lines = self.cx.ws.validate(&doc)?;
