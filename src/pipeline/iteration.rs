@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::decide::{self, Next};
-use crate::pipeline::guard::TaskNow;
+use crate::pipeline::guard::{SpecGuard, TaskNow};
 use crate::pipeline::{Run, Target, TaskRun};
 use crate::spec::{self, Edit};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
@@ -123,7 +123,13 @@ impl Run<'_> {
             task.title.clone(),
             identity.clone(),
             (task.line, task.state),
-            self.task_start(&doc, selection.task)?,
+            super::start::task_start(
+                self.cx,
+                &self.teller,
+                &mut self.left_out,
+                &doc,
+                selection.task,
+            )?,
         );
         it.issue = issue;
         let top = self.cx.ws.repo.top().to_path_buf();
@@ -224,7 +230,12 @@ impl Run<'_> {
                 if let Some(end) = self.verify_gate(it).await? {
                     return Ok(end);
                 }
-                if let Some(end) = self.scope_gate(it)? {
+                if let Some(end) = super::scope::scope_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )? {
                     return Ok(end);
                 }
                 if let Some(end) = self.still_ours(it)? {

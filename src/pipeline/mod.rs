@@ -337,7 +337,7 @@ async fn run_locked<'a>(
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
     interrupt.on_hangup(Box::new(run.teller.hangup_hook()));
-    if let Err(e) = run.recover(takeover) {
+    if let Err(e) = recovery::recover(run.cx.ws, &mut run.lock, &run.teller, takeover) {
         run.teller.stopped(&e);
         return Err(e);
     }

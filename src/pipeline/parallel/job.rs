@@ -166,7 +166,12 @@ impl<'a> Run<'a> {
                     target,
                     left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
                 };
-                let end = match run.recover(takeover) {
+                let end = match crate::pipeline::recovery::recover(
+                    run.cx.ws,
+                    &mut run.lock,
+                    &run.teller,
+                    takeover,
+                ) {
                     Ok(()) => run.iteration(index, total).await,
                     Err(e) => Err(e),
                 };
