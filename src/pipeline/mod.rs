@@ -367,7 +367,15 @@ async fn run_locked<'a>(
         Ok(()) => run.iterations().await,
         Err(e) => Err(e),
     };
-    run.finish(result)
+    let detached = run.target.branch().is_some_and(|b| b.detached);
+    finish::finish(
+        run.cx,
+        &run.ledger,
+        &run.spec,
+        &run.teller,
+        detached,
+        result,
+    )
 }
 
 impl<'a> Run<'a> {
