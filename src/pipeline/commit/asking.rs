@@ -16,11 +16,15 @@ use crate::error::Result;
 use crate::event::Told;
 use crate::event::{IterationEnd, RunEvent};
 use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
+use crate::pipeline::end;
+use crate::pipeline::guard::SpecGuard;
 use crate::pipeline::stage::inputs::RefusedMessage;
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::{Edit, TaskIdentity, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
 use crate::state::journal::{self};
+use crate::state::lock::RunLock;
+use std::path::PathBuf;
 
 impl Run<'_> {
     /// COMMIT: mark the task done, append the learnings, commit — journaled; a refused
@@ -36,7 +40,16 @@ impl Run<'_> {
         loop {
             let (hook, output, message) = match self.try_commit(it, implement, &review)? {
                 Tried::Ended(end) => return Ok(end),
-                Tried::HookFailed { hook, output } => return self.refused(it, &hook, &output),
+                Tried::HookFailed { hook, output } => {
+                    return refused(
+                        &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                        &mut self.lock,
+                        &self.left_out.paths,
+                        it,
+                        &hook,
+                        &output,
+                    );
+                }
                 Tried::MessageRefused {
                     hook,
                     output,
@@ -44,7 +57,15 @@ impl Run<'_> {
                 } => (hook, output, message),
             };
             refusals += 1;
-            if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
+            if let Some(end) = refused_too_often(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &self.left_out.paths,
+                it,
+                &hook,
+                &output,
+                refusals,
+            )? {
                 return Ok(end);
             }
             self.teller.emit(RunEvent::Told(Told::MessageRefused {
@@ -96,7 +117,15 @@ impl Run<'_> {
         let (hook, output, message) = match self.try_commit(it, implement, review)? {
             Tried::Ended(end) => return Ok(Integrated::Ended(end)),
             Tried::HookFailed { hook, output } => {
-                return self.refused(it, &hook, &output).map(Integrated::Ended);
+                return refused(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                    &hook,
+                    &output,
+                )
+                .map(Integrated::Ended);
             }
             Tried::MessageRefused {
                 hook,
@@ -105,7 +134,15 @@ impl Run<'_> {
             } => (hook, output, message),
         };
         let refusals = journal::load::<RefusedMessage>(refused_at).map_or(0, |r| r.request) + 1;
-        if let Some(end) = self.refused_too_often(it, &hook, &output, refusals)? {
+        if let Some(end) = refused_too_often(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &self.left_out.paths,
+            it,
+            &hook,
+            &output,
+            refusals,
+        )? {
             return Ok(Integrated::Ended(end));
         }
         self.teller.emit(RunEvent::Told(Told::MessageRefused {
@@ -127,61 +164,71 @@ impl Run<'_> {
         )?;
         Ok(Integrated::ReviewAsked)
     }
+}
 
-    /// The `refusals`-th refused message of this work: past [`MESSAGE_REQUESTS`] new messages,
-    /// the task's failed attempt (how the iteration ends); else none, and a new one is asked.
-    fn refused_too_often(
-        &mut self,
-        it: &mut TaskRun,
-        hook: &str,
-        output: &str,
-        refusals: u32,
-    ) -> Result<Option<IterationEnd>> {
-        let attempts = self.guard().attempts(it)?;
-        match decide::after_refused_message(
-            hook,
-            output,
-            refusals,
-            &attempts,
-            self.cx.settings.max_attempts,
-        ) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(()) => Ok(None),
+/// The `refusals`-th refused message of this work: past [`MESSAGE_REQUESTS`] new messages,
+/// the task's failed attempt (how the iteration ends, see [`end::end_task`]); else none, and a
+/// new one is asked.
+fn refused_too_often(
+    guard: &SpecGuard,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    hook: &str,
+    output: &str,
+    refusals: u32,
+) -> Result<Option<IterationEnd>> {
+    let attempts = guard.attempts(it)?;
+    match decide::after_refused_message(
+        hook,
+        output,
+        refusals,
+        &attempts,
+        guard.cx.settings.max_attempts,
+    ) {
+        Next::End(decision) => end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(()) => Ok(None),
+    }
+}
+
+/// A hook refused the commit for good: a failed attempt with its output.
+pub(super) fn refused(
+    guard: &SpecGuard,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    hook: &str,
+    output: &str,
+) -> Result<IterationEnd> {
+    let attempts = guard.attempts(it)?;
+    let decision =
+        decide::after_refused_commit(hook, output, &attempts, guard.cx.settings.max_attempts);
+    end::end_task(guard, lock, left_out, it, decision)
+}
+
+/// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then
+/// `parents` (those kern marked, nearest first) — each only while it is still done.
+pub(super) fn reopen(guard: &SpecGuard, it: &mut TaskRun, parents: &[TaskIdentity]) -> Result<()> {
+    let reopen = [Edit::SetState(TaskState::InProgress)];
+    let doc = guard.spec.reload()?;
+    if doc
+        .find(&it.identity)
+        .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
+    {
+        // The undo of kern's own done mark, asked of the file just now.
+        let doc = guard.edit(&it.identity, &reopen)?;
+        if let Some(task) = doc.find(&it.identity) {
+            it.state = doc.tasks()[task].state;
         }
     }
-
-    /// A hook refused the commit for good: a failed attempt with its output.
-    fn refused(&mut self, it: &mut TaskRun, hook: &str, output: &str) -> Result<IterationEnd> {
-        let attempts = self.guard().attempts(it)?;
-        let decision =
-            decide::after_refused_commit(hook, output, &attempts, self.cx.settings.max_attempts);
-        self.end_task(it, decision)
-    }
-
-    /// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then
-    /// `parents` (those kern marked, nearest first) — each only while it is still done.
-    pub(super) fn reopen(&mut self, it: &mut TaskRun, parents: &[TaskIdentity]) -> Result<()> {
-        let reopen = [Edit::SetState(TaskState::InProgress)];
-        let doc = self.spec.reload()?;
+    for parent in parents {
+        let doc = guard.spec.reload()?;
         if doc
-            .find(&it.identity)
+            .find(parent)
             .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
         {
-            // The undo of kern's own done mark, asked of the file just now.
-            let doc = self.guard().edit(&it.identity, &reopen)?;
-            if let Some(task) = doc.find(&it.identity) {
-                it.state = doc.tasks()[task].state;
-            }
+            guard.edit(parent, &reopen)?;
         }
-        for parent in parents {
-            let doc = self.spec.reload()?;
-            if doc
-                .find(parent)
-                .is_some_and(|t| doc.tasks()[t].state == TaskState::Done)
-            {
-                self.guard().edit(parent, &reopen)?;
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::event::Told;
 use crate::event::{IterationEnd, LeftOutFile, RunEvent};
 use crate::pipeline::decide::{self};
-use crate::pipeline::guard::TaskNow;
+use crate::pipeline::guard::{SpecGuard, TaskNow};
 use crate::pipeline::{Run, TaskRun};
 use crate::repository::CommitRequest;
 use crate::spec::{Edit, TaskState};
@@ -134,7 +134,11 @@ impl Run<'_> {
                     Some(before) => crate::atomic_file::write(path, before.as_bytes())?,
                     None => {}
                 }
-                self.reopen(it, &marked)?;
+                asking::reopen(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    it,
+                    &marked,
+                )?;
                 Ok(match e {
                     Error::CommitMessageRefused { hook, output } => Tried::MessageRefused {
                         hook,
@@ -340,7 +344,11 @@ impl Run<'_> {
             Err(Error::HookFailed { hook, .. } | Error::CommitMessageRefused { hook, .. }) => {
                 // The task goes on from its stage files: a refused message back to the review.
                 journal::remove(&path);
-                self.reopen(&mut it, &marked)?;
+                asking::reopen(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut it,
+                    &marked,
+                )?;
                 self.teller.emit(RunEvent::Told(Told::PendingCommitRefused {
                     hook,
                     task: pending.title.clone(),
