@@ -366,6 +366,14 @@ pub(super) fn next_ref(repo: &Repository, prefix: &str) -> Result<String> {
     Ok(format!("{prefix}{n}"))
 }
 
+/// The tree of commit `oid` in `repo`.
+pub(super) fn tree_of(repo: &Repository, oid: git2::Oid) -> Result<git2::Oid> {
+    repo.git()
+        .find_commit(oid)
+        .map(|c| c.tree_id())
+        .map_err(|e| crate::error::Error::git("reading a commit's tree", e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

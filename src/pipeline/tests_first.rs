@@ -258,7 +258,7 @@ impl Run<'_> {
             Next::Go(report) => report,
         };
         let top = self.cx.ws.repo.top().to_path_buf();
-        let changed = self.changed_since_start(it)?;
+        let changed = super::verify::changed_since_start(self.cx.ws, &self.left_out.paths, it)?;
         let (held, outside) = sort_changes(&changed, &report.tests, &|p| top.join(p).is_file());
         let slug = crate::text::slug(&it.title);
         if !outside.is_empty() {
@@ -461,7 +461,7 @@ impl Run<'_> {
     /// Writes what the task's tests did into the implement stage's record (`stage2.json`,
     /// `kern.tests_first`), for jq.
     fn record_tests_first(&self, command: &str, red: &Red, green: bool) -> Result<()> {
-        self.annotate_implement_record(|kern| {
+        super::verify::annotate_implement_record(&self.cx.ws.state_dir, |kern| {
             kern.tests_first = Some(crate::stage::record::TestsFirstRecord {
                 command: command.to_string(),
                 tests: red.tests.clone(),

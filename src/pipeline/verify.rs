@@ -13,7 +13,7 @@
 //!   output in `must.log`).
 //! - An existing test file is one the task's base commit holds; a new test file is fine.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::check;
 use super::decide::CheckResult;
@@ -22,7 +22,9 @@ use super::{Run, TaskRun};
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent};
 use crate::spec::MustHave;
+use crate::state::StateDir;
 use crate::state::lock::Phase;
+use crate::workspace::Workspace;
 
 /// What kern found for one must-have.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +109,42 @@ pub(crate) fn weakened_tests(
         .collect()
 }
 
+/// Adds what kern found after implement (the must-haves, the tests of a task tested
+/// first) to the implement stage's record in `state_dir`, through the stage runner's writer.
+pub(super) fn annotate_implement_record(
+    state_dir: &StateDir,
+    add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
+) -> Result<()> {
+    super::stage::runner::annotate_record(state_dir, crate::stage::Stage::Implement, add)
+}
+
+/// The paths the task changed since its base commit: its commits' and the work tree's (less
+/// what no audit may touch: see [`super::audit::untouchable`]).
+pub(super) fn changed_since_start(
+    ws: &Workspace,
+    left_out: &[PathBuf],
+    it: &TaskRun,
+) -> Result<Vec<String>> {
+    let mut changed: Vec<String> = crate::pipeline::audit::changed_paths(
+        &ws.repo,
+        &crate::pipeline::audit::untouchable(ws, &it.start.excluded, left_out),
+    )?
+    .iter()
+    .map(|p| p.to_string_lossy().into_owned())
+    .collect();
+    if let (Some(base), Some(head)) = (it.start.base_oid(), ws.repo.head_oid())
+        && base != head
+    {
+        changed.extend(ws.repo.paths_between(
+            super::audit::tree_of(&ws.repo, base)?,
+            super::audit::tree_of(&ws.repo, head)?,
+        )?);
+    }
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
+}
+
 impl Run<'_> {
     /// Checks the task's must-haves and read-only tests (see the module docs); `Some` when the
     /// attempt failed and the task's iteration ended. The findings go to `it.verified` for the
@@ -165,7 +203,7 @@ impl Run<'_> {
             });
         }
         if read_only {
-            let changed = self.changed_since_start(it)?;
+            let changed = changed_since_start(self.cx.ws, &self.left_out.paths, it)?;
             let base = it.start.base_oid();
             let repo = &self.cx.ws.repo;
             // A task tested first: its own tests are held by `tests_first`, not here.
@@ -204,7 +242,7 @@ impl Run<'_> {
         it.verified = findings.iter().map(Finding::line).collect();
         // The implement stage's record carries them too, for jq.
         let verified = it.verified.clone();
-        self.annotate_implement_record(|kern| kern.must = verified)?;
+        annotate_implement_record(&self.cx.ws.state_dir, |kern| kern.must = verified)?;
         if failed.is_empty() {
             return Ok(None);
         }
@@ -225,47 +263,6 @@ impl Run<'_> {
             Next::End(decision) => self.end_task(it, decision).map(Some),
             Next::Go(()) => Ok(None),
         }
-    }
-
-    /// Adds what kern found after implement (the must-haves, the tests of a task tested
-    /// first) to the implement stage's record, through the stage runner's writer.
-    pub(super) fn annotate_implement_record(
-        &self,
-        add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
-    ) -> Result<()> {
-        super::stage::runner::annotate_record(
-            &self.cx.ws.state_dir,
-            crate::stage::Stage::Implement,
-            add,
-        )
-    }
-
-    /// The paths the task changed since its base commit: its commits' and the work tree's.
-    pub(super) fn changed_since_start(&self, it: &TaskRun) -> Result<Vec<String>> {
-        let mut changed: Vec<String> = crate::pipeline::audit::changed_paths(
-            &self.cx.ws.repo,
-            &crate::pipeline::audit::untouchable(
-                self.cx.ws,
-                &it.start.excluded,
-                &self.left_out.paths,
-            ),
-        )?
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-        if let (Some(base), Some(head)) = (it.start.base_oid(), self.cx.ws.repo.head_oid())
-            && base != head
-        {
-            changed.extend(
-                self.cx
-                    .ws
-                    .repo
-                    .paths_between(self.tree_of(base)?, self.tree_of(head)?)?,
-            );
-        }
-        changed.sort();
-        changed.dedup();
-        Ok(changed)
     }
 }
 

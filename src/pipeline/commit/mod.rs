@@ -32,8 +32,9 @@ use crate::pipeline::{Run, TaskRun};
 use crate::repository::CommitRequest;
 use crate::spec::{Edit, TaskState};
 use crate::stage::{ImplementReport, ReviewReport};
-use crate::state::journal::{self, PendingCommit, TaskStart};
+use crate::state::journal::{self, LeftOut, PendingCommit, TaskStart};
 use crate::state::lock::Phase;
+use std::path::PathBuf;
 
 /// How one try of kern's commit ended.
 enum Tried {
@@ -114,7 +115,14 @@ impl Run<'_> {
             .collect();
         let date = chrono::Local::now().format("%Y-%m-%d").to_string();
         let learnings_existed = self.cx.ws.learnings_path.exists();
-        let learnings_before = self.record_learnings(it, &date, &learned, &implement.summary)?;
+        let learnings_before = record_learnings(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &self.left_out.paths,
+            it,
+            &date,
+            &learned,
+            &implement.summary,
+        )?;
         match self.make_commit(it, &message) {
             Ok(end) => {
                 journal::remove(&self.cx.ws.state_dir.pending_commit());
@@ -151,58 +159,6 @@ impl Run<'_> {
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Writes the task's learnings into LEARNINGS.md, each naming its source, and moves and
-    /// adds the constraints (`learnings::constraint`): a task that succeeded after a failure
-    /// that carried an error gives a new hard one, `approach` (implement's summary) being what
-    /// worked. Returns the file's text before, as `learnings::record` does.
-    fn record_learnings(
-        &mut self,
-        it: &TaskRun,
-        date: &str,
-        learned: &[String],
-        approach: &str,
-    ) -> Result<Option<String>> {
-        let attempts = self.guard().attempts(it)?;
-        let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
-        // What the task's change touched that is still there: a learning or constraint naming
-        // a path this very commit deletes would be stale at once.
-        let top = self.cx.ws.repo.top();
-        let paths: Vec<String> = self
-            .changed_since_start(it)?
-            .into_iter()
-            .filter(|p| top.join(p).exists())
-            .collect();
-        let constraint = match attempts.notes.last() {
-            Some(last) if crate::pipeline::error_research::classify(last).is_some() => {
-                Some(crate::learnings::constraint::derive(
-                    crate::pipeline::error_research::approach_of(last),
-                    approach,
-                    crate::pipeline::error_research::error_part(last),
-                    &source,
-                    &paths,
-                ))
-            }
-            _ => None,
-        };
-        let errors: Vec<String> = attempts
-            .notes
-            .iter()
-            .map(|n| crate::pipeline::error_research::error_part(n).to_string())
-            .collect();
-        crate::learnings::record(
-            &self.cx.ws.learnings_path,
-            &crate::learnings::Record {
-                date,
-                task: &it.title,
-                learnings: learned,
-                source: &source,
-                paths: &paths,
-                failures: &errors,
-                constraint,
-            },
-        )
     }
 
     /// Commits the work tree as it is, with `message`; logs and reports the commit.
@@ -261,7 +217,9 @@ impl Run<'_> {
                 .iter()
                 .any(|p| p.as_os_str() == l.path.as_str())
         });
-        self.remember_left_out(&outcome.left_out)?;
+        if remember_left_out(&mut self.left_out, &outcome.left_out) {
+            journal::save(&self.cx.ws.state_dir.left_out(), &self.left_out)?;
+        }
         let Some(oid) = outcome.sha else {
             let why = "nothing changed that kern commits (SPEC.md outside the repository or ignored, and no work)".to_string();
             self.teller.emit(RunEvent::NoCommit {
@@ -282,22 +240,6 @@ impl Run<'_> {
             review_branch,
         });
         Ok(IterationEnd::Committed)
-    }
-
-    /// Remembers the changed files a commit left out (secrets, too large): they stay in the
-    /// tree and never block a start or get set aside.
-    fn remember_left_out(&mut self, left_out: &[crate::repository::LeftOut]) -> Result<()> {
-        let before = self.left_out.paths.len();
-        for l in left_out {
-            let path = std::path::PathBuf::from(&l.path);
-            if !self.left_out.paths.contains(&path) {
-                self.left_out.paths.push(path);
-            }
-        }
-        if self.left_out.paths.len() != before {
-            journal::save(&self.cx.ws.state_dir.left_out(), &self.left_out)?;
-        }
-        Ok(())
     }
 
     /// A crash between marking the task done and committing: finish the commit, exactly once.
@@ -364,5 +306,98 @@ impl Run<'_> {
             .state_dir
             .clear_iteration_files(self.teller.run_id())?;
         Ok(())
+    }
+}
+
+/// Writes the task's learnings into LEARNINGS.md, each naming its source, and moves and
+/// adds the constraints (`learnings::constraint`): a task that succeeded after a failure
+/// that carried an error gives a new hard one, `approach` (implement's summary) being what
+/// worked. Returns the file's text before, as `learnings::record` does.
+fn record_learnings(
+    guard: &SpecGuard,
+    left_out: &[PathBuf],
+    it: &TaskRun,
+    date: &str,
+    learned: &[String],
+    approach: &str,
+) -> Result<Option<String>> {
+    let attempts = guard.attempts(it)?;
+    let source = crate::learnings::source(&it.title, it.start.base_commit.as_deref());
+    // What the task's change touched that is still there: a learning or constraint naming
+    // a path this very commit deletes would be stale at once.
+    let top = guard.cx.ws.repo.top();
+    let paths: Vec<String> = super::verify::changed_since_start(guard.cx.ws, left_out, it)?
+        .into_iter()
+        .filter(|p| top.join(p).exists())
+        .collect();
+    let constraint = match attempts.notes.last() {
+        Some(last) if crate::pipeline::error_research::classify(last).is_some() => {
+            Some(crate::learnings::constraint::derive(
+                crate::pipeline::error_research::approach_of(last),
+                approach,
+                crate::pipeline::error_research::error_part(last),
+                &source,
+                &paths,
+            ))
+        }
+        _ => None,
+    };
+    let errors: Vec<String> = attempts
+        .notes
+        .iter()
+        .map(|n| crate::pipeline::error_research::error_part(n).to_string())
+        .collect();
+    crate::learnings::record(
+        &guard.cx.ws.learnings_path,
+        &crate::learnings::Record {
+            date,
+            task: &it.title,
+            learnings: learned,
+            source: &source,
+            paths: &paths,
+            failures: &errors,
+            constraint,
+        },
+    )
+}
+
+/// Remembers the changed files a commit left out (secrets, too large) in `left_out`: they
+/// stay in the tree and never block a start or get set aside; true when one was new.
+fn remember_left_out(left_out: &mut LeftOut, new: &[crate::repository::LeftOut]) -> bool {
+    let before = left_out.paths.len();
+    for l in new {
+        let path = PathBuf::from(&l.path);
+        if !left_out.paths.contains(&path) {
+            left_out.paths.push(path);
+        }
+    }
+    left_out.paths.len() != before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_left_out_file_is_remembered_once_and_only_a_new_one_asks_for_a_save() {
+        let mut left_out = LeftOut::default();
+        let out = |path: &str| crate::repository::LeftOut {
+            path: path.into(),
+            reason: "sensitive file name (.env)".into(),
+        };
+        assert!(remember_left_out(
+            &mut left_out,
+            &[out(".env"), out("big.bin")]
+        ));
+        assert!(!remember_left_out(&mut left_out, &[out(".env")]));
+        assert!(remember_left_out(
+            &mut left_out,
+            &[out("big.bin"), out("key.pem")]
+        ));
+        assert_eq!(
+            left_out.paths,
+            [".env", "big.bin", "key.pem"].map(PathBuf::from)
+        );
+        assert!(left_out.persons.is_empty());
     }
 }

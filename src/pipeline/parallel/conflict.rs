@@ -24,8 +24,7 @@ use std::path::PathBuf;
 impl Run<'_> {
     /// Puts `paths` of the work tree back to HEAD, saved first when they differ from it.
     pub(super) fn take_back(&mut self, job: &Job, paths: &[String]) -> Result<IterationEnd> {
-        let ours: Vec<PathBuf> = self
-            .dirty_among(paths)?
+        let ours: Vec<PathBuf> = super::integrate::dirty_among(self.cx.ws, paths)?
             .1
             .into_iter()
             .map(PathBuf::from)

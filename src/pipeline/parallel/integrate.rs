@@ -24,20 +24,6 @@ use crate::workspace::Workspace;
 use super::Job;
 
 impl Run<'_> {
-    /// The paths of the work tree that differ from HEAD (kern's own files aside), and those
-    /// of `paths` that they are or hold.
-    pub(super) fn dirty_among(&self, paths: &[String]) -> Result<(Vec<String>, Vec<String>)> {
-        let own = self.cx.ws.own_files();
-        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let dirty = self.cx.ws.repo.dirty_paths(&own)?;
-        let among = paths
-            .iter()
-            .filter(|p| dirty.iter().any(|d| covers(d, p)))
-            .cloned()
-            .collect();
-        Ok((dirty, among))
-    }
-
     /// Integrates a task whose work passed its review (see the module docs).
     pub(super) fn integrate(
         &mut self,
@@ -92,7 +78,7 @@ impl Run<'_> {
             )));
         };
         let applied = if work == base {
-            Applied::Clean(self.tree_of(tip)?)
+            Applied::Clean(crate::pipeline::audit::tree_of(&self.cx.ws.repo, tip)?)
         } else {
             self.cx.ws.repo.apply_onto(base, work, tip)?
         };
@@ -100,10 +86,13 @@ impl Run<'_> {
             Applied::Conflict(paths) => return self.conflicted(job, job_ws, &paths, None),
             Applied::Clean(tree) => tree,
         };
-        let paths = self.cx.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
+        let paths = self.cx.ws.repo.paths_between(
+            crate::pipeline::audit::tree_of(&self.cx.ws.repo, tip)?,
+            tree,
+        )?;
         // Every changed path counts here, also one an earlier commit left out (a person's file
         // left out once is still the person's): only kern's own files are not the person's.
-        let (dirty, touched) = self.dirty_among(&paths)?;
+        let (dirty, touched) = dirty_among(self.cx.ws, &paths)?;
         if !touched.is_empty() {
             return self.conflicted(
                 job,
@@ -241,17 +230,20 @@ impl Run<'_> {
         self.ledger.books().summary.notes.push(what);
         Ok(())
     }
+}
 
-    /// The tree of commit `oid`.
-    pub(in crate::pipeline) fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
-        self.cx
-            .ws
-            .repo
-            .git()
-            .find_commit(oid)
-            .map(|c| c.tree_id())
-            .map_err(|e| Error::git("reading a commit's tree", e))
-    }
+/// The paths of `ws`'s work tree that differ from HEAD (kern's own files aside), and those
+/// of `paths` that they are or hold.
+pub(super) fn dirty_among(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+    let own = ws.own_files();
+    let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+    let dirty = ws.repo.dirty_paths(&own)?;
+    let among = paths
+        .iter()
+        .filter(|p| dirty.iter().any(|d| covers(d, p)))
+        .cloned()
+        .collect();
+    Ok((dirty, among))
 }
 
 /// True when the dirty path `dirty` (a folder ends in `/`) is `path` or holds it.
