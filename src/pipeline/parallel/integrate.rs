@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::pipeline::commit::Integrated;
+use crate::pipeline::guard::SpecGuard;
 use crate::pipeline::remote::Landing;
 use crate::pipeline::{Run, TaskRun};
 use crate::repository::Applied;
@@ -83,7 +84,15 @@ impl Run<'_> {
             self.cx.ws.repo.apply_onto(base, work, tip)?
         };
         let tree = match applied {
-            Applied::Conflict(paths) => return self.conflicted(job, job_ws, &paths, None),
+            Applied::Conflict(paths) => {
+                return super::conflict::conflicted(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    job,
+                    job_ws,
+                    &paths,
+                    None,
+                );
+            }
             Applied::Clean(tree) => tree,
         };
         let paths = self.cx.ws.repo.paths_between(
@@ -94,7 +103,8 @@ impl Run<'_> {
         // left out once is still the person's): only kern's own files are not the person's.
         let (dirty, touched) = dirty_among(self.cx.ws, &paths)?;
         if !touched.is_empty() {
-            return self.conflicted(
+            return super::conflict::conflicted(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
                 job,
                 job_ws,
                 &touched,
@@ -114,7 +124,8 @@ impl Run<'_> {
         self.spec.next_step();
         if !checked_out? {
             journal::remove(&self.cx.ws.state_dir.integrating());
-            return self.conflicted(
+            return super::conflict::conflicted(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
                 job,
                 job_ws,
                 &paths,
@@ -124,7 +135,12 @@ impl Run<'_> {
         let doc = self.spec.reload()?;
         let Some(task) = doc.find(&job.identity) else {
             journal::remove(&self.cx.ws.state_dir.integrating());
-            return self.take_back(job, &paths);
+            return super::conflict::take_back(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                job,
+                &paths,
+            );
         };
         let task_start = TaskStart::bare(
             job.identity.clone(),
@@ -147,7 +163,12 @@ impl Run<'_> {
                 *spec_mark = self.spec.mark();
                 // What was written here goes back; the task's worktree keeps its work, and
                 // its next iteration starts at the review, asked for a new message.
-                self.take_back(job, &paths)?;
+                super::conflict::take_back(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    job,
+                    &paths,
+                )?;
                 journal::remove(&job_ws.state_dir.stage_record(Stage::Review));
                 return Ok(IterationEnd::Progressed);
             }
@@ -176,7 +197,12 @@ impl Run<'_> {
         } else {
             // Not committed (a hook refused it, the person took the task): what was written
             // here goes back, kept under refs/kern/; the task's worktree keeps its work.
-            self.take_back(job, &paths)?;
+            super::conflict::take_back(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                job,
+                &paths,
+            )?;
             let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
         }
         Ok(end)

@@ -43,6 +43,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
+use crate::pipeline::guard::SpecGuard;
 use crate::pipeline::{MAX_IDLE_ITERATIONS, Run, schedule};
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;
@@ -93,7 +94,10 @@ impl<'a> Run<'a> {
         let slots = self.cx.settings.jobs.max(1) as usize;
         let total = self.cx.settings.iterations;
         self.finish_pending_commit()?;
-        self.recover_integration()?;
+        tidy::recover_integration(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+        )?;
         self.remote_open()?;
         let mut running: Vec<JobFuture<'a>> = Vec::new();
         let mut jobs: Vec<TaskIdentity> = Vec::new();
@@ -107,7 +111,11 @@ impl<'a> Run<'a> {
         // A commit the run's branch must keep: where it started, then kern's last commit on it
         // (taken from the commit itself: the branch may move between kern's commit and a look).
         let mut tip_seen = self.cx.ws.repo.head_oid();
-        self.retire_idle_jobs(&[])?;
+        tidy::retire_idle_jobs(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &[],
+        )?;
         loop {
             if stop.is_none()
                 && let Some(signal) = self.cx.interrupt.requested()
@@ -333,7 +341,12 @@ impl<'a> Run<'a> {
             *tip_seen = Some(commit);
         }
         let ws = done.ws;
-        self.retire_if_idle(&done.job, ws)?;
+        tidy::retire_if_idle(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &done.job,
+            ws,
+        )?;
         // A task that landed freed its claim in the same push; any other end publishes.
         let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.cx.settings.review;
         if end.is_ok() && !landed {
