@@ -116,7 +116,7 @@ impl Run<'_> {
         self.teller.emit(RunEvent::Told(Told::CheckStarted {
             command: command.clone(),
         }));
-        let fence = self.checks_fence();
+        let fence = crate::pipeline::fence::checks_fence(self.cx);
         let (result, denied) = run(
             &command,
             self.cx.ws.repo.top(),
@@ -126,7 +126,13 @@ impl Run<'_> {
             fence,
         )
         .await?;
-        let said = self.fence_denied(Some(&it.title), "check", denied.as_ref());
+        let said = crate::pipeline::fence::fence_denied(
+            self.cx,
+            &self.teller,
+            Some(&it.title),
+            "check",
+            denied.as_ref(),
+        );
         it.heard_denied(said);
         self.spec.next_step();
         crate::pipeline::stage::runner::remake_state_dir(

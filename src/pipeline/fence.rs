@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::agent::Agent;
+use crate::pipeline::Cx;
+use crate::pipeline::teller::Teller;
 use crate::sandbox::{self, AgentKind, ChecksPlace, Fence, FenceInput, Mode, Who};
 use crate::settings::Settings;
 
@@ -183,45 +185,45 @@ pub(crate) fn fence_hooks(settings: &Settings, ws: &crate::workspace::Workspace)
         .set_hook_fence(for_checks(settings, &place, Who::Hook));
 }
 
-impl crate::pipeline::Run<'_> {
-    /// The fence of the check and `run` must-haves in the run's work tree.
-    pub(super) fn checks_fence(&self) -> Option<Fence> {
-        let place = Place::of(self.cx.ws.repo.top(), &self.cx.ws.state_dir.dir());
-        for_checks(self.cx.settings, &place, Who::Check)
-    }
+/// The fence of the check and `run` must-haves in the run's work tree (`cx`'s workspace).
+pub(super) fn checks_fence(cx: Cx) -> Option<Fence> {
+    let place = Place::of(cx.ws.repo.top(), &cx.ws.state_dir.dir());
+    for_checks(cx.settings, &place, Who::Check)
+}
 
-    /// Records what a fence denied `by` (a stage's name, `check`, …) in `task`: a `Denied`
-    /// event for the person, `run.jsonl` and the report. Returns the sentences, for the task's
-    /// review (`TaskRun::denied`).
-    pub(super) fn fence_denied(
-        &mut self,
-        task: Option<&str>,
-        by: &str,
-        report: Option<&sandbox::FenceReport>,
-    ) -> Vec<String> {
-        let Some(report) = report.filter(|r| r.total() > 0) else {
-            return Vec::new();
-        };
-        let home = self.cx.settings.sandbox.home.clone();
-        let said = report
-            .denied
-            .iter()
-            .map(|d| format!("{by}: {}", d.sentence(home.as_deref())))
-            .collect();
-        self.teller.emit(crate::event::RunEvent::Denied {
-            task: task.map(str::to_string),
-            by: by.to_string(),
-            denied: report.denied.clone(),
-            more: report.more,
-        });
-        said
-    }
+/// Records what a fence denied `by` (a stage's name, `check`, …) in `task`: a `Denied`
+/// event for the person, `run.jsonl` and the report, told through `teller`. Returns the
+/// sentences, for the task's
+/// review (`TaskRun::denied`).
+pub(super) fn fence_denied(
+    cx: Cx,
+    teller: &Teller,
+    task: Option<&str>,
+    by: &str,
+    report: Option<&sandbox::FenceReport>,
+) -> Vec<String> {
+    let Some(report) = report.filter(|r| r.total() > 0) else {
+        return Vec::new();
+    };
+    let home = cx.settings.sandbox.home.clone();
+    let said = report
+        .denied
+        .iter()
+        .map(|d| format!("{by}: {}", d.sentence(home.as_deref())))
+        .collect();
+    teller.emit(crate::event::RunEvent::Denied {
+        task: task.map(str::to_string),
+        by: by.to_string(),
+        denied: report.denied.clone(),
+        more: report.more,
+    });
+    said
+}
 
-    /// Records what the fence denied the commit's hooks since the last call, in `task`.
-    pub(super) fn hooks_denied(&mut self, task: &str) {
-        let denied = self.cx.ws.repo.take_hook_denied();
-        self.fence_denied(Some(task), "hook", denied.as_ref());
-    }
+/// Records what the fence denied the commit's hooks since the last call, in `task`.
+pub(super) fn hooks_denied(cx: Cx, teller: &Teller, task: &str) {
+    let denied = cx.ws.repo.take_hook_denied();
+    fence_denied(cx, teller, Some(task), "hook", denied.as_ref());
 }
 
 impl crate::pipeline::TaskRun {

@@ -488,7 +488,7 @@ impl<'a> Run<'a> {
             command: command.clone(),
             skipped: false,
         }));
-        let fence = self.checks_fence();
+        let fence = fence::checks_fence(self.cx);
         let (result, denied) = check::run(
             &command,
             self.cx.ws.repo.top(),
@@ -498,7 +498,13 @@ impl<'a> Run<'a> {
             fence,
         )
         .await?;
-        self.fence_denied(None, "baseline check", denied.as_ref());
+        fence::fence_denied(
+            self.cx,
+            &self.teller,
+            None,
+            "baseline check",
+            denied.as_ref(),
+        );
         self.spec.next_step();
         self.teller.emit(RunEvent::Check {
             task: None,

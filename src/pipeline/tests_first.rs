@@ -305,7 +305,7 @@ impl Run<'_> {
             ),
         )?;
         self.lock.set_phase(Phase::Check)?;
-        let fence = self.checks_fence();
+        let fence = crate::pipeline::fence::checks_fence(self.cx);
         let (result, denied) = check::run(
             &command,
             &top,
@@ -315,7 +315,13 @@ impl Run<'_> {
             fence,
         )
         .await?;
-        let said = self.fence_denied(Some(&it.title), "tests", denied.as_ref());
+        let said = crate::pipeline::fence::fence_denied(
+            self.cx,
+            &self.teller,
+            Some(&it.title),
+            "tests",
+            denied.as_ref(),
+        );
         it.heard_denied(said);
         self.spec.next_step();
         let red = matches!(result, CheckResult::Failed(_));
@@ -400,7 +406,7 @@ impl Run<'_> {
             CheckResult::Passed
         } else {
             self.lock.set_phase(Phase::Check)?;
-            let fence = self.checks_fence();
+            let fence = crate::pipeline::fence::checks_fence(self.cx);
             let (result, denied) = check::run(
                 &command,
                 self.cx.ws.repo.top(),
@@ -410,7 +416,13 @@ impl Run<'_> {
                 fence,
             )
             .await?;
-            let said = self.fence_denied(Some(&it.title), "tests", denied.as_ref());
+            let said = crate::pipeline::fence::fence_denied(
+                self.cx,
+                &self.teller,
+                Some(&it.title),
+                "tests",
+                denied.as_ref(),
+            );
             it.heard_denied(said);
             self.spec.next_step();
             result

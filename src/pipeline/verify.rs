@@ -175,7 +175,7 @@ impl Run<'_> {
             let (passed, seen) = match &must {
                 MustHave::Run { command } => {
                     let log = self.cx.ws.state_dir.check_log().with_file_name("must.log");
-                    let fence = self.checks_fence();
+                    let fence = crate::pipeline::fence::checks_fence(self.cx);
                     let (result, denied) = check::run(
                         command,
                         &top,
@@ -185,7 +185,13 @@ impl Run<'_> {
                         fence,
                     )
                     .await?;
-                    let said = self.fence_denied(Some(&it.title), "must-have", denied.as_ref());
+                    let said = crate::pipeline::fence::fence_denied(
+                        self.cx,
+                        &self.teller,
+                        Some(&it.title),
+                        "must-have",
+                        denied.as_ref(),
+                    );
                     it.heard_denied(said);
                     self.spec.next_step();
                     match result {

@@ -180,7 +180,7 @@ impl Run<'_> {
         });
         // Hooks and formatters may have rewritten SPEC.md.
         self.spec.next_step();
-        self.hooks_denied(&it.title);
+        crate::pipeline::fence::hooks_denied(self.cx, &self.teller, &it.title);
         let outcome = outcome?;
         for line in &outcome.notes {
             self.teller.emit(RunEvent::Told(Told::FromCommit {

@@ -197,7 +197,13 @@ impl Run<'_> {
         }
         run.write(&self.cx.ws.state_dir)?;
         let fenced = run.record.kern.sandbox.clone();
-        let said = self.fence_denied(Some(&it.title), stage.name(), fenced.as_ref());
+        let said = crate::pipeline::fence::fence_denied(
+            self.cx,
+            &self.teller,
+            Some(&it.title),
+            stage.name(),
+            fenced.as_ref(),
+        );
         it.heard_denied(said);
         self.notice_hand_edits(stage, before.spec_mark, it)?;
         let record = &run.record;
