@@ -236,3 +236,40 @@ impl crate::pipeline::TaskRun {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_submodules_git_folder_is_one_holding_head_nested_ones_and_slashed_names_included() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("modules");
+        for folder in ["lib/HEAD", "lib/modules/inner/HEAD", "vendor/deps/json/HEAD"] {
+            let path = modules.join(folder);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "ref: refs/heads/main\n").unwrap();
+        }
+        std::fs::create_dir_all(modules.join("empty")).unwrap();
+        let mut found = Vec::new();
+        submodule_git_dirs(&modules, &mut found);
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                modules.join("lib"),
+                modules.join("lib/modules/inner"),
+                modules.join("vendor/deps/json"),
+            ]
+        );
+        let mut none = Vec::new();
+        submodule_git_dirs(&dir.path().join("missing"), &mut none);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn each_agent_has_its_fence_kind() {
+        assert!(matches!(kind(&Agent::Claude), AgentKind::Claude));
+        assert!(matches!(kind(&Agent::Codex), AgentKind::Codex));
+    }
+}
