@@ -21,7 +21,7 @@ use crate::state::lock::{Phase, RunLock};
 /// Ends the iteration as `decision` says: the person's file first, then the task's work
 /// set aside when it ends for good, then the edits, output, summary and log.
 pub(super) fn end_task(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &[PathBuf],
     it: &mut TaskRun,
@@ -71,7 +71,7 @@ pub(super) fn end_task(
 /// The person took the task away (removed, renamed, or set its marker): kern follows —
 /// it resurrects nothing and marks nothing in its place — and sets the task's work aside.
 pub(super) fn follow_person(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &[PathBuf],
     it: &mut TaskRun,
@@ -95,7 +95,7 @@ pub(super) fn follow_person(
 /// Saves the task's changes under `refs/kern/attempts/<task>/<n>` and puts exactly those
 /// paths back to HEAD; the ref, or `None` when the task left nothing.
 pub(super) fn set_aside(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &[PathBuf],
     it: &TaskRun,
@@ -136,7 +136,7 @@ pub(super) fn set_aside(
 /// `Some(end)` when the person took the task away since kern last wrote it (kern then
 /// follows), before the next stage starts.
 pub(super) fn still_ours(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &[PathBuf],
     it: &mut TaskRun,

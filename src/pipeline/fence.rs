@@ -245,7 +245,11 @@ mod tests {
     fn a_submodules_git_folder_is_one_holding_head_nested_ones_and_slashed_names_included() {
         let dir = tempfile::tempdir().unwrap();
         let modules = dir.path().join("modules");
-        for folder in ["lib/HEAD", "lib/modules/inner/HEAD", "vendor/deps/json/HEAD"] {
+        for folder in [
+            "lib/HEAD",
+            "lib/modules/inner/HEAD",
+            "vendor/deps/json/HEAD",
+        ] {
             let path = modules.join(folder);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, "ref: refs/heads/main\n").unwrap();

@@ -28,7 +28,7 @@ use crate::pipeline::decide::{self, Next};
 use crate::pipeline::guard::{SpecGuard, TaskNow};
 use crate::pipeline::{Run, Target, TaskRun};
 use crate::spec::{self, Edit};
-use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
+use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, TestsReport};
 use crate::state::journal::{self};
 use crate::state::lock::Phase;
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -218,16 +218,42 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
-                if let Some(end) = self.tests_held(it)? {
+                if let Some(end) = super::tests_first::tests_held(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )? {
                     return Ok(end);
                 }
-                if let Some(end) = self.check_gate(it).await? {
+                if let Some(end) = super::check::check_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )
+                .await?
+                {
                     return Ok(end);
                 }
-                if let Some(end) = self.green_gate(it).await? {
+                if let Some(end) = super::tests_first::green_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )
+                .await?
+                {
                     return Ok(end);
                 }
-                if let Some(end) = self.verify_gate(it).await? {
+                if let Some(end) = super::verify::verify_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )
+                .await?
+                {
                     return Ok(end);
                 }
                 if let Some(end) = super::scope::scope_gate(
@@ -338,5 +364,39 @@ impl Run<'_> {
                 other => self.follow_person(it, &other).map(Some),
             },
         }
+    }
+
+    /// Before implement: for a task tested first whose tests were not seen red yet, the tests
+    /// step, then the red check (see the module docs); `Some` when the iteration ended.
+    pub(super) async fn tests_step(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+        let Some(command) = it.start.tests_first.clone() else {
+            return Ok(None);
+        };
+        if it.start.red_of(&it.identity).is_some() {
+            return Ok(None);
+        }
+        let attempts = self.guard().attempts(it)?;
+        if decide::decomposition_due(&attempts, self.cx.settings.max_attempts) {
+            return Ok(None);
+        }
+        // A run that stopped after the tests step goes on from its record.
+        let outcome = match StageFiles::read(&self.cx.ws.state_dir, &it.identity).tests {
+            Some(report) => Ok(report),
+            None => {
+                if let Some(end) = self.still_ours(it)? {
+                    return Ok(Some(end));
+                }
+                self.stage::<TestsReport>(it, None).await?.outcome
+            }
+        };
+        super::tests_first::red_check(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &self.left_out.paths,
+            it,
+            command,
+            outcome,
+        )
+        .await
     }
 }

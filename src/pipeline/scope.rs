@@ -110,7 +110,7 @@ fn split(path: &str) -> (&str, &str) {
 /// `Some` when the iteration ended (see [`super::end::end_task`] for the guard, the lock and
 /// the left-out paths).
 pub(super) fn scope_gate(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &[PathBuf],
     it: &mut TaskRun,

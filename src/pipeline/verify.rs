@@ -15,15 +15,16 @@
 
 use std::path::{Path, PathBuf};
 
+use super::TaskRun;
 use super::check;
 use super::decide::CheckResult;
 use super::decide::{self, Next};
-use super::{Run, TaskRun};
+use super::guard::SpecGuard;
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent};
 use crate::spec::MustHave;
 use crate::state::StateDir;
-use crate::state::lock::Phase;
+use crate::state::lock::{Phase, RunLock};
 use crate::workspace::Workspace;
 
 /// What kern found for one must-have.
@@ -145,130 +146,133 @@ pub(super) fn changed_since_start(
     Ok(changed)
 }
 
-impl Run<'_> {
-    /// Checks the task's must-haves and read-only tests (see the module docs); `Some` when the
-    /// attempt failed and the task's iteration ended. The findings go to `it.verified` for the
-    /// review.
-    pub(super) async fn verify_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        let musts: Vec<(MustHave, Option<bool>)> = it
-            .start
-            .must
-            .iter()
-            .filter_map(|(line, held)| {
-                crate::spec::parse_must(line)
-                    .into_iter()
-                    .next()
-                    .and_then(std::result::Result::ok)
-                    .map(|m| (m, *held))
-            })
-            .collect();
-        let read_only = it.start.tests_read_only
-            || self.cx.settings.tests_read_only
-            || it.start.tests_first.is_some();
-        if musts.is_empty() && !read_only {
-            return Ok(None);
-        }
-        self.lock.set_phase(Phase::Check)?;
-        let top = self.cx.ws.repo.top().to_path_buf();
-        let mut findings = Vec::new();
-        for (must, held) in musts {
-            let (passed, seen) = match &must {
-                MustHave::Run { command } => {
-                    let log = self.cx.ws.state_dir.check_log().with_file_name("must.log");
-                    let fence = crate::pipeline::fence::checks_fence(self.cx);
-                    let (result, denied) = check::run(
-                        command,
-                        &top,
-                        self.cx.settings.check_timeout,
-                        &log,
-                        self.cx.interrupt,
-                        fence,
-                    )
-                    .await?;
-                    let said = crate::pipeline::fence::fence_denied(
-                        self.cx,
-                        &self.teller,
-                        Some(&it.title),
-                        "must-have",
-                        denied.as_ref(),
-                    );
-                    it.heard_denied(said);
-                    self.spec.next_step();
-                    match result {
-                        CheckResult::Passed => (true, "exit 0".to_string()),
-                        CheckResult::Failed(note) => (false, note),
-                    }
+/// Checks the task's must-haves and read-only tests (see the module docs); `Some` when the
+/// attempt failed and the task's iteration ended. The findings go to `it.verified` for the
+/// review.
+pub(super) async fn verify_gate(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+) -> Result<Option<IterationEnd>> {
+    let musts: Vec<(MustHave, Option<bool>)> = it
+        .start
+        .must
+        .iter()
+        .filter_map(|(line, held)| {
+            crate::spec::parse_must(line)
+                .into_iter()
+                .next()
+                .and_then(std::result::Result::ok)
+                .map(|m| (m, *held))
+        })
+        .collect();
+    let read_only = it.start.tests_read_only
+        || guard.cx.settings.tests_read_only
+        || it.start.tests_first.is_some();
+    if musts.is_empty() && !read_only {
+        return Ok(None);
+    }
+    lock.set_phase(Phase::Check)?;
+    let top = guard.cx.ws.repo.top().to_path_buf();
+    let mut findings = Vec::new();
+    for (must, held) in musts {
+        let (passed, seen) = match &must {
+            MustHave::Run { command } => {
+                let log = guard.cx.ws.state_dir.check_log().with_file_name("must.log");
+                let fence = crate::pipeline::fence::checks_fence(guard.cx);
+                let (result, denied) = check::run(
+                    command,
+                    &top,
+                    guard.cx.settings.check_timeout,
+                    &log,
+                    guard.cx.interrupt,
+                    fence,
+                )
+                .await?;
+                let said = crate::pipeline::fence::fence_denied(
+                    guard.cx,
+                    guard.teller,
+                    Some(&it.title),
+                    "must-have",
+                    denied.as_ref(),
+                );
+                it.heard_denied(said);
+                guard.spec.next_step();
+                match result {
+                    CheckResult::Passed => (true, "exit 0".to_string()),
+                    CheckResult::Failed(note) => (false, note),
                 }
-                other => judge_file(&top, other),
-            };
-            findings.push(Finding {
-                what: must.to_string(),
-                passed,
-                seen,
-                no_evidence: held == Some(true),
-            });
-        }
-        if read_only {
-            let changed = changed_since_start(self.cx.ws, &self.left_out.paths, it)?;
-            let base = it.start.base_oid();
-            let repo = &self.cx.ws.repo;
-            // A task tested first: its own tests are held by `tests_first`, not here.
-            let held = it
-                .start
-                .red_of(&it.identity)
-                .map(|r| r.tests.clone())
-                .unwrap_or_default();
-            let weakened: Vec<String> = weakened_tests(&changed, &|p| {
-                base.is_some_and(|b| repo.file_at(b, Path::new(p)))
-            })
-            .into_iter()
-            .filter(|p| !held.contains(p))
-            .collect();
-            findings.push(Finding {
-                what: "tests read-only".into(),
-                passed: weakened.is_empty(),
-                seen: if weakened.is_empty() {
-                    "no existing test file changed".into()
-                } else {
-                    format!(
-                        "existing test files changed or deleted: {}",
-                        weakened.join(", ")
-                    )
-                },
-                no_evidence: false,
-            });
-        }
-        let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
-        self.teller.emit(RunEvent::Must {
-            task: it.title.clone(),
-            findings: findings.iter().map(Finding::line).collect(),
-            passed: failed.is_empty(),
-            held: findings.iter().map(|f| f.passed).collect(),
+            }
+            other => judge_file(&top, other),
+        };
+        findings.push(Finding {
+            what: must.to_string(),
+            passed,
+            seen,
+            no_evidence: held == Some(true),
         });
-        it.verified = findings.iter().map(Finding::line).collect();
-        // The implement stage's record carries them too, for jq.
-        let verified = it.verified.clone();
-        annotate_implement_record(&self.cx.ws.state_dir, |kern| kern.must = verified)?;
-        if failed.is_empty() {
-            return Ok(None);
-        }
-        let note = format!(
-            "kern's check of the must-haves failed: {}",
-            failed
-                .iter()
-                .map(|f| format!("`{}` — {}", f.what, first_lines(&f.seen, 5)))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        let attempts = self.guard().attempts(it)?;
-        match decide::after_check(
-            CheckResult::Failed(note),
-            &attempts,
-            self.cx.settings.max_attempts,
-        ) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(()) => Ok(None),
-        }
+    }
+    if read_only {
+        let changed = changed_since_start(guard.cx.ws, left_out, it)?;
+        let base = it.start.base_oid();
+        let repo = &guard.cx.ws.repo;
+        // A task tested first: its own tests are held by `tests_first`, not here.
+        let held = it
+            .start
+            .red_of(&it.identity)
+            .map(|r| r.tests.clone())
+            .unwrap_or_default();
+        let weakened: Vec<String> = weakened_tests(&changed, &|p| {
+            base.is_some_and(|b| repo.file_at(b, Path::new(p)))
+        })
+        .into_iter()
+        .filter(|p| !held.contains(p))
+        .collect();
+        findings.push(Finding {
+            what: "tests read-only".into(),
+            passed: weakened.is_empty(),
+            seen: if weakened.is_empty() {
+                "no existing test file changed".into()
+            } else {
+                format!(
+                    "existing test files changed or deleted: {}",
+                    weakened.join(", ")
+                )
+            },
+            no_evidence: false,
+        });
+    }
+    let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
+    guard.teller.emit(RunEvent::Must {
+        task: it.title.clone(),
+        findings: findings.iter().map(Finding::line).collect(),
+        passed: failed.is_empty(),
+        held: findings.iter().map(|f| f.passed).collect(),
+    });
+    it.verified = findings.iter().map(Finding::line).collect();
+    // The implement stage's record carries them too, for jq.
+    let verified = it.verified.clone();
+    annotate_implement_record(&guard.cx.ws.state_dir, |kern| kern.must = verified)?;
+    if failed.is_empty() {
+        return Ok(None);
+    }
+    let note = format!(
+        "kern's check of the must-haves failed: {}",
+        failed
+            .iter()
+            .map(|f| format!("`{}` — {}", f.what, first_lines(&f.seen, 5)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let attempts = guard.attempts(it)?;
+    match decide::after_check(
+        CheckResult::Failed(note),
+        &attempts,
+        guard.cx.settings.max_attempts,
+    ) {
+        Next::End(decision) => super::end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(()) => Ok(None),
     }
 }
 

@@ -170,7 +170,7 @@ impl Run<'_> {
 /// the task's failed attempt (how the iteration ends, see [`end::end_task`]); else none, and a
 /// new one is asked.
 fn refused_too_often(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &[PathBuf],
     it: &mut TaskRun,
@@ -193,7 +193,7 @@ fn refused_too_often(
 
 /// A hook refused the commit for good: a failed attempt with its output.
 pub(super) fn refused(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &[PathBuf],
     it: &mut TaskRun,
@@ -208,7 +208,11 @@ pub(super) fn refused(
 
 /// Sets back to `[~]` the done marks of a commit that did not happen: the task's, then
 /// `parents` (those kern marked, nearest first) — each only while it is still done.
-pub(super) fn reopen(guard: &SpecGuard, it: &mut TaskRun, parents: &[TaskIdentity]) -> Result<()> {
+pub(super) fn reopen(
+    guard: &SpecGuard<'_, '_>,
+    it: &mut TaskRun,
+    parents: &[TaskIdentity],
+) -> Result<()> {
     let reopen = [Edit::SetState(TaskState::InProgress)];
     let doc = guard.spec.reload()?;
     if doc

@@ -314,7 +314,7 @@ impl Run<'_> {
 /// that carried an error gives a new hard one, `approach` (implement's summary) being what
 /// worked. Returns the file's text before, as `learnings::record` does.
 fn record_learnings(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     left_out: &[PathBuf],
     it: &TaskRun,
     date: &str,

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 /// Puts `paths` of the work tree back to HEAD, saved first when they differ from it.
 pub(super) fn take_back(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     job: &Job,
     paths: &[String],
@@ -56,7 +56,7 @@ pub(super) fn take_back(
 /// The task's work conflicts with the branch in `paths`: nothing is written; the work is
 /// kept and the task retried on the new tip, or blocked at its second conflict.
 pub(super) fn conflicted(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     job: &Job,
     job_ws: &Workspace,
     paths: &[String],

@@ -26,7 +26,7 @@ use super::Job;
 /// Removes a task's worktree and folder when nothing is left in them: no stage files, no
 /// change in the worktree, no commit on its branch beyond where it started.
 pub(super) fn retire_if_idle(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     job: &Job,
     ws: Workspace,
@@ -114,7 +114,7 @@ pub(super) fn retire(
 /// The worktrees whose tasks are not in progress (done, gone, taken by the person): their
 /// changes are saved and they are removed; their branches stay when they hold work.
 pub(super) fn retire_idle_jobs(
-    guard: &SpecGuard,
+    guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     running: &[TaskIdentity],
 ) -> Result<()> {
@@ -168,7 +168,7 @@ pub(super) fn retire_idle_jobs(
 
 /// A run killed while writing a task's work into the work tree: the commit landed (the
 /// task is done) or the paths go back to HEAD, saved first; the task integrates again.
-pub(super) fn recover_integration(guard: &SpecGuard, lock: &mut RunLock) -> Result<()> {
+pub(super) fn recover_integration(guard: &SpecGuard<'_, '_>, lock: &mut RunLock) -> Result<()> {
     let path = guard.cx.ws.state_dir.integrating();
     let Some(pending) = journal::load::<Integrating>(&path) else {
         return Ok(());
