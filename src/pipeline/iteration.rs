@@ -56,7 +56,12 @@ impl Run<'_> {
     async fn iteration_inner(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         self.spec.next_step();
         self.lock.set_phase(Phase::Selecting)?;
-        self.finish_pending_commit()?;
+        crate::pipeline::commit::finish_pending_commit(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &mut self.left_out,
+            &mut self.target,
+        )?;
         self.guard().apply_pending_edits()?;
         let doc = self.spec.reload()?;
         let lines = self.cx.ws.validate(&doc)?;

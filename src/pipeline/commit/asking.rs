@@ -38,7 +38,15 @@ impl Run<'_> {
         let mut review = review;
         let mut refusals = 0u32;
         loop {
-            let (hook, output, message) = match self.try_commit(it, implement, &review)? {
+            let (hook, output, message) = match super::try_commit(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &mut self.left_out,
+                &mut self.target,
+                it,
+                implement,
+                &review,
+            )? {
                 Tried::Ended(end) => return Ok(end),
                 Tried::HookFailed { hook, output } => {
                     return refused(
@@ -114,7 +122,15 @@ impl Run<'_> {
         review: &ReviewReport,
         refused_at: &std::path::Path,
     ) -> Result<Integrated> {
-        let (hook, output, message) = match self.try_commit(it, implement, review)? {
+        let (hook, output, message) = match super::try_commit(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &mut self.left_out,
+            &mut self.target,
+            it,
+            implement,
+            review,
+        )? {
             Tried::Ended(end) => return Ok(Integrated::Ended(end)),
             Tried::HookFailed { hook, output } => {
                 return refused(

@@ -93,7 +93,12 @@ impl<'a> Run<'a> {
     async fn parallel_loop(&mut self) -> Result<()> {
         let slots = self.cx.settings.jobs.max(1) as usize;
         let total = self.cx.settings.iterations;
-        self.finish_pending_commit()?;
+        crate::pipeline::commit::finish_pending_commit(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &mut self.left_out,
+            &mut self.target,
+        )?;
         tidy::recover_integration(
             &SpecGuard::new(self.cx, &self.spec, &self.teller),
             &mut self.lock,
