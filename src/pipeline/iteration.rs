@@ -24,8 +24,10 @@ use std::path::PathBuf;
 
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent, Told};
-use crate::pipeline::decide::{self, Next};
+use crate::pipeline::commit::Tried;
+use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
 use crate::pipeline::guard::{SpecGuard, TaskNow};
+use crate::pipeline::stage::inputs::RefusedMessage;
 use crate::pipeline::{Run, Target, TaskRun};
 use crate::spec::{self, Edit};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, TestsReport};
@@ -403,5 +405,87 @@ impl Run<'_> {
             outcome,
         )
         .await
+    }
+
+    /// COMMIT: mark the task done, append the learnings, commit — journaled; a refused
+    /// message goes back to the review for a new one (see the module docs).
+    pub(in crate::pipeline) async fn commit_asking_review(
+        &mut self,
+        it: &mut TaskRun,
+        implement: &ImplementReport,
+        review: ReviewReport,
+    ) -> Result<IterationEnd> {
+        let mut review = review;
+        let mut refusals = 0u32;
+        loop {
+            let (hook, output, message) = match super::commit::try_commit(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &mut self.left_out,
+                &mut self.target,
+                it,
+                implement,
+                &review,
+            )? {
+                Tried::Ended(end) => return Ok(end),
+                Tried::HookFailed { hook, output } => {
+                    return super::commit::refused(
+                        &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                        &mut self.lock,
+                        &self.left_out.paths,
+                        it,
+                        &hook,
+                        &output,
+                    );
+                }
+                Tried::MessageRefused {
+                    hook,
+                    output,
+                    message,
+                } => (hook, output, message),
+            };
+            refusals += 1;
+            if let Some(end) = super::commit::refused_too_often(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &self.left_out.paths,
+                it,
+                &hook,
+                &output,
+                refusals,
+            )? {
+                return Ok(end);
+            }
+            self.teller.emit(RunEvent::Told(Told::MessageRefused {
+                hook: hook.clone(),
+                subject: message.lines().next().unwrap_or("").to_string(),
+                refusals,
+                of: MESSAGE_REQUESTS,
+                on_branch: false,
+            }));
+            if let Some(end) = self.still_ours(it)? {
+                return Ok(end);
+            }
+            let refused = RefusedMessage {
+                hook,
+                output,
+                message,
+                request: refusals,
+                requests: MESSAGE_REQUESTS,
+            };
+            let run = self
+                .stage_with::<ReviewReport>(it, Some(implement), Some(&refused))
+                .await?;
+            let attempts = self.guard().attempts(it)?;
+            match decide::after_message_review(
+                run.outcome,
+                &review,
+                &attempts,
+                self.cx.settings.max_attempts,
+            ) {
+                Next::End(decision) => return self.end_task(it, decision),
+                Next::Go(report) => review = report,
+            }
+        }
     }
 }

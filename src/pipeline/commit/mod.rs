@@ -22,6 +22,7 @@
 //! the formatted text (every write re-reads the file).
 
 mod asking;
+pub(in crate::pipeline) use asking::{commit_for_integration, refused, refused_too_often};
 
 use crate::error::{Error, Result};
 use crate::event::Told;
@@ -37,7 +38,7 @@ use crate::state::lock::{Phase, RunLock};
 use std::path::PathBuf;
 
 /// How one try of kern's commit ended.
-enum Tried {
+pub(in crate::pipeline) enum Tried {
     /// The iteration ends so (committed, nothing to commit, or the person took the task).
     Ended(IterationEnd),
     /// The `pre-commit` hook refused; the try left no trace.
@@ -60,7 +61,7 @@ pub(in crate::pipeline) enum Integrated {
 
 /// One try of the commit with `review`'s message. A hook's refusal is undone here: the
 /// journal dropped, the learnings put back, kern's done marks set back to `[~]`.
-fn try_commit(
+pub(in crate::pipeline) fn try_commit(
     guard: &SpecGuard<'_, '_>,
     lock: &mut RunLock,
     left_out: &mut LeftOut,

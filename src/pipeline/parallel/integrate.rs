@@ -156,7 +156,15 @@ impl Run<'_> {
         );
         it.hand_edits = self.spec.changes_since(*spec_mark);
         let refused_at = job_ws.state_dir.refused_message();
-        let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {
+        let end = match crate::pipeline::commit::commit_for_integration(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &mut self.left_out,
+            &mut self.target,
+            &mut it,
+            (&implement, &review),
+            &refused_at,
+        )? {
             Integrated::Ended(end) => end,
             Integrated::ReviewAsked => {
                 journal::remove(&self.cx.ws.state_dir.integrating());
