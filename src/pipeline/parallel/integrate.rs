@@ -12,13 +12,15 @@ use crate::error::{Error, Result};
 use crate::event::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::pipeline::commit::Integrated;
 use crate::pipeline::guard::SpecGuard;
+use crate::pipeline::ledger::Ledger;
 use crate::pipeline::remote::Landing;
-use crate::pipeline::{Run, TaskRun};
+use crate::pipeline::teller::Teller;
+use crate::pipeline::{Cx, Run, TaskRun};
 use crate::repository::Applied;
 use crate::spec::Quoted;
 use crate::stage::Stage;
 use crate::state::journal::{self, Integrating, TaskStart};
-use crate::state::lock::Phase;
+use crate::state::lock::{Phase, RunLock};
 use crate::state::resume::{self, ResumePoint, StageFiles};
 use crate::workspace::Workspace;
 
@@ -215,55 +217,6 @@ impl Run<'_> {
         }
         Ok(end)
     }
-    /// History only moves forwards on the run's branch while parallel tasks run (DESIGN.md
-    /// section 8): a branch moved any other way since kern last saw it at `seen` (an agent's
-    /// `git update-ref` from its worktree; each task's own audit sees only its stages) is put
-    /// back before anything lands on it, where it was moved kept under `refs/kern/agent/`.
-    pub(super) fn keep_branch_forwards(
-        &mut self,
-        job: &Job,
-        seen: Option<git2::Oid>,
-    ) -> Result<()> {
-        let (Some(seen), Some(now)) = (seen, self.cx.ws.repo.head_oid()) else {
-            return Ok(());
-        };
-        if self.cx.ws.repo.contains(now, seen) {
-            return Ok(());
-        }
-        let Ok(crate::repository::Head::Branch(branch)) = self.cx.ws.repo.head() else {
-            return Ok(());
-        };
-        self.lock.set_phase(Phase::Writing)?;
-        let keep = crate::pipeline::audit::next_ref(
-            &self.cx.ws.repo,
-            &format!("refs/kern/agent/{}/branch-", job.slug),
-        )?;
-        self.cx
-            .ws
-            .repo
-            .set_ref(&keep, now, "kern: kept where the run's branch was moved")?;
-        self.cx.ws.repo.set_ref(
-            &format!("refs/heads/{branch}"),
-            seen,
-            "kern: put back the run's branch",
-        )?;
-        let what = format!(
-            "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: refs/heads/{branch} put back, where it was moved kept at `{keep}`",
-            crate::text::short_oid(&seen.to_string()),
-            crate::text::short_oid(&now.to_string()),
-        );
-        // In the morning report under the task that just ended: the one stage that may write
-        // is implement, though any task's agent could have done it.
-        self.teller.emit(RunEvent::Violation {
-            task: Some(job.title.clone()),
-            stage: Stage::Implement,
-            violations: vec![what.clone()],
-            reverted: vec![format!("refs/heads/{branch}")],
-            saved: vec![keep],
-        });
-        self.ledger.books().summary.notes.push(what);
-        Ok(())
-    }
 }
 
 /// The paths of `ws`'s work tree that differ from HEAD (kern's own files aside), and those
@@ -278,6 +231,59 @@ pub(super) fn dirty_among(ws: &Workspace, paths: &[String]) -> Result<(Vec<Strin
         .cloned()
         .collect();
     Ok((dirty, among))
+}
+
+/// History only moves forwards on the run's branch while parallel tasks run (DESIGN.md
+/// section 8): a branch moved any other way since kern last saw it at `seen` (an agent's
+/// `git update-ref` from its worktree; each task's own audit sees only its stages) is put
+/// back before anything lands on it, where it was moved kept under `refs/kern/agent/`; told
+/// through `teller` and noted in the `ledger`'s summary.
+pub(super) fn keep_branch_forwards(
+    cx: Cx,
+    teller: &Teller,
+    ledger: &Ledger,
+    lock: &mut RunLock,
+    job: &Job,
+    seen: Option<git2::Oid>,
+) -> Result<()> {
+    let (Some(seen), Some(now)) = (seen, cx.ws.repo.head_oid()) else {
+        return Ok(());
+    };
+    if cx.ws.repo.contains(now, seen) {
+        return Ok(());
+    }
+    let Ok(crate::repository::Head::Branch(branch)) = cx.ws.repo.head() else {
+        return Ok(());
+    };
+    lock.set_phase(Phase::Writing)?;
+    let keep = crate::pipeline::audit::next_ref(
+        &cx.ws.repo,
+        &format!("refs/kern/agent/{}/branch-", job.slug),
+    )?;
+    cx.ws
+        .repo
+        .set_ref(&keep, now, "kern: kept where the run's branch was moved")?;
+    cx.ws.repo.set_ref(
+        &format!("refs/heads/{branch}"),
+        seen,
+        "kern: put back the run's branch",
+    )?;
+    let what = format!(
+        "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: refs/heads/{branch} put back, where it was moved kept at `{keep}`",
+        crate::text::short_oid(&seen.to_string()),
+        crate::text::short_oid(&now.to_string()),
+    );
+    // In the morning report under the task that just ended: the one stage that may write
+    // is implement, though any task's agent could have done it.
+    teller.emit(RunEvent::Violation {
+        task: Some(job.title.clone()),
+        stage: Stage::Implement,
+        violations: vec![what.clone()],
+        reverted: vec![format!("refs/heads/{branch}")],
+        saved: vec![keep],
+    });
+    ledger.books().summary.notes.push(what);
+    Ok(())
 }
 
 /// True when the dirty path `dirty` (a folder ends in `/`) is `path` or holds it.

@@ -306,9 +306,20 @@ impl<'a> Run<'a> {
             let task = &doc.tasks()[selection.task];
             let identity = doc.identity(selection.task);
             tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, "starting in its own worktree");
-            let job = self.prepare_job(&doc, selection.task)?;
+            let job = job::prepare_job(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &doc,
+                selection.task,
+            )?;
             self.remote_job_prepared(&doc, selection.task, &job.slug)?;
-            let future = self.job_future(job.clone_ids(), index, identity.clone())?;
+            let future = job::job_future(
+                self.cx,
+                (self.spec.clone(), self.ledger.clone(), self.teller.clone()),
+                job.clone_ids(),
+                index,
+                identity.clone(),
+            )?;
             out.push((job, future));
         }
         Ok(out)
@@ -332,7 +343,14 @@ impl<'a> Run<'a> {
         spec_mark: &mut usize,
         tip_seen: &mut Option<git2::Oid>,
     ) -> Result<IterationEnd> {
-        self.keep_branch_forwards(&done.job, *tip_seen)?;
+        integrate::keep_branch_forwards(
+            self.cx,
+            &self.teller,
+            &self.ledger,
+            &mut self.lock,
+            &done.job,
+            *tip_seen,
+        )?;
         let end = match done.end {
             Ok(IterationEnd::Ready) => self.integrate(&done.job, &done.ws, spec_mark),
             Ok(end) => Ok(end),
