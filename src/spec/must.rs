@@ -301,13 +301,34 @@ pub(crate) fn is_test_path(path: &str) -> bool {
 }
 
 /// The paths and globs of a Scope note's `text` (`src/parser/**, tests/parser.rs`): split on
-/// commas, blanks and lines, bullets and backticks dropped.
+/// commas, blanks and lines, bullets dropped; a path in backticks or quotes is one path, blanks
+/// and all (`` `packages/web app/**` ``, `"docs/my notes.md"`).
 pub(crate) fn scope_patterns(text: &str) -> Vec<String> {
-    text.split(|c: char| c == ',' || c.is_whitespace())
-        .map(|p| p.trim_matches('`'))
-        .filter(|p| !p.is_empty() && *p != "-" && *p != "*" && *p != "+")
-        .map(str::to_string)
-        .collect()
+    let separator = |c: char| c == ',' || c.is_whitespace();
+    let mut patterns = Vec::new();
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start_matches(separator);
+        let Some(first) = rest.chars().next() else {
+            break;
+        };
+        let closed = ['`', '"', '\'']
+            .contains(&first)
+            .then(|| rest[1..].find(first))
+            .flatten();
+        let (word, after) = match closed {
+            Some(end) => (rest[1..=end].trim(), &rest[end + 2..]),
+            None => {
+                let end = rest.find(separator).unwrap_or(rest.len());
+                (rest[..end].trim_matches('`'), &rest[end..])
+            }
+        };
+        if !word.is_empty() && !["-", "*", "+"].contains(&word) {
+            patterns.push(word.to_string());
+        }
+        rest = after;
+    }
+    patterns
 }
 
 #[cfg(test)]
@@ -363,6 +384,30 @@ mod tests {
             "grep \"^x=1$\" config.txt",
         ] {
             assert_eq!(file(line).to_string(), line);
+        }
+    }
+
+    #[test]
+    fn scope_paths_split_on_commas_and_blanks_and_a_quoted_one_is_whole() {
+        for (text, want) in [
+            (
+                "src/parser/**, tests/parser.rs",
+                &["src/parser/**", "tests/parser.rs"][..],
+            ),
+            (
+                "- `src/a.rs`\n- src/b.rs\n* c/\n+ d",
+                &["src/a.rs", "src/b.rs", "c/", "d"],
+            ),
+            (
+                "`packages/web app/**`, \"docs/my notes.md\" 'x y'",
+                &["packages/web app/**", "docs/my notes.md", "x y"],
+            ),
+            // A quote that closes nothing, or one inside a word, is part of the word.
+            ("`src/a.rs, b", &["src/a.rs", "b"]),
+            ("don't/x.rs", &["don't/x.rs"]),
+            ("", &[]),
+        ] {
+            assert_eq!(scope_patterns(text), want, "{text}");
         }
     }
 

@@ -203,6 +203,33 @@ fn changes_outside_the_scope_are_set_aside_named_and_never_committed() {
 }
 
 #[test]
+fn a_scope_path_with_blanks_in_backticks_or_quotes_is_one_path() {
+    // `packages/web app/**` was cut at its blank into `packages/web` and `app/**`: the task's
+    // own work was set aside as out of scope.
+    let p = Project::new(
+        "- [ ] Tune the web app\n  > **Scope:** `packages/web app/**`, \"docs/web notes.md\"\n",
+    );
+    p.scenario(&json!({"default": {"implement": {"write": {
+        "packages/web app/src/main.js": "tuned\n",
+        "docs/web notes.md": "notes\n",
+        "packages/api/server.js": "while I was here\n"
+    }}}}));
+    let err = p.run(&["1", "0"]).expect(0).stderr;
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(
+        files.contains("packages/web app/src/main.js"),
+        "{files}\n{err}"
+    );
+    assert!(files.contains("docs/web notes.md"), "{files}\n{err}");
+    assert!(!files.contains("packages/api"), "{files}\n{err}");
+    assert!(
+        p.git(&["show", "HEAD:SPEC.md"])
+            .contains("> **Out of scope:** `packages/api/server.js` set aside"),
+        "{err}"
+    );
+}
+
+#[test]
 fn scope_strict_fails_the_attempt_and_scope_off_commits_everything() {
     let p = Project::new(SCOPED);
     p.scenario(&wanders());
