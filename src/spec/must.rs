@@ -110,6 +110,11 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
             let Some((path, quoted, pattern)) = first_word(rest) else {
                 return Err(need("a path and a pattern"));
             };
+            if !quoted && path.starts_with('-') {
+                return Err(format!(
+                    "`{line}`: `{path}` is grep's option, where kern reads the file — kern's `grep` takes none: write `{word} <path> <regex>` (`(?i)` in the regex ignores case), or `run grep {rest}` to run grep itself"
+                ));
+            }
             let pattern = unquoted(pattern.trim());
             super::grep::compile(pattern)
                 .map_err(|e| format!("`{line}`: the pattern does not compile: {e}"))?;
@@ -449,6 +454,10 @@ mod tests {
                 "`grep src/a.rs`: `grep` needs a path and a pattern",
             ),
             ("grep a.rs (", "`grep a.rs (`: the pattern does not compile"),
+            (
+                "grep -q \"x=1\" config.txt",
+                "`grep -q \"x=1\" config.txt`: `-q` is grep's option, where kern reads the file — kern's `grep` takes none: write `grep <path> <regex>` (`(?i)` in the regex ignores case), or `run grep -q \"x=1\" config.txt` to run grep itself",
+            ),
             ("run", "`run`: `run` needs a command"),
             (
                 "exists src/a.rs",

@@ -153,6 +153,17 @@ fn a_must_have_kern_cannot_read_stops_before_any_agent_with_the_line() {
         "{err}"
     );
     assert!(p.prompts("research").is_empty());
+    // grep's habit, an option before the pattern: `-q` would be read as the file, and the
+    // must-have fail on honest work all night.
+    let p = Project::new("- [ ] Set x\n  > **Must:** grep -q \"x=1\" config.txt\n");
+    let err = p.run(&["1", "0"]).expect(2).stderr;
+    assert!(
+        err.contains("SPEC.md:2:1")
+            && err.contains("`-q` is grep's option, where kern reads the file"),
+        "{err}"
+    );
+    assert!(err.contains("`run grep -q \"x=1\" config.txt`"), "{err}");
+    assert!(p.prompts("research").is_empty());
 }
 
 const SCOPED: &str = "- [ ] Add the parser\n  > **Scope:** src/parser.rs\n";
