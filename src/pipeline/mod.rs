@@ -418,7 +418,7 @@ impl<'a> Run<'a> {
                 )));
             }
             self.check_budget()?;
-            if let Some(why) = self.judge_pace() {
+            if let Some(why) = pacing::judge_pace(self.cx, &self.teller, &self.ledger) {
                 self.ledger.books().summary.ended = why;
                 return Ok(());
             }

@@ -265,7 +265,7 @@ impl<'a> Run<'a> {
                 )));
             }
             if stop.is_none() && paced.is_none() {
-                paced = self.judge_pace();
+                paced = crate::pipeline::pacing::judge_pace(self.cx, &self.teller, &self.ledger);
             }
             if !self.cx.settings.delay.is_zero() {
                 next_start = Instant::now() + self.cx.settings.delay;
