@@ -549,11 +549,6 @@ impl<'a> Run<'a> {
         end::still_ours(&guard, &mut self.lock, &self.left_out.paths, it)
     }
 
-    /// The tree of commit `oid` ([`audit::tree_of`]), for `remote`.
-    fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
-        audit::tree_of(&self.cx.ws.repo, oid)
-    }
-
     /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
     fn check_budget(&self) -> Result<()> {
         match self.cx.settings.max_cost {

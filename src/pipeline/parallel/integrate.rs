@@ -36,7 +36,10 @@ impl Run<'_> {
     ) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Committing)?;
         // `--remote`: the work lands on the remote's tip as it is now.
-        self.remote_sync()?;
+        crate::pipeline::remote::remote_sync(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+        )?;
         let files = StageFiles::read(&job_ws.state_dir, &job.identity);
         let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
             return Err(Error::Internal(format!(
@@ -186,7 +189,15 @@ impl Run<'_> {
         journal::remove(&self.cx.ws.state_dir.integrating());
         *spec_mark = self.spec.mark();
         if end == IterationEnd::Committed {
-            match self.remote_land(&job.identity, &job.title, &job.slug, tip)? {
+            match crate::pipeline::remote::remote_land(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+                &self.ledger,
+                &job.identity,
+                &job.title,
+                &job.slug,
+                tip,
+            )? {
                 Landing::Landed => {}
                 Landing::Again => return self.integrate(job, job_ws, spec_mark),
                 Landing::Kept(end) => {

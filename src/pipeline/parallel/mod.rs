@@ -84,9 +84,15 @@ impl<'a> Run<'a> {
         let result = self.parallel_loop().await;
         if matches!(result, Err(Error::DeadlineReached { .. })) {
             // The tasks in progress go on elsewhere, or here next time, from their work.
-            self.remote_hand_over();
+            crate::pipeline::remote::remote_hand_over(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+            );
         }
-        self.remote_close();
+        crate::pipeline::remote::remote_close(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+        );
         result
     }
 
@@ -103,7 +109,10 @@ impl<'a> Run<'a> {
             &SpecGuard::new(self.cx, &self.spec, &self.teller),
             &mut self.lock,
         )?;
-        self.remote_open()?;
+        crate::pipeline::remote::remote_open(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+        )?;
         let mut running: Vec<JobFuture<'a>> = Vec::new();
         let mut jobs: Vec<TaskIdentity> = Vec::new();
         let mut started = 0u32;
@@ -163,7 +172,7 @@ impl<'a> Run<'a> {
                         if self
                             .cx
                             .interrupt
-                            .sleep_or_interrupt(self.claim_poll())
+                            .sleep_or_interrupt(crate::pipeline::remote::claim_poll(&self.target))
                             .await
                         {
                             stop = Some(Error::Interrupted {
@@ -236,7 +245,7 @@ impl<'a> Run<'a> {
                     tokio::select! {
                         done = next_done(&mut running) => done,
                         () = tokio::time::sleep(every) => {
-                            if let Err(e) = self.remote_renew()
+                            if let Err(e) = crate::pipeline::remote::remote_renew(&SpecGuard::new(self.cx, &self.spec, &self.teller), &mut self.target, )
                                 && stop.is_none()
                             {
                                 stop = Some(e);
@@ -289,7 +298,10 @@ impl<'a> Run<'a> {
         }
         self.lock.set_phase(Phase::Selecting)?;
         self.guard().apply_pending_edits()?;
-        self.remote_sync()?;
+        crate::pipeline::remote::remote_sync(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+        )?;
         let doc = self.spec.reload()?;
         let lines = self.cx.ws.validate(&doc)?;
         if !lines.is_empty() {
@@ -299,7 +311,14 @@ impl<'a> Run<'a> {
         let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
         let options = self.cx.ws.select_options(self.cx.settings, &doc);
         // With `--remote`, only the tasks this run could claim.
-        let picks = self.claimed_picks(&doc, &running_now, free, &options)?;
+        let picks = crate::pipeline::remote::claimed_picks(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+            &doc,
+            &running_now,
+            free,
+            &options,
+        )?;
         let mut out = Vec::new();
         for (k, selection) in picks.into_iter().enumerate() {
             let index = started + 1 + k as u32;
@@ -312,7 +331,13 @@ impl<'a> Run<'a> {
                 &doc,
                 selection.task,
             )?;
-            self.remote_job_prepared(&doc, selection.task, &job.slug)?;
+            crate::pipeline::remote::remote_job_prepared(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+                &doc,
+                selection.task,
+                &job.slug,
+            )?;
             let future = job::job_future(
                 self.cx,
                 (self.spec.clone(), self.ledger.clone(), self.teller.clone()),
@@ -373,7 +398,12 @@ impl<'a> Run<'a> {
         // A task that landed freed its claim in the same push; any other end publishes.
         let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.cx.settings.review;
         if end.is_ok() && !landed {
-            self.remote_task_ended(&done.job.identity, &done.job.slug)?;
+            crate::pipeline::remote::remote_task_ended(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+                &done.job.identity,
+                &done.job.slug,
+            )?;
         }
         end
     }
