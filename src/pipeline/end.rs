@@ -3,7 +3,9 @@
 //!
 //! The decision a reader must know: a task that ends without a commit (skipped, blocked, taken
 //! away by the person) leaves no work in the tree and loses none: its changed paths are saved
-//! under `refs/kern/attempts/<task>/<n>` and exactly those paths put back to HEAD.
+//! under `refs/kern/attempts/<task>/<n>` and exactly those paths put back to HEAD. A task split
+//! into subtasks takes its held tests out of the tree (`tests_first`'s red tests stay at the
+//! commit they were saved at).
 
 use std::path::PathBuf;
 
@@ -37,7 +39,7 @@ pub(super) fn end_task(
         _ => None,
     };
     if let TaskOutcome::Decomposed { .. } = &decision.outcome {
-        super::tests_first::tests_of_split_task(guard, it)?;
+        tests_of_split_task(guard, it)?;
     }
     let mut edits = decision.edits;
     if let Some(why) = why
@@ -145,6 +147,26 @@ pub(super) fn still_ours(
         TaskNow::Ours(_) => Ok(None),
         other => follow_person(guard, lock, left_out, it, &other).map(Some),
     }
+}
+
+/// The task was split into subtasks: its held tests (they prove the whole task, which no
+/// subtask alone makes pass) leave the work tree — they stay at the commit they were saved
+/// at — and each subtask starts without them.
+pub(super) fn tests_of_split_task(guard: &SpecGuard<'_, '_>, it: &mut TaskRun) -> Result<()> {
+    let Some(red) = it.start.red_of(&it.identity).cloned() else {
+        return Ok(());
+    };
+    let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
+    guard.cx.ws.repo.restore_paths(&paths)?;
+    guard.spec.next_step();
+    guard.teller.emit(RunEvent::SetAside {
+        task: it.title.clone(),
+        git_ref: red.saved.clone(),
+        paths: red.tests.clone(),
+        why: "the task was split: its tests wait there for the whole of it".into(),
+    });
+    it.start.red = None;
+    journal::save(&guard.cx.ws.state_dir.task_start(), &it.start)
 }
 
 /// Adds where the task's work was set aside to its Skipped or Blocked note.

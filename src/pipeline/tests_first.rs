@@ -209,26 +209,6 @@ pub(crate) fn step_due(
         && !decide::decomposition_due(&decide::Attempts::of(task), settings.max_attempts)
 }
 
-/// The task was split into subtasks: its held tests (they prove the whole task, which no
-/// subtask alone makes pass) leave the work tree — they stay at the commit they were saved
-/// at — and each subtask starts without them.
-pub(super) fn tests_of_split_task(guard: &SpecGuard<'_, '_>, it: &mut TaskRun) -> Result<()> {
-    let Some(red) = it.start.red_of(&it.identity).cloned() else {
-        return Ok(());
-    };
-    let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
-    guard.cx.ws.repo.restore_paths(&paths)?;
-    guard.spec.next_step();
-    guard.teller.emit(RunEvent::SetAside {
-        task: it.title.clone(),
-        git_ref: red.saved.clone(),
-        paths: red.tests.clone(),
-        why: "the task was split: its tests wait there for the whole of it".into(),
-    });
-    it.start.red = None;
-    journal::save(&guard.cx.ws.state_dir.task_start(), &it.start)
-}
-
 /// The red check of `command` after the tests step that ended with `outcome` (see the module
 /// docs; the loop runs the step itself, `Run::tests_step`); `Some` when the iteration ended.
 pub(super) async fn red_check(
