@@ -368,7 +368,7 @@ async fn run_locked<'a>(
         sandbox: Some(settings.sandbox.mode),
         watch: settings.watched_by.clone(),
     });
-    let result = match run.baseline_check().await {
+    let result = match baseline_check(run.cx, &run.teller, &run.spec, &mut run.lock).await {
         Ok(()) if parallel::wanted(settings, &ws.state_dir) => run.parallel().await,
         Ok(()) => run.iterations().await,
         Err(e) => Err(e),
@@ -400,7 +400,7 @@ impl<'a> Run<'a> {
                 .clear_iteration_files(self.teller.run_id())?;
             match end {
                 IterationEnd::NothingLeft => {
-                    let ended = self.nothing_left()?;
+                    let ended = nothing_left(self.cx, &self.spec)?;
                     let mut books = self.ledger.books();
                     books.summary.iterations = index - 1;
                     books.summary.ended = ended;
@@ -417,12 +417,13 @@ impl<'a> Run<'a> {
                     self.cx.ws.spec_display
                 )));
             }
-            self.check_budget()?;
+            check_budget(self.cx.settings, &self.ledger)?;
             if let Some(why) = pacing::judge_pace(self.cx, &self.teller, &self.ledger) {
                 self.ledger.books().summary.ended = why;
                 return Ok(());
             }
-            if index < total && !self.cx.settings.delay.is_zero() && self.has_work()? {
+            if index < total && !self.cx.settings.delay.is_zero() && has_work(self.cx, &self.spec)?
+            {
                 clock::check_pause(
                     self.cx.settings.deadline.as_ref(),
                     Timestamp::now(),
@@ -443,87 +444,6 @@ impl<'a> Run<'a> {
         }
         self.ledger.books().summary.ended = finish::all_ran(total);
         Ok(())
-    }
-
-    /// How a run that found nothing to take ends: "nothing left to do", or — when open tasks
-    /// wait through After notes on a blocked task — that every open task waits, naming each
-    /// and the fix (the blocked task makes the exit code 4).
-    pub(super) fn nothing_left(&mut self) -> Result<String> {
-        let doc = self.spec.reload()?;
-        let waiting = spec::waiting_on_blocked(&doc, &self.cx.ws.spec_display);
-        Ok(if waiting.is_empty() {
-            "nothing left to do".into()
-        } else {
-            format!(
-                "every open task waits: {} — unblock what they wait for (set it back to [ ] once you did what its note asks), or remove the After notes",
-                waiting.join("; ")
-            )
-        })
-    }
-
-    /// Runs `--check` once before any agent when the run starts a new task on the commit it
-    /// starts from (not when it resumes a task whose work is in the tree): a check that fails
-    /// there would fail every task's gate, one paid attempt after another.
-    async fn baseline_check(&mut self) -> Result<()> {
-        let Some(command) = self.cx.settings.check.clone() else {
-            return Ok(());
-        };
-        if self.cx.settings.check_baseline == crate::cli::CheckBaseline::Skip {
-            return Ok(());
-        }
-        let doc = self.spec.reload()?;
-        let Some(selection) =
-            spec::select_with(&doc, &self.cx.ws.select_options(self.cx.settings, &doc))
-        else {
-            return Ok(());
-        };
-        let resuming = doc.tasks()[selection.task].state != spec::TaskState::Pending
-            || doc
-                .ancestors(selection.task)
-                .iter()
-                .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
-        if resuming {
-            self.teller.emit(RunEvent::Told(Told::BaselineCheck {
-                command,
-                skipped: true,
-            }));
-            return Ok(());
-        }
-        self.lock.set_phase(Phase::Check)?;
-        self.teller.emit(RunEvent::Told(Told::BaselineCheck {
-            command: command.clone(),
-            skipped: false,
-        }));
-        let fence = fence::checks_fence(self.cx);
-        let (result, denied) = check::run(
-            &command,
-            self.cx.ws.repo.top(),
-            self.cx.settings.check_timeout,
-            &self.cx.ws.state_dir.baseline_log(),
-            self.cx.interrupt,
-            fence,
-        )
-        .await?;
-        fence::fence_denied(
-            self.cx,
-            &self.teller,
-            None,
-            "baseline check",
-            denied.as_ref(),
-        );
-        self.spec.next_step();
-        self.teller.emit(RunEvent::Check {
-            task: None,
-            command: command.clone(),
-            passed: result == decide::CheckResult::Passed,
-            output: None,
-        });
-        match result {
-            decide::CheckResult::Passed => Ok(()),
-            decide::CheckResult::Failed(output) => {
-                Err(Error::CheckFailsAtBaseline { command, output })
-            }
-        }
     }
 
     /// SPEC.md as this step sees it (see [`SpecGuard`]).
@@ -548,22 +468,100 @@ impl<'a> Run<'a> {
         let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
         end::still_ours(&guard, &mut self.lock, &self.left_out.paths, it)
     }
+}
 
-    /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
-    fn check_budget(&self) -> Result<()> {
-        match self.cx.settings.max_cost {
-            Some(limit) if self.ledger.spent() >= limit => Err(Error::BudgetSpent {
-                spent: self.ledger.spent(),
-                limit,
-            }),
-            _ => Ok(()),
-        }
-    }
+/// How a run that found nothing to take ends: "nothing left to do", or — when open tasks
+/// wait through After notes on a blocked task — that every open task waits, naming each
+/// and the fix (the blocked task makes the exit code 4).
+pub(super) fn nothing_left(cx: Cx, spec: &SharedSpec) -> Result<String> {
+    let doc = spec.reload()?;
+    let waiting = spec::waiting_on_blocked(&doc, &cx.ws.spec_display);
+    Ok(if waiting.is_empty() {
+        "nothing left to do".into()
+    } else {
+        format!(
+            "every open task waits: {} — unblock what they wait for (set it back to [ ] once you did what its note asks), or remove the After notes",
+            waiting.join("; ")
+        )
+    })
+}
 
-    fn has_work(&mut self) -> Result<bool> {
-        let doc = self.spec.reload()?;
-        Ok(spec::select_with(&doc, &self.cx.ws.select_options(self.cx.settings, &doc)).is_some())
+/// Runs `--check` once before any agent when the run starts a new task on the commit it
+/// starts from (not when it resumes a task whose work is in the tree): a check that fails
+/// there would fail every task's gate, one paid attempt after another. The `lock` says the
+/// check runs; `teller` tells it.
+async fn baseline_check(
+    cx: Cx<'_>,
+    teller: &Teller<'_>,
+    spec: &SharedSpec,
+    lock: &mut RunLock,
+) -> Result<()> {
+    let Some(command) = cx.settings.check.clone() else {
+        return Ok(());
+    };
+    if cx.settings.check_baseline == crate::cli::CheckBaseline::Skip {
+        return Ok(());
     }
+    let doc = spec.reload()?;
+    let Some(selection) = spec::select_with(&doc, &cx.ws.select_options(cx.settings, &doc)) else {
+        return Ok(());
+    };
+    let resuming = doc.tasks()[selection.task].state != spec::TaskState::Pending
+        || doc
+            .ancestors(selection.task)
+            .iter()
+            .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
+    if resuming {
+        teller.emit(RunEvent::Told(Told::BaselineCheck {
+            command,
+            skipped: true,
+        }));
+        return Ok(());
+    }
+    lock.set_phase(Phase::Check)?;
+    teller.emit(RunEvent::Told(Told::BaselineCheck {
+        command: command.clone(),
+        skipped: false,
+    }));
+    let fence = fence::checks_fence(cx);
+    let (result, denied) = check::run(
+        &command,
+        cx.ws.repo.top(),
+        cx.settings.check_timeout,
+        &cx.ws.state_dir.baseline_log(),
+        cx.interrupt,
+        fence,
+    )
+    .await?;
+    fence::fence_denied(cx, teller, None, "baseline check", denied.as_ref());
+    spec.next_step();
+    teller.emit(RunEvent::Check {
+        task: None,
+        command: command.clone(),
+        passed: result == decide::CheckResult::Passed,
+        output: None,
+    });
+    match result {
+        decide::CheckResult::Passed => Ok(()),
+        decide::CheckResult::Failed(output) => Err(Error::CheckFailsAtBaseline { command, output }),
+    }
+}
+
+/// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
+pub(super) fn check_budget(settings: &Settings, ledger: &Ledger) -> Result<()> {
+    match settings.max_cost {
+        Some(limit) if ledger.spent() >= limit => Err(Error::BudgetSpent {
+            spent: ledger.spent(),
+            limit,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether SPEC.md holds a task kern would take now.
+fn has_work(cx: Cx, spec: &SharedSpec) -> Result<bool> {
+    let doc = spec.reload()?;
+    Ok(spec::select_with(&doc, &cx.ws.select_options(cx.settings, &doc)).is_some())
 }
 
 /// The files no agent may edit — SPEC.md and LEARNINGS.md — absolute, and once more through

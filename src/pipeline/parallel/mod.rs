@@ -137,7 +137,7 @@ impl<'a> Run<'a> {
                 stop = Some(Error::Interrupted { signal });
             }
             if stop.is_none()
-                && let Err(e) = self.check_budget()
+                && let Err(e) = crate::pipeline::check_budget(self.cx.settings, &self.ledger)
             {
                 stop = Some(e);
             }
@@ -201,7 +201,7 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 if nothing_left {
-                    let ended = self.nothing_left()?;
+                    let ended = crate::pipeline::nothing_left(self.cx, &self.spec)?;
                     self.ledger.books().summary.ended = ended;
                     return Ok(());
                 }
@@ -210,7 +210,7 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 if !self.has_parallel_work()? {
-                    let ended = self.nothing_left()?;
+                    let ended = crate::pipeline::nothing_left(self.cx, &self.spec)?;
                     self.ledger.books().summary.ended = ended;
                     return Ok(());
                 }

@@ -19,7 +19,9 @@ pub(crate) mod runner;
 
 use crate::error::{Error, Result};
 use crate::event::RunEvent;
-use crate::pipeline::ledger::StageCount;
+use crate::pipeline::guard::SpecGuard;
+use crate::pipeline::ledger::{Ledger, StageCount};
+use crate::pipeline::teller::Teller;
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::Quoted;
 use crate::stage::record::{Outcome, WaitKind};
@@ -47,7 +49,7 @@ impl Run<'_> {
         refused: Option<&crate::pipeline::stage::inputs::RefusedMessage>,
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
-        self.check_budget()?;
+        super::check_budget(self.cx.settings, &self.ledger)?;
         super::clock::check_deadline(self.cx.settings, self.ledger.median_ms(stage), stage)?;
         let agent = match (stage, &self.cx.settings.review_agent) {
             (crate::stage::Stage::Review, Some(reviewer)) => reviewer.to_string(),
@@ -140,7 +142,7 @@ impl Run<'_> {
                 return Err(e);
             }
         };
-        self.count(&mut run);
+        count(&self.ledger, &self.teller, &mut run);
         for switch in &run.record.kern.switches {
             self.teller.emit(RunEvent::AgentSwitch {
                 task: Some(it.title.clone()),
@@ -214,7 +216,12 @@ impl Run<'_> {
             fenced.as_ref(),
         );
         it.heard_denied(said);
-        self.notice_hand_edits(stage, before.spec_mark, it)?;
+        notice_hand_edits(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            stage,
+            before.spec_mark,
+            it,
+        )?;
         let record = &run.record;
         let turns = record
             .agent_result
@@ -252,61 +259,60 @@ impl Run<'_> {
         }
         Ok(run)
     }
+}
 
-    /// Reports the changes of SPEC.md during the stage that kern did not make, by name.
-    pub(super) fn notice_hand_edits(
-        &mut self,
-        stage: crate::stage::Stage,
-        mark: usize,
-        it: &mut TaskRun,
-    ) -> Result<()> {
-        self.spec.reload()?;
-        let changes = self.spec.changes_since(mark);
-        if changes.is_empty() {
-            return Ok(());
-        }
-        self.teller.emit(RunEvent::HandEdit {
-            task: Some(it.title.clone()),
-            stage,
-            changes: changes.clone(),
-            spec: self.cx.ws.spec_display.clone(),
-        });
-        it.hand_edits.extend(changes);
-        Ok(())
+/// Reports the changes of SPEC.md during the stage that kern did not make, by name.
+fn notice_hand_edits(
+    guard: &SpecGuard<'_, '_>,
+    stage: crate::stage::Stage,
+    mark: usize,
+    it: &mut TaskRun,
+) -> Result<()> {
+    guard.spec.reload()?;
+    let changes = guard.spec.changes_since(mark);
+    if changes.is_empty() {
+        return Ok(());
     }
+    guard.teller.emit(RunEvent::HandEdit {
+        task: Some(it.title.clone()),
+        stage,
+        changes: changes.clone(),
+        spec: guard.cx.ws.spec_display.clone(),
+    });
+    it.hand_edits.extend(changes);
+    Ok(())
+}
 
-    /// Adds a stage's cost, retries, waits and agent to the run's totals, and its use of each
-    /// usage window its agent reported to its record (`kern.window`) and the run's readings.
-    pub(super) fn count<R>(&mut self, run: &mut StageRun<R>) {
-        if let Some((agent, limit)) = &run.rate_limit {
-            let reported = crate::agent::stream::window::windows(limit);
-            let mut books = self.ledger.books();
-            let uses = crate::pipeline::pace::window_uses(&books.readings, agent, &reported);
-            for used in &uses {
-                if let Some(points) = used.spent() {
-                    books
-                        .window_spent
-                        .push((run.record.kern.stage, used.kind.clone(), points));
-                }
+/// Adds a stage's cost, retries, waits and agent to the run's totals, and its use of each
+/// usage window its agent reported to its record (`kern.window`) and the run's readings, in
+/// the `ledger`; told through `teller`.
+fn count<R>(ledger: &Ledger, teller: &Teller, run: &mut StageRun<R>) {
+    if let Some((agent, limit)) = &run.rate_limit {
+        let reported = crate::agent::stream::window::windows(limit);
+        let mut books = ledger.books();
+        let uses = crate::pipeline::pace::window_uses(&books.readings, agent, &reported);
+        for used in &uses {
+            if let Some(points) = used.spent() {
+                books
+                    .window_spent
+                    .push((run.record.kern.stage, used.kind.clone(), points));
             }
-            crate::pipeline::pace::read(&mut books.readings, agent, &reported);
-            run.record.kern.window = uses;
         }
-        let kern = &run.record.kern;
-        let waits: Vec<(WaitKind, u64)> =
-            kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();
-        let total = self.ledger.count_stage(&StageCount {
-            agent: &kern.agent,
-            cost_usd: run.cost_usd,
-            retries: kern.retries,
-            switched: !kern.switches.is_empty(),
-            waits: &waits,
-            succeeded: (kern.outcome == Outcome::Succeeded && run.outcome.is_ok())
-                .then_some((kern.stage, kern.duration_ms)),
-        });
-        self.teller
-            .emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
+        crate::pipeline::pace::read(&mut books.readings, agent, &reported);
+        run.record.kern.window = uses;
     }
+    let kern = &run.record.kern;
+    let waits: Vec<(WaitKind, u64)> = kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();
+    let total = ledger.count_stage(&StageCount {
+        agent: &kern.agent,
+        cost_usd: run.cost_usd,
+        retries: kern.retries,
+        switched: !kern.switches.is_empty(),
+        waits: &waits,
+        succeeded: (kern.outcome == Outcome::Succeeded && run.outcome.is_ok())
+            .then_some((kern.stage, kern.duration_ms)),
+    });
+    teller.emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
 }
 
 /// The stage line's word on the fence: said whenever the stage ran without kern's fence, and
