@@ -18,7 +18,7 @@ use crate::pipeline::teller::Teller;
 use crate::pipeline::{Cx, Run, TaskRun};
 use crate::repository::Applied;
 use crate::spec::Quoted;
-use crate::stage::Stage;
+use crate::stage::{ImplementReport, ReviewReport, Stage};
 use crate::state::journal::{self, Integrating, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::resume::{self, ResumePoint, StageFiles};
@@ -40,65 +40,15 @@ impl Run<'_> {
             &SpecGuard::new(self.cx, &self.spec, &self.teller),
             &mut self.target,
         )?;
-        let files = StageFiles::read(&job_ws.state_dir, &job.identity);
-        let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
-            return Err(Error::Internal(format!(
-                "the task {} was ready, but its stage files in `{}` are not",
-                Quoted(&job.title),
-                job_ws.state_dir.dir().display()
-            )));
-        };
-        let start = journal::load::<TaskStart>(&job_ws.state_dir.task_start());
-        let mut exclude: Vec<PathBuf> = start
-            .as_ref()
-            .map(|s| s.excluded.clone())
-            .unwrap_or_default();
-        exclude.extend(job_ws.copies.iter().cloned());
-        let recorded = job_ws.repo.commit_work(
-            &format!("kern: the work of {}\n", Quoted(&job.title)),
-            &exclude,
-        )?;
-        for left in recorded
-            .left_out
-            .iter()
-            .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
-        {
-            self.teller.emit(RunEvent::Told(Told::LeftInWorktree {
-                task: job.title.clone(),
-                file: LeftOutFile {
-                    path: left.path.clone(),
-                    reason: left.reason.clone(),
-                },
-            }));
-        }
-        let work = job_ws.repo.head_oid();
-        let base = start
-            .as_ref()
-            .and_then(|s| s.base_commit.as_deref())
-            .and_then(|b| crate::repository::parse_oid(b).ok());
-        let tip = self.cx.ws.repo.head_oid();
-        let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
-            return Err(Error::Internal(format!(
-                "the task {} has no commit to start from — parallel tasks need a branch with a commit",
-                Quoted(&job.title)
-            )));
-        };
-        let applied = if work == base {
-            Applied::Clean(crate::pipeline::audit::tree_of(&self.cx.ws.repo, tip)?)
-        } else {
-            self.cx.ws.repo.apply_onto(base, work, tip)?
-        };
-        let tree = match applied {
-            Applied::Conflict(paths) => {
-                return super::conflict::conflicted(
-                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
-                    job,
-                    job_ws,
-                    &paths,
-                    None,
-                );
-            }
-            Applied::Clean(tree) => tree,
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        let (implement, review, tip, tree) = match applied(&guard, job, job_ws)? {
+            Work::Applied {
+                implement,
+                review,
+                tip,
+                tree,
+            } => (implement, review, tip, tree),
+            Work::Ended(end) => return Ok(end),
         };
         let paths = self.cx.ws.repo.paths_between(
             crate::pipeline::audit::tree_of(&self.cx.ws.repo, tip)?,
@@ -228,6 +178,86 @@ impl Run<'_> {
         }
         Ok(end)
     }
+}
+
+/// The task's work as it stands in its worktree, or how its integration already ended.
+enum Work {
+    /// Its work committed in the worktree and applied onto the run's tip in memory as `tree`,
+    /// with the reports the review approved, onto the run's tip `tip`.
+    Applied {
+        implement: Box<ImplementReport>,
+        review: Box<ReviewReport>,
+        tip: git2::Oid,
+        tree: git2::Oid,
+    },
+    /// It conflicted with the run's branch (nothing written).
+    Ended(IterationEnd),
+}
+
+/// Commits the task's work in its worktree `job_ws` (what a commit leaves out there is told)
+/// and applies it onto the run's tip in memory; a conflict is the task's
+/// ([`super::conflict::conflicted`]).
+fn applied(guard: &SpecGuard<'_, '_>, job: &Job, job_ws: &Workspace) -> Result<Work> {
+    let files = StageFiles::read(&job_ws.state_dir, &job.identity);
+    let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
+        return Err(Error::Internal(format!(
+            "the task {} was ready, but its stage files in `{}` are not",
+            Quoted(&job.title),
+            job_ws.state_dir.dir().display()
+        )));
+    };
+    let start = journal::load::<TaskStart>(&job_ws.state_dir.task_start());
+    let mut exclude: Vec<PathBuf> = start
+        .as_ref()
+        .map(|s| s.excluded.clone())
+        .unwrap_or_default();
+    exclude.extend(job_ws.copies.iter().cloned());
+    let recorded = job_ws.repo.commit_work(
+        &format!("kern: the work of {}\n", Quoted(&job.title)),
+        &exclude,
+    )?;
+    for left in recorded
+        .left_out
+        .iter()
+        .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
+    {
+        guard.teller.emit(RunEvent::Told(Told::LeftInWorktree {
+            task: job.title.clone(),
+            file: LeftOutFile {
+                path: left.path.clone(),
+                reason: left.reason.clone(),
+            },
+        }));
+    }
+    let work = job_ws.repo.head_oid();
+    let base = start
+        .as_ref()
+        .and_then(|s| s.base_commit.as_deref())
+        .and_then(|b| crate::repository::parse_oid(b).ok());
+    let tip = guard.cx.ws.repo.head_oid();
+    let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
+        return Err(Error::Internal(format!(
+            "the task {} has no commit to start from — parallel tasks need a branch with a commit",
+            Quoted(&job.title)
+        )));
+    };
+    let applied = if work == base {
+        Applied::Clean(crate::pipeline::audit::tree_of(&guard.cx.ws.repo, tip)?)
+    } else {
+        guard.cx.ws.repo.apply_onto(base, work, tip)?
+    };
+    let tree = match applied {
+        Applied::Conflict(paths) => {
+            return super::conflict::conflicted(guard, job, job_ws, &paths, None).map(Work::Ended);
+        }
+        Applied::Clean(tree) => tree,
+    };
+    Ok(Work::Applied {
+        implement: Box::new(implement),
+        review: Box::new(review),
+        tip,
+        tree,
+    })
 }
 
 /// The paths of `ws`'s work tree that differ from HEAD (kern's own files aside), and those
