@@ -32,7 +32,7 @@ use crate::pipeline::{Run, Target, TaskRun};
 use crate::spec::{self, Edit};
 use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, TestsReport};
 use crate::state::journal::{self};
-use crate::state::lock::Phase;
+use crate::state::lock::{Phase, RunLock};
 use crate::state::resume::{self, ResumePoint, StageFiles};
 
 impl Run<'_> {
@@ -180,13 +180,21 @@ impl Run<'_> {
             }
             ResumePoint::Research => {
                 let run = self.stage::<ResearchReport>(it, None).await?;
-                if let Some(end) = self.research_done(it, run.outcome)? {
+                if let Some(end) = research_done(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it, run.outcome)? {
                     return Ok(end);
                 }
                 (None, None)
             }
             ResumePoint::ApplyResearch(report) => {
-                if let Some(end) = self.research_done(it, Ok(report))? {
+                if let Some(end) = research_done(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it, Ok(report))? {
                     return Ok(end);
                 }
                 (None, None)
@@ -196,7 +204,10 @@ impl Run<'_> {
                     .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: false }));
                 (None, None)
             }
-            ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {
+            ResumePoint::Review(implement) => match implement_done(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &self.left_out.paths,
+                it, Ok(implement))? {
                 Next::End(decision) => return self.end_task(it, decision),
                 Next::Go(report) => (Some(report), None),
             },
@@ -213,7 +224,12 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 let run = self.stage::<ImplementReport>(it, None).await?;
-                match self.implement_done(it, run.outcome)? {
+                match implement_done(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &self.left_out.paths,
+                    it,
+                    run.outcome,
+                )? {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
                 }
@@ -295,81 +311,6 @@ impl Run<'_> {
             Target::Branch(_) | Target::Review { .. } => {
                 self.commit_asking_review(it, &implement, review).await
             }
-        }
-    }
-
-    /// Implement finished (or its report was found on resume): what it means, with kern
-    /// judging a SUCCESS by the work — a path that differs from the task's base commit
-    /// (`TaskStart::base_commit`; commits an agent made on top of it count), kern's own
-    /// files, `--allow-dirty` paths and left-out files aside: what the review's diff shows.
-    fn implement_done(
-        &mut self,
-        it: &mut TaskRun,
-        outcome: std::result::Result<ImplementReport, String>,
-    ) -> Result<Next<ImplementReport>> {
-        let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
-        let changed = success && {
-            let keep =
-                super::audit::untouchable(self.cx.ws, &it.start.excluded, &self.left_out.paths);
-            let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
-            self.cx.ws.repo.changed_since(it.start.base_oid(), &keep)?
-        };
-        let attempts = self.guard().attempts(it)?;
-        let next =
-            decide::after_implement(outcome, changed, &attempts, self.cx.settings.max_attempts);
-        if let Next::Go(report) = &next {
-            it.approach = Some(report.summary.clone());
-        }
-        Ok(next)
-    }
-
-    /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
-    fn research_done(
-        &mut self,
-        it: &mut TaskRun,
-        outcome: std::result::Result<ResearchReport, String>,
-    ) -> Result<Option<IterationEnd>> {
-        let attempts = self.guard().attempts(it)?;
-        let doc = self.spec.reload()?;
-        let persons = doc
-            .find(&it.identity)
-            .map(|t| {
-                let task = &doc.tasks()[t];
-                decide::Proposals {
-                    must: !task.must_text().trim().is_empty(),
-                    scope: !task.scope().is_empty(),
-                }
-            })
-            .unwrap_or_default();
-        match decide::after_research(outcome, &attempts, self.cx.settings.max_attempts, persons) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(edits) => match self.guard().task_now(it, &edits)? {
-                TaskNow::Ours(ticket) => {
-                    self.guard().edit_task(it, ticket, &edits)?;
-                    // kern wrote research's proposals as the task's notes: they hold from now
-                    // as if the task had started with them.
-                    if edits
-                        .iter()
-                        .any(|e| matches!(e, Edit::AddMust(_) | Edit::AddScope(_)))
-                    {
-                        let doc = self.spec.reload()?;
-                        if let Some(t) = doc.find(&it.identity) {
-                            let task = &doc.tasks()[t];
-                            it.start.must = super::verify::held_at_start(
-                                self.cx.ws.repo.top(),
-                                &task.must_text(),
-                            );
-                            it.start.scope = task.scope();
-                            crate::state::journal::save(
-                                &self.cx.ws.state_dir.task_start(),
-                                &it.start,
-                            )?;
-                        }
-                    }
-                    Ok(None)
-                }
-                other => self.follow_person(it, &other).map(Some),
-            },
         }
     }
 
@@ -487,5 +428,79 @@ impl Run<'_> {
                 Next::Go(report) => review = report,
             }
         }
+    }
+}
+
+/// Implement finished (or its report was found on resume): what it means, with kern
+/// judging a SUCCESS by the work — a path that differs from the task's base commit
+/// (`TaskStart::base_commit`; commits an agent made on top of it count), kern's own
+/// files, `--allow-dirty` paths and left-out files aside: what the review's diff shows.
+fn implement_done(
+    guard: &SpecGuard<'_, '_>,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    outcome: std::result::Result<ImplementReport, String>,
+) -> Result<Next<ImplementReport>> {
+    let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
+    let changed = success && {
+        let keep = super::audit::untouchable(guard.cx.ws, &it.start.excluded, left_out);
+        let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
+        guard.cx.ws.repo.changed_since(it.start.base_oid(), &keep)?
+    };
+    let attempts = guard.attempts(it)?;
+    let next = decide::after_implement(outcome, changed, &attempts, guard.cx.settings.max_attempts);
+    if let Next::Go(report) = &next {
+        it.approach = Some(report.summary.clone());
+    }
+    Ok(next)
+}
+
+/// Research finished: apply the decision; `Some(end)` when the iteration ends here.
+fn research_done(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    outcome: std::result::Result<ResearchReport, String>,
+) -> Result<Option<IterationEnd>> {
+    let attempts = guard.attempts(it)?;
+    let doc = guard.spec.reload()?;
+    let persons = doc
+        .find(&it.identity)
+        .map(|t| {
+            let task = &doc.tasks()[t];
+            decide::Proposals {
+                must: !task.must_text().trim().is_empty(),
+                scope: !task.scope().is_empty(),
+            }
+        })
+        .unwrap_or_default();
+    match decide::after_research(outcome, &attempts, guard.cx.settings.max_attempts, persons) {
+        Next::End(decision) => super::end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(edits) => match guard.task_now(it, &edits)? {
+            TaskNow::Ours(ticket) => {
+                guard.edit_task(it, ticket, &edits)?;
+                // kern wrote research's proposals as the task's notes: they hold from now
+                // as if the task had started with them.
+                if edits
+                    .iter()
+                    .any(|e| matches!(e, Edit::AddMust(_) | Edit::AddScope(_)))
+                {
+                    let doc = guard.spec.reload()?;
+                    if let Some(t) = doc.find(&it.identity) {
+                        let task = &doc.tasks()[t];
+                        it.start.must =
+                            super::verify::held_at_start(guard.cx.ws.repo.top(), &task.must_text());
+                        it.start.scope = task.scope();
+                        crate::state::journal::save(
+                            &guard.cx.ws.state_dir.task_start(),
+                            &it.start,
+                        )?;
+                    }
+                }
+                Ok(None)
+            }
+            other => super::end::follow_person(guard, lock, left_out, it, &other).map(Some),
+        },
     }
 }
