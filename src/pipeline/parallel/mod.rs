@@ -44,7 +44,8 @@ use std::time::Instant;
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
 use crate::pipeline::guard::SpecGuard;
-use crate::pipeline::{MAX_IDLE_ITERATIONS, Run, schedule};
+use crate::pipeline::shared::SharedSpec;
+use crate::pipeline::{Cx, MAX_IDLE_ITERATIONS, Run, schedule};
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;
 use crate::state::StateDir;
@@ -209,7 +210,7 @@ impl<'a> Run<'a> {
                     self.ledger.books().summary.ended = super::finish::all_ran(total);
                     return Ok(());
                 }
-                if !self.has_parallel_work()? {
+                if !has_parallel_work(self.cx, &self.spec)? {
                     let ended = crate::pipeline::nothing_left(self.cx, &self.spec)?;
                     self.ledger.books().summary.ended = ended;
                     return Ok(());
@@ -349,17 +350,6 @@ impl<'a> Run<'a> {
         }
         Ok(out)
     }
-    /// True when a task could start now (nothing else runs).
-    fn has_parallel_work(&mut self) -> Result<bool> {
-        let doc = self.spec.reload()?;
-        Ok(!schedule::pick(
-            &doc,
-            &[],
-            1,
-            &self.cx.ws.select_options(self.cx.settings, &doc),
-        )
-        .is_empty())
-    }
     /// A task's run ended: count it, integrate its work when it is ready, and tidy its
     /// worktree away when nothing is left in it.
     fn job_ended(
@@ -417,6 +407,12 @@ impl Job {
             title: self.title.clone(),
         }
     }
+}
+
+/// True when a task could start now in SPEC.md (nothing else runs).
+fn has_parallel_work(cx: Cx, spec: &SharedSpec) -> Result<bool> {
+    let doc = spec.reload()?;
+    Ok(!schedule::pick(&doc, &[], 1, &cx.ws.select_options(cx.settings, &doc)).is_empty())
 }
 
 /// Waits for the first of `running` to end and takes it out.
