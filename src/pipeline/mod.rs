@@ -39,6 +39,10 @@
 //!   (in the [`Ledger`] every task shares), so every stage starts on the one that can work (`--fallback-agent`),
 //!   and `--pace` is judged before each stage (a pause) and after each iteration (no new task)
 //!   from the latest reading of each usage window the agents reported.
+//!
+//! No unit test here: the loop takes the lock, spawns agents and ends the run; its rules are
+//! the pure functions of `decide`, `finish` and `clock` (tested there); held by
+//! tests/integration/pipeline.rs, night.rs and crash.rs.
 
 mod audit;
 pub(crate) mod check;

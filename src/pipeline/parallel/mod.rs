@@ -30,6 +30,9 @@
 //!   and run), `integrate` (landing its work, or the conflict), `tidy` (worktrees going away).
 //! - Integration runs between the tasks' awaits: while kern commits, the other agents' output
 //!   waits in their pipes (the limits are minutes; a commit takes seconds).
+//!
+//! No unit test here: the parallel loop runs tasks in worktrees side by side; which tasks run
+//! together is `schedule`'s (tested there); held by tests/integration/parallel.rs.
 
 mod conflict;
 mod integrate;

@@ -11,6 +11,9 @@
 //! that stops at its deadline pushes the work of each task it holds and frees the claims
 //! (`remote_hand_over`), and the machine that claims such a task, still in progress, resumes
 //! from that work the same way.
+//!
+//! No unit test here: it pushes and fetches refs of a git remote; held by
+//! tests/integration/remote.rs.
 
 use std::path::{Path, PathBuf};
 

@@ -549,3 +549,22 @@ pub(in crate::pipeline) fn prune_task_refs(
         tracing::warn!(error = %e, "pruning a task's bookkeeping refs");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claims_key_is_its_titles_slugs_root_first_numbered_when_repeated() {
+        let id = |path: &[&str], occurrence| TaskIdentity {
+            path: path.iter().map(ToString::to_string).collect(),
+            occurrence,
+        };
+        assert_eq!(task_key(&id(&["Parse dates"], 0)), "parse-dates");
+        assert_eq!(
+            task_key(&id(&["API v2", "Parse dates"], 0)),
+            "api-v2--parse-dates"
+        );
+        assert_eq!(task_key(&id(&["Parse dates"], 1)), "parse-dates-2");
+    }
+}

@@ -5,6 +5,9 @@
 //! chains wait too), and a claim another machine won meanwhile sends the pick on to the next
 //! task; when tasks are left that only others hold, the run waits for them
 //! ([`super::Remote::waiting`], polled every [`claim_poll`]) instead of ending.
+//!
+//! No unit test here: it claims tasks on a git remote; what a claim may take is `claim`'s
+//! (tested there); held by tests/integration/remote.rs.
 
 use std::time::Duration;
 

@@ -6,6 +6,9 @@
 //! error and nothing moved), and SPEC.md is merged by task ([`super::spec_merge`]) so lines the
 //! run wrote for tasks it holds survive the move. A run refuses to start when the local branch
 //! has commits the remote's lacks: kern never drops the person's commits.
+//!
+//! No unit test here: it fetches the remote and moves the branch; SPEC.md's merge is
+//! `spec_merge`'s (tested there); held by tests/integration/remote.rs.
 
 use git2::Oid;
 

@@ -11,6 +11,9 @@
 //! Children: `plan.rs` is the stage's plan (agents, prompt, budget — the one the dry run
 //! prints), `inputs.rs` gathers what the stage sees for it, `runner.rs`
 //! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
+//!
+//! No unit test here: a stage spawns an agent; its plan is `plan`'s and its inputs `inputs`'
+//! (tested there); held by tests/integration/pipeline.rs and stage_plan.rs.
 
 pub(crate) mod attempt;
 pub(crate) mod inputs;
