@@ -1,7 +1,9 @@
 //! `--pace` in the run: the gate ([`pace::gate`]) asked before each stage
 //! ([`Run::pace_before`], which pauses) and after each task ([`Run::judge_pace`], which ends
 //! the run or hands the next tasks to the fallback agent), with the line, the `paced` and
-//! `resumed` events and the ledger's record of the pauses.
+//! `resumed` events and the ledger's record of the pauses. With `--remote`, the gate judges by
+//! the account's usage ledger on the remote ([`Run::account_windows`]), and the run judges
+//! before it takes its first task too.
 //!
 //! The one decision a reader must know: a pause happens only before a stage, and a line that
 //! cannot be waited for (past `--max-wait`, or no known reset) never stops a task under way:
@@ -78,12 +80,21 @@ impl Run<'_> {
         if books.limits.limited_until(agent, now).is_some() {
             return None;
         }
-        let readings: Vec<_> = books
+        let mine: Vec<_> = books
             .readings
             .iter()
             .filter(|(a, _)| a == agent)
             .map(|(_, w)| w.clone())
             .collect();
+        drop(books);
+        // With --remote: the account's view, this run's readings published to its ledger.
+        let (readings, account) = self.account_windows(agent, mine, now);
+        let books = self.ledger.books();
+        let words = if account {
+            format!("the {agent} account")
+        } else {
+            agent.to_string()
+        };
         let expected: Vec<(String, f64)> = readings
             .iter()
             .map(|w| {
@@ -99,7 +110,7 @@ impl Run<'_> {
             &rules,
             &pace::Ask {
                 readings: &readings,
-                agent,
+                agent: &words,
                 stage,
                 expected: &expected,
                 now,

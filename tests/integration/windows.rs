@@ -9,7 +9,8 @@
 
 use serde_json::{Value, json};
 
-use crate::support::project::Project;
+use crate::remote::{Fleet, tasks};
+use crate::support::project::{Project, texts};
 
 fn usage(utilization: f64, resets_in_secs: u64) -> Value {
     json!({"utilization": utilization, "window": "five_hour", "resets_in_secs": resets_in_secs})
@@ -247,4 +248,145 @@ fn pace_even_keeps_to_the_elapsed_share_and_pace_week_to_the_week() {
             }
         }
     }
+}
+
+/// The account's ledger on the remote, as `git log` in the bare remote shows it: the highest
+/// reading of each window kind in it.
+fn ledger_readings(fleet: &Fleet) -> Vec<Value> {
+    let refs = fleet.remote_git(&["for-each-ref", "--format=%(refname)", "refs/kern/pace/"]);
+    refs.lines()
+        .flat_map(|r| {
+            let message = fleet.remote_git(&["log", "-1", "--format=%B", r]);
+            let (_, json) = message.split_once("\n\n").unwrap();
+            let book: Value = serde_json::from_str(json.trim()).unwrap();
+            book["readings"].as_array().unwrap().clone()
+        })
+        .collect()
+}
+
+/// Waits (a minute at most, a bound against a broken build) until `reached`.
+fn wait_until(what: &str, reached: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !reached() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} was never reached"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn three_machines_on_one_account_stop_together_at_the_accounts_line() {
+    let fleet = Fleet::new(&tasks(9), 3);
+    let go = fleet.seed.outside.path().join("go");
+    // Task 1's research reads the account at 85 %; every other task's reads 30 % and its
+    // implement waits for `go`, which the test gives once the ledger has the 85 %.
+    let plain = json!({"write": {"out/{slug}.txt": "done {task}\n"}});
+    fleet.seed.scenario(&json!({
+        "tasks": [{"match": "Task 1", "research": {"usage": usage(0.85, 7200)}, "implement": plain}],
+        "default": {
+            "research": {"usage": usage(0.30, 7200)},
+            // It also ends once the test's folder is gone, should the test fail first.
+            "implement": {"shell": [format!(
+                              "while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done",
+                              go.display(),
+                              fleet.seed.outside.path().display()
+                          )],
+                          "write": {"out/{slug}.txt": "done {task}\n"}}
+        }
+    }));
+    let args = [
+        "20",
+        "0",
+        "--remote",
+        "origin",
+        "--pace=80",
+        "--max-wait=1m",
+    ];
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            fleet
+                .kern(i, &args)
+                .spawn_with(std::process::Stdio::piped(), std::process::Stdio::piped())
+        })
+        .collect();
+    wait_until("the ledger holding 85 %", || {
+        ledger_readings(&fleet)
+            .iter()
+            .any(|r| r["used_percent"] == 85.0)
+    });
+    std::fs::write(&go, "").unwrap();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (i, out) in outs.iter().enumerate() {
+        let (_, err) = texts(out);
+        assert_eq!(out.status.code(), Some(0), "machine {i}:\n{err}");
+        // Each machine stops at the account's line, whichever machine read it.
+        assert!(
+            err.contains("the program:")
+                && err.contains(" account's five-hour window is 85% used")
+                && err.contains("(the pace is 80%) — no new task taken"),
+            "machine {i}:\n{err}"
+        );
+    }
+    // Only the tasks under way when the line was read landed; the rest are left for later.
+    let spec = fleet.remote_file("SPEC.md");
+    let done = spec.matches("- [x]").count();
+    assert!((1..=3).contains(&done), "{spec}");
+    assert!(spec.contains("- [x] Task 1"), "{spec}");
+    assert!(spec.contains("- [ ] Task 9"), "{spec}");
+    // The ledger holds each run's readings, the reading machine named.
+    let readings = ledger_readings(&fleet);
+    assert!(
+        readings
+            .iter()
+            .all(|r| r["kind"] == "five_hour" && r["machine"].as_str().unwrap().contains("(run ")),
+        "{readings:#?}"
+    );
+
+    // A machine that reads the ledger at the line starts no stage.
+    let again = fleet.kern(0, &args).expect(0);
+    again.stderr_has(" account's five-hour window is 85% used");
+    again.stderr_has("no new task taken");
+    assert!(
+        !again.stderr.contains("research"),
+        "no stage started:\n{}",
+        again.stderr
+    );
+    assert_eq!(fleet.remote_file("SPEC.md"), spec);
+}
+
+#[test]
+fn a_remote_refusing_the_ledger_is_one_warning_and_the_machine_judges_alone() {
+    let fleet = Fleet::new(&tasks(3), 1);
+    let hook = fleet
+        .seed
+        .outside
+        .path()
+        .join("remote.git")
+        .join("hooks")
+        .join("pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do case $ref in refs/kern/pace/*) echo 'no ledgers here' >&2; exit 1;; esac; done\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fleet.seed.scenario(&json!({
+        "default": {"research": {"usage": usage(0.30, 7200)},
+                    "implement": {"write": {"out/{slug}.txt": "done {task}\n"}}}
+    }));
+    let out = fleet
+        .kern(0, &["5", "0", "--remote", "origin", "--pace=80"])
+        .expect(0);
+    let warning = "--pace: the account's usage ledger on `origin` (refs/kern/pace/";
+    assert_eq!(out.stderr.matches(warning).count(), 1, "{}", out.stderr);
+    out.stderr_has("(pre-receive hook declined)");
+    out.stderr_has("— judging by this machine's readings");
+    assert_eq!(fleet.remote_file("SPEC.md").matches("- [x]").count(), 3);
+    assert_eq!(ledger_readings(&fleet), Vec::<Value>::new());
 }
