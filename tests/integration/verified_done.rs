@@ -362,6 +362,30 @@ fn a_grep_must_have_anchors_its_pattern_at_each_line_as_grep_does() {
 }
 
 #[test]
+fn a_must_have_path_with_blanks_is_written_in_quotes_as_a_shell_takes_it() {
+    // A monorepo's folder with a blank and a file name beyond ASCII: the path was cut at its
+    // first blank, the must-have read as grep's own order and failed on honest work.
+    let p = Project::new(
+        "- [ ] Set x\n  > **Must:** grep \"web app/config ü.env\" ^x=1$\n  > **Check:** grep -qx x=1 \"web app/config ü.env\"\n- [ ] Note\n  > **Must:** file \"my notes.md\"\n",
+    );
+    p.scenario(&json!({"tasks": [
+        {"match": "Set x", "implement": {"write": {"web app/config ü.env": "x=1\n"}}},
+        {"match": "Note", "implement": {"write": {"my notes.md": "notes\n"}}}
+    ]}));
+    let dry = p.run(&["-n"]).expect(0).stderr;
+    assert!(!dry.contains("warning"), "{dry}");
+    let err = p.run(&["2", "0", "--max-attempts", "1"]).expect(0).stderr;
+    assert!(
+        err.contains(
+            "must: ✓ grep \"web app/config ü.env\" ^x=1$: `web app/config ü.env:1` holds `x=1`"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("must: ✓ file \"my notes.md\""), "{err}");
+    assert_eq!(p.log(), ["Note", "Set x", "initial"]);
+}
+
+#[test]
 fn a_grep_must_have_written_as_a_shell_writes_grep_holds_on_honest_work() {
     // The way people type grep: the pattern in quotes. Matched with its quotes, the must-have
     // failed on a file that holds the line, attempt after attempt.

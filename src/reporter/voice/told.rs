@@ -286,7 +286,7 @@ pub(super) fn said(told: &Told) -> Vec<Said> {
             "`{spec}` is not committed yet: kern commits it, and LEARNINGS.md, with the first task"
         ))],
         Told::NotesRewritten { task } => vec![Info(format!(
-            "rewrote the notes of `{task}` in kern's current layout (their words kept; a formatter or an older kern had written them another way)"
+            "rewrote the notes of `{task}` in kern's layout, their words kept: blank `>` lines between notes, so that CommonMark reads them apart (they were written another way — by hand, by a formatter or by an older kern)"
         ))],
     }
 }
