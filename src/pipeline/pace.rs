@@ -166,9 +166,11 @@ fn line_at(
             let share = ((now - start) as f64 / len as f64).clamp(0.0, 1.0);
             #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
             let at = start + ((need - EVEN_MARGIN).max(0.0) * len as f64).ceil() as i64;
+            // A stage that would take the window past 100 % fits in no share of it: only
+            // the reset allows it.
             (
                 (share + EVEN_MARGIN).min(1.0),
-                Some(at.max(now)),
+                (need <= 1.0).then_some(at.max(now)),
                 "the even pace",
             )
         }
@@ -549,6 +551,18 @@ mod tests {
                     "five_hour",
                     NOW + 1800,
                     "--pace: claude's five-hour window is 30% used, resets in 4h and a implement stage is expected to use 5% (the even pace is 25%) — pausing 30m until then",
+                ),
+            ),
+            (
+                "even: near the window's end, a stage that would pass 100 % waits for the reset",
+                short(Some(PaceLine::Even)),
+                vec![five(0.992, 600)],
+                implement_uses(1.6),
+                6 * 3600,
+                pause(
+                    "five_hour",
+                    NOW + 600,
+                    "--pace: claude's five-hour window is 99% used, resets in 10m and a implement stage is expected to use 1.6% (the even pace is 100%) — pausing 10m until then",
                 ),
             ),
             (

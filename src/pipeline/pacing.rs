@@ -13,7 +13,6 @@ use super::{Run, pace};
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::state::lock::Phase;
-use crate::timestamp::Timestamp;
 
 impl Run<'_> {
     /// `--pace` after a task: `Some(why)` when no new task may be taken (said to the person);
@@ -75,7 +74,7 @@ impl Run<'_> {
         if rules.short.is_none() && rules.week.is_none() {
             return None;
         }
-        let now = Timestamp::now().epoch_seconds();
+        let now = crate::timestamp::window_now();
         let books = self.ledger.books();
         if books.limits.limited_until(agent, now).is_some() {
             return None;
@@ -150,7 +149,7 @@ impl Run<'_> {
             until: Some(until),
             line,
         });
-        let now = Timestamp::now().epoch_seconds();
+        let now = crate::timestamp::window_now();
         let wait = std::time::Duration::from_secs((until - now).max(0).unsigned_abs())
             + self.settings.retry.reset_margin;
         self.lock.set_phase(Phase::Waiting(stage))?;
@@ -159,12 +158,18 @@ impl Run<'_> {
             remaining: wait,
         }));
         let started = std::time::Instant::now();
-        if self.interrupt.sleep_or_interrupt(wait).await {
-            return Err(Error::Interrupted {
-                signal: self.interrupt.requested().unwrap_or(2),
-            });
-        }
-        let waited = started.elapsed();
+        let waited = if crate::timestamp::pass_on_test_clock(
+            i64::try_from(wait.as_secs()).unwrap_or(i64::MAX),
+        ) {
+            wait
+        } else {
+            if self.interrupt.sleep_or_interrupt(wait).await {
+                return Err(Error::Interrupted {
+                    signal: self.interrupt.requested().unwrap_or(2),
+                });
+            }
+            started.elapsed()
+        };
         {
             let mut books = self.ledger.books();
             books.paced_for += waited;
