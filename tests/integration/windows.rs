@@ -103,6 +103,57 @@ fn each_stage_records_its_share_of_the_window_and_the_report_gives_each_tasks() 
     assert_eq!(second["windows"][0]["used"], 12.0);
     assert_eq!(second["windows"][0]["unknown_stages"], 0);
 
+    // The HTML report draws the window over the night: the use through each reading, each
+    // stage's share a bar in its task's colour, each task's share in the legend.
+    let page_path = p.outside.path().join("report.html");
+    p.run(&["report", "--html", page_path.to_str().unwrap()])
+        .expect(0);
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    let chart = page
+        .split("<svg class=\"window-chart\" data-window=\"five_hour\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no chart of the 5-hour window:\n{page}"));
+    let chart = &chart[..chart.find("</ul>").unwrap()];
+    // Six readings on the line; five stages with an earlier reading have a bar.
+    let line = chart
+        .split("points=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    assert_eq!(line.split(' ').count(), 6, "{chart}");
+    // In the order the stages ran: the use rises 40, 47, 49, 52, 60, 61 (up is a smaller y),
+    // and time goes on.
+    let xy: Vec<(f64, f64)> = line
+        .split(' ')
+        .map(|p| {
+            let (x, y) = p.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect();
+    assert!(
+        xy.windows(2).all(|w| w[1].1 < w[0].1 && w[1].0 >= w[0].0),
+        "{line}"
+    );
+    assert_eq!(chart.matches("<rect class=\"share\"").count(), 5, "{chart}");
+    assert_eq!(chart.matches("data-task=\"Second\"").count(), 3, "{chart}");
+    assert!(
+        chart.contains("Second — implement: 52 → 60 % (8 points)</title>"),
+        "{chart}"
+    );
+    assert!(chart.contains("<text class=\"now\""), "{chart}");
+    assert!(chart.contains(">61 %</text>"), "{chart}");
+    assert!(
+        chart.contains("</i>Second: 12 %</li>") && chart.contains("</i>First: at least 9 %</li>"),
+        "{chart}"
+    );
+    assert!(!chart.contains("</i>Plain"), "no window, no share: {chart}");
+    assert!(page.contains("<h3>program:"), "{page}");
+    assert!(!page.contains("<script"), "no script: {page}");
+    // The text report's line per window is there too.
+    assert!(page.contains("5-hour window now 61 %; the run"), "{page}");
+
     // Status: the window now.
     let status = p.run(&["status"]).expect(0).stdout;
     assert!(
