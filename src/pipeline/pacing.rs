@@ -105,6 +105,13 @@ impl Run<'_> {
             .collect();
         let waited = books.paced_for;
         let left = self.settings.retry.max_wait.saturating_sub(waited);
+        // The night's end on the windows' clock (the test clock may run ahead of the real one).
+        let night_ends = self.settings.deadline.as_ref().map(|d| {
+            (
+                now + d.at.epoch_seconds() - crate::timestamp::Timestamp::now().epoch_seconds(),
+                d.shown.as_str(),
+            )
+        });
         Some(pace::gate(
             &rules,
             &pace::Ask {
@@ -114,6 +121,7 @@ impl Run<'_> {
                 expected: &expected,
                 now,
                 wait_until: now.saturating_add(i64::try_from(left.as_secs()).unwrap_or(i64::MAX)),
+                night_ends,
                 resumed: &books.resumed,
             },
         ))

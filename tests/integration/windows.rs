@@ -441,3 +441,46 @@ fn a_remote_refusing_the_ledger_is_one_warning_and_the_machine_judges_alone() {
     assert_eq!(fleet.remote_file("SPEC.md").matches("- [x]").count(), 3);
     assert_eq!(ledger_readings(&fleet), Vec::<Value>::new());
 }
+
+#[test]
+fn pace_does_not_wait_for_a_reset_after_the_nights_end_it_ends_the_night() {
+    let spec = "- [ ] First\n- [ ] Second\n";
+    // (the night's end, what kern does): the reset in 2 h comes after a 1 h night, before a
+    // 3 h one. The test clock lets a pause pass at once, so the old behaviour (a pause past
+    // the night's end, then Second) shows without a two-hour wait.
+    for (deadline, ends) in [("1h", true), ("3h", false)] {
+        let p = Project::new(spec);
+        let clock = p.outside.path().join("clock");
+        std::fs::write(&clock, "0\n").unwrap();
+        p.scenario(&json!({
+            "tasks": [{"match": "First", "research": {"usage": usage(0.85, 7200)}}],
+            "default": {"implement": {"write": {"out/{slug}.txt": "done\n"}}}
+        }));
+        let out = p
+            .run(&[
+                "5",
+                "0",
+                "--pace=80",
+                "--max-wait=6h",
+                "--reset-margin=0s",
+                "--deadline",
+                deadline,
+            ])
+            .env("KERN_TEST_CLOCK", &clock)
+            .expect(0);
+        if ends {
+            out.stderr_has("five-hour window is 85% used, resets in");
+            out.stderr_has("— waiting would pass the night's end (");
+            out.stderr_has("): no new task taken, the night ends");
+            assert_eq!(p.log(), ["First", "initial"]);
+            let paced = p.run_events("paced");
+            assert_eq!(paced.len(), 1, "{paced:?}");
+            assert_eq!(paced[0]["action"], "stop");
+            assert!(p.run_events("resumed").is_empty());
+        } else {
+            out.stderr_has("(the pace is 80%) — pausing 2h until then");
+            assert_eq!(p.log(), ["Second", "First", "initial"], "{}", out.stderr);
+            assert_eq!(p.run_events("resumed").len(), 1);
+        }
+    }
+}
