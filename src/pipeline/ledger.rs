@@ -72,6 +72,8 @@ pub(crate) struct Books {
     pub(crate) resumed: Vec<(String, i64)>,
     /// How long `--pace` has paused the run (counted against `--max-wait`).
     pub(crate) paced_for: Duration,
+    /// With `--remote`, what the run keeps of the account's usage ledger.
+    pub(crate) pace_share: super::remote::pace_sync::Share,
     /// Until when each agent is at its usage limit.
     pub(crate) limits: AgentLimits,
     /// When the run started.
@@ -109,6 +111,7 @@ impl Ledger {
                 window_spent: Vec::new(),
                 resumed: Vec::new(),
                 paced_for: Duration::ZERO,
+                pace_share: super::remote::pace_sync::Share::default(),
                 limits: AgentLimits::default(),
                 started: Instant::now(),
                 durations: Vec::new(),

@@ -34,7 +34,7 @@ mod checkpoint;
 pub(crate) mod claim;
 mod land;
 pub(crate) mod pace_ledger;
-mod pace_sync;
+pub(crate) mod pace_sync;
 mod pick;
 mod pull_request;
 pub(crate) mod spec_merge;
@@ -75,8 +75,6 @@ pub(crate) struct Remote {
     work: BTreeMap<String, Oid>,
     /// Tasks taken over whose job has not started yet: their pushed work is brought in.
     taken_over: Vec<TaskIdentity>,
-    /// The run's side of the account's usage ledger ([`pace_sync`]).
-    pace: std::cell::RefCell<pace_sync::Share>,
 }
 
 struct Held {
@@ -152,7 +150,6 @@ impl Remote {
             waiting: false,
             work: BTreeMap::new(),
             taken_over: Vec::new(),
-            pace: std::cell::RefCell::default(),
         })
     }
 

@@ -115,15 +115,16 @@ pub(crate) fn publish(
 
 impl Run<'_> {
     /// The windows `--pace` judges `agent` by at `now`, given this machine's readings `mine`:
-    /// with `--remote`, the account's view of the shared ledger after this run's readings are
-    /// published to it, and `true`; else `mine`, and `false`.
+    /// with `--remote` (in the run and in each of its tasks' runs), the account's view of the
+    /// shared ledger after this run's readings are published to it, and `true`; else `mine`,
+    /// and `false`.
     pub(in crate::pipeline) fn account_windows(
         &self,
         agent: &str,
         mine: Vec<Window>,
         now: i64,
     ) -> (Vec<Window>, bool) {
-        let Some(remote) = self.target.remote() else {
+        let Some(remote) = self.settings.remote.as_deref() else {
             return (mine, false);
         };
         let key = pace_ledger::account_key(agent, account_of(agent).as_deref());
@@ -131,19 +132,17 @@ impl Run<'_> {
             "{} (run {})",
             nix::unistd::gethostname()
                 .map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into_owned()),
-            remote.run
+            self.teller.run_id()
         );
-        let ours = readings(&mine, &machine, now, &remote.pace.borrow().published);
-        match publish(
-            &self.ws.repo,
-            &remote.name,
-            &key,
-            &ours,
+        let ours = readings(
+            &mine,
+            &machine,
             now,
-            LEDGER_TIMEOUT,
-        ) {
+            &self.ledger.books().pace_share.published,
+        );
+        match publish(&self.ws.repo, remote, &key, &ours, now, LEDGER_TIMEOUT) {
             Ok(ledger) => {
-                remote.pace.borrow_mut().published = ours;
+                self.ledger.books().pace_share.published = ours;
                 let mut view: Vec<Window> = pace_ledger::view(&ledger, now)
                     .into_iter()
                     .map(|(w, _)| w)
@@ -157,14 +156,11 @@ impl Run<'_> {
                 (view, true)
             }
             Err(why) => {
-                let mut share = remote.pace.borrow_mut();
-                if !share.warned {
-                    share.warned = true;
+                let first = !std::mem::replace(&mut self.ledger.books().pace_share.warned, true);
+                if first {
                     self.teller.emit(RunEvent::Told(Told::Paced {
                         line: format!(
-                            "--pace: the account's usage ledger on `{}` ({name}) could not be used ({why}) — judging by this machine's readings",
-                            remote.name,
-                            name = format_args!("{PACE}{key}"),
+                            "--pace: the account's usage ledger on `{remote}` ({PACE}{key}) could not be used ({why}) — judging by this machine's readings"
                         ),
                         handed_over: false,
                     }));
