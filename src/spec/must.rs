@@ -110,6 +110,11 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
             let Some((path, quoted, pattern)) = first_word(rest) else {
                 return Err(need("a path and a pattern"));
             };
+            if !quoted && path.starts_with('-') {
+                return Err(format!(
+                    "`{line}`: `{path}` is grep's option, where kern reads the file — kern's `grep` takes none: write `{word} <path> <regex>` (`(?i)` in the regex ignores case), or `run grep {rest}` to run grep itself"
+                ));
+            }
             let pattern = unquoted(pattern.trim());
             super::grep::compile(pattern)
                 .map_err(|e| format!("`{line}`: the pattern does not compile: {e}"))?;
@@ -301,13 +306,34 @@ pub(crate) fn is_test_path(path: &str) -> bool {
 }
 
 /// The paths and globs of a Scope note's `text` (`src/parser/**, tests/parser.rs`): split on
-/// commas, blanks and lines, bullets and backticks dropped.
+/// commas, blanks and lines, bullets dropped; a path in backticks or quotes is one path, blanks
+/// and all (`` `packages/web app/**` ``, `"docs/my notes.md"`).
 pub(crate) fn scope_patterns(text: &str) -> Vec<String> {
-    text.split(|c: char| c == ',' || c.is_whitespace())
-        .map(|p| p.trim_matches('`'))
-        .filter(|p| !p.is_empty() && *p != "-" && *p != "*" && *p != "+")
-        .map(str::to_string)
-        .collect()
+    let separator = |c: char| c == ',' || c.is_whitespace();
+    let mut patterns = Vec::new();
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start_matches(separator);
+        let Some(first) = rest.chars().next() else {
+            break;
+        };
+        let closed = ['`', '"', '\'']
+            .contains(&first)
+            .then(|| rest[1..].find(first))
+            .flatten();
+        let (word, after) = match closed {
+            Some(end) => (rest[1..=end].trim(), &rest[end + 2..]),
+            None => {
+                let end = rest.find(separator).unwrap_or(rest.len());
+                (rest[..end].trim_matches('`'), &rest[end..])
+            }
+        };
+        if !word.is_empty() && !["-", "*", "+"].contains(&word) {
+            patterns.push(word.to_string());
+        }
+        rest = after;
+    }
+    patterns
 }
 
 #[cfg(test)]
@@ -367,6 +393,30 @@ mod tests {
     }
 
     #[test]
+    fn scope_paths_split_on_commas_and_blanks_and_a_quoted_one_is_whole() {
+        for (text, want) in [
+            (
+                "src/parser/**, tests/parser.rs",
+                &["src/parser/**", "tests/parser.rs"][..],
+            ),
+            (
+                "- `src/a.rs`\n- src/b.rs\n* c/\n+ d",
+                &["src/a.rs", "src/b.rs", "c/", "d"],
+            ),
+            (
+                "`packages/web app/**`, \"docs/my notes.md\" 'x y'",
+                &["packages/web app/**", "docs/my notes.md", "x y"],
+            ),
+            // A quote that closes nothing, or one inside a word, is part of the word.
+            ("`src/a.rs, b", &["src/a.rs", "b"]),
+            ("don't/x.rs", &["don't/x.rs"]),
+            ("", &[]),
+        ] {
+            assert_eq!(scope_patterns(text), want, "{text}");
+        }
+    }
+
+    #[test]
     fn a_path_that_reads_like_a_pattern_is_greps_own_order() {
         let looks = |line: &str| path_looks_like_a_pattern(parse(line)[0].as_ref().unwrap());
         assert!(looks("grep \"^x=1$\" config.txt"));
@@ -404,6 +454,10 @@ mod tests {
                 "`grep src/a.rs`: `grep` needs a path and a pattern",
             ),
             ("grep a.rs (", "`grep a.rs (`: the pattern does not compile"),
+            (
+                "grep -q \"x=1\" config.txt",
+                "`grep -q \"x=1\" config.txt`: `-q` is grep's option, where kern reads the file — kern's `grep` takes none: write `grep <path> <regex>` (`(?i)` in the regex ignores case), or `run grep -q \"x=1\" config.txt` to run grep itself",
+            ),
             ("run", "`run`: `run` needs a command"),
             (
                 "exists src/a.rs",

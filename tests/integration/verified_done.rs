@@ -153,6 +153,17 @@ fn a_must_have_kern_cannot_read_stops_before_any_agent_with_the_line() {
         "{err}"
     );
     assert!(p.prompts("research").is_empty());
+    // grep's habit, an option before the pattern: `-q` would be read as the file, and the
+    // must-have fail on honest work all night.
+    let p = Project::new("- [ ] Set x\n  > **Must:** grep -q \"x=1\" config.txt\n");
+    let err = p.run(&["1", "0"]).expect(2).stderr;
+    assert!(
+        err.contains("SPEC.md:2:1")
+            && err.contains("`-q` is grep's option, where kern reads the file"),
+        "{err}"
+    );
+    assert!(err.contains("`run grep -q \"x=1\" config.txt`"), "{err}");
+    assert!(p.prompts("research").is_empty());
 }
 
 const SCOPED: &str = "- [ ] Add the parser\n  > **Scope:** src/parser.rs\n";
@@ -200,6 +211,33 @@ fn changes_outside_the_scope_are_set_aside_named_and_never_committed() {
         "in the task's own commit: {spec}"
     );
     assert_eq!(p.prompts("implement").len(), 1, "no paid retry");
+}
+
+#[test]
+fn a_scope_path_with_blanks_in_backticks_or_quotes_is_one_path() {
+    // `packages/web app/**` was cut at its blank into `packages/web` and `app/**`: the task's
+    // own work was set aside as out of scope.
+    let p = Project::new(
+        "- [ ] Tune the web app\n  > **Scope:** `packages/web app/**`, \"docs/web notes.md\"\n",
+    );
+    p.scenario(&json!({"default": {"implement": {"write": {
+        "packages/web app/src/main.js": "tuned\n",
+        "docs/web notes.md": "notes\n",
+        "packages/api/server.js": "while I was here\n"
+    }}}}));
+    let err = p.run(&["1", "0"]).expect(0).stderr;
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(
+        files.contains("packages/web app/src/main.js"),
+        "{files}\n{err}"
+    );
+    assert!(files.contains("docs/web notes.md"), "{files}\n{err}");
+    assert!(!files.contains("packages/api"), "{files}\n{err}");
+    assert!(
+        p.git(&["show", "HEAD:SPEC.md"])
+            .contains("> **Out of scope:** `packages/api/server.js` set aside"),
+        "{err}"
+    );
 }
 
 #[test]

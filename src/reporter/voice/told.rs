@@ -282,6 +282,9 @@ pub(super) fn said(told: &Told) -> Vec<Said> {
             "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
             text::short_oid(oid)
         ))],
+        Told::SpecElsewhere { spec, here } => vec![Warn(format!(
+            "`{spec}` is the task list kern works on, the repository's top folder's; `{here}` in the folder you are in is another one — to work on it: `kern --spec {here}`"
+        ))],
         Told::SpecUntracked { spec } => vec![Warn(format!(
             "`{spec}` is not committed yet: kern commits it, and LEARNINGS.md, with the first task"
         ))],
