@@ -484,3 +484,66 @@ fn pace_does_not_wait_for_a_reset_after_the_nights_end_it_ends_the_night() {
         }
     }
 }
+
+#[test]
+fn a_stage_of_a_task_on_another_machine_pauses_at_the_accounts_line() {
+    let fleet = Fleet::new(&tasks(2), 2);
+    let go = fleet.seed.outside.path().join("go");
+    // Task 1's research reads the account at 85 % for 20 s more; Task 2's reads 30 % and its
+    // implement waits for `go`, given once the ledger has the 85 %: Task 2's review, on the
+    // other machine, must pause for the account's reset.
+    fleet.seed.scenario(&json!({
+        "tasks": [{"match": "Task 1", "research": {"usage": usage(0.85, 20)},
+                   "implement": {"write": {"out/{slug}.txt": "done {task}\n"}}}],
+        "default": {
+            "research": {"usage": usage(0.30, 20)},
+            "implement": {"shell": [format!(
+                              "while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done",
+                              go.display(),
+                              fleet.seed.outside.path().display()
+                          )],
+                          "write": {"out/{slug}.txt": "done {task}\n"}}
+        }
+    }));
+    let args = [
+        "1",
+        "0",
+        "--remote",
+        "origin",
+        "--pace=80",
+        "--max-wait=10m",
+        "--reset-margin=0s",
+    ];
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            fleet
+                .kern(i, &args)
+                .spawn_with(std::process::Stdio::piped(), std::process::Stdio::piped())
+        })
+        .collect();
+    wait_until("the ledger holding 85 %", || {
+        ledger_readings(&fleet)
+            .iter()
+            .any(|r| r["used_percent"] == 85.0)
+    });
+    std::fs::write(&go, "").unwrap();
+    let errs: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let (_, err) = texts(&out);
+            assert_eq!(out.status.code(), Some(0), "{err}");
+            err
+        })
+        .collect();
+    let second = errs
+        .iter()
+        .find(|e| e.contains("claimed `Task 2`"))
+        .unwrap_or_else(|| panic!("no machine took Task 2: {errs:#?}"));
+    assert!(
+        second.contains(" account's five-hour window is 85% used")
+            && second.contains("(the pace is 80%) — pausing"),
+        "{second}"
+    );
+    assert_eq!(fleet.remote_file("SPEC.md").matches("- [x]").count(), 2);
+}
