@@ -5,7 +5,7 @@
 //!
 //! The one decision a reader must know: the ledger keeps the latest reading of each window by
 //! each run (machine and run id), and the account's view of a window is the highest fresh
-//! reading of its newest period: a reading whose reset has passed, or of a period an later
+//! reading of its newest period: a reading whose reset has passed, or of a period a later
 //! reading shows ended, drops out. So `--pace=80` judges 80 % of the account, whichever
 //! machine saw it, and a reading from before a reset never holds a machine back.
 //!
