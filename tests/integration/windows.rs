@@ -463,6 +463,8 @@ fn pace_does_not_wait_for_a_reset_after_the_nights_end_it_ends_the_night() {
                 "--pace=80",
                 "--max-wait=6h",
                 "--reset-margin=0s",
+                // Stages fit the night (the default timeout, 1 h, would not fit a 1 h one).
+                "--stage-timeout=10m",
                 "--deadline",
                 deadline,
             ])

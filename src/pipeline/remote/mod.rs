@@ -34,7 +34,7 @@ mod checkpoint;
 pub(crate) mod claim;
 mod land;
 pub(crate) mod pace_ledger;
-pub(crate) mod pace_sync;
+mod pace_sync;
 mod pick;
 mod pull_request;
 pub(crate) mod spec_merge;

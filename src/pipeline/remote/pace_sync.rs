@@ -21,15 +21,6 @@ use crate::repository::remote::{Expected, Pushed, RefUpdate};
 /// How long the fetch of the ledger may take before the gate judges by this machine alone.
 pub(crate) const LEDGER_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// What this run keeps of the ledger between judgments.
-#[derive(Debug, Default)]
-pub(crate) struct Share {
-    /// The run was told the ledger could not be used (once a run).
-    warned: bool,
-    /// This run's readings as last published: a reading unchanged since keeps its time.
-    published: Vec<Reading>,
-}
-
 /// The account id `agent`'s own config records, where kern can read one (see
 /// [`pace_ledger`]'s docs): Claude Code's `oauthAccount.accountUuid`.
 fn account_of(agent: &str) -> Option<String> {
@@ -44,22 +35,15 @@ fn account_of(agent: &str) -> Option<String> {
 }
 
 /// The readings of `mine` by `machine` at `now`, each keeping the time it was first published
-/// at when it has not changed since.
-fn readings(mine: &[Window], machine: &str, now: i64, published: &[Reading]) -> Vec<Reading> {
+/// at (`published`: each window and its time) when it has not changed since.
+fn readings(mine: &[Window], machine: &str, now: i64, published: &[(Window, i64)]) -> Vec<Reading> {
     mine.iter()
         .map(|w| {
-            let fresh = Reading::of(w, machine, now);
-            published
+            let read_at = published
                 .iter()
-                .find(|p| {
-                    p.kind == fresh.kind
-                        && p.used_percent.total_cmp(&fresh.used_percent).is_eq()
-                        && p.resets_at == fresh.resets_at
-                })
-                .map_or(fresh.clone(), |p| Reading {
-                    read_at: p.read_at,
-                    ..fresh
-                })
+                .find(|(p, _)| p == w)
+                .map_or(now, |(_, at)| *at);
+            Reading::of(w, machine, read_at)
         })
         .collect()
 }
@@ -134,15 +118,14 @@ impl Run<'_> {
                 .map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into_owned()),
             self.teller.run_id()
         );
-        let ours = readings(
-            &mine,
-            &machine,
-            now,
-            &self.ledger.books().pace_share.published,
-        );
+        let ours = readings(&mine, &machine, now, &self.ledger.books().pace_published);
         match publish(&self.ws.repo, remote, &key, &ours, now, LEDGER_TIMEOUT) {
             Ok(ledger) => {
-                self.ledger.books().pace_share.published = ours;
+                self.ledger.books().pace_published = mine
+                    .iter()
+                    .cloned()
+                    .zip(ours.iter().map(|r| r.read_at))
+                    .collect();
                 let mut view: Vec<Window> = pace_ledger::view(&ledger, now)
                     .into_iter()
                     .map(|(w, _)| w)
@@ -156,7 +139,7 @@ impl Run<'_> {
                 (view, true)
             }
             Err(why) => {
-                let first = !std::mem::replace(&mut self.ledger.books().pace_share.warned, true);
+                let first = !std::mem::replace(&mut self.ledger.books().pace_ledger_warned, true);
                 if first {
                     self.teller.emit(RunEvent::Told(Told::Paced {
                         line: format!(
@@ -249,7 +232,8 @@ mod tests {
         };
         let first = readings(&[w(0.4)], "m", 100, &[]);
         assert_eq!(first[0].read_at, 100);
-        assert_eq!(readings(&[w(0.4)], "m", 200, &first), first);
-        assert_eq!(readings(&[w(0.5)], "m", 200, &first)[0].read_at, 200);
+        let published = vec![(w(0.4), 100)];
+        assert_eq!(readings(&[w(0.4)], "m", 200, &published), first);
+        assert_eq!(readings(&[w(0.5)], "m", 200, &published)[0].read_at, 200);
     }
 }
