@@ -122,6 +122,7 @@ mod tests {
             writable: vec!["/Users/me/proj".into(), "/Users/me/.claude".into()],
             read_only: vec!["/Users/me/proj/.git".into()],
             private: vec![],
+            temp: Vec::new(),
             hidden: vec![
                 "/Users/me/.ssh".into(),
                 "/Users/me/Library/Application Support/kern".into(),
