@@ -99,6 +99,18 @@ impl Workspace {
         })
     }
 
+    /// The task list of the same name in the folder kern runs in when it is not the one kern
+    /// reads (see [`task_list_here`]), relative to the repository's top folder.
+    pub(crate) fn task_list_here(&self, settings: &Settings) -> Option<String> {
+        task_list_here(
+            &settings.spec,
+            self.repo.top(),
+            &settings.cwd,
+            &self.spec_path,
+        )
+        .map(|p| p.display().to_string())
+    }
+
     /// The workspace of a parallel task (DESIGN.md section 15): the repository of its
     /// `worktree`, the run's own SPEC.md and LEARNINGS.md (kern alone edits them, for every
     /// task), the task's `state_dir`, the run's templates. `foreign_refs` are the refs the
@@ -217,6 +229,21 @@ impl Workspace {
         }
         files
     }
+}
+
+/// The task list of the same name in the folder kern runs in, relative to `top`, when it is
+/// another file than the `chosen` one (the top folder's, which wins): a monorepo's package
+/// with a SPEC.md of its own, which the person may think kern works on.
+fn task_list_here(spec: &Path, top: &Path, cwd: &Path, chosen: &Path) -> Option<PathBuf> {
+    if spec.is_absolute() {
+        return None;
+    }
+    let here = cwd.join(spec).canonicalize().ok()?;
+    let top = top.canonicalize().ok()?;
+    let other = here.is_file() && chosen.canonicalize().ok()? != here;
+    other
+        .then(|| here.strip_prefix(&top).ok().map(Path::to_path_buf))
+        .flatten()
 }
 
 /// Where the task list is: an absolute path as given; a relative one from the repository's

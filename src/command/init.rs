@@ -56,8 +56,13 @@ Notes are blockquote lines inside a task. kern writes these itself:
     > **Blocked:**      why kern gave up, or the question it waits on you for
     > **Review:**       with --review: the branch the task's commit waits on
 You may write these yourself:
-    > **Check:** cargo test     a command that must pass before the task is committed
-    > **After:** <a title>      start this task only once that one is done
+    > **Check:** cargo test          a command that must pass before the task is committed
+    > **After:** <a title>           start this task only once that one is done
+    > **Must:** grep src/a.rs ^fn x  what kern itself checks is true (file, grep, run)
+    > **Scope:** src/parser/**       the only paths the task may change
+    > **Tests:** first cargo test    a test that fails before the change and passes after
+    > **Level:** 1                   how much research the task earns, 0 (none) to 3
+docs/spec-format.md in kern's repository says what each takes.
 
 kern changes only the boxes and its own notes, byte for byte. Edit anything else freely,
 even while kern runs. `kern -n` shows what the next run would do, and changes nothing.
@@ -200,6 +205,16 @@ mod tests {
         walk(root, root, &mut out);
         out.sort();
         out
+    }
+
+    #[test]
+    fn the_starter_names_every_note_a_person_writes() {
+        for note in ["Check", "After", "Must", "Scope", "Tests", "Level"] {
+            assert!(
+                STARTER_SPEC.contains(&format!("    > **{note}:** ")),
+                "{note}"
+            );
+        }
     }
 
     #[test]

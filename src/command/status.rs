@@ -177,6 +177,20 @@ pub(crate) fn compute_with_spec(
         "runs_dir": ws.state_dir.runs_dir().display().to_string(),
     });
     let mut warnings = warnings;
+    if let Some(here) = ws.task_list_here(settings) {
+        let told = crate::event::RunEvent::Told(crate::event::Told::SpecElsewhere {
+            spec: ws.spec_display.clone(),
+            here,
+        });
+        warnings.extend(
+            crate::reporter::voice::said(&told)
+                .into_iter()
+                .map(|said| match said {
+                    crate::reporter::voice::Said::Info(t) => t,
+                    crate::reporter::voice::Said::Warn(t) => format!("warning: {t}"),
+                }),
+        );
+    }
     warnings.extend(
         doc.unlisted_tasks()
             .iter()

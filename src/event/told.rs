@@ -269,6 +269,14 @@ pub(crate) enum Told {
         /// HEAD's commit.
         oid: String,
     },
+    /// kern reads the top folder's task list while the folder the person runs it in holds
+    /// another of the same name (a monorepo's package).
+    SpecElsewhere {
+        /// The task list kern reads, as the person names it.
+        spec: String,
+        /// The other one, relative to the repository's top folder.
+        here: String,
+    },
     /// SPEC.md is not committed yet: kern commits it with the first task.
     SpecUntracked {
         /// The task file as the person names it.

@@ -345,6 +345,12 @@ async fn run_locked<'a>(
             branch.detached = true;
         }
     }
+    if let Some(here) = ws.task_list_here(settings) {
+        run.teller.emit(RunEvent::Told(Told::SpecElsewhere {
+            spec: ws.spec_display.clone(),
+            here,
+        }));
+    }
     if ws.repo.is_untracked(&ws.spec_path) {
         run.teller.emit(RunEvent::Told(Told::SpecUntracked {
             spec: ws.spec_display.clone(),

@@ -82,6 +82,7 @@ fn judge_file(top: &Path, must: &MustHave) -> (bool, String) {
             path,
             pattern,
             absent,
+            ..
         } => match crate::spec::compile_grep(pattern) {
             Ok(re) => {
                 let seen = crate::spec::grep_file(&top.join(path), &re);

@@ -364,35 +364,36 @@ impl Templates {
     /// The built-in templates, each replaced by `<repo_top>/.kern/prompts/<name>.md` when that
     /// file exists. Every template is checked, and so is what an override cannot do without:
     /// text, and `{TASK}`. A `.md` file in `.kern/prompts/` kern would not read (a misnamed
-    /// override) is an error too. The first problem found is the error.
+    /// override) is an error too. The first problem found is the error ([`Templates::problems`]
+    /// lists them all).
     pub fn load(repo_top: &Path) -> Result<Templates> {
-        let folder = Path::new(".kern").join("prompts");
-        let load = |stage: Stage| -> Result<Template> {
-            let relative = folder.join(stage.template_name());
-            let path = repo_top.join(&relative);
-            match std::fs::read(&path) {
-                Ok(bytes) => {
-                    let text = decode_utf8(&bytes, &path)?;
-                    let template = Template::parse(stage, relative, &path, text)?;
-                    template.usable_override(&path)?;
-                    Ok(template)
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let source =
-                        PathBuf::from(format!("prompts/{} (built in)", stage.template_name()));
-                    Template::parse(stage, source.clone(), &source, Templates::builtin(stage))
-                }
-                Err(e) => Err(Error::io(path, e)),
-            }
-        };
         let templates = Templates {
-            research: load(Stage::Research)?,
-            tests: load(Stage::Tests)?,
-            implement: load(Stage::Implement)?,
-            commit: load(Stage::Review)?,
+            research: load_one(repo_top, Stage::Research)?,
+            tests: load_one(repo_top, Stage::Tests)?,
+            implement: load_one(repo_top, Stage::Implement)?,
+            commit: load_one(repo_top, Stage::Review)?,
         };
-        unknown_overrides(&repo_top.join(folder))?;
+        if let Some(misnamed) = unknown_overrides(&repo_top.join(PROMPTS))?
+            .into_iter()
+            .next()
+        {
+            return Err(misnamed);
+        }
         Ok(templates)
+    }
+
+    /// Every problem [`Templates::load`] would stop at, in its order: each broken template,
+    /// then each misnamed override — so `kern doctor` names them all at once, not one a run.
+    pub fn problems(repo_top: &Path) -> Vec<Error> {
+        let mut problems: Vec<Error> = Stage::ALL
+            .iter()
+            .filter_map(|stage| load_one(repo_top, *stage).err())
+            .collect();
+        match unknown_overrides(&repo_top.join(PROMPTS)) {
+            Ok(misnamed) => problems.extend(misnamed),
+            Err(e) => problems.push(e),
+        }
+        problems
     }
 
     /// The template of `stage`.
@@ -416,13 +417,37 @@ impl Templates {
     }
 }
 
+/// Where a project's template overrides live, under its top folder.
+const PROMPTS: &str = ".kern/prompts";
+
+/// The template of `stage`: `<repo_top>/.kern/prompts/<name>.md` when it exists, checked as
+/// an override; else the built-in one.
+fn load_one(repo_top: &Path, stage: Stage) -> Result<Template> {
+    let relative = Path::new(PROMPTS).join(stage.template_name());
+    let path = repo_top.join(&relative);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let text = decode_utf8(&bytes, &path)?;
+            let template = Template::parse(stage, relative, &path, text)?;
+            template.usable_override(&path)?;
+            Ok(template)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let source = PathBuf::from(format!("prompts/{} (built in)", stage.template_name()));
+            Template::parse(stage, source.clone(), &source, Templates::builtin(stage))
+        }
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
 /// A markdown file in `.kern/prompts/` (`folder`) that is none of the templates kern reads:
 /// almost always a misnamed override (`research.md`), which would otherwise be silently
-/// unused. Other files (hidden ones, an editor's backups, notes in `.txt`) are left alone.
-fn unknown_overrides(folder: &Path) -> Result<()> {
+/// unused: one error each, in name order. Other files (hidden ones, an editor's backups, notes
+/// in `.txt`) are left alone.
+fn unknown_overrides(folder: &Path) -> Result<Vec<Error>> {
     let entries = match std::fs::read_dir(folder) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io(folder, e)),
     };
     let mut unknown: Vec<PathBuf> = entries
@@ -440,16 +465,16 @@ fn unknown_overrides(folder: &Path) -> Result<()> {
         })
         .collect();
     unknown.sort();
-    match unknown.into_iter().next() {
-        None => Ok(()),
-        Some(path) => Err(Error::TemplateUnusable {
+    Ok(unknown
+        .into_iter()
+        .map(|path| Error::TemplateUnusable {
             path,
             message: format!(
                 "kern reads no template of this name — it reads {} from .kern/prompts/; rename the file, or delete it",
                 template_names()
             ),
-        }),
-    }
+        })
+        .collect())
 }
 
 /// `1_research.md, 2_tests.md, 2_implement.md and 3_commit.md`.

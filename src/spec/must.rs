@@ -19,6 +19,7 @@ pub(crate) enum MustHave {
         absent: bool,
     },
     /// `grep <path> <regex>`: the file holds a match; `grep! <path> <regex>`: it holds none.
+    /// A path with blanks is written in quotes, as a shell takes it (`grep "web app/.env" ^x=1$`).
     Grep {
         /// The path, relative to the work tree's top.
         path: String,
@@ -27,6 +28,9 @@ pub(crate) enum MustHave {
         pattern: String,
         /// True for `grep!`.
         absent: bool,
+        /// The path was written in quotes: shown so again, and a quoted word without blanks
+        /// reads like grep's own first argument, the pattern.
+        quoted: bool,
     },
     /// `run <command>`: the command exits 0 (the check gate's runner).
     Run {
@@ -39,13 +43,22 @@ impl fmt::Display for MustHave {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MustHave::File { path, absent } => {
-                write!(f, "file {}{path}", if *absent { "!" } else { "" })
+                let shown = as_written(path, path.contains(char::is_whitespace));
+                write!(f, "file {}{shown}", if *absent { "!" } else { "" })
             }
             MustHave::Grep {
                 path,
                 pattern,
                 absent,
-            } => write!(f, "grep{} {path} {pattern}", if *absent { "!" } else { "" }),
+                quoted,
+            } => {
+                let shown = as_written(path, *quoted || path.contains(char::is_whitespace));
+                write!(
+                    f,
+                    "grep{} {shown} {pattern}",
+                    if *absent { "!" } else { "" }
+                )
+            }
             MustHave::Run { command } => write!(f, "run {command}"),
         }
     }
@@ -84,6 +97,7 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
                 Some(p) => (true, p.trim()),
                 None => (false, rest),
             };
+            let path = unquoted(path);
             if path.is_empty() {
                 return Err(need("a path"));
             }
@@ -93,9 +107,14 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
             })
         }
         "grep" | "grep!" => {
-            let Some((path, pattern)) = rest.split_once(char::is_whitespace) else {
+            let Some((path, quoted, pattern)) = first_word(rest) else {
                 return Err(need("a path and a pattern"));
             };
+            if !quoted && path.starts_with('-') {
+                return Err(format!(
+                    "`{line}`: `{path}` is grep's option, where kern reads the file — kern's `grep` takes none: write `{word} <path> <regex>` (`(?i)` in the regex ignores case), or `run grep {rest}` to run grep itself"
+                ));
+            }
             let pattern = unquoted(pattern.trim());
             super::grep::compile(pattern)
                 .map_err(|e| format!("`{line}`: the pattern does not compile: {e}"))?;
@@ -103,6 +122,7 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
                 path: path.to_string(),
                 pattern: pattern.to_string(),
                 absent: word == "grep!",
+                quoted,
             })
         }
         "run" if !rest.is_empty() => Ok(MustHave::Run {
@@ -112,6 +132,37 @@ fn parse_line(line: &str) -> Result<MustHave, String> {
         _ => Err(format!(
             "`{line}` is not a must-have — write `file <path>`, `file !<path>`, `grep <path> <regex>`, `grep! <path> <regex>` or `run <command>`, one a line"
         )),
+    }
+}
+
+/// The first word of `text` as a shell reads it — up to the first blank, or wholly inside one
+/// pair of `"` or `'` (`"web app/.env" ^x=1$`) — whether it was quoted, and the rest; `None`
+/// when nothing follows it.
+fn first_word(text: &str) -> Option<(&str, bool, &str)> {
+    let closed = ['"', '\''].into_iter().find_map(|q| {
+        let inner = text.strip_prefix(q)?;
+        let end = inner.find(q)?;
+        let rest = &inner[end + 1..];
+        (end > 0 && (rest.is_empty() || rest.starts_with(char::is_whitespace)))
+            .then(|| (&inner[..end], rest))
+    });
+    let (word, quoted, rest) = match closed {
+        Some((word, rest)) => (word, true, rest),
+        None => {
+            let (word, rest) = text.split_once(char::is_whitespace)?;
+            (word, false, rest)
+        }
+    };
+    let rest = rest.trim();
+    (!rest.is_empty()).then_some((word, quoted, rest))
+}
+
+/// `path` as it is written in a Must note: in quotes when `quoted`.
+fn as_written(path: &str, quoted: bool) -> String {
+    if quoted {
+        format!("\"{path}\"")
+    } else {
+        path.to_string()
     }
 }
 
@@ -129,14 +180,32 @@ fn unquoted(pattern: &str) -> &str {
 }
 
 /// True when a grep must-have's path reads like grep's own first argument, the pattern
-/// (`grep "^x=1$" config.txt`): kern's order is `grep <path> <regex>`.
+/// (`grep "^x=1$" config.txt`, `grep 'fn main' src/main.rs`): kern's order is
+/// `grep <path> <regex>`. A quoted first word is the pattern when it does not read like a path
+/// and the word after it does; one that does (`grep "web app/.env" ^x=1$`) is the path.
 pub(crate) fn path_looks_like_a_pattern(must: &MustHave) -> bool {
-    let MustHave::Grep { path, .. } = must else {
+    let MustHave::Grep {
+        path,
+        pattern,
+        quoted,
+        ..
+    } = must
+    else {
         return false;
     };
-    path.starts_with(['"', '\'', '^'])
+    let reads_like_a_path = |word: &str| {
+        word.contains('/')
+            || word.rsplit_once('.').is_some_and(|(stem, ext)| {
+                !stem.is_empty() && ext.chars().all(char::is_alphanumeric) && !ext.is_empty()
+            })
+    };
+    path.starts_with('^')
         || path.ends_with('$')
         || path.contains(['*', '[', '\\', '|', '('])
+        || (*quoted
+            && !reads_like_a_path(path)
+            && !pattern.contains(char::is_whitespace)
+            && reads_like_a_path(pattern))
 }
 
 /// What a `> **Tests:**` note says.
@@ -237,13 +306,34 @@ pub(crate) fn is_test_path(path: &str) -> bool {
 }
 
 /// The paths and globs of a Scope note's `text` (`src/parser/**, tests/parser.rs`): split on
-/// commas, blanks and lines, bullets and backticks dropped.
+/// commas, blanks and lines, bullets dropped; a path in backticks or quotes is one path, blanks
+/// and all (`` `packages/web app/**` ``, `"docs/my notes.md"`).
 pub(crate) fn scope_patterns(text: &str) -> Vec<String> {
-    text.split(|c: char| c == ',' || c.is_whitespace())
-        .map(|p| p.trim_matches('`'))
-        .filter(|p| !p.is_empty() && *p != "-" && *p != "*" && *p != "+")
-        .map(str::to_string)
-        .collect()
+    let separator = |c: char| c == ',' || c.is_whitespace();
+    let mut patterns = Vec::new();
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start_matches(separator);
+        let Some(first) = rest.chars().next() else {
+            break;
+        };
+        let closed = ['`', '"', '\'']
+            .contains(&first)
+            .then(|| rest[1..].find(first))
+            .flatten();
+        let (word, after) = match closed {
+            Some(end) => (rest[1..=end].trim(), &rest[end + 2..]),
+            None => {
+                let end = rest.find(separator).unwrap_or(rest.len());
+                (rest[..end].trim_matches('`'), &rest[end..])
+            }
+        };
+        if !word.is_empty() && !["-", "*", "+"].contains(&word) {
+            patterns.push(word.to_string());
+        }
+        rest = after;
+    }
+    patterns
 }
 
 #[cfg(test)]
@@ -265,6 +355,68 @@ mod tests {
     }
 
     #[test]
+    fn a_path_with_blanks_is_written_in_quotes_as_a_shell_takes_it() {
+        let grep = |line: &str| match parse(line).remove(0) {
+            Ok(MustHave::Grep { path, pattern, .. }) => (path, pattern),
+            other => panic!("{line}: {other:?}"),
+        };
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            grep("grep \"web app/config ü.env\" ^x=1$"),
+            pair("web app/config ü.env", "^x=1$")
+        );
+        assert_eq!(
+            grep("grep! 'my notes.md' \"TODO\""),
+            pair("my notes.md", "TODO")
+        );
+        assert_eq!(grep("grep \"a.txt\" b c"), pair("a.txt", "b c"));
+        // A quote that does not close a word is part of the word, as before.
+        assert_eq!(grep("grep \"a b"), pair("\"a", "b"));
+        assert_eq!(grep("grep \"ab\"c d"), pair("\"ab\"c", "d"));
+        assert!(parse("grep \"web app.env\"")[0].is_err());
+        let file = |line: &str| parse(line).remove(0).unwrap();
+        assert_eq!(
+            file("file !\"old notes.md\""),
+            MustHave::File {
+                path: "old notes.md".into(),
+                absent: true
+            }
+        );
+        // Shown as written: the path in quotes when it has blanks or was quoted.
+        for line in [
+            "grep \"web app/config ü.env\" ^x=1$",
+            "file \"my notes.md\"",
+            "grep \"^x=1$\" config.txt",
+        ] {
+            assert_eq!(file(line).to_string(), line);
+        }
+    }
+
+    #[test]
+    fn scope_paths_split_on_commas_and_blanks_and_a_quoted_one_is_whole() {
+        for (text, want) in [
+            (
+                "src/parser/**, tests/parser.rs",
+                &["src/parser/**", "tests/parser.rs"][..],
+            ),
+            (
+                "- `src/a.rs`\n- src/b.rs\n* c/\n+ d",
+                &["src/a.rs", "src/b.rs", "c/", "d"],
+            ),
+            (
+                "`packages/web app/**`, \"docs/my notes.md\" 'x y'",
+                &["packages/web app/**", "docs/my notes.md", "x y"],
+            ),
+            // A quote that closes nothing, or one inside a word, is part of the word.
+            ("`src/a.rs, b", &["src/a.rs", "b"]),
+            ("don't/x.rs", &["don't/x.rs"]),
+            ("", &[]),
+        ] {
+            assert_eq!(scope_patterns(text), want, "{text}");
+        }
+    }
+
+    #[test]
     fn a_path_that_reads_like_a_pattern_is_greps_own_order() {
         let looks = |line: &str| path_looks_like_a_pattern(parse(line)[0].as_ref().unwrap());
         assert!(looks("grep \"^x=1$\" config.txt"));
@@ -272,6 +424,8 @@ mod tests {
         assert!(looks("grep 'fn main' src/main.rs"));
         assert!(!looks("grep config.txt ^x=1$"));
         assert!(!looks("grep src/a-b_c.rs x"));
+        assert!(looks("grep \"hello\" hello.txt"));
+        assert!(!looks("grep \"web app/config ü.env\" ^x=1$"));
     }
 
     #[test]
@@ -300,6 +454,10 @@ mod tests {
                 "`grep src/a.rs`: `grep` needs a path and a pattern",
             ),
             ("grep a.rs (", "`grep a.rs (`: the pattern does not compile"),
+            (
+                "grep -q \"x=1\" config.txt",
+                "`grep -q \"x=1\" config.txt`: `-q` is grep's option, where kern reads the file — kern's `grep` takes none: write `grep <path> <regex>` (`(?i)` in the regex ignores case), or `run grep -q \"x=1\" config.txt` to run grep itself",
+            ),
             ("run", "`run`: `run` needs a command"),
             (
                 "exists src/a.rs",

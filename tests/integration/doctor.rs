@@ -597,6 +597,44 @@ fn a_broken_prompt_override_is_named_with_file_and_line() {
 }
 
 #[test]
+fn every_broken_prompt_override_is_named_at_once() {
+    // Three mistakes in `.kern/prompts/`: one doctor names them all, not one a run.
+    let p = Project::new("- [ ] One\n");
+    p.write(".kern/prompts/1_research.md", "Look at {TASK}.\n{NOPE}\n");
+    p.write(
+        ".kern/prompts/3_commit.md",
+        "---\nmodel opus\n---\nReview {TASK}.\n",
+    );
+    p.write(".kern/prompts/research.md", "Look at {TASK}.\n");
+    p.commit_all("prompt overrides");
+    let bin = Bin::new();
+    bin.claude(true);
+    let (code, err) = doctor(&p, &bin, "claude");
+    assert_eq!(code, Some(2), "{err}");
+    let failed: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("✗ prompt templates: "))
+        .collect();
+    let top = top(&p);
+    assert_eq!(failed.len(), 3, "{err}");
+    assert!(
+        failed[0].contains(&format!(
+            "`{top}/.kern/prompts/1_research.md:2`: unknown placeholder `{{NOPE}}`"
+        )),
+        "{err}"
+    );
+    assert!(failed[1].contains("3_commit.md"), "{err}");
+    assert!(
+        failed[1].contains("`model opus` in the front matter"),
+        "{err}"
+    );
+    assert!(
+        failed[2].contains("research.md`: kern reads no template of this name"),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_unwritable_state_root_exits_2() {
     let p = Project::new("- [ ] One\n");
     let file = p.outside.path().join("a-file");

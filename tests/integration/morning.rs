@@ -706,11 +706,14 @@ fn the_live_summary_and_the_morning_report_count_the_same_night() {
     for jobs in ["1", "2"] {
         let p = Project::new(MIXED_SPEC);
         p.scenario(&mixed_scenario());
+        // Iterations enough for the night to end by itself: with `-j 2` a free slot takes the
+        // skipped task again while another runs (DESIGN: a task with a Skipped note comes back
+        // when no other is pending), so ten could run out before `Block me` is blocked.
         let ran = p
             .run(&[])
             .env("KERN_RESET_MARGIN", "0")
             .args([
-                "10",
+                "30",
                 "0",
                 "--max-attempts",
                 "2",
@@ -751,4 +754,27 @@ fn the_live_summary_and_the_morning_report_count_the_same_night() {
         );
         assert_eq!(totals["blocked"], 1, "-j {jobs}: {out}");
     }
+}
+
+/// A night that ends while a task's last attempt has failed says which task and why under
+/// "needs you" — it said only "all 2 iterations ran".
+#[test]
+fn a_task_whose_last_attempt_failed_when_the_night_ended_needs_you_with_its_reason() {
+    let p = Project::new("- [ ] Fails\n");
+    p.scenario(&json!({"default": {"implement": {"result": {
+        "status": "FAILED", "summary": "the linker is missing"}}}}));
+    p.run(&["2", "0", "--max-attempts", "3"]).expect(4);
+    let (code, out, err) = report(&p, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("✗ `Fails` failed its attempt 2: ")
+            && out.contains("the linker is missing")
+            && out.contains("the next run takes it up again"),
+        "{out}"
+    );
+    assert!(!out.contains("✗ all 2 iterations ran"), "{out}");
+    let (_, json, _) = report(&p, &["--json"]);
+    let r: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(r["runs"][0]["needs_you"][0]["kind"], "failed", "{json}");
+    assert_eq!(r["runs"][0]["needs_you"][0]["task"], "Fails", "{json}");
 }

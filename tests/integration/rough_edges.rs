@@ -390,3 +390,31 @@ fn a_relative_spec_is_found_from_the_folder_kern_runs_in_when_the_top_has_none()
         .expect(0)
         .stderr_has("task `Top task` (SPEC.md:1)");
 }
+
+/// A monorepo whose package keeps a SPEC.md of its own: from the package's folder, the top
+/// folder's SPEC.md still wins (as documented), and kern says so with the flag that works on the
+/// package's — in `-n`, `status` and the run itself — instead of a night on the wrong list.
+#[test]
+fn a_task_list_in_the_folder_kern_runs_in_that_it_does_not_read_is_named() {
+    let p = Project::new("- [ ] Top task\n");
+    p.write("packages/app/SPEC.md", "- [ ] Package task\n");
+    p.commit_all("a package with its own task list");
+    let app = p.path().join("packages/app");
+    let said = "`SPEC.md` is the task list kern works on, the repository's top folder's; `packages/app/SPEC.md` in the folder you are in is another one — to work on it: `kern --spec packages/app/SPEC.md`";
+    for args in [&["-n"][..], &["status"], &["1", "0"]] {
+        p.run(args).current_dir(&app).expect(0).stderr_has(said);
+    }
+    assert!(p.read("SPEC.md").starts_with("- [x] Top task"));
+    // From the top, or naming the package's list, there is nothing to say.
+    for (dir, args) in [
+        (p.path().to_path_buf(), &["status"][..]),
+        (app.clone(), &["--spec", "packages/app/SPEC.md", "status"]),
+    ] {
+        let err = p.run(args).current_dir(&dir).expect(0).stderr;
+        assert!(!err.contains("another one"), "{err}");
+    }
+    p.run(&["1", "0", "--spec", "packages/app/SPEC.md"])
+        .current_dir(&app)
+        .expect(0)
+        .stderr_has("task `Package task` (packages/app/SPEC.md:1)");
+}

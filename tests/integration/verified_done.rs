@@ -153,6 +153,17 @@ fn a_must_have_kern_cannot_read_stops_before_any_agent_with_the_line() {
         "{err}"
     );
     assert!(p.prompts("research").is_empty());
+    // grep's habit, an option before the pattern: `-q` would be read as the file, and the
+    // must-have fail on honest work all night.
+    let p = Project::new("- [ ] Set x\n  > **Must:** grep -q \"x=1\" config.txt\n");
+    let err = p.run(&["1", "0"]).expect(2).stderr;
+    assert!(
+        err.contains("SPEC.md:2:1")
+            && err.contains("`-q` is grep's option, where kern reads the file"),
+        "{err}"
+    );
+    assert!(err.contains("`run grep -q \"x=1\" config.txt`"), "{err}");
+    assert!(p.prompts("research").is_empty());
 }
 
 const SCOPED: &str = "- [ ] Add the parser\n  > **Scope:** src/parser.rs\n";
@@ -200,6 +211,33 @@ fn changes_outside_the_scope_are_set_aside_named_and_never_committed() {
         "in the task's own commit: {spec}"
     );
     assert_eq!(p.prompts("implement").len(), 1, "no paid retry");
+}
+
+#[test]
+fn a_scope_path_with_blanks_in_backticks_or_quotes_is_one_path() {
+    // `packages/web app/**` was cut at its blank into `packages/web` and `app/**`: the task's
+    // own work was set aside as out of scope.
+    let p = Project::new(
+        "- [ ] Tune the web app\n  > **Scope:** `packages/web app/**`, \"docs/web notes.md\"\n",
+    );
+    p.scenario(&json!({"default": {"implement": {"write": {
+        "packages/web app/src/main.js": "tuned\n",
+        "docs/web notes.md": "notes\n",
+        "packages/api/server.js": "while I was here\n"
+    }}}}));
+    let err = p.run(&["1", "0"]).expect(0).stderr;
+    let files = p.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(
+        files.contains("packages/web app/src/main.js"),
+        "{files}\n{err}"
+    );
+    assert!(files.contains("docs/web notes.md"), "{files}\n{err}");
+    assert!(!files.contains("packages/api"), "{files}\n{err}");
+    assert!(
+        p.git(&["show", "HEAD:SPEC.md"])
+            .contains("> **Out of scope:** `packages/api/server.js` set aside"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -359,6 +397,30 @@ fn a_grep_must_have_anchors_its_pattern_at_each_line_as_grep_does() {
         "a CRLF line ends before its `\\r\\n`: {err}"
     );
     assert_eq!(p.log()[0], "Greet");
+}
+
+#[test]
+fn a_must_have_path_with_blanks_is_written_in_quotes_as_a_shell_takes_it() {
+    // A monorepo's folder with a blank and a file name beyond ASCII: the path was cut at its
+    // first blank, the must-have read as grep's own order and failed on honest work.
+    let p = Project::new(
+        "- [ ] Set x\n  > **Must:** grep \"web app/config ü.env\" ^x=1$\n  > **Check:** grep -qx x=1 \"web app/config ü.env\"\n- [ ] Note\n  > **Must:** file \"my notes.md\"\n",
+    );
+    p.scenario(&json!({"tasks": [
+        {"match": "Set x", "implement": {"write": {"web app/config ü.env": "x=1\n"}}},
+        {"match": "Note", "implement": {"write": {"my notes.md": "notes\n"}}}
+    ]}));
+    let dry = p.run(&["-n"]).expect(0).stderr;
+    assert!(!dry.contains("warning"), "{dry}");
+    let err = p.run(&["2", "0", "--max-attempts", "1"]).expect(0).stderr;
+    assert!(
+        err.contains(
+            "must: ✓ grep \"web app/config ü.env\" ^x=1$: `web app/config ü.env:1` holds `x=1`"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("must: ✓ file \"my notes.md\""), "{err}");
+    assert_eq!(p.log(), ["Note", "Set x", "initial"]);
 }
 
 #[test]

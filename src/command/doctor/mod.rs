@@ -47,7 +47,7 @@ use agents::{agent_checks, agent_roles, sandbox_check};
 use git::{
     REFTABLE_NEEDS, REMOTE_NEEDS, commit_checks, git_check, identity_check, repository_checks,
 };
-use spec::{clean_tree_check, spec_check, templates_check};
+use spec::{clean_tree_check, spec_check, templates_checks};
 use state::{lock_check, old_state_check, state_root_check};
 
 /// How one check ended.
@@ -241,7 +241,7 @@ pub(crate) async fn checks(settings: &Settings, cwd: &Path) -> Vec<Check> {
     match &repo {
         Some(repo) => {
             checks.push(spec_check(settings, repo.top()));
-            checks.push(templates_check(repo.top()));
+            checks.extend(templates_checks(repo.top()));
             checks.push(clean_tree_check(settings));
         }
         None => {

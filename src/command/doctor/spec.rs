@@ -73,29 +73,34 @@ pub(super) fn spec_check(settings: &Settings, top: &Path) -> Check {
     Check::pass(display, detail)
 }
 
-/// The templates load: built in, or overrides in `.kern/prompts/` that parse.
-pub(super) fn templates_check(top: &Path) -> Check {
+/// The templates load: built in, or overrides in `.kern/prompts/` that parse. Every broken
+/// template is a failed check of its own, so one `kern doctor` names them all.
+pub(super) fn templates_checks(top: &Path) -> Vec<Check> {
     const NAME: &str = "prompt templates";
-    match Templates::load(top) {
-        Ok(_) => {
-            let overrides: Vec<String> = Stage::ALL
-                .iter()
-                .map(|s| Path::new(".kern/prompts").join(s.template_name()))
-                .filter(|p| top.join(p).exists())
-                .map(|p| format!("`{}`", p.display()))
-                .collect();
-            if overrides.is_empty() {
-                Check::pass(NAME, "built in")
-            } else {
-                Check::pass(NAME, format!("overridden by {}", overrides.join(", ")))
-            }
-        }
-        Err(e) => Check::from_error(
-            NAME,
-            &e,
-            "fix the template, or delete it to use the built-in one",
-        ),
+    let problems = Templates::problems(top);
+    if !problems.is_empty() {
+        return problems
+            .iter()
+            .map(|e| {
+                Check::from_error(
+                    NAME,
+                    e,
+                    "fix the template, or delete it to use the built-in one",
+                )
+            })
+            .collect();
     }
+    let overrides: Vec<String> = Stage::ALL
+        .iter()
+        .map(|s| Path::new(".kern/prompts").join(s.template_name()))
+        .filter(|p| top.join(p).exists())
+        .map(|p| format!("`{}`", p.display()))
+        .collect();
+    vec![if overrides.is_empty() {
+        Check::pass(NAME, "built in")
+    } else {
+        Check::pass(NAME, format!("overridden by {}", overrides.join(", ")))
+    }]
 }
 
 /// The tree the next task would start on: the person's uncommitted changes fail the check when

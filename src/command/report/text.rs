@@ -222,7 +222,10 @@ fn run_line(run: &RunReport) -> String {
 
 fn attention_symbol(a: &Attention) -> (&'static str, &'static str) {
     match a.kind {
-        AttentionKind::Stopped | AttentionKind::Vanished | AttentionKind::Blocked => ("✗", RED),
+        AttentionKind::Stopped
+        | AttentionKind::Vanished
+        | AttentionKind::Blocked
+        | AttentionKind::Failed => ("✗", RED),
         AttentionKind::Violation => ("!", RED),
         _ => ("•", YELLOW),
     }

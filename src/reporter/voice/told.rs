@@ -282,11 +282,14 @@ pub(super) fn said(told: &Told) -> Vec<Said> {
             "HEAD is detached at {}: kern's commits will be on no branch — keep them afterwards with `git branch <name> HEAD`",
             text::short_oid(oid)
         ))],
+        Told::SpecElsewhere { spec, here } => vec![Warn(format!(
+            "`{spec}` is the task list kern works on, the repository's top folder's; `{here}` in the folder you are in is another one — to work on it: `kern --spec {here}`"
+        ))],
         Told::SpecUntracked { spec } => vec![Warn(format!(
             "`{spec}` is not committed yet: kern commits it, and LEARNINGS.md, with the first task"
         ))],
         Told::NotesRewritten { task } => vec![Info(format!(
-            "rewrote the notes of `{task}` in kern's current layout (their words kept; a formatter or an older kern had written them another way)"
+            "rewrote the notes of `{task}` in kern's layout, their words kept: blank `>` lines between notes, so that CommonMark reads them apart (they were written another way — by hand, by a formatter or by an older kern)"
         ))],
     }
 }

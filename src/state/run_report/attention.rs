@@ -73,6 +73,23 @@ pub(super) fn needs_you(r: &RunReport) -> Vec<Attention> {
         }
     }
     for t in &r.tasks {
+        if t.end == super::TaskEnd::Failed
+            && let Some(last) = t.attempts.last()
+        {
+            add(
+                AttentionKind::Failed,
+                Some(&t.title),
+                format!(
+                    "{} failed its attempt {}: {} — the next run takes it up again; its Attempt notes in SPEC.md say what each attempt hit",
+                    Quoted(&t.title),
+                    last.attempt,
+                    last.reason
+                ),
+                None,
+            );
+        }
+    }
+    for t in &r.tasks {
         for v in &t.violations {
             let what = v.what.join("; ");
             // kern's violation sentences usually name what was put back and saved already.

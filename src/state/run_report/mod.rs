@@ -136,6 +136,8 @@ pub(crate) enum AttentionKind {
     Vanished,
     /// A task is blocked `[!]`.
     Blocked,
+    /// A task's last attempt failed when the run ended: the next run retries it.
+    Failed,
     /// A stage did what it may not; the change was taken out.
     Violation,
     /// kern's fence denied what a task's process tried (a secret, a host, a file outside).
