@@ -208,8 +208,7 @@ pub(crate) fn agent_home_folders(kind: AgentKind) -> &'static [&'static str] {
 pub(crate) const HOME_CACHES: &[&str] = &[
     ".cache",
     ".npm",
-    ".cargo/registry",
-    ".cargo/git",
+    ".cargo",
     "go/pkg/mod",
     ".m2/repository",
     ".gradle/caches",

@@ -849,3 +849,41 @@ fn the_settings_files_sandbox_table_hides_a_file_of_the_tree_and_lets_the_check_
         "the check ran outside the fence"
     );
 }
+
+#[test]
+fn cargo_takes_its_locks_in_the_private_cargo_home_and_its_credentials_stay_hidden() {
+    // Cargo takes `.package-cache` and `.global-cache` at the top of its home, not in
+    // `registry/`: every fenced `cargo test` was a denied write, warned of at each stage and
+    // check. Its binaries stay usable, its credentials hidden, and the person's folder unchanged.
+    let home = tempfile::tempdir().unwrap();
+    let cargo = home.path().join(".cargo");
+    std::fs::create_dir_all(cargo.join("bin")).unwrap();
+    std::fs::create_dir_all(cargo.join("registry")).unwrap();
+    std::fs::write(cargo.join("bin/cargo-tool"), "a tool\n").unwrap();
+    std::fs::write(cargo.join("credentials.toml"), "SECRET token\n").unwrap();
+    let p = Project::new("- [ ] Build\n");
+    let implement = "{ \
+         if touch \"$HOME/.cargo/.package-cache\" \"$HOME/.cargo/.global-cache\" \"$HOME/.cargo/registry/index\"; then echo locks ok; else echo locks FAILED; fi; \
+         if grep -q tool \"$HOME/.cargo/bin/cargo-tool\"; then echo bin seen; else echo bin UNSEEN; fi; \
+         if grep -q SECRET \"$HOME/.cargo/credentials.toml\" 2>/dev/null; then echo credentials READ; else echo credentials hidden; fi; \
+         } > cargo.txt";
+    let out = p
+        .run(&["1", "0"])
+        .default_fence()
+        .args(["--agent", &plain_agent(&p, implement)])
+        .env("HOME", home.path())
+        .expect(0);
+    assert_eq!(
+        p.git(&["show", "HEAD:cargo.txt"]),
+        "locks ok\nbin seen\ncredentials hidden\n",
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(".package-cache"), "{}", out.stderr);
+    for name in [".package-cache", ".global-cache", "registry/index"] {
+        assert!(
+            !cargo.join(name).exists(),
+            "{name} reached the person's ~/.cargo"
+        );
+    }
+}
