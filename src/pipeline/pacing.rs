@@ -1,7 +1,9 @@
 //! `--pace` in the run: the gate ([`pace::gate`]) asked before each stage
 //! ([`Run::pace_before`], which pauses) and after each task ([`Run::judge_pace`], which ends
 //! the run or hands the next tasks to the fallback agent), with the line, the `paced` and
-//! `resumed` events and the ledger's record of the pauses.
+//! `resumed` events and the ledger's record of the pauses. With `--remote`, the gate judges by
+//! the account's usage ledger on the remote ([`Run::account_windows`]), and the run judges
+//! before it takes its first task too.
 //!
 //! The one decision a reader must know: a pause happens only before a stage, and a line that
 //! cannot be waited for (past `--max-wait`, or no known reset) never stops a task under way:
@@ -11,7 +13,6 @@ use super::{Run, pace};
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::state::lock::Phase;
-use crate::timestamp::Timestamp;
 
 impl Run<'_> {
     /// `--pace` after a task: `Some(why)` when no new task may be taken (said to the person);
@@ -73,17 +74,26 @@ impl Run<'_> {
         if rules.short.is_none() && rules.week.is_none() {
             return None;
         }
-        let now = Timestamp::now().epoch_seconds();
+        let now = crate::timestamp::window_now();
         let books = self.ledger.books();
         if books.limits.limited_until(agent, now).is_some() {
             return None;
         }
-        let readings: Vec<_> = books
+        let mine: Vec<_> = books
             .readings
             .iter()
             .filter(|(a, _)| a == agent)
             .map(|(_, w)| w.clone())
             .collect();
+        drop(books);
+        // With --remote: the account's view, this run's readings published to its ledger.
+        let (readings, account) = self.account_windows(agent, mine, now);
+        let books = self.ledger.books();
+        let words = if account {
+            format!("the {agent} account")
+        } else {
+            agent.to_string()
+        };
         let expected: Vec<(String, f64)> = readings
             .iter()
             .map(|w| {
@@ -95,15 +105,23 @@ impl Run<'_> {
             .collect();
         let waited = books.paced_for;
         let left = self.settings.retry.max_wait.saturating_sub(waited);
+        // The night's end on the windows' clock (the test clock may run ahead of the real one).
+        let night_ends = self.settings.deadline.as_ref().map(|d| {
+            (
+                now + d.at.epoch_seconds() - crate::timestamp::Timestamp::now().epoch_seconds(),
+                d.shown.as_str(),
+            )
+        });
         Some(pace::gate(
             &rules,
             &pace::Ask {
                 readings: &readings,
-                agent,
+                agent: &words,
                 stage,
                 expected: &expected,
                 now,
                 wait_until: now.saturating_add(i64::try_from(left.as_secs()).unwrap_or(i64::MAX)),
+                night_ends,
                 resumed: &books.resumed,
             },
         ))
@@ -139,7 +157,7 @@ impl Run<'_> {
             until: Some(until),
             line,
         });
-        let now = Timestamp::now().epoch_seconds();
+        let now = crate::timestamp::window_now();
         let wait = std::time::Duration::from_secs((until - now).max(0).unsigned_abs())
             + self.settings.retry.reset_margin;
         self.lock.set_phase(Phase::Waiting(stage))?;
@@ -148,12 +166,18 @@ impl Run<'_> {
             remaining: wait,
         }));
         let started = std::time::Instant::now();
-        if self.interrupt.sleep_or_interrupt(wait).await {
-            return Err(Error::Interrupted {
-                signal: self.interrupt.requested().unwrap_or(2),
-            });
-        }
-        let waited = started.elapsed();
+        let waited = if crate::timestamp::pass_on_test_clock(
+            i64::try_from(wait.as_secs()).unwrap_or(i64::MAX),
+        ) {
+            wait
+        } else {
+            if self.interrupt.sleep_or_interrupt(wait).await {
+                return Err(Error::Interrupted {
+                    signal: self.interrupt.requested().unwrap_or(2),
+                });
+            }
+            started.elapsed()
+        };
         {
             let mut books = self.ledger.books();
             books.paced_for += waited;
