@@ -250,8 +250,8 @@ pub struct SandboxSettings {
     pub claude_dir: Option<PathBuf>,
     /// Codex's home (`CODEX_HOME`, else `~/.codex`).
     pub codex_home: Option<PathBuf>,
-    /// Cache folders named by variables (`PRE_COMMIT_HOME`, `XDG_CACHE_HOME`, `CARGO_HOME`'s
-    /// registry, …).
+    /// Cache folders named by variables (`PRE_COMMIT_HOME`, `XDG_CACHE_HOME`, `CARGO_HOME`,
+    /// …).
     pub cache_dirs: Vec<PathBuf>,
     /// The person's session sockets and folders named by variables (`SSH_AUTH_SOCK`,
     /// `XDG_RUNTIME_DIR`, `GNUPGHOME`): hidden.
@@ -276,8 +276,9 @@ impl SandboxSettings {
             .filter_map(|name| path(name))
             .collect();
         if let Some(cargo) = path("CARGO_HOME") {
-            cache_dirs.push(cargo.join("registry"));
-            cache_dirs.push(cargo.join("git"));
+            // Cargo writes its locks at the top (`.package-cache`, `.global-cache`), not only
+            // in `registry/` and `git/`: the whole folder is the layer, its credentials hidden.
+            cache_dirs.push(cargo);
         }
         let mut session_paths: Vec<PathBuf> = ["SSH_AUTH_SOCK", "XDG_RUNTIME_DIR", "GNUPGHOME"]
             .iter()

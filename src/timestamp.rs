@@ -48,6 +48,36 @@ impl Timestamp {
     }
 }
 
+/// The test clock's variable: a file holding how many seconds the usage windows' clock is
+/// ahead of the real one. For tests and benches only (`benches/windows` plays a night of
+/// hours in a minute); only `--pace` and the scripted agent's reset times read it.
+pub(crate) const TEST_CLOCK: &str = "KERN_TEST_CLOCK";
+
+fn test_clock() -> Option<(std::path::PathBuf, i64)> {
+    let path = std::path::PathBuf::from(std::env::var_os(TEST_CLOCK)?);
+    let ahead = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    Some((path, ahead))
+}
+
+/// Epoch seconds on the usage windows' clock (`--pace`'s gate, the scripted agent's reset
+/// times): the real clock, ahead by the test clock's offset when [`TEST_CLOCK`] is set.
+pub(crate) fn window_now() -> i64 {
+    Timestamp::now().epoch_seconds() + test_clock().map_or(0, |(_, ahead)| ahead)
+}
+
+/// With the test clock set, moves it on by `secs` instead of waiting and returns true; else
+/// false (the caller waits).
+pub(crate) fn pass_on_test_clock(secs: i64) -> bool {
+    let Some((path, ahead)) = test_clock() else {
+        return false;
+    };
+    // The clock's file belongs to the test that set it; a failed write only makes it wait.
+    std::fs::write(path, format!("{}\n", ahead + secs.max(0))).is_ok()
+}
+
 impl From<SystemTime> for Timestamp {
     /// The moment, cut to the whole second.
     fn from(t: SystemTime) -> Timestamp {

@@ -389,6 +389,14 @@ fn fence_lines(
             private.join(", ")
         );
     }
+    let (temp, _) = list(&fence.temp, true);
+    if !temp.is_empty() {
+        let _ = writeln!(
+            out,
+            "{indent}  temporary: {} (empty and the stage's own; what it needs there is bound in)",
+            temp.join(", ")
+        );
+    }
     let (hidden, absent) = list(&fence.hidden, true);
     let _ = writeln!(
         out,

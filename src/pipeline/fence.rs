@@ -77,9 +77,20 @@ pub(crate) fn kind(agent: &Agent) -> AgentKind {
     }
 }
 
-/// The fence of an agent running a stage at `place`; `None` unless `--sandbox kern`.
-pub(crate) fn for_agent(settings: &Settings, place: &Place, agent: &Agent) -> Option<Fence> {
-    fence(settings, place, Who::Agent { kind: kind(agent) })
+/// The fence of an agent running `stage` at `place`; `None` unless `--sandbox kern`. A
+/// read-only stage (research, review) gets the work tree as a private layer.
+pub(crate) fn for_agent(
+    settings: &Settings,
+    place: &Place,
+    agent: &Agent,
+    stage: crate::stage::Stage,
+) -> Option<Fence> {
+    fence(
+        settings,
+        place,
+        Who::Agent { kind: kind(agent) },
+        stage.tools().is_read_only(),
+    )
 }
 
 /// The fence of the check and `run` must-haves (`Who::Check`) or of the commit's hooks
@@ -88,10 +99,10 @@ pub(crate) fn for_checks(settings: &Settings, place: &Place, who: Who) -> Option
     if settings.sandbox.checks == ChecksPlace::Outside {
         return None;
     }
-    fence(settings, place, who)
+    fence(settings, place, who, false)
 }
 
-fn fence(settings: &Settings, place: &Place, who: Who) -> Option<Fence> {
+fn fence(settings: &Settings, place: &Place, who: Who, tree_private: bool) -> Option<Fence> {
     let s = &settings.sandbox;
     if s.mode != Mode::Kern {
         return None;
@@ -141,6 +152,7 @@ fn fence(settings: &Settings, place: &Place, who: Who) -> Option<Fence> {
         network: s.network,
         home: s.home.as_deref(),
         top: &place.top,
+        tree_private,
         git_dir: &place.git_dir,
         common_dir: &place.common_dir,
         modules: &place.modules,

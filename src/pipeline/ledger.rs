@@ -72,6 +72,11 @@ pub(crate) struct Books {
     pub(crate) resumed: Vec<(String, i64)>,
     /// How long `--pace` has paused the run (counted against `--max-wait`).
     pub(crate) paced_for: Duration,
+    /// With `--remote`: the run was told the account's usage ledger could not be used.
+    pub(crate) pace_ledger_warned: bool,
+    /// With `--remote`: this run's readings as last published to the account's ledger, each
+    /// with the time it was read (an unchanged reading keeps it).
+    pub(crate) pace_published: Vec<(crate::agent::stream::window::Window, i64)>,
     /// Until when each agent is at its usage limit.
     pub(crate) limits: AgentLimits,
     /// When the run started.
@@ -109,6 +114,8 @@ impl Ledger {
                 window_spent: Vec::new(),
                 resumed: Vec::new(),
                 paced_for: Duration::ZERO,
+                pace_ledger_warned: false,
+                pace_published: Vec::new(),
                 limits: AgentLimits::default(),
                 started: Instant::now(),
                 durations: Vec::new(),

@@ -119,6 +119,9 @@ pub(crate) struct Ask<'a> {
     pub now: i64,
     /// The latest a pause may end (now plus what is left of `--max-wait`).
     pub wait_until: i64,
+    /// The night's end (`--until`, `--deadline`, the watchdog's) on the same clock, and as the
+    /// person reads it: no pause waits past it.
+    pub night_ends: Option<(i64, &'a str)>,
     /// The windows kern waited for the reset of in this run: kind and the reset time.
     pub resumed: &'a [(String, i64)],
 }
@@ -166,9 +169,11 @@ fn line_at(
             let share = ((now - start) as f64 / len as f64).clamp(0.0, 1.0);
             #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
             let at = start + ((need - EVEN_MARGIN).max(0.0) * len as f64).ceil() as i64;
+            // A stage that would take the window past 100 % fits in no share of it: only
+            // the reset allows it.
             (
                 (share + EVEN_MARGIN).min(1.0),
-                Some(at.max(now)),
+                (need <= 1.0).then_some(at.max(now)),
                 "the even pace",
             )
         }
@@ -194,9 +199,10 @@ fn line_at(
 }
 
 /// `--pace` before a stage: go, pause until the line allows the stage's expected use, or, when
-/// that cannot be waited for, stop taking tasks. A window is crossed when its use is at the
-/// line, or its use plus the stage's expected use is past it. A window whose reset has passed
-/// counts as a fresh one, used 0. Of several windows the stop wins, then the longest pause.
+/// that cannot be waited for (past `--max-wait`, or past the night's end), stop taking tasks.
+/// A window is crossed when its use is at the line, or its use plus the stage's expected use
+/// is past it. A window whose reset has passed counts as a fresh one, used 0. Of several
+/// windows the stop wins, then the longest pause.
 pub(crate) fn gate(rules: &Rules, ask: &Ask<'_>) -> Gate {
     use crate::agent::stream::window::length_secs;
     let mut pause: Option<(i64, String, String)> = None;
@@ -255,6 +261,21 @@ pub(crate) fn gate(rules: &Rules, ask: &Ask<'_>) -> Gate {
         let until = allows_at
             .or(window.resets_at)
             .map(|t| window.resets_at.map_or(t, |at| t.min(at)));
+        let past_the_night = match (until, ask.night_ends) {
+            (Some(until), Some((end, shown))) if until > end && until <= ask.wait_until => {
+                Some(shown)
+            }
+            _ => None,
+        };
+        if let Some(shown) = past_the_night {
+            return Gate::Stop {
+                kind: window.kind.clone(),
+                resets_at: window.resets_at,
+                line: format!(
+                    "{said} — waiting would pass the night's end ({shown}): no new task taken, the night ends"
+                ),
+            };
+        }
         match until {
             Some(until) if until <= ask.wait_until => {
                 if pause.as_ref().is_none_or(|(t, _, _)| until > *t) {
@@ -409,8 +430,44 @@ mod tests {
             expected,
             now: NOW,
             wait_until: NOW + wait_secs,
+            night_ends: None,
             resumed,
         }
+    }
+
+    #[test]
+    fn no_pause_waits_past_the_nights_end() {
+        let rules = Rules {
+            short: Some(PaceLine::AtMost(0.8)),
+            week: None,
+        };
+        let readings = vec![w("five_hour", 0.85, Some(NOW + 7200))];
+        let at = |end: i64| Ask {
+            night_ends: Some((NOW + end, "07:00")),
+            ..ask(&readings, &[], 6 * 3600, &[])
+        };
+        assert_eq!(
+            gate(&rules, &at(3600)),
+            Gate::Stop {
+                kind: "five_hour".into(),
+                resets_at: Some(NOW + 7200),
+                line: "--pace: claude's five-hour window is 85% used, resets in 2h (the pace is 80%) — waiting would pass the night's end (07:00): no new task taken, the night ends".into(),
+            }
+        );
+        // The reset before the night's end: pause for it.
+        assert!(matches!(
+            gate(&rules, &at(3 * 3600)),
+            Gate::Pause { until, .. } if until == NOW + 7200
+        ));
+        // Past --max-wait anyway: the stop says so, as without a deadline.
+        let short_wait = Ask {
+            night_ends: Some((NOW + 600, "07:00")),
+            ..ask(&readings, &[], 60, &[])
+        };
+        assert!(matches!(
+            gate(&rules, &short_wait),
+            Gate::Stop { line, .. } if line.ends_with("no new task taken; run kern again later, or raise --pace")
+        ));
     }
 
     #[test]
@@ -549,6 +606,18 @@ mod tests {
                     "five_hour",
                     NOW + 1800,
                     "--pace: claude's five-hour window is 30% used, resets in 4h and a implement stage is expected to use 5% (the even pace is 25%) — pausing 30m until then",
+                ),
+            ),
+            (
+                "even: near the window's end, a stage that would pass 100 % waits for the reset",
+                short(Some(PaceLine::Even)),
+                vec![five(0.992, 600)],
+                implement_uses(1.6),
+                6 * 3600,
+                pause(
+                    "five_hour",
+                    NOW + 600,
+                    "--pace: claude's five-hour window is 99% used, resets in 10m and a implement stage is expected to use 1.6% (the even pace is 100%) — pausing 10m until then",
                 ),
             ),
             (

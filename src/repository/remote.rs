@@ -28,6 +28,9 @@ pub(crate) const PRE_PUSH_DECLINED: &str = "this clone's pre-push hook declined"
 /// Where the claims live on the remote.
 pub(crate) const CLAIMS: &str = "refs/kern/claims/";
 
+/// Where the usage ledgers live on the remote, one per account (`<account-hash>`).
+pub(crate) const PACE: &str = "refs/kern/pace/";
+
 /// What a pushed ref must be on the remote before the push changes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expected {
@@ -126,6 +129,47 @@ impl Repository {
             return Ok(None);
         }
         Ok(self.repo.refname_to_id(&local).ok())
+    }
+
+    /// Fetches the usage ledgers (`refs/kern/pace/*`, [`PACE`]) into
+    /// `refs/kern/remote/<remote>/pace/`, bounded by `timeout`, and returns account `key`'s:
+    /// its commit and message, `None` when the remote has none. `Err` (with git's words) when
+    /// the remote could not be read in time.
+    pub(crate) fn fetch_pace(
+        &self,
+        remote: &str,
+        key: &str,
+        timeout: std::time::Duration,
+    ) -> std::result::Result<Option<(Oid, String)>, String> {
+        let args = [
+            "fetch".to_string(),
+            "--quiet".into(),
+            "--prune".into(),
+            "--no-tags".into(),
+            "--no-write-fetch-head".into(),
+            remote.into(),
+            format!("+{PACE}*:refs/kern/remote/{remote}/pace/*"),
+        ];
+        let mut probe = Probe::new("git", args, &self.top, timeout);
+        probe.env = vec![
+            ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+            ("LC_ALL".into(), "C".into()),
+        ];
+        let ran = probe::run(probe).map_err(|e| e.to_string())?;
+        if !ran.end.success() {
+            let words = ran.output.lines().last().unwrap_or("").trim().to_string();
+            return Err(format!("{}: {words}", ran.end.describe()));
+        }
+        let local = format!("refs/kern/remote/{remote}/pace/{key}");
+        let Ok(oid) = self.repo.refname_to_id(&local) else {
+            return Ok(None);
+        };
+        let message = self
+            .repo
+            .find_commit(oid)
+            .map(|c| String::from_utf8_lossy(c.message_bytes()).into_owned())
+            .unwrap_or_default();
+        Ok(Some((oid, message)))
     }
 
     /// The claims as last fetched: task key, claim commit, its message.

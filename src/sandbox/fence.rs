@@ -1,6 +1,6 @@
 //! The fence's description (PURE): from where the process runs and what the person set, which
-//! paths are writable, read-only, private, hidden or shown again, which hosts are allowed and
-//! which secret-looking variables pass. The dry run prints it; the Linux setup and the macOS
+//! paths are writable, read-only, private, hidden or shown again, which temporary folders are
+//! the process's own, which hosts are allowed and which secret-looking variables pass. The dry run prints it; the Linux setup and the macOS
 //! profile build from it; nothing here touches the machine.
 //!
 //! The one decision a reader must know: the description is a set of paths, each with one
@@ -28,6 +28,11 @@ pub struct Fence {
     pub read_only: Vec<PathBuf>,
     /// Caches it may write through a private layer thrown away afterwards.
     pub private: Vec<PathBuf>,
+    /// The machine's temporary folders (`/tmp`, `/var/tmp`): each an empty folder of its own,
+    /// writable and thrown away; what others keep there is out of sight, and what the process
+    /// needs there (its work tree, its home, its program, its state folder) is bound in.
+    #[serde(default)]
+    pub temp: Vec<PathBuf>,
     /// Paths it finds empty: the person's secrets, kern's state root.
     pub hidden: Vec<PathBuf>,
     /// Paths inside hidden ones it may read again (this stage's own state folder).
@@ -49,6 +54,9 @@ pub(crate) struct FenceInput<'a> {
     pub home: Option<&'a Path>,
     /// The work tree's top folder: writable, the process's working folder.
     pub top: &'a Path,
+    /// The process runs a read-only stage (research, review): the work tree is a private
+    /// layer (its writes thrown away with the stage), not writable.
+    pub tree_private: bool,
     /// The work tree's git folder (`.git`, or `.git/worktrees/<name>` of a linked worktree).
     pub git_dir: &'a Path,
     /// The repository's common git folder (objects, refs, hooks, config).
@@ -90,7 +98,18 @@ pub(crate) fn describe(input: &FenceInput<'_>) -> Fence {
     let home_path = |rel: &str| input.home.map(|h| h.join(rel));
     let expand = |p: &PathBuf| expand(p, input.home, input.top);
 
-    let mut writable = vec![input.top.to_path_buf()];
+    // A read-only stage's tree is a layer of its own: `cargo test` may write `target/`, and
+    // nothing it writes reaches the tree (kern's audit after it finds nothing to undo).
+    let layered: Vec<PathBuf> = if input.tree_private {
+        vec![input.top.to_path_buf()]
+    } else {
+        Vec::new()
+    };
+    let mut writable = if input.tree_private {
+        Vec::new()
+    } else {
+        vec![input.top.to_path_buf()]
+    };
     writable.extend(
         secrets::agent_home_folders(kind)
             .iter()
@@ -121,24 +140,32 @@ pub(crate) fn describe(input: &FenceInput<'_>) -> Fence {
             read_only.push(input.common_dir.to_path_buf());
         }
     }
-    if !input.modules.is_empty() && input.who != Who::Hook {
+    if !input.modules.is_empty() && input.who != Who::Hook && !input.tree_private {
         writable.push(input.common_dir.join("modules"));
     }
     for module in input.modules {
         read_only.push(module.join("hooks"));
         read_only.push(module.join("config"));
     }
-    // A read-only path matters only inside a writable one.
-    read_only.retain(|p| writable.iter().any(|w| p.starts_with(w) && p != w));
+    // A read-only path matters only inside a writable one (or the tree's layer).
+    read_only.retain(|p| {
+        writable
+            .iter()
+            .chain(&layered)
+            .any(|w| p.starts_with(w) && p != w)
+    });
 
     let mut private: Vec<PathBuf> = secrets::HOME_CACHES
         .iter()
         .filter_map(|rel| home_path(rel))
         .collect();
+    private.extend(layered.iter().cloned());
     private.extend(input.cache_dirs.iter().cloned());
-    // Tools write `/tmp` whatever TMPDIR says (Codex's daemon folder, a test's fixture): a
-    // private layer lets them, and nothing reaches the machine's.
-    private.extend(secrets::SYSTEM_TEMP.iter().map(PathBuf::from));
+    // Tools and agents write `/tmp` whatever TMPDIR says (Codex's daemon folder, a script the
+    // agent writes to `/tmp/x.py`): each temporary folder is an empty one of the process's own,
+    // so they can, nothing reaches the machine's, and others' files there (which may hold
+    // secrets) are not seen.
+    let temp: Vec<PathBuf> = secrets::SYSTEM_TEMP.iter().map(PathBuf::from).collect();
 
     let mut hidden: Vec<PathBuf> = secrets::HOME_SECRETS
         .iter()
@@ -152,7 +179,21 @@ pub(crate) fn describe(input: &FenceInput<'_>) -> Fence {
     // What the person made writable on purpose is not hidden from it (`write = ["~/.npmrc"]`).
     hidden.retain(|h| !writable.contains(h));
 
-    let shown = vec![input.state_dir.to_path_buf()];
+    let mut shown = vec![input.state_dir.to_path_buf()];
+    // What the process reads that lives in a temporary folder is bound into its own empty one
+    // (a test's home, a repository or worktree under `/tmp`): the home folder, the git folders
+    // outside the work tree.
+    let reach = input
+        .home
+        .into_iter()
+        .chain([input.git_dir, input.common_dir])
+        .map(Path::to_path_buf)
+        .chain(input.modules.iter().cloned());
+    for path in reach {
+        if in_temp(&temp, &path) && !writable.iter().chain(&layered).any(|w| path.starts_with(w)) {
+            shown.push(path);
+        }
+    }
 
     let hosts = match input.network {
         Network::List => {
@@ -176,11 +217,49 @@ pub(crate) fn describe(input: &FenceInput<'_>) -> Fence {
         writable: distinct(writable),
         read_only: distinct(read_only),
         private: distinct(private),
+        temp,
         hidden: distinct(hidden),
         shown: distinct(shown),
         hosts,
         pass_env: distinct(pass_env),
     }
+}
+
+/// True when `path` is inside one of the temporary folders `temp` (not one of them itself).
+pub(crate) fn in_temp(temp: &[PathBuf], path: &Path) -> bool {
+    temp.iter().any(|t| path.starts_with(t) && path != t)
+}
+
+/// What of `programs` (files) and `path_dirs` (the PATH's folders) lies in one of the fence's
+/// temporary folders and no bind of the fence reaches already: each program's folder (a link
+/// in a `bin` folder keeps its link), or the program alone when that folder is a temporary
+/// folder itself; each PATH folder.
+pub(crate) fn reach_in_temp(
+    fence: &Fence,
+    programs: &[PathBuf],
+    path_dirs: &[PathBuf],
+) -> Vec<PathBuf> {
+    let wanted = programs
+        .iter()
+        .map(|p| match p.parent() {
+            Some(dir) if in_temp(&fence.temp, dir) => dir.to_path_buf(),
+            _ => p.clone(),
+        })
+        .chain(path_dirs.iter().filter(|d| d.is_absolute()).cloned());
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in wanted {
+        let reached = fence
+            .writable
+            .iter()
+            .chain(&fence.private)
+            .chain(&fence.shown)
+            .chain(&out)
+            .any(|r| path.starts_with(r));
+        if in_temp(&fence.temp, &path) && !reached {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// `~/x` in the home folder, a relative path from the work tree's top, an absolute one as it
@@ -244,6 +323,7 @@ mod tests {
             network: Network::List,
             home: Some(Path::new("/home/me")),
             top,
+            tree_private: false,
             git_dir: git.0,
             common_dir: git.1,
             modules: &[],
@@ -425,5 +505,111 @@ mod tests {
             i.network = network;
             assert!(describe(&i).hosts.is_empty(), "{network:?}");
         }
+    }
+
+    #[test]
+    fn a_read_only_stage_gets_its_tree_as_a_private_layer_with_git_still_read_only() {
+        let p = paths();
+        let top = Path::new("/home/me/proj");
+        let git = (
+            Path::new("/home/me/proj/.git"),
+            Path::new("/home/me/proj/.git"),
+        );
+        let modules = [PathBuf::from("/home/me/proj/.git/modules/lib")];
+        let mut i = input(
+            Who::Agent {
+                kind: AgentKind::Claude,
+            },
+            &p,
+            top,
+            git,
+        );
+        i.tree_private = true;
+        i.modules = &modules;
+        let fence = describe(&i);
+        assert!(
+            !fence.writable.iter().any(|w| w.starts_with(top)),
+            "{fence:?}"
+        );
+        assert!(fence.private.contains(&top.to_path_buf()));
+        assert_eq!(
+            strings(&fence.read_only),
+            [
+                "/home/me/proj/.git",
+                "/home/me/proj/.git/modules/lib/hooks",
+                "/home/me/proj/.git/modules/lib/config"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_temporary_folders_are_the_processs_own_and_what_it_needs_there_is_shown() {
+        let p = paths();
+        // A home, a work tree and a repository all under `/tmp` (a CI machine's, a test's).
+        let top = Path::new("/tmp/w/tree");
+        let git = (
+            Path::new("/tmp/repo/.git/worktrees/tree"),
+            Path::new("/tmp/repo/.git"),
+        );
+        let mut i = input(Who::Check, &p, top, git);
+        i.home = Some(Path::new("/tmp/home"));
+        let fence = describe(&i);
+        assert_eq!(strings(&fence.temp), ["/tmp", "/var/tmp"]);
+        assert!(!fence.private.contains(&PathBuf::from("/tmp")), "{fence:?}");
+        assert_eq!(
+            strings(&fence.shown),
+            [
+                "/home/me/.local/state/kern/proj/main",
+                "/tmp/home",
+                "/tmp/repo/.git/worktrees/tree",
+                "/tmp/repo/.git"
+            ]
+        );
+        // Nothing of a home or repository elsewhere is shown again.
+        let fence = describe(&input(
+            Who::Check,
+            &p,
+            Path::new("/w"),
+            (Path::new("/w/.git"), Path::new("/w/.git")),
+        ));
+        assert_eq!(
+            strings(&fence.shown),
+            ["/home/me/.local/state/kern/proj/main"]
+        );
+    }
+
+    #[test]
+    fn a_program_and_path_folders_in_a_temporary_folder_are_reached_unless_bound_already() {
+        let fence = Fence {
+            who: Who::Check,
+            network: Network::None,
+            writable: vec!["/tmp/repo".into()],
+            read_only: vec![],
+            private: vec![],
+            temp: vec!["/tmp".into(), "/var/tmp".into()],
+            hidden: vec![],
+            shown: vec!["/tmp/home".into()],
+            hosts: vec![],
+            pass_env: vec![],
+        };
+        let programs: Vec<PathBuf> = [
+            "/tmp/bin/codex",
+            "/tmp/agent.sh",
+            "/tmp/repo/scripts/agent.sh",
+            "/tmp/home/.local/bin/claude",
+            "/usr/bin/kern",
+            "/tmp/bin/other",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let path: Vec<PathBuf> = ["/tmp/tools/bin", "/usr/bin", "relative", "/tmp/bin"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(
+            strings(&reach_in_temp(&fence, &programs, &path)),
+            ["/tmp/bin", "/tmp/agent.sh", "/tmp/tools/bin"]
+        );
     }
 }

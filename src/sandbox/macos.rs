@@ -122,6 +122,7 @@ mod tests {
             writable: vec!["/Users/me/proj".into(), "/Users/me/.claude".into()],
             read_only: vec!["/Users/me/proj/.git".into()],
             private: vec![],
+            temp: Vec::new(),
             hidden: vec![
                 "/Users/me/.ssh".into(),
                 "/Users/me/Library/Application Support/kern".into(),
@@ -167,5 +168,51 @@ mod tests {
 "#;
         assert_eq!(text, expected);
         assert_eq!(quoted(Path::new("/a \"b\"\\c")), r#""/a \"b\"\\c""#);
+    }
+
+    #[test]
+    fn a_read_only_stages_tree_is_writable_and_the_temporary_folders_read_only_on_macos() {
+        // Seatbelt has no layers: the tree a Linux fence layers is writable (kern's audit
+        // after the stage saves and reverts), and the machine's temporary folders stay
+        // read-only but for the session's TMPDIR.
+        let fence = Fence {
+            who: Who::Agent {
+                kind: AgentKind::Program,
+            },
+            network: Network::None,
+            writable: vec![],
+            read_only: vec!["/Users/me/proj/.git".into()],
+            private: vec!["/Users/me/proj".into(), "/private/tmp".into()],
+            temp: vec!["/private/tmp".into(), "/private/var/tmp".into()],
+            hidden: vec![],
+            shown: vec![],
+            hosts: vec![],
+            pass_env: vec![],
+        };
+        let text = profile(
+            &fence,
+            Path::new("/private/tmp/kern-fence-501/s1/tmp"),
+            None,
+        );
+        let expected = r#"(version 1)
+(allow default)
+(deny file-write*)
+(allow file-write*
+  (subpath "/Users/me/proj")
+  (subpath "/private/tmp/kern-fence-501/s1/tmp"))
+(allow file-write*
+  (literal "/dev/null")
+  (literal "/dev/zero")
+  (literal "/dev/tty")
+  (regex #"^/dev/fd/")
+  (regex #"^/dev/ttys"))
+(deny file-write*
+  (subpath "/Users/me/proj/.git"))
+(deny network*)
+(allow network* (local unix-socket))
+(deny signal)
+(allow signal (target same-sandbox))
+"#;
+        assert_eq!(text, expected);
     }
 }

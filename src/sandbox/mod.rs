@@ -1,7 +1,8 @@
 //! The fence (DESIGN.md §19): every agent process, and whatever runs the agent's code (the
 //! check, `run` must-haves, the commit's hooks), runs inside a fence kern sets up itself, on by
-//! default — writes only in the work tree (its `.git` read-only), a private TMPDIR and the
-//! agent's own folders; the person's secrets absent; no network but kern's proxy to the
+//! default — writes only in the work tree (its `.git` read-only; for research and review a
+//! private layer over it, thrown away), a private TMPDIR, its own empty `/tmp` and the agent's
+//! own folders; the person's secrets absent; no network but kern's proxy to the
 //! allowed hosts; secret variables not passed; only its own processes visible.
 //!
 //! The one decision a reader must know: this floor describes and builds the fence; it never

@@ -47,12 +47,18 @@ pub(crate) enum MountOp {
         /// The layer's work folder (same file system as `upper`).
         work: PathBuf,
         /// `upper` and `work` are in a tmpfs the init mounts on their folder first: the session's
-        /// own folder is inside `target` (`/tmp`), and a layer may not overlap what it covers.
+        /// own folder is inside `target` (a cache folder that holds it), and a layer may not overlap what it covers.
         memory: bool,
     },
     /// A fresh writable tmpfs (`/dev/shm`).
     Tmpfs {
         /// The path.
+        target: PathBuf,
+    },
+    /// A fresh writable tmpfs over a machine's temporary folder (`/tmp`): what was there is
+    /// out of sight, and the deeper mounts inside it find their mount points made.
+    Temp {
+        /// The temporary folder.
         target: PathBuf,
     },
     /// `source` bound writable at `target` (the private TMPDIR onto itself).
@@ -71,6 +77,7 @@ impl MountOp {
             | MountOp::HideFile { target, .. }
             | MountOp::Overlay { target, .. }
             | MountOp::Tmpfs { target }
+            | MountOp::Temp { target }
             | MountOp::Private { target } => target,
         }
     }
@@ -79,7 +86,10 @@ impl MountOp {
     pub(crate) fn writable(&self) -> bool {
         match self {
             MountOp::Bind { writable, .. } => *writable,
-            MountOp::Overlay { .. } | MountOp::Tmpfs { .. } | MountOp::Private { .. } => true,
+            MountOp::Overlay { .. }
+            | MountOp::Tmpfs { .. }
+            | MountOp::Temp { .. }
+            | MountOp::Private { .. } => true,
             MountOp::HideDir { .. } | MountOp::HideFile { .. } => false,
         }
     }
@@ -193,6 +203,13 @@ pub(crate) fn build(
             }
         }
     }
+    for path in &fence.temp {
+        if found(path) == Found::Dir {
+            mounts.push(MountOp::Temp {
+                target: path.clone(),
+            });
+        }
+    }
     for path in &fence.private {
         if found(path) == Found::Dir {
             layers += 1;
@@ -303,19 +320,17 @@ mod tests {
                 "/h/.cache/x".into(),
             ],
             read_only: vec!["/s/p/b/jobs/t/tree/.git".into()],
-            private: vec![
-                "/h/.cache".into(),
-                "/h/.cache/x".into(),
-                "/h/.npm".into(),
-                "/tmp".into(),
-            ],
+            private: vec!["/h/.cache".into(), "/h/.cache/x".into(), "/h/.npm".into()],
+            temp: vec!["/tmp".into()],
             hidden: vec![
                 "/h/.ssh".into(),
                 "/h/.netrc".into(),
                 "/s".into(),
                 "/h/.aws".into(),
+                "/tmp/tmux-0".into(),
+                "/tmp/home/.ssh".into(),
             ],
-            shown: vec!["/s/p/b/jobs/t".into()],
+            shown: vec!["/s/p/b/jobs/t".into(), "/tmp/home".into()],
             hosts: vec![
                 "api.anthropic.com".parse().unwrap(),
                 "127.0.0.1:3128".parse().unwrap(),
@@ -378,6 +393,7 @@ mod tests {
                     if *memory { ", in memory" } else { "" }
                 ),
                 MountOp::Tmpfs { target } => format!("tmpfs {}", target.display()),
+                MountOp::Temp { target } => format!("temp {}", target.display()),
                 MountOp::Private { target } => format!("tmp {}", target.display()),
             })
             .collect();
@@ -385,13 +401,16 @@ mod tests {
             ops,
             [
                 "hide /s",
-                "layer /tmp (/tmp/f/layers/4/upper, in memory)",
+                "temp /tmp",
                 "hide /h/.ssh",
                 "hide /h/.netrc (/tmp/f/ph/1)",
+                "hide /tmp/tmux-0",
                 "layer /h/.cache (/tmp/f/layers/1/upper)",
                 "layer /h/.npm (/tmp/f/layers/3/upper)",
+                "ro /tmp/home",
                 "rw /h/.claude",
                 "tmpfs /dev/shm",
+                "hide /tmp/home/.ssh",
                 "rw /h/.cache/x",
                 "tmp /tmp/f/tmp",
                 "ro /s/p/b/jobs/t",

@@ -50,6 +50,7 @@ pub(crate) fn check(network: Network, cwd: &Path) -> Preflight {
         writable: vec![cwd.to_path_buf()],
         read_only: Vec::new(),
         private: Vec::new(),
+        temp: Vec::new(),
         hidden: Vec::new(),
         shown: Vec::new(),
         hosts: Vec::new(),

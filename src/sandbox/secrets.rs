@@ -88,7 +88,7 @@ pub(crate) const SYSTEM_SECRETS: &[&str] = &[
     "/run/user",
 ];
 
-/// The machine's temporary folders: readable as they are, writable through a private layer.
+/// The machine's temporary folders: inside the fence each is an empty one of the process's own.
 pub(crate) const SYSTEM_TEMP: &[&str] = &["/tmp", "/var/tmp"];
 
 /// Sockets and folders of the person's session in the temporary folders that would give a
@@ -208,8 +208,7 @@ pub(crate) fn agent_home_folders(kind: AgentKind) -> &'static [&'static str] {
 pub(crate) const HOME_CACHES: &[&str] = &[
     ".cache",
     ".npm",
-    ".cargo/registry",
-    ".cargo/git",
+    ".cargo",
     "go/pkg/mod",
     ".m2/repository",
     ".gradle/caches",

@@ -123,6 +123,23 @@ impl Session {
         let mut fence = fence.clone();
         fence.hidden.push(parent.clone());
         fence.shown.push(base.join("sock"));
+        // The program (as named and where its link leads), kern's own (a `program:` agent may
+        // call kern) and the folders of the PATH are reached where they are, also inside a
+        // temporary folder the fence empties.
+        let mut programs = vec![program.clone()];
+        programs.extend(std::env::current_exe().ok());
+        programs.extend(
+            programs
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .collect::<Vec<_>>(),
+        );
+        let path_dirs: Vec<PathBuf> = path_var
+            .as_deref()
+            .map(|v| std::env::split_paths(v).collect())
+            .unwrap_or_default();
+        let reach = super::fence::reach_in_temp(&fence, &programs, &path_dirs);
+        fence.shown.extend(reach);
         let tmp = scratch.tmp.to_string_lossy().into_owned();
         let mut fence_vars: Vec<(String, String)> = vec![
             ("TMPDIR".into(), tmp.clone()),

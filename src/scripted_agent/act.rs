@@ -100,7 +100,7 @@ pub(super) fn perform(run: &Run, context: &Context, prompt: &[u8]) -> Result<i32
     act(run, context, prompt, Some(&mut stream))?;
     sleep_ms(run.sleep_ms);
     if let Some(usage) = &run.usage {
-        let resets_at = chrono::Utc::now().timestamp()
+        let resets_at = crate::timestamp::window_now()
             + i64::try_from(usage.resets_in_secs.unwrap_or(3600)).unwrap_or(i64::MAX);
         let status = if usage.utilization >= 0.9 {
             "allowed_warning"

@@ -97,7 +97,7 @@ impl Canary {
 /// running (`/in-review`) and asks whether to go on (`/go`) the same way.
 struct Targets {
     home: tempfile::TempDir,
-    other: tempfile::TempDir,
+    other: PathBuf,
     etc: PathBuf,
     canary: Canary,
     mock: HttpServer,
@@ -123,8 +123,11 @@ impl Targets {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let other = tempfile::tempdir().unwrap();
-        std::fs::write(other.path().join("notes.txt"), "the person's\n").unwrap();
+        // Another repository of the person's, in their home (one in `/tmp` is not even seen:
+        // the fence's `/tmp` is its own).
+        let other = home.path().join("src/other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), "the person's\n").unwrap();
         // Another project's transcript in the same state root (private, as kern keeps it).
         let transcript = p.state_root().join("other-project/main/stage2.jsonl");
         std::fs::create_dir_all(transcript.parent().unwrap()).unwrap();
@@ -238,7 +241,7 @@ case "$KERN_STAGE" in
 esac
 "#,
         transcript = t.transcript.display(),
-        other = t.other.path().display(),
+        other = t.other.display(),
         etc = t.etc.display(),
         canary = t.canary.port,
         outsider = t.outsider.id(),
@@ -360,7 +363,7 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
         std::fs::read_to_string(t.home.path().join(".bashrc")).unwrap(),
         "# the person's own\n"
     );
-    let other: Vec<_> = std::fs::read_dir(t.other.path()).unwrap().collect();
+    let other: Vec<_> = std::fs::read_dir(&t.other).unwrap().collect();
     assert_eq!(other.len(), 1, "only notes.txt: {other:?}");
     for who in ["research", "implement", "commit", "check", "must-have"] {
         assert!(!Path::new(&format!("{}-{who}", t.etc.display())).exists());
@@ -390,7 +393,7 @@ fn every_attempt_outside_the_room_is_blocked_and_named_in_every_stage_check_and_
             format!("read {home}/.aws/credentials"),
             format!("read {}", t.transcript.display()),
             format!("write {home}/.bashrc"),
-            format!("write {}/pwned-{by}", t.other.path().display()),
+            format!("write {}/pwned-{by}", t.other.display()),
             format!("write {}-{by}", t.etc.display()),
             format!("write {repo}/.git/objects"),
             format!("write {repo}/.git/hooks/post-commit"),
@@ -589,7 +592,10 @@ fn the_commits_hooks_run_fenced_committing_but_reaching_nothing_outside() {
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     std::fs::write(home.path().join(".ssh/id_ed25519"), "SECRET\n").unwrap();
     std::fs::write(home.path().join(".bashrc"), "# the person's own\n").unwrap();
-    let other = tempfile::tempdir().unwrap();
+    // Another repository in the person's home, and one in the machine's `/tmp`.
+    let other = home.path().join("src/other");
+    std::fs::create_dir_all(&other).unwrap();
+    let in_tmp = tempfile::tempdir().unwrap();
     // The hook lives in the tree (as husky's do): code the agent could have written. What it
     // got it writes into the file it adds, so the commit carries it out of the fence.
     p.write(
@@ -600,11 +606,13 @@ fn the_commits_hooks_run_fenced_committing_but_reaching_nothing_outside() {
              if cat \"$HOME/.ssh/id_ed25519\" 2>/dev/null | grep -q SECRET; then echo ssh READ; else echo ssh blocked; fi\n\
              if echo pwned >> \"$HOME/.bashrc\" 2>/dev/null; then echo bashrc WROTE; else echo bashrc blocked; fi\n\
              if echo pwned > {other}/pwned 2>/dev/null; then echo other WROTE; else echo other blocked; fi\n\
+             if echo pwned > {in_tmp}/pwned 2>/dev/null; then echo tmp WROTE; else echo tmp blocked; fi\n\
              if echo x > .git/hooks/post-checkout 2>/dev/null; then echo hook WROTE; else echo hook blocked; fi\n\
              if git config kern.pwned yes 2>/dev/null; then echo config WROTE; else echo config blocked; fi\n\
              }} > formatted.txt\n\
              git add formatted.txt\n",
-            other = other.path().display()
+            other = other.display(),
+            in_tmp = in_tmp.path().display()
         ),
     );
     use std::os::unix::fs::PermissionsExt;
@@ -623,7 +631,7 @@ fn the_commits_hooks_run_fenced_committing_but_reaching_nothing_outside() {
         .expect(0);
     assert_eq!(
         p.git(&["show", "HEAD:formatted.txt"]),
-        "ssh blocked\nbashrc blocked\nother blocked\nhook blocked\nconfig blocked\n",
+        "ssh blocked\nbashrc blocked\nother blocked\ntmp blocked\nhook blocked\nconfig blocked\n",
         "{}",
         out.stderr
     );
@@ -632,14 +640,15 @@ fn the_commits_hooks_run_fenced_committing_but_reaching_nothing_outside() {
         std::fs::read_to_string(home.path().join(".bashrc")).unwrap(),
         "# the person's own\n"
     );
-    assert!(!other.path().join("pwned").exists());
+    assert!(!other.join("pwned").exists());
+    assert!(!in_tmp.path().join("pwned").exists());
     assert!(!p.path().join(".git/hooks/post-checkout").exists());
     let named = denied(&p, "hook");
     let home = home.path().display().to_string();
     for what in [
         format!("read {home}/.ssh/id_ed25519"),
         format!("write {home}/.bashrc"),
-        format!("write {}/pwned", other.path().display()),
+        format!("write {}/pwned", other.display()),
     ] {
         assert!(named.contains(&what), "{what}: {named:?}");
     }
@@ -649,6 +658,105 @@ fn the_commits_hooks_run_fenced_committing_but_reaching_nothing_outside() {
             .any(|n| n.starts_with(&format!("write {}/.git/hooks", p.path().display()))),
         "{named:?}"
     );
+}
+
+#[test]
+fn the_machines_tmp_is_the_stages_own_others_files_unseen_and_its_writes_kept_in() {
+    // Another process's file in the machine's `/tmp`, and a folder of its there.
+    let tmp = std::env::temp_dir();
+    let marker = crate::support::marker();
+    let secret = tmp.join(format!("{marker}-secret"));
+    std::fs::write(&secret, "SECRET of another process\n").unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    std::fs::write(theirs.path().join("notes.txt"), "SECRET too\n").unwrap();
+    let written = tmp.join(format!("{marker}-written"));
+    let p = Project::new("- [ ] Use /tmp\n");
+    // Each stage writes `/tmp` directly (as agents and Codex do, TMPDIR or not), reads it
+    // back, and looks for the others' files; what it saw goes into the commit.
+    let implement = format!(
+        "{{ \
+         if cat '{secret}' 2>/dev/null | grep -q SECRET; then echo secret READ; else echo secret unseen; fi; \
+         if cat '{theirs}/notes.txt' 2>/dev/null | grep -q SECRET; then echo theirs READ; else echo theirs unseen; fi; \
+         if echo mine > '{written}' && grep -q mine '{written}'; then echo write ok; else echo write FAILED; fi; \
+         if ls /tmp | grep -q '{marker}-secret'; then echo listed SEEN; else echo listed unseen; fi; \
+         }} > tmp.txt",
+        secret = secret.display(),
+        theirs = theirs.path().display(),
+        written = written.display(),
+    );
+    let out = p
+        .run(&["1", "0"])
+        .default_fence()
+        .args(["--agent", &plain_agent(&p, &implement)])
+        .expect(0);
+    let _ = std::fs::remove_file(&secret);
+    assert_eq!(
+        p.git(&["show", "HEAD:tmp.txt"]),
+        "secret unseen\ntheirs unseen\nwrite ok\nlisted unseen\n",
+        "{}",
+        out.stderr
+    );
+    assert!(!written.exists(), "the stage's /tmp reached the machine's");
+}
+
+#[test]
+fn a_read_only_stage_writes_only_its_private_layer_and_the_tree_never_changes() {
+    let p = Project::new("- [ ] Look first\n");
+    let agent = p.outside.path().join("layer-agent.sh");
+    // Research and review edit a tracked file, create one, build into `target/` and read it
+    // all back (their layer is theirs to use); `.git` stays read-only under the layer. What
+    // research saw reaches implement's prompt (its notes), which implement commits.
+    let tries = r"if echo changed >> README.md && echo new > new.txt && mkdir -p target && echo o > target/out && grep -q changed README.md && [ -f target/out ]; then w=wrote; else w=FAILED; fi
+  if echo x > .git/hooks/post-checkout 2>/dev/null; then g=WROTE; else g=blocked; fi";
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\n\
+             case \"$KERN_STAGE\" in\n\
+             research) {tries}\n  printf '```json\\n{{\"notes\": [\"research layer %s, git %s\"]}}\\n```\\n' \"$w\" \"$g\" ;;\n\
+             implement) cat > prompt.txt; echo SUCCESS ;;\n\
+             commit) {tries}\n  [ \"$w $g\" = \"wrote blocked\" ] || exit 3\n  printf '```json\\n{{\"verdict\": \"COMMIT\", \"subject\": \"Look\"}}\\n```\\n' ;;\n\
+             esac\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = p
+        .run(&["1", "0"])
+        .default_fence()
+        .args(["--agent", &format!("program:{}", agent.display())])
+        .expect(0);
+    let err = &out.stderr;
+    assert_eq!(p.log()[0], "Look", "{err}");
+    assert!(
+        p.git(&["show", "HEAD:prompt.txt"])
+            .contains("research layer wrote, git blocked"),
+        "{err}"
+    );
+    // The tree as it was: nothing to revert, nothing saved, no violation.
+    assert_eq!(p.read("README.md"), "# scratch\n");
+    assert!(!p.path().join("new.txt").exists());
+    assert!(!p.path().join("target").exists());
+    assert!(p.refs("refs/kern/saved/").is_empty(), "{err}");
+    assert!(p.run_events("violation").is_empty(), "{err}");
+    assert!(!p.path().join(".git/hooks/post-checkout").exists());
+    // The layer's writes are the stage's own: no denial; `.git` is still refused, and named.
+    for by in ["research", "commit"] {
+        let named = denied(&p, by);
+        assert!(
+            named
+                .iter()
+                .any(|n| n.starts_with("write ") && n.contains(".git/hooks/post-checkout")),
+            "{by}: {named:?}"
+        );
+        assert!(
+            !named
+                .iter()
+                .any(|n| n.contains("README.md") || n.contains("new.txt")),
+            "{by}: {named:?}"
+        );
+    }
 }
 
 #[test]
@@ -678,6 +786,8 @@ fn the_dry_run_prints_each_stages_fence_and_that_it_can_be_made_here() {
         ),
         format!("    read-only: {}/.git", top.display()),
         "    hidden:    ~/.ssh".to_string(),
+        "    temporary: /tmp, /var/tmp (empty and the stage's own; what it needs there is bound in)"
+            .to_string(),
         "    hosts:     registry.npmjs.org".to_string(),
     ] {
         assert!(report.contains(&line), "{line}:\n{report}");
@@ -738,4 +848,42 @@ fn the_settings_files_sandbox_table_hides_a_file_of_the_tree_and_lets_the_check_
         denied(&p, "check").is_empty(),
         "the check ran outside the fence"
     );
+}
+
+#[test]
+fn cargo_takes_its_locks_in_the_private_cargo_home_and_its_credentials_stay_hidden() {
+    // Cargo takes `.package-cache` and `.global-cache` at the top of its home, not in
+    // `registry/`: every fenced `cargo test` was a denied write, warned of at each stage and
+    // check. Its binaries stay usable, its credentials hidden, and the person's folder unchanged.
+    let home = tempfile::tempdir().unwrap();
+    let cargo = home.path().join(".cargo");
+    std::fs::create_dir_all(cargo.join("bin")).unwrap();
+    std::fs::create_dir_all(cargo.join("registry")).unwrap();
+    std::fs::write(cargo.join("bin/cargo-tool"), "a tool\n").unwrap();
+    std::fs::write(cargo.join("credentials.toml"), "SECRET token\n").unwrap();
+    let p = Project::new("- [ ] Build\n");
+    let implement = "{ \
+         if touch \"$HOME/.cargo/.package-cache\" \"$HOME/.cargo/.global-cache\" \"$HOME/.cargo/registry/index\"; then echo locks ok; else echo locks FAILED; fi; \
+         if grep -q tool \"$HOME/.cargo/bin/cargo-tool\"; then echo bin seen; else echo bin UNSEEN; fi; \
+         if grep -q SECRET \"$HOME/.cargo/credentials.toml\" 2>/dev/null; then echo credentials READ; else echo credentials hidden; fi; \
+         } > cargo.txt";
+    let out = p
+        .run(&["1", "0"])
+        .default_fence()
+        .args(["--agent", &plain_agent(&p, implement)])
+        .env("HOME", home.path())
+        .expect(0);
+    assert_eq!(
+        p.git(&["show", "HEAD:cargo.txt"]),
+        "locks ok\nbin seen\ncredentials hidden\n",
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(".package-cache"), "{}", out.stderr);
+    for name in [".package-cache", ".global-cache", "registry/index"] {
+        assert!(
+            !cargo.join(name).exists(),
+            "{name} reached the person's ~/.cargo"
+        );
+    }
 }

@@ -664,7 +664,10 @@ fn editor_files_of_spec_and_learnings_neither_block_nor_get_committed() {
         "research": {"shell": ["echo swap > .SPEC.md.swx"]},
         "implement": {"write": {"out/{slug}.txt": "{task}\n"}}
     }}));
-    let err = f.kern(&["2", "0"]).expect(0).stderr;
+    // Unfenced (`--sandbox off`): the swap file research writes stands for the person's editor
+    // writing in the tree during the stage; inside the fence research's writes stay in its
+    // private layer and never reach the tree.
+    let err = f.kern(&["2", "0", "--sandbox=off"]).expect(0).stderr;
     assert!(
         !err.contains("violation"),
         "an artefact is not the agent's change: {err}"

@@ -50,13 +50,22 @@ fn mixed_scenario() -> Value {
 }
 
 /// Runs the mixed night: returns the project after `kern 10 0` ended (exit 4: a task is
-/// blocked).
+/// blocked). Unfenced (`--sandbox off`): inside kern's fence research sees the tree through a
+/// private layer and cannot change it, so `Violate me` would have no violation to report.
 fn mixed_night() -> Project {
     let p = Project::new(MIXED_SPEC);
     p.scenario(&mixed_scenario());
     p.run(&[])
         .env("KERN_RESET_MARGIN", "0")
-        .args(["10", "0", "--max-attempts", "2", "--max-cost", "50"])
+        .args([
+            "10",
+            "0",
+            "--max-attempts",
+            "2",
+            "--max-cost",
+            "50",
+            "--sandbox=off",
+        ])
         .expect(4);
     p
 }
@@ -202,7 +211,12 @@ fn a_mixed_night_reads_back_from_run_jsonl_in_every_form() {
     assert_eq!(code, 0);
     let first = page.lines().next().unwrap();
     assert!(
-        first.starts_with("Finished, but 5 things need you — all 10 iterations ran: "),
+        first.starts_with("Finished, but 6 things need you — all 10 iterations ran: "),
+        "{page}"
+    );
+    // The sixth: the night ran unfenced (`mixed_night`'s `--sandbox off`).
+    assert!(
+        page.contains("the agents ran unfenced (--sandbox off)"),
         "{page}"
     );
     assert!(
@@ -229,7 +243,7 @@ fn a_mixed_night_reads_back_from_run_jsonl_in_every_form() {
     let (code, md, _) = report(&p, &["--markdown"]);
     assert_eq!(code, 0);
     assert!(
-        md.starts_with("**Finished, but 5 things need you — all 10 iterations ran: "),
+        md.starts_with("**Finished, but 6 things need you — all 10 iterations ran: "),
         "{md}"
     );
     for t in tasks {

@@ -450,7 +450,10 @@ fn latin1_path(p: &Project) -> std::path::PathBuf {
 }
 
 #[test]
-fn a_file_with_a_name_that_is_not_utf8_made_by_research_is_saved_and_reverted() {
+fn unfenced_a_file_with_a_name_that_is_not_utf8_made_by_research_is_saved_and_reverted() {
+    // Without kern's fence (`--sandbox off`): inside it research's tree is a private layer and
+    // its writes never reach the tree (fence::a_read_only_stage_writes_only_its_private_layer_
+    // and_the_tree_never_changes); the audit that saves and reverts them is what holds here.
     let p = Project::new("- [ ] Alpha\n");
     p.scenario(&json!({"default": {
         "research": [
@@ -460,7 +463,7 @@ fn a_file_with_a_name_that_is_not_utf8_made_by_research_is_saved_and_reverted() 
         "implement": {"write": {"out/alpha.txt": "a\n"}, "result": {"status": "SUCCESS", "summary": "s"}},
         "commit": {"result": {"verdict": "COMMIT", "subject": "Add alpha"}}
     }}));
-    let out = p.run(&["2", "0"]).expect(0);
+    let out = p.run(&["2", "0", "--sandbox=off"]).expect(0);
     let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     assert!(!latin1_path(&p).exists(), "reverted: {err}");

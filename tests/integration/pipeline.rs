@@ -261,7 +261,10 @@ fn review_reject_then_commit() {
 }
 
 #[test]
-fn research_that_writes_is_reverted_and_recorded() {
+fn unfenced_research_that_writes_is_reverted_and_recorded() {
+    // Without kern's fence (`--sandbox off`): inside it research's tree is a private layer and
+    // nothing it writes reaches the tree (fence::a_read_only_stage_writes_only_its_private_
+    // layer_and_the_tree_never_changes); unfenced, the audit after the stage is the guarantee.
     let p = Project::new("- [ ] Look only\n");
     let mut s = working_agent();
     s["default"]["research"] = json!([
@@ -269,7 +272,7 @@ fn research_that_writes_is_reverted_and_recorded() {
         {"result": {"notes": ["n"]}}
     ]);
     p.scenario(&s);
-    let out = p.run(&["1", "0"]).expect(4);
+    let out = p.run(&["1", "0", "--sandbox=off"]).expect(4);
     let err = &out.stderr;
     assert!(err.contains("violation"), "{err}");
     assert!(!p.path().join("sneaky.txt").exists());

@@ -5,8 +5,9 @@
 //! report, one SVG row (`g.task-row`) per task and one bar (`rect.stage`) per stage run,
 //! placed by its start time on the run's clock and coloured by its outcome; usage-limit waits
 //! and retry delays are hatched bars over it, so the shape of a night (where it waited, what
-//! failed) shows at a glance. Below it come the same facts as the terminal page. Every bit of
-//! outside text is escaped.
+//! failed) shows at a glance. Under it, each usage window's use over the night with each
+//! task's share ([`super::window_chart`]). Below come the same facts as the terminal page.
+//! Every bit of outside text is escaped.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -33,7 +34,9 @@ h1{font-size:1.25rem;margin:.2rem 0}h2{font-size:1.05rem;margin:1.6rem 0 .5rem}
 .run{border-top:1px solid #d8dce3;padding-top:1rem;margin-top:1.5rem}
 .meta{color:#5b6475;font-size:.9rem}
 .finished h1{color:#1a7f37}.needs h1{color:#9a6700}.stopped h1{color:#cf222e}
-svg.timeline{width:100%;height:auto;background:#fafbfc;border:1px solid #e3e6eb;border-radius:6px}
+svg.timeline,svg.window-chart{width:100%;height:auto;background:#fafbfc;border:1px solid #e3e6eb;border-radius:6px}
+h3{font-size:.95rem;margin:1rem 0 .4rem}.share{opacity:.75}
+ul.window-shares{list-style:none;padding:0;margin:.3rem 0}ul.window-shares li{display:inline-block;margin-right:1rem}
 svg text{font:12px system-ui,sans-serif;fill:#1d2330}
 svg .axis{fill:#8a93a3}svg .grid{stroke:#e3e6eb}
 .stage{stroke:#fff;stroke-width:1}
@@ -41,7 +44,7 @@ svg .axis{fill:#8a93a3}svg .grid{stroke:#e3e6eb}
 .outcome-timed_out{fill:#e16f24}.outcome-violated{fill:#8250df}
 .outcome-interrupted,.outcome-unfinished{fill:#8c959f}
 .wait{fill:url(#hatch);opacity:.85}.retry{stroke:#1d2330;stroke-width:2}
-.legend span{display:inline-block;margin-right:1rem}.legend i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px;border-radius:2px}
+.legend span{display:inline-block;margin-right:1rem}.legend i,.window-shares i{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px;border-radius:2px}
 ul.needs li{margin:.2rem 0}
 table{border-collapse:collapse;width:100%}td,th{text-align:left;vertical-align:top;padding:.35rem .5rem;border-bottom:1px solid #eef0f3}
 th{font-weight:600;color:#5b6475}td.num{text-align:right;white-space:nowrap}
@@ -116,6 +119,7 @@ fn run_section(out: &mut String, run: &RunReport) {
         cost(run.totals.cost_usd)
     );
     timeline(out, run);
+    out.push_str(&super::window_chart::charts(run));
     if !run.needs_you.is_empty() {
         out.push_str("<h2>Needs you</h2>\n<ul class=\"needs\">\n");
         for a in &run.needs_you {
@@ -221,11 +225,11 @@ fn ticks(span_ms: f64) -> Vec<(i64, String)> {
         .collect()
 }
 
-/// The SVG timeline: one row per task, one bar per stage, waits hatched, retries ticked.
-fn timeline(out: &mut String, run: &RunReport) {
-    // The run's clock in milliseconds. Timestamps are whole seconds, so each stage starts at
-    // its timestamp or where the stage before it (in time) ended, whichever is later: a fast
-    // run still shows its stages one after another.
+/// Where each stage (task index, stage index) starts on the run's clock, in milliseconds
+/// from the run's start, and how long the run's clock is. Timestamps are whole seconds, so
+/// each stage starts at its timestamp or where the stage before it (in time) ended, whichever
+/// is later: a fast run still shows its stages one after another.
+pub(super) fn placed(run: &RunReport) -> (std::collections::HashMap<(usize, usize), i64>, f64) {
     let start_ms = run
         .started_at
         .map_or(0, crate::timestamp::Timestamp::epoch_seconds)
@@ -247,7 +251,16 @@ fn timeline(out: &mut String, run: &RunReport) {
         cursor = begin + i64::try_from(run.tasks[ti].stages[si].duration_ms).unwrap_or(0);
     }
     let last_ms = run.last_at.map_or(start_ms, |t| t.epoch_seconds() * 1000);
-    let span_ms = (last_ms.max(cursor) - start_ms).max(1) as f64;
+    (placed, (last_ms.max(cursor) - start_ms).max(1) as f64)
+}
+
+/// The SVG timeline: one row per task, one bar per stage, waits hatched, retries ticked.
+fn timeline(out: &mut String, run: &RunReport) {
+    let (placed, span_ms) = placed(run);
+    let start_ms = run
+        .started_at
+        .map_or(0, crate::timestamp::Timestamp::epoch_seconds)
+        * 1000;
     let x_of = |ms: i64| LABEL_W + (ms as f64 / span_ms).clamp(0.0, 1.0) * AXIS_W;
     let w_of = |ms: u64| (ms as f64 / span_ms * AXIS_W).max(3.0);
     let height = HEAD_H + ROW_H * run.tasks.len().max(1) as f64 + 8.0;

@@ -13,13 +13,14 @@
 //!   repository's refs: its branch still there is waiting, gone with its commit kept under
 //!   `refs/kern/attempts/` is rejected, otherwise accepted (then it counts as committed). It
 //!   never writes the state folder.
-//! - The files: `text` (terminal and Markdown), `html` (the page), `windows` (the usage
-//!   windows' words both use); the model they render,
+//! - The files: `text` (terminal and Markdown), `html` (the page), `window_chart` (the page's
+//!   chart of each usage window), `windows` (the usage windows' words both use); the model they render,
 //!   the pure fold of events into a report, is `state::run_report`.
 
 mod html;
 mod night;
 mod text;
+mod window_chart;
 mod windows;
 
 use std::io::{IsTerminal, Write};

@@ -25,7 +25,8 @@
 //!   each where it stopped. A worktree whose task is no longer in progress is removed, what it
 //!   held saved first.
 //! - `--pace` is judged as each task ends, from the latest usage any task's agent reported:
-//!   once it says stop, no new task starts and the running ones finish.
+//!   once it says stop, no new task starts and the running ones finish. With `--remote` it is
+//!   judged before tasks start too: the account's ledger may be at the line already.
 //! - The files: this one (the loop over the tasks running), `job` (a task's folder, worktree
 //!   and run), `integrate` (landing its work, or the conflict), `tidy` (worktrees going away).
 //! - Integration runs between the tasks' awaits: while kern commits, the other agents' output
@@ -162,8 +163,12 @@ impl<'a> Run<'a> {
                 stop = Some(e);
             }
             let mut nothing_left = false;
-            if stop.is_none() && paced.is_none() && started < total && Instant::now() >= next_start
-            {
+            let may_start = stop.is_none() && started < total && Instant::now() >= next_start;
+            if may_start && paced.is_none() && self.target.remote().is_some() {
+                // The account's ledger may be at the line before this machine ran a stage.
+                paced = self.judge_pace();
+            }
+            if may_start && paced.is_none() {
                 match self.start_jobs(&jobs, slots, started, total) {
                     Ok(new)
                         if new.is_empty()
@@ -278,7 +283,7 @@ impl<'a> Run<'a> {
                 )));
             }
             if stop.is_none() && paced.is_none() {
-                paced = crate::pipeline::pacing::judge_pace(self.cx, &self.teller, &self.ledger);
+                paced = self.judge_pace();
             }
             if !self.cx.settings.delay.is_zero() {
                 next_start = Instant::now() + self.cx.settings.delay;

@@ -121,7 +121,7 @@ impl StagePlan {
         let fences = std::iter::once(&agents.primary)
             .chain(agents.fallback.as_ref())
             .filter_map(|on| {
-                crate::pipeline::fence::for_agent(settings, &place, &on.agent)
+                crate::pipeline::fence::for_agent(settings, &place, &on.agent, stage)
                     .map(|fence| (on.agent.clone(), fence))
             })
             .collect();

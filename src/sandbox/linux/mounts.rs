@@ -10,7 +10,9 @@
 //! recursive; one `MS_REMOUNT` per mount on kernels before 5.12), after the mounts, and
 //! cleared on the writable ones alone, so a read-only path inside a writable one (`.git`) keeps
 //! it. Hidden folders are empty tmpfs holding empty placeholders of what they hid, made
-//! read-only like the rest.
+//! read-only like the rest. The machine's temporary folders are each one empty writable tmpfs
+//! (one mount, however many files others keep there); what the process needs inside one is
+//! bound in after it, its mount point made in the tmpfs.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -36,14 +38,7 @@ pub(super) struct Prepared {
     layer: Option<(OwnedFd, OwnedFd)>,
     /// What a hidden folder held, relative to it (`true`: a folder).
     entries: Vec<(PathBuf, bool)>,
-    /// For a layer over the machine's temporary folder: what was in it, each bound read-only
-    /// over the layer (new files are the process's; what others left there is not).
-    kept: Vec<(PathBuf, OwnedFd)>,
 }
-
-/// The most entries of a temporary folder kept read-only one by one; past it the folder gets
-/// no layer at all and stays read-only whole.
-const KEPT_ENTRIES: usize = 4096;
 
 /// A placeholder the init watches: a hidden file, or a hidden folder (watched for the files
 /// opened in it and for being listed).
@@ -90,7 +85,6 @@ pub(super) fn prepare(ops: &[MountOp]) -> Result<Vec<Prepared>, String> {
             source: None,
             layer: None,
             entries: Vec::new(),
-            kept: Vec::new(),
         };
         match op {
             MountOp::Bind { target, .. } | MountOp::Private { target } => match path_fd(target) {
@@ -123,16 +117,16 @@ pub(super) fn prepare(ops: &[MountOp]) -> Result<Vec<Prepared>, String> {
                     continue;
                 }
                 prepared.source = Some(path_fd(target)?);
-                if *memory {
-                    match kept_entries(target) {
-                        Some(kept) => prepared.kept = kept,
-                        None => continue,
-                    }
-                } else {
+                if !*memory {
                     prepared.layer = Some((path_fd(upper)?, path_fd(work)?));
                 }
             }
             MountOp::Tmpfs { .. } => {}
+            MountOp::Temp { target } => {
+                if !target.is_dir() {
+                    continue;
+                }
+            }
         }
         out.push(prepared);
     }
@@ -258,27 +252,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     )
                 };
                 match layer(&format!("{data},volatile")).or_else(|_| layer(&data)) {
-                    Ok(()) => {
-                        made.push(target);
-                        // Bound over the layer, under the tree's read-only: the read-only
-                        // of everything below makes them read-only, and only the layer's own
-                        // mount is made writable again.
-                        for (name, fd) in &p.kept {
-                            // An entry another process removed meanwhile is gone from the
-                            // layer too; one that cannot be bound stays the layer's (private):
-                            // either way nothing reaches the machine's.
-                            let at = target.join(name);
-                            if let Err(e) = mount(
-                                Some(&fd_path(fd)),
-                                &at,
-                                none,
-                                MsFlags::MS_BIND | MsFlags::MS_REC,
-                                none,
-                            ) {
-                                tracing::debug!(at = %at.display(), error = %e, "left in the layer");
-                            }
-                        }
-                    }
+                    Ok(()) => made.push(target),
                     Err(e) => {
                         tracing::debug!(target = %target.display(), error = %e, "cache left read-only");
                     }
@@ -294,6 +268,21 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                 )
                 .map_err(|e| failed("mount a tmpfs on", e))?;
                 made.push(target);
+            }
+            MountOp::Temp { .. } => {
+                // One mount, whatever the machine keeps there: the process's own empty
+                // temporary folder, as a tmpfs `/tmp` is. What it needs there is bound in by
+                // the deeper mounts, their mount points made in it.
+                mount(
+                    Some("tmpfs"),
+                    target,
+                    Some("tmpfs"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                    Some("mode=1777"),
+                )
+                .map_err(|e| failed("mount a tmpfs on", e))?;
+                made.push(target);
+                hiding.push(target);
             }
         }
     }
@@ -311,29 +300,6 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
             .any(|t| t.starts_with(&w.path) && !hides(prepared, t, &w.path))
     });
     Ok(watch)
-}
-
-/// What is in the temporary folder `dir` now (but symbolic links, which cannot be bound
-/// over), each opened; `None` when there is more than [`KEPT_ENTRIES`].
-fn kept_entries(dir: &Path) -> Option<Vec<(PathBuf, OwnedFd)>> {
-    let mut kept = Vec::new();
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        if kept.len() >= KEPT_ENTRIES {
-            return None;
-        }
-        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-            continue;
-        }
-        let path = entry.path();
-        if let Ok(fd) = open(
-            &path,
-            OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        ) {
-            kept.push((PathBuf::from(entry.file_name()), fd));
-        }
-    }
-    Some(kept)
 }
 
 /// A tmpfs on the folder of `upper` and `work`, both made in it: the writes of a layer over a

@@ -318,6 +318,9 @@ pub(super) fn serve(listener: OwnedFd, mut log: File, judge: Judge) {
         let calls = calls();
         let mut lines = 0usize;
         loop {
+            if !pending(&listener) {
+                return;
+            }
             // SAFETY: an all-zero seccomp_notif is valid; RECV fills it.
             let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
             // SAFETY: the listener is a seccomp notification fd and `req` its request type.
@@ -379,6 +382,37 @@ pub(super) fn serve(listener: OwnedFd, mut log: File, judge: Judge) {
             }
         }
     });
+}
+
+/// Waits until a call is queued on `listener` (`true`) or no process is left under the filter
+/// to make one (`false`: the kernel reports the listener hung up). Without this wait, `RECV`
+/// answers `ENOENT` at once, again and again, once the command has ended — a core spun until
+/// the fence ended, on a machine that may have two.
+fn pending(listener: &OwnedFd) -> bool {
+    use std::os::fd::AsFd;
+    loop {
+        let mut fds = [nix::poll::PollFd::new(
+            listener.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
+            Ok(_) => {
+                let revents = fds[0].revents().unwrap_or(nix::poll::PollFlags::empty());
+                if revents.contains(nix::poll::PollFlags::POLLIN) {
+                    return true;
+                }
+                if revents.intersects(
+                    nix::poll::PollFlags::POLLHUP
+                        | nix::poll::PollFlags::POLLERR
+                        | nix::poll::PollFlags::POLLNVAL,
+                ) {
+                    return false;
+                }
+            }
+            Err(nix::Error::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
 }
 
 fn named(denial: Option<(&'static str, String)>) -> Verdict {

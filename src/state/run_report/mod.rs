@@ -401,6 +401,9 @@ pub(crate) struct StageInfo {
     pub turns: Option<u64>,
     /// Its pauses.
     pub waits: Vec<Wait>,
+    /// The usage windows its agent reported after it (the report's chart of each window).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window: Vec<crate::stage::record::WindowUse>,
 }
 
 /// One run of the check command.

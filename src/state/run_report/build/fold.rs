@@ -114,6 +114,7 @@ impl Builder {
                     retries: 0,
                     turns: None,
                     waits: Vec::new(),
+                    window: Vec::new(),
                 });
             }
         }
@@ -314,6 +315,7 @@ impl Builder {
                     retries: *retries,
                     turns: *turns,
                     waits: waits.clone(),
+                    window: window.clone(),
                 });
             }
             RunEvent::Violation {
