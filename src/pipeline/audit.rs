@@ -38,7 +38,6 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::pipeline::shared::SharedSpec;
-use crate::pipeline::{Run, TaskRun};
 use crate::repository::{GitFiles, RefsSnapshot, Repository, Timed, WorkTreeSnapshot};
 #[cfg(test)]
 use crate::spec::SpecFile;
@@ -78,49 +77,17 @@ pub(super) struct Findings {
     pub commits: Vec<String>,
 }
 
-impl Run<'_> {
-    /// Takes what the audit of `stage` compares against, right before its agent starts.
-    pub(super) fn before_stage(&self, stage: Stage) -> Result<Before> {
-        before(self.ws, &self.spec, stage)
-    }
-
-    /// Audits `stage` of task `it` against `before` (see the module docs), the lock's phase
-    /// saying that kern writes.
-    pub(super) fn audit(
-        &mut self,
-        stage: Stage,
-        before: &Before,
-        it: &TaskRun,
-    ) -> Result<Findings> {
-        // A kill while refs or the index are rewritten must let the next run clean up.
-        self.lock.set_phase(crate::state::lock::Phase::Writing)?;
-        let keep = self.untouchable(it);
-        audit(self.ws, &self.spec, &keep, stage, before, &it.title)
-    }
-
-    /// Paths no audit, revert or set-aside may touch: kern's own files, the person's
-    /// `--allow-dirty` paths, and files kern left out of its commits.
-    pub(super) fn untouchable(&self, it: &TaskRun) -> Vec<PathBuf> {
-        let mut keep = self.ws.own_files();
-        keep.extend(it.start.excluded.iter().cloned());
-        keep.extend(self.left_out.paths.iter().cloned());
-        keep
-    }
-
-    /// The paths that differ from HEAD in the work tree, except the untouchable ones.
-    pub(super) fn changed_paths(&self, it: &TaskRun) -> Result<Vec<PathBuf>> {
-        changed_paths(&self.ws.repo, &self.untouchable(it))
-    }
-
-    /// Sets `paths` aside under `git_ref` and puts them back to HEAD ([`put_aside`]).
-    pub(super) fn put_aside(&self, git_ref: &str, paths: &[PathBuf], message: &str) -> Result<()> {
-        put_aside(self.ws, &self.spec, git_ref, paths, message)
-    }
-
-    /// The next free ref name `<prefix><n>` (n from 1).
-    pub(super) fn next_ref(&self, prefix: &str) -> Result<String> {
-        next_ref(&self.ws.repo, prefix)
-    }
+/// Paths no audit, revert or set-aside may touch: kern's own files, the person's
+/// `--allow-dirty` paths (the task's `excluded`), and files kern left out of its commits.
+pub(super) fn untouchable(
+    ws: &Workspace,
+    excluded: &[PathBuf],
+    left_out: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut keep = ws.own_files();
+    keep.extend(excluded.iter().cloned());
+    keep.extend(left_out.iter().cloned());
+    keep
 }
 
 /// What the audit of `stage` compares against, taken right before its agent starts.
@@ -380,13 +347,13 @@ pub(super) fn put_aside(
 }
 
 /// The paths that differ from HEAD in the work tree, except those under `keep`.
-fn changed_paths(repo: &Repository, keep: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(super) fn changed_paths(repo: &Repository, keep: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let keep: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();
     repo.dirty_files(&keep)
 }
 
 /// The next free ref name `<prefix><n>` (n from 1).
-fn next_ref(repo: &Repository, prefix: &str) -> Result<String> {
+pub(super) fn next_ref(repo: &Repository, prefix: &str) -> Result<String> {
     let taken = repo.refs_under(prefix)?;
     let n = (1..)
         .find(|n| {
@@ -397,6 +364,14 @@ fn next_ref(repo: &Repository, prefix: &str) -> Result<String> {
         })
         .unwrap_or(1);
     Ok(format!("{prefix}{n}"))
+}
+
+/// The tree of commit `oid` in `repo`.
+pub(super) fn tree_of(repo: &Repository, oid: git2::Oid) -> Result<git2::Oid> {
+    repo.git()
+        .find_commit(oid)
+        .map(|c| c.tree_id())
+        .map_err(|e| crate::error::Error::git("reading a commit's tree", e))
 }
 
 #[cfg(test)]

@@ -6,15 +6,16 @@
 //! Attempt note carrying the last lines of the output.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agent::Invocation;
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
+use crate::pipeline::TaskRun;
 use crate::pipeline::decide::{self, CheckResult, Next};
-use crate::pipeline::{Run, TaskRun};
-use crate::state::lock::Phase;
+use crate::pipeline::guard::SpecGuard;
+use crate::state::lock::{Phase, RunLock};
 use crate::supervisor::Limits;
 use crate::supervisor::interrupt::Interrupt;
 use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
@@ -100,54 +101,63 @@ pub(crate) async fn run(
 
 use CheckResult::Failed;
 
-impl Run<'_> {
-    /// Runs the check gate — the task's own Check command as it was when the task started,
-    /// else `--check`; `Some(end)` when it failed.
-    pub(super) async fn check_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        let Some(command) = it
-            .start
-            .check
-            .clone()
-            .or_else(|| self.settings.check.clone())
-        else {
-            return Ok(None);
-        };
-        self.lock.set_phase(Phase::Check)?;
-        self.teller.emit(RunEvent::Told(Told::CheckStarted {
-            command: command.clone(),
-        }));
-        let fence = self.checks_fence();
-        let (result, denied) = run(
-            &command,
-            self.ws.repo.top(),
-            self.settings.check_timeout,
-            &self.ws.state_dir.check_log(),
-            self.interrupt,
-            fence,
-        )
-        .await?;
-        let said = self.fence_denied(Some(&it.title), "check", denied.as_ref());
-        it.heard_denied(said);
-        self.spec.next_step();
-        crate::pipeline::stage::runner::remake_state_dir(
-            &self.ws.state_dir,
-            &self.teller,
-            "during the check",
-        )?;
-        self.teller.emit(RunEvent::Check {
-            task: Some(it.title.clone()),
-            command,
-            passed: result == CheckResult::Passed,
-            output: match &result {
-                CheckResult::Failed(note) => Some(note.clone()),
-                CheckResult::Passed => None,
-            },
-        });
-        let attempts = self.attempts(it)?;
-        match decide::after_check(result, &attempts, self.settings.max_attempts) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(()) => Ok(None),
-        }
+/// Runs the check gate — the task's own Check command as it was when the task started,
+/// else `--check`; `Some(end)` when it failed.
+pub(super) async fn check_gate(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+) -> Result<Option<IterationEnd>> {
+    let Some(command) = it
+        .start
+        .check
+        .clone()
+        .or_else(|| guard.cx.settings.check.clone())
+    else {
+        return Ok(None);
+    };
+    lock.set_phase(Phase::Check)?;
+    guard.teller.emit(RunEvent::Told(Told::CheckStarted {
+        command: command.clone(),
+    }));
+    let fence = crate::pipeline::fence::checks_fence(guard.cx);
+    let (result, denied) = run(
+        &command,
+        guard.cx.ws.repo.top(),
+        guard.cx.settings.check_timeout,
+        &guard.cx.ws.state_dir.check_log(),
+        guard.cx.interrupt,
+        fence,
+    )
+    .await?;
+    let said = crate::pipeline::fence::fence_denied(
+        guard.cx,
+        guard.teller,
+        Some(&it.title),
+        "check",
+        denied.as_ref(),
+    );
+    it.heard_denied(said);
+    guard.spec.next_step();
+    crate::pipeline::stage::runner::remake_state_dir(
+        &guard.cx.ws.state_dir,
+        guard.teller,
+        "during the check",
+    )?;
+    guard.teller.emit(RunEvent::Check {
+        task: Some(it.title.clone()),
+        command,
+        passed: result == CheckResult::Passed,
+        output: match &result {
+            CheckResult::Failed(note) => Some(note.clone()),
+            CheckResult::Passed => None,
+        },
+    });
+    let attempts = guard.attempts(it)?;
+    match decide::after_check(result, &attempts, guard.cx.settings.max_attempts) {
+        Next::End(decision) => super::end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(()) => Ok(None),
     }
 }
 

@@ -11,10 +11,10 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::pipeline::Run;
-use crate::settings::Deadline;
+use crate::settings::{Deadline, Settings};
 use crate::stage::Stage;
-use crate::state::lock::{BEAT_EVERY, Moved};
+use crate::state::lock::{BEAT_EVERY, Beat, Moved};
+use crate::supervisor::interrupt::Interrupt;
 use crate::supervisor::invocation::Limits;
 use crate::text;
 use crate::timestamp::Timestamp;
@@ -117,59 +117,60 @@ pub(crate) fn came_at(deadline: Option<&Deadline>, what: &str) -> Error {
     }
 }
 
-impl Run<'_> {
-    /// Sleeps `total` (the pause between iterations), telling the run's heartbeat each second
-    /// that it waits until its end; true when a stop was asked for meanwhile.
-    pub(super) async fn pause(&self, total: Duration) -> bool {
-        let end = Instant::now() + total;
-        let until = after(Timestamp::now(), total);
-        loop {
-            let now = Instant::now();
-            if now >= end {
-                return false;
-            }
-            self.ledger.beat.moved(Moved::Waiting { until }, None);
-            if self
-                .interrupt
-                .sleep_or_interrupt((end - now).min(BEAT_EVERY))
-                .await
-            {
-                return true;
-            }
+/// Sleeps `total` (the pause between iterations), telling the run's heartbeat (`beat`) each
+/// second that it waits until its end; true when a stop was asked for meanwhile.
+pub(super) async fn pause(interrupt: &Interrupt, beat: &Beat, total: Duration) -> bool {
+    let end = Instant::now() + total;
+    let until = after(Timestamp::now(), total);
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            return false;
+        }
+        beat.moved(Moved::Waiting { until }, None);
+        if interrupt
+            .sleep_or_interrupt((end - now).min(BEAT_EVERY))
+            .await
+        {
+            return true;
         }
     }
+}
 
-    /// `Err(DeadlineReached)` when `stage` could not finish before the night's deadline.
-    pub(super) fn check_deadline(&self, stage: Stage) -> Result<()> {
-        let Some(deadline) = &self.settings.deadline else {
-            return Ok(());
-        };
-        let need = need(
-            self.settings.limits.stage_timeout,
-            self.ledger.median_ms(stage),
-        );
-        match refused(stage, Timestamp::now(), deadline, &need) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+/// `Err(DeadlineReached)` when `stage` could not finish before the night's deadline, judged
+/// by this run's `median` of its kind (`Ledger::median_ms`) or its stage timeout.
+pub(super) fn check_deadline(
+    settings: &Settings,
+    median: Option<(u64, usize)>,
+    stage: Stage,
+) -> Result<()> {
+    let Some(deadline) = &settings.deadline else {
+        return Ok(());
+    };
+    let need = need(settings.limits.stage_timeout, median);
+    match refused(stage, Timestamp::now(), deadline, &need) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
+}
 
-    /// `Err(DeadlineReached)` when a pause of `delay` would end after the deadline: the run
-    /// ends now instead.
-    pub(super) fn check_pause(&self, delay: Duration) -> Result<()> {
-        match &self.settings.deadline {
-            Some(deadline) if after(Timestamp::now(), delay) >= deadline.at => {
-                Err(Error::DeadlineReached {
-                    at: deadline.at,
-                    shown: deadline.shown.clone(),
-                    why: format!(
-                        "the next iteration would start after it ({} from now)",
-                        text::duration(delay)
-                    ),
-                })
-            }
-            _ => Ok(()),
-        }
+/// `Err(DeadlineReached)` when a pause of `delay` from `now` would end after the deadline:
+/// the run ends now instead.
+pub(super) fn check_pause(
+    deadline: Option<&Deadline>,
+    now: Timestamp,
+    delay: Duration,
+) -> Result<()> {
+    match deadline {
+        Some(deadline) if after(now, delay) >= deadline.at => Err(Error::DeadlineReached {
+            at: deadline.at,
+            shown: deadline.shown.clone(),
+            why: format!(
+                "the next iteration would start after it ({} from now)",
+                text::duration(delay)
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -222,5 +223,23 @@ mod tests {
             "the deadline 07:00 ends the night: the commit stage may take up to 2m 05s (its median in this run, of 2 stages) and only 1m were left: it starts on the next run"
         );
         assert_eq!(left(t(3700), t(3600)), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_pause_between_iterations_is_refused_when_it_would_end_at_or_after_the_deadline() {
+        let deadline = Deadline {
+            at: t(600),
+            shown: "07:00".into(),
+        };
+        let minute = Duration::from_secs(60);
+        assert!(check_pause(None, t(0), minute * 60).is_ok());
+        assert!(check_pause(Some(&deadline), t(0), minute * 9).is_ok());
+        assert!(check_pause(Some(&deadline), t(0), minute * 10).is_err());
+        assert_eq!(
+            check_pause(Some(&deadline), t(599), minute)
+                .unwrap_err()
+                .to_string(),
+            "the deadline 07:00 ends the night: the next iteration would start after it (1m from now)"
+        );
     }
 }

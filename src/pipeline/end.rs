@@ -3,115 +3,170 @@
 //!
 //! The decision a reader must know: a task that ends without a commit (skipped, blocked, taken
 //! away by the person) leaves no work in the tree and loses none: its changed paths are saved
-//! under `refs/kern/attempts/<task>/<n>` and exactly those paths put back to HEAD.
+//! under `refs/kern/attempts/<task>/<n>` and exactly those paths put back to HEAD. A task split
+//! into subtasks takes its held tests out of the tree (`tests_first`'s red tests stay at the
+//! commit they were saved at).
+
+use std::path::PathBuf;
 
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent, TaskTaken, Told};
+use crate::pipeline::TaskRun;
 use crate::pipeline::decide::{Decision, TaskOutcome};
+use crate::pipeline::guard::SpecGuard;
 use crate::pipeline::guard::TaskNow;
-use crate::pipeline::{Run, TaskRun};
 use crate::reporter::voice::NEEDS_PERSON;
 use crate::spec::{Edit, Quoted};
 use crate::state::journal;
-use crate::state::lock::Phase;
+use crate::state::lock::{Phase, RunLock};
 
-impl Run<'_> {
-    /// Ends the iteration as `decision` says: the person's file first, then the task's work
-    /// set aside when it ends for good, then the edits, output, summary and log.
-    pub(super) fn end_task(
-        &mut self,
-        it: &mut TaskRun,
-        decision: Decision,
-    ) -> Result<IterationEnd> {
-        let ticket = match self.task_now(it, &decision.edits)? {
-            TaskNow::Ours(ticket) => ticket,
-            other => return self.follow_person(it, &other),
-        };
-        let why = match &decision.outcome {
-            TaskOutcome::Skipped { .. } => Some("skipped"),
-            TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
+/// Ends the iteration as `decision` says: the person's file first, then the task's work
+/// set aside when it ends for good, then the edits, output, summary and log.
+pub(super) fn end_task(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    decision: Decision,
+) -> Result<IterationEnd> {
+    let ticket = match guard.task_now(it, &decision.edits)? {
+        TaskNow::Ours(ticket) => ticket,
+        other => return follow_person(guard, lock, left_out, it, &other),
+    };
+    let why = match &decision.outcome {
+        TaskOutcome::Skipped { .. } => Some("skipped"),
+        TaskOutcome::Blocked { .. } | TaskOutcome::NeedsPerson { .. } => Some("blocked"),
+        _ => None,
+    };
+    if let TaskOutcome::Decomposed { .. } = &decision.outcome {
+        tests_of_split_task(guard, it)?;
+    }
+    let mut edits = decision.edits;
+    if let Some(why) = why
+        && let Some(saved) = set_aside(guard, lock, left_out, it, why)?
+    {
+        name_saved_work(&mut edits, &saved);
+    }
+    guard.edit_task(it, ticket, &edits)?;
+    let note = edits
+        .iter()
+        .find_map(|e| match e {
+            Edit::AddBlocked(text) => Some(text.clone()),
             _ => None,
-        };
-        if let TaskOutcome::Decomposed { .. } = &decision.outcome {
-            self.tests_of_split_task(it)?;
+        })
+        .unwrap_or_default();
+    let told = Ended {
+        task: &it.title,
+        line: it.line,
+        issue: it.issue.clone(),
+        note,
+    };
+    for event in ended(decision.outcome, &told) {
+        if let RunEvent::Blocked { .. } = &event {
+            journal::remove(&guard.cx.ws.state_dir.task_start());
         }
-        let mut edits = decision.edits;
-        if let Some(why) = why
-            && let Some(saved) = self.set_aside(it, why)?
-        {
-            name_saved_work(&mut edits, &saved);
-        }
-        self.edit_task(it, ticket, &edits)?;
-        let note = edits
-            .iter()
-            .find_map(|e| match e {
-                Edit::AddBlocked(text) => Some(text.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let told = Ended {
-            task: &it.title,
-            line: it.line,
-            issue: it.issue.clone(),
-            note,
-        };
-        for event in ended(decision.outcome, &told) {
-            if let RunEvent::Blocked { .. } = &event {
-                journal::remove(&self.ws.state_dir.task_start());
-            }
-            self.teller.emit(event);
-        }
-        Ok(decision.end)
+        guard.teller.emit(event);
     }
+    Ok(decision.end)
+}
 
-    /// The person took the task away (removed, renamed, or set its marker): kern follows —
-    /// it resurrects nothing and marks nothing in its place — and sets the task's work aside.
-    pub(super) fn follow_person(
-        &mut self,
-        it: &mut TaskRun,
-        now: &TaskNow,
-    ) -> Result<IterationEnd> {
-        let how = match now {
-            TaskNow::Gone => TaskTaken::Gone,
-            TaskNow::SetByPerson(state) => TaskTaken::SetTo(state.marker_char()),
-            TaskNow::Ours(_) => return Ok(IterationEnd::Progressed),
-        };
-        let saved = self.set_aside(it, "taken away by the person")?;
-        self.teller.emit(RunEvent::Told(Told::TaskTaken {
-            task: it.title.clone(),
-            how,
-            saved,
-        }));
-        journal::remove(&self.ws.state_dir.task_start());
-        Ok(IterationEnd::Progressed)
-    }
+/// The person took the task away (removed, renamed, or set its marker): kern follows —
+/// it resurrects nothing and marks nothing in its place — and sets the task's work aside.
+pub(super) fn follow_person(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    now: &TaskNow,
+) -> Result<IterationEnd> {
+    let how = match now {
+        TaskNow::Gone => TaskTaken::Gone,
+        TaskNow::SetByPerson(state) => TaskTaken::SetTo(state.marker_char()),
+        TaskNow::Ours(_) => return Ok(IterationEnd::Progressed),
+    };
+    let saved = set_aside(guard, lock, left_out, it, "taken away by the person")?;
+    guard.teller.emit(RunEvent::Told(Told::TaskTaken {
+        task: it.title.clone(),
+        how,
+        saved,
+    }));
+    journal::remove(&guard.cx.ws.state_dir.task_start());
+    Ok(IterationEnd::Progressed)
+}
 
-    /// Saves the task's changes under `refs/kern/attempts/<task>/<n>` and puts exactly those
-    /// paths back to HEAD; the ref, or `None` when the task left nothing.
-    pub(super) fn set_aside(&mut self, it: &TaskRun, why: &str) -> Result<Option<String>> {
-        let paths = self.changed_paths(it)?;
-        if paths.is_empty() {
-            return Ok(None);
-        }
-        self.lock.set_phase(Phase::Writing)?;
-        let slug = crate::text::slug(&it.title);
-        let git_ref = self.next_ref(&format!("refs/kern/attempts/{slug}/"))?;
-        self.put_aside(
-            &git_ref,
-            &paths,
-            &format!(
-                "kern: the work of {}, set aside ({why})\n",
-                Quoted(&it.title)
-            ),
-        )?;
-        self.teller.emit(RunEvent::SetAside {
-            task: it.title.clone(),
-            git_ref: git_ref.clone(),
-            paths: paths.iter().map(|p| p.display().to_string()).collect(),
-            why: why.to_string(),
-        });
-        Ok(Some(git_ref))
+/// Saves the task's changes under `refs/kern/attempts/<task>/<n>` and puts exactly those
+/// paths back to HEAD; the ref, or `None` when the task left nothing.
+pub(super) fn set_aside(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &TaskRun,
+    why: &str,
+) -> Result<Option<String>> {
+    let paths = crate::pipeline::audit::changed_paths(
+        &guard.cx.ws.repo,
+        &crate::pipeline::audit::untouchable(guard.cx.ws, &it.start.excluded, left_out),
+    )?;
+    if paths.is_empty() {
+        return Ok(None);
     }
+    lock.set_phase(Phase::Writing)?;
+    let slug = crate::text::slug(&it.title);
+    let git_ref = crate::pipeline::audit::next_ref(
+        &guard.cx.ws.repo,
+        &format!("refs/kern/attempts/{slug}/"),
+    )?;
+    crate::pipeline::audit::put_aside(
+        guard.cx.ws,
+        guard.spec,
+        &git_ref,
+        &paths,
+        &format!(
+            "kern: the work of {}, set aside ({why})\n",
+            Quoted(&it.title)
+        ),
+    )?;
+    guard.teller.emit(RunEvent::SetAside {
+        task: it.title.clone(),
+        git_ref: git_ref.clone(),
+        paths: paths.iter().map(|p| p.display().to_string()).collect(),
+        why: why.to_string(),
+    });
+    Ok(Some(git_ref))
+}
+
+/// `Some(end)` when the person took the task away since kern last wrote it (kern then
+/// follows), before the next stage starts.
+pub(super) fn still_ours(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+) -> Result<Option<IterationEnd>> {
+    match guard.task_now(it, &[])? {
+        TaskNow::Ours(_) => Ok(None),
+        other => follow_person(guard, lock, left_out, it, &other).map(Some),
+    }
+}
+
+/// The task was split into subtasks: its held tests (they prove the whole task, which no
+/// subtask alone makes pass) leave the work tree — they stay at the commit they were saved
+/// at — and each subtask starts without them.
+pub(super) fn tests_of_split_task(guard: &SpecGuard<'_, '_>, it: &mut TaskRun) -> Result<()> {
+    let Some(red) = it.start.red_of(&it.identity).cloned() else {
+        return Ok(());
+    };
+    let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
+    guard.cx.ws.repo.restore_paths(&paths)?;
+    guard.spec.next_step();
+    guard.teller.emit(RunEvent::SetAside {
+        task: it.title.clone(),
+        git_ref: red.saved.clone(),
+        paths: red.tests.clone(),
+        why: "the task was split: its tests wait there for the whole of it".into(),
+    });
+    it.start.red = None;
+    journal::save(&guard.cx.ws.state_dir.task_start(), &it.start)
 }
 
 /// Adds where the task's work was set aside to its Skipped or Blocked note.

@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::agent::Agent;
+use crate::pipeline::Cx;
+use crate::pipeline::teller::Teller;
 use crate::sandbox::{self, AgentKind, ChecksPlace, Fence, FenceInput, Mode, Who};
 use crate::settings::Settings;
 
@@ -195,45 +197,45 @@ pub(crate) fn fence_hooks(settings: &Settings, ws: &crate::workspace::Workspace)
         .set_hook_fence(for_checks(settings, &place, Who::Hook));
 }
 
-impl crate::pipeline::Run<'_> {
-    /// The fence of the check and `run` must-haves in the run's work tree.
-    pub(super) fn checks_fence(&self) -> Option<Fence> {
-        let place = Place::of(self.ws.repo.top(), &self.ws.state_dir.dir());
-        for_checks(self.settings, &place, Who::Check)
-    }
+/// The fence of the check and `run` must-haves in the run's work tree (`cx`'s workspace).
+pub(super) fn checks_fence(cx: Cx) -> Option<Fence> {
+    let place = Place::of(cx.ws.repo.top(), &cx.ws.state_dir.dir());
+    for_checks(cx.settings, &place, Who::Check)
+}
 
-    /// Records what a fence denied `by` (a stage's name, `check`, …) in `task`: a `Denied`
-    /// event for the person, `run.jsonl` and the report. Returns the sentences, for the task's
-    /// review (`TaskRun::denied`).
-    pub(super) fn fence_denied(
-        &mut self,
-        task: Option<&str>,
-        by: &str,
-        report: Option<&sandbox::FenceReport>,
-    ) -> Vec<String> {
-        let Some(report) = report.filter(|r| r.total() > 0) else {
-            return Vec::new();
-        };
-        let home = self.settings.sandbox.home.clone();
-        let said = report
-            .denied
-            .iter()
-            .map(|d| format!("{by}: {}", d.sentence(home.as_deref())))
-            .collect();
-        self.teller.emit(crate::event::RunEvent::Denied {
-            task: task.map(str::to_string),
-            by: by.to_string(),
-            denied: report.denied.clone(),
-            more: report.more,
-        });
-        said
-    }
+/// Records what a fence denied `by` (a stage's name, `check`, …) in `task`: a `Denied`
+/// event for the person, `run.jsonl` and the report, told through `teller`. Returns the
+/// sentences, for the task's
+/// review (`TaskRun::denied`).
+pub(super) fn fence_denied(
+    cx: Cx,
+    teller: &Teller,
+    task: Option<&str>,
+    by: &str,
+    report: Option<&sandbox::FenceReport>,
+) -> Vec<String> {
+    let Some(report) = report.filter(|r| r.total() > 0) else {
+        return Vec::new();
+    };
+    let home = cx.settings.sandbox.home.clone();
+    let said = report
+        .denied
+        .iter()
+        .map(|d| format!("{by}: {}", d.sentence(home.as_deref())))
+        .collect();
+    teller.emit(crate::event::RunEvent::Denied {
+        task: task.map(str::to_string),
+        by: by.to_string(),
+        denied: report.denied.clone(),
+        more: report.more,
+    });
+    said
+}
 
-    /// Records what the fence denied the commit's hooks since the last call, in `task`.
-    pub(super) fn hooks_denied(&mut self, task: &str) {
-        let denied = self.ws.repo.take_hook_denied();
-        self.fence_denied(Some(task), "hook", denied.as_ref());
-    }
+/// Records what the fence denied the commit's hooks since the last call, in `task`.
+pub(super) fn hooks_denied(cx: Cx, teller: &Teller, task: &str) {
+    let denied = cx.ws.repo.take_hook_denied();
+    fence_denied(cx, teller, Some(task), "hook", denied.as_ref());
 }
 
 impl crate::pipeline::TaskRun {
@@ -244,5 +246,46 @@ impl crate::pipeline::TaskRun {
                 self.denied.push(s);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_submodules_git_folder_is_one_holding_head_nested_ones_and_slashed_names_included() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("modules");
+        for folder in [
+            "lib/HEAD",
+            "lib/modules/inner/HEAD",
+            "vendor/deps/json/HEAD",
+        ] {
+            let path = modules.join(folder);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "ref: refs/heads/main\n").unwrap();
+        }
+        std::fs::create_dir_all(modules.join("empty")).unwrap();
+        let mut found = Vec::new();
+        submodule_git_dirs(&modules, &mut found);
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                modules.join("lib"),
+                modules.join("lib/modules/inner"),
+                modules.join("vendor/deps/json"),
+            ]
+        );
+        let mut none = Vec::new();
+        submodule_git_dirs(&dir.path().join("missing"), &mut none);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn each_agent_has_its_fence_kind() {
+        assert!(matches!(kind(&Agent::Claude), AgentKind::Claude));
+        assert!(matches!(kind(&Agent::Codex), AgentKind::Codex));
     }
 }

@@ -1,6 +1,6 @@
-//! The person's file in front of every step: is the task still as kern left it (`task_now`:
-//! ours, gone, or set by the person), how many attempts SPEC.md records, and kern's own edits
-//! of the task.
+//! The person's file in front of every step ([`SpecGuard`]): is the task still as kern left it
+//! (`task_now`: ours, gone, or set by the person), how many attempts SPEC.md records, and
+//! kern's own edits of the task.
 //!
 //! The decision a reader must know: the person's SPEC.md wins, also mid-stage (DESIGN.md
 //! section 2). Before kern writes its edit of a task it asks [`ticket`] of the file as it is
@@ -8,9 +8,11 @@
 //! longer validates is left exactly as it is and kern's edit waits in a journal for the next run.
 
 use crate::error::{Error, Result};
-use crate::event::{IterationEnd, RunEvent, Told};
+use crate::event::{RunEvent, Told};
 use crate::pipeline::decide::Attempts;
-use crate::pipeline::{Run, TaskRun};
+use crate::pipeline::shared::SharedSpec;
+use crate::pipeline::teller::Teller;
+use crate::pipeline::{Cx, TaskRun};
 use crate::spec::{Document, Edit, Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, PendingEdits};
 
@@ -26,7 +28,7 @@ pub(super) enum TaskNow {
 }
 
 /// Proof that the person's file was asked at this step and the task is still kern's: kern's
-/// edit of its task ([`Run::edit_task`]) takes one, and only [`ticket`] makes one, so no step
+/// edit of its task ([`SpecGuard::edit_task`]) takes one, and only [`ticket`] makes one, so no step
 /// can write the task without asking first.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Ticket(());
@@ -45,9 +47,22 @@ pub(super) fn ticket(doc: &Document, identity: &TaskIdentity, left: TaskState) -
     TaskNow::Ours(Ticket(()))
 }
 
-impl Run<'_> {
+/// SPEC.md as a task's step sees it: the run's shared file, the workspace that validates it,
+/// and the door that tells kern's own rewrites. It borrows them for one step; the loop makes
+/// one where it needs one ([`SpecGuard::new`]).
+pub(super) struct SpecGuard<'r, 'a> {
+    pub(super) cx: Cx<'a>,
+    pub(super) spec: &'r SharedSpec,
+    pub(super) teller: &'r Teller<'a>,
+}
+
+impl<'r, 'a> SpecGuard<'r, 'a> {
+    pub(super) fn new(cx: Cx<'a>, spec: &'r SharedSpec, teller: &'r Teller<'a>) -> Self {
+        SpecGuard { cx, spec, teller }
+    }
+
     /// The task's failed attempts as SPEC.md records them now.
-    pub(super) fn attempts(&mut self, it: &TaskRun) -> Result<Attempts> {
+    pub(super) fn attempts(&self, it: &TaskRun) -> Result<Attempts> {
         let doc = self.spec.reload()?;
         let mut attempts = doc
             .find(&it.identity)
@@ -60,26 +75,27 @@ impl Run<'_> {
     /// What SPEC.md allows now, before kern writes `pending` (kern's edit of the task). A file
     /// that no longer validates is kept as it is: `pending` is journaled for the next run, the
     /// stage files are cleared (the decision is made), and the run stops with exit 2.
-    pub(super) fn task_now(&mut self, it: &TaskRun, pending: &[Edit]) -> Result<TaskNow> {
+    pub(super) fn task_now(&self, it: &TaskRun, pending: &[Edit]) -> Result<TaskNow> {
         let doc = self.spec.reload()?;
-        if let Err(Error::SpecInvalid { report }) = self.ws.validate(&doc) {
+        if let Err(Error::SpecInvalid { report }) = self.cx.ws.validate(&doc) {
             if !pending.is_empty() {
                 journal::save(
-                    &self.ws.state_dir.pending_edits(),
+                    &self.cx.ws.state_dir.pending_edits(),
                     &PendingEdits {
                         identity: it.identity.clone(),
                         title: it.title.clone(),
                         edits: pending.to_vec(),
                     },
                 )?;
-                self.ws
+                self.cx
+                    .ws
                     .state_dir
                     .clear_iteration_files(self.teller.run_id())?;
             }
             return Err(Error::SpecInvalid {
                 report: format!(
                     "{report}\n{} no longer validates (edited during the run) — kern kept it exactly as it is{}; fix it and run kern again",
-                    self.ws.spec_display,
+                    self.cx.ws.spec_display,
                     if pending.is_empty() {
                         String::new()
                     } else {
@@ -94,18 +110,9 @@ impl Run<'_> {
         Ok(ticket(&doc, &it.identity, it.state))
     }
 
-    /// `Some(end)` when the person took the task away since kern last wrote it (kern then
-    /// follows), before the next stage starts.
-    pub(super) fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        match self.task_now(it, &[])? {
-            TaskNow::Ours(_) => Ok(None),
-            other => self.follow_person(it, &other).map(Some),
-        }
-    }
-
     /// Applies `edits` to the task (re-read, re-located, verified, atomic) and returns the
     /// document written.
-    pub(super) fn edit(&mut self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
+    pub(super) fn edit(&self, task: &TaskIdentity, edits: &[Edit]) -> Result<Document> {
         let written = self.spec.apply_reporting(task, edits)?;
         if written.rewrote_notes {
             self.teller.emit(RunEvent::Told(Told::NotesRewritten {
@@ -118,7 +125,7 @@ impl Run<'_> {
     /// Applies kern's `edits` to its task, which `_ticket` says is still kern's, and remembers
     /// the marker kern left.
     pub(super) fn edit_task(
-        &mut self,
+        &self,
         it: &mut TaskRun,
         _ticket: Ticket,
         edits: &[Edit],
@@ -134,17 +141,17 @@ impl Run<'_> {
     }
 
     /// Applies kern's edits that the person's file could not take in an earlier run.
-    pub(super) fn apply_pending_edits(&mut self) -> Result<()> {
-        let path = self.ws.state_dir.pending_edits();
+    pub(super) fn apply_pending_edits(&self) -> Result<()> {
+        let path = self.cx.ws.state_dir.pending_edits();
         let Some(pending) = journal::load::<PendingEdits>(&path) else {
             return Ok(());
         };
         let doc = self.spec.reload()?;
-        self.ws.validate(&doc).map_err(|e| match e {
+        self.cx.ws.validate(&doc).map_err(|e| match e {
             Error::SpecInvalid { report } => Error::SpecInvalid {
                 report: format!(
                     "{report}\n{} still does not validate — kern keeps its edit of {} until it does; fix the file and run kern again",
-                    self.ws.spec_display, Quoted(&pending.title)
+                    self.cx.ws.spec_display, Quoted(&pending.title)
                 ),
             },
             other => other,
@@ -155,7 +162,7 @@ impl Run<'_> {
         }
         self.teller.emit(RunEvent::Told(Told::WaitingEdit {
             task: pending.title.clone(),
-            spec: self.ws.spec_display.clone(),
+            spec: self.cx.ws.spec_display.clone(),
             applied,
         }));
         journal::remove(&path);

@@ -24,13 +24,15 @@ use std::path::PathBuf;
 
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent, Told};
-use crate::pipeline::decide::{self, Next};
-use crate::pipeline::guard::TaskNow;
+use crate::pipeline::commit::Tried;
+use crate::pipeline::decide::{self, MESSAGE_REQUESTS, Next};
+use crate::pipeline::guard::{SpecGuard, TaskNow};
+use crate::pipeline::stage::inputs::RefusedMessage;
 use crate::pipeline::{Run, Target, TaskRun};
 use crate::spec::{self, Edit};
-use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport};
+use crate::stage::{ImplementReport, ImplementStatus, ResearchReport, ReviewReport, TestsReport};
 use crate::state::journal::{self};
-use crate::state::lock::Phase;
+use crate::state::lock::{Phase, RunLock};
 use crate::state::resume::{self, ResumePoint, StageFiles};
 
 impl Run<'_> {
@@ -56,15 +58,20 @@ impl Run<'_> {
     async fn iteration_inner(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
         self.spec.next_step();
         self.lock.set_phase(Phase::Selecting)?;
-        self.finish_pending_commit()?;
-        self.apply_pending_edits()?;
+        crate::pipeline::commit::finish_pending_commit(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &mut self.left_out,
+            &mut self.target,
+        )?;
+        self.guard().apply_pending_edits()?;
         let doc = self.spec.reload()?;
-        let lines = self.ws.validate(&doc)?;
+        let lines = self.cx.ws.validate(&doc)?;
         if !lines.is_empty() {
             self.teller
                 .emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
-        let options = self.ws.select_options(self.settings, &doc);
+        let options = self.cx.ws.select_options(self.cx.settings, &doc);
         let selection = match self.target.task() {
             None => spec::select_with(&doc, &options),
             // A parallel task's run takes its own task, when that is still workable.
@@ -73,7 +80,7 @@ impl Run<'_> {
             }),
         };
         let Some(selection) = selection else {
-            journal::remove(&self.ws.state_dir.task_start());
+            journal::remove(&self.cx.ws.state_dir.task_start());
             if self.target.task().is_some() {
                 return Ok(IterationEnd::NothingLeft);
             }
@@ -81,7 +88,7 @@ impl Run<'_> {
             if !unlisted.is_empty() {
                 let lines: Vec<String> = unlisted
                     .iter()
-                    .map(|d| d.render(&self.ws.spec_display))
+                    .map(|d| d.render(&self.cx.ws.spec_display))
                     .collect();
                 self.teller.emit(RunEvent::Told(Told::Unlisted { lines }));
             }
@@ -89,7 +96,7 @@ impl Run<'_> {
         };
         let task = &doc.tasks()[selection.task];
         let identity = doc.identity(selection.task);
-        let files = StageFiles::read(&self.ws.state_dir, &identity);
+        let files = StageFiles::read(&self.cx.ws.state_dir, &identity);
         for (path, title) in &files.stale {
             self.teller.emit(RunEvent::Told(Told::StaleStageFile {
                 file: path
@@ -113,7 +120,7 @@ impl Run<'_> {
         });
         self.teller.emit(RunEvent::Told(Told::TaskSelected {
             task: task.title.clone(),
-            spec: self.ws.spec_display.clone(),
+            spec: self.cx.ws.spec_display.clone(),
             line: task.line,
             why: selection.reason.to_string(),
             next: point.name().to_string(),
@@ -123,15 +130,21 @@ impl Run<'_> {
             task.title.clone(),
             identity.clone(),
             (task.line, task.state),
-            self.task_start(&doc, selection.task)?,
+            super::start::task_start(
+                self.cx,
+                &self.teller,
+                &mut self.left_out,
+                &doc,
+                selection.task,
+            )?,
         );
         it.issue = issue;
-        let top = self.ws.repo.top().to_path_buf();
+        let top = self.cx.ws.repo.top().to_path_buf();
         it.level = super::discovery::level(
             &doc,
             selection.task,
             &|p| top.join(p).exists(),
-            self.settings.level,
+            self.cx.settings.level,
         );
         self.teller.emit(RunEvent::Level {
             task: it.title.clone(),
@@ -159,21 +172,29 @@ impl Run<'_> {
                 self.teller
                     .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: true }));
                 let edits = super::stage::plan::start_without_research();
-                match self.task_now(it, &edits)? {
-                    TaskNow::Ours(ticket) => self.edit_task(it, ticket, &edits)?,
+                match self.guard().task_now(it, &edits)? {
+                    TaskNow::Ours(ticket) => self.guard().edit_task(it, ticket, &edits)?,
                     other => return self.follow_person(it, &other),
                 }
                 (None, None)
             }
             ResumePoint::Research => {
                 let run = self.stage::<ResearchReport>(it, None).await?;
-                if let Some(end) = self.research_done(it, run.outcome)? {
+                if let Some(end) = research_done(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it, run.outcome)? {
                     return Ok(end);
                 }
                 (None, None)
             }
             ResumePoint::ApplyResearch(report) => {
-                if let Some(end) = self.research_done(it, Ok(report))? {
+                if let Some(end) = research_done(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it, Ok(report))? {
                     return Ok(end);
                 }
                 (None, None)
@@ -183,7 +204,10 @@ impl Run<'_> {
                     .emit(RunEvent::Told(Told::ResearchSkipped { level_zero: false }));
                 (None, None)
             }
-            ResumePoint::Review(implement) => match self.implement_done(it, Ok(implement))? {
+            ResumePoint::Review(implement) => match implement_done(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &self.left_out.paths,
+                it, Ok(implement))? {
                 Next::End(decision) => return self.end_task(it, decision),
                 Next::Go(report) => (Some(report), None),
             },
@@ -200,7 +224,12 @@ impl Run<'_> {
                     return Ok(end);
                 }
                 let run = self.stage::<ImplementReport>(it, None).await?;
-                match self.implement_done(it, run.outcome)? {
+                match implement_done(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &self.left_out.paths,
+                    it,
+                    run.outcome,
+                )? {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
                 }
@@ -212,19 +241,50 @@ impl Run<'_> {
                 if let Some(end) = self.still_ours(it)? {
                     return Ok(end);
                 }
-                if let Some(end) = self.tests_held(it)? {
+                if let Some(end) = super::tests_first::tests_held(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )? {
                     return Ok(end);
                 }
-                if let Some(end) = self.check_gate(it).await? {
+                if let Some(end) = super::check::check_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )
+                .await?
+                {
                     return Ok(end);
                 }
-                if let Some(end) = self.green_gate(it).await? {
+                if let Some(end) = super::tests_first::green_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )
+                .await?
+                {
                     return Ok(end);
                 }
-                if let Some(end) = self.verify_gate(it).await? {
+                if let Some(end) = super::verify::verify_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )
+                .await?
+                {
                     return Ok(end);
                 }
-                if let Some(end) = self.scope_gate(it)? {
+                if let Some(end) = super::scope::scope_gate(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    &self.left_out.paths,
+                    it,
+                )? {
                     return Ok(end);
                 }
                 if let Some(end) = self.still_ours(it)? {
@@ -235,12 +295,12 @@ impl Run<'_> {
                 let refused = self
                     .target
                     .task()
-                    .and_then(|_| journal::load(&self.ws.state_dir.refused_message()));
+                    .and_then(|_| journal::load(&self.cx.ws.state_dir.refused_message()));
                 let run = self
                     .stage_with::<ReviewReport>(it, Some(&implement), refused.as_ref())
                     .await?;
-                let attempts = self.attempts(it)?;
-                match decide::after_review(run.outcome, &attempts, self.settings.max_attempts) {
+                let attempts = self.guard().attempts(it)?;
+                match decide::after_review(run.outcome, &attempts, self.cx.settings.max_attempts) {
                     Next::End(decision) => return self.end_task(it, decision),
                     Next::Go(report) => report,
                 }
@@ -254,74 +314,193 @@ impl Run<'_> {
         }
     }
 
-    /// Implement finished (or its report was found on resume): what it means, with kern
-    /// judging a SUCCESS by the work — a path that differs from the task's base commit
-    /// (`TaskStart::base_commit`; commits an agent made on top of it count), kern's own
-    /// files, `--allow-dirty` paths and left-out files aside: what the review's diff shows.
-    fn implement_done(
-        &mut self,
-        it: &mut TaskRun,
-        outcome: std::result::Result<ImplementReport, String>,
-    ) -> Result<Next<ImplementReport>> {
-        let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
-        let changed = success && {
-            let keep = self.untouchable(it);
-            let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
-            self.ws.repo.changed_since(it.start.base_oid(), &keep)?
+    /// Before implement: for a task tested first whose tests were not seen red yet, the tests
+    /// step, then the red check (see the module docs); `Some` when the iteration ended.
+    pub(super) async fn tests_step(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+        let Some(command) = it.start.tests_first.clone() else {
+            return Ok(None);
         };
-        let attempts = self.attempts(it)?;
-        let next = decide::after_implement(outcome, changed, &attempts, self.settings.max_attempts);
-        if let Next::Go(report) = &next {
-            it.approach = Some(report.summary.clone());
+        if it.start.red_of(&it.identity).is_some() {
+            return Ok(None);
         }
-        Ok(next)
+        let attempts = self.guard().attempts(it)?;
+        if decide::decomposition_due(&attempts, self.cx.settings.max_attempts) {
+            return Ok(None);
+        }
+        // A run that stopped after the tests step goes on from its record.
+        let outcome = match StageFiles::read(&self.cx.ws.state_dir, &it.identity).tests {
+            Some(report) => Ok(report),
+            None => {
+                if let Some(end) = self.still_ours(it)? {
+                    return Ok(Some(end));
+                }
+                self.stage::<TestsReport>(it, None).await?.outcome
+            }
+        };
+        super::tests_first::red_check(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &self.left_out.paths,
+            it,
+            command,
+            outcome,
+        )
+        .await
     }
 
-    /// Research finished: apply the decision; `Some(end)` when the iteration ends here.
-    fn research_done(
+    /// COMMIT: mark the task done, append the learnings, commit — journaled; a refused
+    /// message goes back to the review for a new one (see the module docs).
+    pub(in crate::pipeline) async fn commit_asking_review(
         &mut self,
         it: &mut TaskRun,
-        outcome: std::result::Result<ResearchReport, String>,
-    ) -> Result<Option<IterationEnd>> {
-        let attempts = self.attempts(it)?;
-        let doc = self.spec.reload()?;
-        let persons = doc
-            .find(&it.identity)
-            .map(|t| {
-                let task = &doc.tasks()[t];
-                decide::Proposals {
-                    must: !task.must_text().trim().is_empty(),
-                    scope: !task.scope().is_empty(),
+        implement: &ImplementReport,
+        review: ReviewReport,
+    ) -> Result<IterationEnd> {
+        let mut review = review;
+        let mut refusals = 0u32;
+        loop {
+            let (hook, output, message) = match super::commit::try_commit(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &mut self.left_out,
+                &mut self.target,
+                it,
+                implement,
+                &review,
+            )? {
+                Tried::Ended(end) => return Ok(end),
+                Tried::HookFailed { hook, output } => {
+                    return super::commit::refused(
+                        &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                        &mut self.lock,
+                        &self.left_out.paths,
+                        it,
+                        &hook,
+                        &output,
+                    );
                 }
-            })
-            .unwrap_or_default();
-        match decide::after_research(outcome, &attempts, self.settings.max_attempts, persons) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(edits) => match self.task_now(it, &edits)? {
-                TaskNow::Ours(ticket) => {
-                    self.edit_task(it, ticket, &edits)?;
-                    // kern wrote research's proposals as the task's notes: they hold from now
-                    // as if the task had started with them.
-                    if edits
-                        .iter()
-                        .any(|e| matches!(e, Edit::AddMust(_) | Edit::AddScope(_)))
-                    {
-                        let doc = self.spec.reload()?;
-                        if let Some(t) = doc.find(&it.identity) {
-                            let task = &doc.tasks()[t];
-                            it.start.must =
-                                super::verify::held_at_start(self.ws.repo.top(), &task.must_text());
-                            it.start.scope = task.scope();
-                            crate::state::journal::save(
-                                &self.ws.state_dir.task_start(),
-                                &it.start,
-                            )?;
-                        }
-                    }
-                    Ok(None)
-                }
-                other => self.follow_person(it, &other).map(Some),
-            },
+                Tried::MessageRefused {
+                    hook,
+                    output,
+                    message,
+                } => (hook, output, message),
+            };
+            refusals += 1;
+            if let Some(end) = super::commit::refused_too_often(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &self.left_out.paths,
+                it,
+                &hook,
+                &output,
+                refusals,
+            )? {
+                return Ok(end);
+            }
+            self.teller.emit(RunEvent::Told(Told::MessageRefused {
+                hook: hook.clone(),
+                subject: message.lines().next().unwrap_or("").to_string(),
+                refusals,
+                of: MESSAGE_REQUESTS,
+                on_branch: false,
+            }));
+            if let Some(end) = self.still_ours(it)? {
+                return Ok(end);
+            }
+            let refused = RefusedMessage {
+                hook,
+                output,
+                message,
+                request: refusals,
+                requests: MESSAGE_REQUESTS,
+            };
+            let run = self
+                .stage_with::<ReviewReport>(it, Some(implement), Some(&refused))
+                .await?;
+            let attempts = self.guard().attempts(it)?;
+            match decide::after_message_review(
+                run.outcome,
+                &review,
+                &attempts,
+                self.cx.settings.max_attempts,
+            ) {
+                Next::End(decision) => return self.end_task(it, decision),
+                Next::Go(report) => review = report,
+            }
         }
+    }
+}
+
+/// Implement finished (or its report was found on resume): what it means, with kern
+/// judging a SUCCESS by the work — a path that differs from the task's base commit
+/// (`TaskStart::base_commit`; commits an agent made on top of it count), kern's own
+/// files, `--allow-dirty` paths and left-out files aside: what the review's diff shows.
+fn implement_done(
+    guard: &SpecGuard<'_, '_>,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    outcome: std::result::Result<ImplementReport, String>,
+) -> Result<Next<ImplementReport>> {
+    let success = matches!(&outcome, Ok(r) if r.status == ImplementStatus::Success);
+    let changed = success && {
+        let keep = super::audit::untouchable(guard.cx.ws, &it.start.excluded, left_out);
+        let keep: Vec<&std::path::Path> = keep.iter().map(PathBuf::as_path).collect();
+        guard.cx.ws.repo.changed_since(it.start.base_oid(), &keep)?
+    };
+    let attempts = guard.attempts(it)?;
+    let next = decide::after_implement(outcome, changed, &attempts, guard.cx.settings.max_attempts);
+    if let Next::Go(report) = &next {
+        it.approach = Some(report.summary.clone());
+    }
+    Ok(next)
+}
+
+/// Research finished: apply the decision; `Some(end)` when the iteration ends here.
+fn research_done(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    outcome: std::result::Result<ResearchReport, String>,
+) -> Result<Option<IterationEnd>> {
+    let attempts = guard.attempts(it)?;
+    let doc = guard.spec.reload()?;
+    let persons = doc
+        .find(&it.identity)
+        .map(|t| {
+            let task = &doc.tasks()[t];
+            decide::Proposals {
+                must: !task.must_text().trim().is_empty(),
+                scope: !task.scope().is_empty(),
+            }
+        })
+        .unwrap_or_default();
+    match decide::after_research(outcome, &attempts, guard.cx.settings.max_attempts, persons) {
+        Next::End(decision) => super::end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(edits) => match guard.task_now(it, &edits)? {
+            TaskNow::Ours(ticket) => {
+                guard.edit_task(it, ticket, &edits)?;
+                // kern wrote research's proposals as the task's notes: they hold from now
+                // as if the task had started with them.
+                if edits
+                    .iter()
+                    .any(|e| matches!(e, Edit::AddMust(_) | Edit::AddScope(_)))
+                {
+                    let doc = guard.spec.reload()?;
+                    if let Some(t) = doc.find(&it.identity) {
+                        let task = &doc.tasks()[t];
+                        it.start.must =
+                            super::verify::held_at_start(guard.cx.ws.repo.top(), &task.must_text());
+                        it.start.scope = task.scope();
+                        crate::state::journal::save(
+                            &guard.cx.ws.state_dir.task_start(),
+                            &it.start,
+                        )?;
+                    }
+                }
+                Ok(None)
+            }
+            other => super::end::follow_person(guard, lock, left_out, it, &other).map(Some),
+        },
     }
 }

@@ -14,7 +14,8 @@
 //! `error_research` (what the next attempt is told after a failure, and when a task's
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
-//! a dead run). What every task of a run shares: `shared` (SPEC.md) and `ledger` (what the run
+//! a dead run). What every task of a run shares: `cx` (what it reads and never changes: the
+//! settings, the workspace, the reporter, the interrupt), `shared` (SPEC.md) and `ledger` (what the run
 //! counts, with the heartbeat every task tells), `clock` (the run's pauses, told to the
 //! heartbeat), `pace` (the usage windows each stage used and `--pace`'s pure gate) and `pacing`
 //! (the gate asked before each stage and after each task: pauses, hand-overs, the end). Where
@@ -38,11 +39,16 @@
 //!   (in the [`Ledger`] every task shares), so every stage starts on the one that can work (`--fallback-agent`),
 //!   and `--pace` is judged before each stage (a pause) and after each iteration (no new task)
 //!   from the latest reading of each usage window the agents reported.
+//!
+//! No unit test here: the loop takes the lock, spawns agents and ends the run; its rules are
+//! the pure functions of `decide`, `finish` and `clock` (tested there); held by
+//! tests/integration/pipeline.rs, night.rs and crash.rs.
 
 mod audit;
 pub(crate) mod check;
 pub(crate) mod clock;
 mod commit;
+mod cx;
 mod decide;
 pub(crate) mod discovery;
 mod end;
@@ -82,6 +88,8 @@ use crate::supervisor::awake::Awake;
 use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
+pub(crate) use cx::Cx;
+use guard::SpecGuard;
 use ledger::Ledger;
 use shared::SharedSpec;
 use teller::Teller;
@@ -92,10 +100,8 @@ pub(crate) const MAX_IDLE_ITERATIONS: u32 = 3;
 
 /// A run in progress: what it was given, what it holds, and where its work goes.
 pub(crate) struct Run<'a> {
-    settings: &'a Settings,
-    ws: &'a Workspace,
-    reporter: &'a Reporter,
-    interrupt: &'a Interrupt,
+    /// What the run reads and never changes.
+    cx: Cx<'a>,
     lock: RunLock,
     /// The one door for telling what happens.
     teller: Teller<'a>,
@@ -318,10 +324,12 @@ async fn run_locked<'a>(
         None => None,
     };
     let mut run = Run {
-        settings,
-        ws,
-        reporter,
-        interrupt,
+        cx: Cx {
+            settings,
+            ws,
+            reporter,
+            interrupt,
+        },
         lock,
         teller,
         spec: SharedSpec::new(spec),
@@ -333,7 +341,7 @@ async fn run_locked<'a>(
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
     interrupt.on_hangup(Box::new(run.teller.hangup_hook()));
-    if let Err(e) = run.recover(takeover) {
+    if let Err(e) = recovery::recover(run.cx.ws, &mut run.lock, &run.teller, takeover) {
         run.teller.stopped(&e);
         return Err(e);
     }
@@ -364,30 +372,39 @@ async fn run_locked<'a>(
         sandbox: Some(settings.sandbox.mode),
         watch: settings.watched_by.clone(),
     });
-    let result = match run.baseline_check().await {
+    let result = match baseline_check(run.cx, &run.teller, &run.spec, &mut run.lock).await {
         Ok(()) if parallel::wanted(settings, &ws.state_dir) => run.parallel().await,
         Ok(()) => run.iterations().await,
         Err(e) => Err(e),
     };
-    run.finish(result)
+    let detached = run.target.branch().is_some_and(|b| b.detached);
+    finish::finish(
+        run.cx,
+        &run.ledger,
+        &run.spec,
+        &run.teller,
+        detached,
+        result,
+    )
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
     async fn iterations(&mut self) -> Result<()> {
-        let total = self.settings.iterations;
+        let total = self.cx.settings.iterations;
         let mut idle = 0u32;
         for index in 1..=total {
-            if let Some(signal) = self.interrupt.requested() {
+            if let Some(signal) = self.cx.interrupt.requested() {
                 return Err(Error::Interrupted { signal });
             }
             self.ledger.books().summary.iterations = index;
             let end = self.iteration(index, total).await?;
-            self.ws
+            self.cx
+                .ws
                 .state_dir
                 .clear_iteration_files(self.teller.run_id())?;
             match end {
                 IterationEnd::NothingLeft => {
-                    let ended = self.nothing_left()?;
+                    let ended = nothing_left(self.cx, &self.spec)?;
                     let mut books = self.ledger.books();
                     books.summary.iterations = index - 1;
                     books.summary.ended = ended;
@@ -401,24 +418,30 @@ impl Run<'_> {
             if idle >= MAX_IDLE_ITERATIONS {
                 return Err(Error::Unfinished(format!(
                     "{idle} iterations in a row changed nothing (every task left was skipped) — read the Skipped notes in {} and edit the tasks",
-                    self.ws.spec_display
+                    self.cx.ws.spec_display
                 )));
             }
-            self.check_budget()?;
+            check_budget(self.cx.settings, &self.ledger)?;
             if let Some(why) = self.judge_pace() {
                 self.ledger.books().summary.ended = why;
                 return Ok(());
             }
-            if index < total && !self.settings.delay.is_zero() && self.has_work()? {
-                self.check_pause(self.settings.delay)?;
+            if index < total && !self.cx.settings.delay.is_zero() && has_work(self.cx, &self.spec)?
+            {
+                clock::check_pause(
+                    self.cx.settings.deadline.as_ref(),
+                    Timestamp::now(),
+                    self.cx.settings.delay,
+                )?;
                 self.lock.set_phase(Phase::Sleeping)?;
                 self.teller.emit(RunEvent::Told(Told::Waiting {
                     reason: "next iteration".into(),
-                    remaining: self.settings.delay,
+                    remaining: self.cx.settings.delay,
                 }));
-                if self.pause(self.settings.delay).await {
+                if clock::pause(self.cx.interrupt, &self.ledger.beat, self.cx.settings.delay).await
+                {
                     return Err(Error::Interrupted {
-                        signal: self.interrupt.requested().unwrap_or(2),
+                        signal: self.cx.interrupt.requested().unwrap_or(2),
                     });
                 }
             }
@@ -427,95 +450,122 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// How a run that found nothing to take ends: "nothing left to do", or — when open tasks
-    /// wait through After notes on a blocked task — that every open task waits, naming each
-    /// and the fix (the blocked task makes the exit code 4).
-    pub(super) fn nothing_left(&mut self) -> Result<String> {
-        let doc = self.spec.reload()?;
-        let waiting = spec::waiting_on_blocked(&doc, &self.ws.spec_display);
-        Ok(if waiting.is_empty() {
-            "nothing left to do".into()
-        } else {
-            format!(
-                "every open task waits: {} — unblock what they wait for (set it back to [ ] once you did what its note asks), or remove the After notes",
-                waiting.join("; ")
-            )
-        })
+    /// SPEC.md as this step sees it (see [`SpecGuard`]).
+    fn guard(&self) -> SpecGuard<'_, 'a> {
+        SpecGuard::new(self.cx, &self.spec, &self.teller)
     }
 
-    /// Runs `--check` once before any agent when the run starts a new task on the commit it
-    /// starts from (not when it resumes a task whose work is in the tree): a check that fails
-    /// there would fail every task's gate, one paid attempt after another.
-    async fn baseline_check(&mut self) -> Result<()> {
-        let Some(command) = self.settings.check.clone() else {
-            return Ok(());
-        };
-        if self.settings.check_baseline == crate::cli::CheckBaseline::Skip {
-            return Ok(());
-        }
-        let doc = self.spec.reload()?;
-        let Some(selection) = spec::select_with(&doc, &self.ws.select_options(self.settings, &doc))
-        else {
-            return Ok(());
-        };
-        let resuming = doc.tasks()[selection.task].state != spec::TaskState::Pending
-            || doc
-                .ancestors(selection.task)
-                .iter()
-                .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
-        if resuming {
-            self.teller.emit(RunEvent::Told(Told::BaselineCheck {
-                command,
-                skipped: true,
-            }));
-            return Ok(());
-        }
-        self.lock.set_phase(Phase::Check)?;
-        self.teller.emit(RunEvent::Told(Told::BaselineCheck {
-            command: command.clone(),
-            skipped: false,
-        }));
-        let fence = self.checks_fence();
-        let (result, denied) = check::run(
-            &command,
-            self.ws.repo.top(),
-            self.settings.check_timeout,
-            &self.ws.state_dir.baseline_log(),
-            self.interrupt,
-            fence,
+    /// Ends the iteration as `decision` says ([`end::end_task`]).
+    fn end_task(&mut self, it: &mut TaskRun, decision: decide::Decision) -> Result<IterationEnd> {
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        end::end_task(&guard, &mut self.lock, &self.left_out.paths, it, decision)
+    }
+
+    /// Follows the person who took the task away ([`end::follow_person`]).
+    fn follow_person(&mut self, it: &mut TaskRun, now: &guard::TaskNow) -> Result<IterationEnd> {
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        end::follow_person(&guard, &mut self.lock, &self.left_out.paths, it, now)
+    }
+
+    /// Whether the task is still kern's before the next stage ([`end::still_ours`]).
+    fn still_ours(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        end::still_ours(&guard, &mut self.lock, &self.left_out.paths, it)
+    }
+}
+
+/// How a run that found nothing to take ends: "nothing left to do", or — when open tasks
+/// wait through After notes on a blocked task — that every open task waits, naming each
+/// and the fix (the blocked task makes the exit code 4).
+pub(super) fn nothing_left(cx: Cx, spec: &SharedSpec) -> Result<String> {
+    let doc = spec.reload()?;
+    let waiting = spec::waiting_on_blocked(&doc, &cx.ws.spec_display);
+    Ok(if waiting.is_empty() {
+        "nothing left to do".into()
+    } else {
+        format!(
+            "every open task waits: {} — unblock what they wait for (set it back to [ ] once you did what its note asks), or remove the After notes",
+            waiting.join("; ")
         )
-        .await?;
-        self.fence_denied(None, "baseline check", denied.as_ref());
-        self.spec.next_step();
-        self.teller.emit(RunEvent::Check {
-            task: None,
-            command: command.clone(),
-            passed: result == decide::CheckResult::Passed,
-            output: None,
-        });
-        match result {
-            decide::CheckResult::Passed => Ok(()),
-            decide::CheckResult::Failed(output) => {
-                Err(Error::CheckFailsAtBaseline { command, output })
-            }
-        }
-    }
+    })
+}
 
-    /// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
-    fn check_budget(&self) -> Result<()> {
-        match self.settings.max_cost {
-            Some(limit) if self.ledger.spent() >= limit => Err(Error::BudgetSpent {
-                spent: self.ledger.spent(),
-                limit,
-            }),
-            _ => Ok(()),
-        }
+/// Runs `--check` once before any agent when the run starts a new task on the commit it
+/// starts from (not when it resumes a task whose work is in the tree): a check that fails
+/// there would fail every task's gate, one paid attempt after another. The `lock` says the
+/// check runs; `teller` tells it.
+async fn baseline_check(
+    cx: Cx<'_>,
+    teller: &Teller<'_>,
+    spec: &SharedSpec,
+    lock: &mut RunLock,
+) -> Result<()> {
+    let Some(command) = cx.settings.check.clone() else {
+        return Ok(());
+    };
+    if cx.settings.check_baseline == crate::cli::CheckBaseline::Skip {
+        return Ok(());
     }
+    let doc = spec.reload()?;
+    let Some(selection) = spec::select_with(&doc, &cx.ws.select_options(cx.settings, &doc)) else {
+        return Ok(());
+    };
+    let resuming = doc.tasks()[selection.task].state != spec::TaskState::Pending
+        || doc
+            .ancestors(selection.task)
+            .iter()
+            .any(|&a| doc.tasks()[a].state == spec::TaskState::InProgress);
+    if resuming {
+        teller.emit(RunEvent::Told(Told::BaselineCheck {
+            command,
+            skipped: true,
+        }));
+        return Ok(());
+    }
+    lock.set_phase(Phase::Check)?;
+    teller.emit(RunEvent::Told(Told::BaselineCheck {
+        command: command.clone(),
+        skipped: false,
+    }));
+    let fence = fence::checks_fence(cx);
+    let (result, denied) = check::run(
+        &command,
+        cx.ws.repo.top(),
+        cx.settings.check_timeout,
+        &cx.ws.state_dir.baseline_log(),
+        cx.interrupt,
+        fence,
+    )
+    .await?;
+    fence::fence_denied(cx, teller, None, "baseline check", denied.as_ref());
+    spec.next_step();
+    teller.emit(RunEvent::Check {
+        task: None,
+        command: command.clone(),
+        passed: result == decide::CheckResult::Passed,
+        output: None,
+    });
+    match result {
+        decide::CheckResult::Passed => Ok(()),
+        decide::CheckResult::Failed(output) => Err(Error::CheckFailsAtBaseline { command, output }),
+    }
+}
 
-    fn has_work(&mut self) -> Result<bool> {
-        let doc = self.spec.reload()?;
-        Ok(spec::select_with(&doc, &self.ws.select_options(self.settings, &doc)).is_some())
+/// `Err(BudgetSpent)` once the run has cost `--max-cost` or more.
+pub(super) fn check_budget(settings: &Settings, ledger: &Ledger) -> Result<()> {
+    match settings.max_cost {
+        Some(limit) if ledger.spent() >= limit => Err(Error::BudgetSpent {
+            spent: ledger.spent(),
+            limit,
+        }),
+        _ => Ok(()),
     }
+}
+
+/// Whether SPEC.md holds a task kern would take now.
+fn has_work(cx: Cx, spec: &SharedSpec) -> Result<bool> {
+    let doc = spec.reload()?;
+    Ok(spec::select_with(&doc, &cx.ws.select_options(cx.settings, &doc)).is_some())
 }
 
 /// The files no agent may edit — SPEC.md and LEARNINGS.md — absolute, and once more through

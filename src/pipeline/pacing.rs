@@ -8,6 +8,9 @@
 //! The one decision a reader must know: a pause happens only before a stage, and a line that
 //! cannot be waited for (past `--max-wait`, or no known reset) never stops a task under way:
 //! the run takes no new task after it.
+//!
+//! No unit test here: the gate itself is `pace::gate` (tested in pace.rs); this file pauses,
+//! hands over and tells; held by tests/integration/two_agents.rs and remote.rs.
 
 use super::{Run, pace};
 use crate::error::{Error, Result};
@@ -19,7 +22,7 @@ impl Run<'_> {
     /// a hand-over to the fallback agent is recorded and the run goes on. A window that a
     /// pause can wait for is left to the gate before the next stage ([`Run::pace_before`]).
     pub(super) fn judge_pace(&mut self) -> Option<String> {
-        let agent = self.settings.agent.to_string();
+        let agent = self.cx.settings.agent.to_string();
         let gate = self.pace_gate(&agent, crate::stage::Stage::Research)?;
         let (kind, until, line, paused) = match gate {
             pace::Gate::Go => return None,
@@ -31,6 +34,7 @@ impl Run<'_> {
             } => (kind, resets_at, line, false),
         };
         let fallback = self
+            .cx
             .settings
             .fallback_agent
             .as_ref()
@@ -68,8 +72,8 @@ impl Run<'_> {
     /// `--pace`, or when the agent is at its usage limit (its stages run on the fallback).
     fn pace_gate(&self, agent: &str, stage: crate::stage::Stage) -> Option<pace::Gate> {
         let rules = pace::Rules {
-            short: self.settings.pace,
-            week: self.settings.pace_week,
+            short: self.cx.settings.pace,
+            week: self.cx.settings.pace_week,
         };
         if rules.short.is_none() && rules.week.is_none() {
             return None;
@@ -104,9 +108,9 @@ impl Run<'_> {
             })
             .collect();
         let waited = books.paced_for;
-        let left = self.settings.retry.max_wait.saturating_sub(waited);
+        let left = self.cx.settings.retry.max_wait.saturating_sub(waited);
         // The night's end on the windows' clock (the test clock may run ahead of the real one).
-        let night_ends = self.settings.deadline.as_ref().map(|d| {
+        let night_ends = self.cx.settings.deadline.as_ref().map(|d| {
             (
                 now + d.at.epoch_seconds() - crate::timestamp::Timestamp::now().epoch_seconds(),
                 d.shown.as_str(),
@@ -138,6 +142,7 @@ impl Run<'_> {
     ) -> Result<()> {
         // With a fallback agent, the run hands the next task to it instead ([`Run::judge_pace`]).
         if self
+            .cx
             .settings
             .fallback_agent
             .as_ref()
@@ -159,7 +164,7 @@ impl Run<'_> {
         });
         let now = crate::timestamp::window_now();
         let wait = std::time::Duration::from_secs((until - now).max(0).unsigned_abs())
-            + self.settings.retry.reset_margin;
+            + self.cx.settings.retry.reset_margin;
         self.lock.set_phase(Phase::Waiting(stage))?;
         self.teller.emit(RunEvent::Told(Told::Waiting {
             reason: format!("--pace ({} window)", kind.replace('_', "-")),
@@ -171,9 +176,9 @@ impl Run<'_> {
         ) {
             wait
         } else {
-            if self.interrupt.sleep_or_interrupt(wait).await {
+            if self.cx.interrupt.sleep_or_interrupt(wait).await {
                 return Err(Error::Interrupted {
-                    signal: self.interrupt.requested().unwrap_or(2),
+                    signal: self.cx.interrupt.requested().unwrap_or(2),
                 });
             }
             started.elapsed()

@@ -13,84 +13,89 @@
 
 use crate::error::{Error, Result};
 use crate::event::{Leftover, RunEvent, Told};
-use crate::pipeline::Run;
-use crate::state::lock::{self, Phase, Takeover};
+use crate::pipeline::teller::Teller;
+use crate::state::lock::{self, Phase, RunLock, Takeover};
+use crate::workspace::Workspace;
 
-impl Run<'_> {
-    /// Cleans up after a stale lock (see the module docs).
-    pub(super) fn recover(&mut self, takeover: Option<Takeover>) -> Result<()> {
-        let mut stale_started = None;
-        match takeover {
-            Some(Takeover::Stale { record, why }) => {
-                let orphan = lock::stop_orphaned_agent(&record);
-                // A run that died committing or writing left git's locks of its own; one that died
-                // while cleaning up after such a run hands that cleanup on.
-                let since = if matches!(record.phase, Phase::Committing | Phase::Writing) {
-                    Some(record.started_at)
-                } else {
-                    record.recovering
-                };
-                if let Some(since) = since {
-                    self.lock.set_recovering(Some(since))?;
-                    stale_started = Some(since.system_time());
-                }
-                self.teller.emit(RunEvent::LockRecovered {
-                    pid: record.pid,
-                    why,
-                    phase: record.phase.to_string(),
-                });
-                if orphan {
-                    self.teller.emit(RunEvent::Told(Told::OrphanStopped));
-                }
-            }
-            Some(Takeover::Unreadable { path }) => {
-                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
-                    path: path.display().to_string(),
-                    what: Leftover::UnreadableLock,
-                }));
-            }
-            Some(Takeover::LegacyDir { path }) => {
-                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
-                    path: path.display().to_string(),
-                    what: Leftover::ScriptLock,
-                }));
-            }
-            None => {}
-        }
-        // A kern killed while writing SPEC.md or LEARNINGS.md leaves its temp file beside
-        // them: in the work tree, where it would block a new task or land in a commit.
-        if let Some(dir) = self.ws.spec_path.parent() {
-            for path in crate::atomic_file::remove_leftovers(dir) {
-                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
-                    path: path.display().to_string(),
-                    what: Leftover::TempFile,
-                }));
-            }
-        }
-        if let Some(started) = stale_started {
-            for path in self.ws.repo.recover_ref_locks(started)? {
-                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
-                    path: path.display().to_string(),
-                    what: Leftover::GitLock,
-                }));
-            }
-        }
-        if self.ws.repo.index_lock_present() {
-            let Some(started) = stale_started else {
-                return Err(Error::IndexLocked {
-                    path: self.ws.repo.git().path().join("index.lock"),
-                });
+/// Cleans up after a stale lock (see the module docs), the run's `lock` saying while it does,
+/// told through `teller`.
+pub(super) fn recover(
+    ws: &Workspace,
+    lock: &mut RunLock,
+    teller: &Teller,
+    takeover: Option<Takeover>,
+) -> Result<()> {
+    let mut stale_started = None;
+    match takeover {
+        Some(Takeover::Stale { record, why }) => {
+            let orphan = lock::stop_orphaned_agent(&record);
+            // A run that died committing or writing left git's locks of its own; one that died
+            // while cleaning up after such a run hands that cleanup on.
+            let since = if matches!(record.phase, Phase::Committing | Phase::Writing) {
+                Some(record.started_at)
+            } else {
+                record.recovering
             };
-            if let Some(path) = self.ws.repo.recover_index_lock(started)? {
-                self.teller.emit(RunEvent::Told(Told::LeftoverRemoved {
-                    path: path.display().to_string(),
-                    what: Leftover::GitLock,
-                }));
+            if let Some(since) = since {
+                lock.set_recovering(Some(since))?;
+                stale_started = Some(since.system_time());
+            }
+            teller.emit(RunEvent::LockRecovered {
+                pid: record.pid,
+                why,
+                phase: record.phase.to_string(),
+            });
+            if orphan {
+                teller.emit(RunEvent::Told(Told::OrphanStopped));
             }
         }
-        if stale_started.is_some() {
-            self.lock.set_recovering(None)?;
+        Some(Takeover::Unreadable { path }) => {
+            teller.emit(RunEvent::Told(Told::LeftoverRemoved {
+                path: path.display().to_string(),
+                what: Leftover::UnreadableLock,
+            }));
         }
-        Ok(())
+        Some(Takeover::LegacyDir { path }) => {
+            teller.emit(RunEvent::Told(Told::LeftoverRemoved {
+                path: path.display().to_string(),
+                what: Leftover::ScriptLock,
+            }));
+        }
+        None => {}
     }
+    // A kern killed while writing SPEC.md or LEARNINGS.md leaves its temp file beside
+    // them: in the work tree, where it would block a new task or land in a commit.
+    if let Some(dir) = ws.spec_path.parent() {
+        for path in crate::atomic_file::remove_leftovers(dir) {
+            teller.emit(RunEvent::Told(Told::LeftoverRemoved {
+                path: path.display().to_string(),
+                what: Leftover::TempFile,
+            }));
+        }
+    }
+    if let Some(started) = stale_started {
+        for path in ws.repo.recover_ref_locks(started)? {
+            teller.emit(RunEvent::Told(Told::LeftoverRemoved {
+                path: path.display().to_string(),
+                what: Leftover::GitLock,
+            }));
+        }
+    }
+    if ws.repo.index_lock_present() {
+        let Some(started) = stale_started else {
+            return Err(Error::IndexLocked {
+                path: ws.repo.git().path().join("index.lock"),
+            });
+        };
+        if let Some(path) = ws.repo.recover_index_lock(started)? {
+            teller.emit(RunEvent::Told(Told::LeftoverRemoved {
+                path: path.display().to_string(),
+                what: Leftover::GitLock,
+            }));
+        }
+    }
+    if stale_started.is_some() {
+        lock.set_recovering(None)?;
+    }
+    Ok(())
 }

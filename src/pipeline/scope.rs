@@ -19,10 +19,12 @@ use std::path::PathBuf;
 
 use globset::{Glob, GlobSetBuilder};
 
-use super::{Run, TaskRun};
+use super::TaskRun;
+use super::guard::SpecGuard;
 use crate::cli::ScopeMode;
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
+use crate::state::lock::RunLock;
 use crate::text;
 
 /// Lockfiles and the manifests they belong to.
@@ -104,79 +106,92 @@ fn split(path: &str) -> (&str, &str) {
     path.rsplit_once('/').unwrap_or(("", path))
 }
 
-impl Run<'_> {
-    /// Sets aside (or, strict, fails the attempt for) what the task changed outside its Scope;
-    /// `Some` when the iteration ended.
-    pub(super) fn scope_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        if it.start.scope.is_empty() || self.settings.scope == ScopeMode::Off {
-            return Ok(None);
-        }
-        let changed: Vec<String> = self
-            .changed_paths(it)?
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect();
-        let mut out = outside(&it.start.scope, &changed)?;
-        // A task tested first: its red tests are its proof, wherever they are.
-        if let Some(red) = it.start.red_of(&it.identity) {
-            out.retain(|p| !red.tests.contains(p));
-        }
-        if out.is_empty() {
-            return Ok(None);
-        }
-        let names = out
-            .iter()
-            .map(|p| format!("`{p}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        if self.settings.scope == ScopeMode::Strict {
-            let note = crate::reporter::voice::out_of_scope(&it.start.scope, &out);
-            self.teller.emit(RunEvent::Told(Told::OutOfScope {
-                scope: it.start.scope.clone(),
-                paths: out.clone(),
-            }));
-            let attempts = self.attempts(it)?;
-            return match super::decide::after_check(
-                super::decide::CheckResult::Failed(note),
-                &attempts,
-                self.settings.max_attempts,
-            ) {
-                super::decide::Next::End(decision) => self.end_task(it, decision).map(Some),
-                super::decide::Next::Go(()) => Ok(None),
-            };
-        }
-        let slug = text::slug(&it.title);
-        let saved = self.next_ref(&format!("refs/kern/saved/{slug}/out-of-scope-"))?;
-        let paths: Vec<PathBuf> = out.iter().map(PathBuf::from).collect();
-        self.put_aside(
-            &saved,
-            &paths,
-            &format!(
-                "kern: what {} changed outside its Scope\n",
-                crate::spec::Quoted(&it.title)
-            ),
-        )?;
-        let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
-        self.teller.emit(RunEvent::Told(Told::ScopeSetAside {
-            task: it.title.clone(),
-            note: note.clone(),
+/// Sets aside (or, strict, fails the attempt for) what the task changed outside its Scope;
+/// `Some` when the iteration ended (see [`super::end::end_task`] for the guard, the lock and
+/// the left-out paths).
+pub(super) fn scope_gate(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+) -> Result<Option<IterationEnd>> {
+    if it.start.scope.is_empty() || guard.cx.settings.scope == ScopeMode::Off {
+        return Ok(None);
+    }
+    let changed: Vec<String> = crate::pipeline::audit::changed_paths(
+        &guard.cx.ws.repo,
+        &crate::pipeline::audit::untouchable(guard.cx.ws, &it.start.excluded, left_out),
+    )?
+    .iter()
+    .map(|p| p.to_string_lossy().into_owned())
+    .collect();
+    let mut out = outside(&it.start.scope, &changed)?;
+    // A task tested first: its red tests are its proof, wherever they are.
+    if let Some(red) = it.start.red_of(&it.identity) {
+        out.retain(|p| !red.tests.contains(p));
+    }
+    if out.is_empty() {
+        return Ok(None);
+    }
+    let names = out
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if guard.cx.settings.scope == ScopeMode::Strict {
+        let note = crate::reporter::voice::out_of_scope(&it.start.scope, &out);
+        guard.teller.emit(RunEvent::Told(Told::OutOfScope {
+            scope: it.start.scope.clone(),
+            paths: out.clone(),
         }));
-        self.teller.emit(RunEvent::SetAside {
-            task: it.title.clone(),
-            git_ref: saved,
-            paths: out,
-            why: "outside the task's Scope".into(),
-        });
-        // Written now, so that it lands in the task's own commit however the task gets there
-        // (a parallel task is committed by the run, from SPEC.md as it then is).
-        let edits = [crate::spec::Edit::AddOutOfScope(note)];
-        match self.task_now(it, &edits)? {
-            super::guard::TaskNow::Ours(ticket) => {
-                self.edit_task(it, ticket, &edits)?;
-                Ok(None)
+        let attempts = guard.attempts(it)?;
+        return match super::decide::after_check(
+            super::decide::CheckResult::Failed(note),
+            &attempts,
+            guard.cx.settings.max_attempts,
+        ) {
+            super::decide::Next::End(decision) => {
+                super::end::end_task(guard, lock, left_out, it, decision).map(Some)
             }
-            other => self.follow_person(it, &other).map(Some),
+            super::decide::Next::Go(()) => Ok(None),
+        };
+    }
+    let slug = text::slug(&it.title);
+    let saved = crate::pipeline::audit::next_ref(
+        &guard.cx.ws.repo,
+        &format!("refs/kern/saved/{slug}/out-of-scope-"),
+    )?;
+    let paths: Vec<PathBuf> = out.iter().map(PathBuf::from).collect();
+    crate::pipeline::audit::put_aside(
+        guard.cx.ws,
+        guard.spec,
+        &saved,
+        &paths,
+        &format!(
+            "kern: what {} changed outside its Scope\n",
+            crate::spec::Quoted(&it.title)
+        ),
+    )?;
+    let note = format!("{names} set aside at `{saved}` (outside the task's Scope)");
+    guard.teller.emit(RunEvent::Told(Told::ScopeSetAside {
+        task: it.title.clone(),
+        note: note.clone(),
+    }));
+    guard.teller.emit(RunEvent::SetAside {
+        task: it.title.clone(),
+        git_ref: saved,
+        paths: out,
+        why: "outside the task's Scope".into(),
+    });
+    // Written now, so that it lands in the task's own commit however the task gets there
+    // (a parallel task is committed by the run, from SPEC.md as it then is).
+    let edits = [crate::spec::Edit::AddOutOfScope(note)];
+    match guard.task_now(it, &edits)? {
+        super::guard::TaskNow::Ours(ticket) => {
+            guard.edit_task(it, ticket, &edits)?;
+            Ok(None)
         }
+        other => super::end::follow_person(guard, lock, left_out, it, &other).map(Some),
     }
 }
 

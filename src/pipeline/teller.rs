@@ -153,3 +153,28 @@ fn moved_by(event: &RunEvent) -> Moved {
         e => Moved::Event { event: e.name() },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_countdown_tells_the_heartbeat_its_end_and_any_other_happening_its_name() {
+        let waiting = RunEvent::Told(Told::Waiting {
+            reason: "next iteration".into(),
+            remaining: std::time::Duration::from_secs(600),
+        });
+        let before = crate::timestamp::Timestamp::now().epoch_seconds();
+        match moved_by(&waiting) {
+            Moved::Waiting { until } => {
+                let until = until.epoch_seconds();
+                assert!((before + 600..=before + 602).contains(&until), "{until}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            moved_by(&RunEvent::Hangup {}),
+            Moved::Event { event } if event == RunEvent::Hangup {}.name()
+        ));
+    }
+}

@@ -31,7 +31,9 @@ use std::path::PathBuf;
 
 use super::check;
 use super::decide::{self, CheckResult, Next};
-use super::{Run, TaskRun};
+use super::end;
+use super::guard::SpecGuard;
+use super::{Cx, TaskRun};
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent};
 use crate::settings::Settings;
@@ -39,7 +41,7 @@ use crate::spec::{Task, TestsFirst};
 use crate::stage::{TestsReport, TestsStatus};
 use crate::state::journal::{self, Red};
 use crate::state::lock::Phase;
-use crate::state::resume::StageFiles;
+use crate::state::lock::RunLock;
 
 /// Lines of the command's output kept for the record, the review and the next prompt.
 const OUTPUT_LINES: usize = 20;
@@ -207,262 +209,261 @@ pub(crate) fn step_due(
         && !decide::decomposition_due(&decide::Attempts::of(task), settings.max_attempts)
 }
 
-impl Run<'_> {
-    /// Before implement: for a task tested first whose tests were not seen red yet, the tests
-    /// step, then the red check (see the module docs); `Some` when the iteration ended.
-    pub(super) async fn tests_step(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        let Some(command) = it.start.tests_first.clone() else {
-            return Ok(None);
-        };
-        if it.start.red_of(&it.identity).is_some() {
-            return Ok(None);
-        }
-        let attempts = self.attempts(it)?;
-        if decide::decomposition_due(&attempts, self.settings.max_attempts) {
-            return Ok(None);
-        }
-        // A run that stopped after the tests step goes on from its record.
-        let outcome = match StageFiles::read(&self.ws.state_dir, &it.identity).tests {
-            Some(report) => Ok(report),
-            None => {
-                if let Some(end) = self.still_ours(it)? {
-                    return Ok(Some(end));
-                }
-                self.stage::<TestsReport>(it, None).await?.outcome
-            }
-        };
-        let attempts = self.attempts(it)?;
-        let report = match after_tests(outcome, &attempts, self.settings.max_attempts) {
-            Next::End(decision) => return self.end_task(it, decision).map(Some),
-            Next::Go(report) => report,
-        };
-        let top = self.ws.repo.top().to_path_buf();
-        let changed = self.changed_since_start(it)?;
-        let (held, outside) = sort_changes(&changed, &report.tests, &|p| top.join(p).is_file());
-        let slug = crate::text::slug(&it.title);
-        if !outside.is_empty() {
-            let saved = self.next_ref(&format!("refs/kern/saved/{slug}/tests-"))?;
-            let paths: Vec<PathBuf> = outside.iter().map(PathBuf::from).collect();
-            self.put_aside(
-                &saved,
-                &paths,
-                &format!(
-                    "kern: what the tests step of {} changed that is not a test\n",
-                    crate::spec::Quoted(&it.title)
-                ),
-            )?;
-            self.teller.emit(RunEvent::Violation {
-                task: Some(it.title.clone()),
-                stage: crate::stage::Stage::Tests,
-                violations: vec![format!(
-                    "the tests step changed files that are not tests (or deleted tests): {} (set aside at `{saved}` before the red check)",
-                    outside.join(", ")
-                )],
-                reverted: outside,
-                saved: vec![saved],
-            });
-        }
-        if held.is_empty() {
-            return self.failed(it, NO_TESTS);
-        }
-        let paths: Vec<PathBuf> = held.iter().map(PathBuf::from).collect();
-        let saved = self.next_ref(&format!("refs/kern/tests/{slug}/"))?;
-        let commit = self.ws.repo.save_paths(
+/// The red check of `command` after the tests step that ended with `outcome` (see the module
+/// docs; the loop runs the step itself, `Run::tests_step`); `Some` when the iteration ended.
+pub(super) async fn red_check(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    command: String,
+    outcome: std::result::Result<TestsReport, String>,
+) -> Result<Option<IterationEnd>> {
+    let attempts = guard.attempts(it)?;
+    let report = match after_tests(outcome, &attempts, guard.cx.settings.max_attempts) {
+        Next::End(decision) => return end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(report) => report,
+    };
+    let top = guard.cx.ws.repo.top().to_path_buf();
+    let changed = super::verify::changed_since_start(guard.cx.ws, left_out, it)?;
+    let (held, outside) = sort_changes(&changed, &report.tests, &|p| top.join(p).is_file());
+    let slug = crate::text::slug(&it.title);
+    if !outside.is_empty() {
+        let saved = crate::pipeline::audit::next_ref(
+            &guard.cx.ws.repo,
+            &format!("refs/kern/saved/{slug}/tests-"),
+        )?;
+        let paths: Vec<PathBuf> = outside.iter().map(PathBuf::from).collect();
+        crate::pipeline::audit::put_aside(
+            guard.cx.ws,
+            guard.spec,
             &saved,
             &paths,
             &format!(
-                "kern: the tests of {}, as the tests step wrote them\n",
+                "kern: what the tests step of {} changed that is not a test\n",
                 crate::spec::Quoted(&it.title)
             ),
         )?;
-        self.lock.set_phase(Phase::Check)?;
-        let fence = self.checks_fence();
+        guard.teller.emit(RunEvent::Violation {
+            task: Some(it.title.clone()),
+            stage: crate::stage::Stage::Tests,
+            violations: vec![format!(
+                "the tests step changed files that are not tests (or deleted tests): {} (set aside at `{saved}` before the red check)",
+                outside.join(", ")
+            )],
+            reverted: outside,
+            saved: vec![saved],
+        });
+    }
+    if held.is_empty() {
+        return failed(guard, lock, left_out, it, NO_TESTS);
+    }
+    let paths: Vec<PathBuf> = held.iter().map(PathBuf::from).collect();
+    let saved =
+        crate::pipeline::audit::next_ref(&guard.cx.ws.repo, &format!("refs/kern/tests/{slug}/"))?;
+    let commit = guard.cx.ws.repo.save_paths(
+        &saved,
+        &paths,
+        &format!(
+            "kern: the tests of {}, as the tests step wrote them\n",
+            crate::spec::Quoted(&it.title)
+        ),
+    )?;
+    lock.set_phase(Phase::Check)?;
+    let fence = crate::pipeline::fence::checks_fence(guard.cx);
+    let (result, denied) = check::run(
+        &command,
+        &top,
+        guard.cx.settings.check_timeout,
+        &guard.cx.ws.state_dir.red_log(),
+        guard.cx.interrupt,
+        fence,
+    )
+    .await?;
+    let said = crate::pipeline::fence::fence_denied(
+        guard.cx,
+        guard.teller,
+        Some(&it.title),
+        "tests",
+        denied.as_ref(),
+    );
+    it.heard_denied(said);
+    guard.spec.next_step();
+    let red = matches!(result, CheckResult::Failed(_));
+    let output = match result {
+        CheckResult::Passed => tail(&read_lossy(&guard.cx.ws.state_dir.red_log())),
+        CheckResult::Failed(note) => printed(&note),
+    };
+    guard.teller.emit(RunEvent::TestsRed {
+        task: it.title.clone(),
+        command: command.clone(),
+        tests: held.clone(),
+        failed: red,
+        output: output.clone(),
+    });
+    if !red {
+        return failed(guard, lock, left_out, it, &already_passes(&command, &held));
+    }
+    it.start.red = Some(Red {
+        task: it.identity.clone(),
+        tests: held,
+        saved,
+        commit: commit.to_string(),
+        output,
+        green: None,
+    });
+    journal::save(&guard.cx.ws.state_dir.task_start(), &it.start)?;
+    Ok(None)
+}
+
+/// Right after implement: the task's held tests as the tests step wrote them, else they
+/// are put back and the attempt fails; `Some` when the iteration ended.
+pub(super) fn tests_held(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+) -> Result<Option<IterationEnd>> {
+    let (Some(command), Some(red)) = (
+        it.start.tests_first.clone(),
+        it.start.red_of(&it.identity).cloned(),
+    ) else {
+        return Ok(None);
+    };
+    let Ok(commit) = crate::oid::parse(&red.commit) else {
+        return Ok(None);
+    };
+    let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
+    let differ = guard.cx.ws.repo.differ_from(commit, &paths)?;
+    if differ.is_empty() {
+        return Ok(None);
+    }
+    let top = guard.cx.ws.repo.top();
+    let changed: Vec<String> = differ.iter().map(|p| p.display().to_string()).collect();
+    let gone: Vec<String> = changed
+        .iter()
+        .filter(|p| !top.join(p).exists())
+        .cloned()
+        .collect();
+    guard.cx.ws.repo.put_back_from(commit, &differ)?;
+    guard.teller.emit(RunEvent::TestsGreen {
+        task: it.title.clone(),
+        command: command.clone(),
+        tests: red.tests.clone(),
+        changed: changed.clone(),
+        passed: false,
+        output: None,
+    });
+    record_tests_first(guard.cx, &command, &red, false)?;
+    failed(guard, lock, left_out, it, &tests_changed(&changed, &gone))
+}
+
+/// After the check gate: the task's tests must pass now; `Some` when the iteration ended.
+pub(super) async fn green_gate(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+) -> Result<Option<IterationEnd>> {
+    let Some(command) = it.start.tests_first.clone() else {
+        return Ok(None);
+    };
+    let Some(mut red) = it.start.red_of(&it.identity).cloned() else {
+        return failed(guard, lock, left_out, it, NEVER_RED);
+    };
+    let check = it
+        .start
+        .check
+        .clone()
+        .or_else(|| guard.cx.settings.check.clone());
+    // The check gate just ran this very command, and it passed.
+    let result = if check.as_deref() == Some(command.as_str()) {
+        CheckResult::Passed
+    } else {
+        lock.set_phase(Phase::Check)?;
+        let fence = crate::pipeline::fence::checks_fence(guard.cx);
         let (result, denied) = check::run(
             &command,
-            &top,
-            self.settings.check_timeout,
-            &self.ws.state_dir.red_log(),
-            self.interrupt,
+            guard.cx.ws.repo.top(),
+            guard.cx.settings.check_timeout,
+            &guard.cx.ws.state_dir.green_log(),
+            guard.cx.interrupt,
             fence,
         )
         .await?;
-        let said = self.fence_denied(Some(&it.title), "tests", denied.as_ref());
+        let said = crate::pipeline::fence::fence_denied(
+            guard.cx,
+            guard.teller,
+            Some(&it.title),
+            "tests",
+            denied.as_ref(),
+        );
         it.heard_denied(said);
-        self.spec.next_step();
-        let red = matches!(result, CheckResult::Failed(_));
-        let output = match result {
-            CheckResult::Passed => tail(&read_lossy(&self.ws.state_dir.red_log())),
-            CheckResult::Failed(note) => printed(&note),
-        };
-        self.teller.emit(RunEvent::TestsRed {
-            task: it.title.clone(),
-            command: command.clone(),
-            tests: held.clone(),
-            failed: red,
-            output: output.clone(),
-        });
-        if !red {
-            return self.failed(it, &already_passes(&command, &held));
+        guard.spec.next_step();
+        result
+    };
+    let log = if check.as_deref() == Some(command.as_str()) {
+        guard.cx.ws.state_dir.check_log()
+    } else {
+        guard.cx.ws.state_dir.green_log()
+    };
+    let output = match &result {
+        CheckResult::Passed => tail(&read_lossy(&log)),
+        CheckResult::Failed(note) => printed(note),
+    };
+    let passed = result == CheckResult::Passed;
+    guard.teller.emit(RunEvent::TestsGreen {
+        task: it.title.clone(),
+        command: command.clone(),
+        tests: red.tests.clone(),
+        changed: Vec::new(),
+        passed,
+        output: Some(output.clone()),
+    });
+    red.green = Some(output);
+    record_tests_first(guard.cx, &command, &red, passed)?;
+    match result {
+        CheckResult::Passed => {
+            it.start.red = Some(red);
+            journal::save(&guard.cx.ws.state_dir.task_start(), &it.start)?;
+            Ok(None)
         }
-        it.start.red = Some(Red {
-            task: it.identity.clone(),
-            tests: held,
-            saved,
-            commit: commit.to_string(),
-            output,
-            green: None,
-        });
-        journal::save(&self.ws.state_dir.task_start(), &it.start)?;
-        Ok(None)
+        CheckResult::Failed(note) => failed(guard, lock, left_out, it, &note),
     }
+}
 
-    /// Right after implement: the task's held tests as the tests step wrote them, else they
-    /// are put back and the attempt fails; `Some` when the iteration ended.
-    pub(super) fn tests_held(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        let (Some(command), Some(red)) = (
-            it.start.tests_first.clone(),
-            it.start.red_of(&it.identity).cloned(),
-        ) else {
-            return Ok(None);
-        };
-        let Ok(commit) = crate::oid::parse(&red.commit) else {
-            return Ok(None);
-        };
-        let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
-        let differ = self.ws.repo.differ_from(commit, &paths)?;
-        if differ.is_empty() {
-            return Ok(None);
-        }
-        let top = self.ws.repo.top();
-        let changed: Vec<String> = differ.iter().map(|p| p.display().to_string()).collect();
-        let gone: Vec<String> = changed
-            .iter()
-            .filter(|p| !top.join(p).exists())
-            .cloned()
-            .collect();
-        self.ws.repo.put_back_from(commit, &differ)?;
-        self.teller.emit(RunEvent::TestsGreen {
-            task: it.title.clone(),
-            command: command.clone(),
+/// A failed attempt with `note`; `Some` when the iteration ended.
+fn failed(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+    note: &str,
+) -> Result<Option<IterationEnd>> {
+    let attempts = guard.attempts(it)?;
+    match decide::after_check(
+        CheckResult::Failed(note.to_string()),
+        &attempts,
+        guard.cx.settings.max_attempts,
+    ) {
+        Next::End(decision) => end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(()) => Ok(None),
+    }
+}
+
+/// Writes what the task's tests did into the implement stage's record (`stage2.json`,
+/// `kern.tests_first`), for jq.
+fn record_tests_first(cx: Cx, command: &str, red: &Red, green: bool) -> Result<()> {
+    super::verify::annotate_implement_record(&cx.ws.state_dir, |kern| {
+        kern.tests_first = Some(crate::stage::record::TestsFirstRecord {
+            command: command.to_string(),
             tests: red.tests.clone(),
-            changed: changed.clone(),
-            passed: false,
-            output: None,
+            saved: red.saved.clone(),
+            red: red.output.clone(),
+            green: red.green.clone().filter(|_| green),
+            passed: green,
         });
-        self.record_tests_first(&command, &red, false)?;
-        self.failed(it, &tests_changed(&changed, &gone))
-    }
-
-    /// After the check gate: the task's tests must pass now; `Some` when the iteration ended.
-    pub(super) async fn green_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        let Some(command) = it.start.tests_first.clone() else {
-            return Ok(None);
-        };
-        let Some(mut red) = it.start.red_of(&it.identity).cloned() else {
-            return self.failed(it, NEVER_RED);
-        };
-        let check = it
-            .start
-            .check
-            .clone()
-            .or_else(|| self.settings.check.clone());
-        // The check gate just ran this very command, and it passed.
-        let result = if check.as_deref() == Some(command.as_str()) {
-            CheckResult::Passed
-        } else {
-            self.lock.set_phase(Phase::Check)?;
-            let fence = self.checks_fence();
-            let (result, denied) = check::run(
-                &command,
-                self.ws.repo.top(),
-                self.settings.check_timeout,
-                &self.ws.state_dir.green_log(),
-                self.interrupt,
-                fence,
-            )
-            .await?;
-            let said = self.fence_denied(Some(&it.title), "tests", denied.as_ref());
-            it.heard_denied(said);
-            self.spec.next_step();
-            result
-        };
-        let log = if check.as_deref() == Some(command.as_str()) {
-            self.ws.state_dir.check_log()
-        } else {
-            self.ws.state_dir.green_log()
-        };
-        let output = match &result {
-            CheckResult::Passed => tail(&read_lossy(&log)),
-            CheckResult::Failed(note) => printed(note),
-        };
-        let passed = result == CheckResult::Passed;
-        self.teller.emit(RunEvent::TestsGreen {
-            task: it.title.clone(),
-            command: command.clone(),
-            tests: red.tests.clone(),
-            changed: Vec::new(),
-            passed,
-            output: Some(output.clone()),
-        });
-        red.green = Some(output);
-        self.record_tests_first(&command, &red, passed)?;
-        match result {
-            CheckResult::Passed => {
-                it.start.red = Some(red);
-                journal::save(&self.ws.state_dir.task_start(), &it.start)?;
-                Ok(None)
-            }
-            CheckResult::Failed(note) => self.failed(it, &note),
-        }
-    }
-
-    /// The task was split into subtasks: its held tests (they prove the whole task, which no
-    /// subtask alone makes pass) leave the work tree — they stay at the commit they were saved
-    /// at — and each subtask starts without them.
-    pub(super) fn tests_of_split_task(&mut self, it: &mut TaskRun) -> Result<()> {
-        let Some(red) = it.start.red_of(&it.identity).cloned() else {
-            return Ok(());
-        };
-        let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
-        self.ws.repo.restore_paths(&paths)?;
-        self.spec.next_step();
-        self.teller.emit(RunEvent::SetAside {
-            task: it.title.clone(),
-            git_ref: red.saved.clone(),
-            paths: red.tests.clone(),
-            why: "the task was split: its tests wait there for the whole of it".into(),
-        });
-        it.start.red = None;
-        journal::save(&self.ws.state_dir.task_start(), &it.start)
-    }
-
-    /// A failed attempt with `note`; `Some` when the iteration ended.
-    fn failed(&mut self, it: &mut TaskRun, note: &str) -> Result<Option<IterationEnd>> {
-        let attempts = self.attempts(it)?;
-        match decide::after_check(
-            CheckResult::Failed(note.to_string()),
-            &attempts,
-            self.settings.max_attempts,
-        ) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(()) => Ok(None),
-        }
-    }
-
-    /// Writes what the task's tests did into the implement stage's record (`stage2.json`,
-    /// `kern.tests_first`), for jq.
-    fn record_tests_first(&self, command: &str, red: &Red, green: bool) -> Result<()> {
-        self.annotate_implement_record(|kern| {
-            kern.tests_first = Some(crate::stage::record::TestsFirstRecord {
-                command: command.to_string(),
-                tests: red.tests.clone(),
-                saved: red.saved.clone(),
-                red: red.output.clone(),
-                green: red.green.clone().filter(|_| green),
-                passed: green,
-            });
-        })
-    }
+    })
 }
 
 #[cfg(test)]

@@ -13,16 +13,19 @@
 //!   output in `must.log`).
 //! - An existing test file is one the task's base commit holds; a new test file is fine.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use super::TaskRun;
 use super::check;
 use super::decide::CheckResult;
 use super::decide::{self, Next};
-use super::{Run, TaskRun};
+use super::guard::SpecGuard;
 use crate::error::Result;
 use crate::event::{IterationEnd, RunEvent};
 use crate::spec::MustHave;
-use crate::state::lock::Phase;
+use crate::state::StateDir;
+use crate::state::lock::{Phase, RunLock};
+use crate::workspace::Workspace;
 
 /// What kern found for one must-have.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,158 +110,169 @@ pub(crate) fn weakened_tests(
         .collect()
 }
 
-impl Run<'_> {
-    /// Checks the task's must-haves and read-only tests (see the module docs); `Some` when the
-    /// attempt failed and the task's iteration ended. The findings go to `it.verified` for the
-    /// review.
-    pub(super) async fn verify_gate(&mut self, it: &mut TaskRun) -> Result<Option<IterationEnd>> {
-        let musts: Vec<(MustHave, Option<bool>)> = it
-            .start
-            .must
-            .iter()
-            .filter_map(|(line, held)| {
-                crate::spec::parse_must(line)
-                    .into_iter()
-                    .next()
-                    .and_then(std::result::Result::ok)
-                    .map(|m| (m, *held))
-            })
-            .collect();
-        let read_only = it.start.tests_read_only
-            || self.settings.tests_read_only
-            || it.start.tests_first.is_some();
-        if musts.is_empty() && !read_only {
-            return Ok(None);
-        }
-        self.lock.set_phase(Phase::Check)?;
-        let top = self.ws.repo.top().to_path_buf();
-        let mut findings = Vec::new();
-        for (must, held) in musts {
-            let (passed, seen) = match &must {
-                MustHave::Run { command } => {
-                    let log = self.ws.state_dir.check_log().with_file_name("must.log");
-                    let fence = self.checks_fence();
-                    let (result, denied) = check::run(
-                        command,
-                        &top,
-                        self.settings.check_timeout,
-                        &log,
-                        self.interrupt,
-                        fence,
-                    )
-                    .await?;
-                    let said = self.fence_denied(Some(&it.title), "must-have", denied.as_ref());
-                    it.heard_denied(said);
-                    self.spec.next_step();
-                    match result {
-                        CheckResult::Passed => (true, "exit 0".to_string()),
-                        CheckResult::Failed(note) => (false, note),
-                    }
+/// Adds what kern found after implement (the must-haves, the tests of a task tested
+/// first) to the implement stage's record in `state_dir`, through the stage runner's writer.
+pub(super) fn annotate_implement_record(
+    state_dir: &StateDir,
+    add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
+) -> Result<()> {
+    super::stage::runner::annotate_record(state_dir, crate::stage::Stage::Implement, add)
+}
+
+/// The paths the task changed since its base commit: its commits' and the work tree's (less
+/// what no audit may touch: see [`super::audit::untouchable`]).
+pub(super) fn changed_since_start(
+    ws: &Workspace,
+    left_out: &[PathBuf],
+    it: &TaskRun,
+) -> Result<Vec<String>> {
+    let mut changed: Vec<String> = crate::pipeline::audit::changed_paths(
+        &ws.repo,
+        &crate::pipeline::audit::untouchable(ws, &it.start.excluded, left_out),
+    )?
+    .iter()
+    .map(|p| p.to_string_lossy().into_owned())
+    .collect();
+    if let (Some(base), Some(head)) = (it.start.base_oid(), ws.repo.head_oid())
+        && base != head
+    {
+        changed.extend(ws.repo.paths_between(
+            super::audit::tree_of(&ws.repo, base)?,
+            super::audit::tree_of(&ws.repo, head)?,
+        )?);
+    }
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
+}
+
+/// Checks the task's must-haves and read-only tests (see the module docs); `Some` when the
+/// attempt failed and the task's iteration ended. The findings go to `it.verified` for the
+/// review.
+pub(super) async fn verify_gate(
+    guard: &SpecGuard<'_, '_>,
+    lock: &mut RunLock,
+    left_out: &[PathBuf],
+    it: &mut TaskRun,
+) -> Result<Option<IterationEnd>> {
+    let musts: Vec<(MustHave, Option<bool>)> = it
+        .start
+        .must
+        .iter()
+        .filter_map(|(line, held)| {
+            crate::spec::parse_must(line)
+                .into_iter()
+                .next()
+                .and_then(std::result::Result::ok)
+                .map(|m| (m, *held))
+        })
+        .collect();
+    let read_only = it.start.tests_read_only
+        || guard.cx.settings.tests_read_only
+        || it.start.tests_first.is_some();
+    if musts.is_empty() && !read_only {
+        return Ok(None);
+    }
+    lock.set_phase(Phase::Check)?;
+    let top = guard.cx.ws.repo.top().to_path_buf();
+    let mut findings = Vec::new();
+    for (must, held) in musts {
+        let (passed, seen) = match &must {
+            MustHave::Run { command } => {
+                let log = guard.cx.ws.state_dir.check_log().with_file_name("must.log");
+                let fence = crate::pipeline::fence::checks_fence(guard.cx);
+                let (result, denied) = check::run(
+                    command,
+                    &top,
+                    guard.cx.settings.check_timeout,
+                    &log,
+                    guard.cx.interrupt,
+                    fence,
+                )
+                .await?;
+                let said = crate::pipeline::fence::fence_denied(
+                    guard.cx,
+                    guard.teller,
+                    Some(&it.title),
+                    "must-have",
+                    denied.as_ref(),
+                );
+                it.heard_denied(said);
+                guard.spec.next_step();
+                match result {
+                    CheckResult::Passed => (true, "exit 0".to_string()),
+                    CheckResult::Failed(note) => (false, note),
                 }
-                other => judge_file(&top, other),
-            };
-            findings.push(Finding {
-                what: must.to_string(),
-                passed,
-                seen,
-                no_evidence: held == Some(true),
-            });
-        }
-        if read_only {
-            let changed = self.changed_since_start(it)?;
-            let base = it.start.base_oid();
-            let repo = &self.ws.repo;
-            // A task tested first: its own tests are held by `tests_first`, not here.
-            let held = it
-                .start
-                .red_of(&it.identity)
-                .map(|r| r.tests.clone())
-                .unwrap_or_default();
-            let weakened: Vec<String> = weakened_tests(&changed, &|p| {
-                base.is_some_and(|b| repo.file_at(b, Path::new(p)))
-            })
-            .into_iter()
-            .filter(|p| !held.contains(p))
-            .collect();
-            findings.push(Finding {
-                what: "tests read-only".into(),
-                passed: weakened.is_empty(),
-                seen: if weakened.is_empty() {
-                    "no existing test file changed".into()
-                } else {
-                    format!(
-                        "existing test files changed or deleted: {}",
-                        weakened.join(", ")
-                    )
-                },
-                no_evidence: false,
-            });
-        }
-        let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
-        self.teller.emit(RunEvent::Must {
-            task: it.title.clone(),
-            findings: findings.iter().map(Finding::line).collect(),
-            passed: failed.is_empty(),
-            held: findings.iter().map(|f| f.passed).collect(),
+            }
+            other => judge_file(&top, other),
+        };
+        findings.push(Finding {
+            what: must.to_string(),
+            passed,
+            seen,
+            no_evidence: held == Some(true),
         });
-        it.verified = findings.iter().map(Finding::line).collect();
-        // The implement stage's record carries them too, for jq.
-        let verified = it.verified.clone();
-        self.annotate_implement_record(|kern| kern.must = verified)?;
-        if failed.is_empty() {
-            return Ok(None);
-        }
-        let note = format!(
-            "kern's check of the must-haves failed: {}",
-            failed
-                .iter()
-                .map(|f| format!("`{}` — {}", f.what, first_lines(&f.seen, 5)))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        let attempts = self.attempts(it)?;
-        match decide::after_check(
-            CheckResult::Failed(note),
-            &attempts,
-            self.settings.max_attempts,
-        ) {
-            Next::End(decision) => self.end_task(it, decision).map(Some),
-            Next::Go(()) => Ok(None),
-        }
     }
-
-    /// Adds what kern found after implement (the must-haves, the tests of a task tested
-    /// first) to the implement stage's record, through the stage runner's writer.
-    pub(super) fn annotate_implement_record(
-        &self,
-        add: impl FnOnce(&mut crate::stage::record::KernEnvelope),
-    ) -> Result<()> {
-        super::stage::runner::annotate_record(
-            &self.ws.state_dir,
-            crate::stage::Stage::Implement,
-            add,
-        )
+    if read_only {
+        let changed = changed_since_start(guard.cx.ws, left_out, it)?;
+        let base = it.start.base_oid();
+        let repo = &guard.cx.ws.repo;
+        // A task tested first: its own tests are held by `tests_first`, not here.
+        let held = it
+            .start
+            .red_of(&it.identity)
+            .map(|r| r.tests.clone())
+            .unwrap_or_default();
+        let weakened: Vec<String> = weakened_tests(&changed, &|p| {
+            base.is_some_and(|b| repo.file_at(b, Path::new(p)))
+        })
+        .into_iter()
+        .filter(|p| !held.contains(p))
+        .collect();
+        findings.push(Finding {
+            what: "tests read-only".into(),
+            passed: weakened.is_empty(),
+            seen: if weakened.is_empty() {
+                "no existing test file changed".into()
+            } else {
+                format!(
+                    "existing test files changed or deleted: {}",
+                    weakened.join(", ")
+                )
+            },
+            no_evidence: false,
+        });
     }
-
-    /// The paths the task changed since its base commit: its commits' and the work tree's.
-    pub(super) fn changed_since_start(&self, it: &TaskRun) -> Result<Vec<String>> {
-        let mut changed: Vec<String> = self
-            .changed_paths(it)?
+    let failed: Vec<&Finding> = findings.iter().filter(|f| !f.passed).collect();
+    guard.teller.emit(RunEvent::Must {
+        task: it.title.clone(),
+        findings: findings.iter().map(Finding::line).collect(),
+        passed: failed.is_empty(),
+        held: findings.iter().map(|f| f.passed).collect(),
+    });
+    it.verified = findings.iter().map(Finding::line).collect();
+    // The implement stage's record carries them too, for jq.
+    let verified = it.verified.clone();
+    annotate_implement_record(&guard.cx.ws.state_dir, |kern| kern.must = verified)?;
+    if failed.is_empty() {
+        return Ok(None);
+    }
+    let note = format!(
+        "kern's check of the must-haves failed: {}",
+        failed
             .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect();
-        if let (Some(base), Some(head)) = (it.start.base_oid(), self.ws.repo.head_oid())
-            && base != head
-        {
-            changed.extend(
-                self.ws
-                    .repo
-                    .paths_between(self.tree_of(base)?, self.tree_of(head)?)?,
-            );
-        }
-        changed.sort();
-        changed.dedup();
-        Ok(changed)
+            .map(|f| format!("`{}` — {}", f.what, first_lines(&f.seen, 5)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let attempts = guard.attempts(it)?;
+    match decide::after_check(
+        CheckResult::Failed(note),
+        &attempts,
+        guard.cx.settings.max_attempts,
+    ) {
+        Next::End(decision) => super::end::end_task(guard, lock, left_out, it, decision).map(Some),
+        Next::Go(()) => Ok(None),
     }
 }
 

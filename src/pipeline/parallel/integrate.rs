@@ -11,33 +11,22 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, LeftOutFile, RunEvent, Told};
 use crate::pipeline::commit::Integrated;
+use crate::pipeline::guard::SpecGuard;
+use crate::pipeline::ledger::Ledger;
 use crate::pipeline::remote::Landing;
-use crate::pipeline::{Run, TaskRun};
+use crate::pipeline::teller::Teller;
+use crate::pipeline::{Cx, Run, TaskRun};
 use crate::repository::Applied;
 use crate::spec::Quoted;
-use crate::stage::Stage;
+use crate::stage::{ImplementReport, ReviewReport, Stage};
 use crate::state::journal::{self, Integrating, TaskStart};
-use crate::state::lock::Phase;
+use crate::state::lock::{Phase, RunLock};
 use crate::state::resume::{self, ResumePoint, StageFiles};
 use crate::workspace::Workspace;
 
 use super::Job;
 
 impl Run<'_> {
-    /// The paths of the work tree that differ from HEAD (kern's own files aside), and those
-    /// of `paths` that they are or hold.
-    pub(super) fn dirty_among(&self, paths: &[String]) -> Result<(Vec<String>, Vec<String>)> {
-        let own = self.ws.own_files();
-        let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
-        let dirty = self.ws.repo.dirty_paths(&own)?;
-        let among = paths
-            .iter()
-            .filter(|p| dirty.iter().any(|d| covers(d, p)))
-            .cloned()
-            .collect();
-        Ok((dirty, among))
-    }
-
     /// Integrates a task whose work passed its review (see the module docs).
     pub(super) fn integrate(
         &mut self,
@@ -47,65 +36,30 @@ impl Run<'_> {
     ) -> Result<IterationEnd> {
         self.lock.set_phase(Phase::Committing)?;
         // `--remote`: the work lands on the remote's tip as it is now.
-        self.remote_sync()?;
-        let files = StageFiles::read(&job_ws.state_dir, &job.identity);
-        let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
-            return Err(Error::Internal(format!(
-                "the task {} was ready, but its stage files in `{}` are not",
-                Quoted(&job.title),
-                job_ws.state_dir.dir().display()
-            )));
-        };
-        let start = journal::load::<TaskStart>(&job_ws.state_dir.task_start());
-        let mut exclude: Vec<PathBuf> = start
-            .as_ref()
-            .map(|s| s.excluded.clone())
-            .unwrap_or_default();
-        exclude.extend(job_ws.copies.iter().cloned());
-        let recorded = job_ws.repo.commit_work(
-            &format!("kern: the work of {}\n", Quoted(&job.title)),
-            &exclude,
+        crate::pipeline::remote::remote_sync(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
         )?;
-        for left in recorded
-            .left_out
-            .iter()
-            .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
-        {
-            self.teller.emit(RunEvent::Told(Told::LeftInWorktree {
-                task: job.title.clone(),
-                file: LeftOutFile {
-                    path: left.path.clone(),
-                    reason: left.reason.clone(),
-                },
-            }));
-        }
-        let work = job_ws.repo.head_oid();
-        let base = start
-            .as_ref()
-            .and_then(|s| s.base_commit.as_deref())
-            .and_then(|b| crate::repository::parse_oid(b).ok());
-        let tip = self.ws.repo.head_oid();
-        let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
-            return Err(Error::Internal(format!(
-                "the task {} has no commit to start from — parallel tasks need a branch with a commit",
-                Quoted(&job.title)
-            )));
+        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
+        let (implement, review, tip, tree) = match applied(&guard, job, job_ws)? {
+            Work::Applied {
+                implement,
+                review,
+                tip,
+                tree,
+            } => (implement, review, tip, tree),
+            Work::Ended(end) => return Ok(end),
         };
-        let applied = if work == base {
-            Applied::Clean(self.tree_of(tip)?)
-        } else {
-            self.ws.repo.apply_onto(base, work, tip)?
-        };
-        let tree = match applied {
-            Applied::Conflict(paths) => return self.conflicted(job, job_ws, &paths, None),
-            Applied::Clean(tree) => tree,
-        };
-        let paths = self.ws.repo.paths_between(self.tree_of(tip)?, tree)?;
+        let paths = self.cx.ws.repo.paths_between(
+            crate::pipeline::audit::tree_of(&self.cx.ws.repo, tip)?,
+            tree,
+        )?;
         // Every changed path counts here, also one an earlier commit left out (a person's file
         // left out once is still the person's): only kern's own files are not the person's.
-        let (dirty, touched) = self.dirty_among(&paths)?;
+        let (dirty, touched) = dirty_among(self.cx.ws, &paths)?;
         if !touched.is_empty() {
-            return self.conflicted(
+            return super::conflict::conflicted(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
                 job,
                 job_ws,
                 &touched,
@@ -113,7 +67,7 @@ impl Run<'_> {
             );
         }
         journal::save(
-            &self.ws.state_dir.integrating(),
+            &self.cx.ws.state_dir.integrating(),
             &Integrating {
                 identity: job.identity.clone(),
                 slug: job.slug.clone(),
@@ -121,11 +75,12 @@ impl Run<'_> {
                 paths: paths.clone(),
             },
         )?;
-        let checked_out = self.ws.repo.checkout_paths(tree, &paths);
+        let checked_out = self.cx.ws.repo.checkout_paths(tree, &paths);
         self.spec.next_step();
         if !checked_out? {
-            journal::remove(&self.ws.state_dir.integrating());
-            return self.conflicted(
+            journal::remove(&self.cx.ws.state_dir.integrating());
+            return super::conflict::conflicted(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
                 job,
                 job_ws,
                 &paths,
@@ -134,15 +89,20 @@ impl Run<'_> {
         }
         let doc = self.spec.reload()?;
         let Some(task) = doc.find(&job.identity) else {
-            journal::remove(&self.ws.state_dir.integrating());
-            return self.take_back(job, &paths);
+            journal::remove(&self.cx.ws.state_dir.integrating());
+            return super::conflict::take_back(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                job,
+                &paths,
+            );
         };
         let task_start = TaskStart::bare(
             job.identity.clone(),
             Some(tip.to_string()),
             dirty.iter().map(PathBuf::from).collect(),
         );
-        journal::save(&self.ws.state_dir.task_start(), &task_start)?;
+        journal::save(&self.cx.ws.state_dir.task_start(), &task_start)?;
         let mut it = TaskRun::new(
             job.title.clone(),
             job.identity.clone(),
@@ -151,27 +111,48 @@ impl Run<'_> {
         );
         it.hand_edits = self.spec.changes_since(*spec_mark);
         let refused_at = job_ws.state_dir.refused_message();
-        let end = match self.commit_for_integration(&mut it, &implement, &review, &refused_at)? {
+        let end = match crate::pipeline::commit::commit_for_integration(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &mut self.left_out,
+            &mut self.target,
+            &mut it,
+            (&implement, &review),
+            &refused_at,
+        )? {
             Integrated::Ended(end) => end,
             Integrated::ReviewAsked => {
-                journal::remove(&self.ws.state_dir.integrating());
+                journal::remove(&self.cx.ws.state_dir.integrating());
                 *spec_mark = self.spec.mark();
                 // What was written here goes back; the task's worktree keeps its work, and
                 // its next iteration starts at the review, asked for a new message.
-                self.take_back(job, &paths)?;
+                super::conflict::take_back(
+                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                    &mut self.lock,
+                    job,
+                    &paths,
+                )?;
                 journal::remove(&job_ws.state_dir.stage_record(Stage::Review));
                 return Ok(IterationEnd::Progressed);
             }
         };
-        journal::remove(&self.ws.state_dir.integrating());
+        journal::remove(&self.cx.ws.state_dir.integrating());
         *spec_mark = self.spec.mark();
         if end == IterationEnd::Committed {
-            match self.remote_land(&job.identity, &job.title, &job.slug, tip)? {
+            match crate::pipeline::remote::remote_land(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+                &self.ledger,
+                &job.identity,
+                &job.title,
+                &job.slug,
+                tip,
+            )? {
                 Landing::Landed => {}
                 Landing::Again => return self.integrate(job, job_ws, spec_mark),
                 Landing::Kept(end) => {
                     // Its work stays on its branch; the task is another machine's now.
-                    self.ws.repo.remove_task_worktree(&job.slug)?;
+                    self.cx.ws.repo.remove_task_worktree(&job.slug)?;
                     let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
                     let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
                     return Ok(end);
@@ -179,74 +160,171 @@ impl Run<'_> {
             }
         }
         if end == IterationEnd::Committed {
-            self.ws.repo.remove_task_worktree(&job.slug)?;
-            self.ws.repo.delete_task_branch(&job.slug)?;
+            self.cx.ws.repo.remove_task_worktree(&job.slug)?;
+            self.cx.ws.repo.delete_task_branch(&job.slug)?;
             // Its records stay readable in the branch folder's last/ and runs/.
             let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
             let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
         } else {
             // Not committed (a hook refused it, the person took the task): what was written
             // here goes back, kept under refs/kern/; the task's worktree keeps its work.
-            self.take_back(job, &paths)?;
+            super::conflict::take_back(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                job,
+                &paths,
+            )?;
             let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
         }
         Ok(end)
     }
-    /// History only moves forwards on the run's branch while parallel tasks run (DESIGN.md
-    /// section 8): a branch moved any other way since kern last saw it at `seen` (an agent's
-    /// `git update-ref` from its worktree; each task's own audit sees only its stages) is put
-    /// back before anything lands on it, where it was moved kept under `refs/kern/agent/`.
-    pub(super) fn keep_branch_forwards(
-        &mut self,
-        job: &Job,
-        seen: Option<git2::Oid>,
-    ) -> Result<()> {
-        let (Some(seen), Some(now)) = (seen, self.ws.repo.head_oid()) else {
-            return Ok(());
-        };
-        if self.ws.repo.contains(now, seen) {
-            return Ok(());
-        }
-        let Ok(crate::repository::Head::Branch(branch)) = self.ws.repo.head() else {
-            return Ok(());
-        };
-        self.lock.set_phase(Phase::Writing)?;
-        let keep = self.next_ref(&format!("refs/kern/agent/{}/branch-", job.slug))?;
-        self.ws
-            .repo
-            .set_ref(&keep, now, "kern: kept where the run's branch was moved")?;
-        self.ws.repo.set_ref(
-            &format!("refs/heads/{branch}"),
-            seen,
-            "kern: put back the run's branch",
-        )?;
-        let what = format!(
-            "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: refs/heads/{branch} put back, where it was moved kept at `{keep}`",
-            crate::text::short_oid(&seen.to_string()),
-            crate::text::short_oid(&now.to_string()),
-        );
-        // In the morning report under the task that just ended: the one stage that may write
-        // is implement, though any task's agent could have done it.
-        self.teller.emit(RunEvent::Violation {
-            task: Some(job.title.clone()),
-            stage: Stage::Implement,
-            violations: vec![what.clone()],
-            reverted: vec![format!("refs/heads/{branch}")],
-            saved: vec![keep],
-        });
-        self.ledger.books().summary.notes.push(what);
-        Ok(())
-    }
+}
 
-    /// The tree of commit `oid`.
-    pub(in crate::pipeline) fn tree_of(&self, oid: git2::Oid) -> Result<git2::Oid> {
-        self.ws
-            .repo
-            .git()
-            .find_commit(oid)
-            .map(|c| c.tree_id())
-            .map_err(|e| Error::git("reading a commit's tree", e))
+/// The task's work as it stands in its worktree, or how its integration already ended.
+enum Work {
+    /// Its work committed in the worktree and applied onto the run's tip in memory as `tree`,
+    /// with the reports the review approved, onto the run's tip `tip`.
+    Applied {
+        implement: Box<ImplementReport>,
+        review: Box<ReviewReport>,
+        tip: git2::Oid,
+        tree: git2::Oid,
+    },
+    /// It conflicted with the run's branch (nothing written).
+    Ended(IterationEnd),
+}
+
+/// Commits the task's work in its worktree `job_ws` (what a commit leaves out there is told)
+/// and applies it onto the run's tip in memory; a conflict is the task's
+/// ([`super::conflict::conflicted`]).
+fn applied(guard: &SpecGuard<'_, '_>, job: &Job, job_ws: &Workspace) -> Result<Work> {
+    let files = StageFiles::read(&job_ws.state_dir, &job.identity);
+    let ResumePoint::Commit(implement, review) = resume::infer(&files, true) else {
+        return Err(Error::Internal(format!(
+            "the task {} was ready, but its stage files in `{}` are not",
+            Quoted(&job.title),
+            job_ws.state_dir.dir().display()
+        )));
+    };
+    let start = journal::load::<TaskStart>(&job_ws.state_dir.task_start());
+    let mut exclude: Vec<PathBuf> = start
+        .as_ref()
+        .map(|s| s.excluded.clone())
+        .unwrap_or_default();
+    exclude.extend(job_ws.copies.iter().cloned());
+    let recorded = job_ws.repo.commit_work(
+        &format!("kern: the work of {}\n", Quoted(&job.title)),
+        &exclude,
+    )?;
+    for left in recorded
+        .left_out
+        .iter()
+        .filter(|l| !job_ws.copies.iter().any(|c| Path::new(&l.path) == c))
+    {
+        guard.teller.emit(RunEvent::Told(Told::LeftInWorktree {
+            task: job.title.clone(),
+            file: LeftOutFile {
+                path: left.path.clone(),
+                reason: left.reason.clone(),
+            },
+        }));
     }
+    let work = job_ws.repo.head_oid();
+    let base = start
+        .as_ref()
+        .and_then(|s| s.base_commit.as_deref())
+        .and_then(|b| crate::repository::parse_oid(b).ok());
+    let tip = guard.cx.ws.repo.head_oid();
+    let (Some(work), Some(base), Some(tip)) = (work, base, tip) else {
+        return Err(Error::Internal(format!(
+            "the task {} has no commit to start from — parallel tasks need a branch with a commit",
+            Quoted(&job.title)
+        )));
+    };
+    let applied = if work == base {
+        Applied::Clean(crate::pipeline::audit::tree_of(&guard.cx.ws.repo, tip)?)
+    } else {
+        guard.cx.ws.repo.apply_onto(base, work, tip)?
+    };
+    let tree = match applied {
+        Applied::Conflict(paths) => {
+            return super::conflict::conflicted(guard, job, job_ws, &paths, None).map(Work::Ended);
+        }
+        Applied::Clean(tree) => tree,
+    };
+    Ok(Work::Applied {
+        implement: Box::new(implement),
+        review: Box::new(review),
+        tip,
+        tree,
+    })
+}
+
+/// The paths of `ws`'s work tree that differ from HEAD (kern's own files aside), and those
+/// of `paths` that they are or hold.
+pub(super) fn dirty_among(ws: &Workspace, paths: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+    let own = ws.own_files();
+    let own: Vec<&Path> = own.iter().map(PathBuf::as_path).collect();
+    let dirty = ws.repo.dirty_paths(&own)?;
+    let among = paths
+        .iter()
+        .filter(|p| dirty.iter().any(|d| covers(d, p)))
+        .cloned()
+        .collect();
+    Ok((dirty, among))
+}
+
+/// History only moves forwards on the run's branch while parallel tasks run (DESIGN.md
+/// section 8): a branch moved any other way since kern last saw it at `seen` (an agent's
+/// `git update-ref` from its worktree; each task's own audit sees only its stages) is put
+/// back before anything lands on it, where it was moved kept under `refs/kern/agent/`; told
+/// through `teller` and noted in the `ledger`'s summary.
+pub(super) fn keep_branch_forwards(
+    cx: Cx,
+    teller: &Teller,
+    ledger: &Ledger,
+    lock: &mut RunLock,
+    job: &Job,
+    seen: Option<git2::Oid>,
+) -> Result<()> {
+    let (Some(seen), Some(now)) = (seen, cx.ws.repo.head_oid()) else {
+        return Ok(());
+    };
+    if cx.ws.repo.contains(now, seen) {
+        return Ok(());
+    }
+    let Ok(crate::repository::Head::Branch(branch)) = cx.ws.repo.head() else {
+        return Ok(());
+    };
+    lock.set_phase(Phase::Writing)?;
+    let keep = crate::pipeline::audit::next_ref(
+        &cx.ws.repo,
+        &format!("refs/kern/agent/{}/branch-", job.slug),
+    )?;
+    cx.ws
+        .repo
+        .set_ref(&keep, now, "kern: kept where the run's branch was moved")?;
+    cx.ws.repo.set_ref(
+        &format!("refs/heads/{branch}"),
+        seen,
+        "kern: put back the run's branch",
+    )?;
+    let what = format!(
+        "the run's branch `{branch}` was moved from {} to {} while parallel tasks ran, not by kern: refs/heads/{branch} put back, where it was moved kept at `{keep}`",
+        crate::text::short_oid(&seen.to_string()),
+        crate::text::short_oid(&now.to_string()),
+    );
+    // In the morning report under the task that just ended: the one stage that may write
+    // is implement, though any task's agent could have done it.
+    teller.emit(RunEvent::Violation {
+        task: Some(job.title.clone()),
+        stage: Stage::Implement,
+        violations: vec![what.clone()],
+        reverted: vec![format!("refs/heads/{branch}")],
+        saved: vec![keep],
+    });
+    ledger.books().summary.notes.push(what);
+    Ok(())
 }
 
 /// True when the dirty path `dirty` (a folder ends in `/`) is `path` or holds it.

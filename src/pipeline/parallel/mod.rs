@@ -31,6 +31,9 @@
 //!   and run), `integrate` (landing its work, or the conflict), `tidy` (worktrees going away).
 //! - Integration runs between the tasks' awaits: while kern commits, the other agents' output
 //!   waits in their pipes (the limits are minutes; a commit takes seconds).
+//!
+//! No unit test here: the parallel loop runs tasks in worktrees side by side; which tasks run
+//! together is `schedule`'s (tested there); held by tests/integration/parallel.rs.
 
 mod conflict;
 mod integrate;
@@ -44,7 +47,9 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
-use crate::pipeline::{MAX_IDLE_ITERATIONS, Run, schedule};
+use crate::pipeline::guard::SpecGuard;
+use crate::pipeline::shared::SharedSpec;
+use crate::pipeline::{Cx, MAX_IDLE_ITERATIONS, Run, schedule};
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;
 use crate::state::StateDir;
@@ -84,18 +89,35 @@ impl<'a> Run<'a> {
         let result = self.parallel_loop().await;
         if matches!(result, Err(Error::DeadlineReached { .. })) {
             // The tasks in progress go on elsewhere, or here next time, from their work.
-            self.remote_hand_over();
+            crate::pipeline::remote::remote_hand_over(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+            );
         }
-        self.remote_close();
+        crate::pipeline::remote::remote_close(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+        );
         result
     }
 
     async fn parallel_loop(&mut self) -> Result<()> {
-        let slots = self.settings.jobs.max(1) as usize;
-        let total = self.settings.iterations;
-        self.finish_pending_commit()?;
-        self.recover_integration()?;
-        self.remote_open()?;
+        let slots = self.cx.settings.jobs.max(1) as usize;
+        let total = self.cx.settings.iterations;
+        crate::pipeline::commit::finish_pending_commit(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &mut self.left_out,
+            &mut self.target,
+        )?;
+        tidy::recover_integration(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+        )?;
+        crate::pipeline::remote::remote_open(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+        )?;
         let mut running: Vec<JobFuture<'a>> = Vec::new();
         let mut jobs: Vec<TaskIdentity> = Vec::new();
         let mut started = 0u32;
@@ -107,23 +129,36 @@ impl<'a> Run<'a> {
         let mut spec_mark = self.spec.mark();
         // A commit the run's branch must keep: where it started, then kern's last commit on it
         // (taken from the commit itself: the branch may move between kern's commit and a look).
-        let mut tip_seen = self.ws.repo.head_oid();
-        self.retire_idle_jobs(&[])?;
+        let mut tip_seen = self.cx.ws.repo.head_oid();
+        tidy::retire_idle_jobs(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &[],
+        )?;
         loop {
             if stop.is_none()
-                && let Some(signal) = self.interrupt.requested()
+                && let Some(signal) = self.cx.interrupt.requested()
             {
                 stop = Some(Error::Interrupted { signal });
             }
             if stop.is_none()
-                && let Err(e) = self.check_budget()
+                && let Err(e) = crate::pipeline::check_budget(self.cx.settings, &self.ledger)
             {
                 stop = Some(e);
             }
             // No task starts whose first stage could not finish before the deadline.
             if stop.is_none()
-                && let Err(e) = self.check_deadline(crate::stage::Stage::Research)
-                && self.check_deadline(crate::stage::Stage::Implement).is_err()
+                && let Err(e) = super::clock::check_deadline(
+                    self.cx.settings,
+                    self.ledger.median_ms(crate::stage::Stage::Research),
+                    crate::stage::Stage::Research,
+                )
+                && super::clock::check_deadline(
+                    self.cx.settings,
+                    self.ledger.median_ms(crate::stage::Stage::Implement),
+                    crate::stage::Stage::Implement,
+                )
+                .is_err()
             {
                 stop = Some(e);
             }
@@ -143,9 +178,14 @@ impl<'a> Run<'a> {
                         // Tasks are left that other machines hold: wait for them to land, be
                         // freed, or lapse.
                         self.lock.set_phase(Phase::Sleeping)?;
-                        if self.interrupt.sleep_or_interrupt(self.claim_poll()).await {
+                        if self
+                            .cx
+                            .interrupt
+                            .sleep_or_interrupt(crate::pipeline::remote::claim_poll(&self.target))
+                            .await
+                        {
                             stop = Some(Error::Interrupted {
-                                signal: self.interrupt.requested().unwrap_or(2),
+                                signal: self.cx.interrupt.requested().unwrap_or(2),
                             });
                         }
                         continue;
@@ -170,7 +210,7 @@ impl<'a> Run<'a> {
                     return Ok(());
                 }
                 if nothing_left {
-                    let ended = self.nothing_left()?;
+                    let ended = crate::pipeline::nothing_left(self.cx, &self.spec)?;
                     self.ledger.books().summary.ended = ended;
                     return Ok(());
                 }
@@ -178,14 +218,18 @@ impl<'a> Run<'a> {
                     self.ledger.books().summary.ended = super::finish::all_ran(total);
                     return Ok(());
                 }
-                if !self.has_parallel_work()? {
-                    let ended = self.nothing_left()?;
+                if !has_parallel_work(self.cx, &self.spec)? {
+                    let ended = crate::pipeline::nothing_left(self.cx, &self.spec)?;
                     self.ledger.books().summary.ended = ended;
                     return Ok(());
                 }
                 // Only the delay between tasks is left to wait for.
                 let wait = next_start.saturating_duration_since(Instant::now());
-                if let Err(e) = self.check_pause(wait) {
+                if let Err(e) = super::clock::check_pause(
+                    self.cx.settings.deadline.as_ref(),
+                    crate::timestamp::Timestamp::now(),
+                    wait,
+                ) {
                     stop = Some(e);
                     continue;
                 }
@@ -194,9 +238,9 @@ impl<'a> Run<'a> {
                     reason: "next iteration".into(),
                     remaining: wait,
                 }));
-                if self.pause(wait).await {
+                if super::clock::pause(self.cx.interrupt, &self.ledger.beat, wait).await {
                     stop = Some(Error::Interrupted {
-                        signal: self.interrupt.requested().unwrap_or(2),
+                        signal: self.cx.interrupt.requested().unwrap_or(2),
                     });
                 }
                 continue;
@@ -210,7 +254,7 @@ impl<'a> Run<'a> {
                     tokio::select! {
                         done = next_done(&mut running) => done,
                         () = tokio::time::sleep(every) => {
-                            if let Err(e) = self.remote_renew()
+                            if let Err(e) = crate::pipeline::remote::remote_renew(&SpecGuard::new(self.cx, &self.spec, &self.teller), &mut self.target, )
                                 && stop.is_none()
                             {
                                 stop = Some(e);
@@ -235,14 +279,14 @@ impl<'a> Run<'a> {
             if stop.is_none() && idle >= MAX_IDLE_ITERATIONS {
                 stop = Some(Error::Unfinished(format!(
                     "{idle} tasks in a row changed nothing (every task left was skipped) — read the Skipped notes in {} and edit the tasks",
-                    self.ws.spec_display
+                    self.cx.ws.spec_display
                 )));
             }
             if stop.is_none() && paced.is_none() {
                 paced = self.judge_pace();
             }
-            if !self.settings.delay.is_zero() {
-                next_start = Instant::now() + self.settings.delay;
+            if !self.cx.settings.delay.is_zero() {
+                next_start = Instant::now() + self.cx.settings.delay;
             }
         }
     }
@@ -262,35 +306,57 @@ impl<'a> Run<'a> {
             return Ok(Vec::new());
         }
         self.lock.set_phase(Phase::Selecting)?;
-        self.apply_pending_edits()?;
-        self.remote_sync()?;
+        self.guard().apply_pending_edits()?;
+        crate::pipeline::remote::remote_sync(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+        )?;
         let doc = self.spec.reload()?;
-        let lines = self.ws.validate(&doc)?;
+        let lines = self.cx.ws.validate(&doc)?;
         if !lines.is_empty() {
             self.teller
                 .emit(RunEvent::Told(Told::SpecWarnings { lines }));
         }
         let running_now: Vec<usize> = running.iter().filter_map(|id| doc.find(id)).collect();
-        let options = self.ws.select_options(self.settings, &doc);
+        let options = self.cx.ws.select_options(self.cx.settings, &doc);
         // With `--remote`, only the tasks this run could claim.
-        let picks = self.claimed_picks(&doc, &running_now, free, &options)?;
+        let picks = crate::pipeline::remote::claimed_picks(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.target,
+            &doc,
+            &running_now,
+            free,
+            &options,
+        )?;
         let mut out = Vec::new();
         for (k, selection) in picks.into_iter().enumerate() {
             let index = started + 1 + k as u32;
             let task = &doc.tasks()[selection.task];
             let identity = doc.identity(selection.task);
             tracing::debug!(task = %identity, line = task.line, reason = %selection.reason, "starting in its own worktree");
-            let job = self.prepare_job(&doc, selection.task)?;
-            self.remote_job_prepared(&doc, selection.task, &job.slug)?;
-            let future = self.job_future(job.clone_ids(), index, identity.clone())?;
+            let job = job::prepare_job(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.lock,
+                &doc,
+                selection.task,
+            )?;
+            crate::pipeline::remote::remote_job_prepared(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+                &doc,
+                selection.task,
+                &job.slug,
+            )?;
+            let future = job::job_future(
+                self.cx,
+                (self.spec.clone(), self.ledger.clone(), self.teller.clone()),
+                job.clone_ids(),
+                index,
+                identity.clone(),
+            )?;
             out.push((job, future));
         }
         Ok(out)
-    }
-    /// True when a task could start now (nothing else runs).
-    fn has_parallel_work(&mut self) -> Result<bool> {
-        let doc = self.spec.reload()?;
-        Ok(!schedule::pick(&doc, &[], 1, &self.ws.select_options(self.settings, &doc)).is_empty())
     }
     /// A task's run ended: count it, integrate its work when it is ready, and tidy its
     /// worktree away when nothing is left in it.
@@ -300,7 +366,14 @@ impl<'a> Run<'a> {
         spec_mark: &mut usize,
         tip_seen: &mut Option<git2::Oid>,
     ) -> Result<IterationEnd> {
-        self.keep_branch_forwards(&done.job, *tip_seen)?;
+        integrate::keep_branch_forwards(
+            self.cx,
+            &self.teller,
+            &self.ledger,
+            &mut self.lock,
+            &done.job,
+            *tip_seen,
+        )?;
         let end = match done.end {
             Ok(IterationEnd::Ready) => self.integrate(&done.job, &done.ws, spec_mark),
             Ok(end) => Ok(end),
@@ -314,11 +387,21 @@ impl<'a> Run<'a> {
             *tip_seen = Some(commit);
         }
         let ws = done.ws;
-        self.retire_if_idle(&done.job, ws)?;
+        tidy::retire_if_idle(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &mut self.lock,
+            &done.job,
+            ws,
+        )?;
         // A task that landed freed its claim in the same push; any other end publishes.
-        let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.settings.review;
+        let landed = matches!(end, Ok(IterationEnd::Committed)) && !self.cx.settings.review;
         if end.is_ok() && !landed {
-            self.remote_task_ended(&done.job.identity, &done.job.slug)?;
+            crate::pipeline::remote::remote_task_ended(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                &mut self.target,
+                &done.job.identity,
+                &done.job.slug,
+            )?;
         }
         end
     }
@@ -332,6 +415,12 @@ impl Job {
             title: self.title.clone(),
         }
     }
+}
+
+/// True when a task could start now in SPEC.md (nothing else runs).
+fn has_parallel_work(cx: Cx, spec: &SharedSpec) -> Result<bool> {
+    let doc = spec.reload()?;
+    Ok(!schedule::pick(&doc, &[], 1, &cx.ws.select_options(cx.settings, &doc)).is_empty())
 }
 
 /// Waits for the first of `running` to end and takes it out.

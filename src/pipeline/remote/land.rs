@@ -11,326 +11,336 @@ use super::claim::{self, AfterRefusal};
 use super::{Landing, pull_request, spec_merge, task_key};
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
-use crate::pipeline::Run;
+use crate::pipeline::Target;
+use crate::pipeline::guard::SpecGuard;
+use crate::pipeline::ledger::Ledger;
 use crate::repository::remote::{Expected, PRE_PUSH_DECLINED, Pushed, RefUpdate};
 use crate::spec::{Quoted, TaskIdentity};
 use git2::Oid;
 use std::path::{Path, PathBuf};
 
-impl Run<'_> {
-    /// The task `identity` ended here without landing: its branch goes to the remote when
-    /// `--review` parked work on it, its SPEC.md lines to the remote's branch (a commit of
-    /// SPEC.md alone, when they changed), and its claim is freed.
-    pub(in crate::pipeline) fn remote_task_ended(
-        &mut self,
-        identity: &TaskIdentity,
-        slug: &str,
-    ) -> Result<()> {
-        let Some(remote) = self.target.remote() else {
-            return Ok(());
-        };
-        if self.settings.review
-            && let Some(oid) = self.ws.repo.task_branch(slug)
-        {
-            let name = remote.name.clone();
-            let branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
-            let pushed = self.ws.repo.push_expecting(
-                &name,
-                &[RefUpdate {
-                    name: format!("refs/heads/{branch}"),
-                    new: Some(oid),
-                    expected: Expected::Any,
-                }],
-            )?;
-            if pushed == Pushed::Done {
-                self.teller.emit(RunEvent::Told(Told::PushedForReview {
-                    branch: branch.clone(),
-                    remote: name.clone(),
-                }));
-                if self.settings.pr {
-                    let base = remote.branch.clone();
-                    let title = identity.path.last().map_or("", String::as_str);
-                    let closes = match self.settings.tracker {
-                        Some(_) => {
-                            let doc = self.spec.reload()?;
-                            let issue = doc.find(identity).and_then(|t| doc.tasks()[t].issue());
-                            crate::tracker::closes(&issue.into_iter().collect::<Vec<_>>())
-                        }
-                        None => Vec::new(),
-                    };
-                    let opened = pull_request::open(
-                        self.ws.repo.top(),
-                        self.settings.path_var.as_deref(),
-                        &base,
-                        &branch,
-                        title,
-                        &closes,
-                    );
-                    self.teller.emit(RunEvent::Told(Told::PullRequest {
-                        opened: opened.is_ok(),
-                        line: opened.unwrap_or_else(|line| line),
-                    }));
-                }
-            } else {
-                self.teller.emit(RunEvent::Told(Told::RemoteRefused {
-                    remote: name.clone(),
-                    refused: format!("`{branch}`"),
-                    why: None,
-                    stays: "it is here only".into(),
+/// The task `identity` ended here without landing: its branch goes to the remote when
+/// `--review` parked work on it, its SPEC.md lines to the remote's branch (a commit of
+/// SPEC.md alone, when they changed), and its claim is freed.
+pub(in crate::pipeline) fn remote_task_ended(
+    guard: &SpecGuard<'_, '_>,
+    target: &mut Target,
+    identity: &TaskIdentity,
+    slug: &str,
+) -> Result<()> {
+    let Some(remote) = target.remote() else {
+        return Ok(());
+    };
+    if guard.cx.settings.review
+        && let Some(oid) = guard.cx.ws.repo.task_branch(slug)
+    {
+        let name = remote.name.clone();
+        let branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
+        let pushed = guard.cx.ws.repo.push_expecting(
+            &name,
+            &[RefUpdate {
+                name: format!("refs/heads/{branch}"),
+                new: Some(oid),
+                expected: Expected::Any,
+            }],
+        )?;
+        if pushed == Pushed::Done {
+            guard.teller.emit(RunEvent::Told(Told::PushedForReview {
+                branch: branch.clone(),
+                remote: name.clone(),
+            }));
+            if guard.cx.settings.pr {
+                let base = remote.branch.clone();
+                let title = identity.path.last().map_or("", String::as_str);
+                let closes = match guard.cx.settings.tracker {
+                    Some(_) => {
+                        let doc = guard.spec.reload()?;
+                        let issue = doc.find(identity).and_then(|t| doc.tasks()[t].issue());
+                        crate::tracker::closes(&issue.into_iter().collect::<Vec<_>>())
+                    }
+                    None => Vec::new(),
+                };
+                let opened = pull_request::open(
+                    guard.cx.ws.repo.top(),
+                    guard.cx.settings.path_var.as_deref(),
+                    &base,
+                    &branch,
+                    title,
+                    &closes,
+                );
+                guard.teller.emit(RunEvent::Told(Told::PullRequest {
+                    opened: opened.is_ok(),
+                    line: opened.unwrap_or_else(|line| line),
                 }));
             }
-        }
-        // What the task's notes name under refs/kern/attempts/ goes first, so that every
-        // machine reading the note on the remote can read the ref too.
-        self.spec.reload()?;
-        let named = attempt_refs_named(&self.spec.last_text(), slug);
-        let kept: Vec<RefUpdate> = named
-            .iter()
-            .filter_map(|name| {
-                let oid = self.ws.repo.ref_target(name)?;
-                Some(RefUpdate {
-                    name: name.clone(),
-                    new: Some(oid),
-                    expected: Expected::Any,
-                })
-            })
-            .collect();
-        if !kept.is_empty()
-            && let Some(remote) = self.target.remote()
-        {
-            let name = remote.name.clone();
-            if self.ws.repo.push_expecting(&name, &kept)? != Pushed::Done {
-                self.teller.emit(RunEvent::Told(Told::RemoteRefused {
-                    remote: name,
-                    refused: named
-                        .iter()
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    why: None,
-                    stays: "it is here only".into(),
-                }));
-            }
-        }
-        self.remote_publish(identity)?;
-        let freed = match self.target.remote_mut() {
-            Some(remote) => remote.release(&self.ws.repo, identity)?,
-            None => None,
-        };
-        if let Some(freed) = freed {
-            self.teller.emit(RunEvent::Told(Told::Released {
-                task: freed.task,
-                issue: freed.issue,
+        } else {
+            guard.teller.emit(RunEvent::Told(Told::RemoteRefused {
+                remote: name.clone(),
+                refused: format!("`{branch}`"),
+                why: None,
+                stays: "it is here only".into(),
             }));
         }
-        self.prune_task_refs(slug, &task_key(identity));
-        Ok(())
     }
+    // What the task's notes name under refs/kern/attempts/ goes first, so that every
+    // machine reading the note on the remote can read the ref too.
+    guard.spec.reload()?;
+    let named = attempt_refs_named(&guard.spec.last_text(), slug);
+    let kept: Vec<RefUpdate> = named
+        .iter()
+        .filter_map(|name| {
+            let oid = guard.cx.ws.repo.ref_target(name)?;
+            Some(RefUpdate {
+                name: name.clone(),
+                new: Some(oid),
+                expected: Expected::Any,
+            })
+        })
+        .collect();
+    if !kept.is_empty()
+        && let Some(remote) = target.remote()
+    {
+        let name = remote.name.clone();
+        if guard.cx.ws.repo.push_expecting(&name, &kept)? != Pushed::Done {
+            guard.teller.emit(RunEvent::Told(Told::RemoteRefused {
+                remote: name,
+                refused: named
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                why: None,
+                stays: "it is here only".into(),
+            }));
+        }
+    }
+    super::remote_publish(guard, target, identity)?;
+    let freed = match target.remote_mut() {
+        Some(remote) => remote.release(&guard.cx.ws.repo, identity)?,
+        None => None,
+    };
+    if let Some(freed) = freed {
+        guard.teller.emit(RunEvent::Told(Told::Released {
+            task: freed.task,
+            issue: freed.issue,
+        }));
+    }
+    super::prune_task_refs(guard, target, slug, &task_key(identity));
+    Ok(())
+}
 
-    /// Publishes the SPEC.md lines of the task `identity` on the remote's branch (a commit of
-    /// SPEC.md alone, when they changed), expecting the tip it read; a refusal is said.
-    pub(in crate::pipeline) fn remote_publish(&mut self, identity: &TaskIdentity) -> Result<()> {
-        for _ in 0..claim::MAX_LANDING_ROUNDS {
-            let Some(tip) = self.remote_sync()? else {
-                return Ok(());
-            };
-            self.spec.reload()?;
-            let ours = self.spec.last_text();
-            let theirs = self.spec_at(tip);
-            let publish = spec_merge::merge(&ours, &ours, &theirs, std::slice::from_ref(identity));
-            if publish == theirs {
+/// Publishes the SPEC.md lines of the task `identity` on the remote's branch (a commit of
+/// SPEC.md alone, when they changed), expecting the tip it read; a refusal is said.
+pub(in crate::pipeline) fn remote_publish(
+    guard: &SpecGuard<'_, '_>,
+    target: &mut Target,
+    identity: &TaskIdentity,
+) -> Result<()> {
+    for _ in 0..claim::MAX_LANDING_ROUNDS {
+        let Some(tip) = super::remote_sync(guard, target)? else {
+            return Ok(());
+        };
+        guard.spec.reload()?;
+        let ours = guard.spec.last_text();
+        let theirs = super::spec_at(guard, tip);
+        let publish = spec_merge::merge(&ours, &ours, &theirs, std::slice::from_ref(identity));
+        if publish == theirs {
+            break;
+        }
+        let commit = spec_commit(guard, tip, &publish, identity)?;
+        let (name, branch) = match target.remote() {
+            Some(r) => (r.name.clone(), r.branch.clone()),
+            None => return Ok(()),
+        };
+        match guard.cx.ws.repo.push_expecting(
+            &name,
+            &[RefUpdate {
+                name: format!("refs/heads/{branch}"),
+                new: Some(commit),
+                expected: Expected::At(tip),
+            }],
+        )? {
+            Pushed::Done => {
+                super::sync_to(guard, target, commit)?;
                 break;
             }
-            let commit = self.spec_commit(tip, &publish, identity)?;
-            let (name, branch) = match self.target.remote() {
-                Some(r) => (r.name.clone(), r.branch.clone()),
-                None => return Ok(()),
-            };
-            match self.ws.repo.push_expecting(
-                &name,
-                &[RefUpdate {
-                    name: format!("refs/heads/{branch}"),
-                    new: Some(commit),
-                    expected: Expected::At(tip),
-                }],
-            )? {
-                Pushed::Done => {
-                    self.sync_to(commit)?;
-                    break;
-                }
-                Pushed::Refused(why) => {
-                    self.teller.emit(RunEvent::Told(Told::RemoteRefused {
-                        remote: name.clone(),
-                        refused: format!(
-                            "SPEC.md's note for {}",
-                            Quoted(identity.path.last().map_or("", String::as_str))
-                        ),
-                        why: Some(why),
-                        stays: "it stays in this clone's SPEC.md only".into(),
-                    }));
-                    break;
-                }
-                Pushed::Stale => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// SPEC.md's path in the repository.
-    fn spec_rel(&self) -> PathBuf {
-        self.ws
-            .spec_path
-            .strip_prefix(self.ws.repo.top())
-            .map_or_else(|_| self.ws.spec_path.clone(), Path::to_path_buf)
-    }
-
-    /// SPEC.md's text at `commit` (empty when it has none).
-    pub(super) fn spec_at(&self, commit: Oid) -> String {
-        self.ws.repo.text_at(commit, &self.spec_rel())
-    }
-
-    /// A commit on `parent` that changes SPEC.md alone, to `text`.
-    fn spec_commit(&self, parent: Oid, text: &str, identity: &TaskIdentity) -> Result<Oid> {
-        self.ws.repo.commit_file(
-            parent,
-            &self.spec_rel(),
-            text,
-            &format!(
-                "kern: SPEC.md — {}\n",
-                identity.path.last().map_or("", String::as_str)
-            ),
-        )
-    }
-
-    /// The task's commit is on the run's branch: push it, with the release of its claim, all
-    /// or nothing (see the module docs).
-    pub(in crate::pipeline) fn remote_land(
-        &mut self,
-        identity: &TaskIdentity,
-        title: &str,
-        slug: &str,
-        onto: Oid,
-    ) -> Result<Landing> {
-        let Some(remote) = self.target.remote() else {
-            return Ok(Landing::Landed);
-        };
-        let key = task_key(identity);
-        let task_branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
-        let Some(commit) = self.ws.repo.head_oid() else {
-            return Ok(Landing::Landed);
-        };
-        let (name, branch) = (remote.name.clone(), remote.branch.clone());
-        let pushed = remote.land(&self.ws.repo, &key, commit, onto)?;
-        let policy = match pushed {
-            Pushed::Done => {
-                let issue = match self.target.remote_mut() {
-                    Some(r) => {
-                        r.work.remove(&key);
-                        r.rounds = 0;
-                        r.held.remove(&key).and_then(|h| h.issue)
-                    }
-                    None => None,
-                };
-                self.prune_task_refs(slug, &key);
-                self.teller.emit(RunEvent::Told(Told::Landed {
-                    task: title.to_string(),
+            Pushed::Refused(why) => {
+                guard.teller.emit(RunEvent::Told(Told::RemoteRefused {
                     remote: name.clone(),
-                    branch: branch.clone(),
-                    issue,
+                    refused: format!(
+                        "SPEC.md's note for {}",
+                        Quoted(identity.path.last().map_or("", String::as_str))
+                    ),
+                    why: Some(why),
+                    stays: "it stays in this clone's SPEC.md only".into(),
                 }));
-                return Ok(Landing::Landed);
+                break;
             }
-            Pushed::Stale => None,
-            Pushed::Refused(why) => Some(why),
-        };
-        // Not landed: the local commit goes; the remote's tip comes.
-        let tip = self.ws.repo.fetch_remote(&name, &branch)?;
-        self.ledger
-            .books()
-            .summary
-            .committed
-            .retain(|(t, _)| t != title);
-        self.sync_to(tip)?;
-        let (mine, round) = match self.target.remote_mut() {
-            Some(r) => {
-                r.rounds += 1;
-                (r.still_mine(&self.ws.repo, &key)?, r.rounds)
-            }
-            None => (false, 0),
-        };
-        match claim::after_refusal(policy.as_deref(), mine, round) {
-            AfterRefusal::Rebase => {
-                self.teller.emit(RunEvent::Told(Told::Relanding {
-                    moved: format!("{name}/{branch}"),
-                    task: title.to_string(),
-                }));
-                Ok(Landing::Again)
-            }
-            AfterRefusal::LostClaim => {
-                if let Some(r) = self.target.remote_mut() {
-                    r.held.remove(&key);
+            Pushed::Stale => {}
+        }
+    }
+    Ok(())
+}
+
+/// SPEC.md's path in the repository.
+fn spec_rel(guard: &SpecGuard<'_, '_>) -> PathBuf {
+    guard
+        .cx
+        .ws
+        .spec_path
+        .strip_prefix(guard.cx.ws.repo.top())
+        .map_or_else(|_| guard.cx.ws.spec_path.clone(), Path::to_path_buf)
+}
+
+/// SPEC.md's text at `commit` (empty when it has none).
+pub(in crate::pipeline) fn spec_at(guard: &SpecGuard<'_, '_>, commit: Oid) -> String {
+    guard.cx.ws.repo.text_at(commit, &spec_rel(guard))
+}
+
+/// A commit on `parent` that changes SPEC.md alone, to `text`.
+fn spec_commit(
+    guard: &SpecGuard<'_, '_>,
+    parent: Oid,
+    text: &str,
+    identity: &TaskIdentity,
+) -> Result<Oid> {
+    guard.cx.ws.repo.commit_file(
+        parent,
+        &spec_rel(guard),
+        text,
+        &format!(
+            "kern: SPEC.md — {}\n",
+            identity.path.last().map_or("", String::as_str)
+        ),
+    )
+}
+
+/// The task's commit is on the run's branch: push it, with the release of its claim, all
+/// or nothing (see the module docs).
+pub(in crate::pipeline) fn remote_land(
+    guard: &SpecGuard<'_, '_>,
+    target: &mut Target,
+    ledger: &Ledger,
+    identity: &TaskIdentity,
+    title: &str,
+    slug: &str,
+    onto: Oid,
+) -> Result<Landing> {
+    let Some(remote) = target.remote() else {
+        return Ok(Landing::Landed);
+    };
+    let key = task_key(identity);
+    let task_branch = format!("{}{slug}", crate::repository::TASK_BRANCH_PREFIX);
+    let Some(commit) = guard.cx.ws.repo.head_oid() else {
+        return Ok(Landing::Landed);
+    };
+    let (name, branch) = (remote.name.clone(), remote.branch.clone());
+    let pushed = remote.land(&guard.cx.ws.repo, &key, commit, onto)?;
+    let policy = match pushed {
+        Pushed::Done => {
+            let issue = match target.remote_mut() {
+                Some(r) => {
                     r.work.remove(&key);
                     r.rounds = 0;
+                    r.held.remove(&key).and_then(|h| h.issue)
                 }
-                self.teller.emit(RunEvent::Told(Told::NotLanded {
-                    task: title.to_string(),
-                    branch: task_branch.clone(),
-                }));
-                Ok(Landing::Kept(crate::event::IterationEnd::Progressed))
+                None => None,
+            };
+            super::prune_task_refs(guard, target, slug, &key);
+            guard.teller.emit(RunEvent::Told(Told::Landed {
+                task: title.to_string(),
+                remote: name.clone(),
+                branch: branch.clone(),
+                issue,
+            }));
+            return Ok(Landing::Landed);
+        }
+        Pushed::Stale => None,
+        Pushed::Refused(why) => Some(why),
+    };
+    // Not landed: the local commit goes; the remote's tip comes.
+    let tip = guard.cx.ws.repo.fetch_remote(&name, &branch)?;
+    ledger.books().summary.committed.retain(|(t, _)| t != title);
+    super::sync_to(guard, target, tip)?;
+    let (mine, round) = match target.remote_mut() {
+        Some(r) => {
+            r.rounds += 1;
+            (r.still_mine(&guard.cx.ws.repo, &key)?, r.rounds)
+        }
+        None => (false, 0),
+    };
+    match claim::after_refusal(policy.as_deref(), mine, round) {
+        AfterRefusal::Rebase => {
+            guard.teller.emit(RunEvent::Told(Told::Relanding {
+                moved: format!("{name}/{branch}"),
+                task: title.to_string(),
+            }));
+            Ok(Landing::Again)
+        }
+        AfterRefusal::LostClaim => {
+            if let Some(r) = target.remote_mut() {
+                r.held.remove(&key);
+                r.work.remove(&key);
+                r.rounds = 0;
             }
-            AfterRefusal::Refused(why) => {
-                let pushed = self.ws.repo.task_branch(slug).map(|oid| {
-                    self.ws.repo.push_expecting(
-                        &name,
-                        &[RefUpdate {
-                            name: format!("refs/heads/{task_branch}"),
-                            new: Some(oid),
-                            expected: Expected::Any,
-                        }],
-                    )
-                });
-                let there = matches!(pushed, Some(Ok(Pushed::Done)));
-                let freed = match self.target.remote_mut() {
-                    Some(r) => {
-                        r.rounds = 0;
-                        r.release(&self.ws.repo, identity)?
-                    }
-                    None => None,
-                };
-                if let Some(freed) = freed {
-                    self.teller.emit(RunEvent::Told(Told::Released {
-                        task: freed.task,
-                        issue: freed.issue,
-                    }));
-                }
-                let refused = if why.starts_with(PRE_PUSH_DECLINED) {
-                    format!("the push to `{branch}` on `{name}` did not happen")
-                } else {
-                    format!("the remote `{name}` refused the push to `{branch}`")
-                };
-                Err(Error::Unfinished(format!(
-                    "{refused} ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
-                    Quoted(title),
-                    if there {
-                        format!(" here and on `{name}`")
-                    } else {
-                        " here".to_string()
-                    }
-                )))
-            }
-            AfterRefusal::GiveUp => {
-                if let Some(r) = self.target.remote_mut() {
+            guard.teller.emit(RunEvent::Told(Told::NotLanded {
+                task: title.to_string(),
+                branch: task_branch.clone(),
+            }));
+            Ok(Landing::Kept(crate::event::IterationEnd::Progressed))
+        }
+        AfterRefusal::Refused(why) => {
+            let pushed = guard.cx.ws.repo.task_branch(slug).map(|oid| {
+                guard.cx.ws.repo.push_expecting(
+                    &name,
+                    &[RefUpdate {
+                        name: format!("refs/heads/{task_branch}"),
+                        new: Some(oid),
+                        expected: Expected::Any,
+                    }],
+                )
+            });
+            let there = matches!(pushed, Some(Ok(Pushed::Done)));
+            let freed = match target.remote_mut() {
+                Some(r) => {
                     r.rounds = 0;
+                    r.release(&guard.cx.ws.repo, identity)?
                 }
-                Err(Error::Remote {
-                    remote: name,
-                    what: format!("landing {}", Quoted(title)),
-                    detail: format!(
-                        "the branch `{branch}` moved {} times in a row while kern rebased onto it",
-                        claim::MAX_LANDING_ROUNDS
-                    ),
-                })
+                None => None,
+            };
+            if let Some(freed) = freed {
+                guard.teller.emit(RunEvent::Told(Told::Released {
+                    task: freed.task,
+                    issue: freed.issue,
+                }));
             }
+            let refused = if why.starts_with(PRE_PUSH_DECLINED) {
+                format!("the push to `{branch}` on `{name}` did not happen")
+            } else {
+                format!("the remote `{name}` refused the push to `{branch}`")
+            };
+            Err(Error::Unfinished(format!(
+                "{refused} ({why}): the work of {} is on the branch `{task_branch}`{} — land it by hand (`git merge {task_branch}`), or run kern with --review",
+                Quoted(title),
+                if there {
+                    format!(" here and on `{name}`")
+                } else {
+                    " here".to_string()
+                }
+            )))
+        }
+        AfterRefusal::GiveUp => {
+            if let Some(r) = target.remote_mut() {
+                r.rounds = 0;
+            }
+            Err(Error::Remote {
+                remote: name,
+                what: format!("landing {}", Quoted(title)),
+                detail: format!(
+                    "the branch `{branch}` moved {} times in a row while kern rebased onto it",
+                    claim::MAX_LANDING_ROUNDS
+                ),
+            })
         }
     }
 }

@@ -31,6 +31,12 @@
 //!   pushed ([`checkpoint`]).
 
 mod checkpoint;
+pub(in crate::pipeline) use checkpoint::{
+    adopt_pushed_work, remote_checkpoint, resume_pushed_work,
+};
+pub(in crate::pipeline) use land::{remote_land, remote_publish, remote_task_ended, spec_at};
+pub(in crate::pipeline) use pick::{claim_poll, claimed_picks};
+pub(in crate::pipeline) use sync::{remote_open, remote_sync, sync_to};
 pub(crate) mod claim;
 mod land;
 pub(crate) mod pace_ledger;
@@ -47,7 +53,8 @@ use git2::Oid;
 
 use crate::error::Result;
 use crate::event::{RunEvent, Told};
-use crate::pipeline::Run;
+use crate::pipeline::Target;
+use crate::pipeline::guard::SpecGuard;
 use crate::repository::Repository;
 use crate::repository::remote::{CLAIMS, Expected, Pushed, RefUpdate};
 use crate::spec::{Document, Quoted, TaskIdentity};
@@ -428,114 +435,141 @@ impl Remote {
     }
 }
 
-impl Run<'_> {
-    /// A task's job was prepared: when this run took the task over, the work its last holder
-    /// pushed is brought into the fresh worktree, and said.
-    pub(super) fn remote_job_prepared(
-        &mut self,
-        doc: &Document,
-        task: usize,
-        slug: &str,
-    ) -> Result<()> {
-        let Some(remote) = self.target.remote_mut() else {
-            return Ok(());
-        };
-        let identity = doc.identity(task);
-        let before = remote.taken_over.len();
-        remote.taken_over.retain(|t| *t != identity);
-        if remote.taken_over.len() == before {
-            return Ok(());
-        }
-        let title = Quoted(&doc.tasks()[task].title);
-        let key = task_key(&identity);
-        let paths = self.resume_pushed_work(doc, task, slug)?;
-        self.teller.emit(RunEvent::Told(Told::Resumed {
-            task: title.0.to_string(),
-            work: format!("{}{key}", checkpoint::WORK),
-            paths,
-        }));
-        Ok(())
+/// A task's job was prepared: when this run took the task over, the work its last holder
+/// pushed is brought into the fresh worktree, and said.
+pub(in crate::pipeline) fn remote_job_prepared(
+    guard: &SpecGuard<'_, '_>,
+    target: &mut Target,
+    doc: &Document,
+    task: usize,
+    slug: &str,
+) -> Result<()> {
+    let Some(remote) = target.remote_mut() else {
+        return Ok(());
+    };
+    let identity = doc.identity(task);
+    let before = remote.taken_over.len();
+    remote.taken_over.retain(|t| *t != identity);
+    if remote.taken_over.len() == before {
+        return Ok(());
     }
+    let title = Quoted(&doc.tasks()[task].title);
+    let key = task_key(&identity);
+    let paths = resume_pushed_work(guard, target, doc, task, slug)?;
+    guard.teller.emit(RunEvent::Told(Told::Resumed {
+        task: title.0.to_string(),
+        work: format!("{}{key}", checkpoint::WORK),
+        paths,
+    }));
+    Ok(())
+}
 
-    /// Renews the claims due (a claim lost is said) and pushes each held task's work in
-    /// progress.
-    pub(super) fn remote_renew(&mut self) -> Result<()> {
-        let Some(remote) = self.target.remote_mut() else {
-            return Ok(());
+/// Renews the claims due (a claim lost is said) and pushes each held task's work in
+/// progress.
+pub(in crate::pipeline) fn remote_renew(
+    guard: &SpecGuard<'_, '_>,
+    target: &mut Target,
+) -> Result<()> {
+    let Some(remote) = target.remote_mut() else {
+        return Ok(());
+    };
+    for lost in remote.renew(&guard.cx.ws.repo)? {
+        guard.teller.emit(RunEvent::Told(Told::ClaimLost {
+            task: lost.task,
+            issue: lost.issue,
+        }));
+    }
+    remote_checkpoint(guard, target)
+}
+
+/// The night's deadline came with tasks in progress (DESIGN.md section 20): each one's
+/// work is pushed, its SPEC.md lines published, and its claim freed, its work left on the
+/// remote for whichever machine claims it next. What fails is traced: the claims lapse.
+pub(in crate::pipeline) fn remote_hand_over(guard: &SpecGuard<'_, '_>, target: &mut Target) {
+    let Some(remote) = target.remote() else {
+        return;
+    };
+    let held = remote.held_tasks();
+    if let Err(e) = remote_checkpoint(guard, target) {
+        tracing::warn!(error = %e, "pushing the work in progress at the deadline");
+    }
+    for identity in held {
+        if let Err(e) = remote_publish(guard, target, &identity) {
+            tracing::warn!(error = %e, "publishing a task's SPEC.md lines at the deadline");
+        }
+        let freed = match target.remote_mut() {
+            Some(remote) => remote.hand_over(&guard.cx.ws.repo, &identity),
+            None => Ok(None),
         };
-        for lost in remote.renew(&self.ws.repo)? {
-            self.teller.emit(RunEvent::Told(Told::ClaimLost {
-                task: lost.task,
-                issue: lost.issue,
+        match freed {
+            Ok(Some(freed)) => guard.teller.emit(RunEvent::Told(Told::Released {
+                task: freed.task,
+                issue: freed.issue,
+            })),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "freeing a claim at the deadline"),
+        }
+    }
+}
+
+/// Frees every claim the run holds (it ends), and drops what it fetched of the remote
+/// (`refs/kern/remote/<name>/`): a cache the next run fetches again.
+pub(in crate::pipeline) fn remote_close(guard: &SpecGuard<'_, '_>, target: &mut Target) {
+    if let Some(remote) = target.remote_mut() {
+        for freed in remote.release_all(&guard.cx.ws.repo) {
+            guard.teller.emit(RunEvent::Told(Told::Released {
+                task: freed.task,
+                issue: freed.issue,
             }));
         }
-        self.remote_checkpoint()
+        let cached = guard
+            .cx
+            .ws
+            .repo
+            .refs_under(&format!("refs/kern/remote/{}/", remote.name))
+            .and_then(|refs| guard.cx.ws.repo.delete_refs(&refs));
+        if let Err(e) = cached {
+            tracing::warn!(error = %e, "pruning the fetched remote refs");
+        }
     }
+}
 
-    /// The night's deadline came with tasks in progress (DESIGN.md section 20): each one's
-    /// work is pushed, its SPEC.md lines published, and its claim freed, its work left on the
-    /// remote for whichever machine claims it next. What fails is traced: the claims lapse.
-    pub(super) fn remote_hand_over(&mut self) {
-        let Some(remote) = self.target.remote() else {
-            return;
+/// A task ended here (landed, or released without landing): its local bookkeeping refs
+/// go — the checkpoint of its worktree, the work and the claim fetched for it.
+pub(in crate::pipeline) fn prune_task_refs(
+    guard: &SpecGuard<'_, '_>,
+    target: &Target,
+    slug: &str,
+    key: &str,
+) {
+    let Some(remote) = target.remote() else {
+        return;
+    };
+    let names = [
+        format!("refs/kern/checkpoint/{slug}"),
+        format!("refs/kern/remote/{}/work/{key}", remote.name),
+        format!("refs/kern/remote/{}/claims/{key}", remote.name),
+    ];
+    if let Err(e) = guard.cx.ws.repo.delete_refs(&names) {
+        tracing::warn!(error = %e, "pruning a task's bookkeeping refs");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claims_key_is_its_titles_slugs_root_first_numbered_when_repeated() {
+        let id = |path: &[&str], occurrence| TaskIdentity {
+            path: path.iter().map(ToString::to_string).collect(),
+            occurrence,
         };
-        let held = remote.held_tasks();
-        if let Err(e) = self.remote_checkpoint() {
-            tracing::warn!(error = %e, "pushing the work in progress at the deadline");
-        }
-        for identity in held {
-            if let Err(e) = self.remote_publish(&identity) {
-                tracing::warn!(error = %e, "publishing a task's SPEC.md lines at the deadline");
-            }
-            let freed = match self.target.remote_mut() {
-                Some(remote) => remote.hand_over(&self.ws.repo, &identity),
-                None => Ok(None),
-            };
-            match freed {
-                Ok(Some(freed)) => self.teller.emit(RunEvent::Told(Told::Released {
-                    task: freed.task,
-                    issue: freed.issue,
-                })),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "freeing a claim at the deadline"),
-            }
-        }
-    }
-
-    /// Frees every claim the run holds (it ends), and drops what it fetched of the remote
-    /// (`refs/kern/remote/<name>/`): a cache the next run fetches again.
-    pub(super) fn remote_close(&mut self) {
-        if let Some(remote) = self.target.remote_mut() {
-            for freed in remote.release_all(&self.ws.repo) {
-                self.teller.emit(RunEvent::Told(Told::Released {
-                    task: freed.task,
-                    issue: freed.issue,
-                }));
-            }
-            let cached = self
-                .ws
-                .repo
-                .refs_under(&format!("refs/kern/remote/{}/", remote.name))
-                .and_then(|refs| self.ws.repo.delete_refs(&refs));
-            if let Err(e) = cached {
-                tracing::warn!(error = %e, "pruning the fetched remote refs");
-            }
-        }
-    }
-
-    /// A task ended here (landed, or released without landing): its local bookkeeping refs
-    /// go — the checkpoint of its worktree, the work and the claim fetched for it.
-    pub(super) fn prune_task_refs(&self, slug: &str, key: &str) {
-        let Some(remote) = self.target.remote() else {
-            return;
-        };
-        let names = [
-            format!("refs/kern/checkpoint/{slug}"),
-            format!("refs/kern/remote/{}/work/{key}", remote.name),
-            format!("refs/kern/remote/{}/claims/{key}", remote.name),
-        ];
-        if let Err(e) = self.ws.repo.delete_refs(&names) {
-            tracing::warn!(error = %e, "pruning a task's bookkeeping refs");
-        }
+        assert_eq!(task_key(&id(&["Parse dates"], 0)), "parse-dates");
+        assert_eq!(
+            task_key(&id(&["API v2", "Parse dates"], 0)),
+            "api-v2--parse-dates"
+        );
+        assert_eq!(task_key(&id(&["Parse dates"], 1)), "parse-dates-2");
     }
 }

@@ -108,7 +108,7 @@ impl Run<'_> {
         mine: Vec<Window>,
         now: i64,
     ) -> (Vec<Window>, bool) {
-        let Some(remote) = self.settings.remote.as_deref() else {
+        let Some(remote) = self.cx.settings.remote.as_deref() else {
             return (mine, false);
         };
         let key = pace_ledger::account_key(agent, account_of(agent).as_deref());
@@ -119,7 +119,7 @@ impl Run<'_> {
             self.teller.run_id()
         );
         let ours = readings(&mine, &machine, now, &self.ledger.books().pace_published);
-        match publish(&self.ws.repo, remote, &key, &ours, now, LEDGER_TIMEOUT) {
+        match publish(&self.cx.ws.repo, remote, &key, &ours, now, LEDGER_TIMEOUT) {
             Ok(ledger) => {
                 self.ledger.books().pace_published = mine
                     .iter()

@@ -335,3 +335,15 @@ fn built_result(out: &AgentOutput) -> Map<String, Value> {
 fn opt<T: Into<Value>>(value: Option<T>) -> Value {
     value.map_or(Value::Null, Into::into)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_is_recorded_in_whole_milliseconds_saturating() {
+        assert_eq!(millis(Duration::from_micros(2_999)), 2);
+        assert_eq!(millis(Duration::from_secs(90)), 90_000);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+}

@@ -11,6 +11,9 @@
 //! Children: `plan.rs` is the stage's plan (agents, prompt, budget — the one the dry run
 //! prints), `inputs.rs` gathers what the stage sees for it, `runner.rs`
 //! runs it to a decision (retry, wait, switch agents, give up), `attempt.rs` is one try.
+//!
+//! No unit test here: a stage spawns an agent; its plan is `plan`'s and its inputs `inputs`'
+//! (tested there); held by tests/integration/pipeline.rs and stage_plan.rs.
 
 pub(crate) mod attempt;
 pub(crate) mod inputs;
@@ -19,7 +22,9 @@ pub(crate) mod runner;
 
 use crate::error::{Error, Result};
 use crate::event::RunEvent;
-use crate::pipeline::ledger::StageCount;
+use crate::pipeline::guard::SpecGuard;
+use crate::pipeline::ledger::{Ledger, StageCount};
+use crate::pipeline::teller::Teller;
 use crate::pipeline::{Run, TaskRun};
 use crate::spec::Quoted;
 use crate::stage::record::{Outcome, WaitKind};
@@ -47,23 +52,23 @@ impl Run<'_> {
         refused: Option<&crate::pipeline::stage::inputs::RefusedMessage>,
     ) -> Result<StageRun<R>> {
         let stage = R::STAGE;
-        self.check_budget()?;
-        self.check_deadline(stage)?;
-        let agent = match (stage, &self.settings.review_agent) {
+        super::check_budget(self.cx.settings, &self.ledger)?;
+        super::clock::check_deadline(self.cx.settings, self.ledger.median_ms(stage), stage)?;
+        let agent = match (stage, &self.cx.settings.review_agent) {
             (crate::stage::Stage::Review, Some(reviewer)) => reviewer.to_string(),
-            _ => self.settings.agent.to_string(),
+            _ => self.cx.settings.agent.to_string(),
         };
         self.pace_before(&agent, stage, &it.title).await?;
         // A --pace pause may have eaten the time left: ask the deadline again.
-        self.check_deadline(stage)?;
+        super::clock::check_deadline(self.cx.settings, self.ledger.median_ms(stage), stage)?;
         let doc = self.spec.reload()?;
         let task = doc.find(&it.identity).ok_or_else(|| Error::SpecEdit {
-            path: self.ws.spec_path.clone(),
+            path: self.cx.ws.spec_path.clone(),
             message: format!("task {} is gone from the file", Quoted(&it.title)),
         })?;
         let request = StagePlan::new(
-            self.ws,
-            self.settings,
+            self.cx.ws,
+            self.cx.settings,
             &PlanFor {
                 doc: &doc,
                 task,
@@ -80,14 +85,14 @@ impl Run<'_> {
         for cut in &request.cuts {
             tracing::debug!(stage = stage.name(), cut = %cut, "prompt input cut to its budget");
         }
-        let before = self.before_stage(stage)?;
+        let before = super::audit::before(self.cx.ws, &self.spec, stage)?;
         let ctx = StageContext {
-            settings: self.settings,
-            state_dir: &self.ws.state_dir,
-            cwd: self.ws.repo.top(),
-            reporter: self.reporter,
+            settings: self.cx.settings,
+            state_dir: &self.cx.ws.state_dir,
+            cwd: self.cx.ws.repo.top(),
+            reporter: self.cx.reporter,
             teller: &self.teller,
-            interrupt: self.interrupt,
+            interrupt: self.cx.interrupt,
             pause: &self.ledger.pause,
         };
         self.teller.emit(RunEvent::StageStart {
@@ -102,7 +107,7 @@ impl Run<'_> {
         let mut watch = LockWatch {
             lock: &mut self.lock,
             beat: self.ledger.beat.clone(),
-            quiet: self.settings.limits.idle_timeout,
+            quiet: self.cx.settings.limits.idle_timeout,
         };
         let ran = runner::run_stage::<R>(&ctx, &mut watch, &mut limits, &request).await;
         self.spec.next_step();
@@ -131,7 +136,7 @@ impl Run<'_> {
                 return Err(e);
             }
         };
-        self.count(&mut run);
+        count(&self.ledger, &self.teller, &mut run);
         for switch in &run.record.kern.switches {
             self.teller.emit(RunEvent::AgentSwitch {
                 task: Some(it.title.clone()),
@@ -142,11 +147,19 @@ impl Run<'_> {
                 limited_until: switch.limited_until,
             });
         }
-        let found = match self.audit(stage, &before, it) {
+        // A kill while refs or the index are rewritten must let the next run clean up.
+        let found = match self
+            .lock
+            .set_phase(crate::state::lock::Phase::Writing)
+            .and_then(|()| {
+                let keep =
+                    super::audit::untouchable(self.cx.ws, &it.start.excluded, &self.left_out.paths);
+                super::audit::audit(self.cx.ws, &self.spec, &keep, stage, &before, &it.title)
+            }) {
             Ok(found) => found,
             Err(e) => {
                 // The stage ended: its record stays for the next run, whatever stopped the audit.
-                run.write(&self.ws.state_dir)?;
+                run.write(&self.cx.ws.state_dir)?;
                 return Err(e);
             }
         };
@@ -187,11 +200,22 @@ impl Run<'_> {
                 run.outcome = Err(note);
             }
         }
-        run.write(&self.ws.state_dir)?;
+        run.write(&self.cx.ws.state_dir)?;
         let fenced = run.record.kern.sandbox.clone();
-        let said = self.fence_denied(Some(&it.title), stage.name(), fenced.as_ref());
+        let said = crate::pipeline::fence::fence_denied(
+            self.cx,
+            &self.teller,
+            Some(&it.title),
+            stage.name(),
+            fenced.as_ref(),
+        );
         it.heard_denied(said);
-        self.notice_hand_edits(stage, before.spec_mark, it)?;
+        notice_hand_edits(
+            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            stage,
+            before.spec_mark,
+            it,
+        )?;
         let record = &run.record;
         let turns = record
             .agent_result
@@ -221,6 +245,7 @@ impl Run<'_> {
             return Err(Error::BudgetSpent {
                 spent: self.ledger.spent(),
                 limit: self
+                    .cx
                     .settings
                     .max_cost
                     .unwrap_or_else(|| self.ledger.spent()),
@@ -228,61 +253,60 @@ impl Run<'_> {
         }
         Ok(run)
     }
+}
 
-    /// Reports the changes of SPEC.md during the stage that kern did not make, by name.
-    pub(super) fn notice_hand_edits(
-        &mut self,
-        stage: crate::stage::Stage,
-        mark: usize,
-        it: &mut TaskRun,
-    ) -> Result<()> {
-        self.spec.reload()?;
-        let changes = self.spec.changes_since(mark);
-        if changes.is_empty() {
-            return Ok(());
-        }
-        self.teller.emit(RunEvent::HandEdit {
-            task: Some(it.title.clone()),
-            stage,
-            changes: changes.clone(),
-            spec: self.ws.spec_display.clone(),
-        });
-        it.hand_edits.extend(changes);
-        Ok(())
+/// Reports the changes of SPEC.md during the stage that kern did not make, by name.
+fn notice_hand_edits(
+    guard: &SpecGuard<'_, '_>,
+    stage: crate::stage::Stage,
+    mark: usize,
+    it: &mut TaskRun,
+) -> Result<()> {
+    guard.spec.reload()?;
+    let changes = guard.spec.changes_since(mark);
+    if changes.is_empty() {
+        return Ok(());
     }
+    guard.teller.emit(RunEvent::HandEdit {
+        task: Some(it.title.clone()),
+        stage,
+        changes: changes.clone(),
+        spec: guard.cx.ws.spec_display.clone(),
+    });
+    it.hand_edits.extend(changes);
+    Ok(())
+}
 
-    /// Adds a stage's cost, retries, waits and agent to the run's totals, and its use of each
-    /// usage window its agent reported to its record (`kern.window`) and the run's readings.
-    pub(super) fn count<R>(&mut self, run: &mut StageRun<R>) {
-        if let Some((agent, limit)) = &run.rate_limit {
-            let reported = crate::agent::stream::window::windows(limit);
-            let mut books = self.ledger.books();
-            let uses = crate::pipeline::pace::window_uses(&books.readings, agent, &reported);
-            for used in &uses {
-                if let Some(points) = used.spent() {
-                    books
-                        .window_spent
-                        .push((run.record.kern.stage, used.kind.clone(), points));
-                }
+/// Adds a stage's cost, retries, waits and agent to the run's totals, and its use of each
+/// usage window its agent reported to its record (`kern.window`) and the run's readings, in
+/// the `ledger`; told through `teller`.
+fn count<R>(ledger: &Ledger, teller: &Teller, run: &mut StageRun<R>) {
+    if let Some((agent, limit)) = &run.rate_limit {
+        let reported = crate::agent::stream::window::windows(limit);
+        let mut books = ledger.books();
+        let uses = crate::pipeline::pace::window_uses(&books.readings, agent, &reported);
+        for used in &uses {
+            if let Some(points) = used.spent() {
+                books
+                    .window_spent
+                    .push((run.record.kern.stage, used.kind.clone(), points));
             }
-            crate::pipeline::pace::read(&mut books.readings, agent, &reported);
-            run.record.kern.window = uses;
         }
-        let kern = &run.record.kern;
-        let waits: Vec<(WaitKind, u64)> =
-            kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();
-        let total = self.ledger.count_stage(&StageCount {
-            agent: &kern.agent,
-            cost_usd: run.cost_usd,
-            retries: kern.retries,
-            switched: !kern.switches.is_empty(),
-            waits: &waits,
-            succeeded: (kern.outcome == Outcome::Succeeded && run.outcome.is_ok())
-                .then_some((kern.stage, kern.duration_ms)),
-        });
-        self.teller
-            .emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
+        crate::pipeline::pace::read(&mut books.readings, agent, &reported);
+        run.record.kern.window = uses;
     }
+    let kern = &run.record.kern;
+    let waits: Vec<(WaitKind, u64)> = kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();
+    let total = ledger.count_stage(&StageCount {
+        agent: &kern.agent,
+        cost_usd: run.cost_usd,
+        retries: kern.retries,
+        switched: !kern.switches.is_empty(),
+        waits: &waits,
+        succeeded: (kern.outcome == Outcome::Succeeded && run.outcome.is_ok())
+            .then_some((kern.stage, kern.duration_ms)),
+    });
+    teller.emit(RunEvent::Told(crate::event::Told::CostSoFar { usd: total }));
 }
 
 /// The stage line's word on the fence: said whenever the stage ran without kern's fence, and

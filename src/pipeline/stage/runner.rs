@@ -12,6 +12,9 @@
 //! `kern.agent` names the agent of the last try and `kern.switches` every move between the
 //! two. A stage starts on the agent [`retry::choose_side`] picks from the run's
 //! [`AgentLimits`], which the runner updates whenever an agent hits its usage limit.
+//!
+//! No unit test here: it spawns the agent and writes the stage record; held by
+//! tests/integration/pipeline.rs, agents.rs and crash.rs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
