@@ -422,7 +422,7 @@ impl<'a> Run<'a> {
                 )));
             }
             check_budget(self.cx.settings, &self.ledger)?;
-            if let Some(why) = self.judge_pace() {
+            if let Some(why) = pacing::judge_pace(self.cx, &self.teller, &self.ledger) {
                 self.ledger.books().summary.ended = why;
                 return Ok(());
             }

@@ -166,7 +166,7 @@ impl<'a> Run<'a> {
             let may_start = stop.is_none() && started < total && Instant::now() >= next_start;
             if may_start && paced.is_none() && self.target.remote().is_some() {
                 // The account's ledger may be at the line before this machine ran a stage.
-                paced = self.judge_pace();
+                paced = super::pacing::judge_pace(self.cx, &self.teller, &self.ledger);
             }
             if may_start && paced.is_none() {
                 match self.start_jobs(&jobs, slots, started, total) {
@@ -283,7 +283,7 @@ impl<'a> Run<'a> {
                 )));
             }
             if stop.is_none() && paced.is_none() {
-                paced = self.judge_pace();
+                paced = super::pacing::judge_pace(self.cx, &self.teller, &self.ledger);
             }
             if !self.cx.settings.delay.is_zero() {
                 next_start = Instant::now() + self.cx.settings.delay;

@@ -40,7 +40,7 @@ pub(in crate::pipeline) use sync::{remote_open, remote_sync, sync_to};
 pub(crate) mod claim;
 mod land;
 pub(crate) mod pace_ledger;
-mod pace_sync;
+pub(in crate::pipeline) mod pace_sync;
 mod pick;
 mod pull_request;
 pub(crate) mod spec_merge;

@@ -14,7 +14,9 @@ use std::time::Duration;
 use super::pace_ledger::{self, Book, MAX_PUBLISH_ROUNDS, PACE, Reading};
 use crate::agent::stream::window::Window;
 use crate::event::{RunEvent, Told};
-use crate::pipeline::Run;
+use crate::pipeline::cx::Cx;
+use crate::pipeline::ledger::Ledger;
+use crate::pipeline::teller::Teller;
 use crate::repository::Repository;
 use crate::repository::remote::{Expected, Pushed, RefUpdate};
 
@@ -97,59 +99,60 @@ pub(crate) fn publish(
     ))
 }
 
-impl Run<'_> {
-    /// The windows `--pace` judges `agent` by at `now`, given this machine's readings `mine`:
-    /// with `--remote` (in the run and in each of its tasks' runs), the account's view of the
-    /// shared ledger after this run's readings are published to it, and `true`; else `mine`,
-    /// and `false`.
-    pub(in crate::pipeline) fn account_windows(
-        &self,
-        agent: &str,
-        mine: Vec<Window>,
-        now: i64,
-    ) -> (Vec<Window>, bool) {
-        let Some(remote) = self.cx.settings.remote.as_deref() else {
-            return (mine, false);
-        };
-        let key = pace_ledger::account_key(agent, account_of(agent).as_deref());
-        let machine = format!(
-            "{} (run {})",
-            nix::unistd::gethostname()
-                .map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into_owned()),
-            self.teller.run_id()
-        );
-        let ours = readings(&mine, &machine, now, &self.ledger.books().pace_published);
-        match publish(&self.cx.ws.repo, remote, &key, &ours, now, LEDGER_TIMEOUT) {
-            Ok(ledger) => {
-                self.ledger.books().pace_published = mine
-                    .iter()
-                    .cloned()
-                    .zip(ours.iter().map(|r| r.read_at))
-                    .collect();
-                let mut view: Vec<Window> = pace_ledger::view(&ledger, now)
-                    .into_iter()
-                    .map(|(w, _)| w)
-                    .collect();
-                // A window only this machine knows (not fresh to the ledger) still counts.
-                for w in mine {
-                    if !view.iter().any(|v| v.kind == w.kind) {
-                        view.push(w);
-                    }
+/// The windows `--pace` judges `agent` by at `now`, given this machine's readings `mine`:
+/// with `--remote` (in the run and in each of its tasks' runs), the account's view of the
+/// shared ledger after this run's readings are published to it, and `true`; else `mine`, and
+/// `false`. What was published, and that the ledger could not be used (said once), are kept
+/// in the run's `run_ledger`.
+pub(in crate::pipeline) fn account_windows(
+    cx: Cx<'_>,
+    teller: &Teller<'_>,
+    run_ledger: &Ledger,
+    agent: &str,
+    mine: Vec<Window>,
+    now: i64,
+) -> (Vec<Window>, bool) {
+    let Some(remote) = cx.settings.remote.as_deref() else {
+        return (mine, false);
+    };
+    let key = pace_ledger::account_key(agent, account_of(agent).as_deref());
+    let machine = format!(
+        "{} (run {})",
+        nix::unistd::gethostname()
+            .map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into_owned()),
+        teller.run_id()
+    );
+    let ours = readings(&mine, &machine, now, &run_ledger.books().pace_published);
+    match publish(&cx.ws.repo, remote, &key, &ours, now, LEDGER_TIMEOUT) {
+        Ok(ledger) => {
+            run_ledger.books().pace_published = mine
+                .iter()
+                .cloned()
+                .zip(ours.iter().map(|r| r.read_at))
+                .collect();
+            let mut view: Vec<Window> = pace_ledger::view(&ledger, now)
+                .into_iter()
+                .map(|(w, _)| w)
+                .collect();
+            // A window only this machine knows (not fresh to the ledger) still counts.
+            for w in mine {
+                if !view.iter().any(|v| v.kind == w.kind) {
+                    view.push(w);
                 }
-                (view, true)
             }
-            Err(why) => {
-                let first = !std::mem::replace(&mut self.ledger.books().pace_ledger_warned, true);
-                if first {
-                    self.teller.emit(RunEvent::Told(Told::Paced {
-                        line: format!(
-                            "--pace: the account's usage ledger on `{remote}` ({PACE}{key}) could not be used ({why}) — judging by this machine's readings"
-                        ),
-                        handed_over: false,
-                    }));
-                }
-                (mine, false)
+            (view, true)
+        }
+        Err(why) => {
+            let first = !std::mem::replace(&mut run_ledger.books().pace_ledger_warned, true);
+            if first {
+                teller.emit(RunEvent::Told(Told::Paced {
+                    line: format!(
+                        "--pace: the account's usage ledger on `{remote}` ({PACE}{key}) could not be used ({why}) — judging by this machine's readings"
+                    ),
+                    handed_over: false,
+                }));
             }
+            (mine, false)
         }
     }
 }

@@ -58,7 +58,14 @@ impl Run<'_> {
             (crate::stage::Stage::Review, Some(reviewer)) => reviewer.to_string(),
             _ => self.cx.settings.agent.to_string(),
         };
-        self.pace_before(&agent, stage, &it.title).await?;
+        super::pacing::pace_before(
+            (self.cx, &self.teller, &self.ledger),
+            &mut self.lock,
+            &agent,
+            stage,
+            &it.title,
+        )
+        .await?;
         // A --pace pause may have eaten the time left: ask the deadline again.
         super::clock::check_deadline(self.cx.settings, self.ledger.median_ms(stage), stage)?;
         let doc = self.spec.reload()?;
