@@ -19,8 +19,8 @@
 //!   the remote's tip is fetched and the branch moved to it (only paths that differ are
 //!   written, never over a change of the person's), SPEC.md merged by task.
 //! - With `--pace`, the machines on one account share one ledger of its usage windows
-//!   (`refs/kern/pace/<account-hash>`): [`pace_ledger`] merges readings (pure), [`pace_sync`]
-//!   fetches and publishes it with the same compare-and-swap push as claims.
+//!   (`refs/kern/pace/<account-hash>`), pushed with the same compare-and-swap as claims: that
+//!   lives with the pace gate, in `pacing/`.
 //! - kern's local bookkeeping refs go once they served: a task's `refs/kern/checkpoint/<task>`
 //!   and what was fetched for it when it lands or ends, `refs/kern/remote/<name>/` when the
 //!   run ends (a cache: every run fetches first).
@@ -39,8 +39,6 @@ pub(in crate::pipeline) use pick::{claim_poll, claimed_picks};
 pub(in crate::pipeline) use sync::{remote_open, remote_sync, sync_to};
 pub(crate) mod claim;
 mod land;
-pub(crate) mod pace_ledger;
-pub(in crate::pipeline) mod pace_sync;
 mod pick;
 mod pull_request;
 pub(crate) mod spec_merge;

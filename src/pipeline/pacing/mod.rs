@@ -3,8 +3,10 @@
 //! tasks to the fallback agent), with the line, the `paced` and `resumed` events and the
 //! ledger's record of the pauses. Functions of what they use: the run's context, its teller,
 //! its ledger (and the lock, to say a pause is a wait). With `--remote`, the gate judges by the
-//! account's usage ledger on the remote ([`account_windows`]), and the run judges before it
-//! takes its first task too.
+//! account's usage ledger on the remote (`refs/kern/pace/<account-hash>`): `pace_ledger`
+//! merges the machines' readings (pure), `pace_sync` fetches and publishes it with the claims'
+//! compare-and-swap push ([`account_windows`]), and the run judges before it takes its first
+//! task too.
 //!
 //! The one decision a reader must know: a pause happens only before a stage, and a line that
 //! cannot be waited for (past `--max-wait`, or no known reset) never stops a task under way:
@@ -13,14 +15,17 @@
 //! No unit test here: the gate itself is `pace::gate` (tested in pace.rs); this file pauses,
 //! hands over and tells; held by tests/integration/two_agents.rs and remote.rs.
 
+mod pace_ledger;
+mod pace_sync;
+
 use super::cx::Cx;
 use super::ledger::Ledger;
 use super::pace;
-use super::remote::pace_sync::account_windows;
 use super::teller::Teller;
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::state::lock::{Phase, RunLock};
+use pace_sync::account_windows;
 
 /// `--pace` after a task: `Some(why)` when no new task may be taken (said to the person);
 /// a hand-over to the fallback agent is recorded and the run goes on. A window that a
