@@ -15,169 +15,167 @@ use crate::pipeline::guard::SpecGuard;
 use crate::pipeline::ledger::Ledger;
 use crate::pipeline::remote::Landing;
 use crate::pipeline::teller::Teller;
-use crate::pipeline::{Cx, Run, TaskRun};
+use crate::pipeline::{Cx, Target, TaskRun};
 use crate::repository::Applied;
 use crate::spec::Quoted;
 use crate::stage::{ImplementReport, ReviewReport, Stage};
-use crate::state::journal::{self, Integrating, TaskStart};
+use crate::state::journal::{self, Integrating, LeftOut, TaskStart};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::resume::{self, ResumePoint, StageFiles};
 use crate::workspace::Workspace;
 
 use super::Job;
 
-impl Run<'_> {
-    /// Integrates a task whose work passed its review (see the module docs).
-    pub(super) fn integrate(
-        &mut self,
-        job: &Job,
-        job_ws: &Workspace,
-        spec_mark: &mut usize,
-    ) -> Result<IterationEnd> {
-        self.lock.set_phase(Phase::Committing)?;
-        // `--remote`: the work lands on the remote's tip as it is now.
-        crate::pipeline::remote::remote_sync(
-            &SpecGuard::new(self.cx, &self.spec, &self.teller),
-            &mut self.target,
-        )?;
-        let guard = SpecGuard::new(self.cx, &self.spec, &self.teller);
-        let (implement, review, tip, tree) = match applied(&guard, job, job_ws)? {
-            Work::Applied {
-                implement,
-                review,
-                tip,
-                tree,
-            } => (implement, review, tip, tree),
-            Work::Ended(end) => return Ok(end),
-        };
-        let paths = self.cx.ws.repo.paths_between(
-            crate::pipeline::audit::tree_of(&self.cx.ws.repo, tip)?,
+/// Integrates a task whose work passed its review (see the module docs): a function of the
+/// SPEC.md `guard` (the run's context, SPEC.md, the teller), what a task's end may change (the
+/// run's lock, the files left out of commits, where the work goes), the run's `ledger` (a
+/// landing counts), the task's `job` and its workspace, and the SPEC.md mark the run reads
+/// hand edits from.
+pub(super) fn integrate(
+    guard: &SpecGuard<'_, '_>,
+    (lock, left_out, target): (&mut RunLock, &mut LeftOut, &mut Target),
+    ledger: &Ledger,
+    (job, job_ws): (&Job, &Workspace),
+    spec_mark: &mut usize,
+) -> Result<IterationEnd> {
+    lock.set_phase(Phase::Committing)?;
+    // `--remote`: the work lands on the remote's tip as it is now.
+    crate::pipeline::remote::remote_sync(guard, target)?;
+    let (implement, review, tip, tree) = match applied(guard, job, job_ws)? {
+        Work::Applied {
+            implement,
+            review,
+            tip,
             tree,
-        )?;
-        // Every changed path counts here, also one an earlier commit left out (a person's file
-        // left out once is still the person's): only kern's own files are not the person's.
-        let (dirty, touched) = dirty_among(self.cx.ws, &paths)?;
-        if !touched.is_empty() {
-            return super::conflict::conflicted(
-                &SpecGuard::new(self.cx, &self.spec, &self.teller),
-                job,
-                job_ws,
-                &touched,
-                Some("changed by hand in the work tree"),
-            );
-        }
-        journal::save(
-            &self.cx.ws.state_dir.integrating(),
-            &Integrating {
-                identity: job.identity.clone(),
-                slug: job.slug.clone(),
-                onto: tip.to_string(),
-                paths: paths.clone(),
-            },
-        )?;
-        let checked_out = self.cx.ws.repo.checkout_paths(tree, &paths);
-        self.spec.next_step();
-        if !checked_out? {
-            journal::remove(&self.cx.ws.state_dir.integrating());
-            return super::conflict::conflicted(
-                &SpecGuard::new(self.cx, &self.spec, &self.teller),
-                job,
-                job_ws,
-                &paths,
-                Some("changed by hand in the work tree"),
-            );
-        }
-        let doc = self.spec.reload()?;
-        let Some(task) = doc.find(&job.identity) else {
-            journal::remove(&self.cx.ws.state_dir.integrating());
-            return super::conflict::take_back(
-                &SpecGuard::new(self.cx, &self.spec, &self.teller),
-                &mut self.lock,
-                job,
-                &paths,
-            );
-        };
-        let task_start = TaskStart::bare(
-            job.identity.clone(),
-            Some(tip.to_string()),
-            dirty.iter().map(PathBuf::from).collect(),
+        } => (implement, review, tip, tree),
+        Work::Ended(end) => return Ok(end),
+    };
+    let paths = guard.cx.ws.repo.paths_between(
+        crate::pipeline::audit::tree_of(&guard.cx.ws.repo, tip)?,
+        tree,
+    )?;
+    // Every changed path counts here, also one an earlier commit left out (a person's file
+    // left out once is still the person's): only kern's own files are not the person's.
+    let (dirty, touched) = dirty_among(guard.cx.ws, &paths)?;
+    if !touched.is_empty() {
+        return super::conflict::conflicted(
+            guard,
+            job,
+            job_ws,
+            &touched,
+            Some("changed by hand in the work tree"),
         );
-        journal::save(&self.cx.ws.state_dir.task_start(), &task_start)?;
-        let mut it = TaskRun::new(
-            job.title.clone(),
-            job.identity.clone(),
-            (doc.tasks()[task].line, doc.tasks()[task].state),
-            task_start,
-        );
-        it.hand_edits = self.spec.changes_since(*spec_mark);
-        let refused_at = job_ws.state_dir.refused_message();
-        let end = match crate::pipeline::commit::commit_for_integration(
-            &SpecGuard::new(self.cx, &self.spec, &self.teller),
-            &mut self.lock,
-            &mut self.left_out,
-            &mut self.target,
-            &mut it,
-            (&implement, &review),
-            &refused_at,
-        )? {
-            Integrated::Ended(end) => end,
-            Integrated::ReviewAsked => {
-                journal::remove(&self.cx.ws.state_dir.integrating());
-                *spec_mark = self.spec.mark();
-                // What was written here goes back; the task's worktree keeps its work, and
-                // its next iteration starts at the review, asked for a new message.
-                super::conflict::take_back(
-                    &SpecGuard::new(self.cx, &self.spec, &self.teller),
-                    &mut self.lock,
-                    job,
-                    &paths,
-                )?;
-                journal::remove(&job_ws.state_dir.stage_record(Stage::Review));
-                return Ok(IterationEnd::Progressed);
-            }
-        };
-        journal::remove(&self.cx.ws.state_dir.integrating());
-        *spec_mark = self.spec.mark();
-        if end == IterationEnd::Committed {
-            match crate::pipeline::remote::remote_land(
-                &SpecGuard::new(self.cx, &self.spec, &self.teller),
-                &mut self.target,
-                &self.ledger,
-                &job.identity,
-                &job.title,
-                &job.slug,
-                tip,
-            )? {
-                Landing::Landed => {}
-                Landing::Again => return self.integrate(job, job_ws, spec_mark),
-                Landing::Kept(end) => {
-                    // Its work stays on its branch; the task is another machine's now.
-                    self.cx.ws.repo.remove_task_worktree(&job.slug)?;
-                    let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
-                    let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
-                    return Ok(end);
-                }
-            }
-        }
-        if end == IterationEnd::Committed {
-            self.cx.ws.repo.remove_task_worktree(&job.slug)?;
-            self.cx.ws.repo.delete_task_branch(&job.slug)?;
-            // Its records stay readable in the branch folder's last/ and runs/.
-            let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
-            let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
-        } else {
-            // Not committed (a hook refused it, the person took the task): what was written
-            // here goes back, kept under refs/kern/; the task's worktree keeps its work.
-            super::conflict::take_back(
-                &SpecGuard::new(self.cx, &self.spec, &self.teller),
-                &mut self.lock,
-                job,
-                &paths,
-            )?;
-            let _ = job_ws.state_dir.clear_iteration_files(self.teller.run_id());
-        }
-        Ok(end)
     }
+    journal::save(
+        &guard.cx.ws.state_dir.integrating(),
+        &Integrating {
+            identity: job.identity.clone(),
+            slug: job.slug.clone(),
+            onto: tip.to_string(),
+            paths: paths.clone(),
+        },
+    )?;
+    let checked_out = guard.cx.ws.repo.checkout_paths(tree, &paths);
+    guard.spec.next_step();
+    if !checked_out? {
+        journal::remove(&guard.cx.ws.state_dir.integrating());
+        return super::conflict::conflicted(
+            guard,
+            job,
+            job_ws,
+            &paths,
+            Some("changed by hand in the work tree"),
+        );
+    }
+    let doc = guard.spec.reload()?;
+    let Some(task) = doc.find(&job.identity) else {
+        journal::remove(&guard.cx.ws.state_dir.integrating());
+        return super::conflict::take_back(guard, lock, job, &paths);
+    };
+    let task_start = TaskStart::bare(
+        job.identity.clone(),
+        Some(tip.to_string()),
+        dirty.iter().map(PathBuf::from).collect(),
+    );
+    journal::save(&guard.cx.ws.state_dir.task_start(), &task_start)?;
+    let mut it = TaskRun::new(
+        job.title.clone(),
+        job.identity.clone(),
+        (doc.tasks()[task].line, doc.tasks()[task].state),
+        task_start,
+    );
+    it.hand_edits = guard.spec.changes_since(*spec_mark);
+    let refused_at = job_ws.state_dir.refused_message();
+    let end = match crate::pipeline::commit::commit_for_integration(
+        guard,
+        lock,
+        left_out,
+        target,
+        &mut it,
+        (&implement, &review),
+        &refused_at,
+    )? {
+        Integrated::Ended(end) => end,
+        Integrated::ReviewAsked => {
+            journal::remove(&guard.cx.ws.state_dir.integrating());
+            *spec_mark = guard.spec.mark();
+            // What was written here goes back; the task's worktree keeps its work, and
+            // its next iteration starts at the review, asked for a new message.
+            super::conflict::take_back(guard, lock, job, &paths)?;
+            journal::remove(&job_ws.state_dir.stage_record(Stage::Review));
+            return Ok(IterationEnd::Progressed);
+        }
+    };
+    journal::remove(&guard.cx.ws.state_dir.integrating());
+    *spec_mark = guard.spec.mark();
+    if end == IterationEnd::Committed {
+        match crate::pipeline::remote::remote_land(
+            guard,
+            target,
+            ledger,
+            &job.identity,
+            &job.title,
+            &job.slug,
+            tip,
+        )? {
+            Landing::Landed => {}
+            Landing::Again => {
+                return integrate(
+                    guard,
+                    (lock, left_out, target),
+                    ledger,
+                    (job, job_ws),
+                    spec_mark,
+                );
+            }
+            Landing::Kept(end) => {
+                // Its work stays on its branch; the task is another machine's now.
+                guard.cx.ws.repo.remove_task_worktree(&job.slug)?;
+                let _ = job_ws
+                    .state_dir
+                    .clear_iteration_files(guard.teller.run_id());
+                let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
+                return Ok(end);
+            }
+        }
+    }
+    if end == IterationEnd::Committed {
+        guard.cx.ws.repo.remove_task_worktree(&job.slug)?;
+        guard.cx.ws.repo.delete_task_branch(&job.slug)?;
+        // Its records stay readable in the branch folder's last/ and runs/.
+        let _ = job_ws
+            .state_dir
+            .clear_iteration_files(guard.teller.run_id());
+        let _ = std::fs::remove_dir_all(job_ws.state_dir.dir());
+    } else {
+        // Not committed (a hook refused it, the person took the task): what was written
+        // here goes back, kept under refs/kern/; the task's worktree keeps its work.
+        super::conflict::take_back(guard, lock, job, &paths)?;
+        let _ = job_ws
+            .state_dir
+            .clear_iteration_files(guard.teller.run_id());
+    }
+    Ok(end)
 }
 
 /// The task's work as it stands in its worktree, or how its integration already ended.

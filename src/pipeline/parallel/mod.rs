@@ -375,7 +375,13 @@ impl<'a> Run<'a> {
             *tip_seen,
         )?;
         let end = match done.end {
-            Ok(IterationEnd::Ready) => self.integrate(&done.job, &done.ws, spec_mark),
+            Ok(IterationEnd::Ready) => integrate::integrate(
+                &SpecGuard::new(self.cx, &self.spec, &self.teller),
+                (&mut self.lock, &mut self.left_out, &mut self.target),
+                &self.ledger,
+                (&done.job, &done.ws),
+                spec_mark,
+            ),
             Ok(end) => Ok(end),
             Err(e) => {
                 // Its worktree and stage files stay: the next run resumes it there.
