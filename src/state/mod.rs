@@ -50,6 +50,10 @@ pub(crate) struct StateDir {
     branch: String,
     /// The work tree whose folder this is (recorded in `.owner`).
     top: PathBuf,
+    /// Whether the root was private (`0700`) when this run claimed it: a root made again after
+    /// a tmp cleaner took it is made private again, whoever made it first (see
+    /// [`StateDir::remake`]).
+    root_private: std::sync::OnceLock<bool>,
 }
 
 impl StateDir {
@@ -116,6 +120,7 @@ impl StateDir {
             project_id,
             branch: branch_folder.to_string(),
             top: worktree_top.to_path_buf(),
+            root_private: std::sync::OnceLock::new(),
         })
     }
 
@@ -123,6 +128,8 @@ impl StateDir {
     /// project id for this work tree.
     pub(crate) fn create(&self) -> Result<()> {
         privacy::claim(&self.root, privacy::Claim::Root)?;
+        let private = privacy::inspect(&self.root)? == Some(privacy::Verdict::Private);
+        let _ = self.root_private.set(private);
         let mut dir = self.project_dir();
         privacy::claim(&dir, privacy::Claim::Own)?;
         for part in Path::new(&self.branch).components() {
@@ -138,12 +145,18 @@ impl StateDir {
     }
 
     /// Creates the folders again when they are gone (a tmp cleaner removed them while a stage
-    /// ran), as [`StateDir::create`] does: `0700`, each checked. True when it had to.
+    /// ran), as [`StateDir::create`] does: `0700`, each checked. A root that was private when
+    /// the run claimed it is private again, also when another process made it again first
+    /// (with its own mode) between the removal and this. True when it had to.
     pub(crate) fn remake(&self) -> Result<bool> {
         if fs::symlink_metadata(self.dir()).is_ok() {
             return Ok(false);
         }
+        let was_private = self.root_private.get().copied();
         self.create()?;
+        if was_private == Some(true) {
+            privacy::claim(&self.root, privacy::Claim::Own)?;
+        }
         Ok(true)
     }
 
@@ -291,6 +304,7 @@ impl StateDir {
             project_id: self.project_id.clone(),
             branch: format!("{}/jobs/{slug}", self.branch),
             top: self.top.clone(),
+            root_private: self.root_private.clone(),
         }
     }
 
@@ -398,6 +412,36 @@ pub(crate) fn path_hash8(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_private_root_made_again_by_another_process_is_private_again() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("state");
+        let sd = StateDir::locate(&root, Path::new("/home/me/app"), "main").unwrap();
+        sd.create().unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&root), 0o700);
+        // A tmp cleaner takes the root; another process makes it again with its own mode
+        // before kern looks.
+        fs::remove_dir_all(&root).unwrap();
+        fs::create_dir(&root).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(sd.remake().unwrap());
+        for dir in [root.clone(), sd.project_dir(), sd.dir()] {
+            assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        }
+        // A root the person keeps readable is theirs: a folder below it made again leaves it so.
+        let theirs = base.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o755)).unwrap();
+        let sd = StateDir::locate(&theirs, Path::new("/home/me/app"), "main").unwrap();
+        sd.create().unwrap();
+        fs::remove_dir_all(sd.project_dir()).unwrap();
+        assert!(sd.remake().unwrap());
+        assert_eq!(mode(&theirs), 0o755);
+        assert_eq!(mode(&sd.dir()), 0o700);
+    }
 
     #[test]
     fn paths_follow_the_design_layout() {
