@@ -162,7 +162,17 @@ mod tests {
             "caffeinate",
             &format!("echo \"$@\" > '{}'; exec sleep 300", args.display()),
         );
-        let awake = Awake::keep(Some(dir.path().as_os_str()), "test").unwrap();
+        // The fake was written just now: a fork of another test's thread may still hold it open
+        // for writing, and its exec then fails with ETXTBSY — a test machine's race, not the
+        // inhibitor's. A few tries; one that never starts fails the test.
+        let awake = (0..50)
+            .find_map(|_| {
+                Awake::keep(Some(dir.path().as_os_str()), "test").or_else(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    None
+                })
+            })
+            .expect("the fake inhibitor never started");
         assert_eq!(awake.tool, "caffeinate");
         let pid = awake.child.id();
         assert_eq!(
