@@ -101,6 +101,39 @@ pub(crate) async fn run(
 
 use CheckResult::Failed;
 
+/// Runs `command` in `cwd` for task `it` as checks run — fenced as checks are, bounded by
+/// `--check-timeout`, its output in `log` — and tells what the fence denied it as `who`'s (the
+/// check, the tests, a must-have), noted on the task for its review. The check gate, the red
+/// and green checks of tests first and the `run` must-haves all run so.
+pub(super) async fn run_for_task(
+    guard: &SpecGuard<'_, '_>,
+    it: &mut TaskRun,
+    (command, cwd): (&str, &Path),
+    log: &Path,
+    who: &str,
+) -> Result<CheckResult> {
+    let fence = crate::pipeline::fence::checks_fence(guard.cx);
+    let (result, denied) = run(
+        command,
+        cwd,
+        guard.cx.settings.check_timeout,
+        log,
+        guard.cx.interrupt,
+        fence,
+    )
+    .await?;
+    let said = crate::pipeline::fence::fence_denied(
+        guard.cx,
+        guard.teller,
+        Some(&it.title),
+        who,
+        denied.as_ref(),
+    );
+    it.heard_denied(said);
+    guard.spec.next_step();
+    Ok(result)
+}
+
 /// Runs the check gate — the task's own Check command as it was when the task started,
 /// else `--check`; `Some(end)` when it failed.
 pub(super) async fn check_gate(
@@ -121,25 +154,14 @@ pub(super) async fn check_gate(
     guard.teller.emit(RunEvent::Told(Told::CheckStarted {
         command: command.clone(),
     }));
-    let fence = crate::pipeline::fence::checks_fence(guard.cx);
-    let (result, denied) = run(
-        &command,
-        guard.cx.ws.repo.top(),
-        guard.cx.settings.check_timeout,
+    let result = run_for_task(
+        guard,
+        it,
+        (&command, guard.cx.ws.repo.top()),
         &guard.cx.ws.state_dir.check_log(),
-        guard.cx.interrupt,
-        fence,
+        "check",
     )
     .await?;
-    let said = crate::pipeline::fence::fence_denied(
-        guard.cx,
-        guard.teller,
-        Some(&it.title),
-        "check",
-        denied.as_ref(),
-    );
-    it.heard_denied(said);
-    guard.spec.next_step();
     crate::pipeline::stage::runner::remake_state_dir(
         &guard.cx.ws.state_dir,
         guard.teller,

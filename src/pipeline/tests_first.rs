@@ -270,25 +270,14 @@ pub(super) async fn red_check(
         ),
     )?;
     lock.set_phase(Phase::Check)?;
-    let fence = crate::pipeline::fence::checks_fence(guard.cx);
-    let (result, denied) = check::run(
-        &command,
-        &top,
-        guard.cx.settings.check_timeout,
+    let result = check::run_for_task(
+        guard,
+        it,
+        (&command, &top),
         &guard.cx.ws.state_dir.red_log(),
-        guard.cx.interrupt,
-        fence,
+        "tests",
     )
     .await?;
-    let said = crate::pipeline::fence::fence_denied(
-        guard.cx,
-        guard.teller,
-        Some(&it.title),
-        "tests",
-        denied.as_ref(),
-    );
-    it.heard_denied(said);
-    guard.spec.next_step();
     let red = matches!(result, CheckResult::Failed(_));
     let output = match result {
         CheckResult::Passed => tail(&read_lossy(&guard.cx.ws.state_dir.red_log())),
@@ -381,26 +370,14 @@ pub(super) async fn green_gate(
         CheckResult::Passed
     } else {
         lock.set_phase(Phase::Check)?;
-        let fence = crate::pipeline::fence::checks_fence(guard.cx);
-        let (result, denied) = check::run(
-            &command,
-            guard.cx.ws.repo.top(),
-            guard.cx.settings.check_timeout,
+        check::run_for_task(
+            guard,
+            it,
+            (&command, guard.cx.ws.repo.top()),
             &guard.cx.ws.state_dir.green_log(),
-            guard.cx.interrupt,
-            fence,
-        )
-        .await?;
-        let said = crate::pipeline::fence::fence_denied(
-            guard.cx,
-            guard.teller,
-            Some(&it.title),
             "tests",
-            denied.as_ref(),
-        );
-        it.heard_denied(said);
-        guard.spec.next_step();
-        result
+        )
+        .await?
     };
     let log = if check.as_deref() == Some(command.as_str()) {
         guard.cx.ws.state_dir.check_log()

@@ -180,25 +180,8 @@ pub(super) async fn verify_gate(
         let (passed, seen) = match &must {
             MustHave::Run { command } => {
                 let log = guard.cx.ws.state_dir.check_log().with_file_name("must.log");
-                let fence = crate::pipeline::fence::checks_fence(guard.cx);
-                let (result, denied) = check::run(
-                    command,
-                    &top,
-                    guard.cx.settings.check_timeout,
-                    &log,
-                    guard.cx.interrupt,
-                    fence,
-                )
-                .await?;
-                let said = crate::pipeline::fence::fence_denied(
-                    guard.cx,
-                    guard.teller,
-                    Some(&it.title),
-                    "must-have",
-                    denied.as_ref(),
-                );
-                it.heard_denied(said);
-                guard.spec.next_step();
+                let result =
+                    check::run_for_task(guard, it, (command, &top), &log, "must-have").await?;
                 match result {
                     CheckResult::Passed => (true, "exit 0".to_string()),
                     CheckResult::Failed(note) => (false, note),

@@ -366,8 +366,8 @@ mod tests {
             pair("web app/config ü.env", "^x=1$")
         );
         assert_eq!(
-            grep("grep! 'my notes.md' \"TODO\""),
-            pair("my notes.md", "TODO")
+            grep("grep! 'my notes.md' \"unfinished\""),
+            pair("my notes.md", "unfinished")
         );
         assert_eq!(grep("grep \"a.txt\" b c"), pair("a.txt", "b c"));
         // A quote that does not close a word is part of the word, as before.
