@@ -258,7 +258,10 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     }
                 }
             }
-            MountOp::Tmpfs { .. } => {
+            MountOp::Tmpfs { .. } | MountOp::Temp { .. } => {
+                // A temporary folder is one mount, whatever the machine keeps there: the
+                // process's own empty one, as a tmpfs `/tmp` is. What it needs there is bound
+                // in by the deeper mounts, their mount points made in it.
                 mount(
                     Some("tmpfs"),
                     target,
@@ -268,21 +271,9 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                 )
                 .map_err(|e| failed("mount a tmpfs on", e))?;
                 made.push(target);
-            }
-            MountOp::Temp { .. } => {
-                // One mount, whatever the machine keeps there: the process's own empty
-                // temporary folder, as a tmpfs `/tmp` is. What it needs there is bound in by
-                // the deeper mounts, their mount points made in it.
-                mount(
-                    Some("tmpfs"),
-                    target,
-                    Some("tmpfs"),
-                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                    Some("mode=1777"),
-                )
-                .map_err(|e| failed("mount a tmpfs on", e))?;
-                made.push(target);
-                hiding.push(target);
+                if matches!(p.op, MountOp::Temp { .. }) {
+                    hiding.push(target);
+                }
             }
         }
     }
