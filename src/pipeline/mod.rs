@@ -396,7 +396,7 @@ impl<'a> Run<'a> {
             if let Some(signal) = self.cx.interrupt.requested() {
                 return Err(Error::Interrupted { signal });
             }
-            self.ledger.books().summary.iterations = index;
+            self.ledger.set_iterations(index);
             let end = self.iteration(index, total).await?;
             self.cx
                 .ws
@@ -405,9 +405,8 @@ impl<'a> Run<'a> {
             match end {
                 IterationEnd::NothingLeft => {
                     let ended = nothing_left(self.cx, &self.spec)?;
-                    let mut books = self.ledger.books();
-                    books.summary.iterations = index - 1;
-                    books.summary.ended = ended;
+                    self.ledger.set_iterations(index - 1);
+                    self.ledger.end_with(ended);
                     return Ok(());
                 }
                 IterationEnd::Skipped => idle += 1,
@@ -423,7 +422,7 @@ impl<'a> Run<'a> {
             }
             check_budget(self.cx.settings, &self.ledger)?;
             if let Some(why) = pacing::judge_pace(self.cx, &self.teller, &self.ledger) {
-                self.ledger.books().summary.ended = why;
+                self.ledger.end_with(why);
                 return Ok(());
             }
             if index < total && !self.cx.settings.delay.is_zero() && has_work(self.cx, &self.spec)?
@@ -446,7 +445,7 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        self.ledger.books().summary.ended = finish::all_ran(total);
+        self.ledger.end_with(finish::all_ran(total));
         Ok(())
     }
 

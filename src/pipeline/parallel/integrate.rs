@@ -321,7 +321,7 @@ pub(super) fn keep_branch_forwards(
         reverted: vec![format!("refs/heads/{branch}")],
         saved: vec![keep],
     });
-    ledger.books().summary.notes.push(what);
+    ledger.note(what);
     Ok(())
 }
 

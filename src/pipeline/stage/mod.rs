@@ -290,17 +290,7 @@ fn notice_hand_edits(
 fn count<R>(ledger: &Ledger, teller: &Teller, run: &mut StageRun<R>) {
     if let Some((agent, limit)) = &run.rate_limit {
         let reported = crate::agent::stream::window::windows(limit);
-        let mut books = ledger.books();
-        let uses = crate::pipeline::pace::window_uses(&books.readings, agent, &reported);
-        for used in &uses {
-            if let Some(points) = used.spent() {
-                books
-                    .window_spent
-                    .push((run.record.kern.stage, used.kind.clone(), points));
-            }
-        }
-        crate::pipeline::pace::read(&mut books.readings, agent, &reported);
-        run.record.kern.window = uses;
+        run.record.kern.window = ledger.read_windows(run.record.kern.stage, agent, &reported);
     }
     let kern = &run.record.kern;
     let waits: Vec<(WaitKind, u64)> = kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();
