@@ -113,15 +113,16 @@ pub(super) async fn run_for_task(
     who: &str,
 ) -> Result<CheckResult> {
     let fence = crate::pipeline::fence::checks_fence(guard.cx);
-    let (result, denied) = run(
-        command,
-        cwd,
-        guard.cx.settings.check_timeout,
-        log,
-        guard.cx.interrupt,
-        fence,
-    )
-    .await?;
+    let (result, denied) = guard
+        .after_await(std::pin::pin!(run(
+            command,
+            cwd,
+            guard.cx.settings.check_timeout,
+            log,
+            guard.cx.interrupt,
+            fence,
+        )))
+        .await?;
     let said = crate::pipeline::fence::fence_denied(
         guard.cx,
         guard.teller,
@@ -130,7 +131,6 @@ pub(super) async fn run_for_task(
         denied.as_ref(),
     );
     it.heard_denied(said);
-    guard.spec.next_step();
     Ok(result)
 }
 

@@ -7,8 +7,8 @@
 use crate::error::{Error, Result};
 use crate::event::RunEvent;
 use crate::pipeline::Cx;
+use crate::pipeline::guard::SharedSpec;
 use crate::pipeline::ledger::Ledger;
-use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::teller::Teller;
 use crate::reporter::voice;
 use crate::spec;

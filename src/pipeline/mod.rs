@@ -65,7 +65,6 @@ mod recovery;
 pub(crate) mod remote;
 pub(crate) mod schedule;
 mod scope;
-mod shared;
 pub(crate) mod stage;
 mod target;
 pub(crate) use target::{BranchTarget, Target};
@@ -89,9 +88,9 @@ use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
 pub(crate) use cx::Cx;
+use guard::SharedSpec;
 use guard::SpecGuard;
 use ledger::Ledger;
-use shared::SharedSpec;
 use teller::Teller;
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
@@ -527,17 +526,17 @@ async fn baseline_check(
         skipped: false,
     }));
     let fence = fence::checks_fence(cx);
-    let (result, denied) = check::run(
-        &command,
-        cx.ws.repo.top(),
-        cx.settings.check_timeout,
-        &cx.ws.state_dir.baseline_log(),
-        cx.interrupt,
-        fence,
-    )
-    .await?;
+    let (result, denied) = SpecGuard::new(cx, spec, teller)
+        .after_await(std::pin::pin!(check::run(
+            &command,
+            cx.ws.repo.top(),
+            cx.settings.check_timeout,
+            &cx.ws.state_dir.baseline_log(),
+            cx.interrupt,
+            fence,
+        )))
+        .await?;
     fence::fence_denied(cx, teller, None, "baseline check", denied.as_ref());
-    spec.next_step();
     teller.emit(RunEvent::Check {
         task: None,
         command: command.clone(),

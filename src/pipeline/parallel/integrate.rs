@@ -75,8 +75,7 @@ pub(super) fn integrate(
             paths: paths.clone(),
         },
     )?;
-    let checked_out = guard.cx.ws.repo.checkout_paths(tree, &paths);
-    guard.spec.next_step();
+    let checked_out = guard.after(|| guard.cx.ws.repo.checkout_paths(tree, &paths));
     if !checked_out? {
         journal::remove(&guard.cx.ws.state_dir.integrating());
         return super::conflict::conflicted(

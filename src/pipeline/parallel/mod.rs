@@ -47,8 +47,8 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
+use crate::pipeline::guard::SharedSpec;
 use crate::pipeline::guard::SpecGuard;
-use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::{Cx, MAX_IDLE_ITERATIONS, Run, schedule};
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;

@@ -116,8 +116,15 @@ impl Run<'_> {
             beat: self.ledger.beat.clone(),
             quiet: self.cx.settings.limits.idle_timeout,
         };
-        let ran = runner::run_stage::<R>(&ctx, &mut watch, &mut limits, &request).await;
-        self.spec.next_step();
+        // The agent may have written SPEC.md.
+        let ran = SpecGuard::new(self.cx, &self.spec, &self.teller)
+            .after_await(std::pin::pin!(runner::run_stage::<R>(
+                &ctx,
+                &mut watch,
+                &mut limits,
+                &request,
+            )))
+            .await;
         self.ledger.merge_limits(&limits);
         let mut run = match ran {
             Ok(run) => run,
