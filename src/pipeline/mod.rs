@@ -525,18 +525,7 @@ async fn baseline_check(
         command: command.clone(),
         skipped: false,
     }));
-    let fence = fence::checks_fence(cx);
-    let (result, denied) = SpecGuard::new(cx, spec, teller)
-        .after_await(std::pin::pin!(check::run(
-            &command,
-            cx.ws.repo.top(),
-            cx.settings.check_timeout,
-            &cx.ws.state_dir.baseline_log(),
-            cx.interrupt,
-            fence,
-        )))
-        .await?;
-    fence::fence_denied(cx, teller, None, "baseline check", denied.as_ref());
+    let result = check::run_baseline(&SpecGuard::new(cx, spec, teller), &command).await?;
     teller.emit(RunEvent::Check {
         task: None,
         command: command.clone(),
