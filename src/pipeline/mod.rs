@@ -67,7 +67,7 @@ pub(crate) mod schedule;
 mod scope;
 pub(crate) mod stage;
 mod target;
-pub(crate) use target::{BranchTarget, Target};
+pub(crate) use target::Target;
 pub(crate) mod start;
 pub(crate) mod teller;
 pub(crate) mod tests_first;
@@ -333,10 +333,7 @@ async fn run_locked<'a>(
         teller,
         spec: SharedSpec::new(spec),
         ledger,
-        target: Target::Branch(BranchTarget {
-            remote,
-            ..BranchTarget::default()
-        }),
+        target: Target::own_branch(remote),
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
     interrupt.on_hangup(Box::new(run.teller.hangup_hook()));
@@ -348,9 +345,7 @@ async fn run_locked<'a>(
         run.teller.emit(RunEvent::Told(Told::Detached {
             oid: oid.to_string(),
         }));
-        if let Some(branch) = run.target.branch() {
-            branch.detached = true;
-        }
+        run.target.set_detached();
     }
     if let Some(here) = ws.task_list_here(settings) {
         run.teller.emit(RunEvent::Told(Told::SpecElsewhere {
@@ -376,7 +371,7 @@ async fn run_locked<'a>(
         Ok(()) => run.iterations().await,
         Err(e) => Err(e),
     };
-    let detached = run.target.branch().is_some_and(|b| b.detached);
+    let detached = run.target.detached();
     finish::finish(
         run.cx,
         &run.ledger,

@@ -236,9 +236,7 @@ fn make_commit(
         return Ok(IterationEnd::Progressed);
     };
     let review_branch = target.review_branch().map(str::to_string);
-    if let Some(branch) = target.branch() {
-        branch.last_commit = Some(oid);
-    }
+    target.moved_to(oid);
     guard.teller.emit(RunEvent::Commit {
         task: it.title.clone(),
         sha: oid.to_string(),

@@ -389,7 +389,7 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
         };
-        if let Some(commit) = self.target.branch().and_then(|b| b.last_commit.take()) {
+        if let Some(commit) = self.target.take_last_commit() {
             *tip_seen = Some(commit);
         }
         let ws = done.ws;
