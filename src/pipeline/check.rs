@@ -114,16 +114,10 @@ pub(super) async fn run_for_task(
     who: &str,
 ) -> Result<CheckResult> {
     let fence = crate::pipeline::fence::checks_fence(guard.cx);
-    let (result, denied) = guard
-        .after_await(std::pin::pin!(run(
-            command,
-            cwd,
-            guard.cx.settings.check_timeout,
-            log,
-            guard.cx.interrupt,
-            fence,
-        )))
-        .await?;
+    let timeout = guard.cx.settings.check_timeout;
+    // Bound first: a temporary in the awaiting statement would be held twice.
+    let check = run(command, cwd, timeout, log, guard.cx.interrupt, fence);
+    let (result, denied) = guard.after_await(check).await?;
     let said = crate::pipeline::fence::fence_denied(
         guard.cx,
         guard.teller,
@@ -141,16 +135,16 @@ pub(super) async fn run_for_task(
 pub(super) async fn run_baseline(guard: &SpecGuard<'_, '_>, command: &str) -> Result<CheckResult> {
     let cx = guard.cx;
     let fence = crate::pipeline::fence::checks_fence(cx);
-    let (result, denied) = guard
-        .after_await(std::pin::pin!(run(
-            command,
-            cx.ws.repo.top(),
-            cx.settings.check_timeout,
-            &cx.ws.state_dir.baseline_log(),
-            cx.interrupt,
-            fence,
-        )))
-        .await?;
+    let (top, log) = (cx.ws.repo.top(), cx.ws.state_dir.baseline_log());
+    let check = run(
+        command,
+        top,
+        cx.settings.check_timeout,
+        &log,
+        cx.interrupt,
+        fence,
+    );
+    let (result, denied) = guard.after_await(check).await?;
     crate::pipeline::fence::fence_denied(cx, guard.teller, None, "baseline check", denied.as_ref());
     Ok(result)
 }

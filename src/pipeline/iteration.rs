@@ -56,7 +56,6 @@ impl Run<'_> {
     }
 
     async fn iteration_inner(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
-        // A new step: the person may have edited SPEC.md between iterations.
         let guard = SpecGuard::step(self.cx, &self.spec, &self.teller);
         self.lock.set_phase(Phase::Selecting)?;
         crate::pipeline::commit::finish_pending_commit(

@@ -10,8 +10,6 @@
 //! now; a task the person removed or re-marked is followed, never resurrected. A file that no
 //! longer validates is left exactly as it is and kern's edit waits in a journal for the next run.
 
-use std::pin::Pin;
-
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::pipeline::decide::Attempts;
@@ -82,13 +80,14 @@ impl<'r, 'a> SpecGuard<'r, 'a> {
         self.spec.after(effect)
     }
 
-    /// Awaits `effect`, which may write SPEC.md (an agent's stage, a check), and begins a new
-    /// step when it is done. The effect comes pinned where the caller awaits it
-    /// (`std::pin::pin!`), so the run's future holds it once, not twice.
-    pub(super) async fn after_await<T>(&self, effect: Pin<&mut impl Future<Output = T>>) -> T {
-        let out = effect.await;
-        self.spec.end_step();
-        out
+    /// Awaits `effect`, which may write SPEC.md (a check), and begins a new step when it is
+    /// done (the shared file's own [`SharedSpec::after_await`], not wrapped in a future of its
+    /// own, which would hold the effect twice).
+    pub(super) fn after_await<T>(
+        &self,
+        effect: impl Future<Output = T>,
+    ) -> impl Future<Output = T> {
+        self.spec.after_await(effect)
     }
 
     /// The task's failed attempts as SPEC.md records them now.

@@ -67,6 +67,16 @@ impl SharedSpec {
         self.0.borrow_mut().view = None;
     }
 
+    /// Awaits `effect`, which may write SPEC.md (an agent's stage, a check), and ends the
+    /// step when it is done, whatever it returned. The effect is awaited on the heap (one
+    /// allocation per stage or check): awaited in place, the run's future would hold it twice
+    /// (the argument and its awaited copy) and grow past clippy's `large_futures` limit.
+    pub(crate) async fn after_await<T>(&self, effect: impl Future<Output = T>) -> T {
+        let out = Box::pin(effect).await;
+        self.end_step();
+        out
+    }
+
     /// Runs `effect`, which may write SPEC.md (a hook, a put-back of paths, a stash put
     /// back), and ends the step when it returns, whatever it returned.
     pub(crate) fn after<T>(&self, effect: impl FnOnce() -> T) -> T {

@@ -116,15 +116,8 @@ impl Run<'_> {
             beat: self.ledger.beat.clone(),
             quiet: self.cx.settings.limits.idle_timeout,
         };
-        // The agent may have written SPEC.md.
-        let ran = SpecGuard::new(self.cx, &self.spec, &self.teller)
-            .after_await(std::pin::pin!(runner::run_stage::<R>(
-                &ctx,
-                &mut watch,
-                &mut limits,
-                &request,
-            )))
-            .await;
+        let stage_run = runner::run_stage::<R>(&ctx, &mut watch, &mut limits, &request);
+        let ran = self.spec.after_await(stage_run).await;
         self.ledger.merge_limits(&limits);
         let mut run = match ran {
             Ok(run) => run,
