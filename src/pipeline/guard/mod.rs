@@ -2,8 +2,11 @@
 //! (`task_now`: ours, gone, or set by the person), how many attempts SPEC.md records, and
 //! kern's own edits of the task; and where a step begins — an iteration's guard
 //! ([`SpecGuard::step`]), or the end of an effect that may write the file, run through the
-//! guard ([`SpecGuard::after`], [`SpecGuard::after_await`]): an agent's stage, a check, a
-//! commit's hooks, a put-back of paths. The shared view itself is `shared.rs`.
+//! guard ([`SpecGuard::after`], [`SpecGuard::after_await`]: a check, a commit's hooks, a
+//! put-back of paths) or, where only the shared file is at hand, through the file itself
+//! (`SharedSpec::after`, `SharedSpec::after_await`: an agent's stage, the audit's put-backs).
+//! The shared view itself is `shared.rs`; nothing outside `guard/` can end a step without an
+//! effect.
 //!
 //! The decision a reader must know: the person's SPEC.md wins, also mid-stage (DESIGN.md
 //! section 2). Before kern writes its edit of a task it asks [`ticket`] of the file as it is

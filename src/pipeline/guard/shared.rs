@@ -11,8 +11,8 @@
 //! SPEC.md is read once per step, not once per question: [`SharedSpec::reload`] answers from
 //! the document kern last read or wrote until the step ends because something else may have
 //! written the file since — an agent's stage ended, the check or a commit's hooks ran, kern
-//! put paths of the work tree back ([`SharedSpec::after`], around the effect itself), or a new
-//! iteration began ([`super::SpecGuard::step`]). Only `guard/` can end a step without an
+//! put paths of the work tree back ([`SharedSpec::after`] and [`SharedSpec::after_await`],
+//! around the effect itself), or a new iteration began ([`super::SpecGuard::step`]). Only `guard/` can end a step without an
 //! effect. Every write still starts from the file as it is now
 //! ([`SpecFile::apply_reporting`]), so a step's view can make kern ask the person's file one
 //! question late, never lose their edit. Parallel tasks share the view: any task's new step
