@@ -3,11 +3,13 @@
 //!
 //! kern, not the agent, decides: it selects the task, writes every marker and note in SPEC.md,
 //! and makes every commit. The agents only report (structured output); the pure policy in
-//! [`decide`] turns reports into edits. The files, in the order a task meets them: `start`
+//! [`decide`] turns reports into edits. The files, in the order a task meets them: `task_run`
+//! (the iteration's record of its task), `start`
 //! (what a task starts from: its base commit, the person's files in the tree), `iteration`
 //! (one task as a straight sequence of stages), `discovery` (how much research a task earns),
 //! `stage` (one stage: inputs, runner, audit, records), `decide` (the policy), `guard` (is the
-//! task still kern's — ours, gone, or set by the person — and kern's edits of it), `audit`
+//! task still kern's — ours, gone, or set by the person — kern's edits of it, and where a step
+//! of SPEC.md's shared view begins), `audit`
 //! (what a stage may not change), `check` (the check gate), `verify` (the must-haves and
 //! read-only tests kern checks itself), `tests_first` (a task's tests red before implement,
 //! green after), `scope` (changes outside a task's Scope set aside),
@@ -15,8 +17,8 @@
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
 //! a dead run). What every task of a run shares: `cx` (what it reads and never changes: the
-//! settings, the workspace, the reporter, the interrupt), `shared` (SPEC.md) and `ledger` (what the run
-//! counts, with the heartbeat every task tells), `clock` (the run's pauses, told to the
+//! settings, the workspace, the reporter, the interrupt), `guard/shared` (SPEC.md) and `ledger` (what the run
+//! counts, with the heartbeat every task tells; its counts private behind named methods), `clock` (the run's pauses, told to the
 //! heartbeat), `pace` (the usage windows each stage used and `--pace`'s pure gate) and `pacing`
 //! (the gate asked before each stage and after each task: pauses, hand-overs, the end). Where
 //! the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
@@ -67,7 +69,9 @@ pub(crate) mod schedule;
 mod scope;
 pub(crate) mod stage;
 mod target;
+mod task_run;
 pub(crate) use target::Target;
+pub(crate) use task_run::TaskRun;
 pub(crate) mod start;
 pub(crate) mod teller;
 pub(crate) mod tests_first;
@@ -78,8 +82,8 @@ use crate::event::{IterationEnd, RunEvent, Told};
 use crate::reporter::notify::Notifier;
 use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
-use crate::spec::{self, Document, SpecFile, TaskIdentity};
-use crate::state::journal::{self, LeftOut, TaskStart};
+use crate::spec::{self, Document, SpecFile};
+use crate::state::journal::{self, LeftOut};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
 use crate::state::run_log::RunLog;
@@ -111,59 +115,6 @@ pub(crate) struct Run<'a> {
     target: Target,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
-}
-
-/// The task an iteration works on.
-pub(crate) struct TaskRun {
-    title: String,
-    identity: TaskIdentity,
-    line: usize,
-    /// The marker kern last left on the task (a different one now is the person's).
-    state: crate::spec::TaskState,
-    start: TaskStart,
-    /// Changes of SPEC.md during this task's stages that kern did not make.
-    hand_edits: Vec<String>,
-    /// What kern's own check of the must-haves found (`verify`), for the review.
-    verified: Vec<String>,
-    /// What the fence denied this task's processes (stages, check, must-haves), one sentence
-    /// each, for the review.
-    denied: Vec<String>,
-    /// The task's discovery level (`discovery`): how much research it earns.
-    level: discovery::Level,
-    /// What implement said it did in this iteration, when it reported SUCCESS: the approach
-    /// a failure after it records (`error_research`).
-    approach: Option<String>,
-    /// The tracker issue the task's Issue note names (`owner/repo#N`), for the events the
-    /// tracker hears.
-    issue: Option<String>,
-}
-
-impl TaskRun {
-    /// The task `title` (`identity`) at its `(line, marker)` as kern last saw them, started
-    /// as `start` says: nothing heard of it yet, at the default discovery level.
-    fn new(
-        title: String,
-        identity: TaskIdentity,
-        (line, state): (usize, crate::spec::TaskState),
-        start: TaskStart,
-    ) -> TaskRun {
-        TaskRun {
-            title,
-            identity,
-            line,
-            state,
-            start,
-            hand_edits: Vec::new(),
-            verified: Vec::new(),
-            denied: Vec::new(),
-            level: discovery::Level {
-                level: 2,
-                why: String::new(),
-            },
-            approach: None,
-            issue: None,
-        }
-    }
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see
