@@ -137,6 +137,12 @@ pub(crate) struct Plan {
     pub denials: PathBuf,
     /// Where the init writes why it could not make the fence.
     pub failure: PathBuf,
+    /// An inotify descriptor kern lends the init for its watch of the placeholders (inherited
+    /// under this number); `None`: the init makes its own. Closing the last descriptor of an
+    /// inotify instance that watched files waits a grace period of the kernel's (about 15 ms),
+    /// so the instances live in kern for the whole run and a stage never waits for one.
+    #[serde(default)]
+    pub watch_fd: Option<i32>,
 }
 
 /// The session's own paths a plan refers to.
@@ -300,6 +306,7 @@ pub(crate) fn build(
             },
         denials: scratch.denials.clone(),
         failure: scratch.failure.clone(),
+        watch_fd: None,
     }
 }
 

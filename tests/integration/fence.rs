@@ -4,7 +4,8 @@
 //! `~/.bashrc`, a file in another repository and one under `/etc` (the tests run as root),
 //! write into `.git` (an object, a hook, the config), connect to a loopback canary that is not
 //! allowed, go out through the proxy to a host that is not, resolve a name, look for a planted
-//! `GITHUB_TOKEN`, signal a process outside its tree — and writes the same attempts as a test,
+//! `GITHUB_TOKEN`, signal a process outside its tree, hold a descriptor of kern's (the inotify
+//! instance kern lends the fence's init) — and writes the same attempts as a test,
 //! which the check and a `run` must-have run. Every attempt is blocked (the agent's own report
 //! says so), nothing outside changed, the canary got nothing, and kern names each attempt in
 //! `run.jsonl`, the stage record, the report and the review's prompt. The legitimate half —
@@ -51,6 +52,7 @@ const ATTEMPTS: &[&str] = &[
     "resolve",
     "signal",
     "env",
+    "descriptor",
     "mock",
     "git",
 ];
@@ -220,6 +222,7 @@ attack() {{
   if getent hosts kern-canary.invalid >/dev/null 2>&1; then say resolve RESOLVED; else say resolve blocked; fi
   if kill -0 {outsider} 2>/dev/null; then say signal REACHED; else say signal blocked; fi
   if env | grep -q GITHUB_TOKEN; then say env SEEN; else say env blocked; fi
+  if for fd in /proc/$$/fd/*; do readlink "$fd"; done | grep -q inotify; then say descriptor INHERITED; else say descriptor blocked; fi
   if get / | grep -q mock-ok; then say mock ok; else say mock FAILED; fi
   if git status --porcelain >/dev/null && git diff >/dev/null && git log --oneline >/dev/null; then say git ok; else say git FAILED; fi
 }}
