@@ -890,3 +890,28 @@ fn cargo_takes_its_locks_in_the_private_cargo_home_and_its_credentials_stay_hidd
         );
     }
 }
+
+/// kern lends each stage's init an inotify instance it keeps for the run (the watch of the
+/// hidden files): what kern itself does between stages, in the state folder the fence shows
+/// the stage, must never come back as a later stage's denied read.
+#[test]
+fn an_agent_that_reaches_for_nothing_is_named_for_nothing_however_many_stages_a_night_runs() {
+    let p = Project::new("- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n- [ ] Task four\n");
+    let agent = plain_agent(&p, "echo \"$KERN_STAGE\" >> done.txt");
+    let out = p
+        .run(&["4", "0"])
+        .default_fence()
+        .args(["--agent", &agent])
+        .expect(0);
+    assert_eq!(
+        p.git(&["rev-list", "--count", "HEAD"]).trim(),
+        "5",
+        "{}",
+        out.stderr
+    );
+    let denied: Vec<String> = ["research", "implement", "commit"]
+        .iter()
+        .flat_map(|by| denied(&p, by))
+        .collect();
+    assert!(denied.is_empty(), "{denied:?}");
+}

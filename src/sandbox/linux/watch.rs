@@ -44,8 +44,23 @@ pub(super) fn watch(placeholders: &[Placeholder], lent: Option<OwnedFd>) -> Opti
         Some(fd) => unsafe { Inotify::from_owned_fd(fd) },
         None => Inotify::init(InitFlags::IN_CLOEXEC).ok()?,
     };
+    // What a lent instance still holds is of earlier sessions: read and dropped first, as a
+    // watch added again on an inode it watched before gets the same descriptor back.
+    while nix::poll::poll(
+        &mut [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(&inotify),
+            nix::poll::PollFlags::POLLIN,
+        )],
+        nix::poll::PollTimeout::ZERO,
+    )
+    .is_ok_and(|n| n > 0)
+    {
+        if inotify.read_events().is_err() {
+            break;
+        }
+    }
     let mut paths = HashMap::new();
-    for p in placeholders {
+    for p in placeholders.iter().filter(|p| p.still_there()) {
         let flags = AddWatchFlags::IN_OPEN;
         if let Ok(wd) = inotify.add_watch(&p.path, flags) {
             paths.insert(wd, p.path.clone());
