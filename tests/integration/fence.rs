@@ -789,7 +789,7 @@ fn the_dry_run_prints_each_stages_fence_and_that_it_can_be_made_here() {
         ),
         format!("    read-only: {}/.git", top.display()),
         "    hidden:    ~/.ssh".to_string(),
-        "    temporary: /tmp, /var/tmp (empty and the stage's own; what it needs there is bound in)"
+        "    temporary: /tmp, /var/tmp, /dev/shm (empty and the stage's own; what it needs there is bound in)"
             .to_string(),
         "    hosts:     registry.npmjs.org".to_string(),
     ] {
@@ -914,4 +914,46 @@ fn an_agent_that_reaches_for_nothing_is_named_for_nothing_however_many_stages_a_
         .flat_map(|by| denied(&p, by))
         .collect();
     assert!(denied.is_empty(), "{denied:?}");
+}
+
+/// `/dev/shm` is a temporary folder like `/tmp`: the stage's own, empty, and what it needs
+/// there — a repository kept on the RAM disk, a `TMPDIR` there — is bound in. (It was a bare
+/// fresh tmpfs, over the work tree: "cannot bind", exit 2.)
+#[test]
+fn a_repository_and_a_tmpdir_on_dev_shm_are_reached_inside_the_fence_and_others_files_there_are_not()
+ {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("skipped: this machine has no /dev/shm");
+        return;
+    }
+    let p = Project::new_in(shm, "- [ ] Write the note\n");
+    let tmpdir = tempfile::tempdir_in(shm).unwrap();
+    let others = tempfile::Builder::new()
+        .prefix("kern-others-")
+        .tempfile_in(shm)
+        .unwrap();
+    std::fs::write(others.path(), "SECRET\n").unwrap();
+    let agent = plain_agent(
+        &p,
+        &format!(
+            "if grep -q SECRET '{}' 2>/dev/null; then echo READ > seen.txt; else echo blocked > seen.txt; fi\n  \
+             echo note > \"$TMPDIR/scratch\" && cp \"$TMPDIR/scratch\" note.txt",
+            others.path().display()
+        ),
+    );
+    let out = p
+        .run(&["1", "0"])
+        .default_fence()
+        .args(["--agent", &agent])
+        .env("TMPDIR", tmpdir.path())
+        .expect(0);
+    assert_eq!(
+        p.git(&["show", "HEAD:seen.txt"]),
+        "blocked\n",
+        "{}",
+        out.stderr
+    );
+    assert_eq!(p.git(&["show", "HEAD:note.txt"]), "note\n");
+    assert_eq!(std::fs::read_to_string(others.path()).unwrap(), "SECRET\n");
 }

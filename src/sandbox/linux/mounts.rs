@@ -141,7 +141,6 @@ pub(super) fn prepare(ops: &[MountOp]) -> Result<Vec<Prepared>, String> {
                     prepared.layer = Some((path_fd(upper)?, path_fd(work)?));
                 }
             }
-            MountOp::Tmpfs { .. } => {}
             MountOp::Temp { target } => {
                 if !target.is_dir() {
                     continue;
@@ -274,7 +273,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     }
                 }
             }
-            MountOp::Tmpfs { .. } | MountOp::Temp { .. } => {
+            MountOp::Temp { .. } => {
                 // A temporary folder is one mount, whatever the machine keeps there: the
                 // process's own empty one, as a tmpfs `/tmp` is. What it needs there is bound
                 // in by the deeper mounts, their mount points made in it.
@@ -287,9 +286,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                 )
                 .map_err(|e| failed("mount a tmpfs on", e))?;
                 made.push(target);
-                if matches!(p.op, MountOp::Temp { .. }) {
-                    hiding.push(target);
-                }
+                hiding.push(target);
             }
         }
     }
