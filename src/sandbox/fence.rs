@@ -28,7 +28,7 @@ pub struct Fence {
     pub read_only: Vec<PathBuf>,
     /// Caches it may write through a private layer thrown away afterwards.
     pub private: Vec<PathBuf>,
-    /// The machine's temporary folders (`/tmp`, `/var/tmp`): each an empty folder of its own,
+    /// The machine's temporary folders (`/tmp`, `/var/tmp`, `/dev/shm`): each an empty folder of its own,
     /// writable and thrown away; what others keep there is out of sight, and what the process
     /// needs there (its work tree, its home, its program, its state folder) is bound in.
     #[serde(default)]
@@ -554,7 +554,7 @@ mod tests {
         let mut i = input(Who::Check, &p, top, git);
         i.home = Some(Path::new("/tmp/home"));
         let fence = describe(&i);
-        assert_eq!(strings(&fence.temp), ["/tmp", "/var/tmp"]);
+        assert_eq!(strings(&fence.temp), ["/tmp", "/var/tmp", "/dev/shm"]);
         assert!(!fence.private.contains(&PathBuf::from("/tmp")), "{fence:?}");
         assert_eq!(
             strings(&fence.shown),
@@ -586,7 +586,7 @@ mod tests {
             writable: vec!["/tmp/repo".into()],
             read_only: vec![],
             private: vec![],
-            temp: vec!["/tmp".into(), "/var/tmp".into()],
+            temp: vec!["/tmp".into(), "/var/tmp".into(), "/dev/shm".into()],
             hidden: vec![],
             shown: vec!["/tmp/home".into()],
             hosts: vec![],

@@ -50,11 +50,6 @@ pub(crate) enum MountOp {
         /// own folder is inside `target` (a cache folder that holds it), and a layer may not overlap what it covers.
         memory: bool,
     },
-    /// A fresh writable tmpfs (`/dev/shm`).
-    Tmpfs {
-        /// The path.
-        target: PathBuf,
-    },
     /// A fresh writable tmpfs over a machine's temporary folder (`/tmp`): what was there is
     /// out of sight, and the deeper mounts inside it find their mount points made.
     Temp {
@@ -76,7 +71,6 @@ impl MountOp {
             | MountOp::HideDir { target }
             | MountOp::HideFile { target, .. }
             | MountOp::Overlay { target, .. }
-            | MountOp::Tmpfs { target }
             | MountOp::Temp { target }
             | MountOp::Private { target } => target,
         }
@@ -87,7 +81,6 @@ impl MountOp {
         match self {
             MountOp::Bind { writable, .. } => *writable,
             MountOp::Overlay { .. }
-            | MountOp::Tmpfs { .. }
             | MountOp::Temp { .. }
             | MountOp::Private { .. } => true,
             MountOp::HideDir { .. } | MountOp::HideFile { .. } => false,
@@ -137,6 +130,12 @@ pub(crate) struct Plan {
     pub denials: PathBuf,
     /// Where the init writes why it could not make the fence.
     pub failure: PathBuf,
+    /// An inotify descriptor kern lends the init for its watch of the placeholders (inherited
+    /// under this number); `None`: the init makes its own. Closing the last descriptor of an
+    /// inotify instance that watched files waits a grace period of the kernel's (about 15 ms),
+    /// so the instances live in kern for the whole run and a stage never waits for one.
+    #[serde(default)]
+    pub watch_fd: Option<i32>,
 }
 
 /// The session's own paths a plan refers to.
@@ -246,11 +245,6 @@ pub(crate) fn build(
             });
         }
     }
-    if found(Path::new("/dev/shm")) == Found::Dir {
-        mounts.push(MountOp::Tmpfs {
-            target: PathBuf::from("/dev/shm"),
-        });
-    }
     mounts.push(MountOp::Private {
         target: scratch.tmp.clone(),
     });
@@ -300,6 +294,7 @@ pub(crate) fn build(
             },
         denials: scratch.denials.clone(),
         failure: scratch.failure.clone(),
+        watch_fd: None,
     }
 }
 
@@ -321,7 +316,7 @@ mod tests {
             ],
             read_only: vec!["/s/p/b/jobs/t/tree/.git".into()],
             private: vec!["/h/.cache".into(), "/h/.cache/x".into(), "/h/.npm".into()],
-            temp: vec!["/tmp".into()],
+            temp: vec!["/tmp".into(), "/dev/shm".into()],
             hidden: vec![
                 "/h/.ssh".into(),
                 "/h/.netrc".into(),
@@ -392,7 +387,6 @@ mod tests {
                     upper.display(),
                     if *memory { ", in memory" } else { "" }
                 ),
-                MountOp::Tmpfs { target } => format!("tmpfs {}", target.display()),
                 MountOp::Temp { target } => format!("temp {}", target.display()),
                 MountOp::Private { target } => format!("tmp {}", target.display()),
             })
@@ -405,11 +399,11 @@ mod tests {
                 "hide /h/.ssh",
                 "hide /h/.netrc (/tmp/f/ph/1)",
                 "hide /tmp/tmux-0",
+                "temp /dev/shm",
                 "layer /h/.cache (/tmp/f/layers/1/upper)",
                 "layer /h/.npm (/tmp/f/layers/3/upper)",
                 "ro /tmp/home",
                 "rw /h/.claude",
-                "tmpfs /dev/shm",
                 "hide /tmp/home/.ssh",
                 "rw /h/.cache/x",
                 "tmp /tmp/f/tmp",

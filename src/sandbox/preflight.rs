@@ -74,7 +74,15 @@ pub(crate) fn check(network: Network, cwd: &Path) -> Preflight {
             };
         }
     };
-    let output = std::process::Command::new(&command.program)
+    let mut spawn = std::process::Command::new(&command.program);
+    if let Some(fd) = command.inherit {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure only calls fcntl(2), which is async-signal-safe.
+        unsafe {
+            spawn.pre_exec(move || super::session::inherit(fd));
+        }
+    }
+    let output = spawn
         .args(&command.args)
         .env_clear()
         .envs(command.env.iter().map(|(k, v)| (k, v)))

@@ -88,8 +88,9 @@ pub(crate) const SYSTEM_SECRETS: &[&str] = &[
     "/run/user",
 ];
 
-/// The machine's temporary folders: inside the fence each is an empty one of the process's own.
-pub(crate) const SYSTEM_TEMP: &[&str] = &["/tmp", "/var/tmp"];
+/// The machine's temporary folders (`/dev/shm` is one, in memory): inside the fence each is an
+/// empty one of the process's own.
+pub(crate) const SYSTEM_TEMP: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 
 /// Sockets and folders of the person's session in the temporary folders that would give a
 /// process their terminal, their keys or their screen: tmux's and screen's servers, ssh

@@ -30,6 +30,19 @@ pub(crate) struct Command {
     pub args: Vec<OsString>,
     /// Its whole environment (nothing is inherited besides).
     pub env: Vec<(OsString, OsString)>,
+    /// A descriptor of kern's the program must inherit under its own number: whoever spawns
+    /// the command clears its close-on-exec flag in the child ([`inherit`]).
+    pub inherit: Option<std::os::fd::RawFd>,
+}
+
+/// Clears the close-on-exec flag of `fd` in a child about to exec (a `pre_exec` step; only
+/// `fcntl`, which is async-signal-safe).
+pub(crate) fn inherit(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl(2) on a descriptor number; a bad one fails with EBADF.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Why a fenced process could not be started.
@@ -61,6 +74,7 @@ pub(crate) struct Session {
     scratch: Scratch,
     proxy: Option<Proxy>,
     report: FenceReport,
+    watch: Option<WatchLease>,
 }
 
 /// What the session needs from the process to fence.
@@ -155,14 +169,19 @@ impl Session {
         let mut report = FenceReport::new(Mode::Kern);
         report.network = Some(fence.network);
         report.hosts = fence.hosts.iter().map(ToString::to_string).collect();
-        let (program, args, proxy) =
-            platform_command(&fence, &program, process, &scratch, &mut fence_vars)?;
+        let Platform {
+            program,
+            args,
+            proxy,
+            watch,
+        } = platform_command(&fence, &program, process, &scratch, &mut fence_vars)?;
         let env = fenced_env(&inherited, process.env, &fence_vars, &fence.pass_env);
         report.env_dropped = env.dropped;
         let command = Command {
             program,
             args,
             env: env.vars,
+            inherit: watch.as_ref().map(WatchLease::raw),
         };
         Ok((
             Session {
@@ -170,6 +189,7 @@ impl Session {
                 scratch,
                 proxy,
                 report,
+                watch,
             },
             command,
         ))
@@ -194,6 +214,10 @@ impl Session {
             }
         }
         self.remove();
+        // The process has ended: its init no longer reads the watch, another session may.
+        if let Some(watch) = self.watch.take() {
+            watch.give_back();
+        }
         match failure.trim().split_once('\t') {
             Some((cause, message)) => Err(SetupFailure {
                 cause: cause.to_string(),
@@ -221,6 +245,48 @@ impl Drop for Session {
     }
 }
 
+/// What a platform starts a fenced process with.
+struct Platform {
+    program: PathBuf,
+    args: Vec<OsString>,
+    proxy: Option<Proxy>,
+    watch: Option<WatchLease>,
+}
+
+/// The inotify instances lent to the sessions' inits, kept for as long as kern runs (see
+/// `Plan::watch_fd`: the last close of one that watched files waits for the kernel).
+static WATCHES: std::sync::Mutex<Vec<std::os::fd::OwnedFd>> = std::sync::Mutex::new(Vec::new());
+
+/// One inotify instance lent to one session until its process has ended; dropped unreturned
+/// (a session that did not finish), it is closed instead, never lent to two inits at once.
+struct WatchLease(std::os::fd::OwnedFd);
+
+impl WatchLease {
+    /// An instance from the pool, or a new one; `None` when the kernel makes none.
+    #[cfg(target_os = "linux")]
+    fn lend() -> Option<WatchLease> {
+        let pooled = WATCHES.lock().ok().and_then(|mut pool| pool.pop());
+        match pooled {
+            Some(fd) => Some(WatchLease(fd)),
+            None => nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::IN_CLOEXEC)
+                .ok()
+                .map(|inotify| WatchLease(inotify.into())),
+        }
+    }
+
+    fn raw(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.0.as_raw_fd()
+    }
+
+    /// Back to the pool, for the next session.
+    fn give_back(self) {
+        if let Ok(mut pool) = WATCHES.lock() {
+            pool.push(self.0);
+        }
+    }
+}
+
 /// The proxy's variables for a fenced process that reaches kern's proxy at `port` on its
 /// loopback.
 fn proxy_vars(port: u16, vars: &mut Vec<(String, String)>) {
@@ -243,7 +309,7 @@ fn platform_command(
     process: &Process<'_>,
     scratch: &Scratch,
     vars: &mut Vec<(String, String)>,
-) -> Result<(PathBuf, Vec<OsString>, Option<Proxy>), StartError> {
+) -> Result<Platform, StartError> {
     let prepare = |what: &str, e: std::io::Error| StartError::Prepare(format!("{what}: {e}"));
     let found = |p: &Path| match std::fs::metadata(p) {
         Ok(m) if m.is_dir() => Found::Dir,
@@ -251,7 +317,19 @@ fn platform_command(
         Err(_) if std::fs::symlink_metadata(p).is_ok() => Found::Other,
         Err(_) => Found::Missing,
     };
-    let plan = plan::build(fence, program, process.args, process.cwd, scratch, &found);
+    let mut plan = plan::build(fence, program, process.args, process.cwd, scratch, &found);
+    let watch = plan
+        .mounts
+        .iter()
+        .any(|op| {
+            matches!(
+                op,
+                plan::MountOp::HideFile { .. } | plan::MountOp::HideDir { .. }
+            )
+        })
+        .then(WatchLease::lend)
+        .flatten();
+    plan.watch_fd = watch.as_ref().map(WatchLease::raw);
     for op in &plan.mounts {
         match op {
             plan::MountOp::HideFile { placeholder, .. } => {
@@ -292,11 +370,12 @@ fn platform_command(
         }
         plan::NetPlan::None | plan::NetPlan::Open => None,
     };
-    Ok((
-        PathBuf::from("/proc/self/exe"),
-        vec![OsString::from("__fence"), plan_path.into_os_string()],
+    Ok(Platform {
+        program: PathBuf::from("/proc/self/exe"),
+        args: vec![OsString::from("__fence"), plan_path.into_os_string()],
         proxy,
-    ))
+        watch,
+    })
 }
 
 /// What starts the fenced process on macOS: `sandbox-exec` with the fence's Seatbelt profile,
@@ -308,7 +387,7 @@ fn platform_command(
     process: &Process<'_>,
     scratch: &Scratch,
     vars: &mut Vec<(String, String)>,
-) -> Result<(PathBuf, Vec<OsString>, Option<Proxy>), StartError> {
+) -> Result<Platform, StartError> {
     let prepare = |what: &str, e: std::io::Error| StartError::Prepare(format!("{what}: {e}"));
     let real = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
     let mut resolved = fence.clone();
@@ -332,7 +411,12 @@ fn platform_command(
     };
     let profile = super::macos::profile(&resolved, &real(&scratch.tmp), port);
     let (program, args) = super::macos::command(&profile, program, process.args);
-    Ok((program, args, proxy))
+    Ok(Platform {
+        program,
+        args,
+        proxy,
+        watch: None,
+    })
 }
 
 /// Where the fence cannot be made at all.
@@ -343,7 +427,7 @@ fn platform_command(
     _process: &Process<'_>,
     _scratch: &Scratch,
     _vars: &mut Vec<(String, String)>,
-) -> Result<(PathBuf, Vec<OsString>, Option<Proxy>), StartError> {
+) -> Result<Platform, StartError> {
     Err(StartError::Prepare(
         "kern's fence is made on Linux and macOS only".into(),
     ))
@@ -497,6 +581,29 @@ pub(crate) fn locate(
 mod tests {
     use super::is_stale;
     use std::time::Duration;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_lent_watch_is_an_inotify_instance_closed_on_exec_and_goes_back_to_the_pool() {
+        use super::{WATCHES, WatchLease};
+        let is_inotify = |fd: i32| {
+            std::fs::read_link(format!("/proc/self/fd/{fd}"))
+                .is_ok_and(|target| target.to_string_lossy().contains("inotify"))
+        };
+        // SAFETY: fcntl(2) on a descriptor number.
+        let close_on_exec = |fd: i32| unsafe { libc::fcntl(fd, libc::F_GETFD) } == libc::FD_CLOEXEC;
+        let lease = WatchLease::lend().unwrap();
+        let fd = lease.raw();
+        assert!(is_inotify(fd) && close_on_exec(fd));
+        // Two sessions at once never share one.
+        let other = WatchLease::lend().unwrap();
+        assert_ne!(other.raw(), fd);
+        lease.give_back();
+        assert!(is_inotify(fd), "kept open for the next session");
+        other.give_back();
+        let pooled = WATCHES.lock().unwrap().len();
+        assert!(pooled >= 1, "{pooled}");
+    }
 
     #[test]
     fn a_session_folder_is_stale_only_when_its_kern_is_gone_or_it_is_old_and_ownerless() {

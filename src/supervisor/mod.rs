@@ -294,6 +294,12 @@ pub async fn run(
             command.pre_exec(move || die_with_parent(parent));
         }
     }
+    if let Some(fd) = fenced.as_ref().and_then(|(_, c)| c.inherit) {
+        // SAFETY: the closure only calls fcntl(2), which is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || crate::sandbox::session::inherit(fd));
+        }
+    }
     let started = Instant::now();
     let mut child = command.spawn().map_err(|e| spawn_error(&inv.program, e))?;
     let Some(pid) = child.id().map(|p| p as i32) else {

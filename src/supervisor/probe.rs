@@ -179,6 +179,12 @@ pub(crate) fn run(probe: Probe) -> std::io::Result<ProbeOutput> {
             command.pre_exec(move || super::die_with_parent(parent));
         }
     }
+    if let Some(fd) = fenced.as_ref().and_then(|(_, c)| c.inherit) {
+        // SAFETY: the closure only calls fcntl(2), which is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || crate::sandbox::session::inherit(fd));
+        }
+    }
     let mut child = command.spawn()?;
     let pgid = child.id() as i32;
     let (tx, rx) = mpsc::channel();

@@ -4,7 +4,8 @@
 //! `~/.bashrc`, a file in another repository and one under `/etc` (the tests run as root),
 //! write into `.git` (an object, a hook, the config), connect to a loopback canary that is not
 //! allowed, go out through the proxy to a host that is not, resolve a name, look for a planted
-//! `GITHUB_TOKEN`, signal a process outside its tree — and writes the same attempts as a test,
+//! `GITHUB_TOKEN`, signal a process outside its tree, hold a descriptor of kern's (the inotify
+//! instance kern lends the fence's init) — and writes the same attempts as a test,
 //! which the check and a `run` must-have run. Every attempt is blocked (the agent's own report
 //! says so), nothing outside changed, the canary got nothing, and kern names each attempt in
 //! `run.jsonl`, the stage record, the report and the review's prompt. The legitimate half —
@@ -51,6 +52,7 @@ const ATTEMPTS: &[&str] = &[
     "resolve",
     "signal",
     "env",
+    "descriptor",
     "mock",
     "git",
 ];
@@ -220,6 +222,7 @@ attack() {{
   if getent hosts kern-canary.invalid >/dev/null 2>&1; then say resolve RESOLVED; else say resolve blocked; fi
   if kill -0 {outsider} 2>/dev/null; then say signal REACHED; else say signal blocked; fi
   if env | grep -q GITHUB_TOKEN; then say env SEEN; else say env blocked; fi
+  if for fd in /proc/$$/fd/*; do readlink "$fd"; done | grep -q inotify; then say descriptor INHERITED; else say descriptor blocked; fi
   if get / | grep -q mock-ok; then say mock ok; else say mock FAILED; fi
   if git status --porcelain >/dev/null && git diff >/dev/null && git log --oneline >/dev/null; then say git ok; else say git FAILED; fi
 }}
@@ -786,7 +789,7 @@ fn the_dry_run_prints_each_stages_fence_and_that_it_can_be_made_here() {
         ),
         format!("    read-only: {}/.git", top.display()),
         "    hidden:    ~/.ssh".to_string(),
-        "    temporary: /tmp, /var/tmp (empty and the stage's own; what it needs there is bound in)"
+        "    temporary: /tmp, /var/tmp, /dev/shm (empty and the stage's own; what it needs there is bound in)"
             .to_string(),
         "    hosts:     registry.npmjs.org".to_string(),
     ] {
@@ -886,4 +889,71 @@ fn cargo_takes_its_locks_in_the_private_cargo_home_and_its_credentials_stay_hidd
             "{name} reached the person's ~/.cargo"
         );
     }
+}
+
+/// kern lends each stage's init an inotify instance it keeps for the run (the watch of the
+/// hidden files): what kern itself does between stages, in the state folder the fence shows
+/// the stage, must never come back as a later stage's denied read.
+#[test]
+fn an_agent_that_reaches_for_nothing_is_named_for_nothing_however_many_stages_a_night_runs() {
+    let p = Project::new("- [ ] Task one\n- [ ] Task two\n- [ ] Task three\n- [ ] Task four\n");
+    let agent = plain_agent(&p, "echo \"$KERN_STAGE\" >> done.txt");
+    let out = p
+        .run(&["4", "0"])
+        .default_fence()
+        .args(["--agent", &agent])
+        .expect(0);
+    assert_eq!(
+        p.git(&["rev-list", "--count", "HEAD"]).trim(),
+        "5",
+        "{}",
+        out.stderr
+    );
+    let denied: Vec<String> = ["research", "implement", "commit"]
+        .iter()
+        .flat_map(|by| denied(&p, by))
+        .collect();
+    assert!(denied.is_empty(), "{denied:?}");
+}
+
+/// `/dev/shm` is a temporary folder like `/tmp`: the stage's own, empty, and what it needs
+/// there — a repository kept on the RAM disk, a `TMPDIR` there — is bound in. (It was a bare
+/// fresh tmpfs, over the work tree: "cannot bind", exit 2.)
+#[test]
+fn a_repository_and_a_tmpdir_on_dev_shm_are_reached_inside_the_fence_and_others_files_there_are_not()
+ {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("skipped: this machine has no /dev/shm");
+        return;
+    }
+    let p = Project::new_in(shm, "- [ ] Write the note\n");
+    let tmpdir = tempfile::tempdir_in(shm).unwrap();
+    let others = tempfile::Builder::new()
+        .prefix("kern-others-")
+        .tempfile_in(shm)
+        .unwrap();
+    std::fs::write(others.path(), "SECRET\n").unwrap();
+    let agent = plain_agent(
+        &p,
+        &format!(
+            "if grep -q SECRET '{}' 2>/dev/null; then echo READ > seen.txt; else echo blocked > seen.txt; fi\n  \
+             echo note > \"$TMPDIR/scratch\" && cp \"$TMPDIR/scratch\" note.txt",
+            others.path().display()
+        ),
+    );
+    let out = p
+        .run(&["1", "0"])
+        .default_fence()
+        .args(["--agent", &agent])
+        .env("TMPDIR", tmpdir.path())
+        .expect(0);
+    assert_eq!(
+        p.git(&["show", "HEAD:seen.txt"]),
+        "blocked\n",
+        "{}",
+        out.stderr
+    );
+    assert_eq!(p.git(&["show", "HEAD:note.txt"]), "note\n");
+    assert_eq!(std::fs::read_to_string(others.path()).unwrap(), "SECRET\n");
 }

@@ -124,6 +124,7 @@ pub(crate) fn main(plan_path: &Path) -> i32 {
             return SETUP_FAILED;
         }
     };
+    let lent = plan.watch_fd.and_then(lent_descriptor);
     let failure = OpenOptions::new()
         .write(true)
         .create(true)
@@ -131,7 +132,7 @@ pub(crate) fn main(plan_path: &Path) -> i32 {
         .mode(0o600)
         .custom_flags(libc::O_CLOEXEC)
         .open(&plan.failure);
-    match first(&plan) {
+    match first(&plan, lent) {
         Ok(Exit::Code(code)) => code,
         Ok(Exit::Signal(signal)) => die_by(signal),
         Err(Failed(cause, message)) => {
@@ -142,6 +143,19 @@ pub(crate) fn main(plan_path: &Path) -> i32 {
             SETUP_FAILED
         }
     }
+}
+
+/// The descriptor kern lent under number `fd` (`Plan::watch_fd`), closed on exec from here on
+/// (the command never inherits it); `None` when no descriptor has that number.
+fn lent_descriptor(fd: i32) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl(2) on a descriptor number; a closed one fails with EBADF.
+    if fd < 3 || unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == -1 {
+        return None;
+    }
+    // SAFETY: the descriptor is open (above), this process was started with it for the watch
+    // and nothing else here owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Ends this process by `signal` (default action), as the command ended.
@@ -205,7 +219,7 @@ fn unshare_cause(e: nix::Error) -> Failed {
 }
 
 /// The first process: namespaces, identity maps, mounts; then PID 1, waited for.
-fn first(plan: &Plan) -> Result<Exit, Failed> {
+fn first(plan: &Plan, lent: Option<OwnedFd>) -> Result<Exit, Failed> {
     let other = |what: String| Failed(Cause::Other, what);
     let uid = nix::unistd::geteuid();
     let gid = nix::unistd::getegid();
@@ -252,7 +266,7 @@ fn first(plan: &Plan) -> Result<Exit, Failed> {
 
     let prepared = mounts::prepare(&plan.mounts).map_err(|e| Failed(Cause::Mount, e))?;
     let placeholders = mounts::apply(&prepared).map_err(|e| Failed(Cause::Mount, e))?;
-    let watch = watch::watch(&placeholders);
+    let watch = watch::watch(&placeholders, lent);
     drop(prepared);
 
     // SAFETY: this process is single-threaded (a fresh exec of kern that started no thread),
@@ -475,4 +489,36 @@ fn command(plan: &Plan, status_w: &OwnedFd, listener_w: &std::os::unix::net::Uni
         .current_dir(&plan.cwd)
         .exec();
     error.raw_os_error().unwrap_or(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lent_descriptor;
+    use std::os::fd::{AsRawFd, IntoRawFd};
+
+    fn close_on_exec(fd: i32) -> bool {
+        // SAFETY: fcntl(2) on a descriptor number.
+        unsafe { libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC != 0 }
+    }
+
+    #[test]
+    fn a_lent_descriptor_is_taken_only_when_open_and_is_closed_on_exec_from_then_on() {
+        // The standard streams are never the lent one.
+        for fd in [-1, 0, 1, 2] {
+            assert!(lent_descriptor(fd).is_none(), "{fd}");
+        }
+        // A number nothing has.
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let closed = r.into_raw_fd();
+        nix::unistd::close(closed).unwrap();
+        assert!(lent_descriptor(closed).is_none());
+        // An open one, inherited (no close-on-exec), as kern lends it.
+        let open = w.into_raw_fd();
+        // SAFETY: clearing the flag of a descriptor this test owns.
+        assert_ne!(unsafe { libc::fcntl(open, libc::F_SETFD, 0) }, -1);
+        assert!(!close_on_exec(open));
+        let taken = lent_descriptor(open).unwrap();
+        assert_eq!(taken.as_raw_fd(), open);
+        assert!(close_on_exec(open), "the command must not inherit it");
+    }
 }

@@ -45,6 +45,26 @@ pub(super) struct Prepared {
 pub(crate) struct Placeholder {
     /// Its path inside the fence.
     pub path: PathBuf,
+    /// The device it was made on: a folder the fence shows inside a hidden one (this stage's
+    /// state folder) is mounted over its placeholder later, and the path then leads to the
+    /// real folder, which is not watched.
+    pub dev: Option<u64>,
+}
+
+impl Placeholder {
+    /// The placeholder at `path`, as it is now.
+    fn at(path: PathBuf) -> Placeholder {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::symlink_metadata(&path).ok().map(|m| m.dev());
+        Placeholder { path, dev }
+    }
+
+    /// Whether `path` still leads to the placeholder (no later mount covers it).
+    pub(crate) fn still_there(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.dev.is_some()
+            && std::fs::symlink_metadata(&self.path).ok().map(|m| m.dev()) == self.dev
+    }
 }
 
 /// What a hidden folder held (relative paths, folders first in each level), for its
@@ -121,7 +141,6 @@ pub(super) fn prepare(ops: &[MountOp]) -> Result<Vec<Prepared>, String> {
                     prepared.layer = Some((path_fd(upper)?, path_fd(work)?));
                 }
             }
-            MountOp::Tmpfs { .. } => {}
             MountOp::Temp { target } => {
                 if !target.is_dir() {
                     continue;
@@ -175,9 +194,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     made.push(target);
                 }
                 if let MountOp::HideFile { .. } = p.op {
-                    watch.push(Placeholder {
-                        path: target.to_path_buf(),
-                    });
+                    watch.push(Placeholder::at(target.to_path_buf()));
                 }
             }
             MountOp::HideDir { .. } => {
@@ -196,9 +213,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                 )
                 .map_err(|e| failed("hide", e))?;
                 hiding.push(target);
-                watch.push(Placeholder {
-                    path: target.to_path_buf(),
-                });
+                watch.push(Placeholder::at(target.to_path_buf()));
                 for (rel, is_dir) in &p.entries {
                     let path = target.join(rel);
                     let made = if *is_dir {
@@ -208,7 +223,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                             .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o444)))
                     };
                     if made.is_ok() && *is_dir {
-                        watch.push(Placeholder { path });
+                        watch.push(Placeholder::at(path));
                     }
                 }
             }
@@ -258,7 +273,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                     }
                 }
             }
-            MountOp::Tmpfs { .. } | MountOp::Temp { .. } => {
+            MountOp::Temp { .. } => {
                 // A temporary folder is one mount, whatever the machine keeps there: the
                 // process's own empty one, as a tmpfs `/tmp` is. What it needs there is bound
                 // in by the deeper mounts, their mount points made in it.
@@ -271,9 +286,7 @@ pub(super) fn apply(prepared: &[Prepared]) -> Result<Vec<Placeholder>, String> {
                 )
                 .map_err(|e| failed("mount a tmpfs on", e))?;
                 made.push(target);
-                if matches!(p.op, MountOp::Temp { .. }) {
-                    hiding.push(target);
-                }
+                hiding.push(target);
             }
         }
     }
@@ -492,6 +505,21 @@ fn unescape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_placeholder_is_watched_only_while_its_path_still_leads_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = Placeholder::at(dir.path().to_path_buf());
+        assert!(here.still_there());
+        // Another device now at the path (a folder the fence shows, mounted over it).
+        let covered = Placeholder {
+            dev: here.dev.map(|d| d + 1),
+            ..Placeholder::at(dir.path().to_path_buf())
+        };
+        assert!(!covered.still_there());
+        let gone = Placeholder::at(dir.path().join("missing"));
+        assert!(!gone.still_there());
+    }
 
     #[test]
     fn mountinfo_fields_read_back() {

@@ -6,11 +6,15 @@
 //! exist in the fence's mount namespace alone) and the init never opens them, so every open is
 //! the fenced command's: `cat ~/.ssh/id_ed25519` is recorded as a read of that file, `ls
 //! ~/.ssh` as a read of the folder. A file that does not exist outside has no placeholder and
-//! its lookup is not recorded (there was nothing to take). The log is bounded.
+//! its lookup is not recorded (there was nothing to take). The log is bounded. The inotify
+//! instance is kern's, lent for the stage (`Plan::watch_fd`): the last close of an instance
+//! that watched files waits for a grace period of the kernel's, about 15 ms a stage, so kern
+//! keeps its instances for the run and the init never closes the last one.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
@@ -26,15 +30,37 @@ pub(super) struct Watch {
     paths: HashMap<WatchDescriptor, PathBuf>,
 }
 
-/// Watches every placeholder for being opened; `None` when there is nothing to watch or the
-/// kernel refuses (the reads are still denied, only not named).
-pub(super) fn watch(placeholders: &[Placeholder]) -> Option<Watch> {
+/// Watches every placeholder for being opened, with the inotify instance kern lent (`lent`,
+/// see `Plan::watch_fd`: what it still holds of earlier sessions is ignored) or a new one;
+/// `None` when there is nothing to watch or the kernel refuses (the reads are still denied,
+/// only not named).
+pub(super) fn watch(placeholders: &[Placeholder], lent: Option<OwnedFd>) -> Option<Watch> {
     if placeholders.is_empty() {
         return None;
     }
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).ok()?;
+    let inotify = match lent {
+        // SAFETY: kern lent an inotify descriptor under this number (`Plan::watch_fd`); one
+        // that is not fails `add_watch` below and nothing is named.
+        Some(fd) => unsafe { Inotify::from_owned_fd(fd) },
+        None => Inotify::init(InitFlags::IN_CLOEXEC).ok()?,
+    };
+    // What a lent instance still holds is of earlier sessions: read and dropped first, as a
+    // watch added again on an inode it watched before gets the same descriptor back.
+    while nix::poll::poll(
+        &mut [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(&inotify),
+            nix::poll::PollFlags::POLLIN,
+        )],
+        nix::poll::PollTimeout::ZERO,
+    )
+    .is_ok_and(|n| n > 0)
+    {
+        if inotify.read_events().is_err() {
+            break;
+        }
+    }
     let mut paths = HashMap::new();
-    for p in placeholders {
+    for p in placeholders.iter().filter(|p| p.still_there()) {
         let flags = AddWatchFlags::IN_OPEN;
         if let Ok(wd) = inotify.add_watch(&p.path, flags) {
             paths.insert(wd, p.path.clone());

@@ -28,6 +28,11 @@ impl Project {
         Project::create(Some(name), branch, spec)
     }
 
+    /// [`Project::new`] in a folder made inside `parent` (`/dev/shm`, a RAM disk).
+    pub(crate) fn new_in(parent: &Path, spec: &str) -> Project {
+        Project::create_in(Some(parent), None, "master", spec)
+    }
+
     /// [`Project::new`] in a repository git itself made: `git init ARGS` (Git 3.0's
     /// `--object-format=sha256`, `--ref-format=reftable`, …), its commit by `git commit`. For
     /// such a repository, read it with `git` ([`Project::git`]): the tests' libgit2 may not.
@@ -59,10 +64,17 @@ impl Project {
     }
 
     fn create(name: Option<&str>, branch: &str, spec: &str) -> Project {
-        let repo = tempfile::Builder::new()
-            .prefix("kern-test-")
-            .tempdir()
-            .unwrap();
+        Project::create_in(None, name, branch, spec)
+    }
+
+    fn create_in(parent: Option<&Path>, name: Option<&str>, branch: &str, spec: &str) -> Project {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("kern-test-");
+        let repo = match parent {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        }
+        .unwrap();
         let outside = tempfile::tempdir().unwrap();
         let named = name.map(|n| repo.path().join(n));
         let top = named.clone().unwrap_or_else(|| repo.path().to_path_buf());
