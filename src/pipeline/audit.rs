@@ -37,7 +37,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::pipeline::shared::SharedSpec;
+use crate::pipeline::guard::SharedSpec;
 use crate::repository::{GitFiles, RefsSnapshot, Repository, Timed, WorkTreeSnapshot};
 #[cfg(test)]
 use crate::spec::SpecFile;
@@ -129,25 +129,27 @@ pub(super) fn audit(
         let prefix = next_ref(&ws.repo, &format!("refs/kern/agent/{slug}/"))?;
         let mut kept = Vec::new();
         let mut left = Vec::new();
-        // Oldest first: a later stash holds what the tree had after the earlier one.
-        for (i, stash) in stashes.iter().rev().enumerate() {
-            let name = match i {
-                0 => format!("{prefix}/stash"),
-                n => format!("{prefix}/stash-{}", n + 1),
-            };
-            ws.repo
-                .set_ref(&name, *stash, "kern: kept a stash an agent made")?;
-            let back = ws.repo.unstash(*stash)?;
-            found.reverted.extend(
-                back.restored
-                    .iter()
-                    .map(|p| p.to_string_lossy().into_owned()),
-            );
-            left.extend(back.left);
-            kept.push(name);
-        }
-        ws.repo.drop_newest_stashes(stashes.len())?;
-        spec.next_step();
+        // The stashes put back may hold SPEC.md: a new step after them.
+        spec.after(|| -> Result<()> {
+            // Oldest first: a later stash holds what the tree had after the earlier one.
+            for (i, stash) in stashes.iter().rev().enumerate() {
+                let name = match i {
+                    0 => format!("{prefix}/stash"),
+                    n => format!("{prefix}/stash-{}", n + 1),
+                };
+                ws.repo
+                    .set_ref(&name, *stash, "kern: kept a stash an agent made")?;
+                let back = ws.repo.unstash(*stash)?;
+                found.reverted.extend(
+                    back.restored
+                        .iter()
+                        .map(|p| p.to_string_lossy().into_owned()),
+                );
+                left.extend(back.left);
+                kept.push(name);
+            }
+            ws.repo.drop_newest_stashes(stashes.len())
+        })?;
         let mut sentence = format!(
             "{} stage ran `git stash`: its changes are put back in the tree; the stash is kept at `{}` and taken out of `git stash list`",
             stage.name(),
@@ -341,9 +343,7 @@ pub(super) fn put_aside(
     message: &str,
 ) -> Result<()> {
     ws.repo.save_paths(git_ref, paths, message)?;
-    ws.repo.restore_paths(paths)?;
-    spec.next_step();
-    Ok(())
+    spec.after(|| ws.repo.restore_paths(paths))
 }
 
 /// The paths that differ from HEAD in the work tree, except those under `keep`.

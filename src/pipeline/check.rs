@@ -24,8 +24,9 @@ use crate::supervisor::{self, EndReason, LineAction, StreamFiles};
 const TAIL_LINES: usize = 20;
 
 /// Runs `command` in `cwd` with `timeout`, output to `log`, inside `fence` when given; with
-/// what the fence denied.
-pub(crate) async fn run(
+/// what the fence denied. Private: every check runs through [`run_for_task`] or
+/// [`run_baseline`], which end SPEC.md's step when it returns (the check may write it).
+async fn run(
     command: &str,
     cwd: &Path,
     timeout: Duration,
@@ -113,15 +114,10 @@ pub(super) async fn run_for_task(
     who: &str,
 ) -> Result<CheckResult> {
     let fence = crate::pipeline::fence::checks_fence(guard.cx);
-    let (result, denied) = run(
-        command,
-        cwd,
-        guard.cx.settings.check_timeout,
-        log,
-        guard.cx.interrupt,
-        fence,
-    )
-    .await?;
+    let timeout = guard.cx.settings.check_timeout;
+    // Bound first: a temporary in the awaiting statement would be held twice.
+    let check = run(command, cwd, timeout, log, guard.cx.interrupt, fence);
+    let (result, denied) = guard.after_await(check).await?;
     let said = crate::pipeline::fence::fence_denied(
         guard.cx,
         guard.teller,
@@ -130,7 +126,26 @@ pub(super) async fn run_for_task(
         denied.as_ref(),
     );
     it.heard_denied(said);
-    guard.spec.next_step();
+    Ok(result)
+}
+
+/// Runs the baseline check `command` in the run's work tree before any task, as checks run
+/// (fenced, bounded by `--check-timeout`, its output in the baseline log), and tells what the
+/// fence denied it.
+pub(super) async fn run_baseline(guard: &SpecGuard<'_, '_>, command: &str) -> Result<CheckResult> {
+    let cx = guard.cx;
+    let fence = crate::pipeline::fence::checks_fence(cx);
+    let (top, log) = (cx.ws.repo.top(), cx.ws.state_dir.baseline_log());
+    let check = run(
+        command,
+        top,
+        cx.settings.check_timeout,
+        &log,
+        cx.interrupt,
+        fence,
+    );
+    let (result, denied) = guard.after_await(check).await?;
+    crate::pipeline::fence::fence_denied(cx, guard.teller, None, "baseline check", denied.as_ref());
     Ok(result)
 }
 

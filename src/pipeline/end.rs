@@ -157,8 +157,7 @@ pub(super) fn tests_of_split_task(guard: &SpecGuard<'_, '_>, it: &mut TaskRun) -
         return Ok(());
     };
     let paths: Vec<PathBuf> = red.tests.iter().map(PathBuf::from).collect();
-    guard.cx.ws.repo.restore_paths(&paths)?;
-    guard.spec.next_step();
+    guard.after(|| guard.cx.ws.repo.restore_paths(&paths))?;
     guard.teller.emit(RunEvent::SetAside {
         task: it.title.clone(),
         git_ref: red.saved.clone(),

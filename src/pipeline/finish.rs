@@ -7,8 +7,8 @@
 use crate::error::{Error, Result};
 use crate::event::RunEvent;
 use crate::pipeline::Cx;
+use crate::pipeline::guard::SharedSpec;
 use crate::pipeline::ledger::Ledger;
-use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::teller::Teller;
 use crate::reporter::voice;
 use crate::spec;
@@ -44,44 +44,29 @@ pub(super) fn finish(
     // with a blocked task).
     let (result, deadline) = match result {
         Err(Error::DeadlineReached { at, shown, why }) => {
-            let mut books = ledger.books();
-            books.summary.ended = format!("the deadline {shown} ends the night: {why}");
+            ledger.end_with(format!("the deadline {shown} ends the night: {why}"));
             (Ok(()), Some(at))
         }
         other => (other, None),
     };
-    {
-        let mut books = ledger.books();
-        books.summary.elapsed = books.started.elapsed();
-        if let Some(note) = voice::stages_by_agent(&books.stages_by_agent, books.switches) {
-            books.summary.notes.push(note);
-        }
-        if detached && !books.summary.committed.is_empty() {
-            let head = cx
-                .ws
-                .repo
-                .head_oid()
-                .map(|o| o.to_string())
-                .unwrap_or_default();
-            books.summary.notes.push(voice::commits_on_no_branch(&head));
-        }
+    ledger.settle();
+    if detached && ledger.committed_any() {
+        let head = cx
+            .ws
+            .repo
+            .head_oid()
+            .map(|o| o.to_string())
+            .unwrap_or_default();
+        ledger.note(voice::commits_on_no_branch(&head));
     }
-    let last_failed = ledger.books().last_failed;
+    let last_failed = ledger.last_failed();
     let result = result.and_then(|()| {
         let doc = spec.reload()?;
         let work_left = last_failed
             && spec::select_with(&doc, &cx.ws.select_options(cx.settings, &doc)).is_some();
         unfinished(doc.counts().blocked, work_left, &cx.ws.spec_display)
     });
-    let summary = {
-        let mut books = ledger.books();
-        if let Err(e) = &result
-            && books.summary.ended.is_empty()
-        {
-            books.summary.ended = e.to_string();
-        }
-        std::mem::take(&mut books.summary)
-    };
+    let summary = ledger.take_summary(result.as_ref().err().map(ToString::to_string));
     if let Err(e) = &result {
         teller.stopped(e);
     }

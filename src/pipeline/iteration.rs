@@ -56,15 +56,15 @@ impl Run<'_> {
     }
 
     async fn iteration_inner(&mut self, index: u32, total: u32) -> Result<IterationEnd> {
-        self.spec.next_step();
+        let guard = SpecGuard::step(self.cx, &self.spec, &self.teller);
         self.lock.set_phase(Phase::Selecting)?;
         crate::pipeline::commit::finish_pending_commit(
-            &SpecGuard::new(self.cx, &self.spec, &self.teller),
+            &guard,
             &mut self.lock,
             &mut self.left_out,
             &mut self.target,
         )?;
-        self.guard().apply_pending_edits()?;
+        guard.apply_pending_edits()?;
         let doc = self.spec.reload()?;
         let lines = self.cx.ws.validate(&doc)?;
         if !lines.is_empty() {

@@ -3,11 +3,13 @@
 //!
 //! kern, not the agent, decides: it selects the task, writes every marker and note in SPEC.md,
 //! and makes every commit. The agents only report (structured output); the pure policy in
-//! [`decide`] turns reports into edits. The files, in the order a task meets them: `start`
+//! [`decide`] turns reports into edits. The files, in the order a task meets them: `task_run`
+//! (the iteration's record of its task), `start`
 //! (what a task starts from: its base commit, the person's files in the tree), `iteration`
 //! (one task as a straight sequence of stages), `discovery` (how much research a task earns),
 //! `stage` (one stage: inputs, runner, audit, records), `decide` (the policy), `guard` (is the
-//! task still kern's — ours, gone, or set by the person — and kern's edits of it), `audit`
+//! task still kern's — ours, gone, or set by the person — kern's edits of it, and where a step
+//! of SPEC.md's shared view begins), `audit`
 //! (what a stage may not change), `check` (the check gate), `verify` (the must-haves and
 //! read-only tests kern checks itself), `tests_first` (a task's tests red before implement,
 //! green after), `scope` (changes outside a task's Scope set aside),
@@ -15,8 +17,8 @@
 //! approaches are exhausted), `end` (how a task ends for good, and its work set aside),
 //! `commit` (the journaled commit; `commit/asking` the review's part in it), `recovery` (after
 //! a dead run). What every task of a run shares: `cx` (what it reads and never changes: the
-//! settings, the workspace, the reporter, the interrupt), `shared` (SPEC.md) and `ledger` (what the run
-//! counts, with the heartbeat every task tells), `clock` (the run's pauses, told to the
+//! settings, the workspace, the reporter, the interrupt), `guard/shared` (SPEC.md) and `ledger` (what the run
+//! counts, with the heartbeat every task tells; its counts private behind named methods), `clock` (the run's pauses, told to the
 //! heartbeat), `pace` (the usage windows each stage used and `--pace`'s pure gate) and `pacing`
 //! (the gate asked before each stage and after each task: pauses, hand-overs, the end). Where
 //! the work goes ([`Target`]): the run's branch, or `parallel` (tasks in
@@ -65,10 +67,11 @@ mod recovery;
 pub(crate) mod remote;
 pub(crate) mod schedule;
 mod scope;
-mod shared;
 pub(crate) mod stage;
 mod target;
-pub(crate) use target::{BranchTarget, Target};
+mod task_run;
+pub(crate) use target::Target;
+pub(crate) use task_run::TaskRun;
 pub(crate) mod start;
 pub(crate) mod teller;
 pub(crate) mod tests_first;
@@ -79,8 +82,8 @@ use crate::event::{IterationEnd, RunEvent, Told};
 use crate::reporter::notify::Notifier;
 use crate::reporter::{Reporter, Summary};
 use crate::settings::Settings;
-use crate::spec::{self, Document, SpecFile, TaskIdentity};
-use crate::state::journal::{self, LeftOut, TaskStart};
+use crate::spec::{self, Document, SpecFile};
+use crate::state::journal::{self, LeftOut};
 use crate::state::lock::{Phase, RunLock};
 use crate::state::rotating::RotatingFile;
 use crate::state::run_log::RunLog;
@@ -89,9 +92,9 @@ use crate::supervisor::interrupt::Interrupt;
 use crate::timestamp::Timestamp;
 use crate::workspace::Workspace;
 pub(crate) use cx::Cx;
+use guard::SharedSpec;
 use guard::SpecGuard;
 use ledger::Ledger;
-use shared::SharedSpec;
 use teller::Teller;
 
 /// Iterations in a row that change nothing (no commit, no SPEC.md change) before a run stops
@@ -112,59 +115,6 @@ pub(crate) struct Run<'a> {
     target: Target,
     /// Changed files kern left out of its commits: they stay, and never block a start.
     left_out: LeftOut,
-}
-
-/// The task an iteration works on.
-pub(crate) struct TaskRun {
-    title: String,
-    identity: TaskIdentity,
-    line: usize,
-    /// The marker kern last left on the task (a different one now is the person's).
-    state: crate::spec::TaskState,
-    start: TaskStart,
-    /// Changes of SPEC.md during this task's stages that kern did not make.
-    hand_edits: Vec<String>,
-    /// What kern's own check of the must-haves found (`verify`), for the review.
-    verified: Vec<String>,
-    /// What the fence denied this task's processes (stages, check, must-haves), one sentence
-    /// each, for the review.
-    denied: Vec<String>,
-    /// The task's discovery level (`discovery`): how much research it earns.
-    level: discovery::Level,
-    /// What implement said it did in this iteration, when it reported SUCCESS: the approach
-    /// a failure after it records (`error_research`).
-    approach: Option<String>,
-    /// The tracker issue the task's Issue note names (`owner/repo#N`), for the events the
-    /// tracker hears.
-    issue: Option<String>,
-}
-
-impl TaskRun {
-    /// The task `title` (`identity`) at its `(line, marker)` as kern last saw them, started
-    /// as `start` says: nothing heard of it yet, at the default discovery level.
-    fn new(
-        title: String,
-        identity: TaskIdentity,
-        (line, state): (usize, crate::spec::TaskState),
-        start: TaskStart,
-    ) -> TaskRun {
-        TaskRun {
-            title,
-            identity,
-            line,
-            state,
-            start,
-            hand_edits: Vec::new(),
-            verified: Vec::new(),
-            denied: Vec::new(),
-            level: discovery::Level {
-                level: 2,
-                why: String::new(),
-            },
-            approach: None,
-            issue: None,
-        }
-    }
 }
 
 /// Runs the loop in the workspace `ws`. `Ok` is exit 0; the other ends are errors (see
@@ -334,10 +284,7 @@ async fn run_locked<'a>(
         teller,
         spec: SharedSpec::new(spec),
         ledger,
-        target: Target::Branch(BranchTarget {
-            remote,
-            ..BranchTarget::default()
-        }),
+        target: Target::own_branch(remote),
         left_out: journal::load(&ws.state_dir.left_out()).unwrap_or_default(),
     };
     interrupt.on_hangup(Box::new(run.teller.hangup_hook()));
@@ -349,9 +296,7 @@ async fn run_locked<'a>(
         run.teller.emit(RunEvent::Told(Told::Detached {
             oid: oid.to_string(),
         }));
-        if let Some(branch) = run.target.branch() {
-            branch.detached = true;
-        }
+        run.target.set_detached();
     }
     if let Some(here) = ws.task_list_here(settings) {
         run.teller.emit(RunEvent::Told(Told::SpecElsewhere {
@@ -377,7 +322,7 @@ async fn run_locked<'a>(
         Ok(()) => run.iterations().await,
         Err(e) => Err(e),
     };
-    let detached = run.target.branch().is_some_and(|b| b.detached);
+    let detached = run.target.detached();
     finish::finish(
         run.cx,
         &run.ledger,
@@ -396,7 +341,7 @@ impl<'a> Run<'a> {
             if let Some(signal) = self.cx.interrupt.requested() {
                 return Err(Error::Interrupted { signal });
             }
-            self.ledger.books().summary.iterations = index;
+            self.ledger.set_iterations(index);
             let end = self.iteration(index, total).await?;
             self.cx
                 .ws
@@ -405,9 +350,8 @@ impl<'a> Run<'a> {
             match end {
                 IterationEnd::NothingLeft => {
                     let ended = nothing_left(self.cx, &self.spec)?;
-                    let mut books = self.ledger.books();
-                    books.summary.iterations = index - 1;
-                    books.summary.ended = ended;
+                    self.ledger.set_iterations(index - 1);
+                    self.ledger.end_with(ended);
                     return Ok(());
                 }
                 IterationEnd::Skipped => idle += 1,
@@ -423,7 +367,7 @@ impl<'a> Run<'a> {
             }
             check_budget(self.cx.settings, &self.ledger)?;
             if let Some(why) = pacing::judge_pace(self.cx, &self.teller, &self.ledger) {
-                self.ledger.books().summary.ended = why;
+                self.ledger.end_with(why);
                 return Ok(());
             }
             if index < total && !self.cx.settings.delay.is_zero() && has_work(self.cx, &self.spec)?
@@ -446,7 +390,7 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        self.ledger.books().summary.ended = finish::all_ran(total);
+        self.ledger.end_with(finish::all_ran(total));
         Ok(())
     }
 
@@ -527,18 +471,7 @@ async fn baseline_check(
         command: command.clone(),
         skipped: false,
     }));
-    let fence = fence::checks_fence(cx);
-    let (result, denied) = check::run(
-        &command,
-        cx.ws.repo.top(),
-        cx.settings.check_timeout,
-        &cx.ws.state_dir.baseline_log(),
-        cx.interrupt,
-        fence,
-    )
-    .await?;
-    fence::fence_denied(cx, teller, None, "baseline check", denied.as_ref());
-    spec.next_step();
+    let result = check::run_baseline(&SpecGuard::new(cx, spec, teller), &command).await?;
     teller.emit(RunEvent::Check {
         task: None,
         command: command.clone(),

@@ -80,9 +80,7 @@ impl MountOp {
     pub(crate) fn writable(&self) -> bool {
         match self {
             MountOp::Bind { writable, .. } => *writable,
-            MountOp::Overlay { .. }
-            | MountOp::Temp { .. }
-            | MountOp::Private { .. } => true,
+            MountOp::Overlay { .. } | MountOp::Temp { .. } | MountOp::Private { .. } => true,
             MountOp::HideDir { .. } | MountOp::HideFile { .. } => false,
         }
     }

@@ -173,19 +173,20 @@ fn make_commit(
     // A parallel task's worktree holds copies of SPEC.md and LEARNINGS.md: nobody's work.
     let mut exclude = it.start.excluded.clone();
     exclude.extend(guard.cx.ws.copies.iter().cloned());
-    let outcome = guard.cx.ws.repo.commit(&CommitRequest {
-        message,
-        exclude: &exclude,
-        no_verify: guard.cx.settings.no_verify,
-        notify: Some(&|line: &str| {
-            teller.emit(RunEvent::Told(Told::FromCommit {
-                line: line.to_string(),
-                warn: true,
-            }));
-        }),
+    // Hooks and formatters may rewrite SPEC.md.
+    let outcome = guard.after(|| {
+        guard.cx.ws.repo.commit(&CommitRequest {
+            message,
+            exclude: &exclude,
+            no_verify: guard.cx.settings.no_verify,
+            notify: Some(&|line: &str| {
+                teller.emit(RunEvent::Told(Told::FromCommit {
+                    line: line.to_string(),
+                    warn: true,
+                }));
+            }),
+        })
     });
-    // Hooks and formatters may have rewritten SPEC.md.
-    guard.spec.next_step();
     crate::pipeline::fence::hooks_denied(guard.cx, guard.teller, &it.title);
     let outcome = outcome?;
     for line in &outcome.notes {
@@ -235,9 +236,7 @@ fn make_commit(
         return Ok(IterationEnd::Progressed);
     };
     let review_branch = target.review_branch().map(str::to_string);
-    if let Some(branch) = target.branch() {
-        branch.last_commit = Some(oid);
-    }
+    target.moved_to(oid);
     guard.teller.emit(RunEvent::Commit {
         task: it.title.clone(),
         sha: oid.to_string(),

@@ -54,10 +54,7 @@ pub(super) fn judge_pace(cx: Cx<'_>, teller: &Teller<'_>, ledger: &Ledger) -> Op
             line: format!("{said} — the next stages run on {fallback} until then"),
             handed_over: true,
         }));
-        let mut books = ledger.books();
-        books.limits.set(&agent, until);
-        // Read again only when that agent reports anew.
-        books.readings.retain(|(a, _)| *a != agent);
+        ledger.hand_over(&agent, until);
         return None;
     }
     if paused {
@@ -93,36 +90,16 @@ fn pace_gate(
         return None;
     }
     let now = crate::timestamp::window_now();
-    let books = ledger.books();
-    if books.limits.limited_until(agent, now).is_some() {
-        return None;
-    }
-    let mine: Vec<_> = books
-        .readings
-        .iter()
-        .filter(|(a, _)| a == agent)
-        .map(|(_, w)| w.clone())
-        .collect();
-    drop(books);
+    let mine = ledger.pace_readings(agent, now)?;
     // With --remote: the account's view, this run's readings published to its ledger.
     let (readings, account) = account_windows(cx, teller, ledger, agent, mine, now);
-    let books = ledger.books();
+    let so_far = ledger.paced_so_far(stage, readings.iter().map(|w| w.kind.as_str()));
     let words = if account {
         format!("the {agent} account")
     } else {
         agent.to_string()
     };
-    let expected: Vec<(String, f64)> = readings
-        .iter()
-        .map(|w| {
-            (
-                w.kind.clone(),
-                pace::expected_use(&books.window_spent, stage, &w.kind),
-            )
-        })
-        .collect();
-    let waited = books.paced_for;
-    let left = cx.settings.retry.max_wait.saturating_sub(waited);
+    let left = cx.settings.retry.max_wait.saturating_sub(so_far.waited);
     // The night's end on the windows' clock (the test clock may run ahead of the real one).
     let night_ends = cx.settings.deadline.as_ref().map(|d| {
         (
@@ -136,11 +113,11 @@ fn pace_gate(
             readings: &readings,
             agent: &words,
             stage,
-            expected: &expected,
+            expected: &so_far.expected,
             now,
             wait_until: now.saturating_add(i64::try_from(left.as_secs()).unwrap_or(i64::MAX)),
             night_ends,
-            resumed: &books.resumed,
+            resumed: &so_far.resumed,
         },
     ))
 }
@@ -198,11 +175,7 @@ pub(super) async fn pace_before(
         }
         started.elapsed()
     };
-    {
-        let mut books = ledger.books();
-        books.paced_for += waited;
-        books.resumed.push((kind.clone(), until));
-    }
+    ledger.paced(&kind, until, waited);
     teller.emit(RunEvent::Resumed {
         task: Some(task.to_string()),
         stage,

@@ -122,14 +122,15 @@ pub(in crate::pipeline) fn account_windows(
             .map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into_owned()),
         teller.run_id()
     );
-    let ours = readings(&mine, &machine, now, &run_ledger.books().pace_published);
+    let ours = readings(&mine, &machine, now, &run_ledger.published());
     match publish(&cx.ws.repo, remote, &key, &ours, now, LEDGER_TIMEOUT) {
         Ok(ledger) => {
-            run_ledger.books().pace_published = mine
-                .iter()
-                .cloned()
-                .zip(ours.iter().map(|r| r.read_at))
-                .collect();
+            run_ledger.publish(
+                mine.iter()
+                    .cloned()
+                    .zip(ours.iter().map(|r| r.read_at))
+                    .collect(),
+            );
             let mut view: Vec<Window> = pace_ledger::view(&ledger, now)
                 .into_iter()
                 .map(|(w, _)| w)
@@ -143,8 +144,7 @@ pub(in crate::pipeline) fn account_windows(
             (view, true)
         }
         Err(why) => {
-            let first = !std::mem::replace(&mut run_ledger.books().pace_ledger_warned, true);
-            if first {
+            if run_ledger.pace_ledger_failed() {
                 teller.emit(RunEvent::Told(Told::Paced {
                     line: format!(
                         "--pace: the account's usage ledger on `{remote}` ({PACE}{key}) could not be used ({why}) — judging by this machine's readings"

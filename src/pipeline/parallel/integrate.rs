@@ -75,8 +75,7 @@ pub(super) fn integrate(
             paths: paths.clone(),
         },
     )?;
-    let checked_out = guard.cx.ws.repo.checkout_paths(tree, &paths);
-    guard.spec.next_step();
+    let checked_out = guard.after(|| guard.cx.ws.repo.checkout_paths(tree, &paths));
     if !checked_out? {
         journal::remove(&guard.cx.ws.state_dir.integrating());
         return super::conflict::conflicted(
@@ -321,7 +320,7 @@ pub(super) fn keep_branch_forwards(
         reverted: vec![format!("refs/heads/{branch}")],
         saved: vec![keep],
     });
-    ledger.books().summary.notes.push(what);
+    ledger.note(what);
     Ok(())
 }
 

@@ -12,9 +12,9 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
+use crate::pipeline::guard::SharedSpec;
 use crate::pipeline::guard::SpecGuard;
 use crate::pipeline::ledger::Ledger;
-use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::teller::Teller;
 use crate::pipeline::{Cx, Run, Target};
 use crate::reporter::Reporter;

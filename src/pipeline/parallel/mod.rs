@@ -47,8 +47,8 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::event::{IterationEnd, RunEvent, Told};
+use crate::pipeline::guard::SharedSpec;
 use crate::pipeline::guard::SpecGuard;
-use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::{Cx, MAX_IDLE_ITERATIONS, Run, schedule};
 use crate::settings::Settings;
 use crate::spec::TaskIdentity;
@@ -206,21 +206,21 @@ impl<'a> Run<'a> {
                     return Err(e);
                 }
                 if let Some(why) = paced {
-                    self.ledger.books().summary.ended = why;
+                    self.ledger.end_with(why);
                     return Ok(());
                 }
                 if nothing_left {
                     let ended = crate::pipeline::nothing_left(self.cx, &self.spec)?;
-                    self.ledger.books().summary.ended = ended;
+                    self.ledger.end_with(ended);
                     return Ok(());
                 }
                 if started >= total {
-                    self.ledger.books().summary.ended = super::finish::all_ran(total);
+                    self.ledger.end_with(super::finish::all_ran(total));
                     return Ok(());
                 }
                 if !has_parallel_work(self.cx, &self.spec)? {
                     let ended = crate::pipeline::nothing_left(self.cx, &self.spec)?;
-                    self.ledger.books().summary.ended = ended;
+                    self.ledger.end_with(ended);
                     return Ok(());
                 }
                 // Only the delay between tasks is left to wait for.
@@ -265,7 +265,7 @@ impl<'a> Run<'a> {
                 }
             };
             jobs.retain(|j| *j != done.job.identity);
-            self.ledger.books().summary.iterations = started;
+            self.ledger.set_iterations(started);
             let end = self.job_ended(done, &mut spec_mark, &mut tip_seen);
             match end {
                 Ok(IterationEnd::Skipped) => idle += 1,
@@ -389,7 +389,7 @@ impl<'a> Run<'a> {
                 return Err(e);
             }
         };
-        if let Some(commit) = self.target.branch().and_then(|b| b.last_commit.take()) {
+        if let Some(commit) = self.target.take_last_commit() {
             *tip_seen = Some(commit);
         }
         let ws = done.ws;

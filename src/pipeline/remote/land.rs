@@ -260,7 +260,7 @@ pub(in crate::pipeline) fn remote_land(
     };
     // Not landed: the local commit goes; the remote's tip comes.
     let tip = guard.cx.ws.repo.fetch_remote(&name, &branch)?;
-    ledger.books().summary.committed.retain(|(t, _)| t != title);
+    ledger.uncommit(title);
     super::sync_to(guard, target, tip)?;
     let (mine, round) = match target.remote_mut() {
         Some(r) => {

@@ -97,8 +97,6 @@ pub(in crate::pipeline) fn sync_to(
         "kern: the remote's tip (--remote)",
     )?;
     guard.spec.restore(&merged)?;
-    if let Some(branch) = target.branch() {
-        branch.last_commit = Some(tip);
-    }
+    target.moved_to(tip);
     Ok(())
 }

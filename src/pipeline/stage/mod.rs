@@ -116,8 +116,8 @@ impl Run<'_> {
             beat: self.ledger.beat.clone(),
             quiet: self.cx.settings.limits.idle_timeout,
         };
-        let ran = runner::run_stage::<R>(&ctx, &mut watch, &mut limits, &request).await;
-        self.spec.next_step();
+        let stage_run = runner::run_stage::<R>(&ctx, &mut watch, &mut limits, &request);
+        let ran = self.spec.after_await(stage_run).await;
         self.ledger.merge_limits(&limits);
         let mut run = match ran {
             Ok(run) => run,
@@ -290,17 +290,7 @@ fn notice_hand_edits(
 fn count<R>(ledger: &Ledger, teller: &Teller, run: &mut StageRun<R>) {
     if let Some((agent, limit)) = &run.rate_limit {
         let reported = crate::agent::stream::window::windows(limit);
-        let mut books = ledger.books();
-        let uses = crate::pipeline::pace::window_uses(&books.readings, agent, &reported);
-        for used in &uses {
-            if let Some(points) = used.spent() {
-                books
-                    .window_spent
-                    .push((run.record.kern.stage, used.kind.clone(), points));
-            }
-        }
-        crate::pipeline::pace::read(&mut books.readings, agent, &reported);
-        run.record.kern.window = uses;
+        run.record.kern.window = ledger.read_windows(run.record.kern.stage, agent, &reported);
     }
     let kern = &run.record.kern;
     let waits: Vec<(WaitKind, u64)> = kern.waits.iter().map(|w| (w.kind, w.duration_ms)).collect();

@@ -9,9 +9,11 @@
 //! for meanwhile.
 //!
 //! SPEC.md is read once per step, not once per question: [`SharedSpec::reload`] answers from
-//! the document kern last read or wrote until [`SharedSpec::next_step`] says something else may
-//! have written the file since — an agent's stage ended, the check or a commit's hooks ran,
-//! kern put paths of the work tree back. Every write still starts from the file as it is now
+//! the document kern last read or wrote until the step ends because something else may have
+//! written the file since — an agent's stage ended, the check or a commit's hooks ran, kern
+//! put paths of the work tree back ([`SharedSpec::after`] and [`SharedSpec::after_await`],
+//! around the effect itself), or a new iteration began ([`super::SpecGuard::step`]). Only `guard/` can end a step without an
+//! effect. Every write still starts from the file as it is now
 //! ([`SpecFile::apply_reporting`]), so a step's view can make kern ask the person's file one
 //! question late, never lose their edit. Parallel tasks share the view: any task's new step
 //! drops it, so a view is never older than the latest step of any task.
@@ -59,10 +61,28 @@ impl SharedSpec {
         Ok(doc)
     }
 
-    /// Something else may have written SPEC.md since kern's last look (an agent, a hook, the
-    /// check, a put-back path): the next question reads the file again.
-    pub(crate) fn next_step(&self) {
+    /// The step ends: something else may have written SPEC.md since kern's last look, and
+    /// the next question reads the file again.
+    pub(super) fn end_step(&self) {
         self.0.borrow_mut().view = None;
+    }
+
+    /// Awaits `effect`, which may write SPEC.md (an agent's stage, a check), and ends the
+    /// step when it is done, whatever it returned. The effect is awaited on the heap (one
+    /// allocation per stage or check): awaited in place, the run's future would hold it twice
+    /// (the argument and its awaited copy) and grow past clippy's `large_futures` limit.
+    pub(crate) async fn after_await<T>(&self, effect: impl Future<Output = T>) -> T {
+        let out = Box::pin(effect).await;
+        self.end_step();
+        out
+    }
+
+    /// Runs `effect`, which may write SPEC.md (a hook, a put-back of paths, a stash put
+    /// back), and ends the step when it returns, whatever it returned.
+    pub(crate) fn after<T>(&self, effect: impl FnOnce() -> T) -> T {
+        let out = effect();
+        self.end_step();
+        out
     }
 
     /// Applies kern's `edits` to `task` (see [`SpecFile::apply_reporting`]), after logging any
@@ -89,7 +109,7 @@ impl SharedSpec {
 
     /// Writes `text` back (see [`SpecFile::restore`]).
     pub(crate) fn restore(&self, text: &str) -> Result<()> {
-        self.next_step();
+        self.end_step();
         self.0.borrow_mut().file.restore(text)
     }
 
@@ -138,9 +158,33 @@ mod tests {
         );
         assert!(spec.changes_since(mark).is_empty());
         // The next step reads it, and names the person's change.
-        spec.next_step();
+        spec.end_step();
         spec.reload().unwrap();
         assert_eq!(spec.changes_since(mark), vec!["`b` [ ] → [x]"]);
         assert!(spec.changes_since(spec.mark()).is_empty());
+    }
+
+    #[test]
+    fn an_effect_run_through_after_ends_the_step_whatever_it_returned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SPEC.md");
+        std::fs::write(&path, "- [ ] a\n").unwrap();
+        let spec = SharedSpec::new(SpecFile::load(&path).unwrap().0);
+        let state = |spec: &SharedSpec| spec.reload().unwrap().tasks()[0].state;
+        assert_eq!(state(&spec), crate::spec::TaskState::Pending);
+        // Written outside an effect: the step's view stands.
+        std::fs::write(&path, "- [x] a\n").unwrap();
+        assert_eq!(state(&spec), crate::spec::TaskState::Pending);
+        // An effect that wrote (a hook, say) and succeeded: the next question reads the file.
+        let out = spec.after(|| std::fs::write(&path, "- [!] a\n").map(|()| 7));
+        assert_eq!(out.unwrap(), 7);
+        assert_eq!(state(&spec), crate::spec::TaskState::Blocked);
+        // One that wrote, then failed: read again too.
+        let failed: std::io::Result<()> = spec.after(|| {
+            std::fs::write(&path, "- [x] a\n")?;
+            Err(std::io::Error::other("the hook failed"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(state(&spec), crate::spec::TaskState::Done);
     }
 }

@@ -1,6 +1,12 @@
 //! The person's file in front of every step ([`SpecGuard`]): is the task still as kern left it
 //! (`task_now`: ours, gone, or set by the person), how many attempts SPEC.md records, and
-//! kern's own edits of the task.
+//! kern's own edits of the task; and where a step begins — an iteration's guard
+//! ([`SpecGuard::step`]), or the end of an effect that may write the file, run through the
+//! guard ([`SpecGuard::after`], [`SpecGuard::after_await`]: a check, a commit's hooks, a
+//! put-back of paths) or, where only the shared file is at hand, through the file itself
+//! (`SharedSpec::after`, `SharedSpec::after_await`: an agent's stage, the audit's put-backs).
+//! The shared view itself is `shared.rs`; nothing outside `guard/` can end a step without an
+//! effect.
 //!
 //! The decision a reader must know: the person's SPEC.md wins, also mid-stage (DESIGN.md
 //! section 2). Before kern writes its edit of a task it asks [`ticket`] of the file as it is
@@ -10,11 +16,14 @@
 use crate::error::{Error, Result};
 use crate::event::{RunEvent, Told};
 use crate::pipeline::decide::Attempts;
-use crate::pipeline::shared::SharedSpec;
 use crate::pipeline::teller::Teller;
 use crate::pipeline::{Cx, TaskRun};
 use crate::spec::{Document, Edit, Quoted, TaskIdentity, TaskState};
 use crate::state::journal::{self, PendingEdits};
+
+mod shared;
+
+pub(crate) use shared::SharedSpec;
 
 /// What SPEC.md allows kern to do with its task now.
 #[derive(Debug, PartialEq, Eq)]
@@ -59,6 +68,29 @@ pub(super) struct SpecGuard<'r, 'a> {
 impl<'r, 'a> SpecGuard<'r, 'a> {
     pub(super) fn new(cx: Cx<'a>, spec: &'r SharedSpec, teller: &'r Teller<'a>) -> Self {
         SpecGuard { cx, spec, teller }
+    }
+
+    /// The guard of a new step, at an iteration's start: the person may have written SPEC.md
+    /// while the run did not look, so its first question reads the file again.
+    pub(super) fn step(cx: Cx<'a>, spec: &'r SharedSpec, teller: &'r Teller<'a>) -> Self {
+        spec.end_step();
+        SpecGuard::new(cx, spec, teller)
+    }
+
+    /// Runs `effect`, which may write SPEC.md (a commit's hooks, a put-back of paths), and
+    /// begins a new step when it returns.
+    pub(super) fn after<T>(&self, effect: impl FnOnce() -> T) -> T {
+        self.spec.after(effect)
+    }
+
+    /// Awaits `effect`, which may write SPEC.md (a check), and begins a new step when it is
+    /// done (the shared file's own [`SharedSpec::after_await`], not wrapped in a future of its
+    /// own, which would hold the effect twice).
+    pub(super) fn after_await<T>(
+        &self,
+        effect: impl Future<Output = T>,
+    ) -> impl Future<Output = T> {
+        self.spec.after_await(effect)
     }
 
     /// The task's failed attempts as SPEC.md records them now.
