@@ -14,7 +14,9 @@
  * stage) and reports SUCCESS, commit gives a COMMIT verdict. With `KERN_BENCH_STREAM_BYTES=N`
  * the stage named by `KERN_BENCH_STREAM_STAGE` (default `implement`) first prints at least N
  * bytes of Claude-style `assistant` text lines (about 8 KiB each). With `KERN_BENCH_NO_STDIN=1`
- * it does not read stdin (to time it alone without a pipe).
+ * it does not read stdin (to time it alone without a pipe). With `KERN_BENCH_STAGE_MS=N` it
+ * takes N milliseconds before it answers, a stand-in for an agent's thinking (`benches/fence`'s
+ * nights with an agent that is not instant).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +121,7 @@ int main(void) {
     const char *stream_bytes = getenv("KERN_BENCH_STREAM_BYTES");
     const char *stream_stage = getenv("KERN_BENCH_STREAM_STAGE");
     const char *no_stdin = getenv("KERN_BENCH_NO_STDIN");
+    const char *stage_ms = getenv("KERN_BENCH_STAGE_MS");
     if (stage == NULL) {
         return 4;
     }
@@ -126,6 +129,9 @@ int main(void) {
         static char sink[65536];
         while (read(0, sink, sizeof sink) > 0) {
         }
+    }
+    if (stage_ms != NULL && atoi(stage_ms) > 0) {
+        usleep((useconds_t)atoi(stage_ms) * 1000);
     }
     if (stream_bytes != NULL && strcmp(stage, stream_stage ? stream_stage : "implement") == 0) {
         stream(atoll(stream_bytes));
