@@ -382,7 +382,7 @@ fn retrying<E>(
             Some(delay) => {
                 tracing::info!(
                     tries,
-                    error = %words.trim(),
+                    error = %words.trim().replace('\n', "; "),
                     "a ref moved under the fetch: fetching again in {delay:?}"
                 );
                 std::thread::sleep(delay);

@@ -6,7 +6,8 @@
 //! the refs and the fix.
 //!
 //! The race is made deterministic by a `git` first on PATH that counts kern's fetches of the
-//! claims (or of a task's work in progress) and makes the ones the test names meet it: `N:ref` answers with the remote's own
+//! claims (or of a task's work in progress, or of the usage ledgers) and makes the ones the
+//! test names meet it: `N:ref` answers with the remote's own
 //! words for a ref that moved under the fetch, `N:lock` holds the lock another git in this
 //! clone would hold on the fetched branch while the real `git fetch` runs (its own failure).
 
@@ -34,7 +35,7 @@ fn racing_git(fleet: &Fleet, refs: &str, races: &str) -> (PathBuf, PathBuf) {
     let script = format!(
         r#"#!/bin/sh
 real='{real}'
-case "$*" in
+case " $* " in
   *" fetch "*"{refs}"*)
     n=$(( $(cat '{count}' 2>/dev/null || echo 0) + 1 ))
     echo "$n" > '{count}'
@@ -125,4 +126,42 @@ fn a_fetch_of_the_work_in_progress_meeting_a_ref_moved_under_it_is_fetched_again
     // over without it.
     killed_in_implement_then_taken_over(&fleet, |run| run.path_first(&bin));
     assert_eq!(fetches(&count), 3, "two races, then the work came");
+}
+
+#[test]
+fn a_fetch_of_the_usage_ledger_meeting_a_ref_moved_under_it_is_fetched_again_and_the_ledger_used() {
+    let fleet = Fleet::new(&tasks(1), 1);
+    let (bin, count) = racing_git(&fleet, "refs/kern/pace/", "1:ref");
+    fleet.seed.scenario(&serde_json::json!({
+        "default": {
+            "research": {"usage": {"utilization": 0.30, "window": "five_hour", "resets_in_secs": 7200}},
+            "implement": {"write": {"out/{slug}.txt": "done {task}\n"}}
+        }
+    }));
+    let out = fleet
+        .kern(0, &["1", "0", "--remote", "origin", "--pace=80"])
+        .path_first(&bin)
+        .expect(0);
+    // Before, the raced fetch was "the ledger could not be used": the machine judged alone.
+    let log = std::fs::read_to_string(
+        fleet
+            .seed
+            .outside
+            .path()
+            .join("state-0/machine-0/master/run.jsonl"),
+    )
+    .unwrap();
+    assert!(
+        !out.stderr.contains("could not be used") && !log.contains("could not be used"),
+        "{}\n{log}",
+        out.stderr
+    );
+    assert!(fetches(&count) >= 2, "the raced fetch was run again");
+    let ledger = fleet.remote_git(&["for-each-ref", "--format=%(refname)", "refs/kern/pace/"]);
+    assert_eq!(
+        ledger.lines().count(),
+        1,
+        "the account's ledger was published: {ledger:?}"
+    );
+    all_landed_once(&fleet, 1);
 }
