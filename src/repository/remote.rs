@@ -431,11 +431,12 @@ fn refetch_after(failure: FetchFailure, tries: usize, delays: &[Duration]) -> Op
 /// What a failed `git fetch` means, from its words (run with `LC_ALL=C`). Pure.
 ///
 /// - A race ([`FetchFailure::Raced`]): the remote's `upload-pack: not our ref <id>` (a ref
-///   listed moved or vanished before its object was asked for: git 2.x refuses a `want` for
-///   an object it no longer has or, without `uploadpack.allowReachableSHA1InWant`, no ref's
-///   tip — the id may be forty zeros), its `did not send all necessary objects`, and this
-///   clone's `cannot lock ref` / `is at … but expected …` / `some local refs could not be
-///   updated` / a `.lock` that exists (another git updating the same fetched refs).
+///   listed moved or vanished before its object was asked for: protocol v2 refuses a `want`
+///   for an object the remote cannot read, v0 and stateless HTTP one that is no longer a
+///   ref's tip unless `uploadpack.allowReachableSHA1InWant`), the client's `unadvertised
+///   object` and `did not send all necessary objects`, and this clone's `cannot lock ref` /
+///   `is at … but expected …` / `some local refs could not be updated` / a `.lock` that
+///   exists (another git updating the same fetched refs).
 /// - A ref that is not there ([`FetchFailure::NoSuchRef`]): `couldn't find remote ref`.
 /// - Anything else is [`FetchFailure::Fatal`]: the remote is unreachable, not a repository,
 ///   refuses the credentials — running the fetch again would not help.
