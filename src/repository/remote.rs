@@ -12,9 +12,19 @@
 //! A push that carries work to a branch runs the person's `pre-push` hook as `git push` runs
 //! it (unless `--no-verify`), bounded by `--hook-timeout`; a hook that says no is a refusal,
 //! like a remote's. Pushes of kern's own refs alone (claims, work in progress) skip it.
+//!
+//! A fetch races the other machines: git lists the remote's refs, then asks for their objects,
+//! and a claim created, renewed or freed in between makes the remote answer `upload-pack: not
+//! our ref <id>` (another git updating this clone's fetched refs makes it `cannot lock ref`).
+//! Such a fetch is run again, the refs listed anew, after a backoff ([`FETCH_RETRIES`] times);
+//! [`fetch_failure`] is the pure call of which of git's words are such a race, which mean a
+//! ref that is not there, and which a remote that cannot be used (the run stops, exit 2).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use backoff::backoff::Backoff;
 
 use git2::Oid;
 
@@ -30,6 +40,36 @@ pub(crate) const CLAIMS: &str = "refs/kern/claims/";
 
 /// Where the usage ledgers live on the remote, one per account (`<account-hash>`).
 pub(crate) const PACE: &str = "refs/kern/pace/";
+
+/// How many times a fetch that met a ref moving under it is run again before kern gives up.
+pub(crate) const FETCH_RETRIES: usize = 5;
+
+/// The first wait before a fetch is run again; each next one doubles (with jitter).
+const FETCH_FIRST_DELAY: Duration = Duration::from_millis(200);
+
+/// The longest wait before a fetch is run again.
+const FETCH_MAX_DELAY: Duration = Duration::from_secs(4);
+
+/// What a failed `git fetch` means, from git's words ([`fetch_failure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FetchFailure {
+    /// A ref moved or vanished under the fetch — another machine's claim update between git's
+    /// listing of the remote's refs and its request for their objects, or another git updating
+    /// this clone's fetched refs: the same fetch, run again, lists the refs anew.
+    Raced,
+    /// A ref asked for by name is not on the remote.
+    NoSuchRef,
+    /// The remote cannot be used as it is: unreachable, not a repository, credentials refused.
+    Fatal,
+}
+
+/// A fetch that did not succeed: what git's words mean, the words, and how many times it ran.
+#[derive(Debug)]
+struct FetchFailed {
+    failure: FetchFailure,
+    words: String,
+    tries: usize,
+}
 
 /// What a pushed ref must be on the remote before the push changes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,30 +133,34 @@ impl Repository {
     /// (claims gone from the remote are pruned) and returns the branch's tip there.
     pub(crate) fn fetch_remote(&self, remote: &str, branch: &str) -> Result<Oid> {
         let local = remote_branch_ref(remote, branch);
-        self.run_git(
+        let fetched = self.fetch_retrying(&[
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-tags",
+            "--no-write-fetch-head",
             remote,
-            "fetching the branch and the claims",
-            &[
-                "fetch",
-                "--quiet",
-                "--prune",
-                "--no-tags",
-                "--no-write-fetch-head",
+            &format!("+refs/heads/{branch}:{local}"),
+            &format!("+{CLAIMS}*:refs/kern/remote/{remote}/claims/*"),
+        ])?;
+        if let Err(failed) = fetched {
+            return Err(fetch_error(
                 remote,
-                &format!("+refs/heads/{branch}:{local}"),
-                &format!("+{CLAIMS}*:refs/kern/remote/{remote}/claims/*"),
-            ],
-        )?;
+                &format!("fetching the branch and the claims (`refs/heads/{branch}`, `{CLAIMS}*`)"),
+                &failed,
+            ));
+        }
         self.repo
             .refname_to_id(&local)
             .map_err(|e| Error::git(format!("reading `{local}` after the fetch"), e))
     }
 
     /// Fetches the work in progress a task's last claim holder pushed (`refs/kern/work/<key>`);
-    /// `None` when there is none.
+    /// `None` when there is none. A remote that cannot be read is an error: the work may be
+    /// there, and a task started without it would do it again.
     pub(crate) fn fetch_work(&self, remote: &str, key: &str) -> Result<Option<Oid>> {
         let local = format!("refs/kern/remote/{remote}/work/{key}");
-        let out = self.git_output(&[
+        let fetched = self.fetch_retrying(&[
             "fetch",
             "--quiet",
             "--no-tags",
@@ -124,11 +168,16 @@ impl Repository {
             remote,
             &format!("+refs/kern/work/{key}:{local}"),
         ])?;
-        if !out.status.success() {
+        match fetched {
+            Ok(()) => Ok(self.repo.refname_to_id(&local).ok()),
             // The ref is not there: no work was pushed.
-            return Ok(None);
+            Err(failed) if failed.failure == FetchFailure::NoSuchRef => Ok(None),
+            Err(failed) => Err(fetch_error(
+                remote,
+                &format!("fetching the work in progress (`refs/kern/work/{key}`)"),
+                &failed,
+            )),
         }
-        Ok(self.repo.refname_to_id(&local).ok())
     }
 
     /// Fetches the usage ledgers (`refs/kern/pace/*`, [`PACE`]) into
@@ -150,15 +199,29 @@ impl Repository {
             remote.into(),
             format!("+{PACE}*:refs/kern/remote/{remote}/pace/*"),
         ];
-        let mut probe = Probe::new("git", args, &self.top, timeout);
-        probe.env = vec![
-            ("GIT_TERMINAL_PROMPT".into(), "0".into()),
-            ("LC_ALL".into(), "C".into()),
-        ];
-        let ran = probe::run(probe).map_err(|e| e.to_string())?;
-        if !ran.end.success() {
-            let words = ran.output.lines().last().unwrap_or("").trim().to_string();
-            return Err(format!("{}: {words}", ran.end.describe()));
+        let fetched = retrying(|| -> std::result::Result<Option<String>, String> {
+            let mut probe = Probe::new("git", args.clone(), &self.top, timeout);
+            probe.env = vec![
+                ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+                ("LC_ALL".into(), "C".into()),
+            ];
+            let ran = probe::run(probe).map_err(|e| e.to_string())?;
+            Ok(if ran.end.success() {
+                None
+            } else {
+                Some(format!("{}\n{}", ran.end.describe(), ran.output.trim()))
+            })
+        })?;
+        if let Err(failed) = fetched {
+            let (how, words) = failed.words.split_once('\n').unwrap_or((&failed.words, ""));
+            let last = words.lines().last().unwrap_or("").trim();
+            return Err(match failed.failure {
+                FetchFailure::Raced => format!(
+                    "{how}: {last} (fetched {} times, a ref moved or was locked under each fetch)",
+                    failed.tries
+                ),
+                _ => format!("{how}: {last}"),
+            });
         }
         let local = format!("refs/kern/remote/{remote}/pace/{key}");
         let Ok(oid) = self.repo.refname_to_id(&local) else {
@@ -274,14 +337,17 @@ impl Repository {
         }
     }
 
-    /// Runs `git ARGS` in the work tree; a failure is an error naming the remote.
-    fn run_git(&self, remote: &str, what: &str, args: &[&str]) -> Result<()> {
-        let out = self.git_output(args)?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(remote_error(remote, what, &out.stderr))
-        }
+    /// Runs `git ARGS` (a fetch) in the work tree, again while it meets a ref moving under it
+    /// ([`retrying`]); `Err` inside: how it failed in the end.
+    fn fetch_retrying(&self, args: &[&str]) -> Result<std::result::Result<(), FetchFailed>> {
+        retrying(|| {
+            let out = self.git_output(args)?;
+            Ok(if out.status.success() {
+                None
+            } else {
+                Some(String::from_utf8_lossy(&out.stderr).into_owned())
+            })
+        })
     }
 
     fn git_output(&self, args: &[&str]) -> Result<std::process::Output> {
@@ -295,6 +361,119 @@ impl Repository {
             .output()
             .map_err(|e| Error::io(Path::new("git"), e))
     }
+}
+
+/// Runs `fetch` (`None`: it succeeded; `Some`: git's words of its failure) until it succeeds,
+/// fails otherwise than by a race, or has been run again [`FETCH_RETRIES`] times, waiting the
+/// backoff's delay between tries ([`refetch_after`]). `Err` inside: how it failed in the end.
+fn retrying<E>(
+    mut fetch: impl FnMut() -> std::result::Result<Option<String>, E>,
+) -> std::result::Result<std::result::Result<(), FetchFailed>, E> {
+    let delays = fetch_delays();
+    let mut tries = 0;
+    loop {
+        let failed = fetch()?;
+        tries += 1;
+        let Some(words) = failed else {
+            return Ok(Ok(()));
+        };
+        let failure = fetch_failure(&words);
+        match refetch_after(failure, tries, &delays) {
+            Some(delay) => {
+                tracing::info!(
+                    tries,
+                    error = %words.trim().replace('\n', "; "),
+                    "a ref moved under the fetch: fetching again in {delay:?}"
+                );
+                std::thread::sleep(delay);
+            }
+            None => {
+                return Ok(Err(FetchFailed {
+                    failure,
+                    words,
+                    tries,
+                }));
+            }
+        }
+    }
+}
+
+/// The waits before each fetch run again: [`FETCH_RETRIES`] of them, doubling from
+/// [`FETCH_FIRST_DELAY`] with ±25 % jitter (the `backoff` crate), never above
+/// [`FETCH_MAX_DELAY`].
+fn fetch_delays() -> Vec<Duration> {
+    let mut backoff = backoff::ExponentialBackoffBuilder::new()
+        .with_initial_interval(FETCH_FIRST_DELAY)
+        .with_randomization_factor(0.25)
+        .with_multiplier(2.0)
+        .with_max_interval(FETCH_MAX_DELAY)
+        .with_max_elapsed_time(None)
+        .build();
+    (0..FETCH_RETRIES)
+        .map(|_| {
+            backoff
+                .next_backoff()
+                .unwrap_or(FETCH_MAX_DELAY)
+                .min(FETCH_MAX_DELAY)
+        })
+        .collect()
+}
+
+/// After a fetch failed with `failure` on its `tries`-th run: the wait before running it
+/// again, `None` to give up (not a race, or `delays` — one per retry — are spent). Pure.
+fn refetch_after(failure: FetchFailure, tries: usize, delays: &[Duration]) -> Option<Duration> {
+    match failure {
+        FetchFailure::Raced => delays.get(tries.checked_sub(1)?).copied(),
+        FetchFailure::NoSuchRef | FetchFailure::Fatal => None,
+    }
+}
+
+/// What a failed `git fetch` means, from its words (run with `LC_ALL=C`). Pure.
+///
+/// - A race ([`FetchFailure::Raced`]): the remote's `upload-pack: not our ref <id>` (a ref
+///   listed moved or vanished before its object was asked for: protocol v2 refuses a `want`
+///   for an object the remote cannot read, v0 and stateless HTTP one that is no longer a
+///   ref's tip unless `uploadpack.allowReachableSHA1InWant`), the client's `unadvertised
+///   object` and `did not send all necessary objects`, and this clone's `cannot lock ref` /
+///   `is at … but expected …` / `some local refs could not be updated` / a `.lock` that
+///   exists (another git updating the same fetched refs).
+/// - A ref that is not there ([`FetchFailure::NoSuchRef`]): `couldn't find remote ref`.
+/// - Anything else is [`FetchFailure::Fatal`]: the remote is unreachable, not a repository,
+///   refuses the credentials — running the fetch again would not help.
+pub(crate) fn fetch_failure(words: &str) -> FetchFailure {
+    let words = words.to_ascii_lowercase();
+    let raced = [
+        "not our ref",
+        "cannot lock ref",
+        "but expected",
+        "some local refs could not be updated",
+        "unable to update local ref",
+        ".lock': file exists",
+        "did not send all necessary objects",
+        "unadvertised object",
+    ];
+    if raced.iter().any(|w| words.contains(w)) {
+        FetchFailure::Raced
+    } else if words.contains("couldn't find remote ref") {
+        FetchFailure::NoSuchRef
+    } else {
+        FetchFailure::Fatal
+    }
+}
+
+/// The error of a fetch that failed in the end: git's words, and when refs kept moving under
+/// it, how many times it ran.
+fn fetch_error(remote: &str, what: &str, failed: &FetchFailed) -> Error {
+    let mut error = remote_error(remote, what, failed.words.as_bytes());
+    if let Error::Remote { detail, .. } = &mut error
+        && failed.failure == FetchFailure::Raced
+    {
+        detail.push_str(&format!(
+            " (fetched {} times, a ref moved or was locked under each fetch: another machine or git process keeps changing it)",
+            failed.tries
+        ));
+    }
+    error
 }
 
 /// True when a push of `updates` runs the person's `pre-push` hook, as `git push` would: it
@@ -416,6 +595,160 @@ mod tests {
         assert_eq!(
             hook_words("error: failed to push some refs\n"),
             "it printed nothing"
+        );
+    }
+
+    #[test]
+    fn a_fetch_failure_is_a_race_a_missing_ref_or_fatal_by_gits_words() {
+        use FetchFailure::{Fatal, NoSuchRef, Raced};
+        let zeros = "0".repeat(40);
+        let claim = "6a53a73f95aa6e5029a48464e746cf55079f3dfa";
+        let table: Vec<(String, FetchFailure)> = vec![
+            // The remote: a claim moved or went between git's listing and its `want`.
+            (
+                format!("fatal: git upload-pack: not our ref {zeros}\nfatal: remote error: upload-pack: not our ref {zeros}\n"),
+                Raced,
+            ),
+            (
+                format!("fatal: remote error: upload-pack: not our ref {claim}\nfatal: the remote end hung up unexpectedly\n"),
+                Raced,
+            ),
+            (
+                "error: Server does not allow request for unadvertised object 6a53a73f\nfatal: remote did not send all necessary objects\n".into(),
+                Raced,
+            ),
+            // This clone: another git updating the same fetched refs.
+            (
+                format!("error: cannot lock ref 'refs/kern/remote/origin/claims/t0': is at {claim} but expected {zeros}\n ! 6a53a73f...0000000 refs/kern/claims/t0 -> refs/kern/remote/origin/claims/t0  (unable to update local ref)\n"),
+                Raced,
+            ),
+            (
+                "error: cannot lock ref 'refs/kern/remote/origin/heads/master': Unable to create '/c/.git/refs/kern/remote/origin/heads/master.lock': File exists.\n".into(),
+                Raced,
+            ),
+            (
+                "error: some local refs could not be updated; try running\n 'git remote prune origin' to remove any old, conflicting branches\n".into(),
+                Raced,
+            ),
+            // A ref asked for by name that is not there.
+            (
+                "fatal: couldn't find remote ref refs/kern/work/task-1\n".into(),
+                NoSuchRef,
+            ),
+            (
+                "fatal: couldn't find remote ref refs/heads/master\n".into(),
+                NoSuchRef,
+            ),
+            // A remote that cannot be used.
+            (
+                "fatal: '/r/gone.git' does not appear to be a git repository\nfatal: Could not read from remote repository.\n\nPlease make sure you have the correct access rights\nand the repository exists.\n".into(),
+                Fatal,
+            ),
+            (
+                "ssh: Could not resolve hostname git.example: Name or service not known\nfatal: Could not read from remote repository.\n".into(),
+                Fatal,
+            ),
+            (
+                "git@github.com: Permission denied (publickey).\nfatal: Could not read from remote repository.\n".into(),
+                Fatal,
+            ),
+            (
+                "remote: Repository not found.\nfatal: repository 'https://github.com/a/b.git/' not found\n".into(),
+                Fatal,
+            ),
+            (
+                "fatal: unable to access 'https://git.example/r.git/': Failed to connect to git.example port 443: Connection refused\n".into(),
+                Fatal,
+            ),
+            (String::new(), Fatal),
+        ];
+        for (words, want) in &table {
+            assert_eq!(fetch_failure(words), *want, "{words}");
+        }
+    }
+
+    #[test]
+    fn only_a_race_is_fetched_again_once_per_delay() {
+        use FetchFailure::{Fatal, NoSuchRef, Raced};
+        let delays = [
+            Duration::from_millis(200),
+            Duration::from_millis(400),
+            Duration::from_millis(800),
+        ];
+        // (failure, the run that failed, the wait before the next)
+        let table = [
+            (Raced, 1, Some(Duration::from_millis(200))),
+            (Raced, 2, Some(Duration::from_millis(400))),
+            (Raced, 3, Some(Duration::from_millis(800))),
+            (Raced, 4, None),
+            (Raced, 0, None),
+            (NoSuchRef, 1, None),
+            (Fatal, 1, None),
+        ];
+        for (failure, tries, want) in table {
+            assert_eq!(
+                refetch_after(failure, tries, &delays),
+                want,
+                "{failure:?} on run {tries}"
+            );
+        }
+        let delays = fetch_delays();
+        assert_eq!(delays.len(), FETCH_RETRIES);
+        for (i, delay) in delays.iter().enumerate() {
+            let base = FETCH_FIRST_DELAY.as_secs_f64() * 2f64.powi(i as i32);
+            let low = Duration::from_secs_f64((base * 0.75).min(FETCH_MAX_DELAY.as_secs_f64()));
+            assert!(
+                *delay >= low.saturating_sub(Duration::from_millis(1)) && *delay <= FETCH_MAX_DELAY,
+                "delay {i}: {delay:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fetch_is_run_again_while_it_races_and_says_so_when_it_gives_up() {
+        let not_our_ref = "fatal: remote error: upload-pack: not our ref 0000000000000000000000000000000000000000\n";
+        let mut runs = 0;
+        let fetched = retrying(|| -> std::result::Result<_, ()> {
+            runs += 1;
+            Ok((runs < 3).then(|| not_our_ref.to_string()))
+        });
+        assert!(matches!(fetched, Ok(Ok(()))));
+        assert_eq!(runs, 3, "two races, then the fetch went through");
+        let mut runs = 0;
+        let gone = retrying(|| -> std::result::Result<_, ()> {
+            runs += 1;
+            Ok(Some(
+                "fatal: '/r' does not appear to be a git repository\n".to_string(),
+            ))
+        });
+        let Ok(Err(failed)) = gone else {
+            panic!("a remote that is gone fails");
+        };
+        assert_eq!(
+            (runs, failed.tries, failed.failure),
+            (1, 1, FetchFailure::Fatal)
+        );
+        let error = fetch_error("origin", "fetching the branch", &failed).to_string();
+        assert!(
+            error.contains(
+                "--remote `origin`: fetching the branch failed: fatal: '/r' does not appear"
+            ),
+            "{error}"
+        );
+        assert!(!error.contains("fetched"), "{error}");
+        let raced = FetchFailed {
+            failure: FetchFailure::Raced,
+            words: not_our_ref.into(),
+            tries: FETCH_RETRIES + 1,
+        };
+        let error = fetch_error("origin", "fetching the branch", &raced).to_string();
+        assert!(
+            error.contains("upload-pack: not our ref 0000000000000000000000000000000000000000 (fetched 6 times, a ref moved or was locked under each fetch"),
+            "{error}"
+        );
+        assert!(
+            error.contains("check that `git fetch origin` works"),
+            "{error}"
         );
     }
 

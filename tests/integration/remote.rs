@@ -11,6 +11,8 @@ use serde_json::json;
 use crate::support::during::git_in;
 use crate::support::project::{self, Project, texts};
 
+mod fetch;
+
 /// A bare remote made from a project, and clones of it ("machines").
 pub(crate) struct Fleet {
     pub(crate) seed: Project,
@@ -180,7 +182,16 @@ fn an_unreachable_remote_is_exit_2_naming_the_flag() {
     let fleet = Fleet::new(&tasks(1), 1);
     std::fs::rename(&fleet.remote, fleet.seed.outside.path().join("gone.git")).unwrap();
     let out = fleet.kern(0, &["1", "0", "--remote", "origin"]).expect(2);
-    out.stderr_has("--remote `origin`: fetching the branch and the claims failed");
+    out.stderr_has(
+        "--remote `origin`: fetching the branch and the claims (`refs/heads/master`, `refs/kern/claims/*`) failed: fatal: '",
+    );
+    out.stderr_has("does not appear to be a git repository");
+    out.stderr_has("check that `git fetch origin` works from this clone");
+    assert!(
+        !out.stderr.contains("fetched 6 times"),
+        "a remote that is gone is not fetched again: {}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -589,6 +600,15 @@ fn pr_without_gh_says_so_and_leaves_the_branch_on_the_remote() {
 #[test]
 fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
     let fleet = Fleet::new(&tasks(1), 2);
+    killed_in_implement_then_taken_over(&fleet, |run| run);
+}
+
+/// Machine 0 is killed in task 1's implement after its work in progress reached the remote;
+/// machine 1, run through `taker`, takes the task over from that work and lands it.
+pub(crate) fn killed_in_implement_then_taken_over(
+    fleet: &Fleet,
+    taker: impl FnOnce(project::KernRun<'_>) -> project::KernRun<'_>,
+) {
     let marker = fleet.seed.outside.path().join("in-implement");
     let never = fleet.seed.outside.path().join("never");
     let plain = json!({"write": {"out/{slug}.txt": "done {task}\n"}});
@@ -627,18 +647,17 @@ fn a_machine_killed_in_implement_leaves_its_work_for_the_machine_taking_over() {
     )
     .unwrap();
     victim.wait().unwrap();
-    let out = fleet
-        .kern(
-            1,
-            &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
-        )
-        .expect(0);
+    let out = taker(fleet.kern(
+        1,
+        &[&["1", "0", "--remote", "origin"][..], &ttl[..]].concat(),
+    ))
+    .expect(0);
     out.stderr_has(
         "`Task 1` resumes from the work its last machine pushed (`refs/kern/work/task-1`: 1 path)",
     );
     // The half-done work lands with the task: the taking machine's agent never wrote it.
     assert_eq!(fleet.remote_file("half.txt"), "half\n");
-    all_landed_once(&fleet, 1);
+    all_landed_once(fleet, 1);
     std::fs::write(&never, "").unwrap();
 }
 
