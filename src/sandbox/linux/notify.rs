@@ -313,7 +313,7 @@ enum Verdict {
 }
 
 /// Serves the listener on a thread: every call continues; the refused ones go to `log`.
-pub(super) fn serve(listener: OwnedFd, mut log: File, judge: Judge) {
+pub(super) fn serve(listener: OwnedFd, log: File, judge: Judge) {
     std::thread::spawn(move || {
         let calls = calls();
         let mut lines = 0usize;
@@ -356,7 +356,7 @@ pub(super) fn serve(listener: OwnedFd, mut log: File, judge: Judge) {
             {
                 lines += 1;
                 let line = serde_json::json!({"kind": kind, "target": target});
-                let _ = writeln!(log, "{line}");
+                super::log_denial(&log, &line);
             }
             let resp = match verdict {
                 Verdict::Fail(errno) => libc::seccomp_notif_resp {

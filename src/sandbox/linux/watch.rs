@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
@@ -94,7 +93,7 @@ impl Serving {
 }
 
 /// Reads the watch on a thread of its own, writing one JSON line per open to `log`.
-pub(super) fn serve(watch: Watch, mut log: File) -> Serving {
+pub(super) fn serve(watch: Watch, log: File) -> Serving {
     use std::os::fd::AsFd;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopping = stop.clone();
@@ -153,7 +152,7 @@ pub(super) fn serve(watch: Watch, mut log: File) -> Serving {
                 }
                 lines += 1;
                 let line = serde_json::json!({"kind": "read", "target": path});
-                let _ = writeln!(log, "{line}");
+                super::log_denial(&log, &line);
             }
         }
     });
