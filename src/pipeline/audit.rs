@@ -346,6 +346,19 @@ pub(super) fn put_aside(
     spec.after(|| ws.repo.restore_paths(paths))
 }
 
+/// [`put_aside`] under the next free ref `<prefix><n>` ([`next_ref`]); returns that ref.
+pub(super) fn put_aside_at_next(
+    ws: &Workspace,
+    spec: &SharedSpec,
+    prefix: &str,
+    paths: &[PathBuf],
+    message: &str,
+) -> Result<String> {
+    let git_ref = next_ref(&ws.repo, prefix)?;
+    put_aside(ws, spec, &git_ref, paths, message)?;
+    Ok(git_ref)
+}
+
 /// The paths that differ from HEAD in the work tree, except those under `keep`.
 pub(super) fn changed_paths(repo: &Repository, keep: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let keep: Vec<&Path> = keep.iter().map(PathBuf::as_path).collect();

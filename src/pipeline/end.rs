@@ -112,14 +112,10 @@ pub(super) fn set_aside(
     }
     lock.set_phase(Phase::Writing)?;
     let slug = crate::text::slug(&it.title);
-    let git_ref = crate::pipeline::audit::next_ref(
-        &guard.cx.ws.repo,
-        &format!("refs/kern/attempts/{slug}/"),
-    )?;
-    crate::pipeline::audit::put_aside(
+    let git_ref = crate::pipeline::audit::put_aside_at_next(
         guard.cx.ws,
         guard.spec,
-        &git_ref,
+        &format!("refs/kern/attempts/{slug}/"),
         &paths,
         &format!(
             "kern: the work of {}, set aside ({why})\n",

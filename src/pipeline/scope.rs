@@ -157,15 +157,11 @@ pub(super) fn scope_gate(
         };
     }
     let slug = text::slug(&it.title);
-    let saved = crate::pipeline::audit::next_ref(
-        &guard.cx.ws.repo,
-        &format!("refs/kern/saved/{slug}/out-of-scope-"),
-    )?;
     let paths: Vec<PathBuf> = out.iter().map(PathBuf::from).collect();
-    crate::pipeline::audit::put_aside(
+    let saved = crate::pipeline::audit::put_aside_at_next(
         guard.cx.ws,
         guard.spec,
-        &saved,
+        &format!("refs/kern/saved/{slug}/out-of-scope-"),
         &paths,
         &format!(
             "kern: what {} changed outside its Scope\n",

@@ -229,15 +229,11 @@ pub(super) async fn red_check(
     let (held, outside) = sort_changes(&changed, &report.tests, &|p| top.join(p).is_file());
     let slug = crate::text::slug(&it.title);
     if !outside.is_empty() {
-        let saved = crate::pipeline::audit::next_ref(
-            &guard.cx.ws.repo,
-            &format!("refs/kern/saved/{slug}/tests-"),
-        )?;
         let paths: Vec<PathBuf> = outside.iter().map(PathBuf::from).collect();
-        crate::pipeline::audit::put_aside(
+        let saved = crate::pipeline::audit::put_aside_at_next(
             guard.cx.ws,
             guard.spec,
-            &saved,
+            &format!("refs/kern/saved/{slug}/tests-"),
             &paths,
             &format!(
                 "kern: what the tests step of {} changed that is not a test\n",

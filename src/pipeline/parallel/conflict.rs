@@ -35,14 +35,10 @@ pub(super) fn take_back(
         .collect();
     if !ours.is_empty() {
         lock.set_phase(Phase::Writing)?;
-        let git_ref = crate::pipeline::audit::next_ref(
-            &guard.cx.ws.repo,
-            &format!("refs/kern/saved/{}/integration-", job.slug),
-        )?;
-        crate::pipeline::audit::put_aside(
+        crate::pipeline::audit::put_aside_at_next(
             guard.cx.ws,
             guard.spec,
-            &git_ref,
+            &format!("refs/kern/saved/{}/integration-", job.slug),
             &ours,
             &format!(
                 "kern: the work of {}, taken back out of the work tree\n",
