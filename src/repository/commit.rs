@@ -119,7 +119,7 @@ impl Repository {
         let staged = staging
             .stage_all(&mut index)
             .and_then(|()| staging.judge_index(&mut index, head_tree.as_ref()))
-            .and_then(|()| self.write_tree(&mut index, req.notify));
+            .and_then(|judged| self.write_tree(&mut index, judged, head_tree_id, req.notify));
         let mut tree_id = staged.map_err(restore)?;
         let mut notes = Vec::new();
         let nothing = |staging: Staging<'_>, notes: Vec<String>| CommitOutcome {
@@ -145,7 +145,7 @@ impl Repository {
                 &hooks,
                 &mut staging,
                 &mut index,
-                head_tree.as_ref(),
+                (head_tree.as_ref(), tree_id),
                 &author,
                 req,
                 &mut notes,
@@ -235,8 +235,9 @@ impl Repository {
         index.read(true).map_err(ctx("reading the index"))?;
         let mut staging = Staging::new(self, config, exclude);
         staging.stage_all(&mut index)?;
-        staging.judge_index(&mut index, head_tree.as_ref())?;
-        let tree_id = self.write_tree(&mut index, None)?;
+        let judged = staging.judge_index(&mut index, head_tree.as_ref())?;
+        let tree_id =
+            self.write_tree(&mut index, judged, head_tree.as_ref().map(Tree::id), None)?;
         let left_out = into_left_out(std::mem::take(&mut staging.left_out));
         if Some(tree_id) == head_tree.as_ref().map(Tree::id) {
             return Ok(CommitOutcome {
@@ -262,18 +263,24 @@ impl Repository {
         })
     }
 
-    /// Writes the index (waiting out a briefly held `index.lock`) and its tree.
+    /// Writes the index (waiting out a briefly held `index.lock`) and its tree — `judged`, the
+    /// tree judging wrote when it changed nothing, or written now: the folders that differ
+    /// from `head`'s.
     pub(super) fn write_tree(
         &self,
         index: &mut Index,
+        judged: Option<Oid>,
+        head: Option<Oid>,
         notify: Option<&dyn Fn(&str)>,
     ) -> Result<Oid> {
         let timed = super::Timed::start("commit.write_index");
         self.write_index(index, "writing the index", notify)?;
         drop(timed);
+        if let Some(tree) = judged {
+            return Ok(tree);
+        }
         let _timed = super::Timed::start("commit.write_tree");
-        index
-            .write_tree()
+        super::tree_write::write_index_tree(&self.repo, index, head)
             .map_err(|e| self.index_error("writing the tree", e))
     }
 

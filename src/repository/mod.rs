@@ -47,6 +47,7 @@ mod status;
 mod status_ask;
 mod timing;
 mod tree_diff;
+mod tree_write;
 mod watch;
 mod worktree;
 

@@ -8,6 +8,7 @@
 //! and after it ran: the files the commit holds and every file status lists.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use git2::{Index, Oid, Signature, Tree};
@@ -20,33 +21,33 @@ use super::staging::Staging;
 use crate::error::{Error, Result};
 
 impl Repository {
-    /// Runs `pre-commit` and returns the tree to commit. A hook may stage more (formatters
-    /// re-adding files): the index is taken as it left it and judged again. A hook that fails
-    /// after changing only files kern staged has its fixes staged and runs once more.
+    /// Runs `pre-commit` and returns the tree to commit (`head_and_staged`: HEAD's tree and the
+    /// index's, written). A hook may stage more (formatters re-adding files): the index is
+    /// taken as it left it and judged again. A hook that fails after changing only files kern
+    /// staged has its fixes staged and runs once more.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pre_commit(
         &self,
         hooks: &Path,
         staging: &mut Staging<'_>,
         index: &mut Index,
-        head_tree: Option<&Tree<'_>>,
+        (head_tree, staged): (Option<&Tree<'_>>, Oid),
         author: &Signature<'_>,
         req: &CommitRequest<'_>,
         notes: &mut Vec<String>,
     ) -> Result<Oid> {
+        let head = head_tree.map(Tree::id);
         let rejudge = |staging: &mut Staging<'_>, index: &mut Index| -> Result<Oid> {
             index
                 .read(true)
                 .map_err(|e| self.index_error("reading the index", e))?;
-            staging.judge_index(index, head_tree)?;
-            self.write_tree(index, req.notify)
+            let judged = staging.judge_index(index, head_tree)?;
+            self.write_tree(index, judged, head, req.notify)
         };
         if !hook_present(hooks, "pre-commit") {
-            return index
-                .write_tree()
-                .map_err(|e| self.index_error("writing the tree", e));
+            return Ok(staged);
         }
-        let committed = self.committed_paths(index, head_tree)?;
+        let committed = self.committed_paths(head, staged)?;
         let before = self.work_tree_stamps(&committed)?;
         let output = match self.run_hook(hooks, "pre-commit", &[], author, self.hook_timeout) {
             HookRun::Failed(output) => output,
@@ -63,7 +64,7 @@ impl Repository {
             .read(true)
             .map_err(|e| self.index_error("reading the index", e))?;
         staging.stage_paths(index, &changed)?;
-        self.write_tree(index, req.notify)?;
+        self.write_tree(index, None, head, req.notify)?;
         if let HookRun::Failed(output) =
             self.run_hook(hooks, "pre-commit", &[], author, self.hook_timeout)
         {
@@ -83,20 +84,14 @@ impl Repository {
         rejudge(staging, index)
     }
 
-    /// The paths the commit changes against HEAD.
-    fn committed_paths(
-        &self,
-        index: &Index,
-        head_tree: Option<&Tree<'_>>,
-    ) -> Result<BTreeSet<PathBuf>> {
-        let diff = self
-            .repo
-            .diff_tree_to_index(head_tree, Some(index), None)
+    /// The paths the commit changes against HEAD: those that differ between HEAD's tree
+    /// `head` and the staged tree, read only along the changed paths (tree_diff.rs).
+    fn committed_paths(&self, head: Option<Oid>, staged: Oid) -> Result<BTreeSet<PathBuf>> {
+        let paths = super::tree_diff::changed_paths(&self.repo, head, Some(staged))
             .map_err(|e| Error::git("comparing the index with HEAD", e))?;
-        Ok(diff
-            .deltas()
-            .filter_map(|d| d.new_file().path().or(d.old_file().path()))
-            .map(Path::to_path_buf)
+        Ok(paths
+            .into_iter()
+            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)))
             .collect())
     }
 

@@ -229,16 +229,18 @@ impl<'r> Staging<'r> {
     }
 
     /// Judges every difference between HEAD's tree and the index; an excluded or sensitive
-    /// path gets HEAD's entry back (or leaves the index when HEAD lacks it).
+    /// path gets HEAD's entry back (or leaves the index when HEAD lacks it). Returns the
+    /// index's tree (written) when judging changed nothing in it.
     pub(super) fn judge_index(
         &mut self,
         index: &mut Index,
         head_tree: Option<&Tree<'_>>,
-    ) -> Result<()> {
+    ) -> Result<Option<Oid>> {
         let _timed = super::Timed::start("commit.judge");
         let repo = self.repo;
         let mut reverts: Vec<(PathBuf, Option<String>)> = Vec::new();
-        for (rel, staged) in index_changes(repo, index, head_tree)? {
+        let (tree, changes) = index_changes(repo, index, head_tree)?;
+        for (rel, staged) in changes {
             if self.exclude.iter().any(|e| rel.starts_with(e)) {
                 reverts.push((rel, Some(PERSONS_OWN.into())));
                 continue;
@@ -269,6 +271,7 @@ impl<'r> Staging<'r> {
                 }
             }
         }
+        let unchanged = tree.filter(|_| reverts.is_empty());
         let head_entry = |rel: &Path| head_tree.and_then(|t| t.get_path(rel).ok());
         for (rel, why) in reverts {
             let result = match head_entry(&rel) {
@@ -286,7 +289,7 @@ impl<'r> Staging<'r> {
                 self.leave_out(&rel, why);
             }
         }
-        Ok(())
+        Ok(unchanged)
     }
 
     fn leave_out(&mut self, rel: &Path, why: String) {
@@ -299,21 +302,25 @@ impl<'r> Staging<'r> {
 /// A path's staged object and mode; `None`: deleted.
 type Staged = Option<(Oid, u32)>;
 
-/// The paths whose entries differ between HEAD's tree and `index`, each with its staged
-/// object and mode (`None`: deleted). The index's tree is written first — libgit2 writes only
-/// the folders that changed since the index was last written as a tree — and compared with
-/// HEAD's without descending into equal folders (tree_diff.rs), so the cost grows with the
-/// change. An index that cannot be written as a tree (unmerged entries) is compared entry by
-/// entry, as libgit2's diff does.
+/// A path that differs between HEAD and the index, with what the index holds for it.
+type StagedPath = (PathBuf, Staged);
+
+/// The index's tree (`None` when it cannot be written as one) and the paths whose entries
+/// differ between HEAD's tree and `index`, each with its staged object and mode (`None`:
+/// deleted). The index's tree is written first — only its folders that differ from HEAD's
+/// (tree_write.rs) — and compared with HEAD's without descending into equal folders
+/// (tree_diff.rs), so the cost of reading grows with the change. An index that cannot be
+/// written as a tree (unmerged entries) is compared entry by entry, as libgit2's diff does.
 fn index_changes(
     repo: &Repository,
     index: &mut Index,
     head_tree: Option<&Tree<'_>>,
-) -> Result<Vec<(PathBuf, Staged)>> {
+) -> Result<(Option<Oid>, Vec<StagedPath>)> {
     let ctx = |e| Error::git("comparing the index with HEAD", e);
     let as_path = |p: &[u8]| PathBuf::from(std::ffi::OsStr::from_bytes(p));
-    if let Ok(tree) = index.write_tree() {
-        struct Found(Vec<(PathBuf, Staged)>);
+    let head = head_tree.map(Tree::id);
+    if let Ok(tree) = super::tree_write::write_index_tree(&repo.repo, index, head) {
+        struct Found(Vec<StagedPath>);
         impl super::tree_diff::TreeVisitor for Found {
             fn changed(
                 &mut self,
@@ -327,15 +334,14 @@ fn index_changes(
             }
         }
         let mut staged = Found(Vec::new());
-        super::tree_diff::walk(&repo.repo, head_tree.map(Tree::id), Some(tree), &mut staged)
-            .map_err(ctx)?;
-        return Ok(staged.0);
+        super::tree_diff::walk(&repo.repo, head, Some(tree), &mut staged).map_err(ctx)?;
+        return Ok((Some(tree), staged.0));
     }
     let diff = repo
         .repo
         .diff_tree_to_index(head_tree, Some(index), None)
         .map_err(ctx)?;
-    Ok(diff
+    let changes = diff
         .deltas()
         .filter_map(|delta| {
             let file = delta.new_file();
@@ -344,7 +350,8 @@ fn index_changes(
                 (delta.status() != Delta::Deleted).then(|| (file.id(), u32::from(file.mode())));
             Some((as_path(rel), staged))
         })
-        .collect())
+        .collect();
+    Ok((None, changes))
 }
 
 /// Why a path `git status` lists would be left out of a commit, judged from the work tree
