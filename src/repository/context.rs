@@ -205,11 +205,13 @@ impl Repository {
         } else {
             vec![work_diff_list(&paths)]
         };
+        let paths: Vec<&std::path::Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
         for mut opts in lists {
-            let diff = self
-                .repo
-                .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
-                .map_err(ctx)?;
+            let diff = self.with_index_of(&paths, || {
+                self.repo
+                    .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
+                    .map_err(ctx)
+            })?;
             let changed = diff.deltas().any(|delta| {
                 [path_of(delta.old_file()), path_of(delta.new_file())]
                     .into_iter()
@@ -279,10 +281,12 @@ impl Repository {
         }
         let mut opts = work_diff_list(&paths);
         opts.show_untracked_content(true).max_size(DIFF_MAX_FILE);
-        let mut diff = self
-            .repo
-            .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
-            .map_err(ctx)?;
+        let asked: Vec<&std::path::Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
+        let mut diff = self.with_index_of(&asked, || {
+            self.repo
+                .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
+                .map_err(ctx)
+        })?;
         diff.find_similar(None).map_err(ctx)?;
         let exclude: Vec<String> = exclude.iter().filter_map(|p| self.relative(p)).collect();
 

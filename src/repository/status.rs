@@ -116,8 +116,7 @@ impl Repository {
     /// yet and does not ignore: kern's commit of the first task will take it in.
     pub fn is_untracked(&self, path: &Path) -> bool {
         let relative = path.strip_prefix(&self.top).unwrap_or(path);
-        self.repo
-            .status_file(relative)
+        self.status_of_file(relative)
             .is_ok_and(|s| s.contains(Status::WT_NEW))
     }
 
@@ -125,8 +124,7 @@ impl Repository {
     /// index or the work tree, or is a file git does not track yet (and does not ignore).
     pub fn has_changes(&self, path: &Path) -> bool {
         let relative = path.strip_prefix(&self.top).unwrap_or(path);
-        self.repo
-            .status_file(relative)
+        self.status_of_file(relative)
             .is_ok_and(|s| !s.is_empty() && !s.contains(Status::IGNORED))
     }
 
