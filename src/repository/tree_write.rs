@@ -14,7 +14,6 @@
 //! a tree may not hold, an object that is not there — goes to libgit2's writer, which writes it
 //! or refuses it with its own words.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use git2::{Index, IndexEntryExtendedFlag, ObjectType, Oid};
@@ -51,11 +50,15 @@ fn write_changed(
     let format = repo.object_format();
     // The first pass: every folder's id, hashed, nothing read or written.
     let mut ids: BTreeMap<Vec<u8>, Oid> = BTreeMap::new();
-    let hashed = fold(index, |folder, entries| {
-        let id = Oid::hash_object_ext(ObjectType::Tree, &serialize(entries), format).ok()?;
-        ids.insert(folder.to_vec(), id);
-        Some(id)
-    });
+    let hashed = fold(
+        index,
+        |_| true,
+        |folder, content| {
+            let id = Oid::hash_object_ext(ObjectType::Tree, content, format).ok()?;
+            ids.insert(folder.to_vec(), id);
+            Some(id)
+        },
+    );
     let Some(root) = hashed else {
         return Ok(None);
     };
@@ -65,24 +68,29 @@ fn write_changed(
     }
     // The second pass: the changed folders checked as libgit2 checks them, and written.
     let odb = repo.odb()?;
+    let size = root.as_bytes().len();
     let mut failure = None;
-    let written = fold(index, |folder, entries| {
-        let known = ids.get(folder).copied();
-        if !changed.contains(folder) {
-            return known;
-        }
-        if !entries.iter().all(|e| acceptable(&odb, e)) {
-            return None;
-        }
-        match odb.write(ObjectType::Tree, &serialize(entries)) {
-            Ok(id) if Some(id) == known => Some(id),
-            Ok(_) => None,
-            Err(e) => {
-                failure = Some(e);
-                None
+    let written = fold(
+        index,
+        |folder| changed.contains(folder),
+        |folder, content| {
+            let known = ids.get(folder).copied();
+            if !changed.contains(folder) {
+                return known;
             }
-        }
-    });
+            if !entries_of(content, size).all(|e| acceptable(&odb, &e)) {
+                return None;
+            }
+            match odb.write(ObjectType::Tree, content) {
+                Ok(id) if Some(id) == known => Some(id),
+                Ok(_) => None,
+                Err(e) => {
+                    failure = Some(e);
+                    None
+                }
+            }
+        },
+    );
     if let Some(e) = failure {
         return Err(e);
     }
@@ -91,78 +99,130 @@ fn write_changed(
 
 /// A tree entry: its name, mode and object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    name: Vec<u8>,
+struct Entry<'a> {
+    name: &'a [u8],
     mode: u32,
     id: Oid,
 }
 
+/// A folder being read: its path (empty for the top), its tree's content so far — when it is
+/// wanted — and where each entry's name is in it.
+struct Open {
+    path: Vec<u8>,
+    wanted: bool,
+    content: Vec<u8>,
+    names: Vec<(usize, usize)>,
+}
+
+impl Open {
+    fn new(path: Vec<u8>, wanted: bool) -> Open {
+        Open {
+            path,
+            wanted,
+            content: Vec::new(),
+            names: Vec::new(),
+        }
+    }
+
+    /// Adds an entry, as a tree holds it: its mode in octal, a space, its name, a NUL and its
+    /// id. `None` for a folder whose name a file of this folder has.
+    fn push(&mut self, name: &[u8], mode: u32, id: Oid) -> Option<()> {
+        if !self.wanted {
+            return Some(());
+        }
+        if mode == MODE_TREE && self.has_file(name) {
+            return None;
+        }
+        self.content.extend_from_slice(mode_text(mode)?);
+        self.content.push(b' ');
+        self.names.push((self.content.len(), name.len()));
+        self.content.extend_from_slice(name);
+        self.content.push(0);
+        self.content.extend_from_slice(id.as_bytes());
+        Some(())
+    }
+
+    /// Whether a file named `name` is in the folder. The index's order is git's tree order (a
+    /// folder's name compared as if it ended in `/`), so such a file comes just before the
+    /// entries whose names are `name` and a byte below `/`, all at the end.
+    fn has_file(&self, name: &[u8]) -> bool {
+        self.names
+            .iter()
+            .rev()
+            .map(|&(at, len)| &self.content[at..at + len])
+            .take_while(|n| n.starts_with(name))
+            .any(|n| n == name)
+    }
+}
+
+/// A mode as a tree writes it.
+fn mode_text(mode: u32) -> Option<&'static [u8]> {
+    Some(match mode {
+        0o100_644 => b"100644",
+        0o100_755 => b"100755",
+        0o120_000 => b"120000",
+        0o160_000 => b"160000",
+        MODE_TREE => b"40000",
+        _ => return None,
+    })
+}
+
 /// Visits every folder of `index` bottom-up — its path (empty for the top, no trailing `/`)
-/// and its entries in tree order, each subfolder with the id `visit` returned for it — and
-/// returns the top's id. `None` when `visit` refused a folder, or the index holds what only
-/// libgit2 writes: an entry unmerged or intent-to-add, paths not in strict byte order, a mode
-/// no tree holds, a file and a folder of one name.
-fn fold(index: &Index, mut visit: impl FnMut(&[u8], &[Entry]) -> Option<Oid>) -> Option<Oid> {
-    // The open folders, the top first: each one's path and the entries found so far.
-    let mut open: Vec<(Vec<u8>, Vec<Entry>)> = vec![(Vec::new(), Vec::new())];
-    let mut previous: Option<Vec<u8>> = None;
-    for entry in index.iter() {
-        let stage = (entry.flags >> 12) & 3;
-        let intent = IndexEntryExtendedFlag::INTENT_TO_ADD.bits();
-        if stage != 0 || entry.flags_extended & intent != 0 || !MODES.contains(&entry.mode) {
+/// and its tree's content, each subfolder with the id `visit` returned for it; a folder not
+/// `wanted` is visited with no content (and nothing under it is wanted) — and returns the
+/// top's id. The index's order is the trees' order, so nothing is sorted. `None` when `visit`
+/// refused a folder, or the index holds what only libgit2 writes: an entry unmerged or
+/// intent-to-add, paths not in strict byte order, a mode no tree holds, a file and a folder
+/// of one name.
+fn fold(
+    index: &Index,
+    wanted: impl Fn(&[u8]) -> bool,
+    mut visit: impl FnMut(&[u8], &[u8]) -> Option<Oid>,
+) -> Option<Oid> {
+    let mut open: Vec<Open> = vec![Open::new(Vec::new(), wanted(b""))];
+    let mut previous: &[u8] = b"";
+    for (i, entry) in entries(index).enumerate() {
+        if entry.stage != 0 || entry.intent || !MODES.contains(&entry.mode) {
             return None;
         }
-        if previous.as_ref().is_some_and(|p| *p >= entry.path) {
+        let path = entry.path;
+        if i > 0 && previous >= path {
             return None;
         }
-        let path = &entry.path;
+        previous = path;
         // Close the open folders this path is not inside.
-        while open.len() > 1 && !inside(path, &open[open.len() - 1].0) {
+        while open.len() > 1 && !inside(path, &open[open.len() - 1].path) {
             close(&mut open, &mut visit)?;
         }
         // Open the folders between the innermost open one and the file.
-        let (parent, _) = &open[open.len() - 1];
-        let start = if parent.is_empty() {
+        let parent = &open[open.len() - 1];
+        let mut from = if parent.path.is_empty() {
             0
         } else {
-            parent.len() + 1
+            parent.path.len() + 1
         };
-        let mut from = start;
         while let Some(slash) = path[from..].iter().position(|&b| b == b'/') {
-            open.push((path[..from + slash].to_vec(), Vec::new()));
+            let folder = path[..from + slash].to_vec();
+            let is_wanted = open[open.len() - 1].wanted && wanted(&folder);
+            open.push(Open::new(folder, is_wanted));
             from += slash + 1;
         }
         let last = open.len() - 1;
-        open[last].1.push(Entry {
-            name: path[from..].to_vec(),
-            mode: entry.mode,
-            id: entry.id,
-        });
-        previous = Some(entry.path);
+        open[last].push(&path[from..], entry.mode, entry.id)?;
     }
     while open.len() > 1 {
         close(&mut open, &mut visit)?;
     }
-    let (top, mut entries) = open.pop()?;
-    sort(&mut entries)?;
-    visit(&top, &entries)
+    let top = open.pop()?;
+    visit(&top.path, &top.content)
 }
 
 /// Closes the innermost open folder: its id, through `visit`, becomes an entry of its parent.
-fn close(
-    open: &mut Vec<(Vec<u8>, Vec<Entry>)>,
-    visit: &mut impl FnMut(&[u8], &[Entry]) -> Option<Oid>,
-) -> Option<()> {
-    let (path, mut entries) = open.pop()?;
-    sort(&mut entries)?;
-    let id = visit(&path, &entries)?;
-    let name = path.rsplit(|&b| b == b'/').next()?.to_vec();
-    open.last_mut()?.1.push(Entry {
-        name,
-        mode: MODE_TREE,
-        id,
-    });
-    Some(())
+fn close(open: &mut Vec<Open>, visit: &mut impl FnMut(&[u8], &[u8]) -> Option<Oid>) -> Option<()> {
+    let folder = open.pop()?;
+    let id = visit(&folder.path, &folder.content)?;
+    let name = folder.path.rsplit(|&b| b == b'/').next()?;
+    open.last_mut()?.push(name, MODE_TREE, id)
 }
 
 /// Whether `path` is inside the folder `folder` (not the top).
@@ -170,43 +230,61 @@ fn inside(path: &[u8], folder: &[u8]) -> bool {
     path.len() > folder.len() && path.starts_with(folder) && path[folder.len()] == b'/'
 }
 
-/// Puts a folder's entries in git's tree order (a folder's name compared as if it ended in
-/// `/`); `None` when two entries share a name.
-fn sort(entries: &mut [Entry]) -> Option<()> {
-    entries.sort_by(tree_order);
-    // A file and a folder of one name are not neighbours in tree order (`a`, `a.txt`, `a/`).
-    let mut names: Vec<&[u8]> = entries.iter().map(|e| e.name.as_slice()).collect();
-    names.sort_unstable();
-    names.windows(2).all(|w| w[0] != w[1]).then_some(())
+/// An index entry as this module reads it, borrowed from libgit2's index.
+struct Borrowed<'a> {
+    path: &'a [u8],
+    mode: u32,
+    id: Oid,
+    stage: u16,
+    intent: bool,
 }
 
-/// git's order of a tree's entries.
-fn tree_order(a: &Entry, b: &Entry) -> Ordering {
-    fn key(e: &Entry) -> impl Iterator<Item = u8> + '_ {
-        let slash = (e.mode == MODE_TREE).then_some(b'/');
-        e.name.iter().copied().chain(slash)
-    }
-    key(a).cmp(key(b))
+/// `index`'s entries in its order, borrowed: reading 100,000 entries through `Index::iter`
+/// copies each path into an allocation of its own, twice a commit.
+fn entries(index: &Index) -> impl Iterator<Item = Borrowed<'_>> {
+    use git2::Binding;
+    let raw = index.raw();
+    // SAFETY: `raw` is the live index `index` borrows; counting its entries reads it only.
+    let count = unsafe { libgit2_sys::git_index_entrycount(raw) };
+    let intent = IndexEntryExtendedFlag::INTENT_TO_ADD.bits();
+    (0..count).map_while(move |i| {
+        // SAFETY: `i` is below the entry count of the index `index` borrows, which nothing
+        // changes while the borrow lasts (it is shared: no `&mut` method can run), so the
+        // entry, its path (a NUL-terminated string libgit2 owns) and its id stay where they
+        // are for the borrow's lifetime.
+        unsafe {
+            let entry = libgit2_sys::git_index_get_byindex(raw, i).as_ref()?;
+            Some(Borrowed {
+                path: std::ffi::CStr::from_ptr(entry.path).to_bytes(),
+                mode: entry.mode,
+                id: Oid::from_raw(&raw const entry.id),
+                stage: (entry.flags >> 12) & 3,
+                intent: entry.flags_extended & intent != 0,
+            })
+        }
+    })
 }
 
-/// A tree object's content: per entry, its mode in octal, a space, its name, a NUL and its id.
-fn serialize(entries: &[Entry]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(entries.len() * 64);
-    for e in entries {
-        out.extend_from_slice(format!("{:o} ", e.mode).as_bytes());
-        out.extend_from_slice(&e.name);
-        out.push(0);
-        out.extend_from_slice(e.id.as_bytes());
-    }
-    out
+/// The entries of a tree's `content`, ids of `size` bytes.
+fn entries_of(content: &[u8], size: usize) -> impl Iterator<Item = Entry<'_>> {
+    let mut rest = content;
+    std::iter::from_fn(move || {
+        let space = rest.iter().position(|&b| b == b' ')?;
+        let nul = space + rest[space..].iter().position(|&b| b == 0)?;
+        let mode = u32::from_str_radix(std::str::from_utf8(&rest[..space]).ok()?, 8).ok()?;
+        let name = &rest[space + 1..nul];
+        let id = Oid::from_bytes(rest.get(nul + 1..nul + 1 + size)?).ok()?;
+        rest = &rest[nul + 1 + size..];
+        Some(Entry { name, mode, id })
+    })
 }
 
 /// Whether libgit2 would take `entry` into a tree it writes: a name a tree may hold (not
 /// empty, `.`, `..`, nor anything that could be read as `.git` — those are left to libgit2),
 /// an id that is not zero, and for a file an object of the kind its mode says. A subfolder's
 /// entry's tree was written by this module.
-fn acceptable(odb: &git2::Odb<'_>, entry: &Entry) -> bool {
-    if !plain_name(&entry.name) || entry.id.is_zero() {
+fn acceptable(odb: &git2::Odb<'_>, entry: &Entry<'_>) -> bool {
+    if !plain_name(entry.name) || entry.id.is_zero() {
         return false;
     }
     entry.mode == MODE_TREE
@@ -472,25 +550,31 @@ mod tests {
     }
 
     #[test]
-    fn a_folder_sorts_as_if_its_name_ended_in_a_slash() {
+    fn a_folder_whose_name_a_file_has_is_found_past_the_names_between_them() {
         let id = Oid::ZERO_SHA1;
-        let e = |name: &str, mode| Entry {
-            name: name.into(),
-            mode,
-            id,
+        let folder = |files: &[&str]| {
+            let mut open = Open::new(Vec::new(), true);
+            for name in files {
+                open.push(name.as_bytes(), 0o100_644, id).unwrap();
+            }
+            open
         };
-        let mut entries = vec![
-            e("a0", 0o100_644),
-            e("a", MODE_TREE),
-            e("a.txt", 0o100_644),
-            e("a-b", 0o100_644),
-        ];
-        sort(&mut entries).unwrap();
-        let names: Vec<&[u8]> = entries.iter().map(|e| e.name.as_slice()).collect();
-        assert_eq!(names, [&b"a-b"[..], b"a.txt", b"a", b"a0"]);
-        assert_eq!(sort(&mut [e("a", MODE_TREE), e("a", 0o100_644)]), None);
-        let mut apart = [e("a", 0o100_644), e("a.txt", 0o100_644), e("a", MODE_TREE)];
-        assert_eq!(sort(&mut apart), None);
+        // In tree order `a` comes before `a!`, `a-b` and `a.txt`, and those before `a/`.
+        assert_eq!(
+            folder(&["a", "a!", "a-b", "a.txt"]).push(b"a", MODE_TREE, id),
+            None
+        );
+        assert_eq!(
+            folder(&["a!", "a-b", "a.txt"]).push(b"a", MODE_TREE, id),
+            Some(())
+        );
+        assert_eq!(folder(&["a", "b"]).push(b"c", MODE_TREE, id), Some(()));
+        let mut open = folder(&["x"]);
+        open.push(b"a", MODE_TREE, id).unwrap();
+        let entries: Vec<Entry<'_>> = entries_of(&open.content, 20).collect();
+        let names: Vec<&[u8]> = entries.iter().map(|e| e.name).collect();
+        assert_eq!(names, [&b"x"[..], b"a"]);
+        assert_eq!(entries[1].mode, MODE_TREE);
     }
 
     #[test]
