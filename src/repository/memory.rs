@@ -36,9 +36,10 @@ pub(super) fn bound_memory() {
 /// tree of HEAD touches most of a pack, and the pages mapped count as the run's memory
 /// (libgit2's defaults, 1 GiB windows up to 8 GiB, keep the whole pack mapped: 2.5 MB of a
 /// 4.5 MB pack on 100,000 files). Older windows are unmapped when the limit is reached. Two
-/// windows of 128 KiB: the commit's read-back of every tree (libgit2 rebuilds its tree cache
-/// after writing a tree) held 0.9 MB of windows at the run's peak with 256 KiB × 4, 0.2 MB
-/// now, at no time measurable on 100,000 files (docs/benchmarks.md).
+/// windows of 128 KiB: a read of every tree (the first whole walk; libgit2's own tree writer,
+/// which reads the tree back and which kern now uses only for what tree_write.rs leaves to it)
+/// held 0.9 MB of windows with 256 KiB × 4, 0.2 MB now, at no time measurable on 100,000 files
+/// (docs/benchmarks.md).
 const PACK_WINDOW: usize = 128 * 1024;
 const PACK_MAPPED: usize = 256 * 1024;
 
