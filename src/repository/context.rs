@@ -189,25 +189,26 @@ impl Repository {
             f.path_bytes()
                 .map(|b| String::from_utf8_lossy(b).into_owned())
         };
-        // A few paths one by one, each a pathspec: libgit2 then reads only the index entries
-        // under it, where a list of paths costs a pass over the whole index (status.rs).
-        let lists: Vec<DiffOptions> = if super::status_ask::one_by_one(&paths) {
-            paths
-                .iter()
-                .map(|path| {
-                    let mut opts = work_diff_options();
-                    opts.pathspec(path.as_path());
-                    opts
-                })
-                .collect()
-        } else if paths.is_empty() {
-            Vec::new()
-        } else {
-            vec![work_diff_list(&paths)]
-        };
-        let paths: Vec<&std::path::Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
-        for mut opts in lists {
-            let diff = self.with_index_of(&paths, || {
+        // A few paths one by one, each a pathspec: libgit2 then walks only the work tree under
+        // it, where a list of paths has no common folder to start from (status_ask.rs). Each
+        // is asked against a copy of its own index entries.
+        let all: Vec<&std::path::Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
+        let lists: Vec<(DiffOptions, Vec<&std::path::Path>)> =
+            if super::status_ask::one_by_one(&paths) {
+                all.iter()
+                    .map(|&path| {
+                        let mut opts = work_diff_options();
+                        opts.pathspec(path);
+                        (opts, vec![path])
+                    })
+                    .collect()
+            } else if paths.is_empty() {
+                Vec::new()
+            } else {
+                vec![(work_diff_list(&paths), all)]
+            };
+        for (mut opts, asked) in lists {
+            let diff = self.with_index_of(&asked, || {
                 self.repo
                     .diff_tree_to_workdir_with_index(tree.as_ref(), Some(&mut opts))
                     .map_err(ctx)

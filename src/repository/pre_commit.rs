@@ -21,8 +21,8 @@ use super::staging::Staging;
 use crate::error::{Error, Result};
 
 impl Repository {
-    /// Runs `pre-commit` and returns the tree to commit (`head_and_staged`: HEAD's tree and the
-    /// index's, written). A hook may stage more (formatters re-adding files): the index is
+    /// Runs `pre-commit` and returns the tree to commit, given HEAD's tree and the staged
+    /// tree as written before it. A hook may stage more (formatters re-adding files): the index is
     /// taken as it left it and judged again. A hook that fails after changing only files kern
     /// staged has its fixes staged and runs once more.
     #[allow(clippy::too_many_arguments)]

@@ -118,6 +118,11 @@ impl Stamp {
             ino: meta.ino(),
         }
     }
+
+    /// The modification time: seconds and nanoseconds since the epoch.
+    pub(super) fn mtime(&self) -> (i64, i64) {
+        self.mtime
+    }
 }
 
 /// What a path must become on revert.

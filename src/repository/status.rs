@@ -364,7 +364,7 @@ impl Repository {
     }
 
     /// The stamp of the index file (`None`: there is none).
-    fn index_stamp(&self) -> Option<Stamp> {
+    pub(super) fn index_stamp(&self) -> Option<Stamp> {
         std::fs::metadata(self.repo.path().join("index"))
             .ok()
             .map(|m| Stamp::of(&m))

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use git2::{IndexEntry, Oid, Status, StatusOptions};
@@ -28,11 +27,11 @@ impl Repository {
     /// libgit2's status, of the whole tree or of exactly `only` (a folder stands for what it
     /// holds), with what git does not count as a change taken out.
     ///
-    /// libgit2 reads every index entry to answer a list of paths (it filters the whole
-    /// index by the list), but only the entries under one path when it is asked about that
-    /// path as a pathspec: a few paths are asked about one by one (100,000 index entries:
-    /// milliseconds for each look). A path a pathspec would read as a pattern is never
-    /// asked that way.
+    /// Asked about one path as a pathspec, libgit2 reads the index and walks the work tree
+    /// only under it; a list of paths has no common folder to start from, so a few paths are
+    /// asked about one by one (100,000 files: milliseconds for each look). A path a pathspec
+    /// would read as a pattern is never asked that way. Either way the index libgit2 reads is
+    /// a copy of the asked paths' entries (see the module docs).
     pub(super) fn status_of(&self, only: Option<&BTreeSet<PathBuf>>) -> Result<Vec<Change>> {
         let one_by_one = only.is_some_and(one_by_one);
         let mut changes = Vec::new();
@@ -152,9 +151,7 @@ impl Repository {
         if caps & INDEX_IGNORE_CASE != 0 {
             return None;
         }
-        let racy_from = std::fs::metadata(self.repo.path().join("index"))
-            .ok()
-            .map(|m| (m.mtime(), m.mtime_nsec()));
+        let racy_from = self.index_stamp().map(|s| s.mtime());
         for path in paths {
             for mut entry in entries_under(index, path) {
                 let mtime = (

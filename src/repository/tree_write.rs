@@ -323,12 +323,11 @@ fn changed_folders(
         if ids.get(&folder).copied() == was {
             continue;
         }
-        let tree = match was {
-            Some(id) => Some(repo.find_tree(id)?),
-            None => None,
-        };
+        // A base tree that cannot be read (a partial clone's) leaves nothing to compare with:
+        // every folder under it is written.
+        let tree = was.and_then(|id| repo.find_tree(id).ok());
         for child in children(ids, &folder) {
-            let name = &child[child.len() - child_name_len(&child, &folder)..];
+            let name = child.rsplit(|&b| b == b'/').next().unwrap_or_default();
             let before = tree
                 .as_ref()
                 .and_then(|t| t.get_name_bytes(name))
@@ -353,15 +352,6 @@ fn children(ids: &BTreeMap<Vec<u8>, Oid>, folder: &[u8]) -> Vec<Vec<u8>> {
         .filter(|path| path.len() > prefix.len() && !path[prefix.len()..].contains(&b'/'))
         .cloned()
         .collect()
-}
-
-/// The length of `child`'s own name, `child` being directly inside `folder`.
-fn child_name_len(child: &[u8], folder: &[u8]) -> usize {
-    if folder.is_empty() {
-        child.len()
-    } else {
-        child.len() - folder.len() - 1
-    }
 }
 
 #[cfg(test)]
@@ -493,11 +483,37 @@ mod tests {
             // them would bring them back.
             std::fs::remove_file(object_file(&repo, keep)).unwrap();
             std::fs::remove_file(object_file(&repo, deep)).unwrap();
+            // A fresh handle: nothing read before is in its object cache.
+            let repo = Repository::open(repo.path()).unwrap();
+            assert!(repo.find_tree(keep).is_err());
             let written = write_index_tree(&repo, &mut index, Some(base)).unwrap();
             assert_eq!(written, expected);
             assert!(!object_file(&repo, keep).exists() && !object_file(&repo, deep).exists());
             assert!(repo.find_tree(written).is_ok());
         }
+    }
+
+    #[test]
+    fn a_base_tree_that_cannot_be_read_leaves_its_folders_written_anew() {
+        let (_dir, repo, base) = with_base(ObjectFormat::Sha1);
+        let base_tree = repo.find_tree(base).unwrap();
+        let edit = base_tree.get_name("edit").unwrap().id();
+        let mut index = Index::new().unwrap();
+        index.read_tree(&base_tree).unwrap();
+        let two = repo.blob(b"2").unwrap();
+        index
+            .add(&bare_entry(b"edit/new".to_vec(), 0o100_644, two))
+            .unwrap();
+        let expected = libgit2s(&repo, &index).unwrap();
+        // The changed folder's tree in the base is gone (a partial clone's, say).
+        std::fs::remove_file(object_file(&repo, edit)).unwrap();
+        let repo = Repository::open(repo.path()).unwrap();
+        assert!(repo.find_tree(edit).is_err());
+        assert_eq!(
+            write_index_tree(&repo, &mut index, Some(base)).unwrap(),
+            expected
+        );
+        assert!(repo.find_tree(expected).is_ok());
     }
 
     #[test]
