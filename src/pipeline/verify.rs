@@ -86,14 +86,30 @@ fn judge_file(top: &Path, must: &MustHave) -> (bool, String) {
             pattern,
             absent,
             ..
-        } => match crate::spec::compile_grep(pattern) {
-            Ok(re) => {
-                let seen = crate::spec::grep_file(&top.join(path), &re);
-                (seen.holds(*absent), seen.seen(path))
+        } => {
+            // grep's own order (`grep "^x=1$" config.env`) when the first word names no file
+            // and the last one does: the only reading under which the line can ever hold.
+            if crate::spec::path_looks_like_a_pattern(must)
+                && std::fs::symlink_metadata(top.join(path)).is_err()
+                && top.join(pattern).is_file()
+            {
+                let (held, seen) = grep(top, pattern, path, *absent);
+                return (held, format!("read in grep's order, {seen}"));
             }
-            Err(why) => (false, format!("the pattern does not compile: {why}")),
-        },
+            grep(top, path, pattern, *absent)
+        }
         MustHave::Run { .. } => (false, "not a file must-have".into()),
+    }
+}
+
+/// Whether `path` holds a line matching `pattern` (`absent`: holds none), and what was seen.
+fn grep(top: &Path, path: &str, pattern: &str, absent: bool) -> (bool, String) {
+    match crate::spec::compile_grep(pattern) {
+        Ok(re) => {
+            let seen = crate::spec::grep_file(&top.join(path), &re);
+            (seen.holds(absent), seen.seen(path))
+        }
+        Err(why) => (false, format!("the pattern does not compile: {why}")),
     }
 }
 
@@ -292,6 +308,16 @@ mod tests {
                 "`src/lib.rs` holds no match",
             ),
             ("grep src/gone.rs x", false, "no such file `src/gone.rs`"),
+            (
+                "grep \"^pub fn\" src/lib.rs",
+                true,
+                "read in grep's order, `src/lib.rs:2` holds `pub fn`",
+            ),
+            (
+                "grep ^nothing$ src/gone.rs",
+                false,
+                "no such file `^nothing$`",
+            ),
         ];
         for (line, passed, seen) in cases {
             let must = crate::spec::parse_must(line).remove(0).unwrap();

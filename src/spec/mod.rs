@@ -58,7 +58,10 @@ pub use file::SpecFile;
 pub(crate) use file::Written;
 pub(crate) use grep::{compile as compile_grep, grep_file};
 pub(crate) use issue::IssueRef;
-pub(crate) use must::{MustHave, TestsFirst, is_test_path, parse as parse_must, scope_patterns};
+pub(crate) use must::{
+    MustHave, TestsFirst, is_test_path, parse as parse_must, path_looks_like_a_pattern,
+    scope_patterns,
+};
 pub(crate) use notes::error_signature;
 pub use select::select;
 pub(crate) use select::{SelectOptions, Selection, select_avoiding, select_with, why_not_taken};

@@ -43,8 +43,8 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
                         message: format!("a Must note of task {}: {problem}", Quoted(&t.title)),
                         fix: "one must-have a line: file <path>, file !<path>, grep <path> <regex>, grep! <path> <regex>, run <command>".to_string(),
                     }),
-                    // grep's own order, pattern first: kern would look for a file named
-                    // like the pattern, and the must-have fail on honest work.
+                    // grep's own order, pattern first: kern reads it so only while no file
+                    // has the pattern's name (pipeline/verify.rs); the person should know.
                     Ok(must @ super::must::MustHave::Grep { .. })
                         if super::must::path_looks_like_a_pattern(&must) =>
                     {
@@ -53,7 +53,7 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
                             line: note.line,
                             column: 1,
                             message: format!(
-                                "a Must note of task {}: `{must}` names its file second, as grep is written; kern reads the word after `grep` as the file",
+                                "a Must note of task {}: `{must}` names its file second, as grep is written; kern reads the word after `grep` as the file, and the line in grep's order only while no file has that name",
                                 Quoted(&t.title)
                             ),
                             fix: "write the file first: `grep <path> <regex>`".to_string(),
@@ -219,7 +219,7 @@ mod tests {
                 "grep's own order, the pattern first",
                 "- [ ] a\n  > **Must:**\n  >\n  > - grep \"^x=1$\" config.txt\n",
                 &[
-                    "SPEC.md:2:1: warning: a Must note of task `a`: `grep \"^x=1$\" config.txt` names its file second, as grep is written; kern reads the word after `grep` as the file — write the file first: `grep <path> <regex>`",
+                    "SPEC.md:2:1: warning: a Must note of task `a`: `grep \"^x=1$\" config.txt` names its file second, as grep is written; kern reads the word after `grep` as the file, and the line in grep's order only while no file has that name — write the file first: `grep <path> <regex>`",
                 ],
             ),
             (

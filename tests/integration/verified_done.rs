@@ -451,3 +451,44 @@ fn a_grep_must_have_written_as_a_shell_writes_grep_holds_on_honest_work() {
         "{err}"
     );
 }
+
+#[test]
+fn a_grep_must_have_in_greps_own_order_is_read_so_when_only_the_last_word_names_a_file() {
+    // `grep "^y=2$" config.env`, as grep is typed: kern read `^y=2$` as the file, and the
+    // must-have failed on honest work every attempt, each one paid for. With no file of the
+    // first word's name and a file of the last's, grep's order is the only reading.
+    let p = Project::new(
+        "- [ ] Set y\n  > **Must:**\n  >\n  > - grep \"^y=2$\" config.env\n  > - grep! '^z=' config.env\n",
+    );
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"config.env": "x=1\ny=2\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Set y"}}
+    }}));
+    let err = p.run(&["1", "0", "--max-attempts", "1"]).expect(0).stderr;
+    assert!(
+        err.contains(
+            "must: ✓ grep \"^y=2$\" config.env: read in grep's order, `config.env:2` holds `y=2`"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "must: ✓ grep! \"^z=\" config.env: read in grep's order, `config.env` holds no match"
+        ),
+        "{err}"
+    );
+    assert_eq!(p.log()[0], "Set y");
+    // Work that does not hold the line still fails, named in the same order.
+    let p = Project::new("- [ ] Set y\n  > **Must:** grep \"^y=2$\" config.env\n");
+    p.scenario(&json!({"default": {
+        "implement": {"write": {"config.env": "y=3\n"}},
+        "commit": {"result": {"verdict": "COMMIT", "subject": "Set y"}}
+    }}));
+    let err = p.run(&["1", "0", "--max-attempts", "1"]).expect(4).stderr;
+    assert!(
+        err.contains(
+            "must: ✗ grep \"^y=2$\" config.env: read in grep's order, `config.env` holds no match"
+        ),
+        "{err}"
+    );
+}
