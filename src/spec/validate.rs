@@ -31,8 +31,9 @@ pub fn validate(doc: &Document) -> Vec<Diagnostic> {
         }
     }
     // A must-have kern cannot read would be skipped silently or fail every attempt: the
-    // person hears of it before any agent runs.
-    for t in tasks {
+    // person hears of it before any agent runs. A done task's are never checked again: not a
+    // word of them, at every start of every run after.
+    for t in tasks.iter().filter(|t| t.state != TaskState::Done) {
         for note in t.notes.iter().filter(|n| n.kind == super::NoteKind::Must) {
             for parsed in super::must::parse(&note.text) {
                 match parsed {
@@ -221,6 +222,11 @@ mod tests {
                 &[
                     "SPEC.md:2:1: warning: a Must note of task `a`: `grep \"^x=1$\" config.txt` names its file second, as grep is written; kern reads the word after `grep` as the file, and the line in grep's order only while no file has that name — write the file first: `grep <path> <regex>`",
                 ],
+            ),
+            (
+                "a done task's must-haves are never checked again: nothing said of them",
+                "- [x] a\n  > **Must:**\n  >\n  > - grep \"^x=1$\" config.txt\n  > - exists config.txt\n",
+                &[],
             ),
             (
                 "Tests notes kern reads, and one it does not",
